@@ -1,0 +1,34 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+)
+
+// version is set at link time by release builds (-ldflags "-X main.version=v1.2.3").
+var version = ""
+
+func init() {
+	register("version", "print the version of softirdma and of the Go toolchain that built it", runVersion)
+}
+
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("version", stderr)
+	if code, done := parseFlags(fs, args); done {
+		return code
+	}
+	fmt.Fprintf(stdout, "softirdma %s (%s, %s/%s)\n", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return 0
+}
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "devel"
+}
