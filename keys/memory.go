@@ -1,0 +1,175 @@
+package keys
+
+import (
+	"math"
+	"sort"
+)
+
+// Memory is what an MR registers: an ordered scatter list of byte slices (one Go slice for the
+// verbs API, a list of guest pages for the device), or, for an implicit on-demand MR, a whole
+// address space. keys keeps references to the slices and never copies them.
+type Memory struct {
+	one []byte // the contiguous case, kept inline so a plain MR costs no extra allocation
+	*scatter
+}
+
+type scatter struct {
+	segs [][]byte // nil for an address space
+	ends []uint64 // ends[i] = offset just past segs[i]
+	as   AddressSpace
+}
+
+// AddressSpace is memory reached by address rather than registered slice by slice: the whole
+// address space an implicit on-demand MR covers (a guest's DMA map, say).
+type AddressSpace interface {
+	// Mapped says whether every byte of [addr, addr+n) is backed by memory.
+	Mapped(addr, n uint64) bool
+	// Segments appends the slices holding [addr, addr+n) to dst; the range is Mapped.
+	Segments(addr, n uint64, dst [][]byte) [][]byte
+}
+
+// Contiguous is memory made of one slice.
+func Contiguous(b []byte) Memory { return Memory{one: b} }
+
+// Scatter is memory made of several slices, in order; empty slices are dropped.
+func Scatter(segs ...[]byte) Memory {
+	sc := &scatter{}
+	var end uint64
+	for _, s := range segs {
+		if len(s) == 0 {
+			continue
+		}
+		end += uint64(len(s))
+		sc.segs = append(sc.segs, s)
+		sc.ends = append(sc.ends, end)
+	}
+	switch len(sc.segs) {
+	case 0:
+		return Memory{}
+	case 1:
+		return Memory{one: sc.segs[0]}
+	}
+	return Memory{scatter: sc}
+}
+
+// Implicit is the memory of an implicit on-demand MR: every address of as, length 2^64-1.
+func Implicit(as AddressSpace) Memory { return Memory{scatter: &scatter{as: as}} }
+
+// Len is the number of bytes the memory covers.
+func (m *Memory) Len() uint64 {
+	switch {
+	case m.scatter == nil:
+		return uint64(len(m.one))
+	case m.as != nil:
+		return math.MaxUint64
+	}
+	return m.ends[len(m.ends)-1]
+}
+
+func (m *Memory) implicit() bool { return m.scatter != nil && m.as != nil }
+
+// segments appends the slices covering [off, off+n) to dst. The caller has range-checked.
+func (m *Memory) segments(off, n uint64, dst [][]byte) [][]byte {
+	if m.implicit() {
+		if n == 0 {
+			return dst
+		}
+		return m.as.Segments(off, n, dst)
+	}
+	m.walk(off, n, func(seg []byte) bool {
+		dst = append(dst, seg)
+		return true
+	})
+	return dst
+}
+
+// walk calls f on each registered slice piece covering [off, off+n) until f returns false.
+// The caller has range-checked; each piece's capacity ends where the range does.
+func (m *Memory) walk(off, n uint64, f func([]byte) bool) {
+	if n == 0 {
+		return
+	}
+	if m.scatter == nil {
+		f(m.one[off : off+n : off+n])
+		return
+	}
+	i := sort.Search(len(m.ends), func(i int) bool { return m.ends[i] > off })
+	for ; n > 0; i++ {
+		start := m.ends[i] - uint64(len(m.segs[i]))
+		seg := m.segs[i][off-start:]
+		if uint64(len(seg)) > n {
+			seg = seg[:n:n]
+		}
+		if !f(seg) {
+			return
+		}
+		off += uint64(len(seg))
+		n -= uint64(len(seg))
+	}
+}
+
+// Span is where an access lands: n bytes from offset off of registered memory. It stays valid
+// until the key space next changes; the engine looks a key up again for every packet, as
+// hardware does, so an invalidation takes effect mid-message.
+type Span struct {
+	mem *Memory
+	off uint64
+	n   uint64
+}
+
+// Len is the number of bytes the span covers.
+func (s Span) Len() uint64 { return s.n }
+
+// Segments appends to dst the byte slices that hold the span, in order, and returns it. With a
+// dst of enough capacity it does not allocate. Each slice's capacity ends at the span's end, so
+// an append through it cannot reach memory outside the access.
+func (s Span) Segments(dst [][]byte) [][]byte {
+	if s.mem == nil {
+		return dst
+	}
+	return s.mem.segments(s.off, s.n, dst)
+}
+
+// CopyFrom copies src into the span (a WRITE or a SEND landing) and returns the bytes copied.
+func (s Span) CopyFrom(src []byte) int {
+	total := 0
+	s.each(func(seg []byte) bool {
+		n := copy(seg, src)
+		src = src[n:]
+		total += n
+		return len(src) > 0
+	})
+	return total
+}
+
+// CopyTo copies the span into dst (a READ response or a SEND being built) and returns the bytes
+// copied.
+func (s Span) CopyTo(dst []byte) int {
+	total := 0
+	s.each(func(seg []byte) bool {
+		n := copy(dst, seg)
+		dst = dst[n:]
+		total += n
+		return len(dst) > 0
+	})
+	return total
+}
+
+// each walks the span's slices without collecting them, so the copy helpers do not allocate
+// for registered memory.
+func (s Span) each(f func([]byte) bool) {
+	if s.mem == nil {
+		return
+	}
+	if !s.mem.implicit() {
+		s.mem.walk(s.off, s.n, f)
+		return
+	}
+	var buf [8][]byte
+	segs := s.mem.segments(s.off, s.n, buf[:0])
+	for _, seg := range segs {
+		if !f(seg) {
+			return
+		}
+	}
+}
