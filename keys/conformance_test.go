@@ -21,9 +21,9 @@ func TestConformance(t *testing.T) {
 			{RemoteWrite, syscall.EINVAL},
 			{RemoteAtomic, syscall.EINVAL},
 			{RemoteWrite | RemoteRead, syscall.EINVAL},
-			{1 << 15, syscall.EOPNOTSUPP},        // an undefined bit
-			{HugeTLB, syscall.EOPNOTSUPP},        // HUGETLB without ON_DEMAND
-			{FlushGlobal, syscall.EOPNOTSUPP},    // no FLUSH yet
+			{1 << 15, syscall.EOPNOTSUPP},         // an undefined bit
+			{HugeTLB, syscall.EOPNOTSUPP},         // HUGETLB without ON_DEMAND
+			{FlushGlobal, syscall.EOPNOTSUPP},     // no FLUSH yet
 			{FlushPersistent, syscall.EOPNOTSUPP}, //
 		} {
 			_, err := s.RegMR(MRSpec{PD: pdA, Mem: mem, Access: c.access})

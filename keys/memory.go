@@ -56,7 +56,7 @@ func Scatter(segs ...[]byte) Memory {
 func Implicit(as AddressSpace) Memory { return Memory{scatter: &scatter{as: as}} }
 
 // Len is the number of bytes the memory covers.
-func (m *Memory) Len() uint64 {
+func (m Memory) Len() uint64 {
 	switch {
 	case m.scatter == nil:
 		return uint64(len(m.one))
@@ -66,7 +66,7 @@ func (m *Memory) Len() uint64 {
 	return m.ends[len(m.ends)-1]
 }
 
-func (m *Memory) implicit() bool { return m.scatter != nil && m.as != nil }
+func (m Memory) implicit() bool { return m.scatter != nil && m.as != nil }
 
 // segments appends the slices covering [off, off+n) to dst. The caller has range-checked.
 func (m *Memory) segments(off, n uint64, dst [][]byte) [][]byte {
