@@ -194,11 +194,32 @@ func (b *Builder) Begin(dst []byte, h *Header, n int) (frame, slot []byte, err e
 	bh.SetAckReq(h.AckReq)
 	bh.SetPSN(h.PSN)
 	off = bth + BTHLen
+	off += writeExt(f[off:], info.Ext, h)
+	clear(f[off+n : off+n+pad])
+	return f, f[off : off+n : off+n], nil
+}
+
+// Seal computes the ICRC of a frame written by Begin and stores it in the last four bytes.
+func (b *Builder) Seal(frame []byte) {
+	l3 := b.l3()
+	v6 := b.ipv6()
+	bth := l3 + IPv4Len + UDPLen
+	if v6 {
+		bth = l3 + IPv6Len + UDPLen
+	}
+	end := len(frame) - ICRCLen
+	binary.LittleEndian.PutUint32(frame[end:], b.icrc.compute(frame, l3, bth, end, v6))
+}
+
+// writeExt writes the extension headers of the set from h at the start of dst and returns their
+// length. Every byte is written, reserved ones as zero, so dst needs no clearing first.
+func writeExt(dst []byte, ext Ext, h *Header) int {
+	off := 0
 	for _, x := range extOrder {
-		if info.Ext&x.ext == 0 {
+		if ext&x.ext == 0 {
 			continue
 		}
-		v := f[off : off+x.len]
+		v := dst[off : off+x.len]
 		switch x.ext {
 		case ExtDETH:
 			DETH(v).SetQKey(h.QKey)
@@ -230,20 +251,7 @@ func (b *Builder) Begin(dst []byte, h *Header, n int) (frame, slot []byte, err e
 		}
 		off += x.len
 	}
-	clear(f[off+n : off+n+pad])
-	return f, f[off : off+n : off+n], nil
-}
-
-// Seal computes the ICRC of a frame written by Begin and stores it in the last four bytes.
-func (b *Builder) Seal(frame []byte) {
-	l3 := b.l3()
-	v6 := b.ipv6()
-	bth := l3 + IPv4Len + UDPLen
-	if v6 {
-		bth = l3 + IPv6Len + UDPLen
-	}
-	end := len(frame) - ICRCLen
-	binary.LittleEndian.PutUint32(frame[end:], b.icrc.compute(frame, l3, bth, end, v6))
+	return off
 }
 
 // ipv4Checksum is the Internet checksum of an IPv4 header whose checksum field is zero.

@@ -220,10 +220,19 @@ func (p *Parser) parseIP(f *Frame, l3 int, ipv6 bool) error {
 	if int(binary.BigEndian.Uint16(b[l4+4:])) != end-l4 {
 		return errUDPLength
 	}
-	return p.parseBTH(f, l4+UDPLen, end)
+	if err := parseTransport(f, l4+UDPLen, end); err != nil {
+		return err
+	}
+	if p.icrc.compute(b, f.L3, f.BTHOff, end-ICRCLen, f.IPv6) != f.ICRC {
+		return errICRC
+	}
+	return nil
 }
 
-func (p *Parser) parseBTH(f *Frame, bth, end int) error {
+// parseTransport parses the InfiniBand part, f.Buf[bth:end]: BTH, extension headers, payload, pad
+// and ICRC field. It checks everything but the ICRC value, which needs the IP header; the gopacket
+// layer shares it, so both decoders accept exactly the same packets.
+func parseTransport(f *Frame, bth, end int) error {
 	b := f.Buf
 	f.BTHOff, f.End = bth, end
 	if end-bth < BTHLen+ICRCLen {
@@ -297,8 +306,58 @@ func (p *Parser) parseBTH(f *Frame, bth, end int) error {
 		}
 	}
 	f.ICRC = binary.LittleEndian.Uint32(b[icrcOff:end])
-	if p.icrc.compute(b, f.L3, bth, icrcOff, f.IPv6) != f.ICRC {
-		return errICRC
-	}
 	return nil
+}
+
+// Header returns the BTH and extension header fields of a parsed frame as a Header, the form
+// Builder takes. Fields of headers the frame does not carry are zero.
+func (f *Frame) Header() Header {
+	h := f.BTH
+	out := Header{
+		Opcode: h.Opcode(), SE: h.SE(), MigReq: h.MigReq(), FECN: h.FECN(), BECN: h.BECN(),
+		AckReq: h.AckReq(), PKey: h.PKey(), DestQP: h.DestQP(), PSN: h.PSN(),
+	}
+	if v := f.RETH; v != nil {
+		out.VA, out.RKey, out.DMALen = v.VA(), v.RKey(), v.DMALen()
+	}
+	if v := f.AtomicETH; v != nil {
+		out.VA, out.RKey, out.SwapAdd, out.Compare = v.VA(), v.RKey(), v.SwapAdd(), v.Compare()
+	}
+	if v := f.AETH; v != nil {
+		out.Syndrome, out.MSN = v.Syndrome(), v.MSN()
+	}
+	if v := f.AtomicAckETH; v != nil {
+		out.Orig = v.Orig()
+	}
+	if v := f.ImmDt; v != nil {
+		out.Imm = v.Imm()
+	}
+	if v := f.IETH; v != nil {
+		out.InvRKey = v.RKey()
+	}
+	if v := f.DETH; v != nil {
+		out.QKey, out.SrcQP = v.QKey(), v.SrcQP()
+	}
+	if v := f.FETH; v != nil {
+		out.FETH = v.Raw()
+	}
+	return out
+}
+
+// Path returns the link, IP and UDP fields of a parsed Ethernet frame as a Path, the form Builder
+// takes.
+func (f *Frame) Path() Path {
+	p := Path{
+		SrcIP: f.SrcIP(), DstIP: f.DstIP(), SrcPort: f.SrcPort(),
+		TrafficClass: f.TrafficClass(), TTL: f.HopLimit(), FlowLabel: f.FlowLabel(),
+		VLAN: f.VLAN, HasVLAN: f.HasVLAN,
+	}
+	if f.L3 >= EthernetLen {
+		copy(p.DstMAC[:], f.Buf[0:6])
+		copy(p.SrcMAC[:], f.Buf[6:12])
+	}
+	if !f.IPv6 {
+		p.IPID = binary.BigEndian.Uint16(f.Buf[f.L3+4:])
+	}
+	return p
 }
