@@ -165,7 +165,7 @@ func TestOpcodeTable(t *testing.T) {
 	if s := Opcode(0x15).String(); s != "OPCODE_0x15" {
 		t.Errorf("unknown opcode name %q", s)
 	}
-	if (ExtAETH | ExtAtomicAckETH).Len() != 12 || (ExtFETH | ExtRETH).Len() != 20 || ExtCNP.Len() != 16 {
+	if (ExtAETH|ExtAtomicAckETH).Len() != 12 || (ExtFETH|ExtRETH).Len() != 20 || ExtCNP.Len() != 16 {
 		t.Error("Ext.Len")
 	}
 }
