@@ -1,0 +1,440 @@
+// Package decode owns what `softirdma decode` reports about a capture: one record per RoCEv2
+// frame with every header field and the ICRC verdict, per-connection RC statistics (-flows), the
+// closing summary, and the human and JSON renderings of all three. It reads through wire and never
+// panics on a truncated or garbage file.
+package decode
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/softirdma/softirdma/wire"
+)
+
+// Options select what Run prints.
+type Options struct {
+	// Flows adds per-connection statistics after the frames.
+	Flows bool
+	// JSON prints one JSON object per line instead of text: frames, then flows, then the summary.
+	JSON bool
+}
+
+// Summary counts the frames of a capture. RoCEv2 counts every frame to UDP port 4791, malformed
+// ones included, so ICRCOK + ICRCBad + Malformed == RoCEv2.
+type Summary struct {
+	Frames    int `json:"frames"`
+	RoCEv2    int `json:"rocev2"`
+	ICRCOK    int `json:"icrc_ok"`
+	ICRCBad   int `json:"icrc_bad"`
+	Malformed int `json:"malformed"`
+}
+
+// String is the last line of the human output.
+func (s Summary) String() string {
+	return fmt.Sprintf("summary: frames=%d rocev2=%d icrc_ok=%d icrc_bad=%d malformed=%d",
+		s.Frames, s.RoCEv2, s.ICRCOK, s.ICRCBad, s.Malformed)
+}
+
+// Clean says whether every RoCEv2 frame was well-formed with a valid ICRC.
+func (s Summary) Clean() bool { return s.ICRCBad == 0 && s.Malformed == 0 }
+
+// ErrUnreadable wraps every error that keeps Run from reading the capture at all (not a capture,
+// a link type it cannot decode). Errors met later, after some frames, are returned unwrapped with
+// the summary of what was read.
+var ErrUnreadable = errors.New("unreadable capture")
+
+// Status of a RoCEv2 frame.
+const (
+	StatusOK        = "ok"
+	StatusICRCBad   = "icrc_bad"
+	StatusMalformed = "malformed"
+)
+
+// Record is what the decoder reports about one RoCEv2 frame. Header fields are present only
+// when the frame carries them.
+type Record struct {
+	Frame   int       `json:"frame"`
+	Time    time.Time `json:"time"`
+	Length  int       `json:"len"`
+	CapLen  int       `json:"caplen"`
+	Status  string    `json:"status"`
+	Error   string    `json:"error,omitempty"`
+	Src     string    `json:"src,omitempty"`
+	Dst     string    `json:"dst,omitempty"`
+	SrcPort uint16    `json:"sport,omitempty"`
+	VLAN    *uint16   `json:"vlan,omitempty"`
+
+	Opcode      string  `json:"opcode,omitempty"`
+	OpcodeValue *uint8  `json:"opcode_value,omitempty"`
+	DestQP      *uint32 `json:"dest_qp,omitempty"`
+	PSN         *uint32 `json:"psn,omitempty"`
+	AckReq      bool    `json:"ackreq,omitempty"`
+	SE          bool    `json:"se,omitempty"`
+	MigReq      bool    `json:"migreq,omitempty"`
+	FECN        bool    `json:"fecn,omitempty"`
+	BECN        bool    `json:"becn,omitempty"`
+	PKey        uint16  `json:"pkey,omitempty"`
+
+	RETH      *RETH      `json:"reth,omitempty"`
+	AtomicETH *AtomicETH `json:"atomic_eth,omitempty"`
+	AETH      *AETH      `json:"aeth,omitempty"`
+	// AtomicOrig is the AtomicAckETH's original value.
+	AtomicOrig *uint64 `json:"atomic_orig,omitempty"`
+	Imm        *uint32 `json:"imm,omitempty"`
+	InvRKey    *uint32 `json:"inv_rkey,omitempty"`
+	DETH       *DETH   `json:"deth,omitempty"`
+	FETH       *uint32 `json:"feth,omitempty"`
+	Payload    *int    `json:"payload,omitempty"`
+	ICRC       string  `json:"icrc,omitempty"`
+	// ICRCWant is the ICRC the frame should carry, when it carries another.
+	ICRCWant string `json:"icrc_want,omitempty"`
+}
+
+// RETH fields.
+type RETH struct {
+	VA     uint64 `json:"va"`
+	RKey   uint32 `json:"rkey"`
+	DMALen uint32 `json:"len"`
+}
+
+// AtomicETH fields.
+type AtomicETH struct {
+	VA      uint64 `json:"va"`
+	RKey    uint32 `json:"rkey"`
+	SwapAdd uint64 `json:"swap_add"`
+	Compare uint64 `json:"compare"`
+}
+
+// AETH fields, with the syndrome decoded.
+type AETH struct {
+	Syndrome uint8  `json:"syndrome"`
+	Kind     string `json:"kind"`
+	Text     string `json:"text"`
+	MSN      uint32 `json:"msn"`
+}
+
+// DETH fields.
+type DETH struct {
+	QKey  uint32 `json:"qkey"`
+	SrcQP uint32 `json:"src_qp"`
+}
+
+// Run decodes the capture read from r and writes the report to w. It returns the summary and,
+// when the capture could not be read to its end, an error (wrapping ErrUnreadable if nothing
+// could be read).
+func Run(r io.Reader, w io.Writer, opt Options) (Summary, error) {
+	var sum Summary
+	pr, err := wire.NewPcapReader(r)
+	if err != nil {
+		return sum, fmt.Errorf("%w: %v", ErrUnreadable, err)
+	}
+	parse, err := linkParser(pr.LinkType())
+	if err != nil {
+		return sum, err
+	}
+	out := newOutput(w, opt.JSON)
+	var (
+		p     wire.Parser
+		f     wire.Frame
+		flows = NewFlows()
+	)
+	var readErr error
+	for {
+		data, ci, err := pr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			readErr = fmt.Errorf("after %d frames: %w", sum.Frames, err)
+			break
+		}
+		sum.Frames++
+		perr := parse(&p, &f, data)
+		if !f.RoCE {
+			continue // not addressed to UDP 4791: not ours to judge
+		}
+		sum.RoCEv2++
+		rec := record(&p, &f, perr, sum.Frames, ci)
+		switch rec.Status {
+		case StatusOK:
+			sum.ICRCOK++
+		case StatusICRCBad:
+			sum.ICRCBad++
+		default:
+			sum.Malformed++
+		}
+		if opt.Flows && rec.Status != StatusMalformed {
+			flows.Add(&f, ci.Timestamp, ci.Length, rec.Status == StatusOK)
+		}
+		out.record(rec)
+	}
+	if opt.Flows {
+		out.flows(flows.Conns())
+	}
+	out.summary(sum)
+	if err := out.err(); err != nil {
+		return sum, err
+	}
+	return sum, readErr
+}
+
+type parseFunc func(p *wire.Parser, f *wire.Frame, data []byte) error
+
+// linkParser returns how to find the IP packet in a frame of the link type.
+func linkParser(lt layers.LinkType) (parseFunc, error) {
+	switch lt {
+	case layers.LinkTypeEthernet:
+		return (*wire.Parser).Parse, nil
+	case wire.LinkTypeRaw, wire.LinkTypeIPv4, wire.LinkTypeIPv6, 12, 14:
+		return (*wire.Parser).ParseIP, nil
+	case wire.LinkTypeLinuxSLL:
+		// Linux cooked capture: a 16-byte pseudo header ending in the EtherType.
+		return func(p *wire.Parser, f *wire.Frame, data []byte) error {
+			if len(data) < 16 {
+				f.Reset()
+				return errors.New("short cooked header")
+			}
+			switch et := uint16(data[14])<<8 | uint16(data[15]); et {
+			case wire.EtherTypeIPv4, wire.EtherTypeIPv6:
+				return p.ParseIP(f, data[16:])
+			}
+			f.Reset()
+			return errors.New("not IP")
+		}, nil
+	}
+	return nil, fmt.Errorf("%w: link type %v (%d) is not Ethernet, raw IP or Linux cooked", ErrUnreadable, lt, int(lt))
+}
+
+// record describes one frame the parser found addressed to UDP 4791.
+func record(p *wire.Parser, f *wire.Frame, perr error, n int, ci gopacket.CaptureInfo) *Record {
+	rec := &Record{Frame: n, Time: ci.Timestamp.UTC(), Length: ci.Length, CapLen: ci.CaptureLength}
+	rec.Src, rec.Dst = f.SrcIP().String(), f.DstIP().String()
+	rec.SrcPort = f.SrcPort()
+	if f.HasVLAN {
+		v := f.VLAN & 0x0FFF
+		rec.VLAN = &v
+	}
+	switch {
+	case ci.CaptureLength < ci.Length:
+		rec.Status = StatusMalformed
+		rec.Error = fmt.Sprintf("cut short by the capture: %d of %d bytes", ci.CaptureLength, ci.Length)
+	case perr == nil:
+		rec.Status = StatusOK
+	case wire.KindOf(perr) == wire.KindBadICRC:
+		rec.Status = StatusICRCBad
+	default:
+		rec.Status = StatusMalformed
+		rec.Error = perr.Error()
+	}
+	if f.BTH == nil {
+		return rec
+	}
+	h := f.BTH
+	op := uint8(h.Opcode())
+	qp, psn := h.DestQP(), h.PSN()
+	rec.Opcode, rec.OpcodeValue, rec.DestQP, rec.PSN = h.Opcode().String(), &op, &qp, &psn
+	rec.AckReq, rec.SE, rec.MigReq, rec.FECN, rec.BECN = h.AckReq(), h.SE(), h.MigReq(), h.FECN(), h.BECN()
+	if k := h.PKey(); k != 0xFFFF {
+		rec.PKey = k
+	}
+	if f.Info == nil || f.Payload == nil && rec.Status == StatusMalformed {
+		return rec // headers past the BTH were not found
+	}
+	if v := f.RETH; v != nil {
+		rec.RETH = &RETH{VA: v.VA(), RKey: v.RKey(), DMALen: v.DMALen()}
+	}
+	if v := f.AtomicETH; v != nil {
+		rec.AtomicETH = &AtomicETH{VA: v.VA(), RKey: v.RKey(), SwapAdd: v.SwapAdd(), Compare: v.Compare()}
+	}
+	if v := f.AETH; v != nil {
+		s := v.Syndrome()
+		rec.AETH = &AETH{Syndrome: uint8(s), Kind: s.Name(), Text: s.String(), MSN: v.MSN()}
+	}
+	if v := f.AtomicAckETH; v != nil {
+		o := v.Orig()
+		rec.AtomicOrig = &o
+	}
+	if v := f.ImmDt; v != nil {
+		i := v.Imm()
+		rec.Imm = &i
+	}
+	if v := f.IETH; v != nil {
+		k := v.RKey()
+		rec.InvRKey = &k
+	}
+	if v := f.DETH; v != nil {
+		rec.DETH = &DETH{QKey: v.QKey(), SrcQP: v.SrcQP()}
+	}
+	if v := f.FETH; v != nil {
+		x := v.Raw()
+		rec.FETH = &x
+	}
+	if rec.Status != StatusMalformed {
+		n := len(f.Payload)
+		rec.Payload = &n
+		rec.ICRC = "ok"
+		if rec.Status == StatusICRCBad {
+			rec.ICRC = "bad"
+			rec.ICRCWant = hex32(p.ICRC(f))
+		}
+	}
+	return rec
+}
+
+func hex32(v uint32) string { return "0x" + pad(strconv.FormatUint(uint64(v), 16), 8) }
+func hex24(v uint32) string { return "0x" + pad(strconv.FormatUint(uint64(v), 16), 6) }
+func hex64(v uint64) string { return "0x" + strconv.FormatUint(v, 16) }
+
+func pad(s string, n int) string {
+	if len(s) >= n {
+		return s
+	}
+	return strings.Repeat("0", n-len(s)) + s
+}
+
+// Text renders a record as one line: time, addresses, UDP source port, opcode, QP, PSN, flags,
+// extension header fields, payload length and ICRC verdict.
+func (r *Record) Text() string {
+	var b strings.Builder
+	b.WriteString(r.Time.Format(timeFormat))
+	fmt.Fprintf(&b, " #%d %s -> %s sport=%d", r.Frame, r.Src, r.Dst, r.SrcPort)
+	if r.VLAN != nil {
+		fmt.Fprintf(&b, " vlan=%d", *r.VLAN)
+	}
+	if r.Opcode != "" {
+		fmt.Fprintf(&b, " %s qp=%s psn=%d", r.Opcode, hex24(*r.DestQP), *r.PSN)
+	}
+	for _, fl := range []struct {
+		on   bool
+		name string
+	}{{r.AckReq, "ackreq"}, {r.SE, "se"}, {r.MigReq, "migreq"}, {r.FECN, "fecn"}, {r.BECN, "becn"}} {
+		if fl.on {
+			b.WriteString(" " + fl.name)
+		}
+	}
+	if r.PKey != 0 {
+		fmt.Fprintf(&b, " pkey=0x%04x", r.PKey)
+	}
+	if v := r.DETH; v != nil {
+		fmt.Fprintf(&b, " qkey=%s src_qp=%s", hex32(v.QKey), hex24(v.SrcQP))
+	}
+	if v := r.FETH; v != nil {
+		fmt.Fprintf(&b, " feth=%s", hex32(*v))
+	}
+	if v := r.RETH; v != nil {
+		fmt.Fprintf(&b, " va=%s rkey=%s len=%d", hex64(v.VA), hex32(v.RKey), v.DMALen)
+	}
+	if v := r.AtomicETH; v != nil {
+		fmt.Fprintf(&b, " va=%s rkey=%s", hex64(v.VA), hex32(v.RKey))
+		if r.OpcodeValue != nil && wire.Opcode(*r.OpcodeValue) == wire.RCCompareSwap {
+			fmt.Fprintf(&b, " swap=%s compare=%s", hex64(v.SwapAdd), hex64(v.Compare))
+		} else {
+			fmt.Fprintf(&b, " add=%s", hex64(v.SwapAdd))
+		}
+	}
+	if v := r.AETH; v != nil {
+		fmt.Fprintf(&b, " aeth=%s msn=%d", v.Text, v.MSN)
+	}
+	if v := r.AtomicOrig; v != nil {
+		fmt.Fprintf(&b, " orig=%s", hex64(*v))
+	}
+	if v := r.Imm; v != nil {
+		fmt.Fprintf(&b, " imm=%s", hex32(*v))
+	}
+	if v := r.InvRKey; v != nil {
+		fmt.Fprintf(&b, " inv_rkey=%s", hex32(*v))
+	}
+	if v := r.Payload; v != nil {
+		fmt.Fprintf(&b, " payload=%d", *v)
+	}
+	switch r.Status {
+	case StatusOK:
+		b.WriteString(" icrc=ok")
+	case StatusICRCBad:
+		fmt.Fprintf(&b, " icrc=bad(want %s)", r.ICRCWant)
+	default:
+		b.WriteString(" malformed: " + r.Error)
+	}
+	return b.String()
+}
+
+// output writes text or JSON lines and keeps the first write error.
+type output struct {
+	w    io.Writer
+	json bool
+	enc  *json.Encoder
+	e    error
+}
+
+func newOutput(w io.Writer, js bool) *output {
+	o := &output{w: w, json: js}
+	if js {
+		o.enc = json.NewEncoder(w)
+	}
+	return o
+}
+
+func (o *output) err() error { return o.e }
+
+func (o *output) line(s string) {
+	if o.e == nil {
+		_, o.e = io.WriteString(o.w, s+"\n")
+	}
+}
+
+func (o *output) object(v any) {
+	if o.e == nil {
+		o.e = o.enc.Encode(v)
+	}
+}
+
+func (o *output) record(r *Record) {
+	if o.json {
+		o.object(struct {
+			Type string `json:"type"`
+			*Record
+		}{"frame", r})
+		return
+	}
+	o.line(r.Text())
+}
+
+func (o *output) flows(cs []*Conn) {
+	if o.json {
+		for _, c := range cs {
+			o.object(struct {
+				Type string `json:"type"`
+				*Conn
+			}{"flow", c})
+		}
+		return
+	}
+	if len(cs) == 0 {
+		o.line("flows: none")
+		return
+	}
+	o.line(fmt.Sprintf("flows: %d RC connections", len(cs)))
+	for _, c := range cs {
+		for _, l := range c.Lines() {
+			o.line(l)
+		}
+	}
+}
+
+func (o *output) summary(s Summary) {
+	if o.json {
+		o.object(struct {
+			Type string `json:"type"`
+			Summary
+		}{"summary", s})
+		return
+	}
+	o.line(s.String())
+}
