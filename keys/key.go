@@ -60,8 +60,6 @@ const (
 	// Optional flags are hints a device may ignore, so they are accepted and ignored.
 	RelaxedOrdering Access = 1 << 20
 	optionalRange   Access = (1<<10 - 1) << 20 // IBV_ACCESS_OPTIONAL_RANGE
-
-	remoteRights = RemoteWrite | RemoteRead | RemoteAtomic
 )
 
 var accessNames = []struct {
