@@ -137,6 +137,8 @@ func (e *AccessError) Error() string {
 		s += fmt.Sprintf(": object is in PD %d, access from PD %d", e.Have, e.Want)
 	case CheckQP:
 		s += fmt.Sprintf(": window is bound to QP 0x%06x, access on QP 0x%06x", e.Have, e.Want)
+	case CheckLength:
+		s += ": the window is not bound"
 	case CheckRights:
 		s += fmt.Sprintf(": needs %s, has %s", Access(e.Want), Access(e.Have))
 	case CheckRange:

@@ -181,7 +181,7 @@ const (
 func (s Syndrome) String() string {
 	switch s {
 	case SyndromeNone:
-		return "none"
+		return "no NAK"
 	case SyndromeInvalidReq:
 		return "NAK 0x61 invalid request"
 	case SyndromeRemoteAccess:
