@@ -54,33 +54,97 @@ type Header struct {
 	FETH uint32
 }
 
-// Builder writes frames for one Path. It keeps a small scratch area for the ICRC, so use one
-// Builder per goroutine.
+// Builder writes frames for one Path. It keeps the link, IP and UDP headers of its Path as a
+// template (rebuilt when Path changes, IPID aside), so a frame costs a copy of that template and
+// the transport headers. Use one Builder per goroutine.
 type Builder struct {
 	Path Path
-	icrc icrcScratch
+
+	tmplFor Path // the Path the template was made from, with IPID 0
+	tmplOK  bool
+	tmpl    [EthernetLen + VLANLen + IPv6Len + UDPLen]byte
+	l3, l4  int
+	v6      bool
+	// ipSum is the IPv4 header's ones'-complement sum without total length, ID and checksum.
+	ipSum uint32
 }
 
 // NewBuilder returns a Builder for the path.
 func NewBuilder(p Path) *Builder { return &Builder{Path: p} }
 
-func (b *Builder) ipv6() bool { return !(b.Path.SrcIP.Unmap().Is4() && b.Path.DstIP.Unmap().Is4()) }
-
-func (b *Builder) l3() int {
-	if b.Path.HasVLAN {
-		return EthernetLen + VLANLen
+// prepare rebuilds the template when Path has changed since the last frame.
+func (b *Builder) prepare() error {
+	key := b.Path
+	key.IPID = 0
+	if b.tmplOK && key == b.tmplFor {
+		return nil
 	}
-	return EthernetLen
+	p := &b.Path
+	if !p.SrcIP.IsValid() || !p.DstIP.IsValid() {
+		return errBuildAddr
+	}
+	b.tmplOK = false
+	b.v6 = !(p.SrcIP.Unmap().Is4() && p.DstIP.Unmap().Is4())
+	t := b.tmpl[:]
+	clear(t)
+	copy(t[0:6], p.DstMAC[:])
+	copy(t[6:12], p.SrcMAC[:])
+	off := 12
+	if p.HasVLAN {
+		binary.BigEndian.PutUint16(t[12:], EtherTypeVLAN)
+		binary.BigEndian.PutUint16(t[14:], p.VLAN)
+		off = 16
+	}
+	b.l3 = off + 2
+	ttl := p.TTL
+	if ttl == 0 {
+		ttl = 64
+	}
+	if b.v6 {
+		binary.BigEndian.PutUint16(t[off:], EtherTypeIPv6)
+		ip := t[b.l3 : b.l3+IPv6Len]
+		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(p.TrafficClass)<<20|p.FlowLabel&0xFFFFF)
+		ip[6] = 17
+		ip[7] = ttl
+		s, d := p.SrcIP.As16(), p.DstIP.As16()
+		copy(ip[8:24], s[:])
+		copy(ip[24:40], d[:])
+		b.l4 = b.l3 + IPv6Len
+	} else {
+		binary.BigEndian.PutUint16(t[off:], EtherTypeIPv4)
+		ip := t[b.l3 : b.l3+IPv4Len]
+		ip[0] = 0x45
+		ip[1] = p.TrafficClass
+		binary.BigEndian.PutUint16(ip[6:], 0x4000) // DF: RoCE never fragments
+		ip[8] = ttl
+		ip[9] = 17
+		s, d := p.SrcIP.Unmap().As4(), p.DstIP.Unmap().As4()
+		copy(ip[12:16], s[:])
+		copy(ip[16:20], d[:])
+		b.ipSum = onesSum(ip)
+		b.l4 = b.l3 + IPv4Len
+	}
+	udp := t[b.l4 : b.l4+UDPLen]
+	binary.BigEndian.PutUint16(udp[0:], p.SrcPort)
+	binary.BigEndian.PutUint16(udp[2:], UDPPort)
+	// The UDP checksum stays 0: RoCEv2 senders leave it out, the ICRC covers the packet.
+	b.tmplFor, b.tmplOK = key, true
+	return nil
 }
 
 // FrameLen is the length of the frame Build writes for the opcode and payload length: link, IP
-// and UDP headers, BTH, extension headers, payload, pad and ICRC.
+// and UDP headers, BTH, extension headers, payload, pad and ICRC. It is 0 for an unknown opcode
+// or a Path without addresses.
 func (b *Builder) FrameLen(op Opcode, payloadLen int) int {
-	ip := IPv4Len
-	if b.ipv6() {
-		ip = IPv6Len
+	info := op.Info()
+	if info == nil || b.prepare() != nil {
+		return 0
 	}
-	return b.l3() + ip + UDPLen + BTHLen + op.Info().Ext.Len() + payloadLen + padFor(payloadLen) + ICRCLen
+	return b.frameLen(info, payloadLen)
+}
+
+func (b *Builder) frameLen(info *OpcodeInfo, n int) int {
+	return b.l4 + UDPLen + BTHLen + info.Ext.Len() + n + padFor(n) + ICRCLen
 }
 
 func padFor(n int) int { return -n & 3 }
@@ -112,103 +176,60 @@ func (b *Builder) Begin(dst []byte, h *Header, n int) (frame, slot []byte, err e
 		info.payload == fixedPayload && n != atomicWritePayloadBytes:
 		return nil, nil, errBuildPayload
 	}
-	p := &b.Path
-	v6 := b.ipv6()
-	if !p.SrcIP.IsValid() || !p.DstIP.IsValid() {
-		return nil, nil, errBuildAddr
+	if err := b.prepare(); err != nil {
+		return nil, nil, err
 	}
-	total := b.FrameLen(h.Opcode, n)
+	total := b.frameLen(info, n)
 	if total > len(dst) {
 		return nil, nil, errBuildBuffer
 	}
-	l3 := b.l3()
-	ipLen := total - l3
-	if ipLen > 0xFFFF || (v6 && ipLen-IPv6Len > 0xFFFF) {
+	l3, l4 := b.l3, b.l4
+	if total-l3 > 0xFFFF || (b.v6 && total-l4 > 0xFFFF) {
 		return nil, nil, errBuildTooLarge
 	}
 	f := dst[:total]
-
-	copy(f[0:6], p.DstMAC[:])
-	copy(f[6:12], p.SrcMAC[:])
-	off := 12
-	if p.HasVLAN {
-		binary.BigEndian.PutUint16(f[12:], EtherTypeVLAN)
-		binary.BigEndian.PutUint16(f[14:], p.VLAN)
-		off = 16
-	}
-	ttl := p.TTL
-	if ttl == 0 {
-		ttl = 64
-	}
-	var l4 int
-	if v6 {
-		binary.BigEndian.PutUint16(f[off:], EtherTypeIPv6)
-		ip := f[l3 : l3+IPv6Len]
-		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(p.TrafficClass)<<20|p.FlowLabel&0xFFFFF)
-		binary.BigEndian.PutUint16(ip[4:], uint16(ipLen-IPv6Len))
-		ip[6] = 17
-		ip[7] = ttl
-		s, d := p.SrcIP.As16(), p.DstIP.As16()
-		copy(ip[8:24], s[:])
-		copy(ip[24:40], d[:])
-		l4 = l3 + IPv6Len
+	copy(f, b.tmpl[:l4+UDPLen])
+	if b.v6 {
+		binary.BigEndian.PutUint16(f[l3+4:], uint16(total-l4))
 	} else {
-		binary.BigEndian.PutUint16(f[off:], EtherTypeIPv4)
-		ip := f[l3 : l3+IPv4Len]
-		ip[0] = 0x45
-		ip[1] = p.TrafficClass
-		binary.BigEndian.PutUint16(ip[2:], uint16(ipLen))
-		binary.BigEndian.PutUint16(ip[4:], p.IPID)
-		binary.BigEndian.PutUint16(ip[6:], 0x4000) // DF: RoCE never fragments
-		ip[8] = ttl
-		ip[9] = 17
-		ip[10], ip[11] = 0, 0
-		s, d := p.SrcIP.Unmap().As4(), p.DstIP.Unmap().As4()
-		copy(ip[12:16], s[:])
-		copy(ip[16:20], d[:])
-		binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip))
-		l4 = l3 + IPv4Len
+		ipLen, id := uint16(total-l3), b.Path.IPID
+		binary.BigEndian.PutUint16(f[l3+2:], ipLen)
+		binary.BigEndian.PutUint16(f[l3+4:], id)
+		binary.BigEndian.PutUint16(f[l3+10:], ^fold(b.ipSum+uint32(ipLen)+uint32(id)))
 	}
-	udp := f[l4 : l4+UDPLen]
-	binary.BigEndian.PutUint16(udp[0:], p.SrcPort)
-	binary.BigEndian.PutUint16(udp[2:], UDPPort)
-	binary.BigEndian.PutUint16(udp[4:], uint16(total-l4))
-	udp[6], udp[7] = 0, 0 // RoCEv2 senders leave the UDP checksum out; the ICRC covers the packet
+	binary.BigEndian.PutUint16(f[l4+4:], uint16(total-l4))
 
 	bth := l4 + UDPLen
 	pad := padFor(n)
-	bh := BTH(f[bth : bth+BTHLen])
-	bh[1], bh[4], bh[8] = 0, 0, 0
-	bh.SetOpcode(h.Opcode)
-	bh.SetSE(h.SE)
-	bh.SetMigReq(h.MigReq)
-	bh.SetPadCnt(pad)
 	pkey := h.PKey
 	if pkey == 0 {
 		pkey = 0xFFFF
 	}
-	bh.SetPKey(pkey)
-	bh.SetFECN(h.FECN)
-	bh.SetBECN(h.BECN)
-	bh.SetDestQP(h.DestQP)
-	bh.SetAckReq(h.AckReq)
-	bh.SetPSN(h.PSN)
-	off = bth + BTHLen
-	off += writeExt(f[off:], info.Ext, h)
+	bh := f[bth : bth+BTHLen]
+	bh[0] = byte(h.Opcode)
+	bh[1] = flag(h.SE, 0x80) | flag(h.MigReq, 0x40) | byte(pad)<<4
+	binary.BigEndian.PutUint16(bh[2:], pkey)
+	binary.BigEndian.PutUint32(bh[4:], uint32(flag(h.FECN, 0x80)|flag(h.BECN, 0x40))<<24|h.DestQP&PSNMask)
+	binary.BigEndian.PutUint32(bh[8:], uint32(flag(h.AckReq, 0x80))<<24|h.PSN&PSNMask)
+	off := bth + BTHLen
+	if info.Ext != 0 {
+		off += writeExt(f[off:], info.Ext, h)
+	}
 	clear(f[off+n : off+n+pad])
 	return f, f[off : off+n : off+n], nil
 }
 
+func flag(v bool, bit byte) byte {
+	if v {
+		return bit
+	}
+	return 0
+}
+
 // Seal computes the ICRC of a frame written by Begin and stores it in the last four bytes.
 func (b *Builder) Seal(frame []byte) {
-	l3 := b.l3()
-	v6 := b.ipv6()
-	bth := l3 + IPv4Len + UDPLen
-	if v6 {
-		bth = l3 + IPv6Len + UDPLen
-	}
 	end := len(frame) - ICRCLen
-	binary.LittleEndian.PutUint32(frame[end:], b.icrc.compute(frame, l3, bth, end, v6))
+	binary.LittleEndian.PutUint32(frame[end:], icrcInPlace(frame, b.l3, b.l4+UDPLen, end, b.v6))
 }
 
 // writeExt writes the extension headers of the set from h at the start of dst and returns their
@@ -255,13 +276,21 @@ func writeExt(dst []byte, ext Ext, h *Header) int {
 }
 
 // ipv4Checksum is the Internet checksum of an IPv4 header whose checksum field is zero.
-func ipv4Checksum(h []byte) uint16 {
+func ipv4Checksum(h []byte) uint16 { return ^fold(onesSum(h)) }
+
+// onesSum adds the big-endian 16-bit words of b without folding the carries.
+func onesSum(b []byte) uint32 {
 	var s uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		s += uint32(h[i])<<8 | uint32(h[i+1])
+	for i := 0; i+1 < len(b); i += 2 {
+		s += uint32(b[i])<<8 | uint32(b[i+1])
 	}
+	return s
+}
+
+// fold folds the carries of a ones'-complement sum into 16 bits.
+func fold(s uint32) uint16 {
 	for s > 0xFFFF {
 		s = s>>16 + s&0xFFFF
 	}
-	return ^uint16(s)
+	return uint16(s)
 }

@@ -223,7 +223,7 @@ func (p *Parser) parseIP(f *Frame, l3 int, ipv6 bool) error {
 	if err := parseTransport(f, l4+UDPLen, end); err != nil {
 		return err
 	}
-	if p.icrc.compute(b, f.L3, f.BTHOff, end-ICRCLen, f.IPv6) != f.ICRC {
+	if p.icrc.compute(b, l3, l4+UDPLen, end-ICRCLen, ipv6) != f.ICRC {
 		return errICRC
 	}
 	return nil
