@@ -14,8 +14,8 @@ import (
 // as its destination QP, requests and acknowledgements alike, and every frame from B to A carries
 // qa; the BTH never names the sender's QP. So the decoder first keeps one Direction per (source,
 // destination, destination QP), then pairs the two directions of a connection:
-//   - by the UDP source port, when the peers are rxe: rxe sends from 0xC000 + hash_32(own QPN, 14),
-//     so the source port of A->B is the hash of the QP that B->A is addressed to;
+//   - by the UDP source port, when the peers are rxe: rxe derives it from both QP numbers, so
+//     both directions carry the same port and it matches their two destination QPs;
 //   - otherwise when a response (ACK, READ response, atomic ACK) on one direction carries a PSN that
 //     only one candidate reverse direction has sent a request with;
 //   - otherwise when only one reverse direction between the two addresses is unpaired.
@@ -48,6 +48,9 @@ type Direction struct {
 	MissingPSNs int `json:"missing_psns"`
 	// DupACKs are ACKs that acknowledge nothing new: the responder re-ACKing a duplicate.
 	DupACKs int `json:"dup_acks"`
+	// Restarts are PSN jumps larger than any send window (psnWindow): a new QP reusing the
+	// number, or a reset QP. PSN tracking starts over at each.
+	Restarts int `json:"restarts"`
 	// NAKs this side sent as responder, by kind (NAK_PSN_SEQ_ERR, NAK_INV_REQ, ..., RNR).
 	NAKs map[string]int `json:"naks,omitempty"`
 	// RNRWaitAdvertised is the sum of the RNR timers this side's RNR NAKs asked for;
@@ -65,6 +68,7 @@ type Direction struct {
 	expMin   uint32 // the next new request PSN is expected in [expMin, expMax]
 	expMax   uint32
 	lastAck  uint32
+	lastMSN  uint32
 	hasAck   bool
 	reads    []uint32 // PSNs of READ requests without their last response yet
 	atomics  []uint32
@@ -161,6 +165,11 @@ func (d *Direction) request(f *wire.Frame, psn uint32, ts time.Time, mtu int) {
 	case !d.started:
 		d.started = true
 		d.FirstPSN, d.LastPSN = psn, psn
+	case psnDiff(psn, d.expMin) < -psnWindow || psnDiff(psn, d.expMax) > psnWindow:
+		// Too far to be a resend or a loss: the QP number was reused (a capture of several runs)
+		// or the QP was reset. Start over rather than count thousands of retransmissions.
+		d.Restarts++
+		d.hasAck = false
 	case psnLess(psn, d.expMin):
 		d.Retransmits++
 		d.useRKey(f, ts)
@@ -254,10 +263,16 @@ func (fl *Flows) response(d *Direction, f *wire.Frame, psn uint32, ts time.Time)
 		switch s.Type() {
 		case wire.SyndromeACK:
 			if f.Opcode == wire.RCAcknowledge {
-				if d.hasAck && !psnLess(d.lastAck, psn) {
+				// The MSN only grows on a QP; one going backwards means a new QP with the same
+				// number. Otherwise an ACK that acknowledges no new PSN is a re-ACK of a duplicate.
+				msn := f.AETH.MSN()
+				switch {
+				case d.hasAck && psnLess(msn, d.lastMSN):
+					d.Restarts++
+				case d.hasAck && !psnLess(d.lastAck, psn):
 					d.DupACKs++
 				}
-				d.lastAck, d.hasAck = psn, true
+				d.lastAck, d.lastMSN, d.hasAck = psn, msn, true
 			}
 		case wire.SyndromeRNR:
 			d.NAKs["RNR"]++
@@ -303,8 +318,16 @@ func removePSN(s []uint32, psn uint32) []uint32 {
 	return s
 }
 
-// rxeSrcPort is the UDP source port Linux rxe uses for a QP (rxe_qp.c: 0xC000 + hash_32(qpn, 14)).
-func rxeSrcPort(qpn uint32) uint16 { return 0xC000 | uint16(qpn*0x61C88647>>(32-14)) }
+// rxeSrcPort is the UDP source port Linux rxe uses on an RC QP: the IB flow label of the two QP
+// numbers (rdma_calc_flow_label: their product, folded) compressed to 14 bits above 0xC000
+// (rdma_get_udp_sport). It is the same in both directions of a connection.
+func rxeSrcPort(lqpn, rqpn uint32) uint16 {
+	v := uint64(lqpn) * uint64(rqpn)
+	v ^= v >> 20
+	v ^= v >> 40
+	fl := uint32(v) & 0xFFFFF
+	return uint16(0xC000 | (fl&0x3FFF ^ fl>>14))
+}
 
 func (fl *Flows) pair(a, b *Direction) {
 	a.peer, b.peer = b, a
@@ -336,7 +359,7 @@ func (fl *Flows) candidates(d *Direction) []*Direction {
 func (fl *Flows) pairByPort(d *Direction) {
 	cs := fl.candidates(d)
 	for _, e := range cs {
-		if rxeSrcPort(e.DestQP) == d.SrcPort && rxeSrcPort(d.DestQP) == e.SrcPort {
+		if p := rxeSrcPort(e.DestQP, d.DestQP); p == d.SrcPort && p == e.SrcPort {
 			fl.pair(e, d)
 			return
 		}
@@ -408,8 +431,8 @@ func (d *Direction) lines() []string {
 	if d.started {
 		l += fmt.Sprintf(" psn=%d..%d", d.FirstPSN, d.LastPSN)
 	}
-	l += fmt.Sprintf(" retransmits=%d gaps=%d missing_psns=%d dup_acks=%d icrc_bad=%d outstanding_reads=%d outstanding_atomics=%d",
-		d.Retransmits, d.Gaps, d.MissingPSNs, d.DupACKs, d.ICRCBad, d.OutstandingReads, d.OutstandingAtomics)
+	l += fmt.Sprintf(" retransmits=%d gaps=%d missing_psns=%d dup_acks=%d restarts=%d icrc_bad=%d outstanding_reads=%d outstanding_atomics=%d",
+		d.Retransmits, d.Gaps, d.MissingPSNs, d.DupACKs, d.Restarts, d.ICRCBad, d.OutstandingReads, d.OutstandingAtomics)
 	out := []string{l}
 	if len(d.NAKs) > 0 {
 		names := make([]string, 0, len(d.NAKs))
@@ -435,6 +458,11 @@ func (d *Direction) lines() []string {
 }
 
 const timeFormat = "2006-01-02T15:04:05.000000Z"
+
+// psnWindow bounds how far a resend can go back or a loss can skip ahead. rxe keeps at most 128
+// PSNs unacknowledged and a READ spans at most 2^31/256 PSNs in theory but a few in practice;
+// anything further is a new QP incarnation, not a retransmission.
+const psnWindow = 8192
 
 // psnDiff is a-b in the 24-bit PSN space, as a signed distance.
 func psnDiff(a, b uint32) int32 { return int32((a-b)<<8) >> 8 }
