@@ -93,8 +93,10 @@ type Record struct {
 	FETH       *uint32 `json:"feth,omitempty"`
 	Payload    *int    `json:"payload,omitempty"`
 	ICRC       string  `json:"icrc,omitempty"`
-	// ICRCWant is the ICRC the frame should carry, when it carries another.
-	ICRCWant string `json:"icrc_want,omitempty"`
+	// ICRCCarried and ICRCComputed are the ICRC in the frame and the one its bytes give, when
+	// they differ.
+	ICRCCarried  string `json:"icrc_carried,omitempty"`
+	ICRCComputed string `json:"icrc_computed,omitempty"`
 }
 
 // RETH fields.
@@ -233,10 +235,15 @@ func record(p *wire.Parser, f *wire.Frame, perr error, n int, ci gopacket.Captur
 		rec.Status = StatusMalformed
 		rec.Error = perr.Error()
 	}
-	if f.BTH == nil {
-		return rec
-	}
 	h := f.BTH
+	if h == nil {
+		// Cut short or inconsistent lengths: still show the BTH if the capture holds it.
+		bth := f.L4 + wire.UDPLen
+		if len(f.Buf) < bth+wire.BTHLen {
+			return rec
+		}
+		h = wire.BTH(f.Buf[bth : bth+wire.BTHLen])
+	}
 	op := uint8(h.Opcode())
 	qp, psn := h.DestQP(), h.PSN()
 	rec.Opcode, rec.OpcodeValue, rec.DestQP, rec.PSN = h.Opcode().String(), &op, &qp, &psn
@@ -282,7 +289,7 @@ func record(p *wire.Parser, f *wire.Frame, perr error, n int, ci gopacket.Captur
 		rec.ICRC = "ok"
 		if rec.Status == StatusICRCBad {
 			rec.ICRC = "bad"
-			rec.ICRCWant = hex32(p.ICRC(f))
+			rec.ICRCCarried, rec.ICRCComputed = hex32(f.ICRC), hex32(p.ICRC(f))
 		}
 	}
 	return rec
@@ -358,7 +365,7 @@ func (r *Record) Text() string {
 	case StatusOK:
 		b.WriteString(" icrc=ok")
 	case StatusICRCBad:
-		fmt.Fprintf(&b, " icrc=bad(want %s)", r.ICRCWant)
+		fmt.Fprintf(&b, " icrc=bad(carried %s computed %s)", r.ICRCCarried, r.ICRCComputed)
 	default:
 		b.WriteString(" malformed: " + r.Error)
 	}

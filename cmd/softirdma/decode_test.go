@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+	"github.com/softirdma/softirdma/wire"
+)
+
+const captures = "../../testdata/pcap/"
+
+func runDecodeArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = runDecode(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+type packet struct {
+	ci   gopacket.CaptureInfo
+	data []byte
+}
+
+func readPackets(t *testing.T, name string) []packet {
+	t.Helper()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := wire.NewPcapReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []packet
+	for {
+		data, ci, err := r.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, packet{ci, append([]byte(nil), data...)})
+	}
+}
+
+func writePcap(t *testing.T, link layers.LinkType, ps []packet) string {
+	t.Helper()
+	var b bytes.Buffer
+	w := pcapgo.NewWriter(&b)
+	if err := w.WriteFileHeader(wire.MaxSnaplen, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if err := w.WritePacket(p.ci, p.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return writeFile(t, b.Bytes())
+}
+
+func writeFile(t *testing.T, data []byte) string {
+	t.Helper()
+	name := filepath.Join(t.TempDir(), "capture")
+	if err := os.WriteFile(name, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func TestDecodeCaptures(t *testing.T) {
+	for name, summary := range map[string]string{
+		"rxe-pingpong.pcap":      "summary: frames=112 rocev2=112 icrc_ok=112 icrc_bad=0 malformed=0",
+		"rxe-perftest-pair.pcap": "summary: frames=241 rocev2=61 icrc_ok=61 icrc_bad=0 malformed=0",
+	} {
+		code, out, errs := runDecodeArgs(t, captures+name)
+		if code != 0 || errs != "" {
+			t.Errorf("%s: exit %d, stderr %q", name, code, errs)
+		}
+		if got := lastLine(out); got != summary {
+			t.Errorf("%s: last line %q, want %q", name, got, summary)
+		}
+		if n := strings.Count(out, " icrc=ok\n"); n != strings.Count(out, "\n")-1 {
+			t.Errorf("%s: %d icrc=ok lines of %d", name, n, strings.Count(out, "\n")-1)
+		}
+	}
+}
+
+// TestDecodeLine pins the text of one frame of each kind of header.
+func TestDecodeLine(t *testing.T) {
+	_, out, _ := runDecodeArgs(t, captures+"rxe-perftest-pair.pcap")
+	for _, want := range []string{
+		"2026-11-29T10:09:36.583859Z #39 192.168.77.3 -> 192.168.77.2 sport=49441 RC_RDMA_WRITE_FIRST qp=0x000011 psn=6960847 va=0x55aa6c626000 rkey=0x000002a6 len=2048 payload=1024 icrc=ok\n",
+		" RC_ACKNOWLEDGE qp=0x000011 psn=6960848 aeth=ACK(credits=31) msn=1 payload=0 icrc=ok",
+		" RC_RDMA_READ_REQUEST qp=0x000012 psn=15338670 ackreq va=0x",
+		" RC_ATOMIC_ACKNOWLEDGE qp=0x000013 psn=155320 aeth=ACK(credits=31) msn=4 orig=0xb0b317f16f72e14c payload=0 icrc=ok",
+		" UD_SEND_ONLY qp=0x000015 psn=5120568 qkey=0x11111111 src_qp=0x000015 payload=512 icrc=ok",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no line with %q", want)
+		}
+	}
+	if !regexp.MustCompile(`RC_FETCH_ADD qp=0x000013 psn=\d+ ackreq va=0x[0-9a-f]+ rkey=0x0000046c add=0x1 payload=0 icrc=ok`).MatchString(out) {
+		t.Error("no FETCH_ADD line")
+	}
+}
+
+func TestDecodeFlagsAnywhere(t *testing.T) {
+	file := captures + "rxe-perftest-pair.pcap"
+	_, before, _ := runDecodeArgs(t, "-flows", "-json", file)
+	_, after, _ := runDecodeArgs(t, file, "-json", "-flows")
+	_, mixed, _ := runDecodeArgs(t, "-json", file, "--flows")
+	if before != after || before != mixed || !strings.Contains(before, `"type":"flow"`) {
+		t.Error("flags before, after and around FILE give different output")
+	}
+	if code, _, _ := runDecodeArgs(t, file, "-nope"); code != 2 {
+		t.Errorf("bad flag: exit %d", code)
+	}
+	if code, _, _ := runDecodeArgs(t); code != 2 {
+		t.Errorf("no file: exit %d", code)
+	}
+	if code, _, _ := runDecodeArgs(t, file, file); code != 2 {
+		t.Errorf("two files: exit %d", code)
+	}
+	if code, _, errs := runDecodeArgs(t, "-h"); code != 0 || !strings.Contains(errs, "usage: softirdma decode") {
+		t.Errorf("-h: exit %d, %q", code, errs)
+	}
+}
+
+func TestDecodeJSON(t *testing.T) {
+	code, out, _ := runDecodeArgs(t, "-json", "-flows", captures+"rxe-perftest-pair.pcap")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	types := map[string]int{}
+	for _, l := range lines {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		types[v["type"].(string)]++
+	}
+	if types["frame"] != 61 || types["flow"] != 4 || types["summary"] != 1 {
+		t.Errorf("objects %v", types)
+	}
+	var sum struct {
+		Type                                        string
+		Frames, RoCEv2, ICRCOK, ICRCBad, Malformed int
+	}
+	last := lastLine(out)
+	last = strings.NewReplacer(`"rocev2"`, `"RoCEv2"`, `"icrc_ok"`, `"ICRCOK"`, `"icrc_bad"`, `"ICRCBad"`).Replace(last)
+	if err := json.Unmarshal([]byte(last), &sum); err != nil || sum.Type != "summary" || sum.Frames != 241 || sum.RoCEv2 != 61 || sum.ICRCOK != 61 {
+		t.Errorf("summary %+v (%v)", sum, err)
+	}
+}
+
+// TestDecodeBadFrames: a flipped payload bit is icrc_bad, a frame cut by the capture is
+// malformed, and either makes the exit status 1.
+func TestDecodeBadFrames(t *testing.T) {
+	ps := readPackets(t, captures+"rxe-pingpong.pcap")
+	ps[0].data[60] ^= 0x10 // payload of the first SEND_ONLY
+	ps[1].data[19] ^= 0x01 // IPv4 identification: covered by the ICRC
+	ps[2].data = ps[2].data[:70]
+	ps[2].ci.CaptureLength = 70 // cut by a snap length: Length stays
+	ps[3].data[15] ^= 0xFF      // TOS: masked, still fine
+	code, out, _ := runDecodeArgs(t, writePcap(t, layers.LinkTypeEthernet, ps))
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if got, want := lastLine(out), "summary: frames=112 rocev2=112 icrc_ok=109 icrc_bad=2 malformed=1"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	if !strings.Contains(out, "#1 192.168.77.2 -> 192.168.77.1 sport=54099 RC_SEND_ONLY qp=0x000123 psn=3753198 ackreq payload=64 icrc=bad(carried 0xdfd48238 computed 0xa8826e8e)") {
+		t.Errorf("no icrc=bad line for frame 1:\n%s", out[:400])
+	}
+	if !strings.Contains(out, "#3 192.168.77.2 -> 192.168.77.1 sport=54099 RC_SEND_ONLY qp=0x000123 psn=3753199 ackreq malformed: cut short by the capture: 70 of 122 bytes") {
+		t.Errorf("no malformed line for frame 3")
+	}
+}
+
+func TestDecodeFormats(t *testing.T) {
+	ps := readPackets(t, captures+"rxe-perftest-pair.pcap")
+	_, want, _ := runDecodeArgs(t, captures+"rxe-perftest-pair.pcap")
+
+	// pcapng, through pcapgo's writer.
+	var b bytes.Buffer
+	w, err := wire.NewPcapngWriter(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if err := w.WritePacket(p.ci, p.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if code, got, errs := runDecodeArgs(t, writeFile(t, b.Bytes())); code != 0 || got != want {
+		t.Errorf("pcapng: exit %d %s, output differs", code, errs)
+	}
+
+	// Raw IP: the same frames without their Ethernet headers.
+	var raw []packet
+	for _, p := range ps {
+		ci := p.ci
+		ci.CaptureLength -= 14
+		ci.Length -= 14
+		raw = append(raw, packet{ci, p.data[14:]})
+	}
+	for _, lt := range []layers.LinkType{layers.LinkTypeRaw, layers.LinkTypeIPv4} {
+		code, got, errs := runDecodeArgs(t, writePcap(t, lt, raw))
+		// ARP frames are not IP: they are counted as frames but are not RoCE either way.
+		if code != 0 || lastLine(got) != lastLine(want) {
+			t.Errorf("link %v: exit %d %s: %q", lt, code, errs, lastLine(got))
+		}
+	}
+}
+
+func TestDecodeUnreadable(t *testing.T) {
+	data, err := os.ReadFile(captures + "rxe-pingpong.pcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		data []byte
+		code int
+	}{
+		"empty":       {nil, 2},
+		"garbage":     {bytes.Repeat([]byte("not a capture "), 10), 2},
+		"header only": {data[:24], 0},
+		"cut record":  {data[:len(data)/2], 2},
+		"cut header":  {data[:10], 2},
+	} {
+		code, out, errs := runDecodeArgs(t, writeFile(t, c.data))
+		if code != c.code {
+			t.Errorf("%s: exit %d, want %d (%s)", name, code, c.code, errs)
+		}
+		if c.code == 2 && errs == "" {
+			t.Errorf("%s: no error message", name)
+		}
+		if name == "cut record" && !strings.HasPrefix(lastLine(out), "summary: frames=") {
+			t.Errorf("cut record: no summary of what was read")
+		}
+	}
+	if code, _, _ := runDecodeArgs(t, filepath.Join(t.TempDir(), "missing.pcap")); code != 2 {
+		t.Errorf("missing file: exit %d", code)
+	}
+	// A link type the decoder does not know.
+	if code, _, errs := runDecodeArgs(t, writePcap(t, layers.LinkTypeIEEE802_11, nil)); code != 2 || !strings.Contains(errs, "link type") {
+		t.Errorf("802.11: exit %d %q", code, errs)
+	}
+}
