@@ -160,7 +160,7 @@ func TestDecodeJSON(t *testing.T) {
 		t.Errorf("objects %v", types)
 	}
 	var sum struct {
-		Type                                        string
+		Type                                       string
 		Frames, RoCEv2, ICRCOK, ICRCBad, Malformed int
 	}
 	last := lastLine(out)
