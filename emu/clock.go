@@ -1,0 +1,187 @@
+package emu
+
+import (
+	"container/heap"
+	"sync"
+	"time"
+)
+
+// Clock is where the engine gets time and timers. Devices never read the wall clock: the
+// simulator gives them virtual time, real mode the wall clock.
+type Clock interface {
+	// Now is the time since the clock's epoch.
+	Now() time.Duration
+	// AfterFunc runs f after d. In the simulator f runs on the simulator's loop, in order of
+	// time and then of scheduling; in real mode on a goroutine of its own.
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is a pending AfterFunc.
+type Timer interface {
+	// Stop cancels the call and reports whether it was still pending.
+	Stop() bool
+}
+
+// Sim is the simulator's clock and event loop: a virtual clock that jumps from event to event,
+// so an ACK timeout of seconds costs no wall-clock time. Everything scheduled on it runs on the
+// goroutine that calls Step, RunUntilIdle or RunFor, one event at a time, in a fixed order: by
+// time, then by the order they were scheduled. That order and a seeded random source make a run
+// repeat exactly.
+type Sim struct {
+	mu     sync.Mutex
+	now    time.Duration
+	seq    uint64
+	events eventHeap
+	steps  uint64
+}
+
+// NewSim returns a simulator clock at time zero.
+func NewSim() *Sim { return &Sim{} }
+
+// Now is the virtual time.
+func (s *Sim) Now() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.now
+}
+
+// AfterFunc schedules f at Now()+d. A negative d counts as zero.
+func (s *Sim) AfterFunc(d time.Duration, f func()) Timer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d < 0 {
+		d = 0
+	}
+	s.seq++
+	ev := &simEvent{at: s.now + d, seq: s.seq, f: f, sim: s}
+	heap.Push(&s.events, ev)
+	return ev
+}
+
+// Step runs the next event and reports whether there was one.
+func (s *Sim) Step() bool {
+	s.mu.Lock()
+	if len(s.events) == 0 {
+		s.mu.Unlock()
+		return false
+	}
+	ev := heap.Pop(&s.events).(*simEvent)
+	s.now = ev.at
+	s.steps++
+	f := ev.f
+	ev.f = nil
+	s.mu.Unlock()
+	f()
+	return true
+}
+
+// RunUntilIdle runs events until none is left, or until maxSteps have run (0: no limit). It
+// returns the number of events run.
+func (s *Sim) RunUntilIdle(maxSteps int) int {
+	n := 0
+	for (maxSteps == 0 || n < maxSteps) && s.Step() {
+		n++
+	}
+	return n
+}
+
+// RunUntil runs events until cond holds (checked before each event) or none is left, and
+// reports whether cond held.
+func (s *Sim) RunUntil(cond func() bool) bool {
+	for {
+		if cond() {
+			return true
+		}
+		if !s.Step() {
+			return cond()
+		}
+	}
+}
+
+// RunFor runs every event due within d from now, then sets the clock to now+d.
+func (s *Sim) RunFor(d time.Duration) {
+	end := s.Now() + d
+	for {
+		s.mu.Lock()
+		if len(s.events) == 0 || s.events[0].at > end {
+			s.now = max(s.now, end)
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		s.Step()
+	}
+}
+
+// Pending is the number of scheduled events.
+func (s *Sim) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.events)
+}
+
+// Steps is the number of events run so far.
+func (s *Sim) Steps() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.steps
+}
+
+type simEvent struct {
+	at    time.Duration
+	seq   uint64
+	index int
+	f     func()
+	sim   *Sim
+}
+
+func (e *simEvent) Stop() bool {
+	s := e.sim
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.f == nil || e.index < 0 {
+		return false
+	}
+	heap.Remove(&s.events, e.index)
+	e.f = nil
+	return true
+}
+
+type eventHeap []*simEvent
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h eventHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *eventHeap) Push(x any) {
+	e := x.(*simEvent)
+	e.index = len(*h)
+	*h = append(*h, e)
+}
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	e.index = -1
+	*h = old[:len(old)-1]
+	return e
+}
+
+// WallClock is real time for devices outside the simulator.
+type WallClock struct{ start time.Time }
+
+// NewWallClock returns a clock whose epoch is now.
+func NewWallClock() *WallClock { return &WallClock{start: time.Now()} }
+
+// Now is the time since the clock was made.
+func (c *WallClock) Now() time.Duration { return time.Since(c.start) }
+
+// AfterFunc is time.AfterFunc.
+func (c *WallClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }

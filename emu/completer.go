@@ -1,0 +1,247 @@
+package emu
+
+import (
+	"fmt"
+
+	"github.com/softirdma/softirdma/keys"
+	"github.com/softirdma/softirdma/wire"
+)
+
+// onResponse handles a packet a responder sent us: an ACK or NAK, a READ response, or an atomic
+// acknowledgement.
+func (qp *QP) onResponse(f *wire.Frame) {
+	d := qp.dev
+	if qp.state != QPSRTS && qp.state != QPSSQD {
+		d.Stats.RxDropped++
+		return
+	}
+	psn := f.BTH.PSN()
+	switch f.Opcode {
+	case wire.RCAcknowledge:
+		qp.onAck(psn, f.AETH.Syndrome())
+	case wire.RCAtomicAcknowledge:
+		if syn := f.AETH.Syndrome(); syn.Type() != wire.SyndromeACK {
+			qp.onAck(psn, syn)
+			return
+		}
+		qp.onAtomicAck(psn, f.AtomicAckETH.Orig())
+	default:
+		qp.onReadResponse(f, psn)
+	}
+}
+
+// onAck handles an AETH: a cumulative ACK, an RNR NAK or a NAK.
+func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
+	d := qp.dev
+	r := &qp.req
+	switch syn.Type() {
+	case wire.SyndromeACK:
+		if psnCmp(psn, r.psn) >= 0 {
+			// An acknowledgement for something never sent: a ghost ACK (IBTA 9.7.5.1.4).
+			d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("ghost ACK for psn %d, next to send is %d", psn, r.psn)})
+			d.Stats.RxDropped++
+			return
+		}
+		qp.ackThrough(psn)
+	case wire.SyndromeRNR:
+		qp.ackThrough(psnAdd(psn, psnMask)) // everything before psn
+		w := qp.wqeHolding(psn)
+		if w == nil {
+			return
+		}
+		if qp.attr.RNRRetry != 7 {
+			if r.rnrLeft == 0 {
+				d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, WRID: w.wr.ID, Msg: "RNR NAK, rnr_retry exhausted"})
+				qp.failWQE(w, keys.StatusRNRRetryExcErr, fmt.Errorf("receiver not ready at psn %d after %d RNR retries", psn, qp.attr.RNRRetry))
+				return
+			}
+			r.rnrLeft--
+		}
+		wait := wire.RNRTimerMicros(syn.Value())
+		d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, WRID: w.wr.ID,
+			Msg: fmt.Sprintf("RNR NAK: wait %d us and resend from psn %d", wait, psn)})
+		r.waitRNR = true
+		if r.timer != nil {
+			r.timer.Stop()
+			r.timer = nil
+		}
+		r.rnrTimer = d.clock.AfterFunc(microseconds(wait), func() {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			qp.req.rnrTimer = nil
+			qp.req.waitRNR = false
+			if qp.state == QPSRTS || qp.state == QPSSQD {
+				d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: psn, Msg: fmt.Sprintf("RNR wait over: resend from psn %d", psn)})
+				qp.rewind(psn)
+			}
+		})
+	case wire.SyndromeNAK:
+		qp.ackThrough(psnAdd(psn, psnMask))
+		w := qp.wqeHolding(psn)
+		if syn == wire.NAKPSNSeqError {
+			if w == nil {
+				return
+			}
+			if r.retryLeft == 0 {
+				d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Msg: "NAK sequence error, retries exhausted"})
+				qp.failWQE(w, keys.StatusRetryExcErr, fmt.Errorf("sequence error NAKs at psn %d exhausted %d retries", psn, qp.attr.RetryCnt))
+				return
+			}
+			r.retryLeft--
+			d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Msg: fmt.Sprintf("NAK sequence error: resend from psn %d", psn)})
+			qp.rewind(psn)
+			return
+		}
+		status := keys.StatusRemOpErr
+		switch syn {
+		case wire.NAKInvalidRequest:
+			status = keys.StatusRemInvReqErr
+		case wire.NAKRemoteAccess:
+			status = keys.StatusRemAccessErr
+		}
+		d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Status: status, Msg: fmt.Sprintf("received %s for psn %d", syn, psn)})
+		if w == nil {
+			return
+		}
+		qp.failWQE(w, status, fmt.Errorf("the responder answered psn %d with %s", psn, syn))
+	default:
+		d.Stats.RxDropped++
+	}
+}
+
+// wqeHolding returns the unfinished WQE whose PSN range holds psn.
+func (qp *QP) wqeHolding(psn uint32) *sendWQE {
+	for i := 0; i < qp.sq.n; i++ {
+		w := qp.sq.at(i)
+		if w.state == wqeDone || w.isLocal() || !w.started() {
+			continue
+		}
+		if psnCmp(psn, w.firstPSN) >= 0 && psnCmp(psn, w.lastPSN) <= 0 {
+			return w
+		}
+	}
+	return nil
+}
+
+// ackThrough takes a cumulative acknowledgement of every PSN up to and including psn.
+func (qp *QP) ackThrough(psn uint32) {
+	r := &qp.req
+	progress := false
+	for i := 0; i < qp.sq.n; i++ {
+		w := qp.sq.at(i)
+		if w.state == wqeDone || w.isLocal() {
+			continue
+		}
+		if !w.started() || psnCmp(w.firstPSN, psn) > 0 {
+			break
+		}
+		if w.isReadOrAtomic() {
+			if psnCmp(w.lastPSN, psn) < 0 {
+				// Acknowledged past a READ or atomic whose response never came: the response
+				// was lost. Ask again.
+				qp.dev.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: psn, WRID: w.wr.ID,
+					Msg: fmt.Sprintf("ACK of psn %d passes %s psn %d without its response: resend", psn, w.wr.Opcode, w.firstPSN)})
+				qp.rewind(psnAdd(w.firstPSN, w.next))
+				return
+			}
+			break
+		}
+		if psnCmp(w.lastPSN, psn) > 0 {
+			break // partly acknowledged
+		}
+		if w.state != wqeSent {
+			break
+		}
+		w.state, w.status = wqeDone, WCSuccess
+		progress = true
+	}
+	if psnCmp(psnAdd(psn, 1), r.compPSN) > 0 {
+		r.compPSN = psnAdd(psn, 1)
+		progress = true
+	}
+	if progress {
+		r.retryLeft, r.rnrLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
+		qp.retire()
+		qp.restartRetransmit()
+	}
+}
+
+func (qp *QP) onAtomicAck(psn uint32, orig uint64) {
+	d := qp.dev
+	w := qp.wqeHolding(psn)
+	if w == nil || (w.wr.Opcode != WRAtomicCmpAndSwp && w.wr.Opcode != WRAtomicFetchAndAdd) || w.state != wqeSent {
+		d.Stats.RxDropped++
+		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: "atomic acknowledgement for no outstanding atomic"})
+		return
+	}
+	qp.ackThrough(psnAdd(psn, psnMask))
+	if err := qp.placeAtomicResult(w, orig); err != nil {
+		qp.failWQE(w, keys.StatusLocProtErr, err)
+		return
+	}
+	w.atomicOrig = orig
+	w.state, w.status = wqeDone, WCSuccess
+	qp.ackThrough(psn)
+	qp.retire()
+}
+
+func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
+	d := qp.dev
+	w := qp.wqeHolding(psn)
+	if w == nil || w.wr.Opcode != WRRDMARead || w.state != wqeSent {
+		d.Stats.RxDropped++
+		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("%s for no outstanding READ", f.Opcode)})
+		return
+	}
+	want := psnAdd(w.firstPSN, w.next)
+	if c := psnCmp(psn, want); c != 0 {
+		if c < 0 {
+			d.Stats.DuplicatesSeen++
+			return // a duplicate of a response already placed
+		}
+		// A response is missing: ask again from the first one we lack.
+		d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: psn, WRID: w.wr.ID,
+			Msg: fmt.Sprintf("READ response psn %d arrived, %d expected: resend from %d", psn, want, want)})
+		qp.rewind(want)
+		return
+	}
+	if f.AETH != nil && f.AETH.Syndrome().Type() != wire.SyndromeACK {
+		qp.onAck(psn, f.AETH.Syndrome())
+		return
+	}
+	mtu := uint64(qp.attr.PathMTU.Bytes())
+	off := uint64(w.next) * mtu
+	lastPkt := w.next == w.npkts-1
+	wantLen := mtu
+	if lastPkt {
+		wantLen = w.length - off
+	}
+	cls := f.Info.Class
+	okClass := (w.npkts == 1 && cls == wire.Only) || (w.npkts > 1 && ((w.next == 0 && cls == wire.First) ||
+		(lastPkt && cls == wire.Last) || (w.next > 0 && !lastPkt && cls == wire.Middle)))
+	// A resent READ starts over with FIRST (or ONLY) at the response it resumes from.
+	if !okClass && w.next > 0 && (cls == wire.First || cls == wire.Only) {
+		okClass = (cls == wire.Only) == lastPkt
+	}
+	if !okClass || uint64(len(f.Payload)) != wantLen {
+		qp.failWQE(w, keys.StatusBadRespErr, fmt.Errorf("READ response psn %d: %s with %d bytes, expected response %d of %d with %d",
+			psn, f.Opcode, len(f.Payload), w.next+1, w.npkts, wantLen))
+		return
+	}
+	src := f.Payload
+	if err := qp.walkSGL(w.sgl, off, wantLen, AccessLocalWrite, func(sp keys.Span) {
+		n := sp.CopyFrom(src)
+		src = src[n:]
+	}); err != nil {
+		qp.failWQE(w, keys.StatusLocProtErr, err)
+		return
+	}
+	w.next++
+	if w.next == w.npkts {
+		w.state, w.status = wqeDone, WCSuccess
+		qp.ackThrough(psn)
+		qp.retire()
+		return
+	}
+	qp.restartRetransmit()
+}

@@ -1,0 +1,331 @@
+package emu
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	mrand "math/rand/v2"
+	"net/netip"
+	"sync"
+	"syscall"
+
+	"github.com/softirdma/softirdma/keys"
+	"github.com/softirdma/softirdma/wire"
+)
+
+// Link carries a device's frames. Send transmits one whole Ethernet frame and does not keep it
+// after it returns. Frames arriving from the link go to Device.Receive.
+type Link interface {
+	Send(frame []byte) error
+}
+
+// DeviceConfig sets up a Device.
+type DeviceConfig struct {
+	Name  string       // for events and traces
+	Clock Clock        // required
+	Rand  mrand.Source // key8 values and UDP source ports; nil: unpredictable
+	MAC   [6]byte
+	IP    netip.Addr // the device's address; its RoCEv2 GID is this address (IPv4-mapped for IPv4)
+	// Events receives the engine's events; nil drops them.
+	Events EventSink
+	// Resolve maps a peer's IP address to its MAC address.
+	Resolve func(netip.Addr) ([6]byte, bool)
+}
+
+// Limits are the device's capabilities (ibv_device_attr).
+type Limits struct {
+	MaxQP, MaxQPWR, MaxSGE, MaxCQE, MaxMR, MaxMW, MaxPD, MaxSRQ, MaxSRQWR int
+	MaxQPRdAtom, MaxQPInitRdAtom                                          int
+	MaxInline                                                             int
+	MaxMsgSize                                                            uint64
+}
+
+// DefaultLimits are what a device offers unless told otherwise.
+var DefaultLimits = Limits{
+	MaxQP: 1 << 16, MaxQPWR: 1 << 14, MaxSGE: 32, MaxCQE: 1 << 20, MaxMR: keys.DefaultMaxMR,
+	MaxMW: keys.DefaultMaxMW, MaxPD: 1 << 16, MaxSRQ: 1 << 12, MaxSRQWR: 1 << 14,
+	MaxQPRdAtom: 128, MaxQPInitRdAtom: 128, MaxInline: 256, MaxMsgSize: 1 << 31,
+}
+
+// Device is one softirdma NIC: its key space, its queues and its transport. All of its methods
+// are safe for concurrent use.
+type Device struct {
+	mu     sync.Mutex
+	cfg    DeviceConfig
+	limits Limits
+	clock  Clock
+	rnd    *mrand.Rand
+	keys   *keys.Space
+	link   Link
+
+	nextPD  uint32
+	nextQPN uint32
+	nextVA  uint64
+	qps     map[uint32]*QP
+	stopped bool
+
+	parser wire.Parser
+	rx     wire.Frame
+	tx     []byte // one frame being built; Link.Send does not keep it
+
+	Stats Stats
+}
+
+// Stats counts what the device did with frames.
+type Stats struct {
+	TxFrames, RxFrames, RxDropped, RxMalformed, RxBadICRC, RxUnknownQP uint64
+	Retransmits, Timeouts, RNRNAKsSent, SeqNAKsSent, DuplicatesSeen    uint64
+}
+
+// NewDevice makes a device. It does nothing on a link until Attach.
+func NewDevice(cfg DeviceConfig) *Device {
+	src := cfg.Rand
+	if src == nil {
+		var seed [32]byte
+		_, _ = rand.Read(seed[:])
+		src = mrand.NewChaCha8(seed)
+	}
+	r := mrand.New(src)
+	if cfg.Name == "" {
+		cfg.Name = "dev"
+	}
+	return &Device{
+		cfg:     cfg,
+		limits:  DefaultLimits,
+		clock:   cfg.Clock,
+		rnd:     r,
+		keys:    keys.New(keys.Config{Rand: r}),
+		nextQPN: 0x11, // QPNs 0 and 1 are the special QPs; rxe starts at 17 too
+		nextVA:  0x7f00_0000_0000,
+		qps:     map[uint32]*QP{},
+		tx:      make([]byte, maxFrame),
+	}
+}
+
+// maxFrame is the longest frame the device builds: a 4096-byte payload with IPv6, VLAN and the
+// largest extension headers.
+const maxFrame = 4096 + 128
+
+// Name is the device's name.
+func (d *Device) Name() string { return d.cfg.Name }
+
+// IP is the device's address.
+func (d *Device) IP() netip.Addr { return d.cfg.IP }
+
+// MAC is the device's link address.
+func (d *Device) MAC() [6]byte { return d.cfg.MAC }
+
+// GID is the device's RoCEv2 GID: its IPv6 address, or the IPv4-mapped one.
+func (d *Device) GID() [16]byte { return d.cfg.IP.As16() }
+
+// Limits are the device's capabilities.
+func (d *Device) Limits() Limits { return d.limits }
+
+// Attach connects the device to a link.
+func (d *Device) Attach(l Link) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.link = l
+}
+
+// Stop halts the device as if its power were cut: it sends and receives nothing more and its
+// timers do nothing. Its peers see silence.
+func (d *Device) Stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopped = true
+	d.event(Event{Kind: EvFault, Msg: "device stopped"})
+}
+
+func (d *Device) event(e Event) {
+	if d.cfg.Events == nil {
+		return
+	}
+	e.T = d.clock.Now()
+	e.Device = d.cfg.Name
+	d.cfg.Events(e)
+}
+
+// PD is a protection domain.
+type PD struct {
+	dev    *Device
+	handle keys.PD
+}
+
+// AllocPD allocates a protection domain.
+func (d *Device) AllocPD() (*PD, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if int(d.nextPD) >= d.limits.MaxPD {
+		return nil, fmt.Errorf("alloc_pd: %w", syscall.ENOMEM)
+	}
+	d.nextPD++
+	return &PD{dev: d, handle: keys.PD(d.nextPD)}, nil
+}
+
+// Device is the device the PD belongs to.
+func (pd *PD) Device() *Device { return pd.dev }
+
+// MR is a registered memory region.
+type MR struct {
+	pd     *PD
+	key    keys.Key
+	addr   uint64
+	length uint64
+	buf    []byte
+}
+
+// LKey is the MR's local key.
+func (mr *MR) LKey() uint32 { return uint32(mr.key) }
+
+// RKey is the MR's remote key (the same as the lkey).
+func (mr *MR) RKey() uint32 { return uint32(mr.key) }
+
+// Addr is the address of the MR's first byte, as SGEs and peers name it.
+func (mr *MR) Addr() uint64 { return mr.addr }
+
+// Len is the MR's length.
+func (mr *MR) Len() uint64 { return mr.length }
+
+// Buf is the registered memory.
+func (mr *MR) Buf() []byte { return mr.buf }
+
+// RegMR registers buf. Go slices have no stable address to put on the wire, so the device gives
+// the MR an address of its own, page-aligned and never reused, as the kernel gives a process
+// virtual addresses; it is the same for the same sequence of registrations, which keeps
+// simulated runs repeatable. Addr says what it is.
+func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
+	d := pd.dev
+	d.mu.Lock()
+	va := d.nextVA
+	d.nextVA += (uint64(len(buf)) + 0xfff) &^ 0xfff
+	d.nextVA += 0x1000 // a guard page between MRs catches off-by-one peers
+	d.mu.Unlock()
+	if access&AccessZeroBased != 0 {
+		va = 0
+	}
+	return pd.RegMRIova(buf, va, access)
+}
+
+// RegMRIova registers buf at the wire address iova (ibv_reg_mr_iova).
+func (pd *PD) RegMRIova(buf []byte, iova uint64, access Access) (*MR, error) {
+	d := pd.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k, err := d.keys.RegMR(keys.MRSpec{PD: pd.handle, Mem: keys.Contiguous(buf), IOVA: iova, Access: access})
+	if err != nil {
+		return nil, err
+	}
+	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: fmt.Sprintf("reg_mr %s len %d iova 0x%x %s", k, len(buf), iova, access)})
+	return &MR{pd: pd, key: k, addr: iova, length: uint64(len(buf)), buf: buf}, nil
+}
+
+// Dereg deregisters the MR. It fails with EBUSY while memory windows are bound to it.
+func (mr *MR) Dereg() error {
+	d := mr.pd.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.keys.DeregMR(mr.key); err != nil {
+		return err
+	}
+	d.event(Event{Kind: EvKey, Key: uint32(mr.key), Msg: "dereg_mr " + mr.key.String()})
+	return nil
+}
+
+// Rereg changes the MR's access rights, PD or memory (ibv_rereg_mr). The keys stay.
+func (mr *MR) Rereg(flags keys.ReregFlags, pd *PD, buf []byte, access Access) error {
+	d := mr.pd.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	spec := keys.MRSpec{Access: access, IOVA: mr.addr}
+	if pd != nil {
+		spec.PD = pd.handle
+	}
+	if flags&keys.ChangeTranslation != 0 {
+		spec.Mem = keys.Contiguous(buf)
+	}
+	if err := d.keys.ReregMR(mr.key, flags, spec); err != nil {
+		return err
+	}
+	if flags&keys.ChangePD != 0 {
+		mr.pd = pd
+	}
+	if flags&keys.ChangeTranslation != 0 {
+		mr.buf, mr.length = buf, uint64(len(buf))
+	}
+	return nil
+}
+
+// MW is a memory window.
+type MW struct {
+	pd   *PD
+	typ  MWType
+	rkey uint32
+}
+
+// RKey is the window's current rkey as the consumer holds it: a type 1 bind updates it when the
+// bind is posted (and rolls it back if the bind fails), a type 2 bind when it completes.
+func (mw *MW) RKey() uint32 {
+	mw.pd.dev.mu.Lock()
+	defer mw.pd.dev.mu.Unlock()
+	return mw.rkey
+}
+
+// Type is the window's type.
+func (mw *MW) Type() MWType { return mw.typ }
+
+// AllocMW allocates a memory window of type 1, 2 (2B) or 2A.
+func (pd *PD) AllocMW(typ MWType) (*MW, error) {
+	d := pd.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k, err := d.keys.AllocMW(pd.handle, typ)
+	if err != nil {
+		return nil, err
+	}
+	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: fmt.Sprintf("alloc_mw %s %s", typ, k)})
+	return &MW{pd: pd, typ: typ, rkey: uint32(k)}, nil
+}
+
+// Dealloc frees the window, unbinding it.
+func (mw *MW) Dealloc() error {
+	d := mw.pd.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.keys.DeallocMW(keys.Key(mw.rkey)); err != nil {
+		return err
+	}
+	d.event(Event{Kind: EvKey, Key: mw.rkey, Msg: "dealloc_mw " + keys.Key(mw.rkey).String()})
+	return nil
+}
+
+// AllocFastRegMR allocates an MR for fast registration (REG_MR work requests), FREE until then.
+func (pd *PD) AllocFastRegMR(maxLen uint64) (*MR, error) {
+	d := pd.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k, err := d.keys.AllocFastRegMR(pd.handle, maxLen)
+	if err != nil {
+		return nil, err
+	}
+	return &MR{pd: pd, key: k}, nil
+}
+
+// QueryMW reports what the device knows of a window.
+func (d *Device) QueryMW(mw *MW) (keys.MWInfo, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.keys.QueryMW(keys.Key(mw.rkey))
+}
+
+// srcPort is the UDP source port for a QP, as rxe chooses it: 0xC000 plus 14 bits of the QPN's
+// hash, so flows spread over ECMP paths and each QP keeps one port.
+func srcPort(qpn uint32) uint16 {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], qpn)
+	h := uint32(2166136261)
+	for _, c := range b {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	return 0xC000 | uint16(h&0x3FFF)
+}

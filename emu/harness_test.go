@@ -1,0 +1,137 @@
+package emu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// pair is two devices on a simulated fabric with one RC connection between them, and a
+// registered buffer on each side: the fixture most tests start from.
+type pair struct {
+	t        testing.TB
+	sim      *Sim
+	fab      *Fabric
+	a, b     *Device
+	pdA, pdB *PD
+	cqA, cqB *CQ
+	qa, qb   *QP
+	bufA     []byte
+	bufB     []byte
+	mrA, mrB *MR
+	events   []Event
+}
+
+func newPair(t testing.TB, seed uint64, link LinkConfig, o ConnectOptions) *pair {
+	t.Helper()
+	p := &pair{t: t, sim: NewSim()}
+	p.fab = NewFabric(p.sim, seed)
+	p.fab.OnEvent(func(e Event) { p.events = append(p.events, e) })
+	p.a = p.fab.AddDevice("A", link)
+	p.b = p.fab.AddDevice("B", link)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var err error
+	p.pdA, err = p.a.AllocPD()
+	must(err)
+	p.pdB, err = p.b.AllocPD()
+	must(err)
+	p.cqA, err = p.a.CreateCQ(4096)
+	must(err)
+	p.cqB, err = p.b.CreateCQ(4096)
+	must(err)
+	caps := QPCap{MaxSendWR: 512, MaxRecvWR: 512, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}
+	p.qa, err = p.pdA.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: p.cqA, RecvCQ: p.cqA, Cap: caps})
+	must(err)
+	p.qb, err = p.pdB.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: p.cqB, RecvCQ: p.cqB, Cap: caps})
+	must(err)
+	must(ConnectRC(p.qa, p.qb, o))
+	all := AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic | AccessMWBind
+	p.bufA = make([]byte, 1<<20)
+	p.bufB = make([]byte, 1<<20)
+	p.mrA, err = p.pdA.RegMR(p.bufA, all)
+	must(err)
+	p.mrB, err = p.pdB.RegMR(p.bufB, all)
+	must(err)
+	return p
+}
+
+// run drives the simulator until nothing is left to do.
+func (p *pair) run() {
+	p.t.Helper()
+	if n := p.sim.RunUntilIdle(5_000_000); n == 5_000_000 {
+		p.t.Fatalf("simulation still busy after %d events", n)
+	}
+}
+
+// poll returns every completion waiting on cq.
+func poll(cq *CQ) []WC {
+	var out []WC
+	buf := make([]WC, 64)
+	for {
+		n := cq.Poll(buf)
+		out = append(out, buf[:n]...)
+		if n < len(buf) {
+			return out
+		}
+	}
+}
+
+// sge names n bytes at offset off of mr.
+func sge(mr *MR, off uint64, n uint32) []SGE {
+	return []SGE{{Addr: mr.Addr() + off, Length: n, LKey: mr.LKey()}}
+}
+
+func fill(b []byte, seed byte) {
+	for i := range b {
+		b[i] = byte(i*7) + seed
+	}
+}
+
+// wantWC asserts the completions, in order, by id, status and opcode.
+func wantWC(t testing.TB, got []WC, want ...WC) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %d completions %s, want %d %s", len(got), fmtWC(got), len(want), fmtWC(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.WRID != w.WRID || g.Status != w.Status || g.Opcode != w.Opcode || (w.ByteLen != 0 && g.ByteLen != w.ByteLen) ||
+			g.Flags != w.Flags || (w.Imm != 0 && g.Imm != w.Imm) {
+			t.Fatalf("completion %d: got %s, want %s", i, fmtWC(got[i:i+1]), fmtWC(want[i:i+1]))
+		}
+	}
+}
+
+func fmtWC(wcs []WC) string {
+	var s []string
+	for _, w := range wcs {
+		x := fmt.Sprintf("{id %d %s %s len %d", w.WRID, w.Opcode, w.Status, w.ByteLen)
+		if w.Flags != 0 {
+			x += fmt.Sprintf(" flags %d imm 0x%x", w.Flags, w.Imm)
+		}
+		if w.Err != nil {
+			x += " err: " + w.Err.Error()
+		}
+		s = append(s, x+"}")
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}
+
+// eventsLike returns the recorded events whose text contains s.
+func (p *pair) eventsLike(kind EventKind, s string) []Event {
+	var out []Event
+	for _, e := range p.events {
+		if e.Kind == kind && (strings.Contains(e.Msg, s) || e.Err != nil && strings.Contains(e.Err.Error(), s)) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }

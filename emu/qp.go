@@ -1,0 +1,404 @@
+package emu
+
+import (
+	"fmt"
+	"net/netip"
+	"syscall"
+
+	"github.com/softirdma/softirdma/keys"
+	"github.com/softirdma/softirdma/wire"
+)
+
+// QPCap is the size of a QP's queues (struct ibv_qp_cap).
+type QPCap struct {
+	MaxSendWR, MaxRecvWR, MaxSendSGE, MaxRecvSGE, MaxInlineData int
+}
+
+// QPInitAttr describes a QP to create (struct ibv_qp_init_attr).
+type QPInitAttr struct {
+	Type           QPType // QPTypeRC; UC and UD are not implemented yet
+	SendCQ, RecvCQ *CQ
+	SRQ            *SRQ
+	Cap            QPCap
+	// SigAll makes every send work request signalled (sq_sig_all).
+	SigAll bool
+}
+
+// AHAttr is the path to the peer (struct ibv_ah_attr with its GRH): for RoCEv2 the peer's GID,
+// which is its IP address, and the IP header fields to send with.
+type AHAttr struct {
+	DGID         netip.Addr
+	TrafficClass uint8
+	HopLimit     uint8
+	FlowLabel    uint32
+}
+
+// QPAttr holds QP attributes (struct ibv_qp_attr); a Modify mask says which ones apply.
+type QPAttr struct {
+	State, CurState QPState
+	AccessFlags     Access // remote rights the QP grants: REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC
+	PKeyIndex       uint16
+	Port            uint8
+	AH              AHAttr
+	PathMTU         MTU
+	Timeout         uint8 // local ACK timeout: 4.096 us x 2^Timeout; 0 disables it
+	RetryCnt        uint8 // 0..7 retries after a timeout or sequence NAK
+	RNRRetry        uint8 // 0..7 retries after an RNR NAK; 7 retries forever
+	RQPSN, SQPSN    uint32
+	MaxRdAtomic     uint8 // READs and atomics this QP may have outstanding as requester
+	MaxDestRdAtomic uint8 // READs and atomics it accepts outstanding as responder
+	MinRNRTimer     uint8 // the RNR timer code it sends in RNR NAKs
+	DestQPN         uint32
+	Cap             QPCap
+}
+
+// transitions is the verbs state machine for RC QPs (IBTA table 91, ib_modify_qp_is_ok): for each
+// allowed transition the attributes it requires and those it may also set. Moves to RESET and ERR
+// are allowed from every state.
+var transitions = map[[2]QPState][2]AttrMask{
+	{QPSReset, QPSInit}: {AttrPKeyIndex | AttrPort | AttrAccessFlags, 0},
+	{QPSInit, QPSInit}:  {0, AttrPKeyIndex | AttrPort | AttrAccessFlags},
+	{QPSInit, QPSRTR}: {AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN | AttrMaxDestRdAtomic | AttrMinRNRTimer,
+		AttrAltPath | AttrAccessFlags | AttrPKeyIndex},
+	{QPSRTR, QPSRTS}: {AttrSQPSN | AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic,
+		AttrCurState | AttrAltPath | AttrAccessFlags | AttrMinRNRTimer | AttrPathMigState},
+	{QPSRTS, QPSRTS}: {0, AttrCurState | AttrAccessFlags | AttrAltPath | AttrPathMigState | AttrMinRNRTimer},
+	{QPSRTS, QPSSQD}: {0, AttrEnSQDAsyncNotify},
+	{QPSSQD, QPSRTS}: {0, AttrCurState | AttrAccessFlags | AttrAltPath | AttrMinRNRTimer | AttrPathMigState},
+	{QPSSQD, QPSSQD}: {0, AttrAV | AttrAltPath | AttrAccessFlags | AttrPKeyIndex | AttrMinRNRTimer | AttrPathMigState |
+		AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic | AttrMaxDestRdAtomic},
+}
+
+// QP is a queue pair.
+type QP struct {
+	dev    *Device
+	pd     *PD
+	qpn    uint32
+	typ    QPType
+	sendCQ *CQ
+	recvCQ *CQ
+	srq    *SRQ
+	cap    QPCap
+	sigAll bool
+	state  QPState
+	attr   QPAttr
+
+	builder wire.Builder
+	rq      recvQueue
+	sq      sendQueue
+	req     requester
+	resp    responder
+}
+
+// CreateQP creates a queue pair in RESET.
+func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
+	d := pd.dev
+	c := init.Cap
+	switch {
+	case init.Type != QPTypeRC:
+		return nil, fmt.Errorf("create_qp: type %d: %w", init.Type, syscall.EOPNOTSUPP)
+	case init.SendCQ == nil || init.RecvCQ == nil:
+		return nil, fmt.Errorf("create_qp: a send and a receive CQ are needed: %w", syscall.EINVAL)
+	case c.MaxSendWR < 1 || c.MaxSendWR > d.limits.MaxQPWR || c.MaxSendSGE > d.limits.MaxSGE || c.MaxRecvSGE > d.limits.MaxSGE:
+		return nil, fmt.Errorf("create_qp: capabilities %+v exceed the device's: %w", c, syscall.EINVAL)
+	case init.SRQ == nil && (c.MaxRecvWR < 1 || c.MaxRecvWR > d.limits.MaxQPWR):
+		return nil, fmt.Errorf("create_qp: %d receive requests: %w", c.MaxRecvWR, syscall.EINVAL)
+	case c.MaxInlineData > d.limits.MaxInline:
+		return nil, fmt.Errorf("create_qp: %d bytes inline: %w", c.MaxInlineData, syscall.EINVAL)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.qps) >= d.limits.MaxQP {
+		return nil, fmt.Errorf("create_qp: %w", syscall.ENOMEM)
+	}
+	qp := &QP{dev: d, pd: pd, qpn: d.nextQPN, typ: init.Type, sendCQ: init.SendCQ, recvCQ: init.RecvCQ,
+		srq: init.SRQ, cap: c, sigAll: init.SigAll, state: QPSReset}
+	d.nextQPN++
+	if init.SRQ == nil {
+		qp.rq = newRecvQueue(c.MaxRecvWR)
+	}
+	qp.sq = newSendQueue(c.MaxSendWR)
+	d.qps[qp.qpn] = qp
+	d.event(Event{QP: qp.qpn, Kind: EvQPState, Msg: "created in RESET"})
+	return qp, nil
+}
+
+// Num is the QP number.
+func (qp *QP) Num() uint32 { return qp.qpn }
+
+// State is the QP's current state.
+func (qp *QP) State() QPState {
+	qp.dev.mu.Lock()
+	defer qp.dev.mu.Unlock()
+	return qp.state
+}
+
+// Query returns the QP's attributes.
+func (qp *QP) Query() QPAttr {
+	qp.dev.mu.Lock()
+	defer qp.dev.mu.Unlock()
+	a := qp.attr
+	a.State, a.CurState, a.Cap = qp.state, qp.state, qp.cap
+	return a
+}
+
+// Modify changes the QP's state and attributes (ibv_modify_qp). The mask must hold exactly the
+// attributes the transition requires plus any it allows; anything else is EINVAL and changes
+// nothing.
+func (qp *QP) Modify(attr QPAttr, mask AttrMask) error {
+	d := qp.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cur := qp.state
+	if mask&AttrCurState != 0 && attr.CurState != cur {
+		return fmt.Errorf("modify_qp: cur_state %s but the QP is %s: %w", attr.CurState, cur, syscall.EINVAL)
+	}
+	next := cur
+	if mask&AttrState != 0 {
+		next = attr.State
+	}
+	if next > QPSErr {
+		return fmt.Errorf("modify_qp: state %d: %w", next, syscall.EINVAL)
+	}
+	other := mask &^ (AttrState | AttrCurState)
+	if next != QPSReset && next != QPSErr {
+		t, ok := transitions[[2]QPState{cur, next}]
+		if !ok {
+			return fmt.Errorf("modify_qp: %s to %s is not a transition: %w", cur, next, syscall.EINVAL)
+		}
+		if missing := t[0] &^ other; missing != 0 {
+			return fmt.Errorf("modify_qp: %s to %s needs attributes 0x%x: %w", cur, next, uint32(missing), syscall.EINVAL)
+		}
+		if extra := other &^ (t[0] | t[1]); extra != 0 {
+			return fmt.Errorf("modify_qp: %s to %s does not take attributes 0x%x: %w", cur, next, uint32(extra), syscall.EINVAL)
+		}
+	} else if other&^(AttrEnSQDAsyncNotify) != 0 && next == QPSReset {
+		// Moving to RESET takes no attributes; ERR tolerates them but ignores them.
+		return fmt.Errorf("modify_qp: to RESET takes no attributes (0x%x): %w", uint32(other), syscall.EINVAL)
+	}
+	if err := validateAttr(d, &attr, other); err != nil {
+		return err
+	}
+	qp.apply(&attr, other)
+	if next == QPSRTR && cur == QPSInit {
+		if err := qp.setPath(); err != nil {
+			return err
+		}
+		qp.resp.reset(qp)
+	}
+	if next == QPSRTS && cur == QPSRTR {
+		qp.req.reset(qp)
+	}
+	qp.setState(next, "modify_qp")
+	if next == QPSReset {
+		qp.resetQueues()
+	}
+	if next == QPSRTS {
+		qp.kick()
+	}
+	return nil
+}
+
+func validateAttr(d *Device, a *QPAttr, m AttrMask) error {
+	bad := func(what string) error { return fmt.Errorf("modify_qp: %s: %w", what, syscall.EINVAL) }
+	switch {
+	case m&AttrPathMTU != 0 && a.PathMTU.Bytes() == 0:
+		return bad(fmt.Sprintf("path MTU %d", a.PathMTU))
+	case m&AttrTimeout != 0 && a.Timeout > 31:
+		return bad("timeout above 31")
+	case m&AttrRetryCnt != 0 && a.RetryCnt > 7:
+		return bad("retry_cnt above 7")
+	case m&AttrRNRRetry != 0 && a.RNRRetry > 7:
+		return bad("rnr_retry above 7")
+	case m&AttrMinRNRTimer != 0 && a.MinRNRTimer > 31:
+		return bad("min_rnr_timer above 31")
+	case m&AttrRQPSN != 0 && a.RQPSN > psnMask, m&AttrSQPSN != 0 && a.SQPSN > psnMask:
+		return bad("PSN wider than 24 bits")
+	case m&AttrDestQPN != 0 && a.DestQPN > psnMask:
+		return bad("destination QPN wider than 24 bits")
+	case m&AttrMaxQPRdAtomic != 0 && int(a.MaxRdAtomic) > d.limits.MaxQPInitRdAtom,
+		m&AttrMaxDestRdAtomic != 0 && int(a.MaxDestRdAtomic) > d.limits.MaxQPRdAtom:
+		return bad("more outstanding READ/atomic than the device allows")
+	case m&AttrAccessFlags != 0 && a.AccessFlags&^(AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic|AccessMWBind) != 0:
+		return bad("access flags " + a.AccessFlags.String())
+	case m&AttrAV != 0 && !a.AH.DGID.IsValid():
+		return bad("no destination GID")
+	}
+	return nil
+}
+
+func (qp *QP) apply(a *QPAttr, m AttrMask) {
+	t := &qp.attr
+	if m&AttrAccessFlags != 0 {
+		t.AccessFlags = a.AccessFlags
+	}
+	if m&AttrPKeyIndex != 0 {
+		t.PKeyIndex = a.PKeyIndex
+	}
+	if m&AttrPort != 0 {
+		t.Port = a.Port
+	}
+	if m&AttrAV != 0 {
+		t.AH = a.AH
+	}
+	if m&AttrPathMTU != 0 {
+		t.PathMTU = a.PathMTU
+	}
+	if m&AttrTimeout != 0 {
+		t.Timeout = a.Timeout
+	}
+	if m&AttrRetryCnt != 0 {
+		t.RetryCnt = a.RetryCnt
+	}
+	if m&AttrRNRRetry != 0 {
+		t.RNRRetry = a.RNRRetry
+	}
+	if m&AttrRQPSN != 0 {
+		t.RQPSN = a.RQPSN
+	}
+	if m&AttrSQPSN != 0 {
+		t.SQPSN = a.SQPSN
+	}
+	if m&AttrMaxQPRdAtomic != 0 {
+		t.MaxRdAtomic = a.MaxRdAtomic
+	}
+	if m&AttrMaxDestRdAtomic != 0 {
+		t.MaxDestRdAtomic = a.MaxDestRdAtomic
+	}
+	if m&AttrMinRNRTimer != 0 {
+		t.MinRNRTimer = a.MinRNRTimer
+	}
+	if m&AttrDestQPN != 0 {
+		t.DestQPN = a.DestQPN
+	}
+}
+
+// setPath fills the frame builder's addresses from the AV.
+func (qp *QP) setPath() error {
+	d := qp.dev
+	dst := qp.attr.AH.DGID.Unmap()
+	mac, ok := [6]byte{}, false
+	if d.cfg.Resolve != nil {
+		mac, ok = d.cfg.Resolve(dst)
+	}
+	if !ok {
+		return fmt.Errorf("modify_qp: no link address for %s: %w", dst, syscall.EHOSTUNREACH)
+	}
+	ah := qp.attr.AH
+	qp.builder = wire.Builder{Path: wire.Path{SrcMAC: d.cfg.MAC, DstMAC: mac, SrcIP: d.cfg.IP.Unmap(), DstIP: dst,
+		SrcPort: srcPort(qp.qpn), TrafficClass: ah.TrafficClass, TTL: ah.HopLimit, FlowLabel: ah.FlowLabel}}
+	return nil
+}
+
+func (qp *QP) setState(s QPState, why string) {
+	if qp.state == s {
+		return
+	}
+	old := qp.state
+	qp.state = s
+	qp.dev.event(Event{QP: qp.qpn, Kind: EvQPState, Msg: fmt.Sprintf("%s -> %s (%s)", old, s, why)})
+	if s == QPSErr {
+		qp.flush()
+	}
+}
+
+// toError moves the QP to ERR after a failure, flushing what is left.
+func (qp *QP) toError(why string) { qp.setState(QPSErr, why) }
+
+// PostRecv posts receive requests. On a QP with an SRQ it is EINVAL.
+func (qp *QP) PostRecv(wrs ...RecvWR) error {
+	d := qp.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := range wrs {
+		switch {
+		case qp.srq != nil:
+			return &PostError{Index: i, Err: syscall.EINVAL, Reason: "the QP uses a shared receive queue"}
+		case qp.state == QPSReset:
+			return &PostError{Index: i, Err: syscall.EINVAL, Reason: "the QP is in RESET"}
+		case len(wrs[i].SGL) > qp.cap.MaxRecvSGE:
+			return &PostError{Index: i, Err: syscall.EINVAL, Reason: fmt.Sprintf("%d SGEs, the QP takes %d", len(wrs[i].SGL), qp.cap.MaxRecvSGE)}
+		}
+		if !qp.rq.push(&wrs[i]) {
+			return &PostError{Index: i, Err: syscall.ENOMEM, Reason: "receive queue full"}
+		}
+		if qp.state == QPSErr {
+			qp.flushRecv()
+		}
+	}
+	if qp.resp.waitingRecv {
+		qp.resp.waitingRecv = false
+	}
+	return nil
+}
+
+// recvQueue is the queue receives are taken from: the QP's own or its SRQ's.
+func (qp *QP) recvQueue() *recvQueue {
+	if qp.srq != nil {
+		return &qp.srq.queue
+	}
+	return &qp.rq
+}
+
+// complete queues a completion on cq; a full CQ moves the QP to ERR.
+func (qp *QP) complete(cq *CQ, wc WC) {
+	wc.QPNum = qp.qpn
+	if !cq.push(wc) {
+		qp.dev.event(Event{QP: qp.qpn, Kind: EvWarning, WRID: wc.WRID, Msg: "completion queue overflow"})
+		qp.toError("CQ overflow")
+		return
+	}
+	ev := Event{QP: qp.qpn, Kind: EvComplete, WRID: wc.WRID, Status: wc.Status,
+		Msg: fmt.Sprintf("wr 0x%x %s %s len %d", wc.WRID, wc.Opcode, wc.Status, wc.ByteLen), Err: wc.Err}
+	qp.dev.event(ev)
+}
+
+// flush completes every outstanding work request with WR_FLUSH_ERR, as a QP in ERR does.
+func (qp *QP) flush() {
+	qp.req.stopTimers()
+	qp.sq.flush(qp)
+	qp.flushRecv()
+}
+
+func (qp *QP) flushRecv() {
+	if qp.srq != nil {
+		return // an SRQ's receives belong to no QP
+	}
+	for w := qp.rq.peek(); w != nil; w = qp.rq.peek() {
+		qp.complete(qp.recvCQ, WC{WRID: w.id, Status: WCWRFlushErr, Opcode: WCRecv})
+		qp.rq.pop()
+	}
+}
+
+func (qp *QP) resetQueues() {
+	qp.req.stopTimers()
+	qp.sq.reset()
+	if qp.srq == nil {
+		qp.rq.head, qp.rq.n = 0, 0
+	}
+	qp.attr = QPAttr{}
+	qp.req = requester{}
+	qp.resp = responder{}
+}
+
+// Destroy destroys the QP. Its outstanding work requests are dropped without completions.
+func (qp *QP) Destroy() error {
+	d := qp.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	qp.req.stopTimers()
+	delete(d.qps, qp.qpn)
+	qp.state = QPSReset
+	d.event(Event{QP: qp.qpn, Kind: EvQPState, Msg: "destroyed"})
+	return nil
+}
+
+// remoteAccess checks an rkey access for a request arriving on this QP.
+func (qp *QP) remoteAccess(rkey uint32, va, n uint64, rights Access) (keys.Span, error) {
+	return qp.dev.keys.Remote(keys.RemoteAccess{Key: keys.Key(rkey), PD: qp.pd.handle, QP: keys.QPN(qp.qpn), VA: va, Len: n, Rights: rights})
+}
+
+// localAccess checks an lkey access by one of this QP's work requests.
+func (qp *QP) localAccess(sge SGE, off, n uint64, rights Access) (keys.Span, error) {
+	return qp.dev.keys.Local(keys.LocalAccess{Key: keys.Key(sge.LKey), PD: qp.pd.handle, VA: sge.Addr + off, Len: n, Rights: rights})
+}

@@ -1,0 +1,51 @@
+package emu
+
+import (
+	"fmt"
+
+	"github.com/softirdma/softirdma/wire"
+)
+
+// Receive takes one frame from the link. Anything malformed, with a bad ICRC, not for this
+// device or for no QP is counted and dropped without an answer, as IBTA asks. The frame is not
+// kept after Receive returns.
+func (d *Device) Receive(frame []byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped {
+		return
+	}
+	d.Stats.RxFrames++
+	f := &d.rx
+	if err := d.parser.Parse(f, frame); err != nil {
+		d.Stats.RxDropped++
+		if wire.KindOf(err) == wire.KindBadICRC {
+			d.Stats.RxBadICRC++
+		} else {
+			d.Stats.RxMalformed++
+		}
+		d.event(Event{Kind: EvDrop, Msg: "frame dropped", Err: err})
+		return
+	}
+	if f.DstIP().Unmap() != d.cfg.IP.Unmap() {
+		d.Stats.RxDropped++
+		return
+	}
+	qp := d.qps[f.BTH.DestQP()]
+	if qp == nil || f.Info.Transport != wire.RC {
+		d.Stats.RxDropped++
+		d.Stats.RxUnknownQP++
+		d.event(Event{Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s for unknown QP 0x%06x", f.Opcode, f.BTH.DestQP())})
+		return
+	}
+	if qp.state < QPSRTR || f.SrcIP().Unmap() != qp.attr.AH.DGID.Unmap() {
+		d.Stats.RxDropped++
+		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s from %s while %s", f.Opcode, f.SrcIP(), qp.state)})
+		return
+	}
+	if f.Info.Response {
+		qp.onResponse(f)
+	} else {
+		qp.onRequest(f)
+	}
+}

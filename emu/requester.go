@@ -1,0 +1,591 @@
+package emu
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/softirdma/softirdma/keys"
+	"github.com/softirdma/softirdma/wire"
+)
+
+const (
+	psnMask = 1<<24 - 1
+	// maxUnackedPSNs is how far the requester runs ahead of the oldest unacknowledged PSN
+	// (rxe's RXE_MAX_UNACKED_PSNS).
+	maxUnackedPSNs = 128
+	// maxPktsPerAck is how many packets go without AckReq at most (RXE_MAX_PKT_PER_ACK).
+	maxPktsPerAck = 64
+	// requesterBudget is how many packets one requester run sends before it yields, so ACKs
+	// and other QPs get their turn.
+	requesterBudget = 64
+)
+
+func psnAdd(p, n uint32) uint32 { return (p + n) & psnMask }
+
+// psnCmp compares PSNs on the 24-bit circle: negative when a is before b.
+func psnCmp(a, b uint32) int32 { return int32((a-b)<<8) >> 8 }
+
+// requester is the send side of an RC QP: it turns WQEs into request packets, keeps the
+// retransmission timer, and (as the completer) matches acknowledgements and responses.
+type requester struct {
+	psn       uint32 // next PSN to send
+	compPSN   uint32 // oldest PSN not yet acknowledged
+	idx       int    // send-queue position (from head) of the next WQE to work on
+	rdAtomic  int    // READs and atomics started and not finished
+	noackPkts int
+	retryLeft uint8
+	rnrLeft   uint8
+	waitRNR   bool
+	scheduled bool
+	timer     Timer
+	rnrTimer  Timer
+	run       func() // runs the requester; made once so a kick does not allocate
+}
+
+func (r *requester) reset(qp *QP) {
+	r.psn = qp.attr.SQPSN
+	r.compPSN = qp.attr.SQPSN
+	r.idx, r.rdAtomic, r.noackPkts = 0, 0, 0
+	r.retryLeft, r.rnrLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
+}
+
+func (r *requester) stopTimers() {
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+	if r.rnrTimer != nil {
+		r.rnrTimer.Stop()
+		r.rnrTimer = nil
+	}
+	r.waitRNR = false
+}
+
+// kick schedules a requester run.
+func (qp *QP) kick() {
+	r := &qp.req
+	if r.scheduled || qp.dev.stopped {
+		return
+	}
+	if r.run == nil {
+		r.run = func() {
+			qp.dev.mu.Lock()
+			defer qp.dev.mu.Unlock()
+			qp.req.scheduled = false
+			qp.runRequester()
+		}
+	}
+	r.scheduled = true
+	qp.dev.clock.AfterFunc(0, r.run)
+}
+
+func (qp *QP) runRequester() {
+	d := qp.dev
+	r := &qp.req
+	if d.stopped || (qp.state != QPSRTS && qp.state != QPSSQD) || r.waitRNR {
+		return
+	}
+	for budget := requesterBudget; r.idx < qp.sq.n; {
+		w := qp.sq.at(r.idx)
+		if w.state == wqeDone {
+			r.idx++
+			continue
+		}
+		if w.isLocal() {
+			// LOCAL_INV waits for every earlier WQE to finish (rxe's local invalidate fence,
+			// IBA 10.6.5.1); so does any local operation that asks for a fence.
+			if (w.wr.Opcode == WRLocalInv || w.wr.Flags&SendFence != 0) && r.idx > 0 {
+				return
+			}
+			qp.execLocal(w)
+			r.idx++
+			qp.retire()
+			if qp.state == QPSErr {
+				return
+			}
+			continue
+		}
+		if w.state == wqePosted && w.next == 0 && !w.started() {
+			if w.wr.Flags&SendFence != 0 && r.rdAtomic > 0 {
+				return
+			}
+			if w.isReadOrAtomic() && r.rdAtomic >= int(qp.attr.MaxRdAtomic) {
+				return
+			}
+			if err := qp.checkLocalSGL(w); err != nil {
+				qp.failWQE(w, keys.StatusLocProtErr, err)
+				return
+			}
+			qp.start(w)
+		}
+		if psnCmp(r.psn, psnAdd(r.compPSN, maxUnackedPSNs)) >= 0 {
+			return
+		}
+		if budget == 0 {
+			qp.kick()
+			return
+		}
+		budget--
+		if !qp.sendRequestPacket(w) {
+			return
+		}
+	}
+}
+
+func (w *sendWQE) started() bool { return w.state != wqePosted || w.npkts != 0 }
+
+// start gives a WQE its PSNs.
+func (qp *QP) start(w *sendWQE) {
+	r := &qp.req
+	mtu := uint64(qp.attr.PathMTU.Bytes())
+	w.firstPSN = r.psn
+	w.npkts = 1
+	switch w.wr.Opcode {
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+	default:
+		if w.length > mtu {
+			w.npkts = uint32((w.length + mtu - 1) / mtu)
+		}
+	}
+	w.lastPSN = psnAdd(w.firstPSN, w.npkts-1)
+	w.next = 0
+	if w.isReadOrAtomic() {
+		r.rdAtomic++
+	}
+}
+
+// checkLocalSGL checks every SGE of a WQE before its first packet, so a bad lkey fails the
+// request before anything reaches the wire: LOC_PROT_ERR (IBTA; rxe says LOC_QP_OP_ERR, K13).
+func (qp *QP) checkLocalSGL(w *sendWQE) error {
+	if w.wr.Flags&SendInline != 0 {
+		return nil
+	}
+	var rights Access
+	if w.isReadOrAtomic() {
+		rights = AccessLocalWrite
+	}
+	for _, s := range w.sgl {
+		if _, err := qp.localAccess(s, 0, uint64(s.Length), rights); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendRequestPacket sends the WQE's next request packet and reports whether it did.
+func (qp *QP) sendRequestPacket(w *sendWQE) bool {
+	r := &qp.req
+	mtu := uint64(qp.attr.PathMTU.Bytes())
+	h := wire.Header{DestQP: qp.attr.DestQPN, PSN: psnAdd(w.firstPSN, w.next)}
+	var payload uint64
+	var off uint64
+	last := w.next == w.npkts-1
+	switch w.wr.Opcode {
+	case WRRDMARead:
+		off = uint64(w.next) * mtu
+		h.Opcode, h.VA, h.RKey, h.DMALen = wire.RCReadRequest, w.wr.RemoteAddr+off, w.wr.RKey, uint32(w.length-off)
+		h.AckReq = true
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		h.Opcode = wire.RCFetchAdd
+		if w.wr.Opcode == WRAtomicCmpAndSwp {
+			h.Opcode = wire.RCCompareSwap
+			h.SwapAdd, h.Compare = w.wr.Swap, w.wr.CompareAdd
+		} else {
+			h.SwapAdd = w.wr.CompareAdd
+		}
+		h.VA, h.RKey, h.AckReq = w.wr.RemoteAddr, w.wr.RKey, true
+	default:
+		off = uint64(w.next) * mtu
+		payload = min(mtu, w.length-off)
+		h.Opcode = requestOpcode(w.wr.Opcode, w.next == 0, last)
+		if w.next == 0 && (w.wr.Opcode == WRRDMAWrite || w.wr.Opcode == WRRDMAWriteWithImm) {
+			h.VA, h.RKey, h.DMALen = w.wr.RemoteAddr, w.wr.RKey, uint32(w.length)
+		}
+		if last {
+			h.Imm, h.InvRKey = w.wr.Imm, w.wr.Imm
+			h.SE = w.wr.Flags&SendSolicited != 0 && w.wr.Opcode != WRRDMAWrite
+		}
+		r.noackPkts++
+		h.AckReq = last || r.noackPkts >= maxPktsPerAck
+	}
+	if h.AckReq {
+		r.noackPkts = 0
+	}
+	frame, slot, err := qp.builder.Begin(qp.dev.tx, &h, int(payload))
+	if err != nil {
+		qp.failWQE(w, keys.StatusLocQPOpErr, fmt.Errorf("building %s: %w", h.Opcode, err))
+		return false
+	}
+	if payload > 0 {
+		if err := qp.gather(w, off, slot); err != nil {
+			qp.failWQE(w, keys.StatusLocProtErr, err)
+			return false
+		}
+	}
+	qp.builder.Seal(frame)
+	qp.transmit(frame, h.Opcode, h.PSN)
+	if w.isReadOrAtomic() {
+		w.next = w.npkts
+		if w.wr.Opcode == WRRDMARead {
+			// A READ that was sent again resumes at the first response it is missing; its
+			// next counts the responses received, which the completer advances.
+			w.next = uint32(off / mtu)
+		}
+		w.state = wqeSent
+		r.psn = psnAdd(w.lastPSN, 1)
+		r.idx++
+	} else {
+		w.next++
+		w.state = wqeSending
+		r.psn = psnAdd(w.firstPSN, w.next)
+		if w.next == w.npkts {
+			w.state = wqeSent
+			r.idx++
+		}
+	}
+	qp.armRetransmit()
+	return true
+}
+
+// requestOpcode is the RC opcode of a SEND or WRITE packet by its place in the message.
+func requestOpcode(op WROpcode, first, last bool) wire.Opcode {
+	switch op {
+	case WRRDMAWrite, WRRDMAWriteWithImm:
+		switch {
+		case first && last && op == WRRDMAWriteWithImm:
+			return wire.RCWriteOnlyImm
+		case first && last:
+			return wire.RCWriteOnly
+		case first:
+			return wire.RCWriteFirst
+		case last && op == WRRDMAWriteWithImm:
+			return wire.RCWriteLastImm
+		case last:
+			return wire.RCWriteLast
+		}
+		return wire.RCWriteMiddle
+	}
+	switch {
+	case first && last && op == WRSendWithImm:
+		return wire.RCSendOnlyImm
+	case first && last && op == WRSendWithInv:
+		return wire.RCSendOnlyInv
+	case first && last:
+		return wire.RCSendOnly
+	case first:
+		return wire.RCSendFirst
+	case last && op == WRSendWithImm:
+		return wire.RCSendLastImm
+	case last && op == WRSendWithInv:
+		return wire.RCSendLastInv
+	case last:
+		return wire.RCSendLast
+	}
+	return wire.RCSendMiddle
+}
+
+// gather copies the WQE's bytes [off, off+len(dst)) into dst, from its inline copy or through
+// its SGEs (looked up again, so an MR deregistered meanwhile is caught).
+func (qp *QP) gather(w *sendWQE, off uint64, dst []byte) error {
+	if w.wr.Flags&SendInline != 0 {
+		copy(dst, w.inline[off:])
+		return nil
+	}
+	return qp.walkSGL(w.sgl, off, uint64(len(dst)), 0, func(sp keys.Span) {
+		n := sp.CopyTo(dst)
+		dst = dst[n:]
+	})
+}
+
+// walkSGL looks up the SGEs covering [off, off+n) of a scatter/gather list and calls f with
+// each piece's span, in order.
+func (qp *QP) walkSGL(sgl []SGE, off, n uint64, rights Access, f func(keys.Span)) error {
+	for _, s := range sgl {
+		if n == 0 {
+			break
+		}
+		l := uint64(s.Length)
+		if off >= l {
+			off -= l
+			continue
+		}
+		take := min(l-off, n)
+		sp, err := qp.localAccess(s, off, take, rights)
+		if err != nil {
+			return err
+		}
+		f(sp)
+		off, n = 0, n-take
+	}
+	if n > 0 {
+		return errors.New("scatter/gather list shorter than the message")
+	}
+	return nil
+}
+
+// transmit hands a frame to the link.
+func (qp *QP) transmit(frame []byte, op wire.Opcode, psn uint32) {
+	d := qp.dev
+	if d.stopped || d.link == nil {
+		return
+	}
+	d.Stats.TxFrames++
+	d.event(Event{QP: qp.qpn, Kind: EvSend, PSN: psn, Msg: fmt.Sprintf("%s psn %d", op, psn)})
+	_ = d.link.Send(frame)
+}
+
+// execLocal runs a local operation in send-queue order: LOCAL_INV, BIND_MW or REG_MR.
+func (qp *QP) execLocal(w *sendWQE) {
+	d := qp.dev
+	w.state, w.status = wqeDone, WCSuccess
+	var err error
+	switch w.wr.Opcode {
+	case WRLocalInv:
+		err = d.keys.Invalidate(keys.Invalidate{Key: keys.Key(w.wr.Imm), QP: keys.QPN(qp.qpn)})
+		if err == nil {
+			d.event(Event{QP: qp.qpn, Kind: EvKey, Key: w.wr.Imm, WRID: w.wr.ID, Msg: "LOCAL_INV invalidated " + keys.Key(w.wr.Imm).String()})
+		}
+	case WRBindMW:
+		b := w.wr.Bind
+		kb := keys.Bind{MW: keys.Key(b.MW.rkey), Key8: uint8(b.RKey), QP: keys.QPN(qp.qpn), PD: qp.pd.handle,
+			Addr: b.Addr, Len: b.Length, Access: b.Access}
+		if w.type1 {
+			kb.MW = keys.Key(w.type1Rollback)
+		}
+		if b.MR != nil {
+			kb.MR = b.MR.key
+		}
+		var res keys.Bound
+		res, err = d.keys.BindMW(kb)
+		if err == nil {
+			if !w.type1 {
+				b.MW.rkey = uint32(res.Key) // written back, as irdma does (rxe does not: rdma-core #1777)
+			}
+			d.event(Event{QP: qp.qpn, Kind: EvKey, Key: uint32(res.Key), WRID: w.wr.ID,
+				Msg: fmt.Sprintf("bind %s %s -> %s [0x%x, +%d) %s", b.MW.typ, kb.MW, res.Key, b.Addr, b.Length, b.Access)})
+			if res.SameKey8 {
+				d.event(Event{QP: qp.qpn, Kind: EvWarning, Key: uint32(res.Key), WRID: w.wr.ID,
+					Msg: "type 2 bind reused the window's previous key8: the rkey that was invalidated works again"})
+			}
+		}
+	case WRRegMR:
+		g := w.wr.Reg
+		err = d.keys.FastReg(keys.FastReg{Key: keys.Key(g.Key), PD: qp.pd.handle, Mem: keys.Contiguous(g.Buf), IOVA: g.IOVA, Access: g.Access})
+		if err == nil {
+			g.MR.key, g.MR.addr, g.MR.length, g.MR.buf = keys.Key(g.Key), g.IOVA, uint64(len(g.Buf)), g.Buf
+		}
+	}
+	if err != nil {
+		var ae *keys.AccessError
+		status := keys.StatusLocQPOpErr
+		if errors.As(err, &ae) {
+			status = ae.Status
+		}
+		d.event(Event{QP: qp.qpn, Kind: EvAccess, WRID: w.wr.ID, Status: status, Err: err, Msg: w.wr.Opcode.String() + " failed"})
+		w.status, w.err = status, err
+		qp.toErrorAfter(w)
+	}
+}
+
+// failWQE completes a WQE with an error and moves the QP to ERR.
+func (qp *QP) failWQE(w *sendWQE, status WCStatus, err error) {
+	w.state, w.status, w.err = wqeDone, status, err
+	qp.dev.event(Event{QP: qp.qpn, Kind: EvAccess, WRID: w.wr.ID, Status: status, Err: err, Msg: w.wr.Opcode.String() + " failed"})
+	qp.toErrorAfter(w)
+}
+
+// toErrorAfter retires what can be retired (the failed WQE's completion comes first, before the
+// flushed ones after it) and moves the QP to ERR.
+func (qp *QP) toErrorAfter(w *sendWQE) {
+	// Everything before the failed WQE that is still outstanding can no longer complete
+	// normally; IBTA flushes it too, but it has been retired already if it was acknowledged.
+	qp.retire()
+	qp.toError(fmt.Sprintf("wr 0x%x %s completed with %s", w.wr.ID, w.wr.Opcode, w.status))
+}
+
+// retire completes finished WQEs at the head of the send queue, in order.
+func (qp *QP) retire() {
+	for qp.sq.n > 0 && qp.sq.at(0).state == wqeDone {
+		qp.retireHead()
+	}
+	qp.kickIfWaiting()
+}
+
+func (qp *QP) retireHead() {
+	q := &qp.sq
+	w := q.at(0)
+	if w.isReadOrAtomic() && w.started() && qp.req.rdAtomic > 0 {
+		qp.req.rdAtomic--
+	}
+	if w.type1 && w.status != WCSuccess && w.wr.Bind.MW.rkey == w.wr.Bind.RKey {
+		w.wr.Bind.MW.rkey = w.type1Rollback
+	}
+	if w.status != WCSuccess || qp.sigAll || w.wr.Flags&SendSignaled != 0 {
+		wc := WC{WRID: w.wr.ID, Status: w.status, Opcode: wcOpcodeOf(w.wr.Opcode), ByteLen: uint32(w.length), Err: w.err}
+		qp.complete(qp.sendCQ, wc)
+	}
+	q.head = (q.head + 1) % len(q.ring)
+	q.n--
+	if qp.req.idx > 0 {
+		qp.req.idx--
+	}
+}
+
+func (qp *QP) kickIfWaiting() {
+	if qp.req.idx < qp.sq.n {
+		qp.kick()
+	}
+}
+
+func wcOpcodeOf(op WROpcode) WCOpcode {
+	switch op {
+	case WRRDMAWrite, WRRDMAWriteWithImm:
+		return WCRDMAWrite
+	case WRRDMARead:
+		return WCRDMARead
+	case WRAtomicCmpAndSwp:
+		return WCCompSwap
+	case WRAtomicFetchAndAdd:
+		return WCFetchAdd
+	case WRBindMW:
+		return WCBindMW
+	case WRLocalInv:
+		return WCLocalInv
+	case WRRegMR:
+		return WCRegMR
+	}
+	return WCSend
+}
+
+// ackTimeout is the local ACK timeout: 4.096 us x 2^timeout, none for 0.
+func (qp *QP) ackTimeout() time.Duration {
+	t := qp.attr.Timeout
+	if t == 0 {
+		return 0
+	}
+	return time.Duration(4096<<t) * time.Nanosecond
+}
+
+// armRetransmit starts the retransmission timer unless it runs already.
+func (qp *QP) armRetransmit() {
+	r := &qp.req
+	if r.timer != nil {
+		return
+	}
+	to := qp.ackTimeout()
+	if to == 0 {
+		return
+	}
+	r.timer = qp.dev.clock.AfterFunc(to, func() {
+		qp.dev.mu.Lock()
+		defer qp.dev.mu.Unlock()
+		qp.req.timer = nil
+		qp.onTimeout()
+	})
+}
+
+func (qp *QP) restartRetransmit() {
+	if qp.req.timer != nil {
+		qp.req.timer.Stop()
+		qp.req.timer = nil
+	}
+	if qp.outstanding() != nil {
+		qp.armRetransmit()
+	}
+}
+
+// outstanding returns the oldest WQE that has packets on the wire awaiting an answer.
+func (qp *QP) outstanding() *sendWQE {
+	for i := 0; i < qp.sq.n; i++ {
+		w := qp.sq.at(i)
+		if w.state == wqeDone || w.isLocal() {
+			continue
+		}
+		if w.state == wqePosted && !w.started() {
+			return nil
+		}
+		return w
+	}
+	return nil
+}
+
+func (qp *QP) onTimeout() {
+	d := qp.dev
+	if d.stopped || (qp.state != QPSRTS && qp.state != QPSSQD) {
+		return
+	}
+	w := qp.outstanding()
+	if w == nil {
+		return
+	}
+	d.Stats.Timeouts++
+	r := &qp.req
+	if r.retryLeft == 0 {
+		d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: r.compPSN, WRID: w.wr.ID,
+			Msg: fmt.Sprintf("local ACK timeout (%v) at psn %d, retries exhausted", qp.ackTimeout(), r.compPSN)})
+		qp.failWQE(w, keys.StatusRetryExcErr, fmt.Errorf("no acknowledgement for psn %d after %d retries of %v", r.compPSN, qp.attr.RetryCnt, qp.ackTimeout()))
+		return
+	}
+	r.retryLeft--
+	d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: r.compPSN, WRID: w.wr.ID,
+		Msg: fmt.Sprintf("local ACK timeout (%v): resend from psn %d, %d retries left", qp.ackTimeout(), r.compPSN, r.retryLeft)})
+	qp.rewind(r.compPSN)
+}
+
+// rewind goes back to resend from psn (go-back-N): every WQE from the one holding psn on is
+// sent again, the first from the packet (or, for a READ, the response) where psn falls.
+func (qp *QP) rewind(psn uint32) {
+	r := &qp.req
+	first := -1
+	for i := 0; i < r.idx || (i < qp.sq.n && qp.sq.at(i).state == wqeSending); i++ {
+		w := qp.sq.at(i)
+		if w.state == wqeDone || w.isLocal() || !w.started() {
+			continue
+		}
+		if first < 0 {
+			first = i
+			switch {
+			case w.wr.Opcode == WRRDMARead:
+				// next already counts the responses received.
+			case w.isReadOrAtomic():
+				w.next = 0
+			default:
+				w.next = uint32(psnCmp(psn, w.firstPSN))
+				if psnCmp(psn, w.firstPSN) < 0 || w.next >= w.npkts {
+					w.next = 0
+				}
+			}
+		} else {
+			if w.wr.Opcode != WRRDMARead {
+				w.next = 0
+			}
+		}
+		w.state = wqeSending
+		if w.isReadOrAtomic() {
+			w.state = wqePosted
+		}
+	}
+	if first < 0 {
+		return
+	}
+	w := qp.sq.at(first)
+	r.idx = first
+	r.psn = psnAdd(w.firstPSN, w.next)
+	qp.dev.Stats.Retransmits++
+	qp.restartRetransmit()
+	qp.kick()
+}
+
+// placeAtomicResult stores an atomic's original value into the WQE's 8-byte SGE, as a native
+// (little-endian) word.
+func (qp *QP) placeAtomicResult(w *sendWQE, orig uint64) error {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], orig)
+	src := b[:]
+	return qp.walkSGL(w.sgl, 0, 8, AccessLocalWrite, func(sp keys.Span) {
+		n := sp.CopyFrom(src)
+		src = src[n:]
+	})
+}

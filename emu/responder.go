@@ -1,0 +1,471 @@
+package emu
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/softirdma/softirdma/keys"
+	"github.com/softirdma/softirdma/wire"
+)
+
+// responder is the receive side of an RC QP: it checks requests in the order of rxe's
+// responder (PSN, opcode sequence, QP rights, resources, length, rkey), executes them, and
+// answers with ACKs, NAKs, READ responses and atomic acknowledgements.
+type responder struct {
+	psn     uint32 // the next PSN expected
+	msn     uint32
+	nakSent bool // a sequence NAK went out for the current gap
+
+	// The message in progress.
+	inSend, inWrite bool
+	recv            *recvWQE // the receive WQE a SEND or WRITE_WITH_IMM consumes
+	placed          uint64   // bytes of the current SEND placed
+	va              uint64   // the current WRITE's next address
+	rkey            uint32
+	left            uint64 // bytes the current WRITE still expects
+	writeLen        uint64
+
+	res    []rdResource // READ and atomic results, for duplicates
+	resIdx int
+
+	waitingRecv bool
+}
+
+// rdResource remembers a READ or atomic so a duplicate request can be answered again.
+type rdResource struct {
+	used        bool
+	atomic      bool
+	first, last uint32
+	va          uint64
+	rkey        uint32
+	length      uint64
+	orig        uint64
+}
+
+func (r *responder) reset(qp *QP) {
+	*r = responder{psn: qp.attr.RQPSN, res: make([]rdResource, max(1, int(qp.attr.MaxDestRdAtomic)))}
+}
+
+func microseconds(us uint32) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// respError is a failed request: the NAK to send and what the receiving side records.
+type respError struct {
+	syn    wire.Syndrome
+	status WCStatus // for the receive completion, when a receive WQE is involved
+	err    error
+}
+
+func nak(syn wire.Syndrome, format string, args ...any) *respError {
+	return &respError{syn: syn, err: fmt.Errorf(format, args...)}
+}
+
+// onRequest handles a request packet.
+func (qp *QP) onRequest(f *wire.Frame) {
+	d := qp.dev
+	r := &qp.resp
+	switch qp.state {
+	case QPSRTR, QPSRTS, QPSSQD, QPSSQE:
+	default:
+		d.Stats.RxDropped++
+		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s while %s", f.Opcode, qp.state)})
+		return
+	}
+	psn := f.BTH.PSN()
+	switch c := psnCmp(psn, r.psn); {
+	case c > 0:
+		d.Stats.RxDropped++
+		if !r.nakSent {
+			r.nakSent = true
+			d.Stats.SeqNAKsSent++
+			d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Msg: fmt.Sprintf("psn %d ahead of %d: NAK sequence error", psn, r.psn)})
+			qp.sendAck(wire.NAKPSNSeqError, r.psn)
+		}
+		return
+	case c < 0:
+		d.Stats.DuplicatesSeen++
+		qp.onDuplicate(f, psn)
+		return
+	}
+	r.nakSent = false
+	if e := qp.execute(f, psn); e != nil {
+		qp.respFail(f, psn, e)
+	}
+}
+
+// execute checks and carries out an in-sequence request.
+func (qp *QP) execute(f *wire.Frame, psn uint32) *respError {
+	d := qp.dev
+	r := &qp.resp
+	info := f.Info
+	op := f.Opcode
+	mtu := qp.attr.PathMTU.Bytes()
+	isSend := op <= wire.RCSendOnlyImm || op == wire.RCSendLastInv || op == wire.RCSendOnlyInv
+	isWrite := op >= wire.RCWriteFirst && op <= wire.RCWriteOnlyImm
+
+	// Opcode sequence: a message in progress must go on; none may start in the middle.
+	switch {
+	case r.inSend && !(isSend && (info.Class == wire.Middle || info.Class == wire.Last)):
+		return nak(wire.NAKInvalidRequest, "%s in the middle of a SEND", op)
+	case r.inWrite && !(isWrite && (info.Class == wire.Middle || info.Class == wire.Last)):
+		return nak(wire.NAKInvalidRequest, "%s in the middle of an RDMA WRITE", op)
+	case !r.inSend && !r.inWrite && (info.Class == wire.Middle || info.Class == wire.Last) && (isSend || isWrite):
+		return nak(wire.NAKInvalidRequest, "%s without a FIRST", op)
+	}
+	// The QP's own rights (0x61, not 0x62: K10).
+	var need Access
+	switch {
+	case isWrite:
+		need = AccessRemoteWrite
+	case op == wire.RCReadRequest:
+		need = AccessRemoteRead
+	case op == wire.RCCompareSwap || op == wire.RCFetchAdd:
+		need = AccessRemoteAtomic
+	case isSend:
+	default:
+		return nak(wire.NAKInvalidRequest, "opcode %s is not supported on an RC QP", op)
+	}
+	if need != 0 && qp.attr.AccessFlags&need == 0 {
+		return nak(wire.NAKInvalidRequest, "%s needs %s in the QP's access flags (%s)", op, need, qp.attr.AccessFlags)
+	}
+	if (op == wire.RCReadRequest || need == AccessRemoteAtomic) && qp.attr.MaxDestRdAtomic == 0 {
+		return nak(wire.NAKInvalidRequest, "%s with max_dest_rd_atomic 0", op)
+	}
+	// Payload length by place in the message.
+	n := len(f.Payload)
+	switch info.Class {
+	case wire.First, wire.Middle:
+		if (isSend || isWrite) && n != mtu {
+			return nak(wire.NAKInvalidRequest, "%s with %d bytes, the path MTU is %d", op, n, mtu)
+		}
+	case wire.Last:
+		if n == 0 && isWrite || n > mtu {
+			return nak(wire.NAKInvalidRequest, "%s with %d bytes", op, n)
+		}
+	case wire.Only:
+		if n > mtu {
+			return nak(wire.NAKInvalidRequest, "%s with %d bytes, the path MTU is %d", op, n, mtu)
+		}
+	}
+	// A receive WQE for SEND and WRITE_WITH_IMM: without one, RNR NAK and nothing else.
+	needsRecv := (isSend && (info.Class == wire.First || info.Class == wire.Only)) ||
+		op == wire.RCWriteOnlyImm || op == wire.RCWriteLastImm
+	if needsRecv && r.recv == nil {
+		w := qp.recvQueue().peek()
+		if w == nil {
+			d.Stats.RNRNAKsSent++
+			r.waitingRecv = true
+			syn := wire.Syndrome(0x20 | qp.attr.MinRNRTimer&0x1f)
+			d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Msg: fmt.Sprintf("%s and no receive posted: RNR NAK (timer %d)", op, qp.attr.MinRNRTimer)})
+			qp.sendAck(syn, psn)
+			return nil
+		}
+		r.recv = w
+		r.placed = 0
+	}
+
+	switch {
+	case isSend:
+		return qp.execSend(f, psn, op, info)
+	case isWrite:
+		return qp.execWrite(f, psn, op, info)
+	case op == wire.RCReadRequest:
+		return qp.execRead(f, psn)
+	default:
+		return qp.execAtomic(f, psn)
+	}
+}
+
+func (qp *QP) execSend(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.OpcodeInfo) *respError {
+	r := &qp.resp
+	w := r.recv
+	n := uint64(len(f.Payload))
+	if r.placed+n > w.length {
+		// The message is longer than the receive buffer: LOC_LEN_ERR for the receiver (IBTA;
+		// rxe says REM_INV_REQ_ERR), NAK 0x61 for the requester.
+		return &respError{syn: wire.NAKInvalidRequest, status: keys.StatusLocLenErr,
+			err: fmt.Errorf("SEND of at least %d bytes into a receive of %d", r.placed+n, w.length)}
+	}
+	src := f.Payload
+	if err := qp.walkSGL(w.sgl, r.placed, n, AccessLocalWrite, func(sp keys.Span) {
+		c := sp.CopyFrom(src)
+		src = src[c:]
+	}); err != nil {
+		// The receive WQE names memory it may not write: NAK 0x63, REM_OP_ERR for the
+		// requester; the receiver's completion says LOC_PROT_ERR.
+		return &respError{syn: wire.NAKRemoteOp, status: keys.StatusLocProtErr, err: fmt.Errorf("receive buffer: %w", err)}
+	}
+	r.placed += n
+	r.inSend = info.Class == wire.First || info.Class == wire.Middle
+	qp.advance(psn, 1)
+	if r.inSend {
+		qp.ackIfAsked(f, psn)
+		return nil
+	}
+	wc := WC{WRID: w.id, Status: WCSuccess, Opcode: WCRecv, ByteLen: uint32(r.placed), SrcQP: qp.attr.DestQPN}
+	switch op {
+	case wire.RCSendLastImm, wire.RCSendOnlyImm:
+		wc.Flags, wc.Imm = WCWithImm, f.ImmDt.Imm()
+	case wire.RCSendLastInv, wire.RCSendOnlyInv:
+		rkey := f.IETH.RKey()
+		err := qp.dev.keys.Invalidate(keys.Invalidate{Key: keys.Key(rkey), QP: keys.QPN(qp.qpn), Remote: true})
+		if err != nil {
+			// rxe ACKs and fails only the receive; softirdma also NAKs (W18).
+			return &respError{syn: wire.NAKInvalidRequest, status: keys.StatusRemInvReqErr, err: err}
+		}
+		qp.dev.event(Event{QP: qp.qpn, Kind: EvKey, Key: rkey, PSN: psn,
+			Msg: fmt.Sprintf("SEND_WITH_INV psn %d invalidated %s", psn, keys.Key(rkey))})
+		wc.Flags, wc.Imm = WCWithInv, rkey
+	}
+	qp.finishRecv(wc)
+	r.msn = psnAdd(r.msn, 1)
+	qp.ackIfAsked(f, psn)
+	return nil
+}
+
+func (qp *QP) finishRecv(wc WC) {
+	r := &qp.resp
+	qp.recvQueue().pop()
+	r.recv = nil
+	r.placed = 0
+	qp.complete(qp.recvCQ, wc)
+}
+
+func (qp *QP) execWrite(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.OpcodeInfo) *respError {
+	r := &qp.resp
+	n := uint64(len(f.Payload))
+	if info.Class == wire.First || info.Class == wire.Only {
+		r.va, r.rkey, r.left, r.writeLen = f.RETH.VA(), f.RETH.RKey(), uint64(f.RETH.DMALen()), uint64(f.RETH.DMALen())
+		if r.left > 1<<31 {
+			return nak(wire.NAKInvalidRequest, "RDMA WRITE of %d bytes", r.left)
+		}
+		// The whole range is checked before any byte lands; a zero-length WRITE checks nothing (K7).
+		if r.left > 0 {
+			if _, err := qp.remoteAccess(r.rkey, r.va, r.left, AccessRemoteWrite); err != nil {
+				return accessNAK(err)
+			}
+		}
+	}
+	last := info.Class == wire.Last || info.Class == wire.Only
+	if n > r.left || (last && n != r.left) {
+		return nak(wire.NAKInvalidRequest, "%s carries %d bytes, %d remain of the RETH length %d", op, n, r.left, r.writeLen)
+	}
+	if n > 0 {
+		// Looked up again per packet: an rkey invalidated mid-message stops the rest.
+		sp, err := qp.remoteAccess(r.rkey, r.va, n, AccessRemoteWrite)
+		if err != nil {
+			return accessNAK(err)
+		}
+		sp.CopyFrom(f.Payload)
+	}
+	r.va += n
+	r.left -= n
+	r.inWrite = !last
+	qp.advance(psn, 1)
+	if last {
+		r.msn = psnAdd(r.msn, 1)
+		if op == wire.RCWriteOnlyImm || op == wire.RCWriteLastImm {
+			qp.finishRecv(WC{WRID: r.recv.id, Status: WCSuccess, Opcode: WCRecvRDMAWithImm, ByteLen: uint32(r.writeLen),
+				Imm: f.ImmDt.Imm(), Flags: WCWithImm, SrcQP: qp.attr.DestQPN})
+		}
+	}
+	qp.ackIfAsked(f, psn)
+	return nil
+}
+
+func accessNAK(err error) *respError {
+	return &respError{syn: wire.NAKRemoteAccess, err: err}
+}
+
+func (qp *QP) execRead(f *wire.Frame, psn uint32) *respError {
+	r := &qp.resp
+	va, rkey, n := f.RETH.VA(), f.RETH.RKey(), uint64(f.RETH.DMALen())
+	if n > 1<<31 {
+		return nak(wire.NAKInvalidRequest, "RDMA READ of %d bytes", n)
+	}
+	if n > 0 {
+		if _, err := qp.remoteAccess(rkey, va, n, AccessRemoteRead); err != nil {
+			return accessNAK(err)
+		}
+	}
+	mtu := uint64(qp.attr.PathMTU.Bytes())
+	npkts := uint32(1)
+	if n > mtu {
+		npkts = uint32((n + mtu - 1) / mtu)
+	}
+	res := &r.res[r.resIdx]
+	r.resIdx = (r.resIdx + 1) % len(r.res)
+	*res = rdResource{used: true, first: psn, last: psnAdd(psn, npkts-1), va: va, rkey: rkey, length: n}
+	r.msn = psnAdd(r.msn, 1) // a READ counts as done when accepted (C9-148)
+	qp.advance(psn, npkts)
+	return qp.sendReadResponses(res, psn)
+}
+
+// sendReadResponses sends the responses of a READ from the one with PSN from on. Each packet's
+// bytes are looked up again: an rkey invalidated or deallocated meanwhile ends the READ with NAK
+// 0x62 (rxe_recheck_mr).
+func (qp *QP) sendReadResponses(res *rdResource, from uint32) *respError {
+	mtu := uint64(qp.attr.PathMTU.Bytes())
+	r := &qp.resp
+	start := uint64(psnCmp(from, res.first)) * mtu
+	total := res.length - start
+	npkts := uint32(1)
+	if total > mtu {
+		npkts = uint32((total + mtu - 1) / mtu)
+	}
+	for i := uint32(0); i < npkts; i++ {
+		off := start + uint64(i)*mtu
+		n := min(mtu, res.length-off)
+		h := wire.Header{DestQP: qp.attr.DestQPN, PSN: psnAdd(from, i), Syndrome: wire.ACKUnlimited, MSN: r.msn}
+		switch {
+		case npkts == 1:
+			h.Opcode = wire.RCReadResponseOnly
+		case i == 0:
+			h.Opcode = wire.RCReadResponseFirst
+		case i == npkts-1:
+			h.Opcode = wire.RCReadResponseLast
+		default:
+			h.Opcode = wire.RCReadResponseMiddle
+		}
+		var sp keys.Span
+		if n > 0 {
+			var err error
+			if sp, err = qp.remoteAccess(res.rkey, res.va+off, n, AccessRemoteRead); err != nil {
+				e := accessNAK(err)
+				e.err = fmt.Errorf("READ response psn %d: %w", h.PSN, err)
+				qp.respFail(nil, h.PSN, e)
+				return nil
+			}
+		}
+		frame, slot, err := qp.builder.Begin(qp.dev.tx, &h, int(n))
+		if err != nil {
+			return nak(wire.NAKRemoteOp, "building a READ response: %v", err)
+		}
+		sp.CopyTo(slot)
+		qp.builder.Seal(frame)
+		qp.transmit(frame, h.Opcode, h.PSN)
+	}
+	return nil
+}
+
+func (qp *QP) execAtomic(f *wire.Frame, psn uint32) *respError {
+	r := &qp.resp
+	a := f.AtomicETH
+	va := a.VA()
+	if va%8 != 0 {
+		return nak(wire.NAKInvalidRequest, "atomic at 0x%x is not 8-byte aligned", va)
+	}
+	sp, err := qp.remoteAccess(a.RKey(), va, 8, AccessRemoteAtomic)
+	if err != nil {
+		return accessNAK(err)
+	}
+	var b [8]byte
+	sp.CopyTo(b[:])
+	orig := binary.LittleEndian.Uint64(b[:])
+	val := orig
+	if f.Opcode == wire.RCFetchAdd {
+		val = orig + a.SwapAdd()
+	} else if orig == a.Compare() {
+		val = a.SwapAdd()
+	}
+	binary.LittleEndian.PutUint64(b[:], val)
+	sp.CopyFrom(b[:])
+	res := &r.res[r.resIdx]
+	r.resIdx = (r.resIdx + 1) % len(r.res)
+	*res = rdResource{used: true, atomic: true, first: psn, last: psn, va: va, rkey: a.RKey(), length: 8, orig: orig}
+	r.msn = psnAdd(r.msn, 1)
+	qp.advance(psn, 1)
+	qp.sendAtomicAck(psn, orig)
+	return nil
+}
+
+func (qp *QP) sendAtomicAck(psn uint32, orig uint64) {
+	h := wire.Header{Opcode: wire.RCAtomicAcknowledge, DestQP: qp.attr.DestQPN, PSN: psn, Syndrome: wire.ACKUnlimited,
+		MSN: qp.resp.msn, Orig: orig}
+	frame, err := qp.builder.Build(qp.dev.tx, &h, nil)
+	if err == nil {
+		qp.transmit(frame, h.Opcode, psn)
+	}
+}
+
+func (qp *QP) advance(psn, n uint32) { qp.resp.psn = psnAdd(psn, n) }
+
+func (qp *QP) ackIfAsked(f *wire.Frame, psn uint32) {
+	if f.BTH.AckReq() {
+		qp.sendAck(wire.ACKUnlimited, psn)
+	}
+}
+
+// sendAck sends an ACKNOWLEDGE with the syndrome and PSN and the current MSN.
+func (qp *QP) sendAck(syn wire.Syndrome, psn uint32) {
+	h := wire.Header{Opcode: wire.RCAcknowledge, DestQP: qp.attr.DestQPN, PSN: psn, Syndrome: syn, MSN: qp.resp.msn}
+	frame, err := qp.builder.Build(qp.dev.tx, &h, nil)
+	if err == nil {
+		qp.transmit(frame, h.Opcode, psn)
+	}
+}
+
+// onDuplicate answers a request whose PSN is behind the expected one: SEND and WRITE are
+// acknowledged again, a READ is executed again from the PSN asked for, an atomic gets its saved
+// result; nothing runs twice that must not.
+func (qp *QP) onDuplicate(f *wire.Frame, psn uint32) {
+	r := &qp.resp
+	d := qp.dev
+	switch f.Opcode {
+	case wire.RCReadRequest:
+		for i := range r.res {
+			res := &r.res[i]
+			if !res.used || res.atomic || psnCmp(psn, res.first) < 0 || psnCmp(psn, res.last) > 0 {
+				continue
+			}
+			mtu := uint64(qp.attr.PathMTU.Bytes())
+			off := uint64(psnCmp(psn, res.first)) * mtu
+			if f.RETH.RKey() != res.rkey || f.RETH.VA() != res.va+off || uint64(f.RETH.DMALen()) != res.length-off {
+				break
+			}
+			d.event(Event{QP: qp.qpn, Kind: EvRecv, PSN: psn, Msg: fmt.Sprintf("duplicate READ psn %d: responding again", psn)})
+			if e := qp.sendReadResponses(res, psn); e != nil {
+				qp.respFail(f, psn, e)
+			}
+			return
+		}
+		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("duplicate READ psn %d matches no saved READ: dropped", psn)})
+	case wire.RCCompareSwap, wire.RCFetchAdd:
+		for i := range r.res {
+			res := &r.res[i]
+			if res.used && res.atomic && res.first == psn {
+				d.event(Event{QP: qp.qpn, Kind: EvRecv, PSN: psn, Msg: fmt.Sprintf("duplicate atomic psn %d: saved result replayed", psn)})
+				qp.sendAtomicAck(psn, res.orig)
+				return
+			}
+		}
+		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("duplicate atomic psn %d matches no saved result: dropped", psn)})
+	default:
+		if f.BTH.AckReq() {
+			qp.sendAck(wire.ACKUnlimited, psnAdd(r.psn, psnMask))
+		}
+	}
+}
+
+// respFail NAKs a failed request and moves the QP to ERR; a receive WQE in use completes with
+// the error. f is nil when the failure came while sending READ responses.
+func (qp *QP) respFail(f *wire.Frame, psn uint32, e *respError) {
+	d := qp.dev
+	r := &qp.resp
+	status := e.status
+	var ae *keys.AccessError
+	if errors.As(e.err, &ae) {
+		d.event(Event{QP: qp.qpn, Kind: EvAccess, PSN: psn, Key: uint32(ae.Key), Msg: fmt.Sprintf("request psn %d refused", psn), Err: e.err})
+	}
+	d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Msg: fmt.Sprintf("sending %s for psn %d", e.syn, psn), Err: e.err})
+	qp.sendAck(e.syn, psn)
+	if r.recv != nil {
+		if status == 0 {
+			status = keys.StatusRemInvReqErr
+		}
+		w := r.recv
+		qp.finishRecv(WC{WRID: w.id, Status: status, Opcode: WCRecv, Err: e.err})
+	}
+	qp.toError(fmt.Sprintf("responder refused psn %d", psn))
+}

@@ -1,0 +1,277 @@
+package emu
+
+import (
+	"fmt"
+	"syscall"
+
+	"github.com/softirdma/softirdma/keys"
+)
+
+// SendWR is a send work request (struct ibv_send_wr).
+type SendWR struct {
+	ID     uint64
+	Opcode WROpcode
+	Flags  SendFlags
+	SGL    []SGE
+	// Imm is the immediate data of a WITH_IMM opcode, or the rkey a SEND_WITH_INV or LOCAL_INV
+	// invalidates (the union imm_data / invalidate_rkey), in host order.
+	Imm uint32
+	// RemoteAddr and RKey name the target of an RDMA or atomic operation.
+	RemoteAddr uint64
+	RKey       uint32
+	// CompareAdd is the compare value of a CMP_AND_SWP or the addend of a FETCH_AND_ADD; Swap is
+	// the swap value of a CMP_AND_SWP.
+	CompareAdd, Swap uint64
+	// Bind is a BIND_MW request for a type 2 window.
+	Bind BindInfo
+	// Reg is a REG_MR (fast-register) request.
+	Reg RegInfo
+}
+
+// BindInfo is a window bind (bind_mw in struct ibv_send_wr): RKey is the new rkey the consumer
+// chose (its low 8 bits are what changes).
+type BindInfo struct {
+	MW     *MW
+	RKey   uint32
+	MR     *MR
+	Addr   uint64
+	Length uint64
+	Access Access
+}
+
+// RegInfo is a fast registration: the MR from AllocFastRegMR, its new key (same index, new key8),
+// and the memory, address and rights to give it.
+type RegInfo struct {
+	MR     *MR
+	Key    uint32
+	Buf    []byte
+	IOVA   uint64
+	Access Access
+}
+
+type wqeState uint8
+
+const (
+	wqePosted  wqeState = iota // not started, or going to be sent again
+	wqeSending                 // some packets sent
+	wqeSent                    // every request packet sent, waiting for its acknowledgement or response
+	wqeDone                    // finished, status set
+)
+
+// sendWQE is a posted send request and the requester's progress on it.
+type sendWQE struct {
+	wr     SendWR
+	sgl    []SGE // owned copy of wr.SGL
+	inline []byte
+	length uint64
+	state  wqeState
+	status WCStatus
+	err    error
+
+	firstPSN, lastPSN uint32 // the PSNs the request uses, once it has started
+	npkts             uint32 // request packets (SEND, WRITE) or response packets (READ)
+	next              uint32 // index of the next request packet to send, or of the next READ response expected
+	atomicOrig        uint64
+	type1Rollback     uint32 // a type 1 bind: the rkey to put back into the handle if it fails
+	type1             bool
+}
+
+func (w *sendWQE) isLocal() bool {
+	switch w.wr.Opcode {
+	case WRLocalInv, WRBindMW, WRRegMR:
+		return true
+	}
+	return false
+}
+
+func (w *sendWQE) isReadOrAtomic() bool {
+	switch w.wr.Opcode {
+	case WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		return true
+	}
+	return false
+}
+
+// sendQueue is a ring of WQEs: [head, head+n) are posted and not yet retired.
+type sendQueue struct {
+	ring    []sendWQE
+	head, n int
+}
+
+func newSendQueue(n int) sendQueue { return sendQueue{ring: make([]sendWQE, n)} }
+
+func (q *sendQueue) at(i int) *sendWQE { return &q.ring[(q.head+i)%len(q.ring)] }
+
+func (q *sendQueue) reset() {
+	for i := range q.ring {
+		q.ring[i] = sendWQE{sgl: q.ring[i].sgl[:0]}
+	}
+	q.head, q.n = 0, 0
+}
+
+// flush completes every WQE not yet retired with WR_FLUSH_ERR (or its own error status).
+func (q *sendQueue) flush(qp *QP) {
+	for q.n > 0 {
+		w := q.at(0)
+		if w.state != wqeDone {
+			w.state, w.status = wqeDone, WCWRFlushErr
+		}
+		qp.retireHead()
+	}
+	qp.req.idx = 0
+}
+
+// PostSend posts send work requests (ibv_post_send). A request that cannot be posted is an
+// *PostError naming it; the ones before it were posted. On a QP in ERR the requests are posted
+// and complete at once with WR_FLUSH_ERR.
+func (qp *QP) PostSend(wrs ...SendWR) error {
+	d := qp.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := range wrs {
+		if err := qp.postSend(&wrs[i]); err != nil {
+			err.Index = i
+			return err
+		}
+	}
+	qp.kick()
+	return nil
+}
+
+func (qp *QP) postSend(wr *SendWR) *PostError {
+	fail := func(errno syscall.Errno, format string, args ...any) *PostError {
+		return &PostError{Err: errno, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch qp.state {
+	case QPSReset, QPSInit, QPSRTR:
+		return fail(syscall.EINVAL, "the QP is in %s", qp.state)
+	}
+	if _, ok := wrOpcodeNames[wr.Opcode]; !ok {
+		return fail(syscall.EINVAL, "opcode %d", wr.Opcode)
+	}
+	if len(wr.SGL) > qp.cap.MaxSendSGE {
+		return fail(syscall.EINVAL, "%d SGEs, the QP takes %d", len(wr.SGL), qp.cap.MaxSendSGE)
+	}
+	var length uint64
+	for _, s := range wr.SGL {
+		length += uint64(s.Length)
+	}
+	if length > qp.dev.limits.MaxMsgSize {
+		return fail(syscall.EINVAL, "message of %d bytes, at most %d", length, qp.dev.limits.MaxMsgSize)
+	}
+	switch wr.Opcode {
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		if len(wr.SGL) != 1 || wr.SGL[0].Length != 8 {
+			return fail(syscall.EINVAL, "an atomic needs one 8-byte SGE")
+		}
+	case WRBindMW:
+		if wr.Bind.MW == nil || wr.Bind.MW.typ == MWType1 {
+			return fail(syscall.EINVAL, "BIND_MW work requests bind type 2 windows; use QP.BindMW for type 1")
+		}
+	case WRRegMR:
+		if wr.Reg.MR == nil {
+			return fail(syscall.EINVAL, "REG_MR without an MR")
+		}
+	}
+	if wr.Flags&SendInline != 0 {
+		switch wr.Opcode {
+		case WRSend, WRSendWithImm, WRSendWithInv, WRRDMAWrite, WRRDMAWriteWithImm:
+		default:
+			return fail(syscall.EINVAL, "%s cannot be inline", wr.Opcode)
+		}
+		if length > uint64(qp.cap.MaxInlineData) {
+			return fail(syscall.EINVAL, "%d bytes inline, the QP takes %d", length, qp.cap.MaxInlineData)
+		}
+	}
+	q := &qp.sq
+	if q.n == len(q.ring) {
+		return fail(syscall.ENOMEM, "send queue full")
+	}
+	w := q.at(q.n)
+	*w = sendWQE{wr: *wr, sgl: append(w.sgl[:0], wr.SGL...), inline: w.inline[:0], length: length}
+	w.wr.SGL = nil
+	if wr.Flags&SendInline != 0 {
+		// Inline data is read at post time, through the local address space, which for Go
+		// callers means the registered memory the SGEs name.
+		for _, s := range wr.SGL {
+			sp, err := qp.localAccess(SGE{Addr: s.Addr, LKey: s.LKey}, 0, uint64(s.Length), 0)
+			if err != nil {
+				return fail(syscall.EINVAL, "inline data: %v", err)
+			}
+			start := len(w.inline)
+			w.inline = append(w.inline, make([]byte, s.Length)...)
+			sp.CopyTo(w.inline[start:])
+		}
+	}
+	q.n++
+	qp.dev.event(Event{QP: qp.qpn, Kind: EvPost, WRID: wr.ID, Msg: fmt.Sprintf("post %s len %d", wr.Opcode, length)})
+	if qp.state == QPSErr {
+		w.state, w.status = wqeDone, WCWRFlushErr
+		qp.retire()
+	}
+	return nil
+}
+
+// MWBind is the bind verb's request (struct ibv_mw_bind).
+type MWBind struct {
+	ID     uint64
+	Flags  SendFlags
+	MR     *MR
+	Addr   uint64
+	Length uint64
+	Access Access
+}
+
+// BindMW binds a type 1 window (ibv_bind_mw): the window's rkey becomes key8+1 at once and
+// rolls back if the bind completes in error. A zero-length bind invalidates the window. It
+// fails with EINVAL or EPERM, posting nothing, where rxe's provider does.
+func (qp *QP) BindMW(mw *MW, b MWBind) error {
+	d := qp.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if mw.typ != MWType1 {
+		return fmt.Errorf("bind_mw: %s window: %w", mw.typ, syscall.EINVAL)
+	}
+	kb := keys.Bind{MW: keys.Key(mw.rkey), QP: keys.QPN(qp.qpn), PD: qp.pd.handle, Addr: b.Addr, Len: b.Length, Access: b.Access}
+	if b.MR != nil {
+		kb.MR = b.MR.key
+	}
+	if b.MR == nil && (b.Addr != 0 || b.Length != 0) {
+		return fmt.Errorf("bind_mw: address or length without an MR: %w", syscall.EINVAL)
+	}
+	if err := d.keys.CheckBindVerb(kb); err != nil {
+		return err
+	}
+	old := mw.rkey
+	wr := SendWR{ID: b.ID, Opcode: WRBindMW, Flags: b.Flags,
+		Bind: BindInfo{MW: mw, RKey: uint32(keys.Key(old).Inc()), MR: b.MR, Addr: b.Addr, Length: b.Length, Access: b.Access}}
+	// The handle shows the new rkey from the moment the bind is posted; a failed bind puts the
+	// old one back when it completes. postSend refuses type 1 windows in BIND_MW work
+	// requests; this is the verb's own path.
+	mw.rkey = wr.Bind.RKey
+	if err := qp.postBind1(&wr, old); err != nil {
+		mw.rkey = old
+		return err
+	}
+	qp.kick()
+	return nil
+}
+
+func (qp *QP) postBind1(wr *SendWR, old uint32) error {
+	switch qp.state {
+	case QPSReset, QPSInit, QPSRTR:
+		return fmt.Errorf("bind_mw: the QP is in %s: %w", qp.state, syscall.EINVAL)
+	}
+	q := &qp.sq
+	if q.n == len(q.ring) {
+		return fmt.Errorf("bind_mw: send queue full: %w", syscall.ENOMEM)
+	}
+	w := q.at(q.n)
+	*w = sendWQE{wr: *wr, sgl: w.sgl[:0], inline: w.inline[:0], type1: true, type1Rollback: old}
+	q.n++
+	if qp.state == QPSErr {
+		w.state, w.status = wqeDone, WCWRFlushErr
+		qp.retire()
+	}
+	return nil
+}

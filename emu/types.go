@@ -1,0 +1,238 @@
+// Package emu is the RDMA engine of softirdma and its Go verbs API: devices, protection domains,
+// memory regions and windows (on top of keys), completion queues, shared receive queues and RC
+// queue pairs with the requester, responder and completer of the RC transport, speaking RoCEv2
+// frames (wire) over a link. It also owns the deterministic simulator: a virtual clock, a seeded
+// random source and a fabric of links with faults, on which any number of devices run in one
+// process, repeatably.
+//
+// Names follow libibverbs (AllocPD, RegMR, CreateQP, Modify, PostSend, Poll ...) and every enum
+// has libibverbs' numeric values, so RDMA programmers find what they expect.
+package emu
+
+import (
+	"fmt"
+
+	"github.com/softirdma/softirdma/keys"
+)
+
+// Access flags, MW types and completion statuses are the key space's, re-exported so users of
+// the verbs API need one import.
+type (
+	Access   = keys.Access
+	MWType   = keys.MWType
+	WCStatus = keys.Status
+)
+
+const (
+	AccessLocalWrite   = keys.LocalWrite
+	AccessRemoteWrite  = keys.RemoteWrite
+	AccessRemoteRead   = keys.RemoteRead
+	AccessRemoteAtomic = keys.RemoteAtomic
+	AccessMWBind       = keys.MWBind
+	AccessZeroBased    = keys.ZeroBased
+	AccessOnDemand     = keys.OnDemand
+
+	MWType1  = keys.MWType1
+	MWType2  = keys.MWType2
+	MWType2A = keys.MWType2A
+
+	WCSuccess        = keys.StatusSuccess
+	WCLocLenErr      = keys.StatusLocLenErr
+	WCLocQPOpErr     = keys.StatusLocQPOpErr
+	WCLocProtErr     = keys.StatusLocProtErr
+	WCWRFlushErr     = keys.StatusWRFlushErr
+	WCMWBindErr      = keys.StatusMWBindErr
+	WCBadRespErr     = keys.StatusBadRespErr
+	WCLocAccessErr   = keys.StatusLocAccessErr
+	WCRemInvReqErr   = keys.StatusRemInvReqErr
+	WCRemAccessErr   = keys.StatusRemAccessErr
+	WCRemOpErr       = keys.StatusRemOpErr
+	WCRetryExcErr    = keys.StatusRetryExcErr
+	WCRNRRetryExcErr = keys.StatusRNRRetryExcErr
+	WCFatalErr       = keys.StatusFatalErr
+	WCGeneralErr     = keys.StatusGeneralErr
+)
+
+// QPState is enum ibv_qp_state.
+type QPState uint8
+
+const (
+	QPSReset QPState = iota
+	QPSInit
+	QPSRTR
+	QPSRTS
+	QPSSQD
+	QPSSQE
+	QPSErr
+)
+
+var qpStateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
+
+func (s QPState) String() string {
+	if int(s) < len(qpStateNames) {
+		return qpStateNames[s]
+	}
+	return fmt.Sprintf("QPS_%d", uint8(s))
+}
+
+// QPType is enum ibv_qp_type. Only RC is implemented so far.
+type QPType uint8
+
+const (
+	QPTypeRC QPType = 2
+	QPTypeUC QPType = 3
+	QPTypeUD QPType = 4
+)
+
+// AttrMask is enum ibv_qp_attr_mask: which fields of a QPAttr a Modify call sets.
+type AttrMask uint32
+
+const (
+	AttrState            AttrMask = 1 << 0
+	AttrCurState         AttrMask = 1 << 1
+	AttrEnSQDAsyncNotify AttrMask = 1 << 2
+	AttrAccessFlags      AttrMask = 1 << 3
+	AttrPKeyIndex        AttrMask = 1 << 4
+	AttrPort             AttrMask = 1 << 5
+	AttrQKey             AttrMask = 1 << 6
+	AttrAV               AttrMask = 1 << 7
+	AttrPathMTU          AttrMask = 1 << 8
+	AttrTimeout          AttrMask = 1 << 9
+	AttrRetryCnt         AttrMask = 1 << 10
+	AttrRNRRetry         AttrMask = 1 << 11
+	AttrRQPSN            AttrMask = 1 << 12
+	AttrMaxQPRdAtomic    AttrMask = 1 << 13
+	AttrAltPath          AttrMask = 1 << 14
+	AttrMinRNRTimer      AttrMask = 1 << 15
+	AttrSQPSN            AttrMask = 1 << 16
+	AttrMaxDestRdAtomic  AttrMask = 1 << 17
+	AttrPathMigState     AttrMask = 1 << 18
+	AttrCap              AttrMask = 1 << 19
+	AttrDestQPN          AttrMask = 1 << 20
+	AttrRateLimit        AttrMask = 1 << 25
+)
+
+// MTU is enum ibv_mtu: 1 = 256 bytes ... 5 = 4096 bytes.
+type MTU uint8
+
+const (
+	MTU256  MTU = 1
+	MTU512  MTU = 2
+	MTU1024 MTU = 3
+	MTU2048 MTU = 4
+	MTU4096 MTU = 5
+)
+
+// Bytes is the MTU in bytes, 0 for an invalid value.
+func (m MTU) Bytes() int {
+	if m < MTU256 || m > MTU4096 {
+		return 0
+	}
+	return 128 << m
+}
+
+// WROpcode is enum ibv_wr_opcode, plus REG_MR (kernel verbs' fast-register work request).
+type WROpcode uint8
+
+const (
+	WRRDMAWrite         WROpcode = 0
+	WRRDMAWriteWithImm  WROpcode = 1
+	WRSend              WROpcode = 2
+	WRSendWithImm       WROpcode = 3
+	WRRDMARead          WROpcode = 4
+	WRAtomicCmpAndSwp   WROpcode = 5
+	WRAtomicFetchAndAdd WROpcode = 6
+	WRLocalInv          WROpcode = 7
+	WRBindMW            WROpcode = 8
+	WRSendWithInv       WROpcode = 9
+	// WRRegMR is softirdma's number for IB_WR_REG_MR, which libibverbs does not expose.
+	WRRegMR WROpcode = 0x20
+)
+
+var wrOpcodeNames = map[WROpcode]string{
+	WRRDMAWrite: "RDMA_WRITE", WRRDMAWriteWithImm: "RDMA_WRITE_WITH_IMM", WRSend: "SEND",
+	WRSendWithImm: "SEND_WITH_IMM", WRRDMARead: "RDMA_READ", WRAtomicCmpAndSwp: "ATOMIC_CMP_AND_SWP",
+	WRAtomicFetchAndAdd: "ATOMIC_FETCH_AND_ADD", WRLocalInv: "LOCAL_INV", WRBindMW: "BIND_MW",
+	WRSendWithInv: "SEND_WITH_INV", WRRegMR: "REG_MR",
+}
+
+func (o WROpcode) String() string {
+	if s, ok := wrOpcodeNames[o]; ok {
+		return s
+	}
+	return fmt.Sprintf("WR_%d", uint8(o))
+}
+
+// SendFlags is enum ibv_send_flags.
+type SendFlags uint32
+
+const (
+	SendFence     SendFlags = 1 << 0
+	SendSignaled  SendFlags = 1 << 1
+	SendSolicited SendFlags = 1 << 2
+	SendInline    SendFlags = 1 << 3
+)
+
+// WCOpcode is enum ibv_wc_opcode.
+type WCOpcode uint8
+
+const (
+	WCSend            WCOpcode = 0
+	WCRDMAWrite       WCOpcode = 1
+	WCRDMARead        WCOpcode = 2
+	WCCompSwap        WCOpcode = 3
+	WCFetchAdd        WCOpcode = 4
+	WCBindMW          WCOpcode = 5
+	WCLocalInv        WCOpcode = 6
+	WCRegMR           WCOpcode = 0x20 // IB_WC_REG_MR in kernel verbs; not in libibverbs
+	WCRecv            WCOpcode = 1 << 7
+	WCRecvRDMAWithImm WCOpcode = WCRecv + 1
+)
+
+var wcOpcodeNames = map[WCOpcode]string{
+	WCSend: "SEND", WCRDMAWrite: "RDMA_WRITE", WCRDMARead: "RDMA_READ", WCCompSwap: "COMP_SWAP",
+	WCFetchAdd: "FETCH_ADD", WCBindMW: "BIND_MW", WCLocalInv: "LOCAL_INV", WCRegMR: "REG_MR",
+	WCRecv: "RECV", WCRecvRDMAWithImm: "RECV_RDMA_WITH_IMM",
+}
+
+func (o WCOpcode) String() string {
+	if s, ok := wcOpcodeNames[o]; ok {
+		return s
+	}
+	return fmt.Sprintf("WC_%d", uint8(o))
+}
+
+// WCFlags is enum ibv_wc_flags.
+type WCFlags uint32
+
+const (
+	WCWithGRH WCFlags = 1 << 0
+	WCWithImm WCFlags = 1 << 1
+	WCWithInv WCFlags = 1 << 3
+)
+
+// WC is a work completion (struct ibv_wc).
+type WC struct {
+	WRID    uint64
+	Status  WCStatus
+	Opcode  WCOpcode
+	ByteLen uint32
+	// Imm is the immediate data (WITH_IMM) or the invalidated rkey (WITH_INV), in host order.
+	Imm   uint32
+	QPNum uint32
+	SrcQP uint32
+	Flags WCFlags
+	// Err is why a completion failed, for people: which check, which key, which PSN. It is
+	// not part of ibv_wc.
+	Err error
+}
+
+// InvalidatedRKey is the rkey a SEND_WITH_INV invalidated (ibv_wc_get_invalidated_rkey).
+func (wc *WC) InvalidatedRKey() uint32 { return wc.Imm }
+
+// SGE is a scatter/gather element (struct ibv_sge): Addr is in the MR's address space.
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   uint32
+}
