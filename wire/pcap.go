@@ -62,7 +62,7 @@ func NewPcapReader(r io.Reader) (*PcapReader, error) {
 			return nil, fmt.Errorf("wire: reading pcapng: %w", err)
 		}
 		good, verr := sanitizePcapng(data)
-		ng, err := pcapgo.NewNgReader(bytes.NewReader(good), pcapgo.DefaultNgReaderOptions)
+		ng, err := newNgReader(good)
 		if err != nil {
 			if verr != nil {
 				err = verr
@@ -87,9 +87,29 @@ func (r *PcapReader) LinkType() layers.LinkType { return r.link }
 // IsPcapng says whether the file is pcapng.
 func (r *PcapReader) IsPcapng() bool { return r.ng }
 
+// errReaderPanic stands for a panic inside pcapgo: its pcapng option parsing indexes option
+// values without checking their length and divides by a timestamp resolution that a hostile
+// if_tsresol makes zero. A capture is input from strangers, so the reader turns such a panic into
+// an error for that file instead of taking the process down.
+var errReaderPanic = errors.New("wire: capture structure not understood (pcapgo panicked)")
+
+func newNgReader(data []byte) (ng *pcapgo.NgReader, err error) {
+	defer func() {
+		if recover() != nil {
+			ng, err = nil, errReaderPanic
+		}
+	}()
+	return pcapgo.NewNgReader(bytes.NewReader(data), pcapgo.DefaultNgReaderOptions)
+}
+
 // Next returns the next frame. data is reused by the following call. At the end it returns
 // io.EOF; a file cut in the middle of a record gives io.ErrUnexpectedEOF.
 func (r *PcapReader) Next() (data []byte, ci gopacket.CaptureInfo, err error) {
+	defer func() {
+		if recover() != nil {
+			data, err = nil, errReaderPanic
+		}
+	}()
 	data, ci, err = r.src.ZeroCopyReadPacketData()
 	if err == io.EOF && r.deferred != nil {
 		err, r.deferred = r.deferred, nil

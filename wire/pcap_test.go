@@ -1,0 +1,108 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"testing"
+)
+
+// TestPcapReaderHostile: lengths in a capture are input from strangers. Huge snap lengths and
+// record lengths must give errors, not allocations of gigabytes or panics.
+func TestPcapReaderHostile(t *testing.T) {
+	le := binary.LittleEndian
+	// Classic pcap: snap length 4 GiB - 1, one record claiming 2 GiB.
+	hdr := make([]byte, 24+16)
+	le.PutUint32(hdr[0:], 0xA1B2C3D4)
+	le.PutUint16(hdr[4:], 2)
+	le.PutUint16(hdr[6:], 4)
+	le.PutUint32(hdr[16:], 0xFFFFFFFF)
+	le.PutUint32(hdr[20:], 1)
+	le.PutUint32(hdr[24+8:], 0x80000000)
+	le.PutUint32(hdr[24+12:], 0x80000000)
+	r, err := NewPcapReader(bytes.NewReader(hdr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Next(); err == nil || errors.Is(err, io.EOF) {
+		t.Errorf("2 GiB record: %v", err)
+	}
+
+	// pcapng: section header, interface with snap length 4 GiB - 1, a packet block whose
+	// captured length runs past the block.
+	var ng bytes.Buffer
+	block := func(typ uint32, body []byte) {
+		n := uint32(12 + len(body))
+		binary.Write(&ng, le, typ)
+		binary.Write(&ng, le, n)
+		ng.Write(body)
+		binary.Write(&ng, le, n)
+	}
+	shb := make([]byte, 16)
+	le.PutUint32(shb[0:], 0x1A2B3C4D)
+	le.PutUint16(shb[4:], 1)
+	le.PutUint64(shb[8:], 0xFFFFFFFFFFFFFFFF)
+	block(0x0A0D0D0A, shb)
+	idb := make([]byte, 8)
+	le.PutUint16(idb[0:], 1)
+	le.PutUint32(idb[4:], 0xFFFFFFFF)
+	block(1, idb)
+	epb := make([]byte, 20+8)
+	le.PutUint32(epb[12:], 0x7FFFFFF0) // captured length
+	le.PutUint32(epb[16:], 0x7FFFFFF0)
+	block(6, epb)
+	r, err = NewPcapReader(bytes.NewReader(ng.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Next(); err == nil || errors.Is(err, io.EOF) {
+		t.Errorf("packet block longer than itself: %v", err)
+	}
+	if !r.IsPcapng() {
+		t.Error("not recognised as pcapng")
+	}
+}
+
+// TestPcapngHostileOptions: an interface whose if_tsresol asks for 2^-64 s makes pcapgo divide
+// by zero, and an empty if_tsresol makes it index an empty slice. Both must be errors.
+func TestPcapngHostileOptions(t *testing.T) {
+	le := binary.LittleEndian
+	for name, opt := range map[string][]byte{
+		"tsresol 2^-64":  {9, 0, 1, 0, 0xC0, 0, 0, 0},
+		"tsresol empty":  {9, 0, 0, 0},
+		"tsoffset short": {14, 0, 1, 0, 1, 0, 0, 0},
+		"filter empty":   {11, 0, 0, 0},
+	} {
+		var ng bytes.Buffer
+		block := func(typ uint32, body []byte) {
+			n := uint32(12 + len(body))
+			binary.Write(&ng, le, typ)
+			binary.Write(&ng, le, n)
+			ng.Write(body)
+			binary.Write(&ng, le, n)
+		}
+		shb := make([]byte, 16)
+		le.PutUint32(shb[0:], 0x1A2B3C4D)
+		le.PutUint16(shb[4:], 1)
+		le.PutUint64(shb[8:], 0xFFFFFFFFFFFFFFFF)
+		block(0x0A0D0D0A, shb)
+		idb := make([]byte, 8)
+		le.PutUint16(idb[0:], 1)
+		idb = append(idb, opt...)
+		idb = append(idb, 0, 0, 0, 0) // end of options
+		block(1, idb)
+		epb := make([]byte, 20+4)
+		le.PutUint32(epb[4:], 1)
+		le.PutUint32(epb[12:], 4)
+		le.PutUint32(epb[16:], 4)
+		block(6, epb)
+		r, err := NewPcapReader(bytes.NewReader(ng.Bytes()))
+		for i := 0; err == nil && i < 3; i++ {
+			_, _, err = r.Next()
+		}
+		if name == "tsresol 2^-64" && (err == nil || errors.Is(err, io.EOF)) {
+			t.Errorf("%s: %v, want an error", name, err)
+		}
+	}
+}
