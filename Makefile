@@ -39,3 +39,11 @@ run demo:
 
 clean:
 	rm -rf bin
+
+# Checks against peers we did not write (tshark here). .ci/run installs what they need.
+.PHONY: interop interop-tshark
+interop: interop-tshark
+
+# tshark dissects a pcap of every opcode and must agree with wire on opcode, QP and PSN.
+interop-tshark:
+	$(GO) test -count=1 -tags interop -run TestTshark ./wire/...
