@@ -224,11 +224,28 @@ func TestDecodeFormats(t *testing.T) {
 		ci.Length -= 14
 		raw = append(raw, packet{ci, p.data[14:]})
 	}
-	for _, lt := range []layers.LinkType{layers.LinkTypeRaw, layers.LinkTypeIPv4} {
-		code, got, errs := runDecodeArgs(t, writePcap(t, lt, raw))
-		// ARP frames are not IP: they are counted as frames but are not RoCE either way.
-		if code != 0 || lastLine(got) != lastLine(want) {
-			t.Errorf("link %v: exit %d %s: %q", lt, code, errs, lastLine(got))
+	// Linux cooked capture (tcpdump -i any): a 16-byte header ending in the EtherType.
+	var sll []packet
+	for _, p := range ps {
+		h := make([]byte, 16, 16+len(p.data))
+		h[1], h[5] = 4, 6 // sent by us; hardware address length
+		copy(h[6:12], p.data[6:12])
+		copy(h[14:16], p.data[12:14])
+		ci := p.ci
+		ci.CaptureLength += 2
+		ci.Length += 2
+		sll = append(sll, packet{ci, append(h, p.data[14:]...)})
+	}
+	for name, file := range map[string]string{
+		"raw":    writePcap(t, layers.LinkTypeRaw, raw),
+		"ipv4":   writePcap(t, layers.LinkTypeIPv4, raw),
+		"cooked": writePcap(t, layers.LinkTypeLinuxSLL, sll),
+	} {
+		// ARP frames are not IP: they are counted as frames but are not RoCE either way, and the
+		// frame lines do not show the link layer, so the whole report is the same.
+		code, got, errs := runDecodeArgs(t, file)
+		if code != 0 || got != want {
+			t.Errorf("%s: exit %d %s: %q", name, code, errs, lastLine(got))
 		}
 	}
 }
