@@ -36,9 +36,9 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 	r := &qp.req
 	switch syn.Type() {
 	case wire.SyndromeACK:
-		if psnCmp(psn, r.psn) >= 0 {
+		if psnCmp(psn, r.sentPSN) >= 0 {
 			// An acknowledgement for something never sent: a ghost ACK (IBTA 9.7.5.1.4).
-			d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("ghost ACK for psn %d, next to send is %d", psn, r.psn)})
+			d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("ghost ACK for psn %d, nothing sent beyond %d", psn, psnAdd(r.sentPSN, psnMask))})
 			d.Stats.RxDropped++
 			return
 		}
@@ -136,12 +136,13 @@ func (qp *QP) ackThrough(psn uint32) {
 			break
 		}
 		if w.isReadOrAtomic() {
-			if psnCmp(w.lastPSN, psn) < 0 {
+			if want := psnAdd(w.firstPSN, w.next); psnCmp(w.lastPSN, psn) < 0 && w.state == wqeSent && !(w.gapAsked && w.gapPSN == want) {
 				// Acknowledged past a READ or atomic whose response never came: the response
-				// was lost. Ask again.
+				// was lost. Ask again, once for each response missing.
+				w.gapAsked, w.gapPSN = true, want
 				qp.dev.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: psn, WRID: w.wr.ID,
-					Msg: fmt.Sprintf("ACK of psn %d passes %s psn %d without its response: resend", psn, w.wr.Opcode, w.firstPSN)})
-				qp.rewind(psnAdd(w.firstPSN, w.next))
+					Msg: fmt.Sprintf("ACK of psn %d passes %s psn %d without its response: resend from %d", psn, w.wr.Opcode, w.firstPSN, want)})
+				qp.rewind(want)
 				return
 			}
 			break
@@ -188,7 +189,8 @@ func (qp *QP) onAtomicAck(psn uint32, orig uint64) {
 func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 	d := qp.dev
 	w := qp.wqeHolding(psn)
-	if w == nil || w.wr.Opcode != WRRDMARead || w.state != wqeSent {
+	// A READ being asked for again still takes the responses it is missing as they come.
+	if w == nil || w.wr.Opcode != WRRDMARead {
 		d.Stats.RxDropped++
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("%s for no outstanding READ", f.Opcode)})
 		return
@@ -199,10 +201,14 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 			d.Stats.DuplicatesSeen++
 			return // a duplicate of a response already placed
 		}
-		// A response is missing: ask again from the first one we lack.
-		d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: psn, WRID: w.wr.ID,
-			Msg: fmt.Sprintf("READ response psn %d arrived, %d expected: resend from %d", psn, want, want)})
-		qp.rewind(want)
+		// A response is missing: ask again from the first one we lack, once per gap; the
+		// responses after the gap that are still coming would each ask again otherwise.
+		if w.state == wqeSent && !(w.gapAsked && w.gapPSN == want) {
+			w.gapAsked, w.gapPSN = true, want
+			d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: psn, WRID: w.wr.ID,
+				Msg: fmt.Sprintf("READ response psn %d arrived, %d expected: resend from %d", psn, want, want)})
+			qp.rewind(want)
+		}
 		return
 	}
 	if f.AETH != nil && f.AETH.Syndrome().Type() != wire.SyndromeACK {
@@ -237,6 +243,9 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 		return
 	}
 	w.next++
+	// Every response in order is forward progress: the retry budget starts again.
+	r := &qp.req
+	r.retryLeft, r.rnrLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
 	if w.next == w.npkts {
 		w.state, w.status = wqeDone, WCSuccess
 		qp.ackThrough(psn)

@@ -52,8 +52,8 @@ func newPair(t testing.TB, seed uint64, link LinkConfig, o ConnectOptions) *pair
 	must(err)
 	must(ConnectRC(p.qa, p.qb, o))
 	all := AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic | AccessMWBind
-	p.bufA = make([]byte, 1<<20)
-	p.bufB = make([]byte, 1<<20)
+	p.bufA = make([]byte, 4<<20)
+	p.bufB = make([]byte, 4<<20)
 	p.mrA, err = p.pdA.RegMR(p.bufA, all)
 	must(err)
 	p.mrB, err = p.pdB.RegMR(p.bufB, all)

@@ -31,6 +31,7 @@ func psnCmp(a, b uint32) int32 { return int32((a-b)<<8) >> 8 }
 // retransmission timer, and (as the completer) matches acknowledgements and responses.
 type requester struct {
 	psn       uint32 // next PSN to send
+	sentPSN   uint32 // the PSN after the highest ever sent; a rewind does not lower it
 	compPSN   uint32 // oldest PSN not yet acknowledged
 	idx       int    // send-queue position (from head) of the next WQE to work on
 	rdAtomic  int    // READs and atomics started and not finished
@@ -46,6 +47,7 @@ type requester struct {
 
 func (r *requester) reset(qp *QP) {
 	r.psn = qp.attr.SQPSN
+	r.sentPSN = qp.attr.SQPSN
 	r.compPSN = qp.attr.SQPSN
 	r.idx, r.rdAtomic, r.noackPkts = 0, 0, 0
 	r.retryLeft, r.rnrLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
@@ -140,6 +142,9 @@ func (w *sendWQE) started() bool { return w.state != wqePosted || w.npkts != 0 }
 func (qp *QP) start(w *sendWQE) {
 	r := &qp.req
 	mtu := uint64(qp.attr.PathMTU.Bytes())
+	// A new request follows everything ever sent. After a rewind r.psn can lag behind that,
+	// when the requests that were being resent finished before their turn came.
+	r.psn = r.sentPSN
 	w.firstPSN = r.psn
 	w.npkts = 1
 	switch w.wr.Opcode {
@@ -226,6 +231,13 @@ func (qp *QP) sendRequestPacket(w *sendWQE) bool {
 	}
 	qp.builder.Seal(frame)
 	qp.transmit(frame, h.Opcode, h.PSN)
+	end := psnAdd(h.PSN, 1)
+	if w.wr.Opcode == WRRDMARead {
+		end = psnAdd(w.lastPSN, 1)
+	}
+	if psnCmp(end, r.sentPSN) > 0 {
+		r.sentPSN = end
+	}
 	if w.isReadOrAtomic() {
 		w.next = w.npkts
 		if w.wr.Opcode == WRRDMARead {
@@ -539,41 +551,38 @@ func (qp *QP) onTimeout() {
 func (qp *QP) rewind(psn uint32) {
 	r := &qp.req
 	first := -1
-	for i := 0; i < r.idx || (i < qp.sq.n && qp.sq.at(i).state == wqeSending); i++ {
+	for i := 0; i < qp.sq.n; i++ {
 		w := qp.sq.at(i)
-		if w.state == wqeDone || w.isLocal() || !w.started() {
+		if w.state == wqeDone || w.isLocal() {
 			continue
+		}
+		if !w.started() {
+			break
+		}
+		switch {
+		case w.wr.Opcode == WRRDMARead:
+			// next already counts the responses received.
+		case w.isReadOrAtomic():
+			w.next = 0
+		case first < 0 && psnCmp(psn, w.firstPSN) > 0 && psnCmp(psn, w.lastPSN) <= 0:
+			w.next = uint32(psnCmp(psn, w.firstPSN)) // resume inside the message
+		default:
+			w.next = 0
 		}
 		if first < 0 {
 			first = i
-			switch {
-			case w.wr.Opcode == WRRDMARead:
-				// next already counts the responses received.
-			case w.isReadOrAtomic():
-				w.next = 0
-			default:
-				w.next = uint32(psnCmp(psn, w.firstPSN))
-				if psnCmp(psn, w.firstPSN) < 0 || w.next >= w.npkts {
-					w.next = 0
-				}
-			}
-		} else {
-			if w.wr.Opcode != WRRDMARead {
-				w.next = 0
-			}
 		}
 		w.state = wqeSending
 		if w.isReadOrAtomic() {
 			w.state = wqePosted
 		}
 	}
-	if first < 0 {
-		return
+	if first >= 0 {
+		w := qp.sq.at(first)
+		r.idx = first
+		r.psn = psnAdd(w.firstPSN, w.next)
+		qp.dev.Stats.Retransmits++
 	}
-	w := qp.sq.at(first)
-	r.idx = first
-	r.psn = psnAdd(w.firstPSN, w.next)
-	qp.dev.Stats.Retransmits++
 	qp.restartRetransmit()
 	qp.kick()
 }

@@ -156,6 +156,10 @@ func (qp *QP) execute(f *wire.Frame, psn uint32) *respError {
 		if w == nil {
 			d.Stats.RNRNAKsSent++
 			r.waitingRecv = true
+			// The packets behind this one are already on their way; they are dropped without
+			// a sequence NAK, which would cost the requester a retry for nothing (rxe sends
+			// one, and a long RNR wait can then exhaust retry_cnt).
+			r.nakSent = true
 			syn := wire.Syndrome(0x20 | qp.attr.MinRNRTimer&0x1f)
 			d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Msg: fmt.Sprintf("%s and no receive posted: RNR NAK (timer %d)", op, qp.attr.MinRNRTimer)})
 			qp.sendAck(syn, psn)

@@ -74,6 +74,8 @@ type sendWQE struct {
 	atomicOrig        uint64
 	type1Rollback     uint32 // a type 1 bind: the rkey to put back into the handle if it fails
 	type1             bool
+	gapAsked          bool // a READ asked again for the responses from gapPSN on
+	gapPSN            uint32
 }
 
 func (w *sendWQE) isLocal() bool {
