@@ -23,6 +23,9 @@ type LinkConfig struct {
 	Corrupt   float64       // a bit flipped after the ICRC was computed (the receiver drops it)
 	// ReorderDelay is how long a reordered frame is held; 0 means 5 x Latency.
 	ReorderDelay time.Duration
+	// Rate is the link's speed in bits per second; frames queue behind each other at it.
+	// 0 means infinitely fast (every frame takes just Latency).
+	Rate float64
 }
 
 // FaultAction is what a targeted fault does to the frames it matches.
@@ -88,6 +91,7 @@ type fabricPort struct {
 	cfg      LinkConfig
 	downFrom time.Duration
 	downTo   time.Duration
+	busy     time.Duration // when the link finishes sending what it has queued
 }
 
 // NewFabric makes an empty fabric on sim. Everything random in it, and in the devices it makes,
@@ -224,6 +228,13 @@ func (p *fabricPort) Send(frame []byte) error {
 	buf := f.buffer(len(frame))
 	copy(buf, frame)
 	delay := p.cfg.Latency
+	if p.cfg.Rate > 0 {
+		// Serialisation: the frame waits for the ones before it, then takes its own time
+		// (with Ethernet's preamble, SFD, FCS and inter-frame gap: 24 bytes).
+		start := max(now, p.busy)
+		p.busy = start + time.Duration(float64(len(frame)+24)*8/p.cfg.Rate*1e9)
+		delay += p.busy - now
+	}
 	copies := 1
 	var info frameInfo
 	info.parse(buf)
