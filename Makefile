@@ -35,7 +35,7 @@ lint:
 
 # The README's "run" command: softirdma on its embedded default, no QEMU, no adapter, no root.
 run demo:
-	$(GO) run ./cmd/softirdma demo
+	$(GO) run ./cmd/softirdma demo -pcap demo.pcap
 
 clean:
 	rm -rf bin

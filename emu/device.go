@@ -3,11 +3,13 @@ package emu
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"net/netip"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/softirdma/softirdma/keys"
 	"github.com/softirdma/softirdma/wire"
@@ -63,6 +65,9 @@ type Device struct {
 	nextVA  uint64
 	qps     map[uint32]*QP
 	stopped bool
+	// revoked remembers when and how recent keys were revoked, so an access refused later can
+	// say "rkey 0x1234 was invalidated at t=... by SEND_WITH_INV on QP 0x11".
+	revoked map[uint32]revocation
 
 	parser wire.Parser
 	rx     wire.Frame
@@ -73,8 +78,8 @@ type Device struct {
 
 // Stats counts what the device did with frames.
 type Stats struct {
-	TxFrames, RxFrames, RxDropped, RxMalformed, RxBadICRC, RxUnknownQP uint64
-	Retransmits, Timeouts, RNRNAKsSent, SeqNAKsSent, DuplicatesSeen    uint64
+	TxFrames, TxBytes, RxFrames, RxDropped, RxMalformed, RxBadICRC, RxUnknownQP uint64
+	Retransmits, Timeouts, RNRNAKsSent, SeqNAKsSent, DuplicatesSeen             uint64
 }
 
 // NewDevice makes a device. It does nothing on a link until Attach.
@@ -98,6 +103,7 @@ func NewDevice(cfg DeviceConfig) *Device {
 		nextQPN: 0x11, // QPNs 0 and 1 are the special QPs; rxe starts at 17 too
 		nextVA:  0x7f00_0000_0000,
 		qps:     map[uint32]*QP{},
+		revoked: map[uint32]revocation{},
 		tx:      make([]byte, maxFrame),
 	}
 }
@@ -228,6 +234,7 @@ func (mr *MR) Dereg() error {
 	if err := d.keys.DeregMR(mr.key); err != nil {
 		return err
 	}
+	d.noteRevoked(uint32(mr.key), "dereg_mr")
 	d.event(Event{Kind: EvKey, Key: uint32(mr.key), Msg: "dereg_mr " + mr.key.String()})
 	return nil
 }
@@ -295,6 +302,7 @@ func (mw *MW) Dealloc() error {
 	if err := d.keys.DeallocMW(keys.Key(mw.rkey)); err != nil {
 		return err
 	}
+	d.noteRevoked(mw.rkey, "dealloc_mw")
 	d.event(Event{Kind: EvKey, Key: mw.rkey, Msg: "dealloc_mw " + keys.Key(mw.rkey).String()})
 	return nil
 }
@@ -328,4 +336,33 @@ func srcPort(qpn uint32) uint16 {
 		h = (h ^ uint32(c)) * 16777619
 	}
 	return 0xC000 | uint16(h&0x3FFF)
+}
+
+// revocation is when and how a key stopped working.
+type revocation struct {
+	t   time.Duration
+	how string
+}
+
+// maxRevocations bounds the memory of revoked keys.
+const maxRevocations = 4096
+
+// noteRevoked remembers that key was revoked now, by how.
+func (d *Device) noteRevoked(key uint32, how string) {
+	if len(d.revoked) >= maxRevocations {
+		clear(d.revoked)
+	}
+	d.revoked[key] = revocation{t: d.clock.Now(), how: how}
+}
+
+// explain adds to an access failure what the device remembers of the key it names.
+func (d *Device) explain(err error) error {
+	var ae *keys.AccessError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	if r, ok := d.revoked[uint32(ae.Key)]; ok {
+		return fmt.Errorf("%w (rkey %s was invalidated at t=%v by %s)", err, ae.Key, r.t, r.how)
+	}
+	return err
 }

@@ -344,6 +344,7 @@ func (qp *QP) transmit(frame []byte, op wire.Opcode, psn uint32) {
 		return
 	}
 	d.Stats.TxFrames++
+	d.Stats.TxBytes += uint64(len(frame))
 	d.event(Event{QP: qp.qpn, Kind: EvSend, PSN: psn, Msg: fmt.Sprintf("%s psn %d", op, psn)})
 	_ = d.link.Send(frame)
 }
@@ -357,6 +358,7 @@ func (qp *QP) execLocal(w *sendWQE) {
 	case WRLocalInv:
 		err = d.keys.Invalidate(keys.Invalidate{Key: keys.Key(w.wr.Imm), QP: keys.QPN(qp.qpn)})
 		if err == nil {
+			d.noteRevoked(w.wr.Imm, fmt.Sprintf("LOCAL_INV on QP 0x%06x", qp.qpn))
 			d.event(Event{QP: qp.qpn, Kind: EvKey, Key: w.wr.Imm, WRID: w.wr.ID, Msg: "LOCAL_INV invalidated " + keys.Key(w.wr.Imm).String()})
 		}
 	case WRBindMW:
@@ -372,6 +374,9 @@ func (qp *QP) execLocal(w *sendWQE) {
 		var res keys.Bound
 		res, err = d.keys.BindMW(kb)
 		if err == nil {
+			if w.type1 {
+				d.noteRevoked(uint32(kb.MW), fmt.Sprintf("a type 1 bind on QP 0x%06x", qp.qpn))
+			}
 			if !w.type1 {
 				b.MW.rkey = uint32(res.Key) // written back, as irdma does (rxe does not: rdma-core #1777)
 			}

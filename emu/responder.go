@@ -218,6 +218,7 @@ func (qp *QP) execSend(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Opc
 			// rxe ACKs and fails only the receive; softirdma also NAKs (W18).
 			return &respError{syn: wire.NAKInvalidRequest, status: keys.StatusRemInvReqErr, err: err}
 		}
+		qp.dev.noteRevoked(rkey, fmt.Sprintf("SEND_WITH_INV on QP 0x%06x", qp.qpn))
 		qp.dev.event(Event{QP: qp.qpn, Kind: EvKey, Key: rkey, PSN: psn,
 			Msg: fmt.Sprintf("SEND_WITH_INV psn %d invalidated %s", psn, keys.Key(rkey))})
 		wc.Flags, wc.Imm = WCWithInv, rkey
@@ -458,6 +459,7 @@ func (qp *QP) respFail(f *wire.Frame, psn uint32, e *respError) {
 	d := qp.dev
 	r := &qp.resp
 	status := e.status
+	e.err = d.explain(e.err)
 	var ae *keys.AccessError
 	if errors.As(e.err, &ae) {
 		d.event(Event{QP: qp.qpn, Kind: EvAccess, PSN: psn, Key: uint32(ae.Key), Msg: fmt.Sprintf("request psn %d refused", psn), Err: e.err})

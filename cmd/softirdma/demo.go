@@ -1,28 +1,33 @@
 package main
 
 import (
-	"errors"
+	"encoding/binary"
 	"fmt"
 	"io"
-	"syscall"
+	"os"
+	"time"
 
+	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/keys"
 )
 
 func init() {
-	register("demo", "a guided, seeded tour of the card (runs on the embedded default: no QEMU, no adapter, no root)", runDemo)
+	register("demo", "a guided, seeded tour of two cards on the simulated wire (no QEMU, no adapter, no root)", runDemo)
 }
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("demo", stderr)
-	seed := fs.Uint64("seed", 1, "seed for every random choice (key8 values); the same seed gives the same run")
+	seed := fs.Uint64("seed", 1, "seed for every random choice (key8 values, faults); the same seed gives the same run and pcap")
+	loss := fs.Float64("loss", 0, "probability that the simulated wire loses a frame, each way (0 to 0.5)")
+	pcapPath := fs.String("pcap", "", "write every frame on the wire to this pcap file")
+	trace := fs.Bool("trace", false, "print every event of the engine (QP states, packets, NAKs, retries, faults)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma demo [-seed N]")
+		fmt.Fprintln(stderr, "usage: softirdma demo [-seed N] [-loss P] [-pcap FILE] [-trace]")
 		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Walks through the key space of one softirdma device: memory regions, memory windows")
-		fmt.Fprintln(stderr, "of type 1 and 2 bound with rkey rotation, remote accesses through them, invalidation")
-		fmt.Fprintln(stderr, "by LOCAL_INV and SEND_WITH_INV, and stale keys refused. Exits 0 only when every step")
-		fmt.Fprintln(stderr, "got the expected result.")
+		fmt.Fprintln(stderr, "Two softirdma devices, A and B, on a simulated RoCEv2 wire with one RC connection.")
+		fmt.Fprintln(stderr, "B registers memory and binds type 1 and type 2 memory windows (watch the rkeys rotate);")
+		fmt.Fprintln(stderr, "A writes, reads and runs atomics through them, invalidates a window with SEND_WITH_INV,")
+		fmt.Fprintln(stderr, "and meets a stale rkey. Exits 0 only when every step got the expected result.")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
@@ -33,10 +38,31 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softirdma demo: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	d := &demo{out: stdout, s: keys.New(keys.Config{Rand: keys.Seeded(*seed)})}
-	fmt.Fprintf(stdout, "softirdma demo, seed %d: the key space of one device\n\n", *seed)
+	if *loss < 0 || *loss > 0.5 {
+		fmt.Fprintln(stderr, "softirdma demo: -loss must be between 0 and 0.5")
+		return 2
+	}
+	d := &demo{out: stdout, trace: *trace}
+	var pcap io.Writer
+	if *pcapPath != "" {
+		f, err := os.Create(*pcapPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "softirdma demo: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		pcap = f
+	}
+	start := time.Now()
+	if err := d.setup(*seed, *loss, pcap); err != nil {
+		fmt.Fprintf(stderr, "softirdma demo: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "softirdma demo, seed %d, loss %g: devices A (%s) and B (%s), RC QP 0x%06x -> 0x%06x, MTU 1024\n\n",
+		*seed, *loss, d.a.IP(), d.b.IP(), d.qa.Num(), d.qb.Num())
 	d.run()
 	fmt.Fprintln(stdout)
+	d.cost(time.Since(start), *pcapPath)
 	if d.failed > 0 {
 		fmt.Fprintf(stdout, "FAILED: %d of %d steps did not get the expected result\n", d.failed, d.steps)
 		return 1
@@ -45,19 +71,72 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// demo is the tour's state: one device's key space, the host and peer protection domains and
-// QPs, and a tally of steps.
+// demo is the tour's state: two devices on a fabric, one connection, memory on both sides.
 type demo struct {
 	out           io.Writer
-	s             *keys.Space
+	trace         bool
 	steps, failed int
+
+	sim      *emu.Sim
+	fab      *emu.Fabric
+	a, b     *emu.Device
+	pdA, pdB *emu.PD
+	cqA, cqB *emu.CQ
+	qa, qb   *emu.QP
+	bufA     []byte
+	bufB     []byte
+	mrA, mrB *emu.MR
+	events   []emu.Event
 }
 
-const (
-	demoPD  keys.PD  = 1
-	demoQP  keys.QPN = 0x11 // the local QP that binds windows and receives SEND_WITH_INV
-	otherQP keys.QPN = 0x12
-)
+func (d *demo) setup(seed uint64, loss float64, pcap io.Writer) error {
+	d.sim = emu.NewSim()
+	d.fab = emu.NewFabric(d.sim, seed)
+	d.fab.OnEvent(func(e emu.Event) {
+		d.events = append(d.events, e)
+		if d.trace {
+			fmt.Fprintf(d.out, "          . %s\n", e)
+		}
+	})
+	if pcap != nil {
+		if err := d.fab.CapturePcap(pcap); err != nil {
+			return err
+		}
+	}
+	link := emu.LinkConfig{Loss: loss, Rate: 10e9}
+	d.a = d.fab.AddDevice("A", link)
+	d.b = d.fab.AddDevice("B", link)
+	var err error
+	check := func(e error) {
+		if err == nil {
+			err = e
+		}
+	}
+	d.pdA, err = d.a.AllocPD()
+	check(err)
+	d.pdB, err = d.b.AllocPD()
+	check(err)
+	d.cqA, err = d.a.CreateCQ(256)
+	check(err)
+	d.cqB, err = d.b.CreateCQ(256)
+	check(err)
+	if err != nil {
+		return err
+	}
+	caps := emu.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	d.qa, err = d.pdA.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: d.cqA, RecvCQ: d.cqA, Cap: caps})
+	check(err)
+	d.qb, err = d.pdB.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: d.cqB, RecvCQ: d.cqB, Cap: caps})
+	check(err)
+	if err != nil {
+		return err
+	}
+	check(emu.ConnectRC(d.qa, d.qb, emu.ConnectOptions{MTU: emu.MTU1024, Timeout: 10}))
+	d.bufA, d.bufB = make([]byte, 64<<10), make([]byte, 64<<10)
+	d.mrA, err = d.pdA.RegMR(d.bufA, emu.AccessLocalWrite)
+	check(err)
+	return err
+}
 
 // step prints one numbered line; ok says whether the step got what it expected.
 func (d *demo) step(ok bool, format string, args ...any) {
@@ -70,109 +149,139 @@ func (d *demo) step(ok bool, format string, args ...any) {
 	fmt.Fprintf(d.out, "%s %2d  %s\n", mark, d.steps, fmt.Sprintf(format, args...))
 }
 
-// explain prints an indented reason under the last step.
 func (d *demo) explain(format string, args ...any) {
 	fmt.Fprintf(d.out, "          %s\n", fmt.Sprintf(format, args...))
 }
 
-// refused runs a remote access that must fail with REM_ACCESS_ERR and NAK 0x62.
-func (d *demo) refused(what string, a keys.RemoteAccess) {
-	_, err := d.s.Remote(a)
-	var ae *keys.AccessError
-	ok := errors.As(err, &ae) && ae.Status == keys.StatusRemAccessErr && ae.Syndrome == keys.SyndromeRemoteAccess
-	d.step(ok, "%s: remote %s of %d B at 0x%x with rkey %s is refused", what, rightName(a.Rights), a.Len, a.VA, a.Key)
-	if err != nil {
-		d.explain("%v", err)
+// complete runs the simulator until cq has a completion and returns it.
+func (d *demo) complete(cq *emu.CQ) (emu.WC, bool) {
+	var wc [1]emu.WC
+	ok := d.sim.RunUntil(func() bool { return cq.Len() > 0 })
+	if !ok {
+		return emu.WC{}, false
 	}
+	cq.Poll(wc[:])
+	return wc[0], true
 }
 
-// write lands data through an rkey as an arriving RDMA WRITE would.
-func (d *demo) write(a keys.RemoteAccess, data string) bool {
-	a.Len, a.Rights = uint64(len(data)), keys.RemoteWrite
-	sp, err := d.s.Remote(a)
-	ok := err == nil && sp.CopyFrom([]byte(data)) == len(data)
-	d.step(ok, "remote WRITE of %q at 0x%x with rkey %s lands", data, a.VA, a.Key)
-	if err != nil {
-		d.explain("%v", err)
+// post posts one send WR on qp, runs until it completes on cq, and returns the completion.
+func (d *demo) post(qp *emu.QP, cq *emu.CQ, wr emu.SendWR) emu.WC {
+	wr.Flags |= emu.SendSignaled
+	if err := qp.PostSend(wr); err != nil {
+		return emu.WC{Status: emu.WCGeneralErr, Err: err}
 	}
-	return ok
+	wc, _ := d.complete(cq)
+	return wc
 }
 
-func rightName(r keys.Access) string {
-	switch r {
-	case keys.RemoteRead:
-		return "READ"
-	case keys.RemoteWrite:
-		return "WRITE"
-	case keys.RemoteAtomic:
-		return "atomic"
-	}
-	return r.String()
+func (d *demo) sgeA(off uint64, n uint32) []emu.SGE {
+	return []emu.SGE{{Addr: d.mrA.Addr() + off, Length: n, LKey: d.mrA.LKey()}}
 }
 
 func (d *demo) run() {
-	s := d.s
-	buf := make([]byte, 64<<10)
-	const iova = 0x7f00_0000_0000
-	mr, err := s.RegMR(keys.MRSpec{PD: demoPD, Mem: keys.Contiguous(buf), IOVA: iova, Access: keys.LocalWrite | keys.MWBind | keys.RemoteRead})
-	d.step(err == nil, "reg_mr 64 KiB at iova 0x%x, LOCAL_WRITE|MW_BIND|REMOTE_READ: lkey = rkey = %s (index 0x%06x, key8 0x%02x)",
-		uint64(iova), mr, mr.Index(), mr.Key8())
+	var err error
+	// B's memory: LOCAL_WRITE|MW_BIND and no remote rights of its own; windows grant them.
+	d.mrB, err = d.pdB.RegMR(d.bufB, emu.AccessLocalWrite|emu.AccessMWBind)
+	d.step(err == nil, "B: reg_mr 64 KiB at 0x%x, LOCAL_WRITE|MW_BIND: lkey = rkey = 0x%08x; the MR itself grants no remote access",
+		d.mrB.Addr(), d.mrB.RKey())
 	if err != nil {
 		d.explain("%v", err)
 		return
 	}
-	_, err = s.RegMR(keys.MRSpec{PD: demoPD, Mem: keys.Contiguous(make([]byte, 64)), Access: keys.RemoteWrite})
-	d.step(errors.Is(err, syscall.EINVAL), "reg_mr with REMOTE_WRITE but no LOCAL_WRITE is refused")
-	d.explain("%v", err)
-	d.refused("the MR grants no remote write", keys.RemoteAccess{Key: mr, PD: demoPD, QP: demoQP, VA: iova, Len: 8, Rights: keys.RemoteWrite})
 
-	// Type 1: bound by the bind verb, key8 + 1 on every bind.
-	w1, err := s.AllocMW(demoPD, keys.MWType1)
-	d.step(err == nil, "alloc_mw type 1: rkey %s (VALID, length 0: grants nothing yet)", w1)
-	b1, err := s.BindMW(keys.Bind{MW: w1, QP: demoQP, PD: demoPD, MR: mr, Addr: iova + 0x1000, Len: 0x1000, Access: keys.RemoteWrite | keys.RemoteRead})
-	d.step(err == nil && b1.Key == w1.Inc(), "bind type 1 to [0x%x, +4 KiB) REMOTE_WRITE|REMOTE_READ: rkey %s -> %s (key8 0x%02x -> 0x%02x, same index)",
-		uint64(iova+0x1000), w1, b1.Key, w1.Key8(), b1.Key.Key8())
-	d.write(keys.RemoteAccess{Key: b1.Key, PD: demoPD, QP: otherQP, VA: iova + 0x1000}, "through a window")
-	d.step(string(buf[0x1000:0x1010]) == "through a window", "the bytes are in the MR at offset 0x1000")
-	d.refused("window bounds hold (rxe checks only the MR's)", keys.RemoteAccess{Key: b1.Key, PD: demoPD, QP: demoQP, VA: iova, Len: 8, Rights: keys.RemoteWrite})
-	err = s.DeregMR(mr)
-	d.step(errors.Is(err, syscall.EBUSY), "dereg_mr while a window is bound fails")
-	d.explain("%v", err)
-	b1z, err := s.BindMW(keys.Bind{MW: b1.Key, QP: demoQP, PD: demoPD})
-	d.step(err == nil && b1z.Key == b1.Key.Inc(), "zero-length bind invalidates the type 1 window: rkey %s -> %s", b1.Key, b1z.Key)
-	d.refused("the rkey from before the zero-length bind", keys.RemoteAccess{Key: b1.Key, PD: demoPD, QP: demoQP, VA: iova + 0x1000, Len: 8, Rights: keys.RemoteWrite})
-	err = s.Invalidate(keys.Invalidate{Key: b1z.Key, QP: demoQP})
-	var ae *keys.AccessError
-	d.step(errors.As(err, &ae) && ae.Status == keys.StatusLocQPOpErr, "LOCAL_INV on a type 1 window completes with LOC_QP_OP_ERR")
-	d.explain("%v", err)
+	// A type 1 window, bound by the bind verb: key8 + 1.
+	w1, err := d.pdB.AllocMW(emu.MWType1)
+	if err != nil {
+		d.step(false, "B: alloc_mw type 1: %v", err)
+		return
+	}
+	old := w1.RKey()
+	err = d.qb.BindMW(w1, emu.MWBind{ID: 1, Flags: emu.SendSignaled, MR: d.mrB, Addr: d.mrB.Addr(), Length: 16 << 10,
+		Access: emu.AccessRemoteWrite | emu.AccessRemoteRead})
+	wc, _ := d.complete(d.cqB)
+	d.step(err == nil && wc.Status == emu.WCSuccess && w1.RKey() == uint32(keys.Key(old).Inc()),
+		"B: type 1 window over [0, 16 KiB) REMOTE_WRITE|REMOTE_READ: ibv_bind_mw rotates rkey 0x%08x -> 0x%08x", old, w1.RKey())
 
-	// Type 2: bound by a BIND_MW work request carrying the consumer's key8; tied to PD and QP.
-	w2, err := s.AllocMW(demoPD, keys.MWType2)
-	d.step(err == nil, "alloc_mw type 2: rkey %s (FREE)", w2)
-	b2, err := s.BindMW(keys.Bind{MW: w2, Key8: w2.Inc().Key8(), QP: demoQP, PD: demoPD, MR: mr, Addr: iova + 0x2000, Len: 0x2000, Access: keys.RemoteWrite | keys.RemoteRead | keys.RemoteAtomic})
-	d.step(err == nil && b2.Key == w2.Inc(), "BIND_MW on QP 0x%06x with key8 0x%02x: rkey %s -> %s", demoQP, w2.Inc().Key8(), w2, b2.Key)
-	d.write(keys.RemoteAccess{Key: b2.Key, PD: demoPD, QP: demoQP, VA: iova + 0x2000}, "type 2 window")
-	d.refused("a type 2B window answers only on the QP that bound it", keys.RemoteAccess{Key: b2.Key, PD: demoPD, QP: otherQP, VA: iova + 0x2000, Len: 8, Rights: keys.RemoteWrite})
-	_, err = s.BindMW(keys.Bind{MW: b2.Key, Key8: b2.Key.Inc().Key8(), QP: demoQP, PD: demoPD, MR: mr, Addr: iova, Len: 64, Access: keys.RemoteRead})
-	d.step(errors.As(err, &ae) && ae.Status == keys.StatusMWBindErr, "binding a bound type 2 window again completes with MW_BIND_ERR")
-	d.explain("%v", err)
-	err = s.Invalidate(keys.Invalidate{Key: b2.Key, QP: demoQP, Remote: true})
-	d.step(err == nil, "an arriving SEND_WITH_INV on QP 0x%06x invalidates rkey %s", demoQP, b2.Key)
-	d.refused("after SEND_WITH_INV", keys.RemoteAccess{Key: b2.Key, PD: demoPD, QP: demoQP, VA: iova + 0x2000, Len: 8, Rights: keys.RemoteRead})
-	b3, err := s.BindMW(keys.Bind{MW: b2.Key, Key8: b2.Key.Inc().Key8(), QP: demoQP, PD: demoPD, MR: mr, Addr: iova + 0x2000, Len: 0x100, Access: keys.RemoteRead})
-	d.step(err == nil && b3.Key == b2.Key.Inc(), "rebind with a new key8: rkey %s", b3.Key)
-	err = s.Invalidate(keys.Invalidate{Key: b3.Key, QP: demoQP})
-	d.step(err == nil, "LOCAL_INV invalidates rkey %s", b3.Key)
-	d.refused("after LOCAL_INV", keys.RemoteAccess{Key: b3.Key, PD: demoPD, QP: demoQP, VA: iova + 0x2000, Len: 8, Rights: keys.RemoteRead})
-	err = s.Invalidate(keys.Invalidate{Key: 0x00c0ffee, QP: demoQP, Remote: true})
-	d.step(errors.As(err, &ae) && ae.Status == keys.StatusRemInvReqErr && ae.Syndrome == keys.SyndromeInvalidReq,
-		"SEND_WITH_INV naming an unknown rkey: REM_INV_REQ_ERR and NAK 0x61 (rxe sends an ACK)")
-	d.explain("%v", err)
+	// WRITE and READ through it.
+	msg := "through a type 1 window"
+	copy(d.bufA, msg)
+	wc = d.post(d.qa, d.cqA, emu.SendWR{ID: 2, Opcode: emu.WRRDMAWrite, SGL: d.sgeA(0, 4096), RemoteAddr: d.mrB.Addr() + 256, RKey: w1.RKey()})
+	d.step(wc.Status == emu.WCSuccess && string(d.bufB[256:256+len(msg)]) == msg, "A: RDMA WRITE 4 KiB through rkey 0x%08x: %s, %q landed in B", w1.RKey(), wc.Status, msg)
+	wc = d.post(d.qa, d.cqA, emu.SendWR{ID: 3, Opcode: emu.WRRDMARead, SGL: d.sgeA(8192, 4096), RemoteAddr: d.mrB.Addr() + 256, RKey: w1.RKey()})
+	d.step(wc.Status == emu.WCSuccess && string(d.bufA[8192:8192+len(msg)]) == msg, "A: RDMA READ 4 KiB back (4 response packets): %s", wc.Status)
 
-	// Teardown.
-	d.step(s.DeallocMW(b1z.Key) == nil && s.DeallocMW(b3.Key) == nil, "dealloc_mw both windows")
-	d.step(s.DeregMR(mr) == nil, "dereg_mr succeeds once no window is bound")
-	d.refused("after dereg_mr", keys.RemoteAccess{Key: mr, PD: demoPD, QP: demoQP, VA: iova, Len: 8, Rights: keys.RemoteRead})
-	mrs, mws := s.Counts()
-	d.step(mrs == 0 && mws == 0, "nothing is left: %d MRs, %d MWs", mrs, mws)
+	// A type 2 window, bound by a BIND_MW work request with the consumer's key8.
+	w2, err := d.pdB.AllocMW(emu.MWType2)
+	if err != nil {
+		d.step(false, "B: alloc_mw type 2: %v", err)
+		return
+	}
+	old = w2.RKey()
+	want := uint32(keys.Key(old).Inc())
+	wc = d.post(d.qb, d.cqB, emu.SendWR{ID: 4, Opcode: emu.WRBindMW, Bind: emu.BindInfo{MW: w2, RKey: want, MR: d.mrB,
+		Addr: d.mrB.Addr() + 32<<10, Length: 8, Access: emu.AccessRemoteAtomic | emu.AccessRemoteRead}})
+	d.step(wc.Status == emu.WCSuccess && w2.RKey() == want, "B: type 2 window over one 8-byte word, REMOTE_ATOMIC: BIND_MW with key8 0x%02x: rkey 0x%08x -> 0x%08x (tied to QP 0x%06x)",
+		uint8(want), old, w2.RKey(), d.qb.Num())
+
+	// Atomics through it.
+	binary.LittleEndian.PutUint64(d.bufB[32<<10:], 40)
+	wc = d.post(d.qa, d.cqA, emu.SendWR{ID: 5, Opcode: emu.WRAtomicFetchAndAdd, SGL: d.sgeA(16384, 8), RemoteAddr: d.mrB.Addr() + 32<<10, RKey: w2.RKey(), CompareAdd: 2})
+	got := binary.LittleEndian.Uint64(d.bufA[16384:])
+	d.step(wc.Status == emu.WCSuccess && got == 40, "A: FETCH_AND_ADD 2: %s, returned %d", wc.Status, got)
+	wc = d.post(d.qa, d.cqA, emu.SendWR{ID: 6, Opcode: emu.WRAtomicCmpAndSwp, SGL: d.sgeA(16392, 8), RemoteAddr: d.mrB.Addr() + 32<<10, RKey: w2.RKey(), CompareAdd: 42, Swap: 7})
+	got = binary.LittleEndian.Uint64(d.bufA[16392:])
+	d.step(wc.Status == emu.WCSuccess && got == 42 && binary.LittleEndian.Uint64(d.bufB[32<<10:]) == 7,
+		"A: CMP_AND_SWP 42 -> 7: %s, returned %d; B's word is now %d", wc.Status, got, binary.LittleEndian.Uint64(d.bufB[32<<10:]))
+
+	// SEND_WITH_INV invalidates the window from A's side.
+	if err := d.qb.PostRecv(emu.RecvWR{ID: 7, SGL: []emu.SGE{{Addr: d.mrB.Addr() + 48<<10, Length: 64, LKey: d.mrB.LKey()}}}); err != nil {
+		d.step(false, "B: post_recv: %v", err)
+		return
+	}
+	rkey2 := w2.RKey()
+	copy(d.bufA[20000:], "done with your window")
+	wc = d.post(d.qa, d.cqA, emu.SendWR{ID: 8, Opcode: emu.WRSendWithInv, SGL: d.sgeA(20000, 21), Imm: rkey2})
+	rwc, _ := d.complete(d.cqB)
+	d.step(wc.Status == emu.WCSuccess && rwc.Status == emu.WCSuccess && rwc.Flags&emu.WCWithInv != 0 && rwc.InvalidatedRKey() == rkey2,
+		"A: SEND_WITH_INV rkey 0x%08x: B's receive completes %s with WITH_INV, invalidated rkey 0x%08x", rkey2, rwc.Status, rwc.InvalidatedRKey())
+
+	// Rebind with a new key8, then LOCAL_INV from B's side.
+	want = uint32(keys.Key(rkey2).Inc())
+	wc = d.post(d.qb, d.cqB, emu.SendWR{ID: 9, Opcode: emu.WRBindMW, Bind: emu.BindInfo{MW: w2, RKey: want, MR: d.mrB,
+		Addr: d.mrB.Addr() + 32<<10, Length: 8, Access: emu.AccessRemoteAtomic | emu.AccessRemoteRead}})
+	d.step(wc.Status == emu.WCSuccess && w2.RKey() == want, "B: rebind the type 2 window with a new key8: rkey 0x%08x -> 0x%08x", rkey2, w2.RKey())
+	wc = d.post(d.qb, d.cqB, emu.SendWR{ID: 10, Opcode: emu.WRLocalInv, Imm: w2.RKey()})
+	d.step(wc.Status == emu.WCSuccess, "B: LOCAL_INV rkey 0x%08x: %s", w2.RKey(), wc.Status)
+
+	// The stale rkey: REM_ACCESS_ERR, NAK 0x62, and the reason from B's side.
+	stale := rkey2
+	wc = d.post(d.qa, d.cqA, emu.SendWR{ID: 11, Opcode: emu.WRRDMARead, SGL: d.sgeA(24000, 8), RemoteAddr: d.mrB.Addr() + 32<<10, RKey: stale})
+	d.step(wc.Status == emu.WCRemAccessErr, "A: RDMA READ with the stale rkey 0x%08x: %s", stale, wc.Status)
+	for _, e := range d.events {
+		if e.Kind == emu.EvAccess && e.Device == "B" && e.Err != nil {
+			d.explain("B refused it: %v", e.Err)
+		}
+	}
+	d.step(d.qa.State() == emu.QPSErr && d.qb.State() == emu.QPSErr, "both QPs are in %s, as RC requires after a remote access error", d.qa.State())
+}
+
+// cost prints what the run took: frames and bytes on the wire, virtual and wall time, and what
+// the faults cost.
+func (d *demo) cost(wall time.Duration, pcapPath string) {
+	var frames, bytes uint64
+	for _, dev := range []*emu.Device{d.a, d.b} {
+		frames += dev.Stats.TxFrames
+		bytes += dev.Stats.TxBytes
+	}
+	count := map[emu.EventKind]int{}
+	for _, e := range d.events {
+		count[e.Kind]++
+	}
+	fmt.Fprintf(d.out, "cost: %d frames, %d bytes on the wire, %v of virtual time (%v of wall time)\n", frames, bytes, d.sim.Now(), wall.Round(time.Microsecond))
+	fmt.Fprintf(d.out, "      faults %d, retransmissions %d, timeouts %d, NAKs %d (sequence %d, RNR %d)\n",
+		count[emu.EvFault], d.a.Stats.Retransmits+d.b.Stats.Retransmits, d.a.Stats.Timeouts+d.b.Stats.Timeouts, count[emu.EvNAK],
+		d.a.Stats.SeqNAKsSent+d.b.Stats.SeqNAKsSent, d.a.Stats.RNRNAKsSent+d.b.Stats.RNRNAKsSent)
+	if pcapPath != "" {
+		fmt.Fprintf(d.out, "      every frame is in %s: softirdma decode %s\n", pcapPath, pcapPath)
+	}
 }
