@@ -18,9 +18,9 @@ var ff8CRC = crc32.Update(0, crc32.IEEETable, []byte{0xFF, 0xFF, 0xFF, 0xFF, 0xF
 // header with options, 80 bytes) plus what compute copies after it, and small packets whole.
 const scratchLen = 256
 
-// icrcScratch holds the masked copy of the headers. It lives inside a Parser or Builder rather
-// than on the stack because hash/crc32 dispatches through a function value, which makes the
-// compiler move any stack buffer passed to it onto the heap: one allocation per frame.
+// icrcScratch holds the masked copy of the headers. It lives inside the Parser rather than on the
+// stack because hash/crc32 dispatches through a function value, which makes the compiler move any
+// stack buffer passed to it onto the heap: one allocation per frame.
 type icrcScratch struct {
 	buf [scratchLen]byte
 }
