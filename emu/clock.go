@@ -14,12 +14,20 @@ type Clock interface {
 	// AfterFunc runs f after d. In the simulator f runs on the simulator's loop, in order of
 	// time and then of scheduling; in real mode on a goroutine of its own.
 	AfterFunc(d time.Duration, f func()) Timer
+	// Post runs f after d like AfterFunc, but cannot be stopped; the simulator makes it
+	// without allocating.
+	Post(d time.Duration, f func())
+	// NewTimer makes a stopped timer that runs f when it fires; Reset and Stop reuse it, so a
+	// timer restarted on every ACK allocates nothing.
+	NewTimer(f func()) Timer
 }
 
-// Timer is a pending AfterFunc.
+// Timer is a pending call.
 type Timer interface {
 	// Stop cancels the call and reports whether it was still pending.
 	Stop() bool
+	// Reset (re)schedules the call d from now and reports whether it was pending.
+	Reset(d time.Duration) bool
 }
 
 // Sim is the simulator's clock and event loop: a virtual clock that jumps from event to event,
@@ -33,6 +41,7 @@ type Sim struct {
 	seq    uint64
 	events eventHeap
 	steps  uint64
+	free   []*simEvent // events of Post, to reuse
 }
 
 // NewSim returns a simulator clock at time zero.
@@ -58,6 +67,23 @@ func (s *Sim) AfterFunc(d time.Duration, f func()) Timer {
 	return ev
 }
 
+// Post schedules f at Now()+d with a recycled event.
+func (s *Sim) Post(d time.Duration, f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d = max(d, 0)
+	var ev *simEvent
+	if n := len(s.free); n > 0 {
+		ev = s.free[n-1]
+		s.free = s.free[:n-1]
+	} else {
+		ev = &simEvent{sim: s, pooled: true}
+	}
+	s.seq++
+	ev.at, ev.seq, ev.f = s.now+d, s.seq, f
+	heap.Push(&s.events, ev)
+}
+
 // Step runs the next event and reports whether there was one.
 func (s *Sim) Step() bool {
 	s.mu.Lock()
@@ -70,6 +96,12 @@ func (s *Sim) Step() bool {
 	s.steps++
 	f := ev.f
 	ev.f = nil
+	if ev.reusable {
+		ev.f = ev.fn
+	}
+	if ev.pooled {
+		s.free = append(s.free, ev)
+	}
 	s.mu.Unlock()
 	f()
 	return true
@@ -128,11 +160,15 @@ func (s *Sim) Steps() uint64 {
 }
 
 type simEvent struct {
-	at    time.Duration
-	seq   uint64
-	index int
-	f     func()
-	sim   *Sim
+	at     time.Duration
+	seq    uint64
+	index  int
+	f      func()
+	sim    *Sim
+	pooled bool // made by Post: no Timer refers to it, so it is reused
+	// A timer from NewTimer keeps its function in fn and is rescheduled by Reset.
+	fn       func()
+	reusable bool
 }
 
 func (e *simEvent) Stop() bool {
@@ -143,8 +179,34 @@ func (e *simEvent) Stop() bool {
 		return false
 	}
 	heap.Remove(&s.events, e.index)
-	e.f = nil
+	e.index = -1
+	if !e.reusable {
+		e.f = nil
+	}
 	return true
+}
+
+// Reset schedules the timer's call d from now.
+func (e *simEvent) Reset(d time.Duration) bool {
+	s := e.sim
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pending := e.index >= 0
+	if pending {
+		heap.Remove(&s.events, e.index)
+	}
+	if e.f == nil {
+		e.f = e.fn
+	}
+	s.seq++
+	e.at, e.seq = s.now+max(d, 0), s.seq
+	heap.Push(&s.events, e)
+	return pending
+}
+
+// NewTimer makes a stopped, reusable timer.
+func (s *Sim) NewTimer(f func()) Timer {
+	return &simEvent{sim: s, index: -1, fn: f, reusable: true}
 }
 
 type eventHeap []*simEvent
@@ -185,3 +247,13 @@ func (c *WallClock) Now() time.Duration { return time.Since(c.start) }
 
 // AfterFunc is time.AfterFunc.
 func (c *WallClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// Post is time.AfterFunc without the timer.
+func (c *WallClock) Post(d time.Duration, f func()) { time.AfterFunc(d, f) }
+
+// NewTimer is a stopped time.AfterFunc timer.
+func (c *WallClock) NewTimer(f func()) Timer {
+	t := time.AfterFunc(time.Hour, f)
+	t.Stop()
+	return t
+}

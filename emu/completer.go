@@ -61,9 +61,9 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 		d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, WRID: w.wr.ID,
 			Msg: fmt.Sprintf("RNR NAK: wait %d us and resend from psn %d", wait, psn)})
 		r.waitRNR = true
-		if r.timer != nil {
+		if r.armed {
 			r.timer.Stop()
-			r.timer = nil
+			r.armed = false
 		}
 		r.rnrTimer = d.clock.AfterFunc(microseconds(wait), func() {
 			d.mu.Lock()

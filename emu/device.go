@@ -21,6 +21,15 @@ type Link interface {
 	Send(frame []byte) error
 }
 
+// BufferLink is a Link that lends the device its frame buffers, so a frame is built where the
+// link will carry it and handed over without a copy: SendBuffer takes ownership of a frame
+// built in a buffer from Buffer.
+type BufferLink interface {
+	Link
+	Buffer() []byte
+	SendBuffer(frame []byte)
+}
+
 // DeviceConfig sets up a Device.
 type DeviceConfig struct {
 	Name  string       // for events and traces
@@ -71,7 +80,8 @@ type Device struct {
 
 	parser wire.Parser
 	rx     wire.Frame
-	tx     []byte // one frame being built; Link.Send does not keep it
+	tx     []byte // one frame being built for a Link that does not lend buffers
+	lender BufferLink
 
 	Stats Stats
 }
@@ -127,11 +137,27 @@ func (d *Device) GID() [16]byte { return d.cfg.IP.As16() }
 // Limits are the device's capabilities.
 func (d *Device) Limits() Limits { return d.limits }
 
+// SetEventSink changes where the device's events go; nil turns them off.
+func (d *Device) SetEventSink(sink EventSink) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.cfg.Events = sink
+}
+
 // Attach connects the device to a link.
 func (d *Device) Attach(l Link) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.link = l
+	d.lender, _ = l.(BufferLink)
+}
+
+// txBuffer is where the next frame is built.
+func (d *Device) txBuffer() []byte {
+	if d.lender != nil {
+		return d.lender.Buffer()
+	}
+	return d.tx
 }
 
 // Stop halts the device as if its power were cut: it sends and receives nothing more and its
@@ -142,6 +168,9 @@ func (d *Device) Stop() {
 	d.stopped = true
 	d.event(Event{Kind: EvFault, Msg: "device stopped"})
 }
+
+// tracing says whether anyone listens to events; hot paths check it before formatting one.
+func (d *Device) tracing() bool { return d.cfg.Events != nil }
 
 func (d *Device) event(e Event) {
 	if d.cfg.Events == nil {
@@ -234,7 +263,7 @@ func (mr *MR) Dereg() error {
 	if err := d.keys.DeregMR(mr.key); err != nil {
 		return err
 	}
-	d.noteRevoked(uint32(mr.key), "dereg_mr")
+	d.noteRevoked(uint32(mr.key), "dereg_mr", 0)
 	d.event(Event{Kind: EvKey, Key: uint32(mr.key), Msg: "dereg_mr " + mr.key.String()})
 	return nil
 }
@@ -302,7 +331,7 @@ func (mw *MW) Dealloc() error {
 	if err := d.keys.DeallocMW(keys.Key(mw.rkey)); err != nil {
 		return err
 	}
-	d.noteRevoked(mw.rkey, "dealloc_mw")
+	d.noteRevoked(mw.rkey, "dealloc_mw", 0)
 	d.event(Event{Kind: EvKey, Key: mw.rkey, Msg: "dealloc_mw " + keys.Key(mw.rkey).String()})
 	return nil
 }
@@ -338,21 +367,22 @@ func srcPort(qpn uint32) uint16 {
 	return 0xC000 | uint16(h&0x3FFF)
 }
 
-// revocation is when and how a key stopped working.
+// revocation is when and how a key stopped working: by what (a constant string), on which QP.
 type revocation struct {
 	t   time.Duration
 	how string
+	qp  uint32
 }
 
 // maxRevocations bounds the memory of revoked keys.
 const maxRevocations = 4096
 
 // noteRevoked remembers that key was revoked now, by how.
-func (d *Device) noteRevoked(key uint32, how string) {
+func (d *Device) noteRevoked(key uint32, how string, qp uint32) {
 	if len(d.revoked) >= maxRevocations {
 		clear(d.revoked)
 	}
-	d.revoked[key] = revocation{t: d.clock.Now(), how: how}
+	d.revoked[key] = revocation{t: d.clock.Now(), how: how, qp: qp}
 }
 
 // explain adds to an access failure what the device remembers of the key it names.
@@ -362,7 +392,11 @@ func (d *Device) explain(err error) error {
 		return err
 	}
 	if r, ok := d.revoked[uint32(ae.Key)]; ok {
-		return fmt.Errorf("%w (rkey %s was invalidated at t=%v by %s)", err, ae.Key, r.t, r.how)
+		how := r.how
+		if r.qp != 0 {
+			how += fmt.Sprintf(" on QP 0x%06x", r.qp)
+		}
+		return fmt.Errorf("%w (rkey %s was invalidated at t=%v by %s)", err, ae.Key, r.t, how)
 	}
 	return err
 }

@@ -83,6 +83,8 @@ type Fabric struct {
 	pcap   *pcapgo.Writer
 	epoch  time.Time
 	free   [][]byte // frame buffers to reuse
+	// deliveries to reuse
+	deliveries []*delivery
 }
 
 type fabricPort struct {
@@ -110,8 +112,21 @@ func NewFabric(sim *Sim, seed uint64) *Fabric {
 // Sim is the fabric's simulator.
 func (f *Fabric) Sim() *Sim { return f.sim }
 
-// OnEvent sends the events of the fabric and of the devices it makes from now on to sink.
-func (f *Fabric) OnEvent(sink EventSink) { f.events = sink }
+// OnEvent sends the events of the fabric and of its devices to sink; nil turns them off (and
+// saves the engine the work of describing what it does).
+func (f *Fabric) OnEvent(sink EventSink) {
+	f.events = sink
+	for _, p := range f.ports {
+		p.dev.SetEventSink(f.deviceSink())
+	}
+}
+
+func (f *Fabric) deviceSink() EventSink {
+	if f.events == nil {
+		return nil
+	}
+	return f.emit
+}
 
 // CapturePcap writes every frame that enters the wire, from every device, to w as a pcap.
 func (f *Fabric) CapturePcap(w io.Writer) error {
@@ -146,7 +161,7 @@ func (f *Fabric) AddDeviceAt(name string, mac [6]byte, ip netip.Addr, cfg LinkCo
 	p := &fabricPort{fab: f, cfg: cfg}
 	dev := NewDevice(DeviceConfig{
 		Name: name, Clock: f.sim, Rand: mrand.NewPCG(f.rnd.Uint64(), f.rnd.Uint64()), MAC: mac, IP: ip,
-		Events:  func(e Event) { f.emit(e) },
+		Events:  f.deviceSink(),
 		Resolve: f.resolve,
 	})
 	p.dev = dev
@@ -223,16 +238,29 @@ func (p *fabricPort) down(now time.Duration) bool { return now >= p.downFrom && 
 // Send is the device's side of its link: the frame is copied, meets the faults, and is
 // delivered to the device owning its destination MAC after the link's latency.
 func (p *fabricPort) Send(frame []byte) error {
-	f := p.fab
-	now := f.sim.Now()
-	buf := f.buffer(len(frame))
+	buf := p.fab.buffer(len(frame))
 	copy(buf, frame)
+	p.SendBuffer(buf)
+	return nil
+}
+
+// Buffer lends the device a frame buffer from the fabric's pool.
+func (p *fabricPort) Buffer() []byte { return p.fab.buffer(maxFrame) }
+
+// SendBuffer carries a frame built in a buffer from Buffer, without copying it; nil returns
+// an unused buffer.
+func (p *fabricPort) SendBuffer(buf []byte) {
+	f := p.fab
+	if buf == nil {
+		return
+	}
+	now := f.sim.Now()
 	delay := p.cfg.Latency
 	if p.cfg.Rate > 0 {
 		// Serialisation: the frame waits for the ones before it, then takes its own time
 		// (with Ethernet's preamble, SFD, FCS and inter-frame gap: 24 bytes).
 		start := max(now, p.busy)
-		p.busy = start + time.Duration(float64(len(frame)+24)*8/p.cfg.Rate*1e9)
+		p.busy = start + time.Duration(float64(len(buf)+24)*8/p.cfg.Rate*1e9)
 		delay += p.busy - now
 	}
 	copies := 1
@@ -286,7 +314,7 @@ func (p *fabricPort) Send(frame []byte) error {
 	}
 	if dst == nil || copies == 0 {
 		f.release(buf)
-		return nil
+		return
 	}
 	for i := 0; i < copies; i++ {
 		b := buf
@@ -294,14 +322,37 @@ func (p *fabricPort) Send(frame []byte) error {
 			b = f.buffer(len(buf))
 			copy(b, buf)
 		}
-		f.sim.AfterFunc(delay, func() {
-			if !dst.down(f.sim.Now()) {
-				dst.dev.Receive(b)
-			}
-			f.release(b)
-		})
+		dl := f.delivery()
+		dl.dst, dl.buf = dst, b
+		f.sim.Post(delay, dl.run)
 	}
-	return nil
+}
+
+// delivery is a frame on its way; deliveries are reused, with their run func made once, so a
+// frame in flight costs no allocation.
+type delivery struct {
+	f   *Fabric
+	dst *fabricPort
+	buf []byte
+	run func()
+}
+
+func (f *Fabric) delivery() *delivery {
+	if n := len(f.deliveries); n > 0 {
+		dl := f.deliveries[n-1]
+		f.deliveries = f.deliveries[:n-1]
+		return dl
+	}
+	dl := &delivery{f: f}
+	dl.run = func() {
+		if !dl.dst.down(f.sim.Now()) {
+			dl.dst.dev.Receive(dl.buf)
+		}
+		f.release(dl.buf)
+		dl.dst, dl.buf = nil, nil
+		f.deliveries = append(f.deliveries, dl)
+	}
+	return dl
 }
 
 func (f *Fabric) buffer(n int) []byte {

@@ -348,9 +348,10 @@ func (qp *QP) complete(cq *CQ, wc WC) {
 		qp.toError("CQ overflow")
 		return
 	}
-	ev := Event{QP: qp.qpn, Kind: EvComplete, WRID: wc.WRID, Status: wc.Status,
-		Msg: fmt.Sprintf("wr 0x%x %s %s len %d", wc.WRID, wc.Opcode, wc.Status, wc.ByteLen), Err: wc.Err}
-	qp.dev.event(ev)
+	if qp.dev.tracing() {
+		qp.dev.event(Event{QP: qp.qpn, Kind: EvComplete, WRID: wc.WRID, Status: wc.Status,
+			Msg: fmt.Sprintf("wr 0x%x %s %s len %d", wc.WRID, wc.Opcode, wc.Status, wc.ByteLen), Err: wc.Err})
+	}
 }
 
 // flush completes every outstanding work request with WR_FLUSH_ERR, as a QP in ERR does.

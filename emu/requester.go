@@ -40,9 +40,11 @@ type requester struct {
 	rnrLeft   uint8
 	waitRNR   bool
 	scheduled bool
-	timer     Timer
-	rnrTimer  Timer
-	run       func() // runs the requester; made once so a kick does not allocate
+	// The retransmission timer is made once and reset on every ACK that makes progress.
+	timer    Timer
+	armed    bool
+	rnrTimer Timer
+	run      func() // runs the requester; made once so a kick does not allocate
 }
 
 func (r *requester) reset(qp *QP) {
@@ -54,9 +56,9 @@ func (r *requester) reset(qp *QP) {
 }
 
 func (r *requester) stopTimers() {
-	if r.timer != nil {
+	if r.armed {
 		r.timer.Stop()
-		r.timer = nil
+		r.armed = false
 	}
 	if r.rnrTimer != nil {
 		r.rnrTimer.Stop()
@@ -80,7 +82,7 @@ func (qp *QP) kick() {
 		}
 	}
 	r.scheduled = true
-	qp.dev.clock.AfterFunc(0, r.run)
+	qp.dev.clock.Post(0, r.run)
 }
 
 func (qp *QP) runRequester() {
@@ -218,7 +220,7 @@ func (qp *QP) sendRequestPacket(w *sendWQE) bool {
 	if h.AckReq {
 		r.noackPkts = 0
 	}
-	frame, slot, err := qp.builder.Begin(qp.dev.tx, &h, int(payload))
+	frame, slot, err := qp.builder.Begin(qp.dev.txBuffer(), &h, int(payload))
 	if err != nil {
 		qp.failWQE(w, keys.StatusLocQPOpErr, fmt.Errorf("building %s: %w", h.Opcode, err))
 		return false
@@ -341,11 +343,20 @@ func (qp *QP) walkSGL(sgl []SGE, off, n uint64, rights Access, f func(keys.Span)
 func (qp *QP) transmit(frame []byte, op wire.Opcode, psn uint32) {
 	d := qp.dev
 	if d.stopped || d.link == nil {
+		if d.lender != nil {
+			d.lender.SendBuffer(nil) // give the buffer back
+		}
 		return
 	}
 	d.Stats.TxFrames++
 	d.Stats.TxBytes += uint64(len(frame))
-	d.event(Event{QP: qp.qpn, Kind: EvSend, PSN: psn, Msg: fmt.Sprintf("%s psn %d", op, psn)})
+	if d.lender != nil {
+		d.lender.SendBuffer(frame)
+		return
+	}
+	if d.tracing() {
+		d.event(Event{QP: qp.qpn, Kind: EvSend, PSN: psn, Msg: fmt.Sprintf("%s psn %d", op, psn)})
+	}
 	_ = d.link.Send(frame)
 }
 
@@ -358,8 +369,10 @@ func (qp *QP) execLocal(w *sendWQE) {
 	case WRLocalInv:
 		err = d.keys.Invalidate(keys.Invalidate{Key: keys.Key(w.wr.Imm), QP: keys.QPN(qp.qpn)})
 		if err == nil {
-			d.noteRevoked(w.wr.Imm, fmt.Sprintf("LOCAL_INV on QP 0x%06x", qp.qpn))
-			d.event(Event{QP: qp.qpn, Kind: EvKey, Key: w.wr.Imm, WRID: w.wr.ID, Msg: "LOCAL_INV invalidated " + keys.Key(w.wr.Imm).String()})
+			d.noteRevoked(w.wr.Imm, "LOCAL_INV", qp.qpn)
+			if d.tracing() {
+				d.event(Event{QP: qp.qpn, Kind: EvKey, Key: w.wr.Imm, WRID: w.wr.ID, Msg: "LOCAL_INV invalidated " + keys.Key(w.wr.Imm).String()})
+			}
 		}
 	case WRBindMW:
 		b := w.wr.Bind
@@ -375,13 +388,15 @@ func (qp *QP) execLocal(w *sendWQE) {
 		res, err = d.keys.BindMW(kb)
 		if err == nil {
 			if w.type1 {
-				d.noteRevoked(uint32(kb.MW), fmt.Sprintf("a type 1 bind on QP 0x%06x", qp.qpn))
+				d.noteRevoked(uint32(kb.MW), "a type 1 bind", qp.qpn)
 			}
 			if !w.type1 {
 				b.MW.rkey = uint32(res.Key) // written back, as irdma does (rxe does not: rdma-core #1777)
 			}
-			d.event(Event{QP: qp.qpn, Kind: EvKey, Key: uint32(res.Key), WRID: w.wr.ID,
-				Msg: fmt.Sprintf("bind %s %s -> %s [0x%x, +%d) %s", b.MW.typ, kb.MW, res.Key, b.Addr, b.Length, b.Access)})
+			if d.tracing() {
+				d.event(Event{QP: qp.qpn, Kind: EvKey, Key: uint32(res.Key), WRID: w.wr.ID,
+					Msg: fmt.Sprintf("bind %s %s -> %s [0x%x, +%d) %s", b.MW.typ, kb.MW, res.Key, b.Addr, b.Length, b.Access)})
+			}
 			if res.SameKey8 {
 				d.event(Event{QP: qp.qpn, Kind: EvWarning, Key: uint32(res.Key), WRID: w.wr.ID,
 					Msg: "type 2 bind reused the window's previous key8: the rkey that was invalidated works again"})
@@ -488,25 +503,33 @@ func (qp *QP) ackTimeout() time.Duration {
 // armRetransmit starts the retransmission timer unless it runs already.
 func (qp *QP) armRetransmit() {
 	r := &qp.req
-	if r.timer != nil {
+	if r.armed {
 		return
 	}
 	to := qp.ackTimeout()
 	if to == 0 {
 		return
 	}
-	r.timer = qp.dev.clock.AfterFunc(to, func() {
-		qp.dev.mu.Lock()
-		defer qp.dev.mu.Unlock()
-		qp.req.timer = nil
-		qp.onTimeout()
-	})
+	if r.timer == nil {
+		r.timer = qp.dev.clock.NewTimer(func() {
+			qp.dev.mu.Lock()
+			defer qp.dev.mu.Unlock()
+			if qp.req.armed {
+				qp.req.armed = false
+				qp.onTimeout()
+			}
+		})
+	}
+	r.armed = true
+	r.timer.Reset(to)
 }
 
+// restartRetransmit starts the timer over, or stops it when nothing is outstanding.
 func (qp *QP) restartRetransmit() {
-	if qp.req.timer != nil {
-		qp.req.timer.Stop()
-		qp.req.timer = nil
+	r := &qp.req
+	if r.armed {
+		r.timer.Stop()
+		r.armed = false
 	}
 	if qp.outstanding() != nil {
 		qp.armRetransmit()

@@ -218,9 +218,11 @@ func (qp *QP) execSend(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Opc
 			// rxe ACKs and fails only the receive; softirdma also NAKs (W18).
 			return &respError{syn: wire.NAKInvalidRequest, status: keys.StatusRemInvReqErr, err: err}
 		}
-		qp.dev.noteRevoked(rkey, fmt.Sprintf("SEND_WITH_INV on QP 0x%06x", qp.qpn))
-		qp.dev.event(Event{QP: qp.qpn, Kind: EvKey, Key: rkey, PSN: psn,
-			Msg: fmt.Sprintf("SEND_WITH_INV psn %d invalidated %s", psn, keys.Key(rkey))})
+		qp.dev.noteRevoked(rkey, "SEND_WITH_INV", qp.qpn)
+		if qp.dev.tracing() {
+			qp.dev.event(Event{QP: qp.qpn, Kind: EvKey, Key: rkey, PSN: psn,
+				Msg: fmt.Sprintf("SEND_WITH_INV psn %d invalidated %s", psn, keys.Key(rkey))})
+		}
 		wc.Flags, wc.Imm = WCWithInv, rkey
 	}
 	qp.finishRecv(wc)
@@ -343,7 +345,7 @@ func (qp *QP) sendReadResponses(res *rdResource, from uint32) *respError {
 				return nil
 			}
 		}
-		frame, slot, err := qp.builder.Begin(qp.dev.tx, &h, int(n))
+		frame, slot, err := qp.builder.Begin(qp.dev.txBuffer(), &h, int(n))
 		if err != nil {
 			return nak(wire.NAKRemoteOp, "building a READ response: %v", err)
 		}
@@ -388,7 +390,7 @@ func (qp *QP) execAtomic(f *wire.Frame, psn uint32) *respError {
 func (qp *QP) sendAtomicAck(psn uint32, orig uint64) {
 	h := wire.Header{Opcode: wire.RCAtomicAcknowledge, DestQP: qp.attr.DestQPN, PSN: psn, Syndrome: wire.ACKUnlimited,
 		MSN: qp.resp.msn, Orig: orig}
-	frame, err := qp.builder.Build(qp.dev.tx, &h, nil)
+	frame, err := qp.builder.Build(qp.dev.txBuffer(), &h, nil)
 	if err == nil {
 		qp.transmit(frame, h.Opcode, psn)
 	}
@@ -405,7 +407,7 @@ func (qp *QP) ackIfAsked(f *wire.Frame, psn uint32) {
 // sendAck sends an ACKNOWLEDGE with the syndrome and PSN and the current MSN.
 func (qp *QP) sendAck(syn wire.Syndrome, psn uint32) {
 	h := wire.Header{Opcode: wire.RCAcknowledge, DestQP: qp.attr.DestQPN, PSN: psn, Syndrome: syn, MSN: qp.resp.msn}
-	frame, err := qp.builder.Build(qp.dev.tx, &h, nil)
+	frame, err := qp.builder.Build(qp.dev.txBuffer(), &h, nil)
 	if err == nil {
 		qp.transmit(frame, h.Opcode, psn)
 	}

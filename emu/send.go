@@ -206,7 +206,9 @@ func (qp *QP) postSend(wr *SendWR) *PostError {
 		}
 	}
 	q.n++
-	qp.dev.event(Event{QP: qp.qpn, Kind: EvPost, WRID: wr.ID, Msg: fmt.Sprintf("post %s len %d", wr.Opcode, length)})
+	if qp.dev.tracing() {
+		qp.dev.event(Event{QP: qp.qpn, Kind: EvPost, WRID: wr.ID, Msg: fmt.Sprintf("post %s len %d", wr.Opcode, length)})
+	}
 	if qp.state == QPSErr {
 		w.state, w.status = wqeDone, WCWRFlushErr
 		qp.retire()
