@@ -3,6 +3,7 @@ package emu
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -135,3 +136,7 @@ func (p *pair) eventsLike(kind EventKind, s string) []Event {
 }
 
 func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+
+type netipAddr = netip.Addr
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }

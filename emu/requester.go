@@ -98,6 +98,9 @@ func (qp *QP) runRequester() {
 			continue
 		}
 		if w.isLocal() {
+			if qp.state == QPSSQD {
+				return
+			}
 			// LOCAL_INV waits for every earlier WQE to finish (rxe's local invalidate fence,
 			// IBA 10.6.5.1); so does any local operation that asks for a fence.
 			if (w.wr.Opcode == WRLocalInv || w.wr.Flags&SendFence != 0) && r.idx > 0 {
@@ -112,6 +115,9 @@ func (qp *QP) runRequester() {
 			continue
 		}
 		if w.state == wqePosted && w.next == 0 && !w.started() {
+			if qp.state == QPSSQD {
+				return // draining: what was started finishes, nothing new starts
+			}
 			if w.wr.Flags&SendFence != 0 && r.rdAtomic > 0 {
 				return
 			}

@@ -1,0 +1,335 @@
+package emu
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/softirdma/softirdma/keys"
+	"github.com/softirdma/softirdma/wire"
+)
+
+func TestModifyStateMachine(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
+	qp, err := p.pdA.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: p.cqA, RecvCQ: p.cqA, Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	must(t, err)
+	init := QPAttr{State: QPSInit, Port: 1, AccessFlags: AccessRemoteWrite}
+	initMask := AttrState | AttrPKeyIndex | AttrPort | AttrAccessFlags
+	rtr := QPAttr{State: QPSRTR, AH: AHAttr{DGID: p.b.IP()}, PathMTU: MTU1024, DestQPN: p.qb.Num(), MaxDestRdAtomic: 1, MinRNRTimer: 12}
+	rtrMask := AttrState | AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN | AttrMaxDestRdAtomic | AttrMinRNRTimer
+	rts := QPAttr{State: QPSRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1}
+	rtsMask := AttrState | AttrSQPSN | AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic
+	for _, c := range []struct {
+		name string
+		attr QPAttr
+		mask AttrMask
+		want QPState // the state after; errors leave it unchanged
+		ok   bool
+	}{
+		{"RESET_to_RTR_skips_INIT", rtr, rtrMask, QPSReset, false},
+		{"RESET_to_INIT_missing_port", init, AttrState | AttrPKeyIndex | AttrAccessFlags, QPSReset, false},
+		{"RESET_to_INIT_extra_timeout", init, initMask | AttrTimeout, QPSReset, false},
+		{"RESET_to_INIT", init, initMask, QPSInit, true},
+		{"INIT_to_INIT", QPAttr{State: QPSInit, AccessFlags: AccessRemoteRead}, AttrState | AttrAccessFlags, QPSInit, true},
+		{"INIT_to_RTS", rts, rtsMask, QPSInit, false},
+		{"INIT_to_RTR_bad_mtu", func() QPAttr { a := rtr; a.PathMTU = 6; return a }(), rtrMask, QPSInit, false},
+		{"INIT_to_RTR_wrong_cur_state", func() QPAttr { a := rtr; a.CurState = QPSRTS; return a }(), rtrMask | AttrCurState, QPSInit, false},
+		{"INIT_to_RTR", rtr, rtrMask, QPSRTR, true},
+		{"RTR_to_RTS_retry_8", func() QPAttr { a := rts; a.RetryCnt = 8; return a }(), rtsMask, QPSRTR, false},
+		{"RTR_to_RTS", rts, rtsMask, QPSRTS, true},
+		{"RTS_to_RTS_min_rnr_timer", QPAttr{State: QPSRTS, MinRNRTimer: 3}, AttrState | AttrMinRNRTimer, QPSRTS, true},
+		{"RTS_to_RTS_path_mtu_not_allowed", QPAttr{State: QPSRTS, PathMTU: MTU256}, AttrState | AttrPathMTU, QPSRTS, false},
+		{"RTS_to_SQD", QPAttr{State: QPSSQD}, AttrState, QPSSQD, true},
+		{"SQD_to_SQD_timeout", QPAttr{State: QPSSQD, Timeout: 10}, AttrState | AttrTimeout, QPSSQD, true},
+		{"SQD_to_RTS", QPAttr{State: QPSRTS}, AttrState, QPSRTS, true},
+		{"RTS_to_INIT", init, initMask, QPSRTS, false},
+		{"RTS_to_ERR", QPAttr{State: QPSErr}, AttrState, QPSErr, true},
+		{"ERR_to_RTS", rts, rtsMask, QPSErr, false},
+		{"ERR_to_RESET", QPAttr{State: QPSReset}, AttrState, QPSReset, true},
+		{"RESET_to_state_7", QPAttr{State: 7}, AttrState, QPSReset, false},
+	} {
+		err := qp.Modify(c.attr, c.mask)
+		if (err == nil) != c.ok || qp.State() != c.want {
+			t.Fatalf("%s: err %v, state %s; want ok=%v, %s", c.name, err, qp.State(), c.ok, c.want)
+		}
+		if err != nil && !errors.Is(err, syscall.EINVAL) {
+			t.Fatalf("%s: %v is not EINVAL", c.name, err)
+		}
+	}
+	if a := qp.Query(); a.State != QPSReset || a.Timeout != 0 {
+		t.Fatalf("RESET kept attributes: %+v", a)
+	}
+}
+
+func TestPostChecks(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
+	qp, err := p.pdA.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: p.cqA, RecvCQ: p.cqA, Cap: QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	must(t, err)
+	var pe *PostError
+	if err := qp.PostSend(SendWR{Opcode: WRSend}); !errors.As(err, &pe) || pe.Err != syscall.EINVAL {
+		t.Fatalf("post_send in RESET: %v", err)
+	}
+	if err := qp.PostRecv(RecvWR{}); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("post_recv in RESET: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		wr   SendWR
+	}{
+		{"opcode", SendWR{Opcode: 0x77}},
+		{"too_many_sges", SendWR{Opcode: WRSend, SGL: make([]SGE, 5)}},
+		{"atomic_sge_not_8", SendWR{Opcode: WRAtomicFetchAndAdd, SGL: sge(p.mrA, 0, 16)}},
+		{"inline_too_long", SendWR{Opcode: WRSend, Flags: SendInline, SGL: sge(p.mrA, 0, 65)}},
+		{"inline_read", SendWR{Opcode: WRRDMARead, Flags: SendInline, SGL: sge(p.mrA, 0, 8)}},
+		{"bind_type1_by_wr", SendWR{Opcode: WRBindMW, Bind: BindInfo{MW: &MW{typ: MWType1}}}},
+		{"too_long", SendWR{Opcode: WRSend, SGL: []SGE{{Length: 1 << 31}, {Length: 1}}}},
+	} {
+		err := p.qa.PostSend(c.wr)
+		if !errors.As(err, &pe) || pe.Err != syscall.EINVAL || pe.Index != 0 {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+	}
+	// The second of two WRs fails: the first is posted, the error names index 1.
+	must(t, p.qb.PostRecv(RecvWR{ID: 1, SGL: sge(p.mrB, 0, 64)}))
+	err = p.qa.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: sge(p.mrA, 0, 8)}, SendWR{Opcode: 0x77})
+	if !errors.As(err, &pe) || pe.Index != 1 {
+		t.Fatalf("second WR: %v", err)
+	}
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 1, Opcode: WCSend})
+}
+
+func TestInlineFenceSolicited(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{MTU: MTU1024})
+	var pcap bytes.Buffer
+	must(t, p.fab.CapturePcap(&pcap))
+	copy(p.bufA, "inline data")
+	must(t, p.qb.PostRecv(RecvWR{ID: 1, SGL: sge(p.mrB, 0, 64)}))
+	// Inline data is taken at post time: changing the buffer afterwards changes nothing.
+	must(t, p.qa.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendInline | SendSignaled | SendSolicited, SGL: sge(p.mrA, 0, 11)}))
+	copy(p.bufA, "XXXXXXXXXXX")
+	// A fenced WRITE waits for the READ before it.
+	must(t, p.qa.PostSend(
+		SendWR{ID: 2, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(p.mrA, 4096, 4096), RemoteAddr: p.mrB.Addr() + 8192, RKey: p.mrB.RKey()},
+		SendWR{ID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled | SendFence, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr() + 8192, RKey: p.mrB.RKey()}))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 1, Opcode: WCSend}, WC{WRID: 2, Opcode: WCRDMARead}, WC{WRID: 3, Opcode: WCRDMAWrite})
+	wantWC(t, poll(p.cqB), WC{WRID: 1, Opcode: WCRecv, ByteLen: 11})
+	if string(p.bufB[:11]) != "inline data" {
+		t.Fatalf("received %q", p.bufB[:11])
+	}
+	frames := captureOf(t, &pcap)
+	var order []wire.Opcode
+	for _, f := range frames {
+		order = append(order, f.op)
+	}
+	// The WRITE leaves only after the READ's responses have come back.
+	iw, ir := -1, -1
+	for i, op := range order {
+		if op == wire.RCWriteOnly {
+			iw = i
+		}
+		if op == wire.RCReadResponseOnly || op == wire.RCReadResponseLast {
+			ir = i
+		}
+	}
+	if iw < ir {
+		t.Fatalf("fenced WRITE went out before the READ finished: %v", order)
+	}
+	r, err := wire.NewPcapReader(bytes.NewReader(pcap.Bytes()))
+	must(t, err)
+	data, _, err := r.Next()
+	must(t, err)
+	var f wire.Frame
+	var parser wire.Parser
+	must(t, parser.Parse(&f, data))
+	if f.Opcode != wire.RCSendOnly || !f.BTH.SE() {
+		t.Fatalf("first frame %s SE=%v, want SEND_ONLY with SE", f.Opcode, f.BTH.SE())
+	}
+}
+
+func TestSRQ(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
+	srq, err := p.pdB.CreateSRQ(8, 1)
+	must(t, err)
+	qp, err := p.pdB.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: p.cqB, RecvCQ: p.cqB, SRQ: srq, Cap: QPCap{MaxSendWR: 4, MaxSendSGE: 1}})
+	must(t, err)
+	qa, err := p.pdA.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: p.cqA, RecvCQ: p.cqA, Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	must(t, err)
+	must(t, ConnectRC(qa, qp, ConnectOptions{}))
+	if err := qp.PostRecv(RecvWR{}); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("post_recv on an SRQ QP: %v", err)
+	}
+	must(t, srq.PostRecv(RecvWR{ID: 7, SGL: sge(p.mrB, 0, 64)}, RecvWR{ID: 8, SGL: sge(p.mrB, 64, 64)}))
+	must(t, qa.PostSend(SendWR{ID: 1, Opcode: WRSend, SGL: sge(p.mrA, 0, 10)}, SendWR{ID: 2, Opcode: WRSend, SGL: sge(p.mrA, 0, 20)}))
+	p.run()
+	wantWC(t, poll(p.cqB), WC{WRID: 7, Opcode: WCRecv, ByteLen: 10}, WC{WRID: 8, Opcode: WCRecv, ByteLen: 20})
+	// The queue is empty now: a third SEND is RNR-NAKed until a receive is posted to the SRQ.
+	must(t, qa.PostSend(SendWR{ID: 3, Opcode: WRSend, Flags: SendSignaled, SGL: sge(p.mrA, 0, 30)}))
+	p.sim.RunFor(10 * time.Millisecond)
+	if len(p.eventsLike(EvNAK, "RNR NAK")) == 0 {
+		t.Fatal("no RNR NAK with an empty SRQ")
+	}
+	must(t, srq.PostRecv(RecvWR{ID: 9, SGL: sge(p.mrB, 128, 64)}))
+	p.run()
+	wantWC(t, poll(p.cqB), WC{WRID: 9, Opcode: WCRecv, ByteLen: 30})
+}
+
+func TestFastRegisterWR(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
+	mr, err := p.pdB.AllocFastRegMR(8192)
+	must(t, err)
+	buf := make([]byte, 4096)
+	newKey := uint32(keys.Key(mr.LKey()).Inc())
+	must(t, p.qb.PostSend(SendWR{ID: 1, Opcode: WRRegMR, Flags: SendSignaled, Reg: RegInfo{MR: mr, Key: newKey, Buf: buf, IOVA: 0x9000, Access: AccessLocalWrite | AccessRemoteWrite}}))
+	p.run()
+	wantWC(t, poll(p.cqB), WC{WRID: 1, Opcode: WCRegMR})
+	if mr.RKey() != newKey || mr.Addr() != 0x9000 {
+		t.Fatalf("MR after REG_MR: rkey %#x addr %#x", mr.RKey(), mr.Addr())
+	}
+	copy(p.bufA, "fast")
+	must(t, p.qa.PostSend(SendWR{ID: 2, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 0, 4), RemoteAddr: 0x9000, RKey: newKey}))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 2, Opcode: WCRDMAWrite})
+	if string(buf[:4]) != "fast" {
+		t.Fatal("WRITE did not land in the fast-registered memory")
+	}
+	// The peer invalidates it with SEND_WITH_INV; then it refuses access.
+	must(t, p.qb.PostRecv(RecvWR{ID: 3, SGL: sge(p.mrB, 0, 64)}))
+	must(t, p.qa.PostSend(SendWR{ID: 3, Opcode: WRSendWithInv, Flags: SendSignaled, SGL: sge(p.mrA, 0, 4), Imm: newKey}))
+	p.run()
+	wantWC(t, poll(p.cqB), WC{WRID: 3, Opcode: WCRecv, ByteLen: 4, Flags: WCWithInv, Imm: newKey})
+	wantWC(t, poll(p.cqA), WC{WRID: 3, Opcode: WCSend})
+	must(t, p.qa.PostSend(SendWR{ID: 4, Opcode: WRRDMAWrite, SGL: sge(p.mrA, 0, 4), RemoteAddr: 0x9000, RKey: newKey}))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 4, Status: WCRemAccessErr, Opcode: WCRDMAWrite})
+}
+
+func TestSQDDrains(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{Latency: 10 * time.Microsecond}, ConnectOptions{})
+	must(t, p.qa.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+	p.sim.Step() // the WRITE is on the wire
+	must(t, p.qa.Modify(QPAttr{State: QPSSQD}, AttrState))
+	must(t, p.qa.PostSend(SendWR{ID: 2, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 1, Opcode: WCRDMAWrite})
+	must(t, p.qa.Modify(QPAttr{State: QPSRTS}, AttrState))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 2, Opcode: WCRDMAWrite})
+}
+
+func TestRetryCnt7IsSevenRetriesInVirtualTime(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{Timeout: 14, RetryCnt: 7})
+	p.fab.LinkDown(p.b, time.Hour)
+	wall := time.Now()
+	must(t, p.qa.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 1, Status: WCRetryExcErr, Opcode: WCRDMAWrite})
+	timeout := time.Duration(4096<<14) * time.Nanosecond
+	if p.a.Stats.Timeouts != 8 || p.sim.Now() < 8*timeout || p.sim.Now() > 8*timeout+time.Millisecond {
+		t.Fatalf("%d timeouts, virtual %v; want 8 timeouts of %v (retry_cnt 7 is not infinite)", p.a.Stats.Timeouts, p.sim.Now(), timeout)
+	}
+	if el := time.Since(wall); el > 2*time.Second {
+		t.Fatalf("%v of virtual time took %v of wall time", p.sim.Now(), el)
+	}
+}
+
+func TestSlogSink(t *testing.T) {
+	var out bytes.Buffer
+	l := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
+	p.fab.OnEvent(SlogSink(l))
+	must(t, p.qa.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: 0x1234}))
+	p.run()
+	s := out.String()
+	if !strings.Contains(s, "level=WARN") || !strings.Contains(s, "REM_ACCESS_ERR") || !strings.Contains(s, "qp=0x000011") {
+		t.Fatalf("slog output:\n%s", s)
+	}
+}
+
+// chanLink is a real-time link: frames go over a channel to a goroutine that hands them to the
+// peer device, the way a socket link does.
+type chanLink struct{ ch chan []byte }
+
+func (l *chanLink) Send(frame []byte) error {
+	l.ch <- append([]byte(nil), frame...)
+	return nil
+}
+
+// TestWallClock runs the same engine outside the simulator: wall-clock timers, goroutines, a
+// lossy link.
+func TestWallClock(t *testing.T) {
+	clock := NewWallClock()
+	macA, macB := [6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2}
+	ipA, ipB := mustAddr("192.0.2.1"), mustAddr("192.0.2.2")
+	resolve := func(ip netipAddr) ([6]byte, bool) {
+		if ip == ipA {
+			return macA, true
+		}
+		return macB, true
+	}
+	a := NewDevice(DeviceConfig{Name: "A", Clock: clock, MAC: macA, IP: ipA, Resolve: resolve})
+	b := NewDevice(DeviceConfig{Name: "B", Clock: clock, MAC: macB, IP: ipB, Resolve: resolve})
+	la, lb := &chanLink{ch: make(chan []byte, 1024)}, &chanLink{ch: make(chan []byte, 1024)}
+	a.Attach(la)
+	b.Attach(lb)
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	pump := func(l *chanLink, to *Device) {
+		defer wg.Done()
+		n := 0
+		for {
+			select {
+			case f := <-l.ch:
+				n++
+				if n%7 == 3 {
+					continue // lose some frames
+				}
+				to.Receive(f)
+			case <-done:
+				return
+			}
+		}
+	}
+	wg.Add(2)
+	go pump(la, b)
+	go pump(lb, a)
+	defer func() { close(done); wg.Wait() }()
+
+	pdA, _ := a.AllocPD()
+	pdB, _ := b.AllocPD()
+	cqA, _ := a.CreateCQ(16)
+	cqB, _ := b.CreateCQ(16)
+	caps := QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}
+	qa, err := pdA.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cqA, RecvCQ: cqA, Cap: caps})
+	must(t, err)
+	qb, err := pdB.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cqB, RecvCQ: cqB, Cap: caps})
+	must(t, err)
+	must(t, ConnectRC(qa, qb, ConnectOptions{Timeout: 8})) // 1 ms
+	bufA, bufB := make([]byte, 65536), make([]byte, 65536)
+	fill(bufA, 1)
+	mrA, _ := pdA.RegMR(bufA, AccessLocalWrite)
+	mrB, _ := pdB.RegMR(bufB, AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead)
+	must(t, qb.PostRecv(RecvWR{ID: 9, SGL: sge(mrB, 32768, 32768)}))
+	must(t, qa.PostSend(
+		SendWR{ID: 1, Opcode: WRRDMAWrite, SGL: sge(mrA, 0, 20000), RemoteAddr: mrB.Addr(), RKey: mrB.RKey()},
+		SendWR{ID: 2, Opcode: WRRDMARead, SGL: sge(mrA, 40000, 20000), RemoteAddr: mrB.Addr(), RKey: mrB.RKey()},
+		SendWR{ID: 3, Opcode: WRSend, Flags: SendSignaled, SGL: sge(mrA, 0, 5000)}))
+	deadline := time.Now().Add(10 * time.Second)
+	for cqA.Len() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	wantWC(t, poll(cqA), WC{WRID: 3, Opcode: WCSend})
+	wantWC(t, poll(cqB), WC{WRID: 9, Opcode: WCRecv, ByteLen: 5000})
+	if !bytes.Equal(bufB[:20000], bufA[:20000]) || !bytes.Equal(bufA[40000:60000], bufA[:20000]) || !bytes.Equal(bufB[32768:32768+5000], bufA[:5000]) {
+		t.Fatal("data differs")
+	}
+	if a.Stats.Retransmits == 0 {
+		t.Fatal("a lossy link without retransmissions")
+	}
+}
