@@ -5,7 +5,9 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 10s
 BIN      := bin/softirdma
 
-.PHONY: all build test bench fuzz lint run demo clean
+SOAK_SEEDS ?= 5000
+
+.PHONY: all build test bench fuzz lint run demo soak clean
 
 all: build
 
@@ -18,6 +20,11 @@ test:
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+
+# The seeded soak test over thousands of seeds (make test runs 200). A failure prints the seed;
+# go test ./emu -run TestSoak -soak.seed=N -soak.trace reproduces it with the engine's events.
+soak:
+	$(GO) test -count=1 -run '^TestSoak$$' ./emu -soak.seeds=$(SOAK_SEEDS)
 
 # A short, bounded run of every fuzz target (go test -fuzz takes one target at a time).
 fuzz:
