@@ -229,7 +229,7 @@ func flag(v bool, bit byte) byte {
 // Seal computes the ICRC of a frame written by Begin and stores it in the last four bytes.
 func (b *Builder) Seal(frame []byte) {
 	end := len(frame) - ICRCLen
-	binary.LittleEndian.PutUint32(frame[end:], icrcInPlace(frame, b.l3, b.l4+UDPLen, end, b.v6))
+	binary.LittleEndian.PutUint32(frame[end:], icrc(frame, b.l3, b.l4+UDPLen, end, b.v6))
 }
 
 // writeExt writes the extension headers of the set from h at the start of dst and returns their

@@ -10,59 +10,81 @@ import (
 // checksum; IPv6 traffic class, flow label and hop limit) set to all ones, the UDP header with its
 // checksum set to 0xFFFF, the BTH with byte 4 (FECN, BECN, reserved) set to 0xFF, then everything
 // up to the ICRC unchanged. It is stored little-endian (rxe_icrc.c; reference §7.5).
+//
+// The masked IP, UDP and BTH headers are never written anywhere: icrc reads them from the frame a
+// word at a time and ORs each word with a precomputed mask before hashing it. Writing a masked copy
+// (or masking the frame in place) and hashing it right away made the CPU wait for every store the
+// hash then read, which cost more than hashing the headers; and the frame stays read-only, so a
+// parser never writes its input.
 
 // ff8CRC is the CRC state after the 8 x 0xFF prefix; starting there saves hashing it per frame.
 var ff8CRC = crc32.Update(0, crc32.IEEETable, []byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF})
 
-// scratchLen is the size of the masked copy: at least the largest IP+UDP+BTH prefix (a 60-byte
-// IPv4 header with options, 80 bytes), and small packets whole.
-const scratchLen = 256
+// maxMaskedLen is the largest IP+UDP+BTH prefix: a 60-byte IPv4 header with options.
+const maxMaskedLen = 60 + UDPLen + BTHLen
 
-// icrcScratch holds the masked copy of the headers. It lives inside the Parser rather than on the
-// stack because hash/crc32 dispatches through a function value, which makes the compiler move any
-// stack buffer passed to it onto the heap: one allocation per frame.
-type icrcScratch struct {
-	buf [scratchLen]byte
+// headerMask is, byte for byte over the IP, UDP and BTH headers, the bits the ICRC sees as ones.
+type headerMask [maxMaskedLen]byte
+
+// ipv4Masks holds one mask per IPv4 header length (IHL 5 to 15); ipv6Mask the IPv6 one.
+var (
+	ipv4Masks [16]headerMask
+	ipv6Mask  headerMask
+)
+
+func init() {
+	for ihl := 5; ihl < 16; ihl++ {
+		m := &ipv4Masks[ihl]
+		m[1] = 0xFF  // TOS (DSCP and ECN)
+		m[8] = 0xFF  // TTL
+		m[10] = 0xFF // header checksum
+		m[11] = 0xFF
+		maskUDPAndBTH(m, ihl*4)
+	}
+	ipv6Mask[0] = 0x0F // traffic class, high nibble
+	ipv6Mask[1] = 0xFF // traffic class, low nibble; flow label, high nibble
+	ipv6Mask[2] = 0xFF // flow label
+	ipv6Mask[3] = 0xFF
+	ipv6Mask[7] = 0xFF // hop limit
+	maskUDPAndBTH(&ipv6Mask, IPv6Len)
 }
 
-// compute returns the ICRC of the packet whose IP header starts at l3, BTH at bth, and whose
-// ICRC field starts at icrcOff. Only the IP, UDP and BTH headers of a large packet are copied (to
-// mask them); the rest is hashed in place, so the cost is one pass over the frame.
-func (s *icrcScratch) compute(b []byte, l3, bth, icrcOff int, ipv6 bool) uint32 {
+func maskUDPAndBTH(m *headerMask, udp int) {
+	m[udp+6] = 0xFF // UDP checksum
+	m[udp+7] = 0xFF
+	m[udp+UDPLen+4] = 0xFF // BTH byte 4: FECN, BECN, reserved
+}
+
+// icrc returns the ICRC of the packet whose IP header starts at l3 and BTH at bth, with its ICRC
+// field at icrcOff. It reads the frame once and writes nothing.
+func icrc(b []byte, l3, bth, icrcOff int, ipv6 bool) uint32 {
 	hdrEnd := bth + BTHLen
-	n := hdrEnd - l3
-	// A small packet is copied whole, so that it is hashed in one run: a second call costs more
-	// than copying a few dozen bytes. A large one has only its headers copied; the rest is hashed
-	// in place.
-	rest := icrcOff - hdrEnd
-	more := rest
-	if n+rest > len(s.buf) {
-		more = 0
+	mask := &ipv6Mask
+	if !ipv6 {
+		mask = &ipv4Masks[(bth-UDPLen-l3)/4]
 	}
-	m := s.buf[:n+more]
-	copy(m, b[l3:hdrEnd+more])
-	if ipv6 {
-		m[0] |= 0x0F // traffic class, high nibble
-		m[1] = 0xFF  // traffic class, low nibble; flow label, high nibble
-		m[2] = 0xFF  // flow label
-		m[3] = 0xFF
-		m[7] = 0xFF // hop limit
-	} else {
-		m[1] = 0xFF // TOS (DSCP and ECN)
-		m[8] = 0xFF // TTL
-		m[10] = 0xFF
-		m[11] = 0xFF // header checksum
+	h := b[l3:hdrEnd]
+	m := mask[:len(h)]
+	// Headers are whole 4-byte words: 8 bytes a step, then 4 if one is left (slicing-by-8/4).
+	t := &crcTable8
+	c := ^ff8CRC
+	for len(h) >= 8 {
+		c ^= binary.LittleEndian.Uint32(h) | binary.LittleEndian.Uint32(m)
+		hi := binary.LittleEndian.Uint32(h[4:]) | binary.LittleEndian.Uint32(m[4:])
+		c = t[0][hi>>24] ^ t[1][hi>>16&0xFF] ^ t[2][hi>>8&0xFF] ^ t[3][hi&0xFF] ^
+			t[4][c>>24] ^ t[5][c>>16&0xFF] ^ t[6][c>>8&0xFF] ^ t[7][c&0xFF]
+		h, m = h[8:], m[8:]
 	}
-	udp := n - BTHLen - UDPLen
-	m[udp+6] = 0xFF
-	m[udp+7] = 0xFF // UDP checksum
-	m[n-BTHLen+4] = 0xFF
-	return crcUpdate(crcUpdate(ff8CRC, m), b[hdrEnd+more:icrcOff])
+	if len(h) >= 4 {
+		c ^= binary.LittleEndian.Uint32(h) | binary.LittleEndian.Uint32(m)
+		c = t[0][c>>24] ^ t[1][c>>16&0xFF] ^ t[2][c>>8&0xFF] ^ t[3][c&0xFF]
+	}
+	return crcUpdate(^c, b[hdrEnd:icrcOff])
 }
 
 // ICRC recomputes the ICRC of a parsed frame. It does not allocate.
 func (p *Parser) ICRC(f *Frame) uint32 {
-	return p.icrc.compute(f.Buf, f.L3, f.BTHOff, f.End-ICRCLen, f.IPv6)
+	return icrc(f.Buf, f.L3, f.BTHOff, f.End-ICRCLen, f.IPv6)
 }
 
 // Reseal recomputes and stores the ICRC of a parsed frame after its bytes were changed in place,
@@ -70,44 +92,6 @@ func (p *Parser) ICRC(f *Frame) uint32 {
 func (p *Parser) Reseal(f *Frame) {
 	binary.LittleEndian.PutUint32(f.Buf[f.End-ICRCLen:], p.ICRC(f))
 	f.ICRC = binary.LittleEndian.Uint32(f.Buf[f.End-ICRCLen:])
-}
-
-// icrcInPlace computes the ICRC of a frame the caller owns and may write: it puts the masked
-// values into the frame itself, hashes from the IP header to the ICRC in one run, and puts the
-// real values back. One run over the frame costs less than a masked copy plus a second run, so
-// the Builder, which owns the frame it seals, uses this; the Parser never writes its input.
-func icrcInPlace(b []byte, l3, bth, icrcOff int, ipv6 bool) uint32 {
-	var at [8]int
-	var saved [8]byte
-	var set [8]byte
-	n := 0
-	put := func(off int, mask byte) {
-		at[n], saved[n], set[n] = off, b[off], b[off]|mask
-		n++
-	}
-	if ipv6 {
-		put(l3, 0x0F)
-		put(l3+1, 0xFF)
-		put(l3+2, 0xFF)
-		put(l3+3, 0xFF)
-		put(l3+7, 0xFF)
-	} else {
-		put(l3+1, 0xFF)
-		put(l3+8, 0xFF)
-		put(l3+10, 0xFF)
-		put(l3+11, 0xFF)
-	}
-	put(bth-2, 0xFF)
-	put(bth-1, 0xFF)
-	put(bth+4, 0xFF)
-	for i := range n {
-		b[at[i]] = set[i]
-	}
-	c := crcUpdate(ff8CRC, b[l3:icrcOff])
-	for i := range n {
-		b[at[i]] = saved[i]
-	}
-	return c
 }
 
 // crcTable8 is the slicing-by-8 table of the reflected IEEE polynomial, derived from
