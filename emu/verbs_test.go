@@ -333,3 +333,17 @@ func TestWallClock(t *testing.T) {
 		t.Fatal("a lossy link without retransmissions")
 	}
 }
+
+// A SEND longer than the receive buffer: the receiver's completion is LOC_LEN_ERR (IBTA and
+// hardware; rxe says REM_INV_REQ_ERR) and the requester's REM_INV_REQ_ERR after NAK 0x61.
+func TestSendLongerThanReceive(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{MTU: MTU1024})
+	must(t, p.qb.PostRecv(RecvWR{ID: 8, SGL: sge(p.mrB, 0, 1500)}))
+	must(t, p.qa.PostSend(SendWR{ID: 1, Opcode: WRSend, SGL: sge(p.mrA, 0, 3000)}))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 1, Status: WCRemInvReqErr, Opcode: WCSend})
+	wantWC(t, poll(p.cqB), WC{WRID: 8, Status: WCLocLenErr, Opcode: WCRecv})
+	if p.qa.State() != QPSErr || p.qb.State() != QPSErr {
+		t.Fatalf("states %s %s", p.qa.State(), p.qb.State())
+	}
+}
