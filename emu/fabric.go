@@ -28,6 +28,16 @@ type LinkConfig struct {
 	Rate float64
 }
 
+func (c LinkConfig) withDefaults() LinkConfig {
+	if c.Latency == 0 {
+		c.Latency = time.Microsecond
+	}
+	if c.ReorderDelay == 0 {
+		c.ReorderDelay = 5 * c.Latency
+	}
+	return c
+}
+
 // FaultAction is what a targeted fault does to the frames it matches.
 type FaultAction uint8
 
@@ -152,13 +162,7 @@ func (f *Fabric) AddDevice(name string, cfg LinkConfig) *Device {
 
 // AddDeviceAt makes a device with the given addresses.
 func (f *Fabric) AddDeviceAt(name string, mac [6]byte, ip netip.Addr, cfg LinkConfig) *Device {
-	if cfg.Latency == 0 {
-		cfg.Latency = time.Microsecond
-	}
-	if cfg.ReorderDelay == 0 {
-		cfg.ReorderDelay = 5 * cfg.Latency
-	}
-	p := &fabricPort{fab: f, cfg: cfg}
+	p := &fabricPort{fab: f, cfg: cfg.withDefaults()}
 	dev := NewDevice(DeviceConfig{
 		Name: name, Clock: f.sim, Rand: mrand.NewPCG(f.rnd.Uint64(), f.rnd.Uint64()), MAC: mac, IP: ip,
 		Events:  f.deviceSink(),
@@ -175,13 +179,7 @@ func (f *Fabric) AddDeviceAt(name string, mac [6]byte, ip netip.Addr, cfg LinkCo
 // SetLink changes a device's link behaviour.
 func (f *Fabric) SetLink(dev *Device, cfg LinkConfig) {
 	if p := f.portOf(dev); p != nil {
-		if cfg.Latency == 0 {
-			cfg.Latency = time.Microsecond
-		}
-		if cfg.ReorderDelay == 0 {
-			cfg.ReorderDelay = 5 * cfg.Latency
-		}
-		p.cfg = cfg
+		p.cfg = cfg.withDefaults()
 	}
 }
 
