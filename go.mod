@@ -1,6 +1,6 @@
 module github.com/softirdma/softirdma
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/google/gopacket v1.1.19
@@ -8,6 +8,6 @@ require (
 )
 
 require (
-	golang.org/x/net v0.0.0-20190620200207-3b0461eec859 // indirect
-	golang.org/x/sys v0.0.0-20190412213103-97732733099d // indirect
+	golang.org/x/net v0.62.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 )
