@@ -15,11 +15,11 @@ import (
 // Stream is the far end of "-netdev stream": frames over a TCP or UNIX stream connection, each
 // behind its length as a 4-byte big-endian number.
 type Stream struct {
-	conn   net.Conn
-	r      *FrameReader
-	wmu    sync.Mutex
-	w      *bufio.Writer
-	stats  stats
+	conn  net.Conn
+	r     *FrameReader
+	wmu   sync.Mutex
+	w     *bufio.Writer
+	stats stats
 }
 
 // NewStream runs the framing over an established connection (from net.Dial, or accepted from a
