@@ -167,4 +167,3 @@ func (d *Dgram) Close() error { return d.conn.Close() }
 
 // msgTrunc is MSG_TRUNC: the datagram was longer than the buffer.
 const msgTrunc = 0x20
-
