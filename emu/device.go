@@ -37,6 +37,9 @@ type DeviceConfig struct {
 	Rand  mrand.Source // key8 values and UDP source ports; nil: unpredictable
 	MAC   [6]byte
 	IP    netip.Addr // the device's address; its RoCEv2 GID is this address (IPv4-mapped for IPv4)
+	// IPs are more addresses the device answers on, such as an IPv6 link-local one; each is
+	// also a GID.
+	IPs []netip.Addr
 	// Events receives the engine's events; nil drops them.
 	Events EventSink
 	// Resolve maps a peer's IP address to its MAC address.
@@ -133,6 +136,32 @@ func (d *Device) MAC() [6]byte { return d.cfg.MAC }
 
 // GID is the device's RoCEv2 GID: its IPv6 address, or the IPv4-mapped one.
 func (d *Device) GID() [16]byte { return d.cfg.IP.As16() }
+
+// owns says whether ip is one of the device's addresses.
+func (d *Device) owns(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	if ip == d.cfg.IP.Unmap() {
+		return true
+	}
+	for _, a := range d.cfg.IPs {
+		if a.Unmap() == ip {
+			return true
+		}
+	}
+	return false
+}
+
+// sourceFor is the device's address to send to dst from.
+func (d *Device) sourceFor(dst netip.Addr) netip.Addr {
+	dst = dst.Unmap()
+	for _, a := range append([]netip.Addr{d.cfg.IP}, d.cfg.IPs...) {
+		a = a.Unmap()
+		if a.Is4() == dst.Is4() && (dst.Is4() || a.IsLinkLocalUnicast() == dst.IsLinkLocalUnicast()) {
+			return a
+		}
+	}
+	return d.cfg.IP.Unmap()
+}
 
 // Limits are the device's capabilities.
 func (d *Device) Limits() Limits { return d.limits }

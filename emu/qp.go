@@ -147,6 +147,13 @@ func (qp *QP) Query() QPAttr {
 // nothing.
 func (qp *QP) Modify(attr QPAttr, mask AttrMask) error {
 	d := qp.dev
+	// The peer's link address is looked up before the device is locked: on a real link that
+	// may mean waiting for an ARP reply, which must not hold up the device.
+	var peerMAC [6]byte
+	var resolved bool
+	if mask&AttrAV != 0 && attr.AH.DGID.IsValid() && d.cfg.Resolve != nil {
+		peerMAC, resolved = d.cfg.Resolve(attr.AH.DGID.Unmap())
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	cur := qp.state
@@ -181,9 +188,10 @@ func (qp *QP) Modify(attr QPAttr, mask AttrMask) error {
 	}
 	qp.apply(&attr, other)
 	if next == QPSRTR && cur == QPSInit {
-		if err := qp.setPath(); err != nil {
-			return err
+		if !resolved {
+			return fmt.Errorf("modify_qp: no link address for %s: %w", attr.AH.DGID, syscall.EHOSTUNREACH)
 		}
+		qp.setPath(peerMAC)
 		qp.resp.reset(qp)
 	}
 	if next == QPSRTS && cur == QPSRTR {
@@ -273,21 +281,15 @@ func (qp *QP) apply(a *QPAttr, m AttrMask) {
 	}
 }
 
-// setPath fills the frame builder's addresses from the AV.
-func (qp *QP) setPath() error {
+// setPath fills the frame builder's addresses from the AV. The source address is the device's
+// address of the destination's family: its IPv4 address, or for an IPv6 peer its IPv6 address
+// (link-local for a link-local peer).
+func (qp *QP) setPath(mac [6]byte) {
 	d := qp.dev
 	dst := qp.attr.AH.DGID.Unmap()
-	mac, ok := [6]byte{}, false
-	if d.cfg.Resolve != nil {
-		mac, ok = d.cfg.Resolve(dst)
-	}
-	if !ok {
-		return fmt.Errorf("modify_qp: no link address for %s: %w", dst, syscall.EHOSTUNREACH)
-	}
 	ah := qp.attr.AH
-	qp.builder = wire.Builder{Path: wire.Path{SrcMAC: d.cfg.MAC, DstMAC: mac, SrcIP: d.cfg.IP.Unmap(), DstIP: dst,
+	qp.builder = wire.Builder{Path: wire.Path{SrcMAC: d.cfg.MAC, DstMAC: mac, SrcIP: d.sourceFor(dst), DstIP: dst,
 		SrcPort: srcPort(qp.qpn), TrafficClass: ah.TrafficClass, TTL: ah.HopLimit, FlowLabel: ah.FlowLabel}}
-	return nil
 }
 
 func (qp *QP) setState(s QPState, why string) {

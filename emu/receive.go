@@ -27,7 +27,7 @@ func (d *Device) Receive(frame []byte) {
 		d.event(Event{Kind: EvDrop, Msg: "frame dropped", Err: err})
 		return
 	}
-	if f.DstIP().Unmap() != d.cfg.IP.Unmap() {
+	if !d.owns(f.DstIP()) {
 		d.Stats.RxDropped++
 		return
 	}

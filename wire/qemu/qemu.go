@@ -57,6 +57,16 @@ func ListenDgram(local, remote string) (*Dgram, error) {
 	return d, nil
 }
 
+// SetRemote changes where frames are sent. Call it before traffic flows.
+func (d *Dgram) SetRemote(remote string) error {
+	ra, err := net.ResolveUDPAddr("udp", remote)
+	if err != nil {
+		return fmt.Errorf("qemu dgram: remote address: %w", err)
+	}
+	d.remote = ra
+	return nil
+}
+
 // LocalAddr is the address frames are received on.
 func (d *Dgram) LocalAddr() *net.UDPAddr { return d.conn.LocalAddr().(*net.UDPAddr) }
 
