@@ -1,0 +1,380 @@
+// Package pingpong is softirdma's side of rdma-core's ibv_rc_pingpong: the same TCP exchange
+// of "LID:QPN:PSN:GID" (52 bytes each way, then "done"), the same RC queue pair set-up, and the
+// same strict SEND/RECV ping-pong, so either end may be ibv_rc_pingpong on a Linux Soft-RoCE or
+// hardware peer.
+package pingpong
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/softirdma/softirdma/emu"
+)
+
+// Options are ibv_rc_pingpong's, with its defaults in brackets.
+type Options struct {
+	Server  bool   // wait for a client [client]
+	Host    string // the server to connect to, as a client
+	Port    int    // TCP port [18515]
+	Size    int    // message size [4096]
+	Iters   int    // messages each way [1000]
+	RxDepth int    // receives kept posted [500]
+	MTU     int    // path MTU in bytes [1024]
+	// GID is the address to advertise as this side's GID (-g): an IPv4 address is sent
+	// IPv4-mapped. Invalid means all zeros, which a RoCE peer cannot use.
+	GID netip.Addr
+	// Validate fills page starts as the client and checks them as the server (-c).
+	Validate bool
+	// Timeout bounds the TCP exchange [30s].
+	Timeout time.Duration
+	// Rand chooses the PSN; nil is unpredictable.
+	Rand mrand.Source
+}
+
+func (o *Options) defaults() {
+	if o.Port == 0 {
+		o.Port = 18515
+	}
+	if o.Size == 0 {
+		o.Size = 4096
+	}
+	if o.Iters == 0 {
+		o.Iters = 1000
+	}
+	if o.RxDepth == 0 {
+		o.RxDepth = 500
+	}
+	if o.MTU == 0 {
+		o.MTU = 1024
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 30 * time.Second
+	}
+}
+
+// Dest is one side's address message.
+type Dest struct {
+	LID uint16
+	QPN uint32
+	PSN uint32
+	GID [16]byte
+}
+
+// MessageLen is the length of the address message: 51 characters and a NUL.
+const MessageLen = 52
+
+// Marshal renders the message as ibv_rc_pingpong writes it: "%04x:%06x:%06x:%s" with the GID as
+// 32 hex digits, NUL-terminated.
+func (d Dest) Marshal() []byte {
+	s := fmt.Sprintf("%04x:%06x:%06x:%s", d.LID, d.QPN, d.PSN, hex.EncodeToString(d.GID[:]))
+	return append([]byte(s), 0)
+}
+
+// ParseDest reads a message the way the tool does (%x fields, the GID 8 hex digits at a time).
+func ParseDest(b []byte) (Dest, error) {
+	var d Dest
+	s := string(b)
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		s = s[:i]
+	}
+	parts := strings.Split(s, ":")
+	if len(parts) != 4 || len(parts[3]) != 32 {
+		return d, fmt.Errorf("pingpong: bad address message %q", s)
+	}
+	var vals [3]uint64
+	for i := range vals {
+		v, err := strconv.ParseUint(parts[i], 16, 32)
+		if err != nil {
+			return d, fmt.Errorf("pingpong: bad address message %q", s)
+		}
+		vals[i] = v
+	}
+	if vals[0] > 0xffff || vals[1] > 0xffffff || vals[2] > 0xffffff {
+		return d, fmt.Errorf("pingpong: address message out of range %q", s)
+	}
+	g, err := hex.DecodeString(parts[3])
+	if err != nil {
+		return d, fmt.Errorf("pingpong: bad GID in %q", s)
+	}
+	d.LID, d.QPN, d.PSN = uint16(vals[0]), uint32(vals[1]), uint32(vals[2])
+	copy(d.GID[:], g)
+	return d, nil
+}
+
+// GIDString prints a GID as the tool does (inet_ntop of the 16 bytes).
+func GIDString(g [16]byte) string {
+	return netip.AddrFrom16(g).String()
+}
+
+func mtuOf(n int) (emu.MTU, error) {
+	for m := emu.MTU256; m <= emu.MTU4096; m++ {
+		if m.Bytes() == n {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("pingpong: MTU %d is not one of 256, 512, 1024, 2048, 4096", n)
+}
+
+// Result is what a run measured.
+type Result struct {
+	Bytes   int64
+	Elapsed time.Duration
+	Iters   int
+	// PageErrors counts the pages that failed -c validation (server only).
+	PageErrors int
+}
+
+// Run runs one side of the ping-pong on dev, printing what ibv_rc_pingpong prints to out.
+func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result, error) {
+	o.defaults()
+	var res Result
+	mtu, err := mtuOf(o.MTU)
+	if err != nil {
+		return res, err
+	}
+	if !o.Server && o.Host == "" {
+		return res, errors.New("pingpong: a client needs a server to connect to")
+	}
+	pd, err := dev.AllocPD()
+	if err != nil {
+		return res, err
+	}
+	cq, err := dev.CreateCQ(o.RxDepth + 1)
+	if err != nil {
+		return res, err
+	}
+	wake := make(chan struct{}, 1)
+	cq.OnCompletion(func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
+	qp, err := pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+		Cap: emu.QPCap{MaxSendWR: 1, MaxRecvWR: o.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		return res, err
+	}
+	defer qp.Destroy()
+	buf := make([]byte, o.Size)
+	for i := range buf {
+		buf[i] = 0x7b
+	}
+	mr, err := pd.RegMR(buf, emu.AccessLocalWrite)
+	if err != nil {
+		return res, err
+	}
+	if err := qp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1}, emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags); err != nil {
+		return res, err
+	}
+	sgl := []emu.SGE{{Addr: mr.Addr(), Length: uint32(o.Size), LKey: mr.LKey()}}
+	const recvID, sendID = 1, 2
+	posted := 0
+	postRecvs := func(n int) error {
+		for ; n > 0; n-- {
+			if err := qp.PostRecv(emu.RecvWR{ID: recvID, SGL: sgl}); err != nil {
+				return err
+			}
+			posted++
+		}
+		return nil
+	}
+	if err := postRecvs(o.RxDepth); err != nil {
+		return res, err
+	}
+
+	src := o.Rand
+	if src == nil {
+		src = mrand.NewPCG(uint64(time.Now().UnixNano()), uint64(qp.Num()))
+	}
+	local := Dest{QPN: qp.Num(), PSN: uint32(mrand.New(src).Uint64() & 0xffffff)}
+	if o.GID.IsValid() {
+		local.GID = o.GID.As16()
+	}
+	fmt.Fprintf(out, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", local.LID, local.QPN, local.PSN, GIDString(local.GID))
+
+	connectQP := func(rem Dest) error {
+		dgid := netip.AddrFrom16(rem.GID).Unmap()
+		if rem.GID == ([16]byte{}) {
+			return errors.New("pingpong: the peer sent no GID; on RoCE both sides need -g")
+		}
+		attr := emu.QPAttr{State: emu.QPSRTR, AH: emu.AHAttr{DGID: dgid, HopLimit: 1}, PathMTU: mtu, DestQPN: rem.QPN,
+			RQPSN: rem.PSN, MaxDestRdAtomic: 1, MinRNRTimer: 12}
+		if err := qp.Modify(attr, emu.AttrState|emu.AttrAV|emu.AttrPathMTU|emu.AttrDestQPN|emu.AttrRQPSN|emu.AttrMaxDestRdAtomic|emu.AttrMinRNRTimer); err != nil {
+			return fmt.Errorf("pingpong: failed to modify QP to RTR: %w", err)
+		}
+		attr = emu.QPAttr{State: emu.QPSRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: local.PSN, MaxRdAtomic: 1}
+		if err := qp.Modify(attr, emu.AttrState|emu.AttrTimeout|emu.AttrRetryCnt|emu.AttrRNRRetry|emu.AttrSQPSN|emu.AttrMaxQPRdAtomic); err != nil {
+			return fmt.Errorf("pingpong: failed to modify QP to RTS: %w", err)
+		}
+		return nil
+	}
+	var rem Dest
+	if o.Server {
+		rem, err = serverExchange(ctx, o, local, connectQP)
+	} else {
+		rem, err = clientExchange(ctx, o, local)
+		if err == nil {
+			err = connectQP(rem)
+		}
+	}
+	if err != nil {
+		return res, err
+	}
+	fmt.Fprintf(out, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", rem.LID, rem.QPN, rem.PSN, GIDString(rem.GID))
+
+	if o.Validate && !o.Server {
+		for i := 0; i < o.Size; i += 4096 {
+			buf[i] = 0 // the tool writes i / page_size % sizeof(char), which is always 0
+		}
+	}
+	// Strict ping-pong: one SEND outstanding; the next goes when it has completed and a
+	// receive has come in. The client starts; the server waits for a receive first.
+	const (
+		sendDone = 1 << iota
+		recvDone
+	)
+	pending := recvDone // the server has nothing outstanding and waits for a message
+	if !o.Server {
+		pending = sendDone | recvDone
+	}
+	send := func() error {
+		return qp.PostSend(emu.SendWR{ID: sendID, Opcode: emu.WRSend, Flags: emu.SendSignaled, SGL: sgl})
+	}
+	start := time.Now()
+	if !o.Server {
+		if err := send(); err != nil {
+			return res, err
+		}
+	}
+	rcnt, scnt := 0, 0
+	wcs := make([]emu.WC, 2)
+	for rcnt < o.Iters || scnt < o.Iters {
+		n := cq.Poll(wcs)
+		if n == 0 {
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				return res, ctx.Err()
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for _, wc := range wcs[:n] {
+			if wc.Status != emu.WCSuccess {
+				return res, fmt.Errorf("failed status %s (%d) for wr_id %d: %v", wc.Status, wc.Status, wc.WRID, wc.Err)
+			}
+			switch wc.WRID {
+			case sendID:
+				scnt++
+				pending &^= sendDone
+			case recvID:
+				pending &^= recvDone
+				rcnt++
+				posted--
+				if posted <= 1 {
+					if err := postRecvs(o.RxDepth - posted); err != nil {
+						return res, err
+					}
+				}
+			}
+			if scnt < o.Iters && pending == 0 {
+				if err := send(); err != nil {
+					return res, err
+				}
+				pending = recvDone | sendDone
+			}
+		}
+	}
+	res.Elapsed = time.Since(start)
+	res.Iters = o.Iters
+	res.Bytes = int64(o.Size) * int64(o.Iters) * 2
+	usec := float64(res.Elapsed.Microseconds())
+	if usec == 0 {
+		usec = 1
+	}
+	fmt.Fprintf(out, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", res.Bytes, usec/1e6, float64(res.Bytes)*8/usec)
+	fmt.Fprintf(out, "%d iters in %.2f seconds = %.2f usec/iter\n", o.Iters, usec/1e6, usec/float64(o.Iters))
+	if o.Validate && o.Server {
+		for i := 0; i < o.Size; i += 4096 {
+			if buf[i] != 0 {
+				fmt.Fprintf(out, "invalid data in page %d\n", i/4096)
+				res.PageErrors++
+			}
+		}
+	}
+	return res, nil
+}
+
+func clientExchange(ctx context.Context, o Options, local Dest) (Dest, error) {
+	d := net.Dialer{Timeout: o.Timeout}
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+	if err != nil {
+		return Dest{}, fmt.Errorf("pingpong: couldn't connect to %s:%d: %w", o.Host, o.Port, err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(o.Timeout))
+	if _, err := c.Write(local.Marshal()); err != nil {
+		return Dest{}, fmt.Errorf("pingpong: couldn't send local address: %w", err)
+	}
+	msg := make([]byte, MessageLen)
+	if _, err := io.ReadFull(c, msg); err != nil {
+		return Dest{}, fmt.Errorf("pingpong: couldn't read remote address: %w", err)
+	}
+	rem, err := ParseDest(msg)
+	if err != nil {
+		return Dest{}, err
+	}
+	if _, err := c.Write([]byte("done\x00")); err != nil {
+		return Dest{}, fmt.Errorf("pingpong: couldn't send done: %w", err)
+	}
+	return rem, nil
+}
+
+func serverExchange(ctx context.Context, o Options, local Dest, connect func(Dest) error) (Dest, error) {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+	if err != nil {
+		return Dest{}, fmt.Errorf("pingpong: couldn't listen to port %d: %w", o.Port, err)
+	}
+	defer l.Close()
+	go func() {
+		<-ctx.Done()
+		l.Close()
+	}()
+	c, err := l.Accept()
+	if err != nil {
+		return Dest{}, fmt.Errorf("pingpong: accept: %w", err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(o.Timeout))
+	msg := make([]byte, MessageLen)
+	if _, err := io.ReadFull(c, msg); err != nil {
+		return Dest{}, fmt.Errorf("pingpong: couldn't read remote address: %w", err)
+	}
+	rem, err := ParseDest(msg)
+	if err != nil {
+		return Dest{}, err
+	}
+	// The server is at RTS before it answers, as the tool is.
+	if err := connect(rem); err != nil {
+		return Dest{}, err
+	}
+	if _, err := c.Write(local.Marshal()); err != nil {
+		return Dest{}, fmt.Errorf("pingpong: couldn't send local address: %w", err)
+	}
+	done := make([]byte, 5)
+	if _, err := io.ReadFull(c, done); err != nil {
+		return Dest{}, fmt.Errorf("pingpong: couldn't read done: %w", err)
+	}
+	return rem, nil
+}

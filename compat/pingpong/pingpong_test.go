@@ -1,0 +1,151 @@
+package pingpong
+
+import (
+	"bytes"
+	"context"
+	mrand "math/rand/v2"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/wire/neigh"
+	"github.com/softirdma/softirdma/wire/qemu"
+)
+
+func TestMessageFormat(t *testing.T) {
+	d := Dest{QPN: 0x11, PSN: 0x6bc2a8, GID: netip.MustParseAddr("::ffff:192.168.10.10").As16()}
+	want := "0000:000011:6bc2a8:00000000000000000000ffffc0a80a0a\x00"
+	if got := string(d.Marshal()); got != want || len(got) != MessageLen {
+		t.Fatalf("message %q (%d bytes)", got, len(got))
+	}
+	back, err := ParseDest([]byte(want))
+	if err != nil || back != d {
+		t.Fatalf("parse: %+v %v", back, err)
+	}
+	if GIDString(d.GID) != "::ffff:192.168.10.10" || GIDString([16]byte{}) != "::" {
+		t.Fatal("GID printing")
+	}
+	for _, bad := range []string{"", "0000:000011:6bc2a8", "0000:zz0011:6bc2a8:00000000000000000000ffffc0a80a0a",
+		"0000:1000000:6bc2a8:00000000000000000000ffffc0a80a0a", "0000:000011:6bc2a8:00000000000000000000ffffc0a80a0"} {
+		if _, err := ParseDest([]byte(bad)); err == nil {
+			t.Fatalf("parsed %q", bad)
+		}
+	}
+}
+
+func FuzzParseDest(f *testing.F) {
+	f.Add([]byte("0000:000011:6bc2a8:00000000000000000000ffffc0a80a0a\x00"))
+	f.Add([]byte("ffff:ffffff:ffffff:ffffffffffffffffffffffffffffffff"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := ParseDest(b)
+		if err != nil {
+			return
+		}
+		again, err := ParseDest(d.Marshal())
+		if err != nil || again != d {
+			t.Fatalf("round trip %+v -> %+v %v", d, again, err)
+		}
+	})
+}
+
+// hostPair is two softirdma hosts on real UDP sockets, as a QEMU guest and softirdma are.
+func hostPair(t *testing.T, loss float64) (*emu.Host, *emu.Host) {
+	la, err := qemu.ListenDgram("127.0.0.1:0", "127.0.0.1:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := qemu.ListenDgram("127.0.0.1:0", la.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := la.SetRemote(lb.LocalAddr().String()); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(name string, l *qemu.Dgram, last byte) *emu.Host {
+		mac := [6]byte{2, 0, 0, 0, 0, last}
+		h, err := emu.NewHost(emu.HostConfig{Name: name, Link: l, MAC: mac, IP: netip.AddrFrom4([4]byte{192, 0, 2, last}),
+			IPs: []netip.Addr{neigh.LinkLocal(mac)}, Answer: true, RxLoss: loss, Rand: mrand.NewPCG(uint64(last), 7)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go h.Run()
+		t.Cleanup(func() { h.Close() })
+		return h
+	}
+	return mk("server", la, 1), mk("client", lb, 2)
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestPingPong runs softirdma's pingpong against itself: server and client on two hosts over
+// real sockets, IPv4-mapped and IPv6 link-local GIDs, 64 B and multi-packet 4 KiB messages,
+// and with 2% of received frames lost.
+func TestPingPong(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		v6   bool
+		size int
+		loss float64
+	}{
+		{"ipv4_64B", false, 64, 0},
+		{"ipv4_4KiB", false, 4096, 0},
+		{"ipv6_linklocal_4KiB", true, 4096, 0},
+		{"ipv4_4KiB_loss", false, 4096, 0.02},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			hs, hc := hostPair(t, c.loss)
+			gid := func(h *emu.Host) netip.Addr {
+				if c.v6 {
+					return neigh.LinkLocal(h.Device().MAC())
+				}
+				return h.Device().IP()
+			}
+			port := freePort(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var wg sync.WaitGroup
+			var sout, cout bytes.Buffer
+			var sres, cres Result
+			var serr, cerr error
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				sres, serr = Run(ctx, hs.Device(), Options{Server: true, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 200, GID: gid(hs), Validate: true}, &sout)
+			}()
+			go func() {
+				defer wg.Done()
+				time.Sleep(50 * time.Millisecond) // let the server listen
+				cres, cerr = Run(ctx, hc.Device(), Options{Host: "127.0.0.1", Port: port, Size: c.size, Iters: 200, GID: gid(hc), Validate: true}, &cout)
+			}()
+			wg.Wait()
+			if serr != nil || cerr != nil {
+				t.Fatalf("server: %v\n%s\nclient: %v\n%s", serr, sout.String(), cerr, cout.String())
+			}
+			want := strconv.Itoa(c.size*200*2) + " bytes in "
+			for _, out := range []string{sout.String(), cout.String()} {
+				if !strings.Contains(out, "  local address:  LID 0x0000, QPN 0x") || !strings.Contains(out, "remote address: LID 0x0000") ||
+					!strings.Contains(out, want) || !strings.Contains(out, "200 iters in ") {
+					t.Fatalf("output:\n%s", out)
+				}
+			}
+			if !strings.Contains(sout.String(), "GID "+gid(hc).String()) && !strings.Contains(sout.String(), "GID ::ffff:"+gid(hc).String()) {
+				t.Fatalf("server output does not show the client's GID:\n%s", sout.String())
+			}
+			if sres.PageErrors != 0 || cres.Iters != 200 {
+				t.Fatalf("page errors %d, iters %d", sres.PageErrors, cres.Iters)
+			}
+		})
+	}
+}
