@@ -21,7 +21,7 @@ func (qp *QP) onResponse(f *wire.Frame) {
 		qp.onAck(psn, f.AETH.Syndrome())
 	case wire.RCAtomicAcknowledge:
 		if syn := f.AETH.Syndrome(); syn.Type() != wire.SyndromeACK {
-			qp.onAck(psn, syn)
+			qp.badResponse(psn, f.Opcode, syn)
 			return
 		}
 		qp.onAtomicAck(psn, f.AtomicAckETH.Orig())
@@ -44,6 +44,9 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 		}
 		qp.ackThrough(psn)
 	case wire.SyndromeRNR:
+		if r.waitRNR {
+			return // a copy of the RNR NAK we are already waiting out
+		}
 		qp.ackThrough(psnAdd(psn, psnMask)) // everything before psn
 		w := qp.wqeHolding(psn)
 		if w == nil {
@@ -65,9 +68,17 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 			r.timer.Stop()
 			r.armed = false
 		}
+		if r.rnrTimer != nil {
+			r.rnrTimer.Stop()
+		}
+		r.rnrGen++
+		gen := r.rnrGen
 		r.rnrTimer = d.clock.AfterFunc(microseconds(wait), func() {
 			d.mu.Lock()
 			defer d.mu.Unlock()
+			if qp.req.rnrGen != gen || !qp.req.waitRNR {
+				return // stopped or replaced while it waited for the lock
+			}
 			qp.req.rnrTimer = nil
 			qp.req.waitRNR = false
 			if qp.state == QPSRTS || qp.state == QPSSQD {
@@ -82,6 +93,10 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 			if w == nil {
 				return
 			}
+			if r.seqRetrying && r.seqRetryPSN == psn {
+				return // a copy of the NAK whose retry is already under way
+			}
+			r.seqRetrying, r.seqRetryPSN = true, psn
 			if r.retryLeft == 0 {
 				d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Msg: "NAK sequence error, retries exhausted"})
 				qp.failWQE(w, keys.StatusRetryExcErr, fmt.Errorf("sequence error NAKs at psn %d exhausted %d retries", psn, qp.attr.RetryCnt))
@@ -161,6 +176,7 @@ func (qp *QP) ackThrough(psn uint32) {
 		progress = true
 	}
 	if progress {
+		r.seqRetrying = false
 		r.retryLeft, r.rnrLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
 		qp.retire()
 		qp.restartRetransmit()
@@ -176,6 +192,9 @@ func (qp *QP) onAtomicAck(psn uint32, orig uint64) {
 		return
 	}
 	qp.ackThrough(psnAdd(psn, psnMask))
+	if w.state == wqeDone || (qp.state != QPSRTS && qp.state != QPSSQD) {
+		return // the acknowledgement before it ended the WQE or the QP
+	}
 	if err := qp.placeAtomicResult(w, orig); err != nil {
 		qp.failWQE(w, keys.StatusLocProtErr, err)
 		return
@@ -212,7 +231,7 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 		return
 	}
 	if f.AETH != nil && f.AETH.Syndrome().Type() != wire.SyndromeACK {
-		qp.onAck(psn, f.AETH.Syndrome())
+		qp.badResponse(psn, f.Opcode, f.AETH.Syndrome())
 		return
 	}
 	mtu := uint64(qp.attr.PathMTU.Bytes())
@@ -253,4 +272,12 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 		return
 	}
 	qp.restartRetransmit()
+}
+
+// badResponse fails the WQE a READ response or atomic acknowledgement belongs to when its AETH
+// is not an ACK: responses carry data, not NAKs, so this is BAD_RESP_ERR.
+func (qp *QP) badResponse(psn uint32, op wire.Opcode, syn wire.Syndrome) {
+	if w := qp.wqeHolding(psn); w != nil {
+		qp.failWQE(w, keys.StatusBadRespErr, fmt.Errorf("%s psn %d carries %s", op, psn, syn))
+	}
 }

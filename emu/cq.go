@@ -151,6 +151,9 @@ func (q *recvQueue) peek() *recvWQE {
 }
 
 func (q *recvQueue) pop() {
+	if q.n == 0 {
+		return
+	}
 	q.head = (q.head + 1) % len(q.ring)
 	q.n--
 }

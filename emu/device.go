@@ -325,7 +325,10 @@ func (mr *MR) Rereg(flags keys.ReregFlags, pd *PD, buf []byte, access Access) er
 type MW struct {
 	pd   *PD
 	typ  MWType
-	rkey uint32
+	rkey uint32 // the consumer's view: a type 1 bind moves it when posted
+	// ks is the window's key in the key space, which moves when a bind executes; with binds
+	// queued it lags behind rkey.
+	ks uint32
 }
 
 // RKey is the window's current rkey as the consumer holds it: a type 1 bind updates it when the
@@ -349,7 +352,7 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 		return nil, err
 	}
 	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: fmt.Sprintf("alloc_mw %s %s", typ, k)})
-	return &MW{pd: pd, typ: typ, rkey: uint32(k)}, nil
+	return &MW{pd: pd, typ: typ, rkey: uint32(k), ks: uint32(k)}, nil
 }
 
 // Dealloc frees the window, unbinding it.
@@ -357,11 +360,11 @@ func (mw *MW) Dealloc() error {
 	d := mw.pd.dev
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.keys.DeallocMW(keys.Key(mw.rkey)); err != nil {
+	if err := d.keys.DeallocMW(keys.Key(mw.ks)); err != nil {
 		return err
 	}
-	d.noteRevoked(mw.rkey, "dealloc_mw", 0)
-	d.event(Event{Kind: EvKey, Key: mw.rkey, Msg: "dealloc_mw " + keys.Key(mw.rkey).String()})
+	d.noteRevoked(mw.ks, "dealloc_mw", 0)
+	d.event(Event{Kind: EvKey, Key: mw.ks, Msg: "dealloc_mw " + keys.Key(mw.ks).String()})
 	return nil
 }
 
@@ -381,7 +384,7 @@ func (pd *PD) AllocFastRegMR(maxLen uint64) (*MR, error) {
 func (d *Device) QueryMW(mw *MW) (keys.MWInfo, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.keys.QueryMW(keys.Key(mw.rkey))
+	return d.keys.QueryMW(keys.Key(mw.ks))
 }
 
 // srcPort is the UDP source port for a QP, as rxe chooses it: 0xC000 plus 14 bits of the QPN's

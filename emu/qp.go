@@ -83,6 +83,8 @@ type QP struct {
 	state  QPState
 	attr   QPAttr
 
+	overflowed bool // a completion was lost; the QP is on its way to ERR
+
 	builder wire.Builder
 	rq      recvQueue
 	sq      sendQueue
@@ -111,9 +113,9 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 	if len(d.qps) >= d.limits.MaxQP {
 		return nil, fmt.Errorf("create_qp: %w", syscall.ENOMEM)
 	}
-	qp := &QP{dev: d, pd: pd, qpn: d.nextQPN, typ: init.Type, sendCQ: init.SendCQ, recvCQ: init.RecvCQ,
+	qpn := d.allocQPN()
+	qp := &QP{dev: d, pd: pd, qpn: qpn, typ: init.Type, sendCQ: init.SendCQ, recvCQ: init.RecvCQ,
 		srq: init.SRQ, cap: c, sigAll: init.SigAll, state: QPSReset}
-	d.nextQPN++
 	if init.SRQ == nil {
 		qp.rq = newRecvQueue(c.MaxRecvWR)
 	}
@@ -347,7 +349,17 @@ func (qp *QP) complete(cq *CQ, wc WC) {
 	wc.QPNum = qp.qpn
 	if !cq.push(wc) {
 		qp.dev.event(Event{QP: qp.qpn, Kind: EvWarning, WRID: wc.WRID, Msg: "completion queue overflow"})
-		qp.toError("CQ overflow")
+		// The QP goes to ERR as soon as the work in hand is done: doing it here would flush
+		// and retire the very WQE being retired.
+		if !qp.overflowed {
+			qp.overflowed = true
+			d := qp.dev
+			d.clock.Post(0, func() {
+				d.mu.Lock()
+				defer d.mu.Unlock()
+				qp.toError("CQ overflow")
+			})
+		}
 		return
 	}
 	if qp.dev.tracing() {
@@ -364,6 +376,11 @@ func (qp *QP) flush() {
 }
 
 func (qp *QP) flushRecv() {
+	if r := &qp.resp; r.recv != nil {
+		// The receive a message in progress had taken belongs to this QP even from an SRQ.
+		qp.complete(qp.recvCQ, WC{WRID: r.recv.id, Status: WCWRFlushErr, Opcode: WCRecv})
+		r.recv = nil
+	}
 	if qp.srq != nil {
 		return // an SRQ's receives belong to no QP
 	}
@@ -404,4 +421,19 @@ func (qp *QP) remoteAccess(rkey uint32, va, n uint64, rights Access) (keys.Span,
 // localAccess checks an lkey access by one of this QP's work requests.
 func (qp *QP) localAccess(sge SGE, off, n uint64, rights Access) (keys.Span, error) {
 	return qp.dev.keys.Local(keys.LocalAccess{Key: keys.Key(sge.LKey), PD: qp.pd.handle, VA: sge.Addr + off, Len: n, Rights: rights})
+}
+
+// allocQPN hands out the next free 24-bit QP number from 0x11 up, wrapping, skipping those in
+// use (QPs 0 and 1 are the special ones; 2-0x10 are left alone as rxe does).
+func (d *Device) allocQPN() uint32 {
+	for {
+		n := d.nextQPN
+		d.nextQPN++
+		if d.nextQPN > psnMask {
+			d.nextQPN = 0x11
+		}
+		if _, used := d.qps[n]; !used {
+			return n
+		}
+	}
 }

@@ -44,7 +44,13 @@ type requester struct {
 	timer    Timer
 	armed    bool
 	rnrTimer Timer
-	run      func() // runs the requester; made once so a kick does not allocate
+	rnrGen   uint64 // which RNR wait the pending timer belongs to
+	deadline time.Duration
+	// A sequence NAK for seqRetryPSN has been acted on and nothing has progressed since:
+	// copies of it are ignored rather than each costing a retry.
+	seqRetrying bool
+	seqRetryPSN uint32
+	run         func() // runs the requester; made once so a kick does not allocate
 }
 
 func (r *requester) reset(qp *QP) {
@@ -64,6 +70,7 @@ func (r *requester) stopTimers() {
 		r.rnrTimer.Stop()
 		r.rnrTimer = nil
 	}
+	r.rnrGen++
 	r.waitRNR = false
 }
 
@@ -166,6 +173,7 @@ func (qp *QP) start(w *sendWQE) {
 	w.next = 0
 	if w.isReadOrAtomic() {
 		r.rdAtomic++
+		w.counted = true
 	}
 }
 
@@ -382,21 +390,18 @@ func (qp *QP) execLocal(w *sendWQE) {
 		}
 	case WRBindMW:
 		b := w.wr.Bind
-		kb := keys.Bind{MW: keys.Key(b.MW.rkey), Key8: uint8(b.RKey), QP: keys.QPN(qp.qpn), PD: qp.pd.handle,
+		kb := keys.Bind{MW: keys.Key(w.mwKey), Key8: uint8(b.RKey), QP: keys.QPN(qp.qpn), PD: qp.pd.handle,
 			Addr: b.Addr, Len: b.Length, Access: b.Access}
-		if w.type1 {
-			kb.MW = keys.Key(w.type1Rollback)
-		}
 		if b.MR != nil {
 			kb.MR = b.MR.key
 		}
 		var res keys.Bound
 		res, err = d.keys.BindMW(kb)
 		if err == nil {
+			b.MW.ks = uint32(res.Key)
 			if w.type1 {
 				d.noteRevoked(uint32(kb.MW), "a type 1 bind", qp.qpn)
-			}
-			if !w.type1 {
+			} else {
 				b.MW.rkey = uint32(res.Key) // written back, as irdma does (rxe does not: rdma-core #1777)
 			}
 			if d.tracing() {
@@ -454,11 +459,13 @@ func (qp *QP) retire() {
 func (qp *QP) retireHead() {
 	q := &qp.sq
 	w := q.at(0)
-	if w.isReadOrAtomic() && w.started() && qp.req.rdAtomic > 0 {
+	if w.counted {
 		qp.req.rdAtomic--
 	}
-	if w.type1 && w.status != WCSuccess && w.wr.Bind.MW.rkey == w.wr.Bind.RKey {
-		w.wr.Bind.MW.rkey = w.type1Rollback
+	if w.type1 && w.status != WCSuccess {
+		// A failed (or flushed) type 1 bind leaves the window as the key space has it; binds
+		// queued behind it are flushed too, so that is the key the consumer holds again.
+		w.wr.Bind.MW.rkey = w.wr.Bind.MW.ks
 	}
 	if w.status != WCSuccess || qp.sigAll || w.wr.Flags&SendSignaled != 0 {
 		wc := WC{WRID: w.wr.ID, Status: w.status, Opcode: wcOpcodeOf(w.wr.Opcode), ByteLen: uint32(w.length), Err: w.err}
@@ -520,13 +527,16 @@ func (qp *QP) armRetransmit() {
 		r.timer = qp.dev.clock.NewTimer(func() {
 			qp.dev.mu.Lock()
 			defer qp.dev.mu.Unlock()
-			if qp.req.armed {
+			// On the wall clock a callback can be waiting for the lock while the timer is
+			// stopped and set again; it only acts once its own deadline has come.
+			if qp.req.armed && qp.dev.clock.Now() >= qp.req.deadline {
 				qp.req.armed = false
 				qp.onTimeout()
 			}
 		})
 	}
 	r.armed = true
+	r.deadline = qp.dev.clock.Now() + to
 	r.timer.Reset(to)
 }
 

@@ -20,7 +20,8 @@ type responder struct {
 
 	// The message in progress.
 	inSend, inWrite bool
-	recv            *recvWQE // the receive WQE a SEND or WRITE_WITH_IMM consumes
+	recv            *recvWQE // the receive WQE a SEND or WRITE_WITH_IMM consumes (points at held)
+	held            recvWQE  // that WQE, taken off its queue when the message started
 	placed          uint64   // bytes of the current SEND placed
 	va              uint64   // the current WRITE's next address
 	rkey            uint32
@@ -140,7 +141,7 @@ func (qp *QP) execute(f *wire.Frame, psn uint32) *respError {
 			return nak(wire.NAKInvalidRequest, "%s with %d bytes, the path MTU is %d", op, n, mtu)
 		}
 	case wire.Last:
-		if n == 0 && isWrite || n > mtu {
+		if n == 0 || n > mtu {
 			return nak(wire.NAKInvalidRequest, "%s with %d bytes", op, n)
 		}
 	case wire.Only:
@@ -165,7 +166,12 @@ func (qp *QP) execute(f *wire.Frame, psn uint32) *respError {
 			qp.sendAck(syn, psn)
 			return nil
 		}
-		r.recv = w
+		// Taken off the queue now, not when the message ends: another QP on the same SRQ
+		// must not get the same receive (rxe's get_srq_wqe does the same).
+		r.held.id, r.held.length = w.id, w.length
+		r.held.sgl = append(r.held.sgl[:0], w.sgl...)
+		qp.recvQueue().pop()
+		r.recv = &r.held
 		r.placed = 0
 	}
 
@@ -233,7 +239,6 @@ func (qp *QP) execSend(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Opc
 
 func (qp *QP) finishRecv(wc WC) {
 	r := &qp.resp
-	qp.recvQueue().pop()
 	r.recv = nil
 	r.placed = 0
 	qp.complete(qp.recvCQ, wc)
@@ -282,7 +287,7 @@ func (qp *QP) execWrite(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Op
 }
 
 func accessNAK(err error) *respError {
-	return &respError{syn: wire.NAKRemoteAccess, err: err}
+	return &respError{syn: wire.NAKRemoteAccess, status: keys.StatusRemAccessErr, err: err}
 }
 
 func (qp *QP) execRead(f *wire.Frame, psn uint32) *respError {
@@ -300,6 +305,9 @@ func (qp *QP) execRead(f *wire.Frame, psn uint32) *respError {
 	npkts := uint32(1)
 	if n > mtu {
 		npkts = uint32((n + mtu - 1) / mtu)
+	}
+	if npkts >= 1<<23-maxUnackedPSNs {
+		return nak(wire.NAKInvalidRequest, "RDMA READ of %d bytes needs %d responses at MTU %d", n, npkts, mtu)
 	}
 	res := &r.res[r.resIdx]
 	r.resIdx = (r.resIdx + 1) % len(r.res)

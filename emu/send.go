@@ -72,8 +72,9 @@ type sendWQE struct {
 	npkts             uint32 // request packets (SEND, WRITE) or response packets (READ)
 	next              uint32 // index of the next request packet to send, or of the next READ response expected
 	atomicOrig        uint64
-	type1Rollback     uint32 // a type 1 bind: the rkey to put back into the handle if it fails
+	mwKey             uint32 // a bind: the window's rkey when it was posted (and, for type 1, the one to restore if it fails)
 	type1             bool
+	counted           bool // a READ or atomic counted in the requester's rdAtomic
 	gapAsked          bool // a READ asked again for the responses from gapPSN on
 	gapPSN            uint32
 }
@@ -161,6 +162,10 @@ func (qp *QP) postSend(wr *SendWR) *PostError {
 	if length > qp.dev.limits.MaxMsgSize {
 		return fail(syscall.EINVAL, "message of %d bytes, at most %d", length, qp.dev.limits.MaxMsgSize)
 	}
+	if mtu := uint64(qp.attr.PathMTU.Bytes()); mtu > 0 && (length+mtu-1)/mtu >= 1<<23-maxUnackedPSNs {
+		// Half the 24-bit PSN space less the window: beyond it PSN comparisons break.
+		return fail(syscall.EINVAL, "message of %d bytes needs too many packets at MTU %d", length, mtu)
+	}
 	switch wr.Opcode {
 	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
 		if len(wr.SGL) != 1 || wr.SGL[0].Length != 8 {
@@ -192,6 +197,9 @@ func (qp *QP) postSend(wr *SendWR) *PostError {
 	w := q.at(q.n)
 	*w = sendWQE{wr: *wr, sgl: append(w.sgl[:0], wr.SGL...), inline: w.inline[:0], length: length}
 	w.wr.SGL = nil
+	if wr.Opcode == WRBindMW {
+		w.mwKey = wr.Bind.MW.rkey // the rkey the consumer named, checked when the bind runs (B1)
+	}
 	if wr.Flags&SendInline != 0 {
 		// Inline data is read at post time, through the local address space, which for Go
 		// callers means the registered memory the SGEs name.
@@ -236,7 +244,9 @@ func (qp *QP) BindMW(mw *MW, b MWBind) error {
 	if mw.typ != MWType1 {
 		return fmt.Errorf("bind_mw: %s window: %w", mw.typ, syscall.EINVAL)
 	}
-	kb := keys.Bind{MW: keys.Key(mw.rkey), QP: keys.QPN(qp.qpn), PD: qp.pd.handle, Addr: b.Addr, Len: b.Length, Access: b.Access}
+	// The verb's checks look at the window as the key space has it; binds still queued ahead
+	// of this one may have moved the handle's rkey on already.
+	kb := keys.Bind{MW: keys.Key(mw.ks), QP: keys.QPN(qp.qpn), PD: qp.pd.handle, Addr: b.Addr, Len: b.Length, Access: b.Access}
 	if b.MR != nil {
 		kb.MR = b.MR.key
 	}
@@ -271,7 +281,7 @@ func (qp *QP) postBind1(wr *SendWR, old uint32) error {
 		return fmt.Errorf("bind_mw: send queue full: %w", syscall.ENOMEM)
 	}
 	w := q.at(q.n)
-	*w = sendWQE{wr: *wr, sgl: w.sgl[:0], inline: w.inline[:0], type1: true, type1Rollback: old}
+	*w = sendWQE{wr: *wr, sgl: w.sgl[:0], inline: w.inline[:0], type1: true, mwKey: old}
 	q.n++
 	if qp.state == QPSErr {
 		w.state, w.status = wqeDone, WCWRFlushErr
