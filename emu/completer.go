@@ -142,6 +142,7 @@ func (qp *QP) wqeHolding(psn uint32) *sendWQE {
 func (qp *QP) ackThrough(psn uint32) {
 	r := &qp.req
 	progress := false
+	rewind, rewindTo := false, uint32(0)
 	for i := 0; i < qp.sq.n; i++ {
 		w := qp.sq.at(i)
 		if w.state == wqeDone || w.isLocal() {
@@ -153,12 +154,12 @@ func (qp *QP) ackThrough(psn uint32) {
 		if w.isReadOrAtomic() {
 			if want := psnAdd(w.firstPSN, w.next); psnCmp(w.lastPSN, psn) < 0 && w.state == wqeSent && !(w.gapAsked && w.gapPSN == want) {
 				// Acknowledged past a READ or atomic whose response never came: the response
-				// was lost. Ask again, once for each response missing.
+				// was lost. Ask again, once for each response missing, after taking what
+				// this acknowledgement says about the requests before it.
 				w.gapAsked, w.gapPSN = true, want
 				qp.dev.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: psn, WRID: w.wr.ID,
 					Msg: fmt.Sprintf("ACK of psn %d passes %s psn %d without its response: resend from %d", psn, w.wr.Opcode, w.firstPSN, want)})
-				qp.rewind(want)
-				return
+				rewind, rewindTo = true, want
 			}
 			break
 		}
@@ -171,7 +172,7 @@ func (qp *QP) ackThrough(psn uint32) {
 		w.state, w.status = wqeDone, WCSuccess
 		progress = true
 	}
-	if psnCmp(psnAdd(psn, 1), r.compPSN) > 0 {
+	if psnCmp(psnAdd(psn, 1), r.compPSN) > 0 && !rewind {
 		r.compPSN = psnAdd(psn, 1)
 		progress = true
 	}
@@ -179,7 +180,12 @@ func (qp *QP) ackThrough(psn uint32) {
 		r.seqRetrying = false
 		r.retryLeft, r.rnrLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
 		qp.retire()
-		qp.restartRetransmit()
+		if !rewind {
+			qp.restartRetransmit()
+		}
+	}
+	if rewind && (qp.state == QPSRTS || qp.state == QPSSQD) {
+		qp.rewind(rewindTo)
 	}
 }
 
