@@ -68,6 +68,9 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Run 'softirdma <command> -h' for the flags of one command.")
 }
 
+// flagSet is what the subcommands need of a *flag.FlagSet.
+type flagSet = *flag.FlagSet
+
 // newFlagSet gives every subcommand the same flag behaviour: Go's flag syntax (-seed 7 and
 // --seed 7 alike), errors and help on stderr, and no os.Exit from inside the parser.
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+
+	"github.com/softirdma/softirdma/compat/pingpong"
+	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/wire"
+	"github.com/softirdma/softirdma/wire/neigh"
+	"github.com/softirdma/softirdma/wire/qemu"
+)
+
+func init() {
+	register("pingpong", "ibv_rc_pingpong's peer: either side can be rdma-core's ibv_rc_pingpong", runPingpong)
+}
+
+func runPingpong(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("pingpong", stderr)
+	var o pingpong.Options
+	var lc linkFlags
+	lc.register(fs)
+	server := fs.Bool("server", false, "wait for a client (ibv_rc_pingpong without a host name)")
+	fs.IntVar(&o.Port, "p", 18515, "TCP port of the address exchange")
+	fs.IntVar(&o.Size, "s", 4096, "message size")
+	fs.IntVar(&o.Iters, "n", 1000, "messages each way")
+	fs.IntVar(&o.RxDepth, "r", 500, "receives kept posted")
+	fs.IntVar(&o.MTU, "m", 1024, "path MTU: 256, 512, 1024, 2048 or 4096")
+	fs.BoolVar(&o.Validate, "c", false, "validate the buffer (the server checks page starts)")
+	gidIndex := fs.Int("g", 1, "GID index to advertise: 0 the IPv6 link-local GID, 1 the IPv4-mapped one (as rxe numbers them)")
+	timeout := fs.Duration("timeout", 0, "give up after this long (ibv_rc_pingpong has no limit; 0 for none)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: softirdma pingpong [-server | HOST] -link KIND:ADDRS -ip ADDR [flags]")
+		fmt.Fprintln(stderr, "Runs ibv_rc_pingpong's exchange and traffic over a link, e.g. to a QEMU guest:")
+		fmt.Fprintln(stderr, "  softirdma pingpong -server -link dgram:127.0.0.1:9002,127.0.0.1:9001 -ip 192.168.77.1")
+		fs.PrintDefaults()
+	}
+	host, code, done := parseWithOneArg(fs, args)
+	if done {
+		return code
+	}
+	o.Server = *server
+	if !o.Server {
+		if host == "" {
+			fmt.Fprintln(stderr, "softirdma pingpong: give a server's host name, or -server")
+			return 2
+		}
+		o.Host = host
+	}
+	h, err := lc.host("pingpong")
+	if err != nil {
+		fmt.Fprintf(stderr, "softirdma pingpong: %v\n", err)
+		return 2
+	}
+	defer h.Close()
+	go h.Run()
+	switch *gidIndex {
+	case 0:
+		o.GID = neigh.LinkLocal(h.Device().MAC())
+	case 1:
+		o.GID = h.Device().IP()
+	default:
+		fmt.Fprintln(stderr, "softirdma pingpong: -g is 0 or 1")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	if _, err := pingpong.Run(ctx, h.Device(), o, stdout); err != nil {
+		fmt.Fprintf(stderr, "softirdma pingpong: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// parseWithOneArg parses flags before and after at most one positional argument.
+func parseWithOneArg(fs flagSet, args []string) (arg string, code int, done bool) {
+	for {
+		if c, d := parseFlags(fs, args); d {
+			return "", c, true
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return arg, 0, false
+		}
+		if arg != "" {
+			fmt.Fprintf(fs.Output(), "%s: more than one argument: %q and %q\n", fs.Name(), arg, rest[0])
+			return "", 2, true
+		}
+		arg, args = rest[0], rest[1:]
+	}
+}
+
+// linkFlags are the flags that put a device on a link.
+type linkFlags struct {
+	link, ip, mac, pcap string
+	loss                float64
+}
+
+func (l *linkFlags) register(fs flagSet) {
+	fs.StringVar(&l.link, "link", "", "the link: dgram:LOCAL,REMOTE (QEMU -netdev dgram: receive on LOCAL, send to REMOTE), stream:tcp:ADDR or stream:unix:PATH (QEMU -netdev stream, server=on)")
+	fs.StringVar(&l.ip, "ip", "", "softirdma's IPv4 address on the link (its RoCE GID); it answers ARP for it")
+	fs.StringVar(&l.mac, "mac", "02:00:00:00:00:01", "softirdma's MAC address on the link")
+	fs.Float64Var(&l.loss, "loss", 0, "drop this fraction of the RoCE frames received (to meet the peer's retransmissions)")
+	fs.StringVar(&l.pcap, "pcap", "", "write both directions of the link to this pcap")
+}
+
+func (l *linkFlags) host(name string) (*emu.Host, error) {
+	ip, err := netip.ParseAddr(l.ip)
+	if err != nil {
+		return nil, fmt.Errorf("-ip: %v", err)
+	}
+	hw, err := net.ParseMAC(l.mac)
+	if err != nil || len(hw) != 6 {
+		return nil, fmt.Errorf("-mac %q is not a MAC address", l.mac)
+	}
+	mac := [6]byte(hw)
+	var link wire.Link
+	kind, addrs, _ := strings.Cut(l.link, ":")
+	switch kind {
+	case "dgram":
+		local, remote, ok := strings.Cut(addrs, ",")
+		if !ok {
+			return nil, fmt.Errorf("-link dgram:LOCAL,REMOTE, got %q", l.link)
+		}
+		d, err := qemu.ListenDgram(local, remote)
+		if err != nil {
+			return nil, err
+		}
+		link = d
+	case "stream":
+		network, addr, ok := strings.Cut(addrs, ":")
+		if !ok {
+			return nil, fmt.Errorf("-link stream:tcp:ADDR or stream:unix:PATH, got %q", l.link)
+		}
+		s, err := qemu.DialStream(network, addr)
+		if err != nil {
+			return nil, err
+		}
+		link = s
+	default:
+		return nil, fmt.Errorf("-link %q: use dgram:... or stream:...", l.link)
+	}
+	cfg := emu.HostConfig{Name: name, Link: link, MAC: mac, IP: ip, IPs: []netip.Addr{neigh.LinkLocal(mac)}, Answer: true, RxLoss: l.loss}
+	if l.pcap != "" {
+		f, err := os.Create(l.pcap)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Pcap = f // closed when the process exits
+	}
+	return emu.NewHost(cfg)
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func freeUDP(t *testing.T) string {
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().String()
+}
+
+func freeTCPPort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestPingpongCommand runs the command twice in one process: a server and a client, each with
+// its own dgram link, wired to each other the way QEMU's -netdev dgram wires a guest.
+func TestPingpongCommand(t *testing.T) {
+	a, b := freeUDP(t), freeUDP(t)
+	port := fmt.Sprint(freeTCPPort(t))
+	pcap := t.TempDir() + "/pp.pcap"
+	var wg sync.WaitGroup
+	var sout, cout, serr, cerr bytes.Buffer
+	var scode, ccode int
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		scode = dispatch([]string{"pingpong", "-server", "-p", port, "-n", "50", "-g", "0", "-timeout", "30s", "-link", "dgram:" + a + "," + b, "-ip", "192.0.2.1",
+			"-mac", "02:00:00:00:00:01", "-pcap", pcap}, &sout, &serr)
+	}()
+	go func() {
+		defer wg.Done()
+		ccode = dispatch([]string{"pingpong", "127.0.0.1", "-p", port, "-n", "50", "-g", "0", "-timeout", "30s", "-link", "dgram:" + b + "," + a, "-ip", "192.0.2.2",
+			"-mac", "02:00:00:00:00:02", "-loss", "0.02"}, &cout, &cerr)
+	}()
+	wg.Wait()
+	if scode != 0 || ccode != 0 {
+		t.Fatalf("server %d: %s%s\nclient %d: %s%s", scode, sout.String(), serr.String(), ccode, cout.String(), cerr.String())
+	}
+	for _, out := range []string{sout.String(), cout.String()} {
+		if !strings.Contains(out, "409600 bytes in") || !strings.Contains(out, "50 iters in") {
+			t.Fatalf("output:\n%s", out)
+		}
+	}
+	if code, out, _ := runCLI("decode", pcap); code != 0 || !strings.Contains(out, "icrc_bad=0 malformed=0") {
+		t.Fatalf("decode of the pingpong capture: %d\n%s", code, out)
+	}
+	if code, _, _ := runCLI("pingpong", "-link", "dgram:x"); code != 2 {
+		t.Fatalf("bad usage: exit %d", code)
+	}
+}
