@@ -149,7 +149,7 @@ func (l *linkFlags) host(name string) (*emu.Host, error) {
 		}
 		link = s
 	default:
-		return nil, fmt.Errorf("-link %q: use dgram:... or stream:...", l.link)
+		return nil, fmt.Errorf("-link %q: use dgram:LOCAL,REMOTE or stream:NETWORK:ADDR", l.link)
 	}
 	cfg := emu.HostConfig{Name: name, Link: link, MAC: mac, IP: ip, IPs: []netip.Addr{neigh.LinkLocal(mac)}, Answer: true, RxLoss: l.loss}
 	if l.pcap != "" {
