@@ -316,8 +316,19 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 }
 
 func clientExchange(ctx context.Context, o Options, local Dest) (Dest, error) {
+	// Unlike the tool, keep trying while the server is not up yet: a guest's server may start
+	// after softirdma's client.
 	d := net.Dialer{Timeout: o.Timeout}
-	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+	deadline := time.Now().Add(o.Timeout)
+	var c net.Conn
+	var err error
+	for {
+		c, err = d.DialContext(ctx, "tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err != nil {
 		return Dest{}, fmt.Errorf("pingpong: couldn't connect to %s:%d: %w", o.Host, o.Port, err)
 	}
