@@ -48,9 +48,15 @@ clean:
 	rm -rf bin
 
 # Checks against peers we did not write (tshark here). .ci/run installs what they need.
-.PHONY: interop interop-tshark
-interop: interop-tshark
+.PHONY: interop interop-tshark interop-rxe
+interop: interop-tshark interop-rxe
 
 # tshark dissects a pcap of every opcode and must agree with wire on opcode, QP and PSN.
 interop-tshark:
 	$(GO) test -count=1 -tags interop -run TestTshark ./wire/...
+
+# softirdma against Linux Soft-RoCE in a TCG guest: ibv_rc_pingpong both ways, IPv4 and IPv6
+# link-local GIDs, 64 B and 4 KiB, and with 2% of received frames lost; every pcap decoded.
+# Provisions QEMU and the guest into $$RIG_DIR on first use (needs root and the Debian mirror).
+interop-rxe:
+	bash interop/rxe.sh
