@@ -6,7 +6,12 @@
 # (../shared/rig, about 30 s from nothing) into $RIG_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RIG_SRC=${RIG_SRC:-$(cd ../shared/rig && pwd)}
+RIG_SRC=${RIG_SRC:-../shared/rig}
+if [ ! -f "$RIG_SRC/run-guest.sh" ]; then
+  echo "interop: the rig scripts are not at $RIG_SRC (set RIG_SRC to shared/rig)" >&2
+  exit 1
+fi
+RIG_SRC=$(cd "$RIG_SRC" && pwd)
 export RIG_DIR=${RIG_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/softirdma-rig}
 OUT=${INTEROP_OUT:-$(mktemp -d)}
 mkdir -p "$RIG_DIR" "$OUT"
