@@ -66,6 +66,33 @@ pp_guest_server() {
   check "$name" $rc "RIG: pingpong rc=0" "$pcap"
 }
 
+# perftest: the guest's ib_<test>_bw as server, softirdma perf as client through the forward.
+perf_guest_server() {
+  local name=$1 test=$2 size=$3 n=$4 loss=$5
+  local pcap="$OUT/$name.pcap" sflag=""
+  [ "$test" = atomic ] || sflag="-s $size"
+  guest run rig.cmd="$(printf 'timeout 200 ib_%s_bw -d rxe0 -x $GIDX -F -n %s %s; echo "RIG: perf rc=$?"' "$test" "$n" "$sflag" | base64 -w0)" &
+  local gpid=$!
+  sleep 6
+  local rc=0
+  $SI perf "$test" 127.0.0.1 -p 18516 -n "$n" $sflag -loss "$loss" -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 || rc=$?
+  wait $gpid || true
+  check "$name" $rc "RIG: perf rc=0" "$pcap"
+}
+
+# perftest: softirdma perf as server, the guest's tool as client (to 10.0.2.2:18515).
+perf_guest_client() {
+  local name=$1 test=$2 size=$3 n=$4 loss=$5
+  local pcap="$OUT/$name.pcap" sflag=""
+  [ "$test" = atomic ] || sflag="-s $size"
+  $SI perf "$test" -server -p 18515 -n "$n" $sflag -loss "$loss" -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 &
+  local pid=$!
+  sleep 0.3
+  guest run rig.cmd="$(printf 'ping -c 1 -W 2 $PEER >/dev/null; timeout 200 ib_%s_bw -d rxe0 -x $GIDX -F -n %s %s $SRV; echo "RIG: perf rc=$?"' "$test" "$n" "$sflag" | base64 -w0)"
+  local rc=0; wait $pid || rc=$?
+  check "$name" $rc "RIG: perf rc=0" "$pcap"
+}
+
 echo "interop with Linux rxe; logs and pcaps in $OUT"
 pp_guest_client pingpong_guest_client_ipv4_64B 64 100 1 0
 pp_guest_client pingpong_guest_client_ipv4_4KiB 4096 100 1 0
@@ -74,5 +101,12 @@ pp_guest_client pingpong_guest_client_ipv6_linklocal_4KiB 4096 100 0 0
 pp_guest_server pingpong_guest_server_ipv6_linklocal_64B 64 100 0 0
 pp_guest_client pingpong_guest_client_ipv4_4KiB_loss2 4096 200 1 0.02
 pp_guest_server pingpong_guest_server_ipv4_4KiB_loss2 4096 200 1 0.02
+perf_guest_server perf_guest_server_write_4KiB write 4096 100 0
+perf_guest_server perf_guest_server_read_4KiB read 4096 100 0
+perf_guest_server perf_guest_server_atomic atomic 8 100 0
+perf_guest_server perf_guest_server_send_4KiB send 4096 100 0
+perf_guest_client perf_guest_client_write_4KiB write 4096 100 0
+perf_guest_client perf_guest_client_send_4KiB send 4096 100 0
+perf_guest_server perf_guest_server_write_4KiB_loss2 write 4096 300 0.02
 echo "interop: $pass passed, $fail failed"
 [ "$fail" = 0 ]

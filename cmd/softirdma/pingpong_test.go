@@ -63,3 +63,35 @@ func TestPingpongCommand(t *testing.T) {
 		t.Fatalf("bad usage: exit %d", code)
 	}
 }
+
+// TestPerfCommand runs softirdma perf against itself, as ib_read_bw's two ends would run.
+func TestPerfCommand(t *testing.T) {
+	a, b := freeUDP(t), freeUDP(t)
+	port := fmt.Sprint(freeTCPPort(t))
+	var wg sync.WaitGroup
+	var sout, cout, serr, cerr bytes.Buffer
+	var scode, ccode int
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		scode = dispatch([]string{"perf", "read", "-server", "-p", port, "-n", "200", "-s", "8192", "-timeout", "30s", "-link", "dgram:" + a + "," + b, "-ip", "192.0.2.1",
+			"-mac", "02:00:00:00:00:01"}, &sout, &serr)
+	}()
+	go func() {
+		defer wg.Done()
+		ccode = dispatch([]string{"perf", "read", "127.0.0.1", "-p", port, "-n", "200", "-s", "8192", "-timeout", "30s", "-link", "dgram:" + b + "," + a, "-ip", "192.0.2.2",
+			"-mac", "02:00:00:00:00:02"}, &cout, &cerr)
+	}()
+	wg.Wait()
+	if scode != 0 || ccode != 0 {
+		t.Fatalf("server %d: %s%s\nclient %d: %s%s", scode, sout.String(), serr.String(), ccode, cout.String(), cerr.String())
+	}
+	for _, out := range []string{sout.String(), cout.String()} {
+		if !strings.Contains(out, "RDMA_Read BW Test") || !strings.Contains(out, " 8192       200 ") {
+			t.Fatalf("output:\n%s", out)
+		}
+	}
+	if code, _, _ := runCLI("perf", "frobnicate"); code != 2 {
+		t.Fatalf("unknown test: exit %d", code)
+	}
+}

@@ -1,0 +1,183 @@
+package perftest
+
+import (
+	"bytes"
+	"context"
+	mrand "math/rand/v2"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/wire/neigh"
+	"github.com/softirdma/softirdma/wire/qemu"
+)
+
+func TestRecordFormat(t *testing.T) {
+	r := Record{OutReads: 0x80, QPN: 0x11, PSN: 0x6bc2a8, RKey: 0x1234, VAddr: 0x7f1234567000,
+		GID: netip.MustParseAddr("::ffff:192.168.10.10").As16()}
+	want := "0000:0080:000011:6bc2a8:00001234:00007f1234567000:00:00:00:00:00:00:00:00:00:00:ff:ff:c0:a8:0a:0a:00000000:\x00"
+	if got := string(r.Marshal()); got != want || len(got) != RecordLen {
+		t.Fatalf("record %q (%d bytes)", got, len(got))
+	}
+	back, err := ParseRecord([]byte(want))
+	if err != nil || back != r {
+		t.Fatalf("parse %+v %v", back, err)
+	}
+	for _, bad := range []string{"", "0000:0080", strings.Replace(want, "0080", "zz80", 1), strings.Replace(want, ":0a:0a:", ":0a:1ff:", 1)} {
+		if _, err := ParseRecord([]byte(bad)); err == nil {
+			t.Fatalf("parsed %q", bad)
+		}
+	}
+}
+
+func FuzzParseRecord(f *testing.F) {
+	f.Add(Record{QPN: 0x11}.Marshal())
+	f.Add([]byte("ffff:ffff:ffffff:ffffff:ffffffff:ffffffffffffffff:ff:ff:ff:ff:ff:ff:ff:ff:ff:ff:ff:ff:ff:ff:ff:ff:ffffffff:"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ParseRecord(b)
+		if err != nil {
+			return
+		}
+		if again, err := ParseRecord(r.Marshal()); err != nil || again != r {
+			t.Fatalf("round trip %+v -> %+v %v", r, again, err)
+		}
+	})
+}
+
+// TestVersionRules runs the control exchange against a peer speaking an older version: the
+// sizes of the MTU and iterations fields follow the peer's version.
+func TestVersionRules(t *testing.T) {
+	for _, c := range []struct {
+		peer            string
+		sys, mtu, iters int
+	}{{"6.24", 4, 2, 8}, {"5.70", 4, 2, 8}} {
+		a, b := net.Pipe()
+		srv := &conn{c: a}
+		done := make(chan error, 1)
+		go func() {
+			_, err := srv.begin(Record{QPN: 1, GID: netip.MustParseAddr("::ffff:1.2.3.4").As16()}, 3)
+			if err == nil {
+				_, err = srv.exchangeReport(Report{}, c.peer)
+			}
+			done <- err
+		}()
+		// The "peer" is a client written by hand.
+		ver := make([]byte, 16)
+		copy(ver, c.peer)
+		b.Write(ver)
+		got := make([]byte, 16)
+		readFull(t, b, got)
+		if !strings.HasPrefix(string(got), Version) {
+			t.Fatalf("version %q", got)
+		}
+		for range 2 { // page size, cache line
+			b.Write([]byte{0, 0, 0x10, 0})
+			readFull(t, b, make([]byte, c.sys))
+		}
+		b.Write([]byte{'5', 0})
+		mtu := make([]byte, c.mtu)
+		readFull(t, b, mtu)
+		if mtu[0] != '3' {
+			t.Fatalf("MTU %q", mtu)
+		}
+		b.Write(Record{QPN: 2, GID: netip.MustParseAddr("::ffff:1.2.3.5").As16()}.Marshal())
+		readFull(t, b, make([]byte, RecordLen))
+		for _, n := range []int{8, c.iters, 8, 8, 8} {
+			b.Write(make([]byte, n))
+			readFull(t, b, make([]byte, n))
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("peer %s: %v", c.peer, err)
+		}
+		b.Close()
+	}
+}
+
+func readFull(t *testing.T, c net.Conn, b []byte) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for n := 0; n < len(b); {
+		m, err := c.Read(b[n:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += m
+	}
+}
+
+func hostPair(t *testing.T) (*emu.Host, *emu.Host) {
+	la, err := qemu.ListenDgram("127.0.0.1:0", "127.0.0.1:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := qemu.ListenDgram("127.0.0.1:0", la.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := la.SetRemote(lb.LocalAddr().String()); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(name string, l *qemu.Dgram, last byte) *emu.Host {
+		mac := [6]byte{2, 0, 0, 0, 0, last}
+		h, err := emu.NewHost(emu.HostConfig{Name: name, Link: l, MAC: mac, IP: netip.AddrFrom4([4]byte{192, 0, 2, last}),
+			IPs: []netip.Addr{neigh.LinkLocal(mac)}, Answer: true, Rand: mrand.NewPCG(uint64(last), 3)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go h.Run()
+		t.Cleanup(func() { h.Close() })
+		return h
+	}
+	return mk("server", la, 1), mk("client", lb, 2)
+}
+
+// TestTests runs each bandwidth test with softirdma on both ends over real sockets.
+func TestTests(t *testing.T) {
+	for _, c := range []struct {
+		test  Test
+		size  int
+		title string
+	}{{Write, 4096, "RDMA_Write BW Test"}, {Read, 4096, "RDMA_Read BW Test"}, {Atomic, 8, "Atomic FETCH_AND_ADD BW Test"}, {Send, 2048, "Send BW Test"}} {
+		t.Run(c.title, func(t *testing.T) {
+			hs, hc := hostPair(t)
+			l, _ := net.Listen("tcp4", "127.0.0.1:0")
+			port := l.Addr().(*net.TCPAddr).Port
+			l.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var wg sync.WaitGroup
+			var sout, cout bytes.Buffer
+			var sres, cres Result
+			var serr, cerr error
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				sres, serr = Run(ctx, hs.Device(), Options{Test: c.test, Server: true, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 300, GID: hs.Device().IP()}, &sout)
+			}()
+			go func() {
+				defer wg.Done()
+				cres, cerr = Run(ctx, hc.Device(), Options{Test: c.test, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 300, GID: hc.Device().IP()}, &cout)
+			}()
+			wg.Wait()
+			if serr != nil || cerr != nil {
+				t.Fatalf("server: %v\n%s\nclient: %v\n%s", serr, sout.String(), cerr, cout.String())
+			}
+			for _, out := range []string{sout.String(), cout.String()} {
+				if !strings.Contains(out, c.title) || !strings.Contains(out, " #bytes     #iterations") || !strings.Contains(out, " GID: 00:00:00:00:00:00:00:00:00:00:255:255:192:00:02:0") {
+					t.Fatalf("output:\n%s", out)
+				}
+			}
+			size := uint64(c.size)
+			if cres.Size != size || cres.Iters != 300 || cres.AvgMBs <= 0 || sres.Size != size || sres.Iters != 300 {
+				t.Fatalf("client %+v server %+v", cres.Report, sres.Report)
+			}
+			if c.test != Send && sres.AvgMBs != cres.AvgMBs {
+				t.Fatalf("the server printed %v, the client measured %v", sres.AvgMBs, cres.AvgMBs)
+			}
+		})
+	}
+}
