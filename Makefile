@@ -48,8 +48,8 @@ clean:
 	rm -rf bin
 
 # Checks against peers we did not write (tshark here). .ci/run installs what they need.
-.PHONY: interop interop-tshark interop-rxe
-interop: interop-tshark interop-rxe
+.PHONY: interop interop-tshark interop-rxe interop-netns
+interop: interop-tshark interop-rxe interop-netns
 
 # tshark dissects a pcap of every opcode and must agree with wire on opcode, QP and PSN.
 interop-tshark:
@@ -60,3 +60,8 @@ interop-tshark:
 # Provisions QEMU and the guest into $$RIG_DIR on first use (needs root and the Debian mirror).
 interop-rxe:
 	bash interop/rxe.sh
+
+# softirdma on AF_PACKET in two network namespaces joined by veth: pingpong (IPv4 and IPv6
+# link-local) and perf write, peer MACs by the kernels' ARP, no ICMP port unreachable. Needs root.
+interop-netns:
+	bash interop/netns.sh

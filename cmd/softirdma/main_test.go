@@ -83,3 +83,22 @@ func withoutWallTime(s string) string {
 	}
 	return strings.Join(keep, "\n")
 }
+
+func TestLinksAndDoctor(t *testing.T) {
+	for mtu, want := range map[int]int{1500: 1024, 9000: 4096, 1400: 1024, 1104: 1024, 1103: 512, 300: 0, 4176: 4096, 4175: 2048} {
+		if got := pathMTU(mtu); got != want {
+			t.Fatalf("pathMTU(%d) = %d, want %d", mtu, got, want)
+		}
+	}
+	code, out, _ := runCLI("links")
+	if code != 0 || !strings.Contains(out, "lo (index 1): up") || !strings.Contains(out, "gid[1] ::ffff:127.0.0.1") {
+		t.Fatalf("links: %d\n%s", code, out)
+	}
+	code, out, _ = runCLI("doctor", "lo")
+	if !strings.Contains(out, "path MTU 4096") || !strings.Contains(out, "packet socket on lo") {
+		t.Fatalf("doctor lo: %d\n%s", code, out)
+	}
+	if code, _, _ := runCLI("doctor", "no-such-adapter"); code != 1 {
+		t.Fatalf("doctor on a missing adapter: exit %d", code)
+	}
+}

@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"time"
 
 	"github.com/softirdma/softirdma/compat/pingpong"
 	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/wire"
+	"github.com/softirdma/softirdma/wire/afpacket"
 	"github.com/softirdma/softirdma/wire/neigh"
 	"github.com/softirdma/softirdma/wire/qemu"
 )
@@ -108,14 +110,17 @@ type linkFlags struct {
 }
 
 func (l *linkFlags) register(fs flagSet) {
-	fs.StringVar(&l.link, "link", "", "the link: dgram:LOCAL,REMOTE (QEMU -netdev dgram: receive on LOCAL, send to REMOTE), stream:tcp:ADDR or stream:unix:PATH (QEMU -netdev stream, server=on)")
-	fs.StringVar(&l.ip, "ip", "", "softirdma's IPv4 address on the link (its RoCE GID); it answers ARP for it")
+	fs.StringVar(&l.link, "link", "", "the link: dgram:LOCAL,REMOTE (QEMU -netdev dgram: receive on LOCAL, send to REMOTE), stream:tcp:ADDR or stream:unix:PATH (QEMU -netdev stream, server=on), afpacket:IFNAME (a real adapter; root or CAP_NET_RAW)")
+	fs.StringVar(&l.ip, "ip", "", "softirdma's IPv4 address on the link (its RoCE GID); on a socket link it answers ARP for it; on an adapter the default is the adapter's")
 	fs.StringVar(&l.mac, "mac", "02:00:00:00:00:01", "softirdma's MAC address on the link")
 	fs.Float64Var(&l.loss, "loss", 0, "drop this fraction of the RoCE frames received (to meet the peer's retransmissions)")
 	fs.StringVar(&l.pcap, "pcap", "", "write both directions of the link to this pcap")
 }
 
 func (l *linkFlags) host(name string) (*emu.Host, error) {
+	if ifname, ok := strings.CutPrefix(l.link, "afpacket:"); ok {
+		return l.adapterHost(name, ifname)
+	}
 	ip, err := netip.ParseAddr(l.ip)
 	if err != nil {
 		return nil, fmt.Errorf("-ip: %v", err)
@@ -152,6 +157,10 @@ func (l *linkFlags) host(name string) (*emu.Host, error) {
 		return nil, fmt.Errorf("-link %q: use dgram:LOCAL,REMOTE or stream:NETWORK:ADDR", l.link)
 	}
 	cfg := emu.HostConfig{Name: name, Link: link, MAC: mac, IP: ip, IPs: []netip.Addr{neigh.LinkLocal(mac)}, Answer: true, RxLoss: l.loss}
+	return l.newHost(cfg)
+}
+
+func (l *linkFlags) newHost(cfg emu.HostConfig) (*emu.Host, error) {
 	if l.pcap != "" {
 		f, err := os.Create(l.pcap)
 		if err != nil {
@@ -160,4 +169,34 @@ func (l *linkFlags) host(name string) (*emu.Host, error) {
 		cfg.Pcap = f // closed when the process exits
 	}
 	return emu.NewHost(cfg)
+}
+
+// adapterHost stands the device on a real adapter: the kernel keeps the address and answers
+// ARP/ND, softirdma uses its MAC and address and asks the kernel's neighbour table for peers.
+func (l *linkFlags) adapterHost(name, ifname string) (*emu.Host, error) {
+	ad, err := afpacket.Lookup(ifname)
+	if err != nil {
+		return nil, err
+	}
+	ip, ok := ad.IPv4()
+	if l.ip != "" {
+		if ip, err = netip.ParseAddr(l.ip); err != nil {
+			return nil, fmt.Errorf("-ip: %v", err)
+		}
+	} else if !ok {
+		return nil, fmt.Errorf("%s has no IPv4 address; give one with -ip", ifname)
+	}
+	var more []netip.Addr
+	for _, a := range ad.Addrs {
+		if a.Is6() && a.IsLinkLocalUnicast() {
+			more = append(more, a)
+		}
+	}
+	link, err := afpacket.Open(ad, ip)
+	if err != nil {
+		return nil, err
+	}
+	cfg := emu.HostConfig{Name: name, Link: link, MAC: ad.MAC, IP: ip, IPs: more, RxLoss: l.loss,
+		Resolve: func(peer netip.Addr) ([6]byte, bool) { return afpacket.Neighbor(ad, peer, 3*time.Second) }}
+	return l.newHost(cfg)
 }
