@@ -64,8 +64,10 @@ func (r *runner) initiate() (Result, error) {
 	var res Result
 	posted, completed, outstanding := 0, 0, 0
 	start := time.Now()
+	// The peak is the best rate over windows of tx_depth completed WRs (a single completion's
+	// interval says nothing about bandwidth).
 	peak := 0.0
-	last := start
+	winStart, winDone := start, 0
 	for completed < o.Iters {
 		for outstanding < o.TxDepth && posted < o.Iters {
 			k := posted % wrap
@@ -100,11 +102,13 @@ func (r *runner) initiate() (Result, error) {
 			}
 			completed += n
 			outstanding -= n
-			now := time.Now()
-			if d := now.Sub(last).Seconds(); d > 0 {
-				peak = max(peak, float64(n*o.Size)/d/(1<<20))
+			if winDone += n; winDone >= o.TxDepth {
+				now := time.Now()
+				if d := now.Sub(winStart).Seconds(); d > 0 {
+					peak = max(peak, float64(winDone*o.Size)/d/(1<<20))
+				}
+				winStart, winDone = now, 0
 			}
-			last = now
 		}
 	}
 	res.Elapsed = time.Since(start)
