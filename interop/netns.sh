@@ -38,6 +38,14 @@ run pingpong_afpacket_4KiB pingpong -s 4096 -n 500 -- pingpong -s 4096 -n 500
 run pingpong_afpacket_ipv6_linklocal pingpong -g 0 -s 4096 -n 200 -- pingpong -g 0 -s 4096 -n 200
 run perf_write_afpacket perf write -s 65536 -n 500 -- perf write -s 65536 -n 500
 if ip -n "$B" neigh show 192.0.2.1 | grep -q lladdr; then echo "PASS peer MAC learned by ARP"; pass=$((pass+1)); else echo "FAIL no ARP entry"; fail=$((fail+1)); fi
+# Link state changes reach softirdma through netlink.
+ip netns exec "$A" "$SI" links -watch va -for 3s > "$OUT/watch" 2>&1 &
+wpid=$!
+sleep 1; ip -n "$A" link set va down; sleep 0.5; ip -n "$A" link set va up
+wait $wpid || true
+if grep -q "va: down" "$OUT/watch" && grep -q "va: up" "$OUT/watch"; then echo "PASS link state changes seen"; pass=$((pass+1)); else
+  echo "FAIL link state changes:"; cat "$OUT/watch"; fail=$((fail+1)); fi
+
 # No kernel may have answered RoCE frames with "port unreachable": softirdma holds UDP 4791.
 unreach() { ip netns exec "$1" awk '/^Icmp:/ { if (!h) { for (i=1;i<=NF;i++) col[$i]=i; h=1 } else print $col["OutDestUnreachs"] }' /proc/net/snmp; }
 ua=$(unreach "$A") ub=$(unreach "$B")

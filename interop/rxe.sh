@@ -96,9 +96,12 @@ perf_guest_client() {
 echo "interop with Linux rxe; logs and pcaps in $OUT"
 pp_guest_client pingpong_guest_client_ipv4_64B 64 100 1 0
 pp_guest_client pingpong_guest_client_ipv4_4KiB 4096 100 1 0
+pp_guest_server pingpong_guest_server_ipv4_64B 64 100 1 0
 pp_guest_server pingpong_guest_server_ipv4_4KiB 4096 100 1 0
+pp_guest_client pingpong_guest_client_ipv6_linklocal_64B 64 100 0 0
 pp_guest_client pingpong_guest_client_ipv6_linklocal_4KiB 4096 100 0 0
 pp_guest_server pingpong_guest_server_ipv6_linklocal_64B 64 100 0 0
+pp_guest_server pingpong_guest_server_ipv6_linklocal_4KiB 4096 100 0 0
 pp_guest_client pingpong_guest_client_ipv4_4KiB_loss2 4096 200 1 0.02
 pp_guest_server pingpong_guest_server_ipv4_4KiB_loss2 4096 200 1 0.02
 perf_guest_server perf_guest_server_write_4KiB write 4096 100 0

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/softirdma/softirdma/wire"
 	"github.com/softirdma/softirdma/wire/afpacket"
@@ -21,8 +25,13 @@ func init() {
 
 func runLinks(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("links", stderr)
+	watch := fs.String("watch", "", "print the named adapter's state changes as netlink reports them")
+	watchFor := fs.Duration("for", 0, "with -watch: stop after this long (0: until interrupted)")
 	if code, done := parseFlags(fs, args); done {
 		return code
+	}
+	if *watch != "" {
+		return watchLink(*watch, *watchFor, stdout, stderr)
 	}
 	ads, err := afpacket.Adapters()
 	if err != nil {
@@ -150,4 +159,41 @@ func errText(err error) string {
 		return ""
 	}
 	return ": " + err.Error()
+}
+
+func watchLink(name string, d time.Duration, stdout, stderr io.Writer) int {
+	if _, err := afpacket.Lookup(name); err != nil {
+		fmt.Fprintf(stderr, "softirdma links: %v\n", err)
+		return 1
+	}
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	last := ""
+	err := afpacket.Watch(name, stop, func(a afpacket.Adapter) {
+		state := "down"
+		if a.Up {
+			state = "up"
+		}
+		line := fmt.Sprintf("%s: %s, mtu %d", a.Name, state, a.MTU)
+		mu.Lock()
+		defer mu.Unlock()
+		if line != last {
+			fmt.Fprintln(stdout, line)
+			last = line
+		}
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "softirdma links: %v\n", err)
+		return 1
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	if d > 0 {
+		var c context.CancelFunc
+		ctx, c = context.WithTimeout(ctx, d)
+		defer c()
+	}
+	<-ctx.Done()
+	close(stop)
+	return 0
 }

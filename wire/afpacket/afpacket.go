@@ -255,3 +255,30 @@ func (l *Link) Close() error {
 	}
 	return unix.Close(l.fd)
 }
+
+// Watch calls f with the adapter's new description whenever netlink reports a change to it
+// (up, down, MTU, address), until stop is closed.
+func Watch(name string, stop <-chan struct{}, f func(Adapter)) error {
+	ch := make(chan netlink.LinkUpdate, 16)
+	done := make(chan struct{})
+	if err := netlink.LinkSubscribe(ch, done); err != nil {
+		return fmt.Errorf("afpacket: watching links: %w", err)
+	}
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case u, ok := <-ch:
+				if !ok {
+					return
+				}
+				if u.Link != nil && u.Link.Attrs().Name == name {
+					f(describe(u.Link))
+				}
+			}
+		}
+	}()
+	return nil
+}
