@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
+	"net/netip"
 
 	"github.com/softirdma/softirdma/compat/perftest"
-	"github.com/softirdma/softirdma/wire/neigh"
+	"github.com/softirdma/softirdma/emu"
 )
 
 func init() {
@@ -60,32 +59,9 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		}
 		o.Host = host
 	}
-	h, err := lc.host("perf")
-	if err != nil {
-		fmt.Fprintf(stderr, "softirdma perf: %v\n", err)
-		return 2
-	}
-	defer h.Close()
-	go h.Run()
-	switch *gidIndex {
-	case 0:
-		o.GID = neigh.LinkLocal(h.Device().MAC())
-	case 1:
-		o.GID = h.Device().IP()
-	default:
-		fmt.Fprintln(stderr, "softirdma perf: -x is 0 or 1")
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if *timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *timeout)
-		defer cancel()
-	}
-	if _, err := perftest.Run(ctx, h.Device(), o, stdout); err != nil {
-		fmt.Fprintf(stderr, "softirdma perf: %v\n", err)
-		return 1
-	}
-	return 0
+	return runPeer("perf", &lc, *gidIndex, "-x", *timeout, stderr, func(ctx context.Context, dev *emu.Device, gid netip.Addr) error {
+		o.GID = gid
+		_, err := perftest.Run(ctx, dev, o, stdout)
+		return err
+	})
 }

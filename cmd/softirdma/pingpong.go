@@ -55,31 +55,44 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 		}
 		o.Host = host
 	}
-	h, err := lc.host("pingpong")
+	return runPeer("pingpong", &lc, *gidIndex, "-g", *timeout, stderr, func(ctx context.Context, dev *emu.Device, gid netip.Addr) error {
+		o.GID = gid
+		_, err := pingpong.Run(ctx, dev, o, stdout)
+		return err
+	})
+}
+
+// runPeer is what the peers of rdma-core's tools share once their flags are parsed: a host on
+// the link, the GID to advertise by rxe's numbering (0 the IPv6 link-local one, 1 the
+// IPv4-mapped one), and a context that ends on an interrupt or after timeout.
+func runPeer(cmd string, lc *linkFlags, gidIndex int, gidFlag string, timeout time.Duration, stderr io.Writer,
+	run func(ctx context.Context, dev *emu.Device, gid netip.Addr) error) int {
+	h, err := lc.host(cmd)
 	if err != nil {
-		fmt.Fprintf(stderr, "softirdma pingpong: %v\n", err)
+		fmt.Fprintf(stderr, "softirdma %s: %v\n", cmd, err)
 		return 2
 	}
 	defer h.Close()
 	go h.Run()
-	switch *gidIndex {
+	var gid netip.Addr
+	switch gidIndex {
 	case 0:
-		o.GID = neigh.LinkLocal(h.Device().MAC())
+		gid = neigh.LinkLocal(h.Device().MAC())
 	case 1:
-		o.GID = h.Device().IP()
+		gid = h.Device().IP()
 	default:
-		fmt.Fprintln(stderr, "softirdma pingpong: -g is 0 or 1")
+		fmt.Fprintf(stderr, "softirdma %s: %s is 0 or 1\n", cmd, gidFlag)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if *timeout > 0 {
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	if _, err := pingpong.Run(ctx, h.Device(), o, stdout); err != nil {
-		fmt.Fprintf(stderr, "softirdma pingpong: %v\n", err)
+	if err := run(ctx, h.Device(), gid); err != nil {
+		fmt.Fprintf(stderr, "softirdma %s: %v\n", cmd, err)
 		return 1
 	}
 	return 0
