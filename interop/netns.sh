@@ -19,7 +19,12 @@ ip link add va netns "$A" type veth peer name vb netns "$B"
 ip -n "$A" addr add 192.0.2.1/24 dev va; ip -n "$B" addr add 192.0.2.2/24 dev vb
 for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
 ip -n "$A" link set va up; ip -n "$B" link set vb up
-sleep 1 # IPv6 link-local addresses and carrier
+# Wait for carrier and for the IPv6 link-local addresses to finish duplicate address detection.
+for i in $(seq 50); do
+  if ! ip -n "$A" -6 addr show dev va | grep -q tentative && ! ip -n "$B" -6 addr show dev vb | grep -q tentative &&
+     ip -n "$A" -6 addr show dev va | grep -q fe80; then break; fi
+  sleep 0.1
+done
 pass=0 fail=0
 run() { # NAME SERVER_ARGS... -- CLIENT_ARGS...
   local name=$1; shift

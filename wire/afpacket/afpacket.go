@@ -99,7 +99,7 @@ func describe(l netlink.Link) Adapter {
 // up to timeout.
 func Neighbor(ad Adapter, ip netip.Addr, timeout time.Duration) ([6]byte, bool) {
 	deadline := time.Now().Add(timeout)
-	nudged := false
+	var nudged time.Time
 	for {
 		neighs, err := netlink.NeighList(ad.Index, netlink.FAMILY_ALL)
 		if err == nil {
@@ -113,9 +113,9 @@ func Neighbor(ad Adapter, ip netip.Addr, timeout time.Duration) ([6]byte, bool) 
 		if time.Now().After(deadline) {
 			return [6]byte{}, false
 		}
-		if !nudged {
-			nudge(ad, ip)
-			nudged = true
+		if time.Since(nudged) > 500*time.Millisecond {
+			nudge(ad, ip) // again now and then: the first may have gone before the address was usable
+			nudged = time.Now()
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
