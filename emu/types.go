@@ -123,6 +123,16 @@ const (
 	MTU4096 MTU = 5
 )
 
+// MTUOf is the MTU of n bytes, if n is one of 256, 512, 1024, 2048 and 4096.
+func MTUOf(n int) (MTU, bool) {
+	for m := MTU256; m <= MTU4096; m++ {
+		if m.Bytes() == n {
+			return m, true
+		}
+	}
+	return 0, false
+}
+
 // Bytes is the MTU in bytes, 0 for an invalid value.
 func (m MTU) Bytes() int {
 	if m < MTU256 || m > MTU4096 {

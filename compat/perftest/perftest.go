@@ -114,16 +114,11 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	}
 	localMTU := 3
 	if o.MTU != 0 {
-		m := 0
-		for e := emu.MTU256; e <= emu.MTU4096; e++ {
-			if e.Bytes() == o.MTU {
-				m = int(e)
-			}
-		}
-		if m == 0 {
+		m, ok := emu.MTUOf(o.MTU)
+		if !ok {
 			return res, fmt.Errorf("perftest: MTU %d is not one of 256..4096", o.MTU)
 		}
-		localMTU = m
+		localMTU = int(m)
 	}
 
 	// The control connection first: the server waits for its client before it sets up.

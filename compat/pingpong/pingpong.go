@@ -115,15 +115,6 @@ func GIDString(g [16]byte) string {
 	return netip.AddrFrom16(g).String()
 }
 
-func mtuOf(n int) (emu.MTU, error) {
-	for m := emu.MTU256; m <= emu.MTU4096; m++ {
-		if m.Bytes() == n {
-			return m, nil
-		}
-	}
-	return 0, fmt.Errorf("pingpong: MTU %d is not one of 256, 512, 1024, 2048, 4096", n)
-}
-
 // Result is what a run measured.
 type Result struct {
 	Bytes   int64
@@ -137,9 +128,9 @@ type Result struct {
 func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result, error) {
 	o.defaults()
 	var res Result
-	mtu, err := mtuOf(o.MTU)
-	if err != nil {
-		return res, err
+	mtu, ok := emu.MTUOf(o.MTU)
+	if !ok {
+		return res, fmt.Errorf("pingpong: MTU %d is not one of 256, 512, 1024, 2048, 4096", o.MTU)
 	}
 	if !o.Server && o.Host == "" {
 		return res, errors.New("pingpong: a client needs a server to connect to")
