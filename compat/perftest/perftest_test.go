@@ -3,7 +3,6 @@ package perftest
 import (
 	"bytes"
 	"context"
-	mrand "math/rand/v2"
 	"net"
 	"net/netip"
 	"strings"
@@ -11,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softirdma/softirdma/emu"
-	"github.com/softirdma/softirdma/wire/neigh"
-	"github.com/softirdma/softirdma/wire/qemu"
+	"github.com/softirdma/softirdma/internal/loophosts"
 )
 
 func TestRecordFormat(t *testing.T) {
@@ -109,32 +106,6 @@ func readFull(t *testing.T, c net.Conn, b []byte) {
 	}
 }
 
-func hostPair(t *testing.T) (*emu.Host, *emu.Host) {
-	la, err := qemu.ListenDgram("127.0.0.1:0", "127.0.0.1:9")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lb, err := qemu.ListenDgram("127.0.0.1:0", la.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := la.SetRemote(lb.LocalAddr().String()); err != nil {
-		t.Fatal(err)
-	}
-	mk := func(name string, l *qemu.Dgram, last byte) *emu.Host {
-		mac := [6]byte{2, 0, 0, 0, 0, last}
-		h, err := emu.NewHost(emu.HostConfig{Name: name, Link: l, MAC: mac, IP: netip.AddrFrom4([4]byte{192, 0, 2, last}),
-			IPs: []netip.Addr{neigh.LinkLocal(mac)}, Answer: true, Rand: mrand.NewPCG(uint64(last), 3)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go h.Run()
-		t.Cleanup(func() { h.Close() })
-		return h
-	}
-	return mk("server", la, 1), mk("client", lb, 2)
-}
-
 // TestTests runs each bandwidth test with softirdma on both ends over real sockets.
 func TestTests(t *testing.T) {
 	for _, c := range []struct {
@@ -143,7 +114,7 @@ func TestTests(t *testing.T) {
 		title string
 	}{{Write, 4096, "RDMA_Write BW Test"}, {Read, 4096, "RDMA_Read BW Test"}, {Atomic, 8, "Atomic FETCH_AND_ADD BW Test"}, {Send, 2048, "Send BW Test"}} {
 		t.Run(c.title, func(t *testing.T) {
-			hs, hc := hostPair(t)
+			hs, hc := loophosts.Pair(t, 0, 3)
 			l, _ := net.Listen("tcp4", "127.0.0.1:0")
 			port := l.Addr().(*net.TCPAddr).Port
 			l.Close()

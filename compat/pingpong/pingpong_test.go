@@ -3,7 +3,6 @@ package pingpong
 import (
 	"bytes"
 	"context"
-	mrand "math/rand/v2"
 	"net"
 	"net/netip"
 	"strconv"
@@ -13,8 +12,8 @@ import (
 	"time"
 
 	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/internal/loophosts"
 	"github.com/softirdma/softirdma/wire/neigh"
-	"github.com/softirdma/softirdma/wire/qemu"
 )
 
 func TestMessageFormat(t *testing.T) {
@@ -53,33 +52,6 @@ func FuzzParseDest(f *testing.F) {
 	})
 }
 
-// hostPair is two softirdma hosts on real UDP sockets, as a QEMU guest and softirdma are.
-func hostPair(t *testing.T, loss float64) (*emu.Host, *emu.Host) {
-	la, err := qemu.ListenDgram("127.0.0.1:0", "127.0.0.1:9")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lb, err := qemu.ListenDgram("127.0.0.1:0", la.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := la.SetRemote(lb.LocalAddr().String()); err != nil {
-		t.Fatal(err)
-	}
-	mk := func(name string, l *qemu.Dgram, last byte) *emu.Host {
-		mac := [6]byte{2, 0, 0, 0, 0, last}
-		h, err := emu.NewHost(emu.HostConfig{Name: name, Link: l, MAC: mac, IP: netip.AddrFrom4([4]byte{192, 0, 2, last}),
-			IPs: []netip.Addr{neigh.LinkLocal(mac)}, Answer: true, RxLoss: loss, Rand: mrand.NewPCG(uint64(last), 7)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go h.Run()
-		t.Cleanup(func() { h.Close() })
-		return h
-	}
-	return mk("server", la, 1), mk("client", lb, 2)
-}
-
 func freePort(t *testing.T) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -105,7 +77,7 @@ func TestPingPong(t *testing.T) {
 		{"ipv4_4KiB_loss", false, 4096, 0.02},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			hs, hc := hostPair(t, c.loss)
+			hs, hc := loophosts.Pair(t, c.loss, 7)
 			gid := func(h *emu.Host) netip.Addr {
 				if c.v6 {
 					return neigh.LinkLocal(h.Device().MAC())
