@@ -137,6 +137,4 @@ func (p *pair) eventsLike(kind EventKind, s string) []Event {
 
 func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 
-type netipAddr = netip.Addr
-
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"sync"
 	"syscall"
@@ -267,7 +268,7 @@ func TestWallClock(t *testing.T) {
 	clock := NewWallClock()
 	macA, macB := [6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2}
 	ipA, ipB := mustAddr("192.0.2.1"), mustAddr("192.0.2.2")
-	resolve := func(ip netipAddr) ([6]byte, bool) {
+	resolve := func(ip netip.Addr) ([6]byte, bool) {
 		if ip == ipA {
 			return macA, true
 		}
