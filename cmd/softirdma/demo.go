@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/softirdma/softirdma/emu"
@@ -16,6 +18,17 @@ func init() {
 }
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
+	return demoMain(args, stdout, stderr, demoEnv{self: selfCommand(os.Args[0]), now: time.Now})
+}
+
+// demoEnv is what the demo takes from outside the simulation: how to run this program again, for
+// the hint after a capture, and the wall clock, for the one line that reports wall time.
+type demoEnv struct {
+	self string
+	now  func() time.Time
+}
+
+func demoMain(args []string, stdout, stderr io.Writer, env demoEnv) int {
 	fs := newFlagSet("demo", stderr)
 	seed := fs.Uint64("seed", 1, "seed for every random choice (key8 values, faults); the same seed gives the same run and pcap")
 	loss := fs.Float64("loss", 0, "probability that the simulated wire loses a frame, each way (0 to 0.5)")
@@ -38,8 +51,8 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softirdma demo: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if *loss < 0 || *loss > 0.5 {
-		fmt.Fprintln(stderr, "softirdma demo: -loss must be between 0 and 0.5")
+	if !(*loss >= 0 && *loss <= 0.5) { // also refuses NaN, which every comparison rejects
+		fmt.Fprintf(stderr, "softirdma demo: -loss must be a probability from 0 to 0.5, not %g\n", *loss)
 		return 2
 	}
 	d := &demo{out: stdout, trace: *trace}
@@ -53,7 +66,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		pcap = f
 	}
-	start := time.Now()
+	start := env.now()
 	if err := d.setup(*seed, *loss, pcap); err != nil {
 		fmt.Fprintf(stderr, "softirdma demo: %v\n", err)
 		return 1
@@ -62,7 +75,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		*seed, *loss, d.a.IP(), d.b.IP(), d.qa.Num(), d.qb.Num())
 	d.run()
 	fmt.Fprintln(stdout)
-	d.cost(time.Since(start), *pcapPath)
+	d.cost(env.now().Sub(start), env.self, *pcapPath)
 	if d.failed > 0 {
 		fmt.Fprintf(stdout, "FAILED: %d of %d steps did not get the expected result\n", d.failed, d.steps)
 		return 1
@@ -267,7 +280,7 @@ func (d *demo) run() {
 
 // cost prints what the run took: frames and bytes on the wire, virtual and wall time, and what
 // the faults cost.
-func (d *demo) cost(wall time.Duration, pcapPath string) {
+func (d *demo) cost(wall time.Duration, self, pcapPath string) {
 	var frames, bytes uint64
 	for _, dev := range []*emu.Device{d.a, d.b} {
 		frames += dev.Stats.TxFrames
@@ -282,6 +295,33 @@ func (d *demo) cost(wall time.Duration, pcapPath string) {
 		count[emu.EvFault], d.a.Stats.Retransmits+d.b.Stats.Retransmits, d.a.Stats.Timeouts+d.b.Stats.Timeouts, count[emu.EvNAK],
 		d.a.Stats.SeqNAKsSent+d.b.Stats.SeqNAKsSent, d.a.Stats.RNRNAKsSent+d.b.Stats.RNRNAKsSent)
 	if pcapPath != "" {
-		fmt.Fprintf(d.out, "      every frame is in %s: softirdma decode %s\n", pcapPath, pcapPath)
+		fmt.Fprintf(d.out, "      every frame is in %s: %s, or open it in Wireshark\n", pcapPath, decodeHint(self, pcapPath))
 	}
+}
+
+// selfCommand is how the user can run this program again from the directory they ran it in: the
+// path they gave, or for the binary go run builds in a temporary directory, go run ./cmd/softirdma
+// (the README runs the demo that way, from the top of the repository).
+func selfCommand(argv0 string) string {
+	if argv0 == "" || strings.Contains(filepath.ToSlash(argv0), "/go-build") {
+		return "go run ./cmd/softirdma"
+	}
+	return shellQuote(argv0)
+}
+
+// decodeHint is the command that decodes the demo's capture.
+func decodeHint(self, pcapPath string) string {
+	hint := self + " decode " + shellQuote(pcapPath)
+	if strings.HasPrefix(self, "go run ") {
+		hint += " (make build gives bin/softirdma)"
+	}
+	return hint
+}
+
+// shellQuote quotes s for a POSIX shell when it needs quoting.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./+=:,@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// demoFixed runs the demo with a wall clock that stands still and a fixed way to run the program
+// again, so that its output depends only on its flags.
+func demoFixed(self string, args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	code := demoMain(args, &out, &errOut, demoEnv{self: self, now: func() time.Time { return t0 }})
+	return code, out.String(), errOut.String()
+}
+
+func TestDemoRefusesBadLossAndSeed(t *testing.T) {
+	for _, loss := range []string{"NaN", "nan", "Inf", "+Inf", "-Inf", "-0.01", "0.51", "1", "1e400", "0x1p-1x"} {
+		code, out, errOut := demoFixed("softirdma", "-loss", loss)
+		if code != 2 || out != "" || !strings.Contains(errOut, "-loss") {
+			t.Errorf("-loss %s: exit %d, stdout %q, stderr %q", loss, code, out, errOut)
+		}
+	}
+	// A value that parses but is out of range gets one line that names the flag and the range.
+	for _, loss := range []string{"NaN", "Inf", "-Inf", "-0.01", "0.51"} {
+		_, _, errOut := demoFixed("softirdma", "-loss", loss)
+		if strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "-loss must be a probability from 0 to 0.5") {
+			t.Errorf("-loss %s: stderr %q", loss, errOut)
+		}
+	}
+	for _, seed := range []string{"-1", "x", "1.5", "18446744073709551616"} {
+		if code, out, errOut := demoFixed("softirdma", "-seed", seed); code != 2 || out != "" || !strings.Contains(errOut, "-seed") {
+			t.Errorf("-seed %s: exit %d, stdout %q, stderr %q", seed, code, out, errOut)
+		}
+	}
+	// The ends of both ranges are accepted.
+	for _, args := range [][]string{{"-loss", "0"}, {"-seed", "0"}, {"-seed", "18446744073709551615"}} {
+		if code, out, errOut := demoFixed("softirdma", args...); code != 0 {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+}
+
+func TestDemoDecodeHint(t *testing.T) {
+	for argv0, want := range map[string]string{
+		"/tmp/go-build3013/b001/exe/softirdma": "go run ./cmd/softirdma",
+		"":                                     "go run ./cmd/softirdma",
+		"bin/softirdma":                        "bin/softirdma",
+		"softirdma":                            "softirdma",
+		"/opt/my tools/softirdma":              "'/opt/my tools/softirdma'",
+	} {
+		if got := selfCommand(argv0); got != want {
+			t.Errorf("selfCommand(%q) = %q, want %q", argv0, got, want)
+		}
+	}
+	// After the README's go run, the hint is a command that works from the same directory.
+	pcap := t.TempDir() + "/demo.pcap"
+	code, out, _ := demoFixed(selfCommand("/tmp/go-build1/b001/exe/softirdma"), "-pcap", pcap)
+	want := "every frame is in " + pcap + ": go run ./cmd/softirdma decode " + pcap + " (make build gives bin/softirdma), or open it in Wireshark\n"
+	if code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("exit %d, want %q in\n%s", code, want, out)
+	}
+	if strings.Contains(out, ": softirdma decode") {
+		t.Fatalf("the hint names a command that is not on the PATH:\n%s", out)
+	}
+	// Run by the path make build gives, the hint uses that path; odd file names are quoted.
+	odd := t.TempDir() + "/it's here.pcap"
+	_, out, _ = demoFixed("bin/softirdma", "-pcap", odd)
+	if want := `: bin/softirdma decode '` + strings.ReplaceAll(odd, "'", `'\''`) + `', or open it in Wireshark`; !strings.Contains(out, want) {
+		t.Fatalf("want %q in\n%s", want, out)
+	}
+	// The hint decodes the capture.
+	if code, out, _ := runCLI("decode", pcap); code != 0 || !strings.Contains(out, "icrc_bad=0 malformed=0") {
+		t.Fatalf("decode %s: exit %d\n%s", pcap, code, out)
+	}
+}
