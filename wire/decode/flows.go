@@ -3,6 +3,7 @@ package decode
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -17,7 +18,7 @@ import (
 //   - by the UDP source port, when the peers are rxe: rxe derives it from both QP numbers, so
 //     both directions carry the same port and it matches their two destination QPs;
 //   - otherwise when a response (ACK, READ response, atomic ACK) on one direction carries a PSN that
-//     only one candidate reverse direction has sent a request with;
+//     only one candidate reverse direction has sent a request with among its latest (recentPSNs);
 //   - otherwise when only one reverse direction between the two addresses is unpaired.
 // Responses only update the requester's state (outstanding READs and atomics, RNR waits) once the
 // directions are paired.
@@ -76,8 +77,14 @@ type Direction struct {
 	rkeys    map[uint32]*RKeyUse
 	peer     *Direction
 	conn     *Conn
-	reqPSNs  psnSet
 	lastSeen time.Time
+
+	// Pairing state, while peer is nil: id indexes Flows.all, hosts holds the unpaired
+	// directions from Src to Dst, recent the latest request PSNs (see Flows.psns).
+	id     int
+	hosts  *hostDir
+	recent []uint32
+	next   int // where the next PSN goes in recent once it is full
 }
 
 // RKeyUse is one remote key and when requests used it.
@@ -93,12 +100,20 @@ type RKeyUse struct {
 type Conn struct {
 	A *Direction `json:"a"`
 	B *Direction `json:"b,omitempty"`
+
+	merged bool // B's connection, before B was paired into another: no longer reported
 }
 
-// Flows accumulates RC connection statistics frame by frame.
+// Flows accumulates RC connection statistics frame by frame. Every frame costs constant time
+// however many connections the capture holds: directions are found by map, and the candidates
+// for pairing are indexed by host pair, source port and recent request PSN.
 type Flows struct {
 	dirs  map[dirKey]*Direction
 	conns []*Conn
+	all   []*Direction // by Direction.id
+	hosts map[hostKey]*hostDir
+	// psns indexes the unpaired directions by the request PSNs they sent lately.
+	psns map[psnKey]psnUsers
 	// mtu is the path MTU learned from FIRST and MIDDLE packets (which carry exactly one MTU);
 	// 0 until one is seen. It tells how many PSNs a READ request uses.
 	mtu int
@@ -109,11 +124,16 @@ type dirKey struct {
 	qp       uint32
 }
 
+type hostKey struct{ src, dst netip.Addr }
+
 // NewFlows returns an empty accumulator.
-func NewFlows() *Flows { return &Flows{dirs: map[dirKey]*Direction{}} }
+func NewFlows() *Flows {
+	return &Flows{dirs: map[dirKey]*Direction{}, hosts: map[hostKey]*hostDir{}, psns: map[psnKey]psnUsers{}}
+}
 
 // Add accounts one parsed RC frame (UC, UD and CNP frames are ignored). icrcOK false means the
-// receiver would drop it: it is counted, but its PSN is not trusted.
+// receiver would drop it: it is counted on its connection, but its PSN is not trusted, and it
+// starts no connection of its own, since a flipped bit may be in the addresses or the QP number.
 func (fl *Flows) Add(f *wire.Frame, ts time.Time, wireLen int, icrcOK bool) {
 	if f.Info == nil || f.Info.Transport != wire.RC {
 		return
@@ -122,13 +142,10 @@ func (fl *Flows) Add(f *wire.Frame, ts time.Time, wireLen int, icrcOK bool) {
 	k := dirKey{f.SrcIP(), f.DstIP(), h.DestQP()}
 	d := fl.dirs[k]
 	if d == nil {
-		d = &Direction{Src: k.src, Dst: k.dst, DestQP: k.qp, SrcPort: f.SrcPort(),
-			NAKs: map[string]int{}, rnr: map[uint32]time.Time{}, rkeys: map[uint32]*RKeyUse{}}
-		fl.dirs[k] = d
-		c := &Conn{A: d}
-		d.conn = c
-		fl.conns = append(fl.conns, c)
-		fl.pairByPort(d)
+		if !icrcOK {
+			return
+		}
+		d = fl.newDirection(k, f.SrcPort())
 	}
 	d.Packets++
 	d.Bytes += wireLen
@@ -151,6 +168,9 @@ func (fl *Flows) Add(f *wire.Frame, ts time.Time, wireLen int, icrcOK bool) {
 		return
 	}
 	d.Requests++
+	if d.peer == nil {
+		fl.sentPSN(d, psn)
+	}
 	d.request(f, psn, ts, fl.mtu)
 }
 
@@ -160,7 +180,6 @@ func (d *Direction) request(f *wire.Frame, psn uint32, ts time.Time, mtu int) {
 		d.peerRNRObserved(ts.Sub(t))
 		delete(d.rnr, psn)
 	}
-	d.reqPSNs.add(psn)
 	switch {
 	case !d.started:
 		d.started = true
@@ -242,6 +261,9 @@ func (d *Direction) useRKey(f *wire.Frame, ts time.Time) {
 	u := d.rkeys[key]
 	if u == nil {
 		u = &RKeyUse{RKey: key, First: ts}
+		if d.rkeys == nil {
+			d.rkeys = map[uint32]*RKeyUse{}
+		}
 		d.rkeys[key] = u
 		d.RKeys = append(d.RKeys, u)
 	}
@@ -275,13 +297,16 @@ func (fl *Flows) response(d *Direction, f *wire.Frame, psn uint32, ts time.Time)
 				d.lastAck, d.lastMSN, d.hasAck = psn, msn, true
 			}
 		case wire.SyndromeRNR:
-			d.NAKs["RNR"]++
+			d.countNAK("RNR")
 			d.RNRWaitAdvertised += time.Duration(wire.RNRTimerMicros(s.Value())) * time.Microsecond
 			if req != nil {
+				if req.rnr == nil {
+					req.rnr = map[uint32]time.Time{}
+				}
 				req.rnr[psn] = ts
 			}
 		default:
-			d.NAKs[s.Name()]++
+			d.countNAK(s.Name())
 			if req != nil {
 				// A NAK completes the request it names, in error.
 				req.reads = removePSN(req.reads, psn)
@@ -309,6 +334,13 @@ func (fl *Flows) response(d *Direction, f *wire.Frame, psn uint32, ts time.Time)
 	}
 }
 
+func (d *Direction) countNAK(kind string) {
+	if d.NAKs == nil {
+		d.NAKs = map[string]int{}
+	}
+	d.NAKs[kind]++
+}
+
 func removePSN(s []uint32, psn uint32) []uint32 {
 	for i, p := range s {
 		if p == psn {
@@ -329,82 +361,232 @@ func rxeSrcPort(lqpn, rqpn uint32) uint16 {
 	return uint16(0xC000 | (fl&0x3FFF ^ fl>>14))
 }
 
-func (fl *Flows) pair(a, b *Direction) {
-	a.peer, b.peer = b, a
-	// Keep a's connection and drop b's.
-	c := a.conn
-	c.B = b
-	old := b.conn
-	b.conn = c
-	for i, x := range fl.conns {
-		if x == old {
-			fl.conns = append(fl.conns[:i], fl.conns[i+1:]...)
-			break
-		}
+// newDirection starts a direction, in a connection of its own until it is paired.
+func (fl *Flows) newDirection(k dirKey, sport uint16) *Direction {
+	d := &Direction{Src: k.src, Dst: k.dst, DestQP: k.qp, SrcPort: sport, id: len(fl.all)}
+	fl.dirs[k] = d
+	fl.all = append(fl.all, d)
+	c := &Conn{A: d}
+	d.conn = c
+	fl.conns = append(fl.conns, c)
+	d.hosts = fl.hostDir(k.src, k.dst)
+	d.hosts.add(d)
+	fl.pairByPort(d)
+	return d
+}
+
+// hostDir holds the unpaired directions from one address to another, in order of appearance:
+// all of them, and by UDP source port.
+type hostDir struct {
+	unpaired dirSet
+	byPort   map[uint16]*dirSet
+	// reverse is the hostDir of the other way (itself when both addresses are the same).
+	reverse *hostDir
+}
+
+func (fl *Flows) hostDir(src, dst netip.Addr) *hostDir {
+	if h := fl.hosts[hostKey{src, dst}]; h != nil {
+		return h
+	}
+	h := &hostDir{byPort: map[uint16]*dirSet{}}
+	fl.hosts[hostKey{src, dst}] = h
+	h.reverse = h
+	if src != dst {
+		h.reverse = &hostDir{byPort: map[uint16]*dirSet{}, reverse: h}
+		fl.hosts[hostKey{dst, src}] = h.reverse
+	}
+	return h
+}
+
+func (h *hostDir) add(d *Direction) {
+	h.unpaired.add(d)
+	s := h.byPort[d.SrcPort]
+	if s == nil {
+		s = &dirSet{}
+		h.byPort[d.SrcPort] = s
+	}
+	s.add(d)
+}
+
+// drop notes that d, one of h's directions, has been paired.
+func (h *hostDir) drop(d *Direction) {
+	h.unpaired.drop()
+	s := h.byPort[d.SrcPort]
+	s.drop()
+	if s.live == 0 {
+		delete(h.byPort, d.SrcPort)
 	}
 }
 
-// candidates are the unpaired directions going the other way between d's addresses.
-func (fl *Flows) candidates(d *Direction) []*Direction {
-	var out []*Direction
-	for _, c := range fl.conns {
-		e := c.A
-		if c.B == nil && e != d && e.Src == d.Dst && e.Dst == d.Src {
-			out = append(out, e)
-		}
-	}
-	return out
+// dirSet lists directions in order of appearance, of which live are still unpaired. Paired ones
+// stay in the list until they outnumber the others; then the list is compacted, so adding and
+// dropping cost constant amortized time and the list is never more than twice live (+8) long.
+type dirSet struct {
+	list []*Direction
+	live int
 }
 
-func (fl *Flows) pairByPort(d *Direction) {
-	cs := fl.candidates(d)
-	for _, e := range cs {
-		if p := rxeSrcPort(e.DestQP, d.DestQP); p == d.SrcPort && p == e.SrcPort {
-			fl.pair(e, d)
-			return
-		}
-	}
-	if len(cs) == 1 && fl.sameHostsUnpaired(d) == 1 {
-		fl.pair(cs[0], d)
-	}
+func (s *dirSet) add(d *Direction) {
+	s.list = append(s.list, d)
+	s.live++
 }
 
-// sameHostsUnpaired counts the unpaired directions going d's way between d's addresses.
-func (fl *Flows) sameHostsUnpaired(d *Direction) int {
+// drop notes that one of the directions was paired (its peer is already set).
+func (s *dirSet) drop() {
+	s.live--
+	if len(s.list)-s.live <= s.live+8 {
+		return
+	}
 	n := 0
-	for _, c := range fl.conns {
-		if c.B == nil && c.A.Src == d.Src && c.A.Dst == d.Dst {
+	for _, d := range s.list {
+		if d.peer == nil {
+			s.list[n] = d
 			n++
 		}
 	}
-	return n
+	clear(s.list[n:])
+	s.list = s.list[:n]
 }
 
-func (fl *Flows) pairByPSN(d *Direction, psn uint32) {
-	var match *Direction
-	for _, e := range fl.candidates(d) {
-		if e.reqPSNs.has(psn) {
-			if match != nil {
-				return // ambiguous: wait for another response
-			}
-			match = e
+// first returns the first unpaired direction other than d.
+func (s *dirSet) first(d *Direction) *Direction {
+	for _, e := range s.list {
+		if e.peer == nil && e != d {
+			return e
 		}
 	}
-	if match != nil {
-		fl.pair(match, d)
+	return nil
+}
+
+func (fl *Flows) pair(a, b *Direction) {
+	a.peer, b.peer = b, a
+	for _, d := range []*Direction{a, b} {
+		d.hosts.drop(d)
+		fl.forgetPSNs(d)
+	}
+	// Keep a's connection and drop b's.
+	c := a.conn
+	c.B = b
+	b.conn.merged = true
+	b.conn = c
+}
+
+// maxPortCandidates bounds how many unpaired directions with d's source port pairByPort tries.
+// With rxe's ports there are one or two; many only come from a stack with one fixed source
+// port, where a match of rxe's hash would be chance anyway.
+const maxPortCandidates = 64
+
+// pairByPort pairs a new direction with an unpaired one going the other way between the same
+// addresses: the one whose destination QP and d's give the source port both carry (rxe), or
+// else the only one, when d is the only unpaired direction its own way.
+func (fl *Flows) pairByPort(d *Direction) {
+	rev := d.hosts.reverse
+	if s := rev.byPort[d.SrcPort]; s != nil {
+		tried := 0
+		for _, e := range s.list {
+			if e.peer != nil || e == d {
+				continue
+			}
+			if rxeSrcPort(e.DestQP, d.DestQP) == d.SrcPort {
+				fl.pair(e, d)
+				return
+			}
+			if tried++; tried == maxPortCandidates {
+				break
+			}
+		}
+	}
+	candidates := rev.unpaired.live
+	if rev == d.hosts {
+		candidates-- // d itself
+	}
+	if candidates == 1 && d.hosts.unpaired.live == 1 {
+		fl.pair(rev.unpaired.first(d), d)
+	}
+}
+
+// recentPSNs is how many of its latest request PSNs an unpaired direction can be found by. A
+// response names a request the responder has just received, and rxe lets at most 128 be
+// outstanding.
+const recentPSNs = 256
+
+type psnKey struct {
+	hosts *hostDir
+	psn   uint32
+}
+
+// psnUsers counts the unpaired directions of a hostDir that sent a PSN lately. When there is
+// one, idSum is its id.
+type psnUsers struct{ n, idSum int }
+
+// sentPSN indexes a request PSN of an unpaired direction.
+func (fl *Flows) sentPSN(d *Direction, psn uint32) {
+	if slices.Contains(d.recent, psn) {
+		return
+	}
+	if len(d.recent) < recentPSNs {
+		d.recent = append(d.recent, psn)
+	} else {
+		fl.unindexPSN(d, d.recent[d.next])
+		d.recent[d.next] = psn
+		d.next = (d.next + 1) % recentPSNs
+	}
+	k := psnKey{d.hosts, psn}
+	u := fl.psns[k]
+	u.n++
+	u.idSum += d.id
+	fl.psns[k] = u
+}
+
+func (fl *Flows) unindexPSN(d *Direction, psn uint32) {
+	k := psnKey{d.hosts, psn}
+	u := fl.psns[k]
+	u.n--
+	u.idSum -= d.id
+	if u.n == 0 {
+		delete(fl.psns, k)
+	} else {
+		fl.psns[k] = u
+	}
+}
+
+func (fl *Flows) forgetPSNs(d *Direction) {
+	for _, p := range d.recent {
+		fl.unindexPSN(d, p)
+	}
+	d.recent = nil
+}
+
+// pairByPSN pairs d, which has sent a response with the PSN, with the only unpaired direction
+// going the other way that sent a request with it lately. When there are several, a later
+// response may tell.
+func (fl *Flows) pairByPSN(d *Direction, psn uint32) {
+	rev := d.hosts.reverse
+	u := fl.psns[psnKey{rev, psn}]
+	if rev == d.hosts && slices.Contains(d.recent, psn) {
+		u.n--
+		u.idSum -= d.id
+	}
+	if u.n == 1 {
+		fl.pair(fl.all[u.idSum], d)
 	}
 }
 
 // Conns returns the connections in order of first appearance, with their final counts.
 func (fl *Flows) Conns() []*Conn {
+	out := make([]*Conn, 0, len(fl.conns))
 	for _, c := range fl.conns {
+		if c.merged {
+			continue
+		}
 		for _, d := range []*Direction{c.A, c.B} {
 			if d != nil {
 				d.OutstandingReads, d.OutstandingAtomics = len(d.reads), len(d.atomics)
 			}
 		}
+		out = append(out, c)
 	}
-	return fl.conns
+	return out
 }
 
 // Lines renders a connection for the human output.
@@ -468,25 +650,3 @@ const psnWindow = 8192
 func psnDiff(a, b uint32) int32 { return int32((a-b)<<8) >> 8 }
 
 func psnLess(a, b uint32) bool { return psnDiff(a, b) < 0 }
-
-// psnSet remembers request PSNs as ranges, so pairing by PSN stays cheap on long captures.
-type psnSet struct{ r [][2]uint32 }
-
-func (s *psnSet) add(p uint32) {
-	if n := len(s.r); n > 0 && (s.r[n-1][1]+1)&wire.PSNMask == p {
-		s.r[n-1][1] = p
-		return
-	}
-	if len(s.r) < 4096 {
-		s.r = append(s.r, [2]uint32{p, p})
-	}
-}
-
-func (s *psnSet) has(p uint32) bool {
-	for _, r := range s.r {
-		if psnDiff(p, r[0]) >= 0 && psnDiff(r[1], p) >= 0 {
-			return true
-		}
-	}
-	return false
-}
