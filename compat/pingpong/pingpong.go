@@ -17,28 +17,50 @@ import (
 	"strings"
 	"time"
 
+	"github.com/softirdma/softirdma/compat/internal/ctrl"
 	"github.com/softirdma/softirdma/emu"
 )
 
-// Options are ibv_rc_pingpong's, with its defaults in brackets.
+// Options are ibv_rc_pingpong's, with its defaults in brackets; a zero field takes its default.
 type Options struct {
 	Server  bool   // wait for a client [client]
 	Host    string // the server to connect to, as a client
 	Port    int    // TCP port [18515]
-	Size    int    // message size [4096]
-	Iters   int    // messages each way [1000]
-	RxDepth int    // receives kept posted [500]
+	Size    int    // message size, 1..MaxSize [4096]
+	Iters   int    // messages each way, 1..MaxIters [1000]
+	RxDepth int    // receives kept posted, 1..MaxRxDepth [500]
 	MTU     int    // path MTU in bytes [1024]
 	// GID is the address to advertise as this side's GID (-g): an IPv4 address is sent
 	// IPv4-mapped. Invalid means all zeros, which a RoCE peer cannot use.
 	GID netip.Addr
 	// Validate fills page starts as the client and checks them as the server (-c).
 	Validate bool
-	// Timeout bounds the TCP exchange [30s].
+	// Timeout bounds one connection attempt and the rest of the TCP exchange [30s].
 	Timeout time.Duration
+	// Wait keeps a client trying for this long while its server is not up yet: the connection
+	// is refused, or closed or reset before the server sent its address. 0 tries once, as
+	// ibv_rc_pingpong does.
+	Wait time.Duration
+	// Idle is how long a server waits for a connection's address before it drops the
+	// connection and waits for another [10s].
+	Idle time.Duration
+	// Log gets one line for each connection a server drops and when a client starts waiting;
+	// nil discards them.
+	Log io.Writer
+	// QPTimeout is the local ACK timeout exponent (4.096 us x 2^n; 0 waits forever), 0..31, and
+	// RetryCount the retries after a timeout, 0..7; nil is the tool's 14 and 7.
+	QPTimeout, RetryCount *int
 	// Rand chooses the PSN; nil is unpredictable.
 	Rand mrand.Source
 }
+
+// Limits of the options: ibv_rc_pingpong itself takes any unsigned value; these keep a run within
+// sensible memory (one buffer of Size bytes) and the device's queue sizes.
+const (
+	MaxSize    = 8 << 20
+	MaxIters   = 100_000_000
+	MaxRxDepth = 16384
+)
 
 func (o *Options) defaults() {
 	if o.Port == 0 {
@@ -59,6 +81,44 @@ func (o *Options) defaults() {
 	if o.Timeout == 0 {
 		o.Timeout = 30 * time.Second
 	}
+}
+
+// check refuses what the run cannot do, before it allocates anything.
+func (o *Options) check() error {
+	bad := func(what string, v any, want string) error {
+		return fmt.Errorf("pingpong: %s %v is out of range (%s)", what, v, want)
+	}
+	switch {
+	case o.Port < 1 || o.Port > 65535:
+		return bad("port", o.Port, "1..65535")
+	case o.Size < 1 || o.Size > MaxSize:
+		return bad("size", o.Size, fmt.Sprintf("1..%d", MaxSize))
+	case o.Iters < 1 || o.Iters > MaxIters:
+		return bad("iterations", o.Iters, fmt.Sprintf("1..%d", MaxIters))
+	case o.RxDepth < 1 || o.RxDepth > MaxRxDepth:
+		return bad("receive depth", o.RxDepth, fmt.Sprintf("1..%d", MaxRxDepth))
+	case o.QPTimeout != nil && (*o.QPTimeout < 0 || *o.QPTimeout > 31):
+		return bad("QP timeout", *o.QPTimeout, "0..31")
+	case o.RetryCount != nil && (*o.RetryCount < 0 || *o.RetryCount > 7):
+		return bad("retry count", *o.RetryCount, "0..7")
+	case o.Timeout < 0 || o.Wait < 0 || o.Idle < 0:
+		return errors.New("pingpong: negative timeout")
+	}
+	if _, ok := emu.MTUOf(o.MTU); !ok {
+		return fmt.Errorf("pingpong: MTU %d is not one of 256, 512, 1024, 2048, 4096", o.MTU)
+	}
+	if !o.Server && o.Host == "" {
+		return errors.New("pingpong: a client needs a server to connect to")
+	}
+	return nil
+}
+
+// orDefault is *p, or def when p is nil.
+func orDefault(p *int, def int) int {
+	if p == nil {
+		return def
+	}
+	return *p
 }
 
 // Dest is one side's address message.
@@ -122,19 +182,19 @@ type Result struct {
 	Iters   int
 	// PageErrors counts the pages that failed -c validation (server only).
 	PageErrors int
+	// QP is the queue pair's attributes once it was connected (ibv_query_qp).
+	QP emu.QPAttr
 }
 
 // Run runs one side of the ping-pong on dev, printing what ibv_rc_pingpong prints to out.
 func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result, error) {
 	o.defaults()
 	var res Result
-	mtu, ok := emu.MTUOf(o.MTU)
-	if !ok {
-		return res, fmt.Errorf("pingpong: MTU %d is not one of 256, 512, 1024, 2048, 4096", o.MTU)
+	if err := o.check(); err != nil {
+		return res, err
 	}
-	if !o.Server && o.Host == "" {
-		return res, errors.New("pingpong: a client needs a server to connect to")
-	}
+	mtu, _ := emu.MTUOf(o.MTU)
+	start := time.Now()
 	pd, err := dev.AllocPD()
 	if err != nil {
 		return res, err
@@ -203,10 +263,12 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		if err := qp.Modify(attr, emu.AttrState|emu.AttrAV|emu.AttrPathMTU|emu.AttrDestQPN|emu.AttrRQPSN|emu.AttrMaxDestRdAtomic|emu.AttrMinRNRTimer); err != nil {
 			return fmt.Errorf("pingpong: failed to modify QP to RTR: %w", err)
 		}
-		attr = emu.QPAttr{State: emu.QPSRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: local.PSN, MaxRdAtomic: 1}
+		attr = emu.QPAttr{State: emu.QPSRTS, Timeout: uint8(orDefault(o.QPTimeout, 14)), RetryCnt: uint8(orDefault(o.RetryCount, 7)),
+			RNRRetry: 7, SQPSN: local.PSN, MaxRdAtomic: 1}
 		if err := qp.Modify(attr, emu.AttrState|emu.AttrTimeout|emu.AttrRetryCnt|emu.AttrRNRRetry|emu.AttrSQPSN|emu.AttrMaxQPRdAtomic); err != nil {
 			return fmt.Errorf("pingpong: failed to modify QP to RTS: %w", err)
 		}
+		res.QP = qp.Query()
 		return nil
 	}
 	var rem Dest
@@ -241,29 +303,33 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	send := func() error {
 		return qp.PostSend(emu.SendWR{ID: sendID, Opcode: emu.WRSend, Flags: emu.SendSignaled, SGL: sgl})
 	}
-	start := time.Now()
+	begin := time.Now()
 	if !o.Server {
 		if err := send(); err != nil {
 			return res, err
 		}
 	}
 	rcnt, scnt := 0, 0
-	wcs := make([]emu.WC, 2)
+	wcs := make([]emu.WC, 16)
 	for rcnt < o.Iters || scnt < o.Iters {
 		n := cq.Poll(wcs)
 		if n == 0 {
 			select {
 			case <-wake:
 			case <-ctx.Done():
-				return res, ctx.Err()
+				return res, fmt.Errorf("pingpong: %w with %d of %d messages sent and %d received", ctrl.Stopped(ctx, time.Since(start)), scnt, o.Iters, rcnt)
 			case <-time.After(time.Second):
 			}
 			continue
 		}
-		for _, wc := range wcs[:n] {
-			if wc.Status != emu.WCSuccess {
-				return res, fmt.Errorf("failed status %s (%d) for wr_id %d: %v", wc.Status, wc.Status, wc.WRID, wc.Err)
+		if wc, failed := ctrl.FirstFailure(wcs[:n]); failed {
+			if wc.Status == emu.WCWRFlushErr { // look for the completion that says why
+				n += cq.Poll(wcs[n:])
+				wc, _ = ctrl.FirstFailure(wcs[:n])
 			}
+			return res, fmt.Errorf("pingpong: failed status %s (%d) for wr_id %d: %w", wc.Status, wc.Status, wc.WRID, ctrl.Why(wc))
+		}
+		for _, wc := range wcs[:n] {
 			switch wc.WRID {
 			case sendID:
 				scnt++
@@ -286,7 +352,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 			}
 		}
 	}
-	res.Elapsed = time.Since(start)
+	res.Elapsed = time.Since(begin)
 	res.Iters = o.Iters
 	res.Bytes = int64(o.Size) * int64(o.Iters) * 2
 	usec := float64(res.Elapsed.Microseconds())
@@ -307,66 +373,67 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 }
 
 func clientExchange(ctx context.Context, o Options, local Dest) (Dest, error) {
-	// Unlike the tool, keep trying while the server is not up yet: a guest's server may start
-	// after softirdma's client.
-	d := net.Dialer{Timeout: o.Timeout}
-	deadline := time.Now().Add(o.Timeout)
-	var c net.Conn
-	var err error
-	for {
-		c, err = d.DialContext(ctx, "tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
-		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
-			break
+	var rem Dest
+	cl := ctrl.Client{Network: "tcp", Addr: net.JoinHostPort(o.Host, strconv.Itoa(o.Port)), Timeout: o.Timeout, Wait: o.Wait, Log: o.Log}
+	c, err := cl.Connect(ctx, func(c *ctrl.Conn) error {
+		_ = c.SetDeadline(time.Now().Add(o.Timeout))
+		if _, err := c.Write(local.Marshal()); err != nil {
+			return fmt.Errorf("pingpong: couldn't send local address: %w", err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		msg := make([]byte, MessageLen)
+		if _, err := io.ReadFull(c, msg); err != nil {
+			return fmt.Errorf("pingpong: couldn't read remote address: %w", err)
+		}
+		var err error
+		rem, err = ParseDest(msg)
+		return err
+	})
 	if err != nil {
-		return Dest{}, fmt.Errorf("pingpong: couldn't connect to %s:%d: %w", o.Host, o.Port, err)
+		return Dest{}, prefixed(err)
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(o.Timeout))
-	if _, err := c.Write(local.Marshal()); err != nil {
-		return Dest{}, fmt.Errorf("pingpong: couldn't send local address: %w", err)
-	}
-	msg := make([]byte, MessageLen)
-	if _, err := io.ReadFull(c, msg); err != nil {
-		return Dest{}, fmt.Errorf("pingpong: couldn't read remote address: %w", err)
-	}
-	rem, err := ParseDest(msg)
-	if err != nil {
-		return Dest{}, err
-	}
 	if _, err := c.Write([]byte("done\x00")); err != nil {
 		return Dest{}, fmt.Errorf("pingpong: couldn't send done: %w", err)
 	}
 	return rem, nil
 }
 
+// prefixed names the package in an error from ctrl.
+func prefixed(err error) error {
+	if strings.HasPrefix(err.Error(), "pingpong: ") {
+		return err
+	}
+	return fmt.Errorf("pingpong: %w", err)
+}
+
 func serverExchange(ctx context.Context, o Options, local Dest, connect func(Dest) error) (Dest, error) {
 	var lc net.ListenConfig
 	l, err := lc.Listen(ctx, "tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
 	if err != nil {
-		return Dest{}, fmt.Errorf("pingpong: couldn't listen to port %d: %w", o.Port, err)
+		return Dest{}, fmt.Errorf("pingpong: couldn't listen on port %d: %w", o.Port, err)
 	}
 	defer l.Close()
-	go func() {
-		<-ctx.Done()
-		l.Close()
-	}()
-	c, err := l.Accept()
+	var rem Dest
+	srv := ctrl.Server{Idle: o.Idle, Log: o.Log}
+	c, err := srv.Accept(ctx, l, func(c *ctrl.Conn) error {
+		msg := make([]byte, MessageLen)
+		if _, err := io.ReadFull(c, msg); err != nil {
+			return err
+		}
+		var err error
+		if rem, err = ParseDest(msg); err != nil {
+			return fmt.Errorf("it sent %q, not an ibv_rc_pingpong address", strings.TrimRight(string(msg), "\x00"))
+		}
+		if rem.GID == ([16]byte{}) {
+			return errors.New("the peer sent no GID; on RoCE both sides need -g")
+		}
+		return nil
+	})
 	if err != nil {
-		return Dest{}, fmt.Errorf("pingpong: accept: %w", err)
+		return Dest{}, prefixed(err)
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(o.Timeout))
-	msg := make([]byte, MessageLen)
-	if _, err := io.ReadFull(c, msg); err != nil {
-		return Dest{}, fmt.Errorf("pingpong: couldn't read remote address: %w", err)
-	}
-	rem, err := ParseDest(msg)
-	if err != nil {
-		return Dest{}, err
-	}
 	// The server is at RTS before it answers, as the tool is.
 	if err := connect(rem); err != nil {
 		return Dest{}, err

@@ -98,8 +98,7 @@ func TestPingPong(t *testing.T) {
 			}()
 			go func() {
 				defer wg.Done()
-				time.Sleep(50 * time.Millisecond) // let the server listen
-				cres, cerr = Run(ctx, hc.Device(), Options{Host: "127.0.0.1", Port: port, Size: c.size, Iters: 200, GID: gid(hc), Validate: true}, &cout)
+				cres, cerr = Run(ctx, hc.Device(), Options{Host: "127.0.0.1", Port: port, Size: c.size, Iters: 200, GID: gid(hc), Validate: true, Wait: 20 * time.Second}, &cout)
 			}()
 			wg.Wait()
 			if serr != nil || cerr != nil {

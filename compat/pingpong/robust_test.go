@@ -1,0 +1,251 @@
+package pingpong
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softirdma/softirdma/compat/internal/ctrl"
+	"github.com/softirdma/softirdma/internal/loophosts"
+)
+
+// lines collects what a run logs, one Write a line.
+type lines chan string
+
+func (l lines) Write(p []byte) (int, error) { l <- string(p); return len(p), nil }
+
+func (l lines) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case s := <-l:
+		return s
+	case <-time.After(10 * time.Second):
+		t.Fatal("no line logged")
+		return ""
+	}
+}
+
+// dialUp connects to addr once something listens there.
+func dialUp(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type outcome struct {
+	res Result
+	err error
+	out bytes.Buffer
+}
+
+// pair runs a server and a client on two loopback hosts; start is called with the server's
+// options before it runs, and the client waits for the server to listen.
+func pair(t *testing.T, so, co Options) (s, c *outcome) {
+	t.Helper()
+	hs, hc := loophosts.Pair(t, 0, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	so.Server, so.Host, so.GID = true, "127.0.0.1", hs.Device().IP()
+	co.Host, co.Port, co.GID, co.Wait = "127.0.0.1", so.Port, hc.Device().IP(), 20*time.Second
+	s, c = new(outcome), new(outcome)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); s.res, s.err = Run(ctx, hs.Device(), so, &s.out) }()
+	go func() { defer wg.Done(); c.res, c.err = Run(ctx, hc.Device(), co, &c.out) }()
+	wg.Wait()
+	return s, c
+}
+
+// TestServerDropsStrayConnections: connections that close, stay silent, send too little or
+// something else, or an address without a GID, are dropped with one line each, and the server
+// goes on to serve a real client.
+func TestServerDropsStrayConnections(t *testing.T) {
+	hs, hc := loophosts.Pair(t, 0, 9)
+	port := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	log := make(lines, 16)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	serr := make(chan error, 1)
+	var sout bytes.Buffer
+	go func() {
+		_, err := Run(ctx, hs.Device(), Options{Server: true, Host: "127.0.0.1", Port: port, Iters: 20, GID: hs.Device().IP(),
+			Idle: 300 * time.Millisecond, Log: log}, &sout)
+		serr <- err
+	}()
+	want := func(line string) {
+		t.Helper()
+		got := log.next(t)
+		if !strings.HasPrefix(got, "dropped a connection from 127.0.0.1:") || !strings.HasSuffix(got, ": "+line+"; still waiting for a client\n") {
+			t.Fatalf("logged %q, want the reason %q", got, line)
+		}
+	}
+	c := dialUp(t, addr)
+	c.Close()
+	want("it closed without sending anything")
+	c = dialUp(t, addr)
+	c.Write([]byte(strings.Repeat("GET / HTTP/1.1\r\n", 4)))
+	want(`it sent "GET / HTTP/1.1\r\nGET / HTTP/1.1\r\nGET / HTTP/1.1\r\nGET ", not an ibv_rc_pingpong address`)
+	c.Close()
+	c = dialUp(t, addr)
+	c.Write([]byte("0000:000011"))
+	want("it sent 11 byte(s), then nothing for 300ms")
+	c.Close()
+	c = dialUp(t, addr)
+	want("it sent nothing for 300ms")
+	c.Close()
+	c = dialUp(t, addr)
+	c.Write(Dest{QPN: 0x11}.Marshal())
+	want("the peer sent no GID; on RoCE both sides need -g")
+	c.Close()
+
+	var cout bytes.Buffer
+	if _, err := Run(ctx, hc.Device(), Options{Host: "127.0.0.1", Port: port, Iters: 20, GID: hc.Device().IP()}, &cout); err != nil {
+		t.Fatalf("client: %v\n%s", err, cout.String())
+	}
+	if err := <-serr; err != nil {
+		t.Fatalf("server: %v\n%s", err, sout.String())
+	}
+}
+
+// TestServerTimeout: a server that nobody connects to says so when its time is up.
+func TestServerTimeout(t *testing.T) {
+	hs, _ := loophosts.Pair(t, 0, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := Run(ctx, hs.Device(), Options{Server: true, Host: "127.0.0.1", Port: freePort(t), GID: hs.Device().IP()}, &bytes.Buffer{})
+	if err == nil || !strings.HasPrefix(err.Error(), "pingpong: no client connected within ") || strings.Contains(err.Error(), "closed network connection") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestClientUnreachable: a client with nobody to talk to says so at once, as ibv_rc_pingpong
+// does, instead of trying for the whole timeout.
+func TestClientUnreachable(t *testing.T) {
+	_, hc := loophosts.Pair(t, 0, 1)
+	port := freePort(t)
+	for host, want := range map[string]string{
+		"127.0.0.1":      fmt.Sprintf("pingpong: couldn't connect to 127.0.0.1:%d: connection refused", port),
+		"nosuch.invalid": fmt.Sprintf("pingpong: couldn't connect to nosuch.invalid:%d: no such host", port),
+	} {
+		start := time.Now()
+		_, err := Run(context.Background(), hc.Device(), Options{Host: host, Port: port, GID: hc.Device().IP()}, &bytes.Buffer{})
+		if err == nil || err.Error() != want {
+			t.Fatalf("%s: got %v, want %s", host, err, want)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("%s: took %v", host, d)
+		}
+	}
+	// Nobody waits even with Wait for a name that does not resolve.
+	start := time.Now()
+	_, err := Run(context.Background(), hc.Device(), Options{Host: "nosuch.invalid", Port: port, Wait: time.Minute, GID: hc.Device().IP()}, &bytes.Buffer{})
+	if err == nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("unresolvable host with Wait: %v after %v", err, time.Since(start))
+	}
+}
+
+// TestClientWaits: with Wait a client says once that it waits, and gets through a connection
+// closed before the server sent anything (QEMU's forward with nothing behind it) and refused
+// connections until the server is up.
+func TestClientWaits(t *testing.T) {
+	hs, hc := loophosts.Pair(t, 0, 11)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	log := make(lines, 16)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cerr := make(chan error, 1)
+	var cout, sout bytes.Buffer
+	go func() {
+		_, err := Run(ctx, hc.Device(), Options{Host: "127.0.0.1", Port: port, Iters: 20, GID: hc.Device().IP(), Wait: 20 * time.Second, Log: log}, &cout)
+		cerr <- err
+	}()
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	l.Close()
+	got := log.next(t)
+	want := fmt.Sprintf("waiting up to 20s for the server at 127.0.0.1:%d (", port)
+	if !strings.HasPrefix(got, want) {
+		t.Fatalf("logged %q, want %q...", got, want)
+	}
+	if _, err := Run(ctx, hs.Device(), Options{Server: true, Host: "127.0.0.1", Port: port, Iters: 20, GID: hs.Device().IP()}, &sout); err != nil {
+		t.Fatalf("server: %v\n%s", err, sout.String())
+	}
+	if err := <-cerr; err != nil {
+		t.Fatalf("client: %v\n%s", err, cout.String())
+	}
+	select {
+	case more := <-log:
+		t.Fatalf("logged more than once: %q", more)
+	default:
+	}
+}
+
+// TestQPAttributes: the QP timeout and retry count reach both QPs; by default they are the
+// tool's 14 and 7.
+func TestQPAttributes(t *testing.T) {
+	timeout, retry := 18, 3
+	s, c := pair(t, Options{Port: freePort(t), Iters: 10, QPTimeout: &timeout, RetryCount: &retry}, Options{Iters: 10, QPTimeout: &timeout, RetryCount: &retry})
+	if s.err != nil || c.err != nil {
+		t.Fatalf("server %v, client %v", s.err, c.err)
+	}
+	for _, r := range []Result{s.res, c.res} {
+		if r.QP.Timeout != 18 || r.QP.RetryCnt != 3 || r.QP.RNRRetry != 7 {
+			t.Fatalf("QP timeout %d, retry count %d, rnr retry %d", r.QP.Timeout, r.QP.RetryCnt, r.QP.RNRRetry)
+		}
+	}
+	s, c = pair(t, Options{Port: freePort(t), Iters: 10}, Options{Iters: 10})
+	if s.err != nil || c.err != nil || s.res.QP.Timeout != 14 || s.res.QP.RetryCnt != 7 || c.res.QP.Timeout != 14 || c.res.QP.RetryCnt != 7 {
+		t.Fatalf("defaults: server %v %+v, client %v %+v", s.err, s.res.QP, c.err, c.res.QP)
+	}
+}
+
+// TestMTUMismatch: the side that refuses a packet longer than its path MTU says its QP went to
+// the error state (not a bare WR_FLUSH_ERR), the other reports the NAK with a hint at -m.
+func TestMTUMismatch(t *testing.T) {
+	s, c := pair(t, Options{Port: freePort(t), Iters: 10, MTU: 1024}, Options{Iters: 10, MTU: 4096})
+	if !errors.Is(s.err, ctrl.ErrFlushed) || s.err.Error() != "pingpong: failed status WR_FLUSH_ERR (5) for wr_id 1: the QP went to the error state" {
+		t.Fatalf("server: %v", s.err)
+	}
+	if c.err == nil || !strings.HasPrefix(c.err.Error(), "pingpong: failed status REM_INV_REQ_ERR (9) for wr_id 2: the responder answered psn ") ||
+		!strings.HasSuffix(c.err.Error(), "with NAK_INV_REQ (the peer refused a request: is its path MTU, -m, the same as this side's?)") {
+		t.Fatalf("client: %v", c.err)
+	}
+}
+
+// TestBadOptions: out-of-range options are refused before anything is allocated.
+func TestBadOptions(t *testing.T) {
+	_, hc := loophosts.Pair(t, 0, 1)
+	big := 32
+	for _, o := range []Options{{Size: -1}, {Size: 99999999999}, {Iters: -5}, {Port: 70000}, {RxDepth: -1}, {RxDepth: 1 << 20},
+		{MTU: 1000}, {QPTimeout: &big}, {RetryCount: &big}, {Wait: -time.Second}} {
+		o.Host = "127.0.0.1"
+		start := time.Now()
+		_, err := Run(context.Background(), hc.Device(), o, &bytes.Buffer{})
+		if err == nil || !strings.HasPrefix(err.Error(), "pingpong: ") || time.Since(start) > time.Second {
+			t.Fatalf("%+v: %v", o, err)
+		}
+	}
+}
