@@ -21,7 +21,8 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&opt.Flows, "flows", false, "add per-RC-connection statistics: packets, PSNs, retransmissions, gaps, NAKs, RNR waits, outstanding READs and atomics, rkeys")
 	fs.BoolVar(&opt.JSON, "json", false, "print one JSON object per line (frames, flows, summary) instead of text")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma decode [-flows] [-json] FILE")
+		fmt.Fprintln(stderr, "usage: softirdma decode [-flows] [-json] FILE|-")
+		fmt.Fprintln(stderr, "FILE - reads the capture from standard input (tcpdump -w - ... | softirdma decode -).")
 		fmt.Fprintln(stderr, "Prints one line per RoCEv2 frame of a pcap or pcapng capture, then")
 		fmt.Fprintln(stderr, "  summary: frames=N rocev2=N icrc_ok=N icrc_bad=N malformed=N")
 		fmt.Fprintln(stderr, "Exit status: 0 all RoCEv2 frames good, 1 any bad ICRC or malformed, 2 unreadable file.")
@@ -42,18 +43,24 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	f, err := os.Open(files[0])
-	if err != nil {
-		fmt.Fprintf(stderr, "softirdma decode: %v\n", err)
-		return 2
+	name, in := files[0], io.Reader(os.Stdin)
+	if name == "-" {
+		name = "standard input"
+	} else {
+		f, err := os.Open(name)
+		if err != nil {
+			fmt.Fprintf(stderr, "softirdma decode: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		in = f
 	}
-	defer f.Close()
-	sum, err := decode.Run(f, stdout, opt)
+	sum, err := decode.Run(in, stdout, opt)
 	if err != nil {
 		if errors.Is(err, decode.ErrUnreadable) {
-			fmt.Fprintf(stderr, "softirdma decode: %s: %v\n", files[0], err)
+			fmt.Fprintf(stderr, "softirdma decode: %s: %v\n", name, err)
 		} else {
-			fmt.Fprintf(stderr, "softirdma decode: %s: capture cut short %v\n", files[0], err)
+			fmt.Fprintf(stderr, "softirdma decode: %s: capture cut short %v\n", name, err)
 		}
 		return 2
 	}

@@ -284,3 +284,45 @@ func TestDecodeUnreadable(t *testing.T) {
 		t.Errorf("802.11: exit %d %q", code, errs)
 	}
 }
+
+// TestDecodeStdin: FILE "-" is standard input, which need not be a file that can be opened by
+// name (a pipe from tcpdump -w -).
+func TestDecodeStdin(t *testing.T) {
+	file := captures + "rxe-perftest-pair.pcap"
+	_, want, _ := runDecodeArgs(t, "-flows", file)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		w.Write(data)
+		w.Close()
+	}()
+	defer r.Close()
+	saved := os.Stdin
+	os.Stdin = r
+	defer func() { os.Stdin = saved }()
+	code, got, errs := runDecodeArgs(t, "-flows", "-")
+	if code != 0 || errs != "" || got != want {
+		t.Errorf("decode -flows -: exit %d, stderr %q, output differs from the file's: %t", code, errs, got != want)
+	}
+
+	// A garbled stream is named as standard input in the message.
+	r2, w2, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		w2.Write([]byte("not a capture at all"))
+		w2.Close()
+	}()
+	defer r2.Close()
+	os.Stdin = r2
+	if code, _, errs := runDecodeArgs(t, "-"); code != 2 || !strings.HasPrefix(errs, "softirdma decode: standard input: ") {
+		t.Errorf("garbage on stdin: exit %d, %q", code, errs)
+	}
+}
