@@ -6,11 +6,14 @@
 package perftest
 
 import (
+	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -83,7 +86,15 @@ func ParseRecord(b []byte) (Record, error) {
 // writes then reads, the server reads then writes, each message in one write.
 type conn struct {
 	c      net.Conn
+	r      *bufio.Reader
 	client bool
+	// watching is set while a goroutine waits for the peer to send something unexpected (see
+	// watch); a read waits for it first.
+	watching chan error
+}
+
+func newConn(c net.Conn, client bool) *conn {
+	return &conn{c: c, r: bufio.NewReader(c), client: client}
 }
 
 func (c *conn) xchg(out []byte, inLen int) ([]byte, error) {
@@ -92,14 +103,38 @@ func (c *conn) xchg(out []byte, inLen int) ([]byte, error) {
 		if _, err := c.c.Write(out); err != nil {
 			return nil, err
 		}
-		_, err := io.ReadFull(c.c, in)
+		c.unwatch()
+		_, err := io.ReadFull(c.r, in)
 		return in, err
 	}
-	if _, err := io.ReadFull(c.c, in); err != nil {
+	c.unwatch()
+	if _, err := io.ReadFull(c.r, in); err != nil {
 		return nil, err
 	}
 	_, err := c.c.Write(out)
 	return in, err
+}
+
+// watch starts waiting for the peer to send something or close while this side runs the test,
+// when it should do neither: the returned channel gets nil when data came, the error when the
+// connection ended.
+func (c *conn) watch() <-chan error {
+	c.watching = make(chan error, 1)
+	ch := c.watching
+	go func() {
+		_, err := c.r.Peek(1)
+		ch <- err
+		close(ch)
+	}()
+	return ch
+}
+
+// unwatch waits for the watching goroutine to be done with the reader.
+func (c *conn) unwatch() {
+	if c.watching != nil {
+		<-c.watching
+		c.watching = nil
+	}
 }
 
 // versionAtLeast compares a peer's version string numerically, as atof would.
@@ -117,7 +152,19 @@ type handshake struct {
 	peer        Record
 }
 
+// begin is the whole start of the exchange: the preamble and H1.
 func (c *conn) begin(local Record, localMTU int) (handshake, error) {
+	h, err := c.preamble(localMTU)
+	if err != nil {
+		return h, err
+	}
+	h.peer, err = c.hello(local)
+	return h, err
+}
+
+// preamble is what comes before the QP records: version, system data, MTU. It touches nothing
+// but the connection, so a server drops a client that fails it and waits for another.
+func (c *conn) preamble(localMTU int) (handshake, error) {
 	var h handshake
 	ver := make([]byte, 16)
 	copy(ver, Version)
@@ -158,19 +205,29 @@ func (c *conn) begin(local Record, localMTU int) (handshake, error) {
 			h.mtu = p
 		}
 	}
-	if h.peer, err = c.record(local); err != nil {
-		return h, err
+	return h, nil
+}
+
+// hello is H1: the first exchange of QP records, and the check that both GIDs are of one type.
+func (c *conn) hello(local Record) (Record, error) {
+	peer, err := c.record(local)
+	if err != nil {
+		return peer, err
 	}
 	ipv4 := func(g [16]byte) bool { return [12]byte(g[:12]) == [12]byte{10: 0xff, 11: 0xff} }
-	if ipv4(local.GID) != ipv4(h.peer.GID) {
-		return h, fmt.Errorf("perftest: found incompatibility issue with GID types")
+	if ipv4(local.GID) != ipv4(peer.GID) {
+		return peer, fmt.Errorf("perftest: found incompatibility issue with GID types (the peer's GID is %s, this side's %s: choose GIDs of one type with -x)",
+			netip.AddrFrom16(peer.GID), netip.AddrFrom16(local.GID))
 	}
-	return h, nil
+	return peer, nil
 }
 
 // record exchanges QP records (one handshake).
 func (c *conn) record(local Record) (Record, error) {
 	in, err := c.xchg(local.Marshal(), RecordLen)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return Record{}, fmt.Errorf("perftest: the peer closed the connection instead of sending its QP record (see its output): %w", err)
+	}
 	if err != nil {
 		return Record{}, fmt.Errorf("perftest: couldn't read remote address: %w", err)
 	}
@@ -230,10 +287,11 @@ func (c *conn) exchangeReport(local Report, peerVersion string) (Report, error) 
 // open socket), briefly.
 func (c *conn) close() {
 	_, _ = c.c.Write([]byte("done\x00"))
-	if tc, ok := c.c.(*net.TCPConn); ok {
-		_ = tc.CloseWrite() // a peer that reads to the end (softirdma) sees it at once
+	if cw, ok := c.c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite() // a peer that reads to the end (softirdma) sees it at once
 	}
 	_ = c.c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	_, _ = io.Copy(io.Discard, c.c)
+	c.unwatch()
+	_, _ = io.Copy(io.Discard, c.r)
 	_ = c.c.Close()
 }

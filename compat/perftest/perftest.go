@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/softirdma/softirdma/compat/internal/ctrl"
 	"github.com/softirdma/softirdma/emu"
 )
 
@@ -44,25 +45,51 @@ func (t Test) title() string {
 	return [...]string{"", "RDMA_Write BW Test", "RDMA_Read BW Test", "Atomic FETCH_AND_ADD BW Test", "Send BW Test"}[t]
 }
 
-// Options are perftest's, with its defaults in brackets.
+// Options are perftest's, with its defaults in brackets; a zero field takes its default.
 type Options struct {
 	Test    Test
 	Server  bool
 	Host    string
 	Port    int // [18515]
-	Size    int // [65536; 8 for atomic]
-	Iters   int // [5000 for write, 1000 otherwise]
-	TxDepth int // [128]
-	RxDepth int // send server [512]
+	Size    int // 1..MaxSize [65536; 8 for atomic]
+	Iters   int // MinIters..MaxIters [5000 for write, 1000 otherwise]
+	TxDepth int // 1..MaxTxDepth [128]
+	RxDepth int // send server, 1..MaxRxDepth [512]
 	// MTU in bytes; 0 uses 1024 (what rxe reports on a 1500-byte link) and the peer's if lower.
 	MTU int
-	// OutReads is the READ/atomic depth this side offers as a target [16].
+	// OutReads is the READ/atomic depth this side offers as a target, 1..128 [16].
 	OutReads int
 	// GID is this side's GID: an IPv4 address is sent IPv4-mapped.
-	GID     netip.Addr
-	Timeout time.Duration // the control exchange and each wait [60s]
-	Rand    mrand.Source
+	GID netip.Addr
+	// Timeout bounds one connection attempt, and how long a run waits for a completion [60s].
+	Timeout time.Duration
+	// Wait keeps a client trying for this long while its server is not up yet: the connection
+	// is refused, or closed or reset before the server sent its version. 0 tries once, as
+	// perftest does.
+	Wait time.Duration
+	// Idle is how long a server waits for a connection's first messages before it drops the
+	// connection and waits for another [10s].
+	Idle time.Duration
+	// Log gets one line for each connection a server drops and when a client starts waiting;
+	// nil discards them.
+	Log io.Writer
+	// QPTimeout is the local ACK timeout exponent (-u: 4.096 us x 2^n; 0 waits forever), 0..31,
+	// and RetryCount the retries after a timeout, 0..7; nil is perftest's 14 and 7. Only the
+	// client's QP goes to RTS and uses them.
+	QPTimeout, RetryCount *int
+	Rand                  mrand.Source
 }
+
+// Limits of the options. perftest takes messages up to 2 GiB; softirdma stops at MaxSize, the
+// largest size perftest's -a runs (its buffer is twice the message size).
+const (
+	MaxSize     = 8 << 20
+	MinIters    = 5 // perftest's MIN_ITER
+	MaxIters    = 100_000_000
+	MaxTxDepth  = 15000 // perftest's MAX_TX
+	MaxRxDepth  = 16384 // perftest's MAX_RX
+	MaxOutReads = 128
+)
 
 func (o *Options) defaults() {
 	if o.Port == 0 {
@@ -82,12 +109,9 @@ func (o *Options) defaults() {
 	if o.TxDepth == 0 {
 		o.TxDepth = 128
 	}
-	o.TxDepth = min(o.TxDepth, o.Iters)
 	if o.RxDepth == 0 {
 		o.RxDepth = 512
 	}
-	o.RxDepth = min(o.RxDepth, o.Iters)
-	o.RxDepth += o.RxDepth % 2
 	if o.OutReads == 0 {
 		o.OutReads = 16
 	}
@@ -96,33 +120,76 @@ func (o *Options) defaults() {
 	}
 }
 
+// check refuses what the run cannot do, before it allocates anything.
+func (o *Options) check() error {
+	bad := func(what string, v any, want string) error {
+		return fmt.Errorf("perftest: %s %v is out of range (%s)", what, v, want)
+	}
+	switch {
+	case o.Test < Write || o.Test > Send:
+		return errors.New("perftest: no test chosen")
+	case !o.Server && o.Host == "":
+		return errors.New("perftest: a client needs a server to connect to")
+	case o.Port < 1 || o.Port > 65535:
+		return bad("port", o.Port, "1..65535")
+	case o.Size < 1 || o.Size > MaxSize:
+		return bad("size", o.Size, fmt.Sprintf("1..%d", MaxSize))
+	case o.Iters < MinIters || o.Iters > MaxIters:
+		return bad("iterations", o.Iters, fmt.Sprintf("%d..%d", MinIters, MaxIters))
+	case o.TxDepth < 1 || o.TxDepth > MaxTxDepth:
+		return bad("TX depth", o.TxDepth, fmt.Sprintf("1..%d", MaxTxDepth))
+	case o.RxDepth < 1 || o.RxDepth > MaxRxDepth:
+		return bad("RX depth", o.RxDepth, fmt.Sprintf("1..%d", MaxRxDepth))
+	case o.OutReads < 1 || o.OutReads > MaxOutReads:
+		return bad("outstanding reads", o.OutReads, fmt.Sprintf("1..%d", MaxOutReads))
+	case o.QPTimeout != nil && (*o.QPTimeout < 0 || *o.QPTimeout > 31):
+		return bad("QP timeout", *o.QPTimeout, "0..31")
+	case o.RetryCount != nil && (*o.RetryCount < 0 || *o.RetryCount > 7):
+		return bad("retry count", *o.RetryCount, "0..7")
+	case o.Timeout < 0 || o.Wait < 0 || o.Idle < 0:
+		return errors.New("perftest: negative timeout")
+	}
+	if _, ok := emu.MTUOf(o.MTU); o.MTU != 0 && !ok {
+		return fmt.Errorf("perftest: MTU %d is not one of 256, 512, 1024, 2048, 4096", o.MTU)
+	}
+	return nil
+}
+
+// orDefault is *p, or def when p is nil.
+func orDefault(p *int, def int) int {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
 // Result is what the run measured, or for a write/read/atomic server what the client reported.
 type Result struct {
 	Report
 	Elapsed time.Duration
+	// QP is the queue pair's attributes once it was connected (ibv_query_qp).
+	QP emu.QPAttr
 }
 
 // Run runs one side of the test on dev and prints perftest's lines to out.
 func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result, error) {
 	o.defaults()
 	var res Result
-	if o.Test < Write || o.Test > Send {
-		return res, errors.New("perftest: no test chosen")
+	if err := o.check(); err != nil {
+		return res, err
 	}
-	if !o.Server && o.Host == "" {
-		return res, errors.New("perftest: a client needs a server to connect to")
-	}
+	o.TxDepth = min(o.TxDepth, o.Iters)
+	o.RxDepth = min(o.RxDepth, o.Iters)
+	o.RxDepth += o.RxDepth % 2
 	localMTU := 3
 	if o.MTU != 0 {
-		m, ok := emu.MTUOf(o.MTU)
-		if !ok {
-			return res, fmt.Errorf("perftest: MTU %d is not one of 256..4096", o.MTU)
-		}
+		m, _ := emu.MTUOf(o.MTU)
 		localMTU = int(m)
 	}
+	start := time.Now()
 
 	// The control connection first: the server waits for its client before it sets up.
-	c, err := dial(ctx, o, out)
+	c, h, err := connect(ctx, o, localMTU, out)
 	if err != nil {
 		return res, err
 	}
@@ -130,7 +197,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 
 	const cacheLine = 64
 	inc := func(n int) int { return max(cacheLine, (n+cacheLine-1)/cacheLine*cacheLine) }
-	buffSize := max(o.Size, 4096)
+	buffSize := max(o.Size, h.cycleBuffer)
 	half := inc(buffSize)
 	buf := make([]byte, 2*half)
 	rnd := mrand.New(seed(o.Rand))
@@ -164,7 +231,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		return res, err
 	}
 	defer mr.Dereg()
-	cqSize := o.TxDepth + o.RxDepth + 1
+	cqSize := o.TxDepth + o.RxDepth + 2
 	cq, err := dev.CreateCQ(cqSize)
 	if err != nil {
 		return res, err
@@ -177,7 +244,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		}
 	})
 	qp, err := pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: cq, RecvCQ: cq,
-		Cap: emu.QPCap{MaxSendWR: o.TxDepth, MaxRecvWR: o.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		Cap: emu.QPCap{MaxSendWR: o.TxDepth, MaxRecvWR: o.RxDepth + 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		return res, err
 	}
@@ -189,8 +256,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	if o.GID.IsValid() {
 		local.GID = o.GID.As16()
 	}
-	h, err := c.begin(local, localMTU)
-	if err != nil {
+	if h.peer, err = c.hello(local); err != nil {
 		return res, err
 	}
 	mtu := emu.MTU(h.mtu)
@@ -206,18 +272,19 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		return res, fmt.Errorf("perftest: failed to modify QP to RTR: %w", err)
 	}
 	if !o.Server {
-		attr = emu.QPAttr{State: emu.QPSRTS, SQPSN: local.PSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7,
+		attr = emu.QPAttr{State: emu.QPSRTS, SQPSN: local.PSN, Timeout: uint8(orDefault(o.QPTimeout, 14)), RetryCnt: uint8(orDefault(o.RetryCount, 7)), RNRRetry: 7,
 			MaxRdAtomic: uint8(min(max(int(h.peer.OutReads), 1), dev.Limits().MaxQPInitRdAtom))}
 		if err := qp.Modify(attr, emu.AttrState|emu.AttrSQPSN|emu.AttrTimeout|emu.AttrRetryCnt|emu.AttrRNRRetry|emu.AttrMaxQPRdAtomic); err != nil {
 			return res, fmt.Errorf("perftest: failed to modify QP to RTS: %w", err)
 		}
 	}
+	qpAttr := qp.Query()
 	for range 2 { // H2, H3
 		if _, err := c.record(local); err != nil {
 			return res, err
 		}
 	}
-	run := runner{o: o, qp: qp, cq: cq, wake: wake, mr: mr, half: half, inc: inc, peer: h.peer, cycle: h.cycleBuffer, ctx: ctx}
+	run := runner{o: o, qp: qp, cq: cq, wake: wake, mr: mr, half: half, inc: inc, peer: h.peer, cycle: h.cycleBuffer, ctx: ctx, start: start, c: c}
 	fmt.Fprintln(out, resultLine)
 	fmt.Fprintln(out, " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]")
 	if o.Test == Send {
@@ -234,6 +301,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		} else {
 			res, err = run.initiate()
 		}
+		res.QP = qpAttr
 		if err != nil {
 			return res, err
 		}
@@ -242,7 +310,9 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		// The client runs, then H4; the server waits at H4 for the whole test, then prints
 		// the client's report.
 		if !o.Server {
-			if res, err = run.initiate(); err != nil {
+			res, err = run.initiate()
+			res.QP = qpAttr
+			if err != nil {
 				return res, err
 			}
 		}
@@ -255,6 +325,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		}
 		if o.Server {
 			res.Report = peerReport
+			res.QP = qpAttr
 		}
 		printResult(out, res.Report)
 	}
@@ -274,38 +345,41 @@ func seed(src mrand.Source) mrand.Source {
 	return mrand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b9)
 }
 
-func dial(ctx context.Context, o Options, out io.Writer) (*conn, error) {
+// connect opens the control connection and runs the preamble on it: a server drops any
+// connection that fails it and waits for another; a client with Wait tries again while its
+// server is not up.
+func connect(ctx context.Context, o Options, localMTU int, out io.Writer) (*conn, handshake, error) {
 	addr := net.JoinHostPort(o.Host, strconv.Itoa(o.Port))
+	var c *conn
+	var h handshake
+	first := func(client bool) func(*ctrl.Conn) error {
+		return func(cc *ctrl.Conn) error {
+			c = newConn(cc, client)
+			var err error
+			h, err = c.preamble(localMTU)
+			return err
+		}
+	}
+	var err error
 	if o.Server {
 		fmt.Fprintln(out, "\n************************************\n* Waiting for client to connect... *\n************************************")
 		var lc net.ListenConfig
-		l, err := lc.Listen(ctx, "tcp4", addr)
-		if err != nil {
-			return nil, fmt.Errorf("perftest: couldn't listen on %s: %w", addr, err)
+		l, lerr := lc.Listen(ctx, "tcp4", addr)
+		if lerr != nil {
+			return nil, h, fmt.Errorf("perftest: couldn't listen on %s: %w", addr, lerr)
 		}
 		defer l.Close()
-		stop := context.AfterFunc(ctx, func() { l.Close() })
-		defer stop()
-		c, err := l.Accept()
-		if err != nil {
-			return nil, fmt.Errorf("perftest: accept: %w", err)
-		}
-		_ = c.SetDeadline(time.Now().Add(o.Timeout + 10*time.Minute))
-		return &conn{c: c}, nil
+		_, err = ctrl.Server{Idle: o.Idle, Log: o.Log}.Accept(ctx, l, first(false))
+	} else {
+		_, err = ctrl.Client{Network: "tcp4", Addr: addr, Timeout: o.Timeout, Wait: o.Wait, Log: o.Log}.Connect(ctx, first(true))
 	}
-	deadline := time.Now().Add(o.Timeout)
-	for {
-		d := net.Dialer{Timeout: o.Timeout}
-		c, err := d.DialContext(ctx, "tcp4", addr)
-		if err == nil {
-			_ = c.SetDeadline(time.Now().Add(o.Timeout + 10*time.Minute))
-			return &conn{c: c, client: true}, nil
+	if err != nil {
+		if !strings.HasPrefix(err.Error(), "perftest: ") {
+			err = fmt.Errorf("perftest: %w", err)
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, fmt.Errorf("perftest: couldn't connect to %s: %w", addr, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return nil, h, err
 	}
+	return c, h, nil
 }
 
 func printHeader(out io.Writer, o Options, mtu emu.MTU, outReads int) {

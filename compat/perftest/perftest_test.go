@@ -53,7 +53,7 @@ func TestVersionRules(t *testing.T) {
 		sys, mtu, iters int
 	}{{"6.24", 4, 2, 8}, {"5.70", 4, 2, 8}} {
 		a, b := net.Pipe()
-		srv := &conn{c: a}
+		srv := newConn(a, false)
 		done := make(chan error, 1)
 		go func() {
 			_, err := srv.begin(Record{QPN: 1, GID: netip.MustParseAddr("::ffff:1.2.3.4").As16()}, 3)
@@ -131,7 +131,7 @@ func TestTests(t *testing.T) {
 			}()
 			go func() {
 				defer wg.Done()
-				cres, cerr = Run(ctx, hc.Device(), Options{Test: c.test, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 300, GID: hc.Device().IP()}, &cout)
+				cres, cerr = Run(ctx, hc.Device(), Options{Test: c.test, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 300, GID: hc.Device().IP(), Wait: 20 * time.Second}, &cout)
 			}()
 			wg.Wait()
 			if serr != nil || cerr != nil {

@@ -2,9 +2,11 @@ package perftest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/softirdma/softirdma/compat/internal/ctrl"
 	"github.com/softirdma/softirdma/emu"
 )
 
@@ -19,30 +21,46 @@ type runner struct {
 	peer  Record
 	cycle int
 	ctx   context.Context
+	start time.Time // of the run, for timeout messages
+	c     *conn
 	wcs   [64]emu.WC
+	// peerMoved is the watch on the control connection while the traffic runs (conn.watch).
+	peerMoved <-chan error
 }
 
-// poll waits for completions and returns them; any error completion ends the test.
-func (r *runner) poll() ([]emu.WC, error) {
+// errPeerMoved is poll's answer when the peer sent something on the control connection, or
+// closed it, while this side waited for completions.
+type errPeerMoved struct{ err error }
+
+func (e errPeerMoved) Error() string { return "the peer moved on the control connection" }
+
+// poll waits for completions and returns them; any error completion ends the test. done is
+// how far the test got, for the messages.
+func (r *runner) poll(done string) ([]emu.WC, error) {
 	for {
 		if n := r.cq.Poll(r.wcs[:]); n > 0 {
-			for _, wc := range r.wcs[:n] {
-				if wc.Status != emu.WCSuccess {
-					side := "client"
-					if r.o.Server {
-						side = "server"
-					}
-					return nil, fmt.Errorf(" Completion with error at %s\n Failed status %d: wr_id %d (%s: %v)", side, wc.Status, wc.WRID, wc.Status, wc.Err)
+			if wc, failed := ctrl.FirstFailure(r.wcs[:n]); failed {
+				if wc.Status == emu.WCWRFlushErr { // look for the completion that says why
+					n += r.cq.Poll(r.wcs[n:])
+					wc, _ = ctrl.FirstFailure(r.wcs[:n])
 				}
+				side := "client"
+				if r.o.Server {
+					side = "server"
+				}
+				return nil, fmt.Errorf(" Completion with error at %s\n Failed status %d: wr_id %d (%s: %w)", side, wc.Status, wc.WRID, wc.Status, ctrl.Why(wc))
 			}
 			return r.wcs[:n], nil
 		}
 		select {
 		case <-r.wake:
+		case err := <-r.peerMoved:
+			r.peerMoved = nil
+			return nil, errPeerMoved{err}
 		case <-r.ctx.Done():
-			return nil, r.ctx.Err()
+			return nil, fmt.Errorf("perftest: %w with %s", ctrl.Stopped(r.ctx, time.Since(r.start)), done)
 		case <-time.After(r.o.Timeout):
-			return nil, fmt.Errorf("perftest: no completion for %v", r.o.Timeout)
+			return nil, fmt.Errorf("perftest: no completion for %v with %s: has the peer stopped, or does it expect a different -n?", r.o.Timeout, done)
 		}
 	}
 }
@@ -68,6 +86,7 @@ func (r *runner) initiate() (Result, error) {
 	// interval says nothing about bandwidth).
 	peak := 0.0
 	winStart, winDone := start, 0
+	r.peerMoved = r.c.watch()
 	for completed < o.Iters {
 		for outstanding < o.TxDepth && posted < o.Iters {
 			k := posted % wrap
@@ -91,7 +110,11 @@ func (r *runner) initiate() (Result, error) {
 			posted++
 			outstanding++
 		}
-		wcs, err := r.poll()
+		wcs, err := r.poll(fmt.Sprintf("%d of %d completed", completed, o.Iters))
+		var moved errPeerMoved
+		if errors.As(err, &moved) {
+			return res, fmt.Errorf("perftest: the server ended the test after %d of %d completed here (see its output; is -n the same on both sides?)", completed, o.Iters)
+		}
 		if err != nil {
 			return res, err
 		}
@@ -139,14 +162,27 @@ func (r *runner) postRecvs(n int) error {
 }
 
 // sendServer is the send_bw server: count receives, repost while fewer than iters are posted.
+// One receive more than iters is posted, and the control connection watched, so that a client
+// that sends more messages, or fewer, than this side expects is told apart from one that is slow.
 func (r *runner) sendServer() (Result, error) {
 	o := r.o
 	var res Result
 	posted := o.RxDepth
 	received := 0
 	var start time.Time
+	r.peerMoved = r.c.watch()
+	mismatch := func(what string) error {
+		return fmt.Errorf("perftest: the client %s the %d messages this side expects: give both sides the same -n", what, o.Iters)
+	}
 	for received < o.Iters {
-		wcs, err := r.poll()
+		wcs, err := r.poll(fmt.Sprintf("%d of %d messages received", received, o.Iters))
+		var moved errPeerMoved
+		if errors.As(err, &moved) {
+			if moved.err != nil {
+				return res, fmt.Errorf("perftest: the client closed the control connection after %d of the %d messages this side expects (see its output)", received, o.Iters)
+			}
+			return res, mismatch(fmt.Sprintf("finished after sending %d of", received))
+		}
 		if err != nil {
 			return res, err
 		}
@@ -155,7 +191,7 @@ func (r *runner) sendServer() (Result, error) {
 		}
 		for range wcs {
 			received++
-			if posted < o.Iters {
+			if posted <= o.Iters {
 				if err := r.postRecvs(1); err != nil {
 					return res, err
 				}
@@ -164,6 +200,13 @@ func (r *runner) sendServer() (Result, error) {
 		}
 	}
 	res.Elapsed = time.Since(start)
+	// The client goes on to the next handshake when it is done; a message in the spare
+	// receive first means it had more to send.
+	if _, err := r.poll("all messages received"); err == nil {
+		return res, mismatch("sent more than")
+	} else if moved := (errPeerMoved{}); !errors.As(err, &moved) || moved.err != nil {
+		return res, err
+	}
 	res.Report = report(o.Size, o.Iters, res.Elapsed, 0)
 	res.PeakMBs = 0 // the server does not measure a peak
 	return res, nil

@@ -126,7 +126,9 @@ type ConnectError struct {
 	Err  error
 }
 
-func (e *ConnectError) Error() string { return fmt.Sprintf("couldn't connect to %s: %s", e.Addr, Reason(e.Err)) }
+func (e *ConnectError) Error() string {
+	return fmt.Sprintf("couldn't connect to %s: %s", e.Addr, Reason(e.Err))
+}
 func (e *ConnectError) Unwrap() error { return e.Err }
 
 func isNotFound(err error) bool {

@@ -1,0 +1,183 @@
+package perftest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softirdma/softirdma/internal/loophosts"
+)
+
+// lines collects what a run logs, one Write a line.
+type lines chan string
+
+func (l lines) Write(p []byte) (int, error) { l <- string(p); return len(p), nil }
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+type outcome struct {
+	res Result
+	err error
+	out bytes.Buffer
+}
+
+// pair runs a server and a client of one test on two loopback hosts; the client waits for the
+// server to listen.
+func pair(t *testing.T, so, co Options) (s, c *outcome) {
+	t.Helper()
+	hs, hc := loophosts.Pair(t, 0, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	so.Server, so.Host, so.GID, so.Port = true, "127.0.0.1", hs.Device().IP(), freePort(t)
+	co.Test, co.Host, co.Port, co.GID, co.Wait = so.Test, "127.0.0.1", so.Port, hc.Device().IP(), 20*time.Second
+	s, c = new(outcome), new(outcome)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); s.res, s.err = Run(ctx, hs.Device(), so, &s.out) }()
+	go func() { defer wg.Done(); c.res, c.err = Run(ctx, hc.Device(), co, &c.out) }()
+	wg.Wait()
+	return s, c
+}
+
+// TestSendIterationsMismatch: ib_send_bw's two sides do not exchange -n; a client that sends
+// fewer or more messages than the server expects ends both sides with an error that says so,
+// instead of leaving them waiting.
+func TestSendIterationsMismatch(t *testing.T) {
+	for _, c := range []struct {
+		server, client int
+		want           string
+	}{
+		{100, 40, "perftest: the client finished after sending 40 of the 100 messages this side expects: give both sides the same -n"},
+		{40, 100, "perftest: the client sent more than the 40 messages this side expects: give both sides the same -n"},
+	} {
+		t.Run(fmt.Sprintf("server%d_client%d", c.server, c.client), func(t *testing.T) {
+			start := time.Now()
+			s, cl := pair(t, Options{Test: Send, Size: 1024, Iters: c.server, Timeout: 20 * time.Second}, Options{Size: 1024, Iters: c.client, Timeout: 20 * time.Second})
+			if s.err == nil || s.err.Error() != c.want {
+				t.Fatalf("server: %v, want %s", s.err, c.want)
+			}
+			if cl.err == nil {
+				t.Fatal("the client succeeded")
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Fatalf("took %v", d)
+			}
+			t.Logf("client: %v", cl.err)
+		})
+	}
+}
+
+// TestServerDropsStrayConnections: connections that close, stay silent, or speak another
+// version are dropped with one line each, and the server goes on to serve a real client.
+func TestServerDropsStrayConnections(t *testing.T) {
+	hs, hc := loophosts.Pair(t, 0, 9)
+	port := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	log := make(lines, 16)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	serr := make(chan error, 1)
+	var sout bytes.Buffer
+	go func() {
+		_, err := Run(ctx, hs.Device(), Options{Test: Write, Server: true, Host: "127.0.0.1", Port: port, Iters: 20, GID: hs.Device().IP(),
+			Idle: 300 * time.Millisecond, Log: log}, &sout)
+		serr <- err
+	}()
+	want := func(line string) {
+		t.Helper()
+		var got string
+		select {
+		case got = <-log:
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing logged")
+		}
+		if !strings.HasPrefix(got, "dropped a connection from 127.0.0.1:") || !strings.HasSuffix(got, ": "+line+"; still waiting for a client\n") {
+			t.Fatalf("logged %q, want the reason %q", got, line)
+		}
+	}
+	var c net.Conn
+	for deadline := time.Now().Add(10 * time.Second); ; { // until the server listens
+		var err error
+		if c, err = net.Dial("tcp", addr); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.Close()
+	want("it closed without sending anything")
+	for _, stray := range []struct{ send, why string }{
+		{"", "it sent nothing for 300ms"},
+		{"6.06", "it sent 4 byte(s), then nothing for 300ms"},
+		{"SSH-2.0-OpenSSH_9.2\r\n", `perftest: peer version "SSH-2.0-OpenSSH_" is older than 5.70`},
+		{"5.0\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", `perftest: peer version "5.0" is older than 5.70`},
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte(stray.send))
+		want(stray.why)
+		c.Close()
+	}
+	var cout bytes.Buffer
+	if _, err := Run(ctx, hc.Device(), Options{Test: Write, Host: "127.0.0.1", Port: port, Iters: 20, GID: hc.Device().IP()}, &cout); err != nil {
+		t.Fatalf("client: %v\n%s", err, cout.String())
+	}
+	if err := <-serr; err != nil {
+		t.Fatalf("server: %v\n%s", err, sout.String())
+	}
+}
+
+// TestClientUnreachable: a client with nobody to talk to says so at once.
+func TestClientUnreachable(t *testing.T) {
+	_, hc := loophosts.Pair(t, 0, 1)
+	port := freePort(t)
+	start := time.Now()
+	_, err := Run(context.Background(), hc.Device(), Options{Test: Write, Host: "127.0.0.1", Port: port, GID: hc.Device().IP()}, &bytes.Buffer{})
+	if want := fmt.Sprintf("perftest: couldn't connect to 127.0.0.1:%d: connection refused", port); err == nil || err.Error() != want || time.Since(start) > 5*time.Second {
+		t.Fatalf("got %v after %v, want %s", err, time.Since(start), want)
+	}
+}
+
+// TestQPAttributes: -u and the retry count reach the client's QP (the only one at RTS).
+func TestQPAttributes(t *testing.T) {
+	timeout, retry := 20, 2
+	s, c := pair(t, Options{Test: Write, Iters: 10}, Options{Iters: 10, QPTimeout: &timeout, RetryCount: &retry})
+	if s.err != nil || c.err != nil {
+		t.Fatalf("server %v, client %v", s.err, c.err)
+	}
+	if c.res.QP.Timeout != 20 || c.res.QP.RetryCnt != 2 || c.res.QP.RNRRetry != 7 {
+		t.Fatalf("client QP %+v", c.res.QP)
+	}
+}
+
+// TestBadOptions: out-of-range options, and sizes a peer could not have meant, are refused before
+// anything is allocated.
+func TestBadOptions(t *testing.T) {
+	_, hc := loophosts.Pair(t, 0, 1)
+	big := 32
+	for _, o := range []Options{{Size: -1}, {Size: 99999999999}, {Iters: -5}, {Iters: 4}, {Port: 70000}, {TxDepth: -1}, {TxDepth: 1 << 20},
+		{RxDepth: 1 << 20}, {OutReads: 1000}, {MTU: 1000}, {QPTimeout: &big}, {RetryCount: &big}, {Wait: -time.Second}} {
+		o.Test, o.Host = Write, "127.0.0.1"
+		start := time.Now()
+		_, err := Run(context.Background(), hc.Device(), o, &bytes.Buffer{})
+		if err == nil || !strings.HasPrefix(err.Error(), "perftest: ") || time.Since(start) > time.Second {
+			t.Fatalf("%+v: %v", o, err)
+		}
+	}
+}
