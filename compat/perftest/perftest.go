@@ -155,6 +155,10 @@ func (o *Options) check() error {
 	return nil
 }
 
+// ErrFlushed is in the error of a run whose QP went to the error state with nothing but
+// flushed completions to say so.
+var ErrFlushed = ctrl.ErrFlushed
+
 // orDefault is *p, or def when p is nil.
 func orDefault(p *int, def int) int {
 	if p == nil {

@@ -270,7 +270,7 @@ func FirstFailure(wcs []emu.WC) (wc emu.WC, ok bool) {
 func Why(wc emu.WC) error {
 	switch {
 	case wc.Status == emu.WCWRFlushErr && wc.Err == nil:
-		return ErrFlushed
+		return fmt.Errorf("%w and no completion says why (did the peer send a packet longer than this side's path MTU? is -m the same on both sides?)", ErrFlushed)
 	case wc.Status == emu.WCRemInvReqErr:
 		return fmt.Errorf("%v (the peer refused a request: is its path MTU, -m, the same as this side's?)", wc.Err)
 	case wc.Err == nil:
