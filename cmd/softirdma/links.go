@@ -27,7 +27,20 @@ func runLinks(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("links", stderr)
 	watch := fs.String("watch", "", "print the named adapter's state changes as netlink reports them")
 	watchFor := fs.Duration("for", 0, "with -watch: stop after this long (0: until interrupted)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: softirdma links [-watch ADAPTER [-for DURATION]]")
+		fmt.Fprintln(stderr, "Lists the machine's adapters: state, MAC, MTU and RoCE path MTU, addresses, the RoCEv2 GIDs")
+		fmt.Fprintln(stderr, "softirdma would use on each (in rxe's order, for -g and -x), and kernel RDMA devices on them.")
+		fs.PrintDefaults()
+	}
 	if code, done := parseFlags(fs, args); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "softirdma links: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if code := checkFlags(stderr, "links", atLeast("for", *watchFor, 0)); code != 0 {
 		return code
 	}
 	if *watch != "" {
@@ -105,42 +118,13 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	sort.Slice(ads, func(i, j int) bool { return ads[i].Index < ads[j].Index })
 	rdma := kernelRDMA()
 	problems := 0
-	say := func(ok bool, format string, a ...any) {
-		mark := "ok  "
-		if !ok {
-			mark = "FIX "
-			problems++
-		}
-		fmt.Fprintf(stdout, "  %s %s\n", mark, fmt.Sprintf(format, a...))
-	}
 	checked := 0
 	for _, a := range ads {
 		if name != "" && a.Name != name || name == "" && (!a.Up || a.Name == "lo") {
 			continue
 		}
 		checked++
-		fmt.Fprintf(stdout, "%s:\n", a.Name)
-		say(a.Up, "link is %s", map[bool]string{true: "up", false: "down: ip link set " + a.Name + " up"}[a.Up])
-		m := pathMTU(a.MTU)
-		say(m > 0, "path MTU %d: the largest of 256..4096 that fits MTU %d less 80 bytes of RoCEv2 headers", m, a.MTU)
-		ip, has4 := a.IPv4()
-		say(has4, "IPv4 address %s (softirdma's GID ::ffff:%s)", ip, ip)
-		if len(rdma[a.Name]) > 0 {
-			say(false, "kernel RDMA device %s owns UDP %d here: remove it (rdma link delete %s) or use another adapter",
-				strings.Join(rdma[a.Name], ","), wire.UDPPort, rdma[a.Name][0])
-		}
-		if has4 {
-			c, err := net.ListenUDP("udp", &net.UDPAddr{IP: ip.AsSlice(), Port: wire.UDPPort})
-			if err == nil {
-				c.Close()
-			}
-			say(err == nil, "UDP %d on %s is free (softirdma holds it so the kernel does not answer RoCE with port unreachable)%s", wire.UDPPort, ip, errText(err))
-		}
-		l, err := afpacket.Open(a, netip.Addr{})
-		if err == nil {
-			l.Close()
-		}
-		say(err == nil, "packet socket on %s%s", a.Name, errText(err))
+		problems += doctorAdapter(stdout, a, rdma[a.Name])
 	}
 	if checked == 0 {
 		fmt.Fprintln(stdout, "no adapter to check (none is up besides lo, or the name is wrong)")
@@ -152,6 +136,50 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "all good")
 	return 0
+}
+
+// doctorAdapter checks one adapter, prints a line per check, and returns how many failed.
+func doctorAdapter(stdout io.Writer, a afpacket.Adapter, rdma []string) (problems int) {
+	say := func(ok bool, format string, args ...any) {
+		mark := "ok  "
+		if !ok {
+			mark = "FIX "
+			problems++
+		}
+		fmt.Fprintf(stdout, "  %s %s\n", mark, fmt.Sprintf(format, args...))
+	}
+	fmt.Fprintf(stdout, "%s:\n", a.Name)
+	say(a.Up, "link is %s", map[bool]string{true: "up", false: "down: ip link set " + a.Name + " up"}[a.Up])
+	m := pathMTU(a.MTU)
+	say(m > 0, "path MTU %d: the largest of 256..4096 that fits MTU %d less 80 bytes of RoCEv2 headers", m, a.MTU)
+	ip, has4 := a.IPv4()
+	if has4 {
+		say(true, "IPv4 address %s (softirdma's GID ::ffff:%s)", ip, ip)
+	} else {
+		say(false, "no IPv4 address, which softirdma needs for its GID: %s", addIPv4(a.Name))
+	}
+	if len(rdma) > 0 {
+		say(false, "kernel RDMA device %s owns UDP %d here: remove it (rdma link delete %s) or use another adapter",
+			strings.Join(rdma, ","), wire.UDPPort, rdma[0])
+	}
+	if has4 {
+		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: ip.AsSlice(), Port: wire.UDPPort})
+		if err == nil {
+			c.Close()
+		}
+		say(err == nil, "UDP %d on %s is free (softirdma holds it so the kernel does not answer RoCE with port unreachable)%s", wire.UDPPort, ip, errText(err))
+	}
+	l, err := afpacket.Open(a, netip.Addr{})
+	if err == nil {
+		l.Close()
+	}
+	say(err == nil, "packet socket on %s%s", a.Name, errText(err))
+	return problems
+}
+
+// addIPv4 says how to give an adapter an IPv4 address.
+func addIPv4(ifname string) string {
+	return fmt.Sprintf("add one with 'ip addr add 192.0.2.1/24 dev %s' (an address of the adapter's network)", ifname)
 }
 
 func errText(err error) string {

@@ -9,7 +9,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
+	"time"
 )
 
 // command is one subcommand. run gets the arguments after the subcommand's name and returns the
@@ -35,7 +39,19 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
-	case "-h", "-help", "--help", "help":
+	case "help":
+		if len(args) > 1 { // help COMMAND is COMMAND -h, on stdout
+			if cmd, ok := commands[args[1]]; ok {
+				cmd.run([]string{"-h"}, stdout, stdout)
+				return 0
+			}
+			fmt.Fprintf(stderr, "softirdma: unknown command %q\n\n", args[1])
+			usage(stderr)
+			return 2
+		}
+		usage(stdout)
+		return 0
+	case "-h", "-help", "--help":
 		usage(stdout)
 		return 0
 	case "-version", "--version":
@@ -65,7 +81,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'softirdma <command> -h' for the flags of one command.")
+	fmt.Fprintln(w, "Run 'softirdma help <command>' or 'softirdma <command> -h' for the flags of one command.")
 }
 
 // flagSet is what the subcommands need of a *flag.FlagSet.
@@ -80,15 +96,68 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 }
 
 // parseFlags parses args and says which exit status to use when parsing ends the command:
-// 0 for -h, 2 for a bad flag.
+// 0 for -h (which prints the command's usage), 2 for a bad flag (the parser's one line and where
+// to find the flags, not the whole usage).
 func parseFlags(fs *flag.FlagSet, args []string) (exit int, done bool) {
+	usage := fs.Usage
+	fs.Usage = func() {}
 	err := fs.Parse(args)
+	fs.Usage = usage
 	switch {
 	case err == nil:
 		return 0, false
 	case errors.Is(err, flag.ErrHelp):
+		if usage != nil {
+			usage()
+		} else {
+			fs.PrintDefaults()
+		}
 		return 0, true
 	default:
+		fmt.Fprintf(fs.Output(), "Run '%s -h' for its flags.\n", fs.Name())
 		return 2, true
 	}
+}
+
+// flagCheck is a numeric flag's value against what the flag accepts. Commands check every number
+// before they do anything with checkFlags, built from intRange, floatRange, oneOf and atLeast.
+type flagCheck struct {
+	name, value, accepted string
+	ok                    bool
+}
+
+// intRange accepts lo..hi.
+func intRange(name string, v, lo, hi int) flagCheck {
+	return flagCheck{name, strconv.Itoa(v), fmt.Sprintf("%d..%d", lo, hi), lo <= v && v <= hi}
+}
+
+// floatRange accepts lo..hi, not NaN.
+func floatRange(name string, v, lo, hi float64) flagCheck {
+	return flagCheck{name, strconv.FormatFloat(v, 'g', -1, 64), fmt.Sprintf("%g..%g", lo, hi), lo <= v && v <= hi}
+}
+
+// oneOf accepts the values listed.
+func oneOf(name string, v int, allowed ...int) flagCheck {
+	var s []string
+	for _, a := range allowed {
+		s = append(s, strconv.Itoa(a))
+	}
+	return flagCheck{name, strconv.Itoa(v), strings.Join(s, ", "), slices.Contains(allowed, v)}
+}
+
+// atLeast accepts durations from lo on.
+func atLeast(name string, v, lo time.Duration) flagCheck {
+	return flagCheck{name, v.String(), lo.String() + " or more", v >= lo}
+}
+
+// checkFlags prints the first check that fails as one line, "softirdma CMD: -FLAG VALUE is out of
+// range (ACCEPTED)", and returns 2; it returns 0 when every check passes.
+func checkFlags(stderr io.Writer, cmd string, checks ...flagCheck) int {
+	for _, c := range checks {
+		if !c.ok {
+			fmt.Fprintf(stderr, "softirdma %s: -%s %s is out of range (%s)\n", cmd, c.name, c.value, c.accepted)
+			return 2
+		}
+	}
+	return 0
 }

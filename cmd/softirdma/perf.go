@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/netip"
+	"strconv"
+	"strings"
 
 	"github.com/softirdma/softirdma/compat/perftest"
 	"github.com/softirdma/softirdma/emu"
@@ -18,16 +21,16 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("perf", stderr)
 	var o perftest.Options
 	var lc linkFlags
+	var pf peerFlags
 	lc.register(fs)
 	server := fs.Bool("server", false, "wait for a client (the tool without a host name)")
 	fs.IntVar(&o.Port, "p", 18515, "TCP port of the exchange")
-	fs.IntVar(&o.Size, "s", 0, "message size (65536; atomic is always 8)")
-	fs.IntVar(&o.Iters, "n", 0, "iterations (5000 for write, 1000 otherwise)")
-	fs.IntVar(&o.TxDepth, "t", 128, "WRs outstanding (client)")
-	fs.IntVar(&o.MTU, "m", 0, "path MTU in bytes (1024, or the peer's if lower)")
-	fs.IntVar(&o.OutReads, "o", 16, "READs and atomics outstanding this side accepts")
-	gidIndex := fs.Int("x", 1, "GID index: 0 the IPv6 link-local GID, 1 the IPv4-mapped one (as rxe numbers them)")
-	timeout := fs.Duration("timeout", 0, "give up after this long (0 for none)")
+	fs.IntVar(&o.Size, "s", 65536, fmt.Sprintf("message size, 1..%d (atomic is always 8)", perftest.MaxSize))
+	fs.IntVar(&o.Iters, "n", 0, fmt.Sprintf("iterations, %d..%d (default 5000 for write, 1000 otherwise)", perftest.MinIters, perftest.MaxIters))
+	fs.IntVar(&o.TxDepth, "t", 128, fmt.Sprintf("WRs outstanding (client), 1..%d", perftest.MaxTxDepth))
+	fs.IntVar(&o.MTU, "m", 1024, "path MTU in bytes: 256, 512, 1024, 2048 or 4096 (the peer's if lower)")
+	fs.IntVar(&o.OutReads, "o", 16, fmt.Sprintf("READs and atomics outstanding this side accepts, 1..%d", perftest.MaxOutReads))
+	pf.register(fs, "x", "GID index: 0 the IPv6 link-local GID, 1 the IPv4-mapped one (as rxe numbers them)", "(0 for none)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: softirdma perf write|read|atomic|send [-server | HOST] -link KIND:ADDRS -ip ADDR [flags]")
 		fmt.Fprintln(stderr, "Speaks perftest's exchange and runs its traffic, e.g. against ib_write_bw in a QEMU guest:")
@@ -43,12 +46,30 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	}
 	test, err := perftest.ParseTest(args[0])
 	if err != nil {
-		fmt.Fprintf(stderr, "softirdma perf: %v\n", err)
+		fmt.Fprintf(stderr, "softirdma perf: %v\n", strings.TrimPrefix(err.Error(), "perftest: "))
 		return 2
 	}
 	o.Test = test
 	host, code, done := parseWithOneArg(fs, args[1:])
 	if done {
+		return code
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	checks := append(pf.checks(),
+		intRange("p", o.Port, 1, 65535),
+		intRange("s", o.Size, 1, perftest.MaxSize),
+		intRange("t", o.TxDepth, 1, perftest.MaxTxDepth),
+		oneOf("m", o.MTU, 256, 512, 1024, 2048, 4096),
+		intRange("o", o.OutReads, 1, perftest.MaxOutReads),
+		floatRange("loss", lc.loss, 0, 0.5))
+	if set["n"] { // unset, it is the test's default
+		checks = append(checks, intRange("n", o.Iters, perftest.MinIters, perftest.MaxIters))
+	}
+	if test == perftest.Atomic && set["s"] { // perftest: "Message size cannot be changed for Atomic tests"
+		checks = append(checks, flagCheck{"s", strconv.Itoa(o.Size), "atomic messages are always 8 bytes", o.Size == 8})
+	}
+	if code := checkFlags(stderr, "perf", checks...); code != 0 {
 		return code
 	}
 	o.Server = *server
@@ -59,9 +80,17 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		}
 		o.Host = host
 	}
-	return runPeer("perf", &lc, *gidIndex, "-x", *timeout, stderr, func(ctx context.Context, dev *emu.Device, gid netip.Addr) error {
-		o.GID = gid
-		_, err := perftest.Run(ctx, dev, o, stdout)
+	if err := lc.check(); err != nil {
+		fmt.Fprintf(stderr, "softirdma perf: %v\n", err)
+		return 2
+	}
+	o.Wait, o.Idle, o.QPTimeout, o.RetryCount = pf.wait, serverIdle, &pf.qpTimeout, &pf.retry
+	return runPeer("perf", &lc, &pf, stderr, func(ctx context.Context, dev *emu.Device, gid netip.Addr, log io.Writer) error {
+		o.GID, o.Log = gid, log
+		res, err := perftest.Run(ctx, dev, o, stdout)
+		if ranPeer != nil {
+			ranPeer(res.QP)
+		}
 		return err
 	})
 }

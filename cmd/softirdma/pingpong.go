@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/softirdma/softirdma/compat/pingpong"
@@ -27,16 +29,17 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("pingpong", stderr)
 	var o pingpong.Options
 	var lc linkFlags
+	var pf peerFlags
 	lc.register(fs)
 	server := fs.Bool("server", false, "wait for a client (ibv_rc_pingpong without a host name)")
 	fs.IntVar(&o.Port, "p", 18515, "TCP port of the address exchange")
-	fs.IntVar(&o.Size, "s", 4096, "message size")
+	fs.IntVar(&o.Size, "s", 4096, fmt.Sprintf("message size, 1..%d", pingpong.MaxSize))
 	fs.IntVar(&o.Iters, "n", 1000, "messages each way")
-	fs.IntVar(&o.RxDepth, "r", 500, "receives kept posted")
+	fs.IntVar(&o.RxDepth, "r", 500, fmt.Sprintf("receives kept posted, 1..%d", pingpong.MaxRxDepth))
 	fs.IntVar(&o.MTU, "m", 1024, "path MTU: 256, 512, 1024, 2048 or 4096")
 	fs.BoolVar(&o.Validate, "c", false, "validate the buffer (the server checks page starts)")
-	gidIndex := fs.Int("g", 1, "GID index to advertise: 0 the IPv6 link-local GID, 1 the IPv4-mapped one (as rxe numbers them)")
-	timeout := fs.Duration("timeout", 0, "give up after this long (ibv_rc_pingpong has no limit; 0 for none)")
+	pf.register(fs, "g", "GID index to advertise: 0 the IPv6 link-local GID, 1 the IPv4-mapped one (as rxe numbers them)",
+		"(ibv_rc_pingpong has no limit; 0 for none)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: softirdma pingpong [-server | HOST] -link KIND:ADDRS -ip ADDR [flags]")
 		fmt.Fprintln(stderr, "Runs ibv_rc_pingpong's exchange and traffic over a link, e.g. to a QEMU guest:")
@@ -47,6 +50,15 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 	if done {
 		return code
 	}
+	if code := checkFlags(stderr, "pingpong", append(pf.checks(),
+		intRange("p", o.Port, 1, 65535),
+		intRange("s", o.Size, 1, pingpong.MaxSize),
+		intRange("n", o.Iters, 1, pingpong.MaxIters),
+		intRange("r", o.RxDepth, 1, pingpong.MaxRxDepth),
+		oneOf("m", o.MTU, 256, 512, 1024, 2048, 4096),
+		floatRange("loss", lc.loss, 0, 0.5))...); code != 0 {
+		return code
+	}
 	o.Server = *server
 	if !o.Server {
 		if host == "" {
@@ -55,18 +67,61 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 		}
 		o.Host = host
 	}
-	return runPeer("pingpong", &lc, *gidIndex, "-g", *timeout, stderr, func(ctx context.Context, dev *emu.Device, gid netip.Addr) error {
-		o.GID = gid
-		_, err := pingpong.Run(ctx, dev, o, stdout)
+	if err := lc.check(); err != nil {
+		fmt.Fprintf(stderr, "softirdma pingpong: %v\n", err)
+		return 2
+	}
+	o.Wait, o.Idle, o.QPTimeout, o.RetryCount = pf.wait, serverIdle, &pf.qpTimeout, &pf.retry
+	return runPeer("pingpong", &lc, &pf, stderr, func(ctx context.Context, dev *emu.Device, gid netip.Addr, log io.Writer) error {
+		o.GID, o.Log = gid, log
+		res, err := pingpong.Run(ctx, dev, o, stdout)
+		if ranPeer != nil {
+			ranPeer(res.QP)
+		}
 		return err
 	})
 }
 
-// runPeer is what the peers of rdma-core's tools share once their flags are parsed: a host on
+// ranPeer, when set, gets the attributes of the QP a pingpong or perf run connected (tests).
+var ranPeer func(emu.QPAttr)
+
+// serverIdle is how long a server gives a connection to send its first message; 0 is the
+// packages' default (10s). Tests shorten it.
+var serverIdle time.Duration
+
+// peerFlags are the flags the peers of rdma-core's tools share besides the link's.
+type peerFlags struct {
+	gidFlag          string
+	gidIndex         int
+	timeout, wait    time.Duration
+	qpTimeout, retry int
+}
+
+func (p *peerFlags) register(fs flagSet, gidFlag, gidUsage, timeoutNote string) {
+	p.gidFlag = gidFlag
+	fs.IntVar(&p.gidIndex, gidFlag, 1, gidUsage)
+	fs.DurationVar(&p.timeout, "timeout", 0, "give up after this long "+timeoutNote)
+	fs.DurationVar(&p.wait, "wait", 0, "as a client, keep trying this long while the server is not up yet (connection refused, or closed before the server answered, as QEMU's forward does); 0 tries once")
+	fs.IntVar(&p.qpTimeout, "u", 14, "QP timeout exponent: the local ACK timeout is 4.096 us x 2^u, 0..31 (0 waits forever)")
+	fs.IntVar(&p.retry, "retry", 7, "QP retry count: retransmissions after an ACK timeout before the QP fails, 0..7")
+}
+
+func (p *peerFlags) checks() []flagCheck {
+	return []flagCheck{
+		intRange(p.gidFlag, p.gidIndex, 0, 1),
+		atLeast("timeout", p.timeout, 0),
+		atLeast("wait", p.wait, 0),
+		intRange("u", p.qpTimeout, 0, 31),
+		intRange("retry", p.retry, 0, 7),
+	}
+}
+
+// runPeer is what the peers of rdma-core's tools share once their flags are checked: a host on
 // the link, the GID to advertise by rxe's numbering (0 the IPv6 link-local one, 1 the
-// IPv4-mapped one), and a context that ends on an interrupt or after timeout.
-func runPeer(cmd string, lc *linkFlags, gidIndex int, gidFlag string, timeout time.Duration, stderr io.Writer,
-	run func(ctx context.Context, dev *emu.Device, gid netip.Addr) error) int {
+// IPv4-mapped one), a context that ends on an interrupt or after the timeout, and the notes of
+// the exchange (connections dropped, waiting for the server) on stderr.
+func runPeer(cmd string, lc *linkFlags, pf *peerFlags, stderr io.Writer,
+	run func(ctx context.Context, dev *emu.Device, gid netip.Addr, log io.Writer) error) int {
 	h, err := lc.host(cmd)
 	if err != nil {
 		fmt.Fprintf(stderr, "softirdma %s: %v\n", cmd, err)
@@ -74,28 +129,42 @@ func runPeer(cmd string, lc *linkFlags, gidIndex int, gidFlag string, timeout ti
 	}
 	defer h.Close()
 	go h.Run()
-	var gid netip.Addr
-	switch gidIndex {
-	case 0:
+	gid := h.Device().IP()
+	if pf.gidIndex == 0 {
 		gid = neigh.LinkLocal(h.Device().MAC())
-	case 1:
-		gid = h.Device().IP()
-	default:
-		fmt.Fprintf(stderr, "softirdma %s: %s is 0 or 1\n", cmd, gidFlag)
-		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if timeout > 0 {
+	if pf.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithTimeout(ctx, pf.timeout)
 		defer cancel()
 	}
-	if err := run(ctx, h.Device(), gid); err != nil {
-		fmt.Fprintf(stderr, "softirdma %s: %v\n", cmd, err)
+	if err := run(ctx, h.Device(), gid, prefixWriter{stderr, "softirdma " + cmd + ": "}); err != nil {
+		msg := err.Error()
+		for _, p := range []string{"pingpong: ", "perftest: "} {
+			msg = strings.TrimPrefix(msg, p)
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) && pf.wait == 0 {
+			msg += " (start the server first, or keep trying with -wait 30s)"
+		}
+		fmt.Fprintf(stderr, "softirdma %s: %s\n", cmd, msg)
 		return 1
 	}
 	return 0
+}
+
+// prefixWriter puts a prefix before every Write, which the compat packages make one line each.
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p prefixWriter) Write(b []byte) (int, error) {
+	if _, err := io.WriteString(p.w, p.prefix+string(b)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }
 
 // parseWithOneArg parses flags before and after at most one positional argument.
@@ -128,6 +197,35 @@ func (l *linkFlags) register(fs flagSet) {
 	fs.StringVar(&l.mac, "mac", "02:00:00:00:00:01", "softirdma's MAC address on the link")
 	fs.Float64Var(&l.loss, "loss", 0, "drop this fraction of the RoCE frames received (to meet the peer's retransmissions)")
 	fs.StringVar(&l.pcap, "pcap", "", "write both directions of the link to this pcap")
+}
+
+// linkExample is what a missing or wrong -link is answered with.
+const linkExample = "e.g. -link dgram:127.0.0.1:9002,127.0.0.1:9001 -ip 192.168.77.1 (a QEMU guest's -netdev dgram), or -link afpacket:eth0 (an adapter)"
+
+// check says what is missing or malformed in the link flags, before anything is opened.
+func (l *linkFlags) check() error {
+	kind, addrs, _ := strings.Cut(l.link, ":")
+	switch {
+	case l.link == "":
+		return fmt.Errorf("no link: give -link, %s", linkExample)
+	case kind != "dgram" && kind != "stream" && kind != "afpacket":
+		return fmt.Errorf("-link %q: the kinds are dgram, stream and afpacket, %s", l.link, linkExample)
+	case kind == "dgram" && !strings.Contains(addrs, ","):
+		return fmt.Errorf("-link dgram:LOCAL,REMOTE, got %q", l.link)
+	case kind == "stream" && !strings.Contains(addrs, ":"):
+		return fmt.Errorf("-link stream:tcp:ADDR or stream:unix:PATH, got %q", l.link)
+	case l.ip == "" && kind != "afpacket":
+		return errors.New("no -ip: give softirdma's IPv4 address on the link, its RoCE GID, e.g. -ip 192.168.77.1")
+	}
+	if l.ip != "" {
+		if _, err := netip.ParseAddr(l.ip); err != nil {
+			return fmt.Errorf("-ip %q is not an IP address, e.g. -ip 192.168.77.1", l.ip)
+		}
+	}
+	if hw, err := net.ParseMAC(l.mac); err != nil || len(hw) != 6 {
+		return fmt.Errorf("-mac %q is not a MAC address, e.g. -mac 02:00:00:00:00:01", l.mac)
+	}
+	return nil
 }
 
 func (l *linkFlags) host(name string) (*emu.Host, error) {
@@ -197,7 +295,7 @@ func (l *linkFlags) adapterHost(name, ifname string) (*emu.Host, error) {
 			return nil, fmt.Errorf("-ip: %v", err)
 		}
 	} else if !ok {
-		return nil, fmt.Errorf("%s has no IPv4 address; give one with -ip", ifname)
+		return nil, fmt.Errorf("%s has no IPv4 address, softirdma's GID: %s, or give softirdma one with -ip", ifname, addIPv4(ifname))
 	}
 	var more []netip.Addr
 	for _, a := range ad.Addrs {

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softirdma/softirdma/wire/afpacket"
+)
+
+// TestNumericFlagsRefused: every numeric flag of the peers (and links) is checked before
+// anything is opened: exit 2 at once, with one line naming the flag and what it accepts.
+func TestNumericFlagsRefused(t *testing.T) {
+	link := []string{"-link", "dgram:127.0.0.1:9,127.0.0.1:9", "-ip", "192.0.2.1"}
+	type bad struct{ flag, value, accepted string }
+	peer := []bad{
+		{"p", "0", "1..65535"}, {"p", "70000", "1..65535"}, {"p", "-1", "1..65535"},
+		{"s", "0", "1..8388608"}, {"s", "-1", "1..8388608"}, {"s", "99999999999", "1..8388608"},
+		{"m", "1000", "256, 512, 1024, 2048, 4096"}, {"m", "0", "256, 512, 1024, 2048, 4096"},
+		{"timeout", "-1s", "0s or more"}, {"wait", "-5s", "0s or more"},
+		{"u", "32", "0..31"}, {"u", "-1", "0..31"}, {"retry", "8", "0..7"}, {"retry", "-1", "0..7"},
+		{"loss", "2", "0..0.5"}, {"loss", "-0.1", "0..0.5"}, {"loss", "NaN", "0..0.5"},
+	}
+	type cmdCase struct {
+		cmd  []string
+		bads []bad
+	}
+	cases := []cmdCase{
+		{[]string{"pingpong"}, append([]bad{
+			{"n", "0", "1..100000000"}, {"n", "-5", "1..100000000"}, {"r", "0", "1..16384"}, {"r", "20000", "1..16384"},
+			{"g", "2", "0..1"}, {"g", "-1", "0..1"}}, peer...)},
+		{[]string{"perf", "write"}, append([]bad{
+			{"n", "0", "5..100000000"}, {"n", "-5", "5..100000000"}, {"n", "4", "5..100000000"}, {"t", "0", "1..15000"}, {"t", "20000", "1..15000"},
+			{"o", "0", "1..128"}, {"o", "129", "1..128"}, {"x", "2", "0..1"}, {"x", "-1", "0..1"}}, peer...)},
+		{[]string{"perf", "atomic"}, []bad{{"s", "4096", "atomic messages are always 8 bytes"}}},
+		{[]string{"links"}, []bad{{"for", "-1s", "0s or more"}}},
+	}
+	for _, c := range cases {
+		for _, b := range c.bads {
+			for _, role := range [][]string{{"-server"}, {"127.0.0.1"}} {
+				args := append(append([]string(nil), c.cmd...), "-"+b.flag, b.value)
+				if c.cmd[0] != "links" {
+					args = append(append(args, role...), link...)
+				}
+				start := time.Now()
+				code, out, errOut := runCLI(args...)
+				want := fmt.Sprintf("softirdma %s: -%s %s is out of range (%s)\n", c.cmd[0], b.flag, b.value, b.accepted)
+				if code != 2 || errOut != want || out != "" {
+					t.Errorf("%v: exit %d, stderr %q, stdout %q; want 2 and %q", args, code, errOut, out, want)
+				}
+				if d := time.Since(start); d > time.Second {
+					t.Errorf("%v took %v", args, d)
+				}
+				if c.cmd[0] == "links" {
+					break
+				}
+			}
+		}
+	}
+	// A number the parser cannot take is one line too, and where to find the flags.
+	code, _, errOut := runCLI("pingpong", "-p", "99999999999999999999", "-server")
+	if code != 2 || errOut != "invalid value \"99999999999999999999\" for flag -p: value out of range\nRun 'softirdma pingpong -h' for its flags.\n" {
+		t.Errorf("unparsable -p: exit %d, %q", code, errOut)
+	}
+}
+
+// TestFlagChecks: the helpers the commands (demo too) check their numbers with.
+func TestFlagChecks(t *testing.T) {
+	var b bytes.Buffer
+	if checkFlags(&b, "demo", floatRange("loss", 0.5, 0, 0.5), intRange("n", 1, 1, 1), oneOf("m", 512, 256, 512), atLeast("t", 0, 0)) != 0 || b.Len() != 0 {
+		t.Fatalf("good values refused: %q", b.String())
+	}
+	if checkFlags(&b, "demo", floatRange("loss", 0.6, 0, 0.5), intRange("n", 0, 1, 2)) != 2 || b.String() != "softirdma demo: -loss 0.6 is out of range (0..0.5)\n" {
+		t.Fatalf("got %q", b.String())
+	}
+}
+
+// TestHelp: 'softirdma help X' prints X's help on stdout, 'X -h' on stderr, for every command.
+func TestHelp(t *testing.T) {
+	for name := range commands {
+		code, out, errOut := runCLI("help", name)
+		if code != 0 || !strings.HasPrefix(out, "usage: softirdma "+name) || errOut != "" || len(strings.Split(out, "\n")) < 3 {
+			t.Errorf("help %s: exit %d, stdout %q, stderr %q", name, code, out, errOut)
+		}
+		code, out, errOut = runCLI(name, "-h")
+		if code != 0 || !strings.HasPrefix(errOut, "usage: softirdma "+name) || out != "" {
+			t.Errorf("%s -h: exit %d, stdout %q, stderr %q", name, code, out, errOut)
+		}
+	}
+	if code, _, errOut := runCLI("help", "frobnicate"); code != 2 || !strings.Contains(errOut, `unknown command "frobnicate"`) {
+		t.Errorf("help frobnicate: exit %d, %q", code, errOut)
+	}
+}
+
+// TestPeerUsageMessages: what is missing is named, with an example.
+func TestPeerUsageMessages(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pingpong", "-server"}, "softirdma pingpong: no link: give -link, " + linkExample + "\n"},
+		{[]string{"perf", "write", "-server"}, "softirdma perf: no link: give -link, " + linkExample + "\n"},
+		{[]string{"pingpong", "-server", "-link", "dgram:127.0.0.1:9,127.0.0.1:9"},
+			"softirdma pingpong: no -ip: give softirdma's IPv4 address on the link, its RoCE GID, e.g. -ip 192.168.77.1\n"},
+		{[]string{"pingpong", "-server", "-link", "dgram:127.0.0.1:9,127.0.0.1:9", "-ip", "x"},
+			"softirdma pingpong: -ip \"x\" is not an IP address, e.g. -ip 192.168.77.1\n"},
+		{[]string{"pingpong", "-server", "-link", "udp:1"}, "softirdma pingpong: -link \"udp:1\": the kinds are dgram, stream and afpacket, " + linkExample + "\n"},
+		{[]string{"pingpong", "-link", "dgram:127.0.0.1:9,127.0.0.1:9"}, "softirdma pingpong: give a server's host name, or -server\n"},
+	} {
+		if code, _, errOut := runCLI(c.args...); code != 2 || errOut != c.want {
+			t.Errorf("%v: exit %d, %q; want %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+// peerArgs is a peer's link on its own UDP socket, to nobody.
+func peerArgs(t *testing.T, args ...string) []string {
+	return append(args, "-link", "dgram:"+freeUDP(t)+","+freeUDP(t), "-ip", "192.0.2.2")
+}
+
+// TestPeerUnreachable: a client with nobody to talk to says so at once, and -wait keeps it
+// trying, saying so once.
+func TestPeerUnreachable(t *testing.T) {
+	port := fmt.Sprint(freeTCPPort(t))
+	for _, cmd := range [][]string{{"pingpong"}, {"perf", "write"}} {
+		start := time.Now()
+		code, _, errOut := runCLI(peerArgs(t, append(cmd, "127.0.0.1", "-p", port)...)...)
+		want := fmt.Sprintf("softirdma %s: couldn't connect to 127.0.0.1:%s: connection refused (start the server first, or keep trying with -wait 30s)\n", cmd[0], port)
+		if code != 1 || errOut != want || time.Since(start) > 5*time.Second {
+			t.Errorf("%v: exit %d after %v, %q; want %q", cmd, code, time.Since(start), errOut, want)
+		}
+	}
+	code, _, errOut := runCLI(peerArgs(t, "pingpong", "nosuch.invalid", "-p", port)...)
+	if want := fmt.Sprintf("softirdma pingpong: couldn't connect to nosuch.invalid:%s: no such host\n", port); code != 1 || errOut != want {
+		t.Errorf("unresolvable: exit %d, %q; want %q", code, errOut, want)
+	}
+	start := time.Now()
+	code, _, errOut = runCLI(peerArgs(t, "perf", "send", "127.0.0.1", "-p", port, "-wait", "500ms")...)
+	want := fmt.Sprintf("softirdma perf: waiting up to 500ms for the server at 127.0.0.1:%s (connection refused)\n"+
+		"softirdma perf: couldn't connect to 127.0.0.1:%s: connection refused\n", port, port)
+	if code != 1 || errOut != want || time.Since(start) < 500*time.Millisecond {
+		t.Errorf("-wait: exit %d after %v, %q; want %q", code, time.Since(start), errOut, want)
+	}
+}
+
+// TestServerStrayAndTimeout: a server drops a connection that sends nothing, says so on
+// stderr, goes on waiting, and at its timeout says nobody came.
+func TestServerStrayAndTimeout(t *testing.T) {
+	serverIdle = 200 * time.Millisecond
+	defer func() { serverIdle = 0 }()
+	for _, cmd := range [][]string{{"pingpong"}, {"perf", "read"}} {
+		port := fmt.Sprint(freeTCPPort(t))
+		var out bytes.Buffer
+		errOut := &lockedBuffer{}
+		done := make(chan int)
+		go func() {
+			done <- dispatch(peerArgs(t, append(cmd, "-server", "-p", port, "-timeout", "2s")...), &out, errOut)
+		}()
+		for deadline := time.Now().Add(5 * time.Second); ; { // until the server listens
+			c, err := net.Dial("tcp", "127.0.0.1:"+port)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		code := <-done
+		lines := strings.Split(strings.TrimSuffix(errOut.String(), "\n"), "\n")
+		if code != 1 || len(lines) != 2 ||
+			!strings.HasPrefix(lines[0], "softirdma "+cmd[0]+": dropped a connection from 127.0.0.1:") ||
+			!strings.HasSuffix(lines[0], ": it closed without sending anything; still waiting for a client") ||
+			lines[1] != "softirdma "+cmd[0]+": no client connected within 2s (1 connection(s) dropped)" {
+			t.Errorf("%v: exit %d\n%s", cmd, code, errOut.String())
+		}
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestPerfSendMismatch: ib_send_bw's sides do not exchange -n; with different ones both end,
+// the server saying what to fix.
+func TestPerfSendMismatch(t *testing.T) {
+	a, b := freeUDP(t), freeUDP(t)
+	port := fmt.Sprint(freeTCPPort(t))
+	var wg sync.WaitGroup
+	var sout, cout, serr, cerr bytes.Buffer
+	var scode, ccode int
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		scode = dispatch([]string{"perf", "send", "-server", "-p", port, "-n", "100", "-s", "1024", "-timeout", "20s", "-link", "dgram:" + a + "," + b, "-ip", "192.0.2.1",
+			"-mac", "02:00:00:00:00:01"}, &sout, &serr)
+	}()
+	go func() {
+		defer wg.Done()
+		ccode = dispatch([]string{"perf", "send", "127.0.0.1", "-p", port, "-n", "40", "-s", "1024", "-timeout", "20s", "-link", "dgram:" + b + "," + a, "-ip", "192.0.2.2",
+			"-mac", "02:00:00:00:00:02", "-wait", "10s"}, &cout, &cerr)
+	}()
+	wg.Wait()
+	want := "softirdma perf: the client finished after sending 40 of the 100 messages this side expects: give both sides the same -n\n"
+	if scode != 1 || serr.String() != want || ccode != 1 {
+		t.Fatalf("server %d: %q\nclient %d: %q", scode, serr.String(), ccode, cerr.String())
+	}
+}
+
+// TestDoctorNoIPv4: an adapter without IPv4 gets what to do, not "invalid IP".
+func TestDoctorNoIPv4(t *testing.T) {
+	var out bytes.Buffer
+	n := doctorAdapter(&out, afpacket.Adapter{Name: "eth9", Index: 1 << 30, MTU: 1500, Up: true}, nil)
+	want := "  FIX  no IPv4 address, which softirdma needs for its GID: add one with 'ip addr add 192.0.2.1/24 dev eth9' (an address of the adapter's network)\n"
+	if n < 1 || !strings.Contains(out.String(), want) || strings.Contains(out.String(), "invalid IP") {
+		t.Fatalf("%d problems:\n%s", n, out.String())
+	}
+}
