@@ -42,6 +42,11 @@ func demoMain(args []string, stdout, stderr io.Writer, env demoEnv) int {
 		fmt.Fprintln(stderr, "A writes, reads and runs atomics through them, invalidates a window with SEND_WITH_INV,")
 		fmt.Fprintln(stderr, "and meets a stale rkey. Exits 0 only when every step got the expected result.")
 		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "With -loss, RC resends what the wire loses. When the wire loses all retry_cnt (7) resends, the")
+		fmt.Fprintln(stderr, "QP gives up with RETRY_EXC_ERR, as a real NIC does; the demo says what the lost try did, connects")
+		fmt.Fprintln(stderr, "a fresh QP pair and goes on. The stale rkey ends in REM_ACCESS_ERR, or in RETRY_EXC_ERR when the")
+		fmt.Fprintln(stderr, "wire loses B's NAK: B's QP is in ERR by then and answers no retry.")
+		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args); done {
@@ -89,6 +94,7 @@ type demo struct {
 	out           io.Writer
 	trace         bool
 	steps, failed int
+	lost          int // connections that ended in RETRY_EXC_ERR and were replaced
 
 	sim      *emu.Sim
 	fab      *emu.Fabric
@@ -99,8 +105,23 @@ type demo struct {
 	bufA     []byte
 	bufB     []byte
 	mrA, mrB *emu.MR
+	w1, w2   *emu.MW
+	w2Bound  bool // the type 2 window is bound, and so tied to qb
 	events   []emu.Event
 }
+
+// The connection's settings. The local ACK timeout costs no wall-clock time in the simulator;
+// retry_cnt is the most IBTA allows.
+const (
+	demoTimeout  = 10 // 4.096 µs × 2^10: 4.2 ms
+	demoRetryCnt = 7
+)
+
+// maxConnections bounds how many connections one step uses. At -loss 0.5 each way a request and
+// its response both get through one time in four, so the eight tries that retry_cnt 7 allows all
+// fail about one time in ten, and a multi-packet step more often: over 10,000 seeds about one
+// connection in five was lost, and no step needed more than seven. Twenty is far out of reach.
+const maxConnections = 20
 
 func (d *demo) setup(seed uint64, loss float64, pcap io.Writer) error {
 	d.sim = emu.NewSim()
@@ -120,35 +141,37 @@ func (d *demo) setup(seed uint64, loss float64, pcap io.Writer) error {
 	d.a = d.fab.AddDevice("A", link)
 	d.b = d.fab.AddDevice("B", link)
 	var err error
-	check := func(e error) {
-		if err == nil {
-			err = e
-		}
-	}
-	d.pdA, err = d.a.AllocPD()
-	check(err)
-	d.pdB, err = d.b.AllocPD()
-	check(err)
-	d.cqA, err = d.a.CreateCQ(256)
-	check(err)
-	d.cqB, err = d.b.CreateCQ(256)
-	check(err)
-	if err != nil {
+	if d.pdA, err = d.a.AllocPD(); err != nil {
 		return err
 	}
-	caps := emu.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
-	d.qa, err = d.pdA.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: d.cqA, RecvCQ: d.cqA, Cap: caps})
-	check(err)
-	d.qb, err = d.pdB.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: d.cqB, RecvCQ: d.cqB, Cap: caps})
-	check(err)
-	if err != nil {
+	if d.pdB, err = d.b.AllocPD(); err != nil {
 		return err
 	}
-	check(emu.ConnectRC(d.qa, d.qb, emu.ConnectOptions{MTU: emu.MTU1024, Timeout: 10}))
+	if d.cqA, err = d.a.CreateCQ(256); err != nil {
+		return err
+	}
+	if d.cqB, err = d.b.CreateCQ(256); err != nil {
+		return err
+	}
+	if d.qa, d.qb, err = d.connect(); err != nil {
+		return err
+	}
 	d.bufA, d.bufB = make([]byte, 64<<10), make([]byte, 64<<10)
 	d.mrA, err = d.pdA.RegMR(d.bufA, emu.AccessLocalWrite)
-	check(err)
 	return err
+}
+
+// connect creates an RC QP on each device and connects them.
+func (d *demo) connect() (qa, qb *emu.QP, err error) {
+	caps := emu.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	if qa, err = d.pdA.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: d.cqA, RecvCQ: d.cqA, Cap: caps}); err != nil {
+		return nil, nil, err
+	}
+	if qb, err = d.pdB.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: d.cqB, RecvCQ: d.cqB, Cap: caps}); err != nil {
+		return nil, nil, err
+	}
+	err = emu.ConnectRC(qa, qb, emu.ConnectOptions{MTU: emu.MTU1024, Timeout: demoTimeout, RetryCnt: demoRetryCnt})
+	return qa, qb, err
 }
 
 // step prints one numbered line; ok says whether the step got what it expected.
@@ -183,7 +206,10 @@ func (d *demo) post(qp *emu.QP, cq *emu.CQ, wr emu.SendWR) emu.WC {
 	if err := qp.PostSend(wr); err != nil {
 		return emu.WC{Status: emu.WCGeneralErr, Err: err}
 	}
-	wc, _ := d.complete(cq)
+	wc, ok := d.complete(cq)
+	if !ok {
+		return emu.WC{Status: emu.WCGeneralErr, Err: fmt.Errorf("no completion for wr %d", wr.ID)}
+	}
 	return wc
 }
 
@@ -191,89 +217,282 @@ func (d *demo) sgeA(off uint64, n uint32) []emu.SGE {
 	return []emu.SGE{{Addr: d.mrA.Addr() + off, Length: n, LKey: d.mrA.LKey()}}
 }
 
+// since counts the events of kind on device dev (and QP qpn, unless 0) from index mark on.
+func (d *demo) since(mark int, dev string, qpn uint32, kind emu.EventKind) int {
+	n := 0
+	for _, e := range d.events[mark:] {
+		if e.Kind == kind && e.Device == dev && (qpn == 0 || e.QP == qpn) {
+			n++
+		}
+	}
+	return n
+}
+
+// settle lets the last frames of a connection that has given up land or be lost, so that what B
+// did with them can be read.
+func (d *demo) settle() { d.sim.RunUntilIdle(0) }
+
+// onWire runs one of A's operations across the wire. RC resends what the wire loses, but only
+// retry_cnt times in a row: when the wire loses them all, A's QP completes the work request with
+// RETRY_EXC_ERR and goes to ERR, as a real NIC does, and the connection is gone. Then the demo does
+// what an application must: lost reports what the lost try did at B and says whether to try again
+// (an operation that is not idempotent may need B to undo it first), and A and B connect a fresh
+// QP pair. The completion returned is the last try's.
+func (d *demo) onWire(try func() emu.WC, lost func() (again bool)) emu.WC {
+	for n := 1; ; n++ {
+		mark := len(d.events)
+		wc := try()
+		if wc.Status != emu.WCRetryExcErr || n == maxConnections {
+			return wc
+		}
+		d.settle()
+		d.explain("the connection is lost: %s (%v) after the wire lost %d frames; A's QP 0x%06x is in %s",
+			wc.Status, wc.Err, d.since(mark, "A", 0, emu.EvFault)+d.since(mark, "B", 0, emu.EvFault), d.qa.Num(), d.qa.State())
+		again := lost == nil || lost()
+		d.reconnect(true, again)
+		if !again {
+			return wc
+		}
+	}
+}
+
+// reconnect replaces the QP pair with a fresh one, as an application does after its connection
+// fails. A type 2 window is tied to the QP that bound it, so B moves a bound one to its new QP.
+func (d *demo) reconnect(lost, again bool) {
+	if lost {
+		d.lost++
+	}
+	oldA, oldB := d.qa, d.qb
+	qa, qb, err := d.connect()
+	if err != nil {
+		d.step(false, "A and B connect a fresh QP pair: %v", err)
+		return
+	}
+	d.qa, d.qb = qa, qb
+	switch {
+	case lost && again:
+		d.explain("A and B connect a fresh QP pair, 0x%06x -> 0x%06x, and A tries again", d.qa.Num(), d.qb.Num())
+	case lost:
+		d.explain("A and B connect a fresh QP pair, 0x%06x -> 0x%06x", d.qa.Num(), d.qb.Num())
+	}
+	if d.w2Bound {
+		old := d.w2.RKey()
+		inv := d.post(d.qb, d.cqB, emu.SendWR{ID: 100, Opcode: emu.WRLocalInv, Imm: old})
+		want := uint32(keys.Key(old).Inc())
+		bind := d.post(d.qb, d.cqB, d.bindW2(101, want))
+		d.explain("B's type 2 window was tied to QP 0x%06x: LOCAL_INV %s, BIND_MW on QP 0x%06x %s: rkey 0x%08x -> 0x%08x",
+			oldB.Num(), inv.Status, d.qb.Num(), bind.Status, old, d.w2.RKey())
+		if inv.Status != emu.WCSuccess || bind.Status != emu.WCSuccess || d.w2.RKey() != want {
+			d.step(false, "B moves its type 2 window to QP 0x%06x", d.qb.Num())
+		}
+	}
+	for _, err := range []error{oldA.Destroy(), oldB.Destroy()} {
+		if err != nil {
+			d.step(false, "destroy the old QP pair: %v", err)
+		}
+	}
+}
+
+// bindW2 is the BIND_MW work request that binds the type 2 window over B's 8-byte word.
+func (d *demo) bindW2(id uint64, rkey uint32) emu.SendWR {
+	return emu.SendWR{ID: id, Opcode: emu.WRBindMW, Bind: emu.BindInfo{MW: d.w2, RKey: rkey, MR: d.mrB,
+		Addr: d.mrB.Addr() + wordOff, Length: 8, Access: emu.AccessRemoteAtomic | emu.AccessRemoteRead}}
+}
+
+// wordOff is where B's 8-byte word for the atomics lives.
+const wordOff = 32 << 10
+
+func (d *demo) word() uint64 { return binary.LittleEndian.Uint64(d.bufB[wordOff:]) }
+
+func (d *demo) setWord(v uint64) { binary.LittleEndian.PutUint64(d.bufB[wordOff:], v) }
+
 func (d *demo) run() {
 	var err error
 	// B's memory: LOCAL_WRITE|MW_BIND and no remote rights of its own; windows grant them.
 	d.mrB, err = d.pdB.RegMR(d.bufB, emu.AccessLocalWrite|emu.AccessMWBind)
-	d.step(err == nil, "B: reg_mr 64 KiB at 0x%x, LOCAL_WRITE|MW_BIND: lkey = rkey = 0x%08x; the MR itself grants no remote access",
-		d.mrB.Addr(), d.mrB.RKey())
 	if err != nil {
-		d.explain("%v", err)
+		d.step(false, "B: reg_mr 64 KiB: %v", err)
 		return
 	}
+	d.step(true, "B: reg_mr 64 KiB at 0x%x, LOCAL_WRITE|MW_BIND: lkey = rkey = 0x%08x; the MR itself grants no remote access",
+		d.mrB.Addr(), d.mrB.RKey())
 
-	// A type 1 window, bound by the bind verb: key8 + 1.
-	w1, err := d.pdB.AllocMW(emu.MWType1)
-	if err != nil {
+	// A type 1 window, bound by the bind verb: key8 + 1. It belongs to B's PD, not to a QP.
+	if d.w1, err = d.pdB.AllocMW(emu.MWType1); err != nil {
 		d.step(false, "B: alloc_mw type 1: %v", err)
 		return
 	}
-	old := w1.RKey()
-	err = d.qb.BindMW(w1, emu.MWBind{ID: 1, Flags: emu.SendSignaled, MR: d.mrB, Addr: d.mrB.Addr(), Length: 16 << 10,
+	old := d.w1.RKey()
+	err = d.qb.BindMW(d.w1, emu.MWBind{ID: 1, Flags: emu.SendSignaled, MR: d.mrB, Addr: d.mrB.Addr(), Length: 16 << 10,
 		Access: emu.AccessRemoteWrite | emu.AccessRemoteRead})
 	wc, _ := d.complete(d.cqB)
-	d.step(err == nil && wc.Status == emu.WCSuccess && w1.RKey() == uint32(keys.Key(old).Inc()),
-		"B: type 1 window over [0, 16 KiB) REMOTE_WRITE|REMOTE_READ: ibv_bind_mw rotates rkey 0x%08x -> 0x%08x", old, w1.RKey())
+	d.step(err == nil && wc.Status == emu.WCSuccess && d.w1.RKey() == uint32(keys.Key(old).Inc()),
+		"B: type 1 window over [0, 16 KiB) REMOTE_WRITE|REMOTE_READ: ibv_bind_mw rotates rkey 0x%08x -> 0x%08x", old, d.w1.RKey())
 
-	// WRITE and READ through it.
+	// WRITE and READ through it. Both can simply be tried again on a fresh connection.
 	msg := "through a type 1 window"
 	copy(d.bufA, msg)
-	wc = d.post(d.qa, d.cqA, emu.SendWR{ID: 2, Opcode: emu.WRRDMAWrite, SGL: d.sgeA(0, 4096), RemoteAddr: d.mrB.Addr() + 256, RKey: w1.RKey()})
-	d.step(wc.Status == emu.WCSuccess && string(d.bufB[256:256+len(msg)]) == msg, "A: RDMA WRITE 4 KiB through rkey 0x%08x: %s, %q landed in B", w1.RKey(), wc.Status, msg)
-	wc = d.post(d.qa, d.cqA, emu.SendWR{ID: 3, Opcode: emu.WRRDMARead, SGL: d.sgeA(8192, 4096), RemoteAddr: d.mrB.Addr() + 256, RKey: w1.RKey()})
+	wc = d.onWire(func() emu.WC {
+		return d.post(d.qa, d.cqA, emu.SendWR{ID: 2, Opcode: emu.WRRDMAWrite, SGL: d.sgeA(0, 4096), RemoteAddr: d.mrB.Addr() + 256, RKey: d.w1.RKey()})
+	}, nil)
+	d.step(wc.Status == emu.WCSuccess && string(d.bufB[256:256+len(msg)]) == msg, "A: RDMA WRITE 4 KiB through rkey 0x%08x: %s, %q landed in B", d.w1.RKey(), wc.Status, msg)
+	wc = d.onWire(func() emu.WC {
+		return d.post(d.qa, d.cqA, emu.SendWR{ID: 3, Opcode: emu.WRRDMARead, SGL: d.sgeA(8192, 4096), RemoteAddr: d.mrB.Addr() + 256, RKey: d.w1.RKey()})
+	}, nil)
 	d.step(wc.Status == emu.WCSuccess && string(d.bufA[8192:8192+len(msg)]) == msg, "A: RDMA READ 4 KiB back (4 response packets): %s", wc.Status)
 
 	// A type 2 window, bound by a BIND_MW work request with the consumer's key8.
-	w2, err := d.pdB.AllocMW(emu.MWType2)
-	if err != nil {
+	if d.w2, err = d.pdB.AllocMW(emu.MWType2); err != nil {
 		d.step(false, "B: alloc_mw type 2: %v", err)
 		return
 	}
-	old = w2.RKey()
+	old = d.w2.RKey()
 	want := uint32(keys.Key(old).Inc())
-	wc = d.post(d.qb, d.cqB, emu.SendWR{ID: 4, Opcode: emu.WRBindMW, Bind: emu.BindInfo{MW: w2, RKey: want, MR: d.mrB,
-		Addr: d.mrB.Addr() + 32<<10, Length: 8, Access: emu.AccessRemoteAtomic | emu.AccessRemoteRead}})
-	d.step(wc.Status == emu.WCSuccess && w2.RKey() == want, "B: type 2 window over one 8-byte word, REMOTE_ATOMIC: BIND_MW with key8 0x%02x: rkey 0x%08x -> 0x%08x (tied to QP 0x%06x)",
-		uint8(want), old, w2.RKey(), d.qb.Num())
+	wc = d.post(d.qb, d.cqB, d.bindW2(4, want))
+	d.w2Bound = wc.Status == emu.WCSuccess
+	d.step(wc.Status == emu.WCSuccess && d.w2.RKey() == want, "B: type 2 window over one 8-byte word, REMOTE_ATOMIC: BIND_MW with key8 0x%02x: rkey 0x%08x -> 0x%08x (tied to QP 0x%06x)",
+		uint8(want), old, d.w2.RKey(), d.qb.Num())
 
-	// Atomics through it.
-	binary.LittleEndian.PutUint64(d.bufB[32<<10:], 40)
-	wc = d.post(d.qa, d.cqA, emu.SendWR{ID: 5, Opcode: emu.WRAtomicFetchAndAdd, SGL: d.sgeA(16384, 8), RemoteAddr: d.mrB.Addr() + 32<<10, RKey: w2.RKey(), CompareAdd: 2})
+	// Atomics through it. An atomic is not idempotent: when its response is lost, A cannot tell
+	// whether it ran, so before A tries again B looks and puts its word back.
+	d.setWord(40)
+	wc = d.onWire(func() emu.WC {
+		binary.LittleEndian.PutUint64(d.bufA[16384:], 0)
+		return d.post(d.qa, d.cqA, emu.SendWR{ID: 5, Opcode: emu.WRAtomicFetchAndAdd, SGL: d.sgeA(16384, 8), RemoteAddr: d.mrB.Addr() + wordOff, RKey: d.w2.RKey(), CompareAdd: 2})
+	}, func() bool {
+		d.undoAtomic(40, 42, "add")
+		return true
+	})
 	got := binary.LittleEndian.Uint64(d.bufA[16384:])
-	d.step(wc.Status == emu.WCSuccess && got == 40, "A: FETCH_AND_ADD 2: %s, returned %d", wc.Status, got)
-	wc = d.post(d.qa, d.cqA, emu.SendWR{ID: 6, Opcode: emu.WRAtomicCmpAndSwp, SGL: d.sgeA(16392, 8), RemoteAddr: d.mrB.Addr() + 32<<10, RKey: w2.RKey(), CompareAdd: 42, Swap: 7})
+	d.step(wc.Status == emu.WCSuccess && got == 40 && d.word() == 42, "A: FETCH_AND_ADD 2: %s, returned %d", wc.Status, got)
+	wc = d.onWire(func() emu.WC {
+		binary.LittleEndian.PutUint64(d.bufA[16392:], 0)
+		return d.post(d.qa, d.cqA, emu.SendWR{ID: 6, Opcode: emu.WRAtomicCmpAndSwp, SGL: d.sgeA(16392, 8), RemoteAddr: d.mrB.Addr() + wordOff, RKey: d.w2.RKey(), CompareAdd: 42, Swap: 7})
+	}, func() bool {
+		d.undoAtomic(42, 7, "swap")
+		return true
+	})
 	got = binary.LittleEndian.Uint64(d.bufA[16392:])
-	d.step(wc.Status == emu.WCSuccess && got == 42 && binary.LittleEndian.Uint64(d.bufB[32<<10:]) == 7,
-		"A: CMP_AND_SWP 42 -> 7: %s, returned %d; B's word is now %d", wc.Status, got, binary.LittleEndian.Uint64(d.bufB[32<<10:]))
+	d.step(wc.Status == emu.WCSuccess && got == 42 && d.word() == 7,
+		"A: CMP_AND_SWP 42 -> 7: %s, returned %d; B's word is now %d", wc.Status, got, d.word())
 
-	// SEND_WITH_INV invalidates the window from A's side.
-	if err := d.qb.PostRecv(emu.RecvWR{ID: 7, SGL: []emu.SGE{{Addr: d.mrB.Addr() + 48<<10, Length: 64, LKey: d.mrB.LKey()}}}); err != nil {
-		d.step(false, "B: post_recv: %v", err)
-		return
-	}
-	rkey2 := w2.RKey()
+	// SEND_WITH_INV invalidates the window from A's side. When only the ACKs are lost, B has the
+	// message and the window is invalid; sending it again would be refused, so A does not.
+	var rwc emu.WC
+	var received bool
+	rkey2 := d.w2.RKey()
 	copy(d.bufA[20000:], "done with your window")
-	wc = d.post(d.qa, d.cqA, emu.SendWR{ID: 8, Opcode: emu.WRSendWithInv, SGL: d.sgeA(20000, 21), Imm: rkey2})
-	rwc, _ := d.complete(d.cqB)
-	d.step(wc.Status == emu.WCSuccess && rwc.Status == emu.WCSuccess && rwc.Flags&emu.WCWithInv != 0 && rwc.InvalidatedRKey() == rkey2,
-		"A: SEND_WITH_INV rkey 0x%08x: B's receive completes %s with WITH_INV, invalidated rkey 0x%08x", rkey2, rwc.Status, rwc.InvalidatedRKey())
+	wc = d.onWire(func() emu.WC {
+		if err := d.qb.PostRecv(emu.RecvWR{ID: 7, SGL: []emu.SGE{{Addr: d.mrB.Addr() + 48<<10, Length: 64, LKey: d.mrB.LKey()}}}); err != nil {
+			return emu.WC{Status: emu.WCGeneralErr, Err: err}
+		}
+		rkey2 = d.w2.RKey()
+		wc := d.post(d.qa, d.cqA, emu.SendWR{ID: 8, Opcode: emu.WRSendWithInv, SGL: d.sgeA(20000, 21), Imm: rkey2})
+		if wc.Status == emu.WCSuccess {
+			rwc, received = d.complete(d.cqB)
+		}
+		return wc
+	}, func() bool {
+		if d.cqB.Len() > 0 {
+			rwc, received = d.complete(d.cqB)
+			d.w2Bound = rwc.Status != emu.WCSuccess || rwc.Flags&emu.WCWithInv == 0
+			d.explain("B got the message and invalidated rkey 0x%08x; only A's acknowledgements were lost, so A does not send it again", rkey2)
+			return false
+		}
+		d.explain("B never got the message: its receive goes with the old QP, and B posts another on the new one")
+		return true
+	})
+	ok := received && rwc.Status == emu.WCSuccess && rwc.Flags&emu.WCWithInv != 0 && rwc.InvalidatedRKey() == rkey2
+	if ok {
+		d.w2Bound = false
+	}
+	acks := ""
+	if wc.Status != emu.WCSuccess {
+		acks = fmt.Sprintf("; A's send completed %s", wc.Status)
+	}
+	d.step(ok && (wc.Status == emu.WCSuccess || wc.Status == emu.WCRetryExcErr),
+		"A: SEND_WITH_INV rkey 0x%08x: B's receive completes %s with WITH_INV, invalidated rkey 0x%08x%s", rkey2, rwc.Status, rwc.InvalidatedRKey(), acks)
 
 	// Rebind with a new key8, then LOCAL_INV from B's side.
 	want = uint32(keys.Key(rkey2).Inc())
-	wc = d.post(d.qb, d.cqB, emu.SendWR{ID: 9, Opcode: emu.WRBindMW, Bind: emu.BindInfo{MW: w2, RKey: want, MR: d.mrB,
-		Addr: d.mrB.Addr() + 32<<10, Length: 8, Access: emu.AccessRemoteAtomic | emu.AccessRemoteRead}})
-	d.step(wc.Status == emu.WCSuccess && w2.RKey() == want, "B: rebind the type 2 window with a new key8: rkey 0x%08x -> 0x%08x", rkey2, w2.RKey())
-	wc = d.post(d.qb, d.cqB, emu.SendWR{ID: 10, Opcode: emu.WRLocalInv, Imm: w2.RKey()})
-	d.step(wc.Status == emu.WCSuccess, "B: LOCAL_INV rkey 0x%08x: %s", w2.RKey(), wc.Status)
+	wc = d.post(d.qb, d.cqB, d.bindW2(9, want))
+	d.step(wc.Status == emu.WCSuccess && d.w2.RKey() == want, "B: rebind the type 2 window with a new key8: rkey 0x%08x -> 0x%08x", rkey2, d.w2.RKey())
+	wc = d.post(d.qb, d.cqB, emu.SendWR{ID: 10, Opcode: emu.WRLocalInv, Imm: d.w2.RKey()})
+	d.step(wc.Status == emu.WCSuccess, "B: LOCAL_INV rkey 0x%08x: %s", d.w2.RKey(), wc.Status)
 
-	// The stale rkey: REM_ACCESS_ERR, NAK 0x62, and the reason from B's side.
-	stale := rkey2
-	wc = d.post(d.qa, d.cqA, emu.SendWR{ID: 11, Opcode: emu.WRRDMARead, SGL: d.sgeA(24000, 8), RemoteAddr: d.mrB.Addr() + 32<<10, RKey: stale})
-	d.step(wc.Status == emu.WCRemAccessErr, "A: RDMA READ with the stale rkey 0x%08x: %s", stale, wc.Status)
-	for _, e := range d.events {
-		if e.Kind == emu.EvAccess && e.Device == "B" && e.Err != nil {
-			d.explain("B refused it: %v", e.Err)
+	d.staleRKey(rkey2)
+
+	// What an application does after an error: a fresh connection, and the type 1 window, which
+	// belongs to B's PD rather than to a QP, serves it.
+	d.reconnect(false, false)
+	msg = "over a fresh connection"
+	copy(d.bufA[4096:], msg)
+	wc = d.onWire(func() emu.WC {
+		return d.post(d.qa, d.cqA, emu.SendWR{ID: 12, Opcode: emu.WRRDMAWrite, SGL: d.sgeA(4096, 64), RemoteAddr: d.mrB.Addr() + 1024, RKey: d.w1.RKey()})
+	}, nil)
+	d.step(wc.Status == emu.WCSuccess && string(d.bufB[1024:1024+len(msg)]) == msg,
+		"A: a fresh QP pair, 0x%06x -> 0x%06x, then RDMA WRITE through rkey 0x%08x again: %s, %q landed in B",
+		d.qa.Num(), d.qb.Num(), d.w1.RKey(), wc.Status, msg)
+}
+
+// undoAtomic reports, after an atomic's connection was lost, whether it ran at B (B's word went
+// from before to after), and if it did puts the word back so that A's next try meets what the
+// first one did.
+func (d *demo) undoAtomic(before, after uint64, what string) {
+	switch w := d.word(); w {
+	case before:
+		d.explain("B's word is still %d: the %s never reached B", w, what)
+	case after:
+		d.explain("B's word is %d: B did the %s and only its response was lost; an atomic is not idempotent, so B puts %d back before A tries again", w, what, before)
+		d.setWord(before)
+	default:
+		d.explain("B's word is %d, neither %d nor %d", w, before, after)
+	}
+}
+
+// staleRKey reads through the rkey that SEND_WITH_INV invalidated. B refuses it with NAK 0x62
+// (remote access error) and its QP goes to ERR, as RC requires. If the NAK gets through, A's READ
+// completes with REM_ACCESS_ERR. If the wire loses it, B, now in ERR, drops A's retries without an
+// answer, and A's QP gives up with RETRY_EXC_ERR: what a real NIC does, and the one other
+// legitimate outcome. A READ that never reached B at all is tried again on a fresh connection.
+func (d *demo) staleRKey(stale uint32) {
+	var wc emu.WC
+	var mark int
+	for n := 1; ; n++ {
+		mark = len(d.events)
+		wc = d.post(d.qa, d.cqA, emu.SendWR{ID: 11, Opcode: emu.WRRDMARead, SGL: d.sgeA(24000, 8), RemoteAddr: d.mrB.Addr() + wordOff, RKey: stale})
+		if wc.Status != emu.WCRetryExcErr || n == maxConnections {
+			break
 		}
+		d.settle()
+		if d.qb.State() == emu.QPSErr {
+			break
+		}
+		d.explain("the connection is lost: %s (%v) before the READ reached B, whose QP 0x%06x is still %s",
+			wc.Status, wc.Err, d.qb.Num(), d.qb.State())
+		d.reconnect(true, true)
+	}
+	var refusals []error
+	for _, e := range d.events[mark:] {
+		if e.Kind == emu.EvAccess && e.Device == "B" && e.QP == d.qb.Num() && e.Err != nil {
+			refusals = append(refusals, e.Err)
+		}
+	}
+	switch wc.Status {
+	case emu.WCRetryExcErr:
+		d.step(len(refusals) == 1 && d.qb.State() == emu.QPSErr && d.since(mark, "B", 0, emu.EvFault) > 0,
+			"A: RDMA READ with the stale rkey 0x%08x: %s, because the wire lost B's NAK", stale, wc.Status)
+	default:
+		d.step(wc.Status == emu.WCRemAccessErr && len(refusals) == 1, "A: RDMA READ with the stale rkey 0x%08x: %s", stale, wc.Status)
+	}
+	for _, err := range refusals {
+		d.explain("B refused it: %v", err)
+	}
+	if wc.Status == emu.WCRetryExcErr {
+		d.explain("B's QP went to ERR when it sent the NAK, and dropped the %d retries of A's that reached it;",
+			d.since(mark, "B", d.qb.Num(), emu.EvDrop))
+		d.explain("A's QP gave up (%v), as a real NIC does:", wc.Err)
+		d.explain("whether A sees REM_ACCESS_ERR or RETRY_EXC_ERR depends on whether the NAK gets through")
 	}
 	d.step(d.qa.State() == emu.QPSErr && d.qb.State() == emu.QPSErr, "both QPs are in %s, as RC requires after a remote access error", d.qa.State())
 }
@@ -291,9 +510,9 @@ func (d *demo) cost(wall time.Duration, self, pcapPath string) {
 		count[e.Kind]++
 	}
 	fmt.Fprintf(d.out, "cost: %d frames, %d bytes on the wire, %v of virtual time (%v of wall time)\n", frames, bytes, d.sim.Now(), wall.Round(time.Microsecond))
-	fmt.Fprintf(d.out, "      faults %d, retransmissions %d, timeouts %d, NAKs %d (sequence %d, RNR %d)\n",
+	fmt.Fprintf(d.out, "      faults %d, retransmissions %d, timeouts %d, NAKs %d (sequence %d, RNR %d), connections lost to RETRY_EXC_ERR %d\n",
 		count[emu.EvFault], d.a.Stats.Retransmits+d.b.Stats.Retransmits, d.a.Stats.Timeouts+d.b.Stats.Timeouts, count[emu.EvNAK],
-		d.a.Stats.SeqNAKsSent+d.b.Stats.SeqNAKsSent, d.a.Stats.RNRNAKsSent+d.b.Stats.RNRNAKsSent)
+		d.a.Stats.SeqNAKsSent+d.b.Stats.SeqNAKsSent, d.a.Stats.RNRNAKsSent+d.b.Stats.RNRNAKsSent, d.lost)
 	if pcapPath != "" {
 		fmt.Fprintf(d.out, "      every frame is in %s: %s, or open it in Wireshark\n", pcapPath, decodeHint(self, pcapPath))
 	}

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"flag"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +39,7 @@ func TestDemoRefusesBadLossAndSeed(t *testing.T) {
 		}
 	}
 	// The ends of both ranges are accepted.
-	for _, args := range [][]string{{"-loss", "0"}, {"-seed", "0"}, {"-seed", "18446744073709551615"}} {
+	for _, args := range [][]string{{"-loss", "0"}, {"-loss", "0.5", "-seed", "0"}, {"-seed", "18446744073709551615"}} {
 		if code, out, errOut := demoFixed("softirdma", args...); code != 0 {
 			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
 		}
@@ -74,5 +77,66 @@ func TestDemoDecodeHint(t *testing.T) {
 	// The hint decodes the capture.
 	if code, out, _ := runCLI("decode", pcap); code != 0 || !strings.Contains(out, "icrc_bad=0 malformed=0") {
 		t.Fatalf("decode %s: exit %d\n%s", pcap, code, out)
+	}
+}
+
+var demoSeeds = flag.Int("demo.seeds", 0, "seeds per loss for TestDemoManySeeds, at every loss from 0 to 0.5 in steps of 0.1 (default: 100 at 0.1, 0.3 and 0.5; 20 with -short)")
+
+// TestDemoManySeeds runs the demo over many seeds and losses: every run must get every step's
+// expected result, and a second run of the same seed must print the same bytes and write the same
+// pcap. Across the seeds at loss 0.5 both outcomes of the stale rkey must turn up, and a lost
+// connection on an ordinary step.
+func TestDemoManySeeds(t *testing.T) {
+	n, losses := 100, []string{"0.1", "0.3", "0.5"}
+	if testing.Short() {
+		n = 20
+	}
+	if *demoSeeds > 0 {
+		n, losses = *demoSeeds, []string{"0", "0.1", "0.2", "0.3", "0.4", "0.5"}
+	}
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	for _, loss := range losses {
+		failed := 0
+		var nakLost, nakArrived, reconnected int
+		for seed := 1; seed <= n; seed++ {
+			var outs [2]string
+			var pcaps [2][]byte
+			for i := range outs {
+				pcap := dirs[i] + "/demo.pcap"
+				code, out, errOut := demoFixed("softirdma", "-seed", fmt.Sprint(seed), "-loss", loss, "-pcap", pcap)
+				if code != 0 {
+					failed++
+					if failed <= 3 {
+						t.Errorf("seed %d, loss %s: exit %d\n%s%s", seed, loss, code, out, errOut)
+					}
+					break
+				}
+				p, err := os.ReadFile(pcap)
+				if err != nil {
+					t.Fatal(err)
+				}
+				outs[i], pcaps[i] = strings.ReplaceAll(out, dirs[i], "DIR"), p
+			}
+			if outs[1] == "" {
+				continue
+			}
+			if outs[0] != outs[1] || !bytes.Equal(pcaps[0], pcaps[1]) {
+				t.Fatalf("seed %d, loss %s: two runs differ (output equal %v, pcap equal %v)", seed, loss, outs[0] == outs[1], bytes.Equal(pcaps[0], pcaps[1]))
+			}
+			switch {
+			case strings.Contains(outs[0], "RETRY_EXC_ERR, because the wire lost B's NAK"):
+				nakLost++
+			case strings.Contains(outs[0], "stale rkey") && strings.Contains(outs[0], ": REM_ACCESS_ERR\n"):
+				nakArrived++
+			}
+			if !strings.Contains(outs[0], "connections lost to RETRY_EXC_ERR 0\n") {
+				reconnected++
+			}
+		}
+		t.Logf("loss %s: %d of %d seeds failed; stale rkey: REM_ACCESS_ERR %d, RETRY_EXC_ERR %d; seeds with a lost connection %d",
+			loss, failed, n, nakArrived, nakLost, reconnected)
+		if loss == "0.5" && n >= 100 && (nakLost == 0 || nakArrived == 0 || reconnected == 0) {
+			t.Errorf("loss 0.5 over %d seeds did not show both outcomes of the stale rkey and a lost connection", n)
+		}
 	}
 }
