@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
@@ -18,15 +20,52 @@ import (
 // to this bound before pcapgo sees it: a garbage length must give an error, not a 4 GiB allocation.
 const MaxSnaplen = 262144
 
-// Link types the decoder understands besides Ethernet: raw IP in its three spellings, and Linux
-// cooked capture (what tcpdump -i any writes).
+// LinkType is a capture's link type, a LINKTYPE_ value of tcpdump.org/linktypes.html.
+// gopacket's layers.LinkType has 8 bits: it cannot hold Linux cooked capture v2 (276), which it
+// reads as 20, so the reader takes the link type from the file itself.
+type LinkType uint32
+
+// Link types the decoder understands: Ethernet, raw IP in its several spellings, and Linux cooked
+// capture v1 and v2 (what tcpdump -i any writes; v2 since libpcap 1.10).
 const (
-	LinkTypeRaw      = layers.LinkTypeRaw // 101
-	LinkTypeIPv4     = layers.LinkTypeIPv4
-	LinkTypeIPv6     = layers.LinkTypeIPv6
-	LinkTypeLinuxSLL = layers.LinkTypeLinuxSLL
-	linkTypeRawBSD   = 12 // DLT_RAW's value on most BSDs, found in old captures
-	linkTypeRawBSD14 = 14
+	LinkTypeEthernet  LinkType = 1
+	LinkTypeRawBSD    LinkType = 12 // DLT_RAW's value on most BSDs, found in old captures
+	LinkTypeRawBSD14  LinkType = 14 // DLT_RAW's value on OpenBSD
+	LinkTypeRaw       LinkType = 101
+	LinkTypeLinuxSLL  LinkType = 113
+	LinkTypeIPv4      LinkType = 228
+	LinkTypeIPv6      LinkType = 229
+	LinkTypeLinuxSLL2 LinkType = 276
+)
+
+// String gives the number and, when known, a name: "276 (Linux cooked v2)", "105 (IEEE802_11)".
+func (t LinkType) String() string {
+	n := strconv.FormatUint(uint64(t), 10)
+	switch t {
+	case LinkTypeRawBSD, LinkTypeRawBSD14, LinkTypeRaw:
+		return n + " (raw IP)"
+	case LinkTypeLinuxSLL:
+		return n + " (Linux cooked)"
+	case LinkTypeLinuxSLL2:
+		return n + " (Linux cooked v2)"
+	}
+	if t < 256 {
+		if name := layers.LinkType(t).String(); !strings.HasPrefix(name, "UnknownLinkType") {
+			return n + " (" + name + ")"
+		}
+	}
+	return n
+}
+
+// Linux cooked capture headers: v1 (LINKTYPE_LINUX_SLL) is packet type, ARPHRD type, address
+// length, 8 address bytes and the protocol (an EtherType for IP); v2 (LINKTYPE_LINUX_SLL2) is the
+// protocol, 2 reserved bytes, the interface index, ARPHRD type, packet type, address length and 8
+// address bytes. Both are big-endian.
+const (
+	SLLLen       = 16
+	SLLProtoOff  = 14
+	SLL2Len      = 20
+	SLL2ProtoOff = 0
 )
 
 // packetSource is what pcapgo's pcap and pcapng readers have in common.
@@ -39,7 +78,7 @@ type packetSource interface {
 // by the file's magic number.
 type PcapReader struct {
 	src  packetSource
-	link layers.LinkType
+	link LinkType
 	// deferred is a structural error found in a pcapng file while validating it: the blocks before
 	// it are read normally, then Next returns it.
 	deferred error
@@ -61,15 +100,29 @@ func NewPcapReader(r io.Reader) (*PcapReader, error) {
 		if err != nil {
 			return nil, fmt.Errorf("wire: reading pcapng: %w", err)
 		}
-		good, verr := sanitizePcapng(data)
+		good, link, verr := sanitizePcapng(data)
 		ng, err := newNgReader(good)
 		if err != nil {
 			if verr != nil {
-				err = verr
+				// The structural problem explains the failure better than pcapgo does.
+				return nil, verr
+			}
+			if err == errReaderPanic {
+				return nil, err
 			}
 			return nil, fmt.Errorf("wire: pcapng: %w", err)
 		}
-		return &PcapReader{src: ng, link: ng.LinkType(), deferred: verr, ng: true}, nil
+		return &PcapReader{src: ng, link: link, deferred: verr, ng: true}, nil
+	}
+	// pcapgo keeps only the low 8 bits of the link type: read it from the header here. The
+	// field's low 26 bits are the link type, the rest tell about a frame check sequence.
+	var link LinkType
+	if hdr, err := br.Peek(24); err == nil {
+		var order binary.ByteOrder = binary.BigEndian
+		if m := binary.LittleEndian.Uint32(hdr); m == 0xA1B2C3D4 || m == 0xA1B23C4D {
+			order = binary.LittleEndian
+		}
+		link = LinkType(order.Uint32(hdr[20:]) & 0x03FFFFFF)
 	}
 	pr, err := pcapgo.NewReader(br)
 	if err != nil {
@@ -78,11 +131,20 @@ func NewPcapReader(r io.Reader) (*PcapReader, error) {
 	if s := pr.Snaplen(); s == 0 || s > MaxSnaplen {
 		pr.SetSnaplen(MaxSnaplen)
 	}
-	return &PcapReader{src: pr, link: pr.LinkType()}, nil
+	return &PcapReader{src: pr, link: link}, nil
 }
 
-// LinkType is the link type of the file (of the first interface for pcapng).
-func (r *PcapReader) LinkType() layers.LinkType { return r.link }
+// Link is the link type of the file (of the first interface for pcapng).
+func (r *PcapReader) Link() LinkType { return r.link }
+
+// LinkType is Link as gopacket's enum, which has 8 bits: it is only meaningful when Link is below
+// 256. For a larger link type it returns 255, which gopacket does not decode.
+func (r *PcapReader) LinkType() layers.LinkType {
+	if r.link > 255 {
+		return 255
+	}
+	return layers.LinkType(r.link)
+}
 
 // IsPcapng says whether the file is pcapng.
 func (r *PcapReader) IsPcapng() bool { return r.ng }
@@ -120,19 +182,35 @@ func (r *PcapReader) Next() (data []byte, ci gopacket.CaptureInfo, err error) {
 	return data, ci, err
 }
 
+// Structural problems sanitizePcapng finds in a pcapng file.
+var (
+	errNgTruncated    = errors.New("wire: pcapng: truncated block")
+	errNgSection      = errors.New("wire: pcapng: truncated section header")
+	errNgByteOrder    = errors.New("wire: pcapng: bad byte-order magic")
+	errNgBlockLength  = errors.New("wire: pcapng: bad block length")
+	errNgInterface    = errors.New("wire: pcapng: short interface block")
+	errNgPacket       = errors.New("wire: pcapng: bad packet block")
+	errNgSimplePacket = errors.New("wire: pcapng: bad simple packet block")
+)
+
 // sanitizePcapng walks the pcapng block structure and returns the prefix made of well-formed
-// blocks, with interface snap lengths held to MaxSnaplen, and the first structural problem found.
-func sanitizePcapng(data []byte) ([]byte, error) {
-	var order binary.ByteOrder = binary.LittleEndian
+// blocks, with interface snap lengths held to MaxSnaplen, the link type of the first interface,
+// and the first structural problem found.
+func sanitizePcapng(data []byte) ([]byte, LinkType, error) {
+	var (
+		order   binary.ByteOrder = binary.LittleEndian
+		link    LinkType
+		hasLink bool
+	)
 	off := 0
 	for off < len(data) {
 		if len(data)-off < 12 {
-			return data[:off], errors.New("wire: pcapng: truncated block")
+			return data[:off], link, errNgTruncated
 		}
 		typ := binary.LittleEndian.Uint32(data[off:])
 		if typ == 0x0A0D0D0A {
 			if len(data)-off < 28 {
-				return data[:off], errors.New("wire: pcapng: truncated section header")
+				return data[:off], link, errNgSection
 			}
 			switch {
 			case binary.LittleEndian.Uint32(data[off+8:]) == 0x1A2B3C4D:
@@ -140,46 +218,61 @@ func sanitizePcapng(data []byte) ([]byte, error) {
 			case binary.BigEndian.Uint32(data[off+8:]) == 0x1A2B3C4D:
 				order = binary.BigEndian
 			default:
-				return data[:off], errors.New("wire: pcapng: bad byte-order magic")
+				return data[:off], link, errNgByteOrder
 			}
 		} else {
 			typ = order.Uint32(data[off:])
 		}
 		n := int(order.Uint32(data[off+4:]))
 		if n < 12 || n%4 != 0 || n > len(data)-off || order.Uint32(data[off+n-4:]) != uint32(n) {
-			return data[:off], errors.New("wire: pcapng: bad block length")
+			return data[:off], link, errNgBlockLength
 		}
 		blk := data[off : off+n]
 		switch typ {
 		case 1: // interface description: link type, reserved, snap length
 			if n < 20 {
-				return data[:off], errors.New("wire: pcapng: short interface block")
+				return data[:off], link, errNgInterface
+			}
+			if !hasLink {
+				link, hasLink = LinkType(order.Uint16(blk[8:])), true
 			}
 			if s := order.Uint32(blk[12:]); s == 0 || s > MaxSnaplen {
 				order.PutUint32(blk[12:], MaxSnaplen)
 			}
 		case 2, 6: // (obsolete) packet block, enhanced packet block
 			if n < 32 || int(order.Uint32(blk[20:])) > n-32 {
-				return data[:off], errors.New("wire: pcapng: bad packet block")
+				return data[:off], link, errNgPacket
 			}
 		case 3: // simple packet block: original length, data
 			if n < 16 || int(order.Uint32(blk[8:])) > n-16 {
-				return data[:off], errors.New("wire: pcapng: bad simple packet block")
+				return data[:off], link, errNgSimplePacket
 			}
 		}
 		off += n
 	}
-	return data, nil
+	return data, link, nil
 }
 
 // NewPcapWriter writes a classic pcap header (nanosecond timestamps, Ethernet) to w and returns a
 // pcapgo writer for the frames.
 func NewPcapWriter(w io.Writer) (*pcapgo.Writer, error) {
-	pw := pcapgo.NewWriterNanos(w)
-	if err := pw.WriteFileHeader(MaxSnaplen, layers.LinkTypeEthernet); err != nil {
+	return NewPcapWriterLink(w, LinkTypeEthernet)
+}
+
+// NewPcapWriterLink is NewPcapWriter for any link type. It writes the file header itself, since
+// pcapgo's takes an 8-bit link type.
+func NewPcapWriterLink(w io.Writer, link LinkType) (*pcapgo.Writer, error) {
+	var hdr [24]byte
+	le := binary.LittleEndian
+	le.PutUint32(hdr[0:], 0xA1B23C4D) // nanosecond timestamps
+	le.PutUint16(hdr[4:], 2)
+	le.PutUint16(hdr[6:], 4)
+	le.PutUint32(hdr[16:], MaxSnaplen)
+	le.PutUint32(hdr[20:], uint32(link))
+	if _, err := w.Write(hdr[:]); err != nil {
 		return nil, err
 	}
-	return pw, nil
+	return pcapgo.NewWriterNanos(w), nil
 }
 
 // NewPcapngWriter returns a pcapng writer for Ethernet frames; call Flush at the end.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"testing"
+
+	"github.com/google/gopacket/layers"
 )
 
 // TestPcapReaderHostile: lengths in a capture are input from strangers. Huge snap lengths and
@@ -103,6 +105,96 @@ func TestPcapngHostileOptions(t *testing.T) {
 		}
 		if name == "tsresol 2^-64" && (err == nil || errors.Is(err, io.EOF)) {
 			t.Errorf("%s: %v, want an error", name, err)
+		}
+	}
+}
+
+// pcapngBlocks builds a little-endian pcapng: a section header, then the given blocks.
+func pcapngBlocks(blocks ...[]byte) []byte {
+	le := binary.LittleEndian
+	var ng bytes.Buffer
+	block := func(typ uint32, body []byte) {
+		n := uint32(12 + len(body))
+		binary.Write(&ng, le, typ)
+		binary.Write(&ng, le, n)
+		ng.Write(body)
+		binary.Write(&ng, le, n)
+	}
+	shb := make([]byte, 16)
+	le.PutUint32(shb[0:], 0x1A2B3C4D)
+	le.PutUint16(shb[4:], 1)
+	le.PutUint64(shb[8:], 0xFFFFFFFFFFFFFFFF)
+	block(0x0A0D0D0A, shb)
+	for _, b := range blocks {
+		ng.Write(b)
+	}
+	return ng.Bytes()
+}
+
+// interfaceBlock is a pcapng interface description block of the link type.
+func interfaceBlock(link uint16) []byte {
+	b := make([]byte, 20)
+	le := binary.LittleEndian
+	le.PutUint32(b[0:], 1)
+	le.PutUint32(b[4:], 20)
+	le.PutUint16(b[8:], link)
+	le.PutUint32(b[12:], MaxSnaplen)
+	le.PutUint32(b[16:], 20)
+	return b
+}
+
+// TestPcapLinkType: the link type is read whole. gopacket's is 8 bits, so Linux cooked v2 (276)
+// would be 20 and 257 would be Ethernet.
+func TestPcapLinkType(t *testing.T) {
+	for _, link := range []LinkType{LinkTypeEthernet, LinkTypeLinuxSLL, LinkTypeLinuxSLL2, 257, 0xFFFF} {
+		var b bytes.Buffer
+		if _, err := NewPcapWriterLink(&b, link); err != nil {
+			t.Fatal(err)
+		}
+		le := b.Bytes()
+		be := make([]byte, 24) // the same header written big-endian, with microseconds
+		binary.BigEndian.PutUint32(be[0:], 0xA1B2C3D4)
+		binary.BigEndian.PutUint16(be[4:], 2)
+		binary.BigEndian.PutUint16(be[6:], 4)
+		binary.BigEndian.PutUint32(be[16:], MaxSnaplen)
+		binary.BigEndian.PutUint32(be[20:], 0x10000000|uint32(link)) // with an FCS length of 0 bytes flagged
+		for name, data := range map[string][]byte{
+			"pcap":    le,
+			"pcap BE": be,
+			"pcapng":  pcapngBlocks(interfaceBlock(uint16(link))),
+		} {
+			r, err := NewPcapReader(bytes.NewReader(data))
+			if err != nil {
+				t.Fatalf("%s %d: %v", name, link, err)
+			}
+			if r.Link() != link {
+				t.Errorf("%s: link type %v, want %v", name, r.Link(), link)
+			}
+			if want := layers.LinkType(link); link < 256 && r.LinkType() != want || link > 255 && r.LinkType() != 255 {
+				t.Errorf("%s %d: gopacket link type %d", name, link, r.LinkType())
+			}
+		}
+	}
+	if got := LinkTypeLinuxSLL2.String(); got != "276 (Linux cooked v2)" {
+		t.Errorf("String() = %q", got)
+	}
+}
+
+// TestPcapngErrorText: a structural problem found before any packet is the whole error, said once.
+func TestPcapngErrorText(t *testing.T) {
+	bad := interfaceBlock(1)
+	binary.LittleEndian.PutUint32(bad[4:], 24) // its trailing length says 20
+	for name, c := range map[string]struct {
+		data []byte
+		want string
+	}{
+		"bad block length": {pcapngBlocks(bad), "wire: pcapng: bad block length"},
+		"short interface":  {pcapngBlocks([]byte{1, 0, 0, 0, 16, 0, 0, 0, 1, 0, 0, 0, 16, 0, 0, 0}), "wire: pcapng: short interface block"},
+		"truncated block":  {pcapngBlocks([]byte{1, 0, 0, 0, 20}), "wire: pcapng: truncated block"},
+	} {
+		_, err := NewPcapReader(bytes.NewReader(c.data))
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
 		}
 	}
 }

@@ -326,3 +326,30 @@ func TestDecodeStdin(t *testing.T) {
 		t.Errorf("garbage on stdin: exit %d, %q", code, errs)
 	}
 }
+
+// TestDecodeCookedV2: a capture of tcpdump -i any since libpcap 1.10 is Linux cooked v2 (link
+// type 276); 64-bit values show in full.
+func TestDecodeCookedV2(t *testing.T) {
+	code, out, errs := runDecodeArgs(t, "-flows", captures+"cooked-v2.pcap")
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	if got, want := lastLine(out), "summary: frames=12 rocev2=11 icrc_ok=11 icrc_bad=0 malformed=0"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	for _, want := range []string{
+		"#5 10.0.7.1 -> 10.0.7.2 sport=49458 RC_COMPARE_SWAP qp=0x000012 psn=1002 ackreq va=0x7ffffffffffffff8 rkey=0x000002a7 swap=0xfedcba9876543210 compare=0x123456789abcdef payload=0 icrc=ok\n",
+		"#11 fd00:7::1 -> fd00:7::2 sport=49458 RC_SEND_ONLY_WITH_IMMEDIATE qp=0x000012 psn=77 ackreq imm=0xdeadbeef payload=32 icrc=ok\n",
+		"flows: 2 RC connections\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	// A link type the decoder does not read is named by its number.
+	name := writePcap(t, 147, nil)
+	want := "softirdma decode: " + name + ": unreadable capture: link type 147 is not one the decoder reads (Ethernet, raw IP, Linux cooked v1 or v2)\n"
+	if code, _, errs := runDecodeArgs(t, name); code != 2 || errs != want {
+		t.Errorf("link type 147: exit %d\n%q, want\n%q", code, errs, want)
+	}
+}

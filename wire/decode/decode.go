@@ -5,6 +5,7 @@
 package decode
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +15,6 @@ import (
 	"time"
 
 	"github.com/google/gopacket"
-	"github.com/google/gopacket/layers"
 	"github.com/softirdma/softirdma/wire"
 )
 
@@ -137,7 +137,7 @@ func Run(r io.Reader, w io.Writer, opt Options) (Summary, error) {
 	if err != nil {
 		return sum, fmt.Errorf("%w: %v", ErrUnreadable, err)
 	}
-	parse, err := linkParser(pr.LinkType())
+	parse, err := linkParser(pr.Link())
 	if err != nil {
 		return sum, err
 	}
@@ -190,28 +190,40 @@ func Run(r io.Reader, w io.Writer, opt Options) (Summary, error) {
 type parseFunc func(p *wire.Parser, f *wire.Frame, data []byte) error
 
 // linkParser returns how to find the IP packet in a frame of the link type.
-func linkParser(lt layers.LinkType) (parseFunc, error) {
+func linkParser(lt wire.LinkType) (parseFunc, error) {
 	switch lt {
-	case layers.LinkTypeEthernet:
+	case wire.LinkTypeEthernet:
 		return (*wire.Parser).Parse, nil
-	case wire.LinkTypeRaw, wire.LinkTypeIPv4, wire.LinkTypeIPv6, 12, 14:
+	case wire.LinkTypeRaw, wire.LinkTypeIPv4, wire.LinkTypeIPv6, wire.LinkTypeRawBSD, wire.LinkTypeRawBSD14:
 		return (*wire.Parser).ParseIP, nil
 	case wire.LinkTypeLinuxSLL:
-		// Linux cooked capture: a 16-byte pseudo header ending in the EtherType.
-		return func(p *wire.Parser, f *wire.Frame, data []byte) error {
-			if len(data) < 16 {
-				f.Reset()
-				return errors.New("short cooked header")
-			}
-			switch et := uint16(data[14])<<8 | uint16(data[15]); et {
-			case wire.EtherTypeIPv4, wire.EtherTypeIPv6:
-				return p.ParseIP(f, data[16:])
-			}
-			f.Reset()
-			return errors.New("not IP")
-		}, nil
+		return cooked(wire.SLLLen, wire.SLLProtoOff), nil
+	case wire.LinkTypeLinuxSLL2:
+		return cooked(wire.SLL2Len, wire.SLL2ProtoOff), nil
 	}
-	return nil, fmt.Errorf("%w: link type %v (%d) is not Ethernet, raw IP or Linux cooked", ErrUnreadable, lt, int(lt))
+	return nil, fmt.Errorf("%w: link type %v is not one the decoder reads (Ethernet, raw IP, Linux cooked v1 or v2)", ErrUnreadable, lt)
+}
+
+var (
+	errShortCooked = errors.New("short cooked header")
+	errCookedNotIP = errors.New("not IP")
+)
+
+// cooked parses Linux cooked capture: a pseudo header of n bytes whose protocol field, at
+// protoOff, is the EtherType of the packet that follows.
+func cooked(n, protoOff int) parseFunc {
+	return func(p *wire.Parser, f *wire.Frame, data []byte) error {
+		if len(data) < n {
+			f.Reset()
+			return errShortCooked
+		}
+		switch et := binary.BigEndian.Uint16(data[protoOff:]); et {
+		case wire.EtherTypeIPv4, wire.EtherTypeIPv6:
+			return p.ParseIP(f, data[n:])
+		}
+		f.Reset()
+		return errCookedNotIP
+	}
 }
 
 // record describes one frame the parser found addressed to UDP 4791.
