@@ -159,14 +159,6 @@ func (o *Options) check() error {
 // flushed completions to say so.
 var ErrFlushed = ctrl.ErrFlushed
 
-// orDefault is *p, or def when p is nil.
-func orDefault(p *int, def int) int {
-	if p == nil {
-		return def
-	}
-	return *p
-}
-
 // Result is what the run measured, or for a write/read/atomic server what the client reported.
 type Result struct {
 	Report
@@ -276,7 +268,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		return res, fmt.Errorf("perftest: failed to modify QP to RTR: %w", err)
 	}
 	if !o.Server {
-		attr = emu.QPAttr{State: emu.QPSRTS, SQPSN: local.PSN, Timeout: uint8(orDefault(o.QPTimeout, 14)), RetryCnt: uint8(orDefault(o.RetryCount, 7)), RNRRetry: 7,
+		attr = emu.QPAttr{State: emu.QPSRTS, SQPSN: local.PSN, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, 14)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, 7)), RNRRetry: 7,
 			MaxRdAtomic: uint8(min(max(int(h.peer.OutReads), 1), dev.Limits().MaxQPInitRdAtom))}
 		if err := qp.Modify(attr, emu.AttrState|emu.AttrSQPSN|emu.AttrTimeout|emu.AttrRetryCnt|emu.AttrRNRRetry|emu.AttrMaxQPRdAtomic); err != nil {
 			return res, fmt.Errorf("perftest: failed to modify QP to RTS: %w", err)

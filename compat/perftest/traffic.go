@@ -202,6 +202,9 @@ func (r *runner) sendServer() (Result, error) {
 	res.Elapsed = time.Since(start)
 	// The client goes on to the next handshake when it is done; a message in the spare
 	// receive first means it had more to send.
+	if received > o.Iters {
+		return res, mismatch("sent more than")
+	}
 	if _, err := r.poll("all messages received"); err == nil {
 		return res, mismatch("sent more than")
 	} else if moved := (errPeerMoved{}); !errors.As(err, &moved) || moved.err != nil {

@@ -117,14 +117,6 @@ func (o *Options) check() error {
 // flushed completions to say so.
 var ErrFlushed = ctrl.ErrFlushed
 
-// orDefault is *p, or def when p is nil.
-func orDefault(p *int, def int) int {
-	if p == nil {
-		return def
-	}
-	return *p
-}
-
 // Dest is one side's address message.
 type Dest struct {
 	LID uint16
@@ -267,7 +259,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		if err := qp.Modify(attr, emu.AttrState|emu.AttrAV|emu.AttrPathMTU|emu.AttrDestQPN|emu.AttrRQPSN|emu.AttrMaxDestRdAtomic|emu.AttrMinRNRTimer); err != nil {
 			return fmt.Errorf("pingpong: failed to modify QP to RTR: %w", err)
 		}
-		attr = emu.QPAttr{State: emu.QPSRTS, Timeout: uint8(orDefault(o.QPTimeout, 14)), RetryCnt: uint8(orDefault(o.RetryCount, 7)),
+		attr = emu.QPAttr{State: emu.QPSRTS, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, 14)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, 7)),
 			RNRRetry: 7, SQPSN: local.PSN, MaxRdAtomic: 1}
 		if err := qp.Modify(attr, emu.AttrState|emu.AttrTimeout|emu.AttrRetryCnt|emu.AttrRNRRetry|emu.AttrSQPSN|emu.AttrMaxQPRdAtomic); err != nil {
 			return fmt.Errorf("pingpong: failed to modify QP to RTS: %w", err)

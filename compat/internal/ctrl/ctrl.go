@@ -278,3 +278,11 @@ func Why(wc emu.WC) error {
 	}
 	return wc.Err
 }
+
+// OrDefault is *p, or def when p is nil (an option left unset).
+func OrDefault(p *int, def int) int {
+	if p == nil {
+		return def
+	}
+	return *p
+}
