@@ -202,26 +202,10 @@ func (l *lockedBuffer) String() string {
 // TestPerfSendMismatch: ib_send_bw's sides do not exchange -n; with different ones both end,
 // the server saying what to fix.
 func TestPerfSendMismatch(t *testing.T) {
-	a, b := freeUDP(t), freeUDP(t)
-	port := fmt.Sprint(freeTCPPort(t))
-	var wg sync.WaitGroup
-	var sout, cout, serr, cerr bytes.Buffer
-	var scode, ccode int
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		scode = dispatch([]string{"perf", "send", "-server", "-p", port, "-n", "100", "-s", "1024", "-timeout", "20s", "-link", "dgram:" + a + "," + b, "-ip", "192.0.2.1",
-			"-mac", "02:00:00:00:00:01"}, &sout, &serr)
-	}()
-	go func() {
-		defer wg.Done()
-		ccode = dispatch([]string{"perf", "send", "127.0.0.1", "-p", port, "-n", "40", "-s", "1024", "-timeout", "20s", "-link", "dgram:" + b + "," + a, "-ip", "192.0.2.2",
-			"-mac", "02:00:00:00:00:02", "-wait", "10s"}, &cout, &cerr)
-	}()
-	wg.Wait()
+	s, c := runPair(t, []string{"perf", "send", "-server", "-n", "100", "-s", "1024"}, []string{"perf", "send", "127.0.0.1", "-n", "40", "-s", "1024"})
 	want := "softirdma perf: the client finished after sending 40 of the 100 messages this side expects: give both sides the same -n\n"
-	if scode != 1 || serr.String() != want || ccode != 1 {
-		t.Fatalf("server %d: %q\nclient %d: %q", scode, serr.String(), ccode, cerr.String())
+	if s.code != 1 || s.err != want || c.code != 1 {
+		t.Fatalf("server %d: %q\nclient %d: %q", s.code, s.err, c.code, c.err)
 	}
 }
 

@@ -23,7 +23,6 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	var lc linkFlags
 	var pf peerFlags
 	lc.register(fs)
-	server := fs.Bool("server", false, "wait for a client (the tool without a host name)")
 	fs.IntVar(&o.Port, "p", 18515, "TCP port of the exchange")
 	fs.IntVar(&o.Size, "s", 65536, fmt.Sprintf("message size, 1..%d (atomic is always 8)", perftest.MaxSize))
 	fs.IntVar(&o.Iters, "n", 0, fmt.Sprintf("iterations, %d..%d (default 5000 for write, 1000 otherwise)", perftest.MinIters, perftest.MaxIters))
@@ -72,25 +71,13 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	if code := checkFlags(stderr, "perf", checks...); code != 0 {
 		return code
 	}
-	o.Server = *server
-	if !o.Server {
-		if host == "" {
-			fmt.Fprintln(stderr, "softirdma perf: give a server's host name, or -server")
-			return 2
-		}
+	if !pf.server {
 		o.Host = host
 	}
-	if err := lc.check(); err != nil {
-		fmt.Fprintf(stderr, "softirdma perf: %v\n", err)
-		return 2
-	}
-	o.Wait, o.Idle, o.QPTimeout, o.RetryCount = pf.wait, serverIdle, &pf.qpTimeout, &pf.retry
-	return runPeer("perf", &lc, &pf, stderr, func(ctx context.Context, dev *emu.Device, gid netip.Addr, log io.Writer) error {
+	o.Server, o.Wait, o.Idle, o.QPTimeout, o.RetryCount = pf.server, pf.wait, serverIdle, &pf.qpTimeout, &pf.retry
+	return runPeer("perf", host, &lc, &pf, stderr, func(ctx context.Context, dev *emu.Device, gid netip.Addr, log io.Writer) (emu.QPAttr, error) {
 		o.GID, o.Log = gid, log
 		res, err := perftest.Run(ctx, dev, o, stdout)
-		if ranPeer != nil {
-			ranPeer(res.QP)
-		}
-		return err
+		return res.QP, err
 	})
 }

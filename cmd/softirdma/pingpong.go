@@ -31,7 +31,6 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 	var lc linkFlags
 	var pf peerFlags
 	lc.register(fs)
-	server := fs.Bool("server", false, "wait for a client (ibv_rc_pingpong without a host name)")
 	fs.IntVar(&o.Port, "p", 18515, "TCP port of the address exchange")
 	fs.IntVar(&o.Size, "s", 4096, fmt.Sprintf("message size, 1..%d", pingpong.MaxSize))
 	fs.IntVar(&o.Iters, "n", 1000, "messages each way")
@@ -59,26 +58,14 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 		floatRange("loss", lc.loss, 0, 0.5))...); code != 0 {
 		return code
 	}
-	o.Server = *server
-	if !o.Server {
-		if host == "" {
-			fmt.Fprintln(stderr, "softirdma pingpong: give a server's host name, or -server")
-			return 2
-		}
+	if !pf.server {
 		o.Host = host
 	}
-	if err := lc.check(); err != nil {
-		fmt.Fprintf(stderr, "softirdma pingpong: %v\n", err)
-		return 2
-	}
-	o.Wait, o.Idle, o.QPTimeout, o.RetryCount = pf.wait, serverIdle, &pf.qpTimeout, &pf.retry
-	return runPeer("pingpong", &lc, &pf, stderr, func(ctx context.Context, dev *emu.Device, gid netip.Addr, log io.Writer) error {
+	o.Server, o.Wait, o.Idle, o.QPTimeout, o.RetryCount = pf.server, pf.wait, serverIdle, &pf.qpTimeout, &pf.retry
+	return runPeer("pingpong", host, &lc, &pf, stderr, func(ctx context.Context, dev *emu.Device, gid netip.Addr, log io.Writer) (emu.QPAttr, error) {
 		o.GID, o.Log = gid, log
 		res, err := pingpong.Run(ctx, dev, o, stdout)
-		if ranPeer != nil {
-			ranPeer(res.QP)
-		}
-		return err
+		return res.QP, err
 	})
 }
 
@@ -91,6 +78,7 @@ var serverIdle time.Duration
 
 // peerFlags are the flags the peers of rdma-core's tools share besides the link's.
 type peerFlags struct {
+	server           bool
 	gidFlag          string
 	gidIndex         int
 	timeout, wait    time.Duration
@@ -99,6 +87,7 @@ type peerFlags struct {
 
 func (p *peerFlags) register(fs flagSet, gidFlag, gidUsage, timeoutNote string) {
 	p.gidFlag = gidFlag
+	fs.BoolVar(&p.server, "server", false, "wait for a client (the tool run without a host name)")
 	fs.IntVar(&p.gidIndex, gidFlag, 1, gidUsage)
 	fs.DurationVar(&p.timeout, "timeout", 0, "give up after this long "+timeoutNote)
 	fs.DurationVar(&p.wait, "wait", 0, "as a client, keep trying this long while the server is not up yet (connection refused, or closed before the server answered, as QEMU's forward does); 0 tries once")
@@ -116,12 +105,20 @@ func (p *peerFlags) checks() []flagCheck {
 	}
 }
 
-// runPeer is what the peers of rdma-core's tools share once their flags are checked: a host on
-// the link, the GID to advertise by rxe's numbering (0 the IPv6 link-local one, 1 the
+// runPeer is what the peers of rdma-core's tools share once their numbers are checked: a server
+// or a host to connect to, a host on the link, the GID to advertise by rxe's numbering (0 the IPv6 link-local one, 1 the
 // IPv4-mapped one), a context that ends on an interrupt or after the timeout, and the notes of
 // the exchange (connections dropped, waiting for the server) on stderr.
-func runPeer(cmd string, lc *linkFlags, pf *peerFlags, stderr io.Writer,
-	run func(ctx context.Context, dev *emu.Device, gid netip.Addr, log io.Writer) error) int {
+func runPeer(cmd, host string, lc *linkFlags, pf *peerFlags, stderr io.Writer,
+	run func(ctx context.Context, dev *emu.Device, gid netip.Addr, log io.Writer) (emu.QPAttr, error)) int {
+	if !pf.server && host == "" {
+		fmt.Fprintf(stderr, "softirdma %s: give a server's host name, or -server\n", cmd)
+		return 2
+	}
+	if err := lc.check(); err != nil {
+		fmt.Fprintf(stderr, "softirdma %s: %v\n", cmd, err)
+		return 2
+	}
 	h, err := lc.host(cmd)
 	if err != nil {
 		fmt.Fprintf(stderr, "softirdma %s: %v\n", cmd, err)
@@ -140,7 +137,11 @@ func runPeer(cmd string, lc *linkFlags, pf *peerFlags, stderr io.Writer,
 		ctx, cancel = context.WithTimeout(ctx, pf.timeout)
 		defer cancel()
 	}
-	if err := run(ctx, h.Device(), gid, prefixWriter{stderr, "softirdma " + cmd + ": "}); err != nil {
+	qp, err := run(ctx, h.Device(), gid, prefixWriter{stderr, "softirdma " + cmd + ": "})
+	if ranPeer != nil {
+		ranPeer(qp)
+	}
+	if err != nil {
 		msg := err.Error()
 		for _, p := range []string{"pingpong: ", "perftest: "} {
 			msg = strings.TrimPrefix(msg, p)

@@ -33,28 +33,13 @@ func freeTCPPort(t *testing.T) int {
 // its own dgram link, wired to each other the way QEMU's -netdev dgram wires a guest.
 func TestPingpongCommand(t *testing.T) {
 	qps := recordQPs(t)
-	a, b := freeUDP(t), freeUDP(t)
-	port := fmt.Sprint(freeTCPPort(t))
 	pcap := t.TempDir() + "/pp.pcap"
-	var wg sync.WaitGroup
-	var sout, cout, serr, cerr bytes.Buffer
-	var scode, ccode int
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		scode = dispatch([]string{"pingpong", "-server", "-p", port, "-n", "50", "-g", "0", "-timeout", "30s", "-link", "dgram:" + a + "," + b, "-ip", "192.0.2.1",
-			"-mac", "02:00:00:00:00:01", "-pcap", pcap, "-u", "18", "-retry", "3"}, &sout, &serr)
-	}()
-	go func() {
-		defer wg.Done()
-		ccode = dispatch([]string{"pingpong", "127.0.0.1", "-p", port, "-n", "50", "-g", "0", "-timeout", "30s", "-link", "dgram:" + b + "," + a, "-ip", "192.0.2.2",
-			"-mac", "02:00:00:00:00:02", "-loss", "0.02", "-wait", "20s", "-u", "18", "-retry", "3"}, &cout, &cerr)
-	}()
-	wg.Wait()
-	if scode != 0 || ccode != 0 {
-		t.Fatalf("server %d: %s%s\nclient %d: %s%s", scode, sout.String(), serr.String(), ccode, cout.String(), cerr.String())
+	s, c := runPair(t, []string{"pingpong", "-server", "-n", "50", "-g", "0", "-pcap", pcap, "-u", "18", "-retry", "3"},
+		[]string{"pingpong", "127.0.0.1", "-n", "50", "-g", "0", "-loss", "0.02", "-u", "18", "-retry", "3"})
+	if s.code != 0 || c.code != 0 {
+		t.Fatalf("server %d: %s%s\nclient %d: %s%s", s.code, s.out, s.err, c.code, c.out, c.err)
 	}
-	for _, out := range []string{sout.String(), cout.String()} {
+	for _, out := range []string{s.out, c.out} {
 		if !strings.Contains(out, "409600 bytes in") || !strings.Contains(out, "50 iters in") {
 			t.Fatalf("output:\n%s", out)
 		}
@@ -74,27 +59,12 @@ func TestPingpongCommand(t *testing.T) {
 // TestPerfCommand runs softirdma perf against itself, as ib_read_bw's two ends would run.
 func TestPerfCommand(t *testing.T) {
 	qps := recordQPs(t)
-	a, b := freeUDP(t), freeUDP(t)
-	port := fmt.Sprint(freeTCPPort(t))
-	var wg sync.WaitGroup
-	var sout, cout, serr, cerr bytes.Buffer
-	var scode, ccode int
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		scode = dispatch([]string{"perf", "read", "-server", "-p", port, "-n", "200", "-s", "8192", "-timeout", "30s", "-link", "dgram:" + a + "," + b, "-ip", "192.0.2.1",
-			"-mac", "02:00:00:00:00:01"}, &sout, &serr)
-	}()
-	go func() {
-		defer wg.Done()
-		ccode = dispatch([]string{"perf", "read", "127.0.0.1", "-p", port, "-n", "200", "-s", "8192", "-timeout", "30s", "-link", "dgram:" + b + "," + a, "-ip", "192.0.2.2",
-			"-mac", "02:00:00:00:00:02", "-wait", "20s", "-u", "20", "-retry", "2"}, &cout, &cerr)
-	}()
-	wg.Wait()
-	if scode != 0 || ccode != 0 {
-		t.Fatalf("server %d: %s%s\nclient %d: %s%s", scode, sout.String(), serr.String(), ccode, cout.String(), cerr.String())
+	s, c := runPair(t, []string{"perf", "read", "-server", "-n", "200", "-s", "8192"},
+		[]string{"perf", "read", "127.0.0.1", "-n", "200", "-s", "8192", "-u", "20", "-retry", "2"})
+	if s.code != 0 || c.code != 0 {
+		t.Fatalf("server %d: %s%s\nclient %d: %s%s", s.code, s.out, s.err, c.code, c.out, c.err)
 	}
-	for _, out := range []string{sout.String(), cout.String()} {
+	for _, out := range []string{s.out, c.out} {
 		if !strings.Contains(out, "RDMA_Read BW Test") || !strings.Contains(out, " 8192       200 ") {
 			t.Fatalf("output:\n%s", out)
 		}
@@ -127,4 +97,35 @@ func recordQPs(t *testing.T) func() []emu.QPAttr {
 		defer mu.Unlock()
 		return append([]emu.QPAttr(nil), qps...)
 	}
+}
+
+type cliRun struct {
+	code       int
+	out, err   string
+	bout, berr bytes.Buffer
+}
+
+// runPair runs a server and a client command in this process, each on its own dgram link wired
+// to the other's the way QEMU's -netdev dgram wires a guest, with a fresh exchange port; the
+// client waits for the server to listen.
+func runPair(t *testing.T, server, client []string) (s, c *cliRun) {
+	a, b := freeUDP(t), freeUDP(t)
+	port := fmt.Sprint(freeTCPPort(t))
+	s, c = new(cliRun), new(cliRun)
+	server = append(server, "-p", port, "-timeout", "30s", "-link", "dgram:"+a+","+b, "-ip", "192.0.2.1", "-mac", "02:00:00:00:00:01")
+	client = append(client, "-p", port, "-timeout", "30s", "-link", "dgram:"+b+","+a, "-ip", "192.0.2.2", "-mac", "02:00:00:00:00:02", "-wait", "20s")
+	var wg sync.WaitGroup
+	wg.Add(2)
+	for _, r := range []struct {
+		run  *cliRun
+		args []string
+	}{{s, server}, {c, client}} {
+		go func() {
+			defer wg.Done()
+			r.run.code = dispatch(r.args, &r.run.bout, &r.run.berr)
+			r.run.out, r.run.err = r.run.bout.String(), r.run.berr.String()
+		}()
+	}
+	wg.Wait()
+	return s, c
 }
