@@ -87,7 +87,7 @@ var (
 	errIPv4Fragment   = newErr(KindBadIPLength, "IPv4 fragment")
 	errIPv6Payload    = newErr(KindBadIPLength, "IPv6 payload length")
 	errIPVersion      = newErr(KindNotRoCE, "IP version")
-	errUDPLength      = newErr(KindBadUDPLength, "UDP length")
+	errUDPLength      = newErr(KindBadUDPLength, "differs from the IP payload length")
 	errPad            = newErr(KindBadPad, "PadCnt")
 	errOpcode         = newErr(KindUnknownOpcode, "BTH opcode")
 	errExtHeaders     = newErr(KindHeaderMismatch, "extension headers")
