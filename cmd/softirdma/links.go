@@ -197,7 +197,7 @@ func watchLink(name string, d time.Duration, stdout, stderr io.Writer) int {
 	stop := make(chan struct{})
 	var mu sync.Mutex
 	last := ""
-	err := afpacket.Watch(name, stop, func(a afpacket.Adapter) {
+	show := func(a afpacket.Adapter) {
 		state := "down"
 		if a.Up {
 			state = "up"
@@ -209,10 +209,15 @@ func watchLink(name string, d time.Duration, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, line)
 			last = line
 		}
-	})
-	if err != nil {
+	}
+	if err := afpacket.Watch(name, stop, show); err != nil {
 		fmt.Fprintf(stderr, "softirdma links: %v\n", err)
 		return 1
+	}
+	// The state it starts from, read after subscribing so no change falls between the two:
+	// a script can wait for this line instead of sleeping before it changes the link.
+	if a, err := afpacket.Lookup(name); err == nil {
+		show(a)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
