@@ -353,3 +353,51 @@ func TestDecodeCookedV2(t *testing.T) {
 		t.Errorf("link type 147: exit %d\n%q, want\n%q", code, errs, want)
 	}
 }
+
+// TestDecodeJSON64: addresses and atomic operands above 2^53 survive a JSON reader that turns
+// numbers into float64 (jq, JavaScript): they are hex strings; 32-bit fields stay numbers.
+func TestDecodeJSON64(t *testing.T) {
+	code, out, _ := runDecodeArgs(t, "-json", captures+"cooked-v2.pcap")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	want := map[string]map[string]string{ // opcode -> field -> value
+		"RC_RDMA_WRITE_FIRST":   {"reth.va": "0xffff800012345000"},
+		"RC_COMPARE_SWAP":       {"atomic_eth.va": "0x7ffffffffffffff8", "atomic_eth.swap_add": "0xfedcba9876543210", "atomic_eth.compare": "0x123456789abcdef"},
+		"RC_FETCH_ADD":          {"atomic_eth.va": "0x20000000000008", "atomic_eth.swap_add": "0x20000000000001"},
+		"RC_RDMA_READ_REQUEST":  {"reth.va": "0xffff800012345000"},
+		"RC_ATOMIC_ACKNOWLEDGE": {"atomic_orig": ""}, // two of them: checked below
+	}
+	origs := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		op, _ := v["opcode"].(string)
+		for path, w := range want[op] {
+			var got any = v
+			for _, k := range strings.Split(path, ".") {
+				got = got.(map[string]any)[k]
+			}
+			s, ok := got.(string)
+			if !ok {
+				t.Errorf("%s %s: %T %v, want a string", op, path, got, got)
+				continue
+			}
+			if path == "atomic_orig" {
+				origs[s] = true
+			} else if s != w {
+				t.Errorf("%s %s = %q, want %q", op, path, s, w)
+			}
+		}
+		if r, ok := v["reth"].(map[string]any); ok {
+			if _, ok := r["rkey"].(float64); !ok {
+				t.Errorf("%s reth.rkey is %T, want a number", op, r["rkey"])
+			}
+		}
+	}
+	if !origs["0x123456789abcdef"] || !origs["0xfedcba9876543211"] || len(origs) != 2 {
+		t.Errorf("atomic_orig values %v", origs)
+	}
+}

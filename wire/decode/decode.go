@@ -86,7 +86,7 @@ type Record struct {
 	AtomicETH *AtomicETH `json:"atomic_eth,omitempty"`
 	AETH      *AETH      `json:"aeth,omitempty"`
 	// AtomicOrig is the AtomicAckETH's original value.
-	AtomicOrig *uint64 `json:"atomic_orig,omitempty"`
+	AtomicOrig *Hex64  `json:"atomic_orig,omitempty"`
 	Imm        *uint32 `json:"imm,omitempty"`
 	InvRKey    *uint32 `json:"inv_rkey,omitempty"`
 	DETH       *DETH   `json:"deth,omitempty"`
@@ -99,19 +99,40 @@ type Record struct {
 	ICRCComputed string `json:"icrc_computed,omitempty"`
 }
 
+// Hex64 is a 64-bit address or atomic operand. JSON carries it as a string, "0x" and lower-case
+// hex digits without leading zeros ("0x55aa6c626000"), as the text output shows it: a JSON
+// number loses precision above 2^53 in jq and JavaScript.
+type Hex64 uint64
+
+func (v Hex64) String() string { return "0x" + strconv.FormatUint(uint64(v), 16) }
+
+// MarshalText makes JSON write the value as a string.
+func (v Hex64) MarshalText() ([]byte, error) { return []byte(v.String()), nil }
+
+// UnmarshalText reads what MarshalText writes.
+func (v *Hex64) UnmarshalText(b []byte) error {
+	s, ok := strings.CutPrefix(string(b), "0x")
+	n, err := strconv.ParseUint(s, 16, 64)
+	if !ok || err != nil {
+		return fmt.Errorf("decode: %q is not a 64-bit value in hex (0x...)", b)
+	}
+	*v = Hex64(n)
+	return nil
+}
+
 // RETH fields.
 type RETH struct {
-	VA     uint64 `json:"va"`
+	VA     Hex64  `json:"va"`
 	RKey   uint32 `json:"rkey"`
 	DMALen uint32 `json:"len"`
 }
 
 // AtomicETH fields.
 type AtomicETH struct {
-	VA      uint64 `json:"va"`
+	VA      Hex64  `json:"va"`
 	RKey    uint32 `json:"rkey"`
-	SwapAdd uint64 `json:"swap_add"`
-	Compare uint64 `json:"compare"`
+	SwapAdd Hex64  `json:"swap_add"`
+	Compare Hex64  `json:"compare"`
 }
 
 // AETH fields, with the syndrome decoded.
@@ -267,17 +288,17 @@ func record(p *wire.Parser, f *wire.Frame, perr error, n int, ci gopacket.Captur
 		return rec // headers past the BTH were not found
 	}
 	if v := f.RETH; v != nil {
-		rec.RETH = &RETH{VA: v.VA(), RKey: v.RKey(), DMALen: v.DMALen()}
+		rec.RETH = &RETH{VA: Hex64(v.VA()), RKey: v.RKey(), DMALen: v.DMALen()}
 	}
 	if v := f.AtomicETH; v != nil {
-		rec.AtomicETH = &AtomicETH{VA: v.VA(), RKey: v.RKey(), SwapAdd: v.SwapAdd(), Compare: v.Compare()}
+		rec.AtomicETH = &AtomicETH{VA: Hex64(v.VA()), RKey: v.RKey(), SwapAdd: Hex64(v.SwapAdd()), Compare: Hex64(v.Compare())}
 	}
 	if v := f.AETH; v != nil {
 		s := v.Syndrome()
 		rec.AETH = &AETH{Syndrome: uint8(s), Kind: s.Name(), Text: s.String(), MSN: v.MSN()}
 	}
 	if v := f.AtomicAckETH; v != nil {
-		o := v.Orig()
+		o := Hex64(v.Orig())
 		rec.AtomicOrig = &o
 	}
 	if v := f.ImmDt; v != nil {
@@ -309,7 +330,6 @@ func record(p *wire.Parser, f *wire.Frame, perr error, n int, ci gopacket.Captur
 
 func hex32(v uint32) string { return "0x" + pad(strconv.FormatUint(uint64(v), 16), 8) }
 func hex24(v uint32) string { return "0x" + pad(strconv.FormatUint(uint64(v), 16), 6) }
-func hex64(v uint64) string { return "0x" + strconv.FormatUint(v, 16) }
 
 func pad(s string, n int) string {
 	if len(s) >= n {
@@ -348,21 +368,21 @@ func (r *Record) Text() string {
 		fmt.Fprintf(&b, " feth=%s", hex32(*v))
 	}
 	if v := r.RETH; v != nil {
-		fmt.Fprintf(&b, " va=%s rkey=%s len=%d", hex64(v.VA), hex32(v.RKey), v.DMALen)
+		fmt.Fprintf(&b, " va=%s rkey=%s len=%d", v.VA, hex32(v.RKey), v.DMALen)
 	}
 	if v := r.AtomicETH; v != nil {
-		fmt.Fprintf(&b, " va=%s rkey=%s", hex64(v.VA), hex32(v.RKey))
+		fmt.Fprintf(&b, " va=%s rkey=%s", v.VA, hex32(v.RKey))
 		if r.OpcodeValue != nil && wire.Opcode(*r.OpcodeValue) == wire.RCCompareSwap {
-			fmt.Fprintf(&b, " swap=%s compare=%s", hex64(v.SwapAdd), hex64(v.Compare))
+			fmt.Fprintf(&b, " swap=%s compare=%s", v.SwapAdd, v.Compare)
 		} else {
-			fmt.Fprintf(&b, " add=%s", hex64(v.SwapAdd))
+			fmt.Fprintf(&b, " add=%s", v.SwapAdd)
 		}
 	}
 	if v := r.AETH; v != nil {
 		fmt.Fprintf(&b, " aeth=%s msn=%d", v.Text, v.MSN)
 	}
 	if v := r.AtomicOrig; v != nil {
-		fmt.Fprintf(&b, " orig=%s", hex64(*v))
+		fmt.Fprintf(&b, " orig=%s", *v)
 	}
 	if v := r.Imm; v != nil {
 		fmt.Fprintf(&b, " imm=%s", hex32(*v))
