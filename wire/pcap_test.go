@@ -33,28 +33,13 @@ func TestPcapReaderHostile(t *testing.T) {
 
 	// pcapng: section header, interface with snap length 4 GiB - 1, a packet block whose
 	// captured length runs past the block.
-	var ng bytes.Buffer
-	block := func(typ uint32, body []byte) {
-		n := uint32(12 + len(body))
-		binary.Write(&ng, le, typ)
-		binary.Write(&ng, le, n)
-		ng.Write(body)
-		binary.Write(&ng, le, n)
-	}
-	shb := make([]byte, 16)
-	le.PutUint32(shb[0:], 0x1A2B3C4D)
-	le.PutUint16(shb[4:], 1)
-	le.PutUint64(shb[8:], 0xFFFFFFFFFFFFFFFF)
-	block(0x0A0D0D0A, shb)
 	idb := make([]byte, 8)
 	le.PutUint16(idb[0:], 1)
 	le.PutUint32(idb[4:], 0xFFFFFFFF)
-	block(1, idb)
 	epb := make([]byte, 20+8)
 	le.PutUint32(epb[12:], 0x7FFFFFF0) // captured length
 	le.PutUint32(epb[16:], 0x7FFFFFF0)
-	block(6, epb)
-	r, err = NewPcapReader(bytes.NewReader(ng.Bytes()))
+	r, err = NewPcapReader(bytes.NewReader(pcapngBlocks(ngBlock(1, idb), ngBlock(6, epb))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,30 +61,15 @@ func TestPcapngHostileOptions(t *testing.T) {
 		"tsoffset short": {14, 0, 1, 0, 1, 0, 0, 0},
 		"filter empty":   {11, 0, 0, 0},
 	} {
-		var ng bytes.Buffer
-		block := func(typ uint32, body []byte) {
-			n := uint32(12 + len(body))
-			binary.Write(&ng, le, typ)
-			binary.Write(&ng, le, n)
-			ng.Write(body)
-			binary.Write(&ng, le, n)
-		}
-		shb := make([]byte, 16)
-		le.PutUint32(shb[0:], 0x1A2B3C4D)
-		le.PutUint16(shb[4:], 1)
-		le.PutUint64(shb[8:], 0xFFFFFFFFFFFFFFFF)
-		block(0x0A0D0D0A, shb)
 		idb := make([]byte, 8)
 		le.PutUint16(idb[0:], 1)
 		idb = append(idb, opt...)
 		idb = append(idb, 0, 0, 0, 0) // end of options
-		block(1, idb)
 		epb := make([]byte, 20+4)
 		le.PutUint32(epb[4:], 1)
 		le.PutUint32(epb[12:], 4)
 		le.PutUint32(epb[16:], 4)
-		block(6, epb)
-		r, err := NewPcapReader(bytes.NewReader(ng.Bytes()))
+		r, err := NewPcapReader(bytes.NewReader(pcapngBlocks(ngBlock(1, idb), ngBlock(6, epb))))
 		for i := 0; err == nil && i < 3; i++ {
 			_, _, err = r.Next()
 		}
@@ -109,38 +79,28 @@ func TestPcapngHostileOptions(t *testing.T) {
 	}
 }
 
-// pcapngBlocks builds a little-endian pcapng: a section header, then the given blocks.
+// ngBlock is a little-endian pcapng block: type, length, body, length.
+func ngBlock(typ uint32, body []byte) []byte {
+	le := binary.LittleEndian
+	n := uint32(12 + len(body))
+	b := le.AppendUint32(le.AppendUint32(nil, typ), n)
+	return le.AppendUint32(append(b, body...), n)
+}
+
+// pcapngBlocks is a little-endian pcapng: a section header, then the given blocks.
 func pcapngBlocks(blocks ...[]byte) []byte {
 	le := binary.LittleEndian
-	var ng bytes.Buffer
-	block := func(typ uint32, body []byte) {
-		n := uint32(12 + len(body))
-		binary.Write(&ng, le, typ)
-		binary.Write(&ng, le, n)
-		ng.Write(body)
-		binary.Write(&ng, le, n)
-	}
 	shb := make([]byte, 16)
 	le.PutUint32(shb[0:], 0x1A2B3C4D)
 	le.PutUint16(shb[4:], 1)
 	le.PutUint64(shb[8:], 0xFFFFFFFFFFFFFFFF)
-	block(0x0A0D0D0A, shb)
-	for _, b := range blocks {
-		ng.Write(b)
-	}
-	return ng.Bytes()
+	return bytes.Join(append([][]byte{ngBlock(0x0A0D0D0A, shb)}, blocks...), nil)
 }
 
 // interfaceBlock is a pcapng interface description block of the link type.
 func interfaceBlock(link uint16) []byte {
-	b := make([]byte, 20)
-	le := binary.LittleEndian
-	le.PutUint32(b[0:], 1)
-	le.PutUint32(b[4:], 20)
-	le.PutUint16(b[8:], link)
-	le.PutUint32(b[12:], MaxSnaplen)
-	le.PutUint32(b[16:], 20)
-	return b
+	b := binary.LittleEndian.AppendUint16(nil, link)
+	return ngBlock(1, binary.LittleEndian.AppendUint32(append(b, 0, 0), MaxSnaplen))
 }
 
 // TestPcapLinkType: the link type is read whole. gopacket's is 8 bits, so Linux cooked v2 (276)
