@@ -15,17 +15,77 @@ RIG_SRC=$(cd "$RIG_SRC" && pwd)
 export RIG_DIR=${RIG_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/softirdma-rig}
 OUT=${INTEROP_OUT:-$(mktemp -d)}
 mkdir -p "$RIG_DIR" "$OUT"
-[ -x "$RIG_DIR/bin/qemu-system-x86_64" ] || bash "$RIG_SRC/setup-qemu.sh"
-[ -f "$RIG_DIR/guest/vmlinuz" ] || bash "$RIG_SRC/build-guest.sh"
+# ensure.sh rebuilds QEMU and the guest when the rig's scripts changed since the cached build.
+bash "$RIG_SRC/ensure.sh"
 go build -o bin/softirdma ./cmd/softirdma
 SI=bin/softirdma
 LINK="-link dgram:127.0.0.1:9002,127.0.0.1:9001 -ip 192.168.77.1 -mac 02:00:00:00:00:01"
+# The exchange port rdma-core's tools listen on (18515) and its forward from the host (18516), in
+# the hex form /proc/net/tcp uses.
+TOOL_PORT_HEX=4853
 pass=0 fail=0
 
-# guest MODE ARGS...: boot the guest, wait for it to power off, print its RIG lines.
-guest() {
-  timeout 240 bash "$RIG_SRC/run-guest.sh" "$@" > "$OUT/guest.log" 2>&1 || true
+# In the guest, before a tool starts: wait until eth1 has its IPv6 link-local address and none of
+# its addresses is still tentative (duplicate address detection), so GID 0 is usable. Then run the
+# tool; a server tool prints "RIG: listening" once its exchange port listens.
+GUEST_LIB='
+settled() {
+  seen=1
+  while read -r _a _i _p _s f n; do
+    [ "$n" = eth1 ] || continue
+    seen=0; [ $((0x$f & 0x40)) = 0 ] || return 1
+  done < /proc/net/if_inet6
+  return $seen
+}
+i=0; until settled; do i=$((i+1)); [ $i -lt 600 ] || { echo "RIG: eth1 still tentative"; break; }; sleep 0.05; done
+echo "RIG: eth1 addresses settled after $i polls"
+listening() { cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '\''$2 ~ /:'$TOOL_PORT_HEX'$/ && $4 == "0A" { f = 1 } END { exit !f }'\''; }
+serve() { # serve TAG COMMAND...: run a server tool, say when it listens, then its exit status
+  tag=$1; shift
+  "$@" & t=$!
+  i=0; until listening; do i=$((i+1)); kill -0 $t 2>/dev/null || break; [ $i -lt 2000 ] || break; sleep 0.05; done
+  listening && echo "RIG: listening"
+  wait $t; echo "RIG: $tag rc=$?"
+}
+'
+
+# guest_script TEXT: the guest's rig.cmd, base64, with the helpers above in front.
+guest_script() { printf '%s\n%s\n' "$GUEST_LIB" "$1" | base64 -w0; }
+
+# guest_start MODE ARGS...: boot the guest in the background; its console goes to $OUT/guest.log.
+guest_start() {
+  : > "$OUT/guest.log"
+  timeout 300 bash "$RIG_SRC/run-guest.sh" "$@" > "$OUT/guest.log" 2>&1 &
+  gpid=$!
+}
+
+# guest_wait: wait for the guest to power off, and print its RIG lines.
+guest_wait() {
+  wait "$gpid" || true
   grep '^RIG: ' "$OUT/guest.log" | grep -v 'gid\[' || true
+}
+
+# wait_guest_line PATTERN SECONDS: wait until the guest's console shows PATTERN; fails early when
+# the guest has ended without it.
+wait_guest_line() {
+  local deadline=$((SECONDS + $2))
+  until grep -q "$1" "$OUT/guest.log"; do
+    if ! kill -0 "$gpid" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+      echo "  the guest never printed '$1'"; return 1
+    fi
+    sleep 0.05
+  done
+}
+
+# wait_host_listen PID SECONDS: wait until softirdma (PID) listens on the host's 127.0.0.1:18515.
+wait_host_listen() {
+  local deadline=$((SECONDS + $2))
+  until awk '$2 ~ /:'$TOOL_PORT_HEX'$/ && $4 == "0A" { f = 1 } END { exit !f }' /proc/net/tcp /proc/net/tcp6; do
+    if ! kill -0 "$1" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+      echo "  softirdma never listened on 18515"; return 1
+    fi
+    sleep 0.05
+  done
 }
 
 # check NAME SOFTIRDMA_RC GUEST_PATTERN PCAP
@@ -35,81 +95,105 @@ check() {
   grep -q "$want" "$OUT/guest.log" || { echo "  the guest did not report '$want':"; tail -20 "$OUT/guest.log" | sed 's/^/    /'; ok=0; }
   if ! $SI decode "$pcap" > "$OUT/decode.log"; then echo "  decode of $pcap:"; tail -3 "$OUT/decode.log"; ok=0; fi
   tail -1 "$OUT/decode.log" | sed 's/^/  /'
+  cp "$OUT/guest.log" "$OUT/$name.guest.log"; cp "$OUT/si.log" "$OUT/$name.si.log"
   if [ $ok = 1 ]; then echo "PASS $name"; pass=$((pass+1)); else echo "FAIL $name"; fail=$((fail+1)); fi
 }
 
+gid_arg() { if [ "$1" = 0 ]; then echo 0; else echo '$GIDX'; fi; }
+
 # softirdma as pingpong server, the guest's ibv_rc_pingpong as client (it reaches the host's
-# 127.0.0.1:18515 as 10.0.2.2:18515 through slirp).
+# 127.0.0.1:18515 as 10.0.2.2:18515 through slirp). The guest boots once softirdma listens.
 pp_guest_client() {
   local name=$1 size=$2 n=$3 g=$4 loss=$5
-  local pcap="$OUT/$name.pcap"
+  local pcap="$OUT/$name.pcap" rc=0
   $SI pingpong -server -p 18515 -s "$size" -n "$n" -g "$g" -loss "$loss" -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 &
   local pid=$!
-  sleep 0.3
-  local gidx='$GIDX'; [ "$g" = 0 ] && gidx=0
-  guest run rig.cmd="$(printf 'ping -c 1 -W 2 $PEER >/dev/null; timeout 200 ibv_rc_pingpong -d rxe0 -g %s -s %s -n %s $SRV; echo "RIG: pingpong rc=$?"' "$gidx" "$size" "$n" | base64 -w0)"
-  local rc=0; wait $pid || rc=$?
+  if wait_host_listen $pid 60; then
+    guest_start run rig.cmd="$(guest_script "$(printf 'ping -c 1 -W 2 $PEER >/dev/null; timeout 200 ibv_rc_pingpong -d rxe0 -g %s -s %s -n %s $SRV; echo "RIG: pingpong rc=$?"' "$(gid_arg "$g")" "$size" "$n")")"
+    guest_wait
+  else
+    kill $pid 2>/dev/null || true
+  fi
+  wait $pid || rc=$?
   check "$name" $rc "RIG: pingpong rc=0" "$pcap"
 }
 
-# the guest's ibv_rc_pingpong as server, softirdma as client through the forward 127.0.0.1:18516.
+# the guest's ibv_rc_pingpong as server, softirdma as client through the forward 127.0.0.1:18516,
+# started once the guest's tool listens.
 pp_guest_server() {
   local name=$1 size=$2 n=$3 g=$4 loss=$5
-  local pcap="$OUT/$name.pcap"
-  local gidx='$GIDX'; [ "$g" = 0 ] && gidx=0
-  guest run rig.cmd="$(printf 'timeout 200 ibv_rc_pingpong -d rxe0 -g %s -s %s -n %s; echo "RIG: pingpong rc=$?"' "$gidx" "$size" "$n" | base64 -w0)" &
-  local gpid=$!
-  sleep 6 # the guest boots in about 5 s; the client keeps dialling until the server is up
-  local rc=0
-  $SI pingpong 127.0.0.1 -p 18516 -s "$size" -n "$n" -g "$g" -loss "$loss" -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 || rc=$?
-  wait $gpid || true
+  local pcap="$OUT/$name.pcap" rc=0
+  : > "$OUT/si.log"
+  guest_start run rig.cmd="$(guest_script "$(printf 'serve pingpong timeout 200 ibv_rc_pingpong -d rxe0 -g %s -s %s -n %s' "$(gid_arg "$g")" "$size" "$n")")"
+  if wait_guest_line "RIG: listening" 120; then
+    $SI pingpong 127.0.0.1 -p 18516 -s "$size" -n "$n" -g "$g" -loss "$loss" -wait 30s -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 || rc=$?
+  else
+    rc=1
+  fi
+  guest_wait
   check "$name" $rc "RIG: pingpong rc=0" "$pcap"
 }
 
 # perftest: the guest's ib_<test>_bw as server, softirdma perf as client through the forward.
 perf_guest_server() {
   local name=$1 test=$2 size=$3 n=$4 loss=$5
-  local pcap="$OUT/$name.pcap" sflag=""
+  local pcap="$OUT/$name.pcap" sflag="" rc=0
   [ "$test" = atomic ] || sflag="-s $size"
-  guest run rig.cmd="$(printf 'timeout 200 ib_%s_bw -d rxe0 -x $GIDX -F -n %s %s; echo "RIG: perf rc=$?"' "$test" "$n" "$sflag" | base64 -w0)" &
-  local gpid=$!
-  sleep 6
-  local rc=0
-  $SI perf "$test" 127.0.0.1 -p 18516 -n "$n" $sflag -loss "$loss" -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 || rc=$?
-  wait $gpid || true
+  : > "$OUT/si.log"
+  guest_start run rig.cmd="$(guest_script "$(printf 'serve perf timeout 200 ib_%s_bw -d rxe0 -x $GIDX -F -n %s %s' "$test" "$n" "$sflag")")"
+  if wait_guest_line "RIG: listening" 120; then
+    $SI perf "$test" 127.0.0.1 -p 18516 -n "$n" $sflag -loss "$loss" -wait 30s -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 || rc=$?
+  else
+    rc=1
+  fi
+  guest_wait
   check "$name" $rc "RIG: perf rc=0" "$pcap"
 }
 
 # perftest: softirdma perf as server, the guest's tool as client (to 10.0.2.2:18515).
 perf_guest_client() {
   local name=$1 test=$2 size=$3 n=$4 loss=$5
-  local pcap="$OUT/$name.pcap" sflag=""
+  local pcap="$OUT/$name.pcap" sflag="" rc=0
   [ "$test" = atomic ] || sflag="-s $size"
   $SI perf "$test" -server -p 18515 -n "$n" $sflag -loss "$loss" -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 &
   local pid=$!
-  sleep 0.3
-  guest run rig.cmd="$(printf 'ping -c 1 -W 2 $PEER >/dev/null; timeout 200 ib_%s_bw -d rxe0 -x $GIDX -F -n %s %s $SRV; echo "RIG: perf rc=$?"' "$test" "$n" "$sflag" | base64 -w0)"
-  local rc=0; wait $pid || rc=$?
+  if wait_host_listen $pid 60; then
+    guest_start run rig.cmd="$(guest_script "$(printf 'ping -c 1 -W 2 $PEER >/dev/null; timeout 200 ib_%s_bw -d rxe0 -x $GIDX -F -n %s %s $SRV; echo "RIG: perf rc=$?"' "$test" "$n" "$sflag")")"
+    guest_wait
+  else
+    kill $pid 2>/dev/null || true
+  fi
+  wait $pid || rc=$?
   check "$name" $rc "RIG: perf rc=0" "$pcap"
 }
 
+# run_case NAME FUNCTION ARGS...: one case, unless INTEROP_CASES (a grep -E pattern) leaves it out.
+run_case() {
+  local name=$1 fn=$2; shift 2
+  if [ -n "${INTEROP_CASES:-}" ] && ! grep -qE "$INTEROP_CASES" <<<"$name"; then return; fi
+  "$fn" "$name" "$@"
+}
+
 echo "interop with Linux rxe; logs and pcaps in $OUT"
-pp_guest_client pingpong_guest_client_ipv4_64B 64 100 1 0
-pp_guest_client pingpong_guest_client_ipv4_4KiB 4096 100 1 0
-pp_guest_server pingpong_guest_server_ipv4_64B 64 100 1 0
-pp_guest_server pingpong_guest_server_ipv4_4KiB 4096 100 1 0
-pp_guest_client pingpong_guest_client_ipv6_linklocal_64B 64 100 0 0
-pp_guest_client pingpong_guest_client_ipv6_linklocal_4KiB 4096 100 0 0
-pp_guest_server pingpong_guest_server_ipv6_linklocal_64B 64 100 0 0
-pp_guest_server pingpong_guest_server_ipv6_linklocal_4KiB 4096 100 0 0
-pp_guest_client pingpong_guest_client_ipv4_4KiB_loss2 4096 200 1 0.02
-pp_guest_server pingpong_guest_server_ipv4_4KiB_loss2 4096 200 1 0.02
-perf_guest_server perf_guest_server_write_4KiB write 4096 100 0
-perf_guest_server perf_guest_server_read_4KiB read 4096 100 0
-perf_guest_server perf_guest_server_atomic atomic 8 100 0
-perf_guest_server perf_guest_server_send_4KiB send 4096 100 0
-perf_guest_client perf_guest_client_write_4KiB write 4096 100 0
-perf_guest_client perf_guest_client_send_4KiB send 4096 100 0
-perf_guest_server perf_guest_server_write_4KiB_loss2 write 4096 300 0.02
+run_case pingpong_guest_client_ipv4_64B pp_guest_client 64 100 1 0
+run_case pingpong_guest_client_ipv4_4KiB pp_guest_client 4096 100 1 0
+run_case pingpong_guest_server_ipv4_64B pp_guest_server 64 100 1 0
+run_case pingpong_guest_server_ipv4_4KiB pp_guest_server 4096 100 1 0
+run_case pingpong_guest_client_ipv6_linklocal_64B pp_guest_client 64 100 0 0
+run_case pingpong_guest_client_ipv6_linklocal_4KiB pp_guest_client 4096 100 0 0
+run_case pingpong_guest_server_ipv6_linklocal_64B pp_guest_server 64 100 0 0
+run_case pingpong_guest_server_ipv6_linklocal_4KiB pp_guest_server 4096 100 0 0
+run_case pingpong_guest_client_ipv4_4KiB_loss2 pp_guest_client 4096 200 1 0.02
+run_case pingpong_guest_server_ipv4_4KiB_loss2 pp_guest_server 4096 200 1 0.02
+run_case perf_guest_server_write_4KiB perf_guest_server write 4096 100 0
+run_case perf_guest_server_read_4KiB perf_guest_server read 4096 100 0
+run_case perf_guest_server_atomic perf_guest_server atomic 8 100 0
+run_case perf_guest_server_send_4KiB perf_guest_server send 4096 100 0
+run_case perf_guest_client_write_4KiB perf_guest_client write 4096 100 0
+run_case perf_guest_client_send_4KiB perf_guest_client send 4096 100 0
+run_case perf_guest_server_write_4KiB_loss2 perf_guest_server write 4096 300 0.02
+# READ recovery: 5% of rxe's READ responses lost on softirdma's receive side; softirdma asks again
+# from the first missing response. decode -flows counts what went on the wire.
+run_case perf_guest_server_read_32KiB_loss5 perf_guest_server read 32768 200 0.05
 echo "interop: $pass passed, $fail failed"
 [ "$fail" = 0 ]
