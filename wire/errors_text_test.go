@@ -26,3 +26,25 @@ func TestUDPLengthErrorText(t *testing.T) {
 		t.Errorf("%q, want %q", got, want)
 	}
 }
+
+// TestErrorTextSaysWhatIsWrong: each parser error reads as one sentence naming what is wrong,
+// never its kind twice ("bad ICRC: ICRC").
+func TestErrorTextSaysWhatIsWrong(t *testing.T) {
+	for _, c := range []struct {
+		err  *Error
+		want string
+	}{
+		{errICRC, "wire: bad ICRC: the ICRC does not match the frame"},
+		{errOpcode, "wire: unknown opcode: the BTH opcode is not one RoCEv2 defines"},
+		{errPad, "wire: bad pad: PadCnt does not fit the packet"},
+		{errEtherType, "wire: not RoCEv2: EtherType is neither IPv4 nor IPv6"},
+		{errNotUDP, "wire: not RoCEv2: IP protocol is not UDP"},
+		{errPort, "wire: not RoCEv2: UDP destination port is not 4791"},
+		{errIPVersion, "wire: not RoCEv2: IP version is neither 4 nor 6"},
+		{errBuildOpcode, "wire: unknown opcode: cannot build an opcode not in the table"},
+	} {
+		if got := c.err.Error(); got != c.want {
+			t.Errorf("%q, want %q", got, c.want)
+		}
+	}
+}

@@ -30,7 +30,7 @@ func Example() {
 	fmt.Println(err, wire.KindOf(err) == wire.KindBadICRC)
 	// Output:
 	// 1098 <nil> RC_RDMA_WRITE_FIRST 17 100 678 2048 1024
-	// wire: bad ICRC: ICRC true
+	// wire: bad ICRC: the ICRC does not match the frame true
 }
 
 // Importing wire registers the RoCEv2 layer on UDP port 4791 for any gopacket user.
