@@ -47,7 +47,10 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 		if r.waitRNR {
 			return // a copy of the RNR NAK we are already waiting out
 		}
-		qp.ackThrough(psnAdd(psn, psnMask)) // everything before psn
+		qp.acknowledge(psnAdd(psn, psnMask), psn) // everything before psn
+		if qp.state != QPSRTS && qp.state != QPSSQD {
+			return
+		}
 		w := qp.wqeHolding(psn)
 		if w == nil {
 			return
@@ -87,7 +90,16 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 			}
 		})
 	case wire.SyndromeNAK:
-		qp.ackThrough(psnAdd(psn, psnMask))
+		if syn != wire.NAKPSNSeqError {
+			qp.ackThrough(psnAdd(psn, psnMask))
+		} else {
+			// Everything before psn was executed, so a READ or atomic before it that lacks
+			// its responses lost them.
+			qp.acknowledge(psnAdd(psn, psnMask), psn)
+			if qp.state != QPSRTS && qp.state != QPSSQD {
+				return
+			}
+		}
 		w := qp.wqeHolding(psn)
 		if syn == wire.NAKPSNSeqError {
 			if w == nil {
@@ -139,10 +151,19 @@ func (qp *QP) wqeHolding(psn uint32) *sendWQE {
 }
 
 // ackThrough takes a cumulative acknowledgement of every PSN up to and including psn.
-func (qp *QP) ackThrough(psn uint32) {
+func (qp *QP) ackThrough(psn uint32) { qp.acknowledge(psn, psn) }
+
+// acknowledge takes a cumulative acknowledgement of every PSN up to and including psn. A READ
+// or atomic that ends before passed and still lacks responses had them lost: it is asked for
+// again by itself, once for each gap (the requests after it are not sent again).
+func (qp *QP) acknowledge(psn, passed uint32) {
 	r := &qp.req
 	progress := false
-	rewind, rewindTo := false, uint32(0)
+	if psnCmp(psnAdd(psn, 1), r.ackPSN) > 0 {
+		// Forward progress, even while an earlier READ waits for its responses.
+		r.ackPSN = psnAdd(psn, 1)
+		progress = true
+	}
 	for i := 0; i < qp.sq.n; i++ {
 		w := qp.sq.at(i)
 		if w.state == wqeDone || w.isLocal() {
@@ -152,40 +173,87 @@ func (qp *QP) ackThrough(psn uint32) {
 			break
 		}
 		if w.isReadOrAtomic() {
-			if want := psnAdd(w.firstPSN, w.next); psnCmp(w.lastPSN, psn) < 0 && w.state == wqeSent && !(w.gapAsked && w.gapPSN == want) {
-				// Acknowledged past a READ or atomic whose response never came: the response
-				// was lost. Ask again, once for each response missing, after taking what
-				// this acknowledgement says about the requests before it.
-				w.gapAsked, w.gapPSN = true, want
-				qp.dev.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: psn, WRID: w.wr.ID,
-					Msg: fmt.Sprintf("ACK of psn %d passes %s psn %d without its response: resend from %d", psn, w.wr.Opcode, w.firstPSN, want)})
-				rewind, rewindTo = true, want
+			if want, asked := w.gap(); psnCmp(w.lastPSN, passed) < 0 && w.state == wqeSent && !asked {
+				qp.askAgain(w, want, fmt.Sprintf("acknowledgement of psn %d passes %s psn %d without its response", psn, w.wr.Opcode, w.firstPSN))
+				if qp.state != QPSRTS && qp.state != QPSSQD {
+					return
+				}
 			}
-			break
+			// What follows it was executed too; it completes when the READ or atomic does.
+			continue
 		}
 		if psnCmp(w.lastPSN, psn) > 0 {
 			break // partly acknowledged
 		}
-		if w.state != wqeSent {
-			break
-		}
+		// Acknowledged whole, even while it is being sent again after a rewind (its last
+		// packet went out before, or the PSN would be a ghost's).
 		w.state, w.status = wqeDone, WCSuccess
 		progress = true
 	}
-	if psnCmp(psnAdd(psn, 1), r.compPSN) > 0 && !rewind {
-		r.compPSN = psnAdd(psn, 1)
+	if qp.settleCompPSN() {
 		progress = true
 	}
 	if progress {
 		r.seqRetrying = false
 		r.retryLeft, r.rnrLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
 		qp.retire()
-		if !rewind {
-			qp.restartRetransmit()
-		}
+		qp.restartRetransmit()
 	}
-	if rewind && (qp.state == QPSRTS || qp.state == QPSSQD) {
-		qp.rewind(rewindTo)
+}
+
+// settleCompPSN moves compPSN up to the oldest PSN still unanswered: the first response an
+// unfinished READ lacks, an unfinished atomic, or the first packet of a SEND or WRITE that no
+// ACK covers; everything sent when nothing is unfinished. It reports whether compPSN moved.
+func (qp *QP) settleCompPSN() bool {
+	r := &qp.req
+	c := r.sentPSN
+	for i := 0; i < qp.sq.n; i++ {
+		w := qp.sq.at(i)
+		if w.state == wqeDone || w.isLocal() {
+			continue
+		}
+		if !w.started() {
+			break
+		}
+		switch {
+		case w.wr.Opcode == WRRDMARead:
+			c = psnAdd(w.firstPSN, w.next)
+		case !w.isReadOrAtomic() && psnCmp(r.ackPSN, w.firstPSN) > 0:
+			c = r.ackPSN // partly acknowledged
+		default:
+			c = w.firstPSN
+		}
+		break
+	}
+	if psnCmp(c, r.compPSN) <= 0 {
+		return false
+	}
+	r.compPSN = c
+	return true
+}
+
+// gap returns the PSN a READ (its first missing response) or an atomic would be asked for again
+// from, and whether it has been asked for from there already.
+func (w *sendWQE) gap() (want uint32, asked bool) {
+	want = w.firstPSN
+	if w.wr.Opcode == WRRDMARead {
+		want = psnAdd(w.firstPSN, w.next)
+	}
+	return want, w.gapAsked && w.gapPSN == want
+}
+
+// askAgain sends a READ's request again for the responses it lacks (from want, its first missing
+// one, with the address and length moved on), or an atomic's request, at once and without going
+// back over the requests after it, as a NIC does. Callers ask once for each gap (see gap): the
+// responses still arriving after the gap would each ask again otherwise. If the request or its
+// first response is lost too, the retransmission timer goes back.
+func (qp *QP) askAgain(w *sendWQE, want uint32, why string) {
+	w.gapAsked, w.gapPSN = true, want
+	d := qp.dev
+	d.Stats.Retransmits++
+	d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: want, WRID: w.wr.ID, Msg: fmt.Sprintf("%s: resend from %d", why, want)})
+	if qp.transmitRequest(w) {
+		qp.armRetransmit()
 	}
 }
 
@@ -220,19 +288,24 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("%s for no outstanding READ", f.Opcode)})
 		return
 	}
+	r := &qp.req
+	if psnCmp(w.firstPSN, r.compPSN) > 0 {
+		// A response to this READ says that everything before its request was executed:
+		// a READ or atomic before it that still lacks its responses lost them.
+		qp.acknowledge(psnAdd(w.firstPSN, psnMask), w.firstPSN)
+		if qp.state != QPSRTS && qp.state != QPSSQD {
+			return
+		}
+	}
 	want := psnAdd(w.firstPSN, w.next)
 	if c := psnCmp(psn, want); c != 0 {
 		if c < 0 {
 			d.Stats.DuplicatesSeen++
 			return // a duplicate of a response already placed
 		}
-		// A response is missing: ask again from the first one we lack, once per gap; the
-		// responses after the gap that are still coming would each ask again otherwise.
-		if w.state == wqeSent && !(w.gapAsked && w.gapPSN == want) {
-			w.gapAsked, w.gapPSN = true, want
-			d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: psn, WRID: w.wr.ID,
-				Msg: fmt.Sprintf("READ response psn %d arrived, %d expected: resend from %d", psn, want, want)})
-			qp.rewind(want)
+		// A response is missing: ask again from the first one we lack.
+		if _, asked := w.gap(); w.state == wqeSent && !asked {
+			qp.askAgain(w, want, fmt.Sprintf("READ response psn %d arrived, %d expected", psn, want))
 		}
 		return
 	}
@@ -268,14 +341,15 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 		return
 	}
 	w.next++
+	if r.compPSN == psn {
+		r.compPSN = psnAdd(psn, 1) // a response acknowledges its PSN
+	}
 	// Every response in order is forward progress: the retry budget starts again.
-	r := &qp.req
 	r.retryLeft, r.rnrLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
 	if w.next == w.npkts {
 		w.state, w.status = wqeDone, WCSuccess
 		qp.ackThrough(psn)
 		qp.retire()
-		return
 	}
 	qp.restartRetransmit()
 }

@@ -32,7 +32,8 @@ func psnCmp(a, b uint32) int32 { return int32((a-b)<<8) >> 8 }
 type requester struct {
 	psn       uint32 // next PSN to send
 	sentPSN   uint32 // the PSN after the highest ever sent; a rewind does not lower it
-	compPSN   uint32 // oldest PSN not yet acknowledged
+	compPSN   uint32 // oldest PSN not yet acknowledged (by an ACK or a READ response)
+	ackPSN    uint32 // the PSN after the latest cumulative ACK
 	idx       int    // send-queue position (from head) of the next WQE to work on
 	rdAtomic  int    // READs and atomics started and not finished
 	noackPkts int
@@ -57,6 +58,7 @@ func (r *requester) reset(qp *QP) {
 	r.psn = qp.attr.SQPSN
 	r.sentPSN = qp.attr.SQPSN
 	r.compPSN = qp.attr.SQPSN
+	r.ackPSN = qp.attr.SQPSN
 	r.idx, r.rdAtomic, r.noackPkts = 0, 0, 0
 	r.retryLeft, r.rnrLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
 }
@@ -198,6 +200,44 @@ func (qp *QP) checkLocalSGL(w *sendWQE) error {
 // sendRequestPacket sends the WQE's next request packet and reports whether it did.
 func (qp *QP) sendRequestPacket(w *sendWQE) bool {
 	r := &qp.req
+	if !qp.transmitRequest(w) {
+		return false
+	}
+	psn := psnAdd(w.firstPSN, w.next)
+	end := psnAdd(psn, 1)
+	if w.wr.Opcode == WRRDMARead {
+		end = psnAdd(w.lastPSN, 1)
+	}
+	if psnCmp(end, r.sentPSN) > 0 {
+		r.sentPSN = end
+	}
+	if w.isReadOrAtomic() {
+		// A READ that was sent again resumes at the first response it is missing; its
+		// next counts the responses received, which the completer advances.
+		if w.wr.Opcode != WRRDMARead {
+			w.next = w.npkts
+		}
+		w.state = wqeSent
+		r.psn = psnAdd(w.lastPSN, 1)
+		r.idx++
+	} else {
+		w.next++
+		w.state = wqeSending
+		r.psn = psnAdd(w.firstPSN, w.next)
+		if w.next == w.npkts {
+			w.state = wqeSent
+			r.idx++
+		}
+	}
+	qp.armRetransmit()
+	return true
+}
+
+// transmitRequest builds and sends the WQE's request packet at w.next (a READ's request asks for
+// the responses from its next on; an atomic's is its only packet), and reports whether it did:
+// a failure fails the WQE.
+func (qp *QP) transmitRequest(w *sendWQE) bool {
+	r := &qp.req
 	mtu := uint64(qp.attr.PathMTU.Bytes())
 	h := wire.Header{DestQP: qp.attr.DestQPN, PSN: psnAdd(w.firstPSN, w.next)}
 	var payload uint64
@@ -209,6 +249,7 @@ func (qp *QP) sendRequestPacket(w *sendWQE) bool {
 		h.Opcode, h.VA, h.RKey, h.DMALen = wire.RCReadRequest, w.wr.RemoteAddr+off, w.wr.RKey, uint32(w.length-off)
 		h.AckReq = true
 	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		h.PSN = w.firstPSN
 		h.Opcode = wire.RCFetchAdd
 		if w.wr.Opcode == WRAtomicCmpAndSwp {
 			h.Opcode = wire.RCCompareSwap
@@ -247,33 +288,6 @@ func (qp *QP) sendRequestPacket(w *sendWQE) bool {
 	}
 	qp.builder.Seal(frame)
 	qp.transmit(frame, h.Opcode, h.PSN)
-	end := psnAdd(h.PSN, 1)
-	if w.wr.Opcode == WRRDMARead {
-		end = psnAdd(w.lastPSN, 1)
-	}
-	if psnCmp(end, r.sentPSN) > 0 {
-		r.sentPSN = end
-	}
-	if w.isReadOrAtomic() {
-		w.next = w.npkts
-		if w.wr.Opcode == WRRDMARead {
-			// A READ that was sent again resumes at the first response it is missing; its
-			// next counts the responses received, which the completer advances.
-			w.next = uint32(off / mtu)
-		}
-		w.state = wqeSent
-		r.psn = psnAdd(w.lastPSN, 1)
-		r.idx++
-	} else {
-		w.next++
-		w.state = wqeSending
-		r.psn = psnAdd(w.firstPSN, w.next)
-		if w.next == w.npkts {
-			w.state = wqeSent
-			r.idx++
-		}
-	}
-	qp.armRetransmit()
 	return true
 }
 
@@ -591,7 +605,9 @@ func (qp *QP) onTimeout() {
 }
 
 // rewind goes back to resend from psn (go-back-N): every WQE from the one holding psn on is
-// sent again, the first from the packet (or, for a READ, the response) where psn falls.
+// sent again, the first from the packet (or, for a READ, the response) where psn falls. What
+// ends before psn is not: the responder has executed it (a READ or atomic before psn still
+// missing its responses is asked for by itself, see askAgain).
 func (qp *QP) rewind(psn uint32) {
 	r := &qp.req
 	first := -1
@@ -602,6 +618,12 @@ func (qp *QP) rewind(psn uint32) {
 		}
 		if !w.started() {
 			break
+		}
+		if first < 0 && psnCmp(w.lastPSN, psn) < 0 {
+			continue
+		}
+		if w.isReadOrAtomic() {
+			w.gapAsked = false // a gap in what is sent again is asked for again
 		}
 		switch {
 		case w.wr.Opcode == WRRDMARead:

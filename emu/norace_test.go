@@ -1,0 +1,5 @@
+//go:build !race
+
+package emu
+
+const raceDetector = false

@@ -1,0 +1,207 @@
+package emu
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/softirdma/softirdma/wire"
+)
+
+// A READ of more than maxUnackedPSNs responses loses (or receives late) one response past the
+// 128th: the requester asks for the rest once, at once, and finishes without a timeout. It used
+// to go back to that response from outside its own window and time out into the same state
+// until RETRY_EXC_ERR.
+func TestLongReadLostResponsePast128(t *testing.T) {
+	const n = 256 << 10 // 256 responses at MTU 1024
+	for _, tc := range []struct {
+		name   string
+		action FaultAction
+		// B sends the 256 responses, then the 56 asked for again from PSN 200; a late
+		// response 200 arrives after the READ finished and is dropped.
+		dropped uint64
+	}{{"drop", FaultDrop, 0}, {"reorder", FaultDelay, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, 1, LinkConfig{}, ConnectOptions{MTU: MTU1024})
+			ft := p.fab.AddFault(Fault{Name: "response 200", Src: "B", Opcodes: []wire.Opcode{wire.RCReadResponseMiddle},
+				MatchPSN: true, PSN: 200, Nth: 1, Action: tc.action, Delay: 50 * time.Microsecond})
+			fill(p.bufB[:n], 5)
+			must(t, p.qa.PostSend(SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(p.mrA, 0, n), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+			p.run()
+			wantWC(t, poll(p.cqA), WC{WRID: 1, Opcode: WCRDMARead, ByteLen: n})
+			if !bytes.Equal(p.bufA[:n], p.bufB[:n]) {
+				t.Fatal("READ data differs")
+			}
+			if ft.Fired() != 1 || p.a.Stats.TxFrames != 2 || p.b.Stats.TxFrames != 256+56 || p.a.Stats.Timeouts != 0 || p.a.Stats.RxDropped != tc.dropped {
+				t.Fatalf("fault fired %d; A sent %d frames, B %d, A timed out %d times and dropped %d (want 1; 2, 312, 0, %d)",
+					ft.Fired(), p.a.Stats.TxFrames, p.b.Stats.TxFrames, p.a.Stats.Timeouts, p.a.Stats.RxDropped, tc.dropped)
+			}
+			if n := len(p.eventsLike(EvRetry, "200 expected: resend from 200")); n != 1 {
+				t.Fatalf("%d requests for the responses from 200 on, want 1", n)
+			}
+		})
+	}
+}
+
+// readUnderLoss runs one READ of n bytes at the MTU with the link losing frames both ways, and
+// checks that it completes with the right bytes.
+func readUnderLoss(t *testing.T, seed uint64, n int, mtu MTU, loss float64) *pair {
+	t.Helper()
+	p := newPair(t, seed, LinkConfig{Loss: loss}, ConnectOptions{MTU: mtu, PSNA: uint32(seed*0x9e3779) & psnMask})
+	p.fab.OnEvent(nil) // millions of events otherwise
+	bufA, bufB := p.bufA, p.bufB
+	mrA, mrB := p.mrA, p.mrB
+	if n > len(bufA) {
+		all := AccessLocalWrite | AccessRemoteRead
+		bufA, bufB = make([]byte, n), make([]byte, n)
+		var err error
+		mrA, err = p.pdA.RegMR(bufA, all)
+		must(t, err)
+		mrB, err = p.pdB.RegMR(bufB, all)
+		must(t, err)
+	}
+	fill(bufB[:n], byte(seed))
+	must(t, p.qa.PostSend(SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(mrA, 0, uint32(n)), RemoteAddr: mrB.Addr(), RKey: mrB.RKey()}))
+	if steps := p.sim.RunUntilIdle(50_000_000); steps == 50_000_000 {
+		t.Fatalf("seed %d: still busy", seed)
+	}
+	got := poll(p.cqA)
+	if len(got) != 1 || got[0].Status != WCSuccess || got[0].ByteLen != uint32(n) {
+		t.Fatalf("seed %d: completions %s, want one successful READ of %d bytes", seed, fmtWC(got), n)
+	}
+	if !bytes.Equal(bufA[:n], bufB[:n]) {
+		t.Fatalf("seed %d: READ data differs", seed)
+	}
+	return p
+}
+
+// A 1 MiB READ (1024 responses) at 10% loss both ways completes on every seed.
+func TestLongReadUnderLoss(t *testing.T) {
+	seeds := 20
+	if testing.Short() || raceDetector {
+		seeds = 3 // each seed sends some 50,000 responses
+	}
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		readUnderLoss(t, seed, 1<<20, MTU1024, 0.10)
+	}
+}
+
+// A 16 MiB READ (16384 responses at MTU 1024) under loss. Every lost response costs the rest
+// of the READ again (a responder answers a READ asked for again from the PSN asked for to its
+// end), so the loss is kept low enough for that to stay cheap.
+func TestHugeReadUnderLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("16 MiB of responses, some more than once")
+	}
+	p := readUnderLoss(t, 1, 16<<20, MTU1024, 0.001)
+	if p.a.Stats.Retransmits == 0 {
+		t.Fatal("nothing was lost: the test proves nothing")
+	}
+}
+
+// readBWFigures is what a perftest-like READ workload put on the wire.
+type readBWFigures struct {
+	iters, pkts    int    // READs and responses per READ
+	requests       uint64 // READ request frames (everything A sent)
+	responses      uint64 // READ response frames
+	naks           uint64 // sequence NAKs
+	lost           uint64 // frames the link lost
+	timeouts       uint64
+	elapsedVirtual time.Duration
+}
+
+// extra is how many request and response frames went beyond the loss-free count.
+func (f readBWFigures) extra() uint64 {
+	return f.requests + f.responses - uint64(f.iters*(1+f.pkts))
+}
+
+func (f readBWFigures) String() string {
+	ideal := f.iters * (1 + f.pkts)
+	return fmt.Sprintf("frames %d (loss-free %d, x%.2f): READ requests %d (loss-free %d), responses %d (loss-free %d), NAKs %d; lost %d, extra requests+responses per lost frame %.1f; timeouts %d; %v virtual",
+		f.requests+f.responses+f.naks, ideal, float64(f.requests+f.responses+f.naks)/float64(ideal),
+		f.requests, f.iters, f.responses, f.iters*f.pkts, f.naks, f.lost, float64(f.extra())/float64(max(f.lost, 1)), f.timeouts, f.elapsedVirtual)
+}
+
+// readBW is ib_read_bw's client on the simulator: iters READs of size bytes, depth of them
+// outstanding at a time, every one signalled, at mtu, over a 10 Gb/s link that loses frames
+// both ways. (At an infinite rate every response of the READs in flight has arrived by the time
+// a gap is seen, which hides what asking again for more than the gap costs.)
+func readBW(t testing.TB, seed uint64, loss float64, iters, depth, size int, mtu MTU) readBWFigures {
+	t.Helper()
+	p := newPair(t, seed, LinkConfig{Loss: loss, Rate: 10e9, Latency: 2 * time.Microsecond}, ConnectOptions{MTU: mtu, PSNA: uint32(seed*0x51ed27) & psnMask})
+	p.fab.OnEvent(nil)
+	const slots = 64
+	fill(p.bufB[:slots*size], byte(seed))
+	wc := make([]WC, 64)
+	posted, done := 0, 0
+	for done < iters {
+		for posted-done < depth && posted < iters {
+			off := uint64(posted%slots) * uint64(size)
+			must(t, p.qa.PostSend(SendWR{ID: uint64(posted), Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(p.mrA, off, uint32(size)),
+				RemoteAddr: p.mrB.Addr() + off, RKey: p.mrB.RKey()}))
+			posted++
+		}
+		for p.cqA.Len() == 0 {
+			if !p.sim.Step() {
+				t.Fatalf("seed %d: idle with %d of %d READs done", seed, done, iters)
+			}
+		}
+		k := p.cqA.Poll(wc)
+		for _, c := range wc[:k] {
+			if c.Status != WCSuccess || c.WRID != uint64(done) {
+				t.Fatalf("seed %d: completion %s, want READ %d successful", seed, fmtWC([]WC{c}), done)
+			}
+			done++
+		}
+	}
+	p.run()
+	if !bytes.Equal(p.bufA[:slots*size], p.bufB[:slots*size]) {
+		t.Fatalf("seed %d: READ data differs", seed)
+	}
+	a, b := p.a.Stats, p.b.Stats
+	return readBWFigures{iters: iters, pkts: (size + mtu.Bytes() - 1) / mtu.Bytes(),
+		requests: a.TxFrames, responses: b.TxFrames - b.SeqNAKsSent, naks: b.SeqNAKsSent,
+		lost: a.TxFrames + b.TxFrames - a.RxFrames - b.RxFrames, timeouts: a.Timeouts, elapsedVirtual: p.sim.Now()}
+}
+
+// ib_read_bw's traffic (tx depth 128, 32 KiB READs at MTU 1024) at 5% loss: a lost response
+// costs one request for the rest of its READ and that rest, a lost request the requests after
+// it; it must not cost the READs after the gap being asked for again (every new gap used to
+// send every later outstanding READ again: about three times the loss-free frames).
+// -v prints the figures.
+func TestReadBWRetransmitsPerLostFrame(t *testing.T) {
+	const iters, depth, size = 400, 128, 32 << 10
+	clean := readBW(t, 1, 0, iters, depth, size, MTU1024)
+	if clean.extra() != 0 || clean.naks != 0 || clean.lost != 0 {
+		t.Fatalf("loss-free: %v", clean)
+	}
+	t.Logf("loss-free: %v", clean)
+	for seed := uint64(1); seed <= 3; seed++ {
+		f := readBW(t, seed, 0.05, iters, depth, size, MTU1024)
+		t.Logf("seed %d, 5%% loss: %v", seed, f)
+		// A lost response costs one request and the rest of its READ (a loss behind it in
+		// the same stream costs nothing more); a lost request the requests behind it. That
+		// comes to about 9.5 frames per lost frame (asking again for every later READ too
+		// cost about 17, and three times the frames of a loss-free run).
+		if per := float64(f.extra()) / float64(f.lost); per > 12 {
+			t.Errorf("seed %d: %.1f extra request and response frames per lost frame, want at most 12: %v", seed, per, f)
+		}
+		if total := f.requests + f.responses + f.naks; total > uint64(clean.requests+clean.responses)*5/2 {
+			t.Errorf("seed %d: %d frames, want at most 2.5 times the %d of a loss-free run: %v", seed, total, clean.requests+clean.responses, f)
+		}
+	}
+}
+
+// BenchmarkReadBWLoss5 reports the frames ib_read_bw's traffic (tx depth 128, 32 KiB READs at
+// MTU 1024) puts on a wire that loses 5% of them, per READ.
+func BenchmarkReadBWLoss5(b *testing.B) {
+	const iters, depth, size = 400, 128, 32 << 10
+	var f readBWFigures
+	for b.Loop() {
+		f = readBW(b, 1, 0.05, iters, depth, size, MTU1024)
+	}
+	b.ReportMetric(float64(f.requests+f.responses+f.naks)/iters, "frames/op")
+	b.ReportMetric(float64(f.requests)/iters, "requests/op")
+	b.ReportMetric(float64(f.extra())/float64(max(f.lost, 1)), "extra/lost")
+}
