@@ -28,7 +28,7 @@ type demoEnv struct {
 	now  func() time.Time
 }
 
-func demoMain(args []string, stdout, stderr io.Writer, env demoEnv) int {
+func demoMain(args []string, stdout, stderr io.Writer, env demoEnv) (code int) {
 	fs := newFlagSet("demo", stderr)
 	seed := fs.Uint64("seed", 1, "seed for every random choice (key8 values, faults); the same seed gives the same run and pcap")
 	loss := fs.Float64("loss", 0, "probability that the simulated wire loses a frame, each way (0 to 0.5)")
@@ -68,8 +68,14 @@ func demoMain(args []string, stdout, stderr io.Writer, env demoEnv) int {
 			fmt.Fprintf(stderr, "softirdma demo: %v\n", err)
 			return 2
 		}
-		defer f.Close()
-		pcap = f
+		// A capture that could not be written in full fails the run: the hint would point at it.
+		defer func() {
+			if err := f.Close(); err != nil {
+				fmt.Fprintf(stderr, "softirdma demo: writing %s: %v\n", *pcapPath, err)
+				code = 1
+			}
+		}()
+		pcap = &errWriter{w: f}
 	}
 	start := env.now()
 	if err := d.setup(*seed, *loss, pcap); err != nil {
@@ -79,6 +85,10 @@ func demoMain(args []string, stdout, stderr io.Writer, env demoEnv) int {
 	fmt.Fprintf(stdout, "softirdma demo, seed %d, loss %g: devices A (%s) and B (%s), RC QP 0x%06x -> 0x%06x, MTU 1024\n\n",
 		*seed, *loss, d.a.IP(), d.b.IP(), d.qa.Num(), d.qb.Num())
 	d.run()
+	if w, ok := pcap.(*errWriter); ok && w.err != nil {
+		fmt.Fprintf(stderr, "softirdma demo: writing %s: %v\n", *pcapPath, w.err)
+		return 1
+	}
 	fmt.Fprintln(stdout)
 	d.cost(env.now().Sub(start), env.self, *pcapPath)
 	if d.failed > 0 {
@@ -543,4 +553,19 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// errWriter keeps the first write error, which the simulator's capture tap has nowhere to report.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
 }

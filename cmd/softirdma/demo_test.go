@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -139,4 +140,37 @@ func TestDemoManySeeds(t *testing.T) {
 			t.Errorf("loss 0.5 over %d seeds did not show both outcomes of the stale rkey and a lost connection", n)
 		}
 	}
+}
+
+// TestDemoCaptureWriteError: a capture that cannot be written fails the demo with the reason,
+// and a write that fails mid-run is remembered rather than lost.
+func TestDemoCaptureWriteError(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	code, _, errOut := demoFixed("softirdma", "-pcap", "/dev/full")
+	if code != 1 || !strings.Contains(errOut, "no space left on device") {
+		t.Errorf("exit %d, stderr %q; want 1 and the write error", code, errOut)
+	}
+	w := &errWriter{w: &failAfter{n: 100}}
+	if _, err := w.Write(make([]byte, 64)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(make([]byte, 64)); err == nil || w.err == nil {
+		t.Errorf("second write: %v, kept %v; want the error kept", err, w.err)
+	}
+	if _, err := w.Write(make([]byte, 1)); err != w.err {
+		t.Errorf("after an error: %v, want %v", err, w.err)
+	}
+}
+
+// failAfter accepts n bytes, then fails every write.
+type failAfter struct{ n int }
+
+func (f *failAfter) Write(p []byte) (int, error) {
+	if len(p) > f.n {
+		return 0, errors.New("device full")
+	}
+	f.n -= len(p)
+	return len(p), nil
 }
