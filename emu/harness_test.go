@@ -26,6 +26,12 @@ type pair struct {
 
 func newPair(t testing.TB, seed uint64, link LinkConfig, o ConnectOptions) *pair {
 	t.Helper()
+	return newPairWith(t, seed, link, o, make([]byte, 4<<20), make([]byte, 4<<20))
+}
+
+// newPairWith is newPair with the buffers given.
+func newPairWith(t testing.TB, seed uint64, link LinkConfig, o ConnectOptions, bufA, bufB []byte) *pair {
+	t.Helper()
 	p := &pair{t: t, sim: NewSim()}
 	p.fab = NewFabric(p.sim, seed)
 	p.fab.OnEvent(func(e Event) { p.events = append(p.events, e) })
@@ -53,8 +59,7 @@ func newPair(t testing.TB, seed uint64, link LinkConfig, o ConnectOptions) *pair
 	must(err)
 	must(ConnectRC(p.qa, p.qb, o))
 	all := AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic | AccessMWBind
-	p.bufA = make([]byte, 4<<20)
-	p.bufB = make([]byte, 4<<20)
+	p.bufA, p.bufB = bufA, bufB
 	p.mrA, err = p.pdA.RegMR(p.bufA, all)
 	must(err)
 	p.mrB, err = p.pdB.RegMR(p.bufB, all)
