@@ -207,14 +207,7 @@ func (qp *QP) acknowledge(psn, passed uint32) {
 func (qp *QP) settleCompPSN() bool {
 	r := &qp.req
 	c := r.sentPSN
-	for i := 0; i < qp.sq.n; i++ {
-		w := qp.sq.at(i)
-		if w.state == wqeDone || w.isLocal() {
-			continue
-		}
-		if !w.started() {
-			break
-		}
+	if w := qp.outstanding(); w != nil {
 		switch {
 		case w.wr.Opcode == WRRDMARead:
 			c = psnAdd(w.firstPSN, w.next)
@@ -223,7 +216,6 @@ func (qp *QP) settleCompPSN() bool {
 		default:
 			c = w.firstPSN
 		}
-		break
 	}
 	if psnCmp(c, r.compPSN) <= 0 {
 		return false
