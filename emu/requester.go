@@ -456,6 +456,16 @@ func (qp *QP) failWQE(w *sendWQE, status WCStatus, err error) {
 // toErrorAfter retires what can be retired (the failed WQE's completion comes first, before the
 // flushed ones after it) and moves the QP to ERR.
 func (qp *QP) toErrorAfter(w *sendWQE) {
+	// What follows the failed WQE is flushed, even what finished already (out of order, past
+	// a READ or atomic that was waiting for its response): see sendQueue.flush.
+	after := false
+	for i := 0; i < qp.sq.n; i++ {
+		x := qp.sq.at(i)
+		if after && x.state == wqeDone && x.status == WCSuccess {
+			x.status = WCWRFlushErr
+		}
+		after = after || x == w
+	}
 	// Everything before the failed WQE that is still outstanding can no longer complete
 	// normally; IBTA flushes it too, but it has been retired already if it was acknowledged.
 	qp.retire()

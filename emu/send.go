@@ -112,12 +112,20 @@ func (q *sendQueue) reset() {
 	q.head, q.n = 0, 0
 }
 
-// flush completes every WQE not yet retired with WR_FLUSH_ERR (or its own error status).
+// flush completes every WQE not yet retired with WR_FLUSH_ERR, or with its own error status.
+// A WQE that finished successfully while one before it was still outstanding (a SEND or WRITE
+// acknowledged, a READ or atomic answered, past a READ awaiting a lost response) is flushed
+// too: completions keep the order of posting, and none says SUCCESS after the failure (IBTA
+// 10.8.3; rxe flushes the whole queue the same way). Its remote effect happened all the same.
 func (q *sendQueue) flush(qp *QP) {
+	failed := false
 	for q.n > 0 {
 		w := q.at(0)
-		if w.state != wqeDone {
-			w.state, w.status = wqeDone, WCWRFlushErr
+		if w.state != wqeDone || (failed && w.status == WCSuccess) {
+			w.state, w.status, w.err = wqeDone, WCWRFlushErr, nil
+		}
+		if w.status != WCSuccess {
+			failed = true
 		}
 		qp.retireHead()
 	}

@@ -1,0 +1,64 @@
+package emu
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/softirdma/softirdma/wire"
+)
+
+// Send-queue completions come in the order the work requests were posted, and once the QP has
+// failed, the failing request completes with its error and every later one with WR_FLUSH_ERR,
+// even those the responder executed and answered (IBTA 10.8.3; rxe flushes the same way). An
+// atomic answered while the READ before it waits for its lost response used to keep its
+// SUCCESS and complete between the flushed ones.
+func TestSQCompletionsInOrderAfterFailure(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{MTU: MTU1024, Timeout: 8, RetryCnt: 1, MaxRdAtomic: 4})
+	ft := p.fab.AddFault(Fault{Name: "every READ response", Src: "B", Opcodes: []wire.Opcode{wire.RCReadResponseOnly}, Action: FaultDrop})
+	binary.LittleEndian.PutUint64(p.bufB[4096:], 10)
+	atomic := func(id uint64, off uint64) SendWR {
+		return SendWR{ID: id, Opcode: WRAtomicFetchAndAdd, Flags: SendSignaled, SGL: sge(p.mrA, off, 8), RemoteAddr: p.mrB.Addr() + 4096, RKey: p.mrB.RKey(), CompareAdd: 5}
+	}
+	must(t, p.qa.PostSend(
+		SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(p.mrA, 0, 64), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()},
+		atomic(2, 128),
+		SendWR{ID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 256, 8), RemoteAddr: p.mrB.Addr() + 8192, RKey: p.mrB.RKey()},
+		atomic(4, 136),
+	))
+	p.run()
+	wantWC(t, poll(p.cqA),
+		WC{WRID: 1, Status: WCRetryExcErr, Opcode: WCRDMARead},
+		WC{WRID: 2, Status: WCWRFlushErr, Opcode: WCFetchAdd},
+		WC{WRID: 3, Status: WCWRFlushErr, Opcode: WCRDMAWrite},
+		WC{WRID: 4, Status: WCWRFlushErr, Opcode: WCFetchAdd})
+	// Each atomic ran once at the responder, whatever its completion says. A sent the four
+	// requests, the READ once more when the WRITE's ACK passed it, and once after the one
+	// timeout retry_cnt 1 allows; B answered each.
+	if v := le64(p.bufB[4096:]); v != 20 || ft.Fired() != 3 || p.a.Stats.TxFrames != 6 || p.b.Stats.TxFrames != 6 || p.a.Stats.Timeouts != 2 {
+		t.Fatalf("target %d (want 20: each atomic once); fault fired %d, A sent %d frames, B %d, %d timeouts (want 3, 6, 6, 2)",
+			v, ft.Fired(), p.a.Stats.TxFrames, p.b.Stats.TxFrames, p.a.Stats.Timeouts)
+	}
+}
+
+// The same when the consumer moves the QP to ERR while a READ waits for its lost response and
+// the atomic after it has its answer: both are flushed, the atomic's SUCCESS is not kept.
+func TestSQFlushKeepsPostingOrder(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{MTU: MTU1024, MaxRdAtomic: 4})
+	p.fab.AddFault(Fault{Name: "every READ response", Src: "B", Opcodes: []wire.Opcode{wire.RCReadResponseOnly}, Action: FaultDrop})
+	must(t, p.qa.PostSend(
+		SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(p.mrA, 0, 64), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()},
+		SendWR{ID: 2, Opcode: WRAtomicFetchAndAdd, Flags: SendSignaled, SGL: sge(p.mrA, 128, 8), RemoteAddr: p.mrB.Addr() + 4096, RKey: p.mrB.RKey(), CompareAdd: 5},
+	))
+	p.sim.RunFor(time.Millisecond) // the atomic is answered; the READ waits
+	must(t, p.qa.Modify(QPAttr{State: QPSErr}, AttrState))
+	must(t, p.qa.PostSend(SendWR{ID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 256, 8), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+	p.run()
+	wantWC(t, poll(p.cqA),
+		WC{WRID: 1, Status: WCWRFlushErr, Opcode: WCRDMARead},
+		WC{WRID: 2, Status: WCWRFlushErr, Opcode: WCFetchAdd},
+		WC{WRID: 3, Status: WCWRFlushErr, Opcode: WCRDMAWrite})
+	if v := le64(p.bufB[4096:]); v != 5 {
+		t.Fatalf("target %d, want 5 (the atomic ran once)", v)
+	}
+}
