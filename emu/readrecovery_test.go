@@ -2,6 +2,7 @@ package emu
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -209,4 +210,170 @@ func BenchmarkReadBWLoss5(b *testing.B) {
 	b.ReportMetric(float64(f.extra())/float64(max(f.lost, 1)), "extra/lost")
 	b.ReportMetric(float64(f.timeouts), "timeouts")
 	b.ReportMetric(float64(f.elapsedVirtual.Milliseconds()), "virtual-ms")
+}
+
+// frames is what each side sent and how often A's retransmission timer fired.
+func (p *pair) frames() [3]uint64 { return [3]uint64{p.a.Stats.TxFrames, p.b.Stats.TxFrames, p.a.Stats.Timeouts} }
+
+// The request for a READ's missing responses is lost too: the retransmission timer asks
+// again, once, and the READ completes.
+func TestReadReRequestLost(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{MTU: MTU1024})
+	p.fab.AddFault(Fault{Name: "2nd response", Src: "B", Opcodes: []wire.Opcode{wire.RCReadResponseMiddle}, Nth: 1, Action: FaultDrop})
+	p.fab.AddFault(Fault{Name: "the request again", Src: "A", Opcodes: []wire.Opcode{wire.RCReadRequest}, Nth: 2, Action: FaultDrop})
+	fill(p.bufB[:5000], 3)
+	must(t, p.qa.PostSend(SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(p.mrA, 0, 5000), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 1, Opcode: WCRDMARead, ByteLen: 5000})
+	if !bytes.Equal(p.bufA[:5000], p.bufB[:5000]) {
+		t.Fatal("READ data differs")
+	}
+	// A: the READ, the lost request from response 1, the same after the timeout; B: five
+	// responses, then four from response 1.
+	if got := p.frames(); got != [3]uint64{3, 9, 1} {
+		t.Fatalf("A sent %d frames, B %d, %d timeouts; want 3, 9, 1", got[0], got[1], got[2])
+	}
+}
+
+// Every request for a READ's missing responses is lost: the timeouts, and only they, count
+// against retry_cnt (3 here), which ends in RETRY_EXC_ERR; the responses still arriving after
+// the gap are not progress.
+func TestReadReRequestAlwaysLostExhaustsRetries(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{MTU: MTU1024, RetryCnt: 3, Timeout: 8})
+	p.fab.AddFault(Fault{Name: "2nd response", Src: "B", Opcodes: []wire.Opcode{wire.RCReadResponseMiddle}, Nth: 1, Action: FaultDrop})
+	p.fab.AddFault(Fault{Name: "every request again", Src: "A", Opcodes: []wire.Opcode{wire.RCReadRequest}, MatchPSN: true, PSN: 1, Action: FaultDrop})
+	must(t, p.qa.PostSend(
+		SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(p.mrA, 0, 5000), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()},
+		SendWR{ID: 2, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 8192, 8), RemoteAddr: p.mrB.Addr() + 8192, RKey: p.mrB.RKey()}))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 1, Status: WCRetryExcErr, Opcode: WCRDMARead}, WC{WRID: 2, Status: WCWRFlushErr, Opcode: WCRDMAWrite})
+	// A: the READ and the WRITE, the request from response 1 when response 2 came, and once
+	// after each of three timeouts; the fourth ends it. B: five responses and the WRITE's ACK.
+	if got := p.frames(); got != [3]uint64{6, 6, 4} {
+		t.Fatalf("A sent %d frames, B %d, %d timeouts; want 6, 6, 4", got[0], got[1], got[2])
+	}
+}
+
+// An atomic's acknowledgement says that the READ before it was executed: a READ whose response
+// was lost is asked for again at once, not after a timeout.
+func TestAtomicAckPassesLostReadResponse(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{MTU: MTU1024})
+	p.fab.AddFault(Fault{Name: "READ response", Src: "B", Opcodes: []wire.Opcode{wire.RCReadResponseOnly}, Nth: 1, Action: FaultDrop})
+	fill(p.bufB[:64], 9)
+	binary.LittleEndian.PutUint64(p.bufB[4096:], 40)
+	must(t, p.qa.PostSend(
+		SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(p.mrA, 0, 64), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()},
+		SendWR{ID: 2, Opcode: WRAtomicFetchAndAdd, Flags: SendSignaled, SGL: sge(p.mrA, 128, 8), RemoteAddr: p.mrB.Addr() + 4096, RKey: p.mrB.RKey(), CompareAdd: 2}))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 1, Opcode: WCRDMARead, ByteLen: 64}, WC{WRID: 2, Opcode: WCFetchAdd, ByteLen: 8})
+	if !bytes.Equal(p.bufA[:64], p.bufB[:64]) || le64(p.bufA[128:]) != 40 || le64(p.bufB[4096:]) != 42 {
+		t.Fatalf("READ data equal %v, atomic result %d (want 40), target %d (want 42)", bytes.Equal(p.bufA[:64], p.bufB[:64]), le64(p.bufA[128:]), le64(p.bufB[4096:]))
+	}
+	if got := p.frames(); got != [3]uint64{3, 3, 0} {
+		t.Fatalf("A sent %d frames, B %d, %d timeouts; want 3, 3, 0", got[0], got[1], got[2])
+	}
+}
+
+// An atomic's acknowledgement is lost, and so is the request for it again that the next ACK
+// prompts: the timeout sends it once more, with the same PSN, and the responder replays the
+// saved result (T4): memory changes once and the result is the original value.
+func TestT4AtomicAckAndItsReRequestLost(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{MTU: MTU1024})
+	p.fab.AddFault(Fault{Name: "atomic ack", Src: "B", Opcodes: []wire.Opcode{wire.RCAtomicAcknowledge}, Nth: 1, Action: FaultDrop})
+	p.fab.AddFault(Fault{Name: "the atomic again", Src: "A", Opcodes: []wire.Opcode{wire.RCFetchAdd}, Nth: 2, Action: FaultDrop})
+	binary.LittleEndian.PutUint64(p.bufB[4096:], 7)
+	must(t, p.qa.PostSend(
+		SendWR{ID: 1, Opcode: WRAtomicFetchAndAdd, Flags: SendSignaled, SGL: sge(p.mrA, 128, 8), RemoteAddr: p.mrB.Addr() + 4096, RKey: p.mrB.RKey(), CompareAdd: 3},
+		SendWR{ID: 2, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 256, 8), RemoteAddr: p.mrB.Addr() + 8192, RKey: p.mrB.RKey()}))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 1, Opcode: WCFetchAdd, ByteLen: 8}, WC{WRID: 2, Opcode: WCRDMAWrite, ByteLen: 8})
+	if le64(p.bufA[128:]) != 7 || le64(p.bufB[4096:]) != 10 || len(p.eventsLike(EvRecv, "saved result replayed")) != 1 {
+		t.Fatalf("result %d (want 7), target %d (want 10), %d replays (want 1)", le64(p.bufA[128:]), le64(p.bufB[4096:]), len(p.eventsLike(EvRecv, "saved result replayed")))
+	}
+	// A: the atomic, the WRITE, the atomic again (lost), the atomic after the timeout; B: the
+	// lost acknowledgement, the WRITE's ACK, the replay.
+	if got := p.frames(); got != [3]uint64{4, 3, 1} {
+		t.Fatalf("A sent %d frames, B %d, %d timeouts; want 4, 3, 1", got[0], got[1], got[2])
+	}
+}
+
+// A WRITE, a 64-response READ, an atomic and a SEND whose PSNs wrap from 0xFFFFFF to 0 in the
+// middle of the READ. The response at 0xFFFFFF is lost (the one at 0 shows the gap) and so is
+// the atomic's acknowledgement (the SEND's ACK passes it): both are asked for again at once,
+// across the wrap, and everything completes without a timeout.
+func TestReadAcrossPSNWrap(t *testing.T) {
+	const n = 64 << 10
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{MTU: MTU1024, PSNA: 0xFFFFF0})
+	p.fab.AddFault(Fault{Name: "response 0xFFFFFF", Src: "B", Opcodes: []wire.Opcode{wire.RCReadResponseMiddle}, MatchPSN: true, PSN: 0xFFFFFF, Nth: 1, Action: FaultDrop})
+	p.fab.AddFault(Fault{Name: "atomic ack", Src: "B", Opcodes: []wire.Opcode{wire.RCAtomicAcknowledge}, Nth: 1, Action: FaultDrop})
+	fill(p.bufB[:n], 1)
+	fill(p.bufA[2*n:2*n+4096], 2)
+	binary.LittleEndian.PutUint64(p.bufB[3*n:], 100)
+	must(t, p.qb.PostRecv(RecvWR{ID: 9, SGL: sge(p.mrB, 4*n, 64)}))
+	must(t, p.qa.PostSend(
+		SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 2*n, 2048), RemoteAddr: p.mrB.Addr() + 2*n, RKey: p.mrB.RKey()},
+		SendWR{ID: 2, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(p.mrA, 0, n), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()},
+		SendWR{ID: 3, Opcode: WRAtomicFetchAndAdd, Flags: SendSignaled, SGL: sge(p.mrA, 3*n, 8), RemoteAddr: p.mrB.Addr() + 3*n, RKey: p.mrB.RKey(), CompareAdd: 1},
+		SendWR{ID: 4, Opcode: WRSend, Flags: SendSignaled, SGL: sge(p.mrA, 2*n, 64)}))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 1, Opcode: WCRDMAWrite, ByteLen: 2048}, WC{WRID: 2, Opcode: WCRDMARead, ByteLen: n},
+		WC{WRID: 3, Opcode: WCFetchAdd, ByteLen: 8}, WC{WRID: 4, Opcode: WCSend, ByteLen: 64})
+	wantWC(t, poll(p.cqB), WC{WRID: 9, Opcode: WCRecv, ByteLen: 64})
+	if !bytes.Equal(p.bufA[:n], p.bufB[:n]) || !bytes.Equal(p.bufA[2*n:2*n+2048], p.bufB[2*n:2*n+2048]) ||
+		le64(p.bufA[3*n:]) != 100 || le64(p.bufB[3*n:]) != 101 {
+		t.Fatal("memory differs from what the requests should have left")
+	}
+	// A: two WRITE packets, the READ, the atomic, the SEND, then the READ from 0xFFFFFF (its
+	// 14th response) and the atomic again. B: the WRITE's ACK, 64 responses, the lost
+	// acknowledgement, the SEND's ACK, the 51 responses from 0xFFFFFF and the replay.
+	if got := p.frames(); got != [3]uint64{7, 119, 0} {
+		t.Fatalf("A sent %d frames, B %d, %d timeouts; want 7, 119, 0", got[0], got[1], got[2])
+	}
+	if p.qa.req.sentPSN != 0x34 || p.qa.req.compPSN != 0x34 {
+		t.Fatalf("sent up to %#x, acknowledged up to %#x; want 0x34 both", p.qa.req.sentPSN, p.qa.req.compPSN)
+	}
+}
+
+// A fenced WRITE after a READ whose response is lost waits until the READ has completed; the
+// READ, with nothing after it on the wire to show the loss, is asked for again at the timeout.
+func TestFencedWriteWaitsForRecoveredRead(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{MTU: MTU1024})
+	p.fab.AddFault(Fault{Name: "READ response", Src: "B", Opcodes: []wire.Opcode{wire.RCReadResponseOnly}, Nth: 1, Action: FaultDrop})
+	fill(p.bufB[:64], 5)
+	must(t, p.qa.PostSend(
+		SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(p.mrA, 0, 64), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()},
+		// The fenced WRITE sends what the READ brought in.
+		SendWR{ID: 2, Opcode: WRRDMAWrite, Flags: SendSignaled | SendFence, SGL: sge(p.mrA, 0, 64), RemoteAddr: p.mrB.Addr() + 8192, RKey: p.mrB.RKey()}))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 1, Opcode: WCRDMARead, ByteLen: 64}, WC{WRID: 2, Opcode: WCRDMAWrite, ByteLen: 64})
+	if !bytes.Equal(p.bufB[8192:8192+64], p.bufB[:64]) {
+		t.Fatal("the fenced WRITE did not carry what the READ read")
+	}
+	if got := p.frames(); got != [3]uint64{3, 3, 1} {
+		t.Fatalf("A sent %d frames, B %d, %d timeouts; want 3, 3, 1", got[0], got[1], got[2])
+	}
+}
+
+// A READ's response is lost and the SEND after it is RNR NAKed, which shows the loss: the READ
+// is asked for again and its response arrives while the requester waits out a long RNR timer.
+// That response must not start the local ACK timer for the SEND, which the responder has
+// answered (with the RNR NAK): waiting out 655 ms must not run into retry_cnt's timeouts.
+func TestReadRecoveredDuringRNRWait(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{MTU: MTU1024, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MinRNRTimer: 0, NoDefaults: true,
+		MaxRdAtomic: 4, Access: AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic})
+	p.fab.AddFault(Fault{Name: "READ response", Src: "B", Opcodes: []wire.Opcode{wire.RCReadResponseOnly}, Nth: 1, Action: FaultDrop})
+	fill(p.bufB[:64], 6)
+	must(t, p.qa.PostSend(
+		SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(p.mrA, 0, 64), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()},
+		SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled, SGL: sge(p.mrA, 4096, 32)}))
+	p.sim.RunFor(10 * time.Millisecond)
+	must(t, p.qb.PostRecv(RecvWR{ID: 9, SGL: sge(p.mrB, 8192, 64)}))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 1, Opcode: WCRDMARead, ByteLen: 64}, WC{WRID: 2, Opcode: WCSend, ByteLen: 32})
+	wantWC(t, poll(p.cqB), WC{WRID: 9, Opcode: WCRecv, ByteLen: 32})
+	// A: the READ, the SEND, the READ again, the SEND after the RNR wait; B: the lost
+	// response, the RNR NAK, the response, the ACK. No timeout.
+	if got := p.frames(); got != [3]uint64{4, 4, 0} {
+		t.Fatalf("A sent %d frames, B %d, %d timeouts; want 4, 4, 0", got[0], got[1], got[2])
+	}
 }

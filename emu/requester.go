@@ -537,10 +537,13 @@ func (qp *QP) ackTimeout() time.Duration {
 	return time.Duration(4096<<t) * time.Nanosecond
 }
 
-// armRetransmit starts the retransmission timer unless it runs already.
+// armRetransmit starts the retransmission timer unless it runs already. It does not run while
+// the requester waits out an RNR NAK: the responder has answered, nothing may be sent before
+// the RNR timer ends, and that starts it again (a READ response arriving meanwhile used to
+// start it, and a long RNR wait then ended in RETRY_EXC_ERR).
 func (qp *QP) armRetransmit() {
 	r := &qp.req
-	if r.armed {
+	if r.armed || r.waitRNR {
 		return
 	}
 	to := qp.ackTimeout()
