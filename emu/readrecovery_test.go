@@ -213,7 +213,9 @@ func BenchmarkReadBWLoss5(b *testing.B) {
 }
 
 // frames is what each side sent and how often A's retransmission timer fired.
-func (p *pair) frames() [3]uint64 { return [3]uint64{p.a.Stats.TxFrames, p.b.Stats.TxFrames, p.a.Stats.Timeouts} }
+func (p *pair) frames() [3]uint64 {
+	return [3]uint64{p.a.Stats.TxFrames, p.b.Stats.TxFrames, p.a.Stats.Timeouts}
+}
 
 // The request for a READ's missing responses is lost too: the retransmission timer asks
 // again, once, and the READ completes.
