@@ -52,7 +52,9 @@ clean:
 interop: interop-tshark interop-rxe interop-netns
 
 # tshark dissects a pcap of every opcode and must agree with wire on opcode, QP and PSN.
+# Installs tshark from the Debian mirror when it is missing (needs root).
 interop-tshark:
+	@command -v tshark >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark; }
 	$(GO) test -count=1 -tags interop -run TestTshark ./wire/...
 
 # softirdma against Linux Soft-RoCE in a TCG guest: ibv_rc_pingpong both ways, IPv4 and IPv6
