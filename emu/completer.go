@@ -43,6 +43,9 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 			return
 		}
 		qp.ackThrough(psn)
+		if qp.state == QPSRTS || qp.state == QPSSQD {
+			qp.heard(psn)
+		}
 	case wire.SyndromeRNR:
 		if r.waitRNR {
 			return // a copy of the RNR NAK we are already waiting out
@@ -96,6 +99,9 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 			// Everything before psn was executed, so a READ or atomic before it that lacks
 			// its responses lost them.
 			qp.acknowledge(psnAdd(psn, psnMask), psn)
+			if qp.state == QPSRTS || qp.state == QPSSQD {
+				qp.heard(psnAdd(psn, psnMask))
+			}
 			if qp.state != QPSRTS && qp.state != QPSSQD {
 				return
 			}
@@ -238,14 +244,58 @@ func (w *sendWQE) gap() (want uint32, asked bool) {
 // one, with the address and length moved on), or an atomic's request, at once and without going
 // back over the requests after it, as a NIC does. Callers ask once for each gap (see gap): the
 // responses still arriving after the gap would each ask again otherwise. If the request or its
-// first response is lost too, the retransmission timer goes back.
+// first response is lost too, an answer to a request sent after it shows that (heardSince), or
+// else the retransmission timer goes back.
 func (qp *QP) askAgain(w *sendWQE, want uint32, why string) {
 	w.gapAsked, w.gapPSN = true, want
 	d := qp.dev
 	d.Stats.Retransmits++
 	d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: want, WRID: w.wr.ID, Msg: fmt.Sprintf("%s: resend from %d", why, want)})
 	if qp.transmitRequest(w) {
+		w.askTx = qp.req.txCount
 		qp.armRetransmit()
+	}
+}
+
+// heard takes note that the responder has received the request packet with PSN psn: an ACK or
+// a response answered it (or a later one). That packet went out no earlier than its WQE's first
+// request packet; see heardSince.
+func (qp *QP) heard(psn uint32) {
+	// The WQE holding psn (the last one started at or before it).
+	var x *sendWQE
+	for i := 0; i < qp.sq.n; i++ {
+		w := qp.sq.at(i)
+		if w.isLocal() {
+			continue
+		}
+		if !w.started() || psnCmp(w.firstPSN, psn) > 0 {
+			break
+		}
+		x = w
+	}
+	if x != nil && x.firstTx != 0 {
+		qp.heardSince(x.firstTx)
+	}
+}
+
+// heardSince takes note that the responder has answered a request packet sent as the tx-th or
+// later. A READ or atomic asked for again before that, whose gap is still open, lost the request
+// that asked or the first response to it: requests reach the responder in the order they are
+// sent and answers come back in the order they are made, so that response would have come
+// first. It is asked for again at once rather than at the next timeout. (Where the path
+// reorders, this can ask once too often, which costs a duplicate and nothing else.)
+func (qp *QP) heardSince(tx uint64) {
+	for i := 0; i < qp.sq.n; i++ {
+		w := qp.sq.at(i)
+		if w.state != wqeSent || !w.isReadOrAtomic() || w.askTx >= tx {
+			continue
+		}
+		if want, asked := w.gap(); asked {
+			qp.askAgain(w, want, fmt.Sprintf("a request sent after %s psn %d was asked for again has been answered, it has not", w.wr.Opcode, want))
+			if qp.state != QPSRTS && qp.state != QPSSQD {
+				return
+			}
+		}
 	}
 }
 
@@ -269,6 +319,9 @@ func (qp *QP) onAtomicAck(psn uint32, orig uint64) {
 	w.state, w.status = wqeDone, WCSuccess
 	qp.ackThrough(psn)
 	qp.retire()
+	if qp.state == QPSRTS || qp.state == QPSSQD {
+		qp.heard(psn)
+	}
 }
 
 func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
@@ -288,6 +341,10 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 		if qp.state != QPSRTS && qp.state != QPSSQD {
 			return
 		}
+	}
+	qp.heard(psn)
+	if qp.state != QPSRTS && qp.state != QPSSQD {
+		return
 	}
 	want := psnAdd(w.firstPSN, w.next)
 	if c := psnCmp(psn, want); c != 0 {
@@ -332,6 +389,9 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 		qp.failWQE(w, keys.StatusLocProtErr, err)
 		return
 	}
+	// The first response to a request asked again shows when the responder received that
+	// request.
+	filled, askTx := w.gapAsked && w.gapPSN == psn, w.askTx
 	w.next++
 	if r.compPSN == psn {
 		r.compPSN = psnAdd(psn, 1) // a response acknowledges its PSN
@@ -344,6 +404,9 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 		qp.retire()
 	}
 	qp.restartRetransmit()
+	if filled && (qp.state == QPSRTS || qp.state == QPSSQD) {
+		qp.heardSince(askTx)
+	}
 }
 
 // badResponse fails the WQE a READ response or atomic acknowledgement belongs to when its AETH

@@ -379,3 +379,55 @@ func TestReadRecoveredDuringRNRWait(t *testing.T) {
 		t.Fatalf("A sent %d frames, B %d, %d timeouts; want 4, 4, 0", got[0], got[1], got[2])
 	}
 }
+
+// The request for a READ's missing responses is lost; a WRITE posted after it is acknowledged
+// while the gap is still open. On a path that keeps order, the responder got the request before
+// the WRITE and would have answered it first, so the READ is asked for again at once instead of
+// at the local ACK timeout.
+func TestReadReRequestLostShownByLaterAck(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{MTU: MTU1024})
+	p.fab.AddFault(Fault{Name: "2nd response", Src: "B", Opcodes: []wire.Opcode{wire.RCReadResponseMiddle}, Nth: 1, Action: FaultDrop})
+	p.fab.AddFault(Fault{Name: "the request again", Src: "A", Opcodes: []wire.Opcode{wire.RCReadRequest}, Nth: 2, Action: FaultDrop})
+	fill(p.bufB[:5000], 4)
+	must(t, p.qa.PostSend(SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(p.mrA, 0, 5000), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+	p.sim.RunFor(100 * time.Microsecond) // the responses are in, the gap asked for, the request lost
+	if got := p.frames(); got != [3]uint64{2, 5, 0} || poll(p.cqA) != nil {
+		t.Fatalf("A sent %d frames, B %d, %d timeouts before the WRITE; want 2, 5, 0 and no completion", got[0], got[1], got[2])
+	}
+	must(t, p.qa.PostSend(SendWR{ID: 2, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 8192, 8), RemoteAddr: p.mrB.Addr() + 8192, RKey: p.mrB.RKey()}))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 1, Opcode: WCRDMARead, ByteLen: 5000}, WC{WRID: 2, Opcode: WCRDMAWrite, ByteLen: 8})
+	if !bytes.Equal(p.bufA[:5000], p.bufB[:5000]) {
+		t.Fatal("READ data differs")
+	}
+	// A: the READ, the lost request, the WRITE, the request again; B: five responses, the
+	// WRITE's ACK, four responses from 1.
+	if got := p.frames(); got != [3]uint64{4, 10, 0} || len(p.eventsLike(EvRetry, "has been answered, it has not")) != 1 {
+		t.Fatalf("A sent %d frames, B %d, %d timeouts, %d early requests; want 4, 10, 0, 1", got[0], got[1], got[2],
+			len(p.eventsLike(EvRetry, "has been answered, it has not")))
+	}
+}
+
+// Two READs each lose a response; the request asking for the first one's is lost too. The
+// first response to the second one's request, sent later, shows that loss: the first READ is
+// asked for again at once.
+func TestReadReRequestLostShownByLaterReRequest(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{MTU: MTU1024})
+	p.fab.AddFault(Fault{Name: "READ 1 response 1", Src: "B", MatchPSN: true, PSN: 1, Nth: 1, Action: FaultDrop})
+	p.fab.AddFault(Fault{Name: "READ 2 response 1", Src: "B", MatchPSN: true, PSN: 6, Nth: 1, Action: FaultDrop})
+	p.fab.AddFault(Fault{Name: "READ 1 asked again", Src: "A", Opcodes: []wire.Opcode{wire.RCReadRequest}, Nth: 3, Action: FaultDrop})
+	fill(p.bufB[:10000], 4)
+	must(t, p.qa.PostSend(
+		SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(p.mrA, 0, 5000), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()},
+		SendWR{ID: 2, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(p.mrA, 5000, 5000), RemoteAddr: p.mrB.Addr() + 5000, RKey: p.mrB.RKey()}))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 1, Opcode: WCRDMARead, ByteLen: 5000}, WC{WRID: 2, Opcode: WCRDMARead, ByteLen: 5000})
+	if !bytes.Equal(p.bufA[:10000], p.bufB[:10000]) {
+		t.Fatal("READ data differs")
+	}
+	// A: two READs, READ 1 from 1 (lost), READ 2 from 6, READ 1 from 1 again; B: ten
+	// responses, four from 6, four from 1.
+	if got := p.frames(); got != [3]uint64{5, 18, 0} {
+		t.Fatalf("A sent %d frames, B %d, %d timeouts; want 5, 18, 0", got[0], got[1], got[2])
+	}
+}

@@ -51,6 +51,7 @@ type requester struct {
 	// copies of it are ignored rather than each costing a retry.
 	seqRetrying bool
 	seqRetryPSN uint32
+	txCount     uint64 // request packets sent, the first being 1: orders requests in time
 	run         func() // runs the requester; made once so a kick does not allocate
 }
 
@@ -173,6 +174,7 @@ func (qp *QP) start(w *sendWQE) {
 	}
 	w.lastPSN = psnAdd(w.firstPSN, w.npkts-1)
 	w.next = 0
+	w.firstTx = 0
 	if w.isReadOrAtomic() {
 		r.rdAtomic++
 		w.counted = true
@@ -288,6 +290,10 @@ func (qp *QP) transmitRequest(w *sendWQE) bool {
 	}
 	qp.builder.Seal(frame)
 	qp.transmit(frame, h.Opcode, h.PSN)
+	r.txCount++
+	if w.firstTx == 0 {
+		w.firstTx = r.txCount
+	}
 	return true
 }
 

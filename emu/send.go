@@ -77,6 +77,8 @@ type sendWQE struct {
 	counted           bool // a READ or atomic counted in the requester's rdAtomic
 	gapAsked          bool // a READ asked again for the responses from gapPSN on
 	gapPSN            uint32
+	firstTx           uint64 // the requester's packet count at the WQE's first request packet (0: none yet)
+	askTx             uint64 // the same at the request that asked again for gapPSN
 }
 
 func (w *sendWQE) isLocal() bool {
