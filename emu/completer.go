@@ -117,6 +117,11 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 			r.seqRetrying, r.seqRetryPSN = true, psn
 			if r.retryLeft == 0 {
 				d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Msg: "NAK sequence error, retries exhausted"})
+				// The oldest unfinished WR takes the error, as at a timeout (a READ before
+				// psn may still lack its response); the ones after it are flushed.
+				if o := qp.outstanding(); o != nil {
+					w = o
+				}
 				qp.failWQE(w, keys.StatusRetryExcErr, fmt.Errorf("sequence error NAKs at psn %d exhausted %d retries", psn, qp.attr.RetryCnt))
 				return
 			}

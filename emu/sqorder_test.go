@@ -62,3 +62,26 @@ func TestSQFlushKeepsPostingOrder(t *testing.T) {
 		t.Fatalf("target %d, want 5 (the atomic ran once)", v)
 	}
 }
+
+// Sequence NAKs exhaust retry_cnt while a READ before the NAKed WRITE still waits for its lost
+// response: RETRY_EXC_ERR goes to the oldest unfinished WR, the READ, as it does when the
+// timeouts exhaust the retries, and the WRITEs after it are flushed. The READ used to be
+// flushed ahead of the WRITE's RETRY_EXC_ERR, the first error entry saying nothing of the cause.
+func TestSeqNAKRetryExhaustionFailsOldest(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{MTU: MTU1024, Timeout: 14, RetryCnt: 0, RNRRetry: 7, MinRNRTimer: 1, MaxRdAtomic: 4,
+		Access: AccessRemoteWrite | AccessRemoteRead, NoDefaults: true})
+	p.fab.AddFault(Fault{Name: "READ response", Src: "B", Opcodes: []wire.Opcode{wire.RCReadResponseOnly}, Nth: 1, Action: FaultDrop})
+	p.fab.AddFault(Fault{Name: "first WRITE", Src: "A", Opcodes: []wire.Opcode{wire.RCWriteOnly}, Nth: 1, Action: FaultDrop})
+	w := func(id uint64) SendWR {
+		return SendWR{ID: id, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 8192, 8), RemoteAddr: p.mrB.Addr() + 8192, RKey: p.mrB.RKey()}
+	}
+	must(t, p.qa.PostSend(SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(p.mrA, 0, 64), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}, w(2), w(3)))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 1, Status: WCRetryExcErr, Opcode: WCRDMARead}, WC{WRID: 2, Status: WCWRFlushErr, Opcode: WCRDMAWrite},
+		WC{WRID: 3, Status: WCWRFlushErr, Opcode: WCRDMAWrite})
+	// A: the READ, two WRITEs, the READ asked for again when the NAK passed it; B: the lost
+	// response and the NAK (the READ's second response finds A in ERR).
+	if got := p.frames(); got != [3]uint64{4, 3, 0} || p.b.Stats.SeqNAKsSent != 1 {
+		t.Fatalf("A sent %d frames, B %d, %d timeouts, %d NAKs; want 4, 3, 0, 1", got[0], got[1], got[2], p.b.Stats.SeqNAKsSent)
+	}
+}
