@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/softirdma/softirdma/compat/internal/ctrl"
 )
 
 // Version is what softirdma says it is: at least 5.70 (older is refused), below 6.28 (newer
@@ -91,6 +93,10 @@ type conn struct {
 	// watching is set while a goroutine waits for the peer to send something unexpected (see
 	// watch); a read waits for it first.
 	watching chan error
+	// timeout bounds each exchange; 0 leaves the connection's deadline as it is.
+	timeout time.Duration
+	// got counts the bytes the exchanges have read, for the message when the peer goes silent.
+	got int
 }
 
 func newConn(c net.Conn, client bool) *conn {
@@ -98,21 +104,32 @@ func newConn(c net.Conn, client bool) *conn {
 }
 
 func (c *conn) xchg(out []byte, inLen int) ([]byte, error) {
+	if c.timeout > 0 {
+		_ = c.c.SetDeadline(time.Now().Add(c.timeout))
+	}
 	in := make([]byte, inLen)
 	if c.client {
 		if _, err := c.c.Write(out); err != nil {
 			return nil, err
 		}
-		c.unwatch()
-		_, err := io.ReadFull(c.r, in)
-		return in, err
+		c.unwatch() // after the write: the peer answers it
+		return in, c.read(in)
 	}
 	c.unwatch()
-	if _, err := io.ReadFull(c.r, in); err != nil {
+	if err := c.read(in); err != nil {
 		return nil, err
 	}
 	_, err := c.c.Write(out)
 	return in, err
+}
+
+func (c *conn) read(in []byte) error {
+	n, err := io.ReadFull(c.r, in)
+	c.got += n
+	if c.timeout > 0 {
+		err = ctrl.Silent(err, c.timeout, c.got)
+	}
+	return err
 }
 
 // watch starts waiting for the peer to send something or close while this side runs the test,
@@ -121,6 +138,7 @@ func (c *conn) xchg(out []byte, inLen int) ([]byte, error) {
 func (c *conn) watch() <-chan error {
 	c.watching = make(chan error, 1)
 	ch := c.watching
+	_ = c.c.SetDeadline(time.Time{}) // the test takes as long as it takes
 	go func() {
 		_, err := c.r.Peek(1)
 		ch <- err

@@ -184,22 +184,8 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	}
 	start := time.Now()
 
-	// The control connection first: the server waits for its client before it sets up.
-	c, h, err := connect(ctx, o, localMTU, out)
-	if err != nil {
-		return res, err
-	}
-	defer c.close()
-
-	const cacheLine = 64
-	inc := func(n int) int { return max(cacheLine, (n+cacheLine-1)/cacheLine*cacheLine) }
-	buffSize := max(o.Size, h.cycleBuffer)
-	half := inc(buffSize)
-	buf := make([]byte, 2*half)
-	rnd := mrand.New(seed(o.Rand))
-	for i := range buf {
-		buf[i] = byte(rnd.Uint32())
-	}
+	// The QP first: it depends on nothing the peer says. The buffer follows the peer's page size,
+	// so it is registered once the preamble has given it.
 	access := emu.AccessLocalWrite
 	qpAccess := emu.Access(0)
 	outReads := 1
@@ -222,13 +208,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	if err != nil {
 		return res, err
 	}
-	mr, err := pd.RegMR(buf, access)
-	if err != nil {
-		return res, err
-	}
-	defer mr.Dereg()
-	cqSize := o.TxDepth + o.RxDepth + 2
-	cq, err := dev.CreateCQ(cqSize)
+	cq, err := dev.CreateCQ(o.TxDepth + o.RxDepth + 2)
 	if err != nil {
 		return res, err
 	}
@@ -248,13 +228,62 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	if err := qp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1, AccessFlags: qpAccess}, emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags); err != nil {
 		return res, err
 	}
-	local := Record{OutReads: uint16(outReads), QPN: qp.Num(), PSN: uint32(rnd.Uint64() & 0xffffff), RKey: mr.RKey(), VAddr: mr.Addr() + uint64(half)}
+	rnd := mrand.New(seed(o.Rand))
+	local := Record{OutReads: uint16(outReads), QPN: qp.Num(), PSN: uint32(rnd.Uint64() & 0xffffff)}
 	if o.GID.IsValid() {
 		local.GID = o.GID.As16()
 	}
-	if h.peer, err = c.hello(local); err != nil {
+
+	const cacheLine = 64
+	inc := func(n int) int { return max(cacheLine, (n+cacheLine-1)/cacheLine*cacheLine) }
+	var mr *emu.MR
+	half := 0
+	defer func() {
+		if mr != nil {
+			mr.Dereg()
+		}
+	}()
+	// register gives the buffer the size the peer's page size asks for: two halves of
+	// max(size, page size), the second the remote target, filled with random bytes.
+	register := func(cycleBuffer int) error {
+		h := inc(max(o.Size, cycleBuffer))
+		if mr != nil && h == half {
+			return nil
+		}
+		if mr != nil {
+			if err := mr.Dereg(); err != nil {
+				return err
+			}
+			mr = nil
+		}
+		buf := make([]byte, 2*h)
+		for i := range buf {
+			buf[i] = byte(rnd.Uint32())
+		}
+		m, err := pd.RegMR(buf, access)
+		if err != nil {
+			return err
+		}
+		mr, half = m, h
+		local.RKey, local.VAddr = mr.RKey(), mr.Addr()+uint64(half)
+		return nil
+	}
+
+	// The control connection up to H1: a server drops a client that fails it and waits for
+	// another.
+	c, h, err := connect(ctx, o, localMTU, out, func(c *conn, h *handshake) error {
+		if err := register(h.cycleBuffer); err != nil {
+			return ctrl.Fatal(err)
+		}
+		var err error
+		h.peer, err = c.hello(local)
+		return err
+	})
+	if err != nil {
 		return res, err
 	}
+	defer c.close()
+	c.timeout = o.Timeout
 	mtu := emu.MTU(h.mtu)
 	printHeader(out, o, mtu, outReads)
 	printRecord(out, "local", local, o.Test)
@@ -312,9 +341,14 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 				return res, err
 			}
 		}
+		if o.Server { // the server waits here for the whole test
+			c.timeout = 0
+			_ = c.c.SetDeadline(time.Time{})
+		}
 		if _, err := c.record(local); err != nil {
 			return res, err
 		}
+		c.timeout = o.Timeout
 		peerReport, err := c.exchangeReport(res.Report, h.peerVersion)
 		if err != nil {
 			return res, err
@@ -341,19 +375,24 @@ func seed(src mrand.Source) mrand.Source {
 	return mrand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b9)
 }
 
-// connect opens the control connection and runs the preamble on it: a server drops any
-// connection that fails it and waits for another; a client with Wait tries again while its
-// server is not up.
-func connect(ctx context.Context, o Options, localMTU int, out io.Writer) (*conn, handshake, error) {
+// connect opens the control connection and runs the preamble and then hello on it: a server
+// drops any connection that fails them and waits for another; a client with Wait tries again
+// while its server is not up.
+func connect(ctx context.Context, o Options, localMTU int, out io.Writer, hello func(*conn, *handshake) error) (*conn, handshake, error) {
 	addr := net.JoinHostPort(o.Host, strconv.Itoa(o.Port))
 	var c *conn
 	var h handshake
 	first := func(client bool) func(*ctrl.Conn) error {
 		return func(cc *ctrl.Conn) error {
 			c = newConn(cc, client)
+			if client { // a server's Accept bounds the start of a connection with Idle
+				c.timeout = o.Timeout
+			}
 			var err error
-			h, err = c.preamble(localMTU)
-			return err
+			if h, err = c.preamble(localMTU); err != nil {
+				return err
+			}
+			return hello(c, &h)
 		}
 	}
 	var err error

@@ -378,7 +378,7 @@ func clientExchange(ctx context.Context, o Options, local Dest) (Dest, error) {
 		}
 		msg := make([]byte, MessageLen)
 		if _, err := io.ReadFull(c, msg); err != nil {
-			return fmt.Errorf("pingpong: couldn't read remote address: %w", err)
+			return fmt.Errorf("pingpong: couldn't read remote address: %w", ctrl.Silent(err, o.Timeout, c.BytesRead()))
 		}
 		var err error
 		rem, err = ParseDest(msg)
@@ -439,7 +439,7 @@ func serverExchange(ctx context.Context, o Options, local Dest, connect func(Des
 	}
 	done := make([]byte, 5)
 	if _, err := io.ReadFull(c, done); err != nil {
-		return Dest{}, fmt.Errorf("pingpong: couldn't read done: %w", err)
+		return Dest{}, fmt.Errorf("pingpong: couldn't read done: %w", ctrl.Silent(err, o.Timeout, c.BytesRead()-MessageLen))
 	}
 	return rem, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -248,5 +249,28 @@ func TestBadOptions(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), "pingpong: ") || time.Since(start) > time.Second {
 			t.Fatalf("%+v: %v", o, err)
 		}
+	}
+}
+
+// TestClientSilentServer: a server that accepts and then says nothing ends the client after its
+// timeout with a line that says what the server did, not a socket's "i/o timeout".
+func TestClientSilentServer(t *testing.T) {
+	_, hc := loophosts.Pair(t, 0, 1)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			defer c.Close()
+			io.Copy(io.Discard, c)
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	_, err = Run(context.Background(), hc.Device(), Options{Host: "127.0.0.1", Port: port, GID: hc.Device().IP(), Timeout: 200 * time.Millisecond}, &bytes.Buffer{})
+	if want := "pingpong: couldn't read remote address: the peer sent nothing for 200ms"; err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %s", err, want)
 	}
 }

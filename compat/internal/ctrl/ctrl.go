@@ -200,6 +200,10 @@ func (s Server) Accept(ctx context.Context, l net.Listener, first func(*Conn) er
 			return c, nil
 		}
 		nc.Close()
+		var f fatal
+		if errors.As(err, &f) {
+			return nil, f.err
+		}
 		if ctx.Err() != nil {
 			continue // Accept reports it
 		}
@@ -209,6 +213,37 @@ func (s Server) Accept(ctx context.Context, l net.Listener, first func(*Conn) er
 		}
 	}
 }
+
+// Fatal marks an error of first, in Server.Accept, as this side's own failure rather than the
+// connection's: Accept returns it instead of dropping the connection and waiting for another.
+func Fatal(err error) error { return fatal{err} }
+
+type fatal struct{ err error }
+
+func (e fatal) Error() string { return e.err.Error() }
+func (e fatal) Unwrap() error { return e.err }
+
+// Silent rewords a read that timed out after d, on a connection that had read bytes from the
+// peer, as what the peer did: "the peer sent nothing for 30s", or "the peer sent 16 byte(s),
+// then nothing for 30s". Other errors are returned as they are.
+func Silent(err error, d time.Duration, read int) error {
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		return err
+	}
+	if read == 0 {
+		return silence{fmt.Sprintf("the peer sent nothing for %v", Round(d)), err}
+	}
+	return silence{fmt.Sprintf("the peer sent %d byte(s), then nothing for %v", read, Round(d)), err}
+}
+
+type silence struct {
+	msg string
+	err error
+}
+
+func (e silence) Error() string { return e.msg }
+func (e silence) Unwrap() error { return e.err }
 
 // whyDropped says what a dropped connection did.
 func whyDropped(c *Conn, err error, idle time.Duration) string {
