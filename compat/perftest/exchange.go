@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/softirdma/softirdma/compat/internal/ctrl"
@@ -243,7 +244,7 @@ func (c *conn) hello(local Record) (Record, error) {
 // record exchanges QP records (one handshake).
 func (c *conn) record(local Record) (Record, error) {
 	in, err := c.xchg(local.Marshal(), RecordLen)
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 		return Record{}, fmt.Errorf("perftest: the peer closed the connection instead of sending its QP record (see its output): %w", err)
 	}
 	if err != nil {

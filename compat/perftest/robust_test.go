@@ -277,3 +277,31 @@ func dialUntilUp(t *testing.T, addr string) net.Conn {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestRecordPeerReset: a peer that resets the connection instead of sending its QP record is
+// reported as one that closed it, not as a socket error.
+func TestRecordPeerReset(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		io.ReadFull(c, make([]byte, RecordLen)) // the record, then a reset instead of an answer
+		c.(*net.TCPConn).SetLinger(0)
+		c.Close()
+	}()
+	nc, err := net.Dial("tcp4", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_, err = newConn(nc, true).record(Record{QPN: 1})
+	if want := "perftest: the peer closed the connection instead of sending its QP record (see its output)"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+}
