@@ -241,11 +241,14 @@ func (c *conn) hello(local Record) (Record, error) {
 	return peer, nil
 }
 
+// errPeerClosed is a peer that closed or reset the control connection where its QP record was due.
+var errPeerClosed = errors.New("perftest: the peer closed the connection instead of sending its QP record (see its output)")
+
 // record exchanges QP records (one handshake).
 func (c *conn) record(local Record) (Record, error) {
 	in, err := c.xchg(local.Marshal(), RecordLen)
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
-		return Record{}, fmt.Errorf("perftest: the peer closed the connection instead of sending its QP record (see its output): %w", err)
+		return Record{}, errPeerClosed
 	}
 	if err != nil {
 		return Record{}, fmt.Errorf("perftest: couldn't read remote address: %w", err)
