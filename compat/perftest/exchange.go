@@ -192,6 +192,13 @@ func (c *conn) preamble(localMTU int) (handshake, error) {
 		return h, fmt.Errorf("perftest: exchanging versions: %w", err)
 	}
 	h.peerVersion = strings.TrimRight(string(in), "\x00")
+	if v, err := strconv.ParseFloat(h.peerVersion, 64); err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		err := fmt.Errorf("perftest: the peer sent %q, not a perftest version", h.peerVersion)
+		if c.client {
+			err = fmt.Errorf("%w (is the server ib_*_bw or softirdma perf, and -p its port?)", err)
+		}
+		return h, err
+	}
 	if !versionAtLeast(h.peerVersion, 5.70) {
 		return h, fmt.Errorf("perftest: peer version %q is older than 5.70", h.peerVersion)
 	}

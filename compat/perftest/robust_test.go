@@ -125,7 +125,7 @@ func TestServerDropsStrayConnections(t *testing.T) {
 	for _, stray := range []struct{ send, why string }{
 		{"", "it sent nothing for 300ms"},
 		{"6.06", "it sent 4 byte(s), then nothing for 300ms"},
-		{"SSH-2.0-OpenSSH_9.2\r\n", `perftest: peer version "SSH-2.0-OpenSSH_" is older than 5.70`},
+		{"SSH-2.0-OpenSSH_9.2\r\n", `perftest: the peer sent "SSH-2.0-OpenSSH_", not a perftest version`},
 		{"5.0\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", `perftest: peer version "5.0" is older than 5.70`},
 	} {
 		c, err := net.Dial("tcp", addr)
@@ -302,6 +302,30 @@ func TestRecordPeerReset(t *testing.T) {
 	defer nc.Close()
 	_, err = newConn(nc, true).record(Record{QPN: 1})
 	if want := "perftest: the peer closed the connection instead of sending its QP record (see its output)"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+}
+
+// TestClientGarbledServer: a client whose server answers with something other than perftest's
+// version says what it got and what to check.
+func TestClientGarbledServer(t *testing.T) {
+	_, hc := loophosts.Pair(t, 0, 1)
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			defer c.Close()
+			c.Write([]byte("SSH-2.0-OpenSSH_9.2\r\n"))
+			io.Copy(io.Discard, c)
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	_, err = Run(context.Background(), hc.Device(), Options{Test: Write, Host: "127.0.0.1", Port: port, GID: hc.Device().IP()}, &bytes.Buffer{})
+	if want := `perftest: the peer sent "SSH-2.0-OpenSSH_", not a perftest version (is the server ib_*_bw or softirdma perf, and -p its port?)`; err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %s", err, want)
 	}
 }

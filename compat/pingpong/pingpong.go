@@ -381,8 +381,11 @@ func clientExchange(ctx context.Context, o Options, local Dest) (Dest, error) {
 			return fmt.Errorf("pingpong: couldn't read remote address: %w", ctrl.Silent(err, o.Timeout, c.BytesRead()))
 		}
 		var err error
-		rem, err = ParseDest(msg)
-		return err
+		if rem, err = ParseDest(msg); err != nil {
+			return fmt.Errorf("pingpong: the server sent %q, not an ibv_rc_pingpong address (is it ibv_rc_pingpong or softirdma pingpong, and -p its port?)",
+				strings.TrimRight(string(msg), "\x00"))
+		}
+		return nil
 	})
 	if err != nil {
 		return Dest{}, prefixed(err)

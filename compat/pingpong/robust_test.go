@@ -274,3 +274,27 @@ func TestClientSilentServer(t *testing.T) {
 		t.Fatalf("got %v, want %s", err, want)
 	}
 }
+
+// TestClientGarbledServer: a client whose server answers with something other than an address
+// says what it got and what to check.
+func TestClientGarbledServer(t *testing.T) {
+	_, hc := loophosts.Pair(t, 0, 1)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			defer c.Close()
+			c.Write([]byte("HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"))
+			io.Copy(io.Discard, c)
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	_, err = Run(context.Background(), hc.Device(), Options{Host: "127.0.0.1", Port: port, GID: hc.Device().IP()}, &bytes.Buffer{})
+	if want := `pingpong: the server sent "HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent", not an ibv_rc_pingpong address (is it ibv_rc_pingpong or softirdma pingpong, and -p its port?)`; err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+}
