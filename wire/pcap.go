@@ -87,13 +87,34 @@ type PcapReader struct {
 
 var pcapngMagic = []byte{0x0A, 0x0D, 0x0D, 0x0A}
 
+// isPcapMagic says whether b begins a classic pcap file: micro- or nanosecond timestamps, in
+// either byte order.
+func isPcapMagic(b []byte) bool {
+	if len(b) < 4 {
+		return false
+	}
+	for _, m := range []uint32{binary.LittleEndian.Uint32(b), binary.BigEndian.Uint32(b)} {
+		if m == 0xA1B2C3D4 || m == 0xA1B23C4D {
+			return true
+		}
+	}
+	return false
+}
+
 // NewPcapReader reads the file header from r. A pcapng file is read into memory and its block
 // structure checked first, since pcapgo trusts the lengths it finds there.
 func NewPcapReader(r io.Reader) (*PcapReader, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	magic, err := br.Peek(4)
-	if err != nil {
+	if err != nil && len(magic) == 0 && errors.Is(err, io.EOF) {
+		return nil, errors.New("wire: the capture is empty")
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("wire: reading capture header: %w", err)
+	}
+	if !bytes.Equal(magic, pcapngMagic) && !isPcapMagic(magic) {
+		start, _ := br.Peek(16)
+		return nil, fmt.Errorf("wire: not a pcap or pcapng capture: it begins %q", start)
 	}
 	if bytes.Equal(magic, pcapngMagic) {
 		data, err := io.ReadAll(br)

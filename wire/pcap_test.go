@@ -158,3 +158,19 @@ func TestPcapngErrorText(t *testing.T) {
 		}
 	}
 }
+
+// TestNotACapture: a file that is no capture at all is called that, with how it begins, instead
+// of pcapgo's "Unknown magic" in hex or a bare "unexpected EOF".
+func TestNotACapture(t *testing.T) {
+	for data, want := range map[string]string{
+		"":                               "wire: the capture is empty",
+		"ab":                             `wire: not a pcap or pcapng capture: it begins "ab"`,
+		"hello world, this is some text": `wire: not a pcap or pcapng capture: it begins "hello world, thi"`,
+		"\xd4\xc3\xb2\xa1\x02\x00":       "wire: pcap: unexpected EOF",
+	} {
+		_, err := NewPcapReader(bytes.NewReader([]byte(data)))
+		if err == nil || err.Error() != want {
+			t.Errorf("%q: %v, want %q", data, err, want)
+		}
+	}
+}
