@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softirdma/softirdma/compat/internal/ctrltest"
 	"github.com/softirdma/softirdma/internal/loophosts"
 )
 
@@ -81,8 +82,9 @@ func TestSendIterationsMismatch(t *testing.T) {
 	}
 }
 
-// TestServerDropsStrayConnections: connections that close, stay silent, or speak another
-// version are dropped with one line each, and the server goes on to serve a real client.
+// TestServerDropsStrayConnections: connections that close, stay silent, speak another version,
+// or get through the version exchange and then send no QP record, something else, or a GID of
+// the other type, are dropped with one line each, and the server goes on to serve a real client.
 func TestServerDropsStrayConnections(t *testing.T) {
 	hs, hc := loophosts.Pair(t, 0, 9)
 	port := freePort(t)
@@ -109,24 +111,18 @@ func TestServerDropsStrayConnections(t *testing.T) {
 			t.Fatalf("logged %q, want the reason %q", got, line)
 		}
 	}
-	var c net.Conn
-	for deadline := time.Now().Add(10 * time.Second); ; { // until the server listens
-		var err error
-		if c, err = net.Dial("tcp", addr); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	c.Close()
+	ctrltest.DialUp(t, addr).Close()
 	want("it closed without sending anything")
+	const preamble = "6.06\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" + "\x00\x00\x10\x00" + "\x00\x00\x00\x40" + "3\x00"
 	for _, stray := range []struct{ send, why string }{
 		{"", "it sent nothing for 300ms"},
 		{"6.06", "it sent 4 byte(s), then nothing for 300ms"},
 		{"SSH-2.0-OpenSSH_9.2\r\n", `perftest: the peer sent "SSH-2.0-OpenSSH_", not a perftest version`},
 		{"5.0\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", `perftest: peer version "5.0" is older than 5.70`},
+		{preamble, "it sent 26 byte(s), then nothing for 300ms"},
+		{preamble + strings.Repeat("x", RecordLen), `perftest: couldn't parse line "` + strings.Repeat("x", RecordLen) + `"`},
+		{preamble + string(Record{QPN: 2, GID: netip.MustParseAddr("fe80::1").As16()}.Marshal()),
+			"perftest: found incompatibility issue with GID types (the peer's GID is fe80::1, this side's ::ffff:192.0.2.1: choose GIDs of one type with -x)"},
 	} {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -184,97 +180,20 @@ func TestBadOptions(t *testing.T) {
 	}
 }
 
-// TestClientSilentServer: a server that accepts and then says nothing (not perftest, or hung)
-// ends the client after its timeout with a line that says so, instead of leaving it waiting.
-func TestClientSilentServer(t *testing.T) {
+// TestClientBadServer: a server that accepts and then says nothing (not perftest, or hung) ends
+// the client after its timeout, one that answers with something else at once, each with a line
+// that says what the server did and, for a wrong answer, what to check.
+func TestClientBadServer(t *testing.T) {
 	_, hc := loophosts.Pair(t, 0, 1)
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		c, err := l.Accept()
-		if err == nil {
-			defer c.Close()
-			io.Copy(io.Discard, c) // reads everything, answers nothing
-		}
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	port := l.Addr().(*net.TCPAddr).Port
-	_, err = Run(ctx, hc.Device(), Options{Test: Write, Host: "127.0.0.1", Port: port, GID: hc.Device().IP(), Timeout: 200 * time.Millisecond}, &bytes.Buffer{})
-	if want := "perftest: exchanging versions: the peer sent nothing for 200ms"; err == nil || err.Error() != want {
-		t.Fatalf("got %v, want %s", err, want)
-	}
-}
-
-// TestServerDropsBadFirstRecord: a client that gets through the version exchange and then sends
-// something other than a QP record, a GID of the other type, or nothing, is dropped like any
-// stray connection, and the server goes on to serve a real client.
-func TestServerDropsBadFirstRecord(t *testing.T) {
-	hs, hc := loophosts.Pair(t, 0, 9)
-	port := freePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	log := make(lines, 16)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	serr := make(chan error, 1)
-	var sout bytes.Buffer
-	go func() {
-		_, err := Run(ctx, hs.Device(), Options{Test: Write, Server: true, Host: "127.0.0.1", Port: port, Iters: 20, GID: hs.Device().IP(),
-			Idle: 300 * time.Millisecond, Log: log}, &sout)
-		serr <- err
-	}()
-	v6 := Record{QPN: 2, GID: netip.MustParseAddr("fe80::1").As16()}.Marshal()
-	for _, c := range []struct {
-		h1  []byte
-		why string
-	}{
-		{nil, "it sent 26 byte(s), then nothing for 300ms"},
-		{bytes.Repeat([]byte("x"), RecordLen), `perftest: couldn't parse line "` + strings.Repeat("x", RecordLen) + `"`},
-		{v6, "perftest: found incompatibility issue with GID types (the peer's GID is fe80::1, this side's ::ffff:192.0.2.1: choose GIDs of one type with -x)"},
+	for answer, want := range map[string]string{
+		"":                        "perftest: exchanging versions: the peer sent nothing for 200ms",
+		"SSH-2.0-OpenSSH_9.2\r\n": `perftest: the peer sent "SSH-2.0-OpenSSH_", not a perftest version (is the server ib_*_bw or softirdma perf, and -p its port?)`,
 	} {
-		conn := dialUntilUp(t, addr)
-		ver := make([]byte, 16)
-		copy(ver, "6.06")
-		for _, m := range [][]byte{ver, {0, 0, 0x10, 0}, {0, 0, 0, 64}, {'3', 0}, c.h1} {
-			conn.Write(m)
+		port := ctrltest.Answering(t, []byte(answer))
+		_, err := Run(context.Background(), hc.Device(), Options{Test: Write, Host: "127.0.0.1", Port: port, GID: hc.Device().IP(), Timeout: 200 * time.Millisecond}, &bytes.Buffer{})
+		if err == nil || err.Error() != want {
+			t.Errorf("answer %q: got %v, want %s", answer, err, want)
 		}
-		var got string
-		select {
-		case got = <-log:
-		case err := <-serr:
-			t.Fatalf("the server ended: %v", err)
-		case <-time.After(10 * time.Second):
-			t.Fatal("nothing logged")
-		}
-		if !strings.HasSuffix(got, ": "+c.why+"; still waiting for a client\n") {
-			t.Fatalf("logged %q, want the reason %q", got, c.why)
-		}
-		conn.Close()
-	}
-	var cout bytes.Buffer
-	if _, err := Run(ctx, hc.Device(), Options{Test: Write, Host: "127.0.0.1", Port: port, Iters: 20, GID: hc.Device().IP()}, &cout); err != nil {
-		t.Fatalf("client: %v\n%s", err, cout.String())
-	}
-	if err := <-serr; err != nil {
-		t.Fatalf("server: %v\n%s", err, sout.String())
-	}
-}
-
-// dialUntilUp connects to addr once something listens there.
-func dialUntilUp(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			return c
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -302,30 +221,6 @@ func TestRecordPeerReset(t *testing.T) {
 	defer nc.Close()
 	_, err = newConn(nc, true).record(Record{QPN: 1})
 	if want := "perftest: the peer closed the connection instead of sending its QP record (see its output)"; err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Fatalf("got %v, want %s", err, want)
-	}
-}
-
-// TestClientGarbledServer: a client whose server answers with something other than perftest's
-// version says what it got and what to check.
-func TestClientGarbledServer(t *testing.T) {
-	_, hc := loophosts.Pair(t, 0, 1)
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		c, err := l.Accept()
-		if err == nil {
-			defer c.Close()
-			c.Write([]byte("SSH-2.0-OpenSSH_9.2\r\n"))
-			io.Copy(io.Discard, c)
-		}
-	}()
-	port := l.Addr().(*net.TCPAddr).Port
-	_, err = Run(context.Background(), hc.Device(), Options{Test: Write, Host: "127.0.0.1", Port: port, GID: hc.Device().IP()}, &bytes.Buffer{})
-	if want := `perftest: the peer sent "SSH-2.0-OpenSSH_", not a perftest version (is the server ib_*_bw or softirdma perf, and -p its port?)`; err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %s", err, want)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/softirdma/softirdma/compat/internal/ctrl"
+	"github.com/softirdma/softirdma/compat/internal/ctrltest"
 	"github.com/softirdma/softirdma/internal/loophosts"
 )
 
@@ -29,22 +29,6 @@ func (l lines) next(t *testing.T) string {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no line logged")
 		return ""
-	}
-}
-
-// dialUp connects to addr once something listens there.
-func dialUp(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			return c
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -96,21 +80,21 @@ func TestServerDropsStrayConnections(t *testing.T) {
 			t.Fatalf("logged %q, want the reason %q", got, line)
 		}
 	}
-	c := dialUp(t, addr)
+	c := ctrltest.DialUp(t, addr)
 	c.Close()
 	want("it closed without sending anything")
-	c = dialUp(t, addr)
+	c = ctrltest.DialUp(t, addr)
 	c.Write([]byte(strings.Repeat("GET / HTTP/1.1\r\n", 4)))
 	want(`it sent "GET / HTTP/1.1\r\nGET / HTTP/1.1\r\nGET / HTTP/1.1\r\nGET ", not an ibv_rc_pingpong address`)
 	c.Close()
-	c = dialUp(t, addr)
+	c = ctrltest.DialUp(t, addr)
 	c.Write([]byte("0000:000011"))
 	want("it sent 11 byte(s), then nothing for 300ms")
 	c.Close()
-	c = dialUp(t, addr)
+	c = ctrltest.DialUp(t, addr)
 	want("it sent nothing for 300ms")
 	c.Close()
-	c = dialUp(t, addr)
+	c = ctrltest.DialUp(t, addr)
 	c.Write(Dest{QPN: 0x11}.Marshal())
 	want("the peer sent no GID; on RoCE both sides need -g")
 	c.Close()
@@ -252,49 +236,20 @@ func TestBadOptions(t *testing.T) {
 	}
 }
 
-// TestClientSilentServer: a server that accepts and then says nothing ends the client after its
-// timeout with a line that says what the server did, not a socket's "i/o timeout".
-func TestClientSilentServer(t *testing.T) {
+// TestClientBadServer: a server that accepts and then says nothing ends the client after its
+// timeout, one that answers with something else at once, each with a line that says what the
+// server did (not a socket's "i/o timeout") and, for a wrong answer, what to check.
+func TestClientBadServer(t *testing.T) {
 	_, hc := loophosts.Pair(t, 0, 1)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		c, err := l.Accept()
-		if err == nil {
-			defer c.Close()
-			io.Copy(io.Discard, c)
+	for answer, want := range map[string]string{
+		"": "pingpong: couldn't read remote address: the peer sent nothing for 200ms",
+		"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n": `pingpong: the server sent "HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent", ` +
+			"not an ibv_rc_pingpong address (is it ibv_rc_pingpong or softirdma pingpong, and -p its port?)",
+	} {
+		port := ctrltest.Answering(t, []byte(answer))
+		_, err := Run(context.Background(), hc.Device(), Options{Host: "127.0.0.1", Port: port, GID: hc.Device().IP(), Timeout: 200 * time.Millisecond}, &bytes.Buffer{})
+		if err == nil || err.Error() != want {
+			t.Errorf("answer %q: got %v, want %s", answer, err, want)
 		}
-	}()
-	port := l.Addr().(*net.TCPAddr).Port
-	_, err = Run(context.Background(), hc.Device(), Options{Host: "127.0.0.1", Port: port, GID: hc.Device().IP(), Timeout: 200 * time.Millisecond}, &bytes.Buffer{})
-	if want := "pingpong: couldn't read remote address: the peer sent nothing for 200ms"; err == nil || err.Error() != want {
-		t.Fatalf("got %v, want %s", err, want)
-	}
-}
-
-// TestClientGarbledServer: a client whose server answers with something other than an address
-// says what it got and what to check.
-func TestClientGarbledServer(t *testing.T) {
-	_, hc := loophosts.Pair(t, 0, 1)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		c, err := l.Accept()
-		if err == nil {
-			defer c.Close()
-			c.Write([]byte("HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"))
-			io.Copy(io.Discard, c)
-		}
-	}()
-	port := l.Addr().(*net.TCPAddr).Port
-	_, err = Run(context.Background(), hc.Device(), Options{Host: "127.0.0.1", Port: port, GID: hc.Device().IP()}, &bytes.Buffer{})
-	if want := `pingpong: the server sent "HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent", not an ibv_rc_pingpong address (is it ibv_rc_pingpong or softirdma pingpong, and -p its port?)`; err == nil || err.Error() != want {
-		t.Fatalf("got %v, want %s", err, want)
 	}
 }
