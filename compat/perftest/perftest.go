@@ -294,7 +294,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	attr := emu.QPAttr{State: emu.QPSRTR, AH: emu.AHAttr{DGID: dgid, HopLimit: 0xff}, PathMTU: mtu, DestQPN: h.peer.QPN,
 		RQPSN: h.peer.PSN, MaxDestRdAtomic: uint8(min(outReads, 128)), MinRNRTimer: 12}
 	if err := qp.Modify(attr, emu.AttrState|emu.AttrAV|emu.AttrPathMTU|emu.AttrDestQPN|emu.AttrRQPSN|emu.AttrMaxDestRdAtomic|emu.AttrMinRNRTimer); err != nil {
-		return res, fmt.Errorf("perftest: failed to modify QP to RTR: %w", err)
+		return res, fmt.Errorf("perftest: %w", ctrl.RTRFailed(err, dgid))
 	}
 	if !o.Server {
 		attr = emu.QPAttr{State: emu.QPSRTS, SQPSN: local.PSN, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, 14)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, 7)), RNRRetry: 7,

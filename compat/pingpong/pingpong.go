@@ -257,7 +257,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		attr := emu.QPAttr{State: emu.QPSRTR, AH: emu.AHAttr{DGID: dgid, HopLimit: 1}, PathMTU: mtu, DestQPN: rem.QPN,
 			RQPSN: rem.PSN, MaxDestRdAtomic: 1, MinRNRTimer: 12}
 		if err := qp.Modify(attr, emu.AttrState|emu.AttrAV|emu.AttrPathMTU|emu.AttrDestQPN|emu.AttrRQPSN|emu.AttrMaxDestRdAtomic|emu.AttrMinRNRTimer); err != nil {
-			return fmt.Errorf("pingpong: failed to modify QP to RTR: %w", err)
+			return fmt.Errorf("pingpong: %w", ctrl.RTRFailed(err, dgid))
 		}
 		attr = emu.QPAttr{State: emu.QPSRTS, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, 14)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, 7)),
 			RNRRetry: 7, SQPSN: local.PSN, MaxRdAtomic: 1}

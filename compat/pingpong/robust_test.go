@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -251,5 +252,25 @@ func TestClientBadServer(t *testing.T) {
 		if err == nil || err.Error() != want {
 			t.Errorf("answer %q: got %v, want %s", answer, err, want)
 		}
+	}
+}
+
+// TestPeerNotOnLink: a client whose address nothing on the link answers for ends the server with
+// a line that says so and what to check, not the device's "no link address".
+func TestPeerNotOnLink(t *testing.T) {
+	hs, _ := loophosts.Pair(t, 0, 1)
+	port := freePort(t)
+	serr := make(chan error, 1)
+	go func() {
+		_, err := Run(context.Background(), hs.Device(), Options{Server: true, Host: "127.0.0.1", Port: port, GID: hs.Device().IP()}, &bytes.Buffer{})
+		serr <- err
+	}()
+	c := ctrltest.DialUp(t, fmt.Sprintf("127.0.0.1:%d", port))
+	defer c.Close()
+	c.Write(Dest{QPN: 0x11, GID: netip.MustParseAddr("::ffff:192.0.2.99").As16()}.Marshal())
+	want := "pingpong: failed to modify QP to RTR: nothing on the link answers for the peer's address 192.0.2.99 " +
+		"(is the link the one to the peer, and is that address the peer's -ip, or its own on an adapter?)"
+	if err := <-serr; err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %s", err, want)
 	}
 }

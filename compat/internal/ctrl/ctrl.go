@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"syscall"
 	"time"
@@ -312,6 +313,16 @@ func Why(wc emu.WC) error {
 		return errors.New("no reason given")
 	}
 	return wc.Err
+}
+
+// RTRFailed words a failed move of a QP to RTR toward dgid: when nothing on the link answers for
+// the peer's address, what to check; otherwise the device's reason.
+func RTRFailed(err error, dgid netip.Addr) error {
+	if errors.Is(err, syscall.EHOSTUNREACH) {
+		return fmt.Errorf("failed to modify QP to RTR: nothing on the link answers for the peer's address %s "+
+			"(is the link the one to the peer, and is that address the peer's -ip, or its own on an adapter?)", dgid)
+	}
+	return fmt.Errorf("failed to modify QP to RTR: %w", err)
 }
 
 // OrDefault is *p, or def when p is nil (an option left unset).
