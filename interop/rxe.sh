@@ -15,6 +15,7 @@ RIG_SRC=$(cd "$RIG_SRC" && pwd)
 export RIG_DIR=${RIG_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/softirdma-rig}
 OUT=${INTEROP_OUT:-$(mktemp -d)}
 mkdir -p "$RIG_DIR" "$OUT"
+command -v ss >/dev/null || { apt-get update -qq && apt-get install -y -qq iproute2; }
 # ensure.sh rebuilds QEMU and the guest when the rig's scripts changed since the cached build.
 bash "$RIG_SRC/ensure.sh"
 go build -o bin/softirdma ./cmd/softirdma
@@ -77,12 +78,13 @@ wait_guest_line() {
   done
 }
 
-# wait_host_listen PID SECONDS: wait until softirdma (PID) listens on the host's 127.0.0.1:18515.
+# wait_host_listen PID SECONDS: wait until softirdma (PID) itself listens on the host's port 18515;
+# another program on that port (a second test run) is reported instead of being mistaken for it.
 wait_host_listen() {
   local deadline=$((SECONDS + $2))
-  until awk '$2 ~ /:'$TOOL_PORT_HEX'$/ && $4 == "0A" { f = 1 } END { exit !f }' /proc/net/tcp /proc/net/tcp6; do
+  until ss -ltnpH 'sport = :18515' | grep -q "pid=$1,"; do
     if ! kill -0 "$1" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
-      echo "  softirdma never listened on 18515"; return 1
+      echo "  softirdma never listened on 18515"; ss -ltnpH 'sport = :18515' | sed 's/^/    in use: /'; return 1
     fi
     sleep 0.05
   done
