@@ -84,6 +84,13 @@ func TestPingPong(t *testing.T) {
 				}
 				return h.Device().IP()
 			}
+			// The tool's ACK timeout (14: 67 ms, seven retries) gives up after half a second
+			// without an answer, which a loaded machine's scheduler can exceed; without loss
+			// nothing waits for it, so give it 1 s (18) there, and 268 ms (16) with loss.
+			qpTimeout := 18
+			if c.loss > 0 {
+				qpTimeout = 16
+			}
 			port := freePort(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -94,11 +101,11 @@ func TestPingPong(t *testing.T) {
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
-				sres, serr = Run(ctx, hs.Device(), Options{Server: true, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 200, GID: gid(hs), Validate: true}, &sout)
+				sres, serr = Run(ctx, hs.Device(), Options{Server: true, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 200, GID: gid(hs), Validate: true, QPTimeout: &qpTimeout}, &sout)
 			}()
 			go func() {
 				defer wg.Done()
-				cres, cerr = Run(ctx, hc.Device(), Options{Host: "127.0.0.1", Port: port, Size: c.size, Iters: 200, GID: gid(hc), Validate: true, Wait: 20 * time.Second}, &cout)
+				cres, cerr = Run(ctx, hc.Device(), Options{Host: "127.0.0.1", Port: port, Size: c.size, Iters: 200, GID: gid(hc), Validate: true, Wait: 20 * time.Second, QPTimeout: &qpTimeout}, &cout)
 			}()
 			wg.Wait()
 			if serr != nil || cerr != nil {
