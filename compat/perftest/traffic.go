@@ -26,6 +26,8 @@ type runner struct {
 	wcs   [64]emu.WC
 	// peerMoved is the watch on the control connection while the traffic runs (conn.watch).
 	peerMoved <-chan error
+	// moved holds the peer's move until the CQ has been looked at once more.
+	moved *errPeerMoved
 }
 
 // errPeerMoved is poll's answer when the peer sent something on the control connection, or
@@ -52,11 +54,18 @@ func (r *runner) poll(done string) ([]emu.WC, error) {
 			}
 			return r.wcs[:n], nil
 		}
+		if m := r.moved; m != nil {
+			r.moved = nil
+			return nil, *m
+		}
 		select {
 		case <-r.wake:
 		case err := <-r.peerMoved:
+			// The peer moves on only after its last WR completed, so every completion that
+			// move implies is in the CQ already, but its wake-up may be ready in the same
+			// select and lose the draw: poll once more before saying the peer moved.
 			r.peerMoved = nil
-			return nil, errPeerMoved{err}
+			r.moved = &errPeerMoved{err}
 		case <-r.ctx.Done():
 			return nil, fmt.Errorf("perftest: %w with %s", ctrl.Stopped(r.ctx, time.Since(r.start)), done)
 		case <-time.After(r.o.Timeout):
