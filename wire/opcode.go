@@ -149,12 +149,61 @@ const (
 	fixedPayload                    // exactly 8 bytes (ATOMIC_WRITE)
 )
 
+// Flags is what an opcode means to the engines on either end: the operation it belongs to, its
+// place in the message and what it asks of the receiver, so that they ask the table instead of
+// comparing opcode numbers.
+type Flags uint32
+
+// Meaning bits of Flags. The operation bits (FlagSend to FlagCNP) are exclusive: each known
+// opcode has exactly one.
+const (
+	// FlagSend is a SEND packet, of any transport and variant.
+	FlagSend Flags = 1 << iota
+	// FlagWrite is an RDMA WRITE packet (not ATOMIC_WRITE).
+	FlagWrite
+	// FlagRead is an RDMA READ request.
+	FlagRead
+	// FlagReadResponse is an RDMA READ response packet.
+	FlagReadResponse
+	// FlagAtomic is an atomic request with an AtomicETH: COMPARE_SWAP or FETCH_ADD.
+	FlagAtomic
+	// FlagAtomicWrite is an ATOMIC_WRITE request.
+	FlagAtomicWrite
+	// FlagFlush is a FLUSH request.
+	FlagFlush
+	// FlagAck is an acknowledgement: ACKNOWLEDGE or ATOMIC_ACKNOWLEDGE.
+	FlagAck
+	// FlagCNP is a congestion notification.
+	FlagCNP
+	// FlagImm is a packet that carries immediate data (an ImmDt header).
+	FlagImm
+	// FlagInv is a SEND that invalidates an rkey (an IETH header).
+	FlagInv
+	// FlagStart opens a message: FIRST and ONLY packets.
+	FlagStart
+	// FlagEnd closes a message: LAST and ONLY packets.
+	FlagEnd
+	// FlagNeedsRecv takes a receive WQE when it arrives: the packet that opens a SEND, and the
+	// packet of a WRITE that carries immediate data.
+	FlagNeedsRecv
+	// FlagCompletes ends with a receive completion at the responder: the packet that closes a
+	// SEND, and a WRITE packet with immediate data.
+	FlagCompletes
+	// FlagResponse is a packet a responder sends: READ responses and acknowledgements.
+	FlagResponse
+)
+
+// opFlags is the set of operation bits.
+const opFlags = FlagSend | FlagWrite | FlagRead | FlagReadResponse | FlagAtomic | FlagAtomicWrite | FlagFlush | FlagAck | FlagCNP
+
 // OpcodeInfo describes one opcode.
 type OpcodeInfo struct {
 	Name      string
 	Transport Transport
 	Class     Class
 	Ext       Ext
+	// Flags is what the opcode means (see Flags).
+	Flags Flags
 	// Response is set for packets a responder sends: READ responses, ACKs and atomic ACKs.
 	Response bool
 	payload  payloadRule
@@ -163,10 +212,41 @@ type OpcodeInfo struct {
 // HasPayload says whether the opcode may carry data after its headers.
 func (i *OpcodeInfo) HasPayload() bool { return i.payload != noPayload }
 
+// Is says whether the opcode has any of the flags in f.
+func (i *OpcodeInfo) Is(f Flags) bool { return i.Flags&f != 0 }
+
 var opcodes [opcodeTableLen]OpcodeInfo
 
-func def(op Opcode, name string, t Transport, c Class, ext Ext, p payloadRule, resp bool) {
-	opcodes[op] = OpcodeInfo{Name: name, Transport: t, Class: c, Ext: ext, Response: resp, payload: p}
+// def enters an opcode; op is its operation bit, and the bits that follow from the class and the
+// extension headers are added here.
+func def(op Opcode, name string, t Transport, c Class, ext Ext, p payloadRule, resp bool, fl Flags) {
+	if c == First || c == Only {
+		fl |= FlagStart
+	}
+	if c == Last || c == Only {
+		fl |= FlagEnd
+	}
+	if ext&ExtImmDt != 0 {
+		fl |= FlagImm
+	}
+	if ext&ExtIETH != 0 {
+		fl |= FlagInv
+	}
+	if resp {
+		fl |= FlagResponse
+	}
+	switch {
+	case fl&FlagSend != 0:
+		if fl&FlagStart != 0 {
+			fl |= FlagNeedsRecv
+		}
+		if fl&FlagEnd != 0 {
+			fl |= FlagCompletes
+		}
+	case fl&FlagWrite != 0 && fl&FlagImm != 0:
+		fl |= FlagNeedsRecv | FlagCompletes
+	}
+	opcodes[op] = OpcodeInfo{Name: name, Transport: t, Class: c, Ext: ext, Flags: fl, Response: resp, payload: p}
 }
 
 func init() {
@@ -178,35 +258,35 @@ func init() {
 		pfx  string
 	}{{0x00, RC, "RC_"}, {0x20, UC, "UC_"}} {
 		b, p := t.base, t.pfx
-		def(b+0x00, p+"SEND_FIRST", t.tr, First, 0, anyPayload, false)
-		def(b+0x01, p+"SEND_MIDDLE", t.tr, Middle, 0, anyPayload, false)
-		def(b+0x02, p+"SEND_LAST", t.tr, Last, 0, anyPayload, false)
-		def(b+0x03, p+"SEND_LAST_WITH_IMMEDIATE", t.tr, Last, ExtImmDt, anyPayload, false)
-		def(b+0x04, p+"SEND_ONLY", t.tr, Only, 0, anyPayload, false)
-		def(b+0x05, p+"SEND_ONLY_WITH_IMMEDIATE", t.tr, Only, ExtImmDt, anyPayload, false)
-		def(b+0x06, p+"RDMA_WRITE_FIRST", t.tr, First, ExtRETH, anyPayload, false)
-		def(b+0x07, p+"RDMA_WRITE_MIDDLE", t.tr, Middle, 0, anyPayload, false)
-		def(b+0x08, p+"RDMA_WRITE_LAST", t.tr, Last, 0, anyPayload, false)
-		def(b+0x09, p+"RDMA_WRITE_LAST_WITH_IMMEDIATE", t.tr, Last, ExtImmDt, anyPayload, false)
-		def(b+0x0A, p+"RDMA_WRITE_ONLY", t.tr, Only, ExtRETH, anyPayload, false)
-		def(b+0x0B, p+"RDMA_WRITE_ONLY_WITH_IMMEDIATE", t.tr, Only, ExtRETH|ExtImmDt, anyPayload, false)
+		def(b+0x00, p+"SEND_FIRST", t.tr, First, 0, anyPayload, false, FlagSend)
+		def(b+0x01, p+"SEND_MIDDLE", t.tr, Middle, 0, anyPayload, false, FlagSend)
+		def(b+0x02, p+"SEND_LAST", t.tr, Last, 0, anyPayload, false, FlagSend)
+		def(b+0x03, p+"SEND_LAST_WITH_IMMEDIATE", t.tr, Last, ExtImmDt, anyPayload, false, FlagSend)
+		def(b+0x04, p+"SEND_ONLY", t.tr, Only, 0, anyPayload, false, FlagSend)
+		def(b+0x05, p+"SEND_ONLY_WITH_IMMEDIATE", t.tr, Only, ExtImmDt, anyPayload, false, FlagSend)
+		def(b+0x06, p+"RDMA_WRITE_FIRST", t.tr, First, ExtRETH, anyPayload, false, FlagWrite)
+		def(b+0x07, p+"RDMA_WRITE_MIDDLE", t.tr, Middle, 0, anyPayload, false, FlagWrite)
+		def(b+0x08, p+"RDMA_WRITE_LAST", t.tr, Last, 0, anyPayload, false, FlagWrite)
+		def(b+0x09, p+"RDMA_WRITE_LAST_WITH_IMMEDIATE", t.tr, Last, ExtImmDt, anyPayload, false, FlagWrite)
+		def(b+0x0A, p+"RDMA_WRITE_ONLY", t.tr, Only, ExtRETH, anyPayload, false, FlagWrite)
+		def(b+0x0B, p+"RDMA_WRITE_ONLY_WITH_IMMEDIATE", t.tr, Only, ExtRETH|ExtImmDt, anyPayload, false, FlagWrite)
 	}
-	def(RCReadRequest, "RC_RDMA_READ_REQUEST", RC, Only, ExtRETH, noPayload, false)
-	def(RCReadResponseFirst, "RC_RDMA_READ_RESPONSE_FIRST", RC, First, ExtAETH, anyPayload, true)
-	def(RCReadResponseMiddle, "RC_RDMA_READ_RESPONSE_MIDDLE", RC, Middle, 0, anyPayload, true)
-	def(RCReadResponseLast, "RC_RDMA_READ_RESPONSE_LAST", RC, Last, ExtAETH, anyPayload, true)
-	def(RCReadResponseOnly, "RC_RDMA_READ_RESPONSE_ONLY", RC, Only, ExtAETH, anyPayload, true)
-	def(RCAcknowledge, "RC_ACKNOWLEDGE", RC, Only, ExtAETH, noPayload, true)
-	def(RCAtomicAcknowledge, "RC_ATOMIC_ACKNOWLEDGE", RC, Only, ExtAETH|ExtAtomicAckETH, noPayload, true)
-	def(RCCompareSwap, "RC_COMPARE_SWAP", RC, Only, ExtAtomicETH, noPayload, false)
-	def(RCFetchAdd, "RC_FETCH_ADD", RC, Only, ExtAtomicETH, noPayload, false)
-	def(RCSendLastInv, "RC_SEND_LAST_WITH_INVALIDATE", RC, Last, ExtIETH, anyPayload, false)
-	def(RCSendOnlyInv, "RC_SEND_ONLY_WITH_INVALIDATE", RC, Only, ExtIETH, anyPayload, false)
-	def(RCFlush, "RC_FLUSH", RC, Only, ExtFETH|ExtRETH, noPayload, false)
-	def(RCAtomicWrite, "RC_ATOMIC_WRITE", RC, Only, ExtRETH, fixedPayload, false)
-	def(UDSendOnly, "UD_SEND_ONLY", UD, Only, ExtDETH, anyPayload, false)
-	def(UDSendOnlyImm, "UD_SEND_ONLY_WITH_IMMEDIATE", UD, Only, ExtDETH|ExtImmDt, anyPayload, false)
-	def(CNP, "CNP", CongestionNotification, Only, ExtCNP, noPayload, false)
+	def(RCReadRequest, "RC_RDMA_READ_REQUEST", RC, Only, ExtRETH, noPayload, false, FlagRead)
+	def(RCReadResponseFirst, "RC_RDMA_READ_RESPONSE_FIRST", RC, First, ExtAETH, anyPayload, true, FlagReadResponse)
+	def(RCReadResponseMiddle, "RC_RDMA_READ_RESPONSE_MIDDLE", RC, Middle, 0, anyPayload, true, FlagReadResponse)
+	def(RCReadResponseLast, "RC_RDMA_READ_RESPONSE_LAST", RC, Last, ExtAETH, anyPayload, true, FlagReadResponse)
+	def(RCReadResponseOnly, "RC_RDMA_READ_RESPONSE_ONLY", RC, Only, ExtAETH, anyPayload, true, FlagReadResponse)
+	def(RCAcknowledge, "RC_ACKNOWLEDGE", RC, Only, ExtAETH, noPayload, true, FlagAck)
+	def(RCAtomicAcknowledge, "RC_ATOMIC_ACKNOWLEDGE", RC, Only, ExtAETH|ExtAtomicAckETH, noPayload, true, FlagAck)
+	def(RCCompareSwap, "RC_COMPARE_SWAP", RC, Only, ExtAtomicETH, noPayload, false, FlagAtomic)
+	def(RCFetchAdd, "RC_FETCH_ADD", RC, Only, ExtAtomicETH, noPayload, false, FlagAtomic)
+	def(RCSendLastInv, "RC_SEND_LAST_WITH_INVALIDATE", RC, Last, ExtIETH, anyPayload, false, FlagSend)
+	def(RCSendOnlyInv, "RC_SEND_ONLY_WITH_INVALIDATE", RC, Only, ExtIETH, anyPayload, false, FlagSend)
+	def(RCFlush, "RC_FLUSH", RC, Only, ExtFETH|ExtRETH, noPayload, false, FlagFlush)
+	def(RCAtomicWrite, "RC_ATOMIC_WRITE", RC, Only, ExtRETH, fixedPayload, false, FlagAtomicWrite)
+	def(UDSendOnly, "UD_SEND_ONLY", UD, Only, ExtDETH, anyPayload, false, FlagSend)
+	def(UDSendOnlyImm, "UD_SEND_ONLY_WITH_IMMEDIATE", UD, Only, ExtDETH|ExtImmDt, anyPayload, false, FlagSend)
+	def(CNP, "CNP", CongestionNotification, Only, ExtCNP, noPayload, false, FlagCNP)
 }
 
 // Info returns the table entry of the opcode, or nil when softirdma does not know it.
@@ -216,6 +296,12 @@ func (op Opcode) Info() *OpcodeInfo {
 	}
 	return &opcodes[op]
 }
+
+// Is says whether the opcode has any of the flags in f; an unknown opcode has none.
+func (op Opcode) Is(f Flags) bool { return opcodes[op].Flags&f != 0 }
+
+// Has says whether the opcode carries any of the extension headers in e.
+func (op Opcode) Has(e Ext) bool { return opcodes[op].Ext&e != 0 }
 
 // Known says whether the opcode is in the table.
 func (op Opcode) Known() bool { return opcodes[op].Name != "" }
