@@ -264,7 +264,7 @@ func (qp *QP) transmitRequest(w *sendWQE) bool {
 		off = uint64(w.next) * mtu
 		payload = min(mtu, w.length-off)
 		h.Opcode = requestOpcode(w.wr.Opcode, w.next == 0, last)
-		if w.next == 0 && (w.wr.Opcode == WRRDMAWrite || w.wr.Opcode == WRRDMAWriteWithImm) {
+		if h.Opcode.Has(wire.ExtRETH) {
 			h.VA, h.RKey, h.DMALen = w.wr.RemoteAddr, w.wr.RKey, uint32(w.length)
 		}
 		if last {
@@ -299,39 +299,65 @@ func (qp *QP) transmitRequest(w *sendWQE) bool {
 
 // requestOpcode is the RC opcode of a SEND or WRITE packet by its place in the message.
 func requestOpcode(op WROpcode, first, last bool) wire.Opcode {
-	switch op {
-	case WRRDMAWrite, WRRDMAWriteWithImm:
-		switch {
-		case first && last && op == WRRDMAWriteWithImm:
-			return wire.RCWriteOnlyImm
-		case first && last:
-			return wire.RCWriteOnly
-		case first:
-			return wire.RCWriteFirst
-		case last && op == WRRDMAWriteWithImm:
-			return wire.RCWriteLastImm
-		case last:
-			return wire.RCWriteLast
-		}
-		return wire.RCWriteMiddle
-	}
+	return requestOpcodes[op][classOf(first, last)]
+}
+
+// classOf is the class of a packet that is or is not the first and the last of its message.
+func classOf(first, last bool) wire.Class {
 	switch {
-	case first && last && op == WRSendWithImm:
-		return wire.RCSendOnlyImm
-	case first && last && op == WRSendWithInv:
-		return wire.RCSendOnlyInv
 	case first && last:
-		return wire.RCSendOnly
+		return wire.Only
 	case first:
-		return wire.RCSendFirst
-	case last && op == WRSendWithImm:
-		return wire.RCSendLastImm
-	case last && op == WRSendWithInv:
-		return wire.RCSendLastInv
+		return wire.First
 	case last:
-		return wire.RCSendLast
+		return wire.Last
 	}
-	return wire.RCSendMiddle
+	return wire.Middle
+}
+
+// requestOpcodes is requestOpcode's table, by WR opcode and class, taken from wire's opcode table
+// once. Immediate data and invalidation ride on the last packet only, so FIRST and MIDDLE are the
+// plain SEND or WRITE ones.
+var requestOpcodes = func() (t [WRSendWithInv + 1][wire.Only + 1]wire.Opcode) {
+	const key = wire.FlagSend | wire.FlagWrite | wire.FlagImm | wire.FlagInv
+	for wr, want := range map[WROpcode]wire.Flags{
+		WRRDMAWrite:        wire.FlagWrite,
+		WRRDMAWriteWithImm: wire.FlagWrite | wire.FlagImm,
+		WRSend:             wire.FlagSend,
+		WRSendWithImm:      wire.FlagSend | wire.FlagImm,
+		WRSendWithInv:      wire.FlagSend | wire.FlagInv,
+	} {
+		for c := wire.First; c <= wire.Only; c++ {
+			w := want
+			if c == wire.First || c == wire.Middle {
+				w &^= wire.FlagImm | wire.FlagInv
+			}
+			t[wr][c] = rcOpcode(c, key, w)
+		}
+	}
+	return t
+}()
+
+// readResponseOpcodes is the READ response opcode by class.
+var readResponseOpcodes = func() (t [wire.Only + 1]wire.Opcode) {
+	for c := wire.First; c <= wire.Only; c++ {
+		t[c] = rcOpcode(c, wire.FlagReadResponse, wire.FlagReadResponse)
+	}
+	return t
+}()
+
+// rcOpcode is the one RC opcode of class c whose flags in key are want.
+func rcOpcode(c wire.Class, key, want wire.Flags) wire.Opcode {
+	var found []wire.Opcode
+	for _, op := range wire.Opcodes() {
+		if info := op.Info(); info.Transport == wire.RC && info.Class == c && info.Flags&key == want {
+			found = append(found, op)
+		}
+	}
+	if len(found) != 1 {
+		panic(fmt.Sprintf("emu: RC opcodes of class %s with flags 0x%x of 0x%x: %v", c, want, key, found))
+	}
+	return found[0]
 }
 
 // gather copies the WQE's bytes [off, off+len(dst)) into dst, from its inline copy or through

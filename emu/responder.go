@@ -102,16 +102,17 @@ func (qp *QP) execute(f *wire.Frame, psn uint32) *respError {
 	info := f.Info
 	op := f.Opcode
 	mtu := qp.attr.PathMTU.Bytes()
-	isSend := op <= wire.RCSendOnlyImm || op == wire.RCSendLastInv || op == wire.RCSendOnlyInv
-	isWrite := op >= wire.RCWriteFirst && op <= wire.RCWriteOnlyImm
+	isSend := info.Is(wire.FlagSend)
+	isWrite := info.Is(wire.FlagWrite)
+	continues := !info.Is(wire.FlagStart) // a MIDDLE or LAST
 
 	// Opcode sequence: a message in progress must go on; none may start in the middle.
 	switch {
-	case r.inSend && !(isSend && (info.Class == wire.Middle || info.Class == wire.Last)):
+	case r.inSend && !(isSend && continues):
 		return nak(wire.NAKInvalidRequest, "%s in the middle of a SEND", op)
-	case r.inWrite && !(isWrite && (info.Class == wire.Middle || info.Class == wire.Last)):
+	case r.inWrite && !(isWrite && continues):
 		return nak(wire.NAKInvalidRequest, "%s in the middle of an RDMA WRITE", op)
-	case !r.inSend && !r.inWrite && (info.Class == wire.Middle || info.Class == wire.Last) && (isSend || isWrite):
+	case !r.inSend && !r.inWrite && continues && (isSend || isWrite):
 		return nak(wire.NAKInvalidRequest, "%s without a FIRST", op)
 	}
 	// The QP's own rights (0x61, not 0x62: K10).
@@ -119,9 +120,9 @@ func (qp *QP) execute(f *wire.Frame, psn uint32) *respError {
 	switch {
 	case isWrite:
 		need = AccessRemoteWrite
-	case op == wire.RCReadRequest:
+	case info.Is(wire.FlagRead):
 		need = AccessRemoteRead
-	case op == wire.RCCompareSwap || op == wire.RCFetchAdd:
+	case info.Is(wire.FlagAtomic):
 		need = AccessRemoteAtomic
 	case isSend:
 	default:
@@ -130,7 +131,7 @@ func (qp *QP) execute(f *wire.Frame, psn uint32) *respError {
 	if need != 0 && qp.attr.AccessFlags&need == 0 {
 		return nak(wire.NAKInvalidRequest, "%s needs %s in the QP's access flags (%s)", op, need, qp.attr.AccessFlags)
 	}
-	if (op == wire.RCReadRequest || need == AccessRemoteAtomic) && qp.attr.MaxDestRdAtomic == 0 {
+	if info.Is(wire.FlagRead|wire.FlagAtomic) && qp.attr.MaxDestRdAtomic == 0 {
 		return nak(wire.NAKInvalidRequest, "%s with max_dest_rd_atomic 0", op)
 	}
 	// Payload length by place in the message.
@@ -150,9 +151,7 @@ func (qp *QP) execute(f *wire.Frame, psn uint32) *respError {
 		}
 	}
 	// A receive WQE for SEND and WRITE_WITH_IMM: without one, RNR NAK and nothing else.
-	needsRecv := (isSend && (info.Class == wire.First || info.Class == wire.Only)) ||
-		op == wire.RCWriteOnlyImm || op == wire.RCWriteLastImm
-	if needsRecv && r.recv == nil {
+	if info.Is(wire.FlagNeedsRecv) && r.recv == nil {
 		w := qp.recvQueue().peek()
 		if w == nil {
 			d.Stats.RNRNAKsSent++
@@ -180,7 +179,7 @@ func (qp *QP) execute(f *wire.Frame, psn uint32) *respError {
 		return qp.execSend(f, psn, op, info)
 	case isWrite:
 		return qp.execWrite(f, psn, op, info)
-	case op == wire.RCReadRequest:
+	case info.Is(wire.FlagRead):
 		return qp.execRead(f, psn)
 	default:
 		return qp.execAtomic(f, psn)
@@ -207,17 +206,17 @@ func (qp *QP) execSend(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Opc
 		return &respError{syn: wire.NAKRemoteOp, status: keys.StatusLocProtErr, err: fmt.Errorf("receive buffer: %w", err)}
 	}
 	r.placed += n
-	r.inSend = info.Class == wire.First || info.Class == wire.Middle
+	r.inSend = !info.Is(wire.FlagEnd)
 	qp.advance(psn, 1)
 	if r.inSend {
 		qp.ackIfAsked(f, psn)
 		return nil
 	}
 	wc := WC{WRID: w.id, Status: WCSuccess, Opcode: WCRecv, ByteLen: uint32(r.placed), SrcQP: qp.attr.DestQPN}
-	switch op {
-	case wire.RCSendLastImm, wire.RCSendOnlyImm:
+	switch {
+	case info.Is(wire.FlagImm):
 		wc.Flags, wc.Imm = WCWithImm, f.ImmDt.Imm()
-	case wire.RCSendLastInv, wire.RCSendOnlyInv:
+	case info.Is(wire.FlagInv):
 		rkey := f.IETH.RKey()
 		err := qp.dev.keys.Invalidate(keys.Invalidate{Key: keys.Key(rkey), QP: keys.QPN(qp.qpn), Remote: true})
 		if err != nil {
@@ -247,7 +246,7 @@ func (qp *QP) finishRecv(wc WC) {
 func (qp *QP) execWrite(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.OpcodeInfo) *respError {
 	r := &qp.resp
 	n := uint64(len(f.Payload))
-	if info.Class == wire.First || info.Class == wire.Only {
+	if info.Is(wire.FlagStart) {
 		r.va, r.rkey, r.left, r.writeLen = f.RETH.VA(), f.RETH.RKey(), uint64(f.RETH.DMALen()), uint64(f.RETH.DMALen())
 		if r.left > 1<<31 {
 			return nak(wire.NAKInvalidRequest, "RDMA WRITE of %d bytes", r.left)
@@ -259,7 +258,7 @@ func (qp *QP) execWrite(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Op
 			}
 		}
 	}
-	last := info.Class == wire.Last || info.Class == wire.Only
+	last := info.Is(wire.FlagEnd)
 	if n > r.left || (last && n != r.left) {
 		return nak(wire.NAKInvalidRequest, "%s carries %d bytes, %d remain of the RETH length %d", op, n, r.left, r.writeLen)
 	}
@@ -277,7 +276,7 @@ func (qp *QP) execWrite(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Op
 	qp.advance(psn, 1)
 	if last {
 		r.msn = psnAdd(r.msn, 1)
-		if op == wire.RCWriteOnlyImm || op == wire.RCWriteLastImm {
+		if info.Is(wire.FlagCompletes) {
 			qp.finishRecv(WC{WRID: r.recv.id, Status: WCSuccess, Opcode: WCRecvRDMAWithImm, ByteLen: uint32(r.writeLen),
 				Imm: f.ImmDt.Imm(), Flags: WCWithImm, SrcQP: qp.attr.DestQPN})
 		}
@@ -332,17 +331,8 @@ func (qp *QP) sendReadResponses(res *rdResource, from uint32) *respError {
 	for i := uint32(0); i < npkts; i++ {
 		off := start + uint64(i)*mtu
 		n := min(mtu, res.length-off)
-		h := wire.Header{DestQP: qp.attr.DestQPN, PSN: psnAdd(from, i), Syndrome: wire.ACKUnlimited, MSN: r.msn}
-		switch {
-		case npkts == 1:
-			h.Opcode = wire.RCReadResponseOnly
-		case i == 0:
-			h.Opcode = wire.RCReadResponseFirst
-		case i == npkts-1:
-			h.Opcode = wire.RCReadResponseLast
-		default:
-			h.Opcode = wire.RCReadResponseMiddle
-		}
+		h := wire.Header{DestQP: qp.attr.DestQPN, PSN: psnAdd(from, i), Syndrome: wire.ACKUnlimited, MSN: r.msn,
+			Opcode: readResponseOpcodes[classOf(i == 0, i == npkts-1)]}
 		var sp keys.Span
 		if n > 0 {
 			var err error
@@ -427,8 +417,8 @@ func (qp *QP) sendAck(syn wire.Syndrome, psn uint32) {
 func (qp *QP) onDuplicate(f *wire.Frame, psn uint32) {
 	r := &qp.resp
 	d := qp.dev
-	switch f.Opcode {
-	case wire.RCReadRequest:
+	switch {
+	case f.Info.Is(wire.FlagRead):
 		for i := range r.res {
 			res := &r.res[i]
 			if !res.used || res.atomic || psnCmp(psn, res.first) < 0 || psnCmp(psn, res.last) > 0 {
@@ -446,7 +436,7 @@ func (qp *QP) onDuplicate(f *wire.Frame, psn uint32) {
 			return
 		}
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("duplicate READ psn %d matches no saved READ: dropped", psn)})
-	case wire.RCCompareSwap, wire.RCFetchAdd:
+	case f.Info.Is(wire.FlagAtomic):
 		for i := range r.res {
 			res := &r.res[i]
 			if res.used && res.atomic && res.first == psn {
