@@ -20,8 +20,14 @@ const (
 	// keeps a stale key from meeting its index again soon.
 	reuseDelay = 1024
 
-	chunkBits = 12
+	// Slots are addressed in chunks of chunkSize, one pointer each in the table's directory,
+	// so a lookup is a shift, a mask and two loads whatever the table's size. Their memory
+	// comes in blocks that double from one chunk up to maxBlock chunks (4,096 slots) and stay
+	// at that size after: a device with one MR pays for 16 slots, not 4,096, and a million
+	// MRs still cost a few hundred allocations. The directory adds half a byte per slot.
+	chunkBits = 4
 	chunkSize = 1 << chunkBits
+	maxBlock  = 4096 / chunkSize
 )
 
 // slot is one index of a table: the entry, its current key, and how the last key it had was
@@ -36,9 +42,9 @@ type slot[E any] struct {
 // table hands out indices of one range. Slots live in fixed chunks so their addresses stay put
 // as the table grows; that is what lets a Span point into an entry.
 type table[E any] struct {
-	base, max uint32 // first index, number of indices
-	chunks    []*[chunkSize]slot[E]
-	size      uint32 // slots created so far; positions [0, size) exist
+	base, max uint32                // first index, number of indices
+	chunks    []*[chunkSize]slot[E] // chunk i holds positions [i*chunkSize, (i+1)*chunkSize); may run ahead of size
+	size      uint32                // slots handed out so far; positions [0, size) exist
 	free      fifo
 	live      int
 }
@@ -65,8 +71,8 @@ func (t *table[E]) alloc(rnd rand.Source) *slot[E] {
 		pos = t.free.pop()
 	case t.size < t.max:
 		pos = t.size
-		if pos&(chunkSize-1) == 0 {
-			t.chunks = append(t.chunks, new([chunkSize]slot[E]))
+		if pos>>chunkBits == uint32(len(t.chunks)) {
+			t.grow()
 		}
 		t.size++
 	default:
@@ -86,6 +92,17 @@ func (t *table[E]) alloc(rnd rand.Source) *slot[E] {
 	s.live = true
 	t.live++
 	return s
+}
+
+// grow adds the next block of chunks: as many as the table has (one at first), at most maxBlock,
+// and none beyond the table's max.
+func (t *table[E]) grow() {
+	have := uint32(len(t.chunks))
+	n := min(max(have, 1), maxBlock, (t.max-have*chunkSize+chunkSize-1)/chunkSize)
+	block := make([][chunkSize]slot[E], n)
+	for i := range block {
+		t.chunks = append(t.chunks, &block[i])
+	}
 }
 
 // release frees the slot's index; its key stays recorded as revoked.
