@@ -12,14 +12,32 @@ type CQ struct {
 	head, n    int
 	overflowed bool
 	notify     func() // called (with the device lock held) when a completion is queued
+
+	// Notification (ibv_req_notify_cq and the completion channel): armed says for which
+	// completions the next event fires, events carries it.
+	armed  notifyArm
+	events chan struct{}
+	// solicited says the completion being pushed is a receive of a message whose last packet
+	// had the BTH SE bit; the responder sets it around the push.
+	solicited bool
 }
+
+// notifyArm is how a CQ is armed: not at all, for a solicited or unsuccessful completion, or
+// for any completion.
+type notifyArm uint8
+
+const (
+	armNone notifyArm = iota
+	armSolicited
+	armNext
+)
 
 // CreateCQ creates a completion queue with room for cqe completions.
 func (d *Device) CreateCQ(cqe int) (*CQ, error) {
 	if cqe < 1 || cqe > d.limits.MaxCQE {
 		return nil, fmt.Errorf("create_cq: %d entries: %w", cqe, syscall.EINVAL)
 	}
-	return &CQ{dev: d, ring: make([]WC, cqe)}, nil
+	return &CQ{dev: d, ring: make([]WC, cqe), events: make(chan struct{}, 1)}, nil
 }
 
 // Poll moves up to len(wc) completions into wc, oldest first, and returns how many.
@@ -60,6 +78,31 @@ func (cq *CQ) OnCompletion(f func()) {
 	cq.notify = f
 }
 
+// ReqNotify arms the CQ (ibv_req_notify_cq): the next completion queued after this call sends
+// one event on Events, and the CQ is then disarmed until armed again. With solicitedOnly, only a
+// solicited completion fires: a receive completion of a message whose last packet carried the
+// Solicited Event bit (a SEND or SEND_WITH_IMM posted with SendSolicited, or an RDMA
+// WRITE_WITH_IMM with it), or any completion in error, which IBTA counts as solicited too.
+// Completions already in the CQ when it is armed fire nothing, as in libibverbs: arm, then poll
+// once more before waiting, so that none is missed. Arming for any completion while armed for
+// solicited ones widens the arm; arming for solicited ones while armed for any leaves it as it is.
+func (cq *CQ) ReqNotify(solicitedOnly bool) error {
+	cq.dev.mu.Lock()
+	defer cq.dev.mu.Unlock()
+	want := armNext
+	if solicitedOnly {
+		want = armSolicited
+	}
+	cq.armed = max(cq.armed, want)
+	return nil
+}
+
+// Events is the CQ's completion channel (ibv_get_cq_event): it receives a value when an armed CQ
+// gets a completion that fires its arm. It holds at most one: an event not yet taken absorbs the
+// next, so a reader that takes an event, re-arms and polls the CQ empty misses nothing. Nothing
+// is ever called back with the device locked for it; the send into the channel does not block.
+func (cq *CQ) Events() <-chan struct{} { return cq.events }
+
 // push queues a completion and reports whether there was room.
 func (cq *CQ) push(wc WC) bool {
 	if cq.n == len(cq.ring) {
@@ -70,6 +113,13 @@ func (cq *CQ) push(wc WC) bool {
 	cq.n++
 	if cq.notify != nil {
 		cq.notify()
+	}
+	if cq.armed == armNext || cq.armed == armSolicited && (cq.solicited || wc.Status != WCSuccess) {
+		cq.armed = armNone
+		select {
+		case cq.events <- struct{}{}:
+		default:
+		}
 	}
 	return true
 }

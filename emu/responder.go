@@ -230,17 +230,22 @@ func (qp *QP) execSend(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Opc
 		}
 		wc.Flags, wc.Imm = WCWithInv, rkey
 	}
-	qp.finishRecv(wc)
+	qp.finishRecv(wc, f.BTH.SE())
 	r.msn = psnAdd(r.msn, 1)
 	qp.ackIfAsked(f, psn)
 	return nil
 }
 
-func (qp *QP) finishRecv(wc WC) {
+// finishRecv completes the receive WQE in use; solicited is the Solicited Event bit of the
+// message's last packet, which fires a CQ armed for solicited completions.
+func (qp *QP) finishRecv(wc WC, solicited bool) {
 	r := &qp.resp
 	r.recv = nil
 	r.placed = 0
-	qp.complete(qp.recvCQ, wc)
+	cq := qp.recvCQ
+	cq.solicited = solicited
+	qp.complete(cq, wc)
+	cq.solicited = false
 }
 
 func (qp *QP) execWrite(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.OpcodeInfo) *respError {
@@ -278,7 +283,7 @@ func (qp *QP) execWrite(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Op
 		r.msn = psnAdd(r.msn, 1)
 		if info.Is(wire.FlagCompletes) {
 			qp.finishRecv(WC{WRID: r.recv.id, Status: WCSuccess, Opcode: WCRecvRDMAWithImm, ByteLen: uint32(r.writeLen),
-				Imm: f.ImmDt.Imm(), Flags: WCWithImm, SrcQP: qp.attr.DestQPN})
+				Imm: f.ImmDt.Imm(), Flags: WCWithImm, SrcQP: qp.attr.DestQPN}, f.BTH.SE())
 		}
 	}
 	qp.ackIfAsked(f, psn)
@@ -471,7 +476,7 @@ func (qp *QP) respFail(f *wire.Frame, psn uint32, e *respError) {
 			status = keys.StatusRemInvReqErr
 		}
 		w := r.recv
-		qp.finishRecv(WC{WRID: w.id, Status: status, Opcode: WCRecv, Err: e.err})
+		qp.finishRecv(WC{WRID: w.id, Status: status, Opcode: WCRecv, Err: e.err}, false)
 	}
 	qp.toError(fmt.Sprintf("responder refused psn %d", psn))
 }
