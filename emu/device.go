@@ -85,6 +85,7 @@ type Device struct {
 	rx     wire.Frame
 	tx     []byte // one frame being built for a Link that does not lend buffers
 	lender BufferLink
+	loop   loopback
 
 	Stats Stats
 }
@@ -93,6 +94,9 @@ type Device struct {
 type Stats struct {
 	TxFrames, TxBytes, RxFrames, RxDropped, RxMalformed, RxBadICRC, RxUnknownQP uint64
 	Retransmits, Timeouts, RNRNAKsSent, SeqNAKsSent, DuplicatesSeen             uint64
+	// Loopback counts the sent frames (also in TxFrames) that were addressed to the device
+	// itself and delivered to its own receive path instead of the link.
+	Loopback uint64
 }
 
 // NewDevice makes a device. It does nothing on a link until Attach.
@@ -107,7 +111,7 @@ func NewDevice(cfg DeviceConfig) *Device {
 	if cfg.Name == "" {
 		cfg.Name = "dev"
 	}
-	return &Device{
+	d := &Device{
 		cfg:     cfg,
 		limits:  DefaultLimits,
 		clock:   cfg.Clock,
@@ -119,6 +123,20 @@ func NewDevice(cfg DeviceConfig) *Device {
 		revoked: map[uint32]revocation{},
 		tx:      make([]byte, maxFrame),
 	}
+	d.loop.dev = d
+	d.loop.deliver = d.deliverLoopback
+	if resolve := cfg.Resolve; resolve != nil {
+		// The device's own addresses resolve to its own MAC without asking anyone, so a QP
+		// whose peer is on the same device reaches RTR even where neighbour resolution would
+		// find nobody answering (a Host whose kernel does not own the address).
+		d.cfg.Resolve = func(ip netip.Addr) ([6]byte, bool) {
+			if d.owns(ip) {
+				return d.cfg.MAC, true
+			}
+			return resolve(ip)
+		}
+	}
+	return d
 }
 
 // maxFrame is the longest frame the device builds: a 4096-byte payload with IPv6, VLAN and the
@@ -177,8 +195,20 @@ func (d *Device) SetEventSink(sink EventSink) {
 func (d *Device) Attach(l Link) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.link = l
-	d.lender, _ = l.(BufferLink)
+	d.loop.link = l
+	d.loop.lender, _ = l.(BufferLink)
+	if l == nil {
+		d.link, d.lender = nil, nil
+		return
+	}
+	// The engine sends through the loopback, which passes on to l every frame not addressed
+	// to the device itself.
+	d.link = &d.loop
+	if d.loop.lender != nil {
+		d.lender = &d.loop
+	} else {
+		d.lender = nil
+	}
 }
 
 // txBuffer is where the next frame is built.
@@ -431,4 +461,161 @@ func (d *Device) explain(err error) error {
 		return fmt.Errorf("%w (rkey %s was invalidated at t=%v by %s)", err, ae.Key, r.t, how)
 	}
 	return err
+}
+
+// loopback sits between the engine and its link and turns back the frames addressed to one of
+// the device's own addresses (its IP, its IPs, whatever Receive would accept), as rxe does
+// (rxe_net.c sends them to rxe_loopback instead of the netdev), so both ends of a connection
+// can live on one device, as rdma-core's tests put them.
+//
+// A frame turned back is copied, queued and delivered to Receive later, one frame per call
+// scheduled on the device's clock with delay zero: never from inside the send (which holds the
+// device's lock, so calling Receive there would deadlock, and a reply sent from that Receive
+// would recurse without bound). In the simulator each delivery is one event on the virtual
+// clock, in the order the frames were sent, so a seed still means one trace; in real time
+// (Host) the same calls run on timer goroutines, one after the other (the next is scheduled
+// only when the one before has run), so the order is kept there too.
+//
+// Loopback frames never reach the link: a pcap of the link (the Fabric's or the Host's) does
+// not show them, as tcpdump on the netdev does not show rxe's, and the fabric's loss, faults,
+// latency and link-down do not apply to them. Stats.Loopback counts them.
+type loopback struct {
+	dev    *Device
+	link   Link
+	lender BufferLink
+
+	mu        sync.Mutex
+	queue     [][]byte // frames waiting for Receive, oldest first
+	head      int
+	free      [][]byte // buffers to reuse
+	scheduled bool     // a delivery is pending on the clock
+	deliver   func()   // made once, so scheduling a delivery allocates nothing
+}
+
+// maxLoopbackFree bounds the loopback's pool of buffers.
+const maxLoopbackFree = 256
+
+// Send passes frame to the link, or keeps a copy for the device if it is addressed to it.
+// It runs with the device locked.
+func (lb *loopback) Send(frame []byte) error {
+	if !lb.local(frame) {
+		return lb.link.Send(frame)
+	}
+	lb.mu.Lock()
+	b := lb.bufferLocked()[:len(frame)]
+	copy(b, frame)
+	lb.mu.Unlock()
+	lb.enqueue(b)
+	return nil
+}
+
+// Buffer lends a buffer: one of the loopback's own if it has one (buffers circulate between
+// the loopback and the link), else the link's.
+func (lb *loopback) Buffer() []byte {
+	lb.mu.Lock()
+	if n := len(lb.free); n > 0 {
+		b := lb.free[n-1]
+		lb.free = lb.free[:n-1]
+		lb.mu.Unlock()
+		return b[:maxFrame]
+	}
+	lb.mu.Unlock()
+	return lb.lender.Buffer()
+}
+
+// SendBuffer carries a frame built in a buffer from Buffer: to the link, or, addressed to the
+// device, into the loopback queue without a copy.
+func (lb *loopback) SendBuffer(frame []byte) {
+	if frame == nil || !lb.local(frame) {
+		lb.lender.SendBuffer(frame)
+		return
+	}
+	lb.enqueue(frame)
+}
+
+// local says whether frame is a RoCEv2 frame the device sends to one of its own addresses.
+func (lb *loopback) local(frame []byte) bool {
+	ip, ok := frameDstIP(frame)
+	return ok && lb.dev.owns(ip)
+}
+
+func (lb *loopback) bufferLocked() []byte {
+	if n := len(lb.free); n > 0 {
+		b := lb.free[n-1]
+		lb.free = lb.free[:n-1]
+		return b[:cap(b)]
+	}
+	return make([]byte, maxFrame)
+}
+
+// enqueue queues a frame for the device and makes sure a delivery is scheduled.
+func (lb *loopback) enqueue(b []byte) {
+	d := lb.dev
+	d.Stats.Loopback++
+	if d.tracing() {
+		d.event(Event{Kind: EvSend, Msg: fmt.Sprintf("loopback frame of %d bytes", len(b))})
+	}
+	lb.mu.Lock()
+	lb.queue = append(lb.queue, b)
+	post := !lb.scheduled
+	lb.scheduled = true
+	lb.mu.Unlock()
+	if post {
+		d.clock.Post(0, lb.deliver)
+	}
+}
+
+// deliverLoopback hands the oldest queued frame to Receive, without the device's lock held,
+// and schedules the next delivery if more are waiting.
+func (d *Device) deliverLoopback() {
+	lb := &d.loop
+	lb.mu.Lock()
+	if lb.head == len(lb.queue) {
+		lb.scheduled = false
+		lb.mu.Unlock()
+		return
+	}
+	b := lb.queue[lb.head]
+	lb.queue[lb.head] = nil
+	lb.head++
+	lb.mu.Unlock()
+
+	d.Receive(b)
+
+	lb.mu.Lock()
+	if len(lb.free) < maxLoopbackFree && cap(b) >= maxFrame {
+		lb.free = append(lb.free, b)
+	}
+	more := lb.head < len(lb.queue)
+	if !more {
+		lb.queue, lb.head = lb.queue[:0], 0
+	}
+	lb.scheduled = more
+	lb.mu.Unlock()
+	if more {
+		d.clock.Post(0, lb.deliver)
+	}
+}
+
+// frameDstIP reads the destination IP address of an Ethernet frame carrying IPv4 or IPv6.
+func frameDstIP(b []byte) (netip.Addr, bool) {
+	off := 12
+	if len(b) >= 14 && binary.BigEndian.Uint16(b[12:]) == wire.EtherTypeVLAN {
+		off = 16
+	}
+	if len(b) < off+2 {
+		return netip.Addr{}, false
+	}
+	ip := b[off+2:]
+	switch binary.BigEndian.Uint16(b[off:]) {
+	case wire.EtherTypeIPv4:
+		if len(ip) >= 20 {
+			return netip.AddrFrom4([4]byte(ip[16:20])), true
+		}
+	case wire.EtherTypeIPv6:
+		if len(ip) >= 40 {
+			return netip.AddrFrom16([16]byte(ip[24:40])), true
+		}
+	}
+	return netip.Addr{}, false
 }

@@ -104,6 +104,23 @@ type fabricPort struct {
 	downFrom time.Duration
 	downTo   time.Duration
 	busy     time.Duration // when the link finishes sending what it has queued
+	stats    LinkStats
+}
+
+// LinkStats counts what crossed one device's simulated link. A device's frames to itself never
+// do: it turns them back before the link (see loopback), so they are in neither these counts
+// nor the fabric's pcap, and the link's loss and faults never touch them.
+type LinkStats struct {
+	TxFrames, TxBytes uint64 // frames the device put on the link
+	RxFrames, RxBytes uint64 // frames the link delivered to the device
+}
+
+// LinkStats reports what crossed dev's link; zero for a device not on the fabric.
+func (f *Fabric) LinkStats(dev *Device) LinkStats {
+	if p := f.portOf(dev); p != nil {
+		return p.stats
+	}
+	return LinkStats{}
 }
 
 // NewFabric makes an empty fabric on sim. Everything random in it, and in the devices it makes,
@@ -138,7 +155,8 @@ func (f *Fabric) deviceSink() EventSink {
 	return f.emit
 }
 
-// CapturePcap writes every frame that enters the wire, from every device, to w as a pcap.
+// CapturePcap writes every frame that enters the wire, from every device, to w as a pcap. A
+// device's frames to itself do not enter the wire and are not written.
 func (f *Fabric) CapturePcap(w io.Writer) error {
 	pw, err := wire.NewPcapWriter(w)
 	if err != nil {
@@ -253,6 +271,8 @@ func (p *fabricPort) SendBuffer(buf []byte) {
 		return
 	}
 	now := f.sim.Now()
+	p.stats.TxFrames++
+	p.stats.TxBytes += uint64(len(buf))
 	delay := p.cfg.Latency
 	if p.cfg.Rate > 0 {
 		// Serialisation: the frame waits for the ones before it, then takes its own time
@@ -344,6 +364,8 @@ func (f *Fabric) delivery() *delivery {
 	dl := &delivery{f: f}
 	dl.run = func() {
 		if !dl.dst.down(f.sim.Now()) {
+			dl.dst.stats.RxFrames++
+			dl.dst.stats.RxBytes += uint64(len(dl.buf))
 			dl.dst.dev.Receive(dl.buf)
 		}
 		f.release(dl.buf)

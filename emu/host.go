@@ -34,7 +34,9 @@ type HostConfig struct {
 	// RxLoss drops this fraction of the RoCE frames received, before the device sees them:
 	// a fault to meet a real peer's retransmissions with.
 	RxLoss float64
-	// Pcap, if set, receives every frame sent and received.
+	// Pcap, if set, receives every frame sent and received on the link. Frames the device
+	// sends to one of its own addresses never reach the link (the device loops them back), so
+	// they are not in it, as tcpdump on rxe's netdev does not see rxe's loopback.
 	Pcap io.Writer
 }
 
