@@ -17,6 +17,11 @@ type ConnectOptions struct {
 
 // ConnectRC takes two RC QPs in RESET through INIT and RTR to RTS, each pointing at the other,
 // as ibv_rc_pingpong does after its TCP exchange.
+//
+// ConnectRC(qp, qp, o) connects one QP to itself, as rxe allows (its AV names its own device,
+// its destination QPN is its own; loopback carries the frames): the QP goes through each state
+// once. What it sends it also receives, so its receive PSN is its send PSN, o.PSNA; o.PSNB is
+// not used.
 func ConnectRC(a, b *QP, o ConnectOptions) error {
 	if !o.NoDefaults {
 		if o.MTU == 0 {
@@ -45,6 +50,12 @@ func ConnectRC(a, b *QP, o ConnectOptions) error {
 		qp, peer     *QP
 		sendPSN, rcv uint32
 	}{{a, b, o.PSNA, o.PSNB}, {b, a, o.PSNB, o.PSNA}}
+	if a == b {
+		// Walking the one QP through the states twice would fail at the second RESET->INIT;
+		// its packets come back to it, so it expects the PSNs it sends.
+		ends = ends[:1]
+		ends[0].rcv = o.PSNA
+	}
 	for _, e := range ends {
 		if err := e.qp.Modify(QPAttr{State: QPSInit, Port: 1, AccessFlags: o.Access},
 			AttrState|AttrPKeyIndex|AttrPort|AttrAccessFlags); err != nil {

@@ -8,6 +8,7 @@ import (
 // CQ is a completion queue.
 type CQ struct {
 	dev        *Device
+	num        uint32
 	ring       []WC
 	head, n    int
 	overflowed bool
@@ -37,7 +38,38 @@ func (d *Device) CreateCQ(cqe int) (*CQ, error) {
 	if cqe < 1 || cqe > d.limits.MaxCQE {
 		return nil, fmt.Errorf("create_cq: %d entries: %w", cqe, syscall.EINVAL)
 	}
-	return &CQ{dev: d, ring: make([]WC, cqe), events: make(chan struct{}, 1)}, nil
+	cq := &CQ{dev: d, ring: make([]WC, cqe), events: make(chan struct{}, 1)}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	num, ok := d.cqs.alloc(cq)
+	if !ok {
+		return nil, fmt.Errorf("create_cq: %w", syscall.ENOMEM)
+	}
+	cq.num = num
+	return cq, nil
+}
+
+// Num is the CQ's number on its device, by which Device.CQ finds it: from 1 up, 24 bits, never
+// that of another live CQ of the device (see numbers).
+func (cq *CQ) Num() uint32 { return cq.num }
+
+// Destroy destroys the CQ (ibv_destroy_cq): Device.CQ no longer finds it and its number may
+// be given again. It fails with EBUSY while a QP uses it, and with EINVAL if it is destroyed
+// already.
+func (cq *CQ) Destroy() error {
+	d := cq.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cqs.live[cq.num] != cq {
+		return fmt.Errorf("destroy_cq: CQ 0x%x is not live: %w", cq.num, syscall.EINVAL)
+	}
+	for _, qp := range d.qps {
+		if qp.sendCQ == cq || qp.recvCQ == cq {
+			return fmt.Errorf("destroy_cq: QP 0x%06x uses CQ 0x%x: %w", qp.qpn, cq.num, syscall.EBUSY)
+		}
+	}
+	d.cqs.free(cq.num)
+	return nil
 }
 
 // Poll moves up to len(wc) completions into wc, oldest first, and returns how many.
@@ -127,6 +159,7 @@ func (cq *CQ) push(wc WC) bool {
 // SRQ is a shared receive queue.
 type SRQ struct {
 	pd     *PD
+	num    uint32
 	maxSGE int
 	queue  recvQueue
 }
@@ -138,7 +171,40 @@ func (pd *PD) CreateSRQ(maxWR, maxSGE int) (*SRQ, error) {
 	if maxWR < 1 || maxWR > d.limits.MaxSRQWR || maxSGE < 1 || maxSGE > d.limits.MaxSGE {
 		return nil, fmt.Errorf("create_srq: %w", syscall.EINVAL)
 	}
-	return &SRQ{pd: pd, maxSGE: maxSGE, queue: newRecvQueue(maxWR)}, nil
+	srq := &SRQ{pd: pd, maxSGE: maxSGE, queue: newRecvQueue(maxWR)}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.srqs.live) >= d.limits.MaxSRQ {
+		return nil, fmt.Errorf("create_srq: %w", syscall.ENOMEM)
+	}
+	num, ok := d.srqs.alloc(srq)
+	if !ok {
+		return nil, fmt.Errorf("create_srq: %w", syscall.ENOMEM)
+	}
+	srq.num = num
+	return srq, nil
+}
+
+// Num is the SRQ's number on its device, by which Device.SRQ finds it, numbered as CQs are.
+func (s *SRQ) Num() uint32 { return s.num }
+
+// Destroy destroys the SRQ (ibv_destroy_srq): Device.SRQ no longer finds it and its number may
+// be given again. It fails with EBUSY while a QP uses it, and with EINVAL if it is destroyed
+// already.
+func (s *SRQ) Destroy() error {
+	d := s.pd.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.srqs.live[s.num] != s {
+		return fmt.Errorf("destroy_srq: SRQ 0x%x is not live: %w", s.num, syscall.EINVAL)
+	}
+	for _, qp := range d.qps {
+		if qp.srq == s {
+			return fmt.Errorf("destroy_srq: QP 0x%06x uses SRQ 0x%x: %w", qp.qpn, s.num, syscall.EBUSY)
+		}
+	}
+	d.srqs.free(s.num)
+	return nil
 }
 
 // PostRecv posts receive requests to the shared queue.

@@ -76,6 +76,12 @@ type Device struct {
 	nextQPN uint32
 	nextVA  uint64
 	qps     map[uint32]*QP
+	// cqs and srqs number the CQs and SRQs; mrs and mws name the MRs and MWs by STag index.
+	// Each map is made at its first use, so a device without such objects allocates none.
+	cqs     numbers[*CQ]
+	srqs    numbers[*SRQ]
+	mrs     map[uint32]*MR
+	mws     map[uint32]*MW
 	stopped bool
 	// revoked remembers when and how recent keys were revoked, so an access refused later can
 	// say "rkey 0x1234 was invalidated at t=... by SEND_WITH_INV on QP 0x11".
@@ -311,7 +317,9 @@ func (pd *PD) RegMRIova(buf []byte, iova uint64, access Access) (*MR, error) {
 		return nil, err
 	}
 	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: fmt.Sprintf("reg_mr %s len %d iova 0x%x %s", k, len(buf), iova, access)})
-	return &MR{pd: pd, key: k, addr: iova, length: uint64(len(buf)), buf: buf}, nil
+	mr := &MR{pd: pd, key: k, addr: iova, length: uint64(len(buf)), buf: buf}
+	d.mrs = put(d.mrs, k.Index(), mr)
+	return mr, nil
 }
 
 // Dereg deregisters the MR. It fails with EBUSY while memory windows are bound to it.
@@ -323,6 +331,7 @@ func (mr *MR) Dereg() error {
 		return err
 	}
 	d.noteRevoked(uint32(mr.key), "dereg_mr", 0)
+	delete(d.mrs, mr.key.Index())
 	d.event(Event{Kind: EvKey, Key: uint32(mr.key), Msg: "dereg_mr " + mr.key.String()})
 	return nil
 }
@@ -382,7 +391,9 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 		return nil, err
 	}
 	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: fmt.Sprintf("alloc_mw %s %s", typ, k)})
-	return &MW{pd: pd, typ: typ, rkey: uint32(k), ks: uint32(k)}, nil
+	mw := &MW{pd: pd, typ: typ, rkey: uint32(k), ks: uint32(k)}
+	d.mws = put(d.mws, k.Index(), mw)
+	return mw, nil
 }
 
 // Dealloc frees the window, unbinding it.
@@ -394,6 +405,7 @@ func (mw *MW) Dealloc() error {
 		return err
 	}
 	d.noteRevoked(mw.ks, "dealloc_mw", 0)
+	delete(d.mws, keys.Key(mw.ks).Index())
 	d.event(Event{Kind: EvKey, Key: mw.ks, Msg: "dealloc_mw " + keys.Key(mw.ks).String()})
 	return nil
 }
@@ -407,7 +419,9 @@ func (pd *PD) AllocFastRegMR(maxLen uint64) (*MR, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &MR{pd: pd, key: k}, nil
+	mr := &MR{pd: pd, key: k}
+	d.mrs = put(d.mrs, k.Index(), mr)
+	return mr, nil
 }
 
 // QueryMW reports what the device knows of a window.
@@ -416,6 +430,113 @@ func (d *Device) QueryMW(mw *MW) (keys.MWInfo, error) {
 	defer d.mu.Unlock()
 	return d.keys.QueryMW(keys.Key(mw.ks))
 }
+
+// put sets m[k] = v, making m first if it is nil.
+func put[V any](m map[uint32]V, k uint32, v V) map[uint32]V {
+	if m == nil {
+		m = map[uint32]V{}
+	}
+	m[k] = v
+	return m
+}
+
+// Lookups by number, for a device model that receives numbers from a guest (a QPN in a
+// doorbell, a CQN in a command, an lkey in a WQE): each finds only a live object, takes the
+// device lock as the other calls do, and returns false for any number it does not know, in
+// range or not.
+
+// QP finds the live QP numbered qpn.
+func (d *Device) QP(qpn uint32) (*QP, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	qp, ok := d.qps[qpn]
+	return qp, ok
+}
+
+// CQ finds the live CQ numbered cqn (see CQ.Num).
+func (d *Device) CQ(cqn uint32) (*CQ, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cq, ok := d.cqs.live[cqn]
+	return cq, ok
+}
+
+// SRQ finds the live SRQ numbered n (see SRQ.Num).
+func (d *Device) SRQ(n uint32) (*SRQ, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	srq, ok := d.srqs.live[n]
+	return srq, ok
+}
+
+// MR finds the registered MR whose current lkey/rkey is stag. A key whose key8 is not the
+// current one (an old key of a fast-register MR re-registered by REG_MR, or a guess) finds
+// nothing, nor does the index of a deregistered MR, nor a window's STag.
+func (d *Device) MR(stag uint32) (*MR, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := keys.Key(stag)
+	mr, ok := d.mrs[k.Index()]
+	if !ok || k.IsMW() {
+		return nil, false
+	}
+	if _, err := d.keys.QueryMR(k); err != nil {
+		return nil, false
+	}
+	return mr, true
+}
+
+// MW finds the allocated window whose current rkey in the device's key space is stag: the key
+// its last executed bind gave it (a type 1 bind posted but not yet executed has not moved it).
+// An earlier key8 finds nothing, nor does the index of a deallocated window, nor an MR's STag.
+func (d *Device) MW(stag uint32) (*MW, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := keys.Key(stag)
+	mw, ok := d.mws[k.Index()]
+	if !ok || !k.IsMW() {
+		return nil, false
+	}
+	if _, err := d.keys.QueryMW(k); err != nil {
+		return nil, false
+	}
+	return mw, true
+}
+
+// numbers hands out the numbers of one kind of object (CQs, SRQs) and finds the live object
+// by its number. Numbers run from 1 (0 is never one, so a guest's zero names nothing) up to
+// maxNumber, 24 bits as QPNs, CQNs and SRQNs are on real NICs; the next number is the one
+// after the last handed out, wrapping to 1 and skipping numbers in use, so a number is never
+// reused while its object lives, and one freed is reused only after the rest of the range
+// has gone by (a guest still holding it meanwhile finds nothing, or the wrong object only
+// after 2^24 creations).
+type numbers[T any] struct {
+	next uint32
+	live map[uint32]T
+}
+
+const maxNumber = 1<<24 - 1
+
+// alloc gives obj the next free number; false if all maxNumber are in use.
+func (n *numbers[T]) alloc(obj T) (uint32, bool) {
+	if len(n.live) >= maxNumber {
+		return 0, false
+	}
+	for {
+		if n.next == 0 || n.next > maxNumber {
+			n.next = 1
+		}
+		num := n.next
+		n.next++
+		if _, used := n.live[num]; !used {
+			n.live = put(n.live, num, obj)
+			return num, true
+		}
+	}
+}
+
+// free forgets num.
+func (n *numbers[T]) free(num uint32) { delete(n.live, num) }
 
 // srcPort is the UDP source port for a QP, as rxe chooses it: 0xC000 plus 14 bits of the QPN's
 // hash, so flows spread over ECMP paths and each QP keeps one port.

@@ -113,6 +113,10 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 	if len(d.qps) >= d.limits.MaxQP {
 		return nil, fmt.Errorf("create_qp: %w", syscall.ENOMEM)
 	}
+	if d.cqs.live[init.SendCQ.num] != init.SendCQ || d.cqs.live[init.RecvCQ.num] != init.RecvCQ ||
+		init.SRQ != nil && d.srqs.live[init.SRQ.num] != init.SRQ {
+		return nil, fmt.Errorf("create_qp: a CQ or the SRQ is destroyed or another device's: %w", syscall.EINVAL)
+	}
 	qpn := d.allocQPN()
 	qp := &QP{dev: d, pd: pd, qpn: qpn, typ: init.Type, sendCQ: init.SendCQ, recvCQ: init.RecvCQ,
 		srq: init.SRQ, cap: c, sigAll: init.SigAll, state: QPSReset}
