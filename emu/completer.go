@@ -332,6 +332,10 @@ func (qp *QP) onAtomicAck(psn uint32, orig uint64) {
 func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 	d := qp.dev
 	w := qp.wqeHolding(psn)
+	if w != nil && w.wr.Opcode == WRFlush {
+		qp.onFlushResponse(f, psn, w)
+		return
+	}
 	// A READ being asked for again still takes the responses it is missing as they come.
 	if w == nil || w.wr.Opcode != WRRDMARead {
 		d.Stats.RxDropped++
@@ -411,6 +415,39 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 	qp.restartRetransmit()
 	if filled && (qp.state == QPSRTS || qp.state == QPSSQD) {
 		qp.heardSince(askTx)
+	}
+}
+
+// onFlushResponse takes the answer to a FLUSH: one RDMA READ RESPONSE ONLY without payload at
+// the FLUSH's PSN (IBTA 1.5 memory placement extensions; rxe's responder answers FLUSH through
+// its READ reply path, and its completer accepts a READ response for a FLUSH WQE). Anything
+// else is BAD_RESP_ERR.
+func (qp *QP) onFlushResponse(f *wire.Frame, psn uint32, w *sendWQE) {
+	d := qp.dev
+	if w.state != wqeSent {
+		d.Stats.RxDropped++
+		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("%s for a FLUSH not yet sent again", f.Opcode)})
+		return
+	}
+	if f.AETH != nil && f.AETH.Syndrome().Type() != wire.SyndromeACK {
+		qp.badResponse(psn, f.Opcode, f.AETH.Syndrome())
+		return
+	}
+	if f.Info.Class != wire.Only || len(f.Payload) != 0 {
+		qp.failWQE(w, keys.StatusBadRespErr, fmt.Errorf("FLUSH psn %d answered with %s carrying %d bytes", psn, f.Opcode, len(f.Payload)))
+		return
+	}
+	// Everything before the FLUSH was executed; a READ or atomic before it that lacks its
+	// response lost it.
+	qp.ackThrough(psnAdd(psn, psnMask))
+	if w.state == wqeDone || (qp.state != QPSRTS && qp.state != QPSSQD) {
+		return
+	}
+	w.state, w.status = wqeDone, WCSuccess
+	qp.ackThrough(psn)
+	qp.retire()
+	if qp.state == QPSRTS || qp.state == QPSSQD {
+		qp.heard(psn)
 	}
 }
 

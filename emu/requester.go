@@ -131,7 +131,7 @@ func (qp *QP) runRequester() {
 			if w.wr.Flags&SendFence != 0 && r.rdAtomic > 0 {
 				return
 			}
-			if w.isReadOrAtomic() && r.rdAtomic >= int(qp.attr.MaxRdAtomic) {
+			if w.usesRdAtomic() && r.rdAtomic >= int(qp.attr.MaxRdAtomic) {
 				return
 			}
 			if err := qp.checkLocalSGL(w); err != nil {
@@ -166,7 +166,7 @@ func (qp *QP) start(w *sendWQE) {
 	w.firstPSN = r.psn
 	w.npkts = 1
 	switch w.wr.Opcode {
-	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd, WRAtomicWrite, WRFlush:
 	default:
 		if w.length > mtu {
 			w.npkts = uint32((w.length + mtu - 1) / mtu)
@@ -175,7 +175,7 @@ func (qp *QP) start(w *sendWQE) {
 	w.lastPSN = psnAdd(w.firstPSN, w.npkts-1)
 	w.next = 0
 	w.firstTx = 0
-	if w.isReadOrAtomic() {
+	if w.usesRdAtomic() {
 		r.rdAtomic++
 		w.counted = true
 	}
@@ -260,6 +260,18 @@ func (qp *QP) transmitRequest(w *sendWQE) bool {
 			h.SwapAdd = w.wr.CompareAdd
 		}
 		h.VA, h.RKey, h.AckReq = w.wr.RemoteAddr, w.wr.RKey, true
+	case WRFlush:
+		// FETH (selectivity level in bits 5:4, placement type in 3:0) and a RETH naming the
+		// range; rxe sends the RETH whatever the level.
+		h.PSN = w.firstPSN
+		h.Opcode = wire.RCFlush
+		h.FETH = uint32(w.wr.Flush.Level)<<4 | uint32(w.wr.Flush.Type)
+		h.VA, h.RKey, h.DMALen, h.AckReq = w.wr.RemoteAddr, w.wr.RKey, w.wr.Flush.Length, true
+	case WRAtomicWrite:
+		// A RETH of length 8 and the 8 bytes as payload; answered by an ACK.
+		h.Opcode = wire.RCAtomicWrite
+		h.VA, h.RKey, h.DMALen, h.AckReq = w.wr.RemoteAddr, w.wr.RKey, 8, true
+		payload = 8
 	default:
 		off = uint64(w.next) * mtu
 		payload = min(mtu, w.length-off)
@@ -556,6 +568,10 @@ func wcOpcodeOf(op WROpcode) WCOpcode {
 		return WCLocalInv
 	case WRRegMR:
 		return WCRegMR
+	case WRFlush:
+		return WCFlush
+	case WRAtomicWrite:
+		return WCAtomicWrite
 	}
 	return WCSend
 }

@@ -34,10 +34,13 @@ type responder struct {
 	waitingRecv bool
 }
 
-// rdResource remembers a READ or atomic so a duplicate request can be answered again.
+// rdResource remembers a READ, atomic, FLUSH or ATOMIC_WRITE so a duplicate request can be
+// answered again without running it again.
 type rdResource struct {
 	used        bool
 	atomic      bool
+	flush       bool // a FLUSH: answered again with its empty READ response
+	atomicWrite bool // an ATOMIC_WRITE: acknowledged again, not stored again
 	first, last uint32
 	va          uint64
 	rkey        uint32
@@ -124,6 +127,11 @@ func (qp *QP) execute(f *wire.Frame, psn uint32) *respError {
 		need = AccessRemoteRead
 	case info.Is(wire.FlagAtomic):
 		need = AccessRemoteAtomic
+	case info.Is(wire.FlagAtomicWrite):
+		need = AccessRemoteWrite // rxe's check_qp_attr_access treats it as a WRITE
+	case info.Is(wire.FlagFlush):
+		// rxe also asks the QP for the FLUSH_* flags of the placement type; the QP's access
+		// flags do not take them yet, so only the MR's rights are checked (execFlush).
 	case isSend:
 	default:
 		return nak(wire.NAKInvalidRequest, "opcode %s is not supported on an RC QP", op)
@@ -131,7 +139,7 @@ func (qp *QP) execute(f *wire.Frame, psn uint32) *respError {
 	if need != 0 && qp.attr.AccessFlags&need == 0 {
 		return nak(wire.NAKInvalidRequest, "%s needs %s in the QP's access flags (%s)", op, need, qp.attr.AccessFlags)
 	}
-	if info.Is(wire.FlagRead|wire.FlagAtomic) && qp.attr.MaxDestRdAtomic == 0 {
+	if info.Is(wire.FlagRead|wire.FlagAtomic|wire.FlagAtomicWrite|wire.FlagFlush) && qp.attr.MaxDestRdAtomic == 0 {
 		return nak(wire.NAKInvalidRequest, "%s with max_dest_rd_atomic 0", op)
 	}
 	// Payload length by place in the message.
@@ -181,9 +189,107 @@ func (qp *QP) execute(f *wire.Frame, psn uint32) *respError {
 		return qp.execWrite(f, psn, op, info)
 	case info.Is(wire.FlagRead):
 		return qp.execRead(f, psn)
+	case info.Is(wire.FlagAtomicWrite):
+		return qp.execAtomicWrite(f, psn)
+	case info.Is(wire.FlagFlush):
+		return qp.execFlush(f, psn)
 	default:
 		return qp.execAtomic(f, psn)
 	}
+}
+
+// takeResource gives the request at psn the next responder resource, for its duplicates.
+func (qp *QP) takeResource(res rdResource) {
+	r := &qp.resp
+	r.res[r.resIdx] = res
+	r.resIdx = (r.resIdx + 1) % len(r.res)
+}
+
+// execAtomicWrite stores an ATOMIC_WRITE's 8 bytes as one aligned write and acknowledges it
+// (rxe: check_rkey with REMOTE_WRITE, NAK 0x62 on failure; a misaligned address is
+// RESPST_ERR_MISALIGNED_ATOMIC, NAK 0x61; the reply is an ACK). Memory receives the payload's
+// bytes as they are.
+func (qp *QP) execAtomicWrite(f *wire.Frame, psn uint32) *respError {
+	r := &qp.resp
+	va, rkey, n := f.RETH.VA(), f.RETH.RKey(), f.RETH.DMALen()
+	if n != 8 {
+		return nak(wire.NAKInvalidRequest, "ATOMIC_WRITE with RETH length %d", n)
+	}
+	sp, err := qp.remoteAccess(rkey, va, 8, AccessRemoteWrite)
+	if err != nil {
+		return accessNAK(err)
+	}
+	if va%8 != 0 {
+		return nak(wire.NAKInvalidRequest, "ATOMIC_WRITE at 0x%x is not 8-byte aligned", va)
+	}
+	sp.CopyFrom(f.Payload)
+	qp.takeResource(rdResource{used: true, atomicWrite: true, first: psn, last: psn, va: va, rkey: rkey, length: 8})
+	r.msn = psnAdd(r.msn, 1)
+	qp.advance(psn, 1)
+	qp.sendAck(wire.ACKUnlimited, psn)
+	return nil
+}
+
+// flushRights is the MR access a FLUSH of placement type t needs (rxe's check_rkey).
+func flushRights(t uint8) Access {
+	var a Access
+	if t&uint8(FlushGlobal) != 0 {
+		a |= AccessFlushGlobal
+	}
+	if t&uint8(FlushPersistent) != 0 {
+		a |= AccessFlushPersistent
+	}
+	return a
+}
+
+// regionStart is the first wire address of the MR or window rkey names, or va when it names
+// none (the access check then says why).
+func (qp *QP) regionStart(rkey uint32, va uint64) uint64 {
+	k := keys.Key(rkey)
+	if k.IsMW() {
+		if w, err := qp.dev.keys.QueryMW(k); err == nil {
+			if w.Access&AccessZeroBased != 0 {
+				return 0
+			}
+			return w.Addr
+		}
+		return va
+	}
+	if m, err := qp.dev.keys.QueryMR(k); err == nil {
+		return m.IOVA
+	}
+	return va
+}
+
+// execFlush checks a FLUSH and answers it with an empty RDMA READ RESPONSE ONLY (IBTA 1.5;
+// rxe's process_flush ends in its READ reply). Requests are executed in PSN order and memory
+// is always visible here, so every placement before the FLUSH is already where it asks for:
+// executing it is checking it. The range must be in the rkey's region with FLUSH rights for the
+// placement type (NAK 0x62 otherwise); at the MR level only the key and rights are checked.
+func (qp *QP) execFlush(f *wire.Frame, psn uint32) *respError {
+	r := &qp.resp
+	level, typ := f.FETH.SelectivityLevel(), f.FETH.PlacementType()
+	if typ == 0 || typ&^uint8(FlushGlobal|FlushPersistent) != 0 || level > uint8(FlushMR) {
+		return nak(wire.NAKInvalidRequest, "FLUSH with placement type %d, selectivity level %d", typ, level)
+	}
+	va, rkey, n := f.RETH.VA(), f.RETH.RKey(), uint64(f.RETH.DMALen())
+	need := flushRights(typ)
+	if FlushLevel(level) == FlushMR {
+		// The whole region: the key, PD, state and rights are checked, the range is not (rxe
+		// skips it at this level).
+		if _, err := qp.remoteAccess(rkey, qp.regionStart(rkey, va), 1, need); err != nil {
+			return accessNAK(err)
+		}
+	} else if n > 0 {
+		if _, err := qp.remoteAccess(rkey, va, n, need); err != nil {
+			return accessNAK(err)
+		}
+	}
+	res := &r.res[r.resIdx]
+	qp.takeResource(rdResource{used: true, flush: true, first: psn, last: psn, va: va, rkey: rkey})
+	r.msn = psnAdd(r.msn, 1)
+	qp.advance(psn, 1)
+	return qp.sendReadResponses(res, psn)
 }
 
 func (qp *QP) execSend(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.OpcodeInfo) *respError {
@@ -426,7 +532,7 @@ func (qp *QP) onDuplicate(f *wire.Frame, psn uint32) {
 	case f.Info.Is(wire.FlagRead):
 		for i := range r.res {
 			res := &r.res[i]
-			if !res.used || res.atomic || psnCmp(psn, res.first) < 0 || psnCmp(psn, res.last) > 0 {
+			if !res.used || res.atomic || res.flush || res.atomicWrite || psnCmp(psn, res.first) < 0 || psnCmp(psn, res.last) > 0 {
 				continue
 			}
 			mtu := uint64(qp.attr.PathMTU.Bytes())
@@ -451,6 +557,24 @@ func (qp *QP) onDuplicate(f *wire.Frame, psn uint32) {
 			}
 		}
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("duplicate atomic psn %d matches no saved result: dropped", psn)})
+	case f.Info.Is(wire.FlagAtomicWrite | wire.FlagFlush):
+		// Replayed from the saved resource, as rxe does: an ATOMIC_WRITE is acknowledged again
+		// and not stored again (a later write to the same word must not be undone), a FLUSH
+		// gets its READ response again. Without a resource it is dropped (class D).
+		flush := f.Info.Is(wire.FlagFlush)
+		for i := range r.res {
+			res := &r.res[i]
+			if res.used && res.first == psn && res.flush == flush && res.atomicWrite == !flush {
+				d.event(Event{QP: qp.qpn, Kind: EvRecv, PSN: psn, Msg: fmt.Sprintf("duplicate %s psn %d: replayed", f.Opcode, psn)})
+				if flush {
+					_ = qp.sendReadResponses(res, psn)
+				} else {
+					qp.sendAck(wire.ACKUnlimited, psn)
+				}
+				return
+			}
+		}
+		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("duplicate %s psn %d matches no saved resource: dropped", f.Opcode, psn)})
 	default:
 		if f.BTH.AckReq() {
 			qp.sendAck(wire.ACKUnlimited, psnAdd(r.psn, psnMask))

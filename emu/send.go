@@ -26,6 +26,17 @@ type SendWR struct {
 	Bind BindInfo
 	// Reg is a REG_MR (fast-register) request.
 	Reg RegInfo
+	// Flush is a FLUSH request's placement type, level and length (the arguments of
+	// ibv_wr_flush besides the rkey and address). A FLUSH carries no SGEs.
+	Flush FlushInfo
+}
+
+// FlushInfo is what a FLUSH asks for: which placement, over the range [RemoteAddr, +Length)
+// (FlushRange) or the whole region of the rkey (FlushMR).
+type FlushInfo struct {
+	Type   FlushType
+	Level  FlushLevel
+	Length uint32
 }
 
 // BindInfo is a window bind (bind_mw in struct ibv_send_wr): RKey is the new rkey the consumer
@@ -89,12 +100,22 @@ func (w *sendWQE) isLocal() bool {
 	return false
 }
 
+// isReadOrAtomic says whether the request is answered by a response of its own (READ responses,
+// an atomic acknowledgement, the READ response of a FLUSH) rather than by an ACK.
 func (w *sendWQE) isReadOrAtomic() bool {
 	switch w.wr.Opcode {
-	case WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+	case WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd, WRFlush:
 		return true
 	}
 	return false
+}
+
+// usesRdAtomic says whether the request takes one of the responder's resources and so counts
+// against max_rd_atomic: READ, the atomics, FLUSH and ATOMIC_WRITE (rxe's init depth covers
+// RXE_READ_OR_ATOMIC_MASK and RXE_ATOMIC_WRITE_MASK, and its responder keeps a resource for
+// each FLUSH).
+func (w *sendWQE) usesRdAtomic() bool {
+	return w.isReadOrAtomic() || w.wr.Opcode == WRAtomicWrite
 }
 
 // sendQueue is a ring of WQEs: [head, head+n) are posted and not yet retired.
@@ -181,6 +202,21 @@ func (qp *QP) postSend(wr *SendWR) *PostError {
 		if len(wr.SGL) != 1 || wr.SGL[0].Length != 8 {
 			return fail(syscall.EINVAL, "an atomic needs one 8-byte SGE")
 		}
+	case WRAtomicWrite:
+		// The 8 bytes to store come from the SGEs (or their inline copy), as rxe takes them.
+		if length != 8 {
+			return fail(syscall.EINVAL, "an ATOMIC_WRITE carries 8 bytes, not %d", length)
+		}
+	case WRFlush:
+		if len(wr.SGL) != 0 {
+			return fail(syscall.EINVAL, "a FLUSH has no SGEs")
+		}
+		if t := wr.Flush.Type; t == 0 || t&^(FlushGlobal|FlushPersistent) != 0 {
+			return fail(syscall.EINVAL, "FLUSH placement type %d", t)
+		}
+		if wr.Flush.Level > FlushMR {
+			return fail(syscall.EINVAL, "FLUSH selectivity level %d", wr.Flush.Level)
+		}
 	case WRBindMW:
 		if wr.Bind.MW == nil || wr.Bind.MW.typ == MWType1 {
 			return fail(syscall.EINVAL, "BIND_MW work requests bind type 2 windows; use QP.BindMW for type 1")
@@ -192,7 +228,7 @@ func (qp *QP) postSend(wr *SendWR) *PostError {
 	}
 	if wr.Flags&SendInline != 0 {
 		switch wr.Opcode {
-		case WRSend, WRSendWithImm, WRSendWithInv, WRRDMAWrite, WRRDMAWriteWithImm:
+		case WRSend, WRSendWithImm, WRSendWithInv, WRRDMAWrite, WRRDMAWriteWithImm, WRAtomicWrite:
 		default:
 			return fail(syscall.EINVAL, "%s cannot be inline", wr.Opcode)
 		}

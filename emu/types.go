@@ -31,6 +31,10 @@ const (
 	AccessMWBind       = keys.MWBind
 	AccessZeroBased    = keys.ZeroBased
 	AccessOnDemand     = keys.OnDemand
+	// AccessFlushGlobal and AccessFlushPersistent let FLUSH requests of that placement type
+	// reach an MR or window (IBV_ACCESS_FLUSH_GLOBAL, IBV_ACCESS_FLUSH_PERSISTENT).
+	AccessFlushGlobal     = keys.FlushGlobal
+	AccessFlushPersistent = keys.FlushPersistent
 
 	MWType1  = keys.MWType1
 	MWType2  = keys.MWType2
@@ -155,6 +159,11 @@ const (
 	WRLocalInv          WROpcode = 7
 	WRBindMW            WROpcode = 8
 	WRSendWithInv       WROpcode = 9
+	// WRFlush asks the responder to make earlier placements at the target visible or
+	// persistent (IBTA 1.5 memory placement extensions); see FlushInfo.
+	WRFlush WROpcode = 14
+	// WRAtomicWrite stores 8 bytes at an 8-byte aligned remote address as one write.
+	WRAtomicWrite WROpcode = 15
 	// WRRegMR is softirdma's number for IB_WR_REG_MR, which libibverbs does not expose.
 	WRRegMR WROpcode = 0x20
 )
@@ -163,7 +172,7 @@ var wrOpcodeNames = map[WROpcode]string{
 	WRRDMAWrite: "RDMA_WRITE", WRRDMAWriteWithImm: "RDMA_WRITE_WITH_IMM", WRSend: "SEND",
 	WRSendWithImm: "SEND_WITH_IMM", WRRDMARead: "RDMA_READ", WRAtomicCmpAndSwp: "ATOMIC_CMP_AND_SWP",
 	WRAtomicFetchAndAdd: "ATOMIC_FETCH_AND_ADD", WRLocalInv: "LOCAL_INV", WRBindMW: "BIND_MW",
-	WRSendWithInv: "SEND_WITH_INV", WRRegMR: "REG_MR",
+	WRSendWithInv: "SEND_WITH_INV", WRRegMR: "REG_MR", WRFlush: "FLUSH", WRAtomicWrite: "ATOMIC_WRITE",
 }
 
 func (o WROpcode) String() string {
@@ -172,6 +181,25 @@ func (o WROpcode) String() string {
 	}
 	return fmt.Sprintf("WR_%d", uint8(o))
 }
+
+// FlushType is a FLUSH's placement type (IBV_FLUSH_GLOBAL, IBV_FLUSH_PERSISTENT), the low
+// nibble of the FETH: the bits may be combined.
+type FlushType uint8
+
+const (
+	FlushGlobal     FlushType = 1
+	FlushPersistent FlushType = 2
+)
+
+// FlushLevel is a FLUSH's selectivity level (IBV_FLUSH_RANGE, IBV_FLUSH_MR).
+type FlushLevel uint8
+
+const (
+	// FlushRange covers RemoteAddr and the FLUSH's length in the rkey's region.
+	FlushRange FlushLevel = 0
+	// FlushMR covers the whole region the rkey names; the address and length are not checked.
+	FlushMR FlushLevel = 1
+)
 
 // SendFlags is enum ibv_send_flags.
 type SendFlags uint32
@@ -194,6 +222,8 @@ const (
 	WCFetchAdd        WCOpcode = 4
 	WCBindMW          WCOpcode = 5
 	WCLocalInv        WCOpcode = 6
+	WCFlush           WCOpcode = 8
+	WCAtomicWrite     WCOpcode = 9
 	WCRegMR           WCOpcode = 0x20 // IB_WC_REG_MR in kernel verbs; not in libibverbs
 	WCRecv            WCOpcode = 1 << 7
 	WCRecvRDMAWithImm WCOpcode = WCRecv + 1
@@ -202,6 +232,7 @@ const (
 var wcOpcodeNames = map[WCOpcode]string{
 	WCSend: "SEND", WCRDMAWrite: "RDMA_WRITE", WCRDMARead: "RDMA_READ", WCCompSwap: "COMP_SWAP",
 	WCFetchAdd: "FETCH_ADD", WCBindMW: "BIND_MW", WCLocalInv: "LOCAL_INV", WCRegMR: "REG_MR",
+	WCFlush: "FLUSH", WCAtomicWrite: "ATOMIC_WRITE",
 	WCRecv: "RECV", WCRecvRDMAWithImm: "RECV_RDMA_WITH_IMM",
 }
 

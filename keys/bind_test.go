@@ -47,7 +47,7 @@ func TestBindChecks(t *testing.T) {
 		{"B2_unknown_mr", CheckMR, func(f fixture) Bind { b := ok(f, f.w1); b.MR = 0x00001200; return b }},
 		{"B2_stale_mr_key", CheckMR, func(f fixture) Bind { b := ok(f, f.w2); b.MR = f.mr.Inc(); return b }},
 		{"B2_mr_not_valid", CheckMR, func(f fixture) Bind { b := ok(f, f.w2); b.MR = f.frmr; return b }},
-		{"B3_unsupported_rights", CheckFlags, func(f fixture) Bind { b := ok(f, f.w1); b.Access |= FlushGlobal; return b }},
+		{"B3_unsupported_rights", CheckFlags, func(f fixture) Bind { b := ok(f, f.w1); b.Access |= 1 << 15; return b }},
 		{"B5_type1_zero_based", CheckZeroBased, func(f fixture) Bind { b := ok(f, f.w1); b.Access |= ZeroBased; return b }},
 		{"B7_type2_qp_in_other_pd", CheckPD, func(f fixture) Bind { b := ok(f, f.w2); b.PD = pdB; return b }},
 		{"B8_type2_zero_length", CheckLength, func(f fixture) Bind { b := ok(f, f.w2); b.Len = 0; return b }},

@@ -21,10 +21,8 @@ func TestConformance(t *testing.T) {
 			{RemoteWrite, syscall.EINVAL},
 			{RemoteAtomic, syscall.EINVAL},
 			{RemoteWrite | RemoteRead, syscall.EINVAL},
-			{1 << 15, syscall.EOPNOTSUPP},         // an undefined bit
-			{HugeTLB, syscall.EOPNOTSUPP},         // HUGETLB without ON_DEMAND
-			{FlushGlobal, syscall.EOPNOTSUPP},     // no FLUSH yet
-			{FlushPersistent, syscall.EOPNOTSUPP}, //
+			{1 << 15, syscall.EOPNOTSUPP}, // an undefined bit
+			{HugeTLB, syscall.EOPNOTSUPP}, // HUGETLB without ON_DEMAND
 		} {
 			_, err := s.RegMR(MRSpec{PD: pdA, Mem: mem, Access: c.access})
 			wantErrno(t, err, c.errno)
@@ -35,7 +33,8 @@ func TestConformance(t *testing.T) {
 		// What is accepted: LOCAL_WRITE with the remote rights, ON_DEMAND (with HUGETLB as a
 		// hint), ZERO_BASED, and optional flags, which are ignored.
 		for _, a := range []Access{0, LocalWrite | RemoteWrite, LocalWrite | RemoteAtomic | RemoteRead | MWBind,
-			OnDemand | HugeTLB, ZeroBased | RemoteRead, RemoteRead | RelaxedOrdering | 1<<25} {
+			OnDemand | HugeTLB, ZeroBased | RemoteRead, RemoteRead | RelaxedOrdering | 1<<25,
+			FlushGlobal | RemoteWrite | LocalWrite, FlushPersistent, FlushGlobal | FlushPersistent} {
 			if _, err := s.RegMR(MRSpec{PD: pdA, Mem: mem, Access: a}); err != nil {
 				t.Errorf("RegMR(%s): %v", a, err)
 			}

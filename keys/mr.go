@@ -6,8 +6,11 @@ import (
 )
 
 // supportedMR is every flag reg_mr accepts. ZERO_BASED is accepted (rxe refuses it for MRs;
-// hardware and IBTA allow it). FLUSH_* are refused until the engine implements FLUSH.
-const supportedMR = LocalWrite | RemoteWrite | RemoteRead | RemoteAtomic | MWBind | ZeroBased | OnDemand | HugeTLB
+// hardware and IBTA allow it). FLUSH_GLOBAL and FLUSH_PERSISTENT are accepted as rxe accepts
+// them (it advertises both device capabilities); rxe refuses FLUSH_PERSISTENT over memory that
+// is not persistent, a distinction a key space over Go memory does not have.
+const supportedMR = LocalWrite | RemoteWrite | RemoteRead | RemoteAtomic | MWBind | ZeroBased | OnDemand | HugeTLB |
+	FlushGlobal | FlushPersistent
 
 // MRSpec describes memory to register.
 type MRSpec struct {
