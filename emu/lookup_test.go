@@ -1,7 +1,6 @@
 package emu
 
 import (
-	"bytes"
 	"errors"
 	"slices"
 	"syscall"
@@ -399,33 +398,4 @@ func TestLookupProperty(t *testing.T) {
 			check()
 		}
 	})
-}
-
-// ConnectRC(qp, qp) connects a QP to itself once, and it writes to and reads from its own
-// device's memory through loopback.
-func TestConnectRCSelf(t *testing.T) {
-	sim, dev, pd := lookupDev(t, 7)
-	cq, err := dev.CreateCQ(64)
-	must(t, err)
-	qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	must(t, err)
-	must(t, ConnectRC(qp, qp, ConnectOptions{PSNA: 0x123456, PSNB: 7}))
-	a := qp.Query()
-	if a.State != QPSRTS || a.DestQPN != qp.Num() || a.SQPSN != 0x123456 || a.RQPSN != 0x123456 || a.AH.DGID != dev.IP() {
-		t.Fatalf("self-connected QP: state %s dest 0x%x sq_psn %#x rq_psn %#x dgid %s", a.State, a.DestQPN, a.SQPSN, a.RQPSN, a.AH.DGID)
-	}
-	buf := make([]byte, 1<<16)
-	mr, err := pd.RegMR(buf, AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead)
-	must(t, err)
-	fill(buf[:5000], 9)
-	must(t, qp.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(mr, 0, 5000), RemoteAddr: mr.Addr() + 8192, RKey: mr.RKey()},
-		SendWR{ID: 2, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(mr, 16384, 5000), RemoteAddr: mr.Addr() + 8192, RKey: mr.RKey()}))
-	sim.RunUntilIdle(100000)
-	wantWC(t, poll(cq), WC{WRID: 1, Opcode: WCRDMAWrite}, WC{WRID: 2, Opcode: WCRDMARead, ByteLen: 5000})
-	if !bytes.Equal(buf[8192:8192+5000], buf[:5000]) || !bytes.Equal(buf[16384:16384+5000], buf[:5000]) {
-		t.Fatal("self WRITE/READ data differs")
-	}
-	if dev.Stats.Loopback == 0 || dev.Stats.Retransmits != 0 {
-		t.Fatalf("loopback %d frames, %d retransmits", dev.Stats.Loopback, dev.Stats.Retransmits)
-	}
 }

@@ -220,20 +220,8 @@ func TestLoopbackRNR(t *testing.T) {
 	})
 }
 
-// connectSelf connects a QP to itself: its AV names its own device and its destination QPN is
-// its own, as rdma-core's tests do on rxe.
-func connectSelf(t testing.TB, qp *QP, dgid netip.Addr) {
-	t.Helper()
-	all := AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
-	must(t, qp.Modify(QPAttr{State: QPSInit, Port: 1, AccessFlags: all}, AttrState|AttrPKeyIndex|AttrPort|AttrAccessFlags))
-	must(t, qp.Modify(QPAttr{State: QPSRTR, AH: AHAttr{DGID: dgid, HopLimit: 64}, PathMTU: MTU1024, DestQPN: qp.Num(), RQPSN: 100,
-		MaxDestRdAtomic: 16, MinRNRTimer: 12}, AttrState|AttrAV|AttrPathMTU|AttrDestQPN|AttrRQPSN|AttrMaxDestRdAtomic|AttrMinRNRTimer))
-	must(t, qp.Modify(QPAttr{State: QPSRTS, SQPSN: 100, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16},
-		AttrState|AttrSQPSN|AttrTimeout|AttrRetryCnt|AttrRNRRetry|AttrMaxQPRdAtomic))
-}
-
-// A QP connected to itself (the same QPN at both ends) writes to and reads from its own
-// device's memory, as on rxe.
+// A QP connected to itself (the same QPN at both ends) by ConnectRC(qp, qp), which walks it
+// through INIT, RTR and RTS once, writes to and reads from its own device's memory, as on rxe.
 func TestLoopbackSelfConnectedQP(t *testing.T) {
 	sim := NewSim()
 	fab := NewFabric(sim, 7)
@@ -244,7 +232,11 @@ func TestLoopbackSelfConnectedQP(t *testing.T) {
 	must(t, err)
 	qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	must(t, err)
-	connectSelf(t, qp, dev.IP())
+	must(t, ConnectRC(qp, qp, ConnectOptions{PSNA: 0x123456, PSNB: 7}))
+	a := qp.Query()
+	if a.State != QPSRTS || a.DestQPN != qp.Num() || a.SQPSN != 0x123456 || a.RQPSN != 0x123456 || a.AH.DGID != dev.IP() {
+		t.Fatalf("self-connected QP: state %s dest 0x%x sq_psn %#x rq_psn %#x dgid %s", a.State, a.DestQPN, a.SQPSN, a.RQPSN, a.AH.DGID)
+	}
 	buf := make([]byte, 1<<16)
 	mr, err := pd.RegMR(buf, AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic)
 	must(t, err)
@@ -255,6 +247,9 @@ func TestLoopbackSelfConnectedQP(t *testing.T) {
 	wantWC(t, poll(cq), WC{WRID: 1, Opcode: WCRDMAWrite}, WC{WRID: 2, Opcode: WCRDMARead, ByteLen: 5000})
 	if !bytes.Equal(buf[8192:8192+5000], buf[:5000]) || !bytes.Equal(buf[16384:16384+5000], buf[:5000]) {
 		t.Fatal("self WRITE/READ data differs")
+	}
+	if dev.Stats.Loopback == 0 || dev.Stats.Retransmits != 0 {
+		t.Fatalf("loopback %d frames, %d retransmits", dev.Stats.Loopback, dev.Stats.Retransmits)
 	}
 	if ls := fab.LinkStats(dev); ls != (LinkStats{}) {
 		t.Fatalf("loopback traffic reached the link: %+v", ls)
