@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/gopacket"
 	"github.com/softirdma/softirdma/keys"
 	"github.com/softirdma/softirdma/wire"
 )
@@ -22,19 +23,19 @@ type capturedFrame struct {
 	n      int
 }
 
-func captureOf(t testing.TB, pcap *bytes.Buffer) []capturedFrame {
+// eachCapturedFrame parses every frame of a fabric capture in order and hands it to fn; a frame
+// that does not parse fails the test. fn must copy what it keeps: the frame's views are reused.
+func eachCapturedFrame(t testing.TB, pcap *bytes.Buffer, fn func(f *wire.Frame, ci gopacket.CaptureInfo)) {
 	t.Helper()
 	r, err := wire.NewPcapReader(bytes.NewReader(pcap.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []capturedFrame
 	var parser wire.Parser
-	epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for {
 		data, ci, err := r.Next()
 		if err == io.EOF {
-			return out
+			return
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -43,12 +44,22 @@ func captureOf(t testing.TB, pcap *bytes.Buffer) []capturedFrame {
 		if err := parser.Parse(&f, data); err != nil {
 			t.Fatalf("captured frame does not parse: %v", err)
 		}
+		fn(&f, ci)
+	}
+}
+
+func captureOf(t testing.TB, pcap *bytes.Buffer) []capturedFrame {
+	t.Helper()
+	var out []capturedFrame
+	epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	eachCapturedFrame(t, pcap, func(f *wire.Frame, ci gopacket.CaptureInfo) {
 		c := capturedFrame{t: ci.Timestamp.Sub(epoch), src: f.SrcIP().String(), op: f.Opcode, psn: f.BTH.PSN(), n: len(f.Payload)}
 		if f.AETH != nil {
 			c.syn, c.hasAET = f.AETH.Syndrome(), true
 		}
 		out = append(out, c)
-	}
+	})
+	return out
 }
 
 // TestConformance holds the engine's half of the checks of the semantics reference (§9); the

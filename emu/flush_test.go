@@ -3,10 +3,10 @@ package emu
 import (
 	"bytes"
 	"errors"
-	"io"
 	"syscall"
 	"testing"
 
+	"github.com/google/gopacket"
 	"github.com/softirdma/softirdma/wire"
 )
 
@@ -27,24 +27,8 @@ type mpeFrame struct {
 
 func mpeCapture(t testing.TB, pcap *bytes.Buffer) []mpeFrame {
 	t.Helper()
-	r, err := wire.NewPcapReader(bytes.NewReader(pcap.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []mpeFrame
-	var parser wire.Parser
-	for {
-		data, _, err := r.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		var f wire.Frame
-		if err := parser.Parse(&f, data); err != nil {
-			t.Fatalf("captured frame does not parse: %v", err)
-		}
+	eachCapturedFrame(t, pcap, func(f *wire.Frame, _ gopacket.CaptureInfo) {
 		m := mpeFrame{src: f.SrcIP().String(), op: f.Opcode, psn: f.BTH.PSN(), payload: append([]byte(nil), f.Payload...)}
 		if f.AETH != nil {
 			m.syn, m.hasAETH = f.AETH.Syndrome(), true
@@ -56,7 +40,8 @@ func mpeCapture(t testing.TB, pcap *bytes.Buffer) []mpeFrame {
 			m.va, m.rkey, m.dmaLen, m.hasRETH = f.RETH.VA(), f.RETH.RKey(), f.RETH.DMALen(), true
 		}
 		out = append(out, m)
-	}
+	})
+	return out
 }
 
 // answerFrom returns the first frame the responder (B, 192.0.2.2) sent.

@@ -2,9 +2,9 @@ package emu
 
 import (
 	"bytes"
-	"io"
 	"testing"
 
+	"github.com/google/gopacket"
 	"github.com/softirdma/softirdma/wire"
 )
 
@@ -222,22 +222,12 @@ func solicitedTraffic(t *testing.T, seed uint64) ([]seFrame, []byte) {
 		SendWR{ID: 8, Opcode: WRSendWithInv, Flags: SendSolicited | SendSignaled, Imm: p.mrB.RKey(), SGL: sge(p.mrA, 0, 16)},
 	))
 	p.run()
-	r, err := wire.NewPcapReader(bytes.NewReader(pcap.Bytes()))
-	must(t, err)
-	var parser wire.Parser
 	var out []seFrame
-	for {
-		data, _, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		must(t, err)
-		var f wire.Frame
-		must(t, parser.Parse(&f, data))
+	eachCapturedFrame(t, &pcap, func(f *wire.Frame, _ gopacket.CaptureInfo) {
 		if !f.Info.Response {
 			out = append(out, seFrame{f.Opcode, f.BTH.SE()})
 		}
-	}
+	})
 	return out, pcap.Bytes()
 }
 
