@@ -497,22 +497,17 @@ func (qp *QP) failWQE(w *sendWQE, status WCStatus, err error) {
 	qp.toErrorAfter(w)
 }
 
-// toErrorAfter retires what can be retired (the failed WQE's completion comes first, before the
-// flushed ones after it) and moves the QP to ERR.
+// toErrorAfter completes the failed WQE in its place, after what finished before it, and moves
+// the QP to ERR: sendQueue.flush then flushes everything after it, finished or not.
 func (qp *QP) toErrorAfter(w *sendWQE) {
-	// What follows the failed WQE is flushed, even what finished already (out of order, past
-	// a READ or atomic that was waiting for its response): see sendQueue.flush.
-	after := false
-	for i := 0; i < qp.sq.n; i++ {
-		x := qp.sq.at(i)
-		if after && x.state == wqeDone && x.status == WCSuccess {
-			x.status = WCWRFlushErr
+	for qp.sq.n > 0 && qp.sq.at(0).state == wqeDone {
+		x := qp.sq.at(0)
+		qp.retireHead()
+		if x == w {
+			break
 		}
-		after = after || x == w
 	}
-	// Everything before the failed WQE that is still outstanding can no longer complete
-	// normally; IBTA flushes it too, but it has been retired already if it was acknowledged.
-	qp.retire()
+	qp.kickIfWaiting()
 	qp.toError(fmt.Sprintf("wr 0x%x %s completed with %s", w.wr.ID, w.wr.Opcode, w.status))
 }
 

@@ -141,14 +141,10 @@ func (q *sendQueue) reset() {
 // too: completions keep the order of posting, and none says SUCCESS after the failure (IBTA
 // 10.8.3; rxe flushes the whole queue the same way). Its remote effect happened all the same.
 func (q *sendQueue) flush(qp *QP) {
-	failed := false
 	for q.n > 0 {
 		w := q.at(0)
-		if w.state != wqeDone || (failed && w.status == WCSuccess) {
+		if w.state != wqeDone || w.status == WCSuccess {
 			w.state, w.status, w.err = wqeDone, WCWRFlushErr, nil
-		}
-		if w.status != WCSuccess {
-			failed = true
 		}
 		qp.retireHead()
 	}
