@@ -11,7 +11,7 @@ import (
 // acknowledgement.
 func (qp *QP) onResponse(f *wire.Frame) {
 	d := qp.dev
-	if qp.state != QPSRTS && qp.state != QPSSQD {
+	if !qp.requesterActive() {
 		d.Stats.RxDropped++
 		return
 	}
@@ -43,7 +43,7 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 			return
 		}
 		qp.ackThrough(psn)
-		if qp.state == QPSRTS || qp.state == QPSSQD {
+		if qp.requesterActive() {
 			qp.heard(psn)
 		}
 	case wire.SyndromeRNR:
@@ -51,7 +51,7 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 			return // a copy of the RNR NAK we are already waiting out
 		}
 		qp.acknowledge(psnAdd(psn, psnMask), psn) // everything before psn
-		if qp.state != QPSRTS && qp.state != QPSSQD {
+		if !qp.requesterActive() {
 			return
 		}
 		w := qp.wqeHolding(psn)
@@ -87,7 +87,7 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 			}
 			qp.req.rnrTimer = nil
 			qp.req.waitRNR = false
-			if qp.state == QPSRTS || qp.state == QPSSQD {
+			if qp.requesterActive() {
 				d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: psn, Msg: fmt.Sprintf("RNR wait over: resend from psn %d", psn)})
 				qp.rewind(psn)
 			}
@@ -99,10 +99,10 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 			// Everything before psn was executed, so a READ or atomic before it that lacks
 			// its responses lost them.
 			qp.acknowledge(psnAdd(psn, psnMask), psn)
-			if qp.state == QPSRTS || qp.state == QPSSQD {
+			if qp.requesterActive() {
 				qp.heard(psnAdd(psn, psnMask))
 			}
-			if qp.state != QPSRTS && qp.state != QPSSQD {
+			if !qp.requesterActive() {
 				return
 			}
 		}
@@ -186,7 +186,7 @@ func (qp *QP) acknowledge(psn, passed uint32) {
 		if w.isReadOrAtomic() {
 			if want, asked := w.gap(); psnCmp(w.lastPSN, passed) < 0 && w.state == wqeSent && !asked {
 				qp.askAgain(w, want, fmt.Sprintf("acknowledgement of psn %d passes %s psn %d without its response", psn, w.wr.Opcode, w.firstPSN))
-				if qp.state != QPSRTS && qp.state != QPSSQD {
+				if !qp.requesterActive() {
 					return
 				}
 			}
@@ -297,7 +297,7 @@ func (qp *QP) heardSince(tx uint64) {
 		}
 		if want, asked := w.gap(); asked {
 			qp.askAgain(w, want, fmt.Sprintf("a request sent after %s psn %d was asked for again has been answered, it has not", w.wr.Opcode, want))
-			if qp.state != QPSRTS && qp.state != QPSSQD {
+			if !qp.requesterActive() {
 				return
 			}
 		}
@@ -313,7 +313,7 @@ func (qp *QP) onAtomicAck(psn uint32, orig uint64) {
 		return
 	}
 	qp.ackThrough(psnAdd(psn, psnMask))
-	if w.state == wqeDone || (qp.state != QPSRTS && qp.state != QPSSQD) {
+	if w.state == wqeDone || !qp.requesterActive() {
 		return // the acknowledgement before it ended the WQE or the QP
 	}
 	if err := qp.placeAtomicResult(w, orig); err != nil {
@@ -324,7 +324,7 @@ func (qp *QP) onAtomicAck(psn uint32, orig uint64) {
 	w.state, w.status = wqeDone, WCSuccess
 	qp.ackThrough(psn)
 	qp.retire()
-	if qp.state == QPSRTS || qp.state == QPSSQD {
+	if qp.requesterActive() {
 		qp.heard(psn)
 	}
 }
@@ -347,12 +347,12 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 		// A response to this READ says that everything before its request was executed:
 		// a READ or atomic before it that still lacks its responses lost them.
 		qp.acknowledge(psnAdd(w.firstPSN, psnMask), w.firstPSN)
-		if qp.state != QPSRTS && qp.state != QPSSQD {
+		if !qp.requesterActive() {
 			return
 		}
 	}
 	qp.heard(psn)
-	if qp.state != QPSRTS && qp.state != QPSSQD {
+	if !qp.requesterActive() {
 		return
 	}
 	want := psnAdd(w.firstPSN, w.next)
@@ -413,7 +413,7 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 		qp.retire()
 	}
 	qp.restartRetransmit()
-	if filled && (qp.state == QPSRTS || qp.state == QPSSQD) {
+	if filled && qp.requesterActive() {
 		qp.heardSince(askTx)
 	}
 }
@@ -440,13 +440,13 @@ func (qp *QP) onFlushResponse(f *wire.Frame, psn uint32, w *sendWQE) {
 	// Everything before the FLUSH was executed; a READ or atomic before it that lacks its
 	// response lost it.
 	qp.ackThrough(psnAdd(psn, psnMask))
-	if w.state == wqeDone || (qp.state != QPSRTS && qp.state != QPSSQD) {
+	if w.state == wqeDone || !qp.requesterActive() {
 		return
 	}
 	w.state, w.status = wqeDone, WCSuccess
 	qp.ackThrough(psn)
 	qp.retire()
-	if qp.state == QPSRTS || qp.state == QPSSQD {
+	if qp.requesterActive() {
 		qp.heard(psn)
 	}
 }

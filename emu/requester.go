@@ -98,7 +98,7 @@ func (qp *QP) kick() {
 func (qp *QP) runRequester() {
 	d := qp.dev
 	r := &qp.req
-	if d.stopped || (qp.state != QPSRTS && qp.state != QPSSQD) || r.waitRNR {
+	if d.stopped || !qp.requesterActive() || r.waitRNR {
 		return
 	}
 	for budget := requesterBudget; r.idx < qp.sq.n; {
@@ -541,6 +541,10 @@ func (qp *QP) retireHead() {
 	}
 }
 
+// requesterActive says whether the QP sends requests and takes their answers: in RTS, and in
+// SQD while it drains.
+func (qp *QP) requesterActive() bool { return qp.state == QPSRTS || qp.state == QPSSQD }
+
 func (qp *QP) kickIfWaiting() {
 	if qp.req.idx < qp.sq.n {
 		qp.kick()
@@ -639,7 +643,7 @@ func (qp *QP) outstanding() *sendWQE {
 
 func (qp *QP) onTimeout() {
 	d := qp.dev
-	if d.stopped || (qp.state != QPSRTS && qp.state != QPSSQD) {
+	if d.stopped || !qp.requesterActive() {
 		return
 	}
 	w := qp.outstanding()
