@@ -317,7 +317,7 @@ func (qp *QP) onAtomicAck(psn uint32, orig uint64) {
 		return // the acknowledgement before it ended the WQE or the QP
 	}
 	if err := qp.placeAtomicResult(w, orig); err != nil {
-		qp.failWQE(w, keys.StatusLocProtErr, err)
+		qp.failWQE(w, accessStatus(err), err)
 		return
 	}
 	w.atomicOrig = orig
@@ -395,7 +395,7 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 		n := sp.CopyFrom(src)
 		src = src[n:]
 	}); err != nil {
-		qp.failWQE(w, keys.StatusLocProtErr, err)
+		qp.failWQE(w, accessStatus(err), err)
 		return
 	}
 	// The first response to a request asked again shows when the responder received that

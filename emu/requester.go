@@ -135,7 +135,7 @@ func (qp *QP) runRequester() {
 				return
 			}
 			if err := qp.checkLocalSGL(w); err != nil {
-				qp.failWQE(w, keys.StatusLocProtErr, err)
+				qp.failWQE(w, accessStatus(err), err)
 				return
 			}
 			qp.start(w)
@@ -296,7 +296,7 @@ func (qp *QP) transmitRequest(w *sendWQE) bool {
 	}
 	if payload > 0 {
 		if err := qp.gather(w, off, slot); err != nil {
-			qp.failWQE(w, keys.StatusLocProtErr, err)
+			qp.failWQE(w, accessStatus(err), err)
 			return false
 		}
 	}

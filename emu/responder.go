@@ -309,7 +309,7 @@ func (qp *QP) execSend(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Opc
 	}); err != nil {
 		// The receive WQE names memory it may not write: NAK 0x63, REM_OP_ERR for the
 		// requester; the receiver's completion says LOC_PROT_ERR.
-		return &respError{syn: wire.NAKRemoteOp, status: keys.StatusLocProtErr, err: fmt.Errorf("receive buffer: %w", err)}
+		return accessNAK(fmt.Errorf("receive buffer: %w", err))
 	}
 	r.placed += n
 	r.inSend = !info.Is(wire.FlagEnd)
@@ -326,8 +326,9 @@ func (qp *QP) execSend(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Opc
 		rkey := f.IETH.RKey()
 		err := qp.dev.keys.Invalidate(keys.Invalidate{Key: keys.Key(rkey), QP: keys.QPN(qp.qpn), Remote: true})
 		if err != nil {
-			// rxe ACKs and fails only the receive; softirdma also NAKs (W18).
-			return &respError{syn: wire.NAKInvalidRequest, status: keys.StatusRemInvReqErr, err: err}
+			// rxe ACKs and fails only the receive; softirdma also NAKs (W18): 0x61 and
+			// REM_INV_REQ_ERR, as the error says.
+			return accessNAK(err)
 		}
 		qp.dev.noteRevoked(rkey, "SEND_WITH_INV", qp.qpn)
 		if qp.dev.tracing() {
@@ -396,8 +397,28 @@ func (qp *QP) execWrite(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Op
 	return nil
 }
 
+// accessNAK is the refusal for a failed key check, with the NAK and status the access error
+// carries (an rkey: 0x62 and REM_ACCESS_ERR; an IETH: 0x61 and REM_INV_REQ_ERR). A failure
+// the error reports only locally (a receive WQE's lkey) is the responder's own, which the
+// requester hears as NAK 0x63, remote operational error.
 func accessNAK(err error) *respError {
-	return &respError{syn: wire.NAKRemoteAccess, status: keys.StatusRemAccessErr, err: err}
+	e := &respError{syn: wire.NAKRemoteOp, status: keys.StatusLocProtErr, err: err}
+	if ae, ok := errors.AsType[*keys.AccessError](err); ok {
+		e.status = ae.Status
+		if ae.Syndrome != keys.SyndromeNone {
+			e.syn = wire.Syndrome(ae.Syndrome)
+		}
+	}
+	return e
+}
+
+// accessStatus is the completion status of a failed local access: the access error's own, or
+// LOC_PROT_ERR for a scatter/gather list that does not cover the bytes.
+func accessStatus(err error) WCStatus {
+	if ae, ok := errors.AsType[*keys.AccessError](err); ok {
+		return ae.Status
+	}
+	return keys.StatusLocProtErr
 }
 
 func (qp *QP) execRead(f *wire.Frame, psn uint32) *respError {
