@@ -10,9 +10,25 @@ import (
 	"github.com/softirdma/softirdma/wire"
 )
 
-// responder is the receive side of an RC QP: it checks requests in the order of rxe's
-// responder (PSN, opcode sequence, QP rights, resources, length, rkey), executes them, and
-// answers with ACKs, NAKs, READ responses and atomic acknowledgements.
+// responder is the receive side of an RC QP. A request goes through the responder's checks in
+// the order IBTA's responder states them (9.7.5) and rxe's responder runs them (rxe_resp.c):
+//
+//	CHK_PSN       in order; behind is a duplicate, answered from what was saved; ahead is a
+//	              gap, NAKed once (0x60) with the PSN expected
+//	CHK_OP_SEQ    a message in progress goes on, none starts in the middle (0x61)
+//	CHK_OP_VALID  an opcode an RC QP takes, allowed by the QP's access flags (0x61, not 0x62: K10)
+//	CHK_RESOURCE  a receive WQE for SEND and WRITE_WITH_IMM (without one, an RNR NAK and
+//	              nothing else); max_dest_rd_atomic for READ, atomics, FLUSH (0x61)
+//	CHK_LENGTH    payload by place in the message, RETH lengths (0x61)
+//	CHK_RKEY      the rkey over the range (the access error's NAK, 0x62); a WRITE's payload
+//	              against what its RETH still expects (0x61)
+//	EXECUTE       place, read or compute; what only this step can see fails here: the receive
+//	              too short (0x61), its lkey (0x63), a misaligned atomic (0x61), an IETH (0x61)
+//	COMPLETE      the receive completion of a SEND or WRITE_WITH_IMM
+//	ACKNOWLEDGE   an ACK when asked, the atomic ACK, or the READ's responses
+//
+// The first check a packet fails decides the NAK: a SEND too long for the path MTU that finds
+// no receive posted is RNR NAKed, and refused only once a receive is there.
 type responder struct {
 	psn     uint32 // the next PSN expected
 	msn     uint32
@@ -54,7 +70,7 @@ func (r *responder) reset(qp *QP) {
 
 func microseconds(us uint32) time.Duration { return time.Duration(us) * time.Microsecond }
 
-// respError is a failed request: the NAK to send and what the receiving side records.
+// respError is a refused request: the NAK to send and what the receiving side records.
 type respError struct {
 	syn    wire.Syndrome
 	status WCStatus // for the receive completion, when a receive WQE is involved
@@ -65,10 +81,72 @@ func nak(syn wire.Syndrome, format string, args ...any) *respError {
 	return &respError{syn: syn, err: fmt.Errorf(format, args...)}
 }
 
-// onRequest handles a request packet.
+// respState is a step of the responder (see responder).
+type respState uint8
+
+const (
+	respCheckPSN respState = iota
+	respCheckOpSeq
+	respCheckOpValid
+	respCheckResource
+	respCheckLength
+	respCheckRKey
+	respExecute
+	respComplete
+	respAcknowledge
+	respDuplicate // an earlier PSN
+	respDone      // nothing more to do with this packet
+)
+
+var respStateNames = [...]string{"CHK_PSN", "CHK_OP_SEQ", "CHK_OP_VALID", "CHK_RESOURCE", "CHK_LENGTH",
+	"CHK_RKEY", "EXECUTE", "COMPLETE", "ACKNOWLEDGE", "DUPLICATE", "DONE"}
+
+func (s respState) String() string {
+	if int(s) < len(respStateNames) {
+		return respStateNames[s]
+	}
+	return fmt.Sprintf("state %d", uint8(s))
+}
+
+// verdict is what a step decided: the step to go on to, or a refusal, which NAKs the request
+// and moves the QP to ERR.
+type verdict struct {
+	next    respState
+	refusal *respError
+}
+
+func proceed(next respState) verdict { return verdict{next: next} }
+
+func refuse(e *respError) verdict { return verdict{next: respDone, refusal: e} }
+
+// reply is how ACKNOWLEDGE answers an executed request.
+type reply uint8
+
+const (
+	replyIfAsked reply = iota // SEND and WRITE packets: an ACK when AckReq asks for one
+	replyACK                  // ATOMIC_WRITE: always an ACK
+	replyAtomic               // compare-and-swap, fetch-add: the atomic ACK with the original value
+	replyRead                 // READ, FLUSH: the READ responses of the resource saved
+)
+
+// request is the packet going through the steps and what they found out about it.
+type request struct {
+	f    *wire.Frame
+	psn  uint32
+	info *wire.OpcodeInfo
+
+	span      keys.Span   // the 8 bytes an atomic or ATOMIC_WRITE acts on (CHK_RKEY)
+	wc        WC          // the receive completion of a SEND or WRITE_WITH_IMM, when completes
+	completes bool        // (EXECUTE, posted by COMPLETE)
+	reply     reply       // (EXECUTE, sent by ACKNOWLEDGE)
+	orig      uint64      // an atomic's original value
+	res       *rdResource // a READ's or FLUSH's saved resource
+	recvFound bool        // CHK_RESOURCE found the receive WQE this packet starts a message in
+}
+
+// onRequest takes a request packet through the responder's steps.
 func (qp *QP) onRequest(f *wire.Frame) {
 	d := qp.dev
-	r := &qp.resp
 	switch qp.state {
 	case QPSRTR, QPSRTS, QPSSQD, QPSSQE:
 	default:
@@ -76,52 +154,89 @@ func (qp *QP) onRequest(f *wire.Frame) {
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s while %s", f.Opcode, qp.state)})
 		return
 	}
-	psn := f.BTH.PSN()
-	switch c := psnCmp(psn, r.psn); {
+	q := request{f: f, psn: f.BTH.PSN(), info: f.Info}
+	for st := respCheckPSN; st != respDone; {
+		var v verdict
+		switch st {
+		case respCheckPSN:
+			v = qp.checkPSN(&q)
+		case respCheckOpSeq:
+			v = qp.checkOpSeq(&q)
+		case respCheckOpValid:
+			v = qp.checkOpValid(&q)
+		case respCheckResource:
+			v = qp.checkResource(&q)
+		case respCheckLength:
+			v = qp.checkLength(&q)
+		case respCheckRKey:
+			v = qp.checkRKey(&q)
+		case respExecute:
+			v = qp.execute(&q)
+		case respComplete:
+			v = qp.completeRequest(&q)
+		case respAcknowledge:
+			v = qp.answer(&q)
+		case respDuplicate:
+			qp.onDuplicate(f, q.psn)
+			v = proceed(respDone)
+		default:
+			panic(fmt.Sprintf("emu: responder step %s", st))
+		}
+		if v.refusal != nil {
+			qp.respFail(f, q.psn, v.refusal)
+			return
+		}
+		st = v.next
+	}
+}
+
+// checkPSN: a request ahead of the one expected means packets were lost. The first of a gap
+// gets a sequence NAK carrying the PSN expected; the rest are dropped until it comes.
+func (qp *QP) checkPSN(q *request) verdict {
+	d := qp.dev
+	r := &qp.resp
+	switch c := psnCmp(q.psn, r.psn); {
 	case c > 0:
 		d.Stats.RxDropped++
 		if !r.nakSent {
 			r.nakSent = true
 			d.Stats.SeqNAKsSent++
-			d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Msg: fmt.Sprintf("psn %d ahead of %d: NAK sequence error", psn, r.psn)})
+			d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: q.psn, Msg: fmt.Sprintf("psn %d ahead of %d: NAK sequence error", q.psn, r.psn)})
 			qp.sendAck(wire.NAKPSNSeqError, r.psn)
 		}
-		return
+		return proceed(respDone)
 	case c < 0:
 		d.Stats.DuplicatesSeen++
-		qp.onDuplicate(f, psn)
-		return
+		return proceed(respDuplicate)
 	}
 	r.nakSent = false
-	if e := qp.execute(f, psn); e != nil {
-		qp.respFail(f, psn, e)
-	}
+	return proceed(respCheckOpSeq)
 }
 
-// execute checks and carries out an in-sequence request.
-func (qp *QP) execute(f *wire.Frame, psn uint32) *respError {
-	d := qp.dev
+// checkOpSeq: a message in progress must go on; none may start in the middle.
+func (qp *QP) checkOpSeq(q *request) verdict {
 	r := &qp.resp
-	info := f.Info
-	op := f.Opcode
-	mtu := qp.attr.PathMTU.Bytes()
-	isSend := info.Is(wire.FlagSend)
-	isWrite := info.Is(wire.FlagWrite)
+	op, info := q.f.Opcode, q.info
+	isSend, isWrite := info.Is(wire.FlagSend), info.Is(wire.FlagWrite)
 	continues := !info.Is(wire.FlagStart) // a MIDDLE or LAST
-
-	// Opcode sequence: a message in progress must go on; none may start in the middle.
 	switch {
 	case r.inSend && !(isSend && continues):
-		return nak(wire.NAKInvalidRequest, "%s in the middle of a SEND", op)
+		return refuse(nak(wire.NAKInvalidRequest, "%s in the middle of a SEND", op))
 	case r.inWrite && !(isWrite && continues):
-		return nak(wire.NAKInvalidRequest, "%s in the middle of an RDMA WRITE", op)
+		return refuse(nak(wire.NAKInvalidRequest, "%s in the middle of an RDMA WRITE", op))
 	case !r.inSend && !r.inWrite && continues && (isSend || isWrite):
-		return nak(wire.NAKInvalidRequest, "%s without a FIRST", op)
+		return refuse(nak(wire.NAKInvalidRequest, "%s without a FIRST", op))
 	}
-	// The QP's own rights (0x61, not 0x62: K10).
+	return proceed(respCheckOpValid)
+}
+
+// checkOpValid: the opcode is one an RC QP executes, the QP's own access flags allow it (a
+// missing right is 0x61, not 0x62: K10), and a FLUSH asks for a placement this responder knows.
+func (qp *QP) checkOpValid(q *request) verdict {
+	op, info := q.f.Opcode, q.info
 	var need Access
 	switch {
-	case isWrite:
+	case info.Is(wire.FlagWrite):
 		need = AccessRemoteWrite
 	case info.Is(wire.FlagRead):
 		need = AccessRemoteRead
@@ -131,103 +246,245 @@ func (qp *QP) execute(f *wire.Frame, psn uint32) *respError {
 		need = AccessRemoteWrite // rxe's check_qp_attr_access treats it as a WRITE
 	case info.Is(wire.FlagFlush):
 		// rxe also asks the QP for the FLUSH_* flags of the placement type; the QP's access
-		// flags do not take them yet, so only the MR's rights are checked (execFlush).
-	case isSend:
+		// flags do not take them yet, so only the MR's rights are checked (CHK_RKEY).
+		level, typ := q.f.FETH.SelectivityLevel(), q.f.FETH.PlacementType()
+		if typ == 0 || typ&^uint8(FlushGlobal|FlushPersistent) != 0 || level > uint8(FlushMR) {
+			return refuse(nak(wire.NAKInvalidRequest, "FLUSH with placement type %d, selectivity level %d", typ, level))
+		}
+	case info.Is(wire.FlagSend):
 	default:
-		return nak(wire.NAKInvalidRequest, "opcode %s is not supported on an RC QP", op)
+		return refuse(nak(wire.NAKInvalidRequest, "opcode %s is not supported on an RC QP", op))
 	}
 	if need != 0 && qp.attr.AccessFlags&need == 0 {
-		return nak(wire.NAKInvalidRequest, "%s needs %s in the QP's access flags (%s)", op, need, qp.attr.AccessFlags)
+		return refuse(nak(wire.NAKInvalidRequest, "%s needs %s in the QP's access flags (%s)", op, need, qp.attr.AccessFlags))
 	}
-	if info.Is(wire.FlagRead|wire.FlagAtomic|wire.FlagAtomicWrite|wire.FlagFlush) && qp.attr.MaxDestRdAtomic == 0 {
-		return nak(wire.NAKInvalidRequest, "%s with max_dest_rd_atomic 0", op)
+	return proceed(respCheckResource)
+}
+
+// checkResource: READ, atomics, ATOMIC_WRITE and FLUSH need responder resources
+// (max_dest_rd_atomic; the requester keeps within them, the responder recycles the oldest).
+// SEND and WRITE_WITH_IMM need a receive WQE; without one the packet gets an RNR NAK and nothing
+// else, however else it is wrong: it has not been looked at, and comes again after the RNR timer.
+func (qp *QP) checkResource(q *request) verdict {
+	d := qp.dev
+	r := &qp.resp
+	if q.info.Is(wire.FlagRead | wire.FlagAtomic | wire.FlagAtomicWrite | wire.FlagFlush) {
+		if qp.attr.MaxDestRdAtomic == 0 {
+			return refuse(nak(wire.NAKInvalidRequest, "%s with max_dest_rd_atomic 0", q.f.Opcode))
+		}
+		return proceed(respCheckLength)
 	}
-	// Payload length by place in the message.
-	n := len(f.Payload)
+	if !q.info.Is(wire.FlagNeedsRecv) || r.recv != nil {
+		return proceed(respCheckLength)
+	}
+	w := qp.recvQueue().peek()
+	if w == nil {
+		d.Stats.RNRNAKsSent++
+		r.waitingRecv = true
+		// The packets behind this one are already on their way; they are dropped without a
+		// sequence NAK, which would cost the requester a retry for nothing (rxe sends one, and
+		// a long RNR wait can then exhaust retry_cnt).
+		r.nakSent = true
+		syn := wire.Syndrome(0x20 | qp.attr.MinRNRTimer&0x1f)
+		d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: q.psn, Msg: fmt.Sprintf("%s and no receive posted: RNR NAK (timer %d)", q.f.Opcode, qp.attr.MinRNRTimer)})
+		qp.sendAck(syn, q.psn)
+		return proceed(respDone)
+	}
+	q.recvFound = true
+	return proceed(respCheckLength)
+}
+
+// takeRecv takes the receive WQE CHK_RESOURCE found off its queue, for the message it starts:
+// now, not when the message ends, so another QP on the same SRQ cannot get it (rxe's
+// get_srq_wqe does the same). It is taken once the packet's size is known good: a packet
+// refused for its length leaves the receive on its queue, and the QP's flush completes it (a
+// peer with a larger path MTU sees WR_FLUSH_ERR there); a refusal after this completes it with
+// the error.
+func (qp *QP) takeRecv() {
+	r := &qp.resp
+	w := qp.recvQueue().peek()
+	r.held.id, r.held.length = w.id, w.length
+	r.held.sgl = append(r.held.sgl[:0], w.sgl...)
+	qp.recvQueue().pop()
+	r.recv = &r.held
+	r.placed = 0
+}
+
+// checkLength: a FIRST or MIDDLE carries exactly the path MTU, a LAST 1 to MTU bytes, an ONLY at
+// most MTU; a RETH asks for at most 2 GiB, a READ for fewer responses than the PSN space can
+// tell apart, an ATOMIC_WRITE for 8 bytes.
+func (qp *QP) checkLength(q *request) verdict {
+	op, info := q.f.Opcode, q.info
+	mtu := qp.attr.PathMTU.Bytes()
+	n := len(q.f.Payload)
 	switch info.Class {
 	case wire.First, wire.Middle:
-		if (isSend || isWrite) && n != mtu {
-			return nak(wire.NAKInvalidRequest, "%s with %d bytes, the path MTU is %d", op, n, mtu)
+		if info.Is(wire.FlagSend|wire.FlagWrite) && n != mtu {
+			return refuse(nak(wire.NAKInvalidRequest, "%s with %d bytes, the path MTU is %d", op, n, mtu))
 		}
 	case wire.Last:
 		if n == 0 || n > mtu {
-			return nak(wire.NAKInvalidRequest, "%s with %d bytes", op, n)
+			return refuse(nak(wire.NAKInvalidRequest, "%s with %d bytes", op, n))
 		}
 	case wire.Only:
 		if n > mtu {
-			return nak(wire.NAKInvalidRequest, "%s with %d bytes, the path MTU is %d", op, n, mtu)
+			return refuse(nak(wire.NAKInvalidRequest, "%s with %d bytes, the path MTU is %d", op, n, mtu))
 		}
 	}
-	// A receive WQE for SEND and WRITE_WITH_IMM: without one, RNR NAK and nothing else.
-	if info.Is(wire.FlagNeedsRecv) && r.recv == nil {
-		w := qp.recvQueue().peek()
-		if w == nil {
-			d.Stats.RNRNAKsSent++
-			r.waitingRecv = true
-			// The packets behind this one are already on their way; they are dropped without
-			// a sequence NAK, which would cost the requester a retry for nothing (rxe sends
-			// one, and a long RNR wait can then exhaust retry_cnt).
-			r.nakSent = true
-			syn := wire.Syndrome(0x20 | qp.attr.MinRNRTimer&0x1f)
-			d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Msg: fmt.Sprintf("%s and no receive posted: RNR NAK (timer %d)", op, qp.attr.MinRNRTimer)})
-			qp.sendAck(syn, psn)
-			return nil
-		}
-		// Taken off the queue now, not when the message ends: another QP on the same SRQ
-		// must not get the same receive (rxe's get_srq_wqe does the same).
-		r.held.id, r.held.length = w.id, w.length
-		r.held.sgl = append(r.held.sgl[:0], w.sgl...)
-		qp.recvQueue().pop()
-		r.recv = &r.held
-		r.placed = 0
-	}
-
 	switch {
-	case isSend:
-		return qp.execSend(f, psn, op, info)
-	case isWrite:
-		return qp.execWrite(f, psn, op, info)
+	case info.Is(wire.FlagWrite) && info.Is(wire.FlagStart):
+		if l := uint64(q.f.RETH.DMALen()); l > 1<<31 {
+			return refuse(nak(wire.NAKInvalidRequest, "RDMA WRITE of %d bytes", l))
+		}
 	case info.Is(wire.FlagRead):
-		return qp.execRead(f, psn)
+		l := uint64(q.f.RETH.DMALen())
+		if l > 1<<31 {
+			return refuse(nak(wire.NAKInvalidRequest, "RDMA READ of %d bytes", l))
+		}
+		if npkts := qp.readPackets(l); npkts >= 1<<23-maxUnackedPSNs {
+			return refuse(nak(wire.NAKInvalidRequest, "RDMA READ of %d bytes needs %d responses at MTU %d", l, npkts, mtu))
+		}
 	case info.Is(wire.FlagAtomicWrite):
-		return qp.execAtomicWrite(f, psn)
+		if l := q.f.RETH.DMALen(); l != 8 {
+			return refuse(nak(wire.NAKInvalidRequest, "ATOMIC_WRITE with RETH length %d", l))
+		}
+	}
+	if q.recvFound {
+		qp.takeRecv()
+	}
+	return proceed(respCheckRKey)
+}
+
+// readPackets is how many responses a READ of n bytes takes.
+func (qp *QP) readPackets(n uint64) uint32 {
+	mtu := uint64(qp.attr.PathMTU.Bytes())
+	if n <= mtu {
+		return 1
+	}
+	return uint32((n + mtu - 1) / mtu)
+}
+
+// checkRKey: the rkey must give the rights the operation needs over the whole range before any
+// byte moves (a zero-length READ or WRITE checks nothing: K7). A WRITE packet must not carry
+// more than its RETH still expects, and its LAST must carry exactly that.
+func (qp *QP) checkRKey(q *request) verdict {
+	r := &qp.resp
+	f, info := q.f, q.info
+	var err error
+	switch {
+	case info.Is(wire.FlagWrite):
+		left, total := r.left, r.writeLen
+		if info.Is(wire.FlagStart) {
+			va, rkey := f.RETH.VA(), f.RETH.RKey()
+			left, total = uint64(f.RETH.DMALen()), uint64(f.RETH.DMALen())
+			if left > 0 {
+				if _, err := qp.remoteAccess(rkey, va, left, AccessRemoteWrite); err != nil {
+					return refuse(accessNAK(err))
+				}
+			}
+		}
+		n := uint64(len(f.Payload))
+		if n > left || (info.Is(wire.FlagEnd) && n != left) {
+			return refuse(nak(wire.NAKInvalidRequest, "%s carries %d bytes, %d remain of the RETH length %d", f.Opcode, n, left, total))
+		}
+	case info.Is(wire.FlagRead):
+		if n := uint64(f.RETH.DMALen()); n > 0 {
+			_, err = qp.remoteAccess(f.RETH.RKey(), f.RETH.VA(), n, AccessRemoteRead)
+		}
+	case info.Is(wire.FlagAtomic):
+		q.span, err = qp.remoteAccess(f.AtomicETH.RKey(), f.AtomicETH.VA(), 8, AccessRemoteAtomic)
+	case info.Is(wire.FlagAtomicWrite):
+		// rxe: check_rkey with REMOTE_WRITE.
+		q.span, err = qp.remoteAccess(f.RETH.RKey(), f.RETH.VA(), 8, AccessRemoteWrite)
 	case info.Is(wire.FlagFlush):
-		return qp.execFlush(f, psn)
-	default:
-		return qp.execAtomic(f, psn)
+		// The range must be in the rkey's region with FLUSH rights for the placement type. At
+		// the MR level the key, PD, state and rights are checked, the range is not (rxe skips
+		// it at that level).
+		va, rkey, n := f.RETH.VA(), f.RETH.RKey(), uint64(f.RETH.DMALen())
+		need := flushRights(f.FETH.PlacementType())
+		if FlushLevel(f.FETH.SelectivityLevel()) == FlushMR {
+			_, err = qp.remoteAccess(rkey, qp.regionStart(rkey, va), 1, need)
+		} else if n > 0 {
+			_, err = qp.remoteAccess(rkey, va, n, need)
+		}
 	}
-}
-
-// takeResource gives the request at psn the next responder resource, for its duplicates.
-func (qp *QP) takeResource(res rdResource) {
-	r := &qp.resp
-	r.res[r.resIdx] = res
-	r.resIdx = (r.resIdx + 1) % len(r.res)
-}
-
-// execAtomicWrite stores an ATOMIC_WRITE's 8 bytes as one aligned write and acknowledges it
-// (rxe: check_rkey with REMOTE_WRITE, NAK 0x62 on failure; a misaligned address is
-// RESPST_ERR_MISALIGNED_ATOMIC, NAK 0x61; the reply is an ACK). Memory receives the payload's
-// bytes as they are.
-func (qp *QP) execAtomicWrite(f *wire.Frame, psn uint32) *respError {
-	r := &qp.resp
-	va, rkey, n := f.RETH.VA(), f.RETH.RKey(), f.RETH.DMALen()
-	if n != 8 {
-		return nak(wire.NAKInvalidRequest, "ATOMIC_WRITE with RETH length %d", n)
-	}
-	sp, err := qp.remoteAccess(rkey, va, 8, AccessRemoteWrite)
 	if err != nil {
-		return accessNAK(err)
+		return refuse(accessNAK(err))
 	}
+	return proceed(respExecute)
+}
+
+// execute carries out a request that passed every check.
+func (qp *QP) execute(q *request) verdict {
+	switch info := q.info; {
+	case info.Is(wire.FlagSend):
+		return qp.execSend(q)
+	case info.Is(wire.FlagWrite):
+		return qp.execWrite(q)
+	case info.Is(wire.FlagRead):
+		return qp.execRead(q)
+	case info.Is(wire.FlagAtomicWrite):
+		return qp.execAtomicWrite(q)
+	case info.Is(wire.FlagFlush):
+		return qp.execFlush(q)
+	default:
+		return qp.execAtomic(q)
+	}
+}
+
+// completeRequest posts the receive completion execute made, if it made one. The Solicited
+// Event bit of the message's last packet fires a CQ armed for solicited completions.
+func (qp *QP) completeRequest(q *request) verdict {
+	if q.completes {
+		qp.finishRecv(q.wc, q.f.BTH.SE())
+	}
+	return proceed(respAcknowledge)
+}
+
+// answer is ACKNOWLEDGE: it answers an executed request.
+func (qp *QP) answer(q *request) verdict {
+	switch q.reply {
+	case replyIfAsked:
+		if q.f.BTH.AckReq() {
+			qp.sendAck(wire.ACKUnlimited, q.psn)
+		}
+	case replyACK:
+		qp.sendAck(wire.ACKUnlimited, q.psn)
+	case replyAtomic:
+		qp.sendAtomicAck(q.psn, q.orig)
+	case replyRead:
+		if e := qp.sendReadResponses(q.res, q.psn); e != nil {
+			return refuse(e)
+		}
+	}
+	return proceed(respDone)
+}
+
+// takeResource saves a READ, atomic, FLUSH or ATOMIC_WRITE in the next responder resource, for
+// its duplicates, recycling the oldest.
+func (qp *QP) takeResource(res rdResource) *rdResource {
+	r := &qp.resp
+	slot := &r.res[r.resIdx]
+	*slot = res
+	r.resIdx = (r.resIdx + 1) % len(r.res)
+	return slot
+}
+
+// execAtomicWrite stores an ATOMIC_WRITE's 8 bytes as one aligned write (a misaligned address
+// is rxe's RESPST_ERR_MISALIGNED_ATOMIC, NAK 0x61) and acknowledges it. Memory receives the
+// payload's bytes as they are.
+func (qp *QP) execAtomicWrite(q *request) verdict {
+	r := &qp.resp
+	va := q.f.RETH.VA()
 	if va%8 != 0 {
-		return nak(wire.NAKInvalidRequest, "ATOMIC_WRITE at 0x%x is not 8-byte aligned", va)
+		return refuse(nak(wire.NAKInvalidRequest, "ATOMIC_WRITE at 0x%x is not 8-byte aligned", va))
 	}
-	sp.CopyFrom(f.Payload)
-	qp.takeResource(rdResource{used: true, atomicWrite: true, first: psn, last: psn, va: va, rkey: rkey, length: 8})
+	q.span.CopyFrom(q.f.Payload)
+	qp.takeResource(rdResource{used: true, atomicWrite: true, first: q.psn, last: q.psn, va: va, rkey: q.f.RETH.RKey(), length: 8})
 	r.msn = psnAdd(r.msn, 1)
-	qp.advance(psn, 1)
-	qp.sendAck(wire.ACKUnlimited, psn)
-	return nil
+	qp.advance(q.psn, 1)
+	q.reply = replyACK
+	return proceed(respComplete)
 }
 
 // flushRights is the MR access a FLUSH of placement type t needs (rxe's check_rkey).
@@ -261,46 +518,28 @@ func (qp *QP) regionStart(rkey uint32, va uint64) uint64 {
 	return va
 }
 
-// execFlush checks a FLUSH and answers it with an empty RDMA READ RESPONSE ONLY (IBTA 1.5;
-// rxe's process_flush ends in its READ reply). Requests are executed in PSN order and memory
-// is always visible here, so every placement before the FLUSH is already where it asks for:
-// executing it is checking it. The range must be in the rkey's region with FLUSH rights for the
-// placement type (NAK 0x62 otherwise); at the MR level only the key and rights are checked.
-func (qp *QP) execFlush(f *wire.Frame, psn uint32) *respError {
+// execFlush answers a FLUSH with an empty RDMA READ RESPONSE ONLY (IBTA 1.5; rxe's process_flush
+// ends in its READ reply). Requests are executed in PSN order and memory is always visible here,
+// so every placement before the FLUSH is already where it asks for: executing it is checking it.
+func (qp *QP) execFlush(q *request) verdict {
 	r := &qp.resp
-	level, typ := f.FETH.SelectivityLevel(), f.FETH.PlacementType()
-	if typ == 0 || typ&^uint8(FlushGlobal|FlushPersistent) != 0 || level > uint8(FlushMR) {
-		return nak(wire.NAKInvalidRequest, "FLUSH with placement type %d, selectivity level %d", typ, level)
-	}
-	va, rkey, n := f.RETH.VA(), f.RETH.RKey(), uint64(f.RETH.DMALen())
-	need := flushRights(typ)
-	if FlushLevel(level) == FlushMR {
-		// The whole region: the key, PD, state and rights are checked, the range is not (rxe
-		// skips it at this level).
-		if _, err := qp.remoteAccess(rkey, qp.regionStart(rkey, va), 1, need); err != nil {
-			return accessNAK(err)
-		}
-	} else if n > 0 {
-		if _, err := qp.remoteAccess(rkey, va, n, need); err != nil {
-			return accessNAK(err)
-		}
-	}
-	res := &r.res[r.resIdx]
-	qp.takeResource(rdResource{used: true, flush: true, first: psn, last: psn, va: va, rkey: rkey})
+	q.res = qp.takeResource(rdResource{used: true, flush: true, first: q.psn, last: q.psn, va: q.f.RETH.VA(), rkey: q.f.RETH.RKey()})
 	r.msn = psnAdd(r.msn, 1)
-	qp.advance(psn, 1)
-	return qp.sendReadResponses(res, psn)
+	qp.advance(q.psn, 1)
+	q.reply = replyRead
+	return proceed(respComplete)
 }
 
-func (qp *QP) execSend(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.OpcodeInfo) *respError {
+func (qp *QP) execSend(q *request) verdict {
 	r := &qp.resp
+	f, info := q.f, q.info
 	w := r.recv
 	n := uint64(len(f.Payload))
 	if r.placed+n > w.length {
 		// The message is longer than the receive buffer: LOC_LEN_ERR for the receiver (IBTA;
 		// rxe says REM_INV_REQ_ERR), NAK 0x61 for the requester.
-		return &respError{syn: wire.NAKInvalidRequest, status: keys.StatusLocLenErr,
-			err: fmt.Errorf("SEND of at least %d bytes into a receive of %d", r.placed+n, w.length)}
+		return refuse(&respError{syn: wire.NAKInvalidRequest, status: keys.StatusLocLenErr,
+			err: fmt.Errorf("SEND of at least %d bytes into a receive of %d", r.placed+n, w.length)})
 	}
 	src := f.Payload
 	if err := qp.walkSGL(w.sgl, r.placed, n, AccessLocalWrite, func(sp keys.Span) {
@@ -309,14 +548,13 @@ func (qp *QP) execSend(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Opc
 	}); err != nil {
 		// The receive WQE names memory it may not write: NAK 0x63, REM_OP_ERR for the
 		// requester; the receiver's completion says LOC_PROT_ERR.
-		return accessNAK(fmt.Errorf("receive buffer: %w", err))
+		return refuse(accessNAK(fmt.Errorf("receive buffer: %w", err)))
 	}
 	r.placed += n
 	r.inSend = !info.Is(wire.FlagEnd)
-	qp.advance(psn, 1)
+	qp.advance(q.psn, 1)
 	if r.inSend {
-		qp.ackIfAsked(f, psn)
-		return nil
+		return proceed(respComplete)
 	}
 	wc := WC{WRID: w.id, Status: WCSuccess, Opcode: WCRecv, ByteLen: uint32(r.placed), SrcQP: qp.attr.DestQPN}
 	switch {
@@ -328,19 +566,18 @@ func (qp *QP) execSend(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Opc
 		if err != nil {
 			// rxe ACKs and fails only the receive; softirdma also NAKs (W18): 0x61 and
 			// REM_INV_REQ_ERR, as the error says.
-			return accessNAK(err)
+			return refuse(accessNAK(err))
 		}
 		qp.dev.noteRevoked(rkey, "SEND_WITH_INV", qp.qpn)
 		if qp.dev.tracing() {
-			qp.dev.event(Event{QP: qp.qpn, Kind: EvKey, Key: rkey, PSN: psn,
-				Msg: fmt.Sprintf("SEND_WITH_INV psn %d invalidated %s", psn, keys.Key(rkey))})
+			qp.dev.event(Event{QP: qp.qpn, Kind: EvKey, Key: rkey, PSN: q.psn,
+				Msg: fmt.Sprintf("SEND_WITH_INV psn %d invalidated %s", q.psn, keys.Key(rkey))})
 		}
 		wc.Flags, wc.Imm = WCWithInv, rkey
 	}
-	qp.finishRecv(wc, f.BTH.SE())
+	q.wc, q.completes = wc, true
 	r.msn = psnAdd(r.msn, 1)
-	qp.ackIfAsked(f, psn)
-	return nil
+	return proceed(respComplete)
 }
 
 // finishRecv completes the receive WQE in use; solicited is the Solicited Event bit of the
@@ -355,46 +592,35 @@ func (qp *QP) finishRecv(wc WC, solicited bool) {
 	cq.solicited = false
 }
 
-func (qp *QP) execWrite(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.OpcodeInfo) *respError {
+func (qp *QP) execWrite(q *request) verdict {
 	r := &qp.resp
+	f, info := q.f, q.info
 	n := uint64(len(f.Payload))
 	if info.Is(wire.FlagStart) {
 		r.va, r.rkey, r.left, r.writeLen = f.RETH.VA(), f.RETH.RKey(), uint64(f.RETH.DMALen()), uint64(f.RETH.DMALen())
-		if r.left > 1<<31 {
-			return nak(wire.NAKInvalidRequest, "RDMA WRITE of %d bytes", r.left)
-		}
-		// The whole range is checked before any byte lands; a zero-length WRITE checks nothing (K7).
-		if r.left > 0 {
-			if _, err := qp.remoteAccess(r.rkey, r.va, r.left, AccessRemoteWrite); err != nil {
-				return accessNAK(err)
-			}
-		}
-	}
-	last := info.Is(wire.FlagEnd)
-	if n > r.left || (last && n != r.left) {
-		return nak(wire.NAKInvalidRequest, "%s carries %d bytes, %d remain of the RETH length %d", op, n, r.left, r.writeLen)
 	}
 	if n > 0 {
 		// Looked up again per packet: an rkey invalidated mid-message stops the rest.
 		sp, err := qp.remoteAccess(r.rkey, r.va, n, AccessRemoteWrite)
 		if err != nil {
-			return accessNAK(err)
+			return refuse(accessNAK(err))
 		}
 		sp.CopyFrom(f.Payload)
 	}
+	last := info.Is(wire.FlagEnd)
 	r.va += n
 	r.left -= n
 	r.inWrite = !last
-	qp.advance(psn, 1)
+	qp.advance(q.psn, 1)
 	if last {
 		r.msn = psnAdd(r.msn, 1)
 		if info.Is(wire.FlagCompletes) {
-			qp.finishRecv(WC{WRID: r.recv.id, Status: WCSuccess, Opcode: WCRecvRDMAWithImm, ByteLen: uint32(r.writeLen),
-				Imm: f.ImmDt.Imm(), Flags: WCWithImm, SrcQP: qp.attr.DestQPN}, f.BTH.SE())
+			q.wc = WC{WRID: r.recv.id, Status: WCSuccess, Opcode: WCRecvRDMAWithImm, ByteLen: uint32(r.writeLen),
+				Imm: f.ImmDt.Imm(), Flags: WCWithImm, SrcQP: qp.attr.DestQPN}
+			q.completes = true
 		}
 	}
-	qp.ackIfAsked(f, psn)
-	return nil
+	return proceed(respComplete)
 }
 
 // accessNAK is the refusal for a failed key check, with the NAK and status the access error
@@ -421,31 +647,17 @@ func accessStatus(err error) WCStatus {
 	return keys.StatusLocProtErr
 }
 
-func (qp *QP) execRead(f *wire.Frame, psn uint32) *respError {
+// execRead accepts a READ: it counts as done when accepted (C9-148), and ACKNOWLEDGE sends its
+// responses.
+func (qp *QP) execRead(q *request) verdict {
 	r := &qp.resp
-	va, rkey, n := f.RETH.VA(), f.RETH.RKey(), uint64(f.RETH.DMALen())
-	if n > 1<<31 {
-		return nak(wire.NAKInvalidRequest, "RDMA READ of %d bytes", n)
-	}
-	if n > 0 {
-		if _, err := qp.remoteAccess(rkey, va, n, AccessRemoteRead); err != nil {
-			return accessNAK(err)
-		}
-	}
-	mtu := uint64(qp.attr.PathMTU.Bytes())
-	npkts := uint32(1)
-	if n > mtu {
-		npkts = uint32((n + mtu - 1) / mtu)
-	}
-	if npkts >= 1<<23-maxUnackedPSNs {
-		return nak(wire.NAKInvalidRequest, "RDMA READ of %d bytes needs %d responses at MTU %d", n, npkts, mtu)
-	}
-	res := &r.res[r.resIdx]
-	r.resIdx = (r.resIdx + 1) % len(r.res)
-	*res = rdResource{used: true, first: psn, last: psnAdd(psn, npkts-1), va: va, rkey: rkey, length: n}
-	r.msn = psnAdd(r.msn, 1) // a READ counts as done when accepted (C9-148)
-	qp.advance(psn, npkts)
-	return qp.sendReadResponses(res, psn)
+	va, rkey, n := q.f.RETH.VA(), q.f.RETH.RKey(), uint64(q.f.RETH.DMALen())
+	npkts := qp.readPackets(n)
+	q.res = qp.takeResource(rdResource{used: true, first: q.psn, last: psnAdd(q.psn, npkts-1), va: va, rkey: rkey, length: n})
+	r.msn = psnAdd(r.msn, 1)
+	qp.advance(q.psn, npkts)
+	q.reply = replyRead
+	return proceed(respComplete)
 }
 
 // sendReadResponses sends the responses of a READ from the one with PSN from on. Each packet's
@@ -486,35 +698,31 @@ func (qp *QP) sendReadResponses(res *rdResource, from uint32) *respError {
 	return nil
 }
 
-func (qp *QP) execAtomic(f *wire.Frame, psn uint32) *respError {
+// execAtomic runs a compare-and-swap or fetch-add on the 8 bytes CHK_RKEY found. A misaligned
+// target is refused here, after the rkey, as rxe's atomic reply does (NAK 0x61: K12).
+func (qp *QP) execAtomic(q *request) verdict {
 	r := &qp.resp
-	a := f.AtomicETH
+	a := q.f.AtomicETH
 	va := a.VA()
 	if va%8 != 0 {
-		return nak(wire.NAKInvalidRequest, "atomic at 0x%x is not 8-byte aligned", va)
-	}
-	sp, err := qp.remoteAccess(a.RKey(), va, 8, AccessRemoteAtomic)
-	if err != nil {
-		return accessNAK(err)
+		return refuse(nak(wire.NAKInvalidRequest, "atomic at 0x%x is not 8-byte aligned", va))
 	}
 	var b [8]byte
-	sp.CopyTo(b[:])
+	q.span.CopyTo(b[:])
 	orig := binary.LittleEndian.Uint64(b[:])
 	val := orig
-	if f.Opcode == wire.RCFetchAdd {
+	if q.f.Opcode == wire.RCFetchAdd {
 		val = orig + a.SwapAdd()
 	} else if orig == a.Compare() {
 		val = a.SwapAdd()
 	}
 	binary.LittleEndian.PutUint64(b[:], val)
-	sp.CopyFrom(b[:])
-	res := &r.res[r.resIdx]
-	r.resIdx = (r.resIdx + 1) % len(r.res)
-	*res = rdResource{used: true, atomic: true, first: psn, last: psn, va: va, rkey: a.RKey(), length: 8, orig: orig}
+	q.span.CopyFrom(b[:])
+	qp.takeResource(rdResource{used: true, atomic: true, first: q.psn, last: q.psn, va: va, rkey: a.RKey(), length: 8, orig: orig})
 	r.msn = psnAdd(r.msn, 1)
-	qp.advance(psn, 1)
-	qp.sendAtomicAck(psn, orig)
-	return nil
+	qp.advance(q.psn, 1)
+	q.reply, q.orig = replyAtomic, orig
+	return proceed(respComplete)
 }
 
 func (qp *QP) sendAtomicAck(psn uint32, orig uint64) {
@@ -527,12 +735,6 @@ func (qp *QP) sendAtomicAck(psn uint32, orig uint64) {
 }
 
 func (qp *QP) advance(psn, n uint32) { qp.resp.psn = psnAdd(psn, n) }
-
-func (qp *QP) ackIfAsked(f *wire.Frame, psn uint32) {
-	if f.BTH.AckReq() {
-		qp.sendAck(wire.ACKUnlimited, psn)
-	}
-}
 
 // sendAck sends an ACKNOWLEDGE with the syndrome and PSN and the current MSN.
 func (qp *QP) sendAck(syn wire.Syndrome, psn uint32) {
