@@ -25,7 +25,9 @@ import (
 //	EXECUTE       place, read or compute; what only this step can see fails here: the receive
 //	              too short (0x61), its lkey (0x63), a misaligned atomic (0x61), an IETH (0x61)
 //	COMPLETE      the receive completion of a SEND or WRITE_WITH_IMM
-//	ACKNOWLEDGE   an ACK when asked, the atomic ACK, or the READ's responses
+//	ACKNOWLEDGE   an ACK when asked, the atomic ACK, or the READ's responses; answers leave
+//	              in request order, a long READ's responses a budget per scheduler step
+//	              (answers.go), and everything after them waits its turn
 //
 // The first check a packet fails decides the NAK: a SEND too long for the path MTU that finds
 // no receive posted is RNR NAKed, and refused only once a receive is there.
@@ -48,6 +50,8 @@ type responder struct {
 	resIdx int
 
 	waitingRecv bool
+
+	answers answers // what is owed to the requester, in order
 }
 
 // rdResource remembers a READ, atomic, FLUSH or ATOMIC_WRITE so a duplicate request can be
@@ -65,7 +69,9 @@ type rdResource struct {
 }
 
 func (r *responder) reset(qp *QP) {
-	*r = responder{psn: qp.attr.RQPSN, res: make([]rdResource, max(1, int(qp.attr.MaxDestRdAtomic)))}
+	// A run of answers may still be scheduled: it keeps its flag and finds nothing owed.
+	*r = responder{psn: qp.attr.RQPSN, res: make([]rdResource, max(1, int(qp.attr.MaxDestRdAtomic))),
+		answers: answers{scheduled: r.answers.scheduled, run: r.answers.run}}
 }
 
 func microseconds(us uint32) time.Duration { return time.Duration(us) * time.Microsecond }
@@ -453,9 +459,7 @@ func (qp *QP) answer(q *request) verdict {
 	case replyAtomic:
 		qp.sendAtomicAck(q.psn, q.orig)
 	case replyRead:
-		if e := qp.sendReadResponses(q.res, q.psn); e != nil {
-			return refuse(e)
-		}
+		qp.sendReadResponses(q.res, q.psn)
 	}
 	return proceed(respDone)
 }
@@ -660,44 +664,6 @@ func (qp *QP) execRead(q *request) verdict {
 	return proceed(respComplete)
 }
 
-// sendReadResponses sends the responses of a READ from the one with PSN from on. Each packet's
-// bytes are looked up again: an rkey invalidated or deallocated meanwhile ends the READ with NAK
-// 0x62 (rxe_recheck_mr).
-func (qp *QP) sendReadResponses(res *rdResource, from uint32) *respError {
-	mtu := uint64(qp.attr.PathMTU.Bytes())
-	r := &qp.resp
-	start := uint64(psnCmp(from, res.first)) * mtu
-	total := res.length - start
-	npkts := uint32(1)
-	if total > mtu {
-		npkts = uint32((total + mtu - 1) / mtu)
-	}
-	for i := uint32(0); i < npkts; i++ {
-		off := start + uint64(i)*mtu
-		n := min(mtu, res.length-off)
-		h := wire.Header{DestQP: qp.attr.DestQPN, PSN: psnAdd(from, i), Syndrome: wire.ACKUnlimited, MSN: r.msn,
-			Opcode: readResponseOpcodes[classOf(i == 0, i == npkts-1)]}
-		var sp keys.Span
-		if n > 0 {
-			var err error
-			if sp, err = qp.remoteAccess(res.rkey, res.va+off, n, AccessRemoteRead); err != nil {
-				e := accessNAK(err)
-				e.err = fmt.Errorf("READ response psn %d: %w", h.PSN, err)
-				qp.respFail(nil, h.PSN, e)
-				return nil
-			}
-		}
-		frame, slot, err := qp.builder.Begin(qp.dev.txBuffer(), &h, int(n))
-		if err != nil {
-			return nak(wire.NAKRemoteOp, "building a READ response: %v", err)
-		}
-		sp.CopyTo(slot)
-		qp.builder.Seal(frame)
-		qp.transmit(frame, h.Opcode, h.PSN)
-	}
-	return nil
-}
-
 // execAtomic runs a compare-and-swap or fetch-add on the 8 bytes CHK_RKEY found. A misaligned
 // target is refused here, after the rkey, as rxe's atomic reply does (NAK 0x61: K12).
 func (qp *QP) execAtomic(q *request) verdict {
@@ -725,25 +691,7 @@ func (qp *QP) execAtomic(q *request) verdict {
 	return proceed(respComplete)
 }
 
-func (qp *QP) sendAtomicAck(psn uint32, orig uint64) {
-	h := wire.Header{Opcode: wire.RCAtomicAcknowledge, DestQP: qp.attr.DestQPN, PSN: psn, Syndrome: wire.ACKUnlimited,
-		MSN: qp.resp.msn, Orig: orig}
-	frame, err := qp.builder.Build(qp.dev.txBuffer(), &h, nil)
-	if err == nil {
-		qp.transmit(frame, h.Opcode, psn)
-	}
-}
-
 func (qp *QP) advance(psn, n uint32) { qp.resp.psn = psnAdd(psn, n) }
-
-// sendAck sends an ACKNOWLEDGE with the syndrome and PSN and the current MSN.
-func (qp *QP) sendAck(syn wire.Syndrome, psn uint32) {
-	h := wire.Header{Opcode: wire.RCAcknowledge, DestQP: qp.attr.DestQPN, PSN: psn, Syndrome: syn, MSN: qp.resp.msn}
-	frame, err := qp.builder.Build(qp.dev.txBuffer(), &h, nil)
-	if err == nil {
-		qp.transmit(frame, h.Opcode, psn)
-	}
-}
 
 // onDuplicate answers a request whose PSN is behind the expected one: SEND and WRITE are
 // acknowledged again, a READ is executed again from the PSN asked for, an atomic gets its saved
@@ -764,9 +712,7 @@ func (qp *QP) onDuplicate(f *wire.Frame, psn uint32) {
 				break
 			}
 			d.event(Event{QP: qp.qpn, Kind: EvRecv, PSN: psn, Msg: fmt.Sprintf("duplicate READ psn %d: responding again", psn)})
-			if e := qp.sendReadResponses(res, psn); e != nil {
-				qp.respFail(f, psn, e)
-			}
+			qp.sendReadResponses(res, psn)
 			return
 		}
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("duplicate READ psn %d matches no saved READ: dropped", psn)})
@@ -790,7 +736,7 @@ func (qp *QP) onDuplicate(f *wire.Frame, psn uint32) {
 			if res.used && res.first == psn && res.flush == flush && res.atomicWrite == !flush {
 				d.event(Event{QP: qp.qpn, Kind: EvRecv, PSN: psn, Msg: fmt.Sprintf("duplicate %s psn %d: replayed", f.Opcode, psn)})
 				if flush {
-					_ = qp.sendReadResponses(res, psn)
+					qp.sendReadResponses(res, psn)
 				} else {
 					qp.sendAck(wire.ACKUnlimited, psn)
 				}
@@ -810,6 +756,11 @@ func (qp *QP) onDuplicate(f *wire.Frame, psn uint32) {
 func (qp *QP) respFail(f *wire.Frame, psn uint32, e *respError) {
 	d := qp.dev
 	r := &qp.resp
+	// The answers owed for earlier requests leave first, all of them now: the NAK must not
+	// overtake them, and nothing is sent after it. If one of them fails, its NAK ends the QP.
+	if qp.sendOwed(); qp.state == QPSErr {
+		return
+	}
 	status := e.status
 	e.err = d.explain(e.err)
 	var ae *keys.AccessError
@@ -818,7 +769,9 @@ func (qp *QP) respFail(f *wire.Frame, psn uint32, e *respError) {
 	}
 	d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Msg: fmt.Sprintf("sending %s for psn %d", e.syn, psn), Err: e.err})
 	qp.sendAck(e.syn, psn)
-	if r.recv != nil {
+	// A receive in use belongs to the refused request, unless the failure came from the READ
+	// responses of an earlier one: that receive is flushed with the QP.
+	if r.recv != nil && f != nil {
 		if status == 0 {
 			status = keys.StatusRemInvReqErr
 		}
