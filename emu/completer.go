@@ -12,7 +12,7 @@ import (
 func (qp *QP) onResponse(f *wire.Frame) {
 	d := qp.dev
 	if !qp.requesterActive() {
-		d.Stats.RxDropped++
+		d.stats.RxDropped++
 		return
 	}
 	psn := f.BTH.PSN()
@@ -39,7 +39,7 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 		if psnCmp(psn, r.sentPSN) >= 0 {
 			// An acknowledgement for something never sent: a ghost ACK (IBTA 9.7.5.1.4).
 			d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("ghost ACK for psn %d, nothing sent beyond %d", psn, psnAdd(r.sentPSN, psnMask))})
-			d.Stats.RxDropped++
+			d.stats.RxDropped++
 			return
 		}
 		qp.ackThrough(psn)
@@ -81,7 +81,7 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 		gen := r.rnrGen
 		r.rnrTimer = d.clock.AfterFunc(microseconds(wait), func() {
 			d.mu.Lock()
-			defer d.mu.Unlock()
+			defer d.unlock()
 			if qp.req.rnrGen != gen || !qp.req.waitRNR {
 				return // stopped or replaced while it waited for the lock
 			}
@@ -143,7 +143,7 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 		}
 		qp.failWQE(w, status, fmt.Errorf("the responder answered psn %d with %s", psn, syn))
 	default:
-		d.Stats.RxDropped++
+		d.stats.RxDropped++
 	}
 }
 
@@ -254,7 +254,7 @@ func (w *sendWQE) gap() (want uint32, asked bool) {
 func (qp *QP) askAgain(w *sendWQE, want uint32, why string) {
 	w.gapAsked, w.gapPSN = true, want
 	d := qp.dev
-	d.Stats.Retransmits++
+	d.stats.Retransmits++
 	d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: want, WRID: w.wr.ID, Msg: fmt.Sprintf("%s: resend from %d", why, want)})
 	if qp.transmitRequest(w) {
 		w.askTx = qp.req.txCount
@@ -308,7 +308,7 @@ func (qp *QP) onAtomicAck(psn uint32, orig uint64) {
 	d := qp.dev
 	w := qp.wqeHolding(psn)
 	if w == nil || (w.wr.Opcode != WRAtomicCmpAndSwp && w.wr.Opcode != WRAtomicFetchAndAdd) || w.state != wqeSent {
-		d.Stats.RxDropped++
+		d.stats.RxDropped++
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: "atomic acknowledgement for no outstanding atomic"})
 		return
 	}
@@ -338,7 +338,7 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 	}
 	// A READ being asked for again still takes the responses it is missing as they come.
 	if w == nil || w.wr.Opcode != WRRDMARead {
-		d.Stats.RxDropped++
+		d.stats.RxDropped++
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("%s for no outstanding READ", f.Opcode)})
 		return
 	}
@@ -358,7 +358,7 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 	want := psnAdd(w.firstPSN, w.next)
 	if c := psnCmp(psn, want); c != 0 {
 		if c < 0 {
-			d.Stats.DuplicatesSeen++
+			d.stats.DuplicatesSeen++
 			return // a duplicate of a response already placed
 		}
 		// A response is missing: ask again from the first one we lack.
@@ -425,7 +425,7 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 func (qp *QP) onFlushResponse(f *wire.Frame, psn uint32, w *sendWQE) {
 	d := qp.dev
 	if w.state != wqeSent {
-		d.Stats.RxDropped++
+		d.stats.RxDropped++
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("%s for a FLUSH not yet sent again", f.Opcode)})
 		return
 	}

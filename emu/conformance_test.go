@@ -119,8 +119,8 @@ func TestConformance(t *testing.T) {
 		must(t, p.qa.PostSend(SendWR{ID: 1, Opcode: WRSend, SGL: bad}))
 		p.run()
 		wantWC(t, poll(p.cqA), WC{WRID: 1, Status: WCLocProtErr, Opcode: WCSend})
-		if p.a.Stats.TxFrames != 0 {
-			t.Fatalf("%d frames sent for a request with a bad lkey", p.a.Stats.TxFrames)
+		if p.a.Stats().TxFrames != 0 {
+			t.Fatalf("%d frames sent for a request with a bad lkey", p.a.Stats().TxFrames)
 		}
 	})
 
@@ -284,8 +284,8 @@ func TestConformance(t *testing.T) {
 		if len(naks) != 1 || naks[0].psn != 1 {
 			t.Fatalf("sequence NAKs %+v, want one for psn 1", naks)
 		}
-		if p.b.Stats.SeqNAKsSent != 1 || p.b.Stats.RxDropped != 2 {
-			t.Fatalf("responder stats %+v: want 1 NAK and the 2 later packets dropped", p.b.Stats)
+		if p.b.Stats().SeqNAKsSent != 1 || p.b.Stats().RxDropped != 2 {
+			t.Fatalf("responder stats %+v: want 1 NAK and the 2 later packets dropped", p.b.Stats())
 		}
 	})
 
@@ -340,8 +340,8 @@ func TestConformance(t *testing.T) {
 		if el := p.sim.Now() - start; el < 3*timeout || el > 3*timeout+time.Millisecond {
 			t.Fatalf("RETRY_EXC_ERR after %v, want 3 timeouts of %v", el, timeout)
 		}
-		if ft.Fired() != 3 || p.a.Stats.Timeouts != 3 {
-			t.Fatalf("ACKs lost %d, timeouts %d; want 3 and 3", ft.Fired(), p.a.Stats.Timeouts)
+		if ft.Fired() != 3 || p.a.Stats().Timeouts != 3 {
+			t.Fatalf("ACKs lost %d, timeouts %d; want 3 and 3", ft.Fired(), p.a.Stats().Timeouts)
 		}
 	})
 

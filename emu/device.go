@@ -89,11 +89,18 @@ type Device struct {
 
 	parser wire.Parser
 	rx     wire.Frame
-	tx     []byte // one frame being built for a Link that does not lend buffers
 	lender BufferLink
 	loop   loopback
+	out    outbox
 
-	Stats Stats
+	stats Stats
+}
+
+// Stats is a snapshot of the device's counters.
+func (d *Device) Stats() Stats {
+	d.mu.Lock()
+	defer d.unlock()
+	return d.stats
 }
 
 // Stats counts what the device did with frames.
@@ -127,7 +134,6 @@ func NewDevice(cfg DeviceConfig) *Device {
 		nextVA:  0x7f00_0000_0000,
 		qps:     map[uint32]*QP{},
 		revoked: map[uint32]revocation{},
-		tx:      make([]byte, maxFrame),
 	}
 	d.loop.dev = d
 	d.loop.deliver = d.deliverLoopback
@@ -193,14 +199,14 @@ func (d *Device) Limits() Limits { return d.limits }
 // SetEventSink changes where the device's events go; nil turns them off.
 func (d *Device) SetEventSink(sink EventSink) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	d.cfg.Events = sink
 }
 
 // Attach connects the device to a link.
 func (d *Device) Attach(l Link) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	d.loop.link = l
 	d.loop.lender, _ = l.(BufferLink)
 	if l == nil {
@@ -217,19 +223,11 @@ func (d *Device) Attach(l Link) {
 	}
 }
 
-// txBuffer is where the next frame is built.
-func (d *Device) txBuffer() []byte {
-	if d.lender != nil {
-		return d.lender.Buffer()
-	}
-	return d.tx
-}
-
 // Stop halts the device as if its power were cut: it sends and receives nothing more and its
 // timers do nothing. Its peers see silence.
 func (d *Device) Stop() {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	d.stopped = true
 	d.event(Event{Kind: EvFault, Msg: "device stopped"})
 }
@@ -237,13 +235,14 @@ func (d *Device) Stop() {
 // tracing says whether anyone listens to events; hot paths check it before formatting one.
 func (d *Device) tracing() bool { return d.cfg.Events != nil }
 
+// event queues an event for the sink, which gets it once the device lock is released.
 func (d *Device) event(e Event) {
 	if d.cfg.Events == nil {
 		return
 	}
 	e.T = d.clock.Now()
 	e.Device = d.cfg.Name
-	d.cfg.Events(e)
+	d.out.events = append(d.out.events, e)
 }
 
 // PD is a protection domain.
@@ -255,7 +254,7 @@ type PD struct {
 // AllocPD allocates a protection domain.
 func (d *Device) AllocPD() (*PD, error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	if int(d.nextPD) >= d.limits.MaxPD {
 		return nil, fmt.Errorf("alloc_pd: %w", syscall.ENOMEM)
 	}
@@ -300,7 +299,7 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	va := d.nextVA
 	d.nextVA += (uint64(len(buf)) + 0xfff) &^ 0xfff
 	d.nextVA += 0x1000 // a guard page between MRs catches off-by-one peers
-	d.mu.Unlock()
+	d.unlock()
 	if access&AccessZeroBased != 0 {
 		va = 0
 	}
@@ -311,7 +310,7 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 func (pd *PD) RegMRIova(buf []byte, iova uint64, access Access) (*MR, error) {
 	d := pd.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	k, err := d.keys.RegMR(keys.MRSpec{PD: pd.handle, Mem: keys.Contiguous(buf), IOVA: iova, Access: access})
 	if err != nil {
 		return nil, err
@@ -326,7 +325,7 @@ func (pd *PD) RegMRIova(buf []byte, iova uint64, access Access) (*MR, error) {
 func (mr *MR) Dereg() error {
 	d := mr.pd.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	if err := d.keys.DeregMR(mr.key); err != nil {
 		return err
 	}
@@ -340,7 +339,7 @@ func (mr *MR) Dereg() error {
 func (mr *MR) Rereg(flags keys.ReregFlags, pd *PD, buf []byte, access Access) error {
 	d := mr.pd.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	spec := keys.MRSpec{Access: access, IOVA: mr.addr}
 	if pd != nil {
 		spec.PD = pd.handle
@@ -374,7 +373,7 @@ type MW struct {
 // bind is posted (and rolls it back if the bind fails), a type 2 bind when it completes.
 func (mw *MW) RKey() uint32 {
 	mw.pd.dev.mu.Lock()
-	defer mw.pd.dev.mu.Unlock()
+	defer mw.pd.dev.unlock()
 	return mw.rkey
 }
 
@@ -385,7 +384,7 @@ func (mw *MW) Type() MWType { return mw.typ }
 func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 	d := pd.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	k, err := d.keys.AllocMW(pd.handle, typ)
 	if err != nil {
 		return nil, err
@@ -400,7 +399,7 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 func (mw *MW) Dealloc() error {
 	d := mw.pd.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	if err := d.keys.DeallocMW(keys.Key(mw.ks)); err != nil {
 		return err
 	}
@@ -414,7 +413,7 @@ func (mw *MW) Dealloc() error {
 func (pd *PD) AllocFastRegMR(maxLen uint64) (*MR, error) {
 	d := pd.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	k, err := d.keys.AllocFastRegMR(pd.handle, maxLen)
 	if err != nil {
 		return nil, err
@@ -427,7 +426,7 @@ func (pd *PD) AllocFastRegMR(maxLen uint64) (*MR, error) {
 // QueryMW reports what the device knows of a window.
 func (d *Device) QueryMW(mw *MW) (keys.MWInfo, error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	return d.keys.QueryMW(keys.Key(mw.ks))
 }
 
@@ -448,7 +447,7 @@ func put[V any](m map[uint32]V, k uint32, v V) map[uint32]V {
 // QP finds the live QP numbered qpn.
 func (d *Device) QP(qpn uint32) (*QP, bool) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	qp, ok := d.qps[qpn]
 	return qp, ok
 }
@@ -456,7 +455,7 @@ func (d *Device) QP(qpn uint32) (*QP, bool) {
 // CQ finds the live CQ numbered cqn (see CQ.Num).
 func (d *Device) CQ(cqn uint32) (*CQ, bool) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	cq, ok := d.cqs.live[cqn]
 	return cq, ok
 }
@@ -464,7 +463,7 @@ func (d *Device) CQ(cqn uint32) (*CQ, bool) {
 // SRQ finds the live SRQ numbered n (see SRQ.Num).
 func (d *Device) SRQ(n uint32) (*SRQ, bool) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	srq, ok := d.srqs.live[n]
 	return srq, ok
 }
@@ -474,7 +473,7 @@ func (d *Device) SRQ(n uint32) (*SRQ, bool) {
 // nothing, nor does the index of a deregistered MR, nor a window's STag.
 func (d *Device) MR(stag uint32) (*MR, bool) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	k := keys.Key(stag)
 	mr, ok := d.mrs[k.Index()]
 	if !ok || k.IsMW() {
@@ -491,7 +490,7 @@ func (d *Device) MR(stag uint32) (*MR, bool) {
 // An earlier key8 finds nothing, nor does the index of a deallocated window, nor an MR's STag.
 func (d *Device) MW(stag uint32) (*MW, bool) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	k := keys.Key(stag)
 	mw, ok := d.mws[k.Index()]
 	if !ok || !k.IsMW() {
@@ -589,13 +588,13 @@ func (d *Device) explain(err error) error {
 // (rxe_net.c sends them to rxe_loopback instead of the netdev), so both ends of a connection
 // can live on one device, as rdma-core's tests put them.
 //
-// A frame turned back is copied, queued and delivered to Receive later, one frame per call
-// scheduled on the device's clock with delay zero: never from inside the send (which holds the
-// device's lock, so calling Receive there would deadlock, and a reply sent from that Receive
-// would recurse without bound). In the simulator each delivery is one event on the virtual
-// clock, in the order the frames were sent, so a seed still means one trace; in real time
-// (Host) the same calls run on timer goroutines, one after the other (the next is scheduled
-// only when the one before has run), so the order is kept there too.
+// A frame turned back is queued and delivered to Receive later, one frame per call scheduled
+// on the device's clock with delay zero: never from inside the send (which may run while the
+// device is busy with the Receive that produced the frame, and a reply sent from a nested
+// Receive would recurse without bound). In the simulator each delivery is one event on the
+// virtual clock, in the order the frames were sent, so a seed still means one trace; in real
+// time (Host) the calls run on the clock's goroutine, one after the other, so the order is
+// kept there too.
 //
 // Loopback frames never reach the link: a pcap of the link (the Fabric's or the Host's) does
 // not show them, as tcpdump on the netdev does not show rxe's, and the fabric's loss, faults,
@@ -617,7 +616,7 @@ type loopback struct {
 const maxLoopbackFree = 256
 
 // Send passes frame to the link, or keeps a copy for the device if it is addressed to it.
-// It runs with the device locked.
+// It runs after the device lock is released (see outbox).
 func (lb *loopback) Send(frame []byte) error {
 	if !lb.local(frame) {
 		return lb.link.Send(frame)
@@ -669,13 +668,10 @@ func (lb *loopback) bufferLocked() []byte {
 	return make([]byte, maxFrame)
 }
 
-// enqueue queues a frame for the device and makes sure a delivery is scheduled.
+// enqueue queues a frame for the device and makes sure a delivery is scheduled. The device
+// counted it (and told its event sink) when the engine sent it (see Device.send).
 func (lb *loopback) enqueue(b []byte) {
 	d := lb.dev
-	d.Stats.Loopback++
-	if d.tracing() {
-		d.event(Event{Kind: EvSend, Msg: fmt.Sprintf("loopback frame of %d bytes", len(b))})
-	}
 	lb.mu.Lock()
 	lb.queue = append(lb.queue, b)
 	post := !lb.scheduled

@@ -109,7 +109,7 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 		return nil, fmt.Errorf("create_qp: %d bytes inline: %w", c.MaxInlineData, syscall.EINVAL)
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	if len(d.qps) >= d.limits.MaxQP {
 		return nil, fmt.Errorf("create_qp: %w", syscall.ENOMEM)
 	}
@@ -135,14 +135,14 @@ func (qp *QP) Num() uint32 { return qp.qpn }
 // State is the QP's current state.
 func (qp *QP) State() QPState {
 	qp.dev.mu.Lock()
-	defer qp.dev.mu.Unlock()
+	defer qp.dev.unlock()
 	return qp.state
 }
 
 // Query returns the QP's attributes.
 func (qp *QP) Query() QPAttr {
 	qp.dev.mu.Lock()
-	defer qp.dev.mu.Unlock()
+	defer qp.dev.unlock()
 	a := qp.attr
 	a.State, a.CurState, a.Cap = qp.state, qp.state, qp.cap
 	return a
@@ -161,7 +161,7 @@ func (qp *QP) Modify(attr QPAttr, mask AttrMask) error {
 		peerMAC, resolved = d.cfg.Resolve(attr.AH.DGID.Unmap())
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	cur := qp.state
 	if mask&AttrCurState != 0 && attr.CurState != cur {
 		return fmt.Errorf("modify_qp: cur_state %s but the QP is %s: %w", attr.CurState, cur, syscall.EINVAL)
@@ -317,7 +317,7 @@ func (qp *QP) toError(why string) { qp.setState(QPSErr, why) }
 func (qp *QP) PostRecv(wrs ...RecvWR) error {
 	d := qp.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	for i := range wrs {
 		switch {
 		case qp.srq != nil:
@@ -360,7 +360,7 @@ func (qp *QP) complete(cq *CQ, wc WC) {
 			d := qp.dev
 			d.clock.Post(0, func() {
 				d.mu.Lock()
-				defer d.mu.Unlock()
+				defer d.unlock()
 				qp.toError("CQ overflow")
 			})
 		}
@@ -409,7 +409,7 @@ func (qp *QP) resetQueues() {
 func (qp *QP) Destroy() error {
 	d := qp.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	qp.req.stopTimers()
 	delete(d.qps, qp.qpn)
 	qp.state = QPSReset

@@ -86,7 +86,7 @@ func (qp *QP) kick() {
 	if r.run == nil {
 		r.run = func() {
 			qp.dev.mu.Lock()
-			defer qp.dev.mu.Unlock()
+			defer qp.dev.unlock()
 			qp.req.scheduled = false
 			qp.runRequester()
 		}
@@ -411,25 +411,26 @@ func (qp *QP) walkSGL(sgl []SGE, off, n uint64, rights Access, f func(keys.Span)
 	return nil
 }
 
-// transmit hands a frame to the link.
+// transmit queues a frame for the link; it goes out when the device lock is released.
 func (qp *QP) transmit(frame []byte, op wire.Opcode, psn uint32) {
 	d := qp.dev
 	if d.stopped || d.link == nil {
-		if d.lender != nil {
-			d.lender.SendBuffer(nil) // give the buffer back
+		d.dropBuffer(frame)
+		return
+	}
+	d.stats.TxFrames++
+	d.stats.TxBytes += uint64(len(frame))
+	if d.loop.local(frame) {
+		d.stats.Loopback++
+		if d.tracing() {
+			d.event(Event{Kind: EvSend, Msg: fmt.Sprintf("loopback frame of %d bytes", len(frame))})
 		}
-		return
 	}
-	d.Stats.TxFrames++
-	d.Stats.TxBytes += uint64(len(frame))
-	if d.lender != nil {
-		d.lender.SendBuffer(frame)
-		return
-	}
-	if d.tracing() {
+	if d.lender == nil && d.tracing() {
+		// A link that lends buffers is the fabric, which traces what enters the wire itself.
 		d.event(Event{QP: qp.qpn, Kind: EvSend, PSN: psn, Msg: fmt.Sprintf("%s psn %d", op, psn)})
 	}
-	_ = d.link.Send(frame)
+	d.send(frame)
 }
 
 // execLocal runs a local operation in send-queue order: LOCAL_INV, BIND_MW or REG_MR.
@@ -600,7 +601,7 @@ func (qp *QP) armRetransmit() {
 	if r.timer == nil {
 		r.timer = qp.dev.clock.NewTimer(func() {
 			qp.dev.mu.Lock()
-			defer qp.dev.mu.Unlock()
+			defer qp.dev.unlock()
 			// On the wall clock a callback can be waiting for the lock while the timer is
 			// stopped and set again; it only acts once its own deadline has come.
 			if qp.req.armed && qp.dev.clock.Now() >= qp.req.deadline {
@@ -650,7 +651,7 @@ func (qp *QP) onTimeout() {
 	if w == nil {
 		return
 	}
-	d.Stats.Timeouts++
+	d.stats.Timeouts++
 	r := &qp.req
 	if r.retryLeft == 0 {
 		d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: r.compPSN, WRID: w.wr.ID,
@@ -707,7 +708,7 @@ func (qp *QP) rewind(psn uint32) {
 		w := qp.sq.at(first)
 		r.idx = first
 		r.psn = psnAdd(w.firstPSN, w.next)
-		qp.dev.Stats.Retransmits++
+		qp.dev.stats.Retransmits++
 	}
 	qp.restartRetransmit()
 	qp.kick()

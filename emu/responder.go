@@ -72,23 +72,23 @@ func (qp *QP) onRequest(f *wire.Frame) {
 	switch qp.state {
 	case QPSRTR, QPSRTS, QPSSQD, QPSSQE:
 	default:
-		d.Stats.RxDropped++
+		d.stats.RxDropped++
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s while %s", f.Opcode, qp.state)})
 		return
 	}
 	psn := f.BTH.PSN()
 	switch c := psnCmp(psn, r.psn); {
 	case c > 0:
-		d.Stats.RxDropped++
+		d.stats.RxDropped++
 		if !r.nakSent {
 			r.nakSent = true
-			d.Stats.SeqNAKsSent++
+			d.stats.SeqNAKsSent++
 			d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Msg: fmt.Sprintf("psn %d ahead of %d: NAK sequence error", psn, r.psn)})
 			qp.sendAck(wire.NAKPSNSeqError, r.psn)
 		}
 		return
 	case c < 0:
-		d.Stats.DuplicatesSeen++
+		d.stats.DuplicatesSeen++
 		qp.onDuplicate(f, psn)
 		return
 	}
@@ -162,7 +162,7 @@ func (qp *QP) execute(f *wire.Frame, psn uint32) *respError {
 	if info.Is(wire.FlagNeedsRecv) && r.recv == nil {
 		w := qp.recvQueue().peek()
 		if w == nil {
-			d.Stats.RNRNAKsSent++
+			d.stats.RNRNAKsSent++
 			r.waitingRecv = true
 			// The packets behind this one are already on their way; they are dropped without
 			// a sequence NAK, which would cost the requester a retry for nothing (rxe sends

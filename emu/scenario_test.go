@@ -42,9 +42,9 @@ func TestScenarioDuplicateReadRequest(t *testing.T) {
 	wantWC(t, poll(p.cqA), WC{WRID: 1, Opcode: WCRDMARead, ByteLen: 5000})
 	// B answers the copy again; A has finished by the time the second set arrives and drops
 	// all five.
-	if ft.Fired() != 1 || len(p.eventsLike(EvRecv, "duplicate READ")) != 1 || p.a.Stats.RxDropped != 5 {
+	if ft.Fired() != 1 || len(p.eventsLike(EvRecv, "duplicate READ")) != 1 || p.a.Stats().RxDropped != 5 {
 		t.Fatalf("fired %d, re-executions %d, responses dropped %d (want 1, 1, 5)",
-			ft.Fired(), len(p.eventsLike(EvRecv, "duplicate READ")), p.a.Stats.RxDropped)
+			ft.Fired(), len(p.eventsLike(EvRecv, "duplicate READ")), p.a.Stats().RxDropped)
 	}
 	if !bytes.Equal(p.bufA[:5000], p.bufB[:5000]) {
 		t.Fatal("READ data differs")

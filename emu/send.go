@@ -157,7 +157,7 @@ func (q *sendQueue) flush(qp *QP) {
 func (qp *QP) PostSend(wrs ...SendWR) error {
 	d := qp.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	for i := range wrs {
 		if err := qp.postSend(&wrs[i]); err != nil {
 			err.Index = i
@@ -282,7 +282,7 @@ type MWBind struct {
 func (qp *QP) BindMW(mw *MW, b MWBind) error {
 	d := qp.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	if mw.typ != MWType1 {
 		return fmt.Errorf("bind_mw: %s window: %w", mw.typ, syscall.EINVAL)
 	}
