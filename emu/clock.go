@@ -3,6 +3,7 @@ package emu
 import (
 	"container/heap"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,8 +37,11 @@ type Timer interface {
 // time, then by the order they were scheduled. That order and a seeded random source make a run
 // repeat exactly.
 type Sim struct {
-	mu     sync.Mutex
-	now    time.Duration
+	mu  sync.Mutex
+	now time.Duration
+	// nowAt is now for Now, which the engine asks for on every ACK: an atomic load rather
+	// than the lock. It changes only with now, under the lock.
+	nowAt  atomic.Int64
 	seq    uint64
 	events eventHeap
 	steps  uint64
@@ -48,10 +52,12 @@ type Sim struct {
 func NewSim() *Sim { return &Sim{} }
 
 // Now is the virtual time.
-func (s *Sim) Now() time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.now
+func (s *Sim) Now() time.Duration { return time.Duration(s.nowAt.Load()) }
+
+// setNow moves the clock; s.mu is held.
+func (s *Sim) setNow(t time.Duration) {
+	s.now = t
+	s.nowAt.Store(int64(t))
 }
 
 // AfterFunc schedules f at Now()+d. A negative d counts as zero.
@@ -92,7 +98,7 @@ func (s *Sim) Step() bool {
 		return false
 	}
 	ev := heap.Pop(&s.events).(*simEvent)
-	s.now = ev.at
+	s.setNow(ev.at)
 	s.steps++
 	f := ev.f
 	ev.f = nil
@@ -136,7 +142,7 @@ func (s *Sim) RunFor(d time.Duration) {
 	for {
 		s.mu.Lock()
 		if len(s.events) == 0 || s.events[0].at > end {
-			s.now = max(s.now, end)
+			s.setNow(max(s.now, end))
 			s.mu.Unlock()
 			return
 		}

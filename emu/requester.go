@@ -602,12 +602,20 @@ func (qp *QP) armRetransmit() {
 		r.timer = qp.dev.clock.NewTimer(func() {
 			qp.dev.mu.Lock()
 			defer qp.dev.unlock()
-			// On the wall clock a callback can be waiting for the lock while the timer is
-			// stopped and set again; it only acts once its own deadline has come.
-			if qp.req.armed && qp.dev.clock.Now() >= qp.req.deadline {
-				qp.req.armed = false
-				qp.onTimeout()
+			// The deadline moves on with every ACK while the timer stays where it was set
+			// (see restartRetransmit), so the timer may fire early: it then sets itself for
+			// the rest. On the wall clock a callback can also be waiting for the lock while
+			// the timer is stopped and set again; it too acts only once the deadline has come.
+			r := &qp.req
+			if !r.armed {
+				return
 			}
+			if now := qp.dev.clock.Now(); now < r.deadline {
+				r.timer.Reset(r.deadline - now)
+				return
+			}
+			r.armed = false
+			qp.onTimeout()
 		})
 	}
 	r.armed = true
@@ -615,16 +623,24 @@ func (qp *QP) armRetransmit() {
 	r.timer.Reset(to)
 }
 
-// restartRetransmit starts the timer over, or stops it when nothing is outstanding.
+// restartRetransmit starts the timer over, or stops it when nothing is outstanding. Starting
+// over moves only the deadline, not the timer: an ACK arrives for every few packets, and
+// rescheduling the timer each time was a clock update per ACK; the timer, when it fires
+// before the deadline, sets itself again for the rest, so the timeout comes when it always did.
 func (qp *QP) restartRetransmit() {
 	r := &qp.req
+	if qp.outstanding() == nil {
+		if r.armed {
+			r.timer.Stop()
+			r.armed = false
+		}
+		return
+	}
 	if r.armed {
-		r.timer.Stop()
-		r.armed = false
+		r.deadline = qp.dev.clock.Now() + qp.ackTimeout()
+		return
 	}
-	if qp.outstanding() != nil {
-		qp.armRetransmit()
-	}
+	qp.armRetransmit()
 }
 
 // outstanding returns the oldest WQE that has packets on the wire awaiting an answer.
