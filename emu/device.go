@@ -8,6 +8,7 @@ import (
 	mrand "math/rand/v2"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -607,9 +608,10 @@ type loopback struct {
 	mu        sync.Mutex
 	queue     [][]byte // frames waiting for Receive, oldest first
 	head      int
-	free      [][]byte // buffers to reuse
-	scheduled bool     // a delivery is pending on the clock
-	deliver   func()   // made once, so scheduling a delivery allocates nothing
+	free      [][]byte     // buffers to reuse
+	nfree     atomic.Int32 // len(free), for Buffer to skip the lock on every frame of a device that never loops back
+	scheduled bool         // a delivery is pending on the clock
+	deliver   func()       // made once, so scheduling a delivery allocates nothing
 }
 
 // maxLoopbackFree bounds the loopback's pool of buffers.
@@ -632,10 +634,14 @@ func (lb *loopback) Send(frame []byte) error {
 // Buffer lends a buffer: one of the loopback's own if it has one (buffers circulate between
 // the loopback and the link), else the link's.
 func (lb *loopback) Buffer() []byte {
+	if lb.nfree.Load() == 0 {
+		return lb.lender.Buffer()
+	}
 	lb.mu.Lock()
 	if n := len(lb.free); n > 0 {
 		b := lb.free[n-1]
 		lb.free = lb.free[:n-1]
+		lb.nfree.Store(int32(len(lb.free)))
 		lb.mu.Unlock()
 		return b[:maxFrame]
 	}
@@ -663,6 +669,7 @@ func (lb *loopback) bufferLocked() []byte {
 	if n := len(lb.free); n > 0 {
 		b := lb.free[n-1]
 		lb.free = lb.free[:n-1]
+		lb.nfree.Store(int32(len(lb.free)))
 		return b[:cap(b)]
 	}
 	return make([]byte, maxFrame)
@@ -702,6 +709,7 @@ func (d *Device) deliverLoopback() {
 	lb.mu.Lock()
 	if len(lb.free) < maxLoopbackFree && cap(b) >= maxFrame {
 		lb.free = append(lb.free, b)
+		lb.nfree.Store(int32(len(lb.free)))
 	}
 	more := lb.head < len(lb.queue)
 	if !more {
