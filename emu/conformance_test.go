@@ -3,6 +3,7 @@ package emu
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -198,8 +199,13 @@ func TestConformance(t *testing.T) {
 		must(t, p.qa.PostSend(SendWR{ID: 2, Opcode: WRRDMAWrite, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: rkey}))
 		p.run()
 		wantWC(t, poll(p.cqA), WC{WRID: 2, Status: WCRemAccessErr, Opcode: WCRDMAWrite})
-		if len(p.eventsLike(EvAccess, "revoked by SEND_WITH_INV")) == 0 {
-			t.Fatal("the refusal does not say the rkey was invalidated by SEND_WITH_INV")
+		inv := p.eventsLike(EvKey, "SEND_WITH_INV psn")
+		if len(inv) != 1 {
+			t.Fatalf("%d invalidations recorded", len(inv))
+		}
+		why := fmt.Sprintf("was revoked by SEND_WITH_INV on QP 0x%06x at t=%v", p.qb.Num(), inv[0].T)
+		if len(p.eventsLike(EvAccess, why)) != 1 {
+			t.Fatalf("no refusal says the rkey %s", why)
 		}
 	})
 

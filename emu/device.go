@@ -3,13 +3,11 @@ package emu
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"net/netip"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/softirdma/softirdma/keys"
 	"github.com/softirdma/softirdma/wire"
@@ -83,9 +81,6 @@ type Device struct {
 	mrs     map[uint32]*MR
 	mws     map[uint32]*MW
 	stopped bool
-	// revoked remembers when and how recent keys were revoked, so an access refused later can
-	// say "rkey 0x1234 was invalidated at t=... by SEND_WITH_INV on QP 0x11".
-	revoked map[uint32]revocation
 
 	parser wire.Parser
 	rx     wire.Frame
@@ -126,7 +121,6 @@ func NewDevice(cfg DeviceConfig) *Device {
 		nextQPN: 0x11, // QPNs 0 and 1 are the special QPs; rxe starts at 17 too
 		nextVA:  0x7f00_0000_0000,
 		qps:     map[uint32]*QP{},
-		revoked: map[uint32]revocation{},
 		tx:      make([]byte, maxFrame),
 	}
 	d.loop.dev = d
@@ -327,10 +321,9 @@ func (mr *MR) Dereg() error {
 	d := mr.pd.dev
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.keys.DeregMR(mr.key); err != nil {
+	if err := d.keys.DeregMR(mr.key, d.clock.Now()); err != nil {
 		return err
 	}
-	d.noteRevoked(uint32(mr.key), "dereg_mr", 0)
 	delete(d.mrs, mr.key.Index())
 	d.event(Event{Kind: EvKey, Key: uint32(mr.key), Msg: "dereg_mr " + mr.key.String()})
 	return nil
@@ -401,10 +394,9 @@ func (mw *MW) Dealloc() error {
 	d := mw.pd.dev
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.keys.DeallocMW(keys.Key(mw.ks)); err != nil {
+	if err := d.keys.DeallocMW(keys.Key(mw.ks), d.clock.Now()); err != nil {
 		return err
 	}
-	d.noteRevoked(mw.ks, "dealloc_mw", 0)
 	delete(d.mws, keys.Key(mw.ks).Index())
 	d.event(Event{Kind: EvKey, Key: mw.ks, Msg: "dealloc_mw " + keys.Key(mw.ks).String()})
 	return nil
@@ -548,40 +540,6 @@ func srcPort(qpn uint32) uint16 {
 		h = (h ^ uint32(c)) * 16777619
 	}
 	return 0xC000 | uint16(h&0x3FFF)
-}
-
-// revocation is when and how a key stopped working: by what (a constant string), on which QP.
-type revocation struct {
-	t   time.Duration
-	how string
-	qp  uint32
-}
-
-// maxRevocations bounds the memory of revoked keys.
-const maxRevocations = 4096
-
-// noteRevoked remembers that key was revoked now, by how.
-func (d *Device) noteRevoked(key uint32, how string, qp uint32) {
-	if len(d.revoked) >= maxRevocations {
-		clear(d.revoked)
-	}
-	d.revoked[key] = revocation{t: d.clock.Now(), how: how, qp: qp}
-}
-
-// explain adds to an access failure what the device remembers of the key it names.
-func (d *Device) explain(err error) error {
-	var ae *keys.AccessError
-	if !errors.As(err, &ae) {
-		return err
-	}
-	if r, ok := d.revoked[uint32(ae.Key)]; ok {
-		how := r.how
-		if r.qp != 0 {
-			how += fmt.Sprintf(" on QP 0x%06x", r.qp)
-		}
-		return fmt.Errorf("%w (rkey %s was invalidated at t=%v by %s)", err, ae.Key, r.t, how)
-	}
-	return err
 }
 
 // loopback sits between the engine and its link and turns back the frames addressed to one of

@@ -439,9 +439,8 @@ func (qp *QP) execLocal(w *sendWQE) {
 	var err error
 	switch w.wr.Opcode {
 	case WRLocalInv:
-		err = d.keys.Invalidate(keys.Invalidate{Key: keys.Key(w.wr.Imm), QP: keys.QPN(qp.qpn)})
+		err = d.keys.Invalidate(keys.Invalidate{Key: keys.Key(w.wr.Imm), QP: keys.QPN(qp.qpn), At: d.clock.Now()})
 		if err == nil {
-			d.noteRevoked(w.wr.Imm, "LOCAL_INV", qp.qpn)
 			if d.tracing() {
 				d.event(Event{QP: qp.qpn, Kind: EvKey, Key: w.wr.Imm, WRID: w.wr.ID, Msg: "LOCAL_INV invalidated " + keys.Key(w.wr.Imm).String()})
 			}
@@ -449,7 +448,7 @@ func (qp *QP) execLocal(w *sendWQE) {
 	case WRBindMW:
 		b := w.wr.Bind
 		kb := keys.Bind{MW: keys.Key(w.mwKey), Key8: uint8(b.RKey), QP: keys.QPN(qp.qpn), PD: qp.pd.handle,
-			Addr: b.Addr, Len: b.Length, Access: b.Access}
+			Addr: b.Addr, Len: b.Length, Access: b.Access, At: d.clock.Now()}
 		if b.MR != nil {
 			kb.MR = b.MR.key
 		}
@@ -457,9 +456,7 @@ func (qp *QP) execLocal(w *sendWQE) {
 		res, err = d.keys.BindMW(kb)
 		if err == nil {
 			b.MW.ks = uint32(res.Key)
-			if w.type1 {
-				d.noteRevoked(uint32(kb.MW), "a type 1 bind", qp.qpn)
-			} else {
+			if !w.type1 {
 				b.MW.rkey = uint32(res.Key) // written back, as irdma does (rxe does not: rdma-core #1777)
 			}
 			if d.tracing() {
@@ -473,7 +470,7 @@ func (qp *QP) execLocal(w *sendWQE) {
 		}
 	case WRRegMR:
 		g := w.wr.Reg
-		err = d.keys.FastReg(keys.FastReg{Key: keys.Key(g.Key), PD: qp.pd.handle, Mem: keys.Contiguous(g.Buf), IOVA: g.IOVA, Access: g.Access})
+		err = d.keys.FastReg(keys.FastReg{Key: keys.Key(g.Key), PD: qp.pd.handle, Mem: keys.Contiguous(g.Buf), IOVA: g.IOVA, Access: g.Access, At: d.clock.Now()})
 		if err == nil {
 			g.MR.key, g.MR.addr, g.MR.length, g.MR.buf = keys.Key(g.Key), g.IOVA, uint64(len(g.Buf)), g.Buf
 		}

@@ -324,12 +324,11 @@ func (qp *QP) execSend(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Opc
 		wc.Flags, wc.Imm = WCWithImm, f.ImmDt.Imm()
 	case info.Is(wire.FlagInv):
 		rkey := f.IETH.RKey()
-		err := qp.dev.keys.Invalidate(keys.Invalidate{Key: keys.Key(rkey), QP: keys.QPN(qp.qpn), Remote: true})
+		err := qp.dev.keys.Invalidate(keys.Invalidate{Key: keys.Key(rkey), QP: keys.QPN(qp.qpn), Remote: true, At: qp.dev.clock.Now()})
 		if err != nil {
 			// rxe ACKs and fails only the receive; softirdma also NAKs (W18).
 			return &respError{syn: wire.NAKInvalidRequest, status: keys.StatusRemInvReqErr, err: err}
 		}
-		qp.dev.noteRevoked(rkey, "SEND_WITH_INV", qp.qpn)
 		if qp.dev.tracing() {
 			qp.dev.event(Event{QP: qp.qpn, Kind: EvKey, Key: rkey, PSN: psn,
 				Msg: fmt.Sprintf("SEND_WITH_INV psn %d invalidated %s", psn, keys.Key(rkey))})
@@ -588,7 +587,6 @@ func (qp *QP) respFail(f *wire.Frame, psn uint32, e *respError) {
 	d := qp.dev
 	r := &qp.resp
 	status := e.status
-	e.err = d.explain(e.err)
 	var ae *keys.AccessError
 	if errors.As(e.err, &ae) {
 		d.event(Event{QP: qp.qpn, Kind: EvAccess, PSN: psn, Key: uint32(ae.Key), Msg: fmt.Sprintf("request psn %d refused", psn), Err: e.err})

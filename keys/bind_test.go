@@ -103,7 +103,7 @@ func TestBindChecks(t *testing.T) {
 		// A type 1 window is VALID from allocation until dealloc, so the only way to break B4
 		// is a window that no longer exists; that is B1's failure.
 		f := setup(t)
-		if err := f.s.DeallocMW(f.w1); err != nil {
+		if err := f.s.DeallocMW(f.w1, 0); err != nil {
 			t.Fatal(err)
 		}
 		_, err := f.s.BindMW(ok(f, f.w1))

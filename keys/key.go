@@ -8,7 +8,8 @@
 // gives a new key8, so a revoked key stays revoked until its index comes back with another key8.
 //
 // The package is pure: no I/O, no clock, no goroutines, no locks. Randomness comes in through
-// Config.Rand. A Space is not safe for concurrent use; the engine that owns it serialises access.
+// Config.Rand, and the time of each revocation (kept for error messages) with the call that
+// revokes. A Space is not safe for concurrent use; the engine that owns it serialises access.
 package keys
 
 import "fmt"
