@@ -135,7 +135,7 @@ func (qp *QP) runRequester() {
 				return
 			}
 			if err := qp.checkLocalSGL(w); err != nil {
-				qp.failWQE(w, keys.StatusLocProtErr, err)
+				qp.failWQE(w, WCLocProtErr, err)
 				return
 			}
 			qp.start(w)
@@ -291,12 +291,12 @@ func (qp *QP) transmitRequest(w *sendWQE) bool {
 	}
 	frame, slot, err := qp.builder.Begin(qp.dev.txBuffer(), &h, int(payload))
 	if err != nil {
-		qp.failWQE(w, keys.StatusLocQPOpErr, fmt.Errorf("building %s: %w", h.Opcode, err))
+		qp.failWQE(w, WCLocQPOpErr, fmt.Errorf("building %s: %w", h.Opcode, err))
 		return false
 	}
 	if payload > 0 {
 		if err := qp.gather(w, off, slot); err != nil {
-			qp.failWQE(w, keys.StatusLocProtErr, err)
+			qp.failWQE(w, WCLocProtErr, err)
 			return false
 		}
 	}
@@ -477,9 +477,9 @@ func (qp *QP) execLocal(w *sendWQE) {
 	}
 	if err != nil {
 		var ae *keys.AccessError
-		status := keys.StatusLocQPOpErr
+		status := WCLocQPOpErr
 		if errors.As(err, &ae) {
-			status = ae.Status
+			status = WCStatus(ae.Status)
 		}
 		d.event(Event{QP: qp.qpn, Kind: EvAccess, WRID: w.wr.ID, Status: status, Err: err, Msg: w.wr.Opcode.String() + " failed"})
 		w.status, w.err = status, err
@@ -652,7 +652,7 @@ func (qp *QP) onTimeout() {
 	if r.retryLeft == 0 {
 		d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: r.compPSN, WRID: w.wr.ID,
 			Msg: fmt.Sprintf("local ACK timeout (%v) at psn %d, retries exhausted", qp.ackTimeout(), r.compPSN)})
-		qp.failWQE(w, keys.StatusRetryExcErr, fmt.Errorf("no acknowledgement for psn %d after %d retries of %v", r.compPSN, qp.attr.RetryCnt, qp.ackTimeout()))
+		qp.failWQE(w, WCRetryExcErr, fmt.Errorf("no acknowledgement for psn %d after %d retries of %v", r.compPSN, qp.attr.RetryCnt, qp.ackTimeout()))
 		return
 	}
 	r.retryLeft--
