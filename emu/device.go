@@ -353,22 +353,40 @@ func (mr *MR) Rereg(flags keys.ReregFlags, pd *PD, buf []byte, access Access) er
 	return nil
 }
 
-// MW is a memory window.
+// MW is a memory window. Its key is the key space's, found by index: a bind moves it when it
+// runs.
 type MW struct {
-	pd   *PD
-	typ  MWType
-	rkey uint32 // the consumer's view: a type 1 bind moves it when posted
-	// ks is the window's key in the key space, which moves when a bind executes; with binds
-	// queued it lags behind rkey.
-	ks uint32
+	pd    *PD
+	typ   MWType
+	index uint32
+	// posted counts the type 1 binds posted through the bind verb that have not run yet: each
+	// will move the key8 on by one, and the consumer holds the rkey as if they had run.
+	posted uint32
+	gone   keys.Key // the key the window had when it was deallocated; 0 while it lives
 }
 
 // RKey is the window's current rkey as the consumer holds it: a type 1 bind updates it when the
-// bind is posted (and rolls it back if the bind fails), a type 2 bind when it completes.
+// bind is posted (and rolls it back if the bind fails or is dropped before it runs), a type 2
+// bind when it completes.
 func (mw *MW) RKey() uint32 {
 	mw.pd.dev.mu.Lock()
 	defer mw.pd.dev.mu.Unlock()
-	return mw.rkey
+	return uint32(mw.rkey())
+}
+
+// key is the window's key in the key space (the one its last executed bind gave it).
+func (mw *MW) key() keys.Key {
+	if mw.gone != 0 {
+		return mw.gone
+	}
+	k, _ := mw.pd.dev.keys.KeyAt(mw.index)
+	return k
+}
+
+// rkey is the consumer's view: the key space's key, moved on by the type 1 binds still queued.
+func (mw *MW) rkey() keys.Key {
+	k := mw.key()
+	return k.WithKey8(k.Key8() + uint8(mw.posted))
 }
 
 // Type is the window's type.
@@ -384,7 +402,7 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 		return nil, err
 	}
 	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: fmt.Sprintf("alloc_mw %s %s", typ, k)})
-	mw := &MW{pd: pd, typ: typ, rkey: uint32(k), ks: uint32(k)}
+	mw := &MW{pd: pd, typ: typ, index: k.Index()}
 	d.mws = put(d.mws, k.Index(), mw)
 	return mw, nil
 }
@@ -394,11 +412,13 @@ func (mw *MW) Dealloc() error {
 	d := mw.pd.dev
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.keys.DeallocMW(keys.Key(mw.ks), d.clock.Now()); err != nil {
+	k := mw.key()
+	if err := d.keys.DeallocMW(k, d.clock.Now()); err != nil {
 		return err
 	}
-	delete(d.mws, keys.Key(mw.ks).Index())
-	d.event(Event{Kind: EvKey, Key: mw.ks, Msg: "dealloc_mw " + keys.Key(mw.ks).String()})
+	mw.gone = k
+	delete(d.mws, mw.index)
+	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: "dealloc_mw " + k.String()})
 	return nil
 }
 
@@ -420,7 +440,7 @@ func (pd *PD) AllocFastRegMR(maxLen uint64) (*MR, error) {
 func (d *Device) QueryMW(mw *MW) (keys.MWInfo, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.keys.QueryMW(keys.Key(mw.ks))
+	return d.keys.QueryMW(mw.key())
 }
 
 // put sets m[k] = v, making m first if it is nil.

@@ -454,11 +454,11 @@ func (qp *QP) execLocal(w *sendWQE) {
 		}
 		var res keys.Bound
 		res, err = d.keys.BindMW(kb)
+		// Run or failed, the bind leaves the key to the key space: after a type 2 bind the
+		// handle reads the new rkey as irdma writes it back (rxe does not: rdma-core #1777),
+		// after a failed type 1 bind the rkey it had.
+		w.settleBind()
 		if err == nil {
-			b.MW.ks = uint32(res.Key)
-			if !w.type1 {
-				b.MW.rkey = uint32(res.Key) // written back, as irdma does (rxe does not: rdma-core #1777)
-			}
 			if d.tracing() {
 				d.event(Event{QP: qp.qpn, Kind: EvKey, Key: uint32(res.Key), WRID: w.wr.ID,
 					Msg: fmt.Sprintf("bind %s %s -> %s [0x%x, +%d) %s", b.MW.typ, kb.MW, res.Key, b.Addr, b.Length, b.Access)})
@@ -522,11 +522,7 @@ func (qp *QP) retireHead() {
 	if w.counted {
 		qp.req.rdAtomic--
 	}
-	if w.type1 && w.status != WCSuccess {
-		// A failed (or flushed) type 1 bind leaves the window as the key space has it; binds
-		// queued behind it are flushed too, so that is the key the consumer holds again.
-		w.wr.Bind.MW.rkey = w.wr.Bind.MW.ks
-	}
+	w.settleBind() // a type 1 bind flushed without running
 	if w.status != WCSuccess || qp.sigAll || w.wr.Flags&SendSignaled != 0 {
 		wc := WC{WRID: w.wr.ID, Status: w.status, Opcode: wcOpcodeOf(w.wr.Opcode), ByteLen: uint32(w.length), Err: w.err}
 		qp.complete(qp.sendCQ, wc)
