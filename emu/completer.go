@@ -61,7 +61,7 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 		if qp.attr.RNRRetry != 7 {
 			if r.rnrLeft == 0 {
 				d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, WRID: w.wr.ID, Msg: "RNR NAK, rnr_retry exhausted"})
-				qp.failWQE(w, keys.StatusRNRRetryExcErr, fmt.Errorf("receiver not ready at psn %d after %d RNR retries", psn, qp.attr.RNRRetry))
+				qp.failWQE(w, WCRNRRetryExcErr, fmt.Errorf("receiver not ready at psn %d after %d RNR retries", psn, qp.attr.RNRRetry))
 				return
 			}
 			r.rnrLeft--
@@ -122,7 +122,7 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 				if o := qp.outstanding(); o != nil {
 					w = o
 				}
-				qp.failWQE(w, keys.StatusRetryExcErr, fmt.Errorf("sequence error NAKs at psn %d exhausted %d retries", psn, qp.attr.RetryCnt))
+				qp.failWQE(w, WCRetryExcErr, fmt.Errorf("sequence error NAKs at psn %d exhausted %d retries", psn, qp.attr.RetryCnt))
 				return
 			}
 			r.retryLeft--
@@ -130,12 +130,12 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 			qp.rewind(psn)
 			return
 		}
-		status := keys.StatusRemOpErr
+		status := WCRemOpErr
 		switch syn {
 		case wire.NAKInvalidRequest:
-			status = keys.StatusRemInvReqErr
+			status = WCRemInvReqErr
 		case wire.NAKRemoteAccess:
-			status = keys.StatusRemAccessErr
+			status = WCRemAccessErr
 		}
 		d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Status: status, Msg: fmt.Sprintf("received %s for psn %d", syn, psn)})
 		if w == nil {
@@ -317,7 +317,7 @@ func (qp *QP) onAtomicAck(psn uint32, orig uint64) {
 		return // the acknowledgement before it ended the WQE or the QP
 	}
 	if err := qp.placeAtomicResult(w, orig); err != nil {
-		qp.failWQE(w, keys.StatusLocProtErr, err)
+		qp.failWQE(w, WCLocProtErr, err)
 		return
 	}
 	w.atomicOrig = orig
@@ -386,7 +386,7 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 		okClass = (cls == wire.Only) == lastPkt
 	}
 	if !okClass || uint64(len(f.Payload)) != wantLen {
-		qp.failWQE(w, keys.StatusBadRespErr, fmt.Errorf("READ response psn %d: %s with %d bytes, expected response %d of %d with %d",
+		qp.failWQE(w, WCBadRespErr, fmt.Errorf("READ response psn %d: %s with %d bytes, expected response %d of %d with %d",
 			psn, f.Opcode, len(f.Payload), w.next+1, w.npkts, wantLen))
 		return
 	}
@@ -395,7 +395,7 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 		n := sp.CopyFrom(src)
 		src = src[n:]
 	}); err != nil {
-		qp.failWQE(w, keys.StatusLocProtErr, err)
+		qp.failWQE(w, WCLocProtErr, err)
 		return
 	}
 	// The first response to a request asked again shows when the responder received that
@@ -434,7 +434,7 @@ func (qp *QP) onFlushResponse(f *wire.Frame, psn uint32, w *sendWQE) {
 		return
 	}
 	if f.Info.Class != wire.Only || len(f.Payload) != 0 {
-		qp.failWQE(w, keys.StatusBadRespErr, fmt.Errorf("FLUSH psn %d answered with %s carrying %d bytes", psn, f.Opcode, len(f.Payload)))
+		qp.failWQE(w, WCBadRespErr, fmt.Errorf("FLUSH psn %d answered with %s carrying %d bytes", psn, f.Opcode, len(f.Payload)))
 		return
 	}
 	// Everything before the FLUSH was executed; a READ or atomic before it that lacks its
@@ -455,6 +455,6 @@ func (qp *QP) onFlushResponse(f *wire.Frame, psn uint32, w *sendWQE) {
 // is not an ACK: responses carry data, not NAKs, so this is BAD_RESP_ERR.
 func (qp *QP) badResponse(psn uint32, op wire.Opcode, syn wire.Syndrome) {
 	if w := qp.wqeHolding(psn); w != nil {
-		qp.failWQE(w, keys.StatusBadRespErr, fmt.Errorf("%s psn %d carries %s", op, psn, syn))
+		qp.failWQE(w, WCBadRespErr, fmt.Errorf("%s psn %d carries %s", op, psn, syn))
 	}
 }

@@ -3,14 +3,12 @@ package emu
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/softirdma/softirdma/keys"
 	"github.com/softirdma/softirdma/wire"
@@ -84,9 +82,6 @@ type Device struct {
 	mrs     map[uint32]*MR
 	mws     map[uint32]*MW
 	stopped bool
-	// revoked remembers when and how recent keys were revoked, so an access refused later can
-	// say "rkey 0x1234 was invalidated at t=... by SEND_WITH_INV on QP 0x11".
-	revoked map[uint32]revocation
 
 	parser wire.Parser
 	rx     wire.Frame
@@ -134,7 +129,6 @@ func NewDevice(cfg DeviceConfig) *Device {
 		nextQPN: 0x11, // QPNs 0 and 1 are the special QPs; rxe starts at 17 too
 		nextVA:  0x7f00_0000_0000,
 		qps:     map[uint32]*QP{},
-		revoked: map[uint32]revocation{},
 	}
 	d.loop.dev = d
 	d.loop.deliver = d.deliverLoopback
@@ -327,10 +321,9 @@ func (mr *MR) Dereg() error {
 	d := mr.pd.dev
 	d.mu.Lock()
 	defer d.unlock()
-	if err := d.keys.DeregMR(mr.key); err != nil {
+	if err := d.keys.DeregMR(mr.key, d.clock.Now()); err != nil {
 		return err
 	}
-	d.noteRevoked(uint32(mr.key), "dereg_mr", 0)
 	delete(d.mrs, mr.key.Index())
 	d.event(Event{Kind: EvKey, Key: uint32(mr.key), Msg: "dereg_mr " + mr.key.String()})
 	return nil
@@ -360,22 +353,40 @@ func (mr *MR) Rereg(flags keys.ReregFlags, pd *PD, buf []byte, access Access) er
 	return nil
 }
 
-// MW is a memory window.
+// MW is a memory window. Its key is the key space's, found by index: a bind moves it when it
+// runs.
 type MW struct {
-	pd   *PD
-	typ  MWType
-	rkey uint32 // the consumer's view: a type 1 bind moves it when posted
-	// ks is the window's key in the key space, which moves when a bind executes; with binds
-	// queued it lags behind rkey.
-	ks uint32
+	pd    *PD
+	typ   MWType
+	index uint32
+	// posted counts the type 1 binds posted through the bind verb that have not run yet: each
+	// will move the key8 on by one, and the consumer holds the rkey as if they had run.
+	posted uint32
+	gone   keys.Key // the key the window had when it was deallocated; 0 while it lives
 }
 
 // RKey is the window's current rkey as the consumer holds it: a type 1 bind updates it when the
-// bind is posted (and rolls it back if the bind fails), a type 2 bind when it completes.
+// bind is posted (and rolls it back if the bind fails or is dropped before it runs), a type 2
+// bind when it completes.
 func (mw *MW) RKey() uint32 {
 	mw.pd.dev.mu.Lock()
 	defer mw.pd.dev.unlock()
-	return mw.rkey
+	return uint32(mw.rkey())
+}
+
+// key is the window's key in the key space (the one its last executed bind gave it).
+func (mw *MW) key() keys.Key {
+	if mw.gone != 0 {
+		return mw.gone
+	}
+	k, _ := mw.pd.dev.keys.KeyAt(mw.index)
+	return k
+}
+
+// rkey is the consumer's view: the key space's key, moved on by the type 1 binds still queued.
+func (mw *MW) rkey() keys.Key {
+	k := mw.key()
+	return k.WithKey8(k.Key8() + uint8(mw.posted))
 }
 
 // Type is the window's type.
@@ -391,7 +402,7 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 		return nil, err
 	}
 	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: fmt.Sprintf("alloc_mw %s %s", typ, k)})
-	mw := &MW{pd: pd, typ: typ, rkey: uint32(k), ks: uint32(k)}
+	mw := &MW{pd: pd, typ: typ, index: k.Index()}
 	d.mws = put(d.mws, k.Index(), mw)
 	return mw, nil
 }
@@ -401,12 +412,13 @@ func (mw *MW) Dealloc() error {
 	d := mw.pd.dev
 	d.mu.Lock()
 	defer d.unlock()
-	if err := d.keys.DeallocMW(keys.Key(mw.ks)); err != nil {
+	k := mw.key()
+	if err := d.keys.DeallocMW(k, d.clock.Now()); err != nil {
 		return err
 	}
-	d.noteRevoked(mw.ks, "dealloc_mw", 0)
-	delete(d.mws, keys.Key(mw.ks).Index())
-	d.event(Event{Kind: EvKey, Key: mw.ks, Msg: "dealloc_mw " + keys.Key(mw.ks).String()})
+	mw.gone = k
+	delete(d.mws, mw.index)
+	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: "dealloc_mw " + k.String()})
 	return nil
 }
 
@@ -428,7 +440,7 @@ func (pd *PD) AllocFastRegMR(maxLen uint64) (*MR, error) {
 func (d *Device) QueryMW(mw *MW) (keys.MWInfo, error) {
 	d.mu.Lock()
 	defer d.unlock()
-	return d.keys.QueryMW(keys.Key(mw.ks))
+	return d.keys.QueryMW(mw.key())
 }
 
 // put sets m[k] = v, making m first if it is nil.
@@ -548,40 +560,6 @@ func srcPort(qpn uint32) uint16 {
 		h = (h ^ uint32(c)) * 16777619
 	}
 	return 0xC000 | uint16(h&0x3FFF)
-}
-
-// revocation is when and how a key stopped working: by what (a constant string), on which QP.
-type revocation struct {
-	t   time.Duration
-	how string
-	qp  uint32
-}
-
-// maxRevocations bounds the memory of revoked keys.
-const maxRevocations = 4096
-
-// noteRevoked remembers that key was revoked now, by how.
-func (d *Device) noteRevoked(key uint32, how string, qp uint32) {
-	if len(d.revoked) >= maxRevocations {
-		clear(d.revoked)
-	}
-	d.revoked[key] = revocation{t: d.clock.Now(), how: how, qp: qp}
-}
-
-// explain adds to an access failure what the device remembers of the key it names.
-func (d *Device) explain(err error) error {
-	var ae *keys.AccessError
-	if !errors.As(err, &ae) {
-		return err
-	}
-	if r, ok := d.revoked[uint32(ae.Key)]; ok {
-		how := r.how
-		if r.qp != 0 {
-			how += fmt.Sprintf(" on QP 0x%06x", r.qp)
-		}
-		return fmt.Errorf("%w (rkey %s was invalidated at t=%v by %s)", err, ae.Key, r.t, how)
-	}
-	return err
 }
 
 // loopback sits between the engine and its link and turns back the frames addressed to one of

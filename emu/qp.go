@@ -411,6 +411,7 @@ func (qp *QP) Destroy() error {
 	d.mu.Lock()
 	defer d.unlock()
 	qp.req.stopTimers()
+	qp.sq.settleBinds()
 	delete(d.qps, qp.qpn)
 	qp.state = QPSReset
 	d.event(Event{QP: qp.qpn, Kind: EvQPState, Msg: "destroyed"})

@@ -135,7 +135,7 @@ func (qp *QP) runRequester() {
 				return
 			}
 			if err := qp.checkLocalSGL(w); err != nil {
-				qp.failWQE(w, keys.StatusLocProtErr, err)
+				qp.failWQE(w, WCLocProtErr, err)
 				return
 			}
 			qp.start(w)
@@ -291,12 +291,12 @@ func (qp *QP) transmitRequest(w *sendWQE) bool {
 	}
 	frame, slot, err := qp.builder.Begin(qp.dev.txBuffer(), &h, int(payload))
 	if err != nil {
-		qp.failWQE(w, keys.StatusLocQPOpErr, fmt.Errorf("building %s: %w", h.Opcode, err))
+		qp.failWQE(w, WCLocQPOpErr, fmt.Errorf("building %s: %w", h.Opcode, err))
 		return false
 	}
 	if payload > 0 {
 		if err := qp.gather(w, off, slot); err != nil {
-			qp.failWQE(w, keys.StatusLocProtErr, err)
+			qp.failWQE(w, WCLocProtErr, err)
 			return false
 		}
 	}
@@ -440,9 +440,8 @@ func (qp *QP) execLocal(w *sendWQE) {
 	var err error
 	switch w.wr.Opcode {
 	case WRLocalInv:
-		err = d.keys.Invalidate(keys.Invalidate{Key: keys.Key(w.wr.Imm), QP: keys.QPN(qp.qpn)})
+		err = d.keys.Invalidate(keys.Invalidate{Key: keys.Key(w.wr.Imm), QP: keys.QPN(qp.qpn), At: d.clock.Now()})
 		if err == nil {
-			d.noteRevoked(w.wr.Imm, "LOCAL_INV", qp.qpn)
 			if d.tracing() {
 				d.event(Event{QP: qp.qpn, Kind: EvKey, Key: w.wr.Imm, WRID: w.wr.ID, Msg: "LOCAL_INV invalidated " + keys.Key(w.wr.Imm).String()})
 			}
@@ -450,19 +449,17 @@ func (qp *QP) execLocal(w *sendWQE) {
 	case WRBindMW:
 		b := w.wr.Bind
 		kb := keys.Bind{MW: keys.Key(w.mwKey), Key8: uint8(b.RKey), QP: keys.QPN(qp.qpn), PD: qp.pd.handle,
-			Addr: b.Addr, Len: b.Length, Access: b.Access}
+			Addr: b.Addr, Len: b.Length, Access: b.Access, At: d.clock.Now()}
 		if b.MR != nil {
 			kb.MR = b.MR.key
 		}
 		var res keys.Bound
 		res, err = d.keys.BindMW(kb)
+		// Run or failed, the bind leaves the key to the key space: after a type 2 bind the
+		// handle reads the new rkey as irdma writes it back (rxe does not: rdma-core #1777),
+		// after a failed type 1 bind the rkey it had.
+		w.settleBind()
 		if err == nil {
-			b.MW.ks = uint32(res.Key)
-			if w.type1 {
-				d.noteRevoked(uint32(kb.MW), "a type 1 bind", qp.qpn)
-			} else {
-				b.MW.rkey = uint32(res.Key) // written back, as irdma does (rxe does not: rdma-core #1777)
-			}
 			if d.tracing() {
 				d.event(Event{QP: qp.qpn, Kind: EvKey, Key: uint32(res.Key), WRID: w.wr.ID,
 					Msg: fmt.Sprintf("bind %s %s -> %s [0x%x, +%d) %s", b.MW.typ, kb.MW, res.Key, b.Addr, b.Length, b.Access)})
@@ -474,16 +471,16 @@ func (qp *QP) execLocal(w *sendWQE) {
 		}
 	case WRRegMR:
 		g := w.wr.Reg
-		err = d.keys.FastReg(keys.FastReg{Key: keys.Key(g.Key), PD: qp.pd.handle, Mem: keys.Contiguous(g.Buf), IOVA: g.IOVA, Access: g.Access})
+		err = d.keys.FastReg(keys.FastReg{Key: keys.Key(g.Key), PD: qp.pd.handle, Mem: keys.Contiguous(g.Buf), IOVA: g.IOVA, Access: g.Access, At: d.clock.Now()})
 		if err == nil {
 			g.MR.key, g.MR.addr, g.MR.length, g.MR.buf = keys.Key(g.Key), g.IOVA, uint64(len(g.Buf)), g.Buf
 		}
 	}
 	if err != nil {
 		var ae *keys.AccessError
-		status := keys.StatusLocQPOpErr
+		status := WCLocQPOpErr
 		if errors.As(err, &ae) {
-			status = ae.Status
+			status = WCStatus(ae.Status)
 		}
 		d.event(Event{QP: qp.qpn, Kind: EvAccess, WRID: w.wr.ID, Status: status, Err: err, Msg: w.wr.Opcode.String() + " failed"})
 		w.status, w.err = status, err
@@ -526,11 +523,7 @@ func (qp *QP) retireHead() {
 	if w.counted {
 		qp.req.rdAtomic--
 	}
-	if w.type1 && w.status != WCSuccess {
-		// A failed (or flushed) type 1 bind leaves the window as the key space has it; binds
-		// queued behind it are flushed too, so that is the key the consumer holds again.
-		w.wr.Bind.MW.rkey = w.wr.Bind.MW.ks
-	}
+	w.settleBind() // a type 1 bind flushed without running
 	if w.status != WCSuccess || qp.sigAll || w.wr.Flags&SendSignaled != 0 {
 		wc := WC{WRID: w.wr.ID, Status: w.status, Opcode: wcOpcodeOf(w.wr.Opcode), ByteLen: uint32(w.length), Err: w.err}
 		qp.complete(qp.sendCQ, wc)
@@ -672,7 +665,7 @@ func (qp *QP) onTimeout() {
 	if r.retryLeft == 0 {
 		d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: r.compPSN, WRID: w.wr.ID,
 			Msg: fmt.Sprintf("local ACK timeout (%v) at psn %d, retries exhausted", qp.ackTimeout(), r.compPSN)})
-		qp.failWQE(w, keys.StatusRetryExcErr, fmt.Errorf("no acknowledgement for psn %d after %d retries of %v", r.compPSN, qp.attr.RetryCnt, qp.ackTimeout()))
+		qp.failWQE(w, WCRetryExcErr, fmt.Errorf("no acknowledgement for psn %d after %d retries of %v", r.compPSN, qp.attr.RetryCnt, qp.ackTimeout()))
 		return
 	}
 	r.retryLeft--

@@ -299,7 +299,7 @@ func (qp *QP) execSend(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Opc
 	if r.placed+n > w.length {
 		// The message is longer than the receive buffer: LOC_LEN_ERR for the receiver (IBTA;
 		// rxe says REM_INV_REQ_ERR), NAK 0x61 for the requester.
-		return &respError{syn: wire.NAKInvalidRequest, status: keys.StatusLocLenErr,
+		return &respError{syn: wire.NAKInvalidRequest, status: WCLocLenErr,
 			err: fmt.Errorf("SEND of at least %d bytes into a receive of %d", r.placed+n, w.length)}
 	}
 	src := f.Payload
@@ -309,7 +309,7 @@ func (qp *QP) execSend(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Opc
 	}); err != nil {
 		// The receive WQE names memory it may not write: NAK 0x63, REM_OP_ERR for the
 		// requester; the receiver's completion says LOC_PROT_ERR.
-		return &respError{syn: wire.NAKRemoteOp, status: keys.StatusLocProtErr, err: fmt.Errorf("receive buffer: %w", err)}
+		return &respError{syn: wire.NAKRemoteOp, status: WCLocProtErr, err: fmt.Errorf("receive buffer: %w", err)}
 	}
 	r.placed += n
 	r.inSend = !info.Is(wire.FlagEnd)
@@ -324,12 +324,11 @@ func (qp *QP) execSend(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Opc
 		wc.Flags, wc.Imm = WCWithImm, f.ImmDt.Imm()
 	case info.Is(wire.FlagInv):
 		rkey := f.IETH.RKey()
-		err := qp.dev.keys.Invalidate(keys.Invalidate{Key: keys.Key(rkey), QP: keys.QPN(qp.qpn), Remote: true})
+		err := qp.dev.keys.Invalidate(keys.Invalidate{Key: keys.Key(rkey), QP: keys.QPN(qp.qpn), Remote: true, At: qp.dev.clock.Now()})
 		if err != nil {
 			// rxe ACKs and fails only the receive; softirdma also NAKs (W18).
-			return &respError{syn: wire.NAKInvalidRequest, status: keys.StatusRemInvReqErr, err: err}
+			return &respError{syn: wire.NAKInvalidRequest, status: WCRemInvReqErr, err: err}
 		}
-		qp.dev.noteRevoked(rkey, "SEND_WITH_INV", qp.qpn)
 		if qp.dev.tracing() {
 			qp.dev.event(Event{QP: qp.qpn, Kind: EvKey, Key: rkey, PSN: psn,
 				Msg: fmt.Sprintf("SEND_WITH_INV psn %d invalidated %s", psn, keys.Key(rkey))})
@@ -397,7 +396,7 @@ func (qp *QP) execWrite(f *wire.Frame, psn uint32, op wire.Opcode, info *wire.Op
 }
 
 func accessNAK(err error) *respError {
-	return &respError{syn: wire.NAKRemoteAccess, status: keys.StatusRemAccessErr, err: err}
+	return &respError{syn: wire.NAKRemoteAccess, status: WCRemAccessErr, err: err}
 }
 
 func (qp *QP) execRead(f *wire.Frame, psn uint32) *respError {
@@ -588,7 +587,6 @@ func (qp *QP) respFail(f *wire.Frame, psn uint32, e *respError) {
 	d := qp.dev
 	r := &qp.resp
 	status := e.status
-	e.err = d.explain(e.err)
 	var ae *keys.AccessError
 	if errors.As(e.err, &ae) {
 		d.event(Event{QP: qp.qpn, Kind: EvAccess, PSN: psn, Key: uint32(ae.Key), Msg: fmt.Sprintf("request psn %d refused", psn), Err: e.err})
@@ -597,7 +595,7 @@ func (qp *QP) respFail(f *wire.Frame, psn uint32, e *respError) {
 	qp.sendAck(e.syn, psn)
 	if r.recv != nil {
 		if status == 0 {
-			status = keys.StatusRemInvReqErr
+			status = WCRemInvReqErr
 		}
 		w := r.recv
 		qp.finishRecv(WC{WRID: w.id, Status: status, Opcode: WCRecv, Err: e.err}, false)

@@ -2,6 +2,7 @@ package emu
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -137,8 +138,13 @@ func TestScenarioLocalInvRacingWrite(t *testing.T) {
 	if !bytes.Equal(p.bufB[:2048], p.bufA[:2048]) || !bytes.Equal(p.bufB[4096:8192], make([]byte, 4096)) {
 		t.Fatal("the bytes before the invalidation should have landed, none after it")
 	}
-	if len(p.eventsLike(EvAccess, "revoked by LOCAL_INV")) != 1 {
-		t.Fatal("no recorded reason names the LOCAL_INV")
+	inv := p.eventsLike(EvKey, "LOCAL_INV invalidated")
+	if len(inv) != 1 {
+		t.Fatalf("%d invalidations recorded", len(inv))
+	}
+	why := fmt.Sprintf("(key %s was revoked by LOCAL_INV on QP 0x%06x at t=%v)", keys.Key(rkey), p.qb.Num(), inv[0].T)
+	if len(p.eventsLike(EvAccess, why)) != 1 {
+		t.Fatalf("no recorded reason says %q", why)
 	}
 }
 
