@@ -83,6 +83,9 @@ type Device struct {
 	mrs     map[uint32]*MR
 	mws     map[uint32]*MW
 	stopped bool
+	// portDown: the port is down (SetPortActive); it sends and receives nothing.
+	portDown bool
+	async    asyncEvents
 	// revoked remembers when and how recent keys were revoked, so an access refused later can
 	// say "rkey 0x1234 was invalidated at t=... by SEND_WITH_INV on QP 0x11".
 	revoked map[uint32]revocation

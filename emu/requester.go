@@ -414,7 +414,7 @@ func (qp *QP) walkSGL(sgl []SGE, off, n uint64, rights Access, f func(keys.Span)
 // transmit hands a frame to the link.
 func (qp *QP) transmit(frame []byte, op wire.Opcode, psn uint32) {
 	d := qp.dev
-	if d.stopped || d.link == nil {
+	if d.stopped || d.portDown || d.link == nil {
 		if d.lender != nil {
 			d.lender.SendBuffer(nil) // give the buffer back
 		}
@@ -517,6 +517,7 @@ func (qp *QP) retire() {
 		qp.retireHead()
 	}
 	qp.kickIfWaiting()
+	qp.checkDrained()
 }
 
 func (qp *QP) retireHead() {
