@@ -44,7 +44,8 @@ func (t AsyncEventType) String() string {
 
 // AsyncEvent is one asynchronous event (struct ibv_async_event). Num is the number of what it
 // concerns, which its Type says: a QPN for the QP events, a CQ's Num for CQ_ERR, an SRQ's
-// Num for the SRQ events, the port number (PortNum) for the port events.
+// Num for the SRQ events, the port number (PortNum) for the port events. The object may be
+// destroyed by the time the handler runs: Device.QP and the other lookups then find nothing.
 type AsyncEvent struct {
 	Type AsyncEventType
 	Num  uint32

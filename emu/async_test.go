@@ -3,6 +3,7 @@ package emu
 import (
 	"errors"
 	"fmt"
+	"io"
 	"syscall"
 	"testing"
 	"time"
@@ -381,3 +382,39 @@ func TestAsyncHandlerCallsIntoDevice(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// failingLink is a wire.Link that receives nothing until it fails.
+type failingLink struct{ fail chan struct{} }
+
+func (l failingLink) SendBatch(frames [][]byte) (int, error) { return len(frames), nil }
+func (l failingLink) RecvBatch([][]byte, []int) (int, error) {
+	<-l.fail
+	return 0, io.ErrUnexpectedEOF
+}
+func (l failingLink) Close() error { return nil }
+
+// A Host whose link fails takes its device's port down: PORT_ERR, and nothing more is sent.
+func TestAsyncHostLinkFailureIsPortErr(t *testing.T) {
+	link := failingLink{fail: make(chan struct{})}
+	h, err := NewHost(HostConfig{Name: "H", Link: link, MAC: [6]byte{2, 0, 0, 0, 0, 1}, IP: mustAddr("192.0.2.1")})
+	must(t, err)
+	events := make(chan AsyncEvent, 4)
+	h.Device().OnAsyncEvent(func(e AsyncEvent) { events <- e })
+	ran := make(chan error, 1)
+	go func() { ran <- h.Run() }()
+	close(link.fail)
+	if err := <-ran; !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("Run returned %v", err)
+	}
+	select {
+	case e := <-events:
+		if e != (AsyncEvent{AsyncPortErr, PortNum}) {
+			t.Fatalf("event %v, want PORT_ERR", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no PORT_ERR after the link failed")
+	}
+	if h.Device().PortActive() {
+		t.Fatal("port active after the link failed")
+	}
+}
