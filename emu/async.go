@@ -128,7 +128,8 @@ func (d *Device) deliverAsync() {
 }
 
 // SetPortActive brings the device's port up or down, as a NIC's port follows its link (a
-// device model calls it when its host's link changes). A down port sends nothing and takes in
+// device model calls it when its host's link changes; a Host does when its link fails). A
+// down port sends nothing and takes in
 // nothing, its own loopback frames included; QPs keep their state and their timers run, so
 // requests outstanding meet their retry limit unless the port comes back first, as on a real
 // NIC. Each change raises PORT_ERR or PORT_ACTIVE; setting the state the port is in raises
