@@ -139,6 +139,9 @@ func (cq *CQ) Events() <-chan struct{} { return cq.events }
 // push queues a completion and reports whether there was room.
 func (cq *CQ) push(wc WC) bool {
 	if cq.n == len(cq.ring) {
+		if !cq.overflowed {
+			cq.dev.raise(AsyncCQErr, cq.num)
+		}
 		cq.overflowed = true
 		return false
 	}
@@ -163,6 +166,7 @@ type SRQ struct {
 	num    uint32
 	maxSGE int
 	queue  recvQueue
+	limit  int // SRQ_LIMIT_REACHED is armed for fewer receives than this; 0: not armed
 }
 
 // CreateSRQ creates a shared receive queue for up to maxWR receive requests of up to maxSGE

@@ -82,6 +82,9 @@ type Device struct {
 	mrs     map[uint32]*MR
 	mws     map[uint32]*MW
 	stopped bool
+	// portDown: the port is down (SetPortActive); it sends and receives nothing.
+	portDown bool
+	async    asyncEvents
 
 	parser wire.Parser
 	rx     wire.Frame

@@ -141,6 +141,9 @@ func (h *Host) Run() error {
 	for {
 		n, err := h.cfg.Link.RecvBatch(bufs, sizes)
 		if err != nil {
+			// The link failed (or was closed): the port is down, and says so with PORT_ERR
+			// unless Close stopped the device first.
+			h.dev.SetPortActive(false)
 			h.err = err
 			return err
 		}

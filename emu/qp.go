@@ -50,6 +50,8 @@ type QPAttr struct {
 	MinRNRTimer     uint8 // the RNR timer code it sends in RNR NAKs
 	DestQPN         uint32
 	Cap             QPCap
+	// EnSQDAsyncNotify asks a move to SQD for an SQ_DRAINED event (AttrEnSQDAsyncNotify).
+	EnSQDAsyncNotify bool
 }
 
 // transitions is the verbs state machine for RC QPs (IBTA table 91, ib_modify_qp_is_ok): for each
@@ -84,6 +86,7 @@ type QP struct {
 	attr   QPAttr
 
 	overflowed bool // a completion was lost; the QP is on its way to ERR
+	async      qpAsync
 
 	builder wire.Builder
 	rq      recvQueue
@@ -285,6 +288,7 @@ func (qp *QP) apply(a *QPAttr, m AttrMask) {
 	if m&AttrDestQPN != 0 {
 		t.DestQPN = a.DestQPN
 	}
+	t.EnSQDAsyncNotify = m&AttrEnSQDAsyncNotify != 0 && a.EnSQDAsyncNotify // asked for each move to SQD
 }
 
 // setPath fills the frame builder's addresses from the AV. The source address is the device's
@@ -308,10 +312,11 @@ func (qp *QP) setState(s QPState, why string) {
 	if s == QPSErr {
 		qp.flush()
 	}
+	qp.stateChanged(s)
 }
 
-// toError moves the QP to ERR after a failure, flushing what is left.
-func (qp *QP) toError(why string) { qp.setState(QPSErr, why) }
+// toError moves the QP to ERR after a failure, flushing what is left, and raises QP_FATAL.
+func (qp *QP) toError(why string) { qp.fail(AsyncQPFatal, why) }
 
 // PostRecv posts receive requests. On a QP with an SRQ it is EINVAL.
 func (qp *QP) PostRecv(wrs ...RecvWR) error {

@@ -12,7 +12,7 @@ import (
 func (d *Device) Receive(frame []byte) {
 	d.mu.Lock()
 	defer d.unlock()
-	if d.stopped {
+	if d.stopped || d.portDown {
 		return
 	}
 	d.stats.RxFrames++
@@ -43,6 +43,7 @@ func (d *Device) Receive(frame []byte) {
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s from %s while %s", f.Opcode, f.SrcIP(), qp.state)})
 		return
 	}
+	qp.received()
 	if f.Info.Response {
 		qp.onResponse(f)
 	} else {

@@ -414,7 +414,7 @@ func (qp *QP) walkSGL(sgl []SGE, off, n uint64, rights Access, f func(keys.Span)
 // transmit queues a frame for the link; it goes out when the device lock is released.
 func (qp *QP) transmit(frame []byte, op wire.Opcode, psn uint32) {
 	d := qp.dev
-	if d.stopped || d.link == nil {
+	if d.stopped || d.portDown || d.link == nil {
 		d.dropBuffer(frame)
 		return
 	}
@@ -515,6 +515,7 @@ func (qp *QP) retire() {
 		qp.retireHead()
 	}
 	qp.kickIfWaiting()
+	qp.checkDrained()
 }
 
 func (qp *QP) retireHead() {

@@ -178,6 +178,9 @@ func (qp *QP) execute(f *wire.Frame, psn uint32) *respError {
 		r.held.id, r.held.length = w.id, w.length
 		r.held.sgl = append(r.held.sgl[:0], w.sgl...)
 		qp.recvQueue().pop()
+		if qp.srq != nil {
+			qp.srq.tookReceive()
+		}
 		r.recv = &r.held
 		r.placed = 0
 	}
@@ -600,5 +603,5 @@ func (qp *QP) respFail(f *wire.Frame, psn uint32, e *respError) {
 		w := r.recv
 		qp.finishRecv(WC{WRID: w.id, Status: status, Opcode: WCRecv, Err: e.err}, false)
 	}
-	qp.toError(fmt.Sprintf("responder refused psn %d", psn))
+	qp.fail(responderEvent(e.syn), fmt.Sprintf("responder refused psn %d", psn))
 }
