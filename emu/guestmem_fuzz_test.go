@@ -62,7 +62,7 @@ func FuzzGuestMemory(f *testing.F) {
 		const space = 256
 		var gm GuestMemory
 		var owner [space + 64]int // the region id mapping each address, 0 if none
-		var regions [][3]int // start, length, id
+		var regions [][3]int      // start, length, id
 		id := 0
 		for len(ops) >= 3 {
 			op, a, n := ops[0]%3, int(ops[1]), int(ops[2])%64+1

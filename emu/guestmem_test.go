@@ -5,8 +5,10 @@ import (
 	"errors"
 	"math"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/softirdma/softirdma/keys"
 	"github.com/softirdma/softirdma/wire"
@@ -418,4 +420,65 @@ func (f *revokeFixture) revokeAll(t testing.TB) []byte {
 		t.Fatalf("RevokeRange revoked %v, want both MRs in key order", got)
 	}
 	return bytes.Clone(f.victim)
+}
+
+// TestRevokeRangeConcurrentTraffic revokes from another goroutine while the simulator runs an
+// endless WRITE stream into the range (each completion posts the next WRITE), as a device model
+// would on a guest's DMA unmap. Nothing writes the range after RevokeRange returns: the copy
+// taken then stays equal to the memory, and under -race any later write would be a reported
+// race with that copy.
+func TestRevokeRangeConcurrentTraffic(t *testing.T) {
+	f := newRevokeFixture(t)
+	f.fab.OnEvent(nil) // the recorder is not safe for two goroutines
+	const size = 16 << 10
+	for i := range f.bufA[:64*size] {
+		f.bufA[i] = byte(i/size + 1)
+	}
+	var succeeded atomic.Int64
+	var revoked atomic.Bool // after it, the stream stops after at most 64 more WRITEs even if they work
+	finished := make(chan []WC)
+	go func() {
+		var wcs []WC
+		next, failed, after := 0, false, 0
+		post := func() {
+			err := f.qa.PostSend(SendWR{ID: uint64(next), Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(f.mrA, uint64(next%64)*size, size),
+				RemoteAddr: victimAt + uint64(next%16)*size, RKey: f.mrV.RKey()})
+			if err != nil {
+				t.Error(err)
+				failed = true
+			}
+			next++
+		}
+		for range 16 {
+			post()
+		}
+		for f.sim.Step() {
+			for _, wc := range poll(f.cqA) {
+				wcs = append(wcs, wc)
+				if wc.Status != WCSuccess {
+					failed = true
+				} else if succeeded.Add(1); !failed && after < 64 {
+					if revoked.Load() {
+						after++
+					}
+					post()
+				}
+			}
+		}
+		finished <- append(wcs, poll(f.cqA)...)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for succeeded.Load() < 200 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	before := f.revoke(t)
+	revoked.Store(true)
+	wcs := <-finished
+	if !bytes.Equal(f.victim, before) {
+		t.Fatal("revoked memory changed after RevokeRange returned")
+	}
+	ok := wantOneError(t, wcs, len(wcs), WCRemAccessErr)
+	if ok < 200 || len(wcs)-ok > 16 {
+		t.Fatalf("%d WRITEs succeeded and %d failed; want at least 200, then at most 16 outstanding", ok, len(wcs)-ok)
+	}
 }
