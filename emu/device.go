@@ -270,6 +270,7 @@ type MR struct {
 	addr   uint64
 	length uint64
 	buf    []byte
+	guest  *guestMapping // set for MRs over an address space (RegGuestMR, RegImplicitMR)
 }
 
 // LKey is the MR's local key.
@@ -351,7 +352,7 @@ func (mr *MR) Rereg(flags keys.ReregFlags, pd *PD, buf []byte, access Access) er
 		mr.pd = pd
 	}
 	if flags&keys.ChangeTranslation != 0 {
-		mr.buf, mr.length = buf, uint64(len(buf))
+		mr.buf, mr.length, mr.guest = buf, uint64(len(buf)), nil
 	}
 	return nil
 }

@@ -85,9 +85,10 @@ const (
 	CauseLocalInv          // LOCAL_INV
 	CauseSendWithInv       // an arriving SEND_WITH_INV
 	CauseFastReg           // REG_MR gave the fast-register MR a new key8
+	CauseUnmap             // the memory under the MR went away (RevokeMRs)
 )
 
-var causeNames = [...]string{"", "dereg_mr", "dealloc_mw", "a type 1 bind", "LOCAL_INV", "SEND_WITH_INV", "REG_MR"}
+var causeNames = [...]string{"", "dereg_mr", "dealloc_mw", "a type 1 bind", "LOCAL_INV", "SEND_WITH_INV", "REG_MR", "revoke_range"}
 
 func (c Cause) String() string {
 	if int(c) < len(causeNames) {

@@ -161,6 +161,8 @@ func (s *Space) ReregMR(key Key, flags ReregFlags, spec MRSpec) error {
 		return verbErr(verb, syscall.EINVAL, "MR %s is a fast-register MR", key)
 	case sl.e.numMW > 0:
 		return verbErr(verb, syscall.EBUSY, "%d memory windows are bound to MR %s", sl.e.numMW, key)
+	case sl.e.state != stateValid:
+		return verbErr(verb, syscall.EINVAL, "MR %s lost its memory to a revocation; deregister it", key)
 	}
 	next := MRSpec{PD: sl.e.pd, Mem: sl.e.mem, IOVA: sl.e.iova, Access: sl.e.access}
 	if flags&ChangePD != 0 {
