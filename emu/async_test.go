@@ -116,6 +116,22 @@ func TestAsyncCQOverflow(t *testing.T) {
 	}
 	la.want(t, "A", AsyncEvent{AsyncCQErr, cq.Num()}, AsyncEvent{AsyncQPFatal, qa.Num()})
 	lb.want(t, "B")
+
+	// The QP reset and connected again forgets the overflow: a second one fails it again
+	// (QP_FATAL; CQ_ERR is once per CQ).
+	for cq.Poll(make([]WC, 8)) > 0 {
+	}
+	must(t, qa.Modify(QPAttr{State: QPSReset}, AttrState))
+	must(t, qb.Modify(QPAttr{State: QPSReset}, AttrState))
+	must(t, ConnectRC(qa, qb, ConnectOptions{}))
+	for id := uint64(4); id <= 6; id++ {
+		must(t, qa.PostSend(SendWR{ID: id, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+	}
+	p.run()
+	if qa.State() != QPSErr {
+		t.Fatalf("after a second overflow the QP is %s, want ERR", qa.State())
+	}
+	la.want(t, "A after a second overflow", AsyncEvent{AsyncQPFatal, qa.Num()})
 }
 
 // COMM_EST: the first packet a QP in RTR receives, once, and never for a QP in RTS.

@@ -366,7 +366,11 @@ func (qp *QP) complete(cq *CQ, wc WC) {
 			d.clock.Post(0, func() {
 				d.mu.Lock()
 				defer d.unlock()
-				qp.toError("CQ overflow")
+				// The user may have reset the QP meanwhile (which forgets the overflow) or
+				// moved it to ERR already.
+				if qp.overflowed && qp.state != QPSReset && qp.state != QPSErr {
+					qp.toError("CQ overflow")
+				}
 			})
 		}
 		return
@@ -408,6 +412,7 @@ func (qp *QP) resetQueues() {
 	qp.attr = QPAttr{}
 	qp.req = requester{}
 	qp.resp = responder{}
+	qp.overflowed = false
 }
 
 // Destroy destroys the QP. Its outstanding work requests are dropped without completions.
