@@ -654,7 +654,7 @@ func (lb *loopback) bufferLocked() []byte {
 		lb.nfree.Store(int32(len(lb.free)))
 		return b[:cap(b)]
 	}
-	return make([]byte, maxFrame)
+	return newFrameBuffer(maxFrame)
 }
 
 // enqueue queues a frame for the device and makes sure a delivery is scheduled. The device

@@ -134,7 +134,7 @@ func (h *Host) Run() error {
 	const batch = 32
 	bufs := make([][]byte, batch)
 	for i := range bufs {
-		bufs[i] = make([]byte, wire.MaxFrameLen)
+		bufs[i] = newFrameBuffer(wire.MaxFrameLen)
 	}
 	sizes := make([]int, batch)
 	var reply []byte

@@ -122,7 +122,7 @@ func (d *Device) txBuffer() []byte {
 		o.txFree = o.txFree[:n-1]
 		return b
 	}
-	return make([]byte, maxFrame)
+	return newFrameBuffer(maxFrame)
 }
 
 // send queues a frame built in a buffer from txBuffer for the link.
