@@ -100,7 +100,7 @@ func (qp *QP) scheduleAnswers() {
 		q.run = func() {
 			d := qp.dev
 			d.mu.Lock()
-			defer d.mu.Unlock()
+			defer d.unlock()
 			qp.resp.answers.scheduled = false
 			switch qp.state {
 			case QPSRTR, QPSRTS, QPSSQD, QPSSQE:

@@ -3,6 +3,7 @@ package emu
 import (
 	"container/heap"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,8 +37,11 @@ type Timer interface {
 // time, then by the order they were scheduled. That order and a seeded random source make a run
 // repeat exactly.
 type Sim struct {
-	mu     sync.Mutex
-	now    time.Duration
+	mu  sync.Mutex
+	now time.Duration
+	// nowAt is now for Now, which the engine asks for on every ACK: an atomic load rather
+	// than the lock. It changes only with now, under the lock.
+	nowAt  atomic.Int64
 	seq    uint64
 	events eventHeap
 	steps  uint64
@@ -48,10 +52,12 @@ type Sim struct {
 func NewSim() *Sim { return &Sim{} }
 
 // Now is the virtual time.
-func (s *Sim) Now() time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.now
+func (s *Sim) Now() time.Duration { return time.Duration(s.nowAt.Load()) }
+
+// setNow moves the clock; s.mu is held.
+func (s *Sim) setNow(t time.Duration) {
+	s.now = t
+	s.nowAt.Store(int64(t))
 }
 
 // AfterFunc schedules f at Now()+d. A negative d counts as zero.
@@ -63,7 +69,7 @@ func (s *Sim) AfterFunc(d time.Duration, f func()) Timer {
 	}
 	s.seq++
 	ev := &simEvent{at: s.now + d, seq: s.seq, f: f, sim: s}
-	heap.Push(&s.events, ev)
+	s.events.push(ev)
 	return ev
 }
 
@@ -81,7 +87,7 @@ func (s *Sim) Post(d time.Duration, f func()) {
 	}
 	s.seq++
 	ev.at, ev.seq, ev.f = s.now+d, s.seq, f
-	heap.Push(&s.events, ev)
+	s.events.push(ev)
 }
 
 // Step runs the next event and reports whether there was one.
@@ -91,8 +97,8 @@ func (s *Sim) Step() bool {
 		s.mu.Unlock()
 		return false
 	}
-	ev := heap.Pop(&s.events).(*simEvent)
-	s.now = ev.at
+	ev := s.events.pop()
+	s.setNow(ev.at)
 	s.steps++
 	f := ev.f
 	ev.f = nil
@@ -136,7 +142,7 @@ func (s *Sim) RunFor(d time.Duration) {
 	for {
 		s.mu.Lock()
 		if len(s.events) == 0 || s.events[0].at > end {
-			s.now = max(s.now, end)
+			s.setNow(max(s.now, end))
 			s.mu.Unlock()
 			return
 		}
@@ -178,7 +184,7 @@ func (e *simEvent) Stop() bool {
 	if e.f == nil || e.index < 0 {
 		return false
 	}
-	heap.Remove(&s.events, e.index)
+	s.events.remove(e.index)
 	e.index = -1
 	if !e.reusable {
 		e.f = nil
@@ -193,14 +199,14 @@ func (e *simEvent) Reset(d time.Duration) bool {
 	defer s.mu.Unlock()
 	pending := e.index >= 0
 	if pending {
-		heap.Remove(&s.events, e.index)
+		s.events.remove(e.index)
 	}
 	if e.f == nil {
 		e.f = e.fn
 	}
 	s.seq++
 	e.at, e.seq = s.now+max(d, 0), s.seq
-	heap.Push(&s.events, e)
+	s.events.push(e)
 	return pending
 }
 
@@ -209,51 +215,220 @@ func (s *Sim) NewTimer(f func()) Timer {
 	return &simEvent{sim: s, index: -1, fn: f, reusable: true}
 }
 
+// eventHeap orders the simulator's events by time, then by scheduling. It is written out for
+// *simEvent rather than through container/heap: the simulator runs a few events per frame, and
+// the interface calls were a tenth of a small WRITE's cost.
 type eventHeap []*simEvent
 
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
+func (h eventHeap) less(i, j int) bool {
 	if h[i].at != h[j].at {
 		return h[i].at < h[j].at
 	}
 	return h[i].seq < h[j].seq
 }
-func (h eventHeap) Swap(i, j int) {
+
+func (h eventHeap) swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].index, h[j].index = i, j
 }
-func (h *eventHeap) Push(x any) {
-	e := x.(*simEvent)
+
+func (h *eventHeap) push(e *simEvent) {
 	e.index = len(*h)
 	*h = append(*h, e)
+	h.up(e.index)
 }
-func (h *eventHeap) Pop() any {
+
+func (h *eventHeap) pop() *simEvent {
+	return h.remove(0)
+}
+
+func (h *eventHeap) remove(i int) *simEvent {
 	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
+	n := len(old) - 1
+	if i != n {
+		old.swap(i, n)
+		if !h.down(i, n) {
+			h.up(i)
+		}
+	}
+	e := old[n]
+	old[n] = nil
 	e.index = -1
-	*h = old[:len(old)-1]
+	*h = old[:n]
 	return e
 }
 
-// WallClock is real time for devices outside the simulator.
-type WallClock struct{ start time.Time }
+func (h eventHeap) up(j int) {
+	for j > 0 {
+		i := (j - 1) / 2
+		if !h.less(j, i) {
+			return
+		}
+		h.swap(i, j)
+		j = i
+	}
+}
+
+// down sifts element i down among the first n and reports whether it moved.
+func (h eventHeap) down(i0, n int) bool {
+	i := i0
+	for {
+		j := 2*i + 1
+		if j >= n || j < 0 {
+			break
+		}
+		if j2 := j + 1; j2 < n && h.less(j2, j) {
+			j = j2
+		}
+		if !h.less(j, i) {
+			break
+		}
+		h.swap(i, j)
+		i = j
+	}
+	return i > i0
+}
+
+// WallClock is real time for devices outside the simulator. Its calls run one at a time, in
+// order of time and then of scheduling, on one goroutine of the clock's, which runs while
+// anything is scheduled and ends when nothing is: a retransmission timer, a requester kick or a
+// loopback delivery costs a heap entry, not a goroutine, and a device on a busy machine does not
+// multiply its goroutines with its traffic.
+type WallClock struct {
+	start  time.Time
+	mu     sync.Mutex
+	seq    uint64
+	events wallHeap
+	// running says the clock's goroutine is up; wake tells it that an earlier call was
+	// scheduled than the one it sleeps for.
+	running bool
+	wake    chan struct{}
+}
 
 // NewWallClock returns a clock whose epoch is now.
-func NewWallClock() *WallClock { return &WallClock{start: time.Now()} }
+func NewWallClock() *WallClock {
+	return &WallClock{start: time.Now(), wake: make(chan struct{}, 1)}
+}
 
 // Now is the time since the clock was made.
 func (c *WallClock) Now() time.Duration { return time.Since(c.start) }
 
-// AfterFunc is time.AfterFunc.
-func (c *WallClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+// AfterFunc runs f on the clock's goroutine after d.
+func (c *WallClock) AfterFunc(d time.Duration, f func()) Timer {
+	t := &wallTimer{clock: c, index: -1, fn: f}
+	t.Reset(d)
+	return t
+}
 
-// Post is time.AfterFunc without the timer.
-func (c *WallClock) Post(d time.Duration, f func()) { time.AfterFunc(d, f) }
+// Post runs f on the clock's goroutine after d.
+func (c *WallClock) Post(d time.Duration, f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.schedule(&wallTimer{clock: c, index: -1, fn: f}, d)
+}
 
-// NewTimer is a stopped time.AfterFunc timer.
-func (c *WallClock) NewTimer(f func()) Timer {
-	t := time.AfterFunc(time.Hour, f)
-	t.Stop()
+// NewTimer makes a stopped timer that runs f on the clock's goroutine.
+func (c *WallClock) NewTimer(f func()) Timer { return &wallTimer{clock: c, index: -1, fn: f} }
+
+// schedule puts t in the heap d from now and makes sure the goroutine will run it in time.
+func (c *WallClock) schedule(t *wallTimer, d time.Duration) {
+	c.seq++
+	t.at, t.seq = c.Now()+max(d, 0), c.seq
+	heap.Push(&c.events, t)
+	switch {
+	case !c.running:
+		c.running = true
+		go c.loop()
+	case c.events[0] == t:
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// loop runs the calls that are due, sleeps until the next one, and ends when none is left.
+func (c *WallClock) loop() {
+	sleep := time.NewTimer(time.Hour)
+	defer sleep.Stop()
+	for {
+		c.mu.Lock()
+		if len(c.events) == 0 {
+			c.running = false
+			c.mu.Unlock()
+			return
+		}
+		t := c.events[0]
+		if wait := t.at - c.Now(); wait > 0 {
+			c.mu.Unlock()
+			sleep.Reset(wait)
+			select {
+			case <-sleep.C:
+			case <-c.wake: // Reset above discards the pending expiry (Go 1.23 timers)
+			}
+			continue
+		}
+		heap.Pop(&c.events)
+		c.mu.Unlock()
+		t.fn()
+	}
+}
+
+// wallTimer is a call scheduled on a WallClock.
+type wallTimer struct {
+	clock *WallClock
+	at    time.Duration
+	seq   uint64
+	index int // in the heap; -1 when not scheduled
+	fn    func()
+}
+
+func (t *wallTimer) Stop() bool {
+	c := t.clock
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.index < 0 {
+		return false
+	}
+	heap.Remove(&c.events, t.index)
+	return true
+}
+
+func (t *wallTimer) Reset(d time.Duration) bool {
+	c := t.clock
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pending := t.index >= 0
+	if pending {
+		heap.Remove(&c.events, t.index)
+	}
+	c.schedule(t, d)
+	return pending
+}
+
+type wallHeap []*wallTimer
+
+func (h wallHeap) Len() int { return len(h) }
+func (h wallHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h wallHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *wallHeap) Push(x any) {
+	t := x.(*wallTimer)
+	t.index = len(*h)
+	*h = append(*h, t)
+}
+func (h *wallHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	t.index = -1
+	*h = old[:len(old)-1]
 	return t
 }

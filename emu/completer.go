@@ -12,7 +12,7 @@ import (
 func (qp *QP) onResponse(f *wire.Frame) {
 	d := qp.dev
 	if !qp.requesterActive() {
-		d.Stats.RxDropped++
+		d.stats.RxDropped++
 		return
 	}
 	psn := f.BTH.PSN()
@@ -39,7 +39,7 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 		if psnCmp(psn, r.sentPSN) >= 0 {
 			// An acknowledgement for something never sent: a ghost ACK (IBTA 9.7.5.1.4).
 			d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("ghost ACK for psn %d, nothing sent beyond %d", psn, psnAdd(r.sentPSN, psnMask))})
-			d.Stats.RxDropped++
+			d.stats.RxDropped++
 			return
 		}
 		qp.ackThrough(psn)
@@ -61,7 +61,7 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 		if qp.attr.RNRRetry != 7 {
 			if r.rnrLeft == 0 {
 				d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, WRID: w.wr.ID, Msg: "RNR NAK, rnr_retry exhausted"})
-				qp.failWQE(w, keys.StatusRNRRetryExcErr, fmt.Errorf("receiver not ready at psn %d after %d RNR retries", psn, qp.attr.RNRRetry))
+				qp.failWQE(w, WCRNRRetryExcErr, fmt.Errorf("receiver not ready at psn %d after %d RNR retries", psn, qp.attr.RNRRetry))
 				return
 			}
 			r.rnrLeft--
@@ -81,7 +81,7 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 		gen := r.rnrGen
 		r.rnrTimer = d.clock.AfterFunc(microseconds(wait), func() {
 			d.mu.Lock()
-			defer d.mu.Unlock()
+			defer d.unlock()
 			if qp.req.rnrGen != gen || !qp.req.waitRNR {
 				return // stopped or replaced while it waited for the lock
 			}
@@ -122,7 +122,7 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 				if o := qp.outstanding(); o != nil {
 					w = o
 				}
-				qp.failWQE(w, keys.StatusRetryExcErr, fmt.Errorf("sequence error NAKs at psn %d exhausted %d retries", psn, qp.attr.RetryCnt))
+				qp.failWQE(w, WCRetryExcErr, fmt.Errorf("sequence error NAKs at psn %d exhausted %d retries", psn, qp.attr.RetryCnt))
 				return
 			}
 			r.retryLeft--
@@ -130,12 +130,12 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 			qp.rewind(psn)
 			return
 		}
-		status := keys.StatusRemOpErr
+		status := WCRemOpErr
 		switch syn {
 		case wire.NAKInvalidRequest:
-			status = keys.StatusRemInvReqErr
+			status = WCRemInvReqErr
 		case wire.NAKRemoteAccess:
-			status = keys.StatusRemAccessErr
+			status = WCRemAccessErr
 		}
 		d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Status: status, Msg: fmt.Sprintf("received %s for psn %d", syn, psn)})
 		if w == nil {
@@ -143,7 +143,7 @@ func (qp *QP) onAck(psn uint32, syn wire.Syndrome) {
 		}
 		qp.failWQE(w, status, fmt.Errorf("the responder answered psn %d with %s", psn, syn))
 	default:
-		d.Stats.RxDropped++
+		d.stats.RxDropped++
 	}
 }
 
@@ -254,7 +254,7 @@ func (w *sendWQE) gap() (want uint32, asked bool) {
 func (qp *QP) askAgain(w *sendWQE, want uint32, why string) {
 	w.gapAsked, w.gapPSN = true, want
 	d := qp.dev
-	d.Stats.Retransmits++
+	d.stats.Retransmits++
 	d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: want, WRID: w.wr.ID, Msg: fmt.Sprintf("%s: resend from %d", why, want)})
 	if qp.transmitRequest(w) {
 		w.askTx = qp.req.txCount
@@ -308,7 +308,7 @@ func (qp *QP) onAtomicAck(psn uint32, orig uint64) {
 	d := qp.dev
 	w := qp.wqeHolding(psn)
 	if w == nil || (w.wr.Opcode != WRAtomicCmpAndSwp && w.wr.Opcode != WRAtomicFetchAndAdd) || w.state != wqeSent {
-		d.Stats.RxDropped++
+		d.stats.RxDropped++
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: "atomic acknowledgement for no outstanding atomic"})
 		return
 	}
@@ -338,7 +338,7 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 	}
 	// A READ being asked for again still takes the responses it is missing as they come.
 	if w == nil || w.wr.Opcode != WRRDMARead {
-		d.Stats.RxDropped++
+		d.stats.RxDropped++
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("%s for no outstanding READ", f.Opcode)})
 		return
 	}
@@ -358,7 +358,7 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 	want := psnAdd(w.firstPSN, w.next)
 	if c := psnCmp(psn, want); c != 0 {
 		if c < 0 {
-			d.Stats.DuplicatesSeen++
+			d.stats.DuplicatesSeen++
 			return // a duplicate of a response already placed
 		}
 		// A response is missing: ask again from the first one we lack.
@@ -386,7 +386,7 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 		okClass = (cls == wire.Only) == lastPkt
 	}
 	if !okClass || uint64(len(f.Payload)) != wantLen {
-		qp.failWQE(w, keys.StatusBadRespErr, fmt.Errorf("READ response psn %d: %s with %d bytes, expected response %d of %d with %d",
+		qp.failWQE(w, WCBadRespErr, fmt.Errorf("READ response psn %d: %s with %d bytes, expected response %d of %d with %d",
 			psn, f.Opcode, len(f.Payload), w.next+1, w.npkts, wantLen))
 		return
 	}
@@ -425,7 +425,7 @@ func (qp *QP) onReadResponse(f *wire.Frame, psn uint32) {
 func (qp *QP) onFlushResponse(f *wire.Frame, psn uint32, w *sendWQE) {
 	d := qp.dev
 	if w.state != wqeSent {
-		d.Stats.RxDropped++
+		d.stats.RxDropped++
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("%s for a FLUSH not yet sent again", f.Opcode)})
 		return
 	}
@@ -434,7 +434,7 @@ func (qp *QP) onFlushResponse(f *wire.Frame, psn uint32, w *sendWQE) {
 		return
 	}
 	if f.Info.Class != wire.Only || len(f.Payload) != 0 {
-		qp.failWQE(w, keys.StatusBadRespErr, fmt.Errorf("FLUSH psn %d answered with %s carrying %d bytes", psn, f.Opcode, len(f.Payload)))
+		qp.failWQE(w, WCBadRespErr, fmt.Errorf("FLUSH psn %d answered with %s carrying %d bytes", psn, f.Opcode, len(f.Payload)))
 		return
 	}
 	// Everything before the FLUSH was executed; a READ or atomic before it that lacks its
@@ -455,6 +455,6 @@ func (qp *QP) onFlushResponse(f *wire.Frame, psn uint32, w *sendWQE) {
 // is not an ACK: responses carry data, not NAKs, so this is BAD_RESP_ERR.
 func (qp *QP) badResponse(psn uint32, op wire.Opcode, syn wire.Syndrome) {
 	if w := qp.wqeHolding(psn); w != nil {
-		qp.failWQE(w, keys.StatusBadRespErr, fmt.Errorf("%s psn %d carries %s", op, psn, syn))
+		qp.failWQE(w, WCBadRespErr, fmt.Errorf("%s psn %d carries %s", op, psn, syn))
 	}
 }

@@ -3,6 +3,7 @@ package emu
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -119,8 +120,8 @@ func TestConformance(t *testing.T) {
 		must(t, p.qa.PostSend(SendWR{ID: 1, Opcode: WRSend, SGL: bad}))
 		p.run()
 		wantWC(t, poll(p.cqA), WC{WRID: 1, Status: WCLocProtErr, Opcode: WCSend})
-		if p.a.Stats.TxFrames != 0 {
-			t.Fatalf("%d frames sent for a request with a bad lkey", p.a.Stats.TxFrames)
+		if p.a.Stats().TxFrames != 0 {
+			t.Fatalf("%d frames sent for a request with a bad lkey", p.a.Stats().TxFrames)
 		}
 	})
 
@@ -168,6 +169,62 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
+	t.Run("W2_type1_queued_binds_move_the_handle_when_posted", func(t *testing.T) {
+		p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
+		mw, err := p.pdB.AllocMW(MWType1)
+		must(t, err)
+		old := keys.Key(mw.RKey())
+		must(t, p.qb.BindMW(mw, MWBind{ID: 5, MR: p.mrB, Addr: p.mrB.Addr(), Length: 4096, Access: AccessRemoteWrite}))
+		must(t, p.qb.BindMW(mw, MWBind{ID: 6, Flags: SendSignaled, MR: p.mrB, Addr: p.mrB.Addr(), Length: 64, Access: AccessRemoteRead}))
+		want := old.Inc().Inc()
+		if got := keys.Key(mw.RKey()); got != want {
+			t.Fatalf("handle rkey %s with two binds posted, want %s", got, want)
+		}
+		// The device's key space moves only when the binds run.
+		if _, ok := p.b.MW(uint32(old)); !ok {
+			t.Fatalf("lookup of %s before the binds ran found nothing", old)
+		}
+		p.run()
+		wantWC(t, poll(p.cqB), WC{WRID: 6, Opcode: WCBindMW})
+		if got := keys.Key(mw.RKey()); got != want {
+			t.Fatalf("handle rkey %s after the binds ran, want %s", got, want)
+		}
+		if _, ok := p.b.MW(uint32(want)); !ok {
+			t.Fatalf("lookup of %s after the binds ran found nothing", want)
+		}
+		if info, err := p.b.QueryMW(mw); err != nil || info.Key != want || info.Len != 64 || info.Access != AccessRemoteRead {
+			t.Fatalf("query %+v, %v", info, err)
+		}
+		must(t, mw.Dealloc())
+		if got := keys.Key(mw.RKey()); got != want {
+			t.Fatalf("handle rkey %s after dealloc, want the last one %s", got, want)
+		}
+	})
+
+	t.Run("W9_type1_bind_dropped_before_it_runs_rolls_back_the_handle", func(t *testing.T) {
+		for _, drop := range []struct {
+			name string
+			do   func(qp *QP) error
+		}{
+			{"reset", func(qp *QP) error { return qp.Modify(QPAttr{State: QPSReset}, AttrState) }},
+			{"destroy", (*QP).Destroy},
+		} {
+			p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
+			mw, err := p.pdB.AllocMW(MWType1)
+			must(t, err)
+			old := mw.RKey()
+			must(t, p.qb.BindMW(mw, MWBind{ID: 5, MR: p.mrB, Addr: p.mrB.Addr(), Length: 4096, Access: AccessRemoteWrite}))
+			must(t, drop.do(p.qb))
+			p.run()
+			if mw.RKey() != old {
+				t.Errorf("%s: handle rkey %#x, want %#x: the bind never ran", drop.name, mw.RKey(), old)
+			}
+			if info, err := p.b.QueryMW(mw); err != nil || info.Bound {
+				t.Errorf("%s: query %+v, %v", drop.name, info, err)
+			}
+		}
+	})
+
 	t.Run("W11_type2_bind_writes_rkey_back", func(t *testing.T) {
 		p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
 		mw, err := p.pdB.AllocMW(MWType2)
@@ -198,8 +255,13 @@ func TestConformance(t *testing.T) {
 		must(t, p.qa.PostSend(SendWR{ID: 2, Opcode: WRRDMAWrite, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: rkey}))
 		p.run()
 		wantWC(t, poll(p.cqA), WC{WRID: 2, Status: WCRemAccessErr, Opcode: WCRDMAWrite})
-		if len(p.eventsLike(EvAccess, "revoked by SEND_WITH_INV")) == 0 {
-			t.Fatal("the refusal does not say the rkey was invalidated by SEND_WITH_INV")
+		inv := p.eventsLike(EvKey, "SEND_WITH_INV psn")
+		if len(inv) != 1 {
+			t.Fatalf("%d invalidations recorded", len(inv))
+		}
+		why := fmt.Sprintf("was revoked by SEND_WITH_INV on QP 0x%06x at t=%v", p.qb.Num(), inv[0].T)
+		if len(p.eventsLike(EvAccess, why)) != 1 {
+			t.Fatalf("no refusal says the rkey %s", why)
 		}
 	})
 
@@ -284,8 +346,8 @@ func TestConformance(t *testing.T) {
 		if len(naks) != 1 || naks[0].psn != 1 {
 			t.Fatalf("sequence NAKs %+v, want one for psn 1", naks)
 		}
-		if p.b.Stats.SeqNAKsSent != 1 || p.b.Stats.RxDropped != 2 {
-			t.Fatalf("responder stats %+v: want 1 NAK and the 2 later packets dropped", p.b.Stats)
+		if p.b.Stats().SeqNAKsSent != 1 || p.b.Stats().RxDropped != 2 {
+			t.Fatalf("responder stats %+v: want 1 NAK and the 2 later packets dropped", p.b.Stats())
 		}
 	})
 
@@ -340,8 +402,8 @@ func TestConformance(t *testing.T) {
 		if el := p.sim.Now() - start; el < 3*timeout || el > 3*timeout+time.Millisecond {
 			t.Fatalf("RETRY_EXC_ERR after %v, want 3 timeouts of %v", el, timeout)
 		}
-		if ft.Fired() != 3 || p.a.Stats.Timeouts != 3 {
-			t.Fatalf("ACKs lost %d, timeouts %d; want 3 and 3", ft.Fired(), p.a.Stats.Timeouts)
+		if ft.Fired() != 3 || p.a.Stats().Timeouts != 3 {
+			t.Fatalf("ACKs lost %d, timeouts %d; want 3 and 3", ft.Fired(), p.a.Stats().Timeouts)
 		}
 	})
 

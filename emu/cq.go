@@ -12,7 +12,7 @@ type CQ struct {
 	ring       []WC
 	head, n    int
 	overflowed bool
-	notify     func() // called (with the device lock held) when a completion is queued
+	notify     func() // called (after the device lock is released) when a completion is queued
 
 	// Notification (ibv_req_notify_cq and the completion channel): armed says for which
 	// completions the next event fires, events carries it.
@@ -40,7 +40,7 @@ func (d *Device) CreateCQ(cqe int) (*CQ, error) {
 	}
 	cq := &CQ{dev: d, ring: make([]WC, cqe), events: make(chan struct{}, 1)}
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	num, ok := d.cqs.alloc(cq)
 	if !ok {
 		return nil, fmt.Errorf("create_cq: %w", syscall.ENOMEM)
@@ -59,7 +59,7 @@ func (cq *CQ) Num() uint32 { return cq.num }
 func (cq *CQ) Destroy() error {
 	d := cq.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	if d.cqs.live[cq.num] != cq {
 		return fmt.Errorf("destroy_cq: CQ 0x%x is not live: %w", cq.num, syscall.EINVAL)
 	}
@@ -75,7 +75,7 @@ func (cq *CQ) Destroy() error {
 // Poll moves up to len(wc) completions into wc, oldest first, and returns how many.
 func (cq *CQ) Poll(wc []WC) int {
 	cq.dev.mu.Lock()
-	defer cq.dev.mu.Unlock()
+	defer cq.dev.unlock()
 	n := 0
 	for n < len(wc) && cq.n > 0 {
 		wc[n] = cq.ring[cq.head]
@@ -90,7 +90,7 @@ func (cq *CQ) Poll(wc []WC) int {
 // Len is the number of completions waiting.
 func (cq *CQ) Len() int {
 	cq.dev.mu.Lock()
-	defer cq.dev.mu.Unlock()
+	defer cq.dev.unlock()
 	return cq.n
 }
 
@@ -98,15 +98,16 @@ func (cq *CQ) Len() int {
 // moved to ERR).
 func (cq *CQ) Overflowed() bool {
 	cq.dev.mu.Lock()
-	defer cq.dev.mu.Unlock()
+	defer cq.dev.unlock()
 	return cq.overflowed
 }
 
-// OnCompletion sets a function called, with the device locked, whenever a completion is queued;
-// it must not call into the device.
+// OnCompletion sets a function called once for every completion queued. It runs after the
+// device lock is released, in the order the completions were queued, and may call into the
+// device (poll the CQ, post more work).
 func (cq *CQ) OnCompletion(f func()) {
 	cq.dev.mu.Lock()
-	defer cq.dev.mu.Unlock()
+	defer cq.dev.unlock()
 	cq.notify = f
 }
 
@@ -120,7 +121,7 @@ func (cq *CQ) OnCompletion(f func()) {
 // solicited ones widens the arm; arming for solicited ones while armed for any leaves it as it is.
 func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	cq.dev.mu.Lock()
-	defer cq.dev.mu.Unlock()
+	defer cq.dev.unlock()
 	want := armNext
 	if solicitedOnly {
 		want = armSolicited
@@ -138,13 +139,16 @@ func (cq *CQ) Events() <-chan struct{} { return cq.events }
 // push queues a completion and reports whether there was room.
 func (cq *CQ) push(wc WC) bool {
 	if cq.n == len(cq.ring) {
+		if !cq.overflowed {
+			cq.dev.raise(AsyncCQErr, cq.num)
+		}
 		cq.overflowed = true
 		return false
 	}
 	cq.ring[(cq.head+cq.n)%len(cq.ring)] = wc
 	cq.n++
 	if cq.notify != nil {
-		cq.notify()
+		cq.dev.later(cq.notify)
 	}
 	if cq.armed == armNext || cq.armed == armSolicited && (cq.solicited || wc.Status != WCSuccess) {
 		cq.armed = armNone
@@ -162,6 +166,7 @@ type SRQ struct {
 	num    uint32
 	maxSGE int
 	queue  recvQueue
+	limit  int // SRQ_LIMIT_REACHED is armed for fewer receives than this; 0: not armed
 }
 
 // CreateSRQ creates a shared receive queue for up to maxWR receive requests of up to maxSGE
@@ -173,7 +178,7 @@ func (pd *PD) CreateSRQ(maxWR, maxSGE int) (*SRQ, error) {
 	}
 	srq := &SRQ{pd: pd, maxSGE: maxSGE, queue: newRecvQueue(maxWR)}
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	if len(d.srqs.live) >= d.limits.MaxSRQ {
 		return nil, fmt.Errorf("create_srq: %w", syscall.ENOMEM)
 	}
@@ -194,7 +199,7 @@ func (s *SRQ) Num() uint32 { return s.num }
 func (s *SRQ) Destroy() error {
 	d := s.pd.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	if d.srqs.live[s.num] != s {
 		return fmt.Errorf("destroy_srq: SRQ 0x%x is not live: %w", s.num, syscall.EINVAL)
 	}
@@ -211,7 +216,7 @@ func (s *SRQ) Destroy() error {
 func (s *SRQ) PostRecv(wrs ...RecvWR) error {
 	d := s.pd.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	for i := range wrs {
 		if len(wrs[i].SGL) > s.maxSGE {
 			return &PostError{Index: i, Err: syscall.EINVAL, Reason: "too many SGEs"}

@@ -3,13 +3,12 @@ package emu
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/softirdma/softirdma/keys"
 	"github.com/softirdma/softirdma/wire"
@@ -83,17 +82,24 @@ type Device struct {
 	mrs     map[uint32]*MR
 	mws     map[uint32]*MW
 	stopped bool
-	// revoked remembers when and how recent keys were revoked, so an access refused later can
-	// say "rkey 0x1234 was invalidated at t=... by SEND_WITH_INV on QP 0x11".
-	revoked map[uint32]revocation
+	// portDown: the port is down (SetPortActive); it sends and receives nothing.
+	portDown bool
+	async    asyncEvents
 
 	parser wire.Parser
 	rx     wire.Frame
-	tx     []byte // one frame being built for a Link that does not lend buffers
 	lender BufferLink
 	loop   loopback
+	out    outbox
 
-	Stats Stats
+	stats Stats
+}
+
+// Stats is a snapshot of the device's counters.
+func (d *Device) Stats() Stats {
+	d.mu.Lock()
+	defer d.unlock()
+	return d.stats
 }
 
 // Stats counts what the device did with frames.
@@ -126,8 +132,6 @@ func NewDevice(cfg DeviceConfig) *Device {
 		nextQPN: 0x11, // QPNs 0 and 1 are the special QPs; rxe starts at 17 too
 		nextVA:  0x7f00_0000_0000,
 		qps:     map[uint32]*QP{},
-		revoked: map[uint32]revocation{},
-		tx:      make([]byte, maxFrame),
 	}
 	d.loop.dev = d
 	d.loop.deliver = d.deliverLoopback
@@ -193,14 +197,14 @@ func (d *Device) Limits() Limits { return d.limits }
 // SetEventSink changes where the device's events go; nil turns them off.
 func (d *Device) SetEventSink(sink EventSink) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	d.cfg.Events = sink
 }
 
 // Attach connects the device to a link.
 func (d *Device) Attach(l Link) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	d.loop.link = l
 	d.loop.lender, _ = l.(BufferLink)
 	if l == nil {
@@ -217,19 +221,11 @@ func (d *Device) Attach(l Link) {
 	}
 }
 
-// txBuffer is where the next frame is built.
-func (d *Device) txBuffer() []byte {
-	if d.lender != nil {
-		return d.lender.Buffer()
-	}
-	return d.tx
-}
-
 // Stop halts the device as if its power were cut: it sends and receives nothing more and its
 // timers do nothing. Its peers see silence.
 func (d *Device) Stop() {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	d.stopped = true
 	d.event(Event{Kind: EvFault, Msg: "device stopped"})
 }
@@ -237,13 +233,14 @@ func (d *Device) Stop() {
 // tracing says whether anyone listens to events; hot paths check it before formatting one.
 func (d *Device) tracing() bool { return d.cfg.Events != nil }
 
+// event queues an event for the sink, which gets it once the device lock is released.
 func (d *Device) event(e Event) {
 	if d.cfg.Events == nil {
 		return
 	}
 	e.T = d.clock.Now()
 	e.Device = d.cfg.Name
-	d.cfg.Events(e)
+	d.out.events = append(d.out.events, e)
 }
 
 // PD is a protection domain.
@@ -255,7 +252,7 @@ type PD struct {
 // AllocPD allocates a protection domain.
 func (d *Device) AllocPD() (*PD, error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	if int(d.nextPD) >= d.limits.MaxPD {
 		return nil, fmt.Errorf("alloc_pd: %w", syscall.ENOMEM)
 	}
@@ -273,6 +270,7 @@ type MR struct {
 	addr   uint64
 	length uint64
 	buf    []byte
+	guest  *guestMapping // set for MRs over an address space (RegGuestMR, RegImplicitMR)
 }
 
 // LKey is the MR's local key.
@@ -300,7 +298,7 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	va := d.nextVA
 	d.nextVA += (uint64(len(buf)) + 0xfff) &^ 0xfff
 	d.nextVA += 0x1000 // a guard page between MRs catches off-by-one peers
-	d.mu.Unlock()
+	d.unlock()
 	if access&AccessZeroBased != 0 {
 		va = 0
 	}
@@ -311,7 +309,7 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 func (pd *PD) RegMRIova(buf []byte, iova uint64, access Access) (*MR, error) {
 	d := pd.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	k, err := d.keys.RegMR(keys.MRSpec{PD: pd.handle, Mem: keys.Contiguous(buf), IOVA: iova, Access: access})
 	if err != nil {
 		return nil, err
@@ -326,11 +324,10 @@ func (pd *PD) RegMRIova(buf []byte, iova uint64, access Access) (*MR, error) {
 func (mr *MR) Dereg() error {
 	d := mr.pd.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.keys.DeregMR(mr.key); err != nil {
+	defer d.unlock()
+	if err := d.keys.DeregMR(mr.key, d.clock.Now()); err != nil {
 		return err
 	}
-	d.noteRevoked(uint32(mr.key), "dereg_mr", 0)
 	delete(d.mrs, mr.key.Index())
 	d.event(Event{Kind: EvKey, Key: uint32(mr.key), Msg: "dereg_mr " + mr.key.String()})
 	return nil
@@ -340,7 +337,7 @@ func (mr *MR) Dereg() error {
 func (mr *MR) Rereg(flags keys.ReregFlags, pd *PD, buf []byte, access Access) error {
 	d := mr.pd.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	spec := keys.MRSpec{Access: access, IOVA: mr.addr}
 	if pd != nil {
 		spec.PD = pd.handle
@@ -355,27 +352,45 @@ func (mr *MR) Rereg(flags keys.ReregFlags, pd *PD, buf []byte, access Access) er
 		mr.pd = pd
 	}
 	if flags&keys.ChangeTranslation != 0 {
-		mr.buf, mr.length = buf, uint64(len(buf))
+		mr.buf, mr.length, mr.guest = buf, uint64(len(buf)), nil
 	}
 	return nil
 }
 
-// MW is a memory window.
+// MW is a memory window. Its key is the key space's, found by index: a bind moves it when it
+// runs.
 type MW struct {
-	pd   *PD
-	typ  MWType
-	rkey uint32 // the consumer's view: a type 1 bind moves it when posted
-	// ks is the window's key in the key space, which moves when a bind executes; with binds
-	// queued it lags behind rkey.
-	ks uint32
+	pd    *PD
+	typ   MWType
+	index uint32
+	// posted counts the type 1 binds posted through the bind verb that have not run yet: each
+	// will move the key8 on by one, and the consumer holds the rkey as if they had run.
+	posted uint32
+	gone   keys.Key // the key the window had when it was deallocated; 0 while it lives
 }
 
 // RKey is the window's current rkey as the consumer holds it: a type 1 bind updates it when the
-// bind is posted (and rolls it back if the bind fails), a type 2 bind when it completes.
+// bind is posted (and rolls it back if the bind fails or is dropped before it runs), a type 2
+// bind when it completes.
 func (mw *MW) RKey() uint32 {
 	mw.pd.dev.mu.Lock()
-	defer mw.pd.dev.mu.Unlock()
-	return mw.rkey
+	defer mw.pd.dev.unlock()
+	return uint32(mw.rkey())
+}
+
+// key is the window's key in the key space (the one its last executed bind gave it).
+func (mw *MW) key() keys.Key {
+	if mw.gone != 0 {
+		return mw.gone
+	}
+	k, _ := mw.pd.dev.keys.KeyAt(mw.index)
+	return k
+}
+
+// rkey is the consumer's view: the key space's key, moved on by the type 1 binds still queued.
+func (mw *MW) rkey() keys.Key {
+	k := mw.key()
+	return k.WithKey8(k.Key8() + uint8(mw.posted))
 }
 
 // Type is the window's type.
@@ -385,13 +400,13 @@ func (mw *MW) Type() MWType { return mw.typ }
 func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 	d := pd.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	k, err := d.keys.AllocMW(pd.handle, typ)
 	if err != nil {
 		return nil, err
 	}
 	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: fmt.Sprintf("alloc_mw %s %s", typ, k)})
-	mw := &MW{pd: pd, typ: typ, rkey: uint32(k), ks: uint32(k)}
+	mw := &MW{pd: pd, typ: typ, index: k.Index()}
 	d.mws = put(d.mws, k.Index(), mw)
 	return mw, nil
 }
@@ -400,13 +415,14 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 func (mw *MW) Dealloc() error {
 	d := mw.pd.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.keys.DeallocMW(keys.Key(mw.ks)); err != nil {
+	defer d.unlock()
+	k := mw.key()
+	if err := d.keys.DeallocMW(k, d.clock.Now()); err != nil {
 		return err
 	}
-	d.noteRevoked(mw.ks, "dealloc_mw", 0)
-	delete(d.mws, keys.Key(mw.ks).Index())
-	d.event(Event{Kind: EvKey, Key: mw.ks, Msg: "dealloc_mw " + keys.Key(mw.ks).String()})
+	mw.gone = k
+	delete(d.mws, mw.index)
+	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: "dealloc_mw " + k.String()})
 	return nil
 }
 
@@ -414,7 +430,7 @@ func (mw *MW) Dealloc() error {
 func (pd *PD) AllocFastRegMR(maxLen uint64) (*MR, error) {
 	d := pd.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	k, err := d.keys.AllocFastRegMR(pd.handle, maxLen)
 	if err != nil {
 		return nil, err
@@ -427,8 +443,8 @@ func (pd *PD) AllocFastRegMR(maxLen uint64) (*MR, error) {
 // QueryMW reports what the device knows of a window.
 func (d *Device) QueryMW(mw *MW) (keys.MWInfo, error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.keys.QueryMW(keys.Key(mw.ks))
+	defer d.unlock()
+	return d.keys.QueryMW(mw.key())
 }
 
 // put sets m[k] = v, making m first if it is nil.
@@ -448,7 +464,7 @@ func put[V any](m map[uint32]V, k uint32, v V) map[uint32]V {
 // QP finds the live QP numbered qpn.
 func (d *Device) QP(qpn uint32) (*QP, bool) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	qp, ok := d.qps[qpn]
 	return qp, ok
 }
@@ -456,7 +472,7 @@ func (d *Device) QP(qpn uint32) (*QP, bool) {
 // CQ finds the live CQ numbered cqn (see CQ.Num).
 func (d *Device) CQ(cqn uint32) (*CQ, bool) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	cq, ok := d.cqs.live[cqn]
 	return cq, ok
 }
@@ -464,7 +480,7 @@ func (d *Device) CQ(cqn uint32) (*CQ, bool) {
 // SRQ finds the live SRQ numbered n (see SRQ.Num).
 func (d *Device) SRQ(n uint32) (*SRQ, bool) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	srq, ok := d.srqs.live[n]
 	return srq, ok
 }
@@ -474,7 +490,7 @@ func (d *Device) SRQ(n uint32) (*SRQ, bool) {
 // nothing, nor does the index of a deregistered MR, nor a window's STag.
 func (d *Device) MR(stag uint32) (*MR, bool) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	k := keys.Key(stag)
 	mr, ok := d.mrs[k.Index()]
 	if !ok || k.IsMW() {
@@ -491,7 +507,7 @@ func (d *Device) MR(stag uint32) (*MR, bool) {
 // An earlier key8 finds nothing, nor does the index of a deallocated window, nor an MR's STag.
 func (d *Device) MW(stag uint32) (*MW, bool) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	k := keys.Key(stag)
 	mw, ok := d.mws[k.Index()]
 	if !ok || !k.IsMW() {
@@ -550,52 +566,18 @@ func srcPort(qpn uint32) uint16 {
 	return 0xC000 | uint16(h&0x3FFF)
 }
 
-// revocation is when and how a key stopped working: by what (a constant string), on which QP.
-type revocation struct {
-	t   time.Duration
-	how string
-	qp  uint32
-}
-
-// maxRevocations bounds the memory of revoked keys.
-const maxRevocations = 4096
-
-// noteRevoked remembers that key was revoked now, by how.
-func (d *Device) noteRevoked(key uint32, how string, qp uint32) {
-	if len(d.revoked) >= maxRevocations {
-		clear(d.revoked)
-	}
-	d.revoked[key] = revocation{t: d.clock.Now(), how: how, qp: qp}
-}
-
-// explain adds to an access failure what the device remembers of the key it names.
-func (d *Device) explain(err error) error {
-	var ae *keys.AccessError
-	if !errors.As(err, &ae) {
-		return err
-	}
-	if r, ok := d.revoked[uint32(ae.Key)]; ok {
-		how := r.how
-		if r.qp != 0 {
-			how += fmt.Sprintf(" on QP 0x%06x", r.qp)
-		}
-		return fmt.Errorf("%w (rkey %s was invalidated at t=%v by %s)", err, ae.Key, r.t, how)
-	}
-	return err
-}
-
 // loopback sits between the engine and its link and turns back the frames addressed to one of
 // the device's own addresses (its IP, its IPs, whatever Receive would accept), as rxe does
 // (rxe_net.c sends them to rxe_loopback instead of the netdev), so both ends of a connection
 // can live on one device, as rdma-core's tests put them.
 //
-// A frame turned back is copied, queued and delivered to Receive later, one frame per call
-// scheduled on the device's clock with delay zero: never from inside the send (which holds the
-// device's lock, so calling Receive there would deadlock, and a reply sent from that Receive
-// would recurse without bound). In the simulator each delivery is one event on the virtual
-// clock, in the order the frames were sent, so a seed still means one trace; in real time
-// (Host) the same calls run on timer goroutines, one after the other (the next is scheduled
-// only when the one before has run), so the order is kept there too.
+// A frame turned back is queued and delivered to Receive later, one frame per call scheduled
+// on the device's clock with delay zero: never from inside the send (which may run while the
+// device is busy with the Receive that produced the frame, and a reply sent from a nested
+// Receive would recurse without bound). In the simulator each delivery is one event on the
+// virtual clock, in the order the frames were sent, so a seed still means one trace; in real
+// time (Host) the calls run on the clock's goroutine, one after the other, so the order is
+// kept there too.
 //
 // Loopback frames never reach the link: a pcap of the link (the Fabric's or the Host's) does
 // not show them, as tcpdump on the netdev does not show rxe's, and the fabric's loss, faults,
@@ -608,16 +590,17 @@ type loopback struct {
 	mu        sync.Mutex
 	queue     [][]byte // frames waiting for Receive, oldest first
 	head      int
-	free      [][]byte // buffers to reuse
-	scheduled bool     // a delivery is pending on the clock
-	deliver   func()   // made once, so scheduling a delivery allocates nothing
+	free      [][]byte     // buffers to reuse
+	nfree     atomic.Int32 // len(free), for Buffer to skip the lock on every frame of a device that never loops back
+	scheduled bool         // a delivery is pending on the clock
+	deliver   func()       // made once, so scheduling a delivery allocates nothing
 }
 
 // maxLoopbackFree bounds the loopback's pool of buffers.
 const maxLoopbackFree = 256
 
 // Send passes frame to the link, or keeps a copy for the device if it is addressed to it.
-// It runs with the device locked.
+// It runs after the device lock is released (see outbox).
 func (lb *loopback) Send(frame []byte) error {
 	if !lb.local(frame) {
 		return lb.link.Send(frame)
@@ -633,10 +616,14 @@ func (lb *loopback) Send(frame []byte) error {
 // Buffer lends a buffer: one of the loopback's own if it has one (buffers circulate between
 // the loopback and the link), else the link's.
 func (lb *loopback) Buffer() []byte {
+	if lb.nfree.Load() == 0 {
+		return lb.lender.Buffer()
+	}
 	lb.mu.Lock()
 	if n := len(lb.free); n > 0 {
 		b := lb.free[n-1]
 		lb.free = lb.free[:n-1]
+		lb.nfree.Store(int32(len(lb.free)))
 		lb.mu.Unlock()
 		return b[:maxFrame]
 	}
@@ -664,18 +651,16 @@ func (lb *loopback) bufferLocked() []byte {
 	if n := len(lb.free); n > 0 {
 		b := lb.free[n-1]
 		lb.free = lb.free[:n-1]
+		lb.nfree.Store(int32(len(lb.free)))
 		return b[:cap(b)]
 	}
-	return make([]byte, maxFrame)
+	return newFrameBuffer(maxFrame)
 }
 
-// enqueue queues a frame for the device and makes sure a delivery is scheduled.
+// enqueue queues a frame for the device and makes sure a delivery is scheduled. The device
+// counted it (and told its event sink) when the engine sent it (see Device.send).
 func (lb *loopback) enqueue(b []byte) {
 	d := lb.dev
-	d.Stats.Loopback++
-	if d.tracing() {
-		d.event(Event{Kind: EvSend, Msg: fmt.Sprintf("loopback frame of %d bytes", len(b))})
-	}
 	lb.mu.Lock()
 	lb.queue = append(lb.queue, b)
 	post := !lb.scheduled
@@ -706,6 +691,7 @@ func (d *Device) deliverLoopback() {
 	lb.mu.Lock()
 	if len(lb.free) < maxLoopbackFree && cap(b) >= maxFrame {
 		lb.free = append(lb.free, b)
+		lb.nfree.Store(int32(len(lb.free)))
 	}
 	more := lb.head < len(lb.queue)
 	if !more {

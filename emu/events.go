@@ -23,10 +23,11 @@ const (
 	EvKey                           // a key changed: bind, invalidation, registration
 	EvFault                         // a simulated fault fired
 	EvWarning                       // something legal but almost certainly a bug
+	EvAsync                         // an asynchronous event was raised (OnAsyncEvent)
 )
 
 var eventKindNames = [...]string{"", "qp-state", "post", "send", "recv", "drop", "nak", "retry",
-	"complete", "access", "key", "fault", "warning"}
+	"complete", "access", "key", "fault", "warning", "async"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) {

@@ -383,7 +383,7 @@ func (f *Fabric) buffer(n int) []byte {
 			return b[:n]
 		}
 	}
-	return make([]byte, n, max(n, maxFrame))
+	return newFrameBuffer(max(n, maxFrame))[:n]
 }
 
 func (f *Fabric) release(b []byte) {

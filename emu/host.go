@@ -134,13 +134,16 @@ func (h *Host) Run() error {
 	const batch = 32
 	bufs := make([][]byte, batch)
 	for i := range bufs {
-		bufs[i] = make([]byte, wire.MaxFrameLen)
+		bufs[i] = newFrameBuffer(wire.MaxFrameLen)
 	}
 	sizes := make([]int, batch)
 	var reply []byte
 	for {
 		n, err := h.cfg.Link.RecvBatch(bufs, sizes)
 		if err != nil {
+			// The link failed (or was closed): the port is down, and says so with PORT_ERR
+			// unless Close stopped the device first.
+			h.dev.SetPortActive(false)
 			h.err = err
 			return err
 		}

@@ -69,7 +69,7 @@ func (s *solo) noLink() {
 	if ls := s.fab.LinkStats(s.dev); ls != (LinkStats{}) {
 		s.t.Fatalf("loopback traffic reached the link: %+v", ls)
 	}
-	st := s.dev.Stats
+	st := s.dev.Stats()
 	if st.TxFrames == 0 || st.Loopback != st.TxFrames || st.RxFrames != st.TxFrames {
 		s.t.Fatalf("sent %d frames, looped back %d, received %d", st.TxFrames, st.Loopback, st.RxFrames)
 	}
@@ -135,16 +135,16 @@ func TestLoopbackRCOperations(t *testing.T) {
 	clear(dst)
 	must(t, s.qb.PostSend(SendWR{ID: 7, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(s.mr, 1<<20, 1<<20),
 		RemoteAddr: s.mr.Addr(), RKey: s.mr.RKey()}))
-	before := s.dev.Stats.Loopback
+	before := s.dev.Stats().Loopback
 	s.run()
 	wantWC(t, poll(s.cq), WC{WRID: 7, Opcode: WCRDMARead, ByteLen: 1 << 20})
 	if !bytes.Equal(dst, src) {
 		t.Fatal("1 MiB READ data differs")
 	}
-	if n := s.dev.Stats.Loopback - before; n != 1+1024 {
+	if n := s.dev.Stats().Loopback - before; n != 1+1024 {
 		t.Fatalf("1 MiB READ looped back %d frames, want 1 request and 1024 responses", n)
 	}
-	if st := s.dev.Stats; st.Retransmits != 0 || st.RxDropped != 0 || st.SeqNAKsSent != 0 || st.DuplicatesSeen != 0 {
+	if st := s.dev.Stats(); st.Retransmits != 0 || st.RxDropped != 0 || st.SeqNAKsSent != 0 || st.DuplicatesSeen != 0 {
 		t.Fatalf("loopback is lossless and in order, but %+v", st)
 	}
 	s.noLink()
@@ -191,7 +191,7 @@ func TestLoopbackRNR(t *testing.T) {
 		fill(s.buf[:64], 5)
 		must(t, s.qa.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: sge(s.mr, 0, 64)}))
 		s.sim.RunFor(3 * time.Millisecond) // 0.64 ms RNR timer: a few RNR NAKs
-		if n := s.dev.Stats.RNRNAKsSent; n < 2 {
+		if n := s.dev.Stats().RNRNAKsSent; n < 2 {
 			t.Fatalf("%d RNR NAKs in 3 ms, want several", n)
 		}
 		if wcs := poll(s.cq); len(wcs) != 0 {
@@ -213,7 +213,7 @@ func TestLoopbackRNR(t *testing.T) {
 		s.run()
 		wcs := poll(s.cq)
 		wantWC(t, byQP(wcs, s.qa.Num()), WC{WRID: 1, Status: WCRNRRetryExcErr, Opcode: WCSend})
-		if n := s.dev.Stats.RNRNAKsSent; n != 2 {
+		if n := s.dev.Stats().RNRNAKsSent; n != 2 {
 			t.Fatalf("%d RNR NAKs, want 2 (the first try and one retry)", n)
 		}
 		s.noLink()
@@ -248,8 +248,8 @@ func TestLoopbackSelfConnectedQP(t *testing.T) {
 	if !bytes.Equal(buf[8192:8192+5000], buf[:5000]) || !bytes.Equal(buf[16384:16384+5000], buf[:5000]) {
 		t.Fatal("self WRITE/READ data differs")
 	}
-	if dev.Stats.Loopback == 0 || dev.Stats.Retransmits != 0 {
-		t.Fatalf("loopback %d frames, %d retransmits", dev.Stats.Loopback, dev.Stats.Retransmits)
+	if dev.Stats().Loopback == 0 || dev.Stats().Retransmits != 0 {
+		t.Fatalf("loopback %d frames, %d retransmits", dev.Stats().Loopback, dev.Stats().Retransmits)
 	}
 	if ls := fab.LinkStats(dev); ls != (LinkStats{}) {
 		t.Fatalf("loopback traffic reached the link: %+v", ls)
@@ -319,8 +319,8 @@ func TestLoopbackBesideLink(t *testing.T) {
 	if ls := p.fab.LinkStats(p.a); ls.TxFrames != 8 {
 		t.Fatalf("A put %d frames on its link, want the 8 WRITE packets to B", ls.TxFrames)
 	}
-	if p.a.Stats.Loopback < 9 {
-		t.Fatalf("A looped back %d frames, want the 8 WRITE packets and an ACK", p.a.Stats.Loopback)
+	if p.a.Stats().Loopback < 9 {
+		t.Fatalf("A looped back %d frames, want the 8 WRITE packets and an ACK", p.a.Stats().Loopback)
 	}
 }
 

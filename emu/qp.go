@@ -50,6 +50,8 @@ type QPAttr struct {
 	MinRNRTimer     uint8 // the RNR timer code it sends in RNR NAKs
 	DestQPN         uint32
 	Cap             QPCap
+	// EnSQDAsyncNotify asks a move to SQD for an SQ_DRAINED event (AttrEnSQDAsyncNotify).
+	EnSQDAsyncNotify bool
 }
 
 // transitions is the verbs state machine for RC QPs (IBTA table 91, ib_modify_qp_is_ok): for each
@@ -84,6 +86,7 @@ type QP struct {
 	attr   QPAttr
 
 	overflowed bool // a completion was lost; the QP is on its way to ERR
+	async      qpAsync
 
 	builder wire.Builder
 	rq      recvQueue
@@ -109,7 +112,7 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 		return nil, fmt.Errorf("create_qp: %d bytes inline: %w", c.MaxInlineData, syscall.EINVAL)
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	if len(d.qps) >= d.limits.MaxQP {
 		return nil, fmt.Errorf("create_qp: %w", syscall.ENOMEM)
 	}
@@ -135,14 +138,14 @@ func (qp *QP) Num() uint32 { return qp.qpn }
 // State is the QP's current state.
 func (qp *QP) State() QPState {
 	qp.dev.mu.Lock()
-	defer qp.dev.mu.Unlock()
+	defer qp.dev.unlock()
 	return qp.state
 }
 
 // Query returns the QP's attributes.
 func (qp *QP) Query() QPAttr {
 	qp.dev.mu.Lock()
-	defer qp.dev.mu.Unlock()
+	defer qp.dev.unlock()
 	a := qp.attr
 	a.State, a.CurState, a.Cap = qp.state, qp.state, qp.cap
 	return a
@@ -161,7 +164,7 @@ func (qp *QP) Modify(attr QPAttr, mask AttrMask) error {
 		peerMAC, resolved = d.cfg.Resolve(attr.AH.DGID.Unmap())
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	cur := qp.state
 	if mask&AttrCurState != 0 && attr.CurState != cur {
 		return fmt.Errorf("modify_qp: cur_state %s but the QP is %s: %w", attr.CurState, cur, syscall.EINVAL)
@@ -285,6 +288,7 @@ func (qp *QP) apply(a *QPAttr, m AttrMask) {
 	if m&AttrDestQPN != 0 {
 		t.DestQPN = a.DestQPN
 	}
+	t.EnSQDAsyncNotify = m&AttrEnSQDAsyncNotify != 0 && a.EnSQDAsyncNotify // asked for each move to SQD
 }
 
 // setPath fills the frame builder's addresses from the AV. The source address is the device's
@@ -308,16 +312,17 @@ func (qp *QP) setState(s QPState, why string) {
 	if s == QPSErr {
 		qp.flush()
 	}
+	qp.stateChanged(s)
 }
 
-// toError moves the QP to ERR after a failure, flushing what is left.
-func (qp *QP) toError(why string) { qp.setState(QPSErr, why) }
+// toError moves the QP to ERR after a failure, flushing what is left, and raises QP_FATAL.
+func (qp *QP) toError(why string) { qp.fail(AsyncQPFatal, why) }
 
 // PostRecv posts receive requests. On a QP with an SRQ it is EINVAL.
 func (qp *QP) PostRecv(wrs ...RecvWR) error {
 	d := qp.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	for i := range wrs {
 		switch {
 		case qp.srq != nil:
@@ -360,8 +365,12 @@ func (qp *QP) complete(cq *CQ, wc WC) {
 			d := qp.dev
 			d.clock.Post(0, func() {
 				d.mu.Lock()
-				defer d.mu.Unlock()
-				qp.toError("CQ overflow")
+				defer d.unlock()
+				// The user may have reset the QP meanwhile (which forgets the overflow) or
+				// moved it to ERR already.
+				if qp.overflowed && qp.state != QPSReset && qp.state != QPSErr {
+					qp.toError("CQ overflow")
+				}
 			})
 		}
 		return
@@ -403,14 +412,16 @@ func (qp *QP) resetQueues() {
 	qp.attr = QPAttr{}
 	qp.req = requester{}
 	qp.resp = responder{}
+	qp.overflowed = false
 }
 
 // Destroy destroys the QP. Its outstanding work requests are dropped without completions.
 func (qp *QP) Destroy() error {
 	d := qp.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	qp.req.stopTimers()
+	qp.sq.settleBinds()
 	delete(d.qps, qp.qpn)
 	qp.state = QPSReset
 	d.event(Event{QP: qp.qpn, Kind: EvQPState, Msg: "destroyed"})

@@ -62,8 +62,8 @@ func TestRCBasicOperations(t *testing.T) {
 	wantWC(t, poll(p.cqA), WC{WRID: 7, Opcode: WCRDMAWrite}, WC{WRID: 8, Opcode: WCSend})
 	wantWC(t, poll(p.cqB), WC{WRID: 200, Opcode: WCRecvRDMAWithImm, ByteLen: 3000, Flags: WCWithImm, Imm: 0xabcd},
 		WC{WRID: 201, Opcode: WCRecv, ByteLen: 16, Flags: WCWithImm, Imm: 0x1234})
-	if p.a.Stats.Retransmits != 0 || p.b.Stats.RxDropped != 0 {
-		t.Fatalf("clean link but stats %+v %+v", p.a.Stats, p.b.Stats)
+	if p.a.Stats().Retransmits != 0 || p.b.Stats().RxDropped != 0 {
+		t.Fatalf("clean link but stats %+v %+v", p.a.Stats(), p.b.Stats())
 	}
 }
 

@@ -34,9 +34,9 @@ func TestLongReadLostResponsePast128(t *testing.T) {
 			if !bytes.Equal(p.bufA[:n], p.bufB[:n]) {
 				t.Fatal("READ data differs")
 			}
-			if ft.Fired() != 1 || p.a.Stats.TxFrames != 2 || p.b.Stats.TxFrames != 256+56 || p.a.Stats.Timeouts != 0 || p.a.Stats.RxDropped != tc.dropped {
+			if ft.Fired() != 1 || p.a.Stats().TxFrames != 2 || p.b.Stats().TxFrames != 256+56 || p.a.Stats().Timeouts != 0 || p.a.Stats().RxDropped != tc.dropped {
 				t.Fatalf("fault fired %d; A sent %d frames, B %d, A timed out %d times and dropped %d (want 1; 2, 312, 0, %d)",
-					ft.Fired(), p.a.Stats.TxFrames, p.b.Stats.TxFrames, p.a.Stats.Timeouts, p.a.Stats.RxDropped, tc.dropped)
+					ft.Fired(), p.a.Stats().TxFrames, p.b.Stats().TxFrames, p.a.Stats().Timeouts, p.a.Stats().RxDropped, tc.dropped)
 			}
 			if n := len(p.eventsLike(EvRetry, "200 expected: resend from 200")); n != 1 {
 				t.Fatalf("%d requests for the responses from 200 on, want 1", n)
@@ -96,7 +96,7 @@ func TestHugeReadUnderLoss(t *testing.T) {
 		t.Skip("16 MiB of responses, some more than once")
 	}
 	p := readUnderLoss(t, 1, 16<<20, MTU1024, 0.001)
-	if p.a.Stats.Retransmits == 0 {
+	if p.a.Stats().Retransmits == 0 {
 		t.Fatal("nothing was lost: the test proves nothing")
 	}
 }
@@ -161,7 +161,7 @@ func readBW(t testing.TB, seed uint64, loss float64, iters, depth, size int, mtu
 	if !bytes.Equal(p.bufA[:slots*size], p.bufB[:slots*size]) {
 		t.Fatalf("seed %d: READ data differs", seed)
 	}
-	a, b := p.a.Stats, p.b.Stats
+	a, b := p.a.Stats(), p.b.Stats()
 	return readBWFigures{iters: iters, pkts: (size + mtu.Bytes() - 1) / mtu.Bytes(),
 		requests: a.TxFrames, responses: b.TxFrames - b.SeqNAKsSent, naks: b.SeqNAKsSent,
 		lost: a.TxFrames + b.TxFrames - a.RxFrames - b.RxFrames, timeouts: a.Timeouts, elapsedVirtual: elapsed}
@@ -214,7 +214,7 @@ func BenchmarkReadBWLoss5(b *testing.B) {
 
 // frames is what each side sent and how often A's retransmission timer fired.
 func (p *pair) frames() [3]uint64 {
-	return [3]uint64{p.a.Stats.TxFrames, p.b.Stats.TxFrames, p.a.Stats.Timeouts}
+	return [3]uint64{p.a.Stats().TxFrames, p.b.Stats().TxFrames, p.a.Stats().Timeouts}
 }
 
 // The request for a READ's missing responses is lost too: the retransmission timer asks

@@ -11,38 +11,39 @@ import (
 // kept after Receive returns.
 func (d *Device) Receive(frame []byte) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.stopped {
+	defer d.unlock()
+	if d.stopped || d.portDown {
 		return
 	}
-	d.Stats.RxFrames++
+	d.stats.RxFrames++
 	f := &d.rx
 	if err := d.parser.Parse(f, frame); err != nil {
-		d.Stats.RxDropped++
+		d.stats.RxDropped++
 		if wire.KindOf(err) == wire.KindBadICRC {
-			d.Stats.RxBadICRC++
+			d.stats.RxBadICRC++
 		} else {
-			d.Stats.RxMalformed++
+			d.stats.RxMalformed++
 		}
 		d.event(Event{Kind: EvDrop, Msg: "frame dropped", Err: err})
 		return
 	}
 	if !d.owns(f.DstIP()) {
-		d.Stats.RxDropped++
+		d.stats.RxDropped++
 		return
 	}
 	qp := d.qps[f.BTH.DestQP()]
 	if qp == nil || f.Info.Transport != wire.RC {
-		d.Stats.RxDropped++
-		d.Stats.RxUnknownQP++
+		d.stats.RxDropped++
+		d.stats.RxUnknownQP++
 		d.event(Event{Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s for unknown QP 0x%06x", f.Opcode, f.BTH.DestQP())})
 		return
 	}
 	if qp.state < QPSRTR || f.SrcIP().Unmap() != qp.attr.AH.DGID.Unmap() {
-		d.Stats.RxDropped++
+		d.stats.RxDropped++
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s from %s while %s", f.Opcode, f.SrcIP(), qp.state)})
 		return
 	}
+	qp.received()
 	if f.Info.Response {
 		qp.onResponse(f)
 	} else {

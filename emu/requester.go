@@ -86,7 +86,7 @@ func (qp *QP) kick() {
 	if r.run == nil {
 		r.run = func() {
 			qp.dev.mu.Lock()
-			defer qp.dev.mu.Unlock()
+			defer qp.dev.unlock()
 			qp.req.scheduled = false
 			qp.runRequester()
 		}
@@ -291,7 +291,7 @@ func (qp *QP) transmitRequest(w *sendWQE) bool {
 	}
 	frame, slot, err := qp.builder.Begin(qp.dev.txBuffer(), &h, int(payload))
 	if err != nil {
-		qp.failWQE(w, keys.StatusLocQPOpErr, fmt.Errorf("building %s: %w", h.Opcode, err))
+		qp.failWQE(w, WCLocQPOpErr, fmt.Errorf("building %s: %w", h.Opcode, err))
 		return false
 	}
 	if payload > 0 {
@@ -411,25 +411,26 @@ func (qp *QP) walkSGL(sgl []SGE, off, n uint64, rights Access, f func(keys.Span)
 	return nil
 }
 
-// transmit hands a frame to the link.
+// transmit queues a frame for the link; it goes out when the device lock is released.
 func (qp *QP) transmit(frame []byte, op wire.Opcode, psn uint32) {
 	d := qp.dev
-	if d.stopped || d.link == nil {
-		if d.lender != nil {
-			d.lender.SendBuffer(nil) // give the buffer back
+	if d.stopped || d.portDown || d.link == nil {
+		d.dropBuffer(frame)
+		return
+	}
+	d.stats.TxFrames++
+	d.stats.TxBytes += uint64(len(frame))
+	if d.loop.local(frame) {
+		d.stats.Loopback++
+		if d.tracing() {
+			d.event(Event{Kind: EvSend, Msg: fmt.Sprintf("loopback frame of %d bytes", len(frame))})
 		}
-		return
 	}
-	d.Stats.TxFrames++
-	d.Stats.TxBytes += uint64(len(frame))
-	if d.lender != nil {
-		d.lender.SendBuffer(frame)
-		return
-	}
-	if d.tracing() {
+	if d.lender == nil && d.tracing() {
+		// A link that lends buffers is the fabric, which traces what enters the wire itself.
 		d.event(Event{QP: qp.qpn, Kind: EvSend, PSN: psn, Msg: fmt.Sprintf("%s psn %d", op, psn)})
 	}
-	_ = d.link.Send(frame)
+	d.send(frame)
 }
 
 // execLocal runs a local operation in send-queue order: LOCAL_INV, BIND_MW or REG_MR.
@@ -439,9 +440,8 @@ func (qp *QP) execLocal(w *sendWQE) {
 	var err error
 	switch w.wr.Opcode {
 	case WRLocalInv:
-		err = d.keys.Invalidate(keys.Invalidate{Key: keys.Key(w.wr.Imm), QP: keys.QPN(qp.qpn)})
+		err = d.keys.Invalidate(keys.Invalidate{Key: keys.Key(w.wr.Imm), QP: keys.QPN(qp.qpn), At: d.clock.Now()})
 		if err == nil {
-			d.noteRevoked(w.wr.Imm, "LOCAL_INV", qp.qpn)
 			if d.tracing() {
 				d.event(Event{QP: qp.qpn, Kind: EvKey, Key: w.wr.Imm, WRID: w.wr.ID, Msg: "LOCAL_INV invalidated " + keys.Key(w.wr.Imm).String()})
 			}
@@ -449,19 +449,17 @@ func (qp *QP) execLocal(w *sendWQE) {
 	case WRBindMW:
 		b := w.wr.Bind
 		kb := keys.Bind{MW: keys.Key(w.mwKey), Key8: uint8(b.RKey), QP: keys.QPN(qp.qpn), PD: qp.pd.handle,
-			Addr: b.Addr, Len: b.Length, Access: b.Access}
+			Addr: b.Addr, Len: b.Length, Access: b.Access, At: d.clock.Now()}
 		if b.MR != nil {
 			kb.MR = b.MR.key
 		}
 		var res keys.Bound
 		res, err = d.keys.BindMW(kb)
+		// Run or failed, the bind leaves the key to the key space: after a type 2 bind the
+		// handle reads the new rkey as irdma writes it back (rxe does not: rdma-core #1777),
+		// after a failed type 1 bind the rkey it had.
+		w.settleBind()
 		if err == nil {
-			b.MW.ks = uint32(res.Key)
-			if w.type1 {
-				d.noteRevoked(uint32(kb.MW), "a type 1 bind", qp.qpn)
-			} else {
-				b.MW.rkey = uint32(res.Key) // written back, as irdma does (rxe does not: rdma-core #1777)
-			}
 			if d.tracing() {
 				d.event(Event{QP: qp.qpn, Kind: EvKey, Key: uint32(res.Key), WRID: w.wr.ID,
 					Msg: fmt.Sprintf("bind %s %s -> %s [0x%x, +%d) %s", b.MW.typ, kb.MW, res.Key, b.Addr, b.Length, b.Access)})
@@ -473,16 +471,16 @@ func (qp *QP) execLocal(w *sendWQE) {
 		}
 	case WRRegMR:
 		g := w.wr.Reg
-		err = d.keys.FastReg(keys.FastReg{Key: keys.Key(g.Key), PD: qp.pd.handle, Mem: keys.Contiguous(g.Buf), IOVA: g.IOVA, Access: g.Access})
+		err = d.keys.FastReg(keys.FastReg{Key: keys.Key(g.Key), PD: qp.pd.handle, Mem: keys.Contiguous(g.Buf), IOVA: g.IOVA, Access: g.Access, At: d.clock.Now()})
 		if err == nil {
 			g.MR.key, g.MR.addr, g.MR.length, g.MR.buf = keys.Key(g.Key), g.IOVA, uint64(len(g.Buf)), g.Buf
 		}
 	}
 	if err != nil {
 		var ae *keys.AccessError
-		status := keys.StatusLocQPOpErr
+		status := WCLocQPOpErr
 		if errors.As(err, &ae) {
-			status = ae.Status
+			status = WCStatus(ae.Status)
 		}
 		d.event(Event{QP: qp.qpn, Kind: EvAccess, WRID: w.wr.ID, Status: status, Err: err, Msg: w.wr.Opcode.String() + " failed"})
 		w.status, w.err = status, err
@@ -517,6 +515,7 @@ func (qp *QP) retire() {
 		qp.retireHead()
 	}
 	qp.kickIfWaiting()
+	qp.checkDrained()
 }
 
 func (qp *QP) retireHead() {
@@ -525,11 +524,7 @@ func (qp *QP) retireHead() {
 	if w.counted {
 		qp.req.rdAtomic--
 	}
-	if w.type1 && w.status != WCSuccess {
-		// A failed (or flushed) type 1 bind leaves the window as the key space has it; binds
-		// queued behind it are flushed too, so that is the key the consumer holds again.
-		w.wr.Bind.MW.rkey = w.wr.Bind.MW.ks
-	}
+	w.settleBind() // a type 1 bind flushed without running
 	if w.status != WCSuccess || qp.sigAll || w.wr.Flags&SendSignaled != 0 {
 		wc := WC{WRID: w.wr.ID, Status: w.status, Opcode: wcOpcodeOf(w.wr.Opcode), ByteLen: uint32(w.length), Err: w.err}
 		qp.complete(qp.sendCQ, wc)
@@ -600,13 +595,21 @@ func (qp *QP) armRetransmit() {
 	if r.timer == nil {
 		r.timer = qp.dev.clock.NewTimer(func() {
 			qp.dev.mu.Lock()
-			defer qp.dev.mu.Unlock()
-			// On the wall clock a callback can be waiting for the lock while the timer is
-			// stopped and set again; it only acts once its own deadline has come.
-			if qp.req.armed && qp.dev.clock.Now() >= qp.req.deadline {
-				qp.req.armed = false
-				qp.onTimeout()
+			defer qp.dev.unlock()
+			// The deadline moves on with every ACK while the timer stays where it was set
+			// (see restartRetransmit), so the timer may fire early: it then sets itself for
+			// the rest. On the wall clock a callback can also be waiting for the lock while
+			// the timer is stopped and set again; it too acts only once the deadline has come.
+			r := &qp.req
+			if !r.armed {
+				return
 			}
+			if now := qp.dev.clock.Now(); now < r.deadline {
+				r.timer.Reset(r.deadline - now)
+				return
+			}
+			r.armed = false
+			qp.onTimeout()
 		})
 	}
 	r.armed = true
@@ -614,16 +617,24 @@ func (qp *QP) armRetransmit() {
 	r.timer.Reset(to)
 }
 
-// restartRetransmit starts the timer over, or stops it when nothing is outstanding.
+// restartRetransmit starts the timer over, or stops it when nothing is outstanding. Starting
+// over moves only the deadline, not the timer: an ACK arrives for every few packets, and
+// rescheduling the timer each time was a clock update per ACK; the timer, when it fires
+// before the deadline, sets itself again for the rest, so the timeout comes when it always did.
 func (qp *QP) restartRetransmit() {
 	r := &qp.req
+	if qp.outstanding() == nil {
+		if r.armed {
+			r.timer.Stop()
+			r.armed = false
+		}
+		return
+	}
 	if r.armed {
-		r.timer.Stop()
-		r.armed = false
+		r.deadline = qp.dev.clock.Now() + qp.ackTimeout()
+		return
 	}
-	if qp.outstanding() != nil {
-		qp.armRetransmit()
-	}
+	qp.armRetransmit()
 }
 
 // outstanding returns the oldest WQE that has packets on the wire awaiting an answer.
@@ -650,12 +661,12 @@ func (qp *QP) onTimeout() {
 	if w == nil {
 		return
 	}
-	d.Stats.Timeouts++
+	d.stats.Timeouts++
 	r := &qp.req
 	if r.retryLeft == 0 {
 		d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: r.compPSN, WRID: w.wr.ID,
 			Msg: fmt.Sprintf("local ACK timeout (%v) at psn %d, retries exhausted", qp.ackTimeout(), r.compPSN)})
-		qp.failWQE(w, keys.StatusRetryExcErr, fmt.Errorf("no acknowledgement for psn %d after %d retries of %v", r.compPSN, qp.attr.RetryCnt, qp.ackTimeout()))
+		qp.failWQE(w, WCRetryExcErr, fmt.Errorf("no acknowledgement for psn %d after %d retries of %v", r.compPSN, qp.attr.RetryCnt, qp.ackTimeout()))
 		return
 	}
 	r.retryLeft--
@@ -707,7 +718,7 @@ func (qp *QP) rewind(psn uint32) {
 		w := qp.sq.at(first)
 		r.idx = first
 		r.psn = psnAdd(w.firstPSN, w.next)
-		qp.dev.Stats.Retransmits++
+		qp.dev.stats.Retransmits++
 	}
 	qp.restartRetransmit()
 	qp.kick()

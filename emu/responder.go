@@ -156,7 +156,7 @@ func (qp *QP) onRequest(f *wire.Frame) {
 	switch qp.state {
 	case QPSRTR, QPSRTS, QPSSQD, QPSSQE:
 	default:
-		d.Stats.RxDropped++
+		d.stats.RxDropped++
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s while %s", f.Opcode, qp.state)})
 		return
 	}
@@ -203,16 +203,16 @@ func (qp *QP) checkPSN(q *request) verdict {
 	r := &qp.resp
 	switch c := psnCmp(q.psn, r.psn); {
 	case c > 0:
-		d.Stats.RxDropped++
+		d.stats.RxDropped++
 		if !r.nakSent {
 			r.nakSent = true
-			d.Stats.SeqNAKsSent++
+			d.stats.SeqNAKsSent++
 			d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: q.psn, Msg: fmt.Sprintf("psn %d ahead of %d: NAK sequence error", q.psn, r.psn)})
 			qp.sendAck(wire.NAKPSNSeqError, r.psn)
 		}
 		return proceed(respDone)
 	case c < 0:
-		d.Stats.DuplicatesSeen++
+		d.stats.DuplicatesSeen++
 		return proceed(respDuplicate)
 	}
 	r.nakSent = false
@@ -285,7 +285,7 @@ func (qp *QP) checkResource(q *request) verdict {
 	}
 	w := qp.recvQueue().peek()
 	if w == nil {
-		d.Stats.RNRNAKsSent++
+		d.stats.RNRNAKsSent++
 		r.waitingRecv = true
 		// The packets behind this one are already on their way; they are dropped without a
 		// sequence NAK, which would cost the requester a retry for nothing (rxe sends one, and
@@ -312,6 +312,9 @@ func (qp *QP) takeRecv() {
 	r.held.id, r.held.length = w.id, w.length
 	r.held.sgl = append(r.held.sgl[:0], w.sgl...)
 	qp.recvQueue().pop()
+	if qp.srq != nil {
+		qp.srq.tookReceive()
+	}
 	r.recv = &r.held
 	r.placed = 0
 }
@@ -542,7 +545,7 @@ func (qp *QP) execSend(q *request) verdict {
 	if r.placed+n > w.length {
 		// The message is longer than the receive buffer: LOC_LEN_ERR for the receiver (IBTA;
 		// rxe says REM_INV_REQ_ERR), NAK 0x61 for the requester.
-		return refuse(&respError{syn: wire.NAKInvalidRequest, status: keys.StatusLocLenErr,
+		return refuse(&respError{syn: wire.NAKInvalidRequest, status: WCLocLenErr,
 			err: fmt.Errorf("SEND of at least %d bytes into a receive of %d", r.placed+n, w.length)})
 	}
 	src := f.Payload
@@ -566,13 +569,12 @@ func (qp *QP) execSend(q *request) verdict {
 		wc.Flags, wc.Imm = WCWithImm, f.ImmDt.Imm()
 	case info.Is(wire.FlagInv):
 		rkey := f.IETH.RKey()
-		err := qp.dev.keys.Invalidate(keys.Invalidate{Key: keys.Key(rkey), QP: keys.QPN(qp.qpn), Remote: true})
+		err := qp.dev.keys.Invalidate(keys.Invalidate{Key: keys.Key(rkey), QP: keys.QPN(qp.qpn), Remote: true, At: qp.dev.clock.Now()})
 		if err != nil {
 			// rxe ACKs and fails only the receive; softirdma also NAKs (W18): 0x61 and
 			// REM_INV_REQ_ERR, as the error says.
 			return refuse(accessNAK(err))
 		}
-		qp.dev.noteRevoked(rkey, "SEND_WITH_INV", qp.qpn)
 		if qp.dev.tracing() {
 			qp.dev.event(Event{QP: qp.qpn, Kind: EvKey, Key: rkey, PSN: q.psn,
 				Msg: fmt.Sprintf("SEND_WITH_INV psn %d invalidated %s", q.psn, keys.Key(rkey))})
@@ -632,9 +634,9 @@ func (qp *QP) execWrite(q *request) verdict {
 // the error reports only locally (a receive WQE's lkey) is the responder's own, which the
 // requester hears as NAK 0x63, remote operational error.
 func accessNAK(err error) *respError {
-	e := &respError{syn: wire.NAKRemoteOp, status: keys.StatusLocProtErr, err: err}
+	e := &respError{syn: wire.NAKRemoteOp, status: WCLocProtErr, err: err}
 	if ae, ok := errors.AsType[*keys.AccessError](err); ok {
-		e.status = ae.Status
+		e.status = WCStatus(ae.Status)
 		if ae.Syndrome != keys.SyndromeNone {
 			e.syn = wire.Syndrome(ae.Syndrome)
 		}
@@ -646,9 +648,9 @@ func accessNAK(err error) *respError {
 // LOC_PROT_ERR for a scatter/gather list that does not cover the bytes.
 func accessStatus(err error) WCStatus {
 	if ae, ok := errors.AsType[*keys.AccessError](err); ok {
-		return ae.Status
+		return WCStatus(ae.Status)
 	}
-	return keys.StatusLocProtErr
+	return WCLocProtErr
 }
 
 // execRead accepts a READ: it counts as done when accepted (C9-148), and ACKNOWLEDGE sends its
@@ -762,7 +764,6 @@ func (qp *QP) respFail(f *wire.Frame, psn uint32, e *respError) {
 		return
 	}
 	status := e.status
-	e.err = d.explain(e.err)
 	var ae *keys.AccessError
 	if errors.As(e.err, &ae) {
 		d.event(Event{QP: qp.qpn, Kind: EvAccess, PSN: psn, Key: uint32(ae.Key), Msg: fmt.Sprintf("request psn %d refused", psn), Err: e.err})
@@ -773,10 +774,10 @@ func (qp *QP) respFail(f *wire.Frame, psn uint32, e *respError) {
 	// responses of an earlier one: that receive is flushed with the QP.
 	if r.recv != nil && f != nil {
 		if status == 0 {
-			status = keys.StatusRemInvReqErr
+			status = WCRemInvReqErr
 		}
 		w := r.recv
 		qp.finishRecv(WC{WRID: w.id, Status: status, Opcode: WCRecv, Err: e.err}, false)
 	}
-	qp.toError(fmt.Sprintf("responder refused psn %d", psn))
+	qp.fail(responderEvent(e.syn), fmt.Sprintf("responder refused psn %d", psn))
 }

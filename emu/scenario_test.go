@@ -2,6 +2,7 @@ package emu
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -42,9 +43,9 @@ func TestScenarioDuplicateReadRequest(t *testing.T) {
 	wantWC(t, poll(p.cqA), WC{WRID: 1, Opcode: WCRDMARead, ByteLen: 5000})
 	// B answers the copy again; A has finished by the time the second set arrives and drops
 	// all five.
-	if ft.Fired() != 1 || len(p.eventsLike(EvRecv, "duplicate READ")) != 1 || p.a.Stats.RxDropped != 5 {
+	if ft.Fired() != 1 || len(p.eventsLike(EvRecv, "duplicate READ")) != 1 || p.a.Stats().RxDropped != 5 {
 		t.Fatalf("fired %d, re-executions %d, responses dropped %d (want 1, 1, 5)",
-			ft.Fired(), len(p.eventsLike(EvRecv, "duplicate READ")), p.a.Stats.RxDropped)
+			ft.Fired(), len(p.eventsLike(EvRecv, "duplicate READ")), p.a.Stats().RxDropped)
 	}
 	if !bytes.Equal(p.bufA[:5000], p.bufB[:5000]) {
 		t.Fatal("READ data differs")
@@ -137,8 +138,13 @@ func TestScenarioLocalInvRacingWrite(t *testing.T) {
 	if !bytes.Equal(p.bufB[:2048], p.bufA[:2048]) || !bytes.Equal(p.bufB[4096:8192], make([]byte, 4096)) {
 		t.Fatal("the bytes before the invalidation should have landed, none after it")
 	}
-	if len(p.eventsLike(EvAccess, "revoked by LOCAL_INV")) != 1 {
-		t.Fatal("no recorded reason names the LOCAL_INV")
+	inv := p.eventsLike(EvKey, "LOCAL_INV invalidated")
+	if len(inv) != 1 {
+		t.Fatalf("%d invalidations recorded", len(inv))
+	}
+	why := fmt.Sprintf("(key %s was revoked by LOCAL_INV on QP 0x%06x at t=%v)", keys.Key(rkey), p.qb.Num(), inv[0].T)
+	if len(p.eventsLike(EvAccess, why)) != 1 {
+		t.Fatalf("no recorded reason says %q", why)
 	}
 }
 

@@ -83,13 +83,29 @@ type sendWQE struct {
 	npkts             uint32 // request packets (SEND, WRITE) or response packets (READ)
 	next              uint32 // index of the next request packet to send, or of the next READ response expected
 	atomicOrig        uint64
-	mwKey             uint32 // a bind: the window's rkey when it was posted (and, for type 1, the one to restore if it fails)
-	type1             bool
-	counted           bool // a READ or atomic counted in the requester's rdAtomic
-	gapAsked          bool // a READ asked again for the responses from gapPSN on
+	mwKey             uint32 // a bind: the window's rkey as the consumer held it when the bind was posted
+	type1             bool   // a bind from the bind verb, counted in its window's posted binds until settleBind
+	counted           bool   // a READ or atomic counted in the requester's rdAtomic
+	gapAsked          bool   // a READ asked again for the responses from gapPSN on
 	gapPSN            uint32
 	firstTx           uint64 // the requester's packet count at the WQE's first request packet (0: none yet)
 	askTx             uint64 // the same at the request that asked again for gapPSN
+}
+
+// settleBind takes a type 1 bind off its window's count of posted binds: it has run, failed,
+// or will never run. After it the window's handle shows what the key space holds.
+func (w *sendWQE) settleBind() {
+	if w.type1 {
+		w.type1 = false
+		w.wr.Bind.MW.posted--
+	}
+}
+
+// settleBinds settles the type 1 binds of WQEs dropped without running (a reset, a destroy).
+func (q *sendQueue) settleBinds() {
+	for i := range q.n {
+		q.at(i).settleBind()
+	}
 }
 
 func (w *sendWQE) isLocal() bool {
@@ -129,6 +145,7 @@ func newSendQueue(n int) sendQueue { return sendQueue{ring: make([]sendWQE, n)} 
 func (q *sendQueue) at(i int) *sendWQE { return &q.ring[(q.head+i)%len(q.ring)] }
 
 func (q *sendQueue) reset() {
+	q.settleBinds()
 	for i := range q.ring {
 		q.ring[i] = sendWQE{sgl: q.ring[i].sgl[:0]}
 	}
@@ -157,7 +174,7 @@ func (q *sendQueue) flush(qp *QP) {
 func (qp *QP) PostSend(wrs ...SendWR) error {
 	d := qp.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	for i := range wrs {
 		if err := qp.postSend(&wrs[i]); err != nil {
 			err.Index = i
@@ -240,7 +257,7 @@ func (qp *QP) postSend(wr *SendWR) *PostError {
 	*w = sendWQE{wr: *wr, sgl: append(w.sgl[:0], wr.SGL...), inline: w.inline[:0], length: length}
 	w.wr.SGL = nil
 	if wr.Opcode == WRBindMW {
-		w.mwKey = wr.Bind.MW.rkey // the rkey the consumer named, checked when the bind runs (B1)
+		w.mwKey = uint32(wr.Bind.MW.rkey()) // the rkey the consumer named, checked when the bind runs (B1)
 	}
 	if wr.Flags&SendInline != 0 {
 		// Inline data is read at post time, through the local address space, which for Go
@@ -282,13 +299,13 @@ type MWBind struct {
 func (qp *QP) BindMW(mw *MW, b MWBind) error {
 	d := qp.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	if mw.typ != MWType1 {
 		return fmt.Errorf("bind_mw: %s window: %w", mw.typ, syscall.EINVAL)
 	}
 	// The verb's checks look at the window as the key space has it; binds still queued ahead
 	// of this one may have moved the handle's rkey on already.
-	kb := keys.Bind{MW: keys.Key(mw.ks), QP: keys.QPN(qp.qpn), PD: qp.pd.handle, Addr: b.Addr, Len: b.Length, Access: b.Access}
+	kb := keys.Bind{MW: mw.key(), QP: keys.QPN(qp.qpn), PD: qp.pd.handle, Addr: b.Addr, Len: b.Length, Access: b.Access}
 	if b.MR != nil {
 		kb.MR = b.MR.key
 	}
@@ -298,21 +315,19 @@ func (qp *QP) BindMW(mw *MW, b MWBind) error {
 	if err := d.keys.CheckBindVerb(kb); err != nil {
 		return err
 	}
-	old := mw.rkey
+	old := mw.rkey()
 	wr := SendWR{ID: b.ID, Opcode: WRBindMW, Flags: b.Flags,
-		Bind: BindInfo{MW: mw, RKey: uint32(keys.Key(old).Inc()), MR: b.MR, Addr: b.Addr, Length: b.Length, Access: b.Access}}
-	// The handle shows the new rkey from the moment the bind is posted; a failed bind puts the
-	// old one back when it completes. postSend refuses type 1 windows in BIND_MW work
-	// requests; this is the verb's own path.
-	mw.rkey = wr.Bind.RKey
-	if err := qp.postBind1(&wr, old); err != nil {
-		mw.rkey = old
+		Bind: BindInfo{MW: mw, RKey: uint32(old.Inc()), MR: b.MR, Addr: b.Addr, Length: b.Length, Access: b.Access}}
+	// postSend refuses type 1 windows in BIND_MW work requests; this is the verb's own path.
+	if err := qp.postBind1(&wr, uint32(old)); err != nil {
 		return err
 	}
 	qp.kick()
 	return nil
 }
 
+// postBind1 queues a type 1 bind. From then on the window's handle shows the new rkey: the
+// bind counts in the window's posted binds until it runs, fails or is dropped (settleBind).
 func (qp *QP) postBind1(wr *SendWR, old uint32) error {
 	switch qp.state {
 	case QPSReset, QPSInit, QPSRTR:
@@ -324,6 +339,7 @@ func (qp *QP) postBind1(wr *SendWR, old uint32) error {
 	}
 	w := q.at(q.n)
 	*w = sendWQE{wr: *wr, sgl: w.sgl[:0], inline: w.inline[:0], type1: true, mwKey: old}
+	wr.Bind.MW.posted++
 	q.n++
 	if qp.state == QPSErr {
 		w.state, w.status = wqeDone, WCWRFlushErr

@@ -236,7 +236,7 @@ func runSoak(t *testing.T, seed uint64, stats ...*soakStats) bool {
 		return fail("%d events still pending after the run", n)
 	}
 	if len(stats) > 0 {
-		stats[0].frames += p.a.Stats.TxFrames + p.b.Stats.TxFrames
+		stats[0].frames += p.a.Stats().TxFrames + p.b.Stats().TxFrames
 	}
 	return true
 }

@@ -35,9 +35,9 @@ func TestSQCompletionsInOrderAfterFailure(t *testing.T) {
 	// Each atomic ran once at the responder, whatever its completion says. A sent the four
 	// requests, the READ once more when the WRITE's ACK passed it, and once after the one
 	// timeout retry_cnt 1 allows; B answered each.
-	if v := le64(p.bufB[4096:]); v != 20 || ft.Fired() != 3 || p.a.Stats.TxFrames != 6 || p.b.Stats.TxFrames != 6 || p.a.Stats.Timeouts != 2 {
+	if v := le64(p.bufB[4096:]); v != 20 || ft.Fired() != 3 || p.a.Stats().TxFrames != 6 || p.b.Stats().TxFrames != 6 || p.a.Stats().Timeouts != 2 {
 		t.Fatalf("target %d (want 20: each atomic once); fault fired %d, A sent %d frames, B %d, %d timeouts (want 3, 6, 6, 2)",
-			v, ft.Fired(), p.a.Stats.TxFrames, p.b.Stats.TxFrames, p.a.Stats.Timeouts)
+			v, ft.Fired(), p.a.Stats().TxFrames, p.b.Stats().TxFrames, p.a.Stats().Timeouts)
 	}
 }
 
@@ -81,7 +81,7 @@ func TestSeqNAKRetryExhaustionFailsOldest(t *testing.T) {
 		WC{WRID: 3, Status: WCWRFlushErr, Opcode: WCRDMAWrite})
 	// A: the READ, two WRITEs, the READ asked for again when the NAK passed it; B: the lost
 	// response and the NAK (the READ's second response finds A in ERR).
-	if got := p.frames(); got != [3]uint64{4, 3, 0} || p.b.Stats.SeqNAKsSent != 1 {
-		t.Fatalf("A sent %d frames, B %d, %d timeouts, %d NAKs; want 4, 3, 0, 1", got[0], got[1], got[2], p.b.Stats.SeqNAKsSent)
+	if got := p.frames(); got != [3]uint64{4, 3, 0} || p.b.Stats().SeqNAKsSent != 1 {
+		t.Fatalf("A sent %d frames, B %d, %d timeouts, %d NAKs; want 4, 3, 0, 1", got[0], got[1], got[2], p.b.Stats().SeqNAKsSent)
 	}
 }

@@ -15,12 +15,11 @@ import (
 	"github.com/softirdma/softirdma/keys"
 )
 
-// Access flags, MW types and completion statuses are the key space's, re-exported so users of
-// the verbs API need one import.
+// Access flags and MW types are the key space's, re-exported so users of the verbs API need one
+// import.
 type (
-	Access   = keys.Access
-	MWType   = keys.MWType
-	WCStatus = keys.Status
+	Access = keys.Access
+	MWType = keys.MWType
 )
 
 const (
@@ -39,23 +38,55 @@ const (
 	MWType1  = keys.MWType1
 	MWType2  = keys.MWType2
 	MWType2A = keys.MWType2A
-
-	WCSuccess        = keys.StatusSuccess
-	WCLocLenErr      = keys.StatusLocLenErr
-	WCLocQPOpErr     = keys.StatusLocQPOpErr
-	WCLocProtErr     = keys.StatusLocProtErr
-	WCWRFlushErr     = keys.StatusWRFlushErr
-	WCMWBindErr      = keys.StatusMWBindErr
-	WCBadRespErr     = keys.StatusBadRespErr
-	WCLocAccessErr   = keys.StatusLocAccessErr
-	WCRemInvReqErr   = keys.StatusRemInvReqErr
-	WCRemAccessErr   = keys.StatusRemAccessErr
-	WCRemOpErr       = keys.StatusRemOpErr
-	WCRetryExcErr    = keys.StatusRetryExcErr
-	WCRNRRetryExcErr = keys.StatusRNRRetryExcErr
-	WCFatalErr       = keys.StatusFatalErr
-	WCGeneralErr     = keys.StatusGeneralErr
 )
+
+// WCStatus is enum ibv_wc_status. The statuses a failed key check completes with are the key
+// space's (keys.Status), which an access error carries: WCStatus(ae.Status) is its completion
+// status.
+type WCStatus uint8
+
+const (
+	WCSuccess          WCStatus = 0
+	WCLocLenErr        WCStatus = 1
+	WCLocQPOpErr                = WCStatus(keys.StatusLocQPOpErr)
+	WCLocEECOpErr      WCStatus = 3
+	WCLocProtErr                = WCStatus(keys.StatusLocProtErr)
+	WCWRFlushErr       WCStatus = 5
+	WCMWBindErr                 = WCStatus(keys.StatusMWBindErr)
+	WCBadRespErr       WCStatus = 7
+	WCLocAccessErr     WCStatus = 8
+	WCRemInvReqErr              = WCStatus(keys.StatusRemInvReqErr)
+	WCRemAccessErr              = WCStatus(keys.StatusRemAccessErr)
+	WCRemOpErr         WCStatus = 11
+	WCRetryExcErr      WCStatus = 12
+	WCRNRRetryExcErr   WCStatus = 13
+	WCLocRDDViolErr    WCStatus = 14
+	WCRemInvRDReqErr   WCStatus = 15
+	WCRemAbortErr      WCStatus = 16
+	WCInvEECNErr       WCStatus = 17
+	WCInvEECStateErr   WCStatus = 18
+	WCFatalErr         WCStatus = 19
+	WCRespTimeoutErr   WCStatus = 20
+	WCGeneralErr       WCStatus = 21
+	WCTMErr            WCStatus = 22
+	WCTMRndvIncomplete WCStatus = 23
+)
+
+var wcStatusNames = [...]string{
+	"SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR", "WR_FLUSH_ERR",
+	"MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR", "REM_INV_REQ_ERR", "REM_ACCESS_ERR",
+	"REM_OP_ERR", "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR", "REM_INV_RD_REQ_ERR",
+	"REM_ABORT_ERR", "INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR", "RESP_TIMEOUT_ERR",
+	"GENERAL_ERR", "TM_ERR", "TM_RNDV_INCOMPLETE",
+}
+
+// String is the libibverbs name without the IBV_WC_ prefix.
+func (s WCStatus) String() string {
+	if int(s) < len(wcStatusNames) {
+		return wcStatusNames[s]
+	}
+	return fmt.Sprintf("STATUS_%d", uint8(s))
+}
 
 // QPState is enum ibv_qp_state.
 type QPState uint8

@@ -233,15 +233,15 @@ func TestRetryCnt7IsSevenRetriesInVirtualTime(t *testing.T) {
 	p.run()
 	wantWC(t, poll(p.cqA), WC{WRID: 1, Status: WCRetryExcErr, Opcode: WCRDMAWrite})
 	timeout := time.Duration(4096<<14) * time.Nanosecond
-	if p.a.Stats.Timeouts != 8 || p.sim.Now() < 8*timeout || p.sim.Now() > 8*timeout+time.Millisecond {
-		t.Fatalf("%d timeouts, virtual %v; want 8 timeouts of %v (retry_cnt 7 is not infinite)", p.a.Stats.Timeouts, p.sim.Now(), timeout)
+	if p.a.Stats().Timeouts != 8 || p.sim.Now() < 8*timeout || p.sim.Now() > 8*timeout+time.Millisecond {
+		t.Fatalf("%d timeouts, virtual %v; want 8 timeouts of %v (retry_cnt 7 is not infinite)", p.a.Stats().Timeouts, p.sim.Now(), timeout)
 	}
 	// The WRITE went out once and was sent again exactly seven times (IBTA; rxe's 7 retries
 	// forever), then the eighth timeout ended it.
-	if p.a.Stats.TxFrames != 8 || p.a.Stats.Retransmits != 7 || len(p.eventsLike(EvRetry, "retries left")) != 7 ||
+	if p.a.Stats().TxFrames != 8 || p.a.Stats().Retransmits != 7 || len(p.eventsLike(EvRetry, "retries left")) != 7 ||
 		len(p.eventsLike(EvRetry, "retries exhausted")) != 1 {
 		t.Fatalf("%d frames sent, %d retransmissions, %d resend events, %d exhausted; want 8, 7, 7, 1",
-			p.a.Stats.TxFrames, p.a.Stats.Retransmits, len(p.eventsLike(EvRetry, "retries left")), len(p.eventsLike(EvRetry, "retries exhausted")))
+			p.a.Stats().TxFrames, p.a.Stats().Retransmits, len(p.eventsLike(EvRetry, "retries left")), len(p.eventsLike(EvRetry, "retries exhausted")))
 	}
 	if el := time.Since(wall); el > 2*time.Second {
 		t.Fatalf("%v of virtual time took %v of wall time", p.sim.Now(), el)
@@ -340,7 +340,7 @@ func TestWallClock(t *testing.T) {
 	if !bytes.Equal(bufB[:20000], bufA[:20000]) || !bytes.Equal(bufA[40000:60000], bufA[:20000]) || !bytes.Equal(bufB[32768:32768+5000], bufA[:5000]) {
 		t.Fatal("data differs")
 	}
-	if a.Stats.Retransmits == 0 {
+	if a.Stats().Retransmits == 0 {
 		t.Fatal("a lossy link without retransmissions")
 	}
 }

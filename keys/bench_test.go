@@ -83,7 +83,7 @@ func BenchmarkRegDereg(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := s.DeregMR(k); err != nil {
+		if err := s.DeregMR(k, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

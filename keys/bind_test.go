@@ -103,7 +103,7 @@ func TestBindChecks(t *testing.T) {
 		// A type 1 window is VALID from allocation until dealloc, so the only way to break B4
 		// is a window that no longer exists; that is B1's failure.
 		f := setup(t)
-		if err := f.s.DeallocMW(f.w1); err != nil {
+		if err := f.s.DeallocMW(f.w1, 0); err != nil {
 			t.Fatal(err)
 		}
 		_, err := f.s.BindMW(ok(f, f.w1))
@@ -181,4 +181,44 @@ func TestBindSemantics(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestKeyAt checks that the key at an index follows binds and REG_MR, and that a freed or
+// foreign index names nothing.
+func TestKeyAt(t *testing.T) {
+	s := newSpace(t)
+	mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
+	w := allocMW(t, s, pdA, MWType1)
+	w2 := bind(t, s, Bind{MW: w, QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 64, Access: RemoteRead})
+	fr, err := s.AllocFastRegMR(pdA, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FastReg(FastReg{Key: fr.Inc(), PD: pdA, Mem: Contiguous(make([]byte, 64)), Access: LocalWrite}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		index uint32
+		want  Key // 0: nothing lives there
+	}{
+		{mr.Index(), mr},
+		{w.Index(), w2},
+		{fr.Index(), fr.Inc()},
+		{0, 0},
+		{mr.Index() + 100, 0},
+		{w.Index() + 100, 0},
+		{indexLimit, 0},
+		{^uint32(0), 0},
+	} {
+		got, ok := s.KeyAt(c.index)
+		if got != c.want || ok != (c.want != 0) {
+			t.Errorf("KeyAt(0x%x) = %s, %v; want %s", c.index, got, ok, c.want)
+		}
+	}
+	if err := s.DeallocMW(w2, 0); err != nil {
+		t.Fatal(err)
+	}
+	if k, ok := s.KeyAt(w.Index()); ok {
+		t.Errorf("KeyAt of a deallocated window: %s", k)
+	}
 }

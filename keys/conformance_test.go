@@ -5,6 +5,7 @@ import (
 	"math"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestConformance holds the checks of the semantics reference (§9) that the key space decides
@@ -51,7 +52,7 @@ func TestConformance(t *testing.T) {
 				t.Fatalf("registration %d got key %s outside the MR range", i, k)
 			}
 			if i%2 == 0 {
-				if err := s.DeregMR(k); err != nil {
+				if err := s.DeregMR(k, 0); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -185,12 +186,12 @@ func TestConformance(t *testing.T) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind|RemoteWrite)
 		w := allocMW(t, s, pdA, MWType1)
 		bind(t, s, Bind{MW: w, QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 4096, Access: RemoteWrite})
-		wantErrno(t, s.DeregMR(mr), syscall.EBUSY)
+		wantErrno(t, s.DeregMR(mr, 0), syscall.EBUSY)
 		remoteOK(t, s, RemoteAccess{Key: mr, PD: pdA, VA: 0x1000, Len: 8, Rights: RemoteWrite})
-		if err := s.DeallocMW(w.Inc()); err != nil {
+		if err := s.DeallocMW(w.Inc(), 0); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.DeregMR(mr); err != nil {
+		if err := s.DeregMR(mr, 0); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -283,12 +284,12 @@ func TestConformance(t *testing.T) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
 		w := allocMW(t, s, pdA, MWType1)
 		k1 := bind(t, s, Bind{MW: w, QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 4096, Access: RemoteWrite})
-		k2 := bind(t, s, Bind{MW: k1, QP: qp1, PD: pdA, Len: 0})
+		k2 := bind(t, s, Bind{MW: k1, QP: qp1, PD: pdA, Len: 0, At: time.Minute})
 		if k2 != k1.Inc() {
 			t.Fatalf("zero-length bind gave %s, want %s", k2, k1.Inc())
 		}
 		e := remoteFails(t, s, RemoteAccess{Key: k1, PD: pdA, VA: 0x1000, Len: 8, Rights: RemoteWrite}, CheckKey)
-		if e.Revoked.Cause != CauseBind || e.Revoked.QP != qp1 {
+		if e.Revoked != (Revocation{Key: k1, Cause: CauseBind, QP: qp1, At: time.Minute}) {
 			t.Fatalf("revocation %+v", e.Revoked)
 		}
 		remoteFails(t, s, RemoteAccess{Key: k2, PD: pdA, VA: 0x1000, Len: 8, Rights: RemoteWrite}, CheckLength)
@@ -375,11 +376,11 @@ func TestConformance(t *testing.T) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
 		w := allocMW(t, s, pdA, MWType2)
 		k := bind(t, s, Bind{MW: w, Key8: w.Key8() + 1, QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 4096, Access: RemoteWrite})
-		if err := s.Invalidate(Invalidate{Key: k, QP: qp1}); err != nil {
+		if err := s.Invalidate(Invalidate{Key: k, QP: qp1, At: 7 * time.Second}); err != nil {
 			t.Fatal(err)
 		}
 		e := remoteFails(t, s, RemoteAccess{Key: k, PD: pdA, QP: qp1, VA: 0x1000, Len: 8, Rights: RemoteWrite}, CheckLength)
-		if e.Revoked != (Revocation{Key: k, Cause: CauseLocalInv, QP: qp1}) {
+		if e.Revoked != (Revocation{Key: k, Cause: CauseLocalInv, QP: qp1, At: 7 * time.Second}) {
 			t.Fatalf("revocation %+v", e.Revoked)
 		}
 		if info, _ := s.QueryMR(mr); info.BoundMW != 0 {
@@ -426,15 +427,15 @@ func TestConformance(t *testing.T) {
 		s := newSpace(t)
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
 		k := bind(t, s, Bind{MW: allocMW(t, s, pdA, MWType2), Key8: 3, QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 4096, Access: RemoteWrite})
-		wantErrno(t, s.DeregMR(mr), syscall.EBUSY)
-		if err := s.DeallocMW(k); err != nil {
+		wantErrno(t, s.DeregMR(mr, 0), syscall.EBUSY)
+		if err := s.DeallocMW(k, 0); err != nil {
 			t.Fatal(err)
 		}
 		e := remoteFails(t, s, RemoteAccess{Key: k, PD: pdA, QP: qp1, VA: 0x1000, Len: 8, Rights: RemoteWrite}, CheckIndex)
 		if e.Revoked.Cause != CauseDealloc {
 			t.Fatalf("revocation %+v", e.Revoked)
 		}
-		if err := s.DeregMR(mr); err != nil {
+		if err := s.DeregMR(mr, 0); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -3,6 +3,7 @@ package keys
 import (
 	"fmt"
 	"syscall"
+	"time"
 )
 
 // VerbError is a failed verb (reg_mr, alloc_mw, dereg_mr ...): an errno with the reason.
@@ -84,9 +85,10 @@ const (
 	CauseLocalInv          // LOCAL_INV
 	CauseSendWithInv       // an arriving SEND_WITH_INV
 	CauseFastReg           // REG_MR gave the fast-register MR a new key8
+	CauseUnmap             // the memory under the MR went away (RevokeMRs)
 )
 
-var causeNames = [...]string{"", "dereg_mr", "dealloc_mw", "a type 1 bind", "LOCAL_INV", "SEND_WITH_INV", "REG_MR"}
+var causeNames = [...]string{"", "dereg_mr", "dealloc_mw", "a type 1 bind", "LOCAL_INV", "SEND_WITH_INV", "REG_MR", "revoke_range"}
 
 func (c Cause) String() string {
 	if int(c) < len(causeNames) {
@@ -95,12 +97,17 @@ func (c Cause) String() string {
 	return fmt.Sprintf("cause %d", uint8(c))
 }
 
-// Revocation records how a key was last revoked: which key, by what, on which QP (for
-// LOCAL_INV, SEND_WITH_INV and binds).
+// Revocation records how a key was revoked: which key, by what, on which QP (for LOCAL_INV,
+// SEND_WITH_INV and binds), and when. The space keeps the last one of each index, beside the
+// entry, so its memory is bounded by the tables; an access through an older key of the index
+// gets no record.
 type Revocation struct {
 	Key   Key
 	Cause Cause
 	QP    QPN
+	// At is when, on the clock of whoever called the revoking operation: the space has no
+	// clock, so each revoking call carries the time.
+	At time.Duration
 }
 
 // AccessError is a failed access check. It carries what the engine needs to report it: the
@@ -154,7 +161,7 @@ func (e *AccessError) Error() string {
 		if e.Revoked.QP != 0 {
 			s += fmt.Sprintf(" on QP 0x%06x", e.Revoked.QP)
 		}
-		s += ")"
+		s += fmt.Sprintf(" at t=%v)", e.Revoked.At)
 	}
 	return s + fmt.Sprintf(" -> %s, %s", e.Status, e.Syndrome)
 }

@@ -36,7 +36,7 @@ func newFuzzFixture(tb testing.TB) *fuzzFixture {
 	as := pages{0x10000: make([]byte, 4096), 0x11000: make([]byte, 4096)}
 	regMem(pdA, Implicit(as), 0, OnDemand|all, as[0x10000], as[0x11000])
 	gone := regMem(pdA, Contiguous(make([]byte, 64)), 0x1000, all)
-	if err := s.DeregMR(gone); err != nil {
+	if err := s.DeregMR(gone, 0); err != nil {
 		tb.Fatal(err)
 	}
 	delete(f.allowed, gone)

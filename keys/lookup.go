@@ -130,7 +130,12 @@ func (s *Space) checkMR(op Op, mr *mrEntry, k Key, pd PD, va, n uint64, rights A
 	case rights&^mr.access != 0:
 		return fail(CheckRights, uint64(rights), uint64(mr.access))
 	case mr.state != stateValid:
-		return fail(CheckState, uint64(stateValid), uint64(mr.state))
+		// A key that is still the MR's current one but FREE was invalidated in place
+		// (LOCAL_INV, SEND_WITH_INV of a fast-register MR) or lost its memory (RevokeMRs):
+		// the error says which, as for a key that moved on.
+		_, err := fail(CheckState, uint64(stateValid), uint64(mr.state))
+		err.(*AccessError).Revoked = s.revokedMR(k)
+		return Span{}, err
 	case !mr.mem.implicit() && !inRange(va, n, mr.iova, mr.length):
 		return Span{}, &AccessError{Op: op, Check: CheckRange, Status: status, Syndrome: syn, Key: k, VA: va, Len: n,
 			Lo: mr.iova, Hi: endOf(mr.iova, mr.length)}

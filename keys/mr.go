@@ -3,6 +3,7 @@ package keys
 import (
 	"math"
 	"syscall"
+	"time"
 )
 
 // supportedMR is every flag reg_mr accepts. ZERO_BASED is accepted (rxe refuses it for MRs;
@@ -94,6 +95,7 @@ type FastReg struct {
 	Mem    Memory
 	IOVA   uint64
 	Access Access
+	At     time.Duration // when it runs, recorded with the key it replaces
 }
 
 // FastReg executes a REG_MR work request. Every failure completes with LOC_QP_OP_ERR.
@@ -124,7 +126,11 @@ func (s *Space) FastReg(req FastReg) error {
 			Lo: req.IOVA, Hi: endOf(req.IOVA, sl.e.maxLen), Detail: "more memory than the MR was allocated for"}
 	}
 	if sl.key != req.Key {
-		sl.revoked = Revocation{Key: sl.key, Cause: CauseFastReg}
+		// The old key was already revoked by the invalidation that made the MR FREE, unless
+		// the MR never had memory; that first revocation is the one worth telling.
+		if sl.revoked.Key != sl.key {
+			sl.revoked = Revocation{Key: sl.key, Cause: CauseFastReg, At: req.At}
+		}
 		sl.key = req.Key
 	}
 	sl.e.access, sl.e.iova, sl.e.length, sl.e.mem, sl.e.state = req.Access, req.IOVA, req.Mem.Len(), req.Mem, stateValid
@@ -155,6 +161,8 @@ func (s *Space) ReregMR(key Key, flags ReregFlags, spec MRSpec) error {
 		return verbErr(verb, syscall.EINVAL, "MR %s is a fast-register MR", key)
 	case sl.e.numMW > 0:
 		return verbErr(verb, syscall.EBUSY, "%d memory windows are bound to MR %s", sl.e.numMW, key)
+	case sl.e.state != stateValid:
+		return verbErr(verb, syscall.EINVAL, "MR %s lost its memory to a revocation; deregister it", key)
 	}
 	next := MRSpec{PD: sl.e.pd, Mem: sl.e.mem, IOVA: sl.e.iova, Access: sl.e.access}
 	if flags&ChangePD != 0 {
@@ -176,9 +184,10 @@ func (s *Space) ReregMR(key Key, flags ReregFlags, spec MRSpec) error {
 	return nil
 }
 
-// DeregMR deregisters an MR. It fails with EBUSY while memory windows are bound to it (rxe
-// returns EINVAL; the verbs man pages say only that it fails) and leaves the MR untouched.
-func (s *Space) DeregMR(key Key) error {
+// DeregMR deregisters an MR at time at (recorded with the revoked key). It fails with EBUSY
+// while memory windows are bound to it (rxe returns EINVAL; the verbs man pages say only that
+// it fails) and leaves the MR untouched.
+func (s *Space) DeregMR(key Key, at time.Duration) error {
 	const verb = "dereg_mr"
 	sl := s.liveMR(key)
 	switch {
@@ -187,7 +196,7 @@ func (s *Space) DeregMR(key Key) error {
 	case sl.e.numMW > 0:
 		return verbErr(verb, syscall.EBUSY, "%d memory windows are bound to MR %s", sl.e.numMW, key)
 	}
-	s.mrs.release(sl, Revocation{Key: key, Cause: CauseDereg})
+	s.mrs.release(sl, Revocation{Key: key, Cause: CauseDereg, At: at})
 	return nil
 }
 

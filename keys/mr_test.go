@@ -5,6 +5,7 @@ import (
 	"math"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestRegMRIova(t *testing.T) {
@@ -179,18 +180,22 @@ func TestFastRegister(t *testing.T) {
 
 	// LOCAL_INV and SEND_WITH_INV invalidate it; the key must match exactly.
 	wantAccess(t, s.Invalidate(Invalidate{Key: nk.Inc(), QP: qp1}), CheckKey, StatusLocQPOpErr, SyndromeNone)
-	if err := s.Invalidate(Invalidate{Key: nk, QP: qp1, Remote: true}); err != nil {
+	if err := s.Invalidate(Invalidate{Key: nk, QP: qp1, Remote: true, At: 3 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	e = remoteFails(t, s, RemoteAccess{Key: nk, PD: pdA, VA: 0xf000, Len: 8, Rights: RemoteWrite}, CheckState)
+	remoteFails(t, s, RemoteAccess{Key: nk, PD: pdA, VA: 0xf000, Len: 8, Rights: RemoteWrite}, CheckState)
 	wantAccess(t, s.Invalidate(Invalidate{Key: nk, QP: qp1}), CheckState, StatusLocQPOpErr, SyndromeNone)
-	// And it can be registered again with the same or a new key8.
-	if err := s.FastReg(FastReg{Key: nk.Inc(), PD: pdA, Mem: mem, Access: LocalWrite | RemoteRead}); err != nil {
+	// And it can be registered again with the same or a new key8. The old key stays recorded
+	// as revoked by the invalidation, not by the REG_MR that replaced it afterwards.
+	if err := s.FastReg(FastReg{Key: nk.Inc(), PD: pdA, Mem: mem, Access: LocalWrite | RemoteRead, At: 5 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	_ = e
+	e = remoteFails(t, s, RemoteAccess{Key: nk, PD: pdA, VA: 0xf000, Len: 8, Rights: RemoteRead}, CheckKey)
+	if want := (Revocation{Key: nk, Cause: CauseSendWithInv, QP: qp1, At: 3 * time.Millisecond}); e.Revoked != want {
+		t.Fatalf("revocation %+v, want %+v", e.Revoked, want)
+	}
 	wantErrno(t, s.ReregMR(nk.Inc(), ChangeAccess, MRSpec{}), syscall.EINVAL)
-	if err := s.DeregMR(nk.Inc()); err != nil {
+	if err := s.DeregMR(nk.Inc(), 0); err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.AllocFastRegMR(pdA, 0)
@@ -229,10 +234,10 @@ func TestRereg(t *testing.T) {
 func TestDeregRevokes(t *testing.T) {
 	s := newSpace(t)
 	k, _ := reg(t, s, pdA, 64, 0x1000, LocalWrite|RemoteWrite)
-	if err := s.DeregMR(k); err != nil {
+	if err := s.DeregMR(k, 0); err != nil {
 		t.Fatal(err)
 	}
-	wantErrno(t, s.DeregMR(k), syscall.EINVAL)
+	wantErrno(t, s.DeregMR(k, 0), syscall.EINVAL)
 	e := remoteFails(t, s, RemoteAccess{Key: k, PD: pdA, VA: 0x1000, Len: 8, Rights: RemoteWrite}, CheckIndex)
 	if e.Revoked.Cause != CauseDereg {
 		t.Fatalf("revocation %+v", e.Revoked)
@@ -258,7 +263,7 @@ func TestLimits(t *testing.T) {
 	_, err = s.AllocMW(pdA, MWType1)
 	wantErrno(t, err, syscall.ENOMEM)
 	// A full table reuses a freed index at once, with a new key8.
-	if err := s.DeregMR(keys[1]); err != nil {
+	if err := s.DeregMR(keys[1], 0); err != nil {
 		t.Fatal(err)
 	}
 	k, _ := reg(t, s, pdA, 8, 0, 0)
@@ -270,7 +275,7 @@ func TestLimits(t *testing.T) {
 func TestReuseDelay(t *testing.T) {
 	s := newSpace(t)
 	first, _ := reg(t, s, pdA, 8, 0, 0)
-	if err := s.DeregMR(first); err != nil {
+	if err := s.DeregMR(first, 0); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < reuseDelay; i++ {
@@ -278,7 +283,7 @@ func TestReuseDelay(t *testing.T) {
 		if k.Index() == first.Index() {
 			t.Fatalf("index reused after %d registrations", i)
 		}
-		if err := s.DeregMR(k); err != nil {
+		if err := s.DeregMR(k, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -288,13 +293,13 @@ func TestErrorText(t *testing.T) {
 	s := newSpace(t)
 	mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
 	k := bind(t, s, Bind{MW: allocMW(t, s, pdA, MWType2), Key8: 0x34, QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 4096, Access: RemoteWrite})
-	if err := s.Invalidate(Invalidate{Key: k, QP: 0x11, Remote: true}); err != nil {
+	if err := s.Invalidate(Invalidate{Key: k, QP: 0x11, Remote: true, At: 1500 * time.Microsecond}); err != nil {
 		t.Fatal(err)
 	}
 	k2 := bind(t, s, Bind{MW: k, Key8: 0x35, QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 4096, Access: RemoteWrite})
 	_, err := s.Remote(RemoteAccess{Key: k, PD: pdA, QP: qp1, VA: 0x1000, Len: 8, Rights: RemoteWrite})
 	want := "remote access with key " + k.String() + " failed check key: current key is " + k2.String() +
-		" (key " + k.String() + " was revoked by SEND_WITH_INV on QP 0x000011) -> REM_ACCESS_ERR, NAK 0x62 remote access error"
+		" (key " + k.String() + " was revoked by SEND_WITH_INV on QP 0x000011 at t=1.5ms) -> REM_ACCESS_ERR, NAK 0x62 remote access error"
 	if err == nil || err.Error() != want {
 		t.Fatalf("reason\n got %v\nwant %s", err, want)
 	}

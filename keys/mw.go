@@ -1,6 +1,9 @@
 package keys
 
-import "syscall"
+import (
+	"syscall"
+	"time"
+)
 
 // supportedMW is every flag a bind accepts for a window (rxe's RXE_ACCESS_SUPPORTED_MW).
 const supportedMW = supportedMR | ZeroBased
@@ -24,14 +27,15 @@ func (s *Space) AllocMW(pd PD, typ MWType) (Key, error) {
 	return sl.key, nil
 }
 
-// DeallocMW frees a window (ibv_dealloc_mw), unbinding it first; its rkey is dead from then on.
-func (s *Space) DeallocMW(key Key) error {
+// DeallocMW frees a window (ibv_dealloc_mw) at time at, unbinding it first; its rkey is dead
+// from then on.
+func (s *Space) DeallocMW(key Key, at time.Duration) error {
 	sl := s.liveMW(key)
 	if sl == nil || sl.key != key {
 		return verbErr("dealloc_mw", syscall.EINVAL, "no memory window with key %s", key)
 	}
 	s.unbind(&sl.e)
-	s.mws.release(sl, Revocation{Key: key, Cause: CauseDealloc})
+	s.mws.release(sl, Revocation{Key: key, Cause: CauseDealloc, At: at})
 	return nil
 }
 
@@ -59,6 +63,7 @@ type Bind struct {
 	// Access is the window's rights. They are not capped by the MR's remote rights (C10-73,
 	// C10-74 are the only links). ZERO_BASED makes wire addresses offsets into the window.
 	Access Access
+	At     time.Duration // when the bind runs, recorded with the key a type 1 bind revokes
 }
 
 // Bound is a successful bind's result.
@@ -166,7 +171,7 @@ func (s *Space) BindMW(b Bind) (Bound, error) {
 	var res Bound
 	if typ == MWType1 {
 		w.key = old.Inc()
-		w.revoked = Revocation{Key: old, Cause: CauseBind, QP: b.QP}
+		w.revoked = Revocation{Key: old, Cause: CauseBind, QP: b.QP, At: b.At}
 	} else {
 		w.key = old.WithKey8(b.Key8)
 		res.SameKey8 = w.key == old
@@ -187,8 +192,9 @@ func (s *Space) BindMW(b Bind) (Bound, error) {
 // Invalidate is a LOCAL_INV work request or the IETH of an arriving SEND_WITH_INV.
 type Invalidate struct {
 	Key    Key
-	QP     QPN  // the QP that carries the request
-	Remote bool // SEND_WITH_INV rather than LOCAL_INV
+	QP     QPN           // the QP that carries the request
+	Remote bool          // SEND_WITH_INV rather than LOCAL_INV
+	At     time.Duration // when it runs, recorded with the key it revokes
 }
 
 // Invalidate makes a type 2 window or a fast-register MR FREE. The key must match exactly. A
@@ -218,7 +224,7 @@ func (s *Space) Invalidate(inv Invalidate) error {
 		}
 		s.unbind(&w.e)
 		w.e.state = stateFree
-		w.revoked = Revocation{Key: w.key, Cause: cause, QP: inv.QP}
+		w.revoked = Revocation{Key: w.key, Cause: cause, QP: inv.QP, At: inv.At}
 		return nil
 	}
 	mr := s.liveMR(inv.Key)
@@ -235,7 +241,7 @@ func (s *Space) Invalidate(inv Invalidate) error {
 		return fail(CheckBound, 0, Revocation{}, "memory windows are bound to the MR")
 	}
 	mr.e.state = stateFree
-	mr.revoked = Revocation{Key: mr.key, Cause: cause, QP: inv.QP}
+	mr.revoked = Revocation{Key: mr.key, Cause: cause, QP: inv.QP, At: inv.At}
 	return nil
 }
 

@@ -118,7 +118,7 @@ func (m *propModel) dereg(t *rapid.T) {
 	if !ok {
 		return
 	}
-	err := m.s.DeregMR(k)
+	err := m.s.DeregMR(k, 0)
 	switch {
 	case mr.bound > 0 && err == nil:
 		t.Fatalf("dereg of %s succeeded with %d windows bound", k, mr.bound)
@@ -232,7 +232,7 @@ func (m *propModel) dealloc(t *rapid.T) {
 	if !ok {
 		return
 	}
-	if err := m.s.DeallocMW(k); err != nil {
+	if err := m.s.DeallocMW(k, 0); err != nil {
 		t.Fatalf("dealloc %s: %v", k, err)
 	}
 	m.unbind(w)

@@ -110,6 +110,24 @@ func (s *Space) liveMW(k Key) *slot[mwEntry] {
 	return nil
 }
 
+// KeyAt is the current key of the live MR or window at index, whatever key8 its holder last
+// saw; false when nothing lives there. An engine that keeps a handle by index reads the key
+// here rather than keeping a copy that a bind or REG_MR would leave stale.
+func (s *Space) KeyAt(index uint32) (Key, bool) {
+	if index >= indexLimit {
+		return 0, false
+	}
+	k := makeKey(index, 0)
+	if k.IsMW() {
+		if sl := s.liveMW(k); sl != nil {
+			return sl.key, true
+		}
+	} else if sl := s.liveMR(k); sl != nil {
+		return sl.key, true
+	}
+	return 0, false
+}
+
 // revokedMR and revokedMW return how the key was revoked, if it was, for error messages.
 func (s *Space) revokedMR(k Key) Revocation {
 	if sl := s.mrs.get(k.Index()); sl != nil && sl.revoked.Key == k {

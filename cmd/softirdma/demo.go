@@ -512,8 +512,8 @@ func (d *demo) staleRKey(stale uint32) {
 func (d *demo) cost(wall time.Duration, self, pcapPath string) {
 	var frames, bytes uint64
 	for _, dev := range []*emu.Device{d.a, d.b} {
-		frames += dev.Stats.TxFrames
-		bytes += dev.Stats.TxBytes
+		frames += dev.Stats().TxFrames
+		bytes += dev.Stats().TxBytes
 	}
 	count := map[emu.EventKind]int{}
 	for _, e := range d.events {
@@ -521,8 +521,8 @@ func (d *demo) cost(wall time.Duration, self, pcapPath string) {
 	}
 	fmt.Fprintf(d.out, "cost: %d frames, %d bytes on the wire, %v of virtual time (%v of wall time)\n", frames, bytes, d.sim.Now(), wall.Round(time.Microsecond))
 	fmt.Fprintf(d.out, "      faults %d, retransmissions %d, timeouts %d, NAKs %d (sequence %d, RNR %d), connections lost to RETRY_EXC_ERR %d\n",
-		count[emu.EvFault], d.a.Stats.Retransmits+d.b.Stats.Retransmits, d.a.Stats.Timeouts+d.b.Stats.Timeouts, count[emu.EvNAK],
-		d.a.Stats.SeqNAKsSent+d.b.Stats.SeqNAKsSent, d.a.Stats.RNRNAKsSent+d.b.Stats.RNRNAKsSent, d.lost)
+		count[emu.EvFault], d.a.Stats().Retransmits+d.b.Stats().Retransmits, d.a.Stats().Timeouts+d.b.Stats().Timeouts, count[emu.EvNAK],
+		d.a.Stats().SeqNAKsSent+d.b.Stats().SeqNAKsSent, d.a.Stats().RNRNAKsSent+d.b.Stats().RNRNAKsSent, d.lost)
 	if pcapPath != "" {
 		fmt.Fprintf(d.out, "      every frame is in %s: %s, or open it in Wireshark\n", pcapPath, decodeHint(self, pcapPath))
 	}

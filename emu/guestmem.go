@@ -1,0 +1,244 @@
+package emu
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"reflect"
+	"slices"
+	"syscall"
+
+	"github.com/softirdma/softirdma/keys"
+)
+
+// Guest memory: MRs a device model registers for a guest, over an address space (the guest's
+// RAM as the device sees it, keys.AddressSpace; GuestMemory is one), and their revocation when
+// part of that address space goes away.
+
+// Page sizes a PageList may use: 4 KiB pages up to 1 GiB huge pages.
+const (
+	MinPageSize = 1 << 12
+	MaxPageSize = 1 << 30
+)
+
+// PageList is memory to register as a guest describes it: the guest-physical address of each
+// page, in order, and where the registered bytes begin and how many there are. It comes from
+// the guest, so RegGuestMR checks all of it.
+type PageList struct {
+	PageSize uint64   // a power of two from MinPageSize to MaxPageSize
+	Offset   uint64   // of the first registered byte in the first page; below PageSize
+	Length   uint64   // registered bytes; at least one
+	Pages    []uint64 // PageSize-aligned, exactly as many as Offset+Length bytes need
+}
+
+// guestRange is n bytes of an address space from start; n > 0 and start+n-1 does not wrap.
+type guestRange struct{ start, n uint64 }
+
+func (r guestRange) overlaps(start, n uint64) bool {
+	return r.start <= start+(n-1) && start <= r.start+(r.n-1)
+}
+
+// ranges checks the list and returns the address ranges its registered bytes occupy, in
+// registration order, with each page's range merged into the one before when it continues it.
+func (pl *PageList) ranges() ([]guestRange, error) {
+	bad := func(format string, args ...any) error {
+		return &keys.VerbError{Verb: "reg_mr", Errno: syscall.EINVAL, Reason: "page list: " + fmt.Sprintf(format, args...)}
+	}
+	ps := pl.PageSize
+	switch {
+	case ps < MinPageSize || ps > MaxPageSize || bits.OnesCount64(ps) != 1:
+		return nil, bad("page size %d is not a power of two from %d to %d", ps, MinPageSize, MaxPageSize)
+	case pl.Offset >= ps:
+		return nil, bad("offset %d is not inside the first page of %d bytes", pl.Offset, ps)
+	case pl.Length == 0:
+		return nil, bad("length 0")
+	case pl.Length > math.MaxUint64-pl.Offset:
+		return nil, bad("offset %d + length %d overflows", pl.Offset, pl.Length)
+	}
+	// need cannot overflow: Offset+Length fits, and is at least 1.
+	need := (pl.Offset+pl.Length-1)/ps + 1
+	if uint64(len(pl.Pages)) != need {
+		return nil, bad("%d pages for offset %d and length %d of %d-byte pages, want %d", len(pl.Pages), pl.Offset, pl.Length, ps, need)
+	}
+	var out []guestRange
+	left := pl.Length
+	for i, page := range pl.Pages {
+		if page&(ps-1) != 0 {
+			return nil, bad("page %d at 0x%x is not aligned to %d", i, page, ps)
+		}
+		// An aligned page ends at or before 2^64, so page+off+n-1 below cannot wrap.
+		off := uint64(0)
+		if i == 0 {
+			off = pl.Offset
+		}
+		n := min(ps-off, left)
+		left -= n
+		r := guestRange{page + off, n}
+		if k := len(out) - 1; k >= 0 && out[k].start+out[k].n == r.start {
+			out[k].n += r.n
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// guestMapping is where a guest MR's memory lies in its address space.
+type guestMapping struct {
+	as       keys.AddressSpace
+	implicit bool         // the whole address space; nothing to revoke, see RevokeRange
+	ranges   []guestRange // for an MR from a page list
+	revoked  bool
+}
+
+// checkSpace refuses an address space RevokeRange could not find again: it is compared with ==.
+func checkSpace(as keys.AddressSpace) error {
+	if as == nil || !reflect.TypeOf(as).Comparable() {
+		return &keys.VerbError{Verb: "reg_mr", Errno: syscall.EINVAL, Reason: fmt.Sprintf("address space %T is nil or not comparable (use a pointer)", as)}
+	}
+	return nil
+}
+
+// RegGuestMR registers the memory a guest's page list names in the address space as, with
+// iova the wire address of its first byte (ibv_reg_mr_iova's; 0 with ZERO_BASED), as a
+// device registers a guest's MR. Every registered byte must be mapped in as when it is called
+// (EFAULT names the first page that is not); the MR then holds the address space's slices for
+// those pages until it is deregistered or RevokeRange takes them away. Its Buf is nil.
+func (pd *PD) RegGuestMR(as keys.AddressSpace, pages PageList, iova uint64, access Access) (*MR, error) {
+	if err := checkSpace(as); err != nil {
+		return nil, err
+	}
+	ranges, err := pages.ranges()
+	if err != nil {
+		return nil, err
+	}
+	d := pd.dev
+	// Resolved under the device lock, so a RevokeRange either comes first (and the unmapped
+	// pages fail here) or finds this MR.
+	d.mu.Lock()
+	defer d.unlock()
+	segs := make([][]byte, 0, len(ranges))
+	for _, r := range ranges {
+		if !as.Mapped(r.start, r.n) {
+			return nil, unmappedPage(as, &pages, r)
+		}
+		segs = as.Segments(r.start, r.n, segs)
+	}
+	mem := keys.Scatter(segs...)
+	if mem.Len() != pages.Length {
+		return nil, &keys.VerbError{Verb: "reg_mr", Errno: syscall.EFAULT,
+			Reason: fmt.Sprintf("the address space gave %d bytes for %d", mem.Len(), pages.Length)}
+	}
+	k, err := d.keys.RegMR(keys.MRSpec{PD: pd.handle, Mem: mem, IOVA: iova, Access: access})
+	if err != nil {
+		return nil, err
+	}
+	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: fmt.Sprintf("reg_mr %s guest pages %d len %d iova 0x%x %s", k, len(pages.Pages), pages.Length, iova, access)})
+	mr := &MR{pd: pd, key: k, addr: iova, length: pages.Length, guest: &guestMapping{as: as, ranges: ranges}}
+	d.mrs = put(d.mrs, k.Index(), mr)
+	return mr, nil
+}
+
+// unmappedPage explains which page of the range r (from pl) as does not map.
+func unmappedPage(as keys.AddressSpace, pl *PageList, r guestRange) error {
+	for i, page := range pl.Pages {
+		lo, hi := max(page, r.start), min(page+(pl.PageSize-1), r.start+(r.n-1))
+		if lo <= hi && !as.Mapped(lo, hi-lo+1) {
+			return &keys.VerbError{Verb: "reg_mr", Errno: syscall.EFAULT, Reason: fmt.Sprintf("page %d at 0x%x is not mapped", i, page)}
+		}
+	}
+	return &keys.VerbError{Verb: "reg_mr", Errno: syscall.EFAULT, Reason: fmt.Sprintf("[0x%x, +%d) is not mapped", r.start, r.n)}
+}
+
+// RegImplicitMR registers the whole address space as an implicit on-demand MR (ibv_reg_mr with
+// addr 0, length SIZE_MAX and ON_DEMAND, which it adds to access): wire addresses are addresses
+// of as, each access is resolved through as when it happens, and one to an address as does not
+// map fails (LOC_PROT_ERR through the lkey, REM_ACCESS_ERR and NAK 0x62 through the rkey). Its
+// Addr is 0, its Len 2^64-1 and its Buf nil.
+func (pd *PD) RegImplicitMR(as keys.AddressSpace, access Access) (*MR, error) {
+	if err := checkSpace(as); err != nil {
+		return nil, err
+	}
+	d := pd.dev
+	d.mu.Lock()
+	defer d.unlock()
+	access |= AccessOnDemand
+	k, err := d.keys.RegMR(keys.MRSpec{PD: pd.handle, Mem: keys.Implicit(as), Access: access})
+	if err != nil {
+		return nil, err
+	}
+	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: fmt.Sprintf("reg_mr %s implicit %s", k, access)})
+	mr := &MR{pd: pd, key: k, length: math.MaxUint64, guest: &guestMapping{as: as, implicit: true}}
+	d.mrs = put(d.mrs, k.Index(), mr)
+	return mr, nil
+}
+
+// RevokeRange stops every use of [start, start+length) of the address space as by the device,
+// before that memory goes away: each MR registered with RegGuestMR over as that has a byte in
+// the range loses its memory (keys.Space.RevokeMRs), and so does every memory window bound to
+// one. It returns those MRs, in key order.
+//
+// A revoked MR keeps its keys and stays allocated, so a guest's later dereg_mr succeeds and a
+// stale key never reaches another MR, but it grants nothing: an access through its lkey fails
+// LOC_PROT_ERR and through its rkey, or a window that was bound to it, REM_ACCESS_ERR with NAK
+// 0x62, exactly as after dereg_mr. A work request in flight over it completes in that error at
+// its next packet (the engine looks keys up for every packet), and the QP goes to ERR as with
+// any access error; a bind to it fails MW_BIND_ERR; Rereg refuses it. MRs over other ranges
+// and address spaces carry on.
+//
+// Implicit MRs (RegImplicitMR) hold no pages: they resolve every access through as, so they stop
+// reaching the range as soon as as stops mapping it. The order that makes the range safe to free
+// is therefore: unmap it from as, call RevokeRange (on every device using as), then free it.
+//
+// After RevokeRange returns, no access of this device touches the range: the engine resolves a
+// key and copies the bytes within one hold of the device lock, and RevokeRange revokes under the
+// same lock, so it waits for a copy under way and every later one finds the MR revoked.
+func (d *Device) RevokeRange(as keys.AddressSpace, start, length uint64) []*MR {
+	if length == 0 || as == nil {
+		return nil
+	}
+	if length-1 > math.MaxUint64-start {
+		length = math.MaxUint64 - start + 1 // the range ends at the top of the space at most
+	}
+	d.mu.Lock()
+	defer d.unlock()
+	var hit []*MR
+	for _, mr := range d.mrs {
+		g := mr.guest
+		if g == nil || g.implicit || g.revoked || g.as != as {
+			continue
+		}
+		for _, r := range g.ranges {
+			if r.overlaps(start, length) {
+				hit = append(hit, mr)
+				break
+			}
+		}
+	}
+	if len(hit) == 0 {
+		return nil
+	}
+	// Map order is random; revoking in key order keeps events and a simulated run repeatable.
+	slices.SortFunc(hit, func(a, b *MR) int { return int(a.key.Index()) - int(b.key.Index()) })
+	ks := make([]keys.Key, len(hit))
+	for i, mr := range hit {
+		ks[i] = mr.key
+		mr.guest.revoked = true
+	}
+	windows := d.keys.RevokeMRs(ks, d.clock.Now())
+	for _, k := range ks {
+		d.event(Event{Kind: EvKey, Key: uint32(k), Msg: fmt.Sprintf("revoke_range [0x%x, +%d) revokes MR %s", start, length, k)})
+	}
+	for _, k := range windows {
+		d.event(Event{Kind: EvKey, Key: uint32(k), Msg: fmt.Sprintf("revoke_range unbinds window %s", k)})
+	}
+	return hit
+}
+
+// Revoked says whether RevokeRange took the MR's memory away.
+func (mr *MR) Revoked() bool {
+	d := mr.pd.dev
+	d.mu.Lock()
+	defer d.unlock()
+	return mr.guest != nil && mr.guest.revoked
+}

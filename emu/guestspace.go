@@ -1,0 +1,107 @@
+package emu
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"syscall"
+)
+
+// GuestMemory is an address space of regions of Go memory mapped at guest-physical addresses:
+// a guest's RAM as a device model sees it, where regions come and go while the guest runs
+// (vfio-user's DMA map and unmap). It implements keys.AddressSpace for RegGuestMR,
+// RegImplicitMR and RevokeRange, and is safe for concurrent use.
+type GuestMemory struct {
+	mu      sync.RWMutex
+	regions []guestRegion // sorted by start, disjoint
+}
+
+type guestRegion struct {
+	start uint64
+	mem   []byte // never empty; start+len(mem)-1 does not wrap
+}
+
+func (r *guestRegion) last() uint64 { return r.start + uint64(len(r.mem)-1) }
+
+// Map maps mem at start. It fails with EINVAL for empty memory or a region past the top of the
+// address space and EEXIST for one overlapping a mapped region.
+func (g *GuestMemory) Map(start uint64, mem []byte) error {
+	n := uint64(len(mem))
+	if n == 0 || n-1 > math.MaxUint64-start {
+		return fmt.Errorf("map [0x%x, +%d): %w", start, n, syscall.EINVAL)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	i := sort.Search(len(g.regions), func(i int) bool { return g.regions[i].start > start })
+	if i > 0 && g.regions[i-1].last() >= start || i < len(g.regions) && g.regions[i].start <= start+(n-1) {
+		return fmt.Errorf("map [0x%x, +%d): overlaps a mapped region: %w", start, n, syscall.EEXIST)
+	}
+	g.regions = append(g.regions, guestRegion{})
+	copy(g.regions[i+1:], g.regions[i:])
+	g.regions[i] = guestRegion{start: start, mem: mem}
+	return nil
+}
+
+// Unmap removes the region mapped at exactly [start, start+length), as vfio-user unmaps what it
+// mapped; ENOENT if there is none. It only stops new lookups: see Device.RevokeRange for what
+// must happen before the memory is freed.
+func (g *GuestMemory) Unmap(start, length uint64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	i := sort.Search(len(g.regions), func(i int) bool { return g.regions[i].start >= start })
+	if i == len(g.regions) || g.regions[i].start != start || uint64(len(g.regions[i].mem)) != length {
+		return fmt.Errorf("unmap [0x%x, +%d): no such region: %w", start, length, syscall.ENOENT)
+	}
+	g.regions = append(g.regions[:i], g.regions[i+1:]...)
+	return nil
+}
+
+// Mapped says whether every byte of [addr, addr+n) is mapped, by one region or adjacent ones.
+func (g *GuestMemory) Mapped(addr, n uint64) bool {
+	if n == 0 {
+		return true
+	}
+	if n-1 > math.MaxUint64-addr {
+		return false
+	}
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.walk(addr, n, nil)
+}
+
+// Segments appends the slices holding [addr, addr+n) to dst. Each slice's capacity ends where
+// the range does. If the range is not all mapped (unmapped since Mapped said it was), it stops
+// at the first gap.
+func (g *GuestMemory) Segments(addr, n uint64, dst [][]byte) [][]byte {
+	if n == 0 || n-1 > math.MaxUint64-addr {
+		return dst
+	}
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	g.walk(addr, n, func(seg []byte) { dst = append(dst, seg) })
+	return dst
+}
+
+// walk hands f (if not nil) the pieces of regions covering [addr, addr+n), in order, and says
+// whether they cover all of it. n > 0 and the range does not wrap.
+func (g *GuestMemory) walk(addr, n uint64, f func([]byte)) bool {
+	i := sort.Search(len(g.regions), func(i int) bool { return g.regions[i].start > addr }) - 1
+	for ; i >= 0 && i < len(g.regions); i++ {
+		r := &g.regions[i]
+		if addr < r.start || addr > r.last() {
+			return false
+		}
+		off := addr - r.start
+		k := min(uint64(len(r.mem))-off, n)
+		if f != nil {
+			f(r.mem[off : off+k : off+k])
+		}
+		n -= k
+		if n == 0 {
+			return true
+		}
+		addr += k // cannot wrap: bytes remain past it
+	}
+	return false
+}
