@@ -31,6 +31,8 @@ type answer struct {
 	psn  uint32 // the ACK's PSN; for READ responses the next one to send
 	msn  uint32 // the MSN when the request was answered
 	orig uint64 // an atomic's original value
+	// later: an ACK that may wait for the run (see owe); one that must not clears it.
+	later bool
 	// A READ's responses: from is where this run of them starts (with FIRST, or ONLY), read a
 	// copy of the resource (its slot may be recycled while the responses are still owed).
 	from uint32
@@ -51,8 +53,35 @@ func (a *answers) clear() { a.queue, a.head = a.queue[:0], 0 }
 
 // owe sends an answer, or queues it behind those still owed. A READ's first budget of responses
 // leaves at once, so one that fits in a budget goes out in the step that received its request.
+//
+// Positive ACKs are coalesced (IBTA 9.7.5.1.2: an ACK acknowledges every request before it). One
+// that may wait (sendAckLater) waits for a run scheduled on the clock with no delay, and an ACK
+// owed before that run replaces it, so a burst of WRITEs costs one ACK rather than one each:
+// the run comes at the same virtual time, after the frames already due then, and in real time
+// after the frames already taken off the link. An ACK that may not wait, for a request that
+// completes a receive, takes the waiting one's place and leaves at once: the responder's
+// application may act on its completion (tear the QP down, say) before any run.
 func (qp *QP) owe(x answer) {
 	q := &qp.resp.answers
+	if x.kind == answerACK && x.syn == wire.ACKUnlimited {
+		if q.owed() {
+			if last := &q.queue[len(q.queue)-1]; last.kind == answerACK && last.syn == wire.ACKUnlimited {
+				if psnCmp(x.psn, last.psn) >= 0 {
+					last.psn, last.msn = x.psn, x.msn
+				}
+				last.later = last.later && x.later
+				if !last.later && len(q.queue)-q.head == 1 {
+					qp.sendAnswers(1)
+				}
+				return
+			}
+		}
+		if x.later {
+			q.queue = append(q.queue, x)
+			qp.scheduleAnswers()
+			return
+		}
+	}
 	if !q.owed() && x.kind != answerRead {
 		qp.sendAnswer(&x)
 		return
@@ -66,6 +95,11 @@ func (qp *QP) owe(x answer) {
 // sendAck answers psn with an ACKNOWLEDGE carrying syn and the current MSN.
 func (qp *QP) sendAck(syn wire.Syndrome, psn uint32) {
 	qp.owe(answer{kind: answerACK, syn: syn, psn: psn, msn: qp.resp.msn})
+}
+
+// sendAckLater answers psn with an ACK that may wait to be coalesced with the ACKs after it.
+func (qp *QP) sendAckLater(psn uint32) {
+	qp.owe(answer{kind: answerACK, syn: wire.ACKUnlimited, psn: psn, msn: qp.resp.msn, later: true})
 }
 
 // sendAtomicAck answers the atomic at psn with its original value.

@@ -2,6 +2,7 @@ package emu
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
 	"github.com/google/gopacket"
@@ -189,5 +190,58 @@ func TestPacedReadResponsesAreDeterministic(t *testing.T) {
 	}
 	if a, b := run(), run(); !bytes.Equal(a, b) {
 		t.Fatalf("two runs of one seed gave different pcaps (%d and %d bytes)", len(a), len(b))
+	}
+}
+
+// A burst of WRITEs is acknowledged once (IBTA 9.7.5.1.2, coalesced ACKs): the responder's
+// ACK waits for the end of the burst and names its last PSN. A SEND, whose receive completion
+// the responder's application sees at once, is acknowledged at once, and carries the WRITEs
+// before it with it. Every WRITE and the SEND complete, with the data in place.
+func TestBurstOfWritesIsAckedOnce(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
+	var pcap bytes.Buffer
+	must(t, p.fab.CapturePcap(&pcap))
+	fill(p.bufA[:1<<16], 9)
+	const writes = 32
+	var wrs []SendWR
+	for i := range writes {
+		wrs = append(wrs, SendWR{ID: uint64(i), Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, uint64(i*64), 64),
+			RemoteAddr: p.mrB.Addr() + uint64(i*64), RKey: p.mrB.RKey()})
+	}
+	must(t, p.qa.PostSend(wrs...))
+	p.run()
+	if got := len(poll(p.cqA)); got != writes {
+		t.Fatalf("%d completions, want %d", got, writes)
+	}
+	if !bytes.Equal(p.bufB[:writes*64], p.bufA[:writes*64]) {
+		t.Fatal("data differs")
+	}
+	first := p.qa.Query().SQPSN
+	acks := func() (psns []uint32) {
+		for _, c := range p.captureRC(&pcap) {
+			if c.from == p.b && c.op == wire.RCAcknowledge {
+				psns = append(psns, c.psn)
+			}
+		}
+		return psns
+	}
+	if got, want := acks(), []uint32{psnAdd(first, writes-1)}; !slices.Equal(got, want) {
+		t.Fatalf("ACKs for PSNs %v, want %v: one for the burst's last", got, want)
+	}
+
+	// Two WRITEs, a SEND and two more WRITEs in one burst: the SEND's ACK leaves when it is
+	// received, covering the WRITEs before it; the two after it get one of their own.
+	pcap.Reset()
+	must(t, p.fab.CapturePcap(&pcap))
+	must(t, p.qb.PostRecv(RecvWR{ID: 7, SGL: sge(p.mrB, 1<<20, 64)}))
+	base := psnAdd(first, writes)
+	must(t, p.qa.PostSend(wrs[0], wrs[1], SendWR{ID: 99, Opcode: WRSend, Flags: SendSignaled, SGL: sge(p.mrA, 0, 64)}, wrs[2], wrs[3]))
+	p.run()
+	if got := len(poll(p.cqA)); got != 5 {
+		t.Fatalf("%d completions, want 5", got)
+	}
+	wantWC(t, poll(p.cqB), WC{WRID: 7, Opcode: WCRecv, ByteLen: 64})
+	if got, want := acks(), []uint32{psnAdd(base, 2), psnAdd(base, 4)}; !slices.Equal(got, want) {
+		t.Fatalf("ACKs for PSNs %v, want %v", got, want)
 	}
 }

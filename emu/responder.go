@@ -454,8 +454,12 @@ func (qp *QP) completeRequest(q *request) verdict {
 func (qp *QP) answer(q *request) verdict {
 	switch q.reply {
 	case replyIfAsked:
-		if q.f.BTH.AckReq() {
+		switch {
+		case !q.f.BTH.AckReq():
+		case q.completes:
 			qp.sendAck(wire.ACKUnlimited, q.psn)
+		default:
+			qp.sendAckLater(q.psn)
 		}
 	case replyACK:
 		qp.sendAck(wire.ACKUnlimited, q.psn)
