@@ -206,6 +206,16 @@ var wrOpcodeNames = map[WROpcode]string{
 	WRSendWithInv: "SEND_WITH_INV", WRRegMR: "REG_MR", WRFlush: "FLUSH", WRAtomicWrite: "ATOMIC_WRITE",
 }
 
+// valid says whether o is an opcode the send queue takes (a switch: posting asks every time).
+func (o WROpcode) valid() bool {
+	switch o {
+	case WRRDMAWrite, WRRDMAWriteWithImm, WRSend, WRSendWithImm, WRRDMARead, WRAtomicCmpAndSwp,
+		WRAtomicFetchAndAdd, WRLocalInv, WRBindMW, WRSendWithInv, WRRegMR, WRFlush, WRAtomicWrite:
+		return true
+	}
+	return false
+}
+
 func (o WROpcode) String() string {
 	if s, ok := wrOpcodeNames[o]; ok {
 		return s

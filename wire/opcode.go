@@ -79,8 +79,24 @@ var extOrder = [...]struct {
 	{ExtCNP, CNPLen},
 }
 
-// Len is the total length of the extension headers in the set.
+// Len is the total length of the extension headers in the set. Every frame built and parsed
+// asks, so the lengths of all sets are worked out once.
 func (e Ext) Len() int {
+	if int(e) < len(extLens) {
+		return int(extLens[e])
+	}
+	return extLen(e)
+}
+
+// extLens is the length of every set of the extension headers above.
+var extLens = func() (t [1 << len(extOrder)]uint8) {
+	for e := range t {
+		t[e] = uint8(extLen(Ext(e)))
+	}
+	return t
+}()
+
+func extLen(e Ext) int {
 	n := 0
 	for _, x := range extOrder {
 		if e&x.ext != 0 {
