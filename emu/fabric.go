@@ -104,6 +104,7 @@ type fabricPort struct {
 	downFrom time.Duration
 	downTo   time.Duration
 	busy     time.Duration // when the link finishes sending what it has queued
+	open     *delivery     // the latest delivery scheduled to the port, which frames due with it join
 	stats    LinkStats
 }
 
@@ -340,19 +341,34 @@ func (p *fabricPort) SendBuffer(buf []byte) {
 			b = f.buffer(len(buf))
 			copy(b, buf)
 		}
-		dl := f.delivery()
-		dl.dst, dl.buf = dst, b
-		f.sim.Post(delay, dl.run)
+		f.deliver(dst, b, now, delay)
 	}
 }
 
 // delivery is a frame on its way; deliveries are reused, with their run func made once, so a
 // frame in flight costs no allocation.
+// delivery is the frames that reach one port at one instant, in the order they were sent: a
+// burst (a requester's run, a READ's responses) is one event on the simulator and one hold of
+// the receiving device's lock instead of one of each per frame.
 type delivery struct {
-	f   *Fabric
-	dst *fabricPort
-	buf []byte
-	run func()
+	f    *Fabric
+	dst  *fabricPort
+	at   time.Duration
+	bufs [][]byte
+	run  func()
+}
+
+// deliver schedules b to reach dst after delay, with the frames already due there then.
+func (f *Fabric) deliver(dst *fabricPort, b []byte, now, delay time.Duration) {
+	if dl := dst.open; dl != nil && dl.at == now+delay {
+		dl.bufs = append(dl.bufs, b)
+		return
+	}
+	dl := f.delivery()
+	dl.dst, dl.at = dst, now+delay
+	dl.bufs = append(dl.bufs[:0], b)
+	dst.open = dl
+	f.sim.Post(delay, dl.run)
 }
 
 func (f *Fabric) delivery() *delivery {
@@ -363,13 +379,22 @@ func (f *Fabric) delivery() *delivery {
 	}
 	dl := &delivery{f: f}
 	dl.run = func() {
-		if !dl.dst.down(f.sim.Now()) {
-			dl.dst.stats.RxFrames++
-			dl.dst.stats.RxBytes += uint64(len(dl.buf))
-			dl.dst.dev.Receive(dl.buf)
+		dst := dl.dst
+		if dst.open == dl {
+			dst.open = nil
 		}
-		f.release(dl.buf)
-		dl.dst, dl.buf = nil, nil
+		if !dst.down(f.sim.Now()) {
+			for _, b := range dl.bufs {
+				dst.stats.RxFrames++
+				dst.stats.RxBytes += uint64(len(b))
+			}
+			dst.dev.ReceiveBatch(dl.bufs)
+		}
+		for i, b := range dl.bufs {
+			f.release(b)
+			dl.bufs[i] = nil
+		}
+		dl.dst, dl.bufs = nil, dl.bufs[:0]
 		f.deliveries = append(f.deliveries, dl)
 	}
 	return dl

@@ -264,10 +264,17 @@ func wantOneError(t testing.TB, wcs []WC, total int, status WCStatus) (ok int) {
 	for ok < len(wcs) && wcs[ok].Status == WCSuccess {
 		ok++
 	}
-	if ok == len(wcs) || wcs[ok].Status != status {
-		t.Fatalf("completions %s: want successes then %s", fmtWC(wcs), status)
+	// Requests still in flight when a later one fails at its start (the requester checks a
+	// request's local memory before sending it) are flushed ahead of it: completions keep the
+	// order of posting.
+	bad := ok
+	for bad < len(wcs) && wcs[bad].Status == WCWRFlushErr {
+		bad++
 	}
-	for _, wc := range wcs[ok+1:] {
+	if bad == len(wcs) || wcs[bad].Status != status {
+		t.Fatalf("completions %s: want successes, flushes of requests in flight, then %s", fmtWC(wcs), status)
+	}
+	for _, wc := range wcs[bad+1:] {
 		if wc.Status != WCWRFlushErr {
 			t.Fatalf("after the error: %s, want WR_FLUSH_ERR", fmtWC([]WC{wc}))
 		}
@@ -328,8 +335,9 @@ func TestRevokeRangeMidWriteStream(t *testing.T) {
 }
 
 // TestRevokeRangeMidReadStream: READs whose responses land in a guest MR on the requester side;
-// its range is revoked mid-stream. The READ in flight completes LOC_PROT_ERR, the rest flush,
-// and no response byte lands in the revoked memory after RevokeRange returns.
+// its range is revoked mid-stream. The first READ to meet the revoked MR (its responses
+// arriving, or the requester checking its memory before sending it) completes LOC_PROT_ERR,
+// the rest flush, and no response byte lands in the revoked memory after RevokeRange returns.
 func TestRevokeRangeMidReadStream(t *testing.T) {
 	p := newPair(t, 3, LinkConfig{}, ConnectOptions{})
 	gm, mems := guestRAM(t, [2]uint64{victimAt, regionSz})

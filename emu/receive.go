@@ -12,6 +12,20 @@ import (
 func (d *Device) Receive(frame []byte) {
 	d.mu.Lock()
 	defer d.unlock()
+	d.receive(frame)
+}
+
+// ReceiveBatch is Receive for frames that arrived together, in order, with one hold of the
+// device lock: what they make the device send goes out after the last one.
+func (d *Device) ReceiveBatch(frames [][]byte) {
+	d.mu.Lock()
+	defer d.unlock()
+	for _, f := range frames {
+		d.receive(f)
+	}
+}
+
+func (d *Device) receive(frame []byte) {
 	if d.stopped || d.portDown {
 		return
 	}
