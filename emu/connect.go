@@ -9,7 +9,7 @@ type ConnectOptions struct {
 	RNRRetry    uint8  // [7: forever]
 	MinRNRTimer uint8  // [12: 0.64 ms]
 	MaxRdAtomic uint8  // both directions [16]
-	Access      Access // the QPs' remote rights [REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC]
+	Access      Access // the QPs' remote rights [REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC|FLUSH_GLOBAL|FLUSH_PERSISTENT]
 	PSNA, PSNB  uint32 // the first PSN each side sends [0]
 	// NoDefaults keeps every zero above as zero (timeout 0 = no timer, retry_cnt 0 ...).
 	NoDefaults bool
@@ -43,7 +43,7 @@ func ConnectRC(a, b *QP, o ConnectOptions) error {
 			o.MaxRdAtomic = 16
 		}
 		if o.Access == 0 {
-			o.Access = AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
+			o.Access = AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic | AccessFlushGlobal | AccessFlushPersistent
 		}
 	}
 	ends := []struct {

@@ -349,3 +349,44 @@ func TestFlush(t *testing.T) {
 			wire.RCFlush, wire.RCReadResponseOnly)
 	})
 }
+
+// A FLUSH needs the QP's FLUSH_* right of each placement type it asks for, besides the MR's
+// (rxe's check_qp_attr_access): without it the responder refuses the request as invalid, NAK
+// 0x61, and the requester completes REM_INV_REQ_ERR.
+func TestFlushNeedsQPRights(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		qp     Access
+		typ    FlushType
+		refuse bool
+	}{
+		{"no_flush_rights_global", AccessRemoteWrite | AccessRemoteRead, FlushGlobal, true},
+		{"global_right_persistent_flush", AccessRemoteWrite | AccessFlushGlobal, FlushPersistent, true},
+		{"persistent_right_both_types", AccessFlushPersistent, FlushGlobal | FlushPersistent, true},
+		{"global_right_global_flush", AccessFlushGlobal, FlushGlobal, false},
+		{"both_rights_both_types", AccessFlushGlobal | AccessFlushPersistent, FlushGlobal | FlushPersistent, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, pcap, mr := newMPEPair(t, ConnectOptions{Access: c.qp}, flushAccess)
+			must(t, p.qa.PostSend(SendWR{ID: 1, Opcode: WRFlush, Flags: SendSignaled, RemoteAddr: mr.Addr(), RKey: mr.RKey(),
+				Flush: FlushInfo{Type: c.typ, Length: 8}}))
+			p.run()
+			fs := mpeCapture(t, pcap)
+			a := answerFrom(t, fs)
+			if !c.refuse {
+				wantWC(t, poll(p.cqA), WC{WRID: 1, Opcode: WCFlush})
+				if a.op != wire.RCReadResponseOnly {
+					t.Fatalf("answer %+v, want a READ RESPONSE ONLY", a)
+				}
+				return
+			}
+			wantWC(t, poll(p.cqA), WC{WRID: 1, Status: WCRemInvReqErr, Opcode: WCFlush})
+			if a.op != wire.RCAcknowledge || a.syn != wire.NAKInvalidRequest || byte(a.syn) != 0x61 || a.psn != fs[0].psn {
+				t.Fatalf("answer %+v, want NAK 0x61 for the FLUSH", a)
+			}
+			if p.qb.State() != QPSErr {
+				t.Fatalf("responder in %s", p.qb.State())
+			}
+		})
+	}
+}

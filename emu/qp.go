@@ -36,7 +36,7 @@ type AHAttr struct {
 // QPAttr holds QP attributes (struct ibv_qp_attr); a Modify mask says which ones apply.
 type QPAttr struct {
 	State, CurState QPState
-	AccessFlags     Access // remote rights the QP grants: REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC
+	AccessFlags     Access // remote rights the QP grants: REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC, FLUSH_GLOBAL, FLUSH_PERSISTENT
 	PKeyIndex       uint16
 	Port            uint8
 	AH              AHAttr
@@ -216,6 +216,12 @@ func (qp *QP) Modify(attr QPAttr, mask AttrMask) error {
 	return nil
 }
 
+// qpAccessFlags are the access flags a QP takes (qp_access_flags): the remote rights it grants,
+// FLUSH's two placement types among them (rxe checks them on every FLUSH), and LOCAL_WRITE and
+// MW_BIND, which libibverbs lets through.
+const qpAccessFlags = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic | AccessMWBind |
+	AccessFlushGlobal | AccessFlushPersistent
+
 func validateAttr(d *Device, a *QPAttr, m AttrMask) error {
 	bad := func(what string) error { return fmt.Errorf("modify_qp: %s: %w", what, syscall.EINVAL) }
 	switch {
@@ -236,7 +242,7 @@ func validateAttr(d *Device, a *QPAttr, m AttrMask) error {
 	case m&AttrMaxQPRdAtomic != 0 && int(a.MaxRdAtomic) > d.limits.MaxQPInitRdAtom,
 		m&AttrMaxDestRdAtomic != 0 && int(a.MaxDestRdAtomic) > d.limits.MaxQPRdAtom:
 		return bad("more outstanding READ/atomic than the device allows")
-	case m&AttrAccessFlags != 0 && a.AccessFlags&^(AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic|AccessMWBind) != 0:
+	case m&AttrAccessFlags != 0 && a.AccessFlags&^qpAccessFlags != 0:
 		return bad("access flags " + a.AccessFlags.String())
 	case m&AttrAV != 0 && !a.AH.DGID.IsValid():
 		return bad("no destination GID")

@@ -251,17 +251,18 @@ func (qp *QP) checkOpValid(q *request) verdict {
 	case info.Is(wire.FlagAtomicWrite):
 		need = AccessRemoteWrite // rxe's check_qp_attr_access treats it as a WRITE
 	case info.Is(wire.FlagFlush):
-		// rxe also asks the QP for the FLUSH_* flags of the placement type; the QP's access
-		// flags do not take them yet, so only the MR's rights are checked (CHK_RKEY).
+		// The QP must grant the FLUSH_* right of each placement type asked for, as rxe's
+		// check_qp_attr_access has it; the MR's rights are checked with the rkey.
 		level, typ := q.f.FETH.SelectivityLevel(), q.f.FETH.PlacementType()
 		if typ == 0 || typ&^uint8(FlushGlobal|FlushPersistent) != 0 || level > uint8(FlushMR) {
 			return refuse(nak(wire.NAKInvalidRequest, "FLUSH with placement type %d, selectivity level %d", typ, level))
 		}
+		need = flushRights(typ)
 	case info.Is(wire.FlagSend):
 	default:
 		return refuse(nak(wire.NAKInvalidRequest, "opcode %s is not supported on an RC QP", op))
 	}
-	if need != 0 && qp.attr.AccessFlags&need == 0 {
+	if need != 0 && qp.attr.AccessFlags&need != need {
 		return refuse(nak(wire.NAKInvalidRequest, "%s needs %s in the QP's access flags (%s)", op, need, qp.attr.AccessFlags))
 	}
 	return proceed(respCheckResource)
