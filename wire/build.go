@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"net/netip"
 )
 
@@ -236,10 +237,8 @@ func (b *Builder) Seal(frame []byte) {
 // length. Every byte is written, reserved ones as zero, so dst needs no clearing first.
 func writeExt(dst []byte, ext Ext, h *Header) int {
 	off := 0
-	for _, x := range extOrder {
-		if ext&x.ext == 0 {
-			continue
-		}
+	for e := ext; e != 0; e &= e - 1 { // lowest bit first: wire order (see extOrder)
+		x := extOrder[bits.TrailingZeros16(uint16(e))]
 		v := dst[off : off+x.len]
 		switch x.ext {
 		case ExtDETH:

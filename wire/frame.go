@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"net/netip"
 )
 
@@ -254,10 +255,9 @@ func parseTransport(f *Frame, bth, end int) error {
 		return errExtHeaders
 	}
 	if info.Ext != 0 {
-		for _, x := range extOrder {
-			if info.Ext&x.ext == 0 {
-				continue
-			}
+		// extOrder is in bit order, so the set bits, lowest first, are the headers in wire order.
+		for e := info.Ext; e != 0; e &= e - 1 {
+			x := extOrder[bits.TrailingZeros16(uint16(e))]
 			v := b[off : off+x.len : off+x.len]
 			switch x.ext {
 			case ExtDETH:

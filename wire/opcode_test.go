@@ -147,3 +147,13 @@ func TestOpcodeFlagsAgree(t *testing.T) {
 		}
 	}
 }
+
+// The parser walks the extension headers by their bits, lowest first: extOrder must list them in
+// bit order, which is also their order on the wire.
+func TestExtOrderIsBitOrder(t *testing.T) {
+	for i, x := range extOrder {
+		if x.ext != 1<<i {
+			t.Fatalf("extOrder[%d] is %#x, want bit %d", i, x.ext, i)
+		}
+	}
+}
