@@ -284,7 +284,9 @@ func (p *fabricPort) SendBuffer(buf []byte) {
 	}
 	copies := 1
 	var info frameInfo
-	info.parse(buf)
+	if len(f.faults) > 0 || p.cfg.Loss > 0 || p.cfg.Duplicate > 0 || p.cfg.Reorder > 0 || p.cfg.Corrupt > 0 {
+		info.parse(buf) // what faults match on and report; a clean link needs none of it
+	}
 
 	// Targeted faults first, then the link's random ones, always drawing the random numbers in
 	// the same order so a seed means the same thing whatever fires.

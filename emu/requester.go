@@ -190,6 +190,10 @@ func (qp *QP) checkLocalSGL(w *sendWQE) error {
 	var rights Access
 	if w.isReadOrAtomic() {
 		rights = AccessLocalWrite
+	} else if w.length <= uint64(qp.attr.PathMTU.Bytes()) {
+		// A message of one packet gathers its whole list for that packet, before anything is
+		// sent, with the same checks: checking it here too would look every lkey up twice.
+		return nil
 	}
 	for _, s := range w.sgl {
 		if _, err := qp.localAccess(s, 0, uint64(s.Length), rights); err != nil {
@@ -296,6 +300,7 @@ func (qp *QP) transmitRequest(w *sendWQE) bool {
 	}
 	if payload > 0 {
 		if err := qp.gather(w, off, slot); err != nil {
+			qp.dev.dropBuffer(frame)
 			qp.failWQE(w, accessStatus(err), err)
 			return false
 		}
