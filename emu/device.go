@@ -641,6 +641,19 @@ func (lb *loopback) SendBuffer(frame []byte) {
 	lb.enqueue(frame)
 }
 
+// take keeps a frame the engine sent to the device itself: a buffer the link lent is queued
+// as it is, one of the device's own is copied (the device reuses it).
+func (lb *loopback) take(b []byte, lent bool) {
+	if !lent {
+		lb.mu.Lock()
+		c := lb.bufferLocked()[:len(b)]
+		copy(c, b)
+		lb.mu.Unlock()
+		b = c
+	}
+	lb.enqueue(b)
+}
+
 // local says whether frame is a RoCEv2 frame the device sends to one of its own addresses.
 func (lb *loopback) local(frame []byte) bool {
 	ip, ok := frameDstIP(frame)

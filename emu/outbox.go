@@ -15,8 +15,9 @@ package emu
 
 // outFrame is a frame waiting for the link.
 type outFrame struct {
-	b    []byte
-	lent bool // built in a buffer from the link's Buffer, so it goes back by SendBuffer
+	b     []byte
+	lent  bool // built in a buffer from the link's Buffer, so it goes back by SendBuffer
+	local bool // addressed to the device itself: for the loopback, not the link
 }
 
 type outbox struct {
@@ -53,18 +54,24 @@ func (d *Device) unlock() {
 	for round := 1; ; round++ {
 		frames, events, calls := o.frames, o.events, o.calls
 		o.frames, o.events, o.calls = o.frames2[:0], o.events2[:0], o.calls2[:0]
-		link, lender, sink, stopped := d.link, d.lender, d.cfg.Events, d.stopped
+		// The engine decided which frames are for the device itself when it sent them, so
+		// they go to the loopback and the rest to the link behind it without a second look.
+		link, lender, sink, stopped := d.loop.link, d.loop.lender, d.cfg.Events, d.stopped
 		d.mu.Unlock()
 
 		for _, f := range frames {
 			switch {
-			case f.lent && lender != nil:
-				if stopped {
+			case f.b == nil || stopped:
+				if f.lent && lender != nil {
 					lender.SendBuffer(nil) // give the buffer back
-				} else {
+				}
+			case f.local:
+				d.loop.take(f.b, f.lent)
+			case f.lent:
+				if lender != nil {
 					lender.SendBuffer(f.b)
 				}
-			case !f.lent && link != nil && !stopped:
+			case link != nil:
 				_ = link.Send(f.b)
 			}
 		}
@@ -125,9 +132,10 @@ func (d *Device) txBuffer() []byte {
 	return newFrameBuffer(maxFrame)
 }
 
-// send queues a frame built in a buffer from txBuffer for the link.
-func (d *Device) send(frame []byte) {
-	d.out.frames = append(d.out.frames, outFrame{b: frame, lent: d.lender != nil})
+// send queues a frame built in a buffer from txBuffer for the link, or, local, for the device
+// itself.
+func (d *Device) send(frame []byte, local bool) {
+	d.out.frames = append(d.out.frames, outFrame{b: frame, lent: d.lender != nil, local: local})
 }
 
 // dropBuffer gives back a buffer from txBuffer that carries no frame.

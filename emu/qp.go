@@ -86,6 +86,7 @@ type QP struct {
 	attr   QPAttr
 
 	overflowed bool // a completion was lost; the QP is on its way to ERR
+	local      bool // the peer is the device itself: every frame goes to the loopback
 	async      qpAsync
 
 	builder wire.Builder
@@ -306,6 +307,7 @@ func (qp *QP) setPath(mac [6]byte) {
 	ah := qp.attr.AH
 	qp.builder = wire.Builder{Path: wire.Path{SrcMAC: d.cfg.MAC, DstMAC: mac, SrcIP: d.sourceFor(dst), DstIP: dst,
 		SrcPort: srcPort(qp.qpn), TrafficClass: ah.TrafficClass, TTL: ah.HopLimit, FlowLabel: ah.FlowLabel}}
+	qp.local = d.owns(dst)
 }
 
 func (qp *QP) setState(s QPState, why string) {

@@ -425,7 +425,7 @@ func (qp *QP) transmit(frame []byte, op wire.Opcode, psn uint32) {
 	}
 	d.stats.TxFrames++
 	d.stats.TxBytes += uint64(len(frame))
-	if d.loop.local(frame) {
+	if qp.local {
 		d.stats.Loopback++
 		if d.tracing() {
 			d.event(Event{Kind: EvSend, Msg: fmt.Sprintf("loopback frame of %d bytes", len(frame))})
@@ -435,7 +435,7 @@ func (qp *QP) transmit(frame []byte, op wire.Opcode, psn uint32) {
 		// A link that lends buffers is the fabric, which traces what enters the wire itself.
 		d.event(Event{QP: qp.qpn, Kind: EvSend, PSN: psn, Msg: fmt.Sprintf("%s psn %d", op, psn)})
 	}
-	d.send(frame)
+	d.send(frame, qp.local)
 }
 
 // execLocal runs a local operation in send-queue order: LOCAL_INV, BIND_MW or REG_MR.

@@ -75,6 +75,12 @@ type sendWQE struct {
 	sgl    []SGE // owned copy of wr.SGL
 	inline []byte
 	length uint64
+	wqeProgress
+}
+
+// wqeProgress is what the requester learns about a WQE as it works on it; posting starts it
+// from zero.
+type wqeProgress struct {
 	state  wqeState
 	status WCStatus
 	err    error
@@ -261,8 +267,11 @@ func (qp *QP) postSend(wr *SendWR) *PostError {
 		return fail(syscall.ENOMEM, "send queue full")
 	}
 	w := q.at(q.n)
-	*w = sendWQE{wr: *wr, sgl: append(w.sgl[:0], wr.SGL...), inline: w.inline[:0], length: length}
+	// Field by field: building a whole sendWQE and copying it in was a good part of posting.
+	w.wr = *wr
 	w.wr.SGL = nil
+	w.sgl, w.inline, w.length = append(w.sgl[:0], wr.SGL...), w.inline[:0], length
+	w.wqeProgress = wqeProgress{}
 	if wr.Opcode == WRBindMW {
 		w.mwKey = uint32(wr.Bind.MW.rkey()) // the rkey the consumer named, checked when the bind runs (B1)
 	}
@@ -345,7 +354,7 @@ func (qp *QP) postBind1(wr *SendWR, old uint32) error {
 		return fmt.Errorf("bind_mw: send queue full: %w", syscall.ENOMEM)
 	}
 	w := q.at(q.n)
-	*w = sendWQE{wr: *wr, sgl: w.sgl[:0], inline: w.inline[:0], type1: true, mwKey: old}
+	*w = sendWQE{wr: *wr, sgl: w.sgl[:0], inline: w.inline[:0], wqeProgress: wqeProgress{type1: true, mwKey: old}}
 	wr.Bind.MW.posted++
 	q.n++
 	if qp.state == QPSErr {
