@@ -1,0 +1,101 @@
+package abi
+
+// Work queues, CQs and SRQs in the layout of Linux rxe's user ABI (rdma/rdma_user_rxe.h, a
+// stable UAPI that rdma-core's rxe provider reads and writes directly). The offsets are the
+// UAPI's; a test checks the sizes the header fixes.
+
+// struct rxe_queue_buf: the header at the start of every ring. The driver writes
+// log2_elem_size and index_mask; the device never does. Indices are stored masked; one slot
+// always stays empty (full when (prod+1)&mask == cons).
+const (
+	QueueHeaderSize = 384
+	QHLogElemSize   = 0   // u32
+	QHIndexMask     = 4   // u32
+	QHProducer      = 128 // u32
+	QHConsumer      = 256 // u32
+)
+
+// struct rxe_send_wqe (208 bytes before its SGEs or inline data).
+const (
+	SendWQESize   = 208
+	SendWRID      = 0  // u64
+	SendNumSGE    = 8  // u32
+	SendOpcode    = 12 // u32: IB_WR_* (IBV_WR_* for users; WROpRegMR for the kernel's REG_MR)
+	SendFlags     = 16 // u32: IBV_SEND_*
+	SendImm       = 20 // u32: imm_data (network order) or invalidate_rkey
+	SendWRUnion   = 24 // the union below, 120 bytes
+	SendRemote    = 24 // u64: rdma.remote_addr, atomic.remote_addr
+	SendRKey      = 32 // u32: rdma.rkey
+	SendCompare   = 32 // u64: atomic.compare_add
+	SendSwap      = 40 // u64: atomic.swap
+	SendAtomRKey  = 48 // u32: atomic.rkey
+	SendUDQPN     = 24 // u32: ud.remote_qpn
+	SendUDQKey    = 28 // u32: ud.remote_qkey
+	SendUDPKey    = 32 // u16: ud.pkey_index
+	SendUDAHNum   = 36 // u32: ud.ah_num
+	SendUDAV      = 56 // struct rxe_av, 88 bytes
+	SendMWAddr    = 24 // u64: mw.addr
+	SendMWLength  = 32 // u64: mw.length
+	SendMWMRLKey  = 40 // u32: mw.mr_lkey
+	SendMWRKey    = 44 // u32: mw.mw_rkey (the window's current rkey)
+	SendMWNewRKey = 48 // u32: mw.rkey (the rkey after the bind)
+	SendMWAccess  = 52 // u32: mw.access
+	SendStatus    = 144
+	SendState     = 148
+	SendIOVA      = 152 // u64
+	SendMask      = 160
+	SendFirstPSN  = 164
+	SendLastPSN   = 168
+	SendAckLength = 172
+	SendSSN       = 176
+	SendRdAtomic  = 180
+	SendDMA       = 184 // struct rxe_dma_info
+	SendDMALength = 184 // u32: the message's length
+	SendDMAResid  = 188
+	SendDMACurSGE = 192
+	SendDMANumSGE = 196 // u32
+	SendDMAOffset = 200
+	SendSGEs      = 208 // struct rxe_sge[] or inline data
+)
+
+// struct rxe_recv_wqe (40 bytes before its SGEs).
+const (
+	RecvWQESize   = 40
+	RecvWRID      = 0  // u64
+	RecvNumSGE    = 8  // u32
+	RecvDMALength = 16 // u32
+	RecvDMANumSGE = 28 // u32
+	RecvSGEs      = 40
+)
+
+// struct rxe_sge.
+const (
+	SGESize   = 16
+	SGEAddr   = 0 // u64
+	SGELength = 8 // u32
+	SGELKey   = 12
+)
+
+// struct rxe_av (in a UD send WQE of a provider that gets no AH number).
+const (
+	RXEAVSize = 88
+)
+
+// struct ib_uverbs_wc: a CQE.
+const (
+	CQESize      = 48
+	CQEWRID      = 0  // u64
+	CQEStatus    = 8  // u32: IBV_WC_*
+	CQEOpcode    = 12 // u32: IBV_WC_*
+	CQEVendorErr = 16 // u32
+	CQEByteLen   = 20 // u32
+	CQEImm       = 24 // u32: imm_data (network order) or invalidated rkey
+	CQEQPNum     = 28 // u32
+	CQESrcQP     = 32 // u32
+	CQEWCFlags   = 36 // u32: IBV_WC_WITH_IMM 2, IBV_WC_WITH_INV 8, IBV_WC_GRH 1
+	CQEPKeyIndex = 40 // u16
+	CQESLID      = 42 // u16
+	CQESL        = 44 // u8
+	CQEDLIDPath  = 45 // u8
+	CQEPortNum   = 46 // u8
+)
