@@ -35,11 +35,11 @@ const (
 	BARRegsSize  = 1 << 14
 	BARDoorbell  = 2 // one send-queue doorbell per QP slot, one arm register per CQ slot
 	BARDoorbells = 1 << 16
-	BARMSIX      = 4 // MSI-X table and PBA
-	BARMSIXSize  = 1 << 13
+	MSIXBar      = 4 // MSI-X table and PBA
+	MSIXBarSize  = 1 << 13
 
 	MSIXTableOffset = 0x0000
-	MSIXPBAOffset   = 0x1000
+	PBAOffset       = 0x1000
 	NumVectors      = 16 // vector 0: control queue; EQs choose theirs
 )
 
@@ -134,3 +134,5 @@ func SQDoorbell(slot uint32) uint32 { return SQDoorbellBase + 8*slot }
 
 // CQArm is the BAR 2 offset of CQ slot's arm register.
 func CQArm(slot uint32) uint32 { return CQArmBase + 8*slot }
+
+//go:generate go run ./cheader/genheader -src . -o ../linux/softirdma_abi.h

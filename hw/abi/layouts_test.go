@@ -51,8 +51,8 @@ func TestRXEUAPISizes(t *testing.T) {
 		{"struct rxe_recv_wqe", RecvWQESize, 40},
 		{"struct rxe_sge", SGESize, 16},
 		{"struct ib_uverbs_wc", CQESize, 48},
-		{"ud.av offset", SendUDAV, 56},
-		{"ud.av end", SendUDAV + RXEAVSize, SendStatus},
+		{"ud.av offset", SendAV, 56},
+		{"ud.av end", SendAV + RXEAVSize, SendStatus},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %d bytes, want %d", c.name, c.got, c.want)

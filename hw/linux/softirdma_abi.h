@@ -1,0 +1,639 @@
+/* SPDX-License-Identifier: (GPL-2.0 WITH Linux-syscall-note) OR MIT */
+/* Generated from the Go package hw/abi by `go generate ./hw/abi`; do not edit. */
+#ifndef SOFTIRDMA_ABI_H
+#define SOFTIRDMA_ABI_H
+
+#include <linux/types.h>
+#ifdef __KERNEL__
+#include <linux/build_bug.h>
+#include <linux/stddef.h>
+#else
+#include <assert.h>
+#include <stddef.h>
+#endif
+#ifndef __packed
+#define __packed __attribute__((packed))
+#endif
+
+#define SOFTIRDMA_VERSION_MAJOR 0x1
+#define SOFTIRDMA_VERSION_MINOR 0x0
+#define SOFTIRDMA_VERSION 0x10000
+#define SOFTIRDMA_PCI_VENDOR_ID 0x1234
+#define SOFTIRDMA_PCI_DEVICE_ID 0x5352
+#define SOFTIRDMA_PCI_SUBSYSTEM_VENDOR_ID 0x1234
+#define SOFTIRDMA_PCI_SUBSYSTEM_ID 0x1
+#define SOFTIRDMA_PCI_REVISION 0x1
+#define SOFTIRDMA_PCI_CLASS_CODE 0x20000
+#define SOFTIRDMA_BAR_REGS 0x0
+#define SOFTIRDMA_BAR_REGS_SIZE 0x4000
+#define SOFTIRDMA_BAR_DOORBELL 0x2
+#define SOFTIRDMA_BAR_DOORBELLS 0x10000
+#define SOFTIRDMA_MSIX_BAR 0x4
+#define SOFTIRDMA_MSIX_BAR_SIZE 0x2000
+#define SOFTIRDMA_MSIX_TABLE_OFFSET 0x0
+#define SOFTIRDMA_PBA_OFFSET 0x1000
+#define SOFTIRDMA_NUM_VECTORS 0x10
+#define SOFTIRDMA_REG_MAGIC 0x0
+#define SOFTIRDMA_REG_VERSION 0x4
+#define SOFTIRDMA_REG_CAPS 0x8
+#define SOFTIRDMA_REG_PAGE_SIZES 0xc
+#define SOFTIRDMA_REG_MAX_QP 0x10
+#define SOFTIRDMA_REG_MAX_QPWR 0x14
+#define SOFTIRDMA_REG_MAX_SGE 0x18
+#define SOFTIRDMA_REG_MAX_INLINE 0x1c
+#define SOFTIRDMA_REG_MAX_CQ 0x20
+#define SOFTIRDMA_REG_MAX_CQE 0x24
+#define SOFTIRDMA_REG_MAX_SRQ 0x28
+#define SOFTIRDMA_REG_MAX_SRQWR 0x2c
+#define SOFTIRDMA_REG_MAX_MR 0x30
+#define SOFTIRDMA_REG_MAX_MW 0x34
+#define SOFTIRDMA_REG_MAX_PD 0x38
+#define SOFTIRDMA_REG_MAX_RD_ATOM 0x3c
+#define SOFTIRDMA_REG_MAX_MSG_SIZE 0x40
+#define SOFTIRDMA_REG_MAX_MTU 0x44
+#define SOFTIRDMA_REG_MAX_EQ 0x48
+#define SOFTIRDMA_REG_MAX_AH 0x4c
+#define SOFTIRDMA_REG_GID_TBL_LEN 0x50
+#define SOFTIRDMA_REG_CTRL_Q_MAX 0x54
+#define SOFTIRDMA_REG_DEV_CTRL 0x100
+#define SOFTIRDMA_REG_DEV_STATUS 0x104
+#define SOFTIRDMA_REG_FATAL_CODE 0x108
+#define SOFTIRDMA_REG_PORT_STATE 0x10c
+#define SOFTIRDMA_REG_MAC_LO 0x110
+#define SOFTIRDMA_REG_MAC_HI 0x114
+#define SOFTIRDMA_REG_CTRL_Q_BASE_L 0x120
+#define SOFTIRDMA_REG_CTRL_Q_BASE_H 0x124
+#define SOFTIRDMA_REG_CTRL_Q_LOG 0x128
+#define SOFTIRDMA_REG_CTRL_Q_PROD 0x12c
+#define SOFTIRDMA_REG_CTRL_Q_CONS 0x130
+#define SOFTIRDMA_REG_GID_VALID 0x1f0
+#define SOFTIRDMA_REG_GID_TABLE 0x200
+#define SOFTIRDMA_MAGIC_VALUE 0x4d445253
+#define SOFTIRDMA_GID_TABLE_LEN 0x10
+#define SOFTIRDMA_CAP_MW_TYPE1 0x1
+#define SOFTIRDMA_CAP_MW_TYPE2_A 0x2
+#define SOFTIRDMA_CAP_MW_TYPE2_B 0x4
+#define SOFTIRDMA_CAP_ATOMICS 0x8
+#define SOFTIRDMA_CAP_SRQ 0x10
+#define SOFTIRDMA_CAP_FLUSH 0x20
+#define SOFTIRDMA_CAP_ATOMIC_WRITE 0x40
+#define SOFTIRDMA_CAP_FAST_REG 0x80
+#define SOFTIRDMA_CAP_ZERO_BASED 0x100
+#define SOFTIRDMA_CAP_ETHERNET 0x10000
+#define SOFTIRDMA_CAP_UD 0x20000
+#define SOFTIRDMA_DEV_CTRL_ENABLE 0x1
+#define SOFTIRDMA_DEV_CTRL_RESET 0x2
+#define SOFTIRDMA_DEV_STATUS_READY 0x1
+#define SOFTIRDMA_DEV_STATUS_FATAL 0x2
+#define SOFTIRDMA_FATAL_NONE 0x0
+#define SOFTIRDMA_FATAL_CTRL_QDMA 0x1
+#define SOFTIRDMA_FATAL_CTRL_Q_SETUP 0x2
+#define SOFTIRDMA_SQ_DOORBELL_BASE 0x0
+#define SOFTIRDMA_CQ_ARM_BASE 0x8000
+#define SOFTIRDMA_MAX_QP_SLOTS 0x1000
+#define SOFTIRDMA_MAX_CQ_SLOTS 0x1000
+#define SOFTIRDMA_ARM_NEXT 0x1
+#define SOFTIRDMA_ARM_SOLICITED 0x2
+#define SOFTIRDMA_CTRL_ENTRY_SIZE 0x80
+#define SOFTIRDMA_CTRL_Q_MAX_LOG 0x8
+#define SOFTIRDMA_CTRL_VECTOR 0x0
+#define SOFTIRDMA_CTRL_OPCODE 0x0
+#define SOFTIRDMA_CTRL_FLAGS 0x2
+#define SOFTIRDMA_CTRL_STATUS 0x4
+#define SOFTIRDMA_CTRL_COOKIE 0x8
+#define SOFTIRDMA_CTRL_RESULT 0x10
+#define SOFTIRDMA_CTRL_ARGS 0x20
+#define SOFTIRDMA_CTRL_DONE 0x80000000
+#define SOFTIRDMA_OP_NOP 0x1
+#define SOFTIRDMA_OP_CREATE_EQ 0x10
+#define SOFTIRDMA_OP_DESTROY_EQ 0x11
+#define SOFTIRDMA_OP_SET_AV_TABLE 0x12
+#define SOFTIRDMA_OP_ALLOC_PD 0x20
+#define SOFTIRDMA_OP_DEALLOC_PD 0x21
+#define SOFTIRDMA_OP_ALLOC_S_TAG 0x30
+#define SOFTIRDMA_OP_REG_MR 0x31
+#define SOFTIRDMA_OP_REREG_MR 0x32
+#define SOFTIRDMA_OP_DEALLOC_S_TAG 0x33
+#define SOFTIRDMA_OP_CREATE_CQ 0x40
+#define SOFTIRDMA_OP_RESIZE_CQ 0x41
+#define SOFTIRDMA_OP_DESTROY_CQ 0x42
+#define SOFTIRDMA_OP_CREATE_QP 0x50
+#define SOFTIRDMA_OP_MODIFY_QP 0x51
+#define SOFTIRDMA_OP_QUERY_QP 0x52
+#define SOFTIRDMA_OP_DESTROY_QP 0x53
+#define SOFTIRDMA_OP_CREATE_SRQ 0x60
+#define SOFTIRDMA_OP_MODIFY_SRQ 0x61
+#define SOFTIRDMA_OP_QUERY_SRQ 0x62
+#define SOFTIRDMA_OP_DESTROY_SRQ 0x63
+#define SOFTIRDMA_S_TAG_FAST_REG_MR 0x1
+#define SOFTIRDMA_S_TAG_MW_TYPE1 0x2
+#define SOFTIRDMA_S_TAG_MW_TYPE2_A 0x3
+#define SOFTIRDMA_S_TAG_MW_TYPE2_B 0x4
+#define SOFTIRDMA_REREG_TRANSLATION 0x1
+#define SOFTIRDMA_REREG_PD 0x2
+#define SOFTIRDMA_REREG_ACCESS 0x4
+#define SOFTIRDMA_PAGE_LIST_SIZE 0x10
+#define SOFTIRDMA_PL_ADDR 0x0
+#define SOFTIRDMA_PL_PAGES 0x8
+#define SOFTIRDMA_PL_SHIFT 0xc
+#define SOFTIRDMA_PL_LEVELS 0xd
+#define SOFTIRDMA_PL_ENTRIES_PER_PAGE 0x200
+#define SOFTIRDMA_REG_MRPD 0x0
+#define SOFTIRDMA_REG_MR_ACCESS 0x4
+#define SOFTIRDMA_REG_MRIOVA 0x8
+#define SOFTIRDMA_REG_MR_LENGTH 0x10
+#define SOFTIRDMA_REG_MR_OFFSET 0x18
+#define SOFTIRDMA_REG_MR_PAGES 0x20
+#define SOFTIRDMA_QUEUE_ARGS_SIZE 0x18
+#define SOFTIRDMA_QUEUE_LOG_COUNT 0x0
+#define SOFTIRDMA_QUEUE_LOG_ELEM 0x1
+#define SOFTIRDMA_QUEUE_PAGES 0x8
+#define SOFTIRDMA_CREATE_QPPD 0x0
+#define SOFTIRDMA_CREATE_QP_TYPE 0x4
+#define SOFTIRDMA_CREATE_QP_SIG_ALL 0x5
+#define SOFTIRDMA_CREATE_QP_SEND_CQ 0x8
+#define SOFTIRDMA_CREATE_QP_RECV_CQ 0xc
+#define SOFTIRDMA_CREATE_QPSRQ 0x10
+#define SOFTIRDMA_CREATE_QP_MAX_INLINE 0x14
+#define SOFTIRDMA_CREATE_QP_SEND_SGE 0x18
+#define SOFTIRDMA_CREATE_QP_RECV_SGE 0x1a
+#define SOFTIRDMA_CREATE_QPSQ 0x20
+#define SOFTIRDMA_CREATE_QPRQ 0x38
+#define SOFTIRDMA_QP_ATTR_SIZE 0x50
+#define SOFTIRDMA_QP_ATTR_STATE 0x0
+#define SOFTIRDMA_QP_ATTR_CUR_STATE 0x1
+#define SOFTIRDMA_QP_ATTR_PATH_MTU 0x2
+#define SOFTIRDMA_QP_ATTR_TIMEOUT 0x3
+#define SOFTIRDMA_QP_ATTR_RETRY_CNT 0x4
+#define SOFTIRDMA_QP_ATTR_RNR_RETRY 0x5
+#define SOFTIRDMA_QP_ATTR_MIN_RNR_TIMER 0x6
+#define SOFTIRDMA_QP_ATTR_MAX_RD_ATOMIC 0x7
+#define SOFTIRDMA_QP_ATTR_MAX_DEST_RD_ATOM 0x8
+#define SOFTIRDMA_QP_ATTR_SGID_INDEX 0x9
+#define SOFTIRDMA_QP_ATTR_HOP_LIMIT 0xa
+#define SOFTIRDMA_QP_ATTR_TRAFFIC_CLASS 0xb
+#define SOFTIRDMA_QP_ATTR_PORT_NUM 0xc
+#define SOFTIRDMA_QP_ATTR_SQ_DRAIN_NOTIFY 0xd
+#define SOFTIRDMA_QP_ATTR_P_KEY_INDEX 0xe
+#define SOFTIRDMA_QP_ATTR_ACCESS_FLAGS 0x10
+#define SOFTIRDMA_QP_ATTR_DEST_QPN 0x14
+#define SOFTIRDMA_QP_ATTR_RQPSN 0x18
+#define SOFTIRDMA_QP_ATTR_SQPSN 0x1c
+#define SOFTIRDMA_QP_ATTR_FLOW_LABEL 0x20
+#define SOFTIRDMA_QP_ATTR_DGID 0x24
+#define SOFTIRDMA_QP_ATTR_DMAC 0x34
+#define SOFTIRDMA_QP_ATTR_MAX_SEND_WR 0x3c
+#define SOFTIRDMA_QP_ATTR_MAX_RECV_WR 0x40
+#define SOFTIRDMA_QP_ATTR_MAX_SEND_SGE 0x44
+#define SOFTIRDMA_QP_ATTR_MAX_RECV_SGE 0x46
+#define SOFTIRDMA_QP_ATTR_MAX_INLINE 0x48
+#define SOFTIRDMA_EQ_COMPLETION 0x0
+#define SOFTIRDMA_EQ_ASYNC 0x1
+#define SOFTIRDMA_EQ_ENTRY_SIZE 0x10
+#define SOFTIRDMA_EQ_TYPE 0x0
+#define SOFTIRDMA_EQ_NUM 0x4
+#define SOFTIRDMA_EQ_SEQ 0x8
+#define SOFTIRDMA_AV_ENTRY_SIZE 0x40
+#define SOFTIRDMA_AV_FLAGS 0x0
+#define SOFTIRDMA_AVPD 0x4
+#define SOFTIRDMA_AVDGID 0x8
+#define SOFTIRDMA_AV_FLOW_LABEL 0x18
+#define SOFTIRDMA_AVSGID_INDEX 0x1c
+#define SOFTIRDMA_AV_HOP_LIMIT 0x1d
+#define SOFTIRDMA_AV_TRAFFIC_CLASS 0x1e
+#define SOFTIRDMA_AV_NETWORK_TYPE 0x1f
+#define SOFTIRDMA_AVDMAC 0x20
+#define SOFTIRDMA_AV_VALID 0x1
+#define SOFTIRDMA_WR_OP_REG_MR 0x20
+#define SOFTIRDMA_REG_WR_KEY 0x18
+#define SOFTIRDMA_REG_WR_ACCESS 0x1c
+#define SOFTIRDMA_REG_WRIOVA 0x20
+#define SOFTIRDMA_REG_WR_LENGTH 0x28
+#define SOFTIRDMA_REG_WR_OFFSET 0x30
+#define SOFTIRDMA_REG_WR_PAGES 0x38
+#define SOFTIRDMA_QUEUE_HEADER_SIZE 0x180
+#define SOFTIRDMA_QH_LOG_ELEM_SIZE 0x0
+#define SOFTIRDMA_QH_INDEX_MASK 0x4
+#define SOFTIRDMA_QH_PRODUCER 0x80
+#define SOFTIRDMA_QH_CONSUMER 0x100
+#define SOFTIRDMA_SEND_WQE_SIZE 0xd0
+#define SOFTIRDMA_SEND_WRID 0x0
+#define SOFTIRDMA_SEND_NUM_SGE 0x8
+#define SOFTIRDMA_SEND_OPCODE 0xc
+#define SOFTIRDMA_SEND_FLAGS 0x10
+#define SOFTIRDMA_SEND_IMM 0x14
+#define SOFTIRDMA_SEND_WR_UNION 0x18
+#define SOFTIRDMA_SEND_REMOTE 0x18
+#define SOFTIRDMA_SEND_R_KEY 0x20
+#define SOFTIRDMA_SEND_COMPARE 0x20
+#define SOFTIRDMA_SEND_SWAP 0x28
+#define SOFTIRDMA_SEND_ATOM_R_KEY 0x30
+#define SOFTIRDMA_SEND_REMOTE_QPN 0x18
+#define SOFTIRDMA_SEND_REMOTE_Q_KEY 0x1c
+#define SOFTIRDMA_SEND_P_KEY_INDEX 0x20
+#define SOFTIRDMA_SEND_AH_NUM 0x24
+#define SOFTIRDMA_SEND_AV 0x38
+#define SOFTIRDMA_SEND_MW_ADDR 0x18
+#define SOFTIRDMA_SEND_MW_LENGTH 0x20
+#define SOFTIRDMA_SEND_MWMRL_KEY 0x28
+#define SOFTIRDMA_SEND_MWR_KEY 0x2c
+#define SOFTIRDMA_SEND_MW_NEW_R_KEY 0x30
+#define SOFTIRDMA_SEND_MW_ACCESS 0x34
+#define SOFTIRDMA_SEND_STATUS 0x90
+#define SOFTIRDMA_SEND_STATE 0x94
+#define SOFTIRDMA_SEND_IOVA 0x98
+#define SOFTIRDMA_SEND_MASK 0xa0
+#define SOFTIRDMA_SEND_FIRST_PSN 0xa4
+#define SOFTIRDMA_SEND_LAST_PSN 0xa8
+#define SOFTIRDMA_SEND_ACK_LENGTH 0xac
+#define SOFTIRDMA_SEND_SSN 0xb0
+#define SOFTIRDMA_SEND_RD_ATOMIC 0xb4
+#define SOFTIRDMA_SEND_DMA 0xb8
+#define SOFTIRDMA_SEND_DMA_LENGTH 0xb8
+#define SOFTIRDMA_SEND_DMA_RESID 0xbc
+#define SOFTIRDMA_SEND_DMA_CUR_SGE 0xc0
+#define SOFTIRDMA_SEND_DMA_NUM_SGE 0xc4
+#define SOFTIRDMA_SEND_DMA_OFFSET 0xc8
+#define SOFTIRDMA_SEND_SG_ES 0xd0
+#define SOFTIRDMA_RECV_WQE_SIZE 0x28
+#define SOFTIRDMA_RECV_WRID 0x0
+#define SOFTIRDMA_RECV_NUM_SGE 0x8
+#define SOFTIRDMA_RECV_DMA_LENGTH 0x10
+#define SOFTIRDMA_RECV_DMA_NUM_SGE 0x1c
+#define SOFTIRDMA_RECV_SG_ES 0x28
+#define SOFTIRDMA_SGE_SIZE 0x10
+#define SOFTIRDMA_SGE_ADDR 0x0
+#define SOFTIRDMA_SGE_LENGTH 0x8
+#define SOFTIRDMA_SGEL_KEY 0xc
+#define SOFTIRDMA_RXEAV_SIZE 0x58
+#define SOFTIRDMA_CQE_SIZE 0x30
+#define SOFTIRDMA_CQEWRID 0x0
+#define SOFTIRDMA_CQE_STATUS 0x8
+#define SOFTIRDMA_CQE_OPCODE 0xc
+#define SOFTIRDMA_CQE_VENDOR_ERR 0x10
+#define SOFTIRDMA_CQE_BYTE_LEN 0x14
+#define SOFTIRDMA_CQE_IMM 0x18
+#define SOFTIRDMA_CQEQP_NUM 0x1c
+#define SOFTIRDMA_CQE_SRC_QP 0x20
+#define SOFTIRDMA_CQEWC_FLAGS 0x24
+#define SOFTIRDMA_CQEP_KEY_INDEX 0x28
+#define SOFTIRDMA_CQESLID 0x2a
+#define SOFTIRDMA_CQESL 0x2c
+#define SOFTIRDMA_CQEDLID_PATH 0x2d
+#define SOFTIRDMA_CQE_PORT_NUM 0x2e
+
+struct softirdma_ctrl_entry {
+	__le16 opcode;
+	__le16 flags;
+	__le32 status;
+	__le64 cookie;
+	__u8 result[16];
+	__u8 args[96];
+} __packed;
+static_assert(sizeof(struct softirdma_ctrl_entry) == 128);
+static_assert(offsetof(struct softirdma_ctrl_entry, opcode) == 0);
+static_assert(offsetof(struct softirdma_ctrl_entry, flags) == 2);
+static_assert(offsetof(struct softirdma_ctrl_entry, status) == 4);
+static_assert(offsetof(struct softirdma_ctrl_entry, cookie) == 8);
+static_assert(offsetof(struct softirdma_ctrl_entry, result) == 16);
+static_assert(offsetof(struct softirdma_ctrl_entry, args) == 32);
+
+struct softirdma_page_list {
+	__le64 addr;
+	__le32 pages;
+	__u8 shift;
+	__u8 levels;
+	__u8 rsvd0[2];
+} __packed;
+static_assert(sizeof(struct softirdma_page_list) == 16);
+static_assert(offsetof(struct softirdma_page_list, addr) == 0);
+static_assert(offsetof(struct softirdma_page_list, pages) == 8);
+static_assert(offsetof(struct softirdma_page_list, shift) == 12);
+static_assert(offsetof(struct softirdma_page_list, levels) == 13);
+
+struct softirdma_reg_mr_args {
+	__le32 pd;
+	__le32 access;
+	__le64 iova;
+	__le64 length;
+	__le64 offset;
+	__u8 pages[16];
+} __packed;
+static_assert(sizeof(struct softirdma_reg_mr_args) == 48);
+static_assert(offsetof(struct softirdma_reg_mr_args, pd) == 0);
+static_assert(offsetof(struct softirdma_reg_mr_args, access) == 4);
+static_assert(offsetof(struct softirdma_reg_mr_args, iova) == 8);
+static_assert(offsetof(struct softirdma_reg_mr_args, length) == 16);
+static_assert(offsetof(struct softirdma_reg_mr_args, offset) == 24);
+static_assert(offsetof(struct softirdma_reg_mr_args, pages) == 32);
+
+struct softirdma_queue_args {
+	__u8 log_count;
+	__u8 log_elem;
+	__u8 rsvd0[6];
+	__u8 pages[16];
+} __packed;
+static_assert(sizeof(struct softirdma_queue_args) == 24);
+static_assert(offsetof(struct softirdma_queue_args, log_count) == 0);
+static_assert(offsetof(struct softirdma_queue_args, log_elem) == 1);
+static_assert(offsetof(struct softirdma_queue_args, pages) == 8);
+
+struct softirdma_create_qp_args {
+	__le32 pd;
+	__u8 type;
+	__u8 sig_all;
+	__u8 rsvd0[2];
+	__le32 send_cq;
+	__le32 recv_cq;
+	__le32 srq;
+	__le32 max_inline;
+	__le16 max_send_sge;
+	__le16 max_recv_sge;
+	__u8 rsvd1[4];
+	__u8 sq[24];
+	__u8 rq[24];
+} __packed;
+static_assert(sizeof(struct softirdma_create_qp_args) == 80);
+static_assert(offsetof(struct softirdma_create_qp_args, pd) == 0);
+static_assert(offsetof(struct softirdma_create_qp_args, type) == 4);
+static_assert(offsetof(struct softirdma_create_qp_args, sig_all) == 5);
+static_assert(offsetof(struct softirdma_create_qp_args, send_cq) == 8);
+static_assert(offsetof(struct softirdma_create_qp_args, recv_cq) == 12);
+static_assert(offsetof(struct softirdma_create_qp_args, srq) == 16);
+static_assert(offsetof(struct softirdma_create_qp_args, max_inline) == 20);
+static_assert(offsetof(struct softirdma_create_qp_args, max_send_sge) == 24);
+static_assert(offsetof(struct softirdma_create_qp_args, max_recv_sge) == 26);
+static_assert(offsetof(struct softirdma_create_qp_args, sq) == 32);
+static_assert(offsetof(struct softirdma_create_qp_args, rq) == 56);
+
+struct softirdma_qp_attr {
+	__u8 state;
+	__u8 cur_state;
+	__u8 path_mtu;
+	__u8 timeout;
+	__u8 retry_cnt;
+	__u8 rnr_retry;
+	__u8 min_rnr_timer;
+	__u8 max_rd_atomic;
+	__u8 max_dest_rd_atomic;
+	__u8 sgid_index;
+	__u8 hop_limit;
+	__u8 traffic_class;
+	__u8 port_num;
+	__u8 sq_drain_notify;
+	__le16 pkey_index;
+	__le32 access_flags;
+	__le32 dest_qpn;
+	__le32 rq_psn;
+	__le32 sq_psn;
+	__le32 flow_label;
+	__u8 dgid[16];
+	__u8 dmac[6];
+	__u8 rsvd0[2];
+	__le32 max_send_wr;
+	__le32 max_recv_wr;
+	__le16 max_send_sge;
+	__le16 max_recv_sge;
+	__le32 max_inline;
+	__u8 rsvd1[4];
+} __packed;
+static_assert(sizeof(struct softirdma_qp_attr) == 80);
+static_assert(offsetof(struct softirdma_qp_attr, state) == 0);
+static_assert(offsetof(struct softirdma_qp_attr, cur_state) == 1);
+static_assert(offsetof(struct softirdma_qp_attr, path_mtu) == 2);
+static_assert(offsetof(struct softirdma_qp_attr, timeout) == 3);
+static_assert(offsetof(struct softirdma_qp_attr, retry_cnt) == 4);
+static_assert(offsetof(struct softirdma_qp_attr, rnr_retry) == 5);
+static_assert(offsetof(struct softirdma_qp_attr, min_rnr_timer) == 6);
+static_assert(offsetof(struct softirdma_qp_attr, max_rd_atomic) == 7);
+static_assert(offsetof(struct softirdma_qp_attr, max_dest_rd_atomic) == 8);
+static_assert(offsetof(struct softirdma_qp_attr, sgid_index) == 9);
+static_assert(offsetof(struct softirdma_qp_attr, hop_limit) == 10);
+static_assert(offsetof(struct softirdma_qp_attr, traffic_class) == 11);
+static_assert(offsetof(struct softirdma_qp_attr, port_num) == 12);
+static_assert(offsetof(struct softirdma_qp_attr, sq_drain_notify) == 13);
+static_assert(offsetof(struct softirdma_qp_attr, pkey_index) == 14);
+static_assert(offsetof(struct softirdma_qp_attr, access_flags) == 16);
+static_assert(offsetof(struct softirdma_qp_attr, dest_qpn) == 20);
+static_assert(offsetof(struct softirdma_qp_attr, rq_psn) == 24);
+static_assert(offsetof(struct softirdma_qp_attr, sq_psn) == 28);
+static_assert(offsetof(struct softirdma_qp_attr, flow_label) == 32);
+static_assert(offsetof(struct softirdma_qp_attr, dgid) == 36);
+static_assert(offsetof(struct softirdma_qp_attr, dmac) == 52);
+static_assert(offsetof(struct softirdma_qp_attr, max_send_wr) == 60);
+static_assert(offsetof(struct softirdma_qp_attr, max_recv_wr) == 64);
+static_assert(offsetof(struct softirdma_qp_attr, max_send_sge) == 68);
+static_assert(offsetof(struct softirdma_qp_attr, max_recv_sge) == 70);
+static_assert(offsetof(struct softirdma_qp_attr, max_inline) == 72);
+
+struct softirdma_eq_entry {
+	__u8 type;
+	__u8 rsvd0[3];
+	__le32 num;
+	__le64 seq;
+} __packed;
+static_assert(sizeof(struct softirdma_eq_entry) == 16);
+static_assert(offsetof(struct softirdma_eq_entry, type) == 0);
+static_assert(offsetof(struct softirdma_eq_entry, num) == 4);
+static_assert(offsetof(struct softirdma_eq_entry, seq) == 8);
+
+struct softirdma_av_entry {
+	__le32 flags;
+	__le32 pd;
+	__u8 dgid[16];
+	__le32 flow_label;
+	__u8 sgid_index;
+	__u8 hop_limit;
+	__u8 traffic_class;
+	__u8 network_type;
+	__u8 dmac[6];
+	__u8 rsvd0[26];
+} __packed;
+static_assert(sizeof(struct softirdma_av_entry) == 64);
+static_assert(offsetof(struct softirdma_av_entry, flags) == 0);
+static_assert(offsetof(struct softirdma_av_entry, pd) == 4);
+static_assert(offsetof(struct softirdma_av_entry, dgid) == 8);
+static_assert(offsetof(struct softirdma_av_entry, flow_label) == 24);
+static_assert(offsetof(struct softirdma_av_entry, sgid_index) == 28);
+static_assert(offsetof(struct softirdma_av_entry, hop_limit) == 29);
+static_assert(offsetof(struct softirdma_av_entry, traffic_class) == 30);
+static_assert(offsetof(struct softirdma_av_entry, network_type) == 31);
+static_assert(offsetof(struct softirdma_av_entry, dmac) == 32);
+
+struct softirdma_rxe_queue_buf {
+	__le32 log2_elem_size;
+	__le32 index_mask;
+	__u8 rsvd0[120];
+	__le32 producer_index;
+	__u8 rsvd1[124];
+	__le32 consumer_index;
+	__u8 rsvd2[124];
+} __packed;
+static_assert(sizeof(struct softirdma_rxe_queue_buf) == 384);
+static_assert(offsetof(struct softirdma_rxe_queue_buf, log2_elem_size) == 0);
+static_assert(offsetof(struct softirdma_rxe_queue_buf, index_mask) == 4);
+static_assert(offsetof(struct softirdma_rxe_queue_buf, producer_index) == 128);
+static_assert(offsetof(struct softirdma_rxe_queue_buf, consumer_index) == 256);
+
+struct softirdma_rxe_send_wqe {
+	__le64 wr_id;
+	__le32 num_sge;
+	__le32 opcode;
+	__le32 send_flags;
+	__le32 ex;
+	union {
+		struct {
+			__le64 remote_addr;
+			__le32 rkey;
+		} rdma;
+		struct {
+			__le64 atomic_remote_addr;
+			__le64 compare_add;
+			__le64 swap;
+			__le32 atomic_rkey;
+		} atomic;
+		struct {
+			__le32 remote_qpn;
+			__le32 remote_qkey;
+			__le16 pkey_index;
+			__u8 rsvd0[2];
+			__le32 ah_num;
+			__u8 rsvd1[16];
+			__u8 av[88];
+		} ud;
+		struct {
+			__le64 mw_addr;
+			__le64 mw_length;
+			__le32 mw_mr_lkey;
+			__le32 mw_mw_rkey;
+			__le32 mw_rkey;
+			__le32 mw_access;
+		} mw;
+		struct {
+			__le32 reg_key;
+			__le32 reg_access;
+			__le64 reg_iova;
+			__le64 reg_length;
+			__le64 reg_offset;
+			__u8 reg_pages[16];
+		} reg;
+	};
+	__le32 status;
+	__le32 state;
+	__le64 iova;
+	__le32 mask;
+	__le32 first_psn;
+	__le32 last_psn;
+	__le32 ack_length;
+	__le32 ssn;
+	__le32 has_rd_atomic;
+	__le32 dma_length;
+	__le32 dma_resid;
+	__le32 dma_cur_sge;
+	__le32 dma_num_sge;
+	__le32 dma_sge_offset;
+	__u8 rsvd0[4];
+} __packed;
+static_assert(sizeof(struct softirdma_rxe_send_wqe) == 208);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, wr_id) == 0);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, num_sge) == 8);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, opcode) == 12);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, send_flags) == 16);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, ex) == 20);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, rdma.remote_addr) == 24);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, atomic.atomic_remote_addr) == 24);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, ud.remote_qpn) == 24);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, mw.mw_addr) == 24);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, reg.reg_key) == 24);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, ud.remote_qkey) == 28);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, reg.reg_access) == 28);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, rdma.rkey) == 32);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, atomic.compare_add) == 32);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, ud.pkey_index) == 32);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, mw.mw_length) == 32);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, reg.reg_iova) == 32);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, ud.ah_num) == 36);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, atomic.swap) == 40);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, mw.mw_mr_lkey) == 40);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, reg.reg_length) == 40);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, mw.mw_mw_rkey) == 44);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, atomic.atomic_rkey) == 48);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, mw.mw_rkey) == 48);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, reg.reg_offset) == 48);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, mw.mw_access) == 52);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, ud.av) == 56);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, reg.reg_pages) == 56);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, status) == 144);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, state) == 148);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, iova) == 152);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, mask) == 160);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, first_psn) == 164);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, last_psn) == 168);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, ack_length) == 172);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, ssn) == 176);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, has_rd_atomic) == 180);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, dma_length) == 184);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, dma_resid) == 188);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, dma_cur_sge) == 192);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, dma_num_sge) == 196);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, dma_sge_offset) == 200);
+
+struct softirdma_rxe_recv_wqe {
+	__le64 wr_id;
+	__le32 num_sge;
+	__u8 rsvd0[4];
+	__le32 dma_length;
+	__u8 rsvd1[8];
+	__le32 dma_num_sge;
+	__u8 rsvd2[8];
+} __packed;
+static_assert(sizeof(struct softirdma_rxe_recv_wqe) == 40);
+static_assert(offsetof(struct softirdma_rxe_recv_wqe, wr_id) == 0);
+static_assert(offsetof(struct softirdma_rxe_recv_wqe, num_sge) == 8);
+static_assert(offsetof(struct softirdma_rxe_recv_wqe, dma_length) == 16);
+static_assert(offsetof(struct softirdma_rxe_recv_wqe, dma_num_sge) == 28);
+
+struct softirdma_rxe_sge {
+	__le64 addr;
+	__le32 length;
+	__le32 lkey;
+} __packed;
+static_assert(sizeof(struct softirdma_rxe_sge) == 16);
+static_assert(offsetof(struct softirdma_rxe_sge, addr) == 0);
+static_assert(offsetof(struct softirdma_rxe_sge, length) == 8);
+static_assert(offsetof(struct softirdma_rxe_sge, lkey) == 12);
+
+struct softirdma_ib_uverbs_wc {
+	__le64 wr_id;
+	__le32 status;
+	__le32 opcode;
+	__le32 vendor_err;
+	__le32 byte_len;
+	__le32 ex;
+	__le32 qp_num;
+	__le32 src_qp;
+	__le32 wc_flags;
+	__le16 pkey_index;
+	__le16 slid;
+	__u8 sl;
+	__u8 dlid_path_bits;
+	__u8 port_num;
+	__u8 rsvd0[1];
+} __packed;
+static_assert(sizeof(struct softirdma_ib_uverbs_wc) == 48);
+static_assert(offsetof(struct softirdma_ib_uverbs_wc, wr_id) == 0);
+static_assert(offsetof(struct softirdma_ib_uverbs_wc, status) == 8);
+static_assert(offsetof(struct softirdma_ib_uverbs_wc, opcode) == 12);
+static_assert(offsetof(struct softirdma_ib_uverbs_wc, vendor_err) == 16);
+static_assert(offsetof(struct softirdma_ib_uverbs_wc, byte_len) == 20);
+static_assert(offsetof(struct softirdma_ib_uverbs_wc, ex) == 24);
+static_assert(offsetof(struct softirdma_ib_uverbs_wc, qp_num) == 28);
+static_assert(offsetof(struct softirdma_ib_uverbs_wc, src_qp) == 32);
+static_assert(offsetof(struct softirdma_ib_uverbs_wc, wc_flags) == 36);
+static_assert(offsetof(struct softirdma_ib_uverbs_wc, pkey_index) == 40);
+static_assert(offsetof(struct softirdma_ib_uverbs_wc, slid) == 42);
+static_assert(offsetof(struct softirdma_ib_uverbs_wc, sl) == 44);
+static_assert(offsetof(struct softirdma_ib_uverbs_wc, dlid_path_bits) == 45);
+static_assert(offsetof(struct softirdma_ib_uverbs_wc, port_num) == 46);
+
+#endif /* SOFTIRDMA_ABI_H */
