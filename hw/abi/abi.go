@@ -115,6 +115,7 @@ const (
 	FatalNone       = 0
 	FatalCtrlQDMA   = 1 // the control queue ring is not in mapped guest memory
 	FatalCtrlQSetup = 2 // CtrlQLog out of range or the ring misaligned
+	FatalBusMaster  = 3 // the control queue was rung with bus mastering off
 )
 
 // BAR 2 doorbells. The driver writes the send queue's new producer index (any 32-bit write
