@@ -1,0 +1,140 @@
+package hw
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"syscall"
+
+	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/hw/abi"
+)
+
+// Supported page sizes (abi.RegPageSizes): 4 KiB and 2 MiB.
+const pageSizes = 1<<12 | 1<<21
+
+// tablePage is the size of a page of a multi-level page list's addresses.
+const tablePage = abi.PLEntriesPerPage * 8
+
+// pageList is a decoded page-list descriptor.
+type pageList struct {
+	addr   uint64
+	pages  uint32
+	shift  uint8
+	levels uint8
+}
+
+func decodePageList(b []byte) pageList {
+	return pageList{addr: binary.LittleEndian.Uint64(b[abi.PLAddr:]), pages: binary.LittleEndian.Uint32(b[abi.PLPages:]),
+		shift: b[abi.PLShift], levels: b[abi.PLLevels]}
+}
+
+// errf is a failure a driver sees as errno.
+func errf(errno syscall.Errno, format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), errno)
+}
+
+// resolvePages reads the page addresses a page list names, through guest memory, checking
+// everything a guest could get wrong: the page size, the levels, the count against the levels'
+// capacity and against max, the tables' alignment and presence (EFAULT), each page's alignment.
+// Whether the pages themselves are mapped is for the caller (emu checks it on registration).
+func resolvePages(mem *emu.GuestMemory, pl pageList, max uint32) (pageSize uint64, pages []uint64, err error) {
+	if pl.shift >= 64 || pageSizes&(uint64(1)<<pl.shift) == 0 {
+		return 0, nil, errf(syscall.EINVAL, "page list: pages of 2^%d bytes", pl.shift)
+	}
+	pageSize = uint64(1) << pl.shift
+	capacity := map[uint8]uint64{0: 1, 1: abi.PLEntriesPerPage, 2: abi.PLEntriesPerPage * abi.PLEntriesPerPage}
+	limit, ok := capacity[pl.levels]
+	switch {
+	case !ok:
+		return 0, nil, errf(syscall.EINVAL, "page list: %d levels", pl.levels)
+	case pl.pages == 0:
+		return 0, nil, errf(syscall.EINVAL, "page list: no pages")
+	case uint64(pl.pages) > limit:
+		return 0, nil, errf(syscall.EINVAL, "page list: %d pages in %d levels", pl.pages, pl.levels)
+	case pl.pages > max:
+		return 0, nil, errf(syscall.EINVAL, "page list: %d pages, at most %d", pl.pages, max)
+	}
+	if pl.levels == 0 {
+		if pl.addr%pageSize != 0 {
+			return 0, nil, errf(syscall.EINVAL, "page list: page 0x%x not aligned to %d", pl.addr, pageSize)
+		}
+		return pageSize, []uint64{pl.addr}, nil
+	}
+	tables := []uint64{pl.addr}
+	if pl.levels == 2 {
+		n := (pl.pages + abi.PLEntriesPerPage - 1) / abi.PLEntriesPerPage
+		if tables, err = readTable(mem, pl.addr, n); err != nil {
+			return 0, nil, err
+		}
+	}
+	pages = make([]uint64, 0, pl.pages)
+	for _, t := range tables {
+		n := min(pl.pages-uint32(len(pages)), abi.PLEntriesPerPage)
+		entries, err := readTable(mem, t, n)
+		if err != nil {
+			return 0, nil, err
+		}
+		for _, p := range entries {
+			if p%pageSize != 0 {
+				return 0, nil, errf(syscall.EINVAL, "page list: page 0x%x not aligned to %d", p, pageSize)
+			}
+			pages = append(pages, p)
+		}
+	}
+	return pageSize, pages, nil
+}
+
+// readTable reads n page addresses from the table page at addr.
+func readTable(mem *emu.GuestMemory, addr uint64, n uint32) ([]uint64, error) {
+	if addr%tablePage != 0 {
+		return nil, errf(syscall.EINVAL, "page list: table 0x%x not aligned to 4 KiB", addr)
+	}
+	b := make([]byte, 8*int(n))
+	if err := readGuest(mem, addr, b); err != nil {
+		return nil, err
+	}
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint64(b[8*i:])
+	}
+	return out, nil
+}
+
+// readGuest copies guest memory at addr into p, or fails with EFAULT if any of it is unmapped.
+func readGuest(mem *emu.GuestMemory, addr uint64, p []byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	if uint64(len(p))-1 > math.MaxUint64-addr || !mem.Mapped(addr, uint64(len(p))) {
+		return errf(syscall.EFAULT, "guest memory [0x%x, +%d) is not mapped", addr, len(p))
+	}
+	var segs [4][]byte
+	n := 0
+	for _, s := range mem.Segments(addr, uint64(len(p)), segs[:0]) {
+		n += copy(p[n:], s)
+	}
+	if n != len(p) {
+		return errf(syscall.EFAULT, "guest memory [0x%x, +%d) changed while read", addr, len(p))
+	}
+	return nil
+}
+
+// writeGuest copies p into guest memory at addr, or fails with EFAULT.
+func writeGuest(mem *emu.GuestMemory, addr uint64, p []byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	if uint64(len(p))-1 > math.MaxUint64-addr || !mem.Mapped(addr, uint64(len(p))) {
+		return errf(syscall.EFAULT, "guest memory [0x%x, +%d) is not mapped", addr, len(p))
+	}
+	var segs [4][]byte
+	n := 0
+	for _, s := range mem.Segments(addr, uint64(len(p)), segs[:0]) {
+		n += copy(s, p[n:])
+	}
+	if n != len(p) {
+		return errf(syscall.EFAULT, "guest memory [0x%x, +%d) changed while written", addr, len(p))
+	}
+	return nil
+}
