@@ -1,0 +1,189 @@
+package hw
+
+import (
+	"encoding/binary"
+	"syscall"
+
+	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/hw/abi"
+)
+
+// ringCtrlQLocked takes the control queue's new producer index and runs every command up to
+// it, in ring order. It returns the vectors to signal.
+func (f *Function) ringCtrlQLocked(prod uint32) []int {
+	r := &f.regs
+	r.ctrlQProd = prod
+	if r.ctrl&abi.DevCtrlEnable == 0 || r.status&abi.DevStatusFatal != 0 {
+		return nil // an enable comes first; a fatal function does nothing more
+	}
+	switch {
+	case r.ctrlQLog == 0 || r.ctrlQLog > abi.CtrlQMaxLog || r.ctrlQBase%4096 != 0:
+		f.fatalLocked(abi.FatalCtrlQSetup)
+		return nil
+	case !f.busMasterLocked():
+		f.fatalLocked(abi.FatalBusMaster)
+		return nil
+	}
+	mask := uint32(1)<<r.ctrlQLog - 1
+	r.ctrlQProd = prod & mask
+	ran := false
+	for r.ctrlQCons != r.ctrlQProd {
+		addr := r.ctrlQBase + uint64(r.ctrlQCons)*abi.CtrlEntrySize
+		var e [abi.CtrlEntrySize]byte
+		if err := readGuest(&f.mem, addr, e[:]); err != nil {
+			f.fatalLocked(abi.FatalCtrlQDMA)
+			return nil
+		}
+		err := f.execLocked(e[:])
+		binary.LittleEndian.PutUint32(e[abi.CtrlStatus:], abi.CtrlDone|errnoOf(err))
+		// Results (and a query's answer) first, then the status that says they are there.
+		if writeGuest(&f.mem, addr+abi.CtrlResult, e[abi.CtrlResult:]) != nil ||
+			writeGuest(&f.mem, addr+abi.CtrlStatus, e[abi.CtrlStatus:abi.CtrlStatus+4]) != nil {
+			f.fatalLocked(abi.FatalCtrlQDMA)
+			return nil
+		}
+		r.ctrlQCons = (r.ctrlQCons + 1) & mask
+		ran = true
+	}
+	if ran {
+		return []int{abi.CtrlVector}
+	}
+	return nil
+}
+
+func (f *Function) fatalLocked(code uint32) {
+	f.regs.status |= abi.DevStatusFatal
+	f.regs.status &^= abi.DevStatusReady
+	f.regs.fatal = code
+}
+
+// execLocked runs one command, writing its results into the entry.
+func (f *Function) execLocked(e []byte) error {
+	args := e[abi.CtrlArgs:]
+	u32 := func(off int) uint32 { return binary.LittleEndian.Uint32(args[off:]) }
+	result := func(i int, v uint32) { binary.LittleEndian.PutUint32(e[abi.CtrlResult+4*i:], v) }
+	switch op := binary.LittleEndian.Uint16(e[abi.CtrlOpcode:]); op {
+	case abi.OpNop:
+		return nil
+	case abi.OpAllocPD:
+		pd, err := f.dev.AllocPD()
+		if err != nil {
+			return err
+		}
+		f.nextPD++
+		f.pds[f.nextPD] = &pdEntry{pd: pd}
+		result(0, f.nextPD)
+		return nil
+	case abi.OpDeallocPD:
+		p, ok := f.pds[u32(0)]
+		switch {
+		case !ok:
+			return errf(syscall.ENOENT, "PD %d", u32(0))
+		case p.uses > 0:
+			return errf(syscall.EBUSY, "PD %d has %d objects", u32(0), p.uses)
+		}
+		delete(f.pds, u32(0))
+		return nil
+	case abi.OpAllocSTag:
+		return f.allocSTagLocked(u32(0), u32(4), u32(8), result)
+	case abi.OpRegMR:
+		return f.regMRLocked(args, result)
+	case abi.OpDeallocSTag:
+		return f.deallocSTagLocked(u32(0))
+	default:
+		return errf(syscall.EOPNOTSUPP, "control command 0x%x", op)
+	}
+}
+
+func (f *Function) pdLocked(pdn uint32) (*pdEntry, error) {
+	p, ok := f.pds[pdn]
+	if !ok {
+		return nil, errf(syscall.ENOENT, "PD %d", pdn)
+	}
+	return p, nil
+}
+
+func (f *Function) allocSTagLocked(pdn, kind, maxPages uint32, result func(int, uint32)) error {
+	p, err := f.pdLocked(pdn)
+	if err != nil {
+		return err
+	}
+	var stag uint32
+	switch kind {
+	case abi.STagFastRegMR:
+		if maxPages == 0 {
+			return errf(syscall.EINVAL, "a fast-register MR of no pages")
+		}
+		// The largest page a REG_MR work request may use bounds the region.
+		mr, err := p.pd.AllocFastRegMR(uint64(maxPages) << 21)
+		if err != nil {
+			return err
+		}
+		stag = mr.LKey()
+		f.mrs[stag>>8] = mrEntry{mr: mr, pdn: pdn}
+	case abi.STagMWType1, abi.STagMWType2A, abi.STagMWType2B:
+		typ := map[uint32]emu.MWType{abi.STagMWType1: emu.MWType1, abi.STagMWType2A: emu.MWType2A, abi.STagMWType2B: emu.MWType2}[kind]
+		mw, err := p.pd.AllocMW(typ)
+		if err != nil {
+			return err
+		}
+		stag = mw.RKey()
+		f.mws[stag>>8] = mwEntry{mw: mw, pdn: pdn}
+	default:
+		return errf(syscall.EINVAL, "STag kind %d", kind)
+	}
+	p.uses++
+	result(0, stag)
+	return nil
+}
+
+// maxMRPages bounds a registration's page list: 2^20 pages, 4 GiB of 4 KiB pages.
+const maxMRPages = 1 << 20
+
+func (f *Function) regMRLocked(args []byte, result func(int, uint32)) error {
+	pdn := binary.LittleEndian.Uint32(args[abi.RegMRPD:])
+	access := binary.LittleEndian.Uint32(args[abi.RegMRAccess:])
+	iova := binary.LittleEndian.Uint64(args[abi.RegMRIOVA:])
+	length := binary.LittleEndian.Uint64(args[abi.RegMRLength:])
+	offset := binary.LittleEndian.Uint64(args[abi.RegMROffset:])
+	p, err := f.pdLocked(pdn)
+	if err != nil {
+		return err
+	}
+	pageSize, pages, err := resolvePages(&f.mem, decodePageList(args[abi.RegMRPages:]), maxMRPages)
+	if err != nil {
+		return err
+	}
+	mr, err := p.pd.RegGuestMR(&f.mem, emu.PageList{PageSize: pageSize, Offset: offset, Length: length, Pages: pages}, iova, emu.Access(access))
+	if err != nil {
+		return err
+	}
+	f.mrs[mr.LKey()>>8] = mrEntry{mr: mr, pdn: pdn}
+	p.uses++
+	result(0, mr.LKey())
+	return nil
+}
+
+// deallocSTagLocked frees the MR or window whose STag's index is stag's: the driver names the
+// object it allocated, whose key8 may have moved since (a window's binds, a fast-register MR's
+// REG_MR work requests).
+func (f *Function) deallocSTagLocked(stag uint32) error {
+	idx := stag >> 8
+	if m, ok := f.mrs[idx]; ok {
+		if err := m.mr.Dereg(); err != nil {
+			return err
+		}
+		delete(f.mrs, idx)
+		f.pds[m.pdn].uses--
+		return nil
+	}
+	if w, ok := f.mws[idx]; ok {
+		if err := w.mw.Dealloc(); err != nil {
+			return err
+		}
+		delete(f.mws, idx)
+		f.pds[w.pdn].uses--
+		return nil
+	}
+	return errf(syscall.ENOENT, "STag 0x%x", stag)
+}

@@ -1,0 +1,192 @@
+// Package hw is the softirdma PCI function (docs/device.md, hw/abi): its config space, its
+// registers, its control queue and the objects the control queue creates on the RDMA engine
+// (emu), over the guest memory the bus maps for it. A bus (the vfio-user server, or a test's
+// in-process bus) calls ConfigRead/ConfigWrite, RegionRead/RegionWrite, MapDMA/UnmapDMA and
+// Reset; the function raises MSI-X vectors through the function it is given.
+package hw
+
+import (
+	"encoding/binary"
+	"errors"
+	mrand "math/rand/v2"
+	"net/netip"
+	"sync"
+	"syscall"
+
+	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/hw/abi"
+)
+
+// Config sets up a Function.
+type Config struct {
+	Name  string
+	Clock emu.Clock     // required
+	Rand  mrand.Source  // nil: unpredictable
+	Link  emu.Link      // nil: the device reaches only itself (loopback)
+	MAC   [6]byte       // until the driver writes one
+	IP    netip.Addr    // the device's address when the driver programs no GID
+	Event emu.EventSink // the engine's trace; nil: none
+	// Resolve maps a peer's address to its link address.
+	Resolve func(netip.Addr) ([6]byte, bool)
+	// IRQ signals an MSI-X vector; nil drops interrupts. It is called without the function's
+	// lock held.
+	IRQ func(vector int)
+}
+
+// Function is one softirdma PCI function. Its methods are safe for concurrent use: the bus
+// calls them from its connection, the engine's callbacks from its own goroutines.
+type Function struct {
+	cfg Config
+	mem emu.GuestMemory
+
+	mu     sync.Mutex // the registers and the object tables
+	config [configSize]byte
+	regs   registers
+	dev    *emu.Device // made when the driver enables the function
+	pds    map[uint32]*pdEntry
+	nextPD uint32
+	mrs    map[uint32]mrEntry // by STag index
+	mws    map[uint32]mwEntry // by STag index
+}
+
+type mrEntry struct {
+	mr  *emu.MR
+	pdn uint32
+}
+
+type mwEntry struct {
+	mw  *emu.MW
+	pdn uint32
+}
+
+type pdEntry struct {
+	pd   *emu.PD
+	uses int // MRs and windows in it: a PD in use is not deallocated (EBUSY)
+}
+
+// registers are BAR 0's read-write state.
+type registers struct {
+	ctrl, status, fatal uint32
+	macLo, macHi        uint32
+	ctrlQBase           uint64
+	ctrlQLog            uint32
+	ctrlQProd           uint32
+	ctrlQCons           uint32
+	gidValid            uint32
+	gids                [abi.GIDTableLen][16]byte
+}
+
+// New makes a function in its power-on state.
+func New(cfg Config) *Function {
+	f := &Function{cfg: cfg}
+	f.buildConfigSpace()
+	f.resetLocked()
+	return f
+}
+
+// Memory is the guest memory the function reaches: the regions the bus mapped.
+func (f *Function) Memory() *emu.GuestMemory { return &f.mem }
+
+// MapDMA makes guest memory [iova, iova+len(mem)) reachable. A region the bus could not map
+// (no file descriptor, read-only ROM) is not given to the function at all.
+func (f *Function) MapDMA(iova uint64, mem []byte) error { return f.mem.Map(iova, mem) }
+
+// UnmapDMA takes [iova, iova+size) away: every MR and window of the engine that reaches into it
+// is revoked first, so once UnmapDMA returns nothing of the function touches it and the bus may
+// unmap the memory.
+func (f *Function) UnmapDMA(iova, size uint64) error {
+	if err := f.mem.Unmap(iova, size); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	dev := f.dev
+	f.mu.Unlock()
+	if dev != nil {
+		dev.RevokeRange(&f.mem, iova, size)
+	}
+	return nil
+}
+
+// Reset returns the function to its power-on state (DEVICE_RESET, or DEV_CTRL's reset bit):
+// every object the driver created is gone and the registers hold their initial values. The
+// guest memory the bus mapped stays mapped: it belongs to the bus, not the driver.
+func (f *Function) Reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.resetLocked()
+}
+
+func (f *Function) resetLocked() {
+	if f.dev != nil {
+		f.dev.Stop()
+	}
+	f.dev = nil
+	f.pds, f.mrs, f.mws, f.nextPD = map[uint32]*pdEntry{}, map[uint32]mrEntry{}, map[uint32]mwEntry{}, 0
+	mac := f.cfg.MAC
+	f.regs = registers{
+		macLo: binary.LittleEndian.Uint32(mac[0:4]),
+		macHi: uint32(binary.LittleEndian.Uint16(mac[4:6])),
+	}
+}
+
+// enableLocked starts the engine with the addresses the driver programmed.
+func (f *Function) enableLocked() {
+	var ips []netip.Addr
+	for i, g := range f.regs.gids {
+		if f.regs.gidValid&(1<<i) != 0 {
+			ips = append(ips, netip.AddrFrom16(g).Unmap())
+		}
+	}
+	ip := f.cfg.IP
+	if len(ips) > 0 {
+		// The engine's main address is the IPv4 one if there is one, as rxe's GID 1.
+		ip = ips[0]
+		for _, a := range ips {
+			if a.Is4() {
+				ip = a
+				break
+			}
+		}
+	}
+	var mac [6]byte
+	binary.LittleEndian.PutUint32(mac[0:4], f.regs.macLo)
+	binary.LittleEndian.PutUint16(mac[4:6], uint16(f.regs.macHi))
+	resolve := f.cfg.Resolve
+	if resolve == nil {
+		// Only the device's own addresses resolve (the engine answers those itself).
+		resolve = func(netip.Addr) ([6]byte, bool) { return [6]byte{}, false }
+	}
+	f.dev = emu.NewDevice(emu.DeviceConfig{Name: f.cfg.Name, Clock: f.cfg.Clock, Rand: f.cfg.Rand, MAC: mac,
+		IP: ip, IPs: ips, Events: f.cfg.Event, Resolve: resolve})
+	link := f.cfg.Link
+	if link == nil {
+		link = noLink{}
+	}
+	f.dev.Attach(link)
+	f.regs.status = abi.DevStatusReady
+}
+
+// Device is the engine behind the function while it is enabled, nil otherwise.
+func (f *Function) Device() *emu.Device {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dev
+}
+
+// errnoOf is the errno a driver gets for err.
+func errnoOf(err error) uint32 {
+	if err == nil {
+		return 0
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return uint32(e)
+	}
+	return uint32(syscall.EINVAL)
+}
+
+// noLink is the link of a function without one: frames to the device itself loop back (the
+// engine turns them around before the link), the rest go nowhere.
+type noLink struct{}
+
+func (noLink) Send([]byte) error { return nil }

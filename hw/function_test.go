@@ -1,0 +1,421 @@
+package hw
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/hw/abi"
+)
+
+const (
+	ramBase = 0x100000
+	ctrlQAt = 0x100000 // the control queue's ring, in the first page of RAM
+	ctrlLog = 4
+)
+
+// bench is a function on the simulator's clock with 1 MiB of guest RAM, driven the way a
+// driver drives it: registers, the control queue in guest memory, the vectors it signals.
+type bench struct {
+	t    testing.TB
+	sim  *emu.Sim
+	f    *Function
+	ram  []byte
+	mu   sync.Mutex
+	irqs []int
+	prod uint32
+}
+
+func newBench(t testing.TB) *bench {
+	t.Helper()
+	b := &bench{t: t, sim: emu.NewSim(), ram: make([]byte, 1<<20)}
+	b.f = New(Config{Name: "fn", Clock: b.sim, IP: netip.MustParseAddr("192.0.2.1"), MAC: [6]byte{2, 0, 0, 0, 0, 1},
+		IRQ: func(v int) { b.mu.Lock(); b.irqs = append(b.irqs, v); b.mu.Unlock() }})
+	if err := b.f.MapDMA(ramBase, b.ram); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (b *bench) reg(off uint32) uint32 {
+	b.t.Helper()
+	var p [4]byte
+	if err := b.f.RegionRead(abi.BARRegs, uint64(off), p[:]); err != nil {
+		b.t.Fatal(err)
+	}
+	return binary.LittleEndian.Uint32(p[:])
+}
+
+func (b *bench) setReg(off, v uint32) {
+	b.t.Helper()
+	var p [4]byte
+	binary.LittleEndian.PutUint32(p[:], v)
+	if err := b.f.RegionWrite(abi.BARRegs, uint64(off), p[:]); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// enable does what a driver's probe does: bus mastering on, the control queue set up, the
+// function enabled.
+func (b *bench) enable() {
+	b.t.Helper()
+	must(b.t, b.f.ConfigWrite(pciCommand, []byte{cmdMemory | cmdBusMaster}))
+	b.setReg(abi.RegCtrlQBaseL, ctrlQAt)
+	b.setReg(abi.RegCtrlQBaseH, 0)
+	b.setReg(abi.RegCtrlQLog, ctrlLog)
+	b.setReg(abi.RegDevCtrl, abi.DevCtrlEnable)
+	if s := b.reg(abi.RegDevStatus); s != abi.DevStatusReady {
+		b.t.Fatalf("status 0x%x after enable", s)
+	}
+}
+
+// ram returns the RAM at guest address addr.
+func (b *bench) at(addr uint64) []byte { return b.ram[addr-ramBase:] }
+
+// cmd runs one control command and returns its errno and results.
+func (b *bench) cmd(op uint16, args []byte) (syscall.Errno, [4]uint32) {
+	b.t.Helper()
+	e := b.at(ctrlQAt + uint64(b.prod)*abi.CtrlEntrySize)[:abi.CtrlEntrySize]
+	clear(e)
+	binary.LittleEndian.PutUint16(e[abi.CtrlOpcode:], op)
+	binary.LittleEndian.PutUint64(e[abi.CtrlCookie:], 0xc00c1e)
+	copy(e[abi.CtrlArgs:], args)
+	b.prod = (b.prod + 1) & (1<<ctrlLog - 1)
+	b.mu.Lock()
+	before := len(b.irqs)
+	b.mu.Unlock()
+	b.setReg(abi.RegCtrlQProd, b.prod)
+	if cons := b.reg(abi.RegCtrlQCons); cons != b.prod {
+		b.t.Fatalf("consumer index %d, producer %d", cons, b.prod)
+	}
+	st := binary.LittleEndian.Uint32(e[abi.CtrlStatus:])
+	if st&abi.CtrlDone == 0 {
+		b.t.Fatalf("command 0x%x not done: status 0x%x", op, st)
+	}
+	if binary.LittleEndian.Uint64(e[abi.CtrlCookie:]) != 0xc00c1e {
+		b.t.Fatal("the device wrote the cookie")
+	}
+	b.mu.Lock()
+	if len(b.irqs) != before+1 || b.irqs[before] != abi.CtrlVector {
+		b.t.Fatalf("vectors %v after a command", b.irqs[before:])
+	}
+	b.mu.Unlock()
+	var res [4]uint32
+	for i := range res {
+		res[i] = binary.LittleEndian.Uint32(e[abi.CtrlResult+4*i:])
+	}
+	return syscall.Errno(st &^ abi.CtrlDone), res
+}
+
+// ok runs a command that must succeed and returns its first result.
+func (b *bench) ok(op uint16, args []byte) uint32 {
+	b.t.Helper()
+	errno, res := b.cmd(op, args)
+	if errno != 0 {
+		b.t.Fatalf("command 0x%x: %v", op, errno)
+	}
+	return res[0]
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func u32s(vs ...uint32) []byte {
+	b := make([]byte, 4*len(vs))
+	for i, v := range vs {
+		binary.LittleEndian.PutUint32(b[4*i:], v)
+	}
+	return b
+}
+
+// regMRArgs encodes REG_MR's arguments.
+func regMRArgs(pdn uint32, access emu.Access, iova, length, offset uint64, pl []byte) []byte {
+	a := make([]byte, abi.RegMRPages+abi.PageListSize)
+	binary.LittleEndian.PutUint32(a[abi.RegMRPD:], pdn)
+	binary.LittleEndian.PutUint32(a[abi.RegMRAccess:], uint32(access))
+	binary.LittleEndian.PutUint64(a[abi.RegMRIOVA:], iova)
+	binary.LittleEndian.PutUint64(a[abi.RegMRLength:], length)
+	binary.LittleEndian.PutUint64(a[abi.RegMROffset:], offset)
+	copy(a[abi.RegMRPages:], pl)
+	return a
+}
+
+func pageListBytes(addr uint64, pages uint32, shift, levels uint8) []byte {
+	b := make([]byte, abi.PageListSize)
+	binary.LittleEndian.PutUint64(b[abi.PLAddr:], addr)
+	binary.LittleEndian.PutUint32(b[abi.PLPages:], pages)
+	b[abi.PLShift], b[abi.PLLevels] = shift, levels
+	return b
+}
+
+func TestIdentityAndRegisters(t *testing.T) {
+	b := newBench(t)
+	cfg := make([]byte, configSize)
+	must(t, b.f.ConfigRead(0, cfg))
+	if v, d := binary.LittleEndian.Uint16(cfg[0:]), binary.LittleEndian.Uint16(cfg[2:]); v != abi.PCIVendorID || d != abi.PCIDeviceID {
+		t.Fatalf("IDs %04x:%04x", v, d)
+	}
+	if class := uint32(cfg[0x0b])<<16 | uint32(cfg[0x0a])<<8 | uint32(cfg[0x09]); class != abi.PCIClassCode {
+		t.Fatalf("class 0x%06x", class)
+	}
+	// Capabilities: MSI-X (table and PBA in BAR 4, 16 vectors), then a PCIe endpoint.
+	p := cfg[0x34]
+	if cfg[p] != 0x11 || binary.LittleEndian.Uint16(cfg[p+2:])&0x7ff != abi.NumVectors-1 ||
+		binary.LittleEndian.Uint32(cfg[p+4:]) != abi.MSIXTableOffset|abi.MSIXBar || binary.LittleEndian.Uint32(cfg[p+8:]) != abi.PBAOffset|abi.MSIXBar {
+		t.Fatalf("MSI-X capability % x", cfg[p:p+12])
+	}
+	q := cfg[p+1]
+	if cfg[q] != 0x10 || cfg[q+1] != 0 || binary.LittleEndian.Uint16(cfg[q+2:])&0xf0 != 0 {
+		t.Fatalf("PCIe capability % x", cfg[q:q+4])
+	}
+	// Writes change only the writable bits.
+	must(t, b.f.ConfigWrite(0, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}))
+	must(t, b.f.ConfigRead(0, cfg[:6]))
+	if !bytes.Equal(cfg[:6], []byte{0x34, 0x12, 0x52, 0x53, 0xff, 0x07}) {
+		t.Fatalf("after writing ones: % x", cfg[:6])
+	}
+	if err := b.f.ConfigRead(configSize-2, make([]byte, 4)); err == nil {
+		t.Fatal("a config read past the end succeeded")
+	}
+
+	for reg, want := range map[uint32]uint32{abi.RegMagic: abi.MagicValue, abi.RegVersion: abi.Version, abi.RegCaps: caps,
+		abi.RegPageSizes: 1<<12 | 1<<21, abi.RegMaxQP: 4096, abi.RegMaxMTU: 5, abi.RegPortState: 1, abi.RegDevStatus: 0,
+		abi.RegMACLo: 0x00000002, abi.RegMACHi: 0x0100} {
+		if got := b.reg(reg); got != want {
+			t.Errorf("register 0x%03x = 0x%x, want 0x%x", reg, got, want)
+		}
+	}
+	// Unaligned and narrow accesses read zeros and write nothing; out-of-range ones fail.
+	p2 := []byte{9, 9}
+	must(t, b.f.RegionRead(abi.BARRegs, abi.RegMagic, p2))
+	if p2[0] != 0 || p2[1] != 0 {
+		t.Fatalf("a 2-byte read gave % x", p2)
+	}
+	if err := b.f.RegionRead(abi.BARRegs, abi.BARRegsSize, make([]byte, 4)); err == nil {
+		t.Fatal("a read past BAR 0 succeeded")
+	}
+	if err := b.f.RegionWrite(1, 0, make([]byte, 4)); err == nil {
+		t.Fatal("a write to BAR 1 succeeded")
+	}
+}
+
+// The control queue: PD, an MR registered from a two-page list with an offset, a window, their
+// errors, and a WRITE through the MR's rkey landing in the right guest pages.
+func TestControlQueueKeys(t *testing.T) {
+	b := newBench(t)
+	b.enable()
+	pdn := b.ok(abi.OpAllocPD, nil)
+	if pdn != 1 {
+		t.Fatalf("first PD %d", pdn)
+	}
+	// The MR: 6000 bytes from offset 0x100 of page 0x150000, then page 0x140000 (out of order).
+	binary.LittleEndian.PutUint64(b.at(0x110000), 0x150000)
+	binary.LittleEndian.PutUint64(b.at(0x110008), 0x140000)
+	all := emu.AccessLocalWrite | emu.AccessRemoteWrite | emu.AccessRemoteRead | emu.AccessMWBind
+	stag := b.ok(abi.OpRegMR, regMRArgs(pdn, all, 0x7000_0100, 6000, 0x100, pageListBytes(0x110000, 2, 12, 1)))
+	mr, found := b.f.Device().MR(stag)
+	if !found || mr.Addr() != 0x7000_0100 || mr.Len() != 6000 {
+		t.Fatalf("MR 0x%x found %v", stag, found)
+	}
+
+	// A QP of the engine in the same PD writes through the rkey (over the loopback): the
+	// bytes land from 0x150100 to the end of that page, then at 0x140000.
+	b.writeThrough(t, pdn, mr, stag, 6000, emu.WCSuccess)
+	if !bytes.Equal(b.at(0x150100)[:0xf00], bytes.Repeat([]byte{0xab}, 0xf00)) ||
+		!bytes.Equal(b.at(0x140000)[:6000-0xf00], bytes.Repeat([]byte{0xab}, 6000-0xf00)) {
+		t.Fatal("the WRITE did not land in the MR's guest pages")
+	}
+	if b.at(0x1500ff)[0] != 0 || b.at(0x140000 + 6000 - 0xf00)[0] != 0 {
+		t.Fatal("the WRITE touched bytes outside the MR")
+	}
+
+	// Errors, each with its errno.
+	for _, c := range []struct {
+		name  string
+		op    uint16
+		args  []byte
+		errno syscall.Errno
+	}{
+		{"unknown_command", 0x7f, nil, syscall.EOPNOTSUPP},
+		{"reg_mr_unknown_pd", abi.OpRegMR, regMRArgs(9, all, 0, 4096, 0, pageListBytes(0x150000, 1, 12, 0)), syscall.ENOENT},
+		{"reg_mr_table_unmapped", abi.OpRegMR, regMRArgs(pdn, all, 0, 8192, 0, pageListBytes(0x900000, 2, 12, 1)), syscall.EFAULT},
+		{"reg_mr_page_unmapped", abi.OpRegMR, regMRArgs(pdn, all, 0, 4096, 0, pageListBytes(0x900000, 1, 12, 0)), syscall.EFAULT},
+		{"reg_mr_bad_page_size", abi.OpRegMR, regMRArgs(pdn, all, 0, 4096, 0, pageListBytes(0x150000, 1, 13, 0)), syscall.EINVAL},
+		{"reg_mr_remote_write_without_local", abi.OpRegMR, regMRArgs(pdn, emu.AccessRemoteWrite, 0, 4096, 0, pageListBytes(0x150000, 1, 12, 0)), syscall.EINVAL},
+		{"alloc_stag_bad_kind", abi.OpAllocSTag, u32s(pdn, 9, 0), syscall.EINVAL},
+		{"dealloc_unknown_stag", abi.OpDeallocSTag, u32s(0x123400), syscall.ENOENT},
+		{"dealloc_pd_in_use", abi.OpDeallocPD, u32s(pdn), syscall.EBUSY},
+		{"dealloc_unknown_pd", abi.OpDeallocPD, u32s(77), syscall.ENOENT},
+	} {
+		if errno, _ := b.cmd(c.op, c.args); errno != c.errno {
+			t.Errorf("%s: %v, want %v", c.name, errno, c.errno)
+		}
+	}
+
+	// Windows of each type; a fast-register MR; all freed, then the PD.
+	var stags []uint32
+	for _, kind := range []uint32{abi.STagMWType1, abi.STagMWType2A, abi.STagMWType2B, abi.STagFastRegMR} {
+		stags = append(stags, b.ok(abi.OpAllocSTag, u32s(pdn, kind, 4)))
+	}
+	dev := b.f.Device()
+	if w, ok := dev.MW(stags[2]); !ok || w.Type() != emu.MWType2 {
+		t.Fatalf("type 2B window 0x%x: %v", stags[2], ok)
+	}
+	for _, s := range append(stags, stag) {
+		b.ok(abi.OpDeallocSTag, u32s(s))
+	}
+	b.ok(abi.OpDeallocPD, u32s(pdn))
+	if _, ok := dev.MR(stag); ok {
+		t.Fatal("the MR outlived DEALLOC_STAG")
+	}
+}
+
+// writeThrough RDMA-WRITEs n bytes of 0xab to the MR's first byte through rkey from a QP of
+// the engine in the function's PD pdn, to another on the same device, and checks the
+// completion.
+func (b *bench) writeThrough(t *testing.T, pdn uint32, mr *emu.MR, rkey uint32, n int, want emu.WCStatus) {
+	t.Helper()
+	dev := b.f.Device()
+	pd := b.f.pds[pdn].pd
+	cq, err := dev.CreateCQ(16)
+	must(t, err)
+	mk := func() *emu.QP {
+		qp, err := pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+			Cap: emu.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		must(t, err)
+		return qp
+	}
+	// Two QPs of the device, so that a refusal fails the responder's QP and the requester
+	// hears the NAK (one QP connected to itself would flush its own request).
+	qp, peer := mk(), mk()
+	must(t, emu.ConnectRC(qp, peer, emu.ConnectOptions{}))
+	src, err := pd.RegMR(bytes.Repeat([]byte{0xab}, n), emu.AccessLocalWrite)
+	must(t, err)
+	must(t, qp.PostSend(emu.SendWR{ID: 1, Opcode: emu.WRRDMAWrite, Flags: emu.SendSignaled,
+		SGL: []emu.SGE{{Addr: src.Addr(), Length: uint32(n), LKey: src.LKey()}}, RemoteAddr: mr.Addr(), RKey: rkey}))
+	b.sim.RunUntilIdle(0)
+	wc := make([]emu.WC, 1)
+	if cq.Poll(wc) != 1 || wc[0].Status != want {
+		t.Fatalf("WRITE completion %+v, want %s", wc[0], want)
+	}
+}
+
+// Reset: every object gone, registers back to power-on, the guest memory still mapped.
+func TestResetForgetsEverything(t *testing.T) {
+	b := newBench(t)
+	b.enable()
+	b.ok(abi.OpAllocPD, nil)
+	dev := b.f.Device()
+	b.setReg(abi.RegDevCtrl, abi.DevCtrlReset)
+	for _, r := range []uint32{abi.RegDevStatus, abi.RegDevCtrl, abi.RegCtrlQLog, abi.RegCtrlQCons, abi.RegGIDValid} {
+		if v := b.reg(r); v != 0 {
+			t.Errorf("register 0x%x = 0x%x after reset", r, v)
+		}
+	}
+	if b.f.Device() != nil {
+		t.Fatal("an engine after reset")
+	}
+	if _, err := dev.AllocPD(); err != nil {
+		t.Log("the old engine is stopped, its objects unreachable")
+	}
+	b.prod = 0
+	b.enable()
+	if pdn := b.ok(abi.OpAllocPD, nil); pdn != 1 {
+		t.Fatalf("first PD after reset %d", pdn)
+	}
+}
+
+// Ringing the control queue without bus mastering, or with a ring outside guest memory, is
+// fatal: the function says why and does nothing more.
+func TestControlQueueFatal(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		prep func(b *bench)
+		code uint32
+	}{
+		{"no_bus_master", func(b *bench) { must(b.t, b.f.ConfigWrite(pciCommand, []byte{cmdMemory})) }, abi.FatalBusMaster},
+		{"ring_unmapped", func(b *bench) { b.setReg(abi.RegCtrlQBaseL, 0x800000) }, abi.FatalCtrlQDMA},
+		{"ring_misaligned", func(b *bench) { b.setReg(abi.RegCtrlQBaseL, ctrlQAt+64) }, abi.FatalCtrlQSetup},
+		{"ring_too_big", func(b *bench) { b.setReg(abi.RegCtrlQLog, abi.CtrlQMaxLog+1) }, abi.FatalCtrlQSetup},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBench(t)
+			b.enable()
+			c.prep(b)
+			b.setReg(abi.RegCtrlQProd, 1)
+			if s, code := b.reg(abi.RegDevStatus), b.reg(abi.RegFatalCode); s != abi.DevStatusFatal || code != c.code {
+				t.Fatalf("status 0x%x code %d, want fatal %d", s, code, c.code)
+			}
+		})
+	}
+}
+
+// UnmapDMA of memory an MR uses revokes the MR first: the next WRITE through its rkey fails
+// REM_ACCESS_ERR and the memory, once handed back, is not touched.
+func TestUnmapRevokesMRs(t *testing.T) {
+	b := newBench(t)
+	b.enable()
+	second := make([]byte, 1<<16)
+	must(t, b.f.MapDMA(0x4000_0000, second))
+	pdn := b.ok(abi.OpAllocPD, nil)
+	all := emu.AccessLocalWrite | emu.AccessRemoteWrite
+	stag := b.ok(abi.OpRegMR, regMRArgs(pdn, all, 0x9000, 4096, 0, pageListBytes(0x4000_1000, 1, 12, 0)))
+	mr, _ := b.f.Device().MR(stag)
+	b.writeThrough(t, pdn, mr, stag, 64, emu.WCSuccess)
+	if second[0x1000] != 0xab {
+		t.Fatal("the first WRITE did not land")
+	}
+	must(t, b.f.UnmapDMA(0x4000_0000, 1<<16))
+	before := bytes.Clone(second)
+	b.writeThrough(t, pdn, mr, stag, 64, emu.WCRemAccessErr)
+	if !bytes.Equal(second, before) {
+		t.Fatal("memory changed after UnmapDMA returned")
+	}
+	if !mr.Revoked() {
+		t.Fatal("the MR is not revoked")
+	}
+	// The guest still deregisters it.
+	b.ok(abi.OpDeallocSTag, u32s(stag))
+}
+
+// FuzzControlCommand: any 128 bytes as a command complete with a status (done, an errno) and
+// the function keeps serving; nothing panics, nothing outside guest memory is touched.
+func FuzzControlCommand(f *testing.F) {
+	f.Add(make([]byte, abi.CtrlEntrySize))
+	for _, op := range []uint16{abi.OpAllocPD, abi.OpRegMR, abi.OpAllocSTag, abi.OpDeallocSTag, abi.OpDeallocPD, abi.OpCreateQP} {
+		e := make([]byte, abi.CtrlEntrySize)
+		binary.LittleEndian.PutUint16(e, op)
+		binary.LittleEndian.PutUint32(e[abi.CtrlArgs:], 1)
+		f.Add(e)
+	}
+	reg := make([]byte, abi.CtrlEntrySize)
+	binary.LittleEndian.PutUint16(reg, abi.OpRegMR)
+	copy(reg[abi.CtrlArgs:], regMRArgs(1, emu.AccessLocalWrite, 0, 4096, 0, pageListBytes(0x150000, 1, 12, 0)))
+	f.Add(reg)
+	f.Fuzz(func(t *testing.T, entry []byte) {
+		b := newBench(t)
+		b.enable()
+		b.ok(abi.OpAllocPD, nil)
+		if len(entry) < 2 {
+			return
+		}
+		op := binary.LittleEndian.Uint16(entry)
+		var args []byte
+		if len(entry) > abi.CtrlArgs {
+			args = entry[abi.CtrlArgs:min(len(entry), abi.CtrlEntrySize)]
+		}
+		b.cmd(op, args)
+		b.ok(abi.OpNop, nil)
+		if b.reg(abi.RegDevStatus) != abi.DevStatusReady {
+			t.Fatal("a command made the function fatal")
+		}
+	})
+}

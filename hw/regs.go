@@ -1,0 +1,184 @@
+package hw
+
+import (
+	"encoding/binary"
+	"syscall"
+
+	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/hw/abi"
+)
+
+// RegionRead reads a BAR. Registers are read 32 bits at a time, aligned; other accesses read
+// as zeros, as a real device's undecoded bytes would. BAR 4's PBA reads as no vector pending.
+func (f *Function) RegionRead(bar int, off uint64, p []byte) error {
+	size, ok := barSizes[bar]
+	if !ok || off >= size || uint64(len(p)) > size-off {
+		return errf(syscall.EINVAL, "read of BAR %d [0x%x, +%d)", bar, off, len(p))
+	}
+	clear(p)
+	if bar != abi.BARRegs || len(p) != 4 || off%4 != 0 {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	binary.LittleEndian.PutUint32(p, f.readRegLocked(uint32(off)))
+	return nil
+}
+
+// RegionWrite writes a BAR: registers and doorbells 32 bits at a time, aligned; other writes
+// are dropped.
+func (f *Function) RegionWrite(bar int, off uint64, p []byte) error {
+	size, ok := barSizes[bar]
+	if !ok || off >= size || uint64(len(p)) > size-off {
+		return errf(syscall.EINVAL, "write of BAR %d [0x%x, +%d)", bar, off, len(p))
+	}
+	if len(p) != 4 || off%4 != 0 || bar == abi.MSIXBar {
+		return nil
+	}
+	v := binary.LittleEndian.Uint32(p)
+	f.mu.Lock()
+	var irq []int
+	if bar == abi.BARRegs {
+		irq = f.writeRegLocked(uint32(off), v)
+	}
+	f.mu.Unlock()
+	for _, vec := range irq {
+		f.signal(vec)
+	}
+	return nil
+}
+
+var barSizes = map[int]uint64{abi.BARRegs: abi.BARRegsSize, abi.BARDoorbell: abi.BARDoorbells, abi.MSIXBar: abi.MSIXBarSize}
+
+func (f *Function) signal(vector int) {
+	if f.cfg.IRQ != nil {
+		f.cfg.IRQ(vector)
+	}
+}
+
+// caps are the capabilities the function offers.
+const caps = abi.CapMWType1 | abi.CapMWType2A | abi.CapMWType2B | abi.CapAtomics | abi.CapSRQ | abi.CapFlush |
+	abi.CapAtomicWrite | abi.CapFastReg | abi.CapZeroBased
+
+func (f *Function) readRegLocked(off uint32) uint32 {
+	l := emu.DefaultLimits
+	r := &f.regs
+	switch {
+	case off >= abi.RegGIDTable && off < abi.RegGIDTable+16*abi.GIDTableLen:
+		i := (off - abi.RegGIDTable) / 16
+		return binary.LittleEndian.Uint32(r.gids[i][(off-abi.RegGIDTable)%16:])
+	}
+	switch off {
+	case abi.RegMagic:
+		return abi.MagicValue
+	case abi.RegVersion:
+		return abi.Version
+	case abi.RegCaps:
+		return caps
+	case abi.RegPageSizes:
+		return pageSizes
+	case abi.RegMaxQP:
+		return abi.MaxQPSlots
+	case abi.RegMaxQPWR:
+		return uint32(l.MaxQPWR)
+	case abi.RegMaxSGE:
+		return uint32(l.MaxSGE)
+	case abi.RegMaxInline:
+		return uint32(l.MaxInline)
+	case abi.RegMaxCQ:
+		return abi.MaxCQSlots
+	case abi.RegMaxCQE:
+		return uint32(l.MaxCQE)
+	case abi.RegMaxSRQ:
+		return uint32(l.MaxSRQ)
+	case abi.RegMaxSRQWR:
+		return uint32(l.MaxSRQWR)
+	case abi.RegMaxMR:
+		return uint32(l.MaxMR)
+	case abi.RegMaxMW:
+		return uint32(l.MaxMW)
+	case abi.RegMaxPD:
+		return uint32(l.MaxPD)
+	case abi.RegMaxRdAtom:
+		return uint32(l.MaxQPRdAtom)
+	case abi.RegMaxMsgSize:
+		return uint32(l.MaxMsgSize)
+	case abi.RegMaxMTU:
+		return uint32(emu.MTU4096)
+	case abi.RegMaxEQ:
+		return abi.NumVectors
+	case abi.RegMaxAH:
+		return maxAH
+	case abi.RegGIDTblLen:
+		return abi.GIDTableLen
+	case abi.RegCtrlQMax:
+		return abi.CtrlQMaxLog
+	case abi.RegDevCtrl:
+		return r.ctrl
+	case abi.RegDevStatus:
+		return r.status
+	case abi.RegFatalCode:
+		return r.fatal
+	case abi.RegPortState:
+		if f.dev != nil && f.dev.PortActive() {
+			return 4 // IBV_PORT_ACTIVE
+		}
+		return 1 // IBV_PORT_DOWN
+	case abi.RegMACLo:
+		return r.macLo
+	case abi.RegMACHi:
+		return r.macHi
+	case abi.RegCtrlQBaseL:
+		return uint32(r.ctrlQBase)
+	case abi.RegCtrlQBaseH:
+		return uint32(r.ctrlQBase >> 32)
+	case abi.RegCtrlQLog:
+		return r.ctrlQLog
+	case abi.RegCtrlQProd:
+		return r.ctrlQProd
+	case abi.RegCtrlQCons:
+		return r.ctrlQCons
+	case abi.RegGIDValid:
+		return r.gidValid
+	}
+	return 0
+}
+
+// maxAH is the address-vector table's largest size.
+const maxAH = 1 << 16
+
+// writeRegLocked writes a register and returns the vectors to signal once the lock is released.
+func (f *Function) writeRegLocked(off uint32, v uint32) []int {
+	r := &f.regs
+	if off >= abi.RegGIDTable && off < abi.RegGIDTable+16*abi.GIDTableLen {
+		i := (off - abi.RegGIDTable) / 16
+		binary.LittleEndian.PutUint32(r.gids[i][(off-abi.RegGIDTable)%16:], v)
+		return nil
+	}
+	switch off {
+	case abi.RegDevCtrl:
+		if v&abi.DevCtrlReset != 0 {
+			f.resetLocked()
+			return nil
+		}
+		if v&abi.DevCtrlEnable != 0 && r.ctrl&abi.DevCtrlEnable == 0 {
+			r.ctrl |= abi.DevCtrlEnable
+			f.enableLocked()
+		}
+	case abi.RegMACLo:
+		r.macLo = v
+	case abi.RegMACHi:
+		r.macHi = v & 0xffff
+	case abi.RegCtrlQBaseL:
+		r.ctrlQBase = r.ctrlQBase&^0xffffffff | uint64(v)
+	case abi.RegCtrlQBaseH:
+		r.ctrlQBase = r.ctrlQBase&0xffffffff | uint64(v)<<32
+	case abi.RegCtrlQLog:
+		r.ctrlQLog, r.ctrlQProd, r.ctrlQCons = v, 0, 0
+	case abi.RegCtrlQProd:
+		return f.ringCtrlQLocked(v)
+	case abi.RegGIDValid:
+		r.gidValid = v & (1<<abi.GIDTableLen - 1)
+	}
+	return nil
+}
