@@ -13,6 +13,9 @@ type CQ struct {
 	head, n    int
 	overflowed bool
 	notify     func() // called (after the device lock is released) when a completion is queued
+	// sink, when set, takes every completion instead of ring: a device model's CQ in guest
+	// memory. It runs with the device locked; false means it had no room, an overflow.
+	sink func(WC) bool
 
 	// Notification (ibv_req_notify_cq and the completion channel): armed says for which
 	// completions the next event fires, events carries it.
@@ -39,6 +42,26 @@ func (d *Device) CreateCQ(cqe int) (*CQ, error) {
 		return nil, fmt.Errorf("create_cq: %d entries: %w", cqe, syscall.EINVAL)
 	}
 	cq := &CQ{dev: d, ring: make([]WC, cqe), events: make(chan struct{}, 1)}
+	d.mu.Lock()
+	defer d.unlock()
+	num, ok := d.cqs.alloc(cq)
+	if !ok {
+		return nil, fmt.Errorf("create_cq: %w", syscall.ENOMEM)
+	}
+	cq.num = num
+	return cq, nil
+}
+
+// CreateCQSink creates a completion queue whose completions go to sink as they happen, rather
+// than into a ring of the engine for Poll: a device model writes them straight into the CQ it
+// keeps in guest memory. sink runs with the device locked and must not call into the device;
+// it reports false when the CQ has no room, which is an overflow as for a full CQ (the QP goes
+// to ERR, CQ_ERR is raised). Arming and OnCompletion work as for any CQ.
+func (d *Device) CreateCQSink(sink func(WC) bool) (*CQ, error) {
+	if sink == nil {
+		return nil, fmt.Errorf("create_cq: no sink: %w", syscall.EINVAL)
+	}
+	cq := &CQ{dev: d, sink: sink, events: make(chan struct{}, 1)}
 	d.mu.Lock()
 	defer d.unlock()
 	num, ok := d.cqs.alloc(cq)
@@ -138,15 +161,17 @@ func (cq *CQ) Events() <-chan struct{} { return cq.events }
 
 // push queues a completion and reports whether there was room.
 func (cq *CQ) push(wc WC) bool {
-	if cq.n == len(cq.ring) {
+	if cq.sink != nil && !cq.sink(wc) || cq.sink == nil && cq.n == len(cq.ring) {
 		if !cq.overflowed {
 			cq.dev.raise(AsyncCQErr, cq.num)
 		}
 		cq.overflowed = true
 		return false
 	}
-	cq.ring[(cq.head+cq.n)%len(cq.ring)] = wc
-	cq.n++
+	if cq.sink == nil {
+		cq.ring[(cq.head+cq.n)%len(cq.ring)] = wc
+		cq.n++
+	}
 	if cq.notify != nil {
 		cq.dev.later(cq.notify)
 	}
