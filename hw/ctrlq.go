@@ -90,6 +90,16 @@ func (f *Function) execLocked(e []byte) error {
 		return f.regMRLocked(args, result)
 	case abi.OpDeallocSTag:
 		return f.deallocSTagLocked(u32(0))
+	case abi.OpCreateEQ:
+		return f.createEQLocked(args, result)
+	case abi.OpDestroyEQ:
+		return f.destroyEQLocked(u32(0))
+	case abi.OpCreateCQ:
+		return f.createCQLocked(args, result)
+	case abi.OpResizeCQ:
+		return f.resizeCQLocked(u32(0), args[8:])
+	case abi.OpDestroyCQ:
+		return f.destroyCQLocked(u32(0))
 	default:
 		return errf(syscall.EOPNOTSUPP, "control command 0x%x", op)
 	}

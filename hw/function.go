@@ -47,6 +47,12 @@ type Function struct {
 	nextPD uint32
 	mrs    map[uint32]mrEntry // by STag index
 	mws    map[uint32]mwEntry // by STag index
+	eqs    map[uint32]*eq
+	nextEQ uint32
+	// asyncEQ gets the engine's async events.
+	asyncEQ *eq
+	cqs     map[uint32]*cq // by CQN
+	cqSlots [abi.MaxCQSlots]*cq
 }
 
 type mrEntry struct {
@@ -91,15 +97,32 @@ func (f *Function) Memory() *emu.GuestMemory { return &f.mem }
 // (no file descriptor, read-only ROM) is not given to the function at all.
 func (f *Function) MapDMA(iova uint64, mem []byte) error { return f.mem.Map(iova, mem) }
 
-// UnmapDMA takes [iova, iova+size) away: every MR and window of the engine that reaches into it
-// is revoked first, so once UnmapDMA returns nothing of the function touches it and the bus may
-// unmap the memory.
+// UnmapDMA takes [iova, iova+size) away: every MR and window of the engine and every queue
+// that reaches into it is revoked first, so once UnmapDMA returns nothing of the function
+// touches it and the bus may unmap the memory.
 func (f *Function) UnmapDMA(iova, size uint64) error {
 	if err := f.mem.Unmap(iova, size); err != nil {
 		return err
 	}
 	f.mu.Lock()
 	dev := f.dev
+	// A queue whose ring reaches into the range is done with: a CQ overflows from then on (its
+	// QPs fail, CQ_ERR), an EQ drops its entries. Taking each queue's lock waits for a write
+	// in progress.
+	for _, e := range f.eqs {
+		if e.r.overlaps(iova, size) {
+			e.mu.Lock()
+			e.gone = true
+			e.mu.Unlock()
+		}
+	}
+	for _, c := range f.cqs {
+		c.mu.Lock()
+		if c.r.overlaps(iova, size) {
+			c.gone = true
+		}
+		c.mu.Unlock()
+	}
 	f.mu.Unlock()
 	if dev != nil {
 		dev.RevokeRange(&f.mem, iova, size)
@@ -122,6 +145,17 @@ func (f *Function) resetLocked() {
 	}
 	f.dev = nil
 	f.pds, f.mrs, f.mws, f.nextPD = map[uint32]*pdEntry{}, map[uint32]mrEntry{}, map[uint32]mwEntry{}, 0
+	for _, e := range f.eqs {
+		e.mu.Lock()
+		e.gone = true
+		e.mu.Unlock()
+	}
+	for _, c := range f.cqs {
+		c.mu.Lock()
+		c.gone = true
+		c.mu.Unlock()
+	}
+	f.eqs, f.nextEQ, f.asyncEQ, f.cqs, f.cqSlots = map[uint32]*eq{}, 0, nil, map[uint32]*cq{}, [abi.MaxCQSlots]*cq{}
 	mac := f.cfg.MAC
 	f.regs = registers{
 		macLo: binary.LittleEndian.Uint32(mac[0:4]),
@@ -163,7 +197,19 @@ func (f *Function) enableLocked() {
 		link = noLink{}
 	}
 	f.dev.Attach(link)
+	f.dev.OnAsyncEvent(f.asyncEvent)
 	f.regs.status = abi.DevStatusReady
+}
+
+// asyncEvent puts one of the engine's async events in the async EQ, if the driver made one.
+// It runs on the engine's clock, never with the engine or the function locked.
+func (f *Function) asyncEvent(ev emu.AsyncEvent) {
+	f.mu.Lock()
+	e := f.asyncEQ
+	f.mu.Unlock()
+	if e != nil && e.post(uint8(ev.Type), ev.Num) {
+		f.signal(e.vector)
+	}
 }
 
 // Device is the engine behind the function while it is enabled, nil otherwise.

@@ -3,6 +3,7 @@ package hw
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"sync"
 	"syscall"
@@ -390,7 +391,7 @@ func TestUnmapRevokesMRs(t *testing.T) {
 // the function keeps serving; nothing panics, nothing outside guest memory is touched.
 func FuzzControlCommand(f *testing.F) {
 	f.Add(make([]byte, abi.CtrlEntrySize))
-	for _, op := range []uint16{abi.OpAllocPD, abi.OpRegMR, abi.OpAllocSTag, abi.OpDeallocSTag, abi.OpDeallocPD, abi.OpCreateQP} {
+	for _, op := range []uint16{abi.OpAllocPD, abi.OpRegMR, abi.OpAllocSTag, abi.OpDeallocSTag, abi.OpDeallocPD, abi.OpCreateQP, abi.OpCreateEQ, abi.OpCreateCQ, abi.OpResizeCQ, abi.OpDestroyCQ, abi.OpDestroyEQ} {
 		e := make([]byte, abi.CtrlEntrySize)
 		binary.LittleEndian.PutUint16(e, op)
 		binary.LittleEndian.PutUint32(e[abi.CtrlArgs:], 1)
@@ -418,4 +419,184 @@ func FuzzControlCommand(f *testing.F) {
 			t.Fatal("a command made the function fatal")
 		}
 	})
+}
+
+// queueArgs encodes a queue (abi.QueueArgs) over one level of pages listed at table.
+func queueArgs(logCount, logElem uint8, table uint64, pages uint32) []byte {
+	q := make([]byte, abi.QueueArgsSize)
+	q[abi.QueueLogCount], q[abi.QueueLogElem] = logCount, logElem
+	copy(q[abi.QueuePages:], pageListBytes(table, pages, 12, 1))
+	return q
+}
+
+// ringAt lays a ring's pages out contiguously from addr, listing them in a table at table, and
+// writes its header's element size and mask as a driver does.
+func (b *bench) ringAt(addr, table uint64, pages int, logCount, logElem uint8) {
+	for i := range pages {
+		binary.LittleEndian.PutUint64(b.at(table+uint64(8*i)), addr+uint64(i)*4096)
+	}
+	binary.LittleEndian.PutUint32(b.at(addr+abi.QHLogElemSize), uint32(logElem))
+	binary.LittleEndian.PutUint32(b.at(addr+abi.QHIndexMask), 1<<logCount-1)
+}
+
+// CQs in guest memory: completions land as ib_uverbs_wc in the ring (one straddling a page
+// boundary included); an armed CQ puts an entry in its EQ and signals the EQ's vector; a resize
+// carries unpolled completions over; a full CQ overflows into CQ_ERR and QP_FATAL on the async
+// EQ.
+func TestCompletionQueues(t *testing.T) {
+	b := newBench(t)
+	b.enable()
+	pdn := b.ok(abi.OpAllocPD, nil)
+	b.ringAt(0x120000, 0x110000, 1, 4, 4)
+	eqn := b.ok(abi.OpCreateEQ, append(pageListBytes(0x110000, 1, 12, 1), 4, abi.EQCompletion, 3, 0))
+	b.ringAt(0x130000, 0x111000, 1, 3, 4)
+	aeqn := b.ok(abi.OpCreateEQ, append(pageListBytes(0x111000, 1, 12, 1), 3, abi.EQAsync, 1, 0))
+	if eqn == aeqn {
+		t.Fatal("two EQs with one number")
+	}
+	// 128 CQEs of 64 bytes: 384 + 8 KiB, three pages.
+	b.ringAt(0x140000, 0x112000, 3, 7, 6)
+	args := append(queueArgs(7, 6, 0x112000, 3), u32s(0, 0, eqn)[8:]...)
+	errno, res := b.cmd(abi.OpCreateCQ, args)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	cqn, slot := res[0], res[1]
+	c := b.f.cqs[cqn]
+
+	dev := b.f.Device()
+	pd := b.f.pds[pdn].pd
+	qp, err := pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: c.emu, RecvCQ: c.emu,
+		Cap: emu.QPCap{MaxSendWR: 128, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	must(t, err)
+	peerCQ, _ := dev.CreateCQ(256)
+	peer, err := pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: peerCQ, RecvCQ: peerCQ,
+		Cap: emu.QPCap{MaxSendWR: 64, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	must(t, err)
+	must(t, emu.ConnectRC(qp, peer, emu.ConnectOptions{}))
+	buf, err := pd.RegMR(make([]byte, 4096), emu.AccessLocalWrite|emu.AccessRemoteWrite)
+	must(t, err)
+	write := func(id uint64) {
+		must(t, qp.PostSend(emu.SendWR{ID: id, Opcode: emu.WRRDMAWrite, Flags: emu.SendSignaled,
+			SGL: []emu.SGE{{Addr: buf.Addr(), Length: 8, LKey: buf.LKey()}}, RemoteAddr: buf.Addr() + 64, RKey: buf.RKey()}))
+	}
+	b.setArm(slot, abi.ArmNext)
+	for id := uint64(1); id <= 70; id++ {
+		write(id)
+	}
+	b.sim.RunUntilIdle(0)
+	if prod := binary.LittleEndian.Uint32(b.at(0x140000 + abi.QHProducer)); prod != 70 {
+		t.Fatalf("producer %d after 70 completions", prod)
+	}
+	// Every CQE's fields, across the ring's first two pages.
+	for i := range 70 {
+		e := b.at(0x140000 + abi.QueueHeaderSize + uint64(i)*64)
+		if id := binary.LittleEndian.Uint64(e[abi.CQEWRID:]); id != uint64(i+1) ||
+			binary.LittleEndian.Uint32(e[abi.CQEStatus:]) != 0 || binary.LittleEndian.Uint32(e[abi.CQEOpcode:]) != uint32(emu.WCRDMAWrite) ||
+			binary.LittleEndian.Uint32(e[abi.CQEQPNum:]) != qp.Num() || e[abi.CQEPortNum] != 1 {
+			t.Fatalf("CQE %d: % x", i, e[:abi.CQESize])
+		}
+	}
+	// The arm fired once: one EQ entry naming the CQ, vector 3.
+	if prod := binary.LittleEndian.Uint32(b.at(0x120000 + abi.QHProducer)); prod != 1 {
+		t.Fatalf("EQ producer %d", prod)
+	}
+	if e := b.at(0x120000 + abi.QueueHeaderSize); e[abi.EQType] != abi.EQCompletion || binary.LittleEndian.Uint32(e[abi.EQNum:]) != cqn {
+		t.Fatalf("EQ entry % x", e[:16])
+	}
+	if !b.sawVector(3) {
+		t.Fatal("vector 3 not signalled")
+	}
+
+	// The driver polls 60; a resize to 32 entries carries the other 10 over.
+	binary.LittleEndian.PutUint32(b.at(0x140000+abi.QHConsumer), 60)
+	b.ringAt(0x150000, 0x113000, 1, 5, 6)
+	b.ok(abi.OpResizeCQ, append(u32s(cqn, 0), queueArgs(5, 6, 0x113000, 1)...))
+	if prod := binary.LittleEndian.Uint32(b.at(0x150000 + abi.QHProducer)); prod != 10 {
+		t.Fatalf("producer %d after the resize", prod)
+	}
+	if id := binary.LittleEndian.Uint64(b.at(0x150000 + abi.QueueHeaderSize)); id != 61 {
+		t.Fatalf("first carried CQE is wr %d", id)
+	}
+	// 21 more fill the 31 usable slots; the 22nd overflows: QP_FATAL and CQ_ERR on the async EQ.
+	for id := uint64(71); id <= 92; id++ {
+		write(id)
+	}
+	b.sim.RunUntilIdle(0)
+	if qp.State() != emu.QPSErr {
+		t.Fatalf("QP %s after the overflow", qp.State())
+	}
+	var async []emu.AsyncEvent
+	for i := range int(binary.LittleEndian.Uint32(b.at(0x130000 + abi.QHProducer))) {
+		e := b.at(0x130000 + abi.QueueHeaderSize + uint64(i)*16)
+		async = append(async, emu.AsyncEvent{Type: emu.AsyncEventType(e[abi.EQType]), Num: binary.LittleEndian.Uint32(e[abi.EQNum:])})
+	}
+	if want := []emu.AsyncEvent{{Type: emu.AsyncCQErr, Num: cqn}, {Type: emu.AsyncQPFatal, Num: qp.Num()}}; fmt.Sprint(async) != fmt.Sprint(want) {
+		t.Fatalf("async EQ %v, want %v", async, want)
+	}
+	if !b.sawVector(1) {
+		t.Fatal("the async vector was not signalled")
+	}
+	// A CQ in use is not destroyed; an EQ serving a CQ neither.
+	if errno, _ := b.cmd(abi.OpDestroyCQ, u32s(cqn)); errno != syscall.EBUSY {
+		t.Fatalf("destroying a CQ in use: %v", errno)
+	}
+	if errno, _ := b.cmd(abi.OpDestroyEQ, u32s(eqn)); errno != syscall.EBUSY {
+		t.Fatalf("destroying an EQ in use: %v", errno)
+	}
+	must(t, qp.Destroy())
+	b.ok(abi.OpDestroyCQ, u32s(cqn))
+	b.ok(abi.OpDestroyEQ, u32s(eqn))
+}
+
+func (b *bench) setArm(slot, v uint32) {
+	b.t.Helper()
+	var p [4]byte
+	binary.LittleEndian.PutUint32(p[:], v)
+	must(b.t, b.f.RegionWrite(abi.BARDoorbell, uint64(abi.CQArm(slot)), p[:]))
+}
+
+func (b *bench) sawVector(v int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, x := range b.irqs {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// A CQ whose ring goes with an unmapped region takes no more completions: the next one is an
+// overflow (the QP fails) and the memory is not touched.
+func TestUnmapRevokesCQ(t *testing.T) {
+	b := newBench(t)
+	b.enable()
+	second := make([]byte, 1<<16)
+	must(t, b.f.MapDMA(0x4000_0000, second))
+	pdn := b.ok(abi.OpAllocPD, nil)
+	binary.LittleEndian.PutUint64(b.at(0x110000), 0x4000_0000)
+	binary.LittleEndian.PutUint32(second[abi.QHIndexMask:], 15)
+	binary.LittleEndian.PutUint32(second[abi.QHLogElemSize:], 6)
+	errno, res := b.cmd(abi.OpCreateCQ, append(queueArgs(4, 6, 0x110000, 1), u32s(0, 0, 0xffffffff)[8:]...))
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	c := b.f.cqs[res[0]]
+	pd := b.f.pds[pdn].pd
+	qp, err := pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: c.emu, RecvCQ: c.emu,
+		Cap: emu.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	must(t, err)
+	must(t, emu.ConnectRC(qp, qp, emu.ConnectOptions{}))
+	must(t, b.f.UnmapDMA(0x4000_0000, 1<<16))
+	before := bytes.Clone(second)
+	must(t, qp.PostSend(emu.SendWR{ID: 1, Opcode: emu.WRSend, Flags: emu.SendSignaled}))
+	must(t, qp.PostRecv(emu.RecvWR{ID: 2}))
+	b.sim.RunUntilIdle(0)
+	if qp.State() != emu.QPSErr {
+		t.Fatalf("QP %s after its CQ's ring went", qp.State())
+	}
+	if !bytes.Equal(second, before) {
+		t.Fatal("the unmapped ring was written")
+	}
 }

@@ -36,6 +36,10 @@ func (f *Function) RegionWrite(bar int, off uint64, p []byte) error {
 		return nil
 	}
 	v := binary.LittleEndian.Uint32(p)
+	if bar == abi.BARDoorbell {
+		f.doorbell(off, v)
+		return nil
+	}
 	f.mu.Lock()
 	var irq []int
 	if bar == abi.BARRegs {

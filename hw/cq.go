@@ -1,0 +1,283 @@
+package hw
+
+import (
+	"encoding/binary"
+	"sync"
+	"syscall"
+
+	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/hw/abi"
+)
+
+// eq is an event queue in guest memory: completion events of armed CQs, or async events.
+type eq struct {
+	mu      sync.Mutex
+	r       *ring
+	num     uint32
+	kind    uint8
+	vector  int
+	prod    uint32
+	seq     uint64
+	dropped uint64
+	gone    bool
+}
+
+// post adds an entry and reports whether the EQ's vector should be signalled. A full EQ drops
+// the entry; the running count in the next one shows the gap.
+func (e *eq) post(typ uint8, num uint32) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.gone {
+		return false
+	}
+	e.seq++
+	cons, err := e.r.readU32(abi.QHConsumer)
+	if err != nil {
+		e.gone = true
+		return false
+	}
+	if (e.prod+1)&e.r.mask() == cons&e.r.mask() {
+		e.dropped++
+		return true
+	}
+	var b [abi.EQEntrySize]byte
+	b[abi.EQType] = typ
+	binary.LittleEndian.PutUint32(b[abi.EQNum:], num)
+	binary.LittleEndian.PutUint64(b[abi.EQSeq:], e.seq)
+	if e.r.access(e.r.elemOff(e.prod), b[:], true) != nil {
+		e.gone = true
+		return false
+	}
+	e.prod = (e.prod + 1) & e.r.mask()
+	if e.r.writeU32(abi.QHProducer, e.prod) != nil {
+		e.gone = true
+	}
+	return true
+}
+
+// cq is a CQ in guest memory: the engine's completions are written into its ring as they
+// happen (emu.CreateCQSink), in the ib_uverbs_wc layout.
+type cq struct {
+	f    *Function
+	emu  *emu.CQ
+	slot uint32
+	eq   *eq
+
+	mu   sync.Mutex
+	r    *ring
+	prod uint32
+	gone bool // its ring is unusable (revoked, unmapped): every completion overflows
+}
+
+// sink writes one completion; false means the ring is full (an overflow for the engine).
+// It runs with the engine locked.
+func (c *cq) sink(wc emu.WC) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gone {
+		return false
+	}
+	cons, err := c.r.readU32(abi.QHConsumer)
+	if err != nil || (c.prod+1)&c.r.mask() == cons&c.r.mask() {
+		return false
+	}
+	var b [abi.CQESize]byte
+	encodeCQE(b[:], &wc)
+	if c.r.access(c.r.elemOff(c.prod), b[:], true) != nil {
+		c.gone = true
+		return false
+	}
+	c.prod = (c.prod + 1) & c.r.mask()
+	return c.r.writeU32(abi.QHProducer, c.prod) == nil
+}
+
+// encodeCQE writes wc as struct ib_uverbs_wc: immediate data in network order, an invalidated
+// rkey as it is.
+func encodeCQE(b []byte, wc *emu.WC) {
+	le := binary.LittleEndian
+	le.PutUint64(b[abi.CQEWRID:], wc.WRID)
+	le.PutUint32(b[abi.CQEStatus:], uint32(wc.Status))
+	le.PutUint32(b[abi.CQEOpcode:], uint32(wc.Opcode))
+	le.PutUint32(b[abi.CQEByteLen:], wc.ByteLen)
+	if wc.Flags&emu.WCWithImm != 0 {
+		binary.BigEndian.PutUint32(b[abi.CQEImm:], wc.Imm)
+	} else {
+		le.PutUint32(b[abi.CQEImm:], wc.Imm)
+	}
+	le.PutUint32(b[abi.CQEQPNum:], wc.QPNum)
+	le.PutUint32(b[abi.CQESrcQP:], wc.SrcQP)
+	le.PutUint32(b[abi.CQEWCFlags:], uint32(wc.Flags))
+	b[abi.CQEPortNum] = 1
+}
+
+// completed runs after the engine queued completions (outside its lock): an armed CQ that fired
+// gets its entry in its EQ.
+func (c *cq) completed() {
+	select {
+	case <-c.emu.Events():
+	default:
+		return
+	}
+	if c.eq != nil && c.eq.post(abi.EQCompletion, c.emu.Num()) {
+		c.f.signal(c.eq.vector)
+	}
+}
+
+// arm arms the CQ from a write to its arm register.
+func (c *cq) arm(v uint32) {
+	if v&(abi.ArmNext|abi.ArmSolicited) == 0 {
+		return
+	}
+	_ = c.emu.ReqNotify(v&abi.ArmNext == 0)
+}
+
+// maxQueueCount bounds a CQ's or EQ's elements.
+const maxQueueCount = 1 << 20
+
+func (f *Function) createEQLocked(args []byte, result func(int, uint32)) error {
+	kind, vector := args[17], binary.LittleEndian.Uint16(args[18:])
+	if kind > abi.EQAsync || vector >= abi.NumVectors {
+		return errf(syscall.EINVAL, "EQ kind %d, vector %d", kind, vector)
+	}
+	var q [abi.QueueArgsSize]byte
+	q[abi.QueueLogCount], q[abi.QueueLogElem] = args[16], 4 // 16-byte entries
+	copy(q[abi.QueuePages:], args[0:abi.PageListSize])
+	r, err := newRing(&f.mem, q[:], abi.EQEntrySize, maxQueueCount)
+	if err != nil {
+		return err
+	}
+	if kind == abi.EQAsync && f.asyncEQ != nil {
+		return errf(syscall.EBUSY, "an async EQ exists")
+	}
+	f.nextEQ++
+	e := &eq{r: r, num: f.nextEQ, kind: kind, vector: int(vector)}
+	f.eqs[e.num] = e
+	if kind == abi.EQAsync {
+		f.asyncEQ = e
+	}
+	result(0, e.num)
+	return nil
+}
+
+func (f *Function) destroyEQLocked(n uint32) error {
+	e, ok := f.eqs[n]
+	if !ok {
+		return errf(syscall.ENOENT, "EQ %d", n)
+	}
+	for _, c := range f.cqSlots {
+		if c != nil && c.eq == e {
+			return errf(syscall.EBUSY, "EQ %d serves CQ %d", n, c.emu.Num())
+		}
+	}
+	e.mu.Lock()
+	e.gone = true
+	e.mu.Unlock()
+	delete(f.eqs, n)
+	if f.asyncEQ == e {
+		f.asyncEQ = nil
+	}
+	return nil
+}
+
+func (f *Function) createCQLocked(args []byte, result func(int, uint32)) error {
+	r, err := newRing(&f.mem, args[:abi.QueueArgsSize], abi.CQESize, maxQueueCount)
+	if err != nil {
+		return err
+	}
+	var e *eq
+	if n := binary.LittleEndian.Uint32(args[24:]); n != 0xffffffff {
+		var ok bool
+		if e, ok = f.eqs[n]; !ok || e.kind != abi.EQCompletion {
+			return errf(syscall.ENOENT, "completion EQ %d", n)
+		}
+	}
+	slot := -1
+	for i, c := range f.cqSlots {
+		if c == nil {
+			slot = i
+			break
+		}
+	}
+	if slot < 0 {
+		return errf(syscall.ENOMEM, "all %d CQ slots in use", len(f.cqSlots))
+	}
+	c := &cq{f: f, r: r, eq: e, slot: uint32(slot)}
+	ecq, err := f.dev.CreateCQSink(c.sink)
+	if err != nil {
+		return err
+	}
+	c.emu = ecq
+	ecq.OnCompletion(c.completed)
+	f.cqSlots[slot] = c
+	f.cqs[ecq.Num()] = c
+	result(0, ecq.Num())
+	result(1, uint32(slot))
+	return nil
+}
+
+func (f *Function) destroyCQLocked(n uint32) error {
+	c, ok := f.cqs[n]
+	if !ok {
+		return errf(syscall.ENOENT, "CQ %d", n)
+	}
+	if err := c.emu.Destroy(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.gone = true
+	c.mu.Unlock()
+	delete(f.cqs, n)
+	f.cqSlots[c.slot] = nil
+	return nil
+}
+
+// resizeCQLocked moves the CQ to a new ring, carrying over the completions not yet polled:
+// they start the new ring, whose producer index is their count.
+func (f *Function) resizeCQLocked(n uint32, args []byte) error {
+	c, ok := f.cqs[n]
+	if !ok {
+		return errf(syscall.ENOENT, "CQ %d", n)
+	}
+	r, err := newRing(&f.mem, args[:abi.QueueArgsSize], abi.CQESize, maxQueueCount)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cons, err := c.r.readU32(abi.QHConsumer)
+	if err != nil {
+		return err
+	}
+	pending := (c.prod - cons) & c.r.mask()
+	if pending >= r.count() {
+		return errf(syscall.EINVAL, "%d completions do not fit in %d", pending, r.count()-1)
+	}
+	b := make([]byte, abi.CQESize)
+	for i := uint32(0); i < pending; i++ {
+		if err := c.r.access(c.r.elemOff(cons+i), b, false); err != nil {
+			return err
+		}
+		if err := r.access(r.elemOff(i), b, true); err != nil {
+			return err
+		}
+	}
+	if err := r.writeU32(abi.QHProducer, pending); err != nil {
+		return err
+	}
+	c.r, c.prod, c.gone = r, pending, false
+	return nil
+}
+
+// doorbell handles a write to BAR 2: a CQ's arm register (send-queue doorbells come with QPs).
+func (f *Function) doorbell(off uint64, v uint32) {
+	if off < abi.CQArmBase {
+		return
+	}
+	slot := (off - abi.CQArmBase) / 8
+	f.mu.Lock()
+	c := f.cqSlots[slot]
+	f.mu.Unlock()
+	if c != nil && off%8 == 0 {
+		c.arm(v)
+	}
+}

@@ -1,0 +1,105 @@
+package hw
+
+import (
+	"encoding/binary"
+	"syscall"
+
+	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/hw/abi"
+)
+
+// ring is a queue in guest memory in the rxe layout (abi.QueueHeaderSize bytes of header,
+// then 2^logCount elements of 2^logElem bytes) over the pages of a page list. Elements may
+// straddle pages; every access is split where a page ends and fails with EFAULT if the page is
+// gone.
+type ring struct {
+	mem      *emu.GuestMemory
+	pages    []uint64
+	pageSize uint64
+	logCount uint8
+	logElem  uint8
+}
+
+func (r *ring) count() uint32 { return 1 << r.logCount }
+func (r *ring) mask() uint32  { return r.count() - 1 }
+
+// bytes is the ring's length, header included.
+func (r *ring) bytes() uint64 {
+	return abi.QueueHeaderSize + uint64(r.count())<<r.logElem
+}
+
+// newRing checks a queue's arguments (abi.QueueArgs) and resolves its pages. minElem is the
+// least element the queue's entries need.
+func newRing(mem *emu.GuestMemory, args []byte, minElem int, maxCount uint32) (*ring, error) {
+	logCount, logElem := args[abi.QueueLogCount], args[abi.QueueLogElem]
+	switch {
+	case logCount == 0 || logCount > 31 || uint32(1)<<logCount > maxCount:
+		return nil, errf(syscall.EINVAL, "queue of 2^%d elements", logCount)
+	case logElem > 16 || 1<<logElem < minElem:
+		return nil, errf(syscall.EINVAL, "queue elements of 2^%d bytes, at least %d needed", logElem, minElem)
+	}
+	pageSize, pages, err := resolvePages(mem, decodePageList(args[abi.QueuePages:]), maxMRPages)
+	if err != nil {
+		return nil, err
+	}
+	r := &ring{mem: mem, pages: pages, pageSize: pageSize, logCount: logCount, logElem: logElem}
+	if uint64(len(pages))*pageSize < r.bytes() {
+		return nil, errf(syscall.EINVAL, "a queue of %d bytes in %d pages of %d", r.bytes(), len(pages), pageSize)
+	}
+	for _, p := range pages {
+		if !mem.Mapped(p, pageSize) {
+			return nil, errf(syscall.EFAULT, "queue page 0x%x is not mapped", p)
+		}
+	}
+	return r, nil
+}
+
+// access reads (write false) or writes p at byte off of the ring, page by page.
+func (r *ring) access(off uint64, p []byte, write bool) error {
+	for len(p) > 0 {
+		page := off / r.pageSize
+		if page >= uint64(len(r.pages)) {
+			return errf(syscall.EFAULT, "queue offset %d past its pages", off)
+		}
+		in := off % r.pageSize
+		n := min(uint64(len(p)), r.pageSize-in)
+		addr := r.pages[page] + in
+		var err error
+		if write {
+			err = writeGuest(r.mem, addr, p[:n])
+		} else {
+			err = readGuest(r.mem, addr, p[:n])
+		}
+		if err != nil {
+			return err
+		}
+		p, off = p[n:], off+n
+	}
+	return nil
+}
+
+func (r *ring) elemOff(i uint32) uint64 {
+	return abi.QueueHeaderSize + uint64(i&r.mask())<<r.logElem
+}
+
+func (r *ring) readU32(off uint64) (uint32, error) {
+	var b [4]byte
+	err := r.access(off, b[:], false)
+	return binary.LittleEndian.Uint32(b[:]), err
+}
+
+func (r *ring) writeU32(off uint64, v uint32) error {
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], v)
+	return r.access(off, b[:], true)
+}
+
+// overlaps says whether any page of the ring lies in [start, start+n).
+func (r *ring) overlaps(start, n uint64) bool {
+	for _, p := range r.pages {
+		if p < start+n && start < p+r.pageSize {
+			return true
+		}
+	}
+	return false
+}
