@@ -271,7 +271,7 @@ func (s *SRQ) Query() SRQAttr {
 
 // tookReceive checks the SRQ's limit after the device took one of its receives.
 func (s *SRQ) tookReceive() {
-	if s.limit > 0 && s.queue.n < s.limit {
+	if s.limit > 0 && s.queue.source == nil && s.queue.n < s.limit {
 		s.limit = 0
 		s.pd.dev.raise(AsyncSRQLimitReached, s.num)
 	}

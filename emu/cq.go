@@ -270,6 +270,9 @@ type recvWQE struct {
 type recvQueue struct {
 	ring    []recvWQE
 	head, n int
+	// source, when set, is asked for receives when a message needs one and none is queued:
+	// a device model's receive queue in guest memory (see QP.SetRecvSource).
+	source func(max int) []RecvWR
 }
 
 func newRecvQueue(n int) recvQueue { return recvQueue{ring: make([]recvWQE, n)} }

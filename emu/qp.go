@@ -82,8 +82,11 @@ type QP struct {
 	srq    *SRQ
 	cap    QPCap
 	sigAll bool
-	state  QPState
-	attr   QPAttr
+	// onRetire hears how many send WQEs were retired; retired counts those not yet told.
+	onRetire func(n int)
+	retired  int
+	state    QPState
+	attr     QPAttr
 
 	overflowed bool // a completion was lost; the QP is on its way to ERR
 	local      bool // the peer is the device itself: every frame goes to the loopback
@@ -353,6 +356,41 @@ func (qp *QP) PostRecv(wrs ...RecvWR) error {
 	return nil
 }
 
+// peekRecv finds the receive the next message takes: the first queued, or, with none queued,
+// one the queue's source hands over.
+func (qp *QP) peekRecv() *recvWQE {
+	q := qp.recvQueue()
+	if w := q.peek(); w != nil || q.source == nil {
+		return w
+	}
+	for _, wr := range q.source(len(q.ring) - q.n) {
+		if !q.push(&wr) {
+			break
+		}
+	}
+	return q.peek()
+}
+
+// SetRecvSource makes the QP's receive queue ask fetch for receives when a message needs one
+// and none is posted, as a NIC reads the producer index of a receive queue in host memory only
+// then (rxe's user ABI has no receive doorbell). fetch returns at most max receives, each with
+// at most the QP's max_recv_sge SGEs; it runs with the device locked and must not call into
+// the device. PostRecv still works beside it.
+func (qp *QP) SetRecvSource(fetch func(max int) []RecvWR) {
+	qp.dev.mu.Lock()
+	defer qp.dev.unlock()
+	qp.rq.source = fetch
+}
+
+// SetRecvSource is QP.SetRecvSource for the SRQ. The SRQ's limit is then the source's to check
+// (the engine sees only the receives fetched).
+func (srq *SRQ) SetRecvSource(fetch func(max int) []RecvWR) {
+	d := srq.pd.dev
+	d.mu.Lock()
+	defer d.unlock()
+	srq.queue.source = fetch
+}
+
 // recvQueue is the queue receives are taken from: the QP's own or its SRQ's.
 func (qp *QP) recvQueue() *recvQueue {
 	if qp.srq != nil {
@@ -405,7 +443,18 @@ func (qp *QP) flushRecv() {
 	if qp.srq != nil {
 		return // an SRQ's receives belong to no QP
 	}
-	for w := qp.rq.peek(); w != nil; w = qp.rq.peek() {
+	fetched := false
+	for {
+		w := qp.rq.peek()
+		if w == nil && qp.rq.source != nil && !fetched {
+			// The receives waiting in the source are posted too, and flushed like the rest:
+			// one round of them, those there now.
+			fetched = true
+			w = qp.peekRecv()
+		}
+		if w == nil {
+			return
+		}
 		qp.complete(qp.recvCQ, WC{WRID: w.id, Status: WCWRFlushErr, Opcode: WCRecv})
 		qp.rq.pop()
 	}

@@ -107,6 +107,13 @@ func (qp *QP) runRequester() {
 			r.idx++
 			continue
 		}
+		if w.poison != nil {
+			if qp.state == QPSSQD {
+				return
+			}
+			qp.failWQE(w, w.poison.Status, w.poison.Err)
+			return
+		}
 		if w.isLocal() {
 			if qp.state == QPSSQD {
 				return
@@ -538,6 +545,33 @@ func (qp *QP) retireHead() {
 	q.n--
 	if qp.req.idx > 0 {
 		qp.req.idx--
+	}
+	if qp.onRetire != nil {
+		if qp.retired == 0 {
+			qp.dev.later(qp.reportRetired)
+		}
+		qp.retired++
+	}
+}
+
+// OnRetire sets a function told, after the device lock is released, how many send WQEs were
+// retired (completed, signalled or not, or flushed) since it was last told, in posting order:
+// a device model advances the guest send queue's consumer index by it, as rxe's user ABI asks
+// (only retired WQEs free their slots).
+func (qp *QP) OnRetire(f func(n int)) {
+	qp.dev.mu.Lock()
+	defer qp.dev.unlock()
+	qp.onRetire = f
+}
+
+func (qp *QP) reportRetired() {
+	d := qp.dev
+	d.mu.Lock()
+	n, f := qp.retired, qp.onRetire
+	qp.retired = 0
+	d.unlock()
+	if n > 0 && f != nil {
+		f(n)
 	}
 }
 

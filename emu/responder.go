@@ -284,7 +284,7 @@ func (qp *QP) checkResource(q *request) verdict {
 	if !q.info.Is(wire.FlagNeedsRecv) || r.recv != nil {
 		return proceed(respCheckLength)
 	}
-	w := qp.recvQueue().peek()
+	w := qp.peekRecv()
 	if w == nil {
 		d.stats.RNRNAKsSent++
 		r.waitingRecv = true

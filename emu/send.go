@@ -29,6 +29,9 @@ type SendWR struct {
 	// Flush is a FLUSH request's placement type, level and length (the arguments of
 	// ibv_wr_flush besides the rkey and address). A FLUSH carries no SGEs.
 	Flush FlushInfo
+	// InlineData, with SendInline, is the data itself rather than SGEs naming registered
+	// memory: a device model hands over the bytes a WQE carries inline (SGL is then ignored).
+	InlineData []byte
 }
 
 // FlushInfo is what a FLUSH asks for: which placement, over the range [RemoteAddr, +Length)
@@ -95,7 +98,9 @@ type wqeProgress struct {
 	gapAsked          bool   // a READ asked again for the responses from gapPSN on
 	gapPSN            uint32
 	firstTx           uint64 // the requester's packet count at the WQE's first request packet (0: none yet)
-	askTx             uint64 // the same at the request that asked again for gapPSN
+	// poison, set by PostSendError, fails the WQE with its status when the requester reaches it.
+	poison *PostedError
+	askTx  uint64 // the same at the request that asked again for gapPSN
 }
 
 // settleBind takes a type 1 bind off its window's count of posted binds: it has run, failed,
@@ -216,6 +221,9 @@ func (qp *QP) postSend(wr *SendWR) *PostError {
 	for _, s := range wr.SGL {
 		length += uint64(s.Length)
 	}
+	if wr.Flags&SendInline != 0 && wr.InlineData != nil {
+		length = uint64(len(wr.InlineData))
+	}
 	if length > qp.dev.limits.MaxMsgSize {
 		return fail(syscall.EINVAL, "message of %d bytes, at most %d", length, qp.dev.limits.MaxMsgSize)
 	}
@@ -275,7 +283,10 @@ func (qp *QP) postSend(wr *SendWR) *PostError {
 	if wr.Opcode == WRBindMW {
 		w.mwKey = uint32(wr.Bind.MW.rkey()) // the rkey the consumer named, checked when the bind runs (B1)
 	}
-	if wr.Flags&SendInline != 0 {
+	if wr.Flags&SendInline != 0 && wr.InlineData != nil {
+		w.inline = append(w.inline, wr.InlineData...)
+		w.wr.InlineData = nil
+	} else if wr.Flags&SendInline != 0 {
 		// Inline data is read at post time, through the local address space, which for Go
 		// callers means the registered memory the SGEs name.
 		for _, s := range wr.SGL {
@@ -361,5 +372,43 @@ func (qp *QP) postBind1(wr *SendWR, old uint32) error {
 		w.state, w.status = wqeDone, WCWRFlushErr
 		qp.retire()
 	}
+	return nil
+}
+
+// PostedError is a work request a device model could not turn into a WR (a malformed
+// descriptor in the guest's send queue): posted in its place, it completes with Status (and
+// moves the QP to ERR) when the requester reaches it, in posting order.
+type PostedError struct {
+	ID     uint64
+	Opcode WROpcode
+	Status WCStatus
+	Err    error
+}
+
+// PostSendError posts a work request that fails: see PostedError. It fails with EINVAL on a QP
+// not yet in RTS and ENOMEM when the send queue is full, as PostSend does.
+func (qp *QP) PostSendError(e PostedError) error {
+	d := qp.dev
+	d.mu.Lock()
+	defer d.unlock()
+	switch qp.state {
+	case QPSReset, QPSInit, QPSRTR:
+		return &PostError{Err: syscall.EINVAL, Reason: fmt.Sprintf("the QP is in %s", qp.state)}
+	}
+	q := &qp.sq
+	if q.n == len(q.ring) {
+		return &PostError{Err: syscall.ENOMEM, Reason: "send queue full"}
+	}
+	w := q.at(q.n)
+	w.wr = SendWR{ID: e.ID, Opcode: e.Opcode, Flags: SendSignaled}
+	w.sgl, w.inline, w.length = w.sgl[:0], w.inline[:0], 0
+	w.wqeProgress = wqeProgress{poison: &e}
+	q.n++
+	if qp.state == QPSErr {
+		w.state, w.status = wqeDone, WCWRFlushErr
+		qp.retire()
+		return nil
+	}
+	qp.kick()
 	return nil
 }

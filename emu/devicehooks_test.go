@@ -1,0 +1,93 @@
+package emu
+
+import (
+	"bytes"
+	"errors"
+	"syscall"
+	"testing"
+)
+
+// What a device model plugs into the engine: inline data handed over as bytes, a receive
+// source read only when a message needs a receive, the count of retired send WQEs, and a
+// malformed descriptor posted as a failing work request.
+func TestDeviceHooks(t *testing.T) {
+	t.Run("inline_bytes", func(t *testing.T) {
+		p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
+		data := []byte("carried in the WQE itself")
+		must(t, p.qa.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled | SendInline, InlineData: data,
+			RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+		p.run()
+		wantWC(t, poll(p.cqA), WC{WRID: 1, Opcode: WCRDMAWrite, ByteLen: uint32(len(data))})
+		if !bytes.Equal(p.bufB[:len(data)], data) {
+			t.Fatalf("target %q", p.bufB[:len(data)])
+		}
+		big := make([]byte, 65)
+		var pe *PostError
+		if err := p.qa.PostSend(SendWR{Opcode: WRSend, Flags: SendInline, InlineData: big}); !errors.As(err, &pe) || pe.Err != syscall.EINVAL {
+			t.Fatalf("65 bytes inline on a QP taking 64: %v", err)
+		}
+	})
+
+	t.Run("recv_source", func(t *testing.T) {
+		p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
+		var asked []int
+		next := uint64(100)
+		batch := 2 // receives the guest has posted since the last fetch
+		p.qb.SetRecvSource(func(max int) []RecvWR {
+			asked = append(asked, max)
+			var out []RecvWR
+			for range min(max, batch, int(107-next)) { // the guest posts receives 100 to 106
+				out = append(out, RecvWR{ID: next, SGL: sge(p.mrB, next*64, 64)})
+				next++
+			}
+			return out
+		})
+		for id := uint64(1); id <= 3; id++ {
+			must(t, p.qa.PostSend(SendWR{ID: id, Opcode: WRSend, SGL: sge(p.mrA, 0, 16)}))
+		}
+		p.run()
+		wantWC(t, poll(p.cqB), WC{WRID: 100, Opcode: WCRecv, ByteLen: 16}, WC{WRID: 101, Opcode: WCRecv, ByteLen: 16},
+			WC{WRID: 102, Opcode: WCRecv, ByteLen: 16})
+		if len(asked) != 2 || asked[0] != 512 {
+			t.Fatalf("the source was asked %v: only when the queue was empty, for its room", asked)
+		}
+		// Moved to ERR, the QP flushes what it holds (103) and what the source has now (104 on).
+		batch = 7
+		must(t, p.qb.Modify(QPAttr{State: QPSErr}, AttrState))
+		wantWC(t, poll(p.cqB), WC{WRID: 103, Status: WCWRFlushErr, Opcode: WCRecv}, WC{WRID: 104, Status: WCWRFlushErr, Opcode: WCRecv},
+			WC{WRID: 105, Status: WCWRFlushErr, Opcode: WCRecv}, WC{WRID: 106, Status: WCWRFlushErr, Opcode: WCRecv})
+	})
+
+	t.Run("retired_count", func(t *testing.T) {
+		p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
+		total := 0
+		p.qa.OnRetire(func(n int) { total += n })
+		for id := uint64(1); id <= 5; id++ {
+			must(t, p.qa.PostSend(SendWR{ID: id, Opcode: WRRDMAWrite, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+		}
+		if total != 0 {
+			t.Fatalf("%d retired before anything was acknowledged", total)
+		}
+		p.run()
+		if total != 5 {
+			t.Fatalf("%d retired, want 5 (unsignalled ones count)", total)
+		}
+	})
+
+	t.Run("posted_error", func(t *testing.T) {
+		p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
+		bad := errors.New("num_sge 99 in a WQE of 2")
+		must(t, p.qa.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+		must(t, p.qa.PostSendError(PostedError{ID: 2, Opcode: WRSend, Status: WCLocQPOpErr, Err: bad}))
+		must(t, p.qa.PostSend(SendWR{ID: 3, Opcode: WRSend, SGL: sge(p.mrA, 0, 8)}))
+		p.run()
+		wcs := poll(p.cqA)
+		if len(wcs) != 3 || wcs[1].WRID != 2 || wcs[1].Status != WCLocQPOpErr || !errors.Is(wcs[1].Err, bad) ||
+			wcs[2].Status != WCWRFlushErr || wcs[0].WRID != 1 || (wcs[0].Status != WCSuccess && wcs[0].Status != WCWRFlushErr) {
+			t.Fatalf("completions %s", fmtWC(wcs))
+		}
+		if p.qa.State() != QPSErr {
+			t.Fatalf("QP %s", p.qa.State())
+		}
+	})
+}
