@@ -194,31 +194,33 @@ func (m *Machine) handshake(ctx context.Context) error {
 		QMP json.RawMessage `json:"QMP"`
 	}
 	if err := m.qmpDec.Decode(&greeting); err != nil || greeting.QMP == nil {
-		return m.startError("QMP greeting", err)
+		return m.startError(ctx, "QMP greeting", err)
 	}
 	if _, err := m.qmpExecute("qmp_capabilities", nil); err != nil {
-		return m.startError("qmp_capabilities", err)
+		return m.startError(ctx, "qmp_capabilities", err)
 	}
 	if err := m.Sync(); err != nil {
-		return m.startError("qtest", err)
+		return m.startError(ctx, "qtest", err)
 	}
 	return nil
 }
 
-// startError reports a failure during start, with QEMU's stderr when it has exited.
-func (m *Machine) startError(what string, err error) error {
+// startError reports a failure during start. A connection QEMU closed (end of file or reset)
+// means it is exiting: the error then waits for the exit, until ctx is done, to carry its stderr.
+func (m *Machine) startError(ctx context.Context, what string, err error) error {
 	if err == nil {
 		err = errors.New("unexpected reply")
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		select {
+		case <-m.exited:
+		case <-ctx.Done():
+		}
 	}
 	select {
 	case <-m.exited:
 		return m.exitError("during " + what)
 	default:
-	}
-	// The socket may close a moment before the exit is reaped.
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		<-m.exited
-		return m.exitError("during " + what)
 	}
 	return fmt.Errorf("qtest: %s: %w (stderr: %s)", what, err, m.Stderr())
 }
