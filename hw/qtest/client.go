@@ -7,6 +7,7 @@ package qtest
 
 import (
 	"bufio"
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -577,4 +578,22 @@ func (c *Client) Sync() error {
 		return c.fail(fmt.Errorf("%w: endianness %q: this package speaks to little-endian targets only", ErrProtocol, clip(p)))
 	}
 	return nil
+}
+
+// WaitL reads the 32-bit value at addr until it equals want or ctx is done: how a test or driver
+// sees an MSI-X message land in guest RAM. Each read is a round trip in which QEMU's main loop
+// also runs, so the wait needs no timer; it keeps the socket busy meanwhile.
+func (c *Client) WaitL(ctx context.Context, addr uint64, want uint32) error {
+	for {
+		v, err := c.Readl(addr)
+		if err != nil {
+			return err
+		}
+		if v == want {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("qtest: waiting for 0x%x at 0x%x (last 0x%x): %w", want, addr, v, err)
+		}
+	}
 }
