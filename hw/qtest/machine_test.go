@@ -3,14 +3,18 @@ package qtest
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -427,4 +431,63 @@ func countFDs(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(ents)
+}
+
+// Close ends a QEMU that no longer answers (stopped here), and a command blocked on it returns.
+func TestCloseUnblocksHungQEMU(t *testing.T) {
+	m := startQEMU(t, Config{})
+	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { _, err := m.Readl(0x1000); errc <- err }()
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err == nil {
+		t.Fatal("a command to a stopped QEMU succeeded")
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(m.Pid())); !os.IsNotExist(err) {
+		t.Fatalf("process still in /proc after Close (%v)", err)
+	}
+}
+
+// A -device in the JSON form reaches QEMU as given: vfio-user-pci connects to the socket it
+// names and opens with VERSION (command 1). A server that then hangs up makes QEMU give up (11.1.3
+// even aborts, on an assertion in error_setv), and Start reports what QEMU said.
+func TestVFIOUserDeviceArgument(t *testing.T) {
+	dir := shortDir(t)
+	sock := dir + "/dev.sock"
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	hdr := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			hdr <- nil
+			return
+		}
+		defer c.Close()
+		b := make([]byte, 16)
+		if _, err := io.ReadFull(c, b); err != nil {
+			hdr <- nil
+			return
+		}
+		hdr <- b
+	}()
+	dev := `{"driver":"vfio-user-pci","socket":{"path":"` + sock + `","type":"unix"}}`
+	_, err = Start(ctxT(t), Config{QEMU: qemuBinary(t), Dir: dir, Devices: []string{dev}})
+	if err == nil || !strings.Contains(err.Error(), "exited") || !strings.Contains(err.Error(), "qemu-system-x86_64: ") {
+		t.Fatalf("Start: %v", err)
+	}
+	b := <-hdr
+	if b == nil {
+		t.Fatal("QEMU sent no vfio-user header")
+	}
+	if cmd, flags := binary.LittleEndian.Uint16(b[2:]), binary.LittleEndian.Uint32(b[8:]); cmd != 1 || flags&0xf != 0 {
+		t.Fatalf("first message: command %d flags %#x, want VERSION (1) as a command", cmd, flags)
+	}
 }
