@@ -25,7 +25,8 @@ type Config struct {
 	// path is limited to 107 bytes, so keep it short.
 	Dir string
 	// Memory is the guest RAM in bytes, a shared memfd so that a vfio-user server can map it
-	// (default 256 MiB; a multiple of 1 MiB).
+	// (default 256 MiB; a multiple of 1 MiB). Up to 2 GiB, q35 places it all at guest physical
+	// 0 up: RAM is [0, 0xA0000) and [0x100000, Memory); between them lie VGA and the BIOS ROM.
 	Memory uint64
 	// Devices are extra -device arguments, one per device, e.g. the JSON form
 	// {"driver":"vfio-user-pci","socket":{"path":"/run/x.sock","type":"unix"}}.
@@ -57,7 +58,7 @@ type Machine struct {
 	closeOnce sync.Once
 }
 
-// Args returns QEMU's command line for cfg, with the sockets qtestPath and qmpPath, without the
+// args returns QEMU's command line for cfg, with the sockets qtestPath and qmpPath, without the
 // program name.
 func (cfg *Config) args(qtestPath, qmpPath string) []string {
 	mem := cfg.Memory
@@ -312,16 +313,19 @@ func (m *Machine) qmpExecute(command string, args any) (json.RawMessage, error) 
 // the request fails) it kills it. Either way the Machine is closed when Shutdown returns.
 func (m *Machine) Shutdown(ctx context.Context) error {
 	_, qerr := m.QMP(ctx, "quit", nil)
-	if qerr == nil {
-		select {
-		case <-m.exited:
-		case <-ctx.Done():
+	// QEMU may exit before its reply is read: the exit decides, not the reply.
+	select {
+	case <-m.exited:
+		qerr = nil
+		if m.waitErr != nil {
+			qerr = fmt.Errorf("qtest: QEMU quit with %w: %s", m.waitErr, m.Stderr())
+		}
+	case <-ctx.Done():
+		if qerr == nil {
 			qerr = fmt.Errorf("qtest: QEMU did not quit: %w", ctx.Err())
 		}
 	}
-	if err := m.Close(); err != nil {
-		return err
-	}
+	m.Close()
 	return qerr
 }
 

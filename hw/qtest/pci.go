@@ -105,7 +105,7 @@ func (p *PCI) cf8(a Addr, off uint16) error {
 
 // checkOff refuses what port 0xCF8 cannot address: beyond 256 bytes, or unaligned.
 func checkOff(a Addr, off uint16, size uint16) error {
-	if off+size > 256 || off%size != 0 {
+	if int(off)+int(size) > 256 || off%size != 0 {
 		return fmt.Errorf("qtest: PCI %s: config offset 0x%x size %d is unaligned or beyond 256 bytes", a, off, size)
 	}
 	return nil
