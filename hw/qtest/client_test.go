@@ -2,6 +2,7 @@ package qtest
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
 	"io"
@@ -236,4 +237,21 @@ func FuzzReplies(f *testing.F) {
 			c.IRQ(i)
 		}
 	})
+}
+
+// WaitL returns as soon as the value is there, and gives up with ctx's error, after one more
+// read, once ctx is done.
+func TestWaitL(t *testing.T) {
+	c, f := fake("OK 0x0000000000000000\nOK 0x000000000000abcd\nOK 0x0000000000000001\n")
+	if err := c.WaitL(context.Background(), 0x5000, 0xabcd); err != nil {
+		t.Fatal(err)
+	}
+	if f.sent.String() != "readl 0x5000\nreadl 0x5000\n" {
+		t.Fatalf("sent %q", f.sent.String())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.WaitL(ctx, 0x5000, 0xabcd); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "last 0x1") {
+		t.Fatalf("cancelled wait: %v", err)
+	}
 }
