@@ -48,8 +48,8 @@ clean:
 	rm -rf bin
 
 # Checks against peers we did not write (tshark here). .ci/run installs what they need.
-.PHONY: interop interop-tshark interop-rxe interop-netns
-interop: interop-tshark interop-rxe interop-netns
+.PHONY: interop interop-tshark interop-rxe interop-netns interop-qtest
+interop: interop-tshark interop-qtest interop-rxe interop-netns
 
 # tshark dissects a pcap of every opcode and must agree with wire on opcode, QP and PSN.
 # Installs tshark from the Debian mirror when it is missing (needs root).
@@ -67,3 +67,10 @@ interop-rxe:
 # link-local) and perf write, peer MACs by the kernels' ARP, no ICMP port unreachable. Needs root.
 interop-netns:
 	bash interop/netns.sh
+
+# hw/qtest against QEMU 11.1 under qtest (no guest OS): memory, ports, clock, PCI scan, BARs and an
+# MSI-X interrupt landing in guest RAM. Provisions QEMU into $$RIG_DIR first (needs root and the
+# Debian mirror); SOFTIRDMA_INTEROP makes a missing QEMU a failure instead of a skip.
+interop-qtest:
+	bash $${RIG_SRC:-../shared/rig}/ensure.sh
+	SOFTIRDMA_INTEROP=1 $(GO) test -count=1 ./hw/qtest/...
