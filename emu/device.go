@@ -571,8 +571,8 @@ func srcPort(qpn uint32) uint16 {
 // (rxe_net.c sends them to rxe_loopback instead of the netdev), so both ends of a connection
 // can live on one device, as rdma-core's tests put them.
 //
-// A frame turned back is queued and delivered to Receive later, one frame per call scheduled
-// on the device's clock with delay zero: never from inside the send (which may run while the
+// A frame turned back is queued and delivered to Receive later, with the others queued by
+// then, in one call scheduled on the device's clock with delay zero: never from inside the send (which may run while the
 // device is busy with the Receive that produced the frame, and a reply sent from a nested
 // Receive would recurse without bound). In the simulator each delivery is one event on the
 // virtual clock, in the order the frames were sent, so a seed still means one trace; in real
@@ -590,6 +590,7 @@ type loopback struct {
 	mu        sync.Mutex
 	queue     [][]byte // frames waiting for Receive, oldest first
 	head      int
+	batch     [][]byte     // the frames being delivered, kept to reuse
 	free      [][]byte     // buffers to reuse
 	nfree     atomic.Int32 // len(free), for Buffer to skip the lock on every frame of a device that never loops back
 	scheduled bool         // a delivery is pending on the clock
@@ -694,22 +695,25 @@ func (d *Device) deliverLoopback() {
 		lb.mu.Unlock()
 		return
 	}
-	b := lb.queue[lb.head]
-	lb.queue[lb.head] = nil
-	lb.head++
+	// Everything queued now goes in one batch, as frames arriving together off a link do;
+	// frames the batch makes the device send to itself wait for the next delivery.
+	batch := append(lb.batch[:0], lb.queue[lb.head:]...)
+	clear(lb.queue[lb.head:])
+	lb.queue, lb.head = lb.queue[:0], 0
 	lb.mu.Unlock()
 
-	d.Receive(b)
+	d.ReceiveBatch(batch)
 
 	lb.mu.Lock()
-	if len(lb.free) < maxLoopbackFree && cap(b) >= maxFrame {
-		lb.free = append(lb.free, b)
-		lb.nfree.Store(int32(len(lb.free)))
+	for i, b := range batch {
+		if len(lb.free) < maxLoopbackFree && cap(b) >= maxFrame {
+			lb.free = append(lb.free, b)
+		}
+		batch[i] = nil
 	}
+	lb.nfree.Store(int32(len(lb.free)))
+	lb.batch = batch[:0]
 	more := lb.head < len(lb.queue)
-	if !more {
-		lb.queue, lb.head = lb.queue[:0], 0
-	}
 	lb.scheduled = more
 	lb.mu.Unlock()
 	if more {
