@@ -268,16 +268,25 @@ func (f *Function) resizeCQLocked(n uint32, args []byte) error {
 	return nil
 }
 
-// doorbell handles a write to BAR 2: a CQ's arm register (send-queue doorbells come with QPs).
+// doorbell handles a write to BAR 2: a QP's send-queue doorbell or a CQ's arm register.
 func (f *Function) doorbell(off uint64, v uint32) {
-	if off < abi.CQArmBase {
+	if off%8 != 0 {
 		return
 	}
-	slot := (off - abi.CQArmBase) / 8
+	if off < abi.CQArmBase {
+		f.mu.Lock()
+		q := f.qpSlots[(off-abi.SQDoorbellBase)/8]
+		enabled := f.regs.status&abi.DevStatusReady != 0
+		f.mu.Unlock()
+		if q != nil && enabled {
+			q.ring()
+		}
+		return
+	}
 	f.mu.Lock()
-	c := f.cqSlots[slot]
+	c := f.cqSlots[(off-abi.CQArmBase)/8]
 	f.mu.Unlock()
-	if c != nil && off%8 == 0 {
+	if c != nil {
 		c.arm(v)
 	}
 }

@@ -100,6 +100,14 @@ func (f *Function) execLocked(e []byte) error {
 		return f.resizeCQLocked(u32(0), args[8:])
 	case abi.OpDestroyCQ:
 		return f.destroyCQLocked(u32(0))
+	case abi.OpCreateQP:
+		return f.createQPLocked(args, result)
+	case abi.OpModifyQP:
+		return f.modifyQPLocked(u32(0), u32(4), args[8:])
+	case abi.OpQueryQP:
+		return f.queryQPLocked(u32(0), args[8:])
+	case abi.OpDestroyQP:
+		return f.destroyQPLocked(u32(0))
 	default:
 		return errf(syscall.EOPNOTSUPP, "control command 0x%x", op)
 	}
@@ -130,7 +138,9 @@ func (f *Function) allocSTagLocked(pdn, kind, maxPages uint32, result func(int, 
 			return err
 		}
 		stag = mr.LKey()
+		f.keysMu.Lock()
 		f.mrs[stag>>8] = mrEntry{mr: mr, pdn: pdn}
+		f.keysMu.Unlock()
 	case abi.STagMWType1, abi.STagMWType2A, abi.STagMWType2B:
 		typ := map[uint32]emu.MWType{abi.STagMWType1: emu.MWType1, abi.STagMWType2A: emu.MWType2A, abi.STagMWType2B: emu.MWType2}[kind]
 		mw, err := p.pd.AllocMW(typ)
@@ -138,7 +148,9 @@ func (f *Function) allocSTagLocked(pdn, kind, maxPages uint32, result func(int, 
 			return err
 		}
 		stag = mw.RKey()
+		f.keysMu.Lock()
 		f.mws[stag>>8] = mwEntry{mw: mw, pdn: pdn}
+		f.keysMu.Unlock()
 	default:
 		return errf(syscall.EINVAL, "STag kind %d", kind)
 	}
@@ -168,7 +180,9 @@ func (f *Function) regMRLocked(args []byte, result func(int, uint32)) error {
 	if err != nil {
 		return err
 	}
+	f.keysMu.Lock()
 	f.mrs[mr.LKey()>>8] = mrEntry{mr: mr, pdn: pdn}
+	f.keysMu.Unlock()
 	p.uses++
 	result(0, mr.LKey())
 	return nil
@@ -183,7 +197,9 @@ func (f *Function) deallocSTagLocked(stag uint32) error {
 		if err := m.mr.Dereg(); err != nil {
 			return err
 		}
+		f.keysMu.Lock()
 		delete(f.mrs, idx)
+		f.keysMu.Unlock()
 		f.pds[m.pdn].uses--
 		return nil
 	}
@@ -191,7 +207,9 @@ func (f *Function) deallocSTagLocked(stag uint32) error {
 		if err := w.mw.Dealloc(); err != nil {
 			return err
 		}
+		f.keysMu.Lock()
 		delete(f.mws, idx)
+		f.keysMu.Unlock()
 		f.pds[w.pdn].uses--
 		return nil
 	}

@@ -45,6 +45,9 @@ type Function struct {
 	dev    *emu.Device // made when the driver enables the function
 	pds    map[uint32]*pdEntry
 	nextPD uint32
+	// mrs and mws change under mu and keysMu both; the send path reads them under keysMu
+	// alone (it holds a QP's posting lock, which comes after mu).
+	keysMu sync.Mutex
 	mrs    map[uint32]mrEntry // by STag index
 	mws    map[uint32]mwEntry // by STag index
 	eqs    map[uint32]*eq
@@ -53,6 +56,8 @@ type Function struct {
 	asyncEQ *eq
 	cqs     map[uint32]*cq // by CQN
 	cqSlots [abi.MaxCQSlots]*cq
+	qps     map[uint32]*qp // by QPN
+	qpSlots [abi.MaxQPSlots]*qp
 }
 
 type mrEntry struct {
@@ -123,7 +128,27 @@ func (f *Function) UnmapDMA(iova, size uint64) error {
 		}
 		c.mu.Unlock()
 	}
+	var affected []*qp
+	for _, q := range f.qps {
+		if q.sq.overlaps(iova, size) || q.rq.overlaps(iova, size) {
+			affected = append(affected, q)
+		}
+	}
 	f.mu.Unlock()
+	for _, q := range affected {
+		// Each queue's lock waits for an access in progress; none is taken with mu held,
+		// which a WQE's posting takes after them.
+		q.posting.Lock()
+		q.gone = true
+		q.posting.Unlock()
+		q.sqMu.Lock()
+		q.sqGone = true
+		q.sqMu.Unlock()
+		q.rqMu.Lock()
+		q.rqGone = true
+		q.rqMu.Unlock()
+		_ = q.emu.Modify(emu.QPAttr{State: emu.QPSErr}, emu.AttrState)
+	}
 	if dev != nil {
 		dev.RevokeRange(&f.mem, iova, size)
 	}
@@ -144,7 +169,9 @@ func (f *Function) resetLocked() {
 		f.dev.Stop()
 	}
 	f.dev = nil
+	f.keysMu.Lock()
 	f.pds, f.mrs, f.mws, f.nextPD = map[uint32]*pdEntry{}, map[uint32]mrEntry{}, map[uint32]mwEntry{}, 0
+	f.keysMu.Unlock()
 	for _, e := range f.eqs {
 		e.mu.Lock()
 		e.gone = true
@@ -155,7 +182,13 @@ func (f *Function) resetLocked() {
 		c.gone = true
 		c.mu.Unlock()
 	}
+	for _, q := range f.qps {
+		q.posting.Lock()
+		q.gone = true
+		q.posting.Unlock()
+	}
 	f.eqs, f.nextEQ, f.asyncEQ, f.cqs, f.cqSlots = map[uint32]*eq{}, 0, nil, map[uint32]*cq{}, [abi.MaxCQSlots]*cq{}
+	f.qps, f.qpSlots = map[uint32]*qp{}, [abi.MaxQPSlots]*qp{}
 	mac := f.cfg.MAC
 	f.regs = registers{
 		macLo: binary.LittleEndian.Uint32(mac[0:4]),

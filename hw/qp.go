@@ -1,0 +1,340 @@
+package hw
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"syscall"
+
+	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/hw/abi"
+)
+
+// qp is an RC QP whose send and receive queues are rings in guest memory in rxe's layout.
+//
+// Locks: posting serialises doorbells, so WQEs reach the engine in ring order; sqMu guards the
+// send queue's consumer index, which the engine's retire callback moves; rqMu the receive
+// queue's, which the engine's receive source moves with the engine locked. None is held while
+// calling into the engine except rqMu inside the engine's own call.
+type qp struct {
+	f    *Function
+	emu  *emu.QP
+	slot uint32
+	pdn  uint32
+	sq   *ring
+	rq   *ring // nil with an SRQ
+
+	maxSendSGE, maxRecvSGE, maxInline int
+
+	posting sync.Mutex
+	sqNext  uint32 // the next send WQE to read (ring index)
+
+	sqMu   sync.Mutex
+	sqCons uint32
+	sqGone bool // the ring's memory went: the consumer index is not written
+
+	rqMu   sync.Mutex
+	rqCons uint32
+	rqGone bool // the ring's memory went: nothing is fetched
+
+	gone bool // destroyed or its rings revoked: posting stops
+}
+
+func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
+	le := binary.LittleEndian
+	pdn := le.Uint32(args[abi.CreateQPPD:])
+	p, err := f.pdLocked(pdn)
+	if err != nil {
+		return err
+	}
+	if t := args[abi.CreateQPType]; t != 2 {
+		return errf(syscall.EOPNOTSUPP, "QP type %d (RC only)", t)
+	}
+	if le.Uint32(args[abi.CreateQPSRQ:]) != 0 {
+		return errf(syscall.EOPNOTSUPP, "QPs on an SRQ")
+	}
+	scq, rcq := f.cqs[le.Uint32(args[abi.CreateQPSendCQ:])], f.cqs[le.Uint32(args[abi.CreateQPRecvCQ:])]
+	if scq == nil || rcq == nil {
+		return errf(syscall.ENOENT, "CQ %d or %d", le.Uint32(args[abi.CreateQPSendCQ:]), le.Uint32(args[abi.CreateQPRecvCQ:]))
+	}
+	maxInline := int(le.Uint32(args[abi.CreateQPMaxInline:]))
+	sendSGE, recvSGE := int(le.Uint16(args[abi.CreateQPSendSGE:])), int(le.Uint16(args[abi.CreateQPRecvSGE:]))
+	lim := emu.DefaultLimits
+	if sendSGE > lim.MaxSGE || recvSGE > lim.MaxSGE || maxInline > lim.MaxInline {
+		return errf(syscall.EINVAL, "%d send SGEs, %d receive SGEs, %d bytes inline", sendSGE, recvSGE, maxInline)
+	}
+	sq, err := newRing(&f.mem, args[abi.CreateQPSQ:abi.CreateQPSQ+abi.QueueArgsSize],
+		abi.SendWQESize+max(abi.SGESize*sendSGE, maxInline), uint32(lim.MaxQPWR)+1)
+	if err != nil {
+		return err
+	}
+	rq, err := newRing(&f.mem, args[abi.CreateQPRQ:abi.CreateQPRQ+abi.QueueArgsSize],
+		abi.RecvWQESize+abi.SGESize*recvSGE, uint32(lim.MaxQPWR)+1)
+	if err != nil {
+		return err
+	}
+	slot := -1
+	for i, q := range f.qpSlots {
+		if q == nil {
+			slot = i
+			break
+		}
+	}
+	if slot < 0 {
+		return errf(syscall.ENOMEM, "all %d QP slots in use", len(f.qpSlots))
+	}
+	eqp, err := p.pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: scq.emu, RecvCQ: rcq.emu,
+		SigAll: args[abi.CreateQPSigAll] != 0,
+		Cap: emu.QPCap{MaxSendWR: int(sq.count() - 1), MaxRecvWR: int(rq.count() - 1), MaxSendSGE: sendSGE,
+			MaxRecvSGE: recvSGE, MaxInlineData: maxInline}})
+	if err != nil {
+		return err
+	}
+	q := &qp{f: f, emu: eqp, slot: uint32(slot), pdn: pdn, sq: sq, rq: rq,
+		maxSendSGE: sendSGE, maxRecvSGE: recvSGE, maxInline: maxInline}
+	eqp.OnRetire(q.retired)
+	eqp.SetRecvSource(q.fetchRecv)
+	f.qpSlots[slot] = q
+	f.qps[eqp.Num()] = q
+	p.uses++
+	result(0, eqp.Num())
+	result(1, uint32(slot))
+	return nil
+}
+
+func (f *Function) destroyQPLocked(n uint32) error {
+	q, ok := f.qps[n]
+	if !ok {
+		return errf(syscall.ENOENT, "QP %d", n)
+	}
+	if err := q.emu.Destroy(); err != nil {
+		return err
+	}
+	q.posting.Lock()
+	q.gone = true
+	q.posting.Unlock()
+	delete(f.qps, n)
+	f.qpSlots[q.slot] = nil
+	f.pds[q.pdn].uses--
+	return nil
+}
+
+// modifyQPLocked applies ibv_modify_qp's attributes (abi QPAttr) under its mask.
+func (f *Function) modifyQPLocked(n, mask uint32, a []byte) error {
+	q, ok := f.qps[n]
+	if !ok {
+		return errf(syscall.ENOENT, "QP %d", n)
+	}
+	le := binary.LittleEndian
+	attr := emu.QPAttr{
+		State: emu.QPState(a[abi.QPAttrState]), CurState: emu.QPState(a[abi.QPAttrCurState]),
+		PathMTU: emu.MTU(a[abi.QPAttrPathMTU]), Timeout: a[abi.QPAttrTimeout], RetryCnt: a[abi.QPAttrRetryCnt],
+		RNRRetry: a[abi.QPAttrRNRRetry], MinRNRTimer: a[abi.QPAttrMinRNRTimer], MaxRdAtomic: a[abi.QPAttrMaxRdAtomic],
+		MaxDestRdAtomic: a[abi.QPAttrMaxDestRdAtom], Port: a[abi.QPAttrPortNum],
+		EnSQDAsyncNotify: a[abi.QPAttrSQDrainNotify] != 0, PKeyIndex: le.Uint16(a[abi.QPAttrPKeyIndex:]),
+		AccessFlags: emu.Access(le.Uint32(a[abi.QPAttrAccessFlags:])), DestQPN: le.Uint32(a[abi.QPAttrDestQPN:]),
+		RQPSN: le.Uint32(a[abi.QPAttrRQPSN:]), SQPSN: le.Uint32(a[abi.QPAttrSQPSN:]),
+		AH: emu.AHAttr{DGID: netip.AddrFrom16([16]byte(a[abi.QPAttrDGID:])).Unmap(), HopLimit: a[abi.QPAttrHopLimit],
+			TrafficClass: a[abi.QPAttrTrafficClass], FlowLabel: le.Uint32(a[abi.QPAttrFlowLabel:])},
+	}
+	if err := q.emu.Modify(attr, emu.AttrMask(mask)); err != nil {
+		return err
+	}
+	if emu.AttrMask(mask)&emu.AttrState != 0 && attr.State == emu.QPSReset {
+		// Back to RESET the queues start over empty, as a new QP's.
+		q.posting.Lock()
+		q.sqNext = 0
+		q.posting.Unlock()
+		q.sqMu.Lock()
+		q.sqCons = 0
+		q.sqMu.Unlock()
+		q.rqMu.Lock()
+		q.rqCons = 0
+		q.rqMu.Unlock()
+	}
+	return nil
+}
+
+// queryQPLocked writes the QP's attributes (abi QPAttr) into a.
+func (f *Function) queryQPLocked(n uint32, a []byte) error {
+	q, ok := f.qps[n]
+	if !ok {
+		return errf(syscall.ENOENT, "QP %d", n)
+	}
+	attr := q.emu.Query()
+	le := binary.LittleEndian
+	clear(a[:abi.QPAttrSize])
+	a[abi.QPAttrState], a[abi.QPAttrCurState] = byte(attr.State), byte(attr.State)
+	a[abi.QPAttrPathMTU], a[abi.QPAttrTimeout], a[abi.QPAttrRetryCnt] = byte(attr.PathMTU), attr.Timeout, attr.RetryCnt
+	a[abi.QPAttrRNRRetry], a[abi.QPAttrMinRNRTimer] = attr.RNRRetry, attr.MinRNRTimer
+	a[abi.QPAttrMaxRdAtomic], a[abi.QPAttrMaxDestRdAtom] = attr.MaxRdAtomic, attr.MaxDestRdAtomic
+	a[abi.QPAttrHopLimit], a[abi.QPAttrTrafficClass], a[abi.QPAttrPortNum] = attr.AH.HopLimit, attr.AH.TrafficClass, attr.Port
+	le.PutUint16(a[abi.QPAttrPKeyIndex:], attr.PKeyIndex)
+	le.PutUint32(a[abi.QPAttrAccessFlags:], uint32(attr.AccessFlags))
+	le.PutUint32(a[abi.QPAttrDestQPN:], attr.DestQPN)
+	le.PutUint32(a[abi.QPAttrRQPSN:], attr.RQPSN)
+	le.PutUint32(a[abi.QPAttrSQPSN:], attr.SQPSN)
+	le.PutUint32(a[abi.QPAttrFlowLabel:], attr.AH.FlowLabel)
+	if attr.AH.DGID.IsValid() {
+		g := attr.AH.DGID.As16()
+		copy(a[abi.QPAttrDGID:], g[:])
+	}
+	le.PutUint32(a[abi.QPAttrMaxSendWR:], q.sq.count()-1)
+	le.PutUint32(a[abi.QPAttrMaxRecvWR:], q.rq.count()-1)
+	le.PutUint16(a[abi.QPAttrMaxSendSGE:], uint16(q.maxSendSGE))
+	le.PutUint16(a[abi.QPAttrMaxRecvSGE:], uint16(q.maxRecvSGE))
+	le.PutUint32(a[abi.QPAttrMaxInline:], uint32(q.maxInline))
+	return nil
+}
+
+// retired moves the send queue's consumer index past n retired WQEs: only now may the driver
+// reuse their slots.
+func (q *qp) retired(n int) {
+	q.sqMu.Lock()
+	defer q.sqMu.Unlock()
+	q.sqCons = (q.sqCons + uint32(n)) & q.sq.mask()
+	if !q.sqGone {
+		_ = q.sq.writeU32(abi.QHConsumer, q.sqCons)
+	}
+}
+
+// fetchRecv hands the engine up to max receives the driver has posted since the last fetch,
+// advancing the receive queue's consumer index past them (the device has its copy). It runs
+// with the engine locked. A WQE naming more SGEs than the QP takes becomes a receive through
+// an invalid lkey, which fails the message that uses it with an error completion.
+func (q *qp) fetchRecv(limit int) []emu.RecvWR {
+	q.rqMu.Lock()
+	defer q.rqMu.Unlock()
+	if q.rqGone {
+		return nil
+	}
+	prod, err := q.rq.readU32(abi.QHProducer)
+	if err != nil {
+		return nil
+	}
+	prod &= q.rq.mask()
+	var out []emu.RecvWR
+	elem := make([]byte, 1<<q.rq.logElem)
+	for q.rqCons != prod && len(out) < limit {
+		if q.rq.access(q.rq.elemOff(q.rqCons), elem, false) != nil {
+			break
+		}
+		le := binary.LittleEndian
+		wr := emu.RecvWR{ID: le.Uint64(elem[abi.RecvWRID:])}
+		n := int(le.Uint32(elem[abi.RecvNumSGE:]))
+		if n > q.maxRecvSGE || abi.RecvSGEs+n*abi.SGESize > len(elem) {
+			wr.SGL = []emu.SGE{{Length: 1}} // lkey 0 names no MR: LOC_PROT_ERR when used
+		} else {
+			for i := range n {
+				s := elem[abi.RecvSGEs+i*abi.SGESize:]
+				wr.SGL = append(wr.SGL, emu.SGE{Addr: le.Uint64(s[abi.SGEAddr:]), Length: le.Uint32(s[abi.SGELength:]), LKey: le.Uint32(s[abi.SGELKey:])})
+			}
+		}
+		out = append(out, wr)
+		q.rqCons = (q.rqCons + 1) & q.rq.mask()
+	}
+	_ = q.rq.writeU32(abi.QHConsumer, q.rqCons)
+	return out
+}
+
+// ring takes a send-queue doorbell: every WQE the driver wrote since the last one goes to the
+// engine, in ring order. A WQE the engine cannot take as it is (a bad opcode, too many SGEs,
+// unknown objects) is posted as a failing request, so it completes with an error in its place.
+func (q *qp) ring() {
+	q.posting.Lock()
+	defer q.posting.Unlock()
+	if q.gone {
+		return
+	}
+	prod, err := q.sq.readU32(abi.QHProducer)
+	if err != nil {
+		return
+	}
+	prod &= q.sq.mask()
+	elem := make([]byte, 1<<q.sq.logElem)
+	for q.sqNext != prod {
+		if q.sq.access(q.sq.elemOff(q.sqNext), elem, false) != nil {
+			return
+		}
+		if err := q.post(elem); err != nil {
+			var pe *emu.PostError
+			if errors.As(err, &pe) && pe.Err == syscall.ENOMEM {
+				return // the engine's queue is full: the next doorbell or retirement goes on
+			}
+			le := binary.LittleEndian
+			if q.emu.PostSendError(emu.PostedError{ID: le.Uint64(elem[abi.SendWRID:]), Opcode: emu.WROpcode(le.Uint32(elem[abi.SendOpcode:])),
+				Status: emu.WCLocQPOpErr, Err: err}) != nil {
+				return
+			}
+		}
+		q.sqNext = (q.sqNext + 1) & q.sq.mask()
+	}
+}
+
+// post turns one rxe_send_wqe into the engine's work request.
+func (q *qp) post(e []byte) error {
+	le := binary.LittleEndian
+	wr := emu.SendWR{ID: le.Uint64(e[abi.SendWRID:]), Opcode: emu.WROpcode(le.Uint32(e[abi.SendOpcode:])),
+		Flags: emu.SendFlags(le.Uint32(e[abi.SendFlags:]))}
+	switch wr.Opcode {
+	case emu.WRRDMAWriteWithImm, emu.WRSendWithImm:
+		wr.Imm = binary.BigEndian.Uint32(e[abi.SendImm:]) // imm_data is in network order
+	case emu.WRSendWithInv, emu.WRLocalInv:
+		wr.Imm = le.Uint32(e[abi.SendImm:])
+	}
+	switch wr.Opcode {
+	case emu.WRRDMAWrite, emu.WRRDMAWriteWithImm, emu.WRRDMARead:
+		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendRKey:])
+	case emu.WRAtomicCmpAndSwp, emu.WRAtomicFetchAndAdd:
+		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendAtomRKey:])
+		wr.CompareAdd, wr.Swap = le.Uint64(e[abi.SendCompare:]), le.Uint64(e[abi.SendSwap:])
+	case emu.WRSend, emu.WRSendWithImm, emu.WRSendWithInv, emu.WRLocalInv:
+	case emu.WRBindMW:
+		return q.bind(e, &wr)
+	default:
+		return fmt.Errorf("send WQE opcode %d is not supported: %w", wr.Opcode, syscall.EOPNOTSUPP)
+	}
+	if wr.Flags&emu.SendInline != 0 {
+		n := int(le.Uint32(e[abi.SendDMALength:]))
+		if n > q.maxInline || abi.SendSGEs+n > len(e) {
+			return fmt.Errorf("%d bytes inline, the QP takes %d: %w", n, q.maxInline, syscall.EINVAL)
+		}
+		wr.InlineData = append([]byte{}, e[abi.SendSGEs:abi.SendSGEs+n]...)
+	} else if wr.Opcode != emu.WRLocalInv {
+		n := int(le.Uint32(e[abi.SendNumSGE:]))
+		if n > q.maxSendSGE || abi.SendSGEs+n*abi.SGESize > len(e) {
+			return fmt.Errorf("%d SGEs, the QP takes %d: %w", n, q.maxSendSGE, syscall.EINVAL)
+		}
+		for i := range n {
+			s := e[abi.SendSGEs+i*abi.SGESize:]
+			wr.SGL = append(wr.SGL, emu.SGE{Addr: le.Uint64(s[abi.SGEAddr:]), Length: le.Uint32(s[abi.SGELength:]), LKey: le.Uint32(s[abi.SGELKey:])})
+		}
+	}
+	return q.emu.PostSend(wr)
+}
+
+// bind posts a BIND_MW WQE: a type 2 window by the work request, a type 1 by the bind verb (the
+// provider's ibv_bind_mw posts one with rkey = ibv_inc_rkey(old), which is the verb's rule).
+func (q *qp) bind(e []byte, wr *emu.SendWR) error {
+	le := binary.LittleEndian
+	mwKey, mrKey := le.Uint32(e[abi.SendMWRKey:]), le.Uint32(e[abi.SendMWMRLKey:])
+	q.f.keysMu.Lock()
+	w, okW := q.f.mws[mwKey>>8]
+	m, okM := q.f.mrs[mrKey>>8]
+	q.f.keysMu.Unlock()
+	if !okW {
+		return fmt.Errorf("BIND_MW of unknown window 0x%x: %w", mwKey, syscall.EINVAL)
+	}
+	var mr *emu.MR
+	if okM {
+		mr = m.mr
+	}
+	addr, length, access := le.Uint64(e[abi.SendMWAddr:]), le.Uint64(e[abi.SendMWLength:]), emu.Access(le.Uint32(e[abi.SendMWAccess:]))
+	if w.mw.Type() == emu.MWType1 {
+		return q.emu.BindMW(w.mw, emu.MWBind{ID: wr.ID, Flags: wr.Flags, MR: mr, Addr: addr, Length: length, Access: access})
+	}
+	wr.Bind = emu.BindInfo{MW: w.mw, RKey: le.Uint32(e[abi.SendMWNewRKey:]), MR: mr, Addr: addr, Length: length, Access: access}
+	return q.emu.PostSend(*wr)
+}

@@ -1,0 +1,275 @@
+package hw
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"testing"
+
+	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/hw/abi"
+)
+
+// guestQP is a QP made through the control queue, its rings where the test put them.
+type guestQP struct {
+	qpn, slot    uint32
+	sq, rq       uint64 // ring addresses
+	sqLog, rqLog uint8
+	sqProd       uint32
+	rqProd       uint32
+}
+
+const (
+	sqLogElem = 9 // 512-byte send WQEs: 208 + 16 SGEs, or 256 bytes inline
+	rqLogElem = 7 // 128-byte receive WQEs: 40 + 4 SGEs
+)
+
+// makeQP creates an RC QP with 16-entry rings at sq and rq (page tables at sqT and rqT).
+func (b *bench) makeQP(pdn, cqn uint32, sq, sqT, rq, rqT uint64) *guestQP {
+	b.t.Helper()
+	b.ringAt(sq, sqT, 3, 4, sqLogElem)
+	b.ringAt(rq, rqT, 1, 4, rqLogElem)
+	a := make([]byte, abi.CreateQPRQ+abi.QueueArgsSize)
+	le := binary.LittleEndian
+	le.PutUint32(a[abi.CreateQPPD:], pdn)
+	a[abi.CreateQPType] = 2
+	le.PutUint32(a[abi.CreateQPSendCQ:], cqn)
+	le.PutUint32(a[abi.CreateQPRecvCQ:], cqn)
+	le.PutUint32(a[abi.CreateQPMaxInline:], 256)
+	le.PutUint16(a[abi.CreateQPSendSGE:], 4)
+	le.PutUint16(a[abi.CreateQPRecvSGE:], 4)
+	copy(a[abi.CreateQPSQ:], queueArgs(4, sqLogElem, sqT, 3))
+	copy(a[abi.CreateQPRQ:], queueArgs(4, rqLogElem, rqT, 1))
+	errno, res := b.cmd(abi.OpCreateQP, a)
+	if errno != 0 {
+		b.t.Fatalf("create_qp: %v", errno)
+	}
+	return &guestQP{qpn: res[0], slot: res[1], sq: sq, rq: rq, sqLog: 4, rqLog: 4}
+}
+
+// connect takes the QP through INIT, RTR and RTS to dest on the function's own address.
+func (b *bench) connect(q *guestQP, dest uint32) {
+	b.t.Helper()
+	attr := func(f func(a []byte)) []byte {
+		a := make([]byte, 8+abi.QPAttrSize)
+		binary.LittleEndian.PutUint32(a, q.qpn)
+		f(a[8:])
+		return a
+	}
+	set := func(mask emu.AttrMask, f func(a []byte)) {
+		a := attr(f)
+		binary.LittleEndian.PutUint32(a[4:], uint32(mask))
+		b.ok(abi.OpModifyQP, a)
+	}
+	all := emu.AccessRemoteWrite | emu.AccessRemoteRead | emu.AccessRemoteAtomic
+	set(emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags, func(a []byte) {
+		a[abi.QPAttrState], a[abi.QPAttrPortNum] = byte(emu.QPSInit), 1
+		binary.LittleEndian.PutUint32(a[abi.QPAttrAccessFlags:], uint32(all))
+	})
+	set(emu.AttrState|emu.AttrAV|emu.AttrPathMTU|emu.AttrDestQPN|emu.AttrRQPSN|emu.AttrMaxDestRdAtomic|emu.AttrMinRNRTimer, func(a []byte) {
+		a[abi.QPAttrState], a[abi.QPAttrPathMTU], a[abi.QPAttrMaxDestRdAtom], a[abi.QPAttrMinRNRTimer], a[abi.QPAttrHopLimit] = byte(emu.QPSRTR), byte(emu.MTU1024), 4, 12, 64
+		binary.LittleEndian.PutUint32(a[abi.QPAttrDestQPN:], dest)
+		g := netip.MustParseAddr("::ffff:192.0.2.1").As16()
+		copy(a[abi.QPAttrDGID:], g[:])
+	})
+	set(emu.AttrState|emu.AttrSQPSN|emu.AttrTimeout|emu.AttrRetryCnt|emu.AttrRNRRetry|emu.AttrMaxQPRdAtomic, func(a []byte) {
+		a[abi.QPAttrState], a[abi.QPAttrTimeout], a[abi.QPAttrRetryCnt], a[abi.QPAttrRNRRetry], a[abi.QPAttrMaxRdAtomic] = byte(emu.QPSRTS), 14, 7, 7, 4
+	})
+}
+
+// sendWQE is what a test puts in a send WQE.
+type sendWQE struct {
+	id             uint64
+	op             emu.WROpcode
+	flags          emu.SendFlags
+	imm            uint32
+	remote         uint64
+	rkey           uint32
+	sges           [][3]uint64 // addr, length, lkey
+	inline         []byte
+	numSGEOverride uint32
+	mw             [6]uint64 // BIND_MW: addr, length, mr lkey, window rkey, new rkey, access
+}
+
+// post writes a WQE at the send queue's producer index, advances it and rings the doorbell.
+func (b *bench) post(q *guestQP, w sendWQE) {
+	b.t.Helper()
+	le := binary.LittleEndian
+	e := b.at(q.sq + abi.QueueHeaderSize + uint64(q.sqProd)<<sqLogElem)[:1<<sqLogElem]
+	clear(e)
+	le.PutUint64(e[abi.SendWRID:], w.id)
+	le.PutUint32(e[abi.SendOpcode:], uint32(w.op))
+	le.PutUint32(e[abi.SendFlags:], uint32(w.flags))
+	if w.op == emu.WRSendWithImm || w.op == emu.WRRDMAWriteWithImm {
+		binary.BigEndian.PutUint32(e[abi.SendImm:], w.imm)
+	} else {
+		le.PutUint32(e[abi.SendImm:], w.imm)
+	}
+	le.PutUint64(e[abi.SendRemote:], w.remote)
+	le.PutUint32(e[abi.SendRKey:], w.rkey)
+	if w.op == emu.WRBindMW {
+		le.PutUint64(e[abi.SendMWAddr:], w.mw[0])
+		le.PutUint64(e[abi.SendMWLength:], w.mw[1])
+		le.PutUint32(e[abi.SendMWMRLKey:], uint32(w.mw[2]))
+		le.PutUint32(e[abi.SendMWRKey:], uint32(w.mw[3]))
+		le.PutUint32(e[abi.SendMWNewRKey:], uint32(w.mw[4]))
+		le.PutUint32(e[abi.SendMWAccess:], uint32(w.mw[5]))
+	}
+	n := uint32(len(w.sges))
+	if w.numSGEOverride != 0 {
+		n = w.numSGEOverride
+	}
+	le.PutUint32(e[abi.SendNumSGE:], n)
+	le.PutUint32(e[abi.SendDMANumSGE:], n)
+	total := uint32(0)
+	for i, s := range w.sges {
+		o := abi.SendSGEs + i*abi.SGESize
+		le.PutUint64(e[o+abi.SGEAddr:], s[0])
+		le.PutUint32(e[o+abi.SGELength:], uint32(s[1]))
+		le.PutUint32(e[o+abi.SGELKey:], uint32(s[2]))
+		total += uint32(s[1])
+	}
+	if w.inline != nil {
+		copy(e[abi.SendSGEs:], w.inline)
+		total = uint32(len(w.inline))
+	}
+	le.PutUint32(e[abi.SendDMALength:], total)
+	q.sqProd = (q.sqProd + 1) & (1<<q.sqLog - 1)
+	le.PutUint32(b.at(q.sq+abi.QHProducer), q.sqProd)
+	var p [4]byte
+	must(b.t, b.f.RegionWrite(abi.BARDoorbell, uint64(abi.SQDoorbell(q.slot)), p[:]))
+}
+
+// postRecv writes a receive WQE and advances the producer index; there is no doorbell.
+func (b *bench) postRecv(q *guestQP, id uint64, addr uint64, length, lkey uint32) {
+	le := binary.LittleEndian
+	e := b.at(q.rq + abi.QueueHeaderSize + uint64(q.rqProd)<<rqLogElem)[:1<<rqLogElem]
+	clear(e)
+	le.PutUint64(e[abi.RecvWRID:], id)
+	le.PutUint32(e[abi.RecvNumSGE:], 1)
+	le.PutUint64(e[abi.RecvSGEs+abi.SGEAddr:], addr)
+	le.PutUint32(e[abi.RecvSGEs+abi.SGELength:], length)
+	le.PutUint32(e[abi.RecvSGEs+abi.SGELKey:], lkey)
+	q.rqProd = (q.rqProd + 1) & (1<<q.rqLog - 1)
+	le.PutUint32(b.at(q.rq+abi.QHProducer), q.rqProd)
+}
+
+// cqes reads the CQ ring's completions from index from to its producer.
+func (b *bench) cqes(ring uint64, from uint32) []emu.WC {
+	le := binary.LittleEndian
+	prod := le.Uint32(b.at(ring + abi.QHProducer))
+	var out []emu.WC
+	for i := from; i != prod; i = (i + 1) & 127 {
+		e := b.at(ring + abi.QueueHeaderSize + uint64(i)*64)
+		wc := emu.WC{WRID: le.Uint64(e[abi.CQEWRID:]), Status: emu.WCStatus(le.Uint32(e[abi.CQEStatus:])),
+			Opcode: emu.WCOpcode(le.Uint32(e[abi.CQEOpcode:])), ByteLen: le.Uint32(e[abi.CQEByteLen:]),
+			QPNum: le.Uint32(e[abi.CQEQPNum:]), Flags: emu.WCFlags(le.Uint32(e[abi.CQEWCFlags:]))}
+		wc.Imm = le.Uint32(e[abi.CQEImm:])
+		if wc.Flags&emu.WCWithImm != 0 {
+			wc.Imm = binary.BigEndian.Uint32(e[abi.CQEImm:])
+		}
+		out = append(out, wc)
+	}
+	return out
+}
+
+// The data path through guest rings in rxe's layout: two QPs of the function connected to each
+// other over its loopback; WRITE, inline WRITE, SEND into a receive the driver posted without a
+// doorbell, WRITE_WITH_IMM, a type 2 window bound by a BIND_MW WQE and written through, and a
+// malformed WQE completing LOC_QP_OP_ERR in its place; the send queue's consumer index follows
+// the retired WQEs.
+func TestQueuePairDataPath(t *testing.T) {
+	b := newBench(t)
+	b.enable()
+	pdn := b.ok(abi.OpAllocPD, nil)
+	b.ringAt(0x140000, 0x112000, 3, 7, 6)
+	cqn := b.ok(abi.OpCreateCQ, append(queueArgs(7, 6, 0x112000, 3), u32s(0, 0, 0xffffffff)[8:]...))
+	q1 := b.makeQP(pdn, cqn, 0x150000, 0x113000, 0x160000, 0x114000)
+	q2 := b.makeQP(pdn, cqn, 0x170000, 0x115000, 0x180000, 0x116000)
+	b.connect(q1, q2.qpn)
+	b.connect(q2, q1.qpn)
+	// The data: one MR over 0x1a0000-0x1a3fff (source at 0x1a0000, target at 0x1a2000).
+	for i := range 4 {
+		binary.LittleEndian.PutUint64(b.at(0x117000+uint64(8*i)), 0x1a0000+uint64(i)*4096)
+	}
+	all := emu.AccessLocalWrite | emu.AccessRemoteWrite | emu.AccessRemoteRead | emu.AccessMWBind
+	key := b.ok(abi.OpRegMR, regMRArgs(pdn, all, 0x1a0000, 4*4096, 0, pageListBytes(0x117000, 4, 12, 1)))
+	for i := range 256 {
+		b.at(0x1a0000)[i] = byte(i)
+	}
+	src := [3]uint64{0x1a0000, 256, uint64(key)}
+
+	b.post(q1, sendWQE{id: 1, op: emu.WRRDMAWrite, flags: emu.SendSignaled, remote: 0x1a2000, rkey: key, sges: [][3]uint64{src}})
+	b.post(q1, sendWQE{id: 2, op: emu.WRRDMAWrite, flags: emu.SendSignaled | emu.SendInline, remote: 0x1a2800, rkey: key, inline: []byte("inline bytes")})
+	b.postRecv(q2, 50, 0x1a3000, 512, key)
+	b.post(q1, sendWQE{id: 3, op: emu.WRSend, flags: emu.SendSignaled, sges: [][3]uint64{src}})
+	b.postRecv(q2, 51, 0x1a3200, 512, key)
+	b.post(q1, sendWQE{id: 4, op: emu.WRRDMAWriteWithImm, flags: emu.SendSignaled, imm: 0xdeadbeef, remote: 0x1a2100, rkey: key, sges: [][3]uint64{src}})
+	b.sim.RunUntilIdle(0)
+	want := []emu.WC{
+		{WRID: 1, Opcode: emu.WCRDMAWrite, ByteLen: 256, QPNum: q1.qpn},
+		{WRID: 2, Opcode: emu.WCRDMAWrite, ByteLen: 12, QPNum: q1.qpn},
+		{WRID: 50, Opcode: emu.WCRecv, ByteLen: 256, QPNum: q2.qpn},
+		{WRID: 3, Opcode: emu.WCSend, ByteLen: 256, QPNum: q1.qpn},
+		{WRID: 51, Opcode: emu.WCRecvRDMAWithImm, ByteLen: 256, QPNum: q2.qpn, Imm: 0xdeadbeef, Flags: emu.WCWithImm},
+		{WRID: 4, Opcode: emu.WCRDMAWrite, ByteLen: 256, QPNum: q1.qpn},
+	}
+	got := b.cqes(0x140000, 0)
+	if len(got) != len(want) {
+		t.Fatalf("completions %v, want %v", got, want)
+	}
+	for _, w := range want {
+		found := false
+		for _, g := range got {
+			if g.WRID == w.WRID && g.Opcode == w.Opcode && g.ByteLen == w.ByteLen && g.QPNum == w.QPNum && g.Status == emu.WCSuccess && g.Imm == w.Imm && g.Flags == w.Flags {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("no completion %+v in %v", w, got)
+		}
+	}
+	if !bytes.Equal(b.at(0x1a2000)[:256], b.at(0x1a0000)[:256]) || string(b.at(0x1a2800)[:12]) != "inline bytes" ||
+		!bytes.Equal(b.at(0x1a3000)[:256], b.at(0x1a0000)[:256]) {
+		t.Fatal("data did not land")
+	}
+	if cons := binary.LittleEndian.Uint32(b.at(0x150000 + abi.QHConsumer)); cons != 4 {
+		t.Fatalf("send queue consumer %d after 4 retired WQEs", cons)
+	}
+	if cons := binary.LittleEndian.Uint32(b.at(0x180000 + abi.QHConsumer)); cons != 2 {
+		t.Fatalf("receive queue consumer %d after 2 receives", cons)
+	}
+
+	// Six WRITEs answered by one coalesced ACK retire together: the consumer index moves by six.
+	for id := uint64(20); id < 26; id++ {
+		b.post(q1, sendWQE{id: id, op: emu.WRRDMAWrite, remote: 0x1a2000, rkey: key, sges: [][3]uint64{{0x1a0000, 8, uint64(key)}}})
+	}
+	b.sim.RunUntilIdle(0)
+	if cons := binary.LittleEndian.Uint32(b.at(0x150000 + abi.QHConsumer)); cons != 10 {
+		t.Fatalf("send queue consumer %d after 10 retired WQEs", cons)
+	}
+
+	// A type 2 window bound by a BIND_MW WQE; a WRITE through its rkey lands.
+	mw := b.ok(abi.OpAllocSTag, u32s(pdn, abi.STagMWType2B, 0))
+	newKey := mw&^0xff | (mw+7)&0xff
+	b.post(q2, sendWQE{id: 60, op: emu.WRBindMW, flags: emu.SendSignaled,
+		mw: [6]uint64{0x1a2400, 256, uint64(key), uint64(mw), uint64(newKey), uint64(emu.AccessRemoteWrite)}})
+	b.post(q1, sendWQE{id: 5, op: emu.WRRDMAWrite, flags: emu.SendSignaled, remote: 0x1a2400, rkey: newKey, sges: [][3]uint64{{0x1a0000, 16, uint64(key)}}})
+	b.sim.RunUntilIdle(0)
+	got = b.cqes(0x140000, 6)
+	if len(got) != 2 || got[0].WRID != 60 || got[0].Opcode != emu.WCBindMW || got[0].Status != emu.WCSuccess ||
+		got[1].WRID != 5 || got[1].Status != emu.WCSuccess {
+		t.Fatalf("bind and write through the window: %v", got)
+	}
+	if !bytes.Equal(b.at(0x1a2400)[:16], b.at(0x1a0000)[:16]) {
+		t.Fatal("the WRITE through the window did not land")
+	}
+
+	// A WQE naming 9 SGEs on a QP that takes 4 completes LOC_QP_OP_ERR in its place.
+	b.post(q1, sendWQE{id: 6, op: emu.WRSend, flags: emu.SendSignaled, sges: [][3]uint64{src}, numSGEOverride: 9})
+	b.sim.RunUntilIdle(0)
+	got = b.cqes(0x140000, 8)
+	if len(got) != 1 || got[0].WRID != 6 || got[0].Status != emu.WCLocQPOpErr {
+		t.Fatalf("malformed WQE: %v", got)
+	}
+}
