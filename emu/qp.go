@@ -329,6 +329,15 @@ func (qp *QP) setState(s QPState, why string) {
 // toError moves the QP to ERR after a failure, flushing what is left, and raises QP_FATAL.
 func (qp *QP) toError(why string) { qp.fail(AsyncQPFatal, why) }
 
+// Fail moves the QP to ERR as a failure of its own, not the user's (QP_FATAL is raised, its
+// work is flushed): a device model's queue in guest memory went away under it.
+func (qp *QP) Fail(why string) {
+	d := qp.dev
+	d.mu.Lock()
+	defer d.unlock()
+	qp.toError(why)
+}
+
 // PostRecv posts receive requests. On a QP with an SRQ it is EINVAL.
 func (qp *QP) PostRecv(wrs ...RecvWR) error {
 	d := qp.dev

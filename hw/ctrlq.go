@@ -108,6 +108,14 @@ func (f *Function) execLocked(e []byte) error {
 		return f.queryQPLocked(u32(0), args[8:])
 	case abi.OpDestroyQP:
 		return f.destroyQPLocked(u32(0))
+	case abi.OpCreateSRQ:
+		return f.createSRQLocked(args, result)
+	case abi.OpModifySRQ:
+		return f.modifySRQLocked(u32(0), u32(4), u32(8))
+	case abi.OpQuerySRQ:
+		return f.querySRQLocked(u32(0), result)
+	case abi.OpDestroySRQ:
+		return f.destroySRQLocked(u32(0))
 	default:
 		return errf(syscall.EOPNOTSUPP, "control command 0x%x", op)
 	}

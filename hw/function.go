@@ -58,6 +58,7 @@ type Function struct {
 	cqSlots [abi.MaxCQSlots]*cq
 	qps     map[uint32]*qp // by QPN
 	qpSlots [abi.MaxQPSlots]*qp
+	srqs    map[uint32]*srq // by SRQN
 }
 
 type mrEntry struct {
@@ -128,9 +129,16 @@ func (f *Function) UnmapDMA(iova, size uint64) error {
 		}
 		c.mu.Unlock()
 	}
+	for _, s := range f.srqs {
+		s.mu.Lock()
+		if s.r.overlaps(iova, size) {
+			s.gone = true
+		}
+		s.mu.Unlock()
+	}
 	var affected []*qp
 	for _, q := range f.qps {
-		if q.sq.overlaps(iova, size) || q.rq.overlaps(iova, size) {
+		if q.sq.overlaps(iova, size) || q.rq != nil && q.rq.overlaps(iova, size) {
 			affected = append(affected, q)
 		}
 	}
@@ -147,7 +155,7 @@ func (f *Function) UnmapDMA(iova, size uint64) error {
 		q.rqMu.Lock()
 		q.rqGone = true
 		q.rqMu.Unlock()
-		_ = q.emu.Modify(emu.QPAttr{State: emu.QPSErr}, emu.AttrState)
+		q.emu.Fail("a queue's guest memory was unmapped")
 	}
 	if dev != nil {
 		dev.RevokeRange(&f.mem, iova, size)
@@ -188,7 +196,12 @@ func (f *Function) resetLocked() {
 		q.posting.Unlock()
 	}
 	f.eqs, f.nextEQ, f.asyncEQ, f.cqs, f.cqSlots = map[uint32]*eq{}, 0, nil, map[uint32]*cq{}, [abi.MaxCQSlots]*cq{}
-	f.qps, f.qpSlots = map[uint32]*qp{}, [abi.MaxQPSlots]*qp{}
+	for _, q := range f.srqs {
+		q.mu.Lock()
+		q.gone = true
+		q.mu.Unlock()
+	}
+	f.qps, f.qpSlots, f.srqs = map[uint32]*qp{}, [abi.MaxQPSlots]*qp{}, map[uint32]*srq{}
 	mac := f.cfg.MAC
 	f.regs = registers{
 		macLo: binary.LittleEndian.Uint32(mac[0:4]),

@@ -52,8 +52,11 @@ func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 	if t := args[abi.CreateQPType]; t != 2 {
 		return errf(syscall.EOPNOTSUPP, "QP type %d (RC only)", t)
 	}
-	if le.Uint32(args[abi.CreateQPSRQ:]) != 0 {
-		return errf(syscall.EOPNOTSUPP, "QPs on an SRQ")
+	var shared *srq
+	if n := le.Uint32(args[abi.CreateQPSRQ:]); n != 0 {
+		if shared = f.srqs[n]; shared == nil {
+			return errf(syscall.ENOENT, "SRQ %d", n)
+		}
 	}
 	scq, rcq := f.cqs[le.Uint32(args[abi.CreateQPSendCQ:])], f.cqs[le.Uint32(args[abi.CreateQPRecvCQ:])]
 	if scq == nil || rcq == nil {
@@ -70,10 +73,13 @@ func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 	if err != nil {
 		return err
 	}
-	rq, err := newRing(&f.mem, args[abi.CreateQPRQ:abi.CreateQPRQ+abi.QueueArgsSize],
-		abi.RecvWQESize+abi.SGESize*recvSGE, uint32(lim.MaxQPWR)+1)
-	if err != nil {
-		return err
+	var rq *ring
+	if shared == nil { // a QP on an SRQ has no receive queue of its own
+		rq, err = newRing(&f.mem, args[abi.CreateQPRQ:abi.CreateQPRQ+abi.QueueArgsSize],
+			abi.RecvWQESize+abi.SGESize*recvSGE, uint32(lim.MaxQPWR)+1)
+		if err != nil {
+			return err
+		}
 	}
 	slot := -1
 	for i, q := range f.qpSlots {
@@ -85,17 +91,23 @@ func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 	if slot < 0 {
 		return errf(syscall.ENOMEM, "all %d QP slots in use", len(f.qpSlots))
 	}
-	eqp, err := p.pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: scq.emu, RecvCQ: rcq.emu,
-		SigAll: args[abi.CreateQPSigAll] != 0,
-		Cap: emu.QPCap{MaxSendWR: int(sq.count() - 1), MaxRecvWR: int(rq.count() - 1), MaxSendSGE: sendSGE,
-			MaxRecvSGE: recvSGE, MaxInlineData: maxInline}})
+	init := emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: scq.emu, RecvCQ: rcq.emu, SigAll: args[abi.CreateQPSigAll] != 0,
+		Cap: emu.QPCap{MaxSendWR: int(sq.count() - 1), MaxRecvWR: 1, MaxSendSGE: sendSGE, MaxRecvSGE: recvSGE, MaxInlineData: maxInline}}
+	if rq != nil {
+		init.Cap.MaxRecvWR = int(rq.count() - 1)
+	} else {
+		init.SRQ = shared.emu
+	}
+	eqp, err := p.pd.CreateQP(init)
 	if err != nil {
 		return err
 	}
 	q := &qp{f: f, emu: eqp, slot: uint32(slot), pdn: pdn, sq: sq, rq: rq,
 		maxSendSGE: sendSGE, maxRecvSGE: recvSGE, maxInline: maxInline}
 	eqp.OnRetire(q.retired)
-	eqp.SetRecvSource(q.fetchRecv)
+	if rq != nil {
+		eqp.SetRecvSource(q.fetchRecv)
+	}
 	f.qpSlots[slot] = q
 	f.qps[eqp.Num()] = q
 	p.uses++
@@ -182,7 +194,9 @@ func (f *Function) queryQPLocked(n uint32, a []byte) error {
 		copy(a[abi.QPAttrDGID:], g[:])
 	}
 	le.PutUint32(a[abi.QPAttrMaxSendWR:], q.sq.count()-1)
-	le.PutUint32(a[abi.QPAttrMaxRecvWR:], q.rq.count()-1)
+	if q.rq != nil {
+		le.PutUint32(a[abi.QPAttrMaxRecvWR:], q.rq.count()-1)
+	}
 	le.PutUint16(a[abi.QPAttrMaxSendSGE:], uint16(q.maxSendSGE))
 	le.PutUint16(a[abi.QPAttrMaxRecvSGE:], uint16(q.maxRecvSGE))
 	le.PutUint32(a[abi.QPAttrMaxInline:], uint32(q.maxInline))
@@ -221,17 +235,7 @@ func (q *qp) fetchRecv(limit int) []emu.RecvWR {
 		if q.rq.access(q.rq.elemOff(q.rqCons), elem, false) != nil {
 			break
 		}
-		le := binary.LittleEndian
-		wr := emu.RecvWR{ID: le.Uint64(elem[abi.RecvWRID:])}
-		n := int(le.Uint32(elem[abi.RecvNumSGE:]))
-		if n > q.maxRecvSGE || abi.RecvSGEs+n*abi.SGESize > len(elem) {
-			wr.SGL = []emu.SGE{{Length: 1}} // lkey 0 names no MR: LOC_PROT_ERR when used
-		} else {
-			for i := range n {
-				s := elem[abi.RecvSGEs+i*abi.SGESize:]
-				wr.SGL = append(wr.SGL, emu.SGE{Addr: le.Uint64(s[abi.SGEAddr:]), Length: le.Uint32(s[abi.SGELength:]), LKey: le.Uint32(s[abi.SGELKey:])})
-			}
-		}
+		wr := decodeRecv(elem, q.maxRecvSGE)
 		out = append(out, wr)
 		q.rqCons = (q.rqCons + 1) & q.rq.mask()
 	}

@@ -3,7 +3,9 @@ package hw
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
+	"syscall"
 	"testing"
 
 	"github.com/softirdma/softirdma/emu"
@@ -271,5 +273,77 @@ func TestQueuePairDataPath(t *testing.T) {
 	got = b.cqes(0x140000, 8)
 	if len(got) != 1 || got[0].WRID != 6 || got[0].Status != emu.WCLocQPOpErr {
 		t.Fatalf("malformed WQE: %v", got)
+	}
+}
+
+// A QP on an SRQ: SENDs take the SRQ's receives in order, the limit fires SRQ_LIMIT_REACHED on
+// the async EQ once when fewer than it remain posted, and QUERY_SRQ reports it disarmed.
+func TestSharedReceiveQueue(t *testing.T) {
+	b := newBench(t)
+	b.enable()
+	pdn := b.ok(abi.OpAllocPD, nil)
+	b.ringAt(0x130000, 0x111000, 1, 3, 4)
+	b.ok(abi.OpCreateEQ, append(pageListBytes(0x111000, 1, 12, 1), 3, abi.EQAsync, 1, 0))
+	b.ringAt(0x140000, 0x112000, 3, 7, 6)
+	cqn := b.ok(abi.OpCreateCQ, append(queueArgs(7, 6, 0x112000, 3), u32s(0, 0, 0xffffffff)[8:]...))
+	b.ringAt(0x190000, 0x118000, 1, 4, rqLogElem)
+	srqn := b.ok(abi.OpCreateSRQ, append(u32s(pdn, 4, 3, 0), queueArgs(4, rqLogElem, 0x118000, 1)...))
+
+	q1 := b.makeQP(pdn, cqn, 0x150000, 0x113000, 0x160000, 0x114000)
+	// q2 on the SRQ.
+	b.ringAt(0x170000, 0x115000, 3, 4, sqLogElem)
+	a := make([]byte, abi.CreateQPRQ+abi.QueueArgsSize)
+	le := binary.LittleEndian
+	le.PutUint32(a[abi.CreateQPPD:], pdn)
+	a[abi.CreateQPType] = 2
+	le.PutUint32(a[abi.CreateQPSendCQ:], cqn)
+	le.PutUint32(a[abi.CreateQPRecvCQ:], cqn)
+	le.PutUint32(a[abi.CreateQPSRQ:], srqn)
+	le.PutUint16(a[abi.CreateQPSendSGE:], 4)
+	le.PutUint16(a[abi.CreateQPRecvSGE:], 4)
+	copy(a[abi.CreateQPSQ:], queueArgs(4, sqLogElem, 0x115000, 3))
+	errno, res := b.cmd(abi.OpCreateQP, a)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	q2 := &guestQP{qpn: res[0], slot: res[1], sq: 0x170000, sqLog: 4}
+	b.connect(q1, q2.qpn)
+	b.connect(q2, q1.qpn)
+	for i := range 4 {
+		binary.LittleEndian.PutUint64(b.at(0x117000+uint64(8*i)), 0x1a0000+uint64(i)*4096)
+	}
+	key := b.ok(abi.OpRegMR, regMRArgs(pdn, emu.AccessLocalWrite, 0x1a0000, 4*4096, 0, pageListBytes(0x117000, 4, 12, 1)))
+	srq := &guestQP{rq: 0x190000, rqLog: 4}
+	for i := range 5 {
+		b.postRecv(srq, uint64(70+i), 0x1a1000+uint64(i)*256, 256, key)
+	}
+	for i := range 3 {
+		b.post(q1, sendWQE{id: uint64(i + 1), op: emu.WRSend, flags: emu.SendSignaled, sges: [][3]uint64{{0x1a0000, 32, uint64(key)}}})
+	}
+	b.sim.RunUntilIdle(0)
+	var recvs []uint64
+	for _, wc := range b.cqes(0x140000, 0) {
+		if wc.Opcode == emu.WCRecv {
+			if wc.Status != emu.WCSuccess || wc.QPNum != q2.qpn {
+				t.Fatalf("receive completion %+v", wc)
+			}
+			recvs = append(recvs, wc.WRID)
+		}
+	}
+	if fmt.Sprint(recvs) != "[70 71 72]" {
+		t.Fatalf("receives %v", recvs)
+	}
+	// 5 posted, 3 taken: fewer than 3 remain after the third, so the limit fired once.
+	if prod := binary.LittleEndian.Uint32(b.at(0x130000 + abi.QHProducer)); prod != 1 {
+		t.Fatalf("%d async events", prod)
+	}
+	if e := b.at(0x130000 + abi.QueueHeaderSize); emu.AsyncEventType(e[abi.EQType]) != emu.AsyncSRQLimitReached || binary.LittleEndian.Uint32(e[abi.EQNum:]) != srqn {
+		t.Fatalf("async event % x", e[:8])
+	}
+	if _, res := b.cmd(abi.OpQuerySRQ, u32s(srqn)); res[0] != 15 || res[1] != 4 || res[2] != 0 {
+		t.Fatalf("query_srq %v", res)
+	}
+	if errno, _ := b.cmd(abi.OpModifySRQ, u32s(srqn, 1, 0)); errno != syscall.EOPNOTSUPP {
+		t.Fatalf("resizing an SRQ: %v", errno)
 	}
 }

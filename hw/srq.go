@@ -1,0 +1,156 @@
+package hw
+
+import (
+	"encoding/binary"
+	"sync"
+	"syscall"
+
+	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/hw/abi"
+)
+
+// srq is a shared receive queue whose ring is in guest memory. The engine fetches one receive
+// at a time, when a message needs one, so each fetch is a receive taken: the SRQ limit is
+// checked then, against what the driver has posted and the device not yet taken, as rxe checks
+// it when it takes a receive.
+type srq struct {
+	f      *Function
+	emu    *emu.SRQ
+	pdn    uint32
+	maxSGE int
+
+	mu    sync.Mutex
+	r     *ring
+	cons  uint32
+	limit uint32 // armed for fewer posted receives than this; 0: not armed
+	gone  bool
+}
+
+func (s *srq) fetch(limit int) []emu.RecvWR {
+	s.mu.Lock()
+	if s.gone || limit == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	prod, err := s.r.readU32(abi.QHProducer)
+	if err != nil {
+		s.mu.Unlock()
+		return nil
+	}
+	prod &= s.r.mask()
+	if s.cons == prod {
+		s.mu.Unlock()
+		return nil
+	}
+	elem := make([]byte, 1<<s.r.logElem)
+	if s.r.access(s.r.elemOff(s.cons), elem, false) != nil {
+		s.mu.Unlock()
+		return nil
+	}
+	wr := decodeRecv(elem, s.maxSGE)
+	s.cons = (s.cons + 1) & s.r.mask()
+	_ = s.r.writeU32(abi.QHConsumer, s.cons)
+	fire := s.limit > 0 && (prod-s.cons)&s.r.mask() < s.limit
+	if fire {
+		s.limit = 0
+	}
+	s.mu.Unlock()
+	if fire {
+		// The engine is locked here: the event is posted from the clock, outside it.
+		s.f.cfg.Clock.Post(0, func() { s.f.asyncEvent(emu.AsyncEvent{Type: emu.AsyncSRQLimitReached, Num: s.emu.Num()}) })
+	}
+	return []emu.RecvWR{wr}
+}
+
+// decodeRecv reads an rxe_recv_wqe. One naming more SGEs than the queue takes, or than its slot
+// holds, becomes a receive through lkey 0, which names no MR: the message that uses it fails
+// with an error completion.
+func decodeRecv(elem []byte, maxSGE int) emu.RecvWR {
+	le := binary.LittleEndian
+	wr := emu.RecvWR{ID: le.Uint64(elem[abi.RecvWRID:])}
+	n := int(le.Uint32(elem[abi.RecvNumSGE:]))
+	if n > maxSGE || abi.RecvSGEs+n*abi.SGESize > len(elem) {
+		wr.SGL = []emu.SGE{{Length: 1}}
+		return wr
+	}
+	for i := range n {
+		s := elem[abi.RecvSGEs+i*abi.SGESize:]
+		wr.SGL = append(wr.SGL, emu.SGE{Addr: le.Uint64(s[abi.SGEAddr:]), Length: le.Uint32(s[abi.SGELength:]), LKey: le.Uint32(s[abi.SGELKey:])})
+	}
+	return wr
+}
+
+func (f *Function) createSRQLocked(args []byte, result func(int, uint32)) error {
+	le := binary.LittleEndian
+	pdn, maxSGE, limit := le.Uint32(args[0:]), int(le.Uint32(args[4:])), le.Uint32(args[8:])
+	p, err := f.pdLocked(pdn)
+	if err != nil {
+		return err
+	}
+	if maxSGE < 1 || maxSGE > emu.DefaultLimits.MaxSGE {
+		return errf(syscall.EINVAL, "%d SGEs", maxSGE)
+	}
+	r, err := newRing(&f.mem, args[16:16+abi.QueueArgsSize], abi.RecvWQESize+abi.SGESize*maxSGE, uint32(emu.DefaultLimits.MaxSRQWR)+1)
+	if err != nil {
+		return err
+	}
+	if limit >= r.count() {
+		return errf(syscall.EINVAL, "limit %d for %d receives", limit, r.count()-1)
+	}
+	e, err := p.pd.CreateSRQ(int(r.count()-1), maxSGE)
+	if err != nil {
+		return err
+	}
+	s := &srq{f: f, emu: e, pdn: pdn, maxSGE: maxSGE, r: r, limit: limit}
+	e.SetRecvSource(s.fetch)
+	f.srqs[e.Num()] = s
+	p.uses++
+	result(0, e.Num())
+	return nil
+}
+
+func (f *Function) modifySRQLocked(n, mask, limit uint32) error {
+	s, ok := f.srqs[n]
+	switch {
+	case !ok:
+		return errf(syscall.ENOENT, "SRQ %d", n)
+	case mask&^2 != 0:
+		return errf(syscall.EOPNOTSUPP, "SRQ modify mask 0x%x (resizing is not supported)", mask)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if limit >= s.r.count() {
+		return errf(syscall.EINVAL, "limit %d for %d receives", limit, s.r.count()-1)
+	}
+	s.limit = limit
+	return nil
+}
+
+func (f *Function) querySRQLocked(n uint32, result func(int, uint32)) error {
+	s, ok := f.srqs[n]
+	if !ok {
+		return errf(syscall.ENOENT, "SRQ %d", n)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	result(0, s.r.count()-1)
+	result(1, uint32(s.maxSGE))
+	result(2, s.limit)
+	return nil
+}
+
+func (f *Function) destroySRQLocked(n uint32) error {
+	s, ok := f.srqs[n]
+	if !ok {
+		return errf(syscall.ENOENT, "SRQ %d", n)
+	}
+	if err := s.emu.Destroy(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.gone = true
+	s.mu.Unlock()
+	delete(f.srqs, n)
+	f.pds[s.pdn].uses--
+	return nil
+}
