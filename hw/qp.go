@@ -295,6 +295,17 @@ func (q *qp) post(e []byte) error {
 		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendAtomRKey:])
 		wr.CompareAdd, wr.Swap = le.Uint64(e[abi.SendCompare:]), le.Uint64(e[abi.SendSwap:])
 	case emu.WRSend, emu.WRSendWithImm, emu.WRSendWithInv, emu.WRLocalInv:
+	case emu.WRFlush:
+		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendRKey:])
+		wr.Flush = emu.FlushInfo{Type: emu.FlushType(le.Uint32(e[abi.SendFlushType:])), Level: emu.FlushLevel(le.Uint32(e[abi.SendFlushLvl:])),
+			Length: le.Uint32(e[abi.SendDMALength:])}
+		return q.emu.PostSend(wr)
+	case emu.WRAtomicWrite:
+		// The 8 bytes travel in the WQE (dma.atomic_wr), as rxe's provider puts them.
+		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendRKey:])
+		wr.Flags |= emu.SendInline
+		wr.InlineData = append([]byte{}, e[abi.SendAtomicWr:abi.SendAtomicWr+8]...)
+		return q.emu.PostSend(wr)
 	case emu.WRBindMW:
 		return q.bind(e, &wr)
 	default:

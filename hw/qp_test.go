@@ -63,7 +63,7 @@ func (b *bench) connect(q *guestQP, dest uint32) {
 		binary.LittleEndian.PutUint32(a[4:], uint32(mask))
 		b.ok(abi.OpModifyQP, a)
 	}
-	all := emu.AccessRemoteWrite | emu.AccessRemoteRead | emu.AccessRemoteAtomic
+	all := emu.AccessRemoteWrite | emu.AccessRemoteRead | emu.AccessRemoteAtomic | emu.AccessFlushGlobal | emu.AccessFlushPersistent
 	set(emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags, func(a []byte) {
 		a[abi.QPAttrState], a[abi.QPAttrPortNum] = byte(emu.QPSInit), 1
 		binary.LittleEndian.PutUint32(a[abi.QPAttrAccessFlags:], uint32(all))
@@ -91,6 +91,8 @@ type sendWQE struct {
 	inline         []byte
 	numSGEOverride uint32
 	mw             [6]uint64 // BIND_MW: addr, length, mr lkey, window rkey, new rkey, access
+	flush          [2]uint32 // FLUSH: placement type, level
+	flushLen       uint32
 }
 
 // post writes a WQE at the send queue's producer index, advances it and rings the doorbell.
@@ -117,6 +119,10 @@ func (b *bench) post(q *guestQP, w sendWQE) {
 		le.PutUint32(e[abi.SendMWNewRKey:], uint32(w.mw[4]))
 		le.PutUint32(e[abi.SendMWAccess:], uint32(w.mw[5]))
 	}
+	if w.op == emu.WRFlush {
+		le.PutUint32(e[abi.SendFlushType:], w.flush[0])
+		le.PutUint32(e[abi.SendFlushLvl:], w.flush[1])
+	}
 	n := uint32(len(w.sges))
 	if w.numSGEOverride != 0 {
 		n = w.numSGEOverride
@@ -134,6 +140,9 @@ func (b *bench) post(q *guestQP, w sendWQE) {
 	if w.inline != nil {
 		copy(e[abi.SendSGEs:], w.inline)
 		total = uint32(len(w.inline))
+	}
+	if w.op == emu.WRFlush {
+		total = w.flushLen
 	}
 	le.PutUint32(e[abi.SendDMALength:], total)
 	q.sqProd = (q.sqProd + 1) & (1<<q.sqLog - 1)
@@ -267,10 +276,24 @@ func TestQueuePairDataPath(t *testing.T) {
 		t.Fatal("the WRITE through the window did not land")
 	}
 
+	// ATOMIC_WRITE with its 8 bytes in the WQE, and a FLUSH, through an MR with FLUSH rights.
+	key2 := b.ok(abi.OpRegMR, regMRArgs(pdn, emu.AccessLocalWrite|emu.AccessRemoteWrite|emu.AccessFlushGlobal, 0x1a0000, 4*4096, 0, pageListBytes(0x117000, 4, 12, 1)))
+	b.post(q1, sendWQE{id: 7, op: emu.WRAtomicWrite, flags: emu.SendSignaled, remote: 0x1a2f00, rkey: key2, inline: []byte{1, 2, 3, 4, 5, 6, 7, 8}})
+	b.post(q1, sendWQE{id: 8, op: emu.WRFlush, flags: emu.SendSignaled, remote: 0x1a2f00, rkey: key2, flush: [2]uint32{uint32(emu.FlushGlobal), uint32(emu.FlushRange)}, flushLen: 8})
+	b.sim.RunUntilIdle(0)
+	got = b.cqes(0x140000, 8)
+	if len(got) != 2 || got[0].WRID != 7 || got[0].Status != emu.WCSuccess || got[0].Opcode != emu.WCAtomicWrite ||
+		got[1].WRID != 8 || got[1].Status != emu.WCSuccess || got[1].Opcode != emu.WCFlush {
+		t.Fatalf("ATOMIC_WRITE and FLUSH: %v", got)
+	}
+	if !bytes.Equal(b.at(0x1a2f00)[:8], []byte{1, 2, 3, 4, 5, 6, 7, 8}) {
+		t.Fatalf("ATOMIC_WRITE stored % x", b.at(0x1a2f00)[:8])
+	}
+
 	// A WQE naming 9 SGEs on a QP that takes 4 completes LOC_QP_OP_ERR in its place.
 	b.post(q1, sendWQE{id: 6, op: emu.WRSend, flags: emu.SendSignaled, sges: [][3]uint64{src}, numSGEOverride: 9})
 	b.sim.RunUntilIdle(0)
-	got = b.cqes(0x140000, 8)
+	got = b.cqes(0x140000, 10)
 	if len(got) != 1 || got[0].WRID != 6 || got[0].Status != emu.WCLocQPOpErr {
 		t.Fatalf("malformed WQE: %v", got)
 	}

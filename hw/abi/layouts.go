@@ -91,6 +91,8 @@ var Layouts = []Layout{
 		{Name: "mw_addr", Off: SendMWAddr, Size: 8, Union: "mw"}, {Name: "mw_length", Off: SendMWLength, Size: 8, Union: "mw"},
 		{Name: "mw_mr_lkey", Off: SendMWMRLKey, Size: 4, Union: "mw"}, {Name: "mw_mw_rkey", Off: SendMWRKey, Size: 4, Union: "mw"},
 		{Name: "mw_rkey", Off: SendMWNewRKey, Size: 4, Union: "mw"}, {Name: "mw_access", Off: SendMWAccess, Size: 4, Union: "mw"},
+		{Name: "flush_remote_addr", Off: SendRemote, Size: 8, Union: "flush"}, {Name: "flush_rkey", Off: SendRKey, Size: 4, Union: "flush"},
+		{Name: "flush_type", Off: SendFlushType, Size: 4, Union: "flush"}, {Name: "flush_level", Off: SendFlushLvl, Size: 4, Union: "flush"},
 		{Name: "reg_key", Off: RegWRKey, Size: 4, Union: "reg"}, {Name: "reg_access", Off: RegWRAccess, Size: 4, Union: "reg"},
 		{Name: "reg_iova", Off: RegWRIOVA, Size: 8, Union: "reg"}, {Name: "reg_length", Off: RegWRLength, Size: 8, Union: "reg"},
 		{Name: "reg_offset", Off: RegWROffset, Size: 8, Union: "reg"}, {Name: "reg_pages", Off: RegWRPages, Size: PageListSize, Array: true, Union: "reg"},

@@ -240,6 +240,9 @@
 #define SOFTIRDMA_SEND_MWR_KEY 0x2c
 #define SOFTIRDMA_SEND_MW_NEW_R_KEY 0x30
 #define SOFTIRDMA_SEND_MW_ACCESS 0x34
+#define SOFTIRDMA_SEND_FLUSH_TYPE 0x24
+#define SOFTIRDMA_SEND_FLUSH_LVL 0x28
+#define SOFTIRDMA_SEND_ATOMIC_WR 0xd0
 #define SOFTIRDMA_SEND_STATUS 0x90
 #define SOFTIRDMA_SEND_STATE 0x94
 #define SOFTIRDMA_SEND_IOVA 0x98
@@ -511,6 +514,12 @@ struct softirdma_rxe_send_wqe {
 			__le32 mw_access;
 		} mw;
 		struct {
+			__le64 flush_remote_addr;
+			__le32 flush_rkey;
+			__le32 flush_type;
+			__le32 flush_level;
+		} flush;
+		struct {
 			__le32 reg_key;
 			__le32 reg_access;
 			__le64 reg_iova;
@@ -545,6 +554,7 @@ static_assert(offsetof(struct softirdma_rxe_send_wqe, rdma.remote_addr) == 24);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, atomic.atomic_remote_addr) == 24);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, ud.remote_qpn) == 24);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, mw.mw_addr) == 24);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, flush.flush_remote_addr) == 24);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, reg.reg_key) == 24);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, ud.remote_qkey) == 28);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, reg.reg_access) == 28);
@@ -552,10 +562,13 @@ static_assert(offsetof(struct softirdma_rxe_send_wqe, rdma.rkey) == 32);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, atomic.compare_add) == 32);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, ud.pkey_index) == 32);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, mw.mw_length) == 32);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, flush.flush_rkey) == 32);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, reg.reg_iova) == 32);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, ud.ah_num) == 36);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, flush.flush_type) == 36);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, atomic.swap) == 40);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, mw.mw_mr_lkey) == 40);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, flush.flush_level) == 40);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, reg.reg_length) == 40);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, mw.mw_mw_rkey) == 44);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, atomic.atomic_rkey) == 48);
