@@ -350,7 +350,16 @@ func (c *Client) send(msg []byte, fds []int) error {
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	_, _, err := c.conn.WriteMsgUnix(msg, oob, nil)
+	return writeMsg(c.conn, msg, oob)
+}
+
+// writeMsg sends msg with oob on its first bytes. A stream socket may take a large message in
+// parts; the rest follows without descriptors.
+func writeMsg(conn *net.UnixConn, msg, oob []byte) error {
+	n, _, err := conn.WriteMsgUnix(msg, oob, nil)
+	if err == nil && n < len(msg) {
+		_, err = conn.Write(msg[n:])
+	}
 	return err
 }
 

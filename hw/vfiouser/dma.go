@@ -1,7 +1,6 @@
 package vfiouser
 
 import (
-	"log/slog"
 	"math"
 	"sort"
 	"syscall"
@@ -148,5 +147,5 @@ func (s *Server) release(r *dmaRegion) {
 		}
 		r.mem = nil
 	}
-	s.log.Log(nil, slog.LevelDebug, "DMA unmapped", "iova", r.iova, "size", r.size)
+	s.log.Debug("DMA unmapped", "iova", r.iova, "size", r.size)
 }

@@ -17,7 +17,7 @@ import (
 
 // Config sets up a Server.
 type Config struct {
-	// SocketPath is where ListenAndServe listens. A stale socket file there (one nobody
+	// SocketPath is where Listen binds. A stale socket file there (one nobody
 	// answers on) is replaced.
 	SocketPath string
 	// Logger receives the server's structured logs; nil discards them.
@@ -45,6 +45,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	closed bool
+	ln     *net.UnixListener  // from Listen
 	cancel context.CancelFunc // of the running ListenAndServe
 	done   chan struct{}      // closed when ListenAndServe returns
 }
@@ -98,30 +99,49 @@ func New(cfg Config, dev Device) (*Server, error) {
 	}, nil
 }
 
-// ListenAndServe listens on Config.SocketPath and serves clients one after another until ctx
-// ends or Close is called; then it returns nil after releasing the client it was serving
-// and removing the socket file.
-func (s *Server) ListenAndServe(ctx context.Context) error {
+// Listen binds Config.SocketPath; once it returns, a client may connect (Serve accepts it).
+func (s *Server) Listen() error {
 	s.mu.Lock()
-	if s.closed || s.cancel != nil {
+	defer s.mu.Unlock()
+	if s.closed || s.ln != nil {
+		return errors.New("vfiouser: server closed or already listening")
+	}
+	ln, err := listen(s.path)
+	if err != nil {
+		return err
+	}
+	ln.SetUnlinkOnClose(true)
+	s.ln = ln
+	s.log.Info("vfio-user server listening", "socket", s.path)
+	return nil
+}
+
+// ListenAndServe is Listen followed by Serve.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	return s.Serve(ctx)
+}
+
+// Serve serves the clients that connect to the socket Listen bound, one after another, until
+// ctx ends or Close is called; then it returns nil after releasing the client it was serving
+// and removing the socket file.
+func (s *Server) Serve(ctx context.Context) error {
+	s.mu.Lock()
+	ln := s.ln
+	if s.closed || ln == nil || s.cancel != nil {
 		s.mu.Unlock()
-		return errors.New("vfiouser: server closed or already serving")
+		return errors.New("vfiouser: Serve without Listen, after Close, or twice")
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	s.cancel, s.done = cancel, make(chan struct{})
 	s.mu.Unlock()
 	defer close(s.done)
 	defer cancel()
-
-	ln, err := listen(s.path)
-	if err != nil {
-		return err
-	}
-	ln.SetUnlinkOnClose(true)
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	defer ln.Close()
-	s.log.Info("vfio-user server listening", "socket", s.path)
 	for {
 		conn, err := ln.AcceptUnix()
 		if err != nil {
@@ -158,12 +178,15 @@ func listen(path string) (*net.UnixListener, error) {
 	return net.ListenUnix("unix", addr)
 }
 
-// Close stops ListenAndServe and waits until it has released its client.
+// Close stops Serve and waits until it has released its client and removed the socket.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
-	cancel, done := s.cancel, s.done
+	cancel, done, ln := s.cancel, s.done, s.ln
 	s.mu.Unlock()
+	if cancel == nil && ln != nil {
+		ln.Close() // listening, never served
+	}
 	if cancel != nil {
 		cancel()
 		<-done
@@ -241,8 +264,7 @@ func (c *session) respond(h Header, reply []byte, fd int, bad error) error {
 	if fd >= 0 && bad == nil {
 		oob = unix.UnixRights(fd)
 	}
-	_, _, err := c.conn.WriteMsgUnix(msg, oob, nil)
-	return err
+	return writeMsg(c.conn, msg, oob)
 }
 
 // encodeReply builds the reply to h: the bare header with the errno when bad is set.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -212,8 +213,11 @@ func TestPostedAndNonPostedWrites(t *testing.T) {
 	if err := c.RegionRead(0, 0x30, b[:]); err != nil {
 		t.Fatal(err)
 	}
-	if b != [8]byte{9, 10, 11, 12, 13, 14, 15, 16} || dev.cfg[4] != 0x46 {
-		t.Fatalf("after WRITE_MULTI: %x, cfg[4] %x", b, dev.cfg[4])
+	dev.mu.Lock()
+	cfg4 := dev.cfg[4]
+	dev.mu.Unlock()
+	if b != [8]byte{9, 10, 11, 12, 13, 14, 15, 16} || cfg4 != 0x46 {
+		t.Fatalf("after WRITE_MULTI: %x, cfg[4] %x", b, cfg4)
 	}
 }
 
@@ -284,14 +288,20 @@ func TestUnmapTellsDeviceFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var mu sync.Mutex
 	var seen [][]byte
+	dev.mu.Lock()
 	dev.onUnmap = func(iova, size uint64, mem []byte) {
 		if !mapped(mem) {
 			t.Errorf("unmap of 0x%x: memory already gone when the device is told", iova)
 		}
 		mem[0] = 1 // the device may still touch it until it returns
+		mu.Lock()
 		seen = append(seen, mem)
+		mu.Unlock()
 	}
+	dev.mu.Unlock()
+	seenNow := func() [][]byte { mu.Lock(); defer mu.Unlock(); return slices.Clone(seen) }
 	body := make([]byte, dmaUnmapSize)
 	le.PutUint32(body, dmaUnmapSize)
 	le.PutUint64(body[8:], 0x100000)
@@ -300,7 +310,7 @@ func TestUnmapTellsDeviceFirst(t *testing.T) {
 	if err != nil || !bytes.Equal(r, body) {
 		t.Fatalf("unmap reply %x, %v; want the request echoed", r, err)
 	}
-	if len(seen) != 1 || mapped(seen[0]) {
+	if seen := seenNow(); len(seen) != 1 || mapped(seen[0]) {
 		t.Fatal("the region is still mapped after its unmap reply")
 	}
 	wantErrno(t, "unmap again", c.DMAUnmap(0x100000, 0x80000, false), syscall.ENOENT)
@@ -309,7 +319,7 @@ func TestUnmapTellsDeviceFirst(t *testing.T) {
 	if err := c.DMAUnmap(0, 0, true); err != nil {
 		t.Fatal(err)
 	}
-	if len(seen) != 2 || mapped(seen[1]) {
+	if seen := seenNow(); len(seen) != 2 || mapped(seen[1]) {
 		t.Fatal("unmap all left a region mapped or did not tell the device")
 	}
 }
@@ -327,7 +337,12 @@ func TestTriggerReachesEventfd(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { srv.Trigger(PCIMSIXIRQ, 1); srv.Trigger(PCIMSIXIRQ, 1); srv.Trigger(PCIMSIXIRQ, 0); close(done) }()
+	go func() {
+		srv.Trigger(PCIMSIXIRQ, 1)
+		srv.Trigger(PCIMSIXIRQ, 1)
+		srv.Trigger(PCIMSIXIRQ, 0)
+		close(done)
+	}()
 	<-done
 	if n := readEventfd(t, fds[1]); n != 2 {
 		t.Fatalf("vector 1 eventfd counted %d, want 2", n)
