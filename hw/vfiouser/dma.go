@@ -104,6 +104,11 @@ func (s *Server) mmapDMA(r *dmaRegion, fd int, offset uint64, flags uint32) stri
 		return "mmap: " + err.Error()
 	}
 	r.mem = mem
+	// QEMU seals its memfd backends by default. A file that may still shrink lets the client
+	// turn a device access into SIGBUS by truncating it; the map stands (it must), but say so.
+	if seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0); err != nil || seals&unix.F_SEAL_SHRINK == 0 {
+		s.log.Warn("DMA region's file is not sealed against shrinking", "iova", r.iova, "size", r.size)
+	}
 	return ""
 }
 

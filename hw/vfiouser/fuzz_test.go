@@ -106,6 +106,23 @@ func TestFuzzCorpusHasEverySeed(t *testing.T) {
 			t.Errorf("%s is missing or stale (go test ./hw/vfiouser -run TestFuzzCorpus -vfiouser.update-corpus): %v", path, err)
 		}
 	}
+	dir = filepath.Join("testdata", "fuzz", "FuzzParseRegionInfo")
+	for _, s := range regionInfoSeeds() {
+		path := filepath.Join(dir, s.name)
+		want := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\nuint32(%d)\n", s.reply, s.asked)
+		if *updateCorpus {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if got, err := os.ReadFile(path); err != nil || string(got) != want {
+			t.Errorf("%s is missing or stale: %v", path, err)
+		}
+	}
 }
 
 // FuzzServer feeds a byte stream, with descriptors on its first bytes (fds: bits 0-1 how
@@ -208,4 +225,31 @@ func TestFuzzSeedsAreValid(t *testing.T) {
 			}
 		})
 	}
+}
+
+type regionInfoSeed struct {
+	name  string
+	reply []byte
+	asked uint32
+}
+
+func regionInfoSeeds() []regionInfoSeed {
+	return []regionInfoSeed{
+		{"sparse", append(u32s(64, 15, 2, 32, 8192, 0, 0, 0), append(u32s(1|1<<16, 0, 1, 0), u32s(4096, 0, 4096, 0)...)...), 64},
+		{"needs-more", append(u32s(64, 15, 2, 0, 8192, 0), 0, 0, 0, 0, 0, 0, 0, 0), 32},
+		{"areas-past-the-end", append(u32s(64, 15, 2, 32, 8192, 0, 0, 0), u32s(1, 0, 0xffffffff, 0)...), 64},
+	}
+}
+
+// FuzzParseRegionInfo: the client reads a server's region info reply without trusting it.
+func FuzzParseRegionInfo(f *testing.F) {
+	for _, s := range regionInfoSeeds() {
+		f.Add(s.reply, s.asked)
+	}
+	f.Fuzz(func(t *testing.T, r []byte, asked uint32) {
+		ri, _, err := parseRegionInfo(r, asked)
+		if err == nil && len(ri.Sparse)*sparseAreaSize > len(r) {
+			t.Fatalf("%d sparse areas from a reply of %d bytes", len(ri.Sparse), len(r))
+		}
+	})
 }

@@ -255,6 +255,8 @@ func (c *session) loop() error {
 func (c *session) respond(h Header, reply []byte, fd int, bad error) error {
 	if bad != nil {
 		c.s.log.Warn("request refused", "cmd", h.Cmd.String(), "id", h.ID, "err", bad)
+	} else if c.s.log.Enabled(context.Background(), slog.LevelDebug) {
+		c.s.log.Debug("request", "cmd", h.Cmd.String(), "id", h.ID, "size", h.Size, "reply", len(reply), "fd", fd >= 0)
 	}
 	if h.Flags&FlagNoReply != 0 {
 		return nil

@@ -391,3 +391,32 @@ func TestTriggerReachesEventfd(t *testing.T) {
 		t.Fatalf("disabled index signalled %d", n)
 	}
 }
+
+// The replies QEMU parses, byte for byte: device info, the region info argsz dance with the
+// sparse-mmap capability, IRQ info.
+func TestReplyBytes(t *testing.T) {
+	c, _ := serve(t, newServer(t, newFakeDev(t)))
+	r, _, err := c.Call(CmdDeviceGetInfo, 0, u32s(16, 0, 0, 0), nil)
+	if want := u32s(16, DeviceFlagPCI|DeviceFlagReset, 9, 5); err != nil || !bytes.Equal(r, want) {
+		t.Fatalf("DEVICE_GET_INFO reply %x, %v; want %x", r, err, want)
+	}
+	// Asked with argsz 32: the bare struct saying 64 bytes are needed, no fd.
+	r, fds, err := c.Call(CmdRegionInfo, 0, append(u32s(32, 0, 2), make([]byte, 20)...), nil)
+	want := append(u32s(64, RegionFlagRead|RegionFlagWrite|RegionFlagMmap|RegionFlagCaps, 2, 0, 8192, 0), 0, 0, 0, 0, 0, 0, 0, 0)
+	if err != nil || !bytes.Equal(r, want) || len(fds) != 0 {
+		t.Fatalf("region info at argsz 32: %x, %d fds, %v; want %x", r, len(fds), err, want)
+	}
+	// Asked again with 64: struct, capability at 32 {id 1, version 1, next 0, one area, pad,
+	// offset 4096, size 4096}, and the fd.
+	r, fds, err = c.Call(CmdRegionInfo, 0, append(u32s(64, 0, 2), make([]byte, 20)...), nil)
+	defer closeFDs(fds)
+	want = append(u32s(64, RegionFlagRead|RegionFlagWrite|RegionFlagMmap|RegionFlagCaps, 2, 32, 8192, 0, 0, 0),
+		append(u32s(1|1<<16, 0, 1, 0), u32s(4096, 0, 4096, 0)...)...)
+	if err != nil || !bytes.Equal(r, want) || len(fds) != 1 {
+		t.Fatalf("region info at argsz 64: %x, %d fds, %v; want %x", r, len(fds), err, want)
+	}
+	r, _, err = c.Call(CmdIRQInfo, 0, u32s(16, 0, PCIMSIXIRQ, 0), nil)
+	if want := u32s(16, IRQEventfd|IRQNoResize, PCIMSIXIRQ, 4); err != nil || !bytes.Equal(r, want) {
+		t.Fatalf("IRQ info reply %x, %v; want %x", r, err, want)
+	}
+}
