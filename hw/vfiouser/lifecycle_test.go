@@ -158,3 +158,30 @@ type descDev struct {
 }
 
 func (d descDev) Describe() Description { return d.d }
+
+// Ending ServeConn's context releases the client as a hang-up does.
+func TestServeConnContextEnds(t *testing.T) {
+	dev := newFakeDev(t)
+	srv := newServer(t, dev)
+	a, b := socketpair(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeConn(ctx, a) }()
+	c := NewClient(b)
+	defer c.Close()
+	ram := memfd(t, 1<<20, nil)
+	defer unix.Close(ram)
+	if err := c.DMAMap(0, 1<<20, ram, 0, DMARead|DMAWrite); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("ServeConn after its context ended: %v", err)
+	}
+	if calls := dev.takeCalls(); len(calls) != 2 || calls[1] != "unmap 0x0 0x100000" {
+		t.Fatalf("device calls %q", calls)
+	}
+	if _, err := c.GetDeviceInfo(); err == nil {
+		t.Fatal("still served after the context ended")
+	}
+}
