@@ -1,0 +1,156 @@
+package vfiouser
+
+import (
+	"math"
+	"sort"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+const pageSize = 4096
+
+// maxDMAMaps is what VERSION advertises as max_dma_maps and what the table holds at most.
+const maxDMAMaps = 65535
+
+// dmaRegion is one DMA_MAP the client made.
+type dmaRegion struct {
+	iova, size uint64
+	mem        []byte // the mmap; nil when not accessible
+	writable   bool
+}
+
+func (r *dmaRegion) last() uint64 { return r.iova + r.size - 1 }
+
+// dmaTable is a connection's DMA maps, sorted by iova and disjoint. Only the connection
+// goroutine touches it.
+type dmaTable struct {
+	regions []*dmaRegion
+}
+
+// find is the index of the first region with iova >= addr.
+func (t *dmaTable) find(addr uint64) int {
+	return sort.Search(len(t.regions), func(i int) bool { return t.regions[i].iova >= addr })
+}
+
+func (t *dmaTable) overlaps(iova, size uint64) bool {
+	i := t.find(iova)
+	if i > 0 && t.regions[i-1].last() >= iova {
+		return true
+	}
+	return i < len(t.regions) && t.regions[i].iova <= iova+(size-1)
+}
+
+// mapDMA handles a DMA_MAP whose fields were decoded. It takes ownership of fd (-1 for none)
+// and closes it: an mmap keeps its own reference to the file.
+func (s *Server) mapDMA(t *dmaTable, iova, size, offset uint64, flags uint32, fd int) error {
+	if fd >= 0 {
+		defer unix.Close(fd)
+	}
+	switch {
+	case flags&^(DMARead|DMAWrite) != 0:
+		return refuse(syscall.EINVAL, "DMA_MAP flags 0x%x", flags)
+	case size == 0 || size-1 > math.MaxUint64-iova:
+		return refuse(syscall.EINVAL, "DMA_MAP [0x%x, +0x%x) is empty or wraps", iova, size)
+	case t.overlaps(iova, size):
+		return refuse(syscall.EEXIST, "DMA_MAP [0x%x, +0x%x) overlaps a mapped range", iova, size)
+	case len(t.regions) >= maxDMAMaps:
+		return refuse(syscall.ENOSPC, "DMA_MAP beyond max_dma_maps %d", maxDMAMaps)
+	}
+	r := &dmaRegion{iova: iova, size: size, writable: flags&DMAWrite != 0}
+	// Never fail a map QEMU sends (it treats that as fatal): memory the server cannot map
+	// safely is recorded as present but not accessible.
+	if why := s.mmapDMA(r, fd, offset, flags); why != "" {
+		r.writable = false
+		s.log.Info("DMA region not accessible", "iova", iova, "size", size, "flags", flags, "why", why)
+	}
+	i := t.find(iova)
+	t.regions = append(t.regions, nil)
+	copy(t.regions[i+1:], t.regions[i:])
+	t.regions[i] = r
+	s.dev.MapDMA(iova, size, r.mem, r.writable)
+	return nil
+}
+
+// mmapDMA maps the file range for r, or says why not.
+func (s *Server) mmapDMA(r *dmaRegion, fd int, offset uint64, flags uint32) string {
+	if fd < 0 {
+		return "no fd"
+	}
+	if flags&DMARead == 0 {
+		return "not readable"
+	}
+	if offset%pageSize != 0 {
+		return "file offset not page-aligned"
+	}
+	if r.size > math.MaxInt || offset > math.MaxInt64-r.size {
+		return "range too large"
+	}
+	// Touching a MAP_SHARED page past the end of its file raises SIGBUS, so the file must
+	// hold the whole range now.
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return "fstat: " + err.Error()
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || uint64(st.Size) < offset+r.size {
+		return "not a regular file holding the range"
+	}
+	prot := unix.PROT_READ
+	if flags&DMAWrite != 0 {
+		prot |= unix.PROT_WRITE
+	}
+	mem, err := unix.Mmap(fd, int64(offset), int(r.size), prot, unix.MAP_SHARED)
+	if err != nil {
+		return "mmap: " + err.Error()
+	}
+	r.mem = mem
+	// QEMU seals its memfd backends by default. A file that may still shrink lets the client
+	// turn a device access into SIGBUS by truncating it; the map stands (it must), but say so.
+	if seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0); err != nil || seals&unix.F_SEAL_SHRINK == 0 {
+		s.log.Warn("DMA region's file is not sealed against shrinking", "iova", r.iova, "size", r.size)
+	}
+	return ""
+}
+
+// unmapDMA handles a DMA_UNMAP: an exact match of an earlier map, or all of them.
+func (s *Server) unmapDMA(t *dmaTable, iova, size uint64, flags uint32) error {
+	switch {
+	case flags&dmaDirty != 0:
+		return refuse(syscall.ENOTSUP, "DMA_UNMAP with a dirty bitmap")
+	case flags&^DMAUnmapAll != 0:
+		return refuse(syscall.EINVAL, "DMA_UNMAP flags 0x%x", flags)
+	case flags&DMAUnmapAll != 0:
+		if iova != 0 || size != 0 {
+			return refuse(syscall.EINVAL, "DMA_UNMAP all with iova 0x%x size 0x%x", iova, size)
+		}
+		s.unmapAll(t)
+		return nil
+	}
+	i := t.find(iova)
+	if i == len(t.regions) || t.regions[i].iova != iova || t.regions[i].size != size {
+		return refuse(syscall.ENOENT, "DMA_UNMAP [0x%x, +0x%x) matches no map", iova, size)
+	}
+	r := t.regions[i]
+	t.regions = append(t.regions[:i], t.regions[i+1:]...)
+	s.release(r)
+	return nil
+}
+
+func (s *Server) unmapAll(t *dmaTable) {
+	for _, r := range t.regions {
+		s.release(r)
+	}
+	t.regions = nil
+}
+
+// release tells the device first, so that it stops touching the memory, and only then unmaps it.
+func (s *Server) release(r *dmaRegion) {
+	s.dev.UnmapDMA(r.iova, r.size)
+	if r.mem != nil {
+		if err := unix.Munmap(r.mem); err != nil {
+			s.log.Error("munmap of a DMA region", "iova", r.iova, "size", r.size, "err", err)
+		}
+		r.mem = nil
+	}
+	s.log.Debug("DMA unmapped", "iova", r.iova, "size", r.size)
+}

@@ -1,0 +1,187 @@
+package vfiouser
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func dial(t *testing.T, path string) *Client {
+	t.Helper()
+	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewClient(conn)
+}
+
+// A client that goes mid-way (with DMA maps, eventfds and half a message sent) leaves no
+// descriptor behind, the device hears of every unmap, and the next client is served: twenty
+// times over.
+func TestDisconnectReleasesAndNextClientIsServed(t *testing.T) {
+	dev := newFakeDev(t)
+	srv := newServer(t, dev)
+	path := filepath.Join(t.TempDir(), "vfio-user.sock")
+	srv.path = path
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.Background()) }()
+
+	c := dial(t, path)
+	if _, err := c.Version(); err != nil {
+		t.Fatal(err)
+	}
+	base := openFDs(t) // one client connected and served
+	for round := range 20 {
+		ram := memfd(t, 2<<20, nil)
+		if err := c.DMAMap(0, 1<<20, ram, 0, DMARead|DMAWrite); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.DMAMap(1<<20, 1<<20, ram, 1<<20, DMARead|DMAWrite); err != nil {
+			t.Fatal(err)
+		}
+		efds := []int{eventfd(t), eventfd(t), eventfd(t), eventfd(t)}
+		if err := c.SetIRQEventfds(PCIMSIXIRQ, 0, efds); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetIRQEventfds(PCIINTxIRQ, 0, efds[:1]); err != nil {
+			t.Fatal(err)
+		}
+		// Half a REGION_WRITE, with an eventfd riding on it, then gone.
+		half := rawMsg(9, CmdRegionWrite, 0, rw(0, 0, 84, make([]byte, 84)))[:40]
+		if _, _, _, err := c.CallRaw(half, efds[1:2], false); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		unix.Close(ram)
+		closeFDs(efds)
+
+		c = dial(t, path) // served only once the previous client is released
+		if _, err := c.Version(); err != nil {
+			t.Fatalf("round %d: the next client: %v", round, err)
+		}
+		if n := openFDs(t); n != base {
+			t.Fatalf("round %d: %d descriptors open, %d with one idle client", round, n, base)
+		}
+		dev.mu.Lock()
+		left := len(dev.dma)
+		dev.mu.Unlock()
+		if left != 0 {
+			t.Fatalf("round %d: %d DMA regions still with the device", round, left)
+		}
+	}
+	// Close releases the connected client and removes the socket.
+	ram := memfd(t, 1<<20, nil)
+	defer unix.Close(ram)
+	if err := c.DMAMap(0, 1<<20, ram, 0, DMARead); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	if err := <-served; err != nil {
+		t.Fatalf("Serve after Close: %v", err)
+	}
+	if len(dev.dma) != 0 {
+		t.Fatal("Close left a DMA region with the device")
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("socket file after Close: %v", err)
+	}
+	if _, err := c.GetDeviceInfo(); err == nil {
+		t.Fatal("the client is still served after Close")
+	}
+	c.Close()
+}
+
+// Listen replaces a socket file nobody listens on and refuses one a live server holds.
+func TestListenStaleSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := New(Config{SocketPath: path}, newFakeDev(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Listen(); err == nil {
+		t.Fatal("Listen took the socket of a live server")
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close() // a stale file stays
+	srv, err := New(Config{SocketPath: path}, newFakeDev(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatalf("Listen over a stale socket: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	c := dial(t, path)
+	if _, err := c.Version(); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // a context ends Serve as Close does
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+}
+
+// New refuses descriptions QEMU would refuse and sparse areas outside their region.
+func TestNewRefusesBadDescriptions(t *testing.T) {
+	dev := newFakeDev(t)
+	for _, d := range []Description{
+		{Regions: make([]Region, 101)},
+		{IRQs: make([]IRQ, 51)},
+		{Regions: []Region{{Size: 4096, Mmap: &RegionMmap{File: dev.bar2, Areas: []SparseArea{{0, 8192}}}}}},
+		{Regions: []Region{{Size: 8192, Mmap: &RegionMmap{File: dev.bar2, Areas: []SparseArea{{100, 4096}}}}}},
+		{Regions: []Region{{Size: 8192, Mmap: &RegionMmap{Areas: []SparseArea{{0, 4096}}}}}},
+	} {
+		if _, err := New(Config{}, descDev{dev, d}); err == nil {
+			t.Errorf("New accepted %+v", d)
+		}
+	}
+}
+
+type descDev struct {
+	*fakeDev
+	d Description
+}
+
+func (d descDev) Describe() Description { return d.d }
+
+// Ending ServeConn's context releases the client as a hang-up does.
+func TestServeConnContextEnds(t *testing.T) {
+	dev := newFakeDev(t)
+	srv := newServer(t, dev)
+	a, b := socketpair(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeConn(ctx, a) }()
+	c := NewClient(b)
+	defer c.Close()
+	ram := memfd(t, 1<<20, nil)
+	defer unix.Close(ram)
+	if err := c.DMAMap(0, 1<<20, ram, 0, DMARead|DMAWrite); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("ServeConn after its context ended: %v", err)
+	}
+	if calls := dev.takeCalls(); len(calls) != 2 || calls[1] != "unmap 0x0 0x100000" {
+		t.Fatalf("device calls %q", calls)
+	}
+	if _, err := c.GetDeviceInfo(); err == nil {
+		t.Fatal("still served after the context ended")
+	}
+}

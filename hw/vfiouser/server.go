@@ -1,0 +1,625 @@
+package vfiouser
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Config sets up a Server.
+type Config struct {
+	// SocketPath is where Listen binds. A stale socket file there (one nobody
+	// answers on) is replaced.
+	SocketPath string
+	// Logger receives the server's structured logs; nil discards them.
+	Logger *slog.Logger
+	// MaxMsgFDs is the most descriptors one message may carry (VERSION's max_msg_fds);
+	// 0 means 16, QEMU's own.
+	MaxMsgFDs int
+	// MaxDataXfer is the largest REGION_READ/WRITE count (max_data_xfer_size); 0 means 1 MiB.
+	MaxDataXfer int
+}
+
+// Server serves a Device to one vfio-user client at a time.
+type Server struct {
+	dev         Device
+	desc        Description
+	log         *slog.Logger
+	path        string
+	maxFDs      int
+	maxDataXfer int
+	maxMsg      int
+
+	irqs *irqTable
+
+	serving sync.Mutex // held while a connection is served: one client at a time
+
+	mu     sync.Mutex
+	closed bool
+	ln     *net.UnixListener  // from Listen
+	cancel context.CancelFunc // of the running ListenAndServe
+	done   chan struct{}      // closed when ListenAndServe returns
+}
+
+// Limits on a device description QEMU accepts (it refuses more).
+const (
+	maxRegions = 100
+	maxIRQs    = 50
+)
+
+// New returns a server for dev.
+func New(cfg Config, dev Device) (*Server, error) {
+	if dev == nil {
+		return nil, errors.New("vfiouser: no device")
+	}
+	if cfg.MaxMsgFDs == 0 {
+		cfg.MaxMsgFDs = 16
+	}
+	if cfg.MaxDataXfer == 0 {
+		cfg.MaxDataXfer = 1 << 20
+	}
+	if cfg.MaxMsgFDs < 1 || cfg.MaxMsgFDs > 253 || cfg.MaxDataXfer < 8 || cfg.MaxDataXfer > 64<<20 {
+		return nil, fmt.Errorf("vfiouser: MaxMsgFDs %d (1..253) or MaxDataXfer %d (8..64 MiB) out of range", cfg.MaxMsgFDs, cfg.MaxDataXfer)
+	}
+	desc := dev.Describe()
+	if len(desc.Regions) > maxRegions || len(desc.IRQs) > maxIRQs {
+		return nil, fmt.Errorf("vfiouser: %d regions, %d IRQ indices: QEMU accepts at most %d and %d", len(desc.Regions), len(desc.IRQs), maxRegions, maxIRQs)
+	}
+	for i, r := range desc.Regions {
+		if r.Mmap == nil {
+			continue
+		}
+		if r.Mmap.File == nil || len(r.Mmap.Areas) == 0 {
+			return nil, fmt.Errorf("vfiouser: region %d: mmap without a file or areas", i)
+		}
+		for _, a := range r.Mmap.Areas {
+			if a.Size == 0 || a.Offset > r.Size || a.Size > r.Size-a.Offset || a.Offset%pageSize != 0 || a.Size%pageSize != 0 {
+				return nil, fmt.Errorf("vfiouser: region %d: sparse area [0x%x, +0x%x) not page-aligned inside the region", i, a.Offset, a.Size)
+			}
+		}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{
+		dev: dev, desc: desc, log: log, path: cfg.SocketPath,
+		maxFDs: cfg.MaxMsgFDs, maxDataXfer: cfg.MaxDataXfer,
+		maxMsg: HeaderSize + regionRWSize + cfg.MaxDataXfer + 4096,
+		irqs:   newIRQTable(desc.IRQs),
+	}, nil
+}
+
+// Listen binds Config.SocketPath; once it returns, a client may connect (Serve accepts it).
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.ln != nil {
+		return errors.New("vfiouser: server closed or already listening")
+	}
+	ln, err := listen(s.path)
+	if err != nil {
+		return err
+	}
+	ln.SetUnlinkOnClose(true)
+	s.ln = ln
+	s.log.Info("vfio-user server listening", "socket", s.path)
+	return nil
+}
+
+// ListenAndServe is Listen followed by Serve.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	return s.Serve(ctx)
+}
+
+// Serve serves the clients that connect to the socket Listen bound, one after another, until
+// ctx ends or Close is called; then it returns nil after releasing the client it was serving
+// and removing the socket file.
+func (s *Server) Serve(ctx context.Context) error {
+	s.mu.Lock()
+	ln := s.ln
+	if s.closed || ln == nil || s.cancel != nil {
+		s.mu.Unlock()
+		return errors.New("vfiouser: Serve without Listen, after Close, or twice")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s.cancel, s.done = cancel, make(chan struct{})
+	s.mu.Unlock()
+	defer close(s.done)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	defer ln.Close()
+	for {
+		conn, err := ln.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("vfiouser: accept: %w", err)
+		}
+		if err := s.ServeConn(ctx, conn); err != nil {
+			s.log.Warn("client connection ended", "err", err)
+		}
+	}
+}
+
+// listen binds path, replacing a socket file nobody listens on any more.
+func listen(path string) (*net.UnixListener, error) {
+	addr := &net.UnixAddr{Name: path, Net: "unix"}
+	ln, err := net.ListenUnix("unix", addr)
+	if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+		return ln, err
+	}
+	if fi, serr := os.Lstat(path); serr != nil || fi.Mode()&os.ModeSocket == 0 {
+		return nil, err
+	}
+	if c, derr := net.DialUnix("unix", nil, addr); derr == nil {
+		c.Close()
+		return nil, fmt.Errorf("vfiouser: %s: a server is already listening: %w", path, err)
+	}
+	os.Remove(path)
+	return net.ListenUnix("unix", addr)
+}
+
+// Close stops Serve and waits until it has released its client and removed the socket.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	cancel, done, ln := s.cancel, s.done, s.ln
+	s.mu.Unlock()
+	if cancel == nil && ln != nil {
+		ln.Close() // listening, never served
+	}
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	return nil
+}
+
+// ServeConn serves one client on conn until it goes (EOF, error) or ctx ends, then releases
+// everything the client gave: every DMA region (the device is told first), every eventfd.
+// It closes conn. Connections are served one at a time: a second ServeConn waits for the first.
+// It returns nil when the client hung up.
+func (s *Server) ServeConn(ctx context.Context, conn *net.UnixConn) error {
+	s.serving.Lock()
+	defer s.serving.Unlock()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	c := &session{s: s, conn: conn}
+	defer c.release()
+	s.log.Info("client connected")
+	err := c.loop()
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) || ctx.Err() != nil {
+		err = nil
+	}
+	s.log.Info("client gone", "err", err)
+	return err
+}
+
+// session is one client's connection and what it gave.
+type session struct {
+	s    *Server
+	conn *net.UnixConn
+	dma  dmaTable
+	oob  []byte
+	hdr  [HeaderSize]byte
+	buf  []byte
+}
+
+func (c *session) release() {
+	c.conn.Close()
+	c.s.unmapAll(&c.dma)
+	c.s.irqs.closeAll()
+}
+
+func (c *session) loop() error {
+	c.oob = make([]byte, unix.CmsgSpace(4*(c.s.maxFDs+8)))
+	for {
+		h, body, fds, bad, err := c.read()
+		if err != nil {
+			closeFDs(fds)
+			return err
+		}
+		var reply []byte
+		var replyFD int = -1
+		if bad != nil {
+			closeFDs(fds)
+		} else {
+			reply, replyFD, bad = c.s.handle(&c.dma, h, body, fds)
+		}
+		if err := c.respond(h, reply, replyFD, bad); err != nil {
+			return err
+		}
+	}
+}
+
+// respond sends the reply to h, or the error reply for bad, unless the client asked for none.
+func (c *session) respond(h Header, reply []byte, fd int, bad error) error {
+	if bad != nil {
+		c.s.log.Warn("request refused", "cmd", h.Cmd.String(), "id", h.ID, "err", bad)
+	} else if c.s.log.Enabled(context.Background(), slog.LevelDebug) {
+		c.s.log.Debug("request", "cmd", h.Cmd.String(), "id", h.ID, "size", h.Size, "reply", len(reply), "fd", fd >= 0)
+	}
+	if h.Flags&FlagNoReply != 0 {
+		return nil
+	}
+	msg := encodeReply(h, reply, bad)
+	var oob []byte
+	if fd >= 0 && bad == nil {
+		oob = unix.UnixRights(fd)
+	}
+	return writeMsg(c.conn, msg, oob)
+}
+
+// encodeReply builds the reply to h: the bare header with the errno when bad is set.
+func encodeReply(h Header, body []byte, bad error) []byte {
+	r := Header{ID: h.ID, Cmd: h.Cmd, Flags: FlagReply}
+	if bad != nil {
+		r.Flags |= FlagError
+		r.Errno = uint32(errnoOf(bad))
+		body = nil
+	}
+	msg := make([]byte, HeaderSize+len(body))
+	r.Size = uint32(len(msg))
+	r.put(msg)
+	copy(msg[HeaderSize:], body)
+	return msg
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// read reads one message. A message whose header is malformed (size below the header's or
+// above the limit) comes back with bad set and as much of it consumed as keeps the stream in
+// step: nothing past the header for a short size, the declared bytes for a long one. err is
+// set only when the connection is unusable.
+func (c *session) read() (h Header, body []byte, fds []int, bad, err error) {
+	fds, err = c.readFull(c.hdr[:], nil)
+	if err != nil {
+		return h, nil, fds, nil, err
+	}
+	h = parseHeader(c.hdr[:])
+	switch {
+	case h.Size < HeaderSize:
+		return h, nil, fds, refuse(syscall.EINVAL, "message size %d is shorter than its header", h.Size), nil
+	case int64(h.Size) > int64(c.s.maxMsg):
+		// Drain the declared bytes in pieces so that the next message is read from its start.
+		n := int64(h.Size) - HeaderSize
+		chunk := make([]byte, 64<<10)
+		for n > 0 && err == nil {
+			k := min(n, int64(len(chunk)))
+			fds, err = c.readFull(chunk[:k], fds)
+			n -= k
+		}
+		return h, nil, fds, refuse(syscall.E2BIG, "message size %d is over the limit %d", h.Size, c.s.maxMsg), err
+	}
+	n := int(h.Size) - HeaderSize
+	if cap(c.buf) < n {
+		c.buf = make([]byte, n)
+	}
+	body = c.buf[:n]
+	fds, err = c.readFull(body, fds)
+	if err == nil && len(fds) > c.s.maxFDs {
+		bad = refuse(syscall.EINVAL, "%d fds, more than max_msg_fds %d", len(fds), c.s.maxFDs)
+	}
+	return h, body, fds, bad, err
+}
+
+// readFull fills b, collecting the descriptors that come with it onto fds.
+func (c *session) readFull(b []byte, fds []int) ([]int, error) {
+	for len(b) > 0 {
+		n, oobn, flags, _, err := c.conn.ReadMsgUnix(b, c.oob)
+		if oobn > 0 {
+			fds = append(fds, parseRights(c.oob[:oobn])...)
+		}
+		if err != nil {
+			return fds, err
+		}
+		if n == 0 {
+			return fds, io.EOF
+		}
+		if flags&unix.MSG_CTRUNC != 0 {
+			// The kernel dropped descriptors that did not fit: more than any message may carry.
+			fds = append(fds, -1)
+		}
+		b = b[n:]
+	}
+	return fds, nil
+}
+
+func parseRights(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		if got, err := unix.ParseUnixRights(&m); err == nil {
+			fds = append(fds, got...)
+		}
+	}
+	return fds
+}
+
+// versionJSON is the capabilities the server offers, most complete first: the reply must be
+// no larger than the request (QEMU sizes its receive buffer from its own message), so a
+// shorter request gets a shorter offer.
+func (s *Server) versionJSON() [][]byte {
+	type caps struct {
+		MaxMsgFDs       int  `json:"max_msg_fds"`
+		MaxDataXferSize int  `json:"max_data_xfer_size,omitempty"`
+		Pgsizes         int  `json:"pgsizes"`
+		MaxDMAMaps      int  `json:"max_dma_maps,omitempty"`
+		WriteMultiple   bool `json:"write_multiple"`
+	}
+	var out [][]byte
+	for _, c := range []caps{
+		{s.maxFDs, s.maxDataXfer, pageSize, maxDMAMaps, true},
+		{s.maxFDs, s.maxDataXfer, pageSize, 0, true},
+		{s.maxFDs, 0, pageSize, 0, true},
+	} {
+		b, _ := json.Marshal(map[string]caps{"capabilities": c})
+		out = append(out, append(b, 0))
+	}
+	return out
+}
+
+// handle decodes and carries out one well-framed request: the reply's body, a descriptor to
+// send with it (-1 for none), or the error for an error reply. It owns fds: each is either
+// kept (an eventfd assigned to a vector) or closed before it returns.
+func (s *Server) handle(t *dmaTable, h Header, body []byte, fds []int) (reply []byte, replyFD int, bad error) {
+	replyFD = -1
+	kept := false
+	defer func() {
+		if !kept {
+			closeFDs(fds)
+		}
+	}()
+	if h.Flags&FlagTypeMask != FlagCommand {
+		return nil, -1, refuse(syscall.EINVAL, "message type %d from the client is not a command", h.Flags&FlagTypeMask)
+	}
+	if h.Flags&^(FlagTypeMask|FlagNoReply) != 0 {
+		return nil, -1, refuse(syscall.EINVAL, "header flags 0x%x", h.Flags)
+	}
+	if len(fds) > 0 && h.Cmd != CmdDMAMap && h.Cmd != CmdSetIRQs {
+		return nil, -1, refuse(syscall.EINVAL, "%s carries %d fds", h.Cmd, len(fds))
+	}
+	switch h.Cmd {
+	case CmdVersion:
+		return s.version(body)
+	case CmdDMAMap:
+		if len(body) != dmaMapSize || le.Uint32(body) != dmaMapSize {
+			return nil, -1, refuse(syscall.EINVAL, "DMA_MAP of %d bytes, argsz %d", len(body), argsz(body))
+		}
+		if len(fds) > 1 {
+			return nil, -1, refuse(syscall.EINVAL, "DMA_MAP with %d fds", len(fds))
+		}
+		fd := -1
+		if len(fds) == 1 {
+			fd, kept = fds[0], true // mapDMA closes it
+		}
+		return nil, -1, s.mapDMA(t, le.Uint64(body[16:]), le.Uint64(body[24:]), le.Uint64(body[8:]), le.Uint32(body[4:]), fd)
+	case CmdDMAUnmap:
+		if len(body) != dmaUnmapSize || le.Uint32(body) != dmaUnmapSize {
+			return nil, -1, refuse(syscall.EINVAL, "DMA_UNMAP of %d bytes, argsz %d", len(body), argsz(body))
+		}
+		if err := s.unmapDMA(t, le.Uint64(body[8:]), le.Uint64(body[16:]), le.Uint32(body[4:])); err != nil {
+			return nil, -1, err
+		}
+		return body, -1, nil
+	case CmdDeviceGetInfo:
+		if len(body) != deviceInfoSize || le.Uint32(body) < deviceInfoSize {
+			return nil, -1, refuse(syscall.EINVAL, "DEVICE_GET_INFO of %d bytes, argsz %d", len(body), argsz(body))
+		}
+		r := make([]byte, deviceInfoSize)
+		le.PutUint32(r[0:], deviceInfoSize)
+		le.PutUint32(r[4:], s.desc.Flags)
+		le.PutUint32(r[8:], uint32(len(s.desc.Regions)))
+		le.PutUint32(r[12:], uint32(len(s.desc.IRQs)))
+		return r, -1, nil
+	case CmdRegionInfo:
+		return s.regionInfo(body)
+	case CmdIRQInfo:
+		if len(body) != irqInfoSize || le.Uint32(body) < irqInfoSize {
+			return nil, -1, refuse(syscall.EINVAL, "DEVICE_GET_IRQ_INFO of %d bytes, argsz %d", len(body), argsz(body))
+		}
+		index := le.Uint32(body[8:])
+		if int(index) >= len(s.desc.IRQs) {
+			return nil, -1, refuse(syscall.EINVAL, "DEVICE_GET_IRQ_INFO index %d of %d", index, len(s.desc.IRQs))
+		}
+		irq := s.desc.IRQs[index]
+		r := make([]byte, irqInfoSize)
+		le.PutUint32(r[0:], irqInfoSize)
+		le.PutUint32(r[4:], irq.Flags&irqInfoFlags)
+		le.PutUint32(r[8:], index)
+		le.PutUint32(r[12:], irq.Count)
+		return r, -1, nil
+	case CmdSetIRQs:
+		if len(body) < irqSetSize || int(le.Uint32(body)) != len(body) {
+			return nil, -1, refuse(syscall.EINVAL, "DEVICE_SET_IRQS of %d bytes, argsz %d", len(body), argsz(body))
+		}
+		var err error
+		kept, err = s.setIRQs(le.Uint32(body[4:]), le.Uint32(body[8:]), le.Uint32(body[12:]), le.Uint32(body[16:]), body[irqSetSize:], fds)
+		return nil, -1, err
+	case CmdRegionRead:
+		if len(body) != regionRWSize {
+			return nil, -1, refuse(syscall.EINVAL, "REGION_READ of %d bytes", len(body))
+		}
+		off, index, count := le.Uint64(body), le.Uint32(body[8:]), le.Uint32(body[12:])
+		if err := s.checkAccess(index, off, uint64(count), RegionFlagRead); err != nil {
+			return nil, -1, err
+		}
+		r := make([]byte, regionRWSize+int(count))
+		copy(r, body)
+		if err := s.dev.RegionRead(index, off, r[regionRWSize:]); err != nil {
+			return nil, -1, refuse(errnoOf(err), "REGION_READ region %d [0x%x, +%d): %v", index, off, count, err)
+		}
+		return r, -1, nil
+	case CmdRegionWrite:
+		if len(body) < regionRWSize {
+			return nil, -1, refuse(syscall.EINVAL, "REGION_WRITE of %d bytes", len(body))
+		}
+		off, index, count := le.Uint64(body), le.Uint32(body[8:]), le.Uint32(body[12:])
+		if uint64(count) != uint64(len(body)-regionRWSize) {
+			return nil, -1, refuse(syscall.EINVAL, "REGION_WRITE count %d with %d data bytes", count, len(body)-regionRWSize)
+		}
+		if err := s.checkAccess(index, off, uint64(count), RegionFlagWrite); err != nil {
+			return nil, -1, err
+		}
+		if err := s.dev.RegionWrite(index, off, body[regionRWSize:]); err != nil {
+			return nil, -1, refuse(errnoOf(err), "REGION_WRITE region %d [0x%x, +%d): %v", index, off, count, err)
+		}
+		return body[:regionRWSize], -1, nil
+	case CmdRegionWriteMulti:
+		return nil, -1, s.writeMulti(body)
+	case CmdDeviceReset:
+		if len(body) != 0 {
+			return nil, -1, refuse(syscall.EINVAL, "DEVICE_RESET with %d bytes", len(body))
+		}
+		if s.desc.Flags&DeviceFlagReset == 0 {
+			return nil, -1, refuse(syscall.ENOTSUP, "DEVICE_RESET: the device has no reset")
+		}
+		if err := s.dev.Reset(); err != nil {
+			return nil, -1, refuse(errnoOf(err), "DEVICE_RESET: %v", err)
+		}
+		return nil, -1, nil
+	}
+	return nil, -1, refuse(syscall.ENOSYS, "unsupported command %s", h.Cmd)
+}
+
+func argsz(body []byte) uint32 {
+	if len(body) < 4 {
+		return 0
+	}
+	return le.Uint32(body)
+}
+
+func (s *Server) version(body []byte) ([]byte, int, error) {
+	if len(body) < 4 {
+		return nil, -1, refuse(syscall.EINVAL, "VERSION of %d bytes", len(body))
+	}
+	if major := le.Uint16(body); major != 0 {
+		return nil, -1, refuse(syscall.ENOTSUP, "VERSION major %d (only 0)", major)
+	}
+	if js := body[4:]; len(js) > 0 {
+		if js[len(js)-1] != 0 {
+			return nil, -1, refuse(syscall.EINVAL, "VERSION JSON not NUL-terminated")
+		}
+		if !json.Valid(js[:len(js)-1]) {
+			return nil, -1, refuse(syscall.EINVAL, "VERSION JSON is not valid")
+		}
+	}
+	for _, js := range s.versionJSON() {
+		if 4+len(js) <= len(body) {
+			return append(make([]byte, 4), js...), -1, nil // major 0, minor 0
+		}
+	}
+	return nil, -1, refuse(syscall.EINVAL, "VERSION request of %d bytes leaves no room for the capabilities", len(body))
+}
+
+// checkAccess checks a region access against the description before the device sees it.
+func (s *Server) checkAccess(index uint32, off, count uint64, need uint32) error {
+	if int(index) >= len(s.desc.Regions) {
+		return refuse(syscall.EINVAL, "region %d of %d", index, len(s.desc.Regions))
+	}
+	r := s.desc.Regions[index]
+	switch {
+	case r.Flags&need == 0:
+		return refuse(syscall.EINVAL, "region %d does not allow this access (flags 0x%x)", index, r.Flags)
+	case count > uint64(s.maxDataXfer):
+		return refuse(syscall.E2BIG, "region %d access of %d bytes, more than max_data_xfer_size %d", index, count, s.maxDataXfer)
+	case off > r.Size || count > r.Size-off:
+		return refuse(syscall.EINVAL, "region %d [0x%x, +%d) is past its end 0x%x", index, off, count, r.Size)
+	}
+	return nil
+}
+
+func (s *Server) regionInfo(body []byte) ([]byte, int, error) {
+	if len(body) != regionInfoSize || le.Uint32(body) < regionInfoSize {
+		return nil, -1, refuse(syscall.EINVAL, "DEVICE_GET_REGION_INFO of %d bytes, argsz %d", len(body), argsz(body))
+	}
+	asked, index := le.Uint32(body), le.Uint32(body[8:])
+	if int(index) >= len(s.desc.Regions) {
+		return nil, -1, refuse(syscall.EINVAL, "DEVICE_GET_REGION_INFO index %d of %d", index, len(s.desc.Regions))
+	}
+	reg := s.desc.Regions[index]
+	flags := reg.Flags & (RegionFlagRead | RegionFlagWrite)
+	need := uint32(regionInfoSize)
+	if reg.Mmap != nil {
+		flags |= RegionFlagMmap | RegionFlagCaps
+		need += sparseCapHeader + sparseAreaSize*uint32(len(reg.Mmap.Areas))
+	}
+	r := make([]byte, regionInfoSize, need)
+	le.PutUint32(r[0:], need)
+	le.PutUint32(r[4:], flags)
+	le.PutUint32(r[8:], index)
+	le.PutUint64(r[16:], reg.Size)
+	if reg.Mmap == nil {
+		return r, -1, nil
+	}
+	le.PutUint64(r[24:], reg.Mmap.FileOffset)
+	if asked < need {
+		// The client asks again with argsz = need; the reply must fit what it asked for.
+		return r, -1, nil
+	}
+	le.PutUint32(r[12:], regionInfoSize) // cap_offset
+	r = r[:need]
+	c := r[regionInfoSize:]
+	le.PutUint16(c[0:], capSparseMmap)
+	le.PutUint16(c[2:], capSparseMmapVer)
+	le.PutUint32(c[4:], 0) // next
+	le.PutUint32(c[8:], uint32(len(reg.Mmap.Areas)))
+	for i, a := range reg.Mmap.Areas {
+		le.PutUint64(c[sparseCapHeader+i*sparseAreaSize:], a.Offset)
+		le.PutUint64(c[sparseCapHeader+i*sparseAreaSize+8:], a.Size)
+	}
+	return r, int(reg.Mmap.File.Fd()), nil
+}
+
+func (s *Server) writeMulti(body []byte) error {
+	if len(body) < 8 {
+		return refuse(syscall.EINVAL, "REGION_WRITE_MULTI of %d bytes", len(body))
+	}
+	n := le.Uint64(body)
+	if n == 0 || n > maxMultiWr || uint64(len(body)-8) != n*multiWrEntry {
+		return refuse(syscall.EINVAL, "REGION_WRITE_MULTI of %d writes in %d bytes", n, len(body))
+	}
+	// Check every write before doing any, so a bad one leaves the device as it was.
+	for e := body[8:]; len(e) > 0; e = e[multiWrEntry:] {
+		off, index, count := le.Uint64(e), le.Uint32(e[8:]), le.Uint32(e[12:])
+		if count > multiWrData {
+			return refuse(syscall.EINVAL, "REGION_WRITE_MULTI entry of %d bytes", count)
+		}
+		if err := s.checkAccess(index, off, uint64(count), RegionFlagWrite); err != nil {
+			return err
+		}
+	}
+	for e := body[8:]; len(e) > 0; e = e[multiWrEntry:] {
+		off, index, count := le.Uint64(e), le.Uint32(e[8:]), le.Uint32(e[12:])
+		if err := s.dev.RegionWrite(index, off, e[16:16+count]); err != nil {
+			return refuse(errnoOf(err), "REGION_WRITE_MULTI region %d [0x%x, +%d): %v", index, off, count, err)
+		}
+	}
+	return nil
+}
