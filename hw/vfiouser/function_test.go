@@ -1,0 +1,100 @@
+package vfiouser
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/hw"
+	"github.com/softirdma/softirdma/hw/abi"
+)
+
+// The softirdma function behind the server, driven through the same messages QEMU sends: its
+// identity in config space, guest RAM from a memfd, a control command run through BAR 0 whose
+// completion arrives as MSI-X vector 0 on its eventfd, and the function's engine gone at reset.
+func TestFunctionOverVfioUser(t *testing.T) {
+	srv, f, err := NewFunction(Config{}, hw.Config{Name: "fn", Clock: emu.NewSim()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := serve(t, srv)
+	if _, err := c.Version(); err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.GetDeviceInfo()
+	if err != nil || info.NumRegions != PCINumRegions || info.NumIRQs != PCINumIRQs || info.Flags != DeviceFlagPCI|DeviceFlagReset {
+		t.Fatalf("device info %+v %v", info, err)
+	}
+	for bar, size := range map[uint32]uint64{0: abi.BARRegsSize, 1: 0, 2: abi.BARDoorbells, 4: abi.MSIXBarSize, 7: 4096} {
+		ri, err := c.GetRegionInfo(bar)
+		if err != nil || ri.Size != size {
+			t.Fatalf("region %d: %+v %v", bar, ri, err)
+		}
+	}
+	if irq, err := c.GetIRQInfo(PCIMSIXIRQ); err != nil || irq.Count != abi.NumVectors {
+		t.Fatalf("MSI-X info %+v %v", irq, err)
+	}
+	id := make([]byte, 4)
+	must(t, c.RegionRead(PCIConfigRegion, 0, id))
+	if binary.LittleEndian.Uint32(id) != abi.PCIDeviceID<<16|abi.PCIVendorID {
+		t.Fatalf("IDs % x", id)
+	}
+
+	const ramAt, ramSize = 0x100000, 1 << 20
+	fd := memfd(t, ramSize, nil)
+	defer unix.Close(fd)
+	ram, err := unix.Mmap(fd, 0, ramSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(ram)
+	must(t, c.DMAMap(ramAt, ramSize, fd, 0, 3))
+	efd := eventfd(t)
+	defer unix.Close(efd)
+	must(t, c.SetIRQEventfds(PCIMSIXIRQ, 0, []int{efd}))
+
+	reg := func(off uint32, v uint32) {
+		t.Helper()
+		var b [4]byte
+		binary.LittleEndian.PutUint32(b[:], v)
+		must(t, c.RegionWrite(abi.BARRegs, uint64(off), b[:], true))
+	}
+	read := func(off uint32) uint32 {
+		t.Helper()
+		var b [4]byte
+		must(t, c.RegionRead(abi.BARRegs, uint64(off), b[:]))
+		return binary.LittleEndian.Uint32(b[:])
+	}
+	must(t, c.RegionWrite(PCIConfigRegion, 4, []byte{6}, false)) // memory space and bus mastering
+	reg(abi.RegCtrlQBaseL, ramAt)
+	reg(abi.RegCtrlQLog, 2)
+	reg(abi.RegDevCtrl, abi.DevCtrlEnable)
+	binary.LittleEndian.PutUint16(ram[abi.CtrlOpcode:], abi.OpAllocPD)
+	reg(abi.RegCtrlQProd, 1)
+	if cons := read(abi.RegCtrlQCons); cons != 1 {
+		t.Fatalf("consumer %d", cons)
+	}
+	if st := binary.LittleEndian.Uint32(ram[abi.CtrlStatus:]); st != abi.CtrlDone || binary.LittleEndian.Uint32(ram[abi.CtrlResult:]) != 1 {
+		t.Fatalf("status 0x%x, PD %d", st, binary.LittleEndian.Uint32(ram[abi.CtrlResult:]))
+	}
+	if n := readEventfd(t, efd); n != 1 {
+		t.Fatalf("vector 0 signalled %d times", n)
+	}
+	if f.Device() == nil {
+		t.Fatal("no engine after enable")
+	}
+	must(t, c.Reset())
+	if f.Device() != nil || read(abi.RegDevStatus) != 0 {
+		t.Fatal("the function survived DEVICE_RESET")
+	}
+	must(t, c.DMAUnmap(ramAt, ramSize, false))
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
