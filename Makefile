@@ -48,8 +48,8 @@ clean:
 	rm -rf bin
 
 # Checks against peers we did not write (tshark here). .ci/run installs what they need.
-.PHONY: interop interop-tshark interop-rxe interop-netns interop-qtest
-interop: interop-tshark interop-qtest interop-rxe interop-netns
+.PHONY: interop interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci
+interop: interop-tshark interop-qtest interop-guestpci interop-rxe interop-netns
 
 # tshark dissects a pcap of every opcode and must agree with wire on opcode, QP and PSN.
 # Installs tshark from the Debian mirror when it is missing (needs root).
@@ -74,3 +74,8 @@ interop-netns:
 interop-qtest:
 	bash $${RIG_SRC:-../shared/rig}/ensure.sh
 	SOFTIRDMA_INTEROP=1 $(GO) test -count=1 ./hw/qtest/...
+
+# A Linux guest of the rig boots with softirdma's PCI function attached by `softirdma serve` over
+# vfio-user and lists it with the documented IDs.
+interop-guestpci:
+	bash interop/guestpci.sh
