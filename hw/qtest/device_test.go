@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -121,5 +122,78 @@ func TestQEMUDrivesTheFunction(t *testing.T) {
 	}
 	if mr, ok := f.Device().MR(stag); !ok || mr.Len() != 8192 {
 		t.Fatalf("MR 0x%x not in the engine", stag)
+	}
+}
+
+// QEMU killed in the middle of driving the function, 50 times in a row: the server serves the
+// next QEMU each time, the function starts each one at power-on, and neither descriptors nor
+// goroutines grow.
+func TestQEMUKilledMidTraffic(t *testing.T) {
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "dev.sock")
+	srv, _, err := vfiouser.NewFunction(vfiouser.Config{SocketPath: sock}, hw.Config{Name: "fn", Clock: emu.NewWallClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	defer func() { cancel(); <-served }()
+	qemu := qemuBinary(t)
+	round := func(i int) {
+		t.Helper()
+		mctx, mcancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer mcancel()
+		m, err := Start(mctx, Config{QEMU: qemu, Dir: dir, Devices: []string{fmt.Sprintf(`{"driver":"vfio-user-pci","socket":{"path":%q,"type":"unix"}}`, sock)}})
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		defer m.Close()
+		fn, err := NewPCI(m).Find(0, abi.PCIVendorID, abi.PCIDeviceID)
+		if err != nil {
+			t.Fatalf("round %d: %v\n%s", i, err, m.Stderr())
+		}
+		bars, err := fn.AssignBARs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fn.Enable(false); err != nil {
+			t.Fatal(err)
+		}
+		regs := bars[abi.BARRegs].Addr
+		// Each QEMU finds the function at power-on, whatever the last one left.
+		if st, _ := m.Readl(regs + abi.RegDevStatus); st != 0 {
+			t.Fatalf("round %d: status 0x%x at start", i, st)
+		}
+		_ = m.Memset(0x100000, 4096, 0)
+		_ = m.Writel(regs+abi.RegCtrlQBaseL, 0x100000)
+		_ = m.Writel(regs+abi.RegCtrlQLog, 3)
+		_ = m.Writel(regs+abi.RegDevCtrl, abi.DevCtrlEnable)
+		// Commands in flight when QEMU dies: posted doorbells, no waiting.
+		for k := 0; k < 5; k++ {
+			_ = m.Writew(0x100000+uint64(k)*abi.CtrlEntrySize, abi.OpAllocPD)
+		}
+		_ = m.Writel(regs+abi.RegCtrlQProd, 5)
+		// Close kills QEMU (SIGKILL) without a word to the server.
+	}
+	round(0) // warm up: lasting threads and pollers of the runtime
+	fds, gs := countFDs(t), runtime.NumGoroutine()
+	for i := 1; i <= 50; i++ {
+		round(i)
+	}
+	round(51)
+	if n := countFDs(t); n > fds {
+		t.Errorf("%d descriptors open, %d before the 50 kills", n, fds)
+	}
+	n := runtime.NumGoroutine()
+	for i := 0; i < 1000 && n > gs; i++ {
+		runtime.Gosched()
+		n = runtime.NumGoroutine()
+	}
+	if n > gs {
+		t.Errorf("%d goroutines, %d before the 50 kills", n, gs)
 	}
 }

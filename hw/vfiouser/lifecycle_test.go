@@ -178,7 +178,7 @@ func TestServeConnContextEnds(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("ServeConn after its context ended: %v", err)
 	}
-	if calls := dev.takeCalls(); len(calls) != 2 || calls[1] != "unmap 0x0 0x100000" {
+	if calls := dev.takeCalls(); len(calls) != 3 || calls[1] != "unmap 0x0 0x100000" || calls[2] != "reset" {
 		t.Fatalf("device calls %q", calls)
 	}
 	if _, err := c.GetDeviceInfo(); err == nil {

@@ -195,7 +195,8 @@ func (s *Server) Close() error {
 }
 
 // ServeConn serves one client on conn until it goes (EOF, error) or ctx ends, then releases
-// everything the client gave: every DMA region (the device is told first), every eventfd.
+// everything the client gave: every DMA region (the device is told first), every eventfd; and
+// resets the device.
 // It closes conn. Connections are served one at a time: a second ServeConn waits for the first.
 // It returns nil when the client hung up.
 func (s *Server) ServeConn(ctx context.Context, conn *net.UnixConn) error {
@@ -224,9 +225,15 @@ type session struct {
 	buf  []byte
 }
 
+// release gives back what the client gave and resets the device: a client that goes leaves
+// nothing behind (its machine is gone, its driver with it), and the next one finds the device
+// as at power-on.
 func (c *session) release() {
 	c.conn.Close()
 	c.s.unmapAll(&c.dma)
+	if err := c.s.dev.Reset(); err != nil {
+		c.s.log.Warn("device reset after the client left", "err", err)
+	}
 	c.s.irqs.closeAll()
 }
 

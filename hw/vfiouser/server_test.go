@@ -143,8 +143,8 @@ func TestQEMUStartupSequence(t *testing.T) {
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
-	// The client went: every map was withdrawn from the device.
-	if got := dev.takeCalls(); len(got) != 3 || len(dev.dma) != 0 {
+	// The client went: every map was withdrawn from the device, then the device was reset.
+	if got := dev.takeCalls(); len(got) != 4 || got[3] != "reset" || len(dev.dma) != 0 {
 		t.Fatalf("after disconnect: calls %q, maps left %d", got, len(dev.dma))
 	}
 }
