@@ -90,6 +90,8 @@ func (f *Function) execLocked(e []byte) error {
 		return f.regMRLocked(args, result)
 	case abi.OpDeallocSTag:
 		return f.deallocSTagLocked(u32(0))
+	case abi.OpSetAVTable:
+		return f.setAVTableLocked(args)
 	case abi.OpCreateEQ:
 		return f.createEQLocked(args, result)
 	case abi.OpDestroyEQ:
@@ -222,4 +224,37 @@ func (f *Function) deallocSTagLocked(stag uint32) error {
 		return nil
 	}
 	return errf(syscall.ENOENT, "STag 0x%x", stag)
+}
+
+// setAVTableLocked keeps the address-vector table the driver gave: whole 4 KiB pages of
+// abi.AVEntrySize-byte entries, every page mapped. Zero entries removes it.
+func (f *Function) setAVTableLocked(args []byte) error {
+	n := binary.LittleEndian.Uint32(args[abi.PageListSize:])
+	if n == 0 {
+		f.av = nil
+		return nil
+	}
+	if n > maxAH {
+		return errf(syscall.EINVAL, "%d address vectors, at most %d", n, maxAH)
+	}
+	pl := decodePageList(args)
+	if pl.shift != 12 {
+		return errf(syscall.EINVAL, "an AV table in pages of 2^%d bytes (4 KiB only)", pl.shift)
+	}
+	perPage := uint32(4096 / abi.AVEntrySize)
+	need := (n + perPage - 1) / perPage
+	_, pages, err := resolvePages(&f.mem, pl, need)
+	if err != nil {
+		return err
+	}
+	if uint32(len(pages)) != need {
+		return errf(syscall.EINVAL, "%d address vectors need %d pages, the list has %d", n, need, len(pages))
+	}
+	for _, p := range pages {
+		if !f.mem.Mapped(p, 4096) {
+			return errf(syscall.EFAULT, "AV table page 0x%x is not mapped", p)
+		}
+	}
+	f.av = &avTable{pages: pages, entries: n}
+	return nil
 }

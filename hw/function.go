@@ -59,6 +59,14 @@ type Function struct {
 	qps     map[uint32]*qp // by QPN
 	qpSlots [abi.MaxQPSlots]*qp
 	srqs    map[uint32]*srq // by SRQN
+	// av is the address-vector table the driver gave (SET_AV_TABLE): its pages and entries.
+	// UD work requests will read it; for now it is checked and kept.
+	av *avTable
+}
+
+type avTable struct {
+	pages   []uint64
+	entries uint32
 }
 
 type mrEntry struct {
@@ -136,6 +144,14 @@ func (f *Function) UnmapDMA(iova, size uint64) error {
 		}
 		s.mu.Unlock()
 	}
+	if f.av != nil {
+		for _, p := range f.av.pages {
+			if p < iova+size && iova < p+4096 {
+				f.av = nil // the table's memory goes: UD work requests find no address vector
+				break
+			}
+		}
+	}
 	var affected []*qp
 	for _, q := range f.qps {
 		if q.sq.overlaps(iova, size) || q.rq != nil && q.rq.overlaps(iova, size) {
@@ -201,7 +217,7 @@ func (f *Function) resetLocked() {
 		q.gone = true
 		q.mu.Unlock()
 	}
-	f.qps, f.qpSlots, f.srqs = map[uint32]*qp{}, [abi.MaxQPSlots]*qp{}, map[uint32]*srq{}
+	f.qps, f.qpSlots, f.srqs, f.av = map[uint32]*qp{}, [abi.MaxQPSlots]*qp{}, map[uint32]*srq{}, nil
 	mac := f.cfg.MAC
 	f.regs = registers{
 		macLo: binary.LittleEndian.Uint32(mac[0:4]),

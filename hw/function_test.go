@@ -600,3 +600,35 @@ func TestUnmapRevokesCQ(t *testing.T) {
 		t.Fatal("the unmapped ring was written")
 	}
 }
+
+// SET_AV_TABLE checks the table it is given: 4 KiB pages, as many as the entries need, mapped.
+func TestSetAVTable(t *testing.T) {
+	b := newBench(t)
+	b.enable()
+	binary.LittleEndian.PutUint64(b.at(0x110000), 0x120000)
+	binary.LittleEndian.PutUint64(b.at(0x110008), 0x121000)
+	args := func(pl []byte, n uint32) []byte { return append(pl, u32s(n)...) }
+	b.ok(abi.OpSetAVTable, args(pageListBytes(0x110000, 2, 12, 1), 128))
+	if b.f.av == nil || b.f.av.entries != 128 || len(b.f.av.pages) != 2 {
+		t.Fatalf("table %+v", b.f.av)
+	}
+	for _, c := range []struct {
+		name  string
+		args  []byte
+		errno syscall.Errno
+	}{
+		{"too_few_pages", args(pageListBytes(0x110000, 2, 12, 1), 129), syscall.EINVAL},
+		{"too_many_pages", args(pageListBytes(0x110000, 2, 12, 1), 64), syscall.EINVAL},
+		{"huge_pages", args(pageListBytes(0x200000, 1, 21, 0), 1), syscall.EINVAL},
+		{"unmapped", args(pageListBytes(0x900000, 1, 12, 0), 1), syscall.EFAULT},
+		{"too_many_entries", args(pageListBytes(0x110000, 2, 12, 1), 1<<17), syscall.EINVAL},
+	} {
+		if errno, _ := b.cmd(abi.OpSetAVTable, c.args); errno != c.errno {
+			t.Errorf("%s: %v, want %v", c.name, errno, c.errno)
+		}
+	}
+	b.ok(abi.OpSetAVTable, args(pageListBytes(0, 0, 12, 0), 0))
+	if b.f.av != nil {
+		t.Fatal("the table outlived its removal")
+	}
+}
