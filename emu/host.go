@@ -7,6 +7,7 @@ import (
 	mrand "math/rand/v2"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/gopacket"
@@ -43,15 +44,17 @@ type HostConfig struct {
 // Host runs a device on a real link, outside the simulator: the wall clock, a goroutine that
 // takes frames off the link, neighbour resolution, and an optional pcap of both directions.
 type Host struct {
-	cfg   HostConfig
-	dev   *Device
-	resp  *neigh.Responder
-	mu    sync.Mutex // serialises sends and the pcap
-	pcap  *pcapgo.Writer
-	loss  *mrand.Rand
-	done  chan struct{}
-	err   error
-	stats HostStats
+	cfg HostConfig
+	dev atomic.Pointer[Device]
+	// resolveFn is the device's neighbour resolution, kept for the devices Rebind makes.
+	resolveFn func(netip.Addr) ([6]byte, bool)
+	resp      *neigh.Responder
+	mu        sync.Mutex // serialises sends and the pcap
+	pcap      *pcapgo.Writer
+	loss      *mrand.Rand
+	done      chan struct{}
+	err       error
+	stats     HostStats
 }
 
 // HostStats counts what the host did besides the device's own work.
@@ -82,14 +85,32 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if resolve == nil {
 		resolve = h.resolve
 	}
-	h.dev = NewDevice(DeviceConfig{Name: cfg.Name, Clock: NewWallClock(), Rand: src, MAC: cfg.MAC, IP: cfg.IP, IPs: cfg.IPs,
+	h.resolveFn = resolve
+	dev := NewDevice(DeviceConfig{Name: cfg.Name, Clock: NewWallClock(), Rand: src, MAC: cfg.MAC, IP: cfg.IP, IPs: cfg.IPs,
 		Events: cfg.Events, Resolve: resolve})
-	h.dev.Attach(hostLink{h})
+	dev.Attach(hostLink{h})
+	h.dev.Store(dev)
 	return h, nil
 }
 
+// Rebind gives the host a new device with the link address and IP addresses given, in place
+// of the one it has, which stops: a device model whose driver programs its addresses (a MAC, a
+// GID table) makes its engine this way. Frames from the link go to the new device from now
+// on, and the host answers neighbour requests for the new addresses.
+func (h *Host) Rebind(mac [6]byte, ip netip.Addr, ips []netip.Addr) *Device {
+	dev := NewDevice(DeviceConfig{Name: h.cfg.Name, Clock: NewWallClock(), MAC: mac, IP: ip, IPs: ips,
+		Events: h.cfg.Events, Resolve: h.resolveFn})
+	dev.Attach(hostLink{h})
+	h.mu.Lock()
+	h.resp.MAC, h.resp.IPs = mac, append([]netip.Addr{ip}, ips...)
+	old := h.dev.Swap(dev)
+	h.mu.Unlock()
+	old.Stop()
+	return dev
+}
+
 // Device is the host's device.
-func (h *Host) Device() *Device { return h.dev }
+func (h *Host) Device() *Device { return h.dev.Load() }
 
 // Neighbors is the host's table of learned link addresses.
 func (h *Host) Neighbors() *neigh.Table { return h.resp.Table }
@@ -104,7 +125,10 @@ func (h *Host) Stats() HostStats {
 // resolve waits up to three seconds for ip's link address, asking every 200 ms.
 func (h *Host) resolve(ip netip.Addr) ([6]byte, bool) {
 	return h.resp.Table.Wait(ip, 3*time.Second, 200*time.Millisecond, func() {
-		if req := h.resp.Request(nil, ip); len(req) > 0 {
+		h.mu.Lock()
+		req := h.resp.Request(nil, ip)
+		h.mu.Unlock()
+		if len(req) > 0 {
 			h.send(req)
 		}
 	})
@@ -143,7 +167,7 @@ func (h *Host) Run() error {
 		if err != nil {
 			// The link failed (or was closed): the port is down, and says so with PORT_ERR
 			// unless Close stopped the device first.
-			h.dev.SetPortActive(false)
+			h.dev.Load().SetPortActive(false)
 			h.err = err
 			return err
 		}
@@ -153,7 +177,9 @@ func (h *Host) Run() error {
 			h.capture(frame)
 			h.mu.Unlock()
 			var consumed bool
+			h.mu.Lock() // Rebind may be changing the addresses answered for
 			reply, consumed = h.resp.Handle(frame, reply[:0])
+			h.mu.Unlock()
 			if consumed {
 				h.mu.Lock()
 				h.stats.NeighborFrames++
@@ -172,14 +198,14 @@ func (h *Host) Run() error {
 				h.mu.Unlock()
 				continue
 			}
-			h.dev.Receive(frame)
+			h.dev.Load().Receive(frame)
 		}
 	}
 }
 
 // Close stops the device and the link, and waits for Run to return.
 func (h *Host) Close() error {
-	h.dev.Stop()
+	h.dev.Load().Stop()
 	err := h.cfg.Link.Close()
 	select {
 	case <-h.done:

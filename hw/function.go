@@ -31,6 +31,10 @@ type Config struct {
 	// IRQ signals an MSI-X vector; nil drops interrupts. It is called without the function's
 	// lock held.
 	IRQ func(vector int)
+	// Engine, when set, makes the function's engine when the driver enables it, with the link
+	// address and IP addresses the driver programmed: a device on a real link (emu.Host's
+	// Rebind). Otherwise the function makes its own on Link.
+	Engine func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device
 }
 
 // Function is one softirdma PCI function. Its methods are safe for concurrent use: the bus
@@ -247,18 +251,22 @@ func (f *Function) enableLocked() {
 	var mac [6]byte
 	binary.LittleEndian.PutUint32(mac[0:4], f.regs.macLo)
 	binary.LittleEndian.PutUint16(mac[4:6], uint16(f.regs.macHi))
-	resolve := f.cfg.Resolve
-	if resolve == nil {
-		// Only the device's own addresses resolve (the engine answers those itself).
-		resolve = func(netip.Addr) ([6]byte, bool) { return [6]byte{}, false }
+	if f.cfg.Engine != nil {
+		f.dev = f.cfg.Engine(mac, ip, ips)
+	} else {
+		resolve := f.cfg.Resolve
+		if resolve == nil {
+			// Only the device's own addresses resolve (the engine answers those itself).
+			resolve = func(netip.Addr) ([6]byte, bool) { return [6]byte{}, false }
+		}
+		f.dev = emu.NewDevice(emu.DeviceConfig{Name: f.cfg.Name, Clock: f.cfg.Clock, Rand: f.cfg.Rand, MAC: mac,
+			IP: ip, IPs: ips, Events: f.cfg.Event, Resolve: resolve})
+		link := f.cfg.Link
+		if link == nil {
+			link = noLink{}
+		}
+		f.dev.Attach(link)
 	}
-	f.dev = emu.NewDevice(emu.DeviceConfig{Name: f.cfg.Name, Clock: f.cfg.Clock, Rand: f.cfg.Rand, MAC: mac,
-		IP: ip, IPs: ips, Events: f.cfg.Event, Resolve: resolve})
-	link := f.cfg.Link
-	if link == nil {
-		link = noLink{}
-	}
-	f.dev.Attach(link)
 	f.dev.OnAsyncEvent(f.asyncEvent)
 	f.regs.status = abi.DevStatusReady
 }

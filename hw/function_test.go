@@ -31,11 +31,18 @@ type bench struct {
 	prod uint32
 }
 
-func newBench(t testing.TB) *bench {
+func newBench(t testing.TB) *bench { return newBenchWith(t, nil) }
+
+// newBenchWith is newBench with the config changed by set first.
+func newBenchWith(t testing.TB, set func(*Config)) *bench {
 	t.Helper()
 	b := &bench{t: t, sim: emu.NewSim(), ram: make([]byte, 1<<20)}
-	b.f = New(Config{Name: "fn", Clock: b.sim, IP: netip.MustParseAddr("192.0.2.1"), MAC: [6]byte{2, 0, 0, 0, 0, 1},
-		IRQ: func(v int) { b.mu.Lock(); b.irqs = append(b.irqs, v); b.mu.Unlock() }})
+	cfg := Config{Name: "fn", Clock: b.sim, IP: netip.MustParseAddr("192.0.2.1"), MAC: [6]byte{2, 0, 0, 0, 0, 1},
+		IRQ: func(v int) { b.mu.Lock(); b.irqs = append(b.irqs, v); b.mu.Unlock() }}
+	if set != nil {
+		set(&cfg)
+	}
+	b.f = New(cfg)
 	if err := b.f.MapDMA(ramBase, b.ram); err != nil {
 		t.Fatal(err)
 	}

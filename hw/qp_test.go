@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"net/netip"
 	"syscall"
 	"testing"
 
@@ -49,34 +48,11 @@ func (b *bench) makeQP(pdn, cqn uint32, sq, sqT, rq, rqT uint64) *guestQP {
 	return &guestQP{qpn: res[0], slot: res[1], sq: sq, rq: rq, sqLog: 4, rqLog: 4}
 }
 
-// connect takes the QP through INIT, RTR and RTS to dest on the function's own address.
+// connect takes the QP through INIT, RTR and RTS to dest on the function's own address,
+// granting every remote right.
 func (b *bench) connect(q *guestQP, dest uint32) {
 	b.t.Helper()
-	attr := func(f func(a []byte)) []byte {
-		a := make([]byte, 8+abi.QPAttrSize)
-		binary.LittleEndian.PutUint32(a, q.qpn)
-		f(a[8:])
-		return a
-	}
-	set := func(mask emu.AttrMask, f func(a []byte)) {
-		a := attr(f)
-		binary.LittleEndian.PutUint32(a[4:], uint32(mask))
-		b.ok(abi.OpModifyQP, a)
-	}
-	all := emu.AccessRemoteWrite | emu.AccessRemoteRead | emu.AccessRemoteAtomic | emu.AccessFlushGlobal | emu.AccessFlushPersistent
-	set(emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags, func(a []byte) {
-		a[abi.QPAttrState], a[abi.QPAttrPortNum] = byte(emu.QPSInit), 1
-		binary.LittleEndian.PutUint32(a[abi.QPAttrAccessFlags:], uint32(all))
-	})
-	set(emu.AttrState|emu.AttrAV|emu.AttrPathMTU|emu.AttrDestQPN|emu.AttrRQPSN|emu.AttrMaxDestRdAtomic|emu.AttrMinRNRTimer, func(a []byte) {
-		a[abi.QPAttrState], a[abi.QPAttrPathMTU], a[abi.QPAttrMaxDestRdAtom], a[abi.QPAttrMinRNRTimer], a[abi.QPAttrHopLimit] = byte(emu.QPSRTR), byte(emu.MTU1024), 4, 12, 64
-		binary.LittleEndian.PutUint32(a[abi.QPAttrDestQPN:], dest)
-		g := netip.MustParseAddr("::ffff:192.0.2.1").As16()
-		copy(a[abi.QPAttrDGID:], g[:])
-	})
-	set(emu.AttrState|emu.AttrSQPSN|emu.AttrTimeout|emu.AttrRetryCnt|emu.AttrRNRRetry|emu.AttrMaxQPRdAtomic, func(a []byte) {
-		a[abi.QPAttrState], a[abi.QPAttrTimeout], a[abi.QPAttrRetryCnt], a[abi.QPAttrRNRRetry], a[abi.QPAttrMaxRdAtomic] = byte(emu.QPSRTS), 14, 7, 7, 4
-	})
+	b.connectTo(q, dest, "::ffff:192.0.2.1", emu.AccessRemoteWrite|emu.AccessRemoteRead|emu.AccessRemoteAtomic|emu.AccessFlushGlobal|emu.AccessFlushPersistent)
 }
 
 // sendWQE is what a test puts in a send WQE.
