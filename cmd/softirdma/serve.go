@@ -25,20 +25,23 @@ type serveOptions struct {
 	ip     netip.Addr
 	mac    [6]byte
 	debug  bool
+	link   *linkFlags // nil: the embedded default, the device's loopback only
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", stderr)
 	socket := fs.String("socket", "", "the vfio-user socket to listen on (required)")
-	ip := fs.String("ip", "192.0.2.1", "the device's address until a guest driver programs its GIDs")
-	mac := fs.String("mac", "02:53:52:00:00:01", "the device's MAC address until a guest driver sets one")
 	debug := fs.Bool("debug", false, "log every vfio-user request")
+	var lc linkFlags
+	lc.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma serve -socket PATH [-ip ADDR] [-mac MAC] [-debug]")
+		fmt.Fprintln(stderr, "usage: softirdma serve -socket PATH [-link LINK -ip ADDR] [-mac MAC] [-pcap FILE] [-debug]")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "Serves the softirdma PCI function (docs/device.md) to QEMU's vfio-user-pci on PATH, one")
-		fmt.Fprintln(stderr, "QEMU at a time, until SIGINT or SIGTERM. The device reaches only itself for now: two QPs")
-		fmt.Fprintln(stderr, "of the guest talk over its loopback. The QEMU options to attach it are printed at start.")
+		fmt.Fprintln(stderr, "QEMU at a time, until SIGINT or SIGTERM, and prints the QEMU options that attach it. With")
+		fmt.Fprintln(stderr, "-link the device stands on that link (as pingpong and perf do); without, on its embedded")
+		fmt.Fprintln(stderr, "default: the guest's QPs reach each other over the device's loopback. -ip and -mac are the")
+		fmt.Fprintln(stderr, "device's until a guest driver programs its GID table and MAC.")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
@@ -49,19 +52,33 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softirdma serve: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	if code := checkFlags(stderr, "serve", floatRange("loss", lc.loss, 0, 0.5)); code != 0 {
+		return code
+	}
 	o := serveOptions{socket: *socket, debug: *debug}
 	if o.socket == "" {
 		fmt.Fprintln(stderr, "softirdma serve: -socket PATH is required")
 		return 2
 	}
+	if lc.link != "" {
+		if err := lc.check(); err != nil {
+			fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
+			return 2
+		}
+		o.link = &lc
+	}
+	ip := lc.ip
+	if ip == "" {
+		ip = "192.0.2.1"
+	}
 	var err error
-	if o.ip, err = netip.ParseAddr(*ip); err != nil {
-		fmt.Fprintf(stderr, "softirdma serve: -ip %q is not an IP address\n", *ip)
+	if o.ip, err = netip.ParseAddr(ip); err != nil {
+		fmt.Fprintf(stderr, "softirdma serve: -ip %q is not an IP address\n", ip)
 		return 2
 	}
-	hwAddr, err := net.ParseMAC(*mac)
+	hwAddr, err := net.ParseMAC(lc.mac)
 	if err != nil || len(hwAddr) != 6 {
-		fmt.Fprintf(stderr, "softirdma serve: -mac %q is not a MAC address\n", *mac)
+		fmt.Fprintf(stderr, "softirdma serve: -mac %q is not a MAC address\n", lc.mac)
 		return 2
 	}
 	copy(o.mac[:], hwAddr)
@@ -77,8 +94,20 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	srv, _, err := vfiouser.NewFunction(vfiouser.Config{SocketPath: o.socket, Logger: log},
-		hw.Config{Name: "softirdma0", Clock: emu.NewWallClock(), MAC: o.mac, IP: o.ip})
+	fcfg := hw.Config{Name: "softirdma0", Clock: emu.NewWallClock(), MAC: o.mac, IP: o.ip}
+	if o.link != nil {
+		h, err := o.link.host("softirdma0")
+		if err != nil {
+			fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
+			return 1
+		}
+		go h.Run()
+		defer h.Close()
+		// The host carries the engine the function makes when its driver enables it.
+		fcfg.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device { return h.Rebind(mac, ip, ips) }
+		log.Info("link", "link", o.link.link)
+	}
+	srv, _, err := vfiouser.NewFunction(vfiouser.Config{SocketPath: o.socket, Logger: log}, fcfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
 		return 1

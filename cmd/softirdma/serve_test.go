@@ -32,12 +32,22 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // serve listens on its socket, prints the QEMU options, answers a vfio-user client as the
 // softirdma function, and stops cleanly (socket gone, status 0) when its context ends.
 func TestServe(t *testing.T) {
+	for _, link := range []*linkFlags{nil, {link: "dgram:127.0.0.1:0,127.0.0.1:9", ip: "192.0.2.1", mac: "02:00:00:00:00:01"}} {
+		name := "loopback"
+		if link != nil {
+			name = "dgram_link"
+		}
+		t.Run(name, func(t *testing.T) { testServe(t, link) })
+	}
+}
+
+func testServe(t *testing.T, link *linkFlags) {
 	sock := filepath.Join(t.TempDir(), "softirdma.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errs syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- serve(ctx, serveOptions{socket: sock, ip: netip.MustParseAddr("192.0.2.1"), mac: [6]byte{2, 0x53, 0x52, 0, 0, 1}}, &out, &errs)
+		done <- serve(ctx, serveOptions{socket: sock, ip: netip.MustParseAddr("192.0.2.1"), mac: [6]byte{2, 0x53, 0x52, 0, 0, 1}, link: link}, &out, &errs)
 	}()
 	// Wait for the line serve prints once its socket listens.
 	deadline := time.Now().Add(10 * time.Second)
@@ -82,7 +92,8 @@ func TestServe(t *testing.T) {
 }
 
 func TestServeFlags(t *testing.T) {
-	for _, args := range [][]string{{}, {"-socket", "x", "-ip", "nope"}, {"-socket", "x", "-mac", "zz"}, {"-socket", "x", "extra"}} {
+	for _, args := range [][]string{{}, {"-socket", "x", "-ip", "nope"}, {"-socket", "x", "-mac", "zz"}, {"-socket", "x", "extra"},
+		{"-socket", "x", "-link", "bogus"}, {"-socket", "x", "-link", "dgram:127.0.0.1:1"}, {"-socket", "x", "-loss", "0.9"}} {
 		var out, errs bytes.Buffer
 		if code := dispatch(append([]string{"serve"}, args...), &out, &errs); code != 2 || errs.Len() == 0 {
 			t.Errorf("serve %v: exit %d, stderr %q", args, code, errs.String())
