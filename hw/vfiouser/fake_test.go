@@ -138,20 +138,11 @@ func (d *fakeDev) takeCalls() []string {
 
 // socketpair returns two connected stream sockets.
 func socketpair(t testing.TB) (*net.UnixConn, *net.UnixConn) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	a, b, err := Socketpair()
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := func(fd int) *net.UnixConn {
-		f := os.NewFile(uintptr(fd), "socketpair")
-		defer f.Close()
-		c, err := net.FileConn(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.(*net.UnixConn)
-	}
-	return conn(fds[0]), conn(fds[1])
+	return a, b
 }
 
 // serve starts srv on one end of a socketpair and returns a client on the other end and a

@@ -1,0 +1,214 @@
+// Package driver is a Go driver for the softirdma PCI function (docs/device.md), over a Bus: the
+// function's BARs and the machine's memory, wherever they are (a vfio-user connection in
+// process, QEMU under qtest). It imports only the ABI (hw/abi): it knows the function as a
+// guest driver does. It keeps its control queue, page lists and rings in an Arena of guest
+// memory it is given, and writes and reads the rings in rxe's user layout as rdma-core's rxe
+// provider does.
+package driver
+
+import (
+	"encoding/binary"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/softirdma/softirdma/hw/abi"
+)
+
+// Bus reaches the function and guest memory.
+type Bus interface {
+	ReadReg(bar int, off uint32) (uint32, error)
+	WriteReg(bar int, off uint32, v uint32) error
+	ReadMem(addr uint64, p []byte) error
+	WriteMem(addr uint64, p []byte) error
+}
+
+// Arena is guest memory the driver may use: [Base, Base+Size), 4 KiB aligned.
+type Arena struct{ Base, Size uint64 }
+
+// Driver drives one function. It is not safe for concurrent use.
+type Driver struct {
+	bus     Bus
+	arena   Arena
+	next    uint64 // the arena's next free byte
+	ctrlQ   uint64
+	prod    uint32
+	timeout time.Duration
+}
+
+const ctrlLog = 5 // 32 control entries: one page
+
+var le = binary.LittleEndian
+
+// Open checks the function's identity and version, gives it a control queue and enables it.
+// The transport has enabled memory decoding and bus mastering in config space.
+func Open(bus Bus, arena Arena) (*Driver, error) {
+	if arena.Base%4096 != 0 || arena.Size < 16*4096 {
+		return nil, fmt.Errorf("driver: arena [0x%x, +0x%x) is not 16 or more aligned pages", arena.Base, arena.Size)
+	}
+	d := &Driver{bus: bus, arena: arena, next: arena.Base, timeout: 10 * time.Second}
+	if v, err := d.reg(abi.RegMagic); err != nil || v != abi.MagicValue {
+		return nil, fmt.Errorf("driver: not a softirdma function (magic 0x%x): %v", v, err)
+	}
+	if v, _ := d.reg(abi.RegVersion); v>>16 != abi.VersionMajor {
+		return nil, fmt.Errorf("driver: ABI version %d.%d, this driver knows %d", v>>16, v&0xffff, abi.VersionMajor)
+	}
+	q, err := d.Alloc(4096)
+	if err != nil {
+		return nil, err
+	}
+	d.ctrlQ = q
+	for _, w := range [][2]uint32{{abi.RegCtrlQBaseL, uint32(q)}, {abi.RegCtrlQBaseH, uint32(q >> 32)}, {abi.RegCtrlQLog, ctrlLog},
+		{abi.RegDevCtrl, abi.DevCtrlEnable}} {
+		if err := bus.WriteReg(abi.BARRegs, w[0], w[1]); err != nil {
+			return nil, err
+		}
+	}
+	if st, err := d.reg(abi.RegDevStatus); err != nil || st != abi.DevStatusReady {
+		return nil, fmt.Errorf("driver: the function is not ready (status 0x%x): %v", st, err)
+	}
+	return d, nil
+}
+
+func (d *Driver) reg(off uint32) (uint32, error) { return d.bus.ReadReg(abi.BARRegs, off) }
+
+// Alloc takes n bytes (rounded up to pages) of zeroed arena memory and returns their address.
+func (d *Driver) Alloc(n uint64) (uint64, error) {
+	n = (n + 4095) &^ 4095
+	if n == 0 || n > d.arena.Base+d.arena.Size-d.next {
+		return 0, fmt.Errorf("driver: arena exhausted: %w", syscall.ENOMEM)
+	}
+	a := d.next
+	d.next += n
+	if err := d.bus.WriteMem(a, make([]byte, n)); err != nil {
+		return 0, err
+	}
+	return a, nil
+}
+
+// Command runs one control command and returns its results, or its errno as an error.
+func (d *Driver) Command(op uint16, args []byte) ([4]uint32, error) {
+	var res [4]uint32
+	if len(args) > abi.CtrlEntrySize-abi.CtrlArgs {
+		return res, fmt.Errorf("driver: %d bytes of arguments", len(args))
+	}
+	e := make([]byte, abi.CtrlEntrySize)
+	le.PutUint16(e[abi.CtrlOpcode:], op)
+	copy(e[abi.CtrlArgs:], args)
+	at := d.ctrlQ + uint64(d.prod)*abi.CtrlEntrySize
+	if err := d.bus.WriteMem(at, e); err != nil {
+		return res, err
+	}
+	d.prod = (d.prod + 1) & (1<<ctrlLog - 1)
+	if err := d.bus.WriteReg(abi.BARRegs, abi.RegCtrlQProd, d.prod); err != nil {
+		return res, err
+	}
+	deadline := time.Now().Add(d.timeout)
+	for {
+		cons, err := d.reg(abi.RegCtrlQCons)
+		if err != nil {
+			return res, err
+		}
+		if cons == d.prod {
+			break
+		}
+		if st, _ := d.reg(abi.RegDevStatus); st&abi.DevStatusFatal != 0 {
+			code, _ := d.reg(abi.RegFatalCode)
+			return res, fmt.Errorf("driver: the function failed (fatal code %d)", code)
+		}
+		if time.Now().After(deadline) {
+			return res, fmt.Errorf("driver: command 0x%x not done: %w", op, syscall.ETIMEDOUT)
+		}
+	}
+	if err := d.bus.ReadMem(at, e); err != nil {
+		return res, err
+	}
+	for i := range res {
+		res[i] = le.Uint32(e[abi.CtrlResult+4*i:])
+	}
+	st := le.Uint32(e[abi.CtrlStatus:])
+	if st&abi.CtrlDone == 0 {
+		return res, fmt.Errorf("driver: command 0x%x consumed but not done", op)
+	}
+	if errno := syscall.Errno(st &^ abi.CtrlDone); errno != 0 {
+		return res, fmt.Errorf("driver: command 0x%x: %w", op, errno)
+	}
+	return res, nil
+}
+
+// AllocPD allocates a protection domain.
+func (d *Driver) AllocPD() (uint32, error) {
+	r, err := d.Command(abi.OpAllocPD, nil)
+	return r[0], err
+}
+
+// MR is a registered region of the arena.
+type MR struct {
+	Addr, Len uint64
+	Key       uint32
+}
+
+// RegMR allocates length bytes of the arena and registers them at their own address, from a
+// one-level page list, with the access flags given (ibv_access_flags).
+func (d *Driver) RegMR(pd uint32, length uint64, access uint32) (MR, error) {
+	pages := (length + 4095) / 4096
+	if pages == 0 || pages > abi.PLEntriesPerPage {
+		return MR{}, fmt.Errorf("driver: an MR of %d bytes: %w", length, syscall.EINVAL)
+	}
+	addr, err := d.Alloc(pages * 4096)
+	if err != nil {
+		return MR{}, err
+	}
+	table, err := d.pageTable(addr, pages)
+	if err != nil {
+		return MR{}, err
+	}
+	args := make([]byte, abi.RegMRPages+abi.PageListSize)
+	le.PutUint32(args[abi.RegMRPD:], pd)
+	le.PutUint32(args[abi.RegMRAccess:], access)
+	le.PutUint64(args[abi.RegMRIOVA:], addr)
+	le.PutUint64(args[abi.RegMRLength:], length)
+	putPageList(args[abi.RegMRPages:], table, uint32(pages))
+	r, err := d.Command(abi.OpRegMR, args)
+	return MR{Addr: addr, Len: length, Key: r[0]}, err
+}
+
+// pageTable writes a page of the addresses of the pages from addr and returns where.
+func (d *Driver) pageTable(addr, pages uint64) (uint64, error) {
+	t, err := d.Alloc(4096)
+	if err != nil {
+		return 0, err
+	}
+	b := make([]byte, 8*pages)
+	for i := range pages {
+		le.PutUint64(b[8*i:], addr+i*4096)
+	}
+	return t, d.bus.WriteMem(t, b)
+}
+
+func putPageList(b []byte, table uint64, pages uint32) {
+	le.PutUint64(b[abi.PLAddr:], table)
+	le.PutUint32(b[abi.PLPages:], pages)
+	b[abi.PLShift], b[abi.PLLevels] = 12, 1
+}
+
+// AllocMW allocates a memory window (abi.STagMWType1, STagMWType2A, STagMWType2B) and returns
+// its rkey.
+func (d *Driver) AllocMW(pd, kind uint32) (uint32, error) {
+	r, err := d.Command(abi.OpAllocSTag, u32s(pd, kind, 0))
+	return r[0], err
+}
+
+// DeallocSTag frees an MR or a window.
+func (d *Driver) DeallocSTag(stag uint32) error {
+	_, err := d.Command(abi.OpDeallocSTag, u32s(stag))
+	return err
+}
+
+func u32s(vs ...uint32) []byte {
+	b := make([]byte, 4*len(vs))
+	for i, v := range vs {
+		le.PutUint32(b[4*i:], v)
+	}
+	return b
+}

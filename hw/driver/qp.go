@@ -1,0 +1,235 @@
+package driver
+
+import (
+	"fmt"
+	"syscall"
+
+	"github.com/softirdma/softirdma/hw/abi"
+)
+
+// QPCaps size a QP's rings: 2^SendLog and 2^RecvLog slots (one of each stays empty).
+type QPCaps struct {
+	SendLog, RecvLog       uint8
+	MaxSendSGE, MaxRecvSGE int
+	MaxInline              int
+}
+
+// QP is an RC QP whose rings are in the arena.
+type QP struct {
+	d       *Driver
+	Num     uint32
+	Slot    uint32
+	sq, rq  *ring
+	sqProd  uint32
+	rqProd  uint32
+	maxSGE  int
+	maxInl  int
+	maxRSGE int
+}
+
+// sendElem is a send WQE slot: the WQE and room for 16 SGEs or 256 bytes inline.
+const sendElemLog = 9
+
+// recvElemLog is a receive WQE slot: the WQE and room for 5 SGEs.
+const recvElemLog = 7
+
+// CreateQP creates an RC QP in pd with its send completions in scq and receive ones in rcq.
+func (d *Driver) CreateQP(pd uint32, scq, rcq *CQ, c QPCaps) (*QP, error) {
+	if c.MaxSendSGE > 16 || c.MaxRecvSGE > 5 || c.MaxInline > 256 {
+		return nil, fmt.Errorf("driver: %d send SGEs, %d receive SGEs, %d bytes inline: %w", c.MaxSendSGE, c.MaxRecvSGE, c.MaxInline, syscall.EINVAL)
+	}
+	sq, err := d.newRing(c.SendLog, sendElemLog)
+	if err != nil {
+		return nil, err
+	}
+	rq, err := d.newRing(c.RecvLog, recvElemLog)
+	if err != nil {
+		return nil, err
+	}
+	a := make([]byte, abi.CreateQPRQ+abi.QueueArgsSize)
+	le.PutUint32(a[abi.CreateQPPD:], pd)
+	a[abi.CreateQPType] = 2 // IBV_QPT_RC
+	le.PutUint32(a[abi.CreateQPSendCQ:], scq.Num)
+	le.PutUint32(a[abi.CreateQPRecvCQ:], rcq.Num)
+	le.PutUint32(a[abi.CreateQPMaxInline:], uint32(c.MaxInline))
+	le.PutUint16(a[abi.CreateQPSendSGE:], uint16(c.MaxSendSGE))
+	le.PutUint16(a[abi.CreateQPRecvSGE:], uint16(c.MaxRecvSGE))
+	copy(a[abi.CreateQPSQ:], sq.args())
+	copy(a[abi.CreateQPRQ:], rq.args())
+	res, err := d.Command(abi.OpCreateQP, a)
+	if err != nil {
+		return nil, err
+	}
+	return &QP{d: d, Num: res[0], Slot: res[1], sq: sq, rq: rq, maxSGE: c.MaxSendSGE, maxInl: c.MaxInline, maxRSGE: c.MaxRecvSGE}, nil
+}
+
+// QPAttr is what Modify sets (ibv_qp_attr's fields for an RC QP over RoCEv2), with libibverbs'
+// values; the mask is ibv_qp_attr_mask's.
+type QPAttr struct {
+	State, PathMTU, Timeout, RetryCnt, RNRRetry, MinRNRTimer uint8
+	MaxRdAtomic, MaxDestRdAtomic, HopLimit, PortNum          uint8
+	AccessFlags, DestQPN, RQPSN, SQPSN                       uint32
+	DGID                                                     [16]byte
+}
+
+// Modify runs MODIFY_QP.
+func (q *QP) Modify(a QPAttr, mask uint32) error {
+	b := make([]byte, 8+abi.QPAttrSize)
+	le.PutUint32(b, q.Num)
+	le.PutUint32(b[4:], mask)
+	x := b[8:]
+	x[abi.QPAttrState], x[abi.QPAttrPathMTU], x[abi.QPAttrTimeout], x[abi.QPAttrRetryCnt] = a.State, a.PathMTU, a.Timeout, a.RetryCnt
+	x[abi.QPAttrRNRRetry], x[abi.QPAttrMinRNRTimer], x[abi.QPAttrMaxRdAtomic] = a.RNRRetry, a.MinRNRTimer, a.MaxRdAtomic
+	x[abi.QPAttrMaxDestRdAtom], x[abi.QPAttrHopLimit], x[abi.QPAttrPortNum] = a.MaxDestRdAtomic, a.HopLimit, a.PortNum
+	le.PutUint32(x[abi.QPAttrAccessFlags:], a.AccessFlags)
+	le.PutUint32(x[abi.QPAttrDestQPN:], a.DestQPN)
+	le.PutUint32(x[abi.QPAttrRQPSN:], a.RQPSN)
+	le.PutUint32(x[abi.QPAttrSQPSN:], a.SQPSN)
+	copy(x[abi.QPAttrDGID:], a.DGID[:])
+	_, err := q.d.Command(abi.OpModifyQP, b)
+	return err
+}
+
+// SGE is a scatter/gather element.
+type SGE struct {
+	Addr        uint64
+	Length, Key uint32
+}
+
+// SendWR is a send work request, with libibverbs' opcode and flag values.
+type SendWR struct {
+	ID               uint64
+	Opcode, Flags    uint32
+	SGL              []SGE
+	Inline           []byte // with IBV_SEND_INLINE (8), the data itself
+	Imm              uint32 // immediate data (host order) or the rkey to invalidate
+	RemoteAddr       uint64
+	RKey             uint32
+	CompareAdd, Swap uint64
+	Bind             Bind // BIND_MW
+}
+
+// Bind is a BIND_MW work request's window, MR and range.
+type Bind struct {
+	MWRKey, NewRKey, MRLKey uint32
+	Addr, Length            uint64
+	Access                  uint32
+}
+
+// Opcodes and flags the driver's users name (libibverbs' values).
+const (
+	WRRDMAWrite, WRRDMAWriteWithImm, WRSend, WRSendWithImm, WRRDMARead = 0, 1, 2, 3, 4
+	WRAtomicCmpAndSwp, WRAtomicFetchAndAdd, WRLocalInv, WRBindMW       = 5, 6, 7, 8
+	WRSendWithInv                                                      = 9
+	SendSignaled, SendInline                                           = 2, 8
+)
+
+// PostSend writes the WQEs into the send queue, in rxe's layout, and rings its doorbell once.
+func (q *QP) PostSend(wrs ...SendWR) error {
+	cons, err := q.sq.get(abi.QHConsumer)
+	if err != nil {
+		return err
+	}
+	for i := range wrs {
+		if (q.sqProd+1)&q.sq.mask() == cons&q.sq.mask() {
+			return fmt.Errorf("driver: send queue full at work request %d: %w", i, syscall.ENOMEM)
+		}
+		e, err := q.sendWQE(&wrs[i])
+		if err != nil {
+			return fmt.Errorf("driver: work request %d: %w", i, err)
+		}
+		if err := q.d.bus.WriteMem(q.sq.elem(q.sqProd), e); err != nil {
+			return err
+		}
+		q.sqProd = (q.sqProd + 1) & q.sq.mask()
+	}
+	if err := q.sq.put(abi.QHProducer, q.sqProd); err != nil {
+		return err
+	}
+	return q.d.bus.WriteReg(abi.BARDoorbell, abi.SQDoorbell(q.Slot), q.sqProd)
+}
+
+func (q *QP) sendWQE(w *SendWR) ([]byte, error) {
+	e := make([]byte, 1<<sendElemLog)
+	le.PutUint64(e[abi.SendWRID:], w.ID)
+	le.PutUint32(e[abi.SendOpcode:], w.Opcode)
+	le.PutUint32(e[abi.SendFlags:], w.Flags)
+	imm := w.Imm
+	if w.Opcode == WRRDMAWriteWithImm || w.Opcode == WRSendWithImm {
+		imm = imm>>24 | imm>>8&0xff00 | imm<<8&0xff0000 | imm<<24 // imm_data goes in network order
+	}
+	le.PutUint32(e[abi.SendImm:], imm)
+	switch w.Opcode {
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
+		le.PutUint64(e[abi.SendCompare:], w.CompareAdd)
+		le.PutUint64(e[abi.SendSwap:], w.Swap)
+		le.PutUint32(e[abi.SendAtomRKey:], w.RKey)
+	case WRBindMW:
+		le.PutUint64(e[abi.SendMWAddr:], w.Bind.Addr)
+		le.PutUint64(e[abi.SendMWLength:], w.Bind.Length)
+		le.PutUint32(e[abi.SendMWMRLKey:], w.Bind.MRLKey)
+		le.PutUint32(e[abi.SendMWRKey:], w.Bind.MWRKey)
+		le.PutUint32(e[abi.SendMWNewRKey:], w.Bind.NewRKey)
+		le.PutUint32(e[abi.SendMWAccess:], w.Bind.Access)
+	default:
+		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
+		le.PutUint32(e[abi.SendRKey:], w.RKey)
+	}
+	var total uint32
+	if w.Flags&SendInline != 0 {
+		if len(w.Inline) > q.maxInl {
+			return nil, fmt.Errorf("%d bytes inline, the QP takes %d: %w", len(w.Inline), q.maxInl, syscall.EINVAL)
+		}
+		copy(e[abi.SendSGEs:], w.Inline)
+		total = uint32(len(w.Inline))
+	} else {
+		if len(w.SGL) > q.maxSGE {
+			return nil, fmt.Errorf("%d SGEs, the QP takes %d: %w", len(w.SGL), q.maxSGE, syscall.EINVAL)
+		}
+		for i, s := range w.SGL {
+			o := abi.SendSGEs + i*abi.SGESize
+			le.PutUint64(e[o+abi.SGEAddr:], s.Addr)
+			le.PutUint32(e[o+abi.SGELength:], s.Length)
+			le.PutUint32(e[o+abi.SGELKey:], s.Key)
+			total += s.Length
+		}
+		le.PutUint32(e[abi.SendNumSGE:], uint32(len(w.SGL)))
+		le.PutUint32(e[abi.SendDMANumSGE:], uint32(len(w.SGL)))
+	}
+	le.PutUint32(e[abi.SendDMALength:], total)
+	return e, nil
+}
+
+// PostRecv writes receive WQEs and advances the producer index: receive queues have no
+// doorbell.
+func (q *QP) PostRecv(id uint64, sgl ...SGE) error {
+	if len(sgl) > q.maxRSGE {
+		return fmt.Errorf("driver: %d SGEs, the QP takes %d: %w", len(sgl), q.maxRSGE, syscall.EINVAL)
+	}
+	cons, err := q.rq.get(abi.QHConsumer)
+	if err != nil {
+		return err
+	}
+	if (q.rqProd+1)&q.rq.mask() == cons&q.rq.mask() {
+		return fmt.Errorf("driver: receive queue full: %w", syscall.ENOMEM)
+	}
+	e := make([]byte, 1<<recvElemLog)
+	le.PutUint64(e[abi.RecvWRID:], id)
+	le.PutUint32(e[abi.RecvNumSGE:], uint32(len(sgl)))
+	var total uint32
+	for i, s := range sgl {
+		o := abi.RecvSGEs + i*abi.SGESize
+		le.PutUint64(e[o+abi.SGEAddr:], s.Addr)
+		le.PutUint32(e[o+abi.SGELength:], s.Length)
+		le.PutUint32(e[o+abi.SGELKey:], s.Key)
+		total += s.Length
+	}
+	le.PutUint32(e[abi.RecvDMALength:], total)
+	le.PutUint32(e[abi.RecvDMANumSGE:], uint32(len(sgl)))
+	if err := q.d.bus.WriteMem(q.rq.elem(q.rqProd), e); err != nil {
+		return err
+	}
+	q.rqProd = (q.rqProd + 1) & q.rq.mask()
+	return q.rq.put(abi.QHProducer, q.rqProd)
+}

@@ -1,0 +1,117 @@
+package driver
+
+import (
+	"fmt"
+	"syscall"
+
+	"github.com/softirdma/softirdma/hw/abi"
+)
+
+// ring is a queue in the arena in rxe's layout, whose header the driver fills.
+type ring struct {
+	d              *Driver
+	addr, table    uint64
+	pages          uint32
+	logCount, logE uint8
+}
+
+func (d *Driver) newRing(logCount, logElem uint8) (*ring, error) {
+	size := abi.QueueHeaderSize + uint64(1)<<logCount<<logElem
+	pages := (size + 4095) / 4096
+	if pages > abi.PLEntriesPerPage {
+		return nil, fmt.Errorf("driver: a ring of %d bytes: %w", size, syscall.EINVAL)
+	}
+	addr, err := d.Alloc(pages * 4096)
+	if err != nil {
+		return nil, err
+	}
+	table, err := d.pageTable(addr, pages)
+	if err != nil {
+		return nil, err
+	}
+	r := &ring{d: d, addr: addr, table: table, pages: uint32(pages), logCount: logCount, logE: logElem}
+	if err := r.put(abi.QHLogElemSize, uint32(logElem)); err != nil {
+		return nil, err
+	}
+	return r, r.put(abi.QHIndexMask, r.mask())
+}
+
+func (r *ring) mask() uint32 { return 1<<r.logCount - 1 }
+
+func (r *ring) args() []byte {
+	q := make([]byte, abi.QueueArgsSize)
+	q[abi.QueueLogCount], q[abi.QueueLogElem] = r.logCount, r.logE
+	putPageList(q[abi.QueuePages:], r.table, r.pages)
+	return q
+}
+
+func (r *ring) get(off uint64) (uint32, error) {
+	var b [4]byte
+	err := r.d.bus.ReadMem(r.addr+off, b[:])
+	return le.Uint32(b[:]), err
+}
+
+func (r *ring) put(off uint64, v uint32) error {
+	var b [4]byte
+	le.PutUint32(b[:], v)
+	return r.d.bus.WriteMem(r.addr+off, b[:])
+}
+
+func (r *ring) elem(i uint32) uint64 {
+	return r.addr + abi.QueueHeaderSize + uint64(i&r.mask())<<r.logE
+}
+
+// WC is a completion, as ib_uverbs_wc carries it.
+type WC struct {
+	WRID                uint64
+	Status, Opcode      uint32 // IBV_WC_*
+	ByteLen, Imm, QPNum uint32 // Imm in host order
+	SrcQP, Flags        uint32
+}
+
+// CQ is a completion queue in the arena.
+type CQ struct {
+	r         *ring
+	Num, Slot uint32
+	cons      uint32
+}
+
+// CreateCQ creates a CQ of 2^logCount entries (one stays empty), with no completion EQ.
+func (d *Driver) CreateCQ(logCount uint8) (*CQ, error) {
+	r, err := d.newRing(logCount, 6) // 64-byte entries hold an ib_uverbs_wc
+	if err != nil {
+		return nil, err
+	}
+	res, err := d.Command(abi.OpCreateCQ, append(r.args(), u32s(0xffffffff)...))
+	if err != nil {
+		return nil, err
+	}
+	return &CQ{r: r, Num: res[0], Slot: res[1]}, nil
+}
+
+// Poll takes up to max completions, oldest first.
+func (c *CQ) Poll(max int) ([]WC, error) {
+	prod, err := c.r.get(abi.QHProducer)
+	if err != nil {
+		return nil, err
+	}
+	var out []WC
+	b := make([]byte, abi.CQESize)
+	for c.cons != prod&c.r.mask() && len(out) < max {
+		if err := c.r.d.bus.ReadMem(c.r.elem(c.cons), b); err != nil {
+			return out, err
+		}
+		wc := WC{WRID: le.Uint64(b[abi.CQEWRID:]), Status: le.Uint32(b[abi.CQEStatus:]), Opcode: le.Uint32(b[abi.CQEOpcode:]),
+			ByteLen: le.Uint32(b[abi.CQEByteLen:]), Imm: le.Uint32(b[abi.CQEImm:]), QPNum: le.Uint32(b[abi.CQEQPNum:]),
+			SrcQP: le.Uint32(b[abi.CQESrcQP:]), Flags: le.Uint32(b[abi.CQEWCFlags:])}
+		if wc.Flags&2 != 0 { // IBV_WC_WITH_IMM: imm_data is in network order
+			wc.Imm = wc.Imm>>24 | wc.Imm>>8&0xff00 | wc.Imm<<8&0xff0000 | wc.Imm<<24
+		}
+		out = append(out, wc)
+		c.cons = (c.cons + 1) & c.r.mask()
+	}
+	if len(out) > 0 {
+		return out, c.r.put(abi.QHConsumer, c.cons)
+	}
+	return out, nil
+}
