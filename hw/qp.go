@@ -155,15 +155,24 @@ func (f *Function) modifyQPLocked(n, mask uint32, a []byte) error {
 		return err
 	}
 	if emu.AttrMask(mask)&emu.AttrState != 0 && attr.State == emu.QPSReset {
-		// Back to RESET the queues start over empty, as a new QP's.
+		// Back to RESET the queues start over empty, as a new QP's: the indices in the rings'
+		// headers too, as rxe's kernel zeroes them (the provider reads them from there).
 		q.posting.Lock()
 		q.sqNext = 0
 		q.posting.Unlock()
 		q.sqMu.Lock()
 		q.sqCons = 0
+		if !q.sqGone {
+			_ = q.sq.writeU32(abi.QHProducer, 0)
+			_ = q.sq.writeU32(abi.QHConsumer, 0)
+		}
 		q.sqMu.Unlock()
 		q.rqMu.Lock()
 		q.rqCons = 0
+		if q.rq != nil && !q.rqGone {
+			_ = q.rq.writeU32(abi.QHProducer, 0)
+			_ = q.rq.writeU32(abi.QHConsumer, 0)
+		}
 		q.rqMu.Unlock()
 	}
 	return nil

@@ -141,7 +141,7 @@ func TestDriverInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cq, err := d.CreateCQ(7)
+	cq, err := d.CreateCQ(7, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,8 +86,13 @@ func (q *QP) Modify(a QPAttr, mask uint32) error {
 	le.PutUint32(x[abi.QPAttrRQPSN:], a.RQPSN)
 	le.PutUint32(x[abi.QPAttrSQPSN:], a.SQPSN)
 	copy(x[abi.QPAttrDGID:], a.DGID[:])
-	_, err := q.d.Command(abi.OpModifyQP, b)
-	return err
+	if _, err := q.d.Command(abi.OpModifyQP, b); err != nil {
+		return err
+	}
+	if mask&1 != 0 && a.State == 0 {
+		q.sqProd, q.rqProd = 0, 0 // RESET empties the rings; the device zeroed their indices
+	}
+	return nil
 }
 
 // SGE is a scatter/gather element.

@@ -76,17 +76,80 @@ type CQ struct {
 	cons      uint32
 }
 
-// CreateCQ creates a CQ of 2^logCount entries (one stays empty), with no completion EQ.
-func (d *Driver) CreateCQ(logCount uint8) (*CQ, error) {
+// EQ is an event queue in the arena, signalling an MSI-X vector.
+type EQ struct {
+	r      *ring
+	Num    uint32
+	Vector uint16
+	cons   uint32
+}
+
+// CreateEQ creates an event queue of 2^logCount entries: completion events (kind
+// abi.EQCompletion) or async events (abi.EQAsync), signalling vector.
+func (d *Driver) CreateEQ(logCount uint8, kind uint8, vector uint16) (*EQ, error) {
+	r, err := d.newRing(logCount, 4)
+	if err != nil {
+		return nil, err
+	}
+	args := make([]byte, 20)
+	putPageList(args, r.table, r.pages)
+	args[16], args[17] = logCount, kind
+	le.PutUint16(args[18:], vector)
+	res, err := d.Command(abi.OpCreateEQ, args)
+	if err != nil {
+		return nil, err
+	}
+	return &EQ{r: r, Num: res[0], Vector: vector}, nil
+}
+
+// Event is an EQ entry: a completion event's CQ number, or an async event's type and object.
+type Event struct {
+	Type uint8
+	Num  uint32
+}
+
+// Poll takes the EQ's new entries.
+func (e *EQ) Poll() ([]Event, error) {
+	prod, err := e.r.get(abi.QHProducer)
+	if err != nil {
+		return nil, err
+	}
+	var out []Event
+	b := make([]byte, abi.EQEntrySize)
+	for e.cons != prod&e.r.mask() {
+		if err := e.r.d.bus.ReadMem(e.r.elem(e.cons), b); err != nil {
+			return out, err
+		}
+		out = append(out, Event{Type: b[abi.EQType], Num: le.Uint32(b[abi.EQNum:])})
+		e.cons = (e.cons + 1) & e.r.mask()
+	}
+	return out, e.r.put(abi.QHConsumer, e.cons)
+}
+
+// CreateCQ creates a CQ of 2^logCount entries (one stays empty), its events in eq (nil: none).
+func (d *Driver) CreateCQ(logCount uint8, eq *EQ) (*CQ, error) {
 	r, err := d.newRing(logCount, 6) // 64-byte entries hold an ib_uverbs_wc
 	if err != nil {
 		return nil, err
 	}
-	res, err := d.Command(abi.OpCreateCQ, append(r.args(), u32s(0xffffffff)...))
+	eqn := uint32(0xffffffff)
+	if eq != nil {
+		eqn = eq.Num
+	}
+	res, err := d.Command(abi.OpCreateCQ, append(r.args(), u32s(eqn)...))
 	if err != nil {
 		return nil, err
 	}
 	return &CQ{r: r, Num: res[0], Slot: res[1]}, nil
+}
+
+// Arm arms the CQ for its next completion (solicited: only a solicited one, or an error).
+func (d *Driver) Arm(c *CQ, solicited bool) error {
+	v := uint32(abi.ArmNext)
+	if solicited {
+		v = abi.ArmSolicited
+	}
+	return d.bus.WriteReg(abi.BARDoorbell, abi.CQArm(c.Slot), v)
 }
 
 // Poll takes up to max completions, oldest first.
