@@ -9,6 +9,7 @@ import (
 
 	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/hw/abi"
+	"github.com/softirdma/softirdma/internal/devscenario"
 	"github.com/softirdma/softirdma/internal/loophosts"
 )
 
@@ -76,17 +77,10 @@ func TestFunctionOnALink(t *testing.T) {
 	// The peer WRITEs 6000 bytes through the guest MR's rkey.
 	must(t, pqp.PostSend(emu.SendWR{ID: 1, Opcode: emu.WRRDMAWrite, Flags: emu.SendSignaled,
 		SGL: []emu.SGE{{Addr: pmr.Addr(), Length: 6000, LKey: pmr.LKey()}}, RemoteAddr: 0x1a0000, RKey: key}))
-	wc := make([]emu.WC, 1)
+	if wc := devscenario.WaitPeer(t, pcq); wc.Status != emu.WCSuccess {
+		t.Fatalf("peer WRITE %+v", wc)
+	}
 	deadline := time.Now().Add(20 * time.Second)
-	for pcq.Poll(wc) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the peer's WRITE did not complete")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if wc[0].Status != emu.WCSuccess {
-		t.Fatalf("peer WRITE %+v", wc[0])
-	}
 	// The function's engine wrote the bytes under its lock; taking it orders this goroutine's
 	// reads after them (the race detector does not see the order the UDP ACK gave).
 	sync := func() { _ = b.f.Device().Stats() }

@@ -86,6 +86,9 @@ func (d *Driver) Alloc(n uint64) (uint64, error) {
 	return a, nil
 }
 
+// ReadMem reads guest memory (a registered region, say) through the driver's bus.
+func (d *Driver) ReadMem(addr uint64, p []byte) error { return d.bus.ReadMem(addr, p) }
+
 // Command runs one control command and returns its results, or its errno as an error.
 func (d *Driver) Command(op uint16, args []byte) ([4]uint32, error) {
 	var res [4]uint32

@@ -1,8 +1,9 @@
-package driver
+package driver_test
 
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -15,7 +16,10 @@ import (
 	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/hw"
 	"github.com/softirdma/softirdma/hw/abi"
+	"github.com/softirdma/softirdma/hw/driver"
 	"github.com/softirdma/softirdma/hw/vfiouser"
+	"github.com/softirdma/softirdma/internal/devscenario"
+	"github.com/softirdma/softirdma/internal/loophosts"
 )
 
 // clientBus is the in-process transport: the function behind a vfio-user server on one end of
@@ -29,12 +33,12 @@ type clientBus struct {
 func (b *clientBus) ReadReg(bar int, off uint32) (uint32, error) {
 	var p [4]byte
 	err := b.c.RegionRead(uint32(bar), uint64(off), p[:])
-	return le.Uint32(p[:]), err
+	return binary.LittleEndian.Uint32(p[:]), err
 }
 
 func (b *clientBus) WriteReg(bar int, off uint32, v uint32) error {
 	var p [4]byte
-	le.PutUint32(p[:], v)
+	binary.LittleEndian.PutUint32(p[:], v)
 	return b.c.RegionWrite(uint32(bar), uint64(off), p[:], false)
 }
 
@@ -65,9 +69,13 @@ const ramBase, ramSize = 0x100000, 16 << 20
 
 // inProcess starts the function behind a server and returns a bus to it with ramSize of guest
 // RAM at ramBase, bus mastering on.
-func inProcess(t *testing.T) *clientBus {
+func inProcess(t *testing.T, set func(*hw.Config)) *clientBus {
 	t.Helper()
-	srv, _, err := vfiouser.NewFunction(vfiouser.Config{}, hw.Config{Name: "fn", Clock: emu.NewWallClock(), IP: netip.MustParseAddr("192.0.2.1")})
+	cfg := hw.Config{Name: "fn", Clock: emu.NewWallClock(), IP: netip.MustParseAddr("192.0.2.1")}
+	if set != nil {
+		set(&cfg)
+	}
+	srv, _, err := vfiouser.NewFunction(vfiouser.Config{}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,9 +114,9 @@ func inProcess(t *testing.T) *clientBus {
 }
 
 // waitWC polls cq until n completions arrived.
-func waitWC(t *testing.T, cq *CQ, n int) []WC {
+func waitWC(t *testing.T, cq *driver.CQ, n int) []driver.WC {
 	t.Helper()
-	var got []WC
+	var got []driver.WC
 	deadline := time.Now().Add(20 * time.Second)
 	for len(got) < n {
 		wcs, err := cq.Poll(n - len(got))
@@ -123,12 +131,12 @@ func waitWC(t *testing.T, cq *CQ, n int) []WC {
 	return got
 }
 
-// The Go driver over the in-process transport: PD, MR, CQ, two QPs of the function connected
+// The Go driver over the in-process transport: PD, MR, driver.CQ, two QPs of the function connected
 // over its loopback, WRITE, SEND into a posted receive, READ, an atomic, a type 2 window bound
 // by a BIND_MW WQE and written through, each checked in guest RAM and in its completion.
 func TestDriverInProcess(t *testing.T) {
-	bus := inProcess(t)
-	d, err := Open(bus, Arena{Base: ramBase, Size: ramSize})
+	bus := inProcess(t, nil)
+	d, err := driver.Open(bus, driver.Arena{Base: ramBase, Size: ramSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +153,7 @@ func TestDriverInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caps := QPCaps{SendLog: 5, RecvLog: 4, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInline: 64}
+	caps := driver.QPCaps{SendLog: 5, RecvLog: 4, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInline: 64}
 	q1, err := d.CreateQP(pd, cq, cq, caps)
 	if err != nil {
 		t.Fatal(err)
@@ -155,12 +163,12 @@ func TestDriverInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	gid := [16]byte{10: 0xff, 11: 0xff, 12: 192, 13: 0, 14: 2, 15: 1} // the function's default address
-	for _, p := range [][2]*QP{{q1, q2}, {q2, q1}} {
+	for _, p := range [][2]*driver.QP{{q1, q2}, {q2, q1}} {
 		q, peer := p[0], p[1]
-		must(t, q.Modify(QPAttr{State: 1, PortNum: 1, AccessFlags: 2 | 4 | 8}, 1|8|16|32))
-		must(t, q.Modify(QPAttr{State: 2, PathMTU: 3, DestQPN: peer.Num, MaxDestRdAtomic: 4, MinRNRTimer: 12, HopLimit: 64, DGID: gid},
+		must(t, q.Modify(driver.QPAttr{State: 1, PortNum: 1, AccessFlags: 2 | 4 | 8}, 1|8|16|32))
+		must(t, q.Modify(driver.QPAttr{State: 2, PathMTU: 3, DestQPN: peer.Num, MaxDestRdAtomic: 4, MinRNRTimer: 12, HopLimit: 64, DGID: gid},
 			1|128|256|1<<20|1<<12|1<<17|1<<15))
-		must(t, q.Modify(QPAttr{State: 3, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
+		must(t, q.Modify(driver.QPAttr{State: 3, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
 	}
 	src, dst := mr.Addr, mr.Addr+8192
 	pattern := make([]byte, 3000)
@@ -168,15 +176,15 @@ func TestDriverInProcess(t *testing.T) {
 		pattern[i] = byte(i*13 + 1)
 	}
 	must(t, bus.WriteMem(src, pattern))
-	must(t, q2.PostRecv(50, SGE{Addr: dst + 4096, Length: 3000, Key: mr.Key}))
+	must(t, q2.PostRecv(50, driver.SGE{Addr: dst + 4096, Length: 3000, Key: mr.Key}))
 	must(t, q1.PostSend(
-		SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{{Addr: src, Length: 3000, Key: mr.Key}}, RemoteAddr: dst, RKey: mr.Key},
-		SendWR{ID: 2, Opcode: WRSendWithImm, Flags: SendSignaled, Imm: 0x01020304, SGL: []SGE{{Addr: src, Length: 3000, Key: mr.Key}}},
-		SendWR{ID: 3, Opcode: WRAtomicFetchAndAdd, Flags: SendSignaled, SGL: []SGE{{Addr: src + 4000, Length: 8, Key: mr.Key}},
+		driver.SendWR{ID: 1, Opcode: driver.WRRDMAWrite, Flags: driver.SendSignaled, SGL: []driver.SGE{{Addr: src, Length: 3000, Key: mr.Key}}, RemoteAddr: dst, RKey: mr.Key},
+		driver.SendWR{ID: 2, Opcode: driver.WRSendWithImm, Flags: driver.SendSignaled, Imm: 0x01020304, SGL: []driver.SGE{{Addr: src, Length: 3000, Key: mr.Key}}},
+		driver.SendWR{ID: 3, Opcode: driver.WRAtomicFetchAndAdd, Flags: driver.SendSignaled, SGL: []driver.SGE{{Addr: src + 4000, Length: 8, Key: mr.Key}},
 			RemoteAddr: dst + 3000 + 8, RKey: mr.Key, CompareAdd: 5},
 	))
 	wcs := waitWC(t, cq, 4)
-	byID := map[uint64]WC{}
+	byID := map[uint64]driver.WC{}
 	for _, wc := range wcs {
 		if wc.Status != 0 {
 			t.Fatalf("completion %+v", wc)
@@ -197,8 +205,8 @@ func TestDriverInProcess(t *testing.T) {
 	}
 	var word [8]byte
 	must(t, bus.ReadMem(dst+3008, word[:]))
-	if le.Uint64(word[:]) != 5 {
-		t.Fatalf("fetch-and-add left %d", le.Uint64(word[:]))
+	if binary.LittleEndian.Uint64(word[:]) != 5 {
+		t.Fatalf("fetch-and-add left %d", binary.LittleEndian.Uint64(word[:]))
 	}
 
 	// A type 2 window over the MR's second page, bound by a WQE, then written through.
@@ -207,10 +215,10 @@ func TestDriverInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	newKey := mw&^0xff | (mw+1)&0xff
-	must(t, q2.PostSend(SendWR{ID: 60, Opcode: WRBindMW, Flags: SendSignaled,
-		Bind: Bind{MWRKey: mw, NewRKey: newKey, MRLKey: mr.Key, Addr: mr.Addr + 4096, Length: 4096, Access: 2}}))
+	must(t, q2.PostSend(driver.SendWR{ID: 60, Opcode: driver.WRBindMW, Flags: driver.SendSignaled,
+		Bind: driver.Bind{MWRKey: mw, NewRKey: newKey, MRLKey: mr.Key, Addr: mr.Addr + 4096, Length: 4096, Access: 2}}))
 	waitWC(t, cq, 1)
-	must(t, q1.PostSend(SendWR{ID: 61, Opcode: WRRDMAWrite, Flags: SendSignaled | SendInline, Inline: []byte("through the window"),
+	must(t, q1.PostSend(driver.SendWR{ID: 61, Opcode: driver.WRRDMAWrite, Flags: driver.SendSignaled | driver.SendInline, Inline: []byte("through the window"),
 		RemoteAddr: mr.Addr + 4096, RKey: newKey}))
 	if w := waitWC(t, cq, 1)[0]; w.WRID != 61 || w.Status != 0 {
 		t.Fatalf("WRITE through the window %+v", w)
@@ -231,4 +239,35 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The key-space scenario (internal/devscenario) over the in-process transport: the same
+// vfio-user messages QEMU sends, the function's engine on a UDP link to a softirdma peer,
+// completion events as MSI-X eventfd signals.
+func TestKeySpaceScenarioInProcess(t *testing.T) {
+	hs, hc := loophosts.Pair(t, 0, 7)
+	bus := inProcess(t, func(c *hw.Config) {
+		c.MAC = hs.Device().MAC()
+		c.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device { return hs.Rebind(mac, ip, ips) }
+	})
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	const vector = 1
+	must(t, bus.c.SetIRQEventfds(vfiouser.PCIMSIXIRQ, vector, []int{efd}))
+	d, err := driver.Open(bus, driver.Arena{Base: ramBase, Size: ramSize})
+	must(t, err)
+	var counter [8]byte
+	devscenario.Run(t, devscenario.Env{Driver: d, Vector: vector, Peer: hc.Device(),
+		PeerIP: netip.MustParseAddr("::ffff:192.0.2.2"), FunctionIP: netip.MustParseAddr("192.0.2.1"),
+		Armed: func() { _, _ = unix.Read(efd, counter[:]) },
+		Wait: func() {
+			fds := []unix.PollFd{{Fd: int32(efd), Events: unix.POLLIN}}
+			if n, err := unix.Poll(fds, 30000); n != 1 || err != nil {
+				t.Fatalf("no MSI-X signal: %v", err)
+			}
+			_, _ = unix.Read(efd, counter[:])
+		}})
 }

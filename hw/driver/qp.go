@@ -35,6 +35,10 @@ const recvElemLog = 7
 
 // CreateQP creates an RC QP in pd with its send completions in scq and receive ones in rcq.
 func (d *Driver) CreateQP(pd uint32, scq, rcq *CQ, c QPCaps) (*QP, error) {
+	return d.createQP(pd, scq, rcq, nil, c)
+}
+
+func (d *Driver) createQP(pd uint32, scq, rcq *CQ, srq *SRQ, c QPCaps) (*QP, error) {
 	if c.MaxSendSGE > 16 || c.MaxRecvSGE > 5 || c.MaxInline > 256 {
 		return nil, fmt.Errorf("driver: %d send SGEs, %d receive SGEs, %d bytes inline: %w", c.MaxSendSGE, c.MaxRecvSGE, c.MaxInline, syscall.EINVAL)
 	}
@@ -42,9 +46,11 @@ func (d *Driver) CreateQP(pd uint32, scq, rcq *CQ, c QPCaps) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	rq, err := d.newRing(c.RecvLog, recvElemLog)
-	if err != nil {
-		return nil, err
+	var rq *ring
+	if srq == nil {
+		if rq, err = d.newRing(c.RecvLog, recvElemLog); err != nil {
+			return nil, err
+		}
 	}
 	a := make([]byte, abi.CreateQPRQ+abi.QueueArgsSize)
 	le.PutUint32(a[abi.CreateQPPD:], pd)
@@ -55,12 +61,52 @@ func (d *Driver) CreateQP(pd uint32, scq, rcq *CQ, c QPCaps) (*QP, error) {
 	le.PutUint16(a[abi.CreateQPSendSGE:], uint16(c.MaxSendSGE))
 	le.PutUint16(a[abi.CreateQPRecvSGE:], uint16(c.MaxRecvSGE))
 	copy(a[abi.CreateQPSQ:], sq.args())
-	copy(a[abi.CreateQPRQ:], rq.args())
+	if srq != nil {
+		le.PutUint32(a[abi.CreateQPSRQ:], srq.Num)
+	} else {
+		copy(a[abi.CreateQPRQ:], rq.args())
+	}
 	res, err := d.Command(abi.OpCreateQP, a)
 	if err != nil {
 		return nil, err
 	}
 	return &QP{d: d, Num: res[0], Slot: res[1], sq: sq, rq: rq, maxSGE: c.MaxSendSGE, maxInl: c.MaxInline, maxRSGE: c.MaxRecvSGE}, nil
+}
+
+// SRQ is a shared receive queue in the arena.
+type SRQ struct {
+	d      *Driver
+	r      *ring
+	Num    uint32
+	prod   uint32
+	maxSGE int
+}
+
+// CreateSRQ creates an SRQ of 2^logCount slots (one stays empty), each of up to maxSGE SGEs,
+// armed for SRQ_LIMIT_REACHED below limit (0: not armed).
+func (d *Driver) CreateSRQ(pd uint32, logCount uint8, maxSGE int, limit uint32) (*SRQ, error) {
+	if maxSGE < 1 || maxSGE > 5 {
+		return nil, fmt.Errorf("driver: %d SGEs: %w", maxSGE, syscall.EINVAL)
+	}
+	r, err := d.newRing(logCount, recvElemLog)
+	if err != nil {
+		return nil, err
+	}
+	res, err := d.Command(abi.OpCreateSRQ, append(u32s(pd, uint32(maxSGE), limit, 0), r.args()...))
+	if err != nil {
+		return nil, err
+	}
+	return &SRQ{d: d, r: r, Num: res[0], maxSGE: maxSGE}, nil
+}
+
+// PostRecv posts a receive on the SRQ.
+func (s *SRQ) PostRecv(id uint64, sgl ...SGE) error {
+	return postRecv(s.d, s.r, &s.prod, s.maxSGE, id, sgl)
+}
+
+// CreateQPOnSRQ creates an RC QP whose receives come from srq (c.RecvLog is not used).
+func (d *Driver) CreateQPOnSRQ(pd uint32, scq, rcq *CQ, srq *SRQ, c QPCaps) (*QP, error) {
+	return d.createQP(pd, scq, rcq, srq, c)
 }
 
 // QPAttr is what Modify sets (ibv_qp_attr's fields for an RC QP over RoCEv2), with libibverbs'
@@ -206,17 +252,24 @@ func (q *QP) sendWQE(w *SendWR) ([]byte, error) {
 	return e, nil
 }
 
-// PostRecv writes receive WQEs and advances the producer index: receive queues have no
+// PostRecv writes a receive WQE and advances the producer index: receive queues have no
 // doorbell.
 func (q *QP) PostRecv(id uint64, sgl ...SGE) error {
-	if len(sgl) > q.maxRSGE {
-		return fmt.Errorf("driver: %d SGEs, the QP takes %d: %w", len(sgl), q.maxRSGE, syscall.EINVAL)
+	if q.rq == nil {
+		return fmt.Errorf("driver: the QP takes its receives from an SRQ: %w", syscall.EINVAL)
 	}
-	cons, err := q.rq.get(abi.QHConsumer)
+	return postRecv(q.d, q.rq, &q.rqProd, q.maxRSGE, id, sgl)
+}
+
+func postRecv(d *Driver, r *ring, prod *uint32, maxSGE int, id uint64, sgl []SGE) error {
+	if len(sgl) > maxSGE {
+		return fmt.Errorf("driver: %d SGEs, the queue takes %d: %w", len(sgl), maxSGE, syscall.EINVAL)
+	}
+	cons, err := r.get(abi.QHConsumer)
 	if err != nil {
 		return err
 	}
-	if (q.rqProd+1)&q.rq.mask() == cons&q.rq.mask() {
+	if (*prod+1)&r.mask() == cons&r.mask() {
 		return fmt.Errorf("driver: receive queue full: %w", syscall.ENOMEM)
 	}
 	e := make([]byte, 1<<recvElemLog)
@@ -232,9 +285,9 @@ func (q *QP) PostRecv(id uint64, sgl ...SGE) error {
 	}
 	le.PutUint32(e[abi.RecvDMALength:], total)
 	le.PutUint32(e[abi.RecvDMANumSGE:], uint32(len(sgl)))
-	if err := q.d.bus.WriteMem(q.rq.elem(q.rqProd), e); err != nil {
+	if err := d.bus.WriteMem(r.elem(*prod), e); err != nil {
 		return err
 	}
-	q.rqProd = (q.rqProd + 1) & q.rq.mask()
-	return q.rq.put(abi.QHProducer, q.rqProd)
+	*prod = (*prod + 1) & r.mask()
+	return r.put(abi.QHProducer, *prod)
 }

@@ -1,0 +1,252 @@
+// Package devscenario is the device's key-space scenario, run by the tests of every transport
+// the Go driver has (in process over a vfio-user socketpair, and through QEMU under qtest): the
+// driver drives the softirdma function, whose engine stands on a UDP link to a softirdma peer,
+// through windows of both types, invalidation from both ends, a dereg refused while a window is
+// bound, a READ, an atomic and a SEND into a receive on an SRQ.
+package devscenario
+
+import (
+	"errors"
+	"net/netip"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/hw/abi"
+	"github.com/softirdma/softirdma/hw/driver"
+)
+
+// Env is what a transport gives the scenario.
+type Env struct {
+	Driver *driver.Driver
+	// Vector is the MSI-X vector the completion EQ signals; Armed says an event is awaited
+	// (clear the signal), Wait waits until it came.
+	Vector uint16
+	Armed  func()
+	Wait   func()
+	// Peer is the softirdma device at the other end of the function's link, at PeerIP; the
+	// function is at FunctionIP.
+	Peer       *emu.Device
+	PeerIP     netip.Addr
+	FunctionIP netip.Addr
+}
+
+// Run runs the scenario.
+func Run(t *testing.T, env Env) {
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := env.Driver
+	eq, err := d.CreateEQ(4, abi.EQCompletion, env.Vector)
+	must(err)
+	cq, err := d.CreateCQ(6, eq)
+	must(err)
+	pd, err := d.AllocPD()
+	must(err)
+	mr, err := d.RegMR(pd, 16384, 1|2|4|8|16) // local write, remote write/read/atomic, MW bind
+	must(err)
+	srq, err := d.CreateSRQ(pd, 4, 1, 0)
+	must(err)
+	q, err := d.CreateQP(pd, cq, cq, driver.QPCaps{SendLog: 4, RecvLog: 4, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 64})
+	must(err)
+	qs, err := d.CreateQPOnSRQ(pd, cq, cq, srq, driver.QPCaps{SendLog: 4, MaxSendSGE: 1, MaxRecvSGE: 1})
+	must(err)
+
+	peer := env.Peer
+	ppd, _ := peer.AllocPD()
+	pcq, _ := peer.CreateCQ(64)
+	src := pattern(4096)
+	pmr, err := ppd.RegMR(src, emu.AccessLocalWrite|emu.AccessRemoteRead|emu.AccessRemoteAtomic)
+	must(err)
+	peerQPs := map[*driver.QP]*emu.QP{}
+	// connect makes a fresh peer QP for gq and takes both through INIT, RTR and RTS (again,
+	// after an error failed both).
+	connect := func(gq *driver.QP) {
+		t.Helper()
+		pqp, err := ppd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: pcq, RecvCQ: pcq,
+			Cap: emu.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		must(err)
+		peerQPs[gq] = pqp
+		must(gq.Modify(driver.QPAttr{State: 0}, 1))
+		must(gq.Modify(driver.QPAttr{State: 1, PortNum: 1, AccessFlags: 2 | 4 | 8}, 1|8|16|32))
+		must(gq.Modify(driver.QPAttr{State: 2, PathMTU: 3, DestQPN: pqp.Num(), MaxDestRdAtomic: 4, MinRNRTimer: 12, HopLimit: 64,
+			DGID: env.PeerIP.As16()}, 1|128|256|1<<20|1<<12|1<<17|1<<15))
+		must(gq.Modify(driver.QPAttr{State: 3, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
+		must(pqp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1, AccessFlags: emu.AccessRemoteWrite | emu.AccessRemoteRead | emu.AccessRemoteAtomic},
+			emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags))
+		must(pqp.Modify(emu.QPAttr{State: emu.QPSRTR, AH: emu.AHAttr{DGID: env.FunctionIP, HopLimit: 64},
+			PathMTU: emu.MTU1024, DestQPN: gq.Num, MaxDestRdAtomic: 4, MinRNRTimer: 12},
+			emu.AttrState|emu.AttrAV|emu.AttrPathMTU|emu.AttrDestQPN|emu.AttrRQPSN|emu.AttrMaxDestRdAtomic|emu.AttrMinRNRTimer))
+		must(pqp.Modify(emu.QPAttr{State: emu.QPSRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
+			emu.AttrState|emu.AttrSQPSN|emu.AttrTimeout|emu.AttrRetryCnt|emu.AttrRNRRetry|emu.AttrMaxQPRdAtomic))
+	}
+	connect(q)
+	connect(qs)
+
+	// done waits for the completion event the armed CQ sends and returns the completion.
+	arm := func() {
+		t.Helper()
+		env.Armed()
+		must(d.Arm(cq, false))
+	}
+	done := func() driver.WC {
+		t.Helper()
+		env.Wait()
+		ev, err := eq.Poll()
+		must(err)
+		if len(ev) == 0 || ev[0].Num != cq.Num {
+			t.Fatalf("EQ entries %v", ev)
+		}
+		wcs, err := cq.Poll(1)
+		must(err)
+		if len(wcs) != 1 {
+			t.Fatal("an event without its completion")
+		}
+		return wcs[0]
+	}
+	// post posts one WR on q with its completion awaited through the event.
+	post := func(wr driver.SendWR) driver.WC {
+		t.Helper()
+		arm()
+		must(q.PostSend(wr))
+		wc := done()
+		if wc.WRID != wr.ID {
+			t.Fatalf("completion %+v for wr %d", wc, wr.ID)
+		}
+		return wc
+	}
+	peerDone := func() emu.WC {
+		t.Helper()
+		return WaitPeer(t, pcq)
+	}
+	// peerWrite WRITEs 64 bytes through rkey at the MR's second page and returns the status.
+	peerWrite := func(rkey uint32) emu.WCStatus {
+		t.Helper()
+		must(peerQPs[q].PostSend(emu.SendWR{ID: 7, Opcode: emu.WRRDMAWrite, Flags: emu.SendSignaled,
+			SGL: []emu.SGE{{Addr: pmr.Addr(), Length: 64, LKey: pmr.LKey()}}, RemoteAddr: mr.Addr + 4096, RKey: rkey}))
+		return peerDone().Status
+	}
+	window := driver.Bind{MRLKey: mr.Key, Addr: mr.Addr + 4096, Length: 4096, Access: 2}
+	bind := func(mw, key uint32) {
+		t.Helper()
+		w := window
+		w.MWRKey, w.NewRKey = mw, key
+		if wc := post(driver.SendWR{ID: 60, Opcode: driver.WRBindMW, Flags: driver.SendSignaled, Bind: w}); wc.Status != 0 {
+			t.Fatalf("bind completion %+v", wc)
+		}
+	}
+	key8 := func(k uint32, n uint32) uint32 { return k&^0xff | (k+n)&0xff }
+
+	// A type 2 window bound by a WQE; the peer writes through it and the bytes are in guest RAM.
+	mw2, err := d.AllocMW(pd, abi.STagMWType2B)
+	must(err)
+	bind(mw2, key8(mw2, 1))
+	if st := peerWrite(key8(mw2, 1)); st != emu.WCSuccess {
+		t.Fatalf("WRITE through the bound window: %s", st)
+	}
+	got := make([]byte, 64)
+	must(d.ReadMem(mr.Addr+4096, got))
+	if string(got) != string(pattern(64)) {
+		t.Fatalf("guest RAM after the peer's WRITE: % x", got[:8])
+	}
+	// The MR cannot be deregistered while a window is bound to it (EBUSY, as the verbs API).
+	if err := d.DeallocSTag(mr.Key); !errors.Is(err, syscall.EBUSY) {
+		t.Fatalf("dereg with a window bound: %v", err)
+	}
+	// LOCAL_INV by the guest: the next WRITE is refused.
+	if wc := post(driver.SendWR{ID: 61, Opcode: driver.WRLocalInv, Flags: driver.SendSignaled, Imm: key8(mw2, 1)}); wc.Status != 0 {
+		t.Fatalf("LOCAL_INV completion %+v", wc)
+	}
+	if st := peerWrite(key8(mw2, 1)); st != emu.WCRemAccessErr {
+		t.Fatalf("WRITE after LOCAL_INV: %s, want REM_ACCESS_ERR", st)
+	}
+	// A rebind with a new key8 works again (the refusal failed both QPs: they start over).
+	connect(q)
+	bind(mw2, key8(mw2, 2))
+	if st := peerWrite(key8(mw2, 2)); st != emu.WCSuccess {
+		t.Fatalf("WRITE after the rebind: %s", st)
+	}
+	// SEND_WITH_INV from the peer invalidates it remotely; the guest's receive says which key.
+	arm()
+	must(q.PostRecv(70, driver.SGE{Addr: mr.Addr, Length: 256, Key: mr.Key}))
+	must(peerQPs[q].PostSend(emu.SendWR{ID: 8, Opcode: emu.WRSendWithInv, Imm: key8(mw2, 2),
+		SGL: []emu.SGE{{Addr: pmr.Addr(), Length: 16, LKey: pmr.LKey()}}}))
+	if wc := done(); wc.WRID != 70 || wc.Status != 0 || wc.Flags&8 == 0 || wc.Imm != key8(mw2, 2) {
+		t.Fatalf("receive of SEND_WITH_INV %+v", wc)
+	}
+	if st := peerWrite(key8(mw2, 2)); st != emu.WCRemAccessErr {
+		t.Fatalf("WRITE after SEND_WITH_INV: %s, want REM_ACCESS_ERR", st)
+	}
+
+	// A type 1 window, bound as the provider binds one: a BIND_MW WQE with key8 + 1.
+	connect(q)
+	mw1, err := d.AllocMW(pd, abi.STagMWType1)
+	must(err)
+	bind(mw1, key8(mw1, 1))
+	if st := peerWrite(key8(mw1, 1)); st != emu.WCSuccess {
+		t.Fatalf("WRITE through the type 1 window: %s", st)
+	}
+
+	// A READ and an atomic from the guest to the peer.
+	if wc := post(driver.SendWR{ID: 80, Opcode: driver.WRRDMARead, Flags: driver.SendSignaled,
+		SGL: []driver.SGE{{Addr: mr.Addr + 8192, Length: 4096, Key: mr.Key}}, RemoteAddr: pmr.Addr(), RKey: pmr.RKey()}); wc.Status != 0 || wc.ByteLen != 4096 {
+		t.Fatalf("READ completion %+v", wc)
+	}
+	back := make([]byte, 4096)
+	must(d.ReadMem(mr.Addr+8192, back))
+	if string(back) != string(pattern(4096)) {
+		t.Fatal("the READ did not bring the peer's bytes")
+	}
+	// The peer's word before the atomic, from the pattern rather than from src: the peer's
+	// engine writes src, and the order the wire gives is one the race detector cannot see.
+	before := le64(pattern(72)[64:])
+	if wc := post(driver.SendWR{ID: 81, Opcode: driver.WRAtomicFetchAndAdd, Flags: driver.SendSignaled,
+		SGL: []driver.SGE{{Addr: mr.Addr + 12288, Length: 8, Key: mr.Key}}, RemoteAddr: pmr.Addr() + 64, RKey: pmr.RKey(), CompareAdd: 3}); wc.Status != 0 {
+		t.Fatalf("atomic completion %+v", wc)
+	}
+	var orig [8]byte
+	must(d.ReadMem(mr.Addr+12288, orig[:]))
+	if got := le64(orig[:]); got != before {
+		t.Fatalf("fetch-and-add returned 0x%x, the word was 0x%x", got, before)
+	}
+
+	// A SEND from the peer into a receive on the SRQ, taken by the QP on it.
+	arm()
+	must(srq.PostRecv(90, driver.SGE{Addr: mr.Addr + 12800, Length: 64, Key: mr.Key}))
+	must(peerQPs[qs].PostSend(emu.SendWR{ID: 9, Opcode: emu.WRSend, SGL: []emu.SGE{{Addr: pmr.Addr(), Length: 32, LKey: pmr.LKey()}}}))
+	if wc := done(); wc.WRID != 90 || wc.Status != 0 || wc.ByteLen != 32 || wc.QPNum != qs.Num {
+		t.Fatalf("SRQ receive %+v", wc)
+	}
+}
+
+func le64(b []byte) uint64 {
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 | uint64(b[4])<<32 | uint64(b[5])<<40 |
+		uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+// pattern is the peer's buffer as it starts.
+func pattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i ^ 0x5a)
+	}
+	return b
+}
+
+// WaitPeer polls a peer's CQ, the engine's own, until it has a completion, and returns it.
+func WaitPeer(t testing.TB, cq *emu.CQ) emu.WC {
+	t.Helper()
+	wc := make([]emu.WC, 1)
+	deadline := time.Now().Add(30 * time.Second)
+	for cq.Poll(wc) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the peer's work request did not complete")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return wc[0]
+}
