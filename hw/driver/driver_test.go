@@ -245,7 +245,8 @@ func must(t *testing.T, err error) {
 // vfio-user messages QEMU sends, the function's engine on a UDP link to a softirdma peer,
 // completion events as MSI-X eventfd signals.
 func TestKeySpaceScenarioInProcess(t *testing.T) {
-	hs, hc := loophosts.Pair(t, 0, 7)
+	var pcap devscenario.SyncBuffer
+	hs, hc := loophosts.PairPcap(t, 0, 7, &pcap)
 	bus := inProcess(t, func(c *hw.Config) {
 		c.MAC = hs.Device().MAC()
 		c.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device { return hs.Rebind(mac, ip, ips) }
@@ -260,7 +261,7 @@ func TestKeySpaceScenarioInProcess(t *testing.T) {
 	d, err := driver.Open(bus, driver.Arena{Base: ramBase, Size: ramSize})
 	must(t, err)
 	var counter [8]byte
-	devscenario.Run(t, devscenario.Env{Driver: d, Vector: vector, Peer: hc.Device(),
+	devscenario.Run(t, devscenario.Env{Driver: d, Pcap: &pcap, Vector: vector, Peer: hc.Device(),
 		PeerIP: netip.MustParseAddr("::ffff:192.0.2.2"), FunctionIP: netip.MustParseAddr("192.0.2.1"),
 		Armed: func() { _, _ = unix.Read(efd, counter[:]) },
 		Wait: func() {

@@ -38,7 +38,8 @@ func (b qtestBus) WriteMem(addr uint64, p []byte) error { return b.m.Write(addr,
 // -netdev dgram's kind) to a softirdma peer; completion events arrive as MSI-X writes into
 // guest RAM.
 func TestQEMUKeySpaceScenario(t *testing.T) {
-	hs, hc := loophosts.Pair(t, 0, 7)
+	var pcap devscenario.SyncBuffer
+	hs, hc := loophosts.PairPcap(t, 0, 7, &pcap)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "dev.sock")
 	srv, _, err := vfiouser.NewFunction(vfiouser.Config{SocketPath: sock}, hw.Config{Name: "fn", Clock: emu.NewWallClock(),
@@ -74,7 +75,7 @@ func TestQEMUKeySpaceScenario(t *testing.T) {
 
 	d, err := driver.Open(qtestBus{m: m, bars: bars}, driver.Arena{Base: 0x200000, Size: 8 << 20})
 	must(err)
-	devscenario.Run(t, devscenario.Env{Driver: d, Vector: 1, Peer: hc.Device(),
+	devscenario.Run(t, devscenario.Env{Driver: d, Pcap: &pcap, Vector: 1, Peer: hc.Device(),
 		PeerIP: netip.MustParseAddr("::ffff:192.0.2.2"), FunctionIP: netip.MustParseAddr("192.0.2.1"),
 		Armed: func() { must(m.Writel(msiAddr, 0)) },
 		Wait: func() {

@@ -6,8 +6,11 @@
 package devscenario
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"net/netip"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/hw/abi"
 	"github.com/softirdma/softirdma/hw/driver"
+	"github.com/softirdma/softirdma/wire/decode"
 )
 
 // Env is what a transport gives the scenario.
@@ -30,10 +34,46 @@ type Env struct {
 	Peer       *emu.Device
 	PeerIP     netip.Addr
 	FunctionIP netip.Addr
+	// Pcap, if set, is the capture of the function's link, written while the scenario runs.
+	Pcap *SyncBuffer
 }
 
-// Run runs the scenario.
+// SyncBuffer is a bytes.Buffer a host's goroutines write while the test waits.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// Bytes is a copy of what was written.
+func (s *SyncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
+}
+
+// checkPcap decodes the capture: RoCEv2 frames there, every one well formed with a good ICRC.
+func checkPcap(t *testing.T, pcap *SyncBuffer) {
+	sum, err := decode.Run(bytes.NewReader(pcap.Bytes()), io.Discard, decode.Options{})
+	if err != nil {
+		t.Fatalf("decoding the link's capture: %v", err)
+	}
+	if sum.RoCEv2 < 20 || sum.ICRCBad != 0 || sum.Malformed != 0 || sum.ICRCOK != sum.RoCEv2 {
+		t.Fatalf("the link's capture: %s", sum)
+	}
+}
+
+// Run runs the scenario. With env.Pcap, the capture of the function's link, it then checks
+// every RoCEv2 frame decodes with a good ICRC.
 func Run(t *testing.T, env Env) {
+	if env.Pcap != nil {
+		defer checkPcap(t, env.Pcap)
+	}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

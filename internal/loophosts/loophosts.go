@@ -4,6 +4,7 @@
 package loophosts
 
 import (
+	"io"
 	mrand "math/rand/v2"
 	"net/netip"
 	"testing"
@@ -16,6 +17,12 @@ import (
 // Pair starts the two hosts; each drops the fraction loss of the RoCE frames it receives.
 // They stop when the test ends.
 func Pair(t testing.TB, loss float64, seed uint64) (server, client *emu.Host) {
+	t.Helper()
+	return PairPcap(t, loss, seed, nil)
+}
+
+// PairPcap is Pair with the server's link written to pcap (nil: none).
+func PairPcap(t testing.TB, loss float64, seed uint64, pcap io.Writer) (server, client *emu.Host) {
 	t.Helper()
 	la, err := qemu.ListenDgram("127.0.0.1:0", "127.0.0.1:9")
 	if err != nil {
@@ -30,8 +37,12 @@ func Pair(t testing.TB, loss float64, seed uint64) (server, client *emu.Host) {
 	}
 	mk := func(name string, l *qemu.Dgram, last byte) *emu.Host {
 		mac := [6]byte{2, 0, 0, 0, 0, last}
-		h, err := emu.NewHost(emu.HostConfig{Name: name, Link: l, MAC: mac, IP: netip.AddrFrom4([4]byte{192, 0, 2, last}),
-			IPs: []netip.Addr{neigh.LinkLocal(mac)}, Answer: true, RxLoss: loss, Rand: mrand.NewPCG(uint64(last), seed)})
+		cfg := emu.HostConfig{Name: name, Link: l, MAC: mac, IP: netip.AddrFrom4([4]byte{192, 0, 2, last}),
+			IPs: []netip.Addr{neigh.LinkLocal(mac)}, Answer: true, RxLoss: loss, Rand: mrand.NewPCG(uint64(last), seed)}
+		if last == 1 && pcap != nil {
+			cfg.Pcap = pcap
+		}
+		h, err := emu.NewHost(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
