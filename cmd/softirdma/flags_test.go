@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/softirdma/softirdma/wire/afpacket"
+
+	"github.com/softirdma/softirdma/internal/lockedbuf"
 )
 
 // TestNumericFlagsRefused: every numeric flag of the peers (and links) is checked before
@@ -182,22 +183,7 @@ func TestServerStrayAndTimeout(t *testing.T) {
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = lockedbuf.Buffer
 
 // TestPerfSendMismatch: ib_send_bw's sides do not exchange -n; with different ones both end,
 // the server saying what to fix.

@@ -8,26 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/softirdma/softirdma/hw/abi"
 	"github.com/softirdma/softirdma/hw/vfiouser"
 )
-
-// syncBuffer is a bytes.Buffer safe to write from the command's goroutine while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // serve listens on its socket, prints the QEMU options, answers a vfio-user client as the
 // softirdma function, and stops cleanly (socket gone, status 0) when its context ends.
@@ -44,7 +30,7 @@ func TestServe(t *testing.T) {
 func testServe(t *testing.T, link *linkFlags) {
 	sock := filepath.Join(t.TempDir(), "softirdma.sock")
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errs syncBuffer
+	var out, errs lockedBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- serve(ctx, serveOptions{socket: sock, ip: netip.MustParseAddr("192.0.2.1"), mac: [6]byte{2, 0x53, 0x52, 0, 0, 1}, link: link}, &out, &errs)

@@ -19,6 +19,7 @@ import (
 	"github.com/softirdma/softirdma/hw/driver"
 	"github.com/softirdma/softirdma/hw/vfiouser"
 	"github.com/softirdma/softirdma/internal/devscenario"
+	"github.com/softirdma/softirdma/internal/lockedbuf"
 	"github.com/softirdma/softirdma/internal/loophosts"
 )
 
@@ -245,7 +246,7 @@ func must(t *testing.T, err error) {
 // vfio-user messages QEMU sends, the function's engine on a UDP link to a softirdma peer,
 // completion events as MSI-X eventfd signals.
 func TestKeySpaceScenarioInProcess(t *testing.T) {
-	var pcap devscenario.SyncBuffer
+	var pcap lockedbuf.Buffer
 	hs, hc := loophosts.PairPcap(t, 0, 7, &pcap)
 	bus := inProcess(t, func(c *hw.Config) {
 		c.MAC = hs.Device().MAC()

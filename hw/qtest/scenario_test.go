@@ -14,6 +14,7 @@ import (
 	"github.com/softirdma/softirdma/hw/driver"
 	"github.com/softirdma/softirdma/hw/vfiouser"
 	"github.com/softirdma/softirdma/internal/devscenario"
+	"github.com/softirdma/softirdma/internal/lockedbuf"
 	"github.com/softirdma/softirdma/internal/loophosts"
 )
 
@@ -38,7 +39,7 @@ func (b qtestBus) WriteMem(addr uint64, p []byte) error { return b.m.Write(addr,
 // -netdev dgram's kind) to a softirdma peer; completion events arrive as MSI-X writes into
 // guest RAM.
 func TestQEMUKeySpaceScenario(t *testing.T) {
-	var pcap devscenario.SyncBuffer
+	var pcap lockedbuf.Buffer
 	hs, hc := loophosts.PairPcap(t, 0, 7, &pcap)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "dev.sock")

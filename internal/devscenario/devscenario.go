@@ -10,7 +10,6 @@ import (
 	"errors"
 	"io"
 	"net/netip"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/hw/abi"
 	"github.com/softirdma/softirdma/hw/driver"
+	"github.com/softirdma/softirdma/internal/lockedbuf"
 	"github.com/softirdma/softirdma/wire/decode"
 )
 
@@ -35,30 +35,11 @@ type Env struct {
 	PeerIP     netip.Addr
 	FunctionIP netip.Addr
 	// Pcap, if set, is the capture of the function's link, written while the scenario runs.
-	Pcap *SyncBuffer
-}
-
-// SyncBuffer is a bytes.Buffer a host's goroutines write while the test waits.
-type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *SyncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// Bytes is a copy of what was written.
-func (s *SyncBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bytes.Clone(s.b.Bytes())
+	Pcap *lockedbuf.Buffer
 }
 
 // checkPcap decodes the capture: RoCEv2 frames there, every one well formed with a good ICRC.
-func checkPcap(t *testing.T, pcap *SyncBuffer) {
+func checkPcap(t *testing.T, pcap *lockedbuf.Buffer) {
 	sum, err := decode.Run(bytes.NewReader(pcap.Bytes()), io.Discard, decode.Options{})
 	if err != nil {
 		t.Fatalf("decoding the link's capture: %v", err)
