@@ -273,3 +273,80 @@ func TestKeySpaceScenarioInProcess(t *testing.T) {
 			_, _ = unix.Read(efd, counter[:])
 		}})
 }
+
+// DMA_UNMAP of the guest RAM an MR and the QP's rings use, sent as QEMU sends it while a peer
+// streams WRITEs into the MR: the function's QP fails with its rings (a QP in ERR answers
+// nothing), so the peer's WRITEs after it end in RETRY_EXC_ERR (or REM_ACCESS_ERR, had one met
+// the revoked MR first), then flushes; the memory is not touched once the unmap is answered,
+// nothing crashes, and the server goes on answering.
+func TestDMAUnmapMidTraffic(t *testing.T) {
+	hs, hc := loophosts.Pair(t, 0, 9)
+	bus := inProcess(t, func(c *hw.Config) {
+		c.MAC = hs.Device().MAC()
+		c.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device { return hs.Rebind(mac, ip, ips) }
+	})
+	d, err := driver.Open(bus, driver.Arena{Base: ramBase, Size: ramSize})
+	must(t, err)
+	pd, err := d.AllocPD()
+	must(t, err)
+	mr, err := d.RegMR(pd, 1<<20, 1|2)
+	must(t, err)
+	cq, err := d.CreateCQ(6, nil)
+	must(t, err)
+	q, err := d.CreateQP(pd, cq, cq, driver.QPCaps{SendLog: 4, RecvLog: 4, MaxSendSGE: 1, MaxRecvSGE: 1})
+	must(t, err)
+
+	peer := hc.Device()
+	ppd, _ := peer.AllocPD()
+	pcq, _ := peer.CreateCQ(256)
+	pqp, err := ppd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: pcq, RecvCQ: pcq, Cap: emu.QPCap{MaxSendWR: 128, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	must(t, err)
+	src := bytes.Repeat([]byte{0x77}, 4096)
+	pmr, err := ppd.RegMR(src, emu.AccessLocalWrite)
+	must(t, err)
+	must(t, q.Modify(driver.QPAttr{State: 1, PortNum: 1, AccessFlags: 2}, 1|8|16|32))
+	must(t, q.Modify(driver.QPAttr{State: 2, PathMTU: 3, DestQPN: pqp.Num(), MaxDestRdAtomic: 4, MinRNRTimer: 12, HopLimit: 64,
+		DGID: netip.MustParseAddr("::ffff:192.0.2.2").As16()}, 1|128|256|1<<20|1<<12|1<<17|1<<15))
+	must(t, q.Modify(driver.QPAttr{State: 3, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
+	must(t, pqp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1}, emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags))
+	must(t, pqp.Modify(emu.QPAttr{State: emu.QPSRTR, AH: emu.AHAttr{DGID: netip.MustParseAddr("192.0.2.1"), HopLimit: 64},
+		PathMTU: emu.MTU1024, DestQPN: q.Num, MaxDestRdAtomic: 4, MinRNRTimer: 12},
+		emu.AttrState|emu.AttrAV|emu.AttrPathMTU|emu.AttrDestQPN|emu.AttrRQPSN|emu.AttrMaxDestRdAtomic|emu.AttrMinRNRTimer))
+	must(t, pqp.Modify(emu.QPAttr{State: emu.QPSRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
+		emu.AttrState|emu.AttrSQPSN|emu.AttrTimeout|emu.AttrRetryCnt|emu.AttrRNRRetry|emu.AttrMaxQPRdAtomic))
+
+	const writes = 128
+	for i := range writes {
+		must(t, pqp.PostSend(emu.SendWR{ID: uint64(i), Opcode: emu.WRRDMAWrite, Flags: emu.SendSignaled,
+			SGL: []emu.SGE{{Addr: pmr.Addr(), Length: 4096, LKey: pmr.LKey()}}, RemoteAddr: mr.Addr + uint64(i%256)*4096, RKey: mr.Key}))
+	}
+	// Unmap once the first completions are in.
+	var wcs []emu.WC
+	for len(wcs) < 4 {
+		wcs = append(wcs, devscenario.WaitPeer(t, pcq))
+	}
+	must(t, bus.c.DMAUnmap(ramBase, ramSize, false))
+	before := bytes.Clone(bus.ram)
+	for len(wcs) < writes {
+		wcs = append(wcs, devscenario.WaitPeer(t, pcq))
+	}
+	ok := 0
+	for ok < len(wcs) && wcs[ok].Status == emu.WCSuccess {
+		ok++
+	}
+	if ok == writes || wcs[ok].Status != emu.WCRetryExcErr && wcs[ok].Status != emu.WCRemAccessErr {
+		t.Fatalf("after %d successes: %+v, want RETRY_EXC_ERR or REM_ACCESS_ERR", ok, wcs[min(ok, writes-1)])
+	}
+	for _, wc := range wcs[ok+1:] {
+		if wc.Status != emu.WCWRFlushErr {
+			t.Fatalf("after the refusal: %+v, want WR_FLUSH_ERR", wc)
+		}
+	}
+	if !bytes.Equal(bus.ram, before) {
+		t.Fatal("guest memory changed after DMA_UNMAP was answered")
+	}
+	// The server goes on answering.
+	if _, err := bus.c.GetDeviceInfo(); err != nil {
+		t.Fatal(err)
+	}
+}
