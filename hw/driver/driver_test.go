@@ -265,12 +265,13 @@ func TestKeySpaceScenarioInProcess(t *testing.T) {
 	devscenario.Run(t, devscenario.Env{Driver: d, Pcap: &pcap, Vector: vector, Peer: hc.Device(),
 		PeerIP: netip.MustParseAddr("::ffff:192.0.2.2"), FunctionIP: netip.MustParseAddr("192.0.2.1"),
 		Armed: func() { _, _ = unix.Read(efd, counter[:]) },
-		Wait: func() {
+		Wait: func() error {
 			fds := []unix.PollFd{{Fd: int32(efd), Events: unix.POLLIN}}
 			if n, err := unix.Poll(fds, 30000); n != 1 || err != nil {
-				t.Fatalf("no MSI-X signal: %v", err)
+				return fmt.Errorf("no MSI-X signal in 30 s (%v)", err)
 			}
 			_, _ = unix.Read(efd, counter[:])
+			return nil
 		}})
 }
 

@@ -79,9 +79,9 @@ func TestQEMUKeySpaceScenario(t *testing.T) {
 	devscenario.Run(t, devscenario.Env{Driver: d, Pcap: &pcap, Vector: 1, Peer: hc.Device(),
 		PeerIP: netip.MustParseAddr("::ffff:192.0.2.2"), FunctionIP: netip.MustParseAddr("192.0.2.1"),
 		Armed: func() { must(m.Writel(msiAddr, 0)) },
-		Wait: func() {
+		Wait: func() error {
 			wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer wcancel()
-			must(m.WaitL(wctx, msiAddr, msiData))
+			return m.WaitL(wctx, msiAddr, msiData)
 		}})
 }

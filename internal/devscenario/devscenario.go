@@ -25,10 +25,10 @@ import (
 type Env struct {
 	Driver *driver.Driver
 	// Vector is the MSI-X vector the completion EQ signals; Armed says an event is awaited
-	// (clear the signal), Wait waits until it came.
+	// (clear the signal), Wait waits until it came and says if it did not.
 	Vector uint16
 	Armed  func()
-	Wait   func()
+	Wait   func() error
 	// Peer is the softirdma device at the other end of the function's link, at PeerIP; the
 	// function is at FunctionIP.
 	Peer       *emu.Device
@@ -116,7 +116,12 @@ func Run(t *testing.T, env Env) {
 	}
 	done := func() driver.WC {
 		t.Helper()
-		env.Wait()
+		if err := env.Wait(); err != nil {
+			// Say what the device did: an event lost, or no completion at all.
+			ev, _ := eq.Poll()
+			wcs, _ := cq.Poll(8)
+			t.Fatalf("no completion event: %v (EQ entries %v, CQEs %+v)", err, ev, wcs)
+		}
 		ev, err := eq.Poll()
 		must(err)
 		if len(ev) == 0 || ev[0].Num != cq.Num {
