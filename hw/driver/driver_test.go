@@ -70,7 +70,7 @@ const ramBase, ramSize = 0x100000, 16 << 20
 
 // inProcess starts the function behind a server and returns a bus to it with ramSize of guest
 // RAM at ramBase, bus mastering on.
-func inProcess(t *testing.T, set func(*hw.Config)) *clientBus {
+func inProcess(t testing.TB, set func(*hw.Config)) *clientBus {
 	t.Helper()
 	cfg := hw.Config{Name: "fn", Clock: emu.NewWallClock(), IP: netip.MustParseAddr("192.0.2.1")}
 	if set != nil {
@@ -235,7 +235,7 @@ func TestDriverInProcess(t *testing.T) {
 	}
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

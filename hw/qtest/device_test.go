@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -12,7 +13,9 @@ import (
 	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/hw"
 	"github.com/softirdma/softirdma/hw/abi"
+	"github.com/softirdma/softirdma/hw/driver"
 	"github.com/softirdma/softirdma/hw/vfiouser"
+	"github.com/softirdma/softirdma/internal/devscenario"
 )
 
 // The softirdma function served over vfio-user to a real QEMU 11.1, driven through QEMU's MMIO
@@ -195,5 +198,45 @@ func TestQEMUKilledMidTraffic(t *testing.T) {
 	}
 	if n > gs {
 		t.Errorf("%d goroutines, %d before the 50 kills", n, gs)
+	}
+}
+
+// BenchmarkQEMUDoorbellToCompletion is BenchmarkDoorbellToCompletion of hw/driver through a real
+// QEMU 11.1 under qtest: the WQE written into guest RAM and the doorbell written to BAR 2 by qtest
+// commands, crossing QEMU's vfio-user client; the completion polled in guest RAM.
+func BenchmarkQEMUDoorbellToCompletion(b *testing.B) {
+	dir := shortDir(b)
+	sock := filepath.Join(dir, "dev.sock")
+	srv, _, err := vfiouser.NewFunction(vfiouser.Config{SocketPath: sock}, hw.Config{Name: "fn", Clock: emu.NewWallClock(),
+		IP: netip.MustParseAddr("192.0.2.1")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	b.Cleanup(func() { cancel(); <-served })
+	m := startQEMU(b, Config{Dir: dir, Devices: []string{fmt.Sprintf(`{"driver":"vfio-user-pci","socket":{"path":%q,"type":"unix"}}`, sock)}})
+	fn, err := NewPCI(m).Find(0, abi.PCIVendorID, abi.PCIDeviceID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bars, err := fn.AssignBARs()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := fn.Enable(false); err != nil {
+		b.Fatal(err)
+	}
+	d, err := driver.Open(qtestBus{m: m, bars: bars}, driver.Arena{Base: 0x200000, Size: 8 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	q, cq, mr := devscenario.LoopbackPair(b, d, netip.MustParseAddr("192.0.2.1"))
+	for b.Loop() {
+		devscenario.DoorbellToCompletion(b, q, cq, mr)
 	}
 }

@@ -276,3 +276,59 @@ func WaitPeer(t testing.TB, cq *emu.CQ) emu.WC {
 	}
 	return wc[0]
 }
+
+// LoopbackPair makes, through d, two QPs of the function connected to each other over its
+// loopback (the function at ip), a CQ for both, and an MR of 1 MiB; it returns the first QP.
+func LoopbackPair(tb testing.TB, d *driver.Driver, ip netip.Addr) (*driver.QP, *driver.CQ, driver.MR) {
+	tb.Helper()
+	must := func(err error) {
+		tb.Helper()
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	pd, err := d.AllocPD()
+	must(err)
+	mr, err := d.RegMR(pd, 1<<20, 1|2|4)
+	must(err)
+	cq, err := d.CreateCQ(8, nil)
+	must(err)
+	caps := driver.QPCaps{SendLog: 7, RecvLog: 2, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 64}
+	q1, err := d.CreateQP(pd, cq, cq, caps)
+	must(err)
+	q2, err := d.CreateQP(pd, cq, cq, caps)
+	must(err)
+	for _, p := range [][2]*driver.QP{{q1, q2}, {q2, q1}} {
+		must(p[0].Modify(driver.QPAttr{State: 1, PortNum: 1, AccessFlags: 2 | 4}, 1|8|16|32))
+		must(p[0].Modify(driver.QPAttr{State: 2, PathMTU: 5, DestQPN: p[1].Num, MaxDestRdAtomic: 4, MinRNRTimer: 12, HopLimit: 64,
+			DGID: ip.As16()}, 1|128|256|1<<20|1<<12|1<<17|1<<15))
+		must(p[0].Modify(driver.QPAttr{State: 3, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
+	}
+	return q1, cq, mr
+}
+
+// WaitOne polls cq until a completion is there, and fails on an error one.
+func WaitOne(tb testing.TB, cq *driver.CQ) {
+	for {
+		wcs, err := cq.Poll(1)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if len(wcs) == 1 {
+			if wcs[0].Status != 0 {
+				tb.Fatalf("completion %+v", wcs[0])
+			}
+			return
+		}
+	}
+}
+
+// DoorbellToCompletion is one 8-byte WRITE from q through the driver until its completion is in
+// cq: a benchmark's loop body.
+func DoorbellToCompletion(tb testing.TB, q *driver.QP, cq *driver.CQ, mr driver.MR) {
+	if err := q.PostSend(driver.SendWR{ID: 1, Opcode: driver.WRRDMAWrite, Flags: driver.SendSignaled,
+		SGL: []driver.SGE{{Addr: mr.Addr, Length: 8, Key: mr.Key}}, RemoteAddr: mr.Addr + 4096, RKey: mr.Key}); err != nil {
+		tb.Fatal(err)
+	}
+	WaitOne(tb, cq)
+}
