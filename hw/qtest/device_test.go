@@ -188,17 +188,7 @@ func TestQEMUKilledMidTraffic(t *testing.T) {
 		round(i)
 	}
 	round(51)
-	if n := countFDs(t); n > fds {
-		t.Errorf("%d descriptors open, %d before the 50 kills", n, fds)
-	}
-	n := runtime.NumGoroutine()
-	for i := 0; i < 1000 && n > gs; i++ {
-		runtime.Gosched()
-		n = runtime.NumGoroutine()
-	}
-	if n > gs {
-		t.Errorf("%d goroutines, %d before the 50 kills", n, gs)
-	}
+	settled(t, fds, gs)
 }
 
 // BenchmarkQEMUDoorbellToCompletion is BenchmarkDoorbellToCompletion of hw/driver through a real
