@@ -262,7 +262,7 @@ func TestKeySpaceScenarioInProcess(t *testing.T) {
 	d, err := driver.Open(bus, driver.Arena{Base: ramBase, Size: ramSize})
 	must(t, err)
 	var counter [8]byte
-	devscenario.Run(t, devscenario.Env{Driver: d, Pcap: &pcap, Vector: vector, Peer: hc.Device(),
+	devscenario.Run(t, devscenario.Env{Driver: d, Pcap: pcap.Bytes, Vector: vector, Peer: hc.Device(),
 		PeerIP: netip.MustParseAddr("::ffff:192.0.2.2"), FunctionIP: netip.MustParseAddr("192.0.2.1"),
 		Armed: func() { _, _ = unix.Read(efd, counter[:]) },
 		Wait: func() error {

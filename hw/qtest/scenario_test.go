@@ -3,8 +3,13 @@ package qtest
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +21,8 @@ import (
 	"github.com/softirdma/softirdma/internal/devscenario"
 	"github.com/softirdma/softirdma/internal/lockedbuf"
 	"github.com/softirdma/softirdma/internal/loophosts"
+	"github.com/softirdma/softirdma/wire/neigh"
+	"github.com/softirdma/softirdma/wire/qemu"
 )
 
 // qtestBus is the driver's transport through QEMU under qtest: BAR registers as MMIO, guest
@@ -60,28 +67,123 @@ func TestQEMUKeySpaceScenario(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx) }()
 	t.Cleanup(func() { cancel(); <-served })
+	env := withDriver(t, dir, sock)
+	env.Peer, env.Pcap = hc.Device(), pcap.Bytes
+	devscenario.Run(t, env)
+}
+
+// The key-space scenario with the device in its own process: `softirdma serve` on a UDP link
+// (-link dgram, as a QEMU guest's -netdev dgram) to a softirdma peer in the test, QEMU 11.1
+// attached to serve's socket, the Go driver over qtest; serve's -pcap of the link decodes clean.
+func TestQEMUServeKeySpaceScenario(t *testing.T) {
+	qemuBinary(t) // skips early where QEMU is not provisioned
+	dir := shortDir(t)
+	bin := filepath.Join(dir, "softirdma")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/softirdma/softirdma/cmd/softirdma").CombinedOutput(); err != nil {
+		t.Fatalf("building softirdma: %v\n%s", err, out)
+	}
+	// The peer's end of the link, and a free port for serve's.
+	link, err := qemu.ListenDgram("127.0.0.1:0", "127.0.0.1:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	servePort := probe.LocalAddr().(*net.UDPAddr).Port
+	probe.Close()
+	if err := link.SetRemote(fmt.Sprintf("127.0.0.1:%d", servePort)); err != nil {
+		t.Fatal(err)
+	}
+	peerMAC := [6]byte{2, 0, 0, 0, 0, 2}
+	peer, err := emu.NewHost(emu.HostConfig{Name: "peer", Link: link, MAC: peerMAC, IP: netip.MustParseAddr("192.0.2.2"),
+		IPs: []netip.Addr{neigh.LinkLocal(peerMAC)}, Answer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go peer.Run()
+	t.Cleanup(func() { peer.Close() })
+
+	sock, pcapFile := filepath.Join(dir, "dev.sock"), filepath.Join(dir, "link.pcap")
+	serve := exec.Command(bin, "serve", "-socket", sock, "-link", fmt.Sprintf("dgram:127.0.0.1:%d,%s", servePort, link.LocalAddr()),
+		"-ip", "192.0.2.1", "-pcap", pcapFile)
+	var out, errs lockedbuf.Buffer
+	serve.Stdout, serve.Stderr = &out, &errs
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- serve.Wait() }()
+	t.Cleanup(func() {
+		_ = serve.Process.Signal(syscall.SIGTERM)
+		if err := <-exited; err != nil {
+			t.Errorf("serve exited: %v\n%s", err, errs.String())
+		}
+	})
+	// Wait for the line serve prints once its socket listens.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "listening on") {
+		select {
+		case err := <-exited:
+			t.Fatalf("serve exited: %v\n%s", err, errs.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve is not listening:\n%s", errs.String())
+		}
+	}
+
+	env := withDriver(t, dir, sock)
+	env.Peer = peer.Device()
+	env.Pcap = func() []byte {
+		b, err := os.ReadFile(pcapFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	devscenario.Run(t, env)
+}
+
+// withDriver starts QEMU with the function served on sock, finds it, assigns its BARs, points
+// MSI-X vector 1 at msiAddr in guest RAM and opens the Go driver over qtest. It returns the
+// scenario's Env with the driver and the MSI-X wait filled in.
+func withDriver(t *testing.T, dir, sock string) devscenario.Env {
+	t.Helper()
 	m := startQEMU(t, Config{Dir: dir, Devices: []string{fmt.Sprintf(`{"driver":"vfio-user-pci","socket":{"path":%q,"type":"unix"}}`, sock)}})
-
 	fn, err := NewPCI(m).Find(0, abi.PCIVendorID, abi.PCIDeviceID)
-	must(err)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, m.Stderr())
+	}
 	bars, err := fn.AssignBARs()
-	must(err)
-	must(fn.Enable(false))
+	if err != nil {
+		t.Fatal(err)
+	}
 	x, err := fn.MSIX()
-	must(err)
-	must(x.Setup(bars))
+	if err != nil {
+		t.Fatal(err)
+	}
 	const msiAddr, msiData = 0x5000, 0x5eed
-	must(x.SetVector(m, 1, msiAddr, msiData, false))
-	must(fn.EnableMSIX(&x, true))
-
+	for _, err := range []error{fn.Enable(false), x.Setup(bars), x.SetVector(m, 1, msiAddr, msiData, false), fn.EnableMSIX(&x, true)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	d, err := driver.Open(qtestBus{m: m, bars: bars}, driver.Arena{Base: 0x200000, Size: 8 << 20})
-	must(err)
-	devscenario.Run(t, devscenario.Env{Driver: d, Pcap: &pcap, Vector: 1, Peer: hc.Device(),
+	if err != nil {
+		t.Fatal(err)
+	}
+	return devscenario.Env{Driver: d, Vector: 1,
 		PeerIP: netip.MustParseAddr("::ffff:192.0.2.2"), FunctionIP: netip.MustParseAddr("192.0.2.1"),
-		Armed: func() { must(m.Writel(msiAddr, 0)) },
+		Armed: func() {
+			if err := m.Writel(msiAddr, 0); err != nil {
+				t.Fatal(err)
+			}
+		},
 		Wait: func() error {
 			wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer wcancel()
 			return m.WaitL(wctx, msiAddr, msiData)
-		}})
+		}}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/hw/abi"
 	"github.com/softirdma/softirdma/hw/driver"
-	"github.com/softirdma/softirdma/internal/lockedbuf"
 	"github.com/softirdma/softirdma/wire/decode"
 )
 
@@ -34,13 +33,13 @@ type Env struct {
 	Peer       *emu.Device
 	PeerIP     netip.Addr
 	FunctionIP netip.Addr
-	// Pcap, if set, is the capture of the function's link, written while the scenario runs.
-	Pcap *lockedbuf.Buffer
+	// Pcap, if set, gives the capture of the function's link once the scenario ran.
+	Pcap func() []byte
 }
 
 // checkPcap decodes the capture: RoCEv2 frames there, every one well formed with a good ICRC.
-func checkPcap(t *testing.T, pcap *lockedbuf.Buffer) {
-	sum, err := decode.Run(bytes.NewReader(pcap.Bytes()), io.Discard, decode.Options{})
+func checkPcap(t *testing.T, pcap func() []byte) {
+	sum, err := decode.Run(bytes.NewReader(pcap()), io.Discard, decode.Options{})
 	if err != nil {
 		t.Fatalf("decoding the link's capture: %v", err)
 	}
