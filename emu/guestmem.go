@@ -117,26 +117,49 @@ func (pd *PD) RegGuestMR(as keys.AddressSpace, pages PageList, iova uint64, acce
 	// pages fail here) or finds this MR.
 	d.mu.Lock()
 	defer d.unlock()
-	segs := make([][]byte, 0, len(ranges))
-	for _, r := range ranges {
-		if !as.Mapped(r.start, r.n) {
-			return nil, unmappedPage(as, &pages, r)
-		}
-		segs = as.Segments(r.start, r.n, segs)
-	}
-	mem := keys.Scatter(segs...)
-	if mem.Len() != pages.Length {
-		return nil, &keys.VerbError{Verb: "reg_mr", Errno: syscall.EFAULT,
-			Reason: fmt.Sprintf("the address space gave %d bytes for %d", mem.Len(), pages.Length)}
+	mem, guest, err := resolveGuest(as, &pages, ranges)
+	if err != nil {
+		return nil, err
 	}
 	k, err := d.keys.RegMR(keys.MRSpec{PD: pd.handle, Mem: mem, IOVA: iova, Access: access})
 	if err != nil {
 		return nil, err
 	}
 	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: fmt.Sprintf("reg_mr %s guest pages %d len %d iova 0x%x %s", k, len(pages.Pages), pages.Length, iova, access)})
-	mr := &MR{pd: pd, key: k, addr: iova, length: pages.Length, guest: &guestMapping{as: as, ranges: ranges}}
+	mr := &MR{pd: pd, key: k, addr: iova, length: pages.Length, guest: guest}
 	d.mrs = put(d.mrs, k.Index(), mr)
 	return mr, nil
+}
+
+// guestMemory checks a guest's page list and resolves it through as (the device lock held), for
+// a REG_MR work request: the MR's memory and what RevokeRange needs to find it.
+func guestMemory(as keys.AddressSpace, pages *PageList) (keys.Memory, *guestMapping, error) {
+	if err := checkSpace(as); err != nil {
+		return keys.Memory{}, nil, err
+	}
+	ranges, err := pages.ranges()
+	if err != nil {
+		return keys.Memory{}, nil, err
+	}
+	return resolveGuest(as, pages, ranges)
+}
+
+// resolveGuest gives the memory the ranges of a page list name in as: every byte must be
+// mapped (EFAULT names the first page that is not).
+func resolveGuest(as keys.AddressSpace, pages *PageList, ranges []guestRange) (keys.Memory, *guestMapping, error) {
+	segs := make([][]byte, 0, len(ranges))
+	for _, r := range ranges {
+		if !as.Mapped(r.start, r.n) {
+			return keys.Memory{}, nil, unmappedPage(as, pages, r)
+		}
+		segs = as.Segments(r.start, r.n, segs)
+	}
+	mem := keys.Scatter(segs...)
+	if mem.Len() != pages.Length {
+		return keys.Memory{}, nil, &keys.VerbError{Verb: "reg_mr", Errno: syscall.EFAULT,
+			Reason: fmt.Sprintf("the address space gave %d bytes for %d", mem.Len(), pages.Length)}
+	}
+	return mem, &guestMapping{as: as, ranges: ranges}, nil
 }
 
 // unmappedPage explains which page of the range r (from pl) as does not map.

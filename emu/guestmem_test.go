@@ -490,3 +490,38 @@ func TestRevokeRangeConcurrentTraffic(t *testing.T) {
 		t.Fatalf("%d WRITEs succeeded and %d failed; want at least 200, then at most 16 outstanding", ok, len(wcs)-ok)
 	}
 }
+
+// A REG_MR work request over a guest's page list (a device's kernel-only fast registration):
+// the MR takes the pages, a WRITE through its new key lands in them, and RevokeRange takes it
+// away as it does a registered MR's.
+func TestGuestFastReg(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
+	gm, mems := guestRAM(t, [2]uint64{victimAt, regionSz})
+	fr, err := p.pdB.AllocFastRegMR(regionSz)
+	must(t, err)
+	key := fr.LKey()&^0xff | (fr.LKey()+5)&0xff
+	// Pages 3 and 1 of the region, out of order, 6000 bytes from offset 100.
+	pages := PageList{PageSize: 4096, Offset: 100, Length: 6000, Pages: []uint64{victimAt + 3*4096, victimAt + 4096}}
+	must(t, p.qb.PostSend(SendWR{ID: 1, Opcode: WRRegMR, Flags: SendSignaled,
+		Reg: RegInfo{MR: fr, Key: key, IOVA: 0x9000_0064, Access: AccessLocalWrite | AccessRemoteWrite, Guest: &GuestPages{Space: gm, Pages: pages}}}))
+	p.run()
+	wantWC(t, poll(p.cqB), WC{WRID: 1, Opcode: WCRegMR})
+	if fr.RKey() != key || fr.Addr() != 0x9000_0064 || fr.Len() != 6000 {
+		t.Fatalf("MR after REG_MR: key 0x%x addr 0x%x len %d", fr.RKey(), fr.Addr(), fr.Len())
+	}
+	fill(p.bufA[:6000], 3)
+	must(t, p.qa.PostSend(SendWR{ID: 2, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 0, 6000), RemoteAddr: 0x9000_0064, RKey: key}))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 2, Opcode: WCRDMAWrite, ByteLen: 6000})
+	ram := mems[0]
+	if !bytes.Equal(ram[3*4096+100:4*4096], p.bufA[:4096-100]) || !bytes.Equal(ram[4096:4096+6000-(4096-100)], p.bufA[4096-100:6000]) {
+		t.Fatal("the WRITE did not land in the pages the REG_MR named")
+	}
+	must(t, gm.Unmap(victimAt, regionSz))
+	if got := p.b.RevokeRange(gm, victimAt, regionSz); len(got) != 1 || got[0] != fr {
+		t.Fatalf("RevokeRange revoked %v", got)
+	}
+	must(t, p.qa.PostSend(SendWR{ID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 0, 8), RemoteAddr: 0x9000_0064, RKey: key}))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 3, Status: WCRemAccessErr, Opcode: WCRDMAWrite})
+}

@@ -483,9 +483,15 @@ func (qp *QP) execLocal(w *sendWQE) {
 		}
 	case WRRegMR:
 		g := w.wr.Reg
-		err = d.keys.FastReg(keys.FastReg{Key: keys.Key(g.Key), PD: qp.pd.handle, Mem: keys.Contiguous(g.Buf), IOVA: g.IOVA, Access: g.Access, At: d.clock.Now()})
+		mem, guest := keys.Contiguous(g.Buf), (*guestMapping)(nil)
+		if g.Guest != nil {
+			mem, guest, err = guestMemory(g.Guest.Space, &g.Guest.Pages)
+		}
 		if err == nil {
-			g.MR.key, g.MR.addr, g.MR.length, g.MR.buf = keys.Key(g.Key), g.IOVA, uint64(len(g.Buf)), g.Buf
+			err = d.keys.FastReg(keys.FastReg{Key: keys.Key(g.Key), PD: qp.pd.handle, Mem: mem, IOVA: g.IOVA, Access: g.Access, At: d.clock.Now()})
+		}
+		if err == nil {
+			g.MR.key, g.MR.addr, g.MR.length, g.MR.buf, g.MR.guest = keys.Key(g.Key), g.IOVA, mem.Len(), g.Buf, guest
 		}
 	}
 	if err != nil {

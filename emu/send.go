@@ -61,6 +61,15 @@ type RegInfo struct {
 	Buf    []byte
 	IOVA   uint64
 	Access Access
+	// Guest, when set, is the memory instead of Buf: a guest's page list in an address space,
+	// as a device's kernel-only REG_MR work request gives it (see PD.RegGuestMR).
+	Guest *GuestPages
+}
+
+// GuestPages is memory a guest names by its pages, in the address space Space.
+type GuestPages struct {
+	Space keys.AddressSpace
+	Pages PageList
 }
 
 type wqeState uint8

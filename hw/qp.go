@@ -317,6 +317,8 @@ func (q *qp) post(e []byte) error {
 		return q.emu.PostSend(wr)
 	case emu.WRBindMW:
 		return q.bind(e, &wr)
+	case emu.WRRegMR:
+		return q.regMR(e, &wr)
 	default:
 		return fmt.Errorf("send WQE opcode %d is not supported: %w", wr.Opcode, syscall.EOPNOTSUPP)
 	}
@@ -360,5 +362,26 @@ func (q *qp) bind(e []byte, wr *emu.SendWR) error {
 		return q.emu.BindMW(w.mw, emu.MWBind{ID: wr.ID, Flags: wr.Flags, MR: mr, Addr: addr, Length: length, Access: access})
 	}
 	wr.Bind = emu.BindInfo{MW: w.mw, RKey: le.Uint32(e[abi.SendMWNewRKey:]), MR: mr, Addr: addr, Length: length, Access: access}
+	return q.emu.PostSend(*wr)
+}
+
+// regMR posts the kernel-only REG_MR WQE (abi.WROpRegMR): the fast-register MR named by the
+// new key's index takes the pages the WQE's page list names in guest memory.
+func (q *qp) regMR(e []byte, wr *emu.SendWR) error {
+	le := binary.LittleEndian
+	key := le.Uint32(e[abi.RegWRKey:])
+	q.f.keysMu.Lock()
+	m, ok := q.f.mrs[key>>8]
+	q.f.keysMu.Unlock()
+	if !ok {
+		return fmt.Errorf("REG_MR of unknown MR 0x%x: %w", key, syscall.EINVAL)
+	}
+	pageSize, pages, err := resolvePages(&q.f.mem, decodePageList(e[abi.RegWRPages:]), maxMRPages)
+	if err != nil {
+		return err
+	}
+	wr.Reg = emu.RegInfo{MR: m.mr, Key: key, IOVA: le.Uint64(e[abi.RegWRIOVA:]), Access: emu.Access(le.Uint32(e[abi.RegWRAccess:])),
+		Guest: &emu.GuestPages{Space: &q.f.mem, Pages: emu.PageList{PageSize: pageSize, Offset: le.Uint64(e[abi.RegWROffset:]),
+			Length: le.Uint64(e[abi.RegWRLength:]), Pages: pages}}}
 	return q.emu.PostSend(*wr)
 }

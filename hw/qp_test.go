@@ -55,6 +55,20 @@ func (b *bench) connect(q *guestQP, dest uint32) {
 	b.connectTo(q, dest, "::ffff:192.0.2.1", emu.AccessRemoteWrite|emu.AccessRemoteRead|emu.AccessRemoteAtomic|emu.AccessFlushGlobal|emu.AccessFlushPersistent)
 }
 
+// loopbackPair makes a PD, a CQ on the ring at 0x140000 and two QPs on it connected to each
+// other over the function's loopback.
+func (b *bench) loopbackPair() (pdn uint32, q1, q2 *guestQP) {
+	b.t.Helper()
+	pdn = b.ok(abi.OpAllocPD, nil)
+	b.ringAt(0x140000, 0x112000, 3, 7, 6)
+	cqn := b.ok(abi.OpCreateCQ, append(queueArgs(7, 6, 0x112000, 3), u32s(0, 0, 0xffffffff)[8:]...))
+	q1 = b.makeQP(pdn, cqn, 0x150000, 0x113000, 0x160000, 0x114000)
+	q2 = b.makeQP(pdn, cqn, 0x170000, 0x115000, 0x180000, 0x116000)
+	b.connect(q1, q2.qpn)
+	b.connect(q2, q1.qpn)
+	return pdn, q1, q2
+}
+
 // sendWQE is what a test puts in a send WQE.
 type sendWQE struct {
 	id             uint64
@@ -168,13 +182,7 @@ func (b *bench) cqes(ring uint64, from uint32) []emu.WC {
 func TestQueuePairDataPath(t *testing.T) {
 	b := newBench(t)
 	b.enable()
-	pdn := b.ok(abi.OpAllocPD, nil)
-	b.ringAt(0x140000, 0x112000, 3, 7, 6)
-	cqn := b.ok(abi.OpCreateCQ, append(queueArgs(7, 6, 0x112000, 3), u32s(0, 0, 0xffffffff)[8:]...))
-	q1 := b.makeQP(pdn, cqn, 0x150000, 0x113000, 0x160000, 0x114000)
-	q2 := b.makeQP(pdn, cqn, 0x170000, 0x115000, 0x180000, 0x116000)
-	b.connect(q1, q2.qpn)
-	b.connect(q2, q1.qpn)
+	pdn, q1, q2 := b.loopbackPair()
 	// The data: one MR over 0x1a0000-0x1a3fff (source at 0x1a0000, target at 0x1a2000).
 	for i := range 4 {
 		binary.LittleEndian.PutUint64(b.at(0x117000+uint64(8*i)), 0x1a0000+uint64(i)*4096)
@@ -364,13 +372,7 @@ func FuzzSendQueue(f *testing.F) {
 	f.Fuzz(func(t *testing.T, sqe, rqe []byte, n uint8) {
 		b := newBench(t)
 		b.enable()
-		pdn := b.ok(abi.OpAllocPD, nil)
-		b.ringAt(0x140000, 0x112000, 3, 7, 6)
-		cqn := b.ok(abi.OpCreateCQ, append(queueArgs(7, 6, 0x112000, 3), u32s(0, 0, 0xffffffff)[8:]...))
-		q1 := b.makeQP(pdn, cqn, 0x150000, 0x113000, 0x160000, 0x114000)
-		q2 := b.makeQP(pdn, cqn, 0x170000, 0x115000, 0x180000, 0x116000)
-		b.connect(q1, q2.qpn)
-		b.connect(q2, q1.qpn)
+		_, q1, q2 := b.loopbackPair()
 		// n WQEs of the fuzzer's bytes in q1's send queue, its receive WQE bytes in q2's.
 		for i := range int(n % 16) {
 			copy(b.at(q1.sq + abi.QueueHeaderSize + uint64(i)<<sqLogElem)[:1<<sqLogElem], sqe)
@@ -383,4 +385,51 @@ func FuzzSendQueue(f *testing.F) {
 		b.sim.RunUntilIdle(1_000_000)
 		b.ok(abi.OpNop, nil)
 	})
+}
+
+// The kernel-only REG_MR WQE: a fast-register MR from ALLOC_STAG takes the pages the WQE's page
+// list names, a WRITE through its new key lands in them, and a LOCAL_INV of that key stops the
+// next one.
+func TestRegMRWorkRequest(t *testing.T) {
+	b := newBench(t)
+	b.enable()
+	pdn, q1, q2 := b.loopbackPair()
+	binary.LittleEndian.PutUint64(b.at(0x117000), 0x1a0000)
+	src := b.ok(abi.OpRegMR, regMRArgs(pdn, emu.AccessLocalWrite, 0x1a0000, 4096, 0, pageListBytes(0x117000, 1, 12, 1)))
+	fr := b.ok(abi.OpAllocSTag, u32s(pdn, abi.STagFastRegMR, 4))
+	key := fr&^0xff | (fr+9)&0xff
+	// The REG_MR WQE on q2: pages 0x1c1000 then 0x1c0000, 5000 bytes from offset 16.
+	binary.LittleEndian.PutUint64(b.at(0x118000), 0x1c1000)
+	binary.LittleEndian.PutUint64(b.at(0x118008), 0x1c0000)
+	e := b.at(q2.sq + abi.QueueHeaderSize + uint64(q2.sqProd)<<sqLogElem)[:1<<sqLogElem]
+	clear(e)
+	le := binary.LittleEndian
+	le.PutUint64(e[abi.SendWRID:], 5)
+	le.PutUint32(e[abi.SendOpcode:], abi.WROpRegMR)
+	le.PutUint32(e[abi.SendFlags:], uint32(emu.SendSignaled))
+	le.PutUint32(e[abi.RegWRKey:], key)
+	le.PutUint32(e[abi.RegWRAccess:], uint32(emu.AccessLocalWrite|emu.AccessRemoteWrite))
+	le.PutUint64(e[abi.RegWRIOVA:], 0x8000_0010)
+	le.PutUint64(e[abi.RegWRLength:], 5000)
+	le.PutUint64(e[abi.RegWROffset:], 16)
+	copy(e[abi.RegWRPages:], pageListBytes(0x118000, 2, 12, 1))
+	q2.sqProd++
+	le.PutUint32(b.at(q2.sq+abi.QHProducer), q2.sqProd)
+	var p [4]byte
+	must(t, b.f.RegionWrite(abi.BARDoorbell, uint64(abi.SQDoorbell(q2.slot)), p[:]))
+	b.sim.RunUntilIdle(0)
+	if got := b.cqes(0x140000, 0); len(got) != 1 || got[0].WRID != 5 || got[0].Status != emu.WCSuccess || got[0].Opcode != emu.WCRegMR {
+		t.Fatalf("REG_MR completion %v", got)
+	}
+	for i := range 4096 {
+		b.at(0x1a0000)[i] = byte(i*3 + 1)
+	}
+	b.post(q1, sendWQE{id: 6, op: emu.WRRDMAWrite, flags: emu.SendSignaled, remote: 0x8000_0010, rkey: key, sges: [][3]uint64{{0x1a0000, 4096, uint64(src)}}})
+	b.sim.RunUntilIdle(0)
+	if got := b.cqes(0x140000, 1); len(got) != 1 || got[0].WRID != 6 || got[0].Status != emu.WCSuccess {
+		t.Fatalf("WRITE through the fast-registered MR: %v", got)
+	}
+	if !bytes.Equal(b.at(0x1c1010)[:4096-16], b.at(0x1a0000)[:4096-16]) || !bytes.Equal(b.at(0x1c0000)[:16], b.at(0x1a0000 + 4096 - 16)[:16]) {
+		t.Fatal("the WRITE did not land in the pages the REG_MR named")
+	}
 }
