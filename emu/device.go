@@ -335,6 +335,21 @@ func (mr *MR) Dereg() error {
 
 // Rereg changes the MR's access rights, PD or memory (ibv_rereg_mr). The keys stay.
 func (mr *MR) Rereg(flags keys.ReregFlags, pd *PD, buf []byte, access Access) error {
+	return mr.rereg(flags, pd, access, func() (translation, error) {
+		return translation{mem: keys.Contiguous(buf), iova: mr.addr, buf: buf}, nil
+	})
+}
+
+// translation is what a rereg with keys.ChangeTranslation gives the MR.
+type translation struct {
+	mem   keys.Memory
+	iova  uint64
+	buf   []byte
+	guest *guestMapping
+}
+
+// rereg runs a rereg whose new memory, when flags change it, next gives under the device lock.
+func (mr *MR) rereg(flags keys.ReregFlags, pd *PD, access Access, next func() (translation, error)) error {
 	d := mr.pd.dev
 	d.mu.Lock()
 	defer d.unlock()
@@ -342,8 +357,13 @@ func (mr *MR) Rereg(flags keys.ReregFlags, pd *PD, buf []byte, access Access) er
 	if pd != nil {
 		spec.PD = pd.handle
 	}
+	var t translation
 	if flags&keys.ChangeTranslation != 0 {
-		spec.Mem = keys.Contiguous(buf)
+		var err error
+		if t, err = next(); err != nil {
+			return err
+		}
+		spec.Mem, spec.IOVA = t.mem, t.iova
 	}
 	if err := d.keys.ReregMR(mr.key, flags, spec); err != nil {
 		return err
@@ -352,7 +372,7 @@ func (mr *MR) Rereg(flags keys.ReregFlags, pd *PD, buf []byte, access Access) er
 		mr.pd = pd
 	}
 	if flags&keys.ChangeTranslation != 0 {
-		mr.buf, mr.length, mr.guest = buf, uint64(len(buf)), nil
+		mr.addr, mr.buf, mr.length, mr.guest = t.iova, t.buf, t.mem.Len(), t.guest
 	}
 	return nil
 }

@@ -131,6 +131,18 @@ func (pd *PD) RegGuestMR(as keys.AddressSpace, pages PageList, iova uint64, acce
 	return mr, nil
 }
 
+// ReregGuest is Rereg for a device's MR: with keys.ChangeTranslation the MR takes the memory
+// pages names in as, iova the wire address of its first byte, on the terms of RegGuestMR.
+func (mr *MR) ReregGuest(flags keys.ReregFlags, pd *PD, as keys.AddressSpace, pages PageList, iova uint64, access Access) error {
+	return mr.rereg(flags, pd, access, func() (translation, error) {
+		mem, guest, err := guestMemory(as, &pages)
+		if err != nil {
+			return translation{}, err
+		}
+		return translation{mem: mem, iova: iova, guest: guest}, nil
+	})
+}
+
 // guestMemory checks a guest's page list and resolves it through as (the device lock held), for
 // a REG_MR work request: the MR's memory and what RevokeRange needs to find it.
 func guestMemory(as keys.AddressSpace, pages *PageList) (keys.Memory, *guestMapping, error) {

@@ -525,3 +525,36 @@ func TestGuestFastReg(t *testing.T) {
 	p.run()
 	wantWC(t, poll(p.cqA), WC{WRID: 3, Status: WCRemAccessErr, Opcode: WCRDMAWrite})
 }
+
+// ReregGuest moves a guest MR to other pages: WRITEs land in them under the same key, and
+// RevokeRange follows the MR there: unmapping the old pages leaves it alone, unmapping the new
+// ones revokes it.
+func TestGuestRereg(t *testing.T) {
+	f := newRevokeFixture(t)
+	moved := PageList{PageSize: 4096, Offset: 8, Length: 5000, Pages: []uint64{keepAt + 4*4096, keepAt + 2*4096}}
+	must(t, f.mrV.ReregGuest(keys.ChangeTranslation, nil, f.gm, moved, 0x7000_0008, 0))
+	if f.mrV.Addr() != 0x7000_0008 || f.mrV.Len() != 5000 {
+		t.Fatalf("after rereg: addr 0x%x len %d", f.mrV.Addr(), f.mrV.Len())
+	}
+	fill(f.bufA[:5000], 9)
+	must(t, f.qa.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(f.mrA, 0, 5000), RemoteAddr: 0x7000_0008, RKey: f.mrV.RKey()}))
+	f.run()
+	wantWC(t, poll(f.cqA), WC{WRID: 1, Opcode: WCRDMAWrite, ByteLen: 5000})
+	if !bytes.Equal(gather(t, f.gm, moved), f.bufA[:5000]) {
+		t.Fatal("the WRITE did not land in the MR's new pages")
+	}
+	if got := f.b.RevokeRange(f.gm, victimAt, regionSz); len(got) != 0 {
+		t.Fatalf("revoking the MR's old pages revoked %v", got)
+	}
+	// A failed rereg (a page not mapped) leaves the MR where it was.
+	bad := PageList{PageSize: 4096, Length: 4096, Pages: []uint64{0x1000}}
+	if err := f.mrV.ReregGuest(keys.ChangeTranslation, nil, f.gm, bad, 0x1000, 0); !errors.Is(err, syscall.EFAULT) {
+		t.Fatalf("rereg onto unmapped memory: %v", err)
+	}
+	if got := f.b.RevokeRange(f.gm, keepAt+2*4096, 4096); len(got) != 2 || got[0] != f.mrV || got[1] != f.mrK {
+		t.Fatalf("revoking the MR's new pages revoked %v, want it and the other MR of that region", got)
+	}
+	must(t, f.qa.PostSend(SendWR{ID: 2, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(f.mrA, 0, 8), RemoteAddr: 0x7000_0008, RKey: f.mrV.RKey()}))
+	f.run()
+	wantWC(t, poll(f.cqA), WC{WRID: 2, Status: WCRemAccessErr, Opcode: WCRDMAWrite})
+}

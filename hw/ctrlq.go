@@ -6,6 +6,7 @@ import (
 
 	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/hw/abi"
+	"github.com/softirdma/softirdma/keys"
 )
 
 // ringCtrlQLocked takes the control queue's new producer index and runs every command up to
@@ -88,6 +89,8 @@ func (f *Function) execLocked(e []byte) error {
 		return f.allocSTagLocked(u32(0), u32(4), u32(8), result)
 	case abi.OpRegMR:
 		return f.regMRLocked(args, result)
+	case abi.OpReregMR:
+		return f.reregMRLocked(u32(0), keys.ReregFlags(u32(4)), args[8:])
 	case abi.OpDeallocSTag:
 		return f.deallocSTagLocked(u32(0))
 	case abi.OpSetAVTable:
@@ -172,29 +175,82 @@ func (f *Function) allocSTagLocked(pdn, kind, maxPages uint32, result func(int, 
 // maxMRPages bounds a registration's page list: 2^20 pages, 4 GiB of 4 KiB pages.
 const maxMRPages = 1 << 20
 
-func (f *Function) regMRLocked(args []byte, result func(int, uint32)) error {
-	pdn := binary.LittleEndian.Uint32(args[abi.RegMRPD:])
-	access := binary.LittleEndian.Uint32(args[abi.RegMRAccess:])
-	iova := binary.LittleEndian.Uint64(args[abi.RegMRIOVA:])
-	length := binary.LittleEndian.Uint64(args[abi.RegMRLength:])
-	offset := binary.LittleEndian.Uint64(args[abi.RegMROffset:])
-	p, err := f.pdLocked(pdn)
-	if err != nil {
-		return err
-	}
+// mrArgs are REG_MR's arguments, also REREG_MR's from its offset 8.
+type mrArgs struct {
+	pdn    uint32
+	access emu.Access
+	iova   uint64
+	pages  emu.PageList
+}
+
+// decodeMRArgs reads REG_MR's arguments and resolves their page list.
+func (f *Function) decodeMRArgs(args []byte) (mrArgs, error) {
+	le := binary.LittleEndian
+	a := mrArgs{pdn: le.Uint32(args[abi.RegMRPD:]), access: emu.Access(le.Uint32(args[abi.RegMRAccess:])), iova: le.Uint64(args[abi.RegMRIOVA:])}
 	pageSize, pages, err := resolvePages(&f.mem, decodePageList(args[abi.RegMRPages:]), maxMRPages)
 	if err != nil {
+		return mrArgs{}, err
+	}
+	a.pages = emu.PageList{PageSize: pageSize, Offset: le.Uint64(args[abi.RegMROffset:]), Length: le.Uint64(args[abi.RegMRLength:]), Pages: pages}
+	return a, nil
+}
+
+func (f *Function) regMRLocked(args []byte, result func(int, uint32)) error {
+	p, err := f.pdLocked(binary.LittleEndian.Uint32(args[abi.RegMRPD:]))
+	if err != nil {
 		return err
 	}
-	mr, err := p.pd.RegGuestMR(&f.mem, emu.PageList{PageSize: pageSize, Offset: offset, Length: length, Pages: pages}, iova, emu.Access(access))
+	a, err := f.decodeMRArgs(args)
+	if err != nil {
+		return err
+	}
+	mr, err := p.pd.RegGuestMR(&f.mem, a.pages, a.iova, a.access)
 	if err != nil {
 		return err
 	}
 	f.keysMu.Lock()
-	f.mrs[mr.LKey()>>8] = mrEntry{mr: mr, pdn: pdn}
+	f.mrs[mr.LKey()>>8] = mrEntry{mr: mr, pdn: a.pdn}
 	f.keysMu.Unlock()
 	p.uses++
 	result(0, mr.LKey())
+	return nil
+}
+
+// reregMRLocked changes an MR's translation, PD or access. The stag must be the MR's current
+// one (a rereg keeps the keys); the arguments flags do not name are not read, so their page
+// list need not be valid.
+func (f *Function) reregMRLocked(stag uint32, flags keys.ReregFlags, args []byte) error {
+	m, ok := f.mrs[stag>>8]
+	if !ok || m.mr.LKey() != stag {
+		return errf(syscall.EINVAL, "no MR with STag 0x%x", stag)
+	}
+	var a mrArgs
+	le := binary.LittleEndian
+	a.pdn, a.access = le.Uint32(args[abi.RegMRPD:]), emu.Access(le.Uint32(args[abi.RegMRAccess:]))
+	var pd *emu.PD
+	if flags&keys.ChangePD != 0 {
+		p, err := f.pdLocked(a.pdn)
+		if err != nil {
+			return err
+		}
+		pd = p.pd
+	}
+	if flags&keys.ChangeTranslation != 0 {
+		var err error
+		if a, err = f.decodeMRArgs(args); err != nil {
+			return err
+		}
+	}
+	if err := m.mr.ReregGuest(flags, pd, &f.mem, a.pages, a.iova, a.access); err != nil {
+		return err
+	}
+	if flags&keys.ChangePD != 0 && a.pdn != m.pdn {
+		f.pds[m.pdn].uses--
+		f.pds[a.pdn].uses++
+		f.keysMu.Lock()
+		f.mrs[stag>>8] = mrEntry{mr: m.mr, pdn: a.pdn}
+		f.keysMu.Unlock()
+	}
 	return nil
 }
 

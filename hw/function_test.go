@@ -11,6 +11,7 @@ import (
 
 	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/hw/abi"
+	"github.com/softirdma/softirdma/keys"
 )
 
 const (
@@ -286,6 +287,79 @@ func TestControlQueueKeys(t *testing.T) {
 	}
 }
 
+// reregArgs encodes REREG_MR's arguments: the stag, the flags, then REG_MR's.
+func reregArgs(stag uint32, flags keys.ReregFlags, mr []byte) []byte {
+	return append(u32s(stag, uint32(flags)), mr...)
+}
+
+// REREG_MR over guest memory: new pages and a new iova under the same key, rights taken away
+// and given back, the MR moved to another PD (which then holds it), and each refusal with its
+// errno leaving the MR as it was.
+func TestControlQueueReregMR(t *testing.T) {
+	b := newBench(t)
+	b.enable()
+	pdn, pdn2 := b.ok(abi.OpAllocPD, nil), b.ok(abi.OpAllocPD, nil)
+	all := emu.AccessLocalWrite | emu.AccessRemoteWrite | emu.AccessRemoteRead
+	binary.LittleEndian.PutUint64(b.at(0x110000), 0x150000)
+	stag := b.ok(abi.OpRegMR, regMRArgs(pdn, all, 0x7000_0000, 4096, 0, pageListBytes(0x110000, 1, 12, 1)))
+	mr, _ := b.f.Device().MR(stag)
+	b.writeThrough(t, pdn, mr, stag, 4096, emu.WCSuccess)
+	clear(b.at(0x150000)[:4096])
+
+	// New translation: 3000 bytes from offset 0x80 of page 0x140000, at iova 0x9000_0080.
+	b.ok(abi.OpReregMR, reregArgs(stag, keys.ChangeTranslation, regMRArgs(0, 0, 0x9000_0080, 3000, 0x80, pageListBytes(0x140000, 1, 12, 0))))
+	if mr.Addr() != 0x9000_0080 || mr.Len() != 3000 {
+		t.Fatalf("after rereg the MR is at 0x%x, %d bytes", mr.Addr(), mr.Len())
+	}
+	b.writeThrough(t, pdn, mr, stag, 3000, emu.WCSuccess)
+	if !bytes.Equal(b.at(0x140080)[:3000], bytes.Repeat([]byte{0xab}, 3000)) || b.at(0x140080 + 3000)[0] != 0 {
+		t.Fatal("the WRITE did not land in the new pages")
+	}
+	if !bytes.Equal(b.at(0x150000)[:4096], make([]byte, 4096)) {
+		t.Fatal("the WRITE reached the MR's old page")
+	}
+
+	// Rights: without REMOTE_WRITE the WRITE is refused; with it again it goes through.
+	b.ok(abi.OpReregMR, reregArgs(stag, keys.ChangeAccess, regMRArgs(0, emu.AccessLocalWrite, 0, 0, 0, nil)))
+	b.writeThrough(t, pdn, mr, stag, 16, emu.WCRemAccessErr)
+	b.ok(abi.OpReregMR, reregArgs(stag, keys.ChangeAccess, regMRArgs(0, all, 0, 0, 0, nil)))
+	b.writeThrough(t, pdn, mr, stag, 16, emu.WCSuccess)
+
+	// Refusals, each leaving the MR usable from pdn.
+	fr := b.ok(abi.OpAllocSTag, u32s(pdn, abi.STagFastRegMR, 4))
+	for _, c := range []struct {
+		name  string
+		args  []byte
+		errno syscall.Errno
+	}{
+		{"unknown_stag", reregArgs(0x4200, keys.ChangeAccess, regMRArgs(0, all, 0, 0, 0, nil)), syscall.EINVAL},
+		{"stale_key8", reregArgs(stag+1, keys.ChangeAccess, regMRArgs(0, all, 0, 0, 0, nil)), syscall.EINVAL},
+		{"no_flags", reregArgs(stag, 0, regMRArgs(0, all, 0, 0, 0, nil)), syscall.EINVAL},
+		{"unknown_flag", reregArgs(stag, 8, regMRArgs(0, all, 0, 0, 0, nil)), syscall.EINVAL},
+		{"unknown_pd", reregArgs(stag, keys.ChangePD, regMRArgs(77, 0, 0, 0, 0, nil)), syscall.ENOENT},
+		{"remote_write_without_local", reregArgs(stag, keys.ChangeAccess, regMRArgs(0, emu.AccessRemoteWrite, 0, 0, 0, nil)), syscall.EINVAL},
+		{"page_unmapped", reregArgs(stag, keys.ChangeTranslation, regMRArgs(0, 0, 0x5000, 4096, 0, pageListBytes(0x900000, 1, 12, 0))), syscall.EFAULT},
+		{"fast_register_mr", reregArgs(fr, keys.ChangeAccess, regMRArgs(0, all, 0, 0, 0, nil)), syscall.EINVAL},
+	} {
+		if errno, _ := b.cmd(abi.OpReregMR, c.args); errno != c.errno {
+			t.Errorf("%s: %v, want %v", c.name, errno, c.errno)
+		}
+	}
+	b.writeThrough(t, pdn, mr, stag, 3000, emu.WCSuccess)
+
+	// Another PD: QPs of the old one lose the rkey, the old PD can go, the new one holds the MR.
+	b.ok(abi.OpDeallocSTag, u32s(fr))
+	b.ok(abi.OpReregMR, reregArgs(stag, keys.ChangePD, regMRArgs(pdn2, 0, 0, 0, 0, nil)))
+	b.writeThrough(t, pdn2, mr, stag, 16, emu.WCSuccess)
+	b.writeThrough(t, pdn, mr, stag, 16, emu.WCRemAccessErr)
+	b.ok(abi.OpDeallocPD, u32s(pdn))
+	if errno, _ := b.cmd(abi.OpDeallocPD, u32s(pdn2)); errno != syscall.EBUSY {
+		t.Fatalf("DEALLOC_PD of the PD holding the MR: %v", errno)
+	}
+	b.ok(abi.OpDeallocSTag, u32s(stag))
+	b.ok(abi.OpDeallocPD, u32s(pdn2))
+}
+
 // writeThrough RDMA-WRITEs n bytes of 0xab to the MR's first byte through rkey from a QP of
 // the engine in the function's PD pdn, to another on the same device, and checks the
 // completion.
@@ -408,10 +482,22 @@ func FuzzControlCommand(f *testing.F) {
 	binary.LittleEndian.PutUint16(reg, abi.OpRegMR)
 	copy(reg[abi.CtrlArgs:], regMRArgs(1, emu.AccessLocalWrite, 0, 4096, 0, pageListBytes(0x150000, 1, 12, 0)))
 	f.Add(reg)
+	// Each run starts with a PD and an MR, so that commands naming them reach past the lookup.
+	setup := func(b *bench) uint32 {
+		b.enable()
+		pdn := b.ok(abi.OpAllocPD, nil)
+		return b.ok(abi.OpRegMR, regMRArgs(pdn, emu.AccessLocalWrite, 0, 4096, 0, pageListBytes(0x150000, 1, 12, 0)))
+	}
+	stag := setup(newBench(f))
+	for _, flags := range []keys.ReregFlags{keys.ChangeTranslation, keys.ChangePD | keys.ChangeAccess} {
+		e := make([]byte, abi.CtrlEntrySize)
+		binary.LittleEndian.PutUint16(e, abi.OpReregMR)
+		copy(e[abi.CtrlArgs:], reregArgs(stag, flags, regMRArgs(1, emu.AccessLocalWrite|emu.AccessRemoteRead, 0x5000, 8192, 0x10, pageListBytes(0x110000, 3, 12, 1))))
+		f.Add(e)
+	}
 	f.Fuzz(func(t *testing.T, entry []byte) {
 		b := newBench(t)
-		b.enable()
-		b.ok(abi.OpAllocPD, nil)
+		setup(b)
 		if len(entry) < 2 {
 			return
 		}

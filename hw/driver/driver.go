@@ -154,26 +154,55 @@ type MR struct {
 // RegMR allocates length bytes of the arena and registers them at their own address, from a
 // one-level page list, with the access flags given (ibv_access_flags).
 func (d *Driver) RegMR(pd uint32, length uint64, access uint32) (MR, error) {
+	args := make([]byte, abi.RegMRPages+abi.PageListSize)
+	addr, err := d.mrArgs(args, pd, length, access)
+	if err != nil {
+		return MR{}, err
+	}
+	r, err := d.Command(abi.OpRegMR, args)
+	return MR{Addr: addr, Len: length, Key: r[0]}, err
+}
+
+// ReregMR changes mr's translation, PD or access as flags say (abi.Rereg*): a new translation
+// is length fresh bytes of the arena at their own address. The key stays.
+func (d *Driver) ReregMR(mr MR, flags, pd uint32, length uint64, access uint32) (MR, error) {
+	args := make([]byte, 8+abi.RegMRPages+abi.PageListSize)
+	le.PutUint32(args[0:], mr.Key)
+	le.PutUint32(args[4:], flags)
+	le.PutUint32(args[8+abi.RegMRPD:], pd)
+	le.PutUint32(args[8+abi.RegMRAccess:], access)
+	if flags&abi.ReregTranslation != 0 {
+		addr, err := d.mrArgs(args[8:], pd, length, access)
+		if err != nil {
+			return mr, err
+		}
+		mr.Addr, mr.Len = addr, length
+	}
+	_, err := d.Command(abi.OpReregMR, args)
+	return mr, err
+}
+
+// mrArgs allocates length bytes of the arena and writes REG_MR's arguments registering them at
+// their own address from a one-level page list; it returns the address.
+func (d *Driver) mrArgs(args []byte, pd uint32, length uint64, access uint32) (uint64, error) {
 	pages := (length + 4095) / 4096
 	if pages == 0 || pages > abi.PLEntriesPerPage {
-		return MR{}, fmt.Errorf("driver: an MR of %d bytes: %w", length, syscall.EINVAL)
+		return 0, fmt.Errorf("driver: an MR of %d bytes: %w", length, syscall.EINVAL)
 	}
 	addr, err := d.Alloc(pages * 4096)
 	if err != nil {
-		return MR{}, err
+		return 0, err
 	}
 	table, err := d.pageTable(addr, pages)
 	if err != nil {
-		return MR{}, err
+		return 0, err
 	}
-	args := make([]byte, abi.RegMRPages+abi.PageListSize)
 	le.PutUint32(args[abi.RegMRPD:], pd)
 	le.PutUint32(args[abi.RegMRAccess:], access)
 	le.PutUint64(args[abi.RegMRIOVA:], addr)
 	le.PutUint64(args[abi.RegMRLength:], length)
 	putPageList(args[abi.RegMRPages:], table, uint32(pages))
-	r, err := d.Command(abi.OpRegMR, args)
-	return MR{Addr: addr, Len: length, Key: r[0]}, err
+	return addr, nil
 }
 
 // pageTable writes a page of the addresses of the pages from addr and returns where.

@@ -300,7 +300,7 @@ func TestDMAUnmapMidTraffic(t *testing.T) {
 	peer := hc.Device()
 	ppd, _ := peer.AllocPD()
 	pcq, _ := peer.CreateCQ(256)
-	pqp, err := ppd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: pcq, RecvCQ: pcq, Cap: emu.QPCap{MaxSendWR: 128, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	pqp, err := ppd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: pcq, RecvCQ: pcq, Cap: emu.QPCap{MaxSendWR: 256, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	must(t, err)
 	src := bytes.Repeat([]byte{0x77}, 4096)
 	pmr, err := ppd.RegMR(src, emu.AccessLocalWrite)
@@ -328,15 +328,19 @@ func TestDMAUnmapMidTraffic(t *testing.T) {
 	}
 	must(t, bus.c.DMAUnmap(ramBase, ramSize, false))
 	before := bytes.Clone(bus.ram)
-	for len(wcs) < writes {
+	// The WRITEs still in flight may all have landed before the unmap (the machine is busy,
+	// the ACKs come coalesced); one posted after it is answered must be refused.
+	must(t, pqp.PostSend(emu.SendWR{ID: writes, Opcode: emu.WRRDMAWrite, Flags: emu.SendSignaled,
+		SGL: []emu.SGE{{Addr: pmr.Addr(), Length: 4096, LKey: pmr.LKey()}}, RemoteAddr: mr.Addr, RKey: mr.Key}))
+	for len(wcs) < writes+1 {
 		wcs = append(wcs, devscenario.WaitPeer(t, pcq))
 	}
 	ok := 0
 	for ok < len(wcs) && wcs[ok].Status == emu.WCSuccess {
 		ok++
 	}
-	if ok == writes || wcs[ok].Status != emu.WCRetryExcErr && wcs[ok].Status != emu.WCRemAccessErr {
-		t.Fatalf("after %d successes: %+v, want RETRY_EXC_ERR or REM_ACCESS_ERR", ok, wcs[min(ok, writes-1)])
+	if ok == writes+1 || wcs[ok].Status != emu.WCRetryExcErr && wcs[ok].Status != emu.WCRemAccessErr {
+		t.Fatalf("after %d successes: %+v, want RETRY_EXC_ERR or REM_ACCESS_ERR", ok, wcs[min(ok, writes)])
 	}
 	for _, wc := range wcs[ok+1:] {
 		if wc.Status != emu.WCWRFlushErr {

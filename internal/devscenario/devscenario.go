@@ -148,13 +148,15 @@ func Run(t *testing.T, env Env) {
 		t.Helper()
 		return WaitPeer(t, pcq)
 	}
-	// peerWrite WRITEs 64 bytes through rkey at the MR's second page and returns the status.
-	peerWrite := func(rkey uint32) emu.WCStatus {
+	// peerWriteAt WRITEs 64 bytes through rkey at addr and returns the status; peerWrite at the
+	// MR's second page.
+	peerWriteAt := func(addr uint64, rkey uint32) emu.WCStatus {
 		t.Helper()
 		must(peerQPs[q].PostSend(emu.SendWR{ID: 7, Opcode: emu.WRRDMAWrite, Flags: emu.SendSignaled,
-			SGL: []emu.SGE{{Addr: pmr.Addr(), Length: 64, LKey: pmr.LKey()}}, RemoteAddr: mr.Addr + 4096, RKey: rkey}))
+			SGL: []emu.SGE{{Addr: pmr.Addr(), Length: 64, LKey: pmr.LKey()}}, RemoteAddr: addr, RKey: rkey}))
 		return peerDone().Status
 	}
+	peerWrite := func(rkey uint32) emu.WCStatus { return peerWriteAt(mr.Addr+4096, rkey) }
 	window := driver.Bind{MRLKey: mr.Key, Addr: mr.Addr + 4096, Length: 4096, Access: 2}
 	bind := func(mw, key uint32) {
 		t.Helper()
@@ -245,6 +247,25 @@ func Run(t *testing.T, env Env) {
 	must(peerQPs[qs].PostSend(emu.SendWR{ID: 9, Opcode: emu.WRSend, SGL: []emu.SGE{{Addr: pmr.Addr(), Length: 32, LKey: pmr.LKey()}}}))
 	if wc := done(); wc.WRID != 90 || wc.Status != 0 || wc.ByteLen != 32 || wc.QPNum != qs.Num {
 		t.Fatalf("SRQ receive %+v", wc)
+	}
+
+	// REREG_MR: an MR moved to fresh pages keeps its key, and the peer's WRITE lands in them;
+	// with its remote rights taken away the next WRITE is refused.
+	mr2, err := d.RegMR(pd, 4096, 1|2)
+	must(err)
+	moved, err := d.ReregMR(mr2, abi.ReregTranslation, pd, 8192, 1|2)
+	must(err)
+	if st := peerWriteAt(moved.Addr+4096, moved.Key); st != emu.WCSuccess {
+		t.Fatalf("WRITE through the reregistered MR: %s", st)
+	}
+	must(d.ReadMem(moved.Addr+4096, got))
+	if string(got) != string(pattern(64)) {
+		t.Fatalf("the reregistered MR's pages after the peer's WRITE: % x", got[:8])
+	}
+	_, err = d.ReregMR(moved, abi.ReregAccess, pd, 0, 1)
+	must(err)
+	if st := peerWriteAt(moved.Addr+4096, moved.Key); st != emu.WCRemAccessErr {
+		t.Fatalf("WRITE after REREG_MR took REMOTE_WRITE away: %s, want REM_ACCESS_ERR", st)
 	}
 }
 
