@@ -1,6 +1,7 @@
 package hw
 
 import (
+	"cmp"
 	"encoding/binary"
 	"syscall"
 
@@ -65,6 +66,36 @@ func (f *Function) execLocked(e []byte) error {
 	result := func(i int, v uint32) { binary.LittleEndian.PutUint32(e[abi.CtrlResult+4*i:], v) }
 	switch op := binary.LittleEndian.Uint16(e[abi.CtrlOpcode:]); op {
 	case abi.OpNop:
+		return nil
+	case abi.OpQueryDevice:
+		for i := range abi.QueryDeviceWords {
+			binary.LittleEndian.PutUint32(args[4*i:], f.readRegLocked(abi.RegCaps+4*uint32(i)))
+		}
+		result(0, abi.Version)
+		return nil
+	case abi.OpQueryPort:
+		if u32(0) != 1 {
+			return errf(syscall.EINVAL, "port %d (the function has port 1)", u32(0))
+		}
+		result(0, f.readRegLocked(abi.RegPortState))
+		result(1, f.readRegLocked(abi.RegMaxMTU))
+		result(2, uint32(cmp.Or(f.cfg.ActiveMTU, emu.MTU4096)))
+		result(3, abi.GIDTableLen)
+		return nil
+	case abi.OpQueryGID:
+		port, i := u32(0), u32(4)
+		switch {
+		case port != 1:
+			return errf(syscall.EINVAL, "port %d (the function has port 1)", port)
+		case i >= abi.GIDTableLen:
+			return errf(syscall.EINVAL, "GID index %d of %d", i, abi.GIDTableLen)
+		}
+		gid := args[abi.QueryGIDOffset : abi.QueryGIDOffset+16]
+		clear(gid)
+		if f.regs.gidValid&(1<<i) != 0 {
+			copy(gid, f.regs.gids[i][:])
+			result(0, 1)
+		}
 		return nil
 	case abi.OpAllocPD:
 		pd, err := f.dev.AllocPD()

@@ -35,6 +35,9 @@ type Config struct {
 	// address and IP addresses the driver programmed: a device on a real link (emu.Host's
 	// Rebind). Otherwise the function makes its own on Link.
 	Engine func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device
+	// ActiveMTU is the largest path MTU the link carries (an adapter's MTU less RoCEv2's
+	// headers), what QUERY_PORT reports as active; 0: 4096, as socket links carry.
+	ActiveMTU emu.MTU
 }
 
 // Function is one softirdma PCI function. Its methods are safe for concurrent use: the bus

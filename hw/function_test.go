@@ -216,6 +216,66 @@ func TestIdentityAndRegisters(t *testing.T) {
 	}
 }
 
+// lastArgs is the argument area of the last command's entry, where queries answer.
+func (b *bench) lastArgs() []byte {
+	at := ctrlQAt + uint64((b.prod-1)&(1<<ctrlLog-1))*abi.CtrlEntrySize
+	return b.at(at + abi.CtrlArgs)[:abi.CtrlEntrySize-abi.CtrlArgs]
+}
+
+// QUERY_DEVICE answers with the capability registers, QUERY_PORT with the port's state and
+// MTUs, QUERY_GID with the table the driver programmed; a port other than 1 or an index past
+// the table is EINVAL.
+func TestControlQueueQueries(t *testing.T) {
+	b := newBenchWith(t, func(c *Config) { c.ActiveMTU = emu.MTU1024 })
+	b.enable()
+	if v := b.ok(abi.OpQueryDevice, nil); v != abi.Version {
+		t.Fatalf("QUERY_DEVICE version 0x%x", v)
+	}
+	answer := bytes.Clone(b.lastArgs())
+	for i := range abi.QueryDeviceWords {
+		off := abi.RegCaps + 4*uint32(i)
+		if got, want := binary.LittleEndian.Uint32(answer[4*i:]), b.reg(off); got != want {
+			t.Errorf("QUERY_DEVICE word %d: 0x%x, register 0x%x reads 0x%x", i, got, off, want)
+		}
+	}
+	if binary.LittleEndian.Uint32(answer) != caps || binary.LittleEndian.Uint32(answer[4*(abi.QueryDeviceWords-1):]) != abi.CtrlQMaxLog {
+		t.Fatalf("QUERY_DEVICE answer % x", answer[:8])
+	}
+
+	_, res := b.cmd(abi.OpQueryPort, u32s(1))
+	if want := [4]uint32{4, uint32(emu.MTU4096), uint32(emu.MTU1024), abi.GIDTableLen}; res != want {
+		t.Fatalf("QUERY_PORT: %v, want %v (ACTIVE, max 4096, active 1024, %d GIDs)", res, want, abi.GIDTableLen)
+	}
+
+	gid := netip.MustParseAddr("fe80::ff:fe00:1").As16()
+	for i := range 4 {
+		b.setReg(abi.RegGIDTable+uint32(16*3+4*i), binary.LittleEndian.Uint32(gid[4*i:]))
+	}
+	b.setReg(abi.RegGIDValid, 1<<3)
+	if valid := b.ok(abi.OpQueryGID, u32s(1, 3)); valid != 1 || !bytes.Equal(b.lastArgs()[abi.QueryGIDOffset:][:16], gid[:]) {
+		t.Fatalf("QUERY_GID 3: valid %d, % x", valid, b.lastArgs()[abi.QueryGIDOffset:][:16])
+	}
+	// An entry the driver did not mark valid answers zero, whatever the table holds.
+	b.setReg(abi.RegGIDValid, 0)
+	if valid := b.ok(abi.OpQueryGID, u32s(1, 3)); valid != 0 || !bytes.Equal(b.lastArgs()[abi.QueryGIDOffset:][:16], make([]byte, 16)) {
+		t.Fatalf("QUERY_GID of an invalid entry: valid %d, % x", valid, b.lastArgs()[abi.QueryGIDOffset:][:16])
+	}
+	for _, c := range []struct {
+		name string
+		op   uint16
+		args []byte
+	}{
+		{"port_0", abi.OpQueryPort, u32s(0)},
+		{"port_2", abi.OpQueryPort, u32s(2)},
+		{"gid_port_2", abi.OpQueryGID, u32s(2, 0)},
+		{"gid_index_past_table", abi.OpQueryGID, u32s(1, abi.GIDTableLen)},
+	} {
+		if errno, _ := b.cmd(c.op, c.args); errno != syscall.EINVAL {
+			t.Errorf("%s: %v, want EINVAL", c.name, errno)
+		}
+	}
+}
+
 // The control queue: PD, an MR registered from a two-page list with an offset, a window, their
 // errors, and a WRITE through the MR's rkey landing in the right guest pages.
 func TestControlQueueKeys(t *testing.T) {

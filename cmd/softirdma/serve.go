@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -8,11 +9,13 @@ import (
 	"net"
 	"net/netip"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/hw"
 	"github.com/softirdma/softirdma/hw/vfiouser"
+	"github.com/softirdma/softirdma/wire/afpacket"
 )
 
 func init() {
@@ -105,7 +108,15 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		defer h.Close()
 		// The host carries the engine the function makes when its driver enables it.
 		fcfg.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device { return h.Rebind(mac, ip, ips) }
-		log.Info("link", "link", o.link.link)
+		if ifname, ok := strings.CutPrefix(o.link.link, "afpacket:"); ok {
+			ad, err := afpacket.Lookup(ifname)
+			if err != nil {
+				fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
+				return 1
+			}
+			fcfg.ActiveMTU, _ = emu.MTUOf(pathMTU(ad.MTU))
+		}
+		log.Info("link", "link", o.link.link, "active_mtu", cmp.Or(fcfg.ActiveMTU, emu.MTU4096).Bytes())
 	}
 	srv, _, err := vfiouser.NewFunction(vfiouser.Config{SocketPath: o.socket, Logger: log}, fcfg)
 	if err != nil {

@@ -28,6 +28,9 @@ const (
 // the capabilities do not offer.
 const (
 	OpNop         = 0x01
+	OpQueryDevice = 0x02 // the device writes registers CAPS to CTRLQ_MAX (QueryDeviceWords u32s) at argument offset 0. result 0: VERSION
+	OpQueryPort   = 0x03 // args: u32 port (1) at 0. results: 0 ibv_port_state, 1 max MTU, 2 active MTU (ibv_mtu), 3 GID table length
+	OpQueryGID    = 0x04 // args: u32 port (1) at 0; u32 index at 4. result 0: 1 if valid; the device writes the GID (network order, zero if not valid) at argument offset 8
 	OpCreateEQ    = 0x10 // args: PageList ring at 0; u8 log2 entries at 16; u8 kind (EQ*) at 17; u16 vector at 18. result 0: eqn
 	OpDestroyEQ   = 0x11 // args: u32 eqn at 0
 	OpSetAVTable  = 0x12 // args: PageList at 0; u32 entries at 16 (0 removes the table)
@@ -48,6 +51,12 @@ const (
 	OpModifySRQ   = 0x61 // args: u32 srqn at 0; u32 mask (1 max_wr: QueueArgs at 16 is a new ring; 2 limit) at 4; u32 limit at 8
 	OpQuerySRQ    = 0x62 // args: u32 srqn at 0. result 0: max_wr, 1: max_sge, 2: limit
 	OpDestroySRQ  = 0x63 // args: u32 srqn at 0
+)
+
+// Answers written into a command's arguments.
+const (
+	QueryDeviceWords = (RegCtrlQMax-RegCaps)/4 + 1 // OpQueryDevice: registers CAPS to CTRLQ_MAX, in order
+	QueryGIDOffset   = 8                           // OpQueryGID: the GID's 16 bytes
 )
 
 // STag kinds for OpAllocSTag.

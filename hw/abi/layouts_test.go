@@ -29,7 +29,8 @@ func TestLayoutsAreSound(t *testing.T) {
 	}
 	args := CtrlEntrySize - CtrlArgs
 	for name, n := range map[string]int{"reg_mr_args": RegMRPages + PageListSize, "create_qp_args": CreateQPRQ + QueueArgsSize,
-		"modify_qp": 8 + QPAttrSize, "rereg_mr": 8 + RegMRPages + PageListSize, "create_srq": 16 + QueueArgsSize} {
+		"modify_qp": 8 + QPAttrSize, "rereg_mr": 8 + RegMRPages + PageListSize, "create_srq": 16 + QueueArgsSize,
+		"query_device": 4 * QueryDeviceWords, "query_gid": QueryGIDOffset + 16} {
 		if n > args {
 			t.Errorf("%s needs %d bytes of arguments, an entry has %d", name, n, args)
 		}

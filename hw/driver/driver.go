@@ -91,52 +91,79 @@ func (d *Driver) ReadMem(addr uint64, p []byte) error { return d.bus.ReadMem(add
 
 // Command runs one control command and returns its results, or its errno as an error.
 func (d *Driver) Command(op uint16, args []byte) ([4]uint32, error) {
+	res, _, err := d.Query(op, args)
+	return res, err
+}
+
+// Query runs a command as Command does and also returns its entry's argument area as the
+// device left it, where queries write their answers.
+func (d *Driver) Query(op uint16, args []byte) ([4]uint32, []byte, error) {
 	var res [4]uint32
 	if len(args) > abi.CtrlEntrySize-abi.CtrlArgs {
-		return res, fmt.Errorf("driver: %d bytes of arguments", len(args))
+		return res, nil, fmt.Errorf("driver: %d bytes of arguments", len(args))
 	}
 	e := make([]byte, abi.CtrlEntrySize)
 	le.PutUint16(e[abi.CtrlOpcode:], op)
 	copy(e[abi.CtrlArgs:], args)
 	at := d.ctrlQ + uint64(d.prod)*abi.CtrlEntrySize
 	if err := d.bus.WriteMem(at, e); err != nil {
-		return res, err
+		return res, nil, err
 	}
 	d.prod = (d.prod + 1) & (1<<ctrlLog - 1)
 	if err := d.bus.WriteReg(abi.BARRegs, abi.RegCtrlQProd, d.prod); err != nil {
-		return res, err
+		return res, nil, err
 	}
 	deadline := time.Now().Add(d.timeout)
 	for {
 		cons, err := d.reg(abi.RegCtrlQCons)
 		if err != nil {
-			return res, err
+			return res, nil, err
 		}
 		if cons == d.prod {
 			break
 		}
 		if st, _ := d.reg(abi.RegDevStatus); st&abi.DevStatusFatal != 0 {
 			code, _ := d.reg(abi.RegFatalCode)
-			return res, fmt.Errorf("driver: the function failed (fatal code %d)", code)
+			return res, nil, fmt.Errorf("driver: the function failed (fatal code %d)", code)
 		}
 		if time.Now().After(deadline) {
-			return res, fmt.Errorf("driver: command 0x%x not done: %w", op, syscall.ETIMEDOUT)
+			return res, nil, fmt.Errorf("driver: command 0x%x not done: %w", op, syscall.ETIMEDOUT)
 		}
 	}
 	if err := d.bus.ReadMem(at, e); err != nil {
-		return res, err
+		return res, nil, err
 	}
 	for i := range res {
 		res[i] = le.Uint32(e[abi.CtrlResult+4*i:])
 	}
 	st := le.Uint32(e[abi.CtrlStatus:])
 	if st&abi.CtrlDone == 0 {
-		return res, fmt.Errorf("driver: command 0x%x consumed but not done", op)
+		return res, nil, fmt.Errorf("driver: command 0x%x consumed but not done", op)
 	}
 	if errno := syscall.Errno(st &^ abi.CtrlDone); errno != 0 {
-		return res, fmt.Errorf("driver: command 0x%x: %w", op, errno)
+		return res, nil, fmt.Errorf("driver: command 0x%x: %w", op, errno)
 	}
-	return res, nil
+	return res, e[abi.CtrlArgs:], nil
+}
+
+// Port is what QUERY_PORT answers.
+type Port struct {
+	State, MaxMTU, ActiveMTU, GIDTableLen uint32
+}
+
+// QueryPort asks the device about its port through the control queue.
+func (d *Driver) QueryPort() (Port, error) {
+	r, err := d.Command(abi.OpQueryPort, u32s(1))
+	return Port{State: r[0], MaxMTU: r[1], ActiveMTU: r[2], GIDTableLen: r[3]}, err
+}
+
+// QueryGID returns GID table entry i and whether it is valid.
+func (d *Driver) QueryGID(i uint32) ([16]byte, bool, error) {
+	r, answer, err := d.Query(abi.OpQueryGID, u32s(1, i))
+	if err != nil {
+		return [16]byte{}, false, err
+	}
+	return [16]byte(answer[abi.QueryGIDOffset:]), r[0] == 1, nil
 }
 
 // AllocPD allocates a protection domain.

@@ -61,6 +61,16 @@ func Run(t *testing.T, env Env) {
 		}
 	}
 	d := env.Driver
+	// The port as the control queue reports it: up, 4096-byte MTUs on a socket link, and no
+	// GID programmed (the device goes by the address it was given).
+	port, err := d.QueryPort()
+	must(err)
+	if port != (driver.Port{State: 4, MaxMTU: 5, ActiveMTU: 5, GIDTableLen: abi.GIDTableLen}) {
+		t.Fatalf("QUERY_PORT: %+v", port)
+	}
+	if _, valid, err := d.QueryGID(0); err != nil || valid {
+		t.Fatalf("QUERY_GID 0 with no GID programmed: valid %v, %v", valid, err)
+	}
 	eq, err := d.CreateEQ(4, abi.EQCompletion, env.Vector)
 	must(err)
 	cq, err := d.CreateCQ(6, eq)
