@@ -1,6 +1,7 @@
 package hw
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -305,9 +306,9 @@ func (q *qp) post(e []byte) error {
 		wr.CompareAdd, wr.Swap = le.Uint64(e[abi.SendCompare:]), le.Uint64(e[abi.SendSwap:])
 	case emu.WRSend, emu.WRSendWithImm, emu.WRSendWithInv, emu.WRLocalInv:
 	case emu.WRFlush:
-		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendRKey:])
-		wr.Flush = emu.FlushInfo{Type: emu.FlushType(le.Uint32(e[abi.SendFlushType:])), Level: emu.FlushLevel(le.Uint32(e[abi.SendFlushLvl:])),
-			Length: le.Uint32(e[abi.SendDMALength:])}
+		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendFlushRKey:])
+		wr.Flush = emu.FlushInfo{Type: emu.FlushType(e[abi.SendFlushType]), Level: emu.FlushLevel(e[abi.SendFlushLvl]),
+			Length: cmp.Or(le.Uint32(e[abi.SendDMALength:]), le.Uint32(e[abi.SendFlushLen:]))}
 		return q.emu.PostSend(wr)
 	case emu.WRAtomicWrite:
 		// The 8 bytes travel in the WQE (dma.atomic_wr), as rxe's provider puts them.
@@ -329,7 +330,7 @@ func (q *qp) post(e []byte) error {
 		}
 		wr.InlineData = append([]byte{}, e[abi.SendSGEs:abi.SendSGEs+n]...)
 	} else if wr.Opcode != emu.WRLocalInv {
-		n := int(le.Uint32(e[abi.SendNumSGE:]))
+		n := int(le.Uint32(e[abi.SendDMANumSGE:]))
 		if n > q.maxSendSGE || abi.SendSGEs+n*abi.SGESize > len(e) {
 			return fmt.Errorf("%d SGEs, the QP takes %d: %w", n, q.maxSendSGE, syscall.EINVAL)
 		}

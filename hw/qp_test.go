@@ -110,14 +110,15 @@ func (b *bench) post(q *guestQP, w sendWQE) {
 		le.PutUint32(e[abi.SendMWAccess:], uint32(w.mw[5]))
 	}
 	if w.op == emu.WRFlush {
-		le.PutUint32(e[abi.SendFlushType:], w.flush[0])
-		le.PutUint32(e[abi.SendFlushLvl:], w.flush[1])
+		// As rxe's provider writes a FLUSH: the rkey in wr.flush, the length in dma.length.
+		le.PutUint32(e[abi.SendFlushLen:], 0)
+		le.PutUint32(e[abi.SendFlushRKey:], w.rkey)
+		e[abi.SendFlushType], e[abi.SendFlushLvl] = byte(w.flush[0]), byte(w.flush[1])
 	}
 	n := uint32(len(w.sges))
 	if w.numSGEOverride != 0 {
 		n = w.numSGEOverride
 	}
-	le.PutUint32(e[abi.SendNumSGE:], n)
 	le.PutUint32(e[abi.SendDMANumSGE:], n)
 	total := uint32(0)
 	for i, s := range w.sges {
@@ -147,7 +148,7 @@ func (b *bench) postRecv(q *guestQP, id uint64, addr uint64, length, lkey uint32
 	e := b.at(q.rq + abi.QueueHeaderSize + uint64(q.rqProd)<<rqLogElem)[:1<<rqLogElem]
 	clear(e)
 	le.PutUint64(e[abi.RecvWRID:], id)
-	le.PutUint32(e[abi.RecvNumSGE:], 1)
+	le.PutUint32(e[abi.RecvDMANumSGE:], 1)
 	le.PutUint64(e[abi.RecvSGEs+abi.SGEAddr:], addr)
 	le.PutUint32(e[abi.RecvSGEs+abi.SGELength:], length)
 	le.PutUint32(e[abi.RecvSGEs+abi.SGELKey:], lkey)
@@ -361,7 +362,7 @@ func TestSharedReceiveQueue(t *testing.T) {
 func FuzzSendQueue(f *testing.F) {
 	wqe := make([]byte, 1<<sqLogElem)
 	binary.LittleEndian.PutUint32(wqe[abi.SendOpcode:], uint32(emu.WRSend))
-	binary.LittleEndian.PutUint32(wqe[abi.SendNumSGE:], 1)
+	binary.LittleEndian.PutUint32(wqe[abi.SendDMANumSGE:], 1)
 	f.Add(wqe, []byte{}, uint8(1))
 	binary.LittleEndian.PutUint32(wqe[abi.SendOpcode:], uint32(emu.WRBindMW))
 	f.Add(wqe, []byte{1, 0, 0, 0, 0, 0, 0, 0, 1}, uint8(3))

@@ -68,7 +68,7 @@ func (s *srq) fetch(limit int) []emu.RecvWR {
 func decodeRecv(elem []byte, maxSGE int) emu.RecvWR {
 	le := binary.LittleEndian
 	wr := emu.RecvWR{ID: le.Uint64(elem[abi.RecvWRID:])}
-	n := int(le.Uint32(elem[abi.RecvNumSGE:]))
+	n := int(le.Uint32(elem[abi.RecvDMANumSGE:]))
 	if n > maxSGE || abi.RecvSGEs+n*abi.SGESize > len(elem) {
 		wr.SGL = []emu.SGE{{Length: 1}}
 		return wr

@@ -79,7 +79,7 @@ var Layouts = []Layout{
 		{Name: "producer_index", Off: QHProducer, Size: 4}, {Name: "consumer_index", Off: QHConsumer, Size: 4},
 	}},
 	{"rxe_send_wqe", SendWQESize, []Field{
-		{Name: "wr_id", Off: SendWRID, Size: 8}, {Name: "num_sge", Off: SendNumSGE, Size: 4},
+		{Name: "wr_id", Off: SendWRID, Size: 8}, {Name: "reserved", Off: SendReserved, Size: 4},
 		{Name: "opcode", Off: SendOpcode, Size: 4}, {Name: "send_flags", Off: SendFlags, Size: 4},
 		{Name: "ex", Off: SendImm, Size: 4},
 		{Name: "remote_addr", Off: SendRemote, Size: 8, Union: "rdma"}, {Name: "rkey", Off: SendRKey, Size: 4, Union: "rdma"},
@@ -91,8 +91,9 @@ var Layouts = []Layout{
 		{Name: "mw_addr", Off: SendMWAddr, Size: 8, Union: "mw"}, {Name: "mw_length", Off: SendMWLength, Size: 8, Union: "mw"},
 		{Name: "mw_mr_lkey", Off: SendMWMRLKey, Size: 4, Union: "mw"}, {Name: "mw_mw_rkey", Off: SendMWRKey, Size: 4, Union: "mw"},
 		{Name: "mw_rkey", Off: SendMWNewRKey, Size: 4, Union: "mw"}, {Name: "mw_access", Off: SendMWAccess, Size: 4, Union: "mw"},
-		{Name: "flush_remote_addr", Off: SendRemote, Size: 8, Union: "flush"}, {Name: "flush_rkey", Off: SendRKey, Size: 4, Union: "flush"},
-		{Name: "flush_type", Off: SendFlushType, Size: 4, Union: "flush"}, {Name: "flush_level", Off: SendFlushLvl, Size: 4, Union: "flush"},
+		{Name: "flush_remote_addr", Off: SendRemote, Size: 8, Union: "flush"}, {Name: "flush_length", Off: SendFlushLen, Size: 4, Union: "flush"},
+		{Name: "flush_rkey", Off: SendFlushRKey, Size: 4, Union: "flush"},
+		{Name: "flush_type", Off: SendFlushType, Size: 1, Union: "flush"}, {Name: "flush_level", Off: SendFlushLvl, Size: 1, Union: "flush"},
 		{Name: "reg_key", Off: RegWRKey, Size: 4, Union: "reg"}, {Name: "reg_access", Off: RegWRAccess, Size: 4, Union: "reg"},
 		{Name: "reg_iova", Off: RegWRIOVA, Size: 8, Union: "reg"}, {Name: "reg_length", Off: RegWRLength, Size: 8, Union: "reg"},
 		{Name: "reg_offset", Off: RegWROffset, Size: 8, Union: "reg"}, {Name: "reg_pages", Off: RegWRPages, Size: PageListSize, Array: true, Union: "reg"},
@@ -106,7 +107,7 @@ var Layouts = []Layout{
 		{Name: "dma_sge_offset", Off: SendDMAOffset, Size: 4},
 	}},
 	{"rxe_recv_wqe", RecvWQESize, []Field{
-		{Name: "wr_id", Off: RecvWRID, Size: 8}, {Name: "num_sge", Off: RecvNumSGE, Size: 4},
+		{Name: "wr_id", Off: RecvWRID, Size: 8}, {Name: "reserved", Off: RecvReserved, Size: 4},
 		{Name: "dma_length", Off: RecvDMALength, Size: 4}, {Name: "dma_num_sge", Off: RecvDMANumSGE, Size: 4},
 	}},
 	{"rxe_sge", SGESize, []Field{

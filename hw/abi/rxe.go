@@ -19,7 +19,7 @@ const (
 const (
 	SendWQESize    = 208
 	SendWRID       = 0   // u64
-	SendNumSGE     = 8   // u32
+	SendReserved   = 8   // u32: reserved; providers before Linux 6.x's rename wrote num_sge here, the count is dma.num_sge
 	SendOpcode     = 12  // u32: IB_WR_* (IBV_WR_* for users; WROpRegMR for the kernel's REG_MR)
 	SendFlags      = 16  // u32: IBV_SEND_*
 	SendImm        = 20  // u32: imm_data (network order) or invalidate_rkey
@@ -40,8 +40,10 @@ const (
 	SendMWRKey     = 44  // u32: mw.mw_rkey (the window's current rkey)
 	SendMWNewRKey  = 48  // u32: mw.rkey (the rkey after the bind)
 	SendMWAccess   = 52  // u32: mw.access
-	SendFlushType  = 36  // u32: flush.type (IBV_FLUSH_GLOBAL 1, _PERSISTENT 2); the length is dma.length
-	SendFlushLvl   = 40  // u32: flush.level (IBV_FLUSH_RANGE 0, _MR 1)
+	SendFlushLen   = 32  // u32: flush.length; rxe sends dma.length, so the device takes this only when that is 0
+	SendFlushRKey  = 36  // u32: flush.rkey
+	SendFlushType  = 40  // u8: flush.type (IBV_FLUSH_GLOBAL 1, _PERSISTENT 2)
+	SendFlushLvl   = 41  // u8: flush.level (IBV_FLUSH_RANGE 0, _MR 1)
 	SendAtomicWr   = 208 // 8 bytes: an ATOMIC_WRITE value (dma.atomic_wr)
 	SendStatus     = 144
 	SendState      = 148
@@ -65,7 +67,7 @@ const (
 const (
 	RecvWQESize   = 40
 	RecvWRID      = 0  // u64
-	RecvNumSGE    = 8  // u32
+	RecvReserved  = 8  // u32: reserved (num_sge before the rename); the count is dma.num_sge
 	RecvDMALength = 16 // u32
 	RecvDMANumSGE = 28 // u32
 	RecvSGEs      = 40

@@ -245,7 +245,6 @@ func (q *QP) sendWQE(w *SendWR) ([]byte, error) {
 			le.PutUint32(e[o+abi.SGELKey:], s.Key)
 			total += s.Length
 		}
-		le.PutUint32(e[abi.SendNumSGE:], uint32(len(w.SGL)))
 		le.PutUint32(e[abi.SendDMANumSGE:], uint32(len(w.SGL)))
 	}
 	le.PutUint32(e[abi.SendDMALength:], total)
@@ -274,7 +273,6 @@ func postRecv(d *Driver, r *ring, prod *uint32, maxSGE int, id uint64, sgl []SGE
 	}
 	e := make([]byte, 1<<recvElemLog)
 	le.PutUint64(e[abi.RecvWRID:], id)
-	le.PutUint32(e[abi.RecvNumSGE:], uint32(len(sgl)))
 	var total uint32
 	for i, s := range sgl {
 		o := abi.RecvSGEs + i*abi.SGESize

@@ -224,7 +224,7 @@
 #define SOFTIRDMA_QH_CONSUMER 0x100
 #define SOFTIRDMA_SEND_WQE_SIZE 0xd0
 #define SOFTIRDMA_SEND_WRID 0x0
-#define SOFTIRDMA_SEND_NUM_SGE 0x8
+#define SOFTIRDMA_SEND_RESERVED 0x8
 #define SOFTIRDMA_SEND_OPCODE 0xc
 #define SOFTIRDMA_SEND_FLAGS 0x10
 #define SOFTIRDMA_SEND_IMM 0x14
@@ -245,8 +245,10 @@
 #define SOFTIRDMA_SEND_MWR_KEY 0x2c
 #define SOFTIRDMA_SEND_MW_NEW_R_KEY 0x30
 #define SOFTIRDMA_SEND_MW_ACCESS 0x34
-#define SOFTIRDMA_SEND_FLUSH_TYPE 0x24
-#define SOFTIRDMA_SEND_FLUSH_LVL 0x28
+#define SOFTIRDMA_SEND_FLUSH_LEN 0x20
+#define SOFTIRDMA_SEND_FLUSH_R_KEY 0x24
+#define SOFTIRDMA_SEND_FLUSH_TYPE 0x28
+#define SOFTIRDMA_SEND_FLUSH_LVL 0x29
 #define SOFTIRDMA_SEND_ATOMIC_WR 0xd0
 #define SOFTIRDMA_SEND_STATUS 0x90
 #define SOFTIRDMA_SEND_STATE 0x94
@@ -266,7 +268,7 @@
 #define SOFTIRDMA_SEND_SG_ES 0xd0
 #define SOFTIRDMA_RECV_WQE_SIZE 0x28
 #define SOFTIRDMA_RECV_WRID 0x0
-#define SOFTIRDMA_RECV_NUM_SGE 0x8
+#define SOFTIRDMA_RECV_RESERVED 0x8
 #define SOFTIRDMA_RECV_DMA_LENGTH 0x10
 #define SOFTIRDMA_RECV_DMA_NUM_SGE 0x1c
 #define SOFTIRDMA_RECV_SG_ES 0x28
@@ -486,7 +488,7 @@ static_assert(offsetof(struct softirdma_rxe_queue_buf, consumer_index) == 256);
 
 struct softirdma_rxe_send_wqe {
 	__le64 wr_id;
-	__le32 num_sge;
+	__le32 reserved;
 	__le32 opcode;
 	__le32 send_flags;
 	__le32 ex;
@@ -520,9 +522,10 @@ struct softirdma_rxe_send_wqe {
 		} mw;
 		struct {
 			__le64 flush_remote_addr;
+			__le32 flush_length;
 			__le32 flush_rkey;
-			__le32 flush_type;
-			__le32 flush_level;
+			__u8 flush_type;
+			__u8 flush_level;
 		} flush;
 		struct {
 			__le32 reg_key;
@@ -551,7 +554,7 @@ struct softirdma_rxe_send_wqe {
 } __packed;
 static_assert(sizeof(struct softirdma_rxe_send_wqe) == 208);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, wr_id) == 0);
-static_assert(offsetof(struct softirdma_rxe_send_wqe, num_sge) == 8);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, reserved) == 8);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, opcode) == 12);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, send_flags) == 16);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, ex) == 20);
@@ -567,14 +570,15 @@ static_assert(offsetof(struct softirdma_rxe_send_wqe, rdma.rkey) == 32);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, atomic.compare_add) == 32);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, ud.pkey_index) == 32);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, mw.mw_length) == 32);
-static_assert(offsetof(struct softirdma_rxe_send_wqe, flush.flush_rkey) == 32);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, flush.flush_length) == 32);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, reg.reg_iova) == 32);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, ud.ah_num) == 36);
-static_assert(offsetof(struct softirdma_rxe_send_wqe, flush.flush_type) == 36);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, flush.flush_rkey) == 36);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, atomic.swap) == 40);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, mw.mw_mr_lkey) == 40);
-static_assert(offsetof(struct softirdma_rxe_send_wqe, flush.flush_level) == 40);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, flush.flush_type) == 40);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, reg.reg_length) == 40);
+static_assert(offsetof(struct softirdma_rxe_send_wqe, flush.flush_level) == 41);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, mw.mw_mw_rkey) == 44);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, atomic.atomic_rkey) == 48);
 static_assert(offsetof(struct softirdma_rxe_send_wqe, mw.mw_rkey) == 48);
@@ -599,7 +603,7 @@ static_assert(offsetof(struct softirdma_rxe_send_wqe, dma_sge_offset) == 200);
 
 struct softirdma_rxe_recv_wqe {
 	__le64 wr_id;
-	__le32 num_sge;
+	__le32 reserved;
 	__u8 rsvd0[4];
 	__le32 dma_length;
 	__u8 rsvd1[8];
@@ -608,7 +612,7 @@ struct softirdma_rxe_recv_wqe {
 } __packed;
 static_assert(sizeof(struct softirdma_rxe_recv_wqe) == 40);
 static_assert(offsetof(struct softirdma_rxe_recv_wqe, wr_id) == 0);
-static_assert(offsetof(struct softirdma_rxe_recv_wqe, num_sge) == 8);
+static_assert(offsetof(struct softirdma_rxe_recv_wqe, reserved) == 8);
 static_assert(offsetof(struct softirdma_rxe_recv_wqe, dma_length) == 16);
 static_assert(offsetof(struct softirdma_rxe_recv_wqe, dma_num_sge) == 28);
 
