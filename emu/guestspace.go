@@ -58,7 +58,11 @@ func (g *GuestMemory) Unmap(start, length uint64) error {
 }
 
 // Mapped says whether every byte of [addr, addr+n) is mapped, by one region or adjacent ones.
-func (g *GuestMemory) Mapped(addr, n uint64) bool {
+func (g *GuestMemory) Mapped(addr, n uint64) bool { return g.whileMapped(addr, n, nil) }
+
+// whileMapped says whether [addr, addr+n) is all mapped and, if it is and then is not nil,
+// runs then before the mapping can change.
+func (g *GuestMemory) whileMapped(addr, n uint64, then func()) bool {
 	if n == 0 {
 		return true
 	}
@@ -67,7 +71,13 @@ func (g *GuestMemory) Mapped(addr, n uint64) bool {
 	}
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	return g.walk(addr, n, nil)
+	if !g.walk(addr, n, nil) {
+		return false
+	}
+	if then != nil {
+		then()
+	}
+	return true
 }
 
 // Segments appends the slices holding [addr, addr+n) to dst. Each slice's capacity ends where
@@ -81,6 +91,26 @@ func (g *GuestMemory) Segments(addr, n uint64, dst [][]byte) [][]byte {
 	defer g.mu.RUnlock()
 	g.walk(addr, n, func(seg []byte) { dst = append(dst, seg) })
 	return dst
+}
+
+// Read copies [addr, addr+len(p)) into p and says whether it was all mapped (p is then
+// untouched). The copy runs under the lock Unmap takes, so once Unmap returns no Read is still
+// reading the region.
+func (g *GuestMemory) Read(addr uint64, p []byte) bool {
+	return g.copyAt(addr, p, func(seg, q []byte) int { return copy(q, seg) })
+}
+
+// Write copies p into [addr, addr+len(p)) and says whether it was all mapped (nothing is
+// written then), on the terms of Read.
+func (g *GuestMemory) Write(addr uint64, p []byte) bool {
+	return g.copyAt(addr, p, func(seg, q []byte) int { return copy(seg, q) })
+}
+
+func (g *GuestMemory) copyAt(addr uint64, p []byte, move func(seg, q []byte) int) bool {
+	return g.whileMapped(addr, uint64(len(p)), func() {
+		done := 0
+		g.walk(addr, uint64(len(p)), func(seg []byte) { done += move(seg, p[done:]) })
+	})
 }
 
 // walk hands f (if not nil) the pieces of regions covering [addr, addr+n), in order, and says

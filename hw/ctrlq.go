@@ -20,11 +20,9 @@ func (f *Function) ringCtrlQLocked(prod uint32) []int {
 	}
 	switch {
 	case r.ctrlQLog == 0 || r.ctrlQLog > abi.CtrlQMaxLog || r.ctrlQBase%4096 != 0:
-		f.fatalLocked(abi.FatalCtrlQSetup)
-		return nil
+		return f.fatalLocked(abi.FatalCtrlQSetup)
 	case !f.busMasterLocked():
-		f.fatalLocked(abi.FatalBusMaster)
-		return nil
+		return f.fatalLocked(abi.FatalBusMaster)
 	}
 	mask := uint32(1)<<r.ctrlQLog - 1
 	r.ctrlQProd = prod & mask
@@ -33,16 +31,14 @@ func (f *Function) ringCtrlQLocked(prod uint32) []int {
 		addr := r.ctrlQBase + uint64(r.ctrlQCons)*abi.CtrlEntrySize
 		var e [abi.CtrlEntrySize]byte
 		if err := readGuest(&f.mem, addr, e[:]); err != nil {
-			f.fatalLocked(abi.FatalCtrlQDMA)
-			return nil
+			return f.fatalLocked(abi.FatalCtrlQDMA)
 		}
 		err := f.execLocked(e[:])
 		binary.LittleEndian.PutUint32(e[abi.CtrlStatus:], abi.CtrlDone|errnoOf(err))
 		// Results (and a query's answer) first, then the status that says they are there.
 		if writeGuest(&f.mem, addr+abi.CtrlResult, e[abi.CtrlResult:]) != nil ||
 			writeGuest(&f.mem, addr+abi.CtrlStatus, e[abi.CtrlStatus:abi.CtrlStatus+4]) != nil {
-			f.fatalLocked(abi.FatalCtrlQDMA)
-			return nil
+			return f.fatalLocked(abi.FatalCtrlQDMA)
 		}
 		r.ctrlQCons = (r.ctrlQCons + 1) & mask
 		ran = true
@@ -53,10 +49,17 @@ func (f *Function) ringCtrlQLocked(prod uint32) []int {
 	return nil
 }
 
-func (f *Function) fatalLocked(code uint32) {
+// fatalLocked stops the function with code and reports DEVICE_FATAL (libibverbs'
+// IBV_EVENT_DEVICE_FATAL) on the async event queue, if the driver made one and bus mastering
+// lets the function write it: it returns the vector to signal.
+func (f *Function) fatalLocked(code uint32) []int {
 	f.regs.status |= abi.DevStatusFatal
 	f.regs.status &^= abi.DevStatusReady
 	f.regs.fatal = code
+	if e := f.asyncEQ; e != nil && f.busMasterLocked() && e.post(uint8(emu.AsyncDeviceFatal), 0) {
+		return []int{e.vector}
+	}
+	return nil
 }
 
 // execLocked runs one command, writing its results into the entry.

@@ -592,6 +592,45 @@ func (b *bench) ringAt(addr, table uint64, pages int, logCount, logElem uint8) {
 	binary.LittleEndian.PutUint32(b.at(addr+abi.QHIndexMask), 1<<logCount-1)
 }
 
+// A control queue the function cannot use stops it: FATAL with the code in FATAL_CODE, and
+// DEVICE_FATAL on the async EQ with its vector signalled; with bus mastering off it writes
+// nothing to guest memory.
+func TestFatalReportsDeviceFatal(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		spoil   func(b *bench)
+		code    uint32
+		reports bool
+	}{
+		{"bad_setup", func(b *bench) { b.setReg(abi.RegCtrlQLog, abi.CtrlQMaxLog+1) }, abi.FatalCtrlQSetup, true},
+		{"ring_unmapped", func(b *bench) { b.setReg(abi.RegCtrlQBaseL, 0x4000_0000) }, abi.FatalCtrlQDMA, true},
+		{"bus_master_off", func(b *bench) { must(b.t, b.f.ConfigWrite(pciCommand, []byte{cmdMemory})) }, abi.FatalBusMaster, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBench(t)
+			b.enable()
+			b.ringAt(0x130000, 0x111000, 1, 3, 4)
+			b.ok(abi.OpCreateEQ, append(pageListBytes(0x111000, 1, 12, 1), 3, abi.EQAsync, 1, 0))
+			c.spoil(b)
+			b.setReg(abi.RegCtrlQProd, b.prod+1)
+			if st, code := b.reg(abi.RegDevStatus), b.reg(abi.RegFatalCode); st != abi.DevStatusFatal || code != c.code {
+				t.Fatalf("status 0x%x code %d, want FATAL code %d", st, code, c.code)
+			}
+			prod := binary.LittleEndian.Uint32(b.at(0x130000 + abi.QHProducer))
+			if !c.reports {
+				if prod != 0 || b.sawVector(1) {
+					t.Fatalf("with bus mastering off the function wrote %d EQ entries", prod)
+				}
+				return
+			}
+			e := b.at(0x130000 + abi.QueueHeaderSize)
+			if prod != 1 || e[abi.EQType] != uint8(emu.AsyncDeviceFatal) || !b.sawVector(1) {
+				t.Fatalf("async EQ: producer %d, entry % x, vector 1 signalled %v", prod, e[:16], b.sawVector(1))
+			}
+		})
+	}
+}
+
 // CQs in guest memory: completions land as ib_uverbs_wc in the ring (one straddling a page
 // boundary included); an armed CQ puts an entry in its EQ and signals the EQ's vector; a resize
 // carries unpolled completions over; a full CQ overflows into CQ_ERR and QP_FATAL on the async

@@ -3,7 +3,6 @@ package hw
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 	"syscall"
 
 	"github.com/softirdma/softirdma/emu"
@@ -102,39 +101,19 @@ func readTable(mem *emu.GuestMemory, addr uint64, n uint32) ([]uint64, error) {
 }
 
 // readGuest copies guest memory at addr into p, or fails with EFAULT if any of it is unmapped.
+// The copy holds the lock GuestMemory.Unmap takes, so an unmap waits for it.
 func readGuest(mem *emu.GuestMemory, addr uint64, p []byte) error {
-	if len(p) == 0 {
-		return nil
-	}
-	if uint64(len(p))-1 > math.MaxUint64-addr || !mem.Mapped(addr, uint64(len(p))) {
+	if !mem.Read(addr, p) {
 		return errf(syscall.EFAULT, "guest memory [0x%x, +%d) is not mapped", addr, len(p))
-	}
-	var segs [4][]byte
-	n := 0
-	for _, s := range mem.Segments(addr, uint64(len(p)), segs[:0]) {
-		n += copy(p[n:], s)
-	}
-	if n != len(p) {
-		return errf(syscall.EFAULT, "guest memory [0x%x, +%d) changed while read", addr, len(p))
 	}
 	return nil
 }
 
-// writeGuest copies p into guest memory at addr, or fails with EFAULT.
+// writeGuest copies p into guest memory at addr, or fails with EFAULT. Like readGuest, it
+// copies under the lock an unmap waits for.
 func writeGuest(mem *emu.GuestMemory, addr uint64, p []byte) error {
-	if len(p) == 0 {
-		return nil
-	}
-	if uint64(len(p))-1 > math.MaxUint64-addr || !mem.Mapped(addr, uint64(len(p))) {
+	if !mem.Write(addr, p) {
 		return errf(syscall.EFAULT, "guest memory [0x%x, +%d) is not mapped", addr, len(p))
-	}
-	var segs [4][]byte
-	n := 0
-	for _, s := range mem.Segments(addr, uint64(len(p)), segs[:0]) {
-		n += copy(s, p[n:])
-	}
-	if n != len(p) {
-		return errf(syscall.EFAULT, "guest memory [0x%x, +%d) changed while written", addr, len(p))
 	}
 	return nil
 }

@@ -92,7 +92,7 @@ func inProcess(t testing.TB, set func(*hw.Config)) *clientBus {
 	if _, err := c.Version(); err != nil {
 		t.Fatal(err)
 	}
-	mfd, err := unix.MemfdCreate("guest", unix.MFD_CLOEXEC)
+	mfd, err := unix.MemfdCreate("guest", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		t.Fatal(err)
 	}

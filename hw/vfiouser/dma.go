@@ -86,8 +86,14 @@ func (s *Server) mmapDMA(r *dmaRegion, fd int, offset uint64, flags uint32) stri
 	if r.size > math.MaxInt || offset > math.MaxInt64-r.size {
 		return "range too large"
 	}
+	// Touching a page the client has truncated away later raises SIGBUS in the server: the file
+	// must be sealed against shrinking. QEMU seals its memfd backends (seal=on); a file that
+	// allows sealing but is not sealed yet gets the seal from us.
+	if why := sealShrink(fd); why != "" {
+		return why
+	}
 	// Touching a MAP_SHARED page past the end of its file raises SIGBUS, so the file must
-	// hold the whole range now.
+	// hold the whole range now (and, sealed, always will).
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return "fstat: " + err.Error()
@@ -104,10 +110,20 @@ func (s *Server) mmapDMA(r *dmaRegion, fd int, offset uint64, flags uint32) stri
 		return "mmap: " + err.Error()
 	}
 	r.mem = mem
-	// QEMU seals its memfd backends by default. A file that may still shrink lets the client
-	// turn a device access into SIGBUS by truncating it; the map stands (it must), but say so.
-	if seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0); err != nil || seals&unix.F_SEAL_SHRINK == 0 {
-		s.log.Warn("DMA region's file is not sealed against shrinking", "iova", r.iova, "size", r.size)
+	return ""
+}
+
+// sealShrink makes sure the file behind fd cannot shrink, or says why it cannot.
+func sealShrink(fd int) string {
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil {
+		return "the file cannot be sealed against shrinking (not a memfd?): " + err.Error()
+	}
+	if seals&unix.F_SEAL_SHRINK != 0 {
+		return ""
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK); err != nil {
+		return "the file may shrink and refuses F_SEAL_SHRINK: " + err.Error()
 	}
 	return ""
 }

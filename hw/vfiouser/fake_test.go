@@ -172,7 +172,7 @@ func newServer(t testing.TB, dev Device) *Server {
 
 // memfd returns a memfd of size bytes filled by fill.
 func memfd(t testing.TB, size int, fill func([]byte)) int {
-	fd, err := unix.MemfdCreate("guest", unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate("guest", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -223,7 +223,8 @@ func TestPostedAndNonPostedWrites(t *testing.T) {
 
 // The device sees the very bytes the client put in its memfd, and the client sees the device's
 // writes; a read-only map is handed over read-only; memory that cannot be mapped safely is
-// handed over as not accessible, and the map still succeeds.
+// handed over as not accessible, and the map still succeeds; the client's file is sealed
+// against shrinking, and one that cannot be sealed is not accessible.
 func TestDMASharedMemory(t *testing.T) {
 	dev := newFakeDev(t)
 	c, _ := serve(t, newServer(t, dev))
@@ -269,6 +270,22 @@ func TestDMASharedMemory(t *testing.T) {
 	}
 	if !slices.Equal(calls, wantCalls) {
 		t.Fatalf("calls %q\nwant %q", calls, wantCalls)
+	}
+	// The client's file can no longer shrink under the server's mappings.
+	if err := unix.Ftruncate(fd, 0x1000); !errors.Is(err, syscall.EPERM) {
+		t.Fatalf("truncating the mapped memfd: %v, want EPERM (sealed)", err)
+	}
+	// A file that cannot be sealed (a memfd without MFD_ALLOW_SEALING, a regular file) is
+	// handed over as not accessible.
+	unsealable, err := unix.MemfdCreate("guest", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(unsealable)
+	must(t, unix.Ftruncate(unsealable, 0x1000))
+	must(t, c.DMAMap(0x800000, 0x1000, unsealable, 0, DMARead|DMAWrite))
+	if calls := dev.takeCalls(); !slices.Equal(calls, []string{"map 0x800000 0x1000 mem=false w=false"}) {
+		t.Fatalf("unsealable file: %q", calls)
 	}
 	wantErrno(t, "overlapping map", c.DMAMap(0x80000, 0x20000, fd, 0, DMARead), syscall.EEXIST)
 	wantErrno(t, "empty map", c.DMAMap(0x900000, 0, fd, 0, DMARead), syscall.EINVAL)
