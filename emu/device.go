@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	mrand "math/rand/v2"
+	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -63,8 +65,11 @@ var DefaultLimits = Limits{
 // Device is one softirdma NIC: its key space, its queues and its transport. All of its methods
 // are safe for concurrent use.
 type Device struct {
-	mu     sync.Mutex
-	cfg    DeviceConfig
+	mu  sync.Mutex
+	cfg DeviceConfig
+	// addrs are the device's MAC and addresses: the config's until SetAddresses, read without
+	// the lock on the receive path.
+	addrs  atomic.Pointer[addresses]
 	limits Limits
 	clock  Clock
 	rnd    *mrand.Rand
@@ -134,6 +139,7 @@ func NewDevice(cfg DeviceConfig) *Device {
 		qps:     map[uint32]*QP{},
 	}
 	d.loop.dev = d
+	d.addrs.Store(&addresses{mac: cfg.MAC, ip: cfg.IP, ips: cfg.IPs})
 	d.loop.deliver = d.deliverLoopback
 	if resolve := cfg.Resolve; resolve != nil {
 		// The device's own addresses resolve to its own MAC without asking anyone, so a QP
@@ -141,7 +147,7 @@ func NewDevice(cfg DeviceConfig) *Device {
 		// find nobody answering (a Host whose kernel does not own the address).
 		d.cfg.Resolve = func(ip netip.Addr) ([6]byte, bool) {
 			if d.owns(ip) {
-				return d.cfg.MAC, true
+				return d.MAC(), true
 			}
 			return resolve(ip)
 		}
@@ -156,23 +162,39 @@ const maxFrame = 4096 + 128
 // Name is the device's name.
 func (d *Device) Name() string { return d.cfg.Name }
 
+// addresses are what a device answers to and sends from.
+type addresses struct {
+	mac [6]byte
+	ip  netip.Addr   // the main one: the device's GID
+	ips []netip.Addr // more it owns
+}
+
 // IP is the device's address.
-func (d *Device) IP() netip.Addr { return d.cfg.IP }
+func (d *Device) IP() netip.Addr { return d.addrs.Load().ip }
 
 // MAC is the device's link address.
-func (d *Device) MAC() [6]byte { return d.cfg.MAC }
+func (d *Device) MAC() [6]byte { return d.addrs.Load().mac }
 
 // GID is the device's RoCEv2 GID: its IPv6 address, or the IPv4-mapped one.
-func (d *Device) GID() [16]byte { return d.cfg.IP.As16() }
+func (d *Device) GID() [16]byte { return d.IP().As16() }
+
+// SetAddresses changes the device's link address and addresses, as a NIC's do when its
+// driver programs them (the GID table following a netdev's addresses). QPs already past RTR
+// keep the path they were given; frames to an address the device no longer owns are dropped.
+func (d *Device) SetAddresses(mac [6]byte, ip netip.Addr, ips []netip.Addr) {
+	d.addrs.Store(&addresses{mac: mac, ip: ip, ips: slices.Clone(ips)})
+	d.event(Event{Kind: EvAddress, Msg: fmt.Sprintf("addresses %s %v mac %s", ip, ips, net.HardwareAddr(mac[:]))})
+}
 
 // owns says whether ip is one of the device's addresses.
 func (d *Device) owns(ip netip.Addr) bool {
+	a := d.addrs.Load()
 	ip = ip.Unmap()
-	if ip == d.cfg.IP.Unmap() {
+	if ip == a.ip.Unmap() {
 		return true
 	}
-	for _, a := range d.cfg.IPs {
-		if a.Unmap() == ip {
+	for _, o := range a.ips {
+		if o.Unmap() == ip {
 			return true
 		}
 	}
@@ -181,14 +203,15 @@ func (d *Device) owns(ip netip.Addr) bool {
 
 // sourceFor is the device's address to send to dst from.
 func (d *Device) sourceFor(dst netip.Addr) netip.Addr {
+	a := d.addrs.Load()
 	dst = dst.Unmap()
-	for _, a := range append([]netip.Addr{d.cfg.IP}, d.cfg.IPs...) {
-		a = a.Unmap()
-		if a.Is4() == dst.Is4() && (dst.Is4() || a.IsLinkLocalUnicast() == dst.IsLinkLocalUnicast()) {
-			return a
+	for _, o := range append([]netip.Addr{a.ip}, a.ips...) {
+		o = o.Unmap()
+		if o.Is4() == dst.Is4() && (dst.Is4() || o.IsLinkLocalUnicast() == dst.IsLinkLocalUnicast()) {
+			return o
 		}
 	}
-	return d.cfg.IP.Unmap()
+	return a.ip.Unmap()
 }
 
 // Limits are the device's capabilities.

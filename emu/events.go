@@ -24,10 +24,11 @@ const (
 	EvFault                         // a simulated fault fired
 	EvWarning                       // something legal but almost certainly a bug
 	EvAsync                         // an asynchronous event was raised (OnAsyncEvent)
+	EvAddress                       // the device's addresses changed (SetAddresses)
 )
 
 var eventKindNames = [...]string{"", "qp-state", "post", "send", "recv", "drop", "nak", "retry",
-	"complete", "access", "key", "fault", "warning", "async"}
+	"complete", "access", "key", "fault", "warning", "async", "address"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) {

@@ -109,6 +109,16 @@ func (h *Host) Rebind(mac [6]byte, ip netip.Addr, ips []netip.Addr) *Device {
 	return dev
 }
 
+// SetAddresses changes the addresses of the host's device in place (Device.SetAddresses) and
+// the ones the host answers neighbour requests for: a driver reprogramming a running device.
+func (h *Host) SetAddresses(mac [6]byte, ip netip.Addr, ips []netip.Addr) {
+	h.mu.Lock()
+	h.resp.MAC, h.resp.IPs = mac, append([]netip.Addr{ip}, ips...)
+	dev := h.dev.Load()
+	h.mu.Unlock()
+	dev.SetAddresses(mac, ip, ips)
+}
+
 // Device is the host's device.
 func (h *Host) Device() *Device { return h.dev.Load() }
 

@@ -12,44 +12,63 @@ import (
 	"github.com/softirdma/softirdma/wire/qemu"
 )
 
-// TestHostsOverDgram runs two softirdma devices outside the simulator, joined by real UDP
-// sockets the way QEMU's -netdev dgram joins a guest: they find each other by ARP (IPv4) and
-// neighbour discovery (IPv6 link-local), lose 2% of what they receive, and still move data.
-func TestHostsOverDgram(t *testing.T) {
+// dgramHosts are hosts A (192.0.2.10) and B (192.0.2.11), each also at its IPv6 link-local
+// address, joined by UDP sockets on loopback as QEMU's -netdev dgram joins a guest, each
+// losing the fraction loss of what it receives.
+func dgramHosts(t *testing.T, loss float64) (ha, hb *Host) {
 	la, err := qemu.ListenDgram("127.0.0.1:0", "127.0.0.1:9")
 	must(t, err)
 	lb, err := qemu.ListenDgram("127.0.0.1:0", la.LocalAddr().String())
 	must(t, err)
 	must(t, la.SetRemote(lb.LocalAddr().String()))
-
-	macA, macB := [6]byte{2, 0, 0, 0, 0, 0xa}, [6]byte{2, 0, 0, 0, 0, 0xb}
 	mk := func(name string, l *qemu.Dgram, mac [6]byte, ip string, seed uint64) *Host {
 		h, err := NewHost(HostConfig{Name: name, Link: l, MAC: mac, IP: netip.MustParseAddr(ip), IPs: []netip.Addr{neigh.LinkLocal(mac)},
-			Answer: true, RxLoss: 0.02, Rand: mrand.NewPCG(seed, seed)})
+			Answer: true, RxLoss: loss, Rand: mrand.NewPCG(seed, seed)})
 		must(t, err)
 		go h.Run()
+		t.Cleanup(func() { h.Close() })
 		return h
 	}
-	ha := mk("A", la, macA, "192.0.2.10", 1)
-	hb := mk("B", lb, macB, "192.0.2.11", 2)
-	defer ha.Close()
-	defer hb.Close()
+	return mk("A", la, [6]byte{2, 0, 0, 0, 0, 0xa}, "192.0.2.10", 1), mk("B", lb, [6]byte{2, 0, 0, 0, 0, 0xb}, "192.0.2.11", 2)
+}
 
+// A host given new addresses while it runs answers ARP for the new one with its new MAC, and a
+// peer reaches its device there.
+func TestHostSetAddresses(t *testing.T) {
+	ha, hb := dgramHosts(t, 0)
+	newIP, newMAC := netip.MustParseAddr("192.0.2.77"), [6]byte{2, 0, 0, 0, 0, 0x77}
+	hb.SetAddresses(newMAC, newIP, []netip.Addr{neigh.LinkLocal(newMAC)})
+	if hb.Device().IP() != newIP || hb.Device().MAC() != newMAC {
+		t.Fatalf("device at %s %x", hb.Device().IP(), hb.Device().MAC())
+	}
+	pdA, pdB, cqA, _, qa, qb := qpPair(t, ha.Device(), hb.Device(), 4)
+	connect(t, qa, qb, newIP, netip.MustParseAddr("192.0.2.10"))
+	if mac, ok := ha.Neighbors().Lookup(newIP); !ok || mac != newMAC {
+		t.Fatalf("A learned %x for %s (%v), want %x", mac, newIP, ok, newMAC)
+	}
+	bufA, bufB := []byte("to the new address"), make([]byte, 64)
+	mrA, _ := pdA.RegMR(bufA, AccessLocalWrite)
+	mrB, _ := pdB.RegMR(bufB, AccessLocalWrite|AccessRemoteWrite)
+	must(t, qa.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(mrA, 0, uint32(len(bufA))), RemoteAddr: mrB.Addr(), RKey: mrB.RKey()}))
+	deadline := time.Now().Add(20 * time.Second)
+	for cqA.Len() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	wantWC(t, poll(cqA), WC{WRID: 1, Opcode: WCRDMAWrite, ByteLen: uint32(len(bufA))})
+}
+
+// TestHostsOverDgram runs two softirdma devices outside the simulator, joined by real UDP
+// sockets the way QEMU's -netdev dgram joins a guest: they find each other by ARP (IPv4) and
+// neighbour discovery (IPv6 link-local), lose 2% of what they receive, and still move data.
+func TestHostsOverDgram(t *testing.T) {
+	ha, hb := dgramHosts(t, 0.02)
+	macA, macB := ha.Device().MAC(), hb.Device().MAC()
 	for _, peerB := range []netip.Addr{netip.MustParseAddr("192.0.2.11"), neigh.LinkLocal(macB)} {
 		peerA := netip.MustParseAddr("192.0.2.10")
 		if peerB.Is6() {
 			peerA = neigh.LinkLocal(macA)
 		}
-		a, b := ha.Device(), hb.Device()
-		pdA, _ := a.AllocPD()
-		pdB, _ := b.AllocPD()
-		cqA, _ := a.CreateCQ(64)
-		cqB, _ := b.CreateCQ(64)
-		caps := QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
-		qa, err := pdA.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cqA, RecvCQ: cqA, Cap: caps})
-		must(t, err)
-		qb, err := pdB.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cqB, RecvCQ: cqB, Cap: caps})
-		must(t, err)
+		pdA, pdB, cqA, cqB, qa, qb := qpPair(t, ha.Device(), hb.Device(), 16)
 		// ConnectRC points each QP at its peer's first address; here the AVs name the family
 		// under test, as ibv_rc_pingpong's -g does.
 		connect(t, qa, qb, peerB, peerA)
@@ -88,6 +107,23 @@ func TestHostsOverDgram(t *testing.T) {
 			t.Fatalf("%s not learned", c.ip)
 		}
 	}
+}
+
+// qpPair makes an RC QP on a and one on b, each in a PD of its own with one CQ for both
+// directions, depth work requests deep.
+func qpPair(t *testing.T, a, b *Device, depth int) (pdA, pdB *PD, cqA, cqB *CQ, qa, qb *QP) {
+	t.Helper()
+	pdA, _ = a.AllocPD()
+	pdB, _ = b.AllocPD()
+	cqA, _ = a.CreateCQ(4 * depth)
+	cqB, _ = b.CreateCQ(4 * depth)
+	caps := QPCap{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}
+	var err error
+	qa, err = pdA.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cqA, RecvCQ: cqA, Cap: caps})
+	must(t, err)
+	qb, err = pdB.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cqB, RecvCQ: cqB, Cap: caps})
+	must(t, err)
+	return
 }
 
 func connect(t *testing.T, qa, qb *QP, addrB, addrA netip.Addr) {

@@ -308,7 +308,7 @@ func (qp *QP) setPath(mac [6]byte) {
 	d := qp.dev
 	dst := qp.attr.AH.DGID.Unmap()
 	ah := qp.attr.AH
-	qp.builder = wire.Builder{Path: wire.Path{SrcMAC: d.cfg.MAC, DstMAC: mac, SrcIP: d.sourceFor(dst), DstIP: dst,
+	qp.builder = wire.Builder{Path: wire.Path{SrcMAC: d.MAC(), DstMAC: mac, SrcIP: d.sourceFor(dst), DstIP: dst,
 		SrcPort: srcPort(qp.qpn), TrafficClass: ah.TrafficClass, TTL: ah.HopLimit, FlowLabel: ah.FlowLabel}}
 	qp.local = d.owns(dst)
 }

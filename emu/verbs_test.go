@@ -312,15 +312,7 @@ func TestWallClock(t *testing.T) {
 	go pump(lb, a, 2)
 	defer func() { close(done); wg.Wait() }()
 
-	pdA, _ := a.AllocPD()
-	pdB, _ := b.AllocPD()
-	cqA, _ := a.CreateCQ(16)
-	cqB, _ := b.CreateCQ(16)
-	caps := QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}
-	qa, err := pdA.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cqA, RecvCQ: cqA, Cap: caps})
-	must(t, err)
-	qb, err := pdB.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cqB, RecvCQ: cqB, Cap: caps})
-	must(t, err)
+	pdA, pdB, cqA, cqB, qa, qb := qpPair(t, a, b, 8)
 	must(t, ConnectRC(qa, qb, ConnectOptions{Timeout: 12})) // 16.8 ms: room for a busy machine's scheduler
 	bufA, bufB := make([]byte, 65536), make([]byte, 65536)
 	fill(bufA, 1)

@@ -35,6 +35,9 @@ type Config struct {
 	// address and IP addresses the driver programmed: a device on a real link (emu.Host's
 	// Rebind). Otherwise the function makes its own on Link.
 	Engine func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device
+	// Readdress, when set, gives an engine made by Engine the addresses the driver programs
+	// while it runs (emu.Host's SetAddresses); otherwise the engine's SetAddresses is called.
+	Readdress func(mac [6]byte, ip netip.Addr, ips []netip.Addr)
 	// ActiveMTU is the largest path MTU the link carries (an adapter's MTU less RoCEv2's
 	// headers), what QUERY_PORT reports as active; 0: 4096, as socket links carry.
 	ActiveMTU emu.MTU
@@ -232,17 +235,16 @@ func (f *Function) resetLocked() {
 	}
 }
 
-// enableLocked starts the engine with the addresses the driver programmed.
-func (f *Function) enableLocked() {
-	var ips []netip.Addr
+// addressesLocked are the MAC and addresses the driver programmed: the valid GIDs (the main
+// address the IPv4 one if there is one, as rxe's GID 1), or the configured IP if there are none.
+func (f *Function) addressesLocked() (mac [6]byte, ip netip.Addr, ips []netip.Addr) {
 	for i, g := range f.regs.gids {
 		if f.regs.gidValid&(1<<i) != 0 {
 			ips = append(ips, netip.AddrFrom16(g).Unmap())
 		}
 	}
-	ip := f.cfg.IP
+	ip = f.cfg.IP
 	if len(ips) > 0 {
-		// The engine's main address is the IPv4 one if there is one, as rxe's GID 1.
 		ip = ips[0]
 		for _, a := range ips {
 			if a.Is4() {
@@ -251,9 +253,27 @@ func (f *Function) enableLocked() {
 			}
 		}
 	}
-	var mac [6]byte
 	binary.LittleEndian.PutUint32(mac[0:4], f.regs.macLo)
 	binary.LittleEndian.PutUint16(mac[4:6], uint16(f.regs.macHi))
+	return mac, ip, ips
+}
+
+// readdressLocked hands a running engine the addresses the driver just programmed.
+func (f *Function) readdressLocked() {
+	if f.dev == nil {
+		return
+	}
+	mac, ip, ips := f.addressesLocked()
+	if f.cfg.Readdress != nil {
+		f.cfg.Readdress(mac, ip, ips)
+		return
+	}
+	f.dev.SetAddresses(mac, ip, ips)
+}
+
+// enableLocked starts the engine with the addresses the driver programmed.
+func (f *Function) enableLocked() {
+	mac, ip, ips := f.addressesLocked()
 	if f.cfg.Engine != nil {
 		f.dev = f.cfg.Engine(mac, ip, ips)
 	} else {

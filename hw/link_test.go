@@ -3,7 +3,9 @@ package hw
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -131,4 +133,74 @@ func (b *bench) connectTo(q *guestQP, dest uint32, dgid string, access emu.Acces
 	set(emu.AttrState|emu.AttrSQPSN|emu.AttrTimeout|emu.AttrRetryCnt|emu.AttrRNRRetry|emu.AttrMaxQPRdAtomic, func(a []byte) {
 		a[abi.QPAttrState], a[abi.QPAttrTimeout], a[abi.QPAttrRetryCnt], a[abi.QPAttrRNRRetry], a[abi.QPAttrMaxRdAtomic] = byte(emu.QPSRTS), 14, 7, 7, 4
 	})
+}
+
+// GIDs and a MAC the driver programs while the function runs become the engine's at once (a
+// netdev's addresses reach an RDMA driver after it registered): the main address is the IPv4
+// GID, QPs connect to it over the loopback, and a Readdress hook gets them in place of the
+// engine when the config has one.
+func TestAddressesProgrammedWhileEnabled(t *testing.T) {
+	var handed []string
+	for _, hook := range []bool{false, true} {
+		b := newBenchWith(t, func(c *Config) {
+			if hook {
+				c.Readdress = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) {
+					handed = append(handed, fmt.Sprint(mac, ip, ips))
+				}
+			}
+		})
+		b.enable()
+		dev := b.f.Device()
+		if dev.IP() != netip.MustParseAddr("192.0.2.1") {
+			t.Fatalf("before any GID: %s", dev.IP())
+		}
+		setGID := func(i int, addr string) {
+			g := netip.MustParseAddr(addr).As16()
+			for k := 0; k < 16; k += 4 {
+				b.setReg(abi.RegGIDTable+16*uint32(i)+uint32(k), binary.LittleEndian.Uint32(g[k:]))
+			}
+		}
+		setGID(0, "fe80::ff:fe00:7")
+		setGID(1, "::ffff:198.51.100.7")
+		b.setReg(abi.RegGIDValid, 0b11)
+		b.setReg(abi.RegMACLo, 0x07000002)
+		b.setReg(abi.RegMACHi, 0x0900)
+		if hook {
+			want := []string{
+				fmt.Sprint([6]byte{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("198.51.100.7"), []netip.Addr{netip.MustParseAddr("fe80::ff:fe00:7"), netip.MustParseAddr("198.51.100.7")}),
+				fmt.Sprint([6]byte{2, 0, 0, 7, 0, 9}, netip.MustParseAddr("198.51.100.7"), []netip.Addr{netip.MustParseAddr("fe80::ff:fe00:7"), netip.MustParseAddr("198.51.100.7")}),
+			}
+			if !slices.Equal(handed, want) {
+				t.Fatalf("Readdress got %q\nwant %q", handed, want)
+			}
+			if dev.IP() != netip.MustParseAddr("192.0.2.1") {
+				t.Fatal("with a Readdress hook the function changed the engine itself")
+			}
+			continue
+		}
+		if dev.IP() != netip.MustParseAddr("198.51.100.7") || dev.MAC() != [6]byte{2, 0, 0, 7, 0, 9} {
+			t.Fatalf("after programming: %s %x", dev.IP(), dev.MAC())
+		}
+		// Two QPs of the function connected over the new IPv4 GID.
+		pdn := b.ok(abi.OpAllocPD, nil)
+		b.ringAt(0x140000, 0x112000, 3, 7, 6)
+		cqn := b.ok(abi.OpCreateCQ, append(queueArgs(7, 6, 0x112000, 3), u32s(0, 0, 0xffffffff)[8:]...))
+		q1 := b.makeQP(pdn, cqn, 0x150000, 0x113000, 0x160000, 0x114000)
+		q2 := b.makeQP(pdn, cqn, 0x170000, 0x115000, 0x180000, 0x116000)
+		b.connectTo(q1, q2.qpn, "::ffff:198.51.100.7", emu.AccessRemoteWrite)
+		b.connectTo(q2, q1.qpn, "::ffff:198.51.100.7", emu.AccessRemoteWrite)
+		binary.LittleEndian.PutUint64(b.at(0x117000), 0x1a0000)
+		key := b.ok(abi.OpRegMR, regMRArgs(pdn, emu.AccessLocalWrite|emu.AccessRemoteWrite, 0x1a0000, 4096, 0, pageListBytes(0x117000, 1, 12, 1)))
+		copy(b.at(0x1a0000), "over the new address")
+		b.post(q1, sendWQE{id: 1, op: emu.WRRDMAWrite, flags: emu.SendSignaled, remote: 0x1a0800, rkey: key, sges: [][3]uint64{{0x1a0000, 20, uint64(key)}}})
+		b.post(q2, sendWQE{id: 2, op: emu.WRRDMAWrite, flags: emu.SendSignaled, remote: 0x1a0c00, rkey: key, sges: [][3]uint64{{0x1a0000, 20, uint64(key)}}})
+		b.sim.RunUntilIdle(0)
+		got := b.cqes(0x140000, 0)
+		if len(got) != 2 || got[0].Status != emu.WCSuccess || got[1].Status != emu.WCSuccess {
+			t.Fatalf("WRITEs over the programmed addresses: %+v", got)
+		}
+		if string(b.at(0x1a0800)[:20]) != "over the new address" || string(b.at(0x1a0c00)[:20]) != "over the new address" {
+			t.Fatal("the WRITEs did not land")
+		}
+	}
 }

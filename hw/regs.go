@@ -173,6 +173,7 @@ func (f *Function) writeRegLocked(off uint32, v uint32) []int {
 		r.macLo = v
 	case abi.RegMACHi:
 		r.macHi = v & 0xffff
+		f.readdressLocked()
 	case abi.RegCtrlQBaseL:
 		r.ctrlQBase = r.ctrlQBase&^0xffffffff | uint64(v)
 	case abi.RegCtrlQBaseH:
@@ -183,6 +184,7 @@ func (f *Function) writeRegLocked(off uint32, v uint32) []int {
 		return f.ringCtrlQLocked(v)
 	case abi.RegGIDValid:
 		r.gidValid = v & (1<<abi.GIDTableLen - 1)
+		f.readdressLocked()
 	}
 	return nil
 }

@@ -108,6 +108,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		defer h.Close()
 		// The host carries the engine the function makes when its driver enables it.
 		fcfg.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device { return h.Rebind(mac, ip, ips) }
+		fcfg.Readdress = h.SetAddresses
 		if ifname, ok := strings.CutPrefix(o.link.link, "afpacket:"); ok {
 			ad, err := afpacket.Lookup(ifname)
 			if err != nil {
