@@ -2,6 +2,7 @@ package hw
 
 import (
 	"encoding/binary"
+	"math"
 	"syscall"
 
 	"github.com/softirdma/softirdma/hw/abi"
@@ -91,11 +92,22 @@ func (f *Function) ConfigWrite(off uint64, p []byte) error {
 		return errf(syscall.EINVAL, "config write [0x%x, +%d) outside %d bytes", off, len(p), configSize)
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	master := f.busMasterLocked()
 	for i, v := range p {
 		o := int(off) + i
 		m := configWritable(o)
 		f.config[o] = f.config[o]&^m | v&m
+	}
+	// A function may not reach memory without bus mastering. Taking it away from a running
+	// function stops it for good (FATAL, until a reset), with every MR and queue revoked so
+	// that nothing the engine does later touches guest memory.
+	stop := master && !f.busMasterLocked() && f.dev != nil && f.regs.status&abi.DevStatusFatal == 0
+	if stop {
+		f.fatalLocked(abi.FatalBusMaster)
+	}
+	f.mu.Unlock()
+	if stop {
+		f.revoke(0, math.MaxUint64, "bus mastering was turned off")
 	}
 	return nil
 }

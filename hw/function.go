@@ -128,6 +128,13 @@ func (f *Function) UnmapDMA(iova, size uint64) error {
 	if err := f.mem.Unmap(iova, size); err != nil {
 		return err
 	}
+	f.revoke(iova, size, "a queue's guest memory was unmapped")
+	return nil
+}
+
+// revoke takes [iova, iova+size) away from every MR, window and queue that reaches into it
+// and fails their QPs with why; once it returns none of them touches the range.
+func (f *Function) revoke(iova, size uint64, why string) {
 	f.mu.Lock()
 	dev := f.dev
 	// A queue whose ring reaches into the range is done with: a CQ overflows from then on (its
@@ -181,23 +188,27 @@ func (f *Function) UnmapDMA(iova, size uint64) error {
 		q.rqMu.Lock()
 		q.rqGone = true
 		q.rqMu.Unlock()
-		q.emu.Fail("a queue's guest memory was unmapped")
+		q.emu.Fail(why)
 	}
 	if dev != nil {
 		dev.RevokeRange(&f.mem, iova, size)
 	}
-	return nil
 }
 
-// Reset returns the function to its power-on state (DEVICE_RESET, or DEV_CTRL's reset bit):
-// every object the driver created is gone and the registers hold their initial values. The
-// guest memory the bus mapped stays mapped: it belongs to the bus, not the driver.
+// Reset is the function-level reset the bus asks for (vfio-user's DEVICE_RESET, a client
+// leaving): what DEV_CTRL's reset bit does, and config space back to power-on as after a PCI
+// function-level reset (memory decoding, bus mastering and MSI-X off). The guest memory the
+// bus mapped stays mapped: it belongs to the bus, not the driver.
 func (f *Function) Reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.resetLocked()
+	f.buildConfigSpace()
 }
 
+// resetLocked returns the device to its power-on state (DEV_CTRL's reset bit): every object
+// the driver created is gone and the registers hold their initial values; config space is the
+// bus's and stays.
 func (f *Function) resetLocked() {
 	if f.dev != nil {
 		f.dev.Stop()

@@ -450,33 +450,70 @@ func (b *bench) writeThrough(t *testing.T, pdn uint32, mr *emu.MR, rkey uint32, 
 	}
 }
 
-// Reset: every object gone, registers back to power-on, the guest memory still mapped.
+// Both resets forget everything the driver made: registers back to power-on, no engine, the
+// old queues' doorbells inert (a WQE left in an old ring is never fetched, nothing is written),
+// the old MR's key unknown to the new engine, numbering from 1 again. The function-level reset
+// (DEVICE_RESET, a client leaving) also returns config space to power-on; DEV_CTRL's keeps it,
+// as a NIC's own reset does.
 func TestResetForgetsEverything(t *testing.T) {
-	b := newBench(t)
-	b.enable()
-	b.ok(abi.OpAllocPD, nil)
-	dev := b.f.Device()
-	b.setReg(abi.RegDevCtrl, abi.DevCtrlReset)
-	for _, r := range []uint32{abi.RegDevStatus, abi.RegDevCtrl, abi.RegCtrlQLog, abi.RegCtrlQCons, abi.RegGIDValid} {
-		if v := b.reg(r); v != 0 {
-			t.Errorf("register 0x%x = 0x%x after reset", r, v)
-		}
-	}
-	if b.f.Device() != nil {
-		t.Fatal("an engine after reset")
-	}
-	if _, err := dev.AllocPD(); err != nil {
-		t.Log("the old engine is stopped, its objects unreachable")
-	}
-	b.prod = 0
-	b.enable()
-	if pdn := b.ok(abi.OpAllocPD, nil); pdn != 1 {
-		t.Fatalf("first PD after reset %d", pdn)
+	for _, c := range []struct {
+		name   string
+		reset  func(b *bench)
+		cmdReg byte // the command register after the reset
+	}{
+		{"dev_ctrl", func(b *bench) { b.setReg(abi.RegDevCtrl, abi.DevCtrlReset) }, cmdMemory | cmdBusMaster},
+		{"function", func(b *bench) { b.f.Reset() }, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBench(t)
+			must(t, b.f.ConfigWrite(msixControl+1, []byte{0x80}))
+			b.enable()
+			b.setReg(abi.RegMACLo, 0x0a0b0c0d)
+			_, q1, key, mr := b.trafficPair()
+
+			c.reset(b)
+			for _, r := range []uint32{abi.RegDevStatus, abi.RegDevCtrl, abi.RegCtrlQLog, abi.RegCtrlQCons, abi.RegGIDValid, abi.RegFatalCode} {
+				if v := b.reg(r); v != 0 {
+					t.Errorf("register 0x%x = 0x%x after reset", r, v)
+				}
+			}
+			if mac := b.reg(abi.RegMACLo); mac != 0x00000002 {
+				t.Errorf("MAC_LO 0x%x after reset, want the power-on 0x2", mac)
+			}
+			if b.f.Device() != nil {
+				t.Fatal("an engine after reset")
+			}
+			cfg := make([]byte, configSize)
+			must(t, b.f.ConfigRead(0, cfg))
+			if cfg[pciCommand] != c.cmdReg || c.cmdReg == 0 && cfg[msixControl+1] != 0 {
+				t.Fatalf("command register 0x%x, MSI-X control 0x%x after reset", cfg[pciCommand], cfg[msixControl+1])
+			}
+
+			// The driver's rings are still in guest memory: a WQE posted in the old send queue and
+			// its doorbell rung, before and after the next enable, reach nothing.
+			before := bytes.Clone(b.ram)
+			b.postWrite(q1, 2, key)
+			must(t, b.f.ConfigWrite(pciCommand, []byte{cmdMemory | cmdBusMaster}))
+			b.prod = 0
+			b.enable()
+			if pdn := b.ok(abi.OpAllocPD, nil); pdn != 1 {
+				t.Fatalf("first PD after reset %d", pdn)
+			}
+			var p [4]byte
+			must(t, b.f.RegionWrite(abi.BARDoorbell, uint64(abi.SQDoorbell(q1.slot)), p[:]))
+			b.sim.RunUntilIdle(0)
+			// Only what the test wrote differs: the WQE, the producer index, the control queue.
+			b.unchangedBut(before, [2]uint64{q1.sq + abi.QHProducer, 4}, [2]uint64{q1.sq + abi.QueueHeaderSize + 1<<sqLogElem, 1 << sqLogElem},
+				[2]uint64{ctrlQAt, abi.CtrlEntrySize})
+			// The old MR's key means nothing to the new engine.
+			b.writeThrough(t, 1, mr, key, 64, emu.WCRemAccessErr)
+		})
 	}
 }
 
 // Ringing the control queue without bus mastering, or with a ring outside guest memory, is
-// fatal: the function says why and does nothing more.
+// fatal: the function says why in FATAL_CODE and with DEVICE_FATAL on the async EQ (its
+// vector signalled), and does nothing more; with bus mastering off it writes nothing.
 func TestControlQueueFatal(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -491,10 +528,20 @@ func TestControlQueueFatal(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			b := newBench(t)
 			b.enable()
+			b.ringAt(0x130000, 0x111000, 1, 3, 4)
+			b.ok(abi.OpCreateEQ, append(pageListBytes(0x111000, 1, 12, 1), 3, abi.EQAsync, 1, 0))
 			c.prep(b)
-			b.setReg(abi.RegCtrlQProd, 1)
+			b.setReg(abi.RegCtrlQProd, b.prod+1)
 			if s, code := b.reg(abi.RegDevStatus), b.reg(abi.RegFatalCode); s != abi.DevStatusFatal || code != c.code {
 				t.Fatalf("status 0x%x code %d, want fatal %d", s, code, c.code)
+			}
+			prod, e := binary.LittleEndian.Uint32(b.at(0x130000+abi.QHProducer)), b.at(0x130000+abi.QueueHeaderSize)
+			if c.code == abi.FatalBusMaster {
+				if prod != 0 || b.sawVector(1) {
+					t.Fatalf("with bus mastering off the function wrote %d EQ entries", prod)
+				}
+			} else if prod != 1 || e[abi.EQType] != uint8(emu.AsyncDeviceFatal) || !b.sawVector(1) {
+				t.Fatalf("async EQ: producer %d, entry % x, vector 1 signalled %v", prod, e[:16], b.sawVector(1))
 			}
 		})
 	}
@@ -590,45 +637,6 @@ func (b *bench) ringAt(addr, table uint64, pages int, logCount, logElem uint8) {
 	}
 	binary.LittleEndian.PutUint32(b.at(addr+abi.QHLogElemSize), uint32(logElem))
 	binary.LittleEndian.PutUint32(b.at(addr+abi.QHIndexMask), 1<<logCount-1)
-}
-
-// A control queue the function cannot use stops it: FATAL with the code in FATAL_CODE, and
-// DEVICE_FATAL on the async EQ with its vector signalled; with bus mastering off it writes
-// nothing to guest memory.
-func TestFatalReportsDeviceFatal(t *testing.T) {
-	for _, c := range []struct {
-		name    string
-		spoil   func(b *bench)
-		code    uint32
-		reports bool
-	}{
-		{"bad_setup", func(b *bench) { b.setReg(abi.RegCtrlQLog, abi.CtrlQMaxLog+1) }, abi.FatalCtrlQSetup, true},
-		{"ring_unmapped", func(b *bench) { b.setReg(abi.RegCtrlQBaseL, 0x4000_0000) }, abi.FatalCtrlQDMA, true},
-		{"bus_master_off", func(b *bench) { must(b.t, b.f.ConfigWrite(pciCommand, []byte{cmdMemory})) }, abi.FatalBusMaster, false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			b := newBench(t)
-			b.enable()
-			b.ringAt(0x130000, 0x111000, 1, 3, 4)
-			b.ok(abi.OpCreateEQ, append(pageListBytes(0x111000, 1, 12, 1), 3, abi.EQAsync, 1, 0))
-			c.spoil(b)
-			b.setReg(abi.RegCtrlQProd, b.prod+1)
-			if st, code := b.reg(abi.RegDevStatus), b.reg(abi.RegFatalCode); st != abi.DevStatusFatal || code != c.code {
-				t.Fatalf("status 0x%x code %d, want FATAL code %d", st, code, c.code)
-			}
-			prod := binary.LittleEndian.Uint32(b.at(0x130000 + abi.QHProducer))
-			if !c.reports {
-				if prod != 0 || b.sawVector(1) {
-					t.Fatalf("with bus mastering off the function wrote %d EQ entries", prod)
-				}
-				return
-			}
-			e := b.at(0x130000 + abi.QueueHeaderSize)
-			if prod != 1 || e[abi.EQType] != uint8(emu.AsyncDeviceFatal) || !b.sawVector(1) {
-				t.Fatalf("async EQ: producer %d, entry % x, vector 1 signalled %v", prod, e[:16], b.sawVector(1))
-			}
-		})
-	}
 }
 
 // CQs in guest memory: completions land as ib_uverbs_wc in the ring (one straddling a page

@@ -434,3 +434,67 @@ func TestRegMRWorkRequest(t *testing.T) {
 		t.Fatal("the WRITE did not land in the pages the REG_MR named")
 	}
 }
+
+// Bus mastering turned off under a running function stops it: FATAL with code 3, and from then
+// on nothing reaches guest memory: a peer's WRITE through a guest MR is refused, a doorbell
+// fetches no WQE and no completion lands in a CQ ring.
+func TestBusMasterOffStopsDMA(t *testing.T) {
+	b := newBench(t)
+	b.enable()
+	pdn, q1, key, mr := b.trafficPair()
+	must(t, b.f.ConfigWrite(pciCommand, []byte{cmdMemory}))
+	if st, code := b.reg(abi.RegDevStatus), b.reg(abi.RegFatalCode); st != abi.DevStatusFatal || code != abi.FatalBusMaster {
+		t.Fatalf("status 0x%x code %d", st, code)
+	}
+	before := bytes.Clone(b.ram)
+	b.writeThrough(t, pdn, mr, key, 64, emu.WCRemAccessErr)
+	b.postWrite(q1, 2, key)
+	b.sim.RunUntilIdle(0)
+	b.unchangedBut(before, [2]uint64{q1.sq + abi.QHProducer, 4}, [2]uint64{q1.sq + abi.QueueHeaderSize + 1<<sqLogElem, 1 << sqLogElem})
+}
+
+// trafficPair is a loopback pair with an MR over the page at 0x1a0000 through which q1 has
+// written once, successfully.
+func (b *bench) trafficPair() (pdn uint32, q1 *guestQP, key uint32, mr *emu.MR) {
+	b.t.Helper()
+	pdn, q1, _ = b.loopbackPair()
+	binary.LittleEndian.PutUint64(b.at(0x117000), 0x1a0000)
+	key = b.ok(abi.OpRegMR, regMRArgs(pdn, emu.AccessLocalWrite|emu.AccessRemoteWrite, 0x1a0000, 4096, 0, pageListBytes(0x117000, 1, 12, 1)))
+	mr, _ = b.f.Device().MR(key)
+	b.postWrite(q1, 1, key)
+	b.sim.RunUntilIdle(0)
+	if got := b.cqes(0x140000, 0); len(got) != 1 || got[0].Status != emu.WCSuccess {
+		b.t.Fatalf("the first WRITE: %+v", got)
+	}
+	return pdn, q1, key, mr
+}
+
+// postWrite posts a signaled 64-byte WRITE from 0x1a0000 to 0x1a0800 through key.
+func (b *bench) postWrite(q *guestQP, id uint64, key uint32) {
+	b.post(q, sendWQE{id: id, op: emu.WRRDMAWrite, flags: emu.SendSignaled, remote: 0x1a0800, rkey: key, sges: [][3]uint64{{0x1a0000, 64, uint64(key)}}})
+}
+
+// unchangedBut fails the test if guest memory differs from before anywhere but in the ranges
+// (address, length) the test itself wrote.
+func (b *bench) unchangedBut(before []byte, wrote ...[2]uint64) {
+	b.t.Helper()
+	for _, r := range wrote {
+		copy(before[r[0]-ramBase:][:r[1]], b.at(r[0])[:r[1]])
+	}
+	if i := firstDiff(before, b.ram); i >= 0 {
+		b.t.Fatalf("guest memory changed at 0x%x", ramBase+uint64(i))
+	}
+}
+
+// firstDiff is the first index where a and b differ, or -1.
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	if len(a) != len(b) {
+		return min(len(a), len(b))
+	}
+	return -1
+}
