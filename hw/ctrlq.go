@@ -150,7 +150,7 @@ func (f *Function) execLocked(e []byte) error {
 	case abi.OpCreateSRQ:
 		return f.createSRQLocked(args, result)
 	case abi.OpModifySRQ:
-		return f.modifySRQLocked(u32(0), u32(4), u32(8))
+		return f.modifySRQLocked(u32(0), u32(4), u32(8), args[16:16+abi.QueueArgsSize])
 	case abi.OpQuerySRQ:
 		return f.querySRQLocked(u32(0), result)
 	case abi.OpDestroySRQ:

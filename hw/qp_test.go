@@ -285,7 +285,8 @@ func TestQueuePairDataPath(t *testing.T) {
 }
 
 // A QP on an SRQ: SENDs take the SRQ's receives in order, the limit fires SRQ_LIMIT_REACHED on
-// the async EQ once when fewer than it remain posted, and QUERY_SRQ reports it disarmed.
+// the async EQ once when fewer than it remain posted, and QUERY_SRQ reports it disarmed; a
+// resize moves the receives still posted to the new ring, and the driver posts on from there.
 func TestSharedReceiveQueue(t *testing.T) {
 	b := newBench(t)
 	b.enable()
@@ -351,8 +352,51 @@ func TestSharedReceiveQueue(t *testing.T) {
 	if _, res := b.cmd(abi.OpQuerySRQ, u32s(srqn)); res[0] != 15 || res[1] != 4 || res[2] != 0 {
 		t.Fatalf("query_srq %v", res)
 	}
-	if errno, _ := b.cmd(abi.OpModifySRQ, u32s(srqn, 1, 0)); errno != syscall.EOPNOTSUPP {
-		t.Fatalf("resizing an SRQ: %v", errno)
+
+	// Resizing (max_wr): 73 and 74 are posted and not taken. A ring of one receive is too
+	// small and changes nothing; one of seven gets them at its start, in order.
+	b.ringAt(0x1b0000, 0x119000, 1, 1, rqLogElem)
+	if errno, _ := b.cmd(abi.OpModifySRQ, append(u32s(srqn, 1, 0, 0), queueArgs(1, rqLogElem, 0x119000, 1)...)); errno != syscall.EINVAL {
+		t.Fatalf("resizing to fewer receives than are posted: %v", errno)
+	}
+	b.ringAt(0x1c0000, 0x11a000, 1, 3, rqLogElem)
+	b.ok(abi.OpModifySRQ, append(u32s(srqn, 1|2, 2, 0), queueArgs(3, rqLogElem, 0x11a000, 1)...))
+	if prod, cons := binary.LittleEndian.Uint32(b.at(0x1c0000+abi.QHProducer)), binary.LittleEndian.Uint32(b.at(0x1c0000+abi.QHConsumer)); prod != 2 || cons != 0 {
+		t.Fatalf("the new ring's indices: producer %d consumer %d", prod, cons)
+	}
+	if _, res := b.cmd(abi.OpQuerySRQ, u32s(srqn)); res != [4]uint32{7, 4, 2, 0} {
+		t.Fatalf("query_srq after the resize %v", res)
+	}
+	// The driver goes on from the new ring's producer index.
+	srq = &guestQP{rq: 0x1c0000, rqLog: 3, rqProd: 2}
+	b.postRecv(srq, 75, 0x1a1500, 256, key)
+	b.postRecv(srq, 76, 0x1a1600, 256, key)
+	for i := range 4 {
+		b.post(q1, sendWQE{id: uint64(i + 10), op: emu.WRSend, flags: emu.SendSignaled, sges: [][3]uint64{{0x1a0000, 32, uint64(key)}}})
+	}
+	b.sim.RunUntilIdle(0)
+	recvs = recvs[:0]
+	for _, wc := range b.cqes(0x140000, 6) {
+		if wc.Opcode == emu.WCRecv && wc.Status == emu.WCSuccess {
+			recvs = append(recvs, wc.WRID)
+		}
+	}
+	if fmt.Sprint(recvs) != "[73 74 75 76]" {
+		t.Fatalf("receives after the resize %v", recvs)
+	}
+	for _, c := range []struct {
+		name  string
+		args  []byte
+		errno syscall.Errno
+	}{
+		{"unknown_srq", u32s(99, 2, 1), syscall.ENOENT},
+		{"no_mask", u32s(srqn, 0, 1), syscall.EINVAL},
+		{"unknown_mask", u32s(srqn, 4, 1), syscall.EINVAL},
+		{"limit_past_ring", u32s(srqn, 2, 8), syscall.EINVAL},
+	} {
+		if errno, _ := b.cmd(abi.OpModifySRQ, c.args); errno != c.errno {
+			t.Errorf("%s: %v, want %v", c.name, errno, c.errno)
+		}
 	}
 }
 

@@ -109,20 +109,64 @@ func (f *Function) createSRQLocked(args []byte, result func(int, uint32)) error 
 	return nil
 }
 
-func (f *Function) modifySRQLocked(n, mask, limit uint32) error {
+// modifySRQLocked changes an SRQ's limit (mask 2) and moves it to a new ring (mask 1, max_wr,
+// as ibv_modify_srq's IBV_SRQ_MAX_WR): the receives posted and not yet taken are copied to the
+// start of the new ring, in order, and its producer and consumer indices set for them, as rxe
+// resizes a queue. A ring too small for them is EINVAL, and a refused modify changes nothing.
+func (f *Function) modifySRQLocked(n, mask, limit uint32, queue []byte) error {
 	s, ok := f.srqs[n]
 	switch {
 	case !ok:
 		return errf(syscall.ENOENT, "SRQ %d", n)
-	case mask&^2 != 0:
-		return errf(syscall.EOPNOTSUPP, "SRQ modify mask 0x%x (resizing is not supported)", mask)
+	case mask == 0 || mask&^3 != 0:
+		return errf(syscall.EINVAL, "SRQ modify mask 0x%x", mask)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if limit >= s.r.count() {
-		return errf(syscall.EINVAL, "limit %d for %d receives", limit, s.r.count()-1)
+	if s.gone {
+		return errf(syscall.EFAULT, "SRQ %d lost its ring", n)
 	}
-	s.limit = limit
+	r := s.r
+	if mask&1 != 0 {
+		nr, err := newRing(&f.mem, queue, abi.RecvWQESize+abi.SGESize*s.maxSGE, uint32(emu.DefaultLimits.MaxSRQWR)+1)
+		if err != nil {
+			return err
+		}
+		prod, err := s.r.readU32(abi.QHProducer)
+		if err != nil {
+			return err
+		}
+		posted := (prod&s.r.mask() - s.cons) & s.r.mask()
+		if posted >= nr.count() {
+			return errf(syscall.EINVAL, "a ring of %d receives for %d posted", nr.count()-1, posted)
+		}
+		elem := make([]byte, 1<<max(s.r.logElem, nr.logElem))
+		for i := range posted {
+			clear(elem)
+			if err := s.r.access(s.r.elemOff((s.cons+i)&s.r.mask()), elem[:1<<s.r.logElem], false); err != nil {
+				return err
+			}
+			if err := nr.access(nr.elemOff(i), elem[:1<<nr.logElem], true); err != nil {
+				return err
+			}
+		}
+		if err := nr.writeU32(abi.QHConsumer, 0); err != nil {
+			return err
+		}
+		if err := nr.writeU32(abi.QHProducer, posted); err != nil {
+			return err
+		}
+		r = nr
+	}
+	if mask&2 != 0 && limit >= r.count() {
+		return errf(syscall.EINVAL, "limit %d for %d receives", limit, r.count()-1)
+	}
+	if r != s.r {
+		s.r, s.cons = r, 0
+	}
+	if mask&2 != 0 {
+		s.limit = limit
+	}
 	return nil
 }
 
