@@ -86,6 +86,16 @@ func (d *Driver) Alloc(n uint64) (uint64, error) {
 	return a, nil
 }
 
+// free gives back n bytes at addr that Alloc gave. The arena is a bump allocator: only the
+// latest allocation can go back (the rings of a queue destroyed before anything newer was
+// made, or of a create that failed); older memory stays taken while the driver lives, which
+// the arenas a test or a bring-up gives it afford.
+func (d *Driver) free(addr, n uint64) {
+	if addr+(n+4095)&^4095 == d.next {
+		d.next = addr
+	}
+}
+
 // ReadMem reads guest memory (a registered region, say) through the driver's bus.
 func (d *Driver) ReadMem(addr uint64, p []byte) error { return d.bus.ReadMem(addr, p) }
 
@@ -170,6 +180,12 @@ func (d *Driver) QueryGID(i uint32) ([16]byte, bool, error) {
 func (d *Driver) AllocPD() (uint32, error) {
 	r, err := d.Command(abi.OpAllocPD, nil)
 	return r[0], err
+}
+
+// DeallocPD frees a protection domain: EBUSY while MRs, windows, QPs or SRQs are in it.
+func (d *Driver) DeallocPD(pd uint32) error {
+	_, err := d.Command(abi.OpDeallocPD, u32s(pd))
+	return err
 }
 
 // MR is a registered region of the arena.

@@ -49,6 +49,7 @@ func (d *Driver) createQP(pd uint32, scq, rcq *CQ, srq *SRQ, c QPCaps) (*QP, err
 	var rq *ring
 	if srq == nil {
 		if rq, err = d.newRing(c.RecvLog, recvElemLog); err != nil {
+			sq.free()
 			return nil, err
 		}
 	}
@@ -68,9 +69,16 @@ func (d *Driver) createQP(pd uint32, scq, rcq *CQ, srq *SRQ, c QPCaps) (*QP, err
 	}
 	res, err := d.Command(abi.OpCreateQP, a)
 	if err != nil {
+		freeRings(sq, rq)
 		return nil, err
 	}
 	return &QP{d: d, Num: res[0], Slot: res[1], sq: sq, rq: rq, maxSGE: c.MaxSendSGE, maxInl: c.MaxInline, maxRSGE: c.MaxRecvSGE}, nil
+}
+
+// Destroy destroys the QP and gives its rings back. Work requests still outstanding are
+// dropped without completions, as the engine drops them.
+func (q *QP) Destroy() error {
+	return q.d.destroy(abi.OpDestroyQP, q.Num, q.sq, q.rq)
 }
 
 // SRQ is a shared receive queue in the arena.
@@ -94,9 +102,16 @@ func (d *Driver) CreateSRQ(pd uint32, logCount uint8, maxSGE int, limit uint32) 
 	}
 	res, err := d.Command(abi.OpCreateSRQ, append(u32s(pd, uint32(maxSGE), limit, 0), r.args()...))
 	if err != nil {
+		r.free()
 		return nil, err
 	}
 	return &SRQ{d: d, r: r, Num: res[0], maxSGE: maxSGE}, nil
+}
+
+// Destroy destroys the SRQ (EBUSY while a QP takes its receives from it) and gives its ring
+// back.
+func (s *SRQ) Destroy() error {
+	return s.d.destroy(abi.OpDestroySRQ, s.Num, s.r)
 }
 
 // PostRecv posts a receive on the SRQ.

@@ -1,0 +1,88 @@
+package driver_test
+
+import (
+	"errors"
+	"syscall"
+	"testing"
+
+	"github.com/softirdma/softirdma/hw/abi"
+	"github.com/softirdma/softirdma/hw/driver"
+)
+
+// open opens the driver over a fresh in-process function.
+func open(t *testing.T) *driver.Driver {
+	t.Helper()
+	d, err := driver.Open(inProcess(t, nil), driver.Arena{Base: ramBase, Size: ramSize})
+	must(t, err)
+	return d
+}
+
+// wantErrno fails unless err is errno.
+func wantErrno(t *testing.T, what string, err error, errno syscall.Errno) {
+	t.Helper()
+	if !errors.Is(err, errno) {
+		t.Fatalf("%s: %v, want %v", what, err, errno)
+	}
+}
+
+// Destroying what is in use is EBUSY and changes nothing; once its users are gone it succeeds,
+// and a second time it is ENOENT. Destroyed in the reverse order of their making, the objects
+// give their rings back to the arena, which is a bump allocator.
+func TestDestroyVerbs(t *testing.T) {
+	d := open(t)
+	pd, err := d.AllocPD()
+	must(t, err)
+	mark, err := d.Alloc(4096)
+	must(t, err)
+	eq, err := d.CreateEQ(4, abi.EQCompletion, 1)
+	must(t, err)
+	cq, err := d.CreateCQ(4, eq)
+	must(t, err)
+	srq, err := d.CreateSRQ(pd, 4, 1, 0)
+	must(t, err)
+	qp, err := d.CreateQPOnSRQ(pd, cq, cq, srq, driver.QPCaps{SendLog: 4, MaxSendSGE: 1})
+	must(t, err)
+
+	wantErrno(t, "DEALLOC_PD with objects", d.DeallocPD(pd), syscall.EBUSY)
+	wantErrno(t, "DESTROY_CQ of a QP's CQ", cq.Destroy(), syscall.EBUSY)
+	wantErrno(t, "DESTROY_SRQ of a QP's SRQ", srq.Destroy(), syscall.EBUSY)
+	wantErrno(t, "DESTROY_EQ of a CQ's EQ", eq.Destroy(), syscall.EBUSY)
+
+	must(t, qp.Destroy())
+	wantErrno(t, "DESTROY_QP again", qp.Destroy(), syscall.ENOENT)
+	wantErrno(t, "DEALLOC_PD with an SRQ", d.DeallocPD(pd), syscall.EBUSY)
+	must(t, srq.Destroy())
+	wantErrno(t, "DESTROY_SRQ again", srq.Destroy(), syscall.ENOENT)
+	must(t, cq.Destroy())
+	wantErrno(t, "DESTROY_CQ again", cq.Destroy(), syscall.ENOENT)
+	must(t, eq.Destroy())
+	wantErrno(t, "DESTROY_EQ again", eq.Destroy(), syscall.ENOENT)
+	must(t, d.DeallocPD(pd))
+	wantErrno(t, "DEALLOC_PD again", d.DeallocPD(pd), syscall.ENOENT)
+
+	if next, err := d.Alloc(4096); err != nil || next != mark+4096 {
+		t.Fatalf("after the destroys the arena gives 0x%x (%v), want 0x%x", next, err, mark+4096)
+	}
+	// A create the device refuses gives its ring back too.
+	_, err = d.CreateCQ(4, &driver.EQ{Num: 99})
+	wantErrno(t, "CREATE_CQ on an unknown EQ", err, syscall.ENOENT)
+	if next, err := d.Alloc(4096); err != nil || next != mark+2*4096 {
+		t.Fatalf("after a refused create the arena gives 0x%x (%v), want 0x%x", next, err, mark+2*4096)
+	}
+}
+
+// An MR or window keeps its PD: DEALLOC_PD is EBUSY until it is freed.
+func TestDeallocPDWithMR(t *testing.T) {
+	d := open(t)
+	pd, err := d.AllocPD()
+	must(t, err)
+	mr, err := d.RegMR(pd, 4096, 1)
+	must(t, err)
+	mw, err := d.AllocMW(pd, abi.STagMWType2B)
+	must(t, err)
+	wantErrno(t, "DEALLOC_PD with an MR and a window", d.DeallocPD(pd), syscall.EBUSY)
+	must(t, d.DeallocSTag(mr.Key))
+	wantErrno(t, "DEALLOC_PD with a window", d.DeallocPD(pd), syscall.EBUSY)
+	must(t, d.DeallocSTag(mw))
+	must(t, d.DeallocPD(pd))
+}
