@@ -114,6 +114,31 @@ func (s *SRQ) Destroy() error {
 	return s.d.destroy(abi.OpDestroySRQ, s.Num, s.r)
 }
 
+// SRQAttr is what an SRQ's Query answers and Modify sets (ibv_srq_attr).
+type SRQAttr struct{ MaxWR, MaxSGE, Limit uint32 }
+
+// ibv_srq_attr_mask.
+const (
+	SRQAttrMaxWR = 1
+	SRQAttrLimit = 2
+)
+
+// Modify runs MODIFY_SRQ: the limit, armed anew (0 disarms it). A resize would need a new ring
+// that this driver does not make: it refuses one with EOPNOTSUPP before the device sees it.
+func (s *SRQ) Modify(a SRQAttr, mask uint32) error {
+	if mask&SRQAttrMaxWR != 0 {
+		return fmt.Errorf("driver: resizing SRQ %d: %w", s.Num, syscall.EOPNOTSUPP)
+	}
+	_, err := s.d.Command(abi.OpModifySRQ, u32s(s.Num, mask, a.Limit))
+	return err
+}
+
+// Query runs QUERY_SRQ; Limit is 0 once SRQ_LIMIT_REACHED has fired.
+func (s *SRQ) Query() (SRQAttr, error) {
+	r, err := s.d.Command(abi.OpQuerySRQ, u32s(s.Num))
+	return SRQAttr{MaxWR: r[0], MaxSGE: r[1], Limit: r[2]}, err
+}
+
 // PostRecv posts a receive on the SRQ.
 func (s *SRQ) PostRecv(id uint64, sgl ...SGE) error {
 	return postRecv(s.d, s.r, &s.prod, s.maxSGE, id, sgl)
@@ -124,13 +149,18 @@ func (d *Driver) CreateQPOnSRQ(pd uint32, scq, rcq *CQ, srq *SRQ, c QPCaps) (*QP
 	return d.createQP(pd, scq, rcq, srq, c)
 }
 
-// QPAttr is what Modify sets (ibv_qp_attr's fields for an RC QP over RoCEv2), with libibverbs'
-// values; the mask is ibv_qp_attr_mask's.
+// QPAttr is what Modify sets and Query answers (ibv_qp_attr's fields for an RC QP over
+// RoCEv2), with libibverbs' values; the mask is ibv_qp_attr_mask's.
 type QPAttr struct {
 	State, PathMTU, Timeout, RetryCnt, RNRRetry, MinRNRTimer uint8
 	MaxRdAtomic, MaxDestRdAtomic, HopLimit, PortNum          uint8
-	AccessFlags, DestQPN, RQPSN, SQPSN                       uint32
+	TrafficClass                                             uint8
+	PKeyIndex                                                uint16
+	AccessFlags, DestQPN, RQPSN, SQPSN, FlowLabel            uint32
 	DGID                                                     [16]byte
+	// Query's only (ibv_qp_cap): the work requests the rings hold, SGEs, inline bytes.
+	MaxSendWR, MaxRecvWR, MaxInline uint32
+	MaxSendSGE, MaxRecvSGE          uint16
 }
 
 // Modify runs MODIFY_QP.
@@ -142,10 +172,13 @@ func (q *QP) Modify(a QPAttr, mask uint32) error {
 	x[abi.QPAttrState], x[abi.QPAttrPathMTU], x[abi.QPAttrTimeout], x[abi.QPAttrRetryCnt] = a.State, a.PathMTU, a.Timeout, a.RetryCnt
 	x[abi.QPAttrRNRRetry], x[abi.QPAttrMinRNRTimer], x[abi.QPAttrMaxRdAtomic] = a.RNRRetry, a.MinRNRTimer, a.MaxRdAtomic
 	x[abi.QPAttrMaxDestRdAtom], x[abi.QPAttrHopLimit], x[abi.QPAttrPortNum] = a.MaxDestRdAtomic, a.HopLimit, a.PortNum
+	x[abi.QPAttrTrafficClass] = a.TrafficClass
+	le.PutUint16(x[abi.QPAttrPKeyIndex:], a.PKeyIndex)
 	le.PutUint32(x[abi.QPAttrAccessFlags:], a.AccessFlags)
 	le.PutUint32(x[abi.QPAttrDestQPN:], a.DestQPN)
 	le.PutUint32(x[abi.QPAttrRQPSN:], a.RQPSN)
 	le.PutUint32(x[abi.QPAttrSQPSN:], a.SQPSN)
+	le.PutUint32(x[abi.QPAttrFlowLabel:], a.FlowLabel)
 	copy(x[abi.QPAttrDGID:], a.DGID[:])
 	if _, err := q.d.Command(abi.OpModifyQP, b); err != nil {
 		return err
@@ -154,6 +187,26 @@ func (q *QP) Modify(a QPAttr, mask uint32) error {
 		q.sqProd, q.rqProd = 0, 0 // RESET empties the rings; the device zeroed their indices
 	}
 	return nil
+}
+
+// Query runs QUERY_QP: the device writes the attributes into the command's arguments.
+func (q *QP) Query() (QPAttr, error) {
+	_, answer, err := q.d.Query(abi.OpQueryQP, u32s(q.Num, 0))
+	if err != nil {
+		return QPAttr{}, err
+	}
+	x := answer[8 : 8+abi.QPAttrSize]
+	return QPAttr{
+		State: x[abi.QPAttrState], PathMTU: x[abi.QPAttrPathMTU], Timeout: x[abi.QPAttrTimeout], RetryCnt: x[abi.QPAttrRetryCnt],
+		RNRRetry: x[abi.QPAttrRNRRetry], MinRNRTimer: x[abi.QPAttrMinRNRTimer], MaxRdAtomic: x[abi.QPAttrMaxRdAtomic],
+		MaxDestRdAtomic: x[abi.QPAttrMaxDestRdAtom], HopLimit: x[abi.QPAttrHopLimit], PortNum: x[abi.QPAttrPortNum],
+		TrafficClass: x[abi.QPAttrTrafficClass], PKeyIndex: le.Uint16(x[abi.QPAttrPKeyIndex:]),
+		AccessFlags: le.Uint32(x[abi.QPAttrAccessFlags:]), DestQPN: le.Uint32(x[abi.QPAttrDestQPN:]),
+		RQPSN: le.Uint32(x[abi.QPAttrRQPSN:]), SQPSN: le.Uint32(x[abi.QPAttrSQPSN:]), FlowLabel: le.Uint32(x[abi.QPAttrFlowLabel:]),
+		DGID:      [16]byte(x[abi.QPAttrDGID:]),
+		MaxSendWR: le.Uint32(x[abi.QPAttrMaxSendWR:]), MaxRecvWR: le.Uint32(x[abi.QPAttrMaxRecvWR:]), MaxInline: le.Uint32(x[abi.QPAttrMaxInline:]),
+		MaxSendSGE: le.Uint16(x[abi.QPAttrMaxSendSGE:]), MaxRecvSGE: le.Uint16(x[abi.QPAttrMaxRecvSGE:]),
+	}, nil
 }
 
 // SGE is a scatter/gather element.

@@ -86,3 +86,62 @@ func TestDeallocPDWithMR(t *testing.T) {
 	must(t, d.DeallocSTag(mw))
 	must(t, d.DeallocPD(pd))
 }
+
+// QUERY_QP answers what MODIFY_QP set, the state the QP is in and the capacities its rings and
+// CreateQP gave; a QP that is gone is ENOENT.
+func TestQueryQP(t *testing.T) {
+	lb := newLoopback(t)
+	got, err := lb.q1.Query()
+	must(t, err)
+	want := driver.QPAttr{State: 3, PathMTU: 3, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MinRNRTimer: 12, MaxRdAtomic: 4, MaxDestRdAtomic: 4,
+		HopLimit: 64, PortNum: 1, AccessFlags: allAccess &^ (1 | 16), DestQPN: lb.q2.Num,
+		DGID:      [16]byte{10: 0xff, 11: 0xff, 12: 192, 13: 0, 14: 2, 15: 1},
+		MaxSendWR: 31, MaxRecvWR: 15, MaxInline: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	if got != want {
+		t.Fatalf("QUERY_QP in RTS:\n got %+v\nwant %+v", got, want)
+	}
+	// RTS to RTS changes the access flags and the RNR timer; to ERR, the state.
+	must(t, lb.q1.Modify(driver.QPAttr{State: 3, AccessFlags: 2, MinRNRTimer: 20}, 1|8|1<<15))
+	must(t, lb.q1.Modify(driver.QPAttr{State: 6}, 1))
+	got, err = lb.q1.Query()
+	must(t, err)
+	want.State, want.AccessFlags, want.MinRNRTimer = 6, 2, 20
+	if got != want {
+		t.Fatalf("QUERY_QP in ERR:\n got %+v\nwant %+v", got, want)
+	}
+	must(t, lb.q1.Destroy())
+	_, err = lb.q1.Query()
+	wantErrno(t, "QUERY_QP of a destroyed QP", err, syscall.ENOENT)
+}
+
+// MODIFY_SRQ arms the limit QUERY_SRQ then reports; a limit the ring cannot reach is EINVAL, a
+// resize EOPNOTSUPP, an SRQ that is gone ENOENT.
+func TestModifyQuerySRQ(t *testing.T) {
+	d := open(t)
+	pd, err := d.AllocPD()
+	must(t, err)
+	srq, err := d.CreateSRQ(pd, 4, 2, 3)
+	must(t, err)
+	for _, c := range []struct {
+		limit uint32
+		err   syscall.Errno
+	}{{0, 0}, {5, 0}, {15, 0}, {16, syscall.EINVAL}} {
+		err := srq.Modify(driver.SRQAttr{Limit: c.limit}, driver.SRQAttrLimit)
+		if c.err != 0 {
+			wantErrno(t, "MODIFY_SRQ beyond the ring", err, c.err)
+			continue
+		}
+		must(t, err)
+		if a, err := srq.Query(); err != nil || a != (driver.SRQAttr{MaxWR: 15, MaxSGE: 2, Limit: c.limit}) {
+			t.Fatalf("QUERY_SRQ after a limit of %d: %+v, %v", c.limit, a, err)
+		}
+	}
+	wantErrno(t, "MODIFY_SRQ max_wr", srq.Modify(driver.SRQAttr{MaxWR: 31}, driver.SRQAttrMaxWR), syscall.EOPNOTSUPP)
+	if a, err := srq.Query(); err != nil || a.Limit != 15 {
+		t.Fatalf("QUERY_SRQ after refused modifies: %+v, %v", a, err)
+	}
+	must(t, srq.Destroy())
+	_, err = srq.Query()
+	wantErrno(t, "QUERY_SRQ of a destroyed SRQ", err, syscall.ENOENT)
+	wantErrno(t, "MODIFY_SRQ of a destroyed SRQ", srq.Modify(driver.SRQAttr{Limit: 1}, driver.SRQAttrLimit), syscall.ENOENT)
+}
