@@ -158,9 +158,12 @@ func (e *EQ) Poll() ([]Event, error) {
 	return out, e.r.put(abi.QHConsumer, e.cons)
 }
 
+// cqElemLog makes 64-byte entries, room for an ib_uverbs_wc.
+const cqElemLog = 6
+
 // CreateCQ creates a CQ of 2^logCount entries (one stays empty), its events in eq (nil: none).
 func (d *Driver) CreateCQ(logCount uint8, eq *EQ) (*CQ, error) {
-	r, err := d.newRing(logCount, 6) // 64-byte entries hold an ib_uverbs_wc
+	r, err := d.newRing(logCount, cqElemLog)
 	if err != nil {
 		return nil, err
 	}
@@ -181,6 +184,26 @@ func (c *CQ) Destroy() error {
 	return c.r.d.destroy(abi.OpDestroyCQ, c.Num, c.r)
 }
 
+// Resize moves the CQ to a new ring of 2^logCount entries. The device carries the completions
+// not yet polled over to the start of the new ring, in order, so Poll goes on from there; too
+// many for the new ring is EINVAL and leaves the CQ as it was. The old ring goes back to the
+// arena where the arena can take it.
+func (c *CQ) Resize(logCount uint8) error {
+	d := c.r.d
+	r, err := d.newRing(logCount, cqElemLog)
+	if err != nil {
+		return err
+	}
+	if _, err := d.Command(abi.OpResizeCQ, append(u32s(c.Num, 0), r.args()...)); err != nil {
+		r.free()
+		return err
+	}
+	old := c.r
+	c.r, c.cons = r, 0
+	old.free()
+	return nil
+}
+
 // Arm arms the CQ for its next completion (solicited: only a solicited one, or an error).
 func (d *Driver) Arm(c *CQ, solicited bool) error {
 	v := uint32(abi.ArmNext)
@@ -188,6 +211,12 @@ func (d *Driver) Arm(c *CQ, solicited bool) error {
 		v = abi.ArmSolicited
 	}
 	return d.bus.WriteReg(abi.BARDoorbell, abi.CQArm(c.Slot), v)
+}
+
+// Len is the number of completions waiting to be polled.
+func (c *CQ) Len() (int, error) {
+	prod, err := c.r.get(abi.QHProducer)
+	return int((prod - c.cons) & c.r.mask()), err
 }
 
 // Poll takes up to max completions, oldest first.

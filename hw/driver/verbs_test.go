@@ -4,6 +4,7 @@ import (
 	"errors"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/softirdma/softirdma/hw/abi"
 	"github.com/softirdma/softirdma/hw/driver"
@@ -144,4 +145,70 @@ func TestModifyQuerySRQ(t *testing.T) {
 	_, err = srq.Query()
 	wantErrno(t, "QUERY_SRQ of a destroyed SRQ", err, syscall.ENOENT)
 	wantErrno(t, "MODIFY_SRQ of a destroyed SRQ", srq.Modify(driver.SRQAttr{Limit: 1}, driver.SRQAttrLimit), syscall.ENOENT)
+}
+
+// RESIZE_CQ moves the completions not yet polled into the new ring, in order, from wherever
+// the old one's consumer was; new completions follow them there, lap after lap. A ring too
+// small for them is EINVAL and changes nothing; a CQ that is gone is ENOENT.
+func TestResizeCQ(t *testing.T) {
+	lb := newLoopback(t)
+	next := uint64(1)
+	post := func(n int) {
+		t.Helper()
+		for range n {
+			must(t, lb.q1.PostSend(driver.SendWR{ID: next, Opcode: driver.WRRDMAWrite, Flags: driver.SendSignaled | driver.SendInline,
+				Inline: []byte{byte(next)}, RemoteAddr: lb.mr.Addr + next, RKey: lb.mr.Key}))
+			next++
+		}
+	}
+	waitLen := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			got, err := lb.cq.Len()
+			must(t, err)
+			if got == n {
+				return
+			}
+			if got > n || time.Now().After(deadline) {
+				t.Fatalf("%d completions waiting, want %d", got, n)
+			}
+		}
+	}
+	polled := uint64(0)
+	poll := func(n int) {
+		t.Helper()
+		for _, wc := range waitWC(t, lb.cq, n) {
+			polled++
+			if wc != (driver.WC{WRID: polled, Status: 0, Opcode: 1, ByteLen: 1, QPNum: lb.q1.Num}) {
+				t.Fatalf("completion %+v, want WRITE %d's", wc, polled)
+			}
+		}
+	}
+	post(5)
+	waitLen(5)
+	poll(1)
+
+	mark, err := lb.d.Alloc(4096)
+	must(t, err)
+	wantErrno(t, "RESIZE_CQ to 3 entries with 4 waiting", lb.cq.Resize(2), syscall.EINVAL)
+	if a, err := lb.d.Alloc(4096); err != nil || a != mark+4096 {
+		t.Fatalf("after a refused resize the arena gives 0x%x (%v), want 0x%x", a, err, mark+4096)
+	}
+	waitLen(4)
+
+	must(t, lb.cq.Resize(3))
+	waitLen(4)
+	post(2)
+	waitLen(6)
+	poll(6)
+	for range 4 { // laps of the 8-entry ring
+		post(5)
+		poll(5)
+	}
+
+	cq, err := lb.d.CreateCQ(3, nil)
+	must(t, err)
+	must(t, cq.Destroy())
+	wantErrno(t, "RESIZE_CQ of a destroyed CQ", cq.Resize(4), syscall.ENOENT)
 }
