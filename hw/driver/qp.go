@@ -225,7 +225,16 @@ type SendWR struct {
 	RemoteAddr       uint64
 	RKey             uint32
 	CompareAdd, Swap uint64
-	Bind             Bind // BIND_MW
+	Bind             Bind    // BIND_MW
+	Flush            Flush   // FLUSH: RemoteAddr and RKey name the target
+	AtomicWrite      [8]byte // ATOMIC_WRITE's value, the 8 bytes that land at RemoteAddr
+}
+
+// Flush is what a FLUSH asks for: its placement types (FlushGlobal, FlushPersistent) over
+// Length bytes at the target (FlushRange) or over the rkey's whole region (FlushMR).
+type Flush struct {
+	Type, Level uint8
+	Length      uint32
 }
 
 // Bind is a BIND_MW work request's window, MR and range.
@@ -239,8 +248,10 @@ type Bind struct {
 const (
 	WRRDMAWrite, WRRDMAWriteWithImm, WRSend, WRSendWithImm, WRRDMARead = 0, 1, 2, 3, 4
 	WRAtomicCmpAndSwp, WRAtomicFetchAndAdd, WRLocalInv, WRBindMW       = 5, 6, 7, 8
-	WRSendWithInv                                                      = 9
+	WRSendWithInv, WRFlush, WRAtomicWrite                              = 9, 14, 15
 	SendSignaled, SendInline                                           = 2, 8
+	FlushGlobal, FlushPersistent                                       = 1, 2 // ibv_placement_type
+	FlushRange, FlushMR                                                = 0, 1 // ibv_selectivity_level
 )
 
 // PostSend writes the WQEs into the send queue, in rxe's layout, and rings its doorbell once.
@@ -278,6 +289,11 @@ func (q *QP) sendWQE(w *SendWR) ([]byte, error) {
 		imm = imm>>24 | imm>>8&0xff00 | imm<<8&0xff0000 | imm<<24 // imm_data goes in network order
 	}
 	le.PutUint32(e[abi.SendImm:], imm)
+	// iova and dma.resid as rxe's provider fills them, for a device that reads the WQE as
+	// rxe's kernel does rather than as this one does (it takes the union and dma.length).
+	le.PutUint64(e[abi.SendIOVA:], w.RemoteAddr)
+	payload := true // the message's data is the SGEs' or inline
+	var total uint32
 	switch w.Opcode {
 	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
 		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
@@ -291,32 +307,56 @@ func (q *QP) sendWQE(w *SendWR) ([]byte, error) {
 		le.PutUint32(e[abi.SendMWRKey:], w.Bind.MWRKey)
 		le.PutUint32(e[abi.SendMWNewRKey:], w.Bind.NewRKey)
 		le.PutUint32(e[abi.SendMWAccess:], w.Bind.Access)
+	case WRFlush:
+		// rxe's provider leaves flush.length 0 and puts the length in dma.length; the rkey is
+		// flush.rkey, not rdma.rkey, which would sit where flush.length is.
+		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
+		le.PutUint32(e[abi.SendFlushRKey:], w.RKey)
+		e[abi.SendFlushType], e[abi.SendFlushLvl] = w.Flush.Type, w.Flush.Level
+		payload, total = false, w.Flush.Length
+	case WRAtomicWrite:
+		// The value travels in the WQE (dma.atomic_wr, where SGEs would be), not through an lkey.
+		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
+		le.PutUint32(e[abi.SendRKey:], w.RKey)
+		copy(e[abi.SendAtomicWr:], w.AtomicWrite[:])
+		payload, total = false, 8
 	default:
 		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
 		le.PutUint32(e[abi.SendRKey:], w.RKey)
 	}
+	if payload {
+		var err error
+		if total, err = q.payload(e, w); err != nil {
+			return nil, err
+		}
+	}
+	le.PutUint32(e[abi.SendDMALength:], total)
+	le.PutUint32(e[abi.SendDMAResid:], total)
+	return e, nil
+}
+
+// payload writes a WQE's inline data or SGEs and returns the message's length.
+func (q *QP) payload(e []byte, w *SendWR) (uint32, error) {
 	var total uint32
 	if w.Flags&SendInline != 0 {
 		if len(w.Inline) > q.maxInl {
-			return nil, fmt.Errorf("%d bytes inline, the QP takes %d: %w", len(w.Inline), q.maxInl, syscall.EINVAL)
+			return 0, fmt.Errorf("%d bytes inline, the QP takes %d: %w", len(w.Inline), q.maxInl, syscall.EINVAL)
 		}
 		copy(e[abi.SendSGEs:], w.Inline)
-		total = uint32(len(w.Inline))
-	} else {
-		if len(w.SGL) > q.maxSGE {
-			return nil, fmt.Errorf("%d SGEs, the QP takes %d: %w", len(w.SGL), q.maxSGE, syscall.EINVAL)
-		}
-		for i, s := range w.SGL {
-			o := abi.SendSGEs + i*abi.SGESize
-			le.PutUint64(e[o+abi.SGEAddr:], s.Addr)
-			le.PutUint32(e[o+abi.SGELength:], s.Length)
-			le.PutUint32(e[o+abi.SGELKey:], s.Key)
-			total += s.Length
-		}
-		le.PutUint32(e[abi.SendDMANumSGE:], uint32(len(w.SGL)))
+		return uint32(len(w.Inline)), nil
 	}
-	le.PutUint32(e[abi.SendDMALength:], total)
-	return e, nil
+	if len(w.SGL) > q.maxSGE {
+		return 0, fmt.Errorf("%d SGEs, the QP takes %d: %w", len(w.SGL), q.maxSGE, syscall.EINVAL)
+	}
+	for i, s := range w.SGL {
+		o := abi.SendSGEs + i*abi.SGESize
+		le.PutUint64(e[o+abi.SGEAddr:], s.Addr)
+		le.PutUint32(e[o+abi.SGELength:], s.Length)
+		le.PutUint32(e[o+abi.SGELKey:], s.Key)
+		total += s.Length
+	}
+	le.PutUint32(e[abi.SendDMANumSGE:], uint32(len(w.SGL)))
+	return total, nil
 }
 
 // PostRecv writes a receive WQE and advances the producer index: receive queues have no

@@ -1,6 +1,7 @@
 package driver_test
 
 import (
+	"bytes"
 	"errors"
 	"syscall"
 	"testing"
@@ -211,4 +212,40 @@ func TestResizeCQ(t *testing.T) {
 	must(t, err)
 	must(t, cq.Destroy())
 	wantErrno(t, "RESIZE_CQ of a destroyed CQ", cq.Resize(4), syscall.ENOENT)
+}
+
+// ATOMIC_WRITE from one QP of a loopback pair puts its 8 bytes at the other's target; FLUSHes of
+// the range and of the whole MR (whose address and length are not looked at), of each placement
+// type, complete SUCCESS in order after it; a FLUSH of a range past the MR's end is
+// REM_ACCESS_ERR.
+func TestAtomicWriteAndFlush(t *testing.T) {
+	lb := newLoopback(t)
+	target := lb.mr.Addr + 0x2f00
+	value := [8]byte{0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88}
+	must(t, lb.bus.WriteMem(target-8, make([]byte, 24)))
+	must(t, lb.q1.PostSend(
+		driver.SendWR{ID: 1, Opcode: driver.WRAtomicWrite, Flags: driver.SendSignaled, RemoteAddr: target, RKey: lb.mr.Key, AtomicWrite: value},
+		driver.SendWR{ID: 2, Opcode: driver.WRFlush, Flags: driver.SendSignaled, RemoteAddr: target, RKey: lb.mr.Key,
+			Flush: driver.Flush{Type: driver.FlushGlobal, Level: driver.FlushRange, Length: 8}},
+		driver.SendWR{ID: 3, Opcode: driver.WRFlush, Flags: driver.SendSignaled, RemoteAddr: lb.mr.Addr + lb.mr.Len, RKey: lb.mr.Key,
+			Flush: driver.Flush{Type: driver.FlushGlobal | driver.FlushPersistent, Level: driver.FlushMR, Length: 1 << 20}},
+		driver.SendWR{ID: 4, Opcode: driver.WRFlush, Flags: driver.SendSignaled, RemoteAddr: lb.mr.Addr + lb.mr.Len - 4, RKey: lb.mr.Key,
+			Flush: driver.Flush{Type: driver.FlushGlobal, Level: driver.FlushRange, Length: 8}},
+	))
+	wcs := waitWC(t, lb.cq, 4)
+	for i, want := range []driver.WC{
+		{WRID: 1, Opcode: 9, ByteLen: 8, QPNum: lb.q1.Num}, // IBV_WC_ATOMIC_WRITE
+		{WRID: 2, Opcode: 8, QPNum: lb.q1.Num},             // IBV_WC_FLUSH: the engine moves no bytes for one
+		{WRID: 3, Opcode: 8, QPNum: lb.q1.Num},
+		{WRID: 4, Status: 10, Opcode: 8, QPNum: lb.q1.Num}, // IBV_WC_REM_ACCESS_ERR
+	} {
+		if wcs[i] != want {
+			t.Fatalf("completion %d: %+v, want %+v", i, wcs[i], want)
+		}
+	}
+	got := make([]byte, 24)
+	must(t, lb.bus.ReadMem(target-8, got))
+	if want := append(append(make([]byte, 8), value[:]...), make([]byte, 8)...); !bytes.Equal(got, want) {
+		t.Fatalf("around the ATOMIC_WRITE's target: % x, want % x", got, want)
+	}
 }
