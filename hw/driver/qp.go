@@ -228,6 +228,16 @@ type SendWR struct {
 	Bind             Bind    // BIND_MW
 	Flush            Flush   // FLUSH: RemoteAddr and RKey name the target
 	AtomicWrite      [8]byte // ATOMIC_WRITE's value, the 8 bytes that land at RemoteAddr
+	Reg              Reg     // REG_MR
+}
+
+// Reg is a REG_MR work request, the kernel's IB_WR_REG_MR: MR takes Key (its index, a new
+// key8) and Access, and maps IOVA to the Length bytes from Offset in Pages (4 KiB each).
+type Reg struct {
+	MR                   *FastRegMR
+	Key, Access          uint32
+	IOVA, Length, Offset uint64
+	Pages                []uint64
 }
 
 // Flush is what a FLUSH asks for: its placement types (FlushGlobal, FlushPersistent) over
@@ -249,6 +259,7 @@ const (
 	WRRDMAWrite, WRRDMAWriteWithImm, WRSend, WRSendWithImm, WRRDMARead = 0, 1, 2, 3, 4
 	WRAtomicCmpAndSwp, WRAtomicFetchAndAdd, WRLocalInv, WRBindMW       = 5, 6, 7, 8
 	WRSendWithInv, WRFlush, WRAtomicWrite                              = 9, 14, 15
+	WRRegMR                                                            = abi.WROpRegMR // the kernel's IB_WR_REG_MR has no libibverbs number: the ABI gives it one
 	SendSignaled, SendInline                                           = 2, 8
 	FlushGlobal, FlushPersistent                                       = 1, 2 // ibv_placement_type
 	FlushRange, FlushMR                                                = 0, 1 // ibv_selectivity_level
@@ -320,6 +331,11 @@ func (q *QP) sendWQE(w *SendWR) ([]byte, error) {
 		le.PutUint32(e[abi.SendRKey:], w.RKey)
 		copy(e[abi.SendAtomicWr:], w.AtomicWrite[:])
 		payload, total = false, 8
+	case WRRegMR:
+		if err := q.regWQE(e, &w.Reg); err != nil {
+			return nil, err
+		}
+		payload = false
 	default:
 		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
 		le.PutUint32(e[abi.SendRKey:], w.RKey)
@@ -333,6 +349,23 @@ func (q *QP) sendWQE(w *SendWR) ([]byte, error) {
 	le.PutUint32(e[abi.SendDMALength:], total)
 	le.PutUint32(e[abi.SendDMAResid:], total)
 	return e, nil
+}
+
+// regWQE writes a REG_MR's fields, and the pages into its MR's table, which the WQE names.
+func (q *QP) regWQE(e []byte, r *Reg) error {
+	if r.MR == nil || len(r.Pages) == 0 || len(r.Pages) > int(r.MR.MaxPages) {
+		return fmt.Errorf("a REG_MR of %d pages: %w", len(r.Pages), syscall.EINVAL)
+	}
+	if err := q.d.writePages(r.MR.table, r.Pages); err != nil {
+		return err
+	}
+	le.PutUint32(e[abi.RegWRKey:], r.Key)
+	le.PutUint32(e[abi.RegWRAccess:], r.Access)
+	le.PutUint64(e[abi.RegWRIOVA:], r.IOVA)
+	le.PutUint64(e[abi.RegWRLength:], r.Length)
+	le.PutUint64(e[abi.RegWROffset:], r.Offset)
+	putPageList(e[abi.RegWRPages:], r.MR.table, uint32(len(r.Pages)))
+	return nil
 }
 
 // payload writes a WQE's inline data or SGEs and returns the message's length.
