@@ -370,7 +370,6 @@ func (q *QP) regWQE(e []byte, r *Reg) error {
 
 // payload writes a WQE's inline data or SGEs and returns the message's length.
 func (q *QP) payload(e []byte, w *SendWR) (uint32, error) {
-	var total uint32
 	if w.Flags&SendInline != 0 {
 		if len(w.Inline) > q.maxInl {
 			return 0, fmt.Errorf("%d bytes inline, the QP takes %d: %w", len(w.Inline), q.maxInl, syscall.EINVAL)
@@ -381,15 +380,21 @@ func (q *QP) payload(e []byte, w *SendWR) (uint32, error) {
 	if len(w.SGL) > q.maxSGE {
 		return 0, fmt.Errorf("%d SGEs, the QP takes %d: %w", len(w.SGL), q.maxSGE, syscall.EINVAL)
 	}
-	for i, s := range w.SGL {
-		o := abi.SendSGEs + i*abi.SGESize
-		le.PutUint64(e[o+abi.SGEAddr:], s.Addr)
-		le.PutUint32(e[o+abi.SGELength:], s.Length)
-		le.PutUint32(e[o+abi.SGELKey:], s.Key)
+	le.PutUint32(e[abi.SendDMANumSGE:], uint32(len(w.SGL)))
+	return putSGEs(e[abi.SendSGEs:], w.SGL), nil
+}
+
+// putSGEs writes sgl as rxe_sge entries and returns their total length.
+func putSGEs(b []byte, sgl []SGE) uint32 {
+	var total uint32
+	for i, s := range sgl {
+		o := i * abi.SGESize
+		le.PutUint64(b[o+abi.SGEAddr:], s.Addr)
+		le.PutUint32(b[o+abi.SGELength:], s.Length)
+		le.PutUint32(b[o+abi.SGELKey:], s.Key)
 		total += s.Length
 	}
-	le.PutUint32(e[abi.SendDMANumSGE:], uint32(len(w.SGL)))
-	return total, nil
+	return total
 }
 
 // PostRecv writes a receive WQE and advances the producer index: receive queues have no
@@ -414,15 +419,7 @@ func postRecv(d *Driver, r *ring, prod *uint32, maxSGE int, id uint64, sgl []SGE
 	}
 	e := make([]byte, 1<<recvElemLog)
 	le.PutUint64(e[abi.RecvWRID:], id)
-	var total uint32
-	for i, s := range sgl {
-		o := abi.RecvSGEs + i*abi.SGESize
-		le.PutUint64(e[o+abi.SGEAddr:], s.Addr)
-		le.PutUint32(e[o+abi.SGELength:], s.Length)
-		le.PutUint32(e[o+abi.SGELKey:], s.Key)
-		total += s.Length
-	}
-	le.PutUint32(e[abi.RecvDMALength:], total)
+	le.PutUint32(e[abi.RecvDMALength:], putSGEs(e[abi.RecvSGEs:], sgl))
 	le.PutUint32(e[abi.RecvDMANumSGE:], uint32(len(sgl)))
 	if err := d.bus.WriteMem(r.elem(*prod), e); err != nil {
 		return err
