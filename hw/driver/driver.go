@@ -86,6 +86,16 @@ func (d *Driver) Alloc(n uint64) (uint64, error) {
 	return a, nil
 }
 
+// free gives back n bytes at addr that Alloc gave. The arena is a bump allocator: only the
+// latest allocation can go back (the rings of a queue destroyed before anything newer was
+// made, or of a create that failed); older memory stays taken while the driver lives, which
+// the arenas a test or a bring-up gives it afford.
+func (d *Driver) free(addr, n uint64) {
+	if addr+(n+4095)&^4095 == d.next {
+		d.next = addr
+	}
+}
+
 // ReadMem reads guest memory (a registered region, say) through the driver's bus.
 func (d *Driver) ReadMem(addr uint64, p []byte) error { return d.bus.ReadMem(addr, p) }
 
@@ -172,6 +182,12 @@ func (d *Driver) AllocPD() (uint32, error) {
 	return r[0], err
 }
 
+// DeallocPD frees a protection domain: EBUSY while MRs, windows, QPs or SRQs are in it.
+func (d *Driver) DeallocPD(pd uint32) error {
+	_, err := d.Command(abi.OpDeallocPD, u32s(pd))
+	return err
+}
+
 // MR is a registered region of the arena.
 type MR struct {
 	Addr, Len uint64
@@ -238,11 +254,20 @@ func (d *Driver) pageTable(addr, pages uint64) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	b := make([]byte, 8*pages)
-	for i := range pages {
-		le.PutUint64(b[8*i:], addr+i*4096)
+	list := make([]uint64, pages)
+	for i := range list {
+		list[i] = addr + uint64(i)*4096
 	}
-	return t, d.bus.WriteMem(t, b)
+	return t, d.writePages(t, list)
+}
+
+// writePages writes a page list's table of page addresses at t.
+func (d *Driver) writePages(t uint64, pages []uint64) error {
+	b := make([]byte, 8*len(pages))
+	for i, p := range pages {
+		le.PutUint64(b[8*i:], p)
+	}
+	return d.bus.WriteMem(t, b)
 }
 
 func putPageList(b []byte, table uint64, pages uint32) {
@@ -256,6 +281,43 @@ func putPageList(b []byte, table uint64, pages uint32) {
 func (d *Driver) AllocMW(pd, kind uint32) (uint32, error) {
 	r, err := d.Command(abi.OpAllocSTag, u32s(pd, kind, 0))
 	return r[0], err
+}
+
+// FastRegMR is an MR that ALLOC_STAG leaves FREE until a REG_MR work request gives it pages
+// (the kernel's ib_alloc_mr). It owns a page of the arena for the table of the pages a REG_MR
+// names, which the device reads when it takes the work request, so one REG_MR of the MR may be
+// outstanding at a time, as with a kernel driver's MR page list.
+type FastRegMR struct {
+	Key      uint32 // as ALLOC_STAG answered it; a REG_MR keeps its index and picks the key8
+	MaxPages uint32
+	table    uint64
+}
+
+// AllocFastRegMR allocates a fast-register MR in pd for up to maxPages pages of 4 KiB, the
+// most one page of page addresses names.
+func (d *Driver) AllocFastRegMR(pd, maxPages uint32) (*FastRegMR, error) {
+	if maxPages == 0 || maxPages > abi.PLEntriesPerPage {
+		return nil, fmt.Errorf("driver: a fast-register MR of %d pages: %w", maxPages, syscall.EINVAL)
+	}
+	t, err := d.Alloc(4096)
+	if err != nil {
+		return nil, err
+	}
+	r, err := d.Command(abi.OpAllocSTag, u32s(pd, abi.STagFastRegMR, maxPages))
+	if err != nil {
+		d.free(t, 4096)
+		return nil, err
+	}
+	return &FastRegMR{Key: r[0], MaxPages: maxPages, table: t}, nil
+}
+
+// DeallocFastRegMR frees a fast-register MR and gives its page table back.
+func (d *Driver) DeallocFastRegMR(m *FastRegMR) error {
+	if err := d.DeallocSTag(m.Key); err != nil {
+		return err
+	}
+	d.free(m.table, 4096)
+	return nil
 }
 
 // DeallocSTag frees an MR or a window.

@@ -136,41 +136,8 @@ func waitWC(t *testing.T, cq *driver.CQ, n int) []driver.WC {
 // over its loopback, WRITE, SEND into a posted receive, READ, an atomic, a type 2 window bound
 // by a BIND_MW WQE and written through, each checked in guest RAM and in its completion.
 func TestDriverInProcess(t *testing.T) {
-	bus := inProcess(t, nil)
-	d, err := driver.Open(bus, driver.Arena{Base: ramBase, Size: ramSize})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pd, err := d.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const access = 1 | 2 | 4 | 8 | 16 // LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC, MW_BIND
-	mr, err := d.RegMR(pd, 16384, access)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cq, err := d.CreateCQ(7, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caps := driver.QPCaps{SendLog: 5, RecvLog: 4, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInline: 64}
-	q1, err := d.CreateQP(pd, cq, cq, caps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q2, err := d.CreateQP(pd, cq, cq, caps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gid := [16]byte{10: 0xff, 11: 0xff, 12: 192, 13: 0, 14: 2, 15: 1} // the function's default address
-	for _, p := range [][2]*driver.QP{{q1, q2}, {q2, q1}} {
-		q, peer := p[0], p[1]
-		must(t, q.Modify(driver.QPAttr{State: 1, PortNum: 1, AccessFlags: 2 | 4 | 8}, 1|8|16|32))
-		must(t, q.Modify(driver.QPAttr{State: 2, PathMTU: 3, DestQPN: peer.Num, MaxDestRdAtomic: 4, MinRNRTimer: 12, HopLimit: 64, DGID: gid},
-			1|128|256|1<<20|1<<12|1<<17|1<<15))
-		must(t, q.Modify(driver.QPAttr{State: 3, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
-	}
+	lb := newLoopback(t)
+	bus, d, pd, mr, cq, q1, q2 := lb.bus, lb.d, lb.pd, lb.mr, lb.cq, lb.q1, lb.q2
 	src, dst := mr.Addr, mr.Addr+8192
 	pattern := make([]byte, 3000)
 	for i := range pattern {
@@ -233,6 +200,54 @@ func TestDriverInProcess(t *testing.T) {
 	if err := d.DeallocSTag(mr.Key); !errors.Is(err, syscall.EBUSY) {
 		t.Fatalf("dereg with a window bound: %v", err)
 	}
+}
+
+// loopback is two QPs of one function connected to each other over its loopback through the
+// driver, one CQ for both, and an MR of 16 KiB that every operation may target.
+type loopback struct {
+	bus    *clientBus
+	d      *driver.Driver
+	pd     uint32
+	mr     driver.MR
+	cq     *driver.CQ
+	q1, q2 *driver.QP
+}
+
+// ibv_access_flags: LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC, MW_BIND,
+// FLUSH_GLOBAL, FLUSH_PERSISTENT.
+const allAccess = 1 | 2 | 4 | 8 | 16 | 1<<8 | 1<<9
+
+func newLoopback(t *testing.T) *loopback {
+	t.Helper()
+	lb := &loopback{bus: inProcess(t, nil)}
+	var err error
+	lb.d, err = driver.Open(lb.bus, driver.Arena{Base: ramBase, Size: ramSize})
+	must(t, err)
+	lb.pd, err = lb.d.AllocPD()
+	must(t, err)
+	lb.mr, err = lb.d.RegMR(lb.pd, 16384, allAccess)
+	must(t, err)
+	lb.cq, err = lb.d.CreateCQ(7, nil)
+	must(t, err)
+	caps := driver.QPCaps{SendLog: 5, RecvLog: 4, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInline: 64}
+	lb.q1, err = lb.d.CreateQP(lb.pd, lb.cq, lb.cq, caps)
+	must(t, err)
+	lb.q2, err = lb.d.CreateQP(lb.pd, lb.cq, lb.cq, caps)
+	must(t, err)
+	connect(t, lb.q1, lb.q2)
+	connect(t, lb.q2, lb.q1)
+	return lb
+}
+
+// connect takes q through INIT and RTR to RTS towards peer, a QP of the same function, granting
+// every remote right (ATOMIC_WRITE needs REMOTE_WRITE, FLUSH its placement types').
+func connect(t *testing.T, q, peer *driver.QP) {
+	t.Helper()
+	gid := [16]byte{10: 0xff, 11: 0xff, 12: 192, 13: 0, 14: 2, 15: 1} // the function's default address
+	must(t, q.Modify(driver.QPAttr{State: 1, PortNum: 1, AccessFlags: allAccess &^ (1 | 16)}, 1|8|16|32))
+	must(t, q.Modify(driver.QPAttr{State: 2, PathMTU: 3, DestQPN: peer.Num, MaxDestRdAtomic: 4, MinRNRTimer: 12, HopLimit: 64, DGID: gid},
+		1|128|256|1<<20|1<<12|1<<17|1<<15))
+	must(t, q.Modify(driver.QPAttr{State: 3, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
 }
 
 func must(t testing.TB, err error) {

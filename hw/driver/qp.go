@@ -49,6 +49,7 @@ func (d *Driver) createQP(pd uint32, scq, rcq *CQ, srq *SRQ, c QPCaps) (*QP, err
 	var rq *ring
 	if srq == nil {
 		if rq, err = d.newRing(c.RecvLog, recvElemLog); err != nil {
+			sq.free()
 			return nil, err
 		}
 	}
@@ -68,9 +69,16 @@ func (d *Driver) createQP(pd uint32, scq, rcq *CQ, srq *SRQ, c QPCaps) (*QP, err
 	}
 	res, err := d.Command(abi.OpCreateQP, a)
 	if err != nil {
+		freeRings(sq, rq)
 		return nil, err
 	}
 	return &QP{d: d, Num: res[0], Slot: res[1], sq: sq, rq: rq, maxSGE: c.MaxSendSGE, maxInl: c.MaxInline, maxRSGE: c.MaxRecvSGE}, nil
+}
+
+// Destroy destroys the QP and gives its rings back. Work requests still outstanding are
+// dropped without completions, as the engine drops them.
+func (q *QP) Destroy() error {
+	return q.d.destroy(abi.OpDestroyQP, q.Num, q.sq, q.rq)
 }
 
 // SRQ is a shared receive queue in the arena.
@@ -94,9 +102,41 @@ func (d *Driver) CreateSRQ(pd uint32, logCount uint8, maxSGE int, limit uint32) 
 	}
 	res, err := d.Command(abi.OpCreateSRQ, append(u32s(pd, uint32(maxSGE), limit, 0), r.args()...))
 	if err != nil {
+		r.free()
 		return nil, err
 	}
 	return &SRQ{d: d, r: r, Num: res[0], maxSGE: maxSGE}, nil
+}
+
+// Destroy destroys the SRQ (EBUSY while a QP takes its receives from it) and gives its ring
+// back.
+func (s *SRQ) Destroy() error {
+	return s.d.destroy(abi.OpDestroySRQ, s.Num, s.r)
+}
+
+// SRQAttr is what an SRQ's Query answers and Modify sets (ibv_srq_attr).
+type SRQAttr struct{ MaxWR, MaxSGE, Limit uint32 }
+
+// ibv_srq_attr_mask.
+const (
+	SRQAttrMaxWR = 1
+	SRQAttrLimit = 2
+)
+
+// Modify runs MODIFY_SRQ: the limit, armed anew (0 disarms it). A resize would need a new ring
+// that this driver does not make: it refuses one with EOPNOTSUPP before the device sees it.
+func (s *SRQ) Modify(a SRQAttr, mask uint32) error {
+	if mask&SRQAttrMaxWR != 0 {
+		return fmt.Errorf("driver: resizing SRQ %d: %w", s.Num, syscall.EOPNOTSUPP)
+	}
+	_, err := s.d.Command(abi.OpModifySRQ, u32s(s.Num, mask, a.Limit))
+	return err
+}
+
+// Query runs QUERY_SRQ; Limit is 0 once SRQ_LIMIT_REACHED has fired.
+func (s *SRQ) Query() (SRQAttr, error) {
+	r, err := s.d.Command(abi.OpQuerySRQ, u32s(s.Num))
+	return SRQAttr{MaxWR: r[0], MaxSGE: r[1], Limit: r[2]}, err
 }
 
 // PostRecv posts a receive on the SRQ.
@@ -109,13 +149,18 @@ func (d *Driver) CreateQPOnSRQ(pd uint32, scq, rcq *CQ, srq *SRQ, c QPCaps) (*QP
 	return d.createQP(pd, scq, rcq, srq, c)
 }
 
-// QPAttr is what Modify sets (ibv_qp_attr's fields for an RC QP over RoCEv2), with libibverbs'
-// values; the mask is ibv_qp_attr_mask's.
+// QPAttr is what Modify sets and Query answers (ibv_qp_attr's fields for an RC QP over
+// RoCEv2), with libibverbs' values; the mask is ibv_qp_attr_mask's.
 type QPAttr struct {
 	State, PathMTU, Timeout, RetryCnt, RNRRetry, MinRNRTimer uint8
 	MaxRdAtomic, MaxDestRdAtomic, HopLimit, PortNum          uint8
-	AccessFlags, DestQPN, RQPSN, SQPSN                       uint32
+	TrafficClass                                             uint8
+	PKeyIndex                                                uint16
+	AccessFlags, DestQPN, RQPSN, SQPSN, FlowLabel            uint32
 	DGID                                                     [16]byte
+	// Query's only (ibv_qp_cap): the work requests the rings hold, SGEs, inline bytes.
+	MaxSendWR, MaxRecvWR, MaxInline uint32
+	MaxSendSGE, MaxRecvSGE          uint16
 }
 
 // Modify runs MODIFY_QP.
@@ -127,10 +172,13 @@ func (q *QP) Modify(a QPAttr, mask uint32) error {
 	x[abi.QPAttrState], x[abi.QPAttrPathMTU], x[abi.QPAttrTimeout], x[abi.QPAttrRetryCnt] = a.State, a.PathMTU, a.Timeout, a.RetryCnt
 	x[abi.QPAttrRNRRetry], x[abi.QPAttrMinRNRTimer], x[abi.QPAttrMaxRdAtomic] = a.RNRRetry, a.MinRNRTimer, a.MaxRdAtomic
 	x[abi.QPAttrMaxDestRdAtom], x[abi.QPAttrHopLimit], x[abi.QPAttrPortNum] = a.MaxDestRdAtomic, a.HopLimit, a.PortNum
+	x[abi.QPAttrTrafficClass] = a.TrafficClass
+	le.PutUint16(x[abi.QPAttrPKeyIndex:], a.PKeyIndex)
 	le.PutUint32(x[abi.QPAttrAccessFlags:], a.AccessFlags)
 	le.PutUint32(x[abi.QPAttrDestQPN:], a.DestQPN)
 	le.PutUint32(x[abi.QPAttrRQPSN:], a.RQPSN)
 	le.PutUint32(x[abi.QPAttrSQPSN:], a.SQPSN)
+	le.PutUint32(x[abi.QPAttrFlowLabel:], a.FlowLabel)
 	copy(x[abi.QPAttrDGID:], a.DGID[:])
 	if _, err := q.d.Command(abi.OpModifyQP, b); err != nil {
 		return err
@@ -139,6 +187,26 @@ func (q *QP) Modify(a QPAttr, mask uint32) error {
 		q.sqProd, q.rqProd = 0, 0 // RESET empties the rings; the device zeroed their indices
 	}
 	return nil
+}
+
+// Query runs QUERY_QP: the device writes the attributes into the command's arguments.
+func (q *QP) Query() (QPAttr, error) {
+	_, answer, err := q.d.Query(abi.OpQueryQP, u32s(q.Num, 0))
+	if err != nil {
+		return QPAttr{}, err
+	}
+	x := answer[8 : 8+abi.QPAttrSize]
+	return QPAttr{
+		State: x[abi.QPAttrState], PathMTU: x[abi.QPAttrPathMTU], Timeout: x[abi.QPAttrTimeout], RetryCnt: x[abi.QPAttrRetryCnt],
+		RNRRetry: x[abi.QPAttrRNRRetry], MinRNRTimer: x[abi.QPAttrMinRNRTimer], MaxRdAtomic: x[abi.QPAttrMaxRdAtomic],
+		MaxDestRdAtomic: x[abi.QPAttrMaxDestRdAtom], HopLimit: x[abi.QPAttrHopLimit], PortNum: x[abi.QPAttrPortNum],
+		TrafficClass: x[abi.QPAttrTrafficClass], PKeyIndex: le.Uint16(x[abi.QPAttrPKeyIndex:]),
+		AccessFlags: le.Uint32(x[abi.QPAttrAccessFlags:]), DestQPN: le.Uint32(x[abi.QPAttrDestQPN:]),
+		RQPSN: le.Uint32(x[abi.QPAttrRQPSN:]), SQPSN: le.Uint32(x[abi.QPAttrSQPSN:]), FlowLabel: le.Uint32(x[abi.QPAttrFlowLabel:]),
+		DGID:      [16]byte(x[abi.QPAttrDGID:]),
+		MaxSendWR: le.Uint32(x[abi.QPAttrMaxSendWR:]), MaxRecvWR: le.Uint32(x[abi.QPAttrMaxRecvWR:]), MaxInline: le.Uint32(x[abi.QPAttrMaxInline:]),
+		MaxSendSGE: le.Uint16(x[abi.QPAttrMaxSendSGE:]), MaxRecvSGE: le.Uint16(x[abi.QPAttrMaxRecvSGE:]),
+	}, nil
 }
 
 // SGE is a scatter/gather element.
@@ -157,7 +225,26 @@ type SendWR struct {
 	RemoteAddr       uint64
 	RKey             uint32
 	CompareAdd, Swap uint64
-	Bind             Bind // BIND_MW
+	Bind             Bind    // BIND_MW
+	Flush            Flush   // FLUSH: RemoteAddr and RKey name the target
+	AtomicWrite      [8]byte // ATOMIC_WRITE's value, the 8 bytes that land at RemoteAddr
+	Reg              Reg     // REG_MR
+}
+
+// Reg is a REG_MR work request, the kernel's IB_WR_REG_MR: MR takes Key (its index, a new
+// key8) and Access, and maps IOVA to the Length bytes from Offset in Pages (4 KiB each).
+type Reg struct {
+	MR                   *FastRegMR
+	Key, Access          uint32
+	IOVA, Length, Offset uint64
+	Pages                []uint64
+}
+
+// Flush is what a FLUSH asks for: its placement types (FlushGlobal, FlushPersistent) over
+// Length bytes at the target (FlushRange) or over the rkey's whole region (FlushMR).
+type Flush struct {
+	Type, Level uint8
+	Length      uint32
 }
 
 // Bind is a BIND_MW work request's window, MR and range.
@@ -171,8 +258,11 @@ type Bind struct {
 const (
 	WRRDMAWrite, WRRDMAWriteWithImm, WRSend, WRSendWithImm, WRRDMARead = 0, 1, 2, 3, 4
 	WRAtomicCmpAndSwp, WRAtomicFetchAndAdd, WRLocalInv, WRBindMW       = 5, 6, 7, 8
-	WRSendWithInv                                                      = 9
+	WRSendWithInv, WRFlush, WRAtomicWrite                              = 9, 14, 15
+	WRRegMR                                                            = abi.WROpRegMR // the kernel's IB_WR_REG_MR has no libibverbs number: the ABI gives it one
 	SendSignaled, SendInline                                           = 2, 8
+	FlushGlobal, FlushPersistent                                       = 1, 2 // ibv_placement_type
+	FlushRange, FlushMR                                                = 0, 1 // ibv_selectivity_level
 )
 
 // PostSend writes the WQEs into the send queue, in rxe's layout, and rings its doorbell once.
@@ -210,6 +300,11 @@ func (q *QP) sendWQE(w *SendWR) ([]byte, error) {
 		imm = imm>>24 | imm>>8&0xff00 | imm<<8&0xff0000 | imm<<24 // imm_data goes in network order
 	}
 	le.PutUint32(e[abi.SendImm:], imm)
+	// iova and dma.resid as rxe's provider fills them, for a device that reads the WQE as
+	// rxe's kernel does rather than as this one does (it takes the union and dma.length).
+	le.PutUint64(e[abi.SendIOVA:], w.RemoteAddr)
+	payload := true // the message's data is the SGEs' or inline
+	var total uint32
 	switch w.Opcode {
 	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
 		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
@@ -223,32 +318,83 @@ func (q *QP) sendWQE(w *SendWR) ([]byte, error) {
 		le.PutUint32(e[abi.SendMWRKey:], w.Bind.MWRKey)
 		le.PutUint32(e[abi.SendMWNewRKey:], w.Bind.NewRKey)
 		le.PutUint32(e[abi.SendMWAccess:], w.Bind.Access)
+	case WRFlush:
+		// rxe's provider leaves flush.length 0 and puts the length in dma.length; the rkey is
+		// flush.rkey, not rdma.rkey, which would sit where flush.length is.
+		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
+		le.PutUint32(e[abi.SendFlushRKey:], w.RKey)
+		e[abi.SendFlushType], e[abi.SendFlushLvl] = w.Flush.Type, w.Flush.Level
+		payload, total = false, w.Flush.Length
+	case WRAtomicWrite:
+		// The value travels in the WQE (dma.atomic_wr, where SGEs would be), not through an lkey.
+		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
+		le.PutUint32(e[abi.SendRKey:], w.RKey)
+		copy(e[abi.SendAtomicWr:], w.AtomicWrite[:])
+		payload, total = false, 8
+	case WRRegMR:
+		if err := q.regWQE(e, &w.Reg); err != nil {
+			return nil, err
+		}
+		payload = false
 	default:
 		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
 		le.PutUint32(e[abi.SendRKey:], w.RKey)
 	}
-	var total uint32
-	if w.Flags&SendInline != 0 {
-		if len(w.Inline) > q.maxInl {
-			return nil, fmt.Errorf("%d bytes inline, the QP takes %d: %w", len(w.Inline), q.maxInl, syscall.EINVAL)
+	if payload {
+		var err error
+		if total, err = q.payload(e, w); err != nil {
+			return nil, err
 		}
-		copy(e[abi.SendSGEs:], w.Inline)
-		total = uint32(len(w.Inline))
-	} else {
-		if len(w.SGL) > q.maxSGE {
-			return nil, fmt.Errorf("%d SGEs, the QP takes %d: %w", len(w.SGL), q.maxSGE, syscall.EINVAL)
-		}
-		for i, s := range w.SGL {
-			o := abi.SendSGEs + i*abi.SGESize
-			le.PutUint64(e[o+abi.SGEAddr:], s.Addr)
-			le.PutUint32(e[o+abi.SGELength:], s.Length)
-			le.PutUint32(e[o+abi.SGELKey:], s.Key)
-			total += s.Length
-		}
-		le.PutUint32(e[abi.SendDMANumSGE:], uint32(len(w.SGL)))
 	}
 	le.PutUint32(e[abi.SendDMALength:], total)
+	le.PutUint32(e[abi.SendDMAResid:], total)
 	return e, nil
+}
+
+// regWQE writes a REG_MR's fields, and the pages into its MR's table, which the WQE names.
+func (q *QP) regWQE(e []byte, r *Reg) error {
+	if r.MR == nil || len(r.Pages) == 0 || len(r.Pages) > int(r.MR.MaxPages) {
+		return fmt.Errorf("a REG_MR of %d pages: %w", len(r.Pages), syscall.EINVAL)
+	}
+	if err := q.d.writePages(r.MR.table, r.Pages); err != nil {
+		return err
+	}
+	le.PutUint32(e[abi.RegWRKey:], r.Key)
+	le.PutUint32(e[abi.RegWRAccess:], r.Access)
+	le.PutUint64(e[abi.RegWRIOVA:], r.IOVA)
+	le.PutUint64(e[abi.RegWRLength:], r.Length)
+	le.PutUint64(e[abi.RegWROffset:], r.Offset)
+	putPageList(e[abi.RegWRPages:], r.MR.table, uint32(len(r.Pages)))
+	return nil
+}
+
+// payload writes a WQE's inline data or SGEs and returns the message's length.
+func (q *QP) payload(e []byte, w *SendWR) (uint32, error) {
+	if w.Flags&SendInline != 0 {
+		if len(w.Inline) > q.maxInl {
+			return 0, fmt.Errorf("%d bytes inline, the QP takes %d: %w", len(w.Inline), q.maxInl, syscall.EINVAL)
+		}
+		copy(e[abi.SendSGEs:], w.Inline)
+		return uint32(len(w.Inline)), nil
+	}
+	if len(w.SGL) > q.maxSGE {
+		return 0, fmt.Errorf("%d SGEs, the QP takes %d: %w", len(w.SGL), q.maxSGE, syscall.EINVAL)
+	}
+	le.PutUint32(e[abi.SendDMANumSGE:], uint32(len(w.SGL)))
+	return putSGEs(e[abi.SendSGEs:], w.SGL), nil
+}
+
+// putSGEs writes sgl as rxe_sge entries and returns their total length.
+func putSGEs(b []byte, sgl []SGE) uint32 {
+	var total uint32
+	for i, s := range sgl {
+		o := i * abi.SGESize
+		le.PutUint64(b[o+abi.SGEAddr:], s.Addr)
+		le.PutUint32(b[o+abi.SGELength:], s.Length)
+		le.PutUint32(b[o+abi.SGELKey:], s.Key)
+		total += s.Length
+	}
+	return total
 }
 
 // PostRecv writes a receive WQE and advances the producer index: receive queues have no
@@ -273,15 +419,7 @@ func postRecv(d *Driver, r *ring, prod *uint32, maxSGE int, id uint64, sgl []SGE
 	}
 	e := make([]byte, 1<<recvElemLog)
 	le.PutUint64(e[abi.RecvWRID:], id)
-	var total uint32
-	for i, s := range sgl {
-		o := abi.RecvSGEs + i*abi.SGESize
-		le.PutUint64(e[o+abi.SGEAddr:], s.Addr)
-		le.PutUint32(e[o+abi.SGELength:], s.Length)
-		le.PutUint32(e[o+abi.SGELKey:], s.Key)
-		total += s.Length
-	}
-	le.PutUint32(e[abi.RecvDMALength:], total)
+	le.PutUint32(e[abi.RecvDMALength:], putSGEs(e[abi.RecvSGEs:], sgl))
 	le.PutUint32(e[abi.RecvDMANumSGE:], uint32(len(sgl)))
 	if err := d.bus.WriteMem(r.elem(*prod), e); err != nil {
 		return err

@@ -36,6 +36,12 @@ func (d *Driver) newRing(logCount, logElem uint8) (*ring, error) {
 	return r, r.put(abi.QHIndexMask, r.mask())
 }
 
+// free gives the ring back to the arena, its page table first: newRing allocated it last.
+func (r *ring) free() {
+	r.d.free(r.table, 4096)
+	r.d.free(r.addr, uint64(r.pages)*4096)
+}
+
 func (r *ring) mask() uint32 { return 1<<r.logCount - 1 }
 
 func (r *ring) args() []byte {
@@ -97,9 +103,35 @@ func (d *Driver) CreateEQ(logCount uint8, kind uint8, vector uint16) (*EQ, error
 	le.PutUint16(args[18:], vector)
 	res, err := d.Command(abi.OpCreateEQ, args)
 	if err != nil {
+		r.free()
 		return nil, err
 	}
 	return &EQ{r: r, Num: res[0], Vector: vector}, nil
+}
+
+// Destroy destroys the EQ (EBUSY while a CQ sends it events) and gives its ring back.
+func (e *EQ) Destroy() error {
+	return e.r.d.destroy(abi.OpDestroyEQ, e.Num, e.r)
+}
+
+// destroy runs a destroy command and, once the device has let go of the object's rings (given
+// in the order they were made), frees them.
+func (d *Driver) destroy(op uint16, num uint32, rings ...*ring) error {
+	if _, err := d.Command(op, u32s(num)); err != nil {
+		return err
+	}
+	freeRings(rings...)
+	return nil
+}
+
+// freeRings frees rings given in the order they were made, latest first, which is the order in
+// which the arena can take them back; nil ones are skipped.
+func freeRings(rings ...*ring) {
+	for i := len(rings) - 1; i >= 0; i-- {
+		if rings[i] != nil {
+			rings[i].free()
+		}
+	}
 }
 
 // Event is an EQ entry: a completion event's CQ number, or an async event's type and object.
@@ -126,9 +158,12 @@ func (e *EQ) Poll() ([]Event, error) {
 	return out, e.r.put(abi.QHConsumer, e.cons)
 }
 
+// cqElemLog makes 64-byte entries, room for an ib_uverbs_wc.
+const cqElemLog = 6
+
 // CreateCQ creates a CQ of 2^logCount entries (one stays empty), its events in eq (nil: none).
 func (d *Driver) CreateCQ(logCount uint8, eq *EQ) (*CQ, error) {
-	r, err := d.newRing(logCount, 6) // 64-byte entries hold an ib_uverbs_wc
+	r, err := d.newRing(logCount, cqElemLog)
 	if err != nil {
 		return nil, err
 	}
@@ -138,9 +173,35 @@ func (d *Driver) CreateCQ(logCount uint8, eq *EQ) (*CQ, error) {
 	}
 	res, err := d.Command(abi.OpCreateCQ, append(r.args(), u32s(eqn)...))
 	if err != nil {
+		r.free()
 		return nil, err
 	}
 	return &CQ{r: r, Num: res[0], Slot: res[1]}, nil
+}
+
+// Destroy destroys the CQ (EBUSY while a QP uses it) and gives its ring back.
+func (c *CQ) Destroy() error {
+	return c.r.d.destroy(abi.OpDestroyCQ, c.Num, c.r)
+}
+
+// Resize moves the CQ to a new ring of 2^logCount entries. The device carries the completions
+// not yet polled over to the start of the new ring, in order, so Poll goes on from there; too
+// many for the new ring is EINVAL and leaves the CQ as it was. The old ring goes back to the
+// arena where the arena can take it.
+func (c *CQ) Resize(logCount uint8) error {
+	d := c.r.d
+	r, err := d.newRing(logCount, cqElemLog)
+	if err != nil {
+		return err
+	}
+	if _, err := d.Command(abi.OpResizeCQ, append(u32s(c.Num, 0), r.args()...)); err != nil {
+		r.free()
+		return err
+	}
+	old := c.r
+	c.r, c.cons = r, 0
+	old.free()
+	return nil
 }
 
 // Arm arms the CQ for its next completion (solicited: only a solicited one, or an error).
@@ -150,6 +211,12 @@ func (d *Driver) Arm(c *CQ, solicited bool) error {
 		v = abi.ArmSolicited
 	}
 	return d.bus.WriteReg(abi.BARDoorbell, abi.CQArm(c.Slot), v)
+}
+
+// Len is the number of completions waiting to be polled.
+func (c *CQ) Len() (int, error) {
+	prod, err := c.r.get(abi.QHProducer)
+	return int((prod - c.cons) & c.r.mask()), err
 }
 
 // Poll takes up to max completions, oldest first.
