@@ -179,15 +179,7 @@ func (f *Function) revoke(iova, size uint64, why string) {
 	for _, q := range affected {
 		// Each queue's lock waits for an access in progress; none is taken with mu held,
 		// which a WQE's posting takes after them.
-		q.posting.Lock()
-		q.gone = true
-		q.posting.Unlock()
-		q.sqMu.Lock()
-		q.sqGone = true
-		q.sqMu.Unlock()
-		q.rqMu.Lock()
-		q.rqGone = true
-		q.rqMu.Unlock()
+		q.markGone()
 		q.emu.Fail(why)
 	}
 	if dev != nil {

@@ -125,13 +125,27 @@ func (f *Function) destroyQPLocked(n uint32) error {
 	if err := q.emu.Destroy(); err != nil {
 		return err
 	}
-	q.posting.Lock()
-	q.gone = true
-	q.posting.Unlock()
+	// The engine reports retired WQEs after it releases its lock, so a report may still come:
+	// it must find the rings gone, since the driver frees their pages once this completes.
+	q.markGone()
 	delete(f.qps, n)
 	f.qpSlots[q.slot] = nil
 	f.pds[q.pdn].uses--
 	return nil
+}
+
+// markGone stops every access to the QP's rings, waiting for one in progress: posting, the
+// send queue's consumer index, the receive queue's fetches.
+func (q *qp) markGone() {
+	q.posting.Lock()
+	q.gone = true
+	q.posting.Unlock()
+	q.sqMu.Lock()
+	q.sqGone = true
+	q.sqMu.Unlock()
+	q.rqMu.Lock()
+	q.rqGone = true
+	q.rqMu.Unlock()
 }
 
 // modifyQPLocked applies ibv_modify_qp's attributes (abi QPAttr) under its mask.

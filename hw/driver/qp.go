@@ -2,6 +2,7 @@ package driver
 
 import (
 	"fmt"
+	"math/bits"
 	"syscall"
 
 	"github.com/softirdma/softirdma/hw/abi"
@@ -123,14 +124,36 @@ const (
 	SRQAttrLimit = 2
 )
 
-// Modify runs MODIFY_SRQ: the limit, armed anew (0 disarms it). A resize would need a new ring
-// that this driver does not make: it refuses one with EOPNOTSUPP before the device sees it.
+// Modify runs MODIFY_SRQ: the limit, armed anew (0 disarms it), and with SRQAttrMaxWR a new
+// ring of the smallest power of two above MaxWR, to which the device moves the receives still
+// posted; the driver posts on from the new ring's producer index.
 func (s *SRQ) Modify(a SRQAttr, mask uint32) error {
+	var r *ring
+	args := u32s(s.Num, mask, a.Limit, 0)
 	if mask&SRQAttrMaxWR != 0 {
-		return fmt.Errorf("driver: resizing SRQ %d: %w", s.Num, syscall.EOPNOTSUPP)
+		logCount := uint8(bits.Len32(a.MaxWR))
+		var err error
+		if r, err = s.d.newRing(logCount, recvElemLog); err != nil {
+			return err
+		}
+		args = append(args, r.args()...)
 	}
-	_, err := s.d.Command(abi.OpModifySRQ, u32s(s.Num, mask, a.Limit))
-	return err
+	if _, err := s.d.Command(abi.OpModifySRQ, args); err != nil {
+		if r != nil {
+			r.free()
+		}
+		return err
+	}
+	if r != nil {
+		prod, err := r.get(abi.QHProducer)
+		if err != nil {
+			return err
+		}
+		old := s.r
+		s.r, s.prod = r, prod&r.mask()
+		old.free()
+	}
+	return nil
 }
 
 // Query runs QUERY_SRQ; Limit is 0 once SRQ_LIMIT_REACHED has fired.

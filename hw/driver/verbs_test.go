@@ -125,8 +125,9 @@ func TestQueryQP(t *testing.T) {
 	wantErrno(t, "QUERY_QP of a destroyed QP", err, syscall.ENOENT)
 }
 
-// MODIFY_SRQ arms the limit QUERY_SRQ then reports; a limit the ring cannot reach is EINVAL, a
-// resize EOPNOTSUPP, an SRQ that is gone ENOENT.
+// MODIFY_SRQ arms the limit QUERY_SRQ then reports; a limit the ring cannot reach is EINVAL, as
+// is a resize to fewer receives than are posted; a resize moves the SRQ to a bigger ring; an
+// SRQ that is gone is ENOENT.
 func TestModifyQuerySRQ(t *testing.T) {
 	d := open(t)
 	pd, err := d.AllocPD()
@@ -147,10 +148,19 @@ func TestModifyQuerySRQ(t *testing.T) {
 			t.Fatalf("QUERY_SRQ after a limit of %d: %+v, %v", c.limit, a, err)
 		}
 	}
-	wantErrno(t, "MODIFY_SRQ max_wr", srq.Modify(driver.SRQAttr{MaxWR: 31}, driver.SRQAttrMaxWR), syscall.EOPNOTSUPP)
-	if a, err := srq.Query(); err != nil || a.Limit != 15 {
+	// Three receives posted: a ring of one receive cannot take them; one of 31 does.
+	for i := range 3 {
+		must(t, srq.PostRecv(uint64(i), driver.SGE{}))
+	}
+	wantErrno(t, "MODIFY_SRQ max_wr below the posted receives", srq.Modify(driver.SRQAttr{MaxWR: 1}, driver.SRQAttrMaxWR), syscall.EINVAL)
+	if a, err := srq.Query(); err != nil || a != (driver.SRQAttr{MaxWR: 15, MaxSGE: 2, Limit: 15}) {
 		t.Fatalf("QUERY_SRQ after refused modifies: %+v, %v", a, err)
 	}
+	must(t, srq.Modify(driver.SRQAttr{MaxWR: 31}, driver.SRQAttrMaxWR))
+	if a, err := srq.Query(); err != nil || a != (driver.SRQAttr{MaxWR: 31, MaxSGE: 2, Limit: 15}) {
+		t.Fatalf("QUERY_SRQ after the resize: %+v, %v", a, err)
+	}
+	must(t, srq.PostRecv(3, driver.SGE{}))
 	must(t, srq.Destroy())
 	_, err = srq.Query()
 	wantErrno(t, "QUERY_SRQ of a destroyed SRQ", err, syscall.ENOENT)
