@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/hw"
 	"github.com/softirdma/softirdma/hw/driver"
 	"github.com/softirdma/softirdma/internal/devscenario"
 )
@@ -13,7 +14,8 @@ import (
 // benchPair is two QPs of the function connected over its loopback, driven through the
 // in-process transport (every register access a vfio-user message), and a 1 MiB MR.
 func benchPair(b *testing.B) (*driver.QP, *driver.CQ, driver.MR) {
-	bus := inProcess(b, nil)
+	// Real time: the engine on its own goroutines, as a device serves a guest.
+	bus := inProcess(b, func(c *hw.Config) { c.Clock = emu.NewWallClock() })
 	d, err := driver.Open(bus, driver.Arena{Base: ramBase, Size: ramSize})
 	must(b, err)
 	return devscenario.LoopbackPair(b, d, netip.MustParseAddr("192.0.2.1"))

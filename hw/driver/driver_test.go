@@ -24,11 +24,21 @@ import (
 )
 
 // clientBus is the in-process transport: the function behind a vfio-user server on one end of
-// a socketpair, the client QEMU would be on the other, guest RAM a memfd both map.
+// a socketpair, the client QEMU would be on the other, guest RAM a memfd both map. With sim,
+// the function's engine runs on the simulator's virtual clock, driven by the driver's own
+// waiting: every read of guest memory (a poll of a CQ or EQ ring) first runs what is due.
 type clientBus struct {
 	c    *vfiouser.Client
 	ram  []byte
 	base uint64
+	sim  *emu.Sim
+}
+
+// step runs the simulator until nothing is due, if the function is on one.
+func (b *clientBus) step() {
+	if b.sim != nil {
+		b.sim.RunUntilIdle(0)
+	}
 }
 
 func (b *clientBus) ReadReg(bar int, off uint32) (uint32, error) {
@@ -51,6 +61,7 @@ func (b *clientBus) mem(addr uint64, n int) ([]byte, error) {
 }
 
 func (b *clientBus) ReadMem(addr uint64, p []byte) error {
+	b.step()
 	m, err := b.mem(addr, len(p))
 	if err == nil {
 		copy(p, m)
@@ -69,10 +80,12 @@ func (b *clientBus) WriteMem(addr uint64, p []byte) error {
 const ramBase, ramSize = 0x100000, 16 << 20
 
 // inProcess starts the function behind a server and returns a bus to it with ramSize of guest
-// RAM at ramBase, bus mastering on.
+// RAM at ramBase, bus mastering on. The function runs on a simulator's virtual clock unless set
+// gives it another.
 func inProcess(t testing.TB, set func(*hw.Config)) *clientBus {
 	t.Helper()
-	cfg := hw.Config{Name: "fn", Clock: emu.NewWallClock(), IP: netip.MustParseAddr("192.0.2.1")}
+	sim := emu.NewSim()
+	cfg := hw.Config{Name: "fn", Clock: sim, IP: netip.MustParseAddr("192.0.2.1")}
 	if set != nil {
 		set(&cfg)
 	}
@@ -111,7 +124,9 @@ func inProcess(t testing.TB, set func(*hw.Config)) *clientBus {
 	if err := c.RegionWrite(vfiouser.PCIConfigRegion, 4, []byte{6}, false); err != nil {
 		t.Fatal(err)
 	}
-	return &clientBus{c: c, ram: ram, base: ramBase}
+	bus := &clientBus{c: c, ram: ram, base: ramBase}
+	bus.sim, _ = cfg.Clock.(*emu.Sim)
+	return bus
 }
 
 // waitWC polls cq until n completions arrived.
@@ -258,14 +273,21 @@ func must(t testing.TB, err error) {
 }
 
 // The key-space scenario (internal/devscenario) over the in-process transport: the same
-// vfio-user messages QEMU sends, the function's engine on a UDP link to a softirdma peer,
-// completion events as MSI-X eventfd signals.
+// vfio-user messages QEMU sends, the function's engine and a softirdma peer on a simulated link
+// running on virtual time, completion events as MSI-X eventfd signals.
 func TestKeySpaceScenarioInProcess(t *testing.T) {
-	var pcap lockedbuf.Buffer
-	hs, hc := loophosts.PairPcap(t, 0, 7, &pcap)
+	sim := emu.NewSim()
+	fab := emu.NewFabric(sim, 7)
+	var pcap lockedbuf.Buffer // the server's goroutine sends too
+	must(t, fab.CapturePcap(&pcap))
+	peer := fab.AddDeviceAt("peer", [6]byte{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("192.0.2.2"), emu.LinkConfig{})
 	bus := inProcess(t, func(c *hw.Config) {
-		c.MAC = hs.Device().MAC()
-		c.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device { return hs.Rebind(mac, ip, ips) }
+		c.Clock = sim
+		c.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device {
+			dev := fab.AddDeviceAt("fn", mac, ip, emu.LinkConfig{})
+			dev.SetAddresses(mac, ip, ips)
+			return dev
+		}
 	})
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
@@ -277,16 +299,23 @@ func TestKeySpaceScenarioInProcess(t *testing.T) {
 	d, err := driver.Open(bus, driver.Arena{Base: ramBase, Size: ramSize})
 	must(t, err)
 	var counter [8]byte
-	devscenario.Run(t, devscenario.Env{Driver: d, Pcap: pcap.Bytes, Vector: vector, Peer: hc.Device(),
+	devscenario.Run(t, devscenario.Env{Driver: d, Pcap: pcap.Bytes, Vector: vector, Peer: peer,
 		PeerIP: netip.MustParseAddr("::ffff:192.0.2.2"), FunctionIP: netip.MustParseAddr("192.0.2.1"),
+		Step:  bus.step,
 		Armed: func() { _, _ = unix.Read(efd, counter[:]) },
 		Wait: func() error {
-			fds := []unix.PollFd{{Fd: int32(efd), Events: unix.POLLIN}}
-			if n, err := unix.Poll(fds, 30000); n != 1 || err != nil {
-				return fmt.Errorf("no MSI-X signal in 30 s (%v)", err)
+			// The doorbell reaches the server on its own goroutine: run the clock until the
+			// event's signal is there.
+			deadline := time.Now().Add(30 * time.Second)
+			for time.Now().Before(deadline) {
+				bus.step()
+				fds := []unix.PollFd{{Fd: int32(efd), Events: unix.POLLIN}}
+				if n, _ := unix.Poll(fds, 1); n == 1 {
+					_, _ = unix.Read(efd, counter[:])
+					return nil
+				}
 			}
-			_, _ = unix.Read(efd, counter[:])
-			return nil
+			return errors.New("no MSI-X signal in 30 s")
 		}})
 }
 
@@ -298,6 +327,7 @@ func TestKeySpaceScenarioInProcess(t *testing.T) {
 func TestDMAUnmapMidTraffic(t *testing.T) {
 	hs, hc := loophosts.Pair(t, 0, 9)
 	bus := inProcess(t, func(c *hw.Config) {
+		c.Clock = emu.NewWallClock() // the engine is a host's, on real sockets
 		c.MAC = hs.Device().MAC()
 		c.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device { return hs.Rebind(mac, ip, ips) }
 	})

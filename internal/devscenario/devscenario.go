@@ -35,6 +35,9 @@ type Env struct {
 	FunctionIP netip.Addr
 	// Pcap, if set, gives the capture of the function's link once the scenario ran.
 	Pcap func() []byte
+	// Step, if set, runs what is due on a simulated clock: the scenario calls it while it
+	// waits for the peer.
+	Step func()
 }
 
 // checkPcap decodes the capture: RoCEv2 frames there, every one well formed with a good ICRC.
@@ -156,7 +159,7 @@ func Run(t *testing.T, env Env) {
 	}
 	peerDone := func() emu.WC {
 		t.Helper()
-		return WaitPeer(t, pcq)
+		return WaitPeerStep(t, pcq, env.Step)
 	}
 	// peerWriteAt WRITEs 64 bytes through rkey at addr and returns the status; peerWrite at the
 	// MR's second page.
@@ -296,15 +299,27 @@ func pattern(n int) []byte {
 // WaitPeer polls a peer's CQ, the engine's own, until it has a completion, and returns it.
 func WaitPeer(t testing.TB, cq *emu.CQ) emu.WC {
 	t.Helper()
+	return WaitPeerStep(t, cq, nil)
+}
+
+// WaitPeerStep is WaitPeer with step (if not nil) run before each poll: the clock of a
+// simulated link.
+func WaitPeerStep(t testing.TB, cq *emu.CQ, step func()) emu.WC {
+	t.Helper()
 	wc := make([]emu.WC, 1)
 	deadline := time.Now().Add(30 * time.Second)
-	for cq.Poll(wc) == 0 {
+	for {
+		if step != nil {
+			step()
+		}
+		if cq.Poll(wc) == 1 {
+			return wc[0]
+		}
 		if time.Now().After(deadline) {
 			t.Fatal("the peer's work request did not complete")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return wc[0]
 }
 
 // LoopbackPair makes, through d, two QPs of the function connected to each other over its
