@@ -39,21 +39,37 @@ func BenchmarkGuestWrite(b *testing.B) {
 	const size = 64 << 10
 	b.Run("driver/64KiB", func(b *testing.B) {
 		q, cq, mr := benchPair(b)
-		b.SetBytes(size)
-		posted := 0
-		for b.Loop() {
-			wr := driver.SendWR{ID: uint64(posted), Opcode: driver.WRRDMAWrite,
-				SGL: []driver.SGE{{Addr: mr.Addr, Length: size, Key: mr.Key}}, RemoteAddr: mr.Addr + 512<<10, RKey: mr.Key}
-			if posted%16 == 15 {
-				wr.Flags = driver.SendSignaled
+		guestWrites(b, q, cq, mr, mr.Addr+512<<10, mr.Key)
+	})
+	b.Run("driver-to-peer/64KiB", func(b *testing.B) {
+		// The function's engine joined to a peer device by a function call, as the engine
+		// baseline below: what the device model and the transport add is the difference.
+		clock := emu.NewWallClock()
+		peer := emu.NewDevice(emu.DeviceConfig{Name: "peer", Clock: clock, IP: netip.MustParseAddr("192.0.2.2"), MAC: [6]byte{2, 0, 0, 0, 0, 2},
+			Resolve: func(netip.Addr) ([6]byte, bool) { return [6]byte{2, 0, 0, 0, 0, 1}, true }})
+		bus := inProcess(b, func(c *hw.Config) {
+			c.Clock = clock
+			c.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device {
+				fn := emu.NewDevice(emu.DeviceConfig{Name: "fn", Clock: clock, IP: ip, IPs: ips, MAC: mac,
+					Resolve: func(netip.Addr) ([6]byte, bool) { return peer.MAC(), true }})
+				fn.Attach(callLink{to: peer})
+				peer.Attach(callLink{to: fn})
+				return fn
 			}
-			must(b, q.PostSend(wr))
-			posted++
-			if posted%16 == 0 {
-				devscenario.WaitOne(b, cq)
-			}
-		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "WQEs/s")
+		})
+		d, err := driver.Open(bus, driver.Arena{Base: ramBase, Size: ramSize})
+		must(b, err)
+		pd, err := d.AllocPD()
+		must(b, err)
+		mr, err := d.RegMR(pd, 1<<20, 1)
+		must(b, err)
+		cq, err := d.CreateCQ(8, nil)
+		must(b, err)
+		q, err := d.CreateQP(pd, cq, cq, driver.QPCaps{SendLog: 7, RecvLog: 2, MaxSendSGE: 1, MaxRecvSGE: 1})
+		must(b, err)
+		pqp, _, pmr := enginePeer(b, peer)
+		devscenario.ConnectPeer(b, q, pqp, peer.IP(), netip.MustParseAddr("192.0.2.1"), uint8(emu.MTU4096))
+		guestWrites(b, q, cq, mr, pmr.Addr(), pmr.RKey())
 	})
 	b.Run("engine/64KiB", func(b *testing.B) {
 		// Two engine devices on one wall clock, joined by a function call: the engine's work
@@ -66,17 +82,8 @@ func BenchmarkGuestWrite(b *testing.B) {
 			Resolve: func(netip.Addr) ([6]byte, bool) { return [6]byte{2, 0, 0, 0, 0, 1}, true }})
 		devA.Attach(callLink{to: devB})
 		devB.Attach(callLink{to: devA})
-		mk := func(dev *emu.Device) (*emu.QP, *emu.CQ, *emu.MR) {
-			pd, _ := dev.AllocPD()
-			cq, _ := dev.CreateCQ(256)
-			qp, err := pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: emu.QPCap{MaxSendWR: 128, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-			must(b, err)
-			mr, err := pd.RegMR(make([]byte, 1<<20), emu.AccessLocalWrite|emu.AccessRemoteWrite)
-			must(b, err)
-			return qp, cq, mr
-		}
-		qa, cqa, mra := mk(devA)
-		qb, _, mrb := mk(devB)
+		qa, cqa, mra := enginePeer(b, devA)
+		qb, _, mrb := enginePeer(b, devB)
 		must(b, emu.ConnectRC(qa, qb, emu.ConnectOptions{MTU: emu.MTU4096}))
 		b.SetBytes(size)
 		wc := make([]emu.WC, 1)
@@ -99,6 +106,38 @@ func BenchmarkGuestWrite(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "WQEs/s")
 	})
+}
+
+// guestWrites is the benchmark loop: 64 KiB WRITEs from the start of mr to remote through rkey,
+// 16 outstanding, one signaled in 16.
+func guestWrites(b *testing.B, q *driver.QP, cq *driver.CQ, mr driver.MR, remote uint64, rkey uint32) {
+	const size = 64 << 10
+	b.SetBytes(size)
+	posted := 0
+	for b.Loop() {
+		wr := driver.SendWR{ID: uint64(posted), Opcode: driver.WRRDMAWrite,
+			SGL: []driver.SGE{{Addr: mr.Addr, Length: size, Key: mr.Key}}, RemoteAddr: remote, RKey: rkey}
+		if posted%16 == 15 {
+			wr.Flags = driver.SendSignaled
+		}
+		must(b, q.PostSend(wr))
+		posted++
+		if posted%16 == 0 {
+			devscenario.WaitOne(b, cq)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "WQEs/s")
+}
+
+// enginePeer makes an RC QP on dev, 128 deep, with a CQ and a 1 MiB MR others may write.
+func enginePeer(b *testing.B, dev *emu.Device) (*emu.QP, *emu.CQ, *emu.MR) {
+	pd, _ := dev.AllocPD()
+	cq, _ := dev.CreateCQ(256)
+	qp, err := pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: emu.QPCap{MaxSendWR: 128, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	must(b, err)
+	mr, err := pd.RegMR(make([]byte, 1<<20), emu.AccessLocalWrite|emu.AccessRemoteWrite)
+	must(b, err)
+	return qp, cq, mr
 }
 
 // callLink hands a frame straight to the other device, as a wire of zero length would.

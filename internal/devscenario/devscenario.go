@@ -105,17 +105,7 @@ func Run(t *testing.T, env Env) {
 		must(err)
 		peerQPs[gq] = pqp
 		must(gq.Modify(driver.QPAttr{State: 0}, 1))
-		must(gq.Modify(driver.QPAttr{State: 1, PortNum: 1, AccessFlags: 2 | 4 | 8}, 1|8|16|32))
-		must(gq.Modify(driver.QPAttr{State: 2, PathMTU: 3, DestQPN: pqp.Num(), MaxDestRdAtomic: 4, MinRNRTimer: 12, HopLimit: 64,
-			DGID: env.PeerIP.As16()}, 1|128|256|1<<20|1<<12|1<<17|1<<15))
-		must(gq.Modify(driver.QPAttr{State: 3, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
-		must(pqp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1, AccessFlags: emu.AccessRemoteWrite | emu.AccessRemoteRead | emu.AccessRemoteAtomic},
-			emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags))
-		must(pqp.Modify(emu.QPAttr{State: emu.QPSRTR, AH: emu.AHAttr{DGID: env.FunctionIP, HopLimit: 64},
-			PathMTU: emu.MTU1024, DestQPN: gq.Num, MaxDestRdAtomic: 4, MinRNRTimer: 12},
-			emu.AttrState|emu.AttrAV|emu.AttrPathMTU|emu.AttrDestQPN|emu.AttrRQPSN|emu.AttrMaxDestRdAtomic|emu.AttrMinRNRTimer))
-		must(pqp.Modify(emu.QPAttr{State: emu.QPSRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
-			emu.AttrState|emu.AttrSQPSN|emu.AttrTimeout|emu.AttrRetryCnt|emu.AttrRNRRetry|emu.AttrMaxQPRdAtomic))
+		ConnectPeer(t, gq, pqp, env.PeerIP, env.FunctionIP, 3)
 	}
 	connect(q)
 	connect(qs)
@@ -294,6 +284,30 @@ func pattern(n int) []byte {
 		b[i] = byte(i ^ 0x5a)
 	}
 	return b
+}
+
+// ConnectPeer takes the function's QP gq and the peer's pqp through INIT, RTR and RTS to each
+// other (the peer at peerIP, the function at fnIP), at path MTU mtu (ibv_mtu), each granting
+// the other remote write, read and atomics.
+func ConnectPeer(tb testing.TB, gq *driver.QP, pqp *emu.QP, peerIP, fnIP netip.Addr, mtu uint8) {
+	tb.Helper()
+	must := func(err error) {
+		tb.Helper()
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	must(gq.Modify(driver.QPAttr{State: 1, PortNum: 1, AccessFlags: 2 | 4 | 8}, 1|8|16|32))
+	must(gq.Modify(driver.QPAttr{State: 2, PathMTU: mtu, DestQPN: pqp.Num(), MaxDestRdAtomic: 4, MinRNRTimer: 12, HopLimit: 64,
+		DGID: peerIP.As16()}, 1|128|256|1<<20|1<<12|1<<17|1<<15))
+	must(gq.Modify(driver.QPAttr{State: 3, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
+	must(pqp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1, AccessFlags: emu.AccessRemoteWrite | emu.AccessRemoteRead | emu.AccessRemoteAtomic},
+		emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags))
+	must(pqp.Modify(emu.QPAttr{State: emu.QPSRTR, AH: emu.AHAttr{DGID: fnIP, HopLimit: 64},
+		PathMTU: emu.MTU(mtu), DestQPN: gq.Num, MaxDestRdAtomic: 4, MinRNRTimer: 12},
+		emu.AttrState|emu.AttrAV|emu.AttrPathMTU|emu.AttrDestQPN|emu.AttrRQPSN|emu.AttrMaxDestRdAtomic|emu.AttrMinRNRTimer))
+	must(pqp.Modify(emu.QPAttr{State: emu.QPSRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
+		emu.AttrState|emu.AttrSQPSN|emu.AttrTimeout|emu.AttrRetryCnt|emu.AttrRNRRetry|emu.AttrMaxQPRdAtomic))
 }
 
 // WaitPeer polls a peer's CQ, the engine's own, until it has a completion, and returns it.
