@@ -181,6 +181,7 @@ func ConstsFromSource(dir string) ([]Const, error) {
 		return nil, err
 	}
 	var out []Const
+	seen := map[string]string{} // C name → Go name
 	for _, f := range files {
 		for _, d := range f.Decls {
 			g, ok := d.(*ast.GenDecl)
@@ -197,7 +198,12 @@ func ConstsFromSource(dir string) ([]Const, error) {
 					if !exact {
 						return nil, fmt.Errorf("%s is not a non-negative integer", name.Name)
 					}
-					out = append(out, Const{Name: cName(name.Name), Value: v})
+					cn := cName(name.Name)
+					if other, dup := seen[cn]; dup {
+						return nil, fmt.Errorf("%s and %s are both %s in C", other, name.Name, cn)
+					}
+					seen[cn] = name.Name
+					out = append(out, Const{Name: cn, Value: v})
 				}
 			}
 		}
@@ -205,19 +211,88 @@ func ConstsFromSource(dir string) ([]Const, error) {
 	return out, nil
 }
 
-// cName turns a Go name into upper snake case, keeping acronyms whole.
+// cName turns a Go name into upper snake case, keeping acronyms whole: a run of capitals is
+// split into the acronyms it is made of (CQEQPNum is CQE_QP_NUM, not CQEQP_NUM), and a single
+// capital before Key or Tag joins it (PKeyIndex is PKEY_INDEX, STag STAG), as the verbs API
+// spells them.
 func cName(s string) string {
-	var b strings.Builder
+	var words []string
+	for _, w := range camelWords(s) {
+		if isCaps(w) && len(w) > 1 {
+			words = append(words, splitAcronyms(w)...)
+		} else {
+			words = append(words, w)
+		}
+	}
+	var out []string
+	for i := 0; i < len(words); i++ {
+		w := strings.ToUpper(words[i])
+		if len(w) == 1 && i+1 < len(words) && (words[i+1] == "Key" || words[i+1] == "Tag") {
+			w += strings.ToUpper(words[i+1])
+			i++
+		}
+		out = append(out, w)
+	}
+	return strings.Join(out, "_")
+}
+
+// camelWords splits a Go name into its words: capitalized words, runs of capitals (the last
+// capital of a run before a lower-case letter starts the next word), digits staying with the
+// word before them.
+func camelWords(s string) []string {
 	r := []rune(s)
-	for i, c := range r {
-		if i > 0 && unicode.IsUpper(c) {
-			prev := r[i-1]
-			nextLower := i+1 < len(r) && unicode.IsLower(r[i+1])
-			if unicode.IsLower(prev) || unicode.IsDigit(prev) || (unicode.IsUpper(prev) && nextLower) {
-				b.WriteByte('_')
+	var words []string
+	start := 0
+	for i := 1; i < len(r); i++ {
+		c, prev := r[i], r[i-1]
+		nextLower := i+1 < len(r) && unicode.IsLower(r[i+1])
+		if unicode.IsUpper(c) && (unicode.IsLower(prev) || unicode.IsDigit(prev) || unicode.IsUpper(prev) && nextLower) {
+			words = append(words, string(r[start:i]))
+			start = i
+		}
+	}
+	return append(words, string(r[start:]))
+}
+
+func isCaps(w string) bool {
+	for _, c := range w {
+		if !unicode.IsUpper(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// acronyms are the ones the ABI's names are made of.
+var acronyms = map[string]bool{
+	"ABI": true, "AH": true, "AV": true, "BAR": true, "CQ": true, "CQE": true, "DGID": true, "DLID": true,
+	"DMA": true, "DMAC": true, "EQ": true, "GID": true, "GSI": true, "ID": true, "IOVA": true, "IRQ": true,
+	"MAC": true, "MR": true, "MSIX": true, "MTU": true, "MW": true, "PBA": true, "PCI": true, "PD": true,
+	"PL": true, "PSN": true, "QH": true, "QP": true, "QPN": true, "RQ": true, "SGE": true, "SGID": true,
+	"SL": true, "SLID": true, "SQ": true, "SRQ": true, "UD": true, "WC": true, "WQE": true, "WR": true,
+}
+
+// splitAcronyms splits a run of capitals into the fewest acronyms that spell it, a capital left
+// over standing alone (the P of PKey); a run no such split spells stays whole.
+func splitAcronyms(run string) []string {
+	// best[i] is the fewest words spelling run[:i], with at most one lone capital, at the end.
+	n := len(run)
+	best := make([][]string, n+1)
+	best[0] = []string{}
+	for i := 1; i <= n; i++ {
+		for j := 0; j < i; j++ {
+			w := run[j:i]
+			lone := len(w) == 1 && i == n
+			if best[j] == nil || !acronyms[w] && !lone {
+				continue
+			}
+			if best[i] == nil || len(best[j])+1 < len(best[i]) {
+				best[i] = append(append([]string{}, best[j]...), w)
 			}
 		}
-		b.WriteRune(unicode.ToUpper(c))
 	}
-	return b.String()
+	if best[n] == nil {
+		return []string{run}
+	}
+	return best[n]
 }

@@ -57,6 +57,11 @@ func TestCName(t *testing.T) {
 	for in, want := range map[string]string{
 		"PCIVendorID": "PCI_VENDOR_ID", "PBAOffset": "PBA_OFFSET", "RegCtrlQBaseL": "REG_CTRL_Q_BASE_L",
 		"QPAttrDGID": "QP_ATTR_DGID", "SendAHNum": "SEND_AH_NUM", "Version": "VERSION",
+		"CQEQPNum": "CQE_QP_NUM", "AVPD": "AV_PD", "CreateQPPD": "CREATE_QP_PD", "CQEPKeyIndex": "CQE_PKEY_INDEX",
+		"SendMWRKey": "SEND_MW_RKEY", "SendMWMRLKey": "SEND_MW_MR_LKEY", "CQEWRID": "CQE_WR_ID",
+		"RecvDMANumSGE": "RECV_DMA_NUM_SGE", "OpAllocSTag": "OP_ALLOC_STAG", "QPAttrRQPSN": "QP_ATTR_RQ_PSN",
+		"CQEDLIDPath": "CQE_DLID_PATH", "MaxQPWR": "MAX_QP_WR", "CapMWType2A": "CAP_MW_TYPE2_A",
+		"QHLogElemSize": "QH_LOG_ELEM_SIZE", "MSIXTableOffset": "MSIX_TABLE_OFFSET", "WROpRegMR": "WR_OP_REG_MR",
 	} {
 		if got := cName(in); got != want {
 			t.Errorf("cName(%q) = %q, want %q", in, got, want)
