@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The control queue: a ring of commands in host memory, run by the device in ring order, each
+ * answered in its own entry (results, then the status with its done bit) and signalled on
+ * MSI-X vector 0. The driver keeps one command outstanding.
+ */
+#include <linux/delay.h>
+#include <linux/dma-mapping.h>
+#include <linux/interrupt.h>
+
+#include "softirdma.h"
+
+#define CTRLQ_ENTRIES (1U << SOFTIRDMA_CTRLQ_LOG)
+#define CTRLQ_BYTES (CTRLQ_ENTRIES * SOFTIRDMA_CTRL_ENTRY_SIZE)
+
+int sirdma_ctrl_init(struct sirdma_dev *sdev)
+{
+	/* A page-sized coherent allocation is page-aligned, as the ring's base must be. */
+	sdev->ctrlq = dma_alloc_coherent(&sdev->pdev->dev, CTRLQ_BYTES, &sdev->ctrlq_dma, GFP_KERNEL);
+	if (!sdev->ctrlq)
+		return -ENOMEM;
+	sdev->ctrlq_prod = 0;
+	sirdma_wr(sdev, SOFTIRDMA_REG_CTRL_Q_BASE_L, lower_32_bits(sdev->ctrlq_dma));
+	sirdma_wr(sdev, SOFTIRDMA_REG_CTRL_Q_BASE_H, upper_32_bits(sdev->ctrlq_dma));
+	sirdma_wr(sdev, SOFTIRDMA_REG_CTRL_Q_LOG, SOFTIRDMA_CTRLQ_LOG);
+	return 0;
+}
+
+void sirdma_ctrl_fini(struct sirdma_dev *sdev)
+{
+	if (sdev->ctrlq)
+		dma_free_coherent(&sdev->pdev->dev, CTRLQ_BYTES, sdev->ctrlq, sdev->ctrlq_dma);
+	sdev->ctrlq = NULL;
+}
+
+irqreturn_t sirdma_ctrl_irq(int irq, void *data)
+{
+	struct sirdma_dev *sdev = data;
+
+	complete(&sdev->ctrl_done);
+	return IRQ_HANDLED;
+}
+
+/* sirdma_fatal says whether the function stopped (or is gone: reads of a vanished device give
+ * all ones), and marks the device failed if so.
+ */
+static bool sirdma_fatal(struct sirdma_dev *sdev)
+{
+	u32 status = sirdma_rd(sdev, SOFTIRDMA_REG_DEV_STATUS);
+
+	if (status == ~0U || (status & SOFTIRDMA_DEV_STATUS_FATAL)) {
+		if (!sdev->failed)
+			dev_err(&sdev->pdev->dev, "function failed: status 0x%x, fatal code %u\n",
+				status, sirdma_rd(sdev, SOFTIRDMA_REG_FATAL_CODE));
+		sdev->failed = true;
+	}
+	return sdev->failed;
+}
+
+/**
+ * sirdma_cmd - run one control command and wait for its answer
+ * @sdev: the device
+ * @op: SOFTIRDMA_OP_*
+ * @args: the command's arguments (copied into the entry), @len bytes
+ * @results: if not NULL, the four result words
+ * @answer: if not NULL, @answer_len bytes of the argument area as the device left it (the
+ *	queries write their answers there)
+ *
+ * Return: 0, the errno the device completed the command with (negated), -EIO once the
+ * function failed, or -ETIMEDOUT.
+ */
+int sirdma_cmd(struct sirdma_dev *sdev, u16 op, const void *args, size_t len,
+	       u32 *results, void *answer, size_t answer_len)
+{
+	struct softirdma_ctrl_entry *e;
+	unsigned long deadline;
+	u32 status = 0;
+	int err, i;
+
+	if (len > sizeof(e->args) || answer_len > sizeof(e->args))
+		return -EINVAL;
+
+	mutex_lock(&sdev->ctrl_lock);
+	if (sdev->failed) {
+		err = -EIO;
+		goto out;
+	}
+	e = &sdev->ctrlq[sdev->ctrlq_prod];
+	memset(e, 0, sizeof(*e));
+	e->opcode = cpu_to_le16(op);
+	if (len)
+		memcpy(e->args, args, len);
+	reinit_completion(&sdev->ctrl_done);
+	sdev->ctrlq_prod = (sdev->ctrlq_prod + 1) & (CTRLQ_ENTRIES - 1);
+	/* The entry is in memory before the doorbell: writel orders prior writes. */
+	sirdma_wr(sdev, SOFTIRDMA_REG_CTRL_Q_PROD, sdev->ctrlq_prod);
+
+	/* Wait for the done bit; the interrupt only wakes us early. */
+	deadline = jiffies + msecs_to_jiffies(SOFTIRDMA_CMD_TIMEOUT_MS);
+	for (;;) {
+		status = le32_to_cpu(READ_ONCE(e->status));
+		if (status & SOFTIRDMA_CTRL_DONE)
+			break;
+		if (sirdma_fatal(sdev)) {
+			err = -EIO;
+			goto out;
+		}
+		if (time_after(jiffies, deadline)) {
+			dev_err(&sdev->pdev->dev, "control command 0x%x timed out\n", op);
+			err = -ETIMEDOUT;
+			goto out;
+		}
+		wait_for_completion_timeout(&sdev->ctrl_done, msecs_to_jiffies(10));
+	}
+	dma_rmb(); /* the results before the status that says they are there */
+	err = -(int)(status & ~SOFTIRDMA_CTRL_DONE);
+	if (results)
+		for (i = 0; i < 4; i++)
+			results[i] = le32_to_cpu(((__le32 *)e->result)[i]);
+	if (answer)
+		memcpy(answer, e->args, answer_len);
+out:
+	mutex_unlock(&sdev->ctrl_lock);
+	return err;
+}

@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * softirdma: the PCI function. Probe checks the ABI, resets the function, sets up MSI-X and
+ * the control queue, enables the function and asks it what it offers.
+ */
+#include <linux/delay.h>
+#include <linux/interrupt.h>
+#include <linux/module.h>
+#include <linux/pci.h>
+
+#include "softirdma.h"
+
+static const struct pci_device_id sirdma_pci_ids[] = {
+	{ PCI_DEVICE(SOFTIRDMA_PCI_VENDOR_ID, SOFTIRDMA_PCI_DEVICE_ID) },
+	{}
+};
+MODULE_DEVICE_TABLE(pci, sirdma_pci_ids);
+
+/* sirdma_reset returns the function to power-on state and waits until it says it is there. */
+static int sirdma_reset(struct sirdma_dev *sdev)
+{
+	int i;
+
+	sirdma_wr(sdev, SOFTIRDMA_REG_DEV_CTRL, SOFTIRDMA_DEV_CTRL_RESET);
+	for (i = 0; i < 100; i++) {
+		u32 ctrl = sirdma_rd(sdev, SOFTIRDMA_REG_DEV_CTRL);
+
+		if (ctrl == ~0U)
+			return -ENODEV;
+		if (!(ctrl & SOFTIRDMA_DEV_CTRL_RESET))
+			return 0;
+		usleep_range(1000, 2000);
+	}
+	return -ETIMEDOUT;
+}
+
+static int sirdma_query_device(struct sirdma_dev *sdev)
+{
+	__le32 words[SOFTIRDMA_QUERY_DEVICE_WORDS];
+	u32 *c = (u32 *)&sdev->caps;
+	u32 res[4];
+	int err, i;
+
+	BUILD_BUG_ON(sizeof(sdev->caps) != sizeof(words));
+	err = sirdma_cmd(sdev, SOFTIRDMA_OP_QUERY_DEVICE, NULL, 0, res, words, sizeof(words));
+	if (err)
+		return err;
+	for (i = 0; i < SOFTIRDMA_QUERY_DEVICE_WORDS; i++)
+		c[i] = le32_to_cpu(words[i]);
+	return 0;
+}
+
+static int sirdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+{
+	struct sirdma_dev *sdev;
+	u32 magic, version;
+	int err;
+
+	sdev = kzalloc(sizeof(*sdev), GFP_KERNEL);
+	if (!sdev)
+		return -ENOMEM;
+	sdev->pdev = pdev;
+	mutex_init(&sdev->ctrl_lock);
+	init_completion(&sdev->ctrl_done);
+	pci_set_drvdata(pdev, sdev);
+
+	err = pci_enable_device_mem(pdev);
+	if (err)
+		goto err_free;
+	err = pci_request_mem_regions(pdev, SOFTIRDMA_DRV_NAME);
+	if (err)
+		goto err_disable;
+	err = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
+	if (err)
+		goto err_regions;
+	sdev->regs = pci_iomap(pdev, SOFTIRDMA_BAR_REGS, 0);
+	sdev->db = pci_iomap(pdev, SOFTIRDMA_BAR_DOORBELL, 0);
+	if (!sdev->regs || !sdev->db) {
+		err = -ENOMEM;
+		goto err_unmap;
+	}
+
+	magic = sirdma_rd(sdev, SOFTIRDMA_REG_MAGIC);
+	version = sirdma_rd(sdev, SOFTIRDMA_REG_VERSION);
+	if (magic != SOFTIRDMA_MAGIC_VALUE || version >> 16 != SOFTIRDMA_VERSION_MAJOR) {
+		dev_err(&pdev->dev, "not a softirdma function this driver knows: magic 0x%x, ABI %u.%u\n",
+			magic, version >> 16, version & 0xffff);
+		err = -ENODEV;
+		goto err_unmap;
+	}
+	err = sirdma_reset(sdev);
+	if (err) {
+		dev_err(&pdev->dev, "reset failed: %d\n", err);
+		goto err_unmap;
+	}
+	pci_set_master(pdev);
+
+	sdev->nvec = pci_alloc_irq_vectors(pdev, 2, SOFTIRDMA_NUM_VECTORS, PCI_IRQ_MSIX);
+	if (sdev->nvec < 0) {
+		err = sdev->nvec;
+		goto err_unmap;
+	}
+	err = request_irq(pci_irq_vector(pdev, SOFTIRDMA_CTRL_VECTOR), sirdma_ctrl_irq, 0,
+			  "softirdma-ctrl", sdev);
+	if (err)
+		goto err_vectors;
+	err = sirdma_ctrl_init(sdev);
+	if (err)
+		goto err_irq;
+
+	sirdma_wr(sdev, SOFTIRDMA_REG_DEV_CTRL, SOFTIRDMA_DEV_CTRL_ENABLE);
+	if (!(sirdma_rd(sdev, SOFTIRDMA_REG_DEV_STATUS) & SOFTIRDMA_DEV_STATUS_READY)) {
+		dev_err(&pdev->dev, "the function did not become ready: status 0x%x\n",
+			sirdma_rd(sdev, SOFTIRDMA_REG_DEV_STATUS));
+		err = -EIO;
+		goto err_ctrl;
+	}
+	err = sirdma_query_device(sdev);
+	if (err) {
+		dev_err(&pdev->dev, "QUERY_DEVICE failed: %d\n", err);
+		goto err_ctrl;
+	}
+	dev_info(&pdev->dev,
+		 "ABI %u.%u, caps 0x%x, %u QPs, %u CQs, %u MRs, %u MWs, %d MSI-X vectors, port %s\n",
+		 version >> 16, version & 0xffff, sdev->caps.caps, sdev->caps.max_qp, sdev->caps.max_cq,
+		 sdev->caps.max_mr, sdev->caps.max_mw, sdev->nvec,
+		 sirdma_rd(sdev, SOFTIRDMA_REG_PORT_STATE) == 4 ? "active" : "down");
+	return 0;
+
+err_ctrl:
+	sirdma_reset(sdev);
+	sirdma_ctrl_fini(sdev);
+err_irq:
+	free_irq(pci_irq_vector(pdev, SOFTIRDMA_CTRL_VECTOR), sdev);
+err_vectors:
+	pci_free_irq_vectors(pdev);
+err_unmap:
+	if (sdev->db)
+		pci_iounmap(pdev, sdev->db);
+	if (sdev->regs)
+		pci_iounmap(pdev, sdev->regs);
+err_regions:
+	pci_release_mem_regions(pdev);
+err_disable:
+	pci_disable_device(pdev);
+err_free:
+	kfree(sdev);
+	return err;
+}
+
+static void sirdma_remove(struct pci_dev *pdev)
+{
+	struct sirdma_dev *sdev = pci_get_drvdata(pdev);
+
+	/* Stop the function before its memory goes: after the reset it touches none of it. */
+	sirdma_reset(sdev);
+	pci_clear_master(pdev);
+	free_irq(pci_irq_vector(pdev, SOFTIRDMA_CTRL_VECTOR), sdev);
+	pci_free_irq_vectors(pdev);
+	sirdma_ctrl_fini(sdev);
+	pci_iounmap(pdev, sdev->db);
+	pci_iounmap(pdev, sdev->regs);
+	pci_release_mem_regions(pdev);
+	pci_disable_device(pdev);
+	kfree(sdev);
+}
+
+static struct pci_driver sirdma_pci_driver = {
+	.name = SOFTIRDMA_DRV_NAME,
+	.id_table = sirdma_pci_ids,
+	.probe = sirdma_probe,
+	.remove = sirdma_remove,
+};
+module_pci_driver(sirdma_pci_driver);
+
+MODULE_DESCRIPTION("softirdma PCI RDMA function");
+MODULE_LICENSE("Dual BSD/GPL");
