@@ -96,6 +96,7 @@ type Device struct {
 	lender BufferLink
 	loop   loopback
 	out    outbox
+	other  func(frame []byte) // OnOtherFrame's
 
 	stats Stats
 }
@@ -114,6 +115,9 @@ type Stats struct {
 	// Loopback counts the sent frames (also in TxFrames) that were addressed to the device
 	// itself and delivered to its own receive path instead of the link.
 	Loopback uint64
+	// RxOther counts the received frames that were not RoCEv2 for the device and went to the
+	// OnOtherFrame function; TxOther the frames sent by SendFrame.
+	RxOther, TxOther uint64
 }
 
 // NewDevice makes a device. It does nothing on a link until Attach.
@@ -212,6 +216,42 @@ func (d *Device) sourceFor(dst netip.Addr) netip.Addr {
 		}
 	}
 	return a.ip.Unmap()
+}
+
+// OnOtherFrame gives fn every frame the device receives that is not RoCEv2 addressed to it:
+// ARP, neighbour discovery, its host's IP traffic, RoCEv2 for other addresses. That is a RoCE
+// NIC's Ethernet side: the frames its netdev gets. fn runs after the device lock is released,
+// with a copy of the frame it may keep. Without it such frames are dropped (RxDropped).
+func (d *Device) OnOtherFrame(fn func(frame []byte)) {
+	d.mu.Lock()
+	d.other = fn
+	d.unlock()
+}
+
+// SendFrame sends a frame the engine did not build (a netdev's) on the device's link, in order
+// with the engine's own; one addressed to the device itself loops back to it. The frame is
+// copied.
+func (d *Device) SendFrame(frame []byte) {
+	b := append([]byte(nil), frame...)
+	d.mu.Lock()
+	if !d.stopped && !d.portDown {
+		d.stats.TxOther++
+		d.out.frames = append(d.out.frames, outFrame{b: b, local: d.loop.local(b)})
+	}
+	d.unlock()
+}
+
+// passOther hands a frame that is not the engine's to OnOtherFrame's function, if there is
+// one, once the lock is released. The device lock is held.
+func (d *Device) passOther(frame []byte) bool {
+	fn := d.other
+	if fn == nil {
+		return false
+	}
+	d.stats.RxOther++
+	c := append([]byte(nil), frame...)
+	d.later(func() { fn(c) })
+	return true
 }
 
 // Limits are the device's capabilities.

@@ -32,6 +32,9 @@ func (d *Device) receive(frame []byte) {
 	d.stats.RxFrames++
 	f := &d.rx
 	if err := d.parser.Parse(f, frame); err != nil {
+		if wire.KindOf(err) == wire.KindNotRoCE && d.passOther(frame) {
+			return
+		}
 		d.stats.RxDropped++
 		if wire.KindOf(err) == wire.KindBadICRC {
 			d.stats.RxBadICRC++
@@ -42,7 +45,9 @@ func (d *Device) receive(frame []byte) {
 		return
 	}
 	if !d.owns(f.DstIP()) {
-		d.stats.RxDropped++
+		if !d.passOther(frame) {
+			d.stats.RxDropped++
+		}
 		return
 	}
 	qp := d.qps[f.BTH.DestQP()]

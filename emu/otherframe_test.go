@@ -1,0 +1,82 @@
+package emu
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// ethFrame is an Ethernet frame from src to dst of the given type with a payload of n bytes.
+func ethFrame(dst, src [6]byte, etherType uint16, n int) []byte {
+	f := make([]byte, 14+n)
+	copy(f[0:6], dst[:])
+	copy(f[6:12], src[:])
+	binary.BigEndian.PutUint16(f[12:14], etherType)
+	for i := range n {
+		f[14+i] = byte(i)
+	}
+	return f
+}
+
+// The Ethernet side of a device: what is not RoCEv2 for it (an ARP frame, an IPv4 packet for
+// another port, RoCEv2 for an address it does not own) reaches its OnOtherFrame function, in
+// order and whole; SendFrame puts a netdev's frames on the link, and one to itself loops back.
+// Without the function such frames are dropped, as before.
+func TestOtherFrames(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
+	var got [][]byte
+	p.b.OnOtherFrame(func(f []byte) { got = append(got, f) })
+	arp := ethFrame(p.b.MAC(), p.a.MAC(), 0x0806, 28)
+	// An IPv4 UDP datagram to port 53: version 4, IHL 5, protocol 17.
+	udp := ethFrame(p.b.MAC(), p.a.MAC(), 0x0800, 40)
+	udp[14], udp[14+9] = 0x45, 17
+	binary.BigEndian.PutUint16(udp[14+2:], 40)
+	binary.BigEndian.PutUint16(udp[14+20+2:], 53)
+	binary.BigEndian.PutUint16(udp[14+20+4:], 20)
+	// B's own QP traffic stays the engine's.
+	must(t, p.qa.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 0, 64), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+	p.run()
+	wantWC(t, poll(p.cqA), WC{WRID: 1, Opcode: WCRDMAWrite, ByteLen: 64})
+	p.a.SendFrame(arp)
+	p.a.SendFrame(udp)
+	p.run()
+	if len(got) != 2 || !bytes.Equal(got[0], arp) || !bytes.Equal(got[1], udp) {
+		t.Fatalf("B's other frames: %d, want the ARP and the UDP frame", len(got))
+	}
+	// Without a function: dropped and counted.
+	p.b.OnOtherFrame(nil)
+	before := p.b.Stats().RxDropped
+	p.a.SendFrame(arp)
+	p.run()
+	if p.b.Stats().RxDropped != before+1 || len(got) != 2 {
+		t.Fatalf("with no function: RxDropped %d (was %d), %d frames", p.b.Stats().RxDropped, before, len(got))
+	}
+	p.b.OnOtherFrame(func(f []byte) { got = append(got, f) })
+
+	// To itself: A's frame to its own MAC and IP comes back to A's function.
+	var self [][]byte
+	p.a.OnOtherFrame(func(f []byte) { self = append(self, f) })
+	loop := bytes.Clone(udp)
+	mac := p.a.MAC()
+	copy(loop[0:6], mac[:])
+	ip := p.a.IP().As4()
+	binary.BigEndian.PutUint32(loop[14+16:], binary.BigEndian.Uint32(ip[:]))
+	p.a.SendFrame(loop)
+	p.run()
+	if len(self) != 1 || !bytes.Equal(self[0], loop) {
+		t.Fatalf("A's frame to itself: %d frames back", len(self))
+	}
+
+	// RoCEv2 to an address B no longer owns goes to its Ethernet side.
+	p.b.SetAddresses(p.b.MAC(), netip.MustParseAddr("192.0.2.99"), nil)
+	must(t, p.qa.PostSend(SendWR{ID: 2, Opcode: WRRDMAWrite, SGL: sge(p.mrA, 0, 64), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+	p.sim.RunFor(time.Millisecond)
+	if len(got) < 3 || binary.BigEndian.Uint16(got[2][14+20+2:]) != 4791 {
+		t.Fatalf("B's other frames after it gave up its address: %d", len(got))
+	}
+	if st := p.b.Stats(); st.RxOther < 3 || p.a.Stats().TxOther != 4 {
+		t.Fatalf("RxOther %d TxOther %d", st.RxOther, p.a.Stats().TxOther)
+	}
+}
