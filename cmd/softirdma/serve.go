@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,7 +42,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: softirdma serve -socket PATH [-link LINK -ip ADDR] [-mac MAC] [-pcap FILE] [-debug]")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "Serves the softirdma PCI function (docs/device.md) to QEMU's vfio-user-pci on PATH, one")
-		fmt.Fprintln(stderr, "QEMU at a time, until SIGINT or SIGTERM, and prints the QEMU options that attach it. With")
+		fmt.Fprintln(stderr, "QEMU at a time, until SIGINT or SIGTERM, and prints a QEMU command line that attaches it. With")
 		fmt.Fprintln(stderr, "-link the device stands on that link (as pingpong and perf do); without, on its embedded")
 		fmt.Fprintln(stderr, "default: the guest's QPs reach each other over the device's loopback. -ip and -mac are the")
 		fmt.Fprintln(stderr, "device's until a guest driver programs its GID table and MAC.")
@@ -90,6 +91,22 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	return serve(ctx, o, stdout, stderr)
 }
 
+// qemuCommandLine is a QEMU command line, ready to paste into a shell, that attaches the
+// function served on socket: guest RAM in a shared memfd (the device reaches it through the
+// descriptor QEMU passes over the socket) and vfio-user-pci on the socket.
+func qemuCommandLine(socket string) string {
+	type sock struct {
+		Path string `json:"path"`
+		Type string `json:"type"`
+	}
+	dev, _ := json.Marshal(struct {
+		Driver string `json:"driver"`
+		Socket sock   `json:"socket"`
+	}{"vfio-user-pci", sock{socket, "unix"}})
+	return "qemu-system-x86_64 -machine q35,memory-backend=mem -object memory-backend-memfd,id=mem,size=512M,share=on -device " +
+		shellQuote(string(dev))
+}
+
 // serve runs the device until ctx ends.
 func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	level := slog.LevelInfo
@@ -129,8 +146,8 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	}
 	log.Info("listening", "socket", o.socket, "ip", o.ip, "mac", net.HardwareAddr(o.mac[:]).String())
 	fmt.Fprintf(stdout, "softirdma serve: listening on %s; attach it to QEMU with:\n", o.socket)
-	fmt.Fprintf(stdout, "  -object memory-backend-memfd,id=mem,size=512M,share=on -machine q35,memory-backend=mem \\\n")
-	fmt.Fprintf(stdout, "  -device '{\"driver\":\"vfio-user-pci\",\"socket\":{\"path\":%q,\"type\":\"unix\"}}'\n", o.socket)
+	fmt.Fprintf(stdout, "  %s\n", qemuCommandLine(o.socket))
+	fmt.Fprintln(stdout, "  # then add the guest's own options to that line: its disk, or -kernel/-initrd/-append, its console")
 	err = srv.Serve(ctx)
 	_ = srv.Close()
 	if err != nil && ctx.Err() == nil {

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,8 +63,8 @@ func testServe(t *testing.T, link *linkFlags) {
 		t.Fatalf("IDs % x %v", id, err)
 	}
 	c.Close()
-	if !strings.Contains(out.String(), `"driver":"vfio-user-pci"`) || !strings.Contains(out.String(), sock) {
-		t.Fatalf("no QEMU options printed: %s", out.String())
+	if !strings.Contains(out.String(), "\n  "+qemuCommandLine(sock)+"\n") {
+		t.Fatalf("no QEMU command line printed: %s", out.String())
 	}
 	cancel()
 	select {
@@ -84,5 +87,29 @@ func TestServeFlags(t *testing.T) {
 		if code := dispatch(append([]string{"serve"}, args...), &out, &errs); code != 2 || errs.Len() == 0 {
 			t.Errorf("serve %v: exit %d, stderr %q", args, code, errs.String())
 		}
+	}
+}
+
+// The printed command line is one a shell splits into QEMU's arguments, the -device JSON naming
+// the socket whatever its path holds.
+func TestQEMUCommandLine(t *testing.T) {
+	sock := "/tmp/it's a \"dir\"/$HOME/dev.sock"
+	line := qemuCommandLine(sock)
+	// The shell prints each word the line splits into on a line of its own.
+	out, err := exec.Command("sh", "-c", "printf '%s\\n' "+line).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	want := []string{"qemu-system-x86_64", "-machine", "q35,memory-backend=mem", "-object", "memory-backend-memfd,id=mem,size=512M,share=on", "-device"}
+	if len(words) != len(want)+1 || !slices.Equal(words[:len(want)], want) {
+		t.Fatalf("the shell splits %q into %q", line, words)
+	}
+	var dev struct {
+		Driver string
+		Socket struct{ Path, Type string }
+	}
+	if err := json.Unmarshal([]byte(words[len(want)]), &dev); err != nil || dev.Driver != "vfio-user-pci" || dev.Socket.Path != sock || dev.Socket.Type != "unix" {
+		t.Fatalf("-device %s: %+v %v", words[len(want)], dev, err)
 	}
 }
