@@ -39,7 +39,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	var lc linkFlags
 	lc.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma serve -socket PATH [-link LINK -ip ADDR] [-mac MAC] [-pcap FILE] [-debug]")
+		fmt.Fprintln(stderr, "usage: softirdma serve -socket PATH [-link LINK -ip ADDR [-pcap FILE]] [-mac MAC] [-debug]")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "Serves the softirdma PCI function (docs/device.md) to QEMU's vfio-user-pci on PATH, one")
 		fmt.Fprintln(stderr, "QEMU at a time, until SIGINT or SIGTERM, and prints a QEMU command line that attaches it. With")
@@ -62,6 +62,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	o := serveOptions{socket: *socket, debug: *debug}
 	if o.socket == "" {
 		fmt.Fprintln(stderr, "softirdma serve: -socket PATH is required")
+		return 2
+	}
+	if lc.pcap != "" && lc.link == "" {
+		// Without a link the guest's QPs reach each other over the engine's loopback, whose
+		// frames never reach a link (as rxe's never reach its netdev), and neither hw.Config nor
+		// the engine has a tap for them: a pcap would stay empty.
+		fmt.Fprintln(stderr, "softirdma serve: -pcap needs -link: without a link the device's frames go over its loopback, which is not captured")
 		return 2
 	}
 	if lc.link != "" {

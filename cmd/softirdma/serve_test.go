@@ -82,11 +82,26 @@ func testServe(t *testing.T, link *linkFlags) {
 
 func TestServeFlags(t *testing.T) {
 	for _, args := range [][]string{{}, {"-socket", "x", "-ip", "nope"}, {"-socket", "x", "-mac", "zz"}, {"-socket", "x", "extra"},
-		{"-socket", "x", "-link", "bogus"}, {"-socket", "x", "-link", "dgram:127.0.0.1:1"}, {"-socket", "x", "-loss", "0.9"}} {
+		{"-socket", "x", "-link", "bogus"}, {"-socket", "x", "-link", "dgram:127.0.0.1:1"}, {"-socket", "x", "-loss", "0.9"},
+		{"-socket", "x", "-pcap", "x.pcap"}} {
 		var out, errs bytes.Buffer
 		if code := dispatch(append([]string{"serve"}, args...), &out, &errs); code != 2 || errs.Len() == 0 {
 			t.Errorf("serve %v: exit %d, stderr %q", args, code, errs.String())
 		}
+	}
+}
+
+// -pcap without -link is refused before anything starts (the loopback's frames are not
+// captured: the file would stay empty), rather than ignored.
+func TestServePcapNeedsLink(t *testing.T) {
+	dir := t.TempDir()
+	sock, pcap := filepath.Join(dir, "s.sock"), filepath.Join(dir, "x.pcap")
+	code, out, errs := runCLI("serve", "-socket", sock, "-pcap", pcap)
+	if code != 2 || out != "" || !strings.Contains(errs, "-pcap needs -link") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("serve made %v before refusing", ents)
 	}
 }
 
