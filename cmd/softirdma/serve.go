@@ -121,12 +121,17 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// From here on errors are log records too, for whoever reads serve's log; the exit status
+	// still says serve failed.
+	fail := func(msg string, err error, attrs ...any) int {
+		log.Error(msg, append(attrs, "err", err)...)
+		return 1
+	}
 	fcfg := hw.Config{Name: "softirdma0", Clock: emu.NewWallClock(), MAC: o.mac, IP: o.ip}
 	if o.link != nil {
 		h, err := o.link.host("softirdma0")
 		if err != nil {
-			fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
-			return 1
+			return fail("cannot open the link", err, "link", o.link.link)
 		}
 		go h.Run()
 		defer h.Close()
@@ -135,8 +140,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		if ifname, ok := strings.CutPrefix(o.link.link, "afpacket:"); ok {
 			ad, err := afpacket.Lookup(ifname)
 			if err != nil {
-				fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
-				return 1
+				return fail("cannot find the adapter", err, "adapter", ifname)
 			}
 			fcfg.ActiveMTU, _ = emu.MTUOf(pathMTU(ad.MTU))
 		}
@@ -144,12 +148,10 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	}
 	srv, _, err := vfiouser.NewFunction(vfiouser.Config{SocketPath: o.socket, Logger: log}, fcfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
-		return 1
+		return fail("cannot make the function", err)
 	}
 	if err := srv.Listen(); err != nil {
-		fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
-		return 1
+		return fail("cannot listen", err, "socket", o.socket)
 	}
 	log.Info("listening", "socket", o.socket, "ip", o.ip, "mac", net.HardwareAddr(o.mac[:]).String())
 	fmt.Fprintf(stdout, "softirdma serve: listening on %s; attach it to QEMU with:\n", o.socket)
@@ -158,8 +160,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	err = srv.Serve(ctx)
 	_ = srv.Close()
 	if err != nil && ctx.Err() == nil {
-		fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
-		return 1
+		return fail("serving failed", err, "socket", o.socket)
 	}
 	log.Info("stopped")
 	return 0

@@ -91,6 +91,26 @@ func TestServeFlags(t *testing.T) {
 	}
 }
 
+// Once serve has its logger, what stops it is a log record at level ERROR, and the exit status
+// is 1.
+func TestServeErrorsAreLogged(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		o    serveOptions
+		want string
+	}{
+		{serveOptions{socket: filepath.Join(dir, "no", "such", "dir", "s.sock")}, `level=ERROR msg="cannot listen"`},
+		{serveOptions{socket: filepath.Join(dir, "s.sock"), link: &linkFlags{link: "dgram:256.0.0.1:1,127.0.0.1:9", ip: "192.0.2.1", mac: "02:00:00:00:00:01"}},
+			`level=ERROR msg="cannot open the link" link=dgram:256.0.0.1:1,127.0.0.1:9`},
+	} {
+		c.o.ip = netip.MustParseAddr("192.0.2.1")
+		var out, errs bytes.Buffer
+		if code := serve(context.Background(), c.o, &out, &errs); code != 1 || !strings.Contains(errs.String(), c.want) {
+			t.Errorf("serve %+v: exit %d, stderr %q, want %q", c.o, code, errs.String(), c.want)
+		}
+	}
+}
+
 // -pcap without -link is refused before anything starts (the loopback's frames are not
 // captured: the file would stay empty), rather than ignored.
 func TestServePcapNeedsLink(t *testing.T) {
