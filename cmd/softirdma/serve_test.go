@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -18,8 +19,9 @@ import (
 	"github.com/softirdma/softirdma/hw/vfiouser"
 )
 
-// serve listens on its socket, prints the QEMU options, answers a vfio-user client as the
-// softirdma function, and stops cleanly (socket gone, status 0) when its context ends.
+// serve listens on its socket, prints the QEMU command line, answers vfio-user clients as the
+// softirdma function, logs a line for each that goes, and stops cleanly (socket gone, status 0)
+// when its context ends.
 func TestServe(t *testing.T) {
 	for _, link := range []*linkFlags{nil, {link: "dgram:127.0.0.1:0,127.0.0.1:9", ip: "192.0.2.1", mac: "02:00:00:00:00:01"}} {
 		name := "loopback"
@@ -34,22 +36,58 @@ func testServe(t *testing.T, link *linkFlags) {
 	sock := filepath.Join(t.TempDir(), "softirdma.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errs lockedBuffer
-	done := make(chan int, 1)
+	code, ended := 0, make(chan struct{})
 	go func() {
-		done <- serve(ctx, serveOptions{socket: sock, ip: netip.MustParseAddr("192.0.2.1"), mac: [6]byte{2, 0x53, 0x52, 0, 0, 1}, link: link}, &out, &errs)
+		code = serve(ctx, serveOptions{socket: sock, ip: netip.MustParseAddr("192.0.2.1"), mac: [6]byte{2, 0x53, 0x52, 0, 0, 1}, link: link}, &out, &errs)
+		close(ended)
 	}()
-	// Wait for the line serve prints once its socket listens.
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), "listening on") {
-		select {
-		case code := <-done:
+	waitFor(t, "the line serve prints once its socket listens", func() bool { return strings.Contains(out.String(), "listening on") }, ended, &errs)
+	if !strings.Contains(out.String(), "\n  "+qemuCommandLine(sock)+"\n") {
+		t.Fatalf("no QEMU command line printed: %s", out.String())
+	}
+	// Each client that goes leaves a line with the process's goroutines and descriptors.
+	for i := 1; i <= 2; i++ {
+		dialFunction(t, sock).Close()
+		waitFor(t, "a line for the client gone", func() bool { return len(clientGone.FindAllString(errs.String(), -1)) == i }, ended, &errs)
+	}
+	cancel()
+	select {
+	case <-ended:
+		if code != 0 {
 			t.Fatalf("serve exited %d: %s", code, errs.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Fatalf("the socket is still there: %v", err)
+	}
+}
+
+// clientGone is the line serve logs for each client that went.
+var clientGone = regexp.MustCompile(`level=INFO msg="client gone" err=<nil> goroutines=[0-9]+ fds=[0-9]+\n`)
+
+// waitFor polls until cond holds, for up to 10 s, and fails the test with serve's log if it
+// does not, or if serve ended first (ended closed).
+func waitFor(t *testing.T, what string, cond func() bool, ended <-chan struct{}, log *lockedBuffer) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		select {
+		case <-ended:
+			t.Fatalf("serve ended before %s:\n%s", what, log.String())
 		case <-time.After(time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("serve printed nothing: %s", errs.String())
+			t.Fatalf("no %s within 10 s:\n%s", what, log.String())
 		}
 	}
+}
+
+// dialFunction connects a vfio-user client to serve's socket and checks that the softirdma
+// function answers it.
+func dialFunction(t *testing.T, sock string) *vfiouser.Client {
+	t.Helper()
 	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
@@ -62,22 +100,7 @@ func testServe(t *testing.T, link *linkFlags) {
 	if err := c.RegionRead(vfiouser.PCIConfigRegion, 0, id); err != nil || id[0] != abi.PCIVendorID&0xff || id[2] != abi.PCIDeviceID&0xff {
 		t.Fatalf("IDs % x %v", id, err)
 	}
-	c.Close()
-	if !strings.Contains(out.String(), "\n  "+qemuCommandLine(sock)+"\n") {
-		t.Fatalf("no QEMU command line printed: %s", out.String())
-	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("serve exited %d: %s", code, errs.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not stop")
-	}
-	if _, err := os.Stat(sock); !os.IsNotExist(err) {
-		t.Fatalf("the socket is still there: %v", err)
-	}
+	return c
 }
 
 func TestServeFlags(t *testing.T) {
