@@ -12,11 +12,13 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/softirdma/softirdma/hw/abi"
 	"github.com/softirdma/softirdma/hw/vfiouser"
+	"golang.org/x/sys/unix"
 )
 
 // serve listens on its socket, prints the QEMU command line, answers vfio-user clients as the
@@ -169,5 +171,93 @@ func TestQEMUCommandLine(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(words[len(want)]), &dev); err != nil || dev.Driver != "vfio-user-pci" || dev.Socket.Path != sock || dev.Socket.Type != "unix" {
 		t.Fatalf("-device %s: %+v %v", words[len(want)], dev, err)
+	}
+}
+
+// TestMain lets a test run the command as a process of its own: the test binary started again
+// with SOFTIRDMA_TEST_MAIN set is softirdma, its arguments the command's.
+func TestMain(m *testing.M) {
+	if os.Getenv("SOFTIRDMA_TEST_MAIN") != "" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// SIGINT and SIGTERM each stop serve, as a process, cleanly: status 0 and the socket removed,
+// idle or with a client connected that has given it guest memory; the client is released and
+// cut off.
+func TestServeStopsOnSignal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		for _, connected := range []bool{false, true} {
+			name := "idle"
+			if connected {
+				name = "connected"
+			}
+			t.Run(unix.SignalName(sig)+"/"+name, func(t *testing.T) { testServeSignal(t, sig, connected) })
+		}
+	}
+}
+
+func testServeSignal(t *testing.T, sig syscall.Signal, connected bool) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	cmd := exec.Command(os.Args[0], "serve", "-socket", sock)
+	cmd.Env = append(os.Environ(), "SOFTIRDMA_TEST_MAIN=1")
+	var out, errs lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var waitErr error
+	ended := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(ended) }()
+	defer func() {
+		select {
+		case <-ended:
+		default:
+			cmd.Process.Kill()
+			<-ended
+		}
+	}()
+	waitFor(t, "the line serve prints once its socket listens", func() bool { return strings.Contains(out.String(), "listening on") }, ended, &errs)
+	var c *vfiouser.Client
+	if connected {
+		c = dialFunction(t, sock)
+		defer c.Close()
+		ram, err := unix.MemfdCreate("guest", unix.MFD_CLOEXEC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(ram)
+		if err := unix.Ftruncate(ram, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.DMAMap(0, 1<<20, ram, 0, vfiouser.DMARead|vfiouser.DMAWrite); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("serve did not stop on %v:\n%s", sig, errs.String())
+	}
+	if waitErr != nil {
+		t.Fatalf("serve exited on %v: %v\n%s", sig, waitErr, errs.String())
+	}
+	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
+		t.Fatalf("the socket is still there: %v", err)
+	}
+	if !strings.Contains(errs.String(), `msg=stopped`) {
+		t.Fatalf("no stopped line:\n%s", errs.String())
+	}
+	if connected {
+		if !clientGone.MatchString(errs.String()) {
+			t.Fatalf("the client was not released:\n%s", errs.String())
+		}
+		if _, err := c.GetDeviceInfo(); err == nil {
+			t.Fatal("the client is still answered after serve stopped")
+		}
 	}
 }
