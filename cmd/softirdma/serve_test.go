@@ -18,6 +18,7 @@ import (
 
 	"github.com/softirdma/softirdma/hw/abi"
 	"github.com/softirdma/softirdma/hw/vfiouser"
+	"github.com/softirdma/softirdma/internal/servetest"
 	"golang.org/x/sys/unix"
 )
 
@@ -202,23 +203,7 @@ func testServeSignal(t *testing.T, sig syscall.Signal, connected bool) {
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	cmd := exec.Command(os.Args[0], "serve", "-socket", sock)
 	cmd.Env = append(os.Environ(), "SOFTIRDMA_TEST_MAIN=1")
-	var out, errs lockedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &errs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var waitErr error
-	ended := make(chan struct{})
-	go func() { waitErr = cmd.Wait(); close(ended) }()
-	defer func() {
-		select {
-		case <-ended:
-		default:
-			cmd.Process.Kill()
-			<-ended
-		}
-	}()
-	waitFor(t, "the line serve prints once its socket listens", func() bool { return strings.Contains(out.String(), "listening on") }, ended, &errs)
+	serve := servetest.Start(t, cmd, sock)
 	var c *vfiouser.Client
 	if connected {
 		c = dialFunction(t, sock)
@@ -235,26 +220,13 @@ func testServeSignal(t *testing.T, sig syscall.Signal, connected bool) {
 			t.Fatal(err)
 		}
 	}
-	if err := cmd.Process.Signal(sig); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-ended:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("serve did not stop on %v:\n%s", sig, errs.String())
-	}
-	if waitErr != nil {
-		t.Fatalf("serve exited on %v: %v\n%s", sig, waitErr, errs.String())
-	}
-	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
-		t.Fatalf("the socket is still there: %v", err)
-	}
-	if !strings.Contains(errs.String(), `msg=stopped`) {
-		t.Fatalf("no stopped line:\n%s", errs.String())
+	serve.Stop(sig) // checks status 0 and the socket removed
+	if !strings.Contains(serve.Log(), "msg=stopped") {
+		t.Fatalf("no stopped line:\n%s", serve.Log())
 	}
 	if connected {
-		if !clientGone.MatchString(errs.String()) {
-			t.Fatalf("the client was not released:\n%s", errs.String())
+		if !clientGone.MatchString(serve.Log()) {
+			t.Fatalf("the client was not released:\n%s", serve.Log())
 		}
 		if _, err := c.GetDeviceInfo(); err == nil {
 			t.Fatal("the client is still answered after serve stopped")

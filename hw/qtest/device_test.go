@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -126,7 +127,7 @@ func TestQEMUKilledMidTraffic(t *testing.T) {
 	qemuBinary(t) // skips early where QEMU is not provisioned
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "dev.sock")
-	log, stop := startServe(t, dir, sock)
+	serve := startServe(t, dir, sock)
 	const rounds = 50
 	inFlight := 0
 	for i := 1; i <= rounds; i++ {
@@ -143,12 +144,12 @@ func TestQEMUKilledMidTraffic(t *testing.T) {
 	var gone [][2]int
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		gone = clientGoneFigures(log.String())
+		gone = clientGoneFigures(serve.Log())
 		if len(gone) >= rounds {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("serve logged %d clients gone of %d:\n%s", len(gone), rounds, log.String())
+			t.Fatalf("serve logged %d clients gone of %d:\n%s", len(gone), rounds, serve.Log())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -181,11 +182,11 @@ func TestQEMUKilledMidTraffic(t *testing.T) {
 	if err := m.Read(mr.Addr+4096, got); err != nil || string(got) != string(want) {
 		t.Fatalf("the WRITE of the QEMU after the killed ones left %q (%v)", got, err)
 	}
-	// serve stops on SIGTERM with that QEMU attached (stop checks the status and the socket),
+	// serve stops on SIGTERM with that QEMU attached (Stop checks the status and the socket),
 	// releasing it as it goes.
-	stop()
-	if n := len(clientGoneFigures(log.String())); n != rounds+1 {
-		t.Fatalf("serve logged %d clients gone of %d:\n%s", n, rounds+1, log.String())
+	serve.Stop(syscall.SIGTERM)
+	if n := len(clientGoneFigures(serve.Log())); n != rounds+1 {
+		t.Fatalf("serve logged %d clients gone of %d:\n%s", n, rounds+1, serve.Log())
 	}
 }
 

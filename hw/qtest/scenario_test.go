@@ -8,9 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +19,7 @@ import (
 	"github.com/softirdma/softirdma/internal/devscenario"
 	"github.com/softirdma/softirdma/internal/lockedbuf"
 	"github.com/softirdma/softirdma/internal/loophosts"
+	"github.com/softirdma/softirdma/internal/servetest"
 	"github.com/softirdma/softirdma/wire/neigh"
 	"github.com/softirdma/softirdma/wire/qemu"
 )
@@ -103,54 +101,15 @@ func TestQEMUServeKeySpaceScenario(t *testing.T) {
 }
 
 // startServe builds softirdma into dir and runs `softirdma serve -socket sock` with args as a
-// process of its own, until it listens. It returns serve's log (its stderr) and stop, which
-// stops serve with SIGTERM and checks that it exits with status 0 and removes its socket;
-// stop runs when the test ends if the test has not called it.
-func startServe(t *testing.T, dir, sock string, args ...string) (log *lockedbuf.Buffer, stop func()) {
+// process of its own, until it listens. When the test ends (or the test calls its Stop), serve
+// is stopped and checked to exit with status 0 and remove its socket.
+func startServe(t *testing.T, dir, sock string, args ...string) *servetest.Process {
 	t.Helper()
 	bin := filepath.Join(dir, "softirdma")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/softirdma/softirdma/cmd/softirdma").CombinedOutput(); err != nil {
 		t.Fatalf("building softirdma: %v\n%s", err, out)
 	}
-	serve := exec.Command(bin, append([]string{"serve", "-socket", sock}, args...)...)
-	var out, errs lockedbuf.Buffer
-	serve.Stdout, serve.Stderr = &out, &errs
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var waitErr error
-	exited := make(chan struct{})
-	go func() { waitErr = serve.Wait(); close(exited) }()
-	stop = sync.OnceFunc(func() {
-		_ = serve.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-			if waitErr != nil {
-				t.Errorf("serve exited on SIGTERM: %v\n%s", waitErr, errs.String())
-			}
-		case <-time.After(30 * time.Second):
-			_ = serve.Process.Kill()
-			<-exited
-			t.Errorf("serve did not stop on SIGTERM:\n%s", errs.String())
-		}
-		if _, err := os.Lstat(sock); !os.IsNotExist(err) {
-			t.Errorf("serve left its socket: %v", err)
-		}
-	})
-	t.Cleanup(stop)
-	// Wait for the line serve prints once its socket listens.
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), "listening on") {
-		select {
-		case <-exited:
-			t.Fatalf("serve exited: %v\n%s", waitErr, errs.String())
-		case <-time.After(5 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve is not listening:\n%s", errs.String())
-		}
-	}
-	return &errs, stop
+	return servetest.Start(t, exec.Command(bin, append([]string{"serve", "-socket", sock}, args...)...), sock)
 }
 
 // withDriver starts QEMU with the function served on sock, finds it, assigns its BARs, points
