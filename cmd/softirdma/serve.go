@@ -3,12 +3,15 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -38,10 +41,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	var lc linkFlags
 	lc.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma serve -socket PATH [-link LINK -ip ADDR] [-mac MAC] [-pcap FILE] [-debug]")
+		fmt.Fprintln(stderr, "usage: softirdma serve -socket PATH [-link LINK -ip ADDR [-pcap FILE]] [-mac MAC] [-debug]")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "Serves the softirdma PCI function (docs/device.md) to QEMU's vfio-user-pci on PATH, one")
-		fmt.Fprintln(stderr, "QEMU at a time, until SIGINT or SIGTERM, and prints the QEMU options that attach it. With")
+		fmt.Fprintln(stderr, "QEMU at a time, until SIGINT or SIGTERM, and prints a QEMU command line that attaches it. With")
 		fmt.Fprintln(stderr, "-link the device stands on that link (as pingpong and perf do); without, on its embedded")
 		fmt.Fprintln(stderr, "default: the guest's QPs reach each other over the device's loopback. -ip and -mac are the")
 		fmt.Fprintln(stderr, "device's until a guest driver programs its GID table and MAC.")
@@ -61,6 +64,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	o := serveOptions{socket: *socket, debug: *debug}
 	if o.socket == "" {
 		fmt.Fprintln(stderr, "softirdma serve: -socket PATH is required")
+		return 2
+	}
+	if lc.pcap != "" && lc.link == "" {
+		// Without a link the guest's QPs reach each other over the engine's loopback, whose
+		// frames never reach a link (as rxe's never reach its netdev), and neither hw.Config nor
+		// the engine has a tap for them: a pcap would stay empty.
+		fmt.Fprintln(stderr, "softirdma serve: -pcap needs -link: without a link the device's frames go over its loopback, which is not captured")
 		return 2
 	}
 	if lc.link != "" {
@@ -90,6 +100,22 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	return serve(ctx, o, stdout, stderr)
 }
 
+// qemuCommandLine is a QEMU command line, ready to paste into a shell, that attaches the
+// function served on socket: guest RAM in a shared memfd (the device reaches it through the
+// descriptor QEMU passes over the socket) and vfio-user-pci on the socket.
+func qemuCommandLine(socket string) string {
+	type sock struct {
+		Path string `json:"path"`
+		Type string `json:"type"`
+	}
+	dev, _ := json.Marshal(struct {
+		Driver string `json:"driver"`
+		Socket sock   `json:"socket"`
+	}{"vfio-user-pci", sock{socket, "unix"}})
+	return "qemu-system-x86_64 -machine q35,memory-backend=mem -object memory-backend-memfd,id=mem,size=512M,share=on -device " +
+		shellQuote(string(dev))
+}
+
 // serve runs the device until ctx ends.
 func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	level := slog.LevelInfo
@@ -97,12 +123,17 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// From here on errors are log records too, for whoever reads serve's log; the exit status
+	// still says serve failed.
+	fail := func(msg string, err error, attrs ...any) int {
+		log.Error(msg, append(attrs, "err", err)...)
+		return 1
+	}
 	fcfg := hw.Config{Name: "softirdma0", Clock: emu.NewWallClock(), MAC: o.mac, IP: o.ip}
 	if o.link != nil {
 		h, err := o.link.host("softirdma0")
 		if err != nil {
-			fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
-			return 1
+			return fail("cannot open the link", err, "link", o.link.link)
 		}
 		go h.Run()
 		defer h.Close()
@@ -112,32 +143,44 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		if ifname, ok := strings.CutPrefix(o.link.link, "afpacket:"); ok {
 			ad, err := afpacket.Lookup(ifname)
 			if err != nil {
-				fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
-				return 1
+				return fail("cannot find the adapter", err, "adapter", ifname)
 			}
 			fcfg.ActiveMTU, _ = emu.MTUOf(pathMTU(ad.MTU))
 		}
 		log.Info("link", "link", o.link.link, "active_mtu", cmp.Or(fcfg.ActiveMTU, emu.MTU4096).Bytes())
 	}
-	srv, _, err := vfiouser.NewFunction(vfiouser.Config{SocketPath: o.socket, Logger: log}, fcfg)
+	// Each client that goes (a QEMU that quit or was killed) leaves a line with what the process
+	// holds once its release is done: figures that stay level from one client to the next say
+	// nothing leaks.
+	gone := func(err error) {
+		log.Info("client gone", "err", err, "goroutines", runtime.NumGoroutine(), "fds", openFDs())
+	}
+	srv, _, err := vfiouser.NewFunction(vfiouser.Config{SocketPath: o.socket, Logger: log, ClientGone: gone}, fcfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
-		return 1
+		return fail("cannot make the function", err)
 	}
 	if err := srv.Listen(); err != nil {
-		fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
-		return 1
+		return fail("cannot listen", err, "socket", o.socket)
 	}
 	log.Info("listening", "socket", o.socket, "ip", o.ip, "mac", net.HardwareAddr(o.mac[:]).String())
 	fmt.Fprintf(stdout, "softirdma serve: listening on %s; attach it to QEMU with:\n", o.socket)
-	fmt.Fprintf(stdout, "  -object memory-backend-memfd,id=mem,size=512M,share=on -machine q35,memory-backend=mem \\\n")
-	fmt.Fprintf(stdout, "  -device '{\"driver\":\"vfio-user-pci\",\"socket\":{\"path\":%q,\"type\":\"unix\"}}'\n", o.socket)
+	fmt.Fprintf(stdout, "  %s\n", qemuCommandLine(o.socket))
+	fmt.Fprintln(stdout, "  # then add the guest's own options to that line: its disk, or -kernel/-initrd/-append, its console")
 	err = srv.Serve(ctx)
 	_ = srv.Close()
 	if err != nil && ctx.Err() == nil {
-		fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
-		return 1
+		return fail("serving failed", err, "socket", o.socket)
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// openFDs counts the process's open descriptors (the one that reads them included), -1 where
+// /proc does not list them.
+func openFDs() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return len(ents)
 }

@@ -3,20 +3,28 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/softirdma/softirdma/hw/abi"
 	"github.com/softirdma/softirdma/hw/vfiouser"
+	"github.com/softirdma/softirdma/internal/servetest"
+	"golang.org/x/sys/unix"
 )
 
-// serve listens on its socket, prints the QEMU options, answers a vfio-user client as the
-// softirdma function, and stops cleanly (socket gone, status 0) when its context ends.
+// serve listens on its socket, prints the QEMU command line, answers vfio-user clients as the
+// softirdma function, logs a line for each that goes, and stops cleanly (socket gone, status 0)
+// when its context ends.
 func TestServe(t *testing.T) {
 	for _, link := range []*linkFlags{nil, {link: "dgram:127.0.0.1:0,127.0.0.1:9", ip: "192.0.2.1", mac: "02:00:00:00:00:01"}} {
 		name := "loopback"
@@ -31,22 +39,58 @@ func testServe(t *testing.T, link *linkFlags) {
 	sock := filepath.Join(t.TempDir(), "softirdma.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errs lockedBuffer
-	done := make(chan int, 1)
+	code, ended := 0, make(chan struct{})
 	go func() {
-		done <- serve(ctx, serveOptions{socket: sock, ip: netip.MustParseAddr("192.0.2.1"), mac: [6]byte{2, 0x53, 0x52, 0, 0, 1}, link: link}, &out, &errs)
+		code = serve(ctx, serveOptions{socket: sock, ip: netip.MustParseAddr("192.0.2.1"), mac: [6]byte{2, 0x53, 0x52, 0, 0, 1}, link: link}, &out, &errs)
+		close(ended)
 	}()
-	// Wait for the line serve prints once its socket listens.
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), "listening on") {
-		select {
-		case code := <-done:
+	waitFor(t, "the line serve prints once its socket listens", func() bool { return strings.Contains(out.String(), "listening on") }, ended, &errs)
+	if !strings.Contains(out.String(), "\n  "+qemuCommandLine(sock)+"\n") {
+		t.Fatalf("no QEMU command line printed: %s", out.String())
+	}
+	// Each client that goes leaves a line with the process's goroutines and descriptors.
+	for i := 1; i <= 2; i++ {
+		dialFunction(t, sock).Close()
+		waitFor(t, "a line for the client gone", func() bool { return len(clientGone.FindAllString(errs.String(), -1)) == i }, ended, &errs)
+	}
+	cancel()
+	select {
+	case <-ended:
+		if code != 0 {
 			t.Fatalf("serve exited %d: %s", code, errs.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Fatalf("the socket is still there: %v", err)
+	}
+}
+
+// clientGone is the line serve logs for each client that went.
+var clientGone = regexp.MustCompile(`level=INFO msg="client gone" err=<nil> goroutines=[0-9]+ fds=[0-9]+\n`)
+
+// waitFor polls until cond holds, for up to 10 s, and fails the test with serve's log if it
+// does not, or if serve ended first (ended closed).
+func waitFor(t *testing.T, what string, cond func() bool, ended <-chan struct{}, log *lockedBuffer) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		select {
+		case <-ended:
+			t.Fatalf("serve ended before %s:\n%s", what, log.String())
 		case <-time.After(time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("serve printed nothing: %s", errs.String())
+			t.Fatalf("no %s within 10 s:\n%s", what, log.String())
 		}
 	}
+}
+
+// dialFunction connects a vfio-user client to serve's socket and checks that the softirdma
+// function answers it.
+func dialFunction(t *testing.T, sock string) *vfiouser.Client {
+	t.Helper()
 	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
@@ -59,30 +103,133 @@ func testServe(t *testing.T, link *linkFlags) {
 	if err := c.RegionRead(vfiouser.PCIConfigRegion, 0, id); err != nil || id[0] != abi.PCIVendorID&0xff || id[2] != abi.PCIDeviceID&0xff {
 		t.Fatalf("IDs % x %v", id, err)
 	}
-	c.Close()
-	if !strings.Contains(out.String(), `"driver":"vfio-user-pci"`) || !strings.Contains(out.String(), sock) {
-		t.Fatalf("no QEMU options printed: %s", out.String())
-	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("serve exited %d: %s", code, errs.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not stop")
-	}
-	if _, err := os.Stat(sock); !os.IsNotExist(err) {
-		t.Fatalf("the socket is still there: %v", err)
-	}
+	return c
 }
 
 func TestServeFlags(t *testing.T) {
 	for _, args := range [][]string{{}, {"-socket", "x", "-ip", "nope"}, {"-socket", "x", "-mac", "zz"}, {"-socket", "x", "extra"},
-		{"-socket", "x", "-link", "bogus"}, {"-socket", "x", "-link", "dgram:127.0.0.1:1"}, {"-socket", "x", "-loss", "0.9"}} {
+		{"-socket", "x", "-link", "bogus"}, {"-socket", "x", "-link", "dgram:127.0.0.1:1"}, {"-socket", "x", "-loss", "0.9"},
+		{"-socket", "x", "-pcap", "x.pcap"}} {
 		var out, errs bytes.Buffer
 		if code := dispatch(append([]string{"serve"}, args...), &out, &errs); code != 2 || errs.Len() == 0 {
 			t.Errorf("serve %v: exit %d, stderr %q", args, code, errs.String())
+		}
+	}
+}
+
+// Once serve has its logger, what stops it is a log record at level ERROR, and the exit status
+// is 1.
+func TestServeErrorsAreLogged(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		o    serveOptions
+		want string
+	}{
+		{serveOptions{socket: filepath.Join(dir, "no", "such", "dir", "s.sock")}, `level=ERROR msg="cannot listen"`},
+		{serveOptions{socket: filepath.Join(dir, "s.sock"), link: &linkFlags{link: "dgram:256.0.0.1:1,127.0.0.1:9", ip: "192.0.2.1", mac: "02:00:00:00:00:01"}},
+			`level=ERROR msg="cannot open the link" link=dgram:256.0.0.1:1,127.0.0.1:9`},
+	} {
+		c.o.ip = netip.MustParseAddr("192.0.2.1")
+		var out, errs bytes.Buffer
+		if code := serve(context.Background(), c.o, &out, &errs); code != 1 || !strings.Contains(errs.String(), c.want) {
+			t.Errorf("serve %+v: exit %d, stderr %q, want %q", c.o, code, errs.String(), c.want)
+		}
+	}
+}
+
+// -pcap without -link is refused before anything starts (the loopback's frames are not
+// captured: the file would stay empty), rather than ignored.
+func TestServePcapNeedsLink(t *testing.T) {
+	dir := t.TempDir()
+	sock, pcap := filepath.Join(dir, "s.sock"), filepath.Join(dir, "x.pcap")
+	code, out, errs := runCLI("serve", "-socket", sock, "-pcap", pcap)
+	if code != 2 || out != "" || !strings.Contains(errs, "-pcap needs -link") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("serve made %v before refusing", ents)
+	}
+}
+
+// The printed command line is one a shell splits into QEMU's arguments, the -device JSON naming
+// the socket whatever its path holds.
+func TestQEMUCommandLine(t *testing.T) {
+	sock := "/tmp/it's a \"dir\"/$HOME/dev.sock"
+	line := qemuCommandLine(sock)
+	// The shell prints each word the line splits into on a line of its own.
+	out, err := exec.Command("sh", "-c", "printf '%s\\n' "+line).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	want := []string{"qemu-system-x86_64", "-machine", "q35,memory-backend=mem", "-object", "memory-backend-memfd,id=mem,size=512M,share=on", "-device"}
+	if len(words) != len(want)+1 || !slices.Equal(words[:len(want)], want) {
+		t.Fatalf("the shell splits %q into %q", line, words)
+	}
+	var dev struct {
+		Driver string
+		Socket struct{ Path, Type string }
+	}
+	if err := json.Unmarshal([]byte(words[len(want)]), &dev); err != nil || dev.Driver != "vfio-user-pci" || dev.Socket.Path != sock || dev.Socket.Type != "unix" {
+		t.Fatalf("-device %s: %+v %v", words[len(want)], dev, err)
+	}
+}
+
+// TestMain lets a test run the command as a process of its own: the test binary started again
+// with SOFTIRDMA_TEST_MAIN set is softirdma, its arguments the command's.
+func TestMain(m *testing.M) {
+	if os.Getenv("SOFTIRDMA_TEST_MAIN") != "" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// SIGINT and SIGTERM each stop serve, as a process, cleanly: status 0 and the socket removed,
+// idle or with a client connected that has given it guest memory; the client is released and
+// cut off.
+func TestServeStopsOnSignal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		for _, connected := range []bool{false, true} {
+			name := "idle"
+			if connected {
+				name = "connected"
+			}
+			t.Run(unix.SignalName(sig)+"/"+name, func(t *testing.T) { testServeSignal(t, sig, connected) })
+		}
+	}
+}
+
+func testServeSignal(t *testing.T, sig syscall.Signal, connected bool) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	cmd := exec.Command(os.Args[0], "serve", "-socket", sock)
+	cmd.Env = append(os.Environ(), "SOFTIRDMA_TEST_MAIN=1")
+	serve := servetest.Start(t, cmd, sock)
+	var c *vfiouser.Client
+	if connected {
+		c = dialFunction(t, sock)
+		defer c.Close()
+		ram, err := unix.MemfdCreate("guest", unix.MFD_CLOEXEC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(ram)
+		if err := unix.Ftruncate(ram, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.DMAMap(0, 1<<20, ram, 0, vfiouser.DMARead|vfiouser.DMAWrite); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serve.Stop(sig) // checks status 0 and the socket removed
+	if !strings.Contains(serve.Log(), "msg=stopped") {
+		t.Fatalf("no stopped line:\n%s", serve.Log())
+	}
+	if connected {
+		if !clientGone.MatchString(serve.Log()) {
+			t.Fatalf("the client was not released:\n%s", serve.Log())
+		}
+		if _, err := c.GetDeviceInfo(); err == nil {
+			t.Fatal("the client is still answered after serve stopped")
 		}
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/softirdma/softirdma/internal/devscenario"
 	"github.com/softirdma/softirdma/internal/lockedbuf"
 	"github.com/softirdma/softirdma/internal/loophosts"
+	"github.com/softirdma/softirdma/internal/servetest"
 	"github.com/softirdma/softirdma/wire/neigh"
 	"github.com/softirdma/softirdma/wire/qemu"
 )
@@ -50,23 +49,9 @@ func TestQEMUKeySpaceScenario(t *testing.T) {
 	hs, hc := loophosts.PairPcap(t, 0, 7, &pcap)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "dev.sock")
-	srv, _, err := vfiouser.NewFunction(vfiouser.Config{SocketPath: sock}, hw.Config{Name: "fn", Clock: emu.NewWallClock(),
+	serveInProcess(t, sock, hw.Config{Name: "fn", Clock: emu.NewWallClock(),
 		IP: netip.MustParseAddr("192.0.2.1"), MAC: hs.Device().MAC(),
 		Engine: func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device { return hs.Rebind(mac, ip, ips) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(srv.Listen())
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-served })
 	env := withDriver(t, dir, sock)
 	env.Peer, env.Pcap = hc.Device(), pcap.Bytes
 	devscenario.Run(t, env)
@@ -78,10 +63,6 @@ func TestQEMUKeySpaceScenario(t *testing.T) {
 func TestQEMUServeKeySpaceScenario(t *testing.T) {
 	qemuBinary(t) // skips early where QEMU is not provisioned
 	dir := shortDir(t)
-	bin := filepath.Join(dir, "softirdma")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/softirdma/softirdma/cmd/softirdma").CombinedOutput(); err != nil {
-		t.Fatalf("building softirdma: %v\n%s", err, out)
-	}
 	// The peer's end of the link, and a free port for serve's.
 	link, err := qemu.ListenDgram("127.0.0.1:0", "127.0.0.1:9")
 	if err != nil {
@@ -106,34 +87,7 @@ func TestQEMUServeKeySpaceScenario(t *testing.T) {
 	t.Cleanup(func() { peer.Close() })
 
 	sock, pcapFile := filepath.Join(dir, "dev.sock"), filepath.Join(dir, "link.pcap")
-	serve := exec.Command(bin, "serve", "-socket", sock, "-link", fmt.Sprintf("dgram:127.0.0.1:%d,%s", servePort, link.LocalAddr()),
-		"-ip", "192.0.2.1", "-pcap", pcapFile)
-	var out, errs lockedbuf.Buffer
-	serve.Stdout, serve.Stderr = &out, &errs
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- serve.Wait() }()
-	t.Cleanup(func() {
-		_ = serve.Process.Signal(syscall.SIGTERM)
-		if err := <-exited; err != nil {
-			t.Errorf("serve exited: %v\n%s", err, errs.String())
-		}
-	})
-	// Wait for the line serve prints once its socket listens.
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), "listening on") {
-		select {
-		case err := <-exited:
-			t.Fatalf("serve exited: %v\n%s", err, errs.String())
-		case <-time.After(5 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve is not listening:\n%s", errs.String())
-		}
-	}
-
+	startServe(t, dir, sock, "-link", fmt.Sprintf("dgram:127.0.0.1:%d,%s", servePort, link.LocalAddr()), "-ip", "192.0.2.1", "-pcap", pcapFile)
 	env := withDriver(t, dir, sock)
 	env.Peer = peer.Device()
 	env.Pcap = func() []byte {
@@ -146,35 +100,36 @@ func TestQEMUServeKeySpaceScenario(t *testing.T) {
 	devscenario.Run(t, env)
 }
 
+// startServe builds softirdma into dir and runs `softirdma serve -socket sock` with args as a
+// process of its own, until it listens. When the test ends (or the test calls its Stop), serve
+// is stopped and checked to exit with status 0 and remove its socket.
+func startServe(t *testing.T, dir, sock string, args ...string) *servetest.Process {
+	t.Helper()
+	bin := filepath.Join(dir, "softirdma")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/softirdma/softirdma/cmd/softirdma").CombinedOutput(); err != nil {
+		t.Fatalf("building softirdma: %v\n%s", err, out)
+	}
+	return servetest.Start(t, exec.Command(bin, append([]string{"serve", "-socket", sock}, args...)...), sock)
+}
+
 // withDriver starts QEMU with the function served on sock, finds it, assigns its BARs, points
 // MSI-X vector 1 at msiAddr in guest RAM and opens the Go driver over qtest. It returns the
 // scenario's Env with the driver and the MSI-X wait filled in.
 func withDriver(t *testing.T, dir, sock string) devscenario.Env {
 	t.Helper()
-	m := startQEMU(t, Config{Dir: dir, Devices: []string{fmt.Sprintf(`{"driver":"vfio-user-pci","socket":{"path":%q,"type":"unix"}}`, sock)}})
-	fn, err := NewPCI(m).Find(0, abi.PCIVendorID, abi.PCIDeviceID)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, m.Stderr())
-	}
-	bars, err := fn.AssignBARs()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := startQEMU(t, Config{Dir: dir, Devices: []string{vfioUserDevice(sock)}})
+	fn, bars := enabledFunction(t, m)
 	x, err := fn.MSIX()
 	if err != nil {
 		t.Fatal(err)
 	}
 	const msiAddr, msiData = 0x5000, 0x5eed
-	for _, err := range []error{fn.Enable(false), x.Setup(bars), x.SetVector(m, 1, msiAddr, msiData, false), fn.EnableMSIX(&x, true)} {
+	for _, err := range []error{x.Setup(bars), x.SetVector(m, 1, msiAddr, msiData, false), fn.EnableMSIX(&x, true)} {
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	d, err := driver.Open(qtestBus{m: m, bars: bars}, driver.Arena{Base: 0x200000, Size: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return devscenario.Env{Driver: d, Vector: 1,
+	return devscenario.Env{Driver: openDriver(t, m, bars), Vector: 1,
 		PeerIP: netip.MustParseAddr("::ffff:192.0.2.2"), FunctionIP: netip.MustParseAddr("192.0.2.1"),
 		Armed: func() {
 			if err := m.Writel(msiAddr, 0); err != nil {
@@ -186,4 +141,60 @@ func withDriver(t *testing.T, dir, sock string) devscenario.Env {
 			defer wcancel()
 			return m.WaitL(wctx, msiAddr, msiData)
 		}}
+}
+
+// vfioUserDevice is the -device argument that attaches the function served on sock.
+func vfioUserDevice(sock string) string {
+	return fmt.Sprintf(`{"driver":"vfio-user-pci","socket":{"path":%q,"type":"unix"}}`, sock)
+}
+
+// enabledFunction finds the function on m's bus, assigns its BARs and turns on its memory
+// decoding and bus mastering.
+func enabledFunction(tb testing.TB, m *Machine) (*Function, [6]BAR) {
+	tb.Helper()
+	fn, err := NewPCI(m).Find(0, abi.PCIVendorID, abi.PCIDeviceID)
+	if err != nil {
+		tb.Fatalf("the function is not on the bus: %v\n%s", err, m.Stderr())
+	}
+	bars, err := fn.AssignBARs()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := fn.Enable(false); err != nil {
+		tb.Fatal(err)
+	}
+	return fn, bars
+}
+
+// openDriver opens the Go driver on the function over qtest, its arena the 8 MiB of guest RAM
+// from 2 MiB.
+func openDriver(tb testing.TB, m *Machine, bars [6]BAR) *driver.Driver {
+	tb.Helper()
+	d, err := driver.Open(qtestBus{m: m, bars: bars}, driver.Arena{Base: 0x200000, Size: 8 << 20})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
+// serveInProcess serves the function of fcfg on sock from this process until the test ends.
+func serveInProcess(tb testing.TB, sock string, fcfg hw.Config) *hw.Function {
+	tb.Helper()
+	srv, f, err := vfiouser.NewFunction(vfiouser.Config{SocketPath: sock}, fcfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			tb.Errorf("Serve: %v", err)
+		}
+	})
+	return f
 }

@@ -185,3 +185,35 @@ func TestServeConnContextEnds(t *testing.T) {
 		t.Fatal("still served after the context ended")
 	}
 }
+
+// ClientGone hears of each client that went once what it gave is back: its DMA regions unmapped
+// and the device reset by then, and the hang-up reported as no error.
+func TestClientGoneAfterRelease(t *testing.T) {
+	dev := newFakeDev(t)
+	gone := make(chan []string, 1)
+	srv, err := New(Config{ClientGone: func(err error) {
+		if err != nil {
+			t.Errorf("a hang-up reported as %v", err)
+		}
+		gone <- dev.takeCalls()
+	}}, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := socketpair(t)
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeConn(context.Background(), a) }()
+	c := NewClient(b)
+	ram := memfd(t, 1<<20, nil)
+	defer unix.Close(ram)
+	if err := c.DMAMap(0, 1<<20, ram, 0, DMARead|DMAWrite); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if calls := <-gone; len(calls) != 3 || calls[1] != "unmap 0x0 0x100000" || calls[2] != "reset" {
+		t.Fatalf("device calls by the time ClientGone ran: %q", calls)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -27,6 +27,11 @@ type Config struct {
 	MaxMsgFDs int
 	// MaxDataXfer is the largest REGION_READ/WRITE count (max_data_xfer_size); 0 means 1 MiB.
 	MaxDataXfer int
+	// ClientGone, if set, is called each time a client has gone, once everything it gave is
+	// released and the device reset, with what ended its connection (nil: it hung up, or the
+	// server stopped). It reports the departure in place of the server's "client gone" line,
+	// so that its owner can say there what it knows (what the process holds by then, say).
+	ClientGone func(err error)
 }
 
 // Server serves a Device to one vfio-user client at a time.
@@ -38,6 +43,7 @@ type Server struct {
 	maxFDs      int
 	maxDataXfer int
 	maxMsg      int
+	clientGone  func(error)
 
 	irqs *irqTable
 
@@ -94,8 +100,9 @@ func New(cfg Config, dev Device) (*Server, error) {
 	return &Server{
 		dev: dev, desc: desc, log: log, path: cfg.SocketPath,
 		maxFDs: cfg.MaxMsgFDs, maxDataXfer: cfg.MaxDataXfer,
-		maxMsg: HeaderSize + regionRWSize + cfg.MaxDataXfer + 4096,
-		irqs:   newIRQTable(desc.IRQs),
+		maxMsg:     HeaderSize + regionRWSize + cfg.MaxDataXfer + 4096,
+		clientGone: cfg.ClientGone,
+		irqs:       newIRQTable(desc.IRQs),
 	}, nil
 }
 
@@ -205,13 +212,17 @@ func (s *Server) ServeConn(ctx context.Context, conn *net.UnixConn) error {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	c := &session{s: s, conn: conn}
-	defer c.release()
 	s.log.Info("client connected")
 	err := c.loop()
+	c.release()
 	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) || ctx.Err() != nil {
 		err = nil
 	}
-	s.log.Info("client gone", "err", err)
+	if s.clientGone != nil {
+		s.clientGone(err)
+	} else {
+		s.log.Info("client gone", "err", err)
+	}
 	return err
 }
 

@@ -8,6 +8,7 @@ package devscenario
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/netip"
 	"syscall"
@@ -367,17 +368,24 @@ func LoopbackPair(tb testing.TB, d *driver.Driver, ip netip.Addr) (*driver.QP, *
 }
 
 // WaitOne polls cq until a completion is there, and fails on an error one.
-func WaitOne(tb testing.TB, cq *driver.CQ) {
-	for {
-		wcs, err := cq.Poll(1)
+func WaitOne(tb testing.TB, cq *driver.CQ) { waitN(tb, cq, 1) }
+
+// waitN polls cq until n completions are there, for up to 30 s, and fails on an error one.
+func waitN(tb testing.TB, cq *driver.CQ, n int) {
+	deadline := time.Now().Add(30 * time.Second)
+	for n > 0 {
+		wcs, err := cq.Poll(n)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if len(wcs) == 1 {
-			if wcs[0].Status != 0 {
-				tb.Fatalf("completion %+v", wcs[0])
+		for _, wc := range wcs {
+			if wc.Status != 0 {
+				tb.Fatalf("completion %+v", wc)
 			}
-			return
+		}
+		n -= len(wcs)
+		if n > 0 && time.Now().After(deadline) {
+			tb.Fatalf("%d completions still missing after 30 s", n)
 		}
 	}
 }
@@ -390,4 +398,39 @@ func DoorbellToCompletion(tb testing.TB, q *driver.QP, cq *driver.CQ, mr driver.
 		tb.Fatal(err)
 	}
 	WaitOne(tb, cq)
+}
+
+// WQERate is a WQE-rate benchmark over the loopback pair pair makes (LoopbackPair through some
+// transport): one sub-benchmark a batch size, each of whose loops posts a batch of signaled
+// 8-byte WRITEs with one doorbell and waits for their completions (writeBatch). It reports
+// WQEs/s; ns/op is a batch's.
+func WQERate(b *testing.B, pair func(*testing.B) (*driver.QP, *driver.CQ, driver.MR)) {
+	// One WQE a doorbell, and more. The batches stay within half of LoopbackPair's send queue
+	// (127 WQEs): the function gives a batch's slots back (the send queue's consumer index) only
+	// just after writing its completions, so a batch posted as soon as the last one's
+	// completions are seen may find that one's slots not yet free.
+	for _, n := range []int{1, 16, 32} {
+		b.Run(fmt.Sprintf("batch-%d", n), func(b *testing.B) {
+			q, cq, mr := pair(b)
+			for b.Loop() {
+				writeBatch(b, q, cq, mr, n)
+			}
+			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "WQEs/s")
+		})
+	}
+}
+
+// writeBatch is n signaled 8-byte WRITEs from q, written into the send queue and rung with one
+// doorbell, until their n completions are in cq.
+func writeBatch(tb testing.TB, q *driver.QP, cq *driver.CQ, mr driver.MR, n int) {
+	wrs := make([]driver.SendWR, n)
+	for i := range wrs {
+		off := 8 * uint64(i)
+		wrs[i] = driver.SendWR{ID: uint64(i), Opcode: driver.WRRDMAWrite, Flags: driver.SendSignaled,
+			SGL: []driver.SGE{{Addr: mr.Addr + off, Length: 8, Key: mr.Key}}, RemoteAddr: mr.Addr + 4096 + off, RKey: mr.Key}
+	}
+	if err := q.PostSend(wrs...); err != nil {
+		tb.Fatal(err)
+	}
+	waitN(tb, cq, n)
 }
