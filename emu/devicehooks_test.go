@@ -3,6 +3,7 @@ package emu
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"syscall"
 	"testing"
 )
@@ -71,6 +72,28 @@ func TestDeviceHooks(t *testing.T) {
 		p.run()
 		if total != 5 {
 			t.Fatalf("%d retired, want 5 (unsignalled ones count)", total)
+		}
+	})
+
+	t.Run("retired_before_its_completion", func(t *testing.T) {
+		// rxe advances the send queue's consumer before it posts the CQE: a device model told
+		// of the retirement first can free the slot before anyone sees the completion.
+		p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
+		var order []string
+		cq, err := p.a.CreateCQSink(func(wc WC) bool { order = append(order, fmt.Sprint("cqe ", wc.WRID)); return true })
+		must(t, err)
+		qp, err := p.pdA.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 8, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		must(t, err)
+		peer, err := p.pdB.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: p.cqB, RecvCQ: p.cqB, Cap: QPCap{MaxSendWR: 8, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		must(t, err)
+		must(t, ConnectRC(qp, peer, ConnectOptions{}))
+		qp.OnRetire(func(n int) { order = append(order, fmt.Sprint("retire ", n)) })
+		must(t, qp.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()},
+			SendWR{ID: 2, Opcode: WRRDMAWrite, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()},
+			SendWR{ID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+		p.run()
+		if want := "[retire 1 cqe 1 retire 1 retire 1 cqe 3]"; fmt.Sprint(order) != want {
+			t.Fatalf("order %v, want %s", order, want)
 		}
 	})
 

@@ -82,9 +82,8 @@ type QP struct {
 	srq    *SRQ
 	cap    QPCap
 	sigAll bool
-	// onRetire hears how many send WQEs were retired; retired counts those not yet told.
+	// onRetire hears of each send WQE retired, before its completion.
 	onRetire func(n int)
-	retired  int
 	state    QPState
 	attr     QPAttr
 

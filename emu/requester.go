@@ -543,42 +543,32 @@ func (qp *QP) retireHead() {
 		qp.req.rdAtomic--
 	}
 	w.settleBind() // a type 1 bind flushed without running
-	if w.status != WCSuccess || qp.sigAll || w.wr.Flags&SendSignaled != 0 {
-		wc := WC{WRID: w.wr.ID, Status: w.status, Opcode: wcOpcodeOf(w.wr.Opcode), ByteLen: uint32(w.length), Err: w.err}
-		qp.complete(qp.sendCQ, wc)
-	}
+	signalled := w.status != WCSuccess || qp.sigAll || w.wr.Flags&SendSignaled != 0
+	wc := WC{WRID: w.wr.ID, Status: w.status, Opcode: wcOpcodeOf(w.wr.Opcode), ByteLen: uint32(w.length), Err: w.err}
 	q.head = (q.head + 1) % len(q.ring)
 	q.n--
 	if qp.req.idx > 0 {
 		qp.req.idx--
 	}
+	// The slot is free before its completion is seen, as rxe advances the send queue's
+	// consumer before it posts the CQE: whoever polls the completion may post at once.
 	if qp.onRetire != nil {
-		if qp.retired == 0 {
-			qp.dev.later(qp.reportRetired)
-		}
-		qp.retired++
+		qp.onRetire(1)
+	}
+	if signalled {
+		qp.complete(qp.sendCQ, wc)
 	}
 }
 
-// OnRetire sets a function told, after the device lock is released, how many send WQEs were
-// retired (completed, signalled or not, or flushed) since it was last told, in posting order:
-// a device model advances the guest send queue's consumer index by it, as rxe's user ABI asks
-// (only retired WQEs free their slots).
+// OnRetire sets a function told each time a send WQE is retired (completed, signalled or not,
+// or flushed), in posting order and before its completion is pushed: a device model advances
+// the guest send queue's consumer index, as rxe's user ABI asks (only retired WQEs free their
+// slots), before the CQE that shows the WQE done. Like a CQ's sink it runs with the device
+// locked and must not call into the device.
 func (qp *QP) OnRetire(f func(n int)) {
 	qp.dev.mu.Lock()
 	defer qp.dev.unlock()
 	qp.onRetire = f
-}
-
-func (qp *QP) reportRetired() {
-	d := qp.dev
-	d.mu.Lock()
-	n, f := qp.retired, qp.onRetire
-	qp.retired = 0
-	d.unlock()
-	if n > 0 && f != nil {
-		f(n)
-	}
 }
 
 // requesterActive says whether the QP sends requests and takes their answers: in RTS, and in

@@ -125,8 +125,7 @@ func (f *Function) destroyQPLocked(n uint32) error {
 	if err := q.emu.Destroy(); err != nil {
 		return err
 	}
-	// The engine reports retired WQEs after it releases its lock, so a report may still come:
-	// it must find the rings gone, since the driver frees their pages once this completes.
+	// The driver frees the rings' pages once this completes: nothing may touch them after.
 	q.markGone()
 	delete(f.qps, n)
 	f.qpSlots[q.slot] = nil
@@ -228,7 +227,8 @@ func (f *Function) queryQPLocked(n uint32, a []byte) error {
 }
 
 // retired moves the send queue's consumer index past n retired WQEs: only now may the driver
-// reuse their slots.
+// reuse their slots. It runs with the engine locked, before the WQEs' CQEs are written, so a
+// driver that sees a completion finds its slot free.
 func (q *qp) retired(n int) {
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
