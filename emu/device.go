@@ -97,6 +97,8 @@ type Device struct {
 	loop   loopback
 	out    outbox
 	other  func(frame []byte) // OnOtherFrame's
+	// hasOther says other is set, for a host deciding without the lock whose ARP it is.
+	hasOther atomic.Bool
 
 	stats Stats
 }
@@ -225,8 +227,13 @@ func (d *Device) sourceFor(dst netip.Addr) netip.Addr {
 func (d *Device) OnOtherFrame(fn func(frame []byte)) {
 	d.mu.Lock()
 	d.other = fn
+	d.hasOther.Store(fn != nil)
 	d.unlock()
 }
+
+// HasEthernet says whether the device has an Ethernet side (OnOtherFrame): a host then leaves
+// ARP and neighbour discovery for its addresses to it.
+func (d *Device) HasEthernet() bool { return d.hasOther.Load() }
 
 // SendFrame sends a frame the engine did not build (a netdev's) on the device's link, in order
 // with the engine's own; one addressed to the device itself loops back to it. The frame is

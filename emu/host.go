@@ -190,6 +190,12 @@ func (h *Host) Run() error {
 			h.mu.Lock() // Rebind may be changing the addresses answered for
 			reply, consumed = h.resp.Handle(frame, reply[:0])
 			h.mu.Unlock()
+			if consumed && h.dev.Load().HasEthernet() {
+				// The device's netdev answers for its addresses: the host only learned who
+				// asked, and hands the frame on.
+				h.dev.Load().Receive(frame)
+				continue
+			}
 			if consumed {
 				h.mu.Lock()
 				h.stats.NeighborFrames++

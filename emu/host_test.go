@@ -138,3 +138,29 @@ func connect(t *testing.T, qa, qb *QP, addrB, addrA netip.Addr) {
 		must(t, e.qp.Modify(QPAttr{State: QPSRTS, Timeout: 10, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}, AttrState|AttrSQPSN|AttrTimeout|AttrRetryCnt|AttrRNRRetry|AttrMaxQPRdAtomic))
 	}
 }
+
+// A host whose device has an Ethernet side (a guest's netdev behind the PCI function) leaves
+// ARP for its addresses to it: it learns who asked, answers nothing, and hands the request on.
+func TestHostLeavesARPToEthernet(t *testing.T) {
+	ha, hb := dgramHosts(t, 0)
+	got := make(chan []byte, 4)
+	hb.Device().OnOtherFrame(func(f []byte) { got <- f })
+	ha.mu.Lock()
+	req := ha.resp.Request(nil, netip.MustParseAddr("192.0.2.11"))
+	ha.mu.Unlock()
+	ha.Device().SendFrame(req)
+	select {
+	case f := <-got:
+		if !bytes.Equal(f, req) {
+			t.Fatalf("B's netdev got % x, want the ARP request", f)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the ARP request did not reach B's Ethernet side")
+	}
+	if n := hb.Stats().NeighborReplies; n != 0 {
+		t.Fatalf("B's host answered %d times for its netdev", n)
+	}
+	if mac, ok := hb.Neighbors().Lookup(netip.MustParseAddr("192.0.2.10")); !ok || mac != ha.Device().MAC() {
+		t.Fatalf("B's host did not learn A from the request: %x %v", mac, ok)
+	}
+}

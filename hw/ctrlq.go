@@ -127,6 +127,10 @@ func (f *Function) execLocked(e []byte) error {
 		return f.reregMRLocked(u32(0), keys.ReregFlags(u32(4)), args[8:])
 	case abi.OpDeallocSTag:
 		return f.deallocSTagLocked(u32(0))
+	case abi.OpCreateEthRing:
+		return f.createEthRingLocked(args)
+	case abi.OpDestroyEthRing:
+		return f.destroyEthRingLocked(args[0], result)
 	case abi.OpSetAVTable:
 		return f.setAVTableLocked(args)
 	case abi.OpCreateEQ:

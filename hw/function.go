@@ -69,6 +69,8 @@ type Function struct {
 	qps     map[uint32]*qp // by QPN
 	qpSlots [abi.MaxQPSlots]*qp
 	srqs    map[uint32]*srq // by SRQN
+	// eth are the Ethernet function's TX and RX rings (abi.EthTX, abi.EthRX), nil until made.
+	eth [2]*ethRing
 	// av is the address-vector table the driver gave (SET_AV_TABLE): its pages and entries.
 	// UD work requests will read it; for now it is checked and kept.
 	av *avTable
@@ -161,6 +163,13 @@ func (f *Function) revoke(iova, size uint64, why string) {
 		}
 		s.mu.Unlock()
 	}
+	for _, e := range f.eth {
+		if e != nil && e.r.overlaps(iova, size) {
+			e.mu.Lock()
+			e.gone = true
+			e.mu.Unlock()
+		}
+	}
 	if f.av != nil {
 		for _, p := range f.av.pages {
 			if p < iova+size && iova < p+4096 {
@@ -231,6 +240,14 @@ func (f *Function) resetLocked() {
 		q.mu.Unlock()
 	}
 	f.qps, f.qpSlots, f.srqs, f.av = map[uint32]*qp{}, [abi.MaxQPSlots]*qp{}, map[uint32]*srq{}, nil
+	for i, e := range f.eth {
+		if e != nil {
+			e.mu.Lock()
+			e.gone = true
+			e.mu.Unlock()
+		}
+		f.eth[i] = nil
+	}
 	mac := f.cfg.MAC
 	f.regs = registers{
 		macLo: binary.LittleEndian.Uint32(mac[0:4]),

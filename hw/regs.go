@@ -62,7 +62,7 @@ func (f *Function) signal(vector int) {
 
 // caps are the capabilities the function offers.
 const caps = abi.CapMWType1 | abi.CapMWType2A | abi.CapMWType2B | abi.CapAtomics | abi.CapSRQ | abi.CapFlush |
-	abi.CapAtomicWrite | abi.CapFastReg | abi.CapZeroBased
+	abi.CapAtomicWrite | abi.CapFastReg | abi.CapZeroBased | abi.CapEthernet
 
 func (f *Function) readRegLocked(off uint32) uint32 {
 	l := emu.DefaultLimits
@@ -182,6 +182,11 @@ func (f *Function) writeRegLocked(off uint32, v uint32) []int {
 		r.ctrlQLog, r.ctrlQProd, r.ctrlQCons = v, 0, 0
 	case abi.RegCtrlQProd:
 		return f.ringCtrlQLocked(v)
+	case abi.RegEthTXProd:
+		if r.ctrl&abi.DevCtrlEnable == 0 || r.status&abi.DevStatusFatal != 0 {
+			return nil
+		}
+		return f.ethTransmitLocked(v)
 	case abi.RegGIDValid:
 		r.gidValid = v & (1<<abi.GIDTableLen - 1)
 		f.readdressLocked()

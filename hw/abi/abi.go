@@ -97,7 +97,7 @@ const (
 	CapAtomicWrite = 1 << 6
 	CapFastReg     = 1 << 7
 	CapZeroBased   = 1 << 8
-	CapEthernet    = 1 << 16 // reserved: the Ethernet function (TX/RX frame rings)
+	CapEthernet    = 1 << 16 // the Ethernet function (TX/RX frame rings, eth.go)
 	CapUD          = 1 << 17 // reserved: UD and GSI queues over the AV table
 )
 

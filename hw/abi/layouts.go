@@ -74,6 +74,13 @@ var Layouts = []Layout{
 		{Name: "traffic_class", Off: AVTrafficClass, Size: 1}, {Name: "network_type", Off: AVNetworkType, Size: 1},
 		{Name: "dmac", Off: AVDMAC, Size: 6, Array: true},
 	}},
+	{"eth_desc", EthDescSize, []Field{
+		{Name: "addr", Off: EthDescAddr, Size: 8}, {Name: "len", Off: EthDescLen, Size: 4}, {Name: "flags", Off: EthDescFlags, Size: 4},
+	}},
+	{"eth_ring_args", 8 + QueueArgsSize, []Field{
+		{Name: "kind", Off: 0, Size: 1}, {Name: "vector", Off: 2, Size: 2}, {Name: "flags", Off: 4, Size: 4},
+		{Name: "queue", Off: 8, Size: QueueArgsSize, Array: true},
+	}},
 	{"rxe_queue_buf", QueueHeaderSize, []Field{
 		{Name: "log2_elem_size", Off: QHLogElemSize, Size: 4}, {Name: "index_mask", Off: QHIndexMask, Size: 4},
 		{Name: "producer_index", Off: QHProducer, Size: 4}, {Name: "consumer_index", Off: QHConsumer, Size: 4},

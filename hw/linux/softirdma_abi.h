@@ -217,6 +217,19 @@
 #define SOFTIRDMA_REG_WR_LENGTH 0x28
 #define SOFTIRDMA_REG_WR_OFFSET 0x30
 #define SOFTIRDMA_REG_WR_PAGES 0x38
+#define SOFTIRDMA_OP_CREATE_ETH_RING 0x70
+#define SOFTIRDMA_OP_DESTROY_ETH_RING 0x71
+#define SOFTIRDMA_ETH_TX 0x0
+#define SOFTIRDMA_ETH_RX 0x1
+#define SOFTIRDMA_ETH_RING_PROMISC 0x1
+#define SOFTIRDMA_ETH_DESC_SIZE 0x10
+#define SOFTIRDMA_ETH_DESC_ADDR 0x0
+#define SOFTIRDMA_ETH_DESC_LEN 0x8
+#define SOFTIRDMA_ETH_DESC_FLAGS 0xc
+#define SOFTIRDMA_ETH_DESC_DONE 0x80000000
+#define SOFTIRDMA_ETH_MIN_FRAME 0xe
+#define SOFTIRDMA_ETH_MAX_FRAME 0x2400
+#define SOFTIRDMA_REG_ETH_TX_PROD 0x140
 #define SOFTIRDMA_QUEUE_HEADER_SIZE 0x180
 #define SOFTIRDMA_QH_LOG_ELEM_SIZE 0x0
 #define SOFTIRDMA_QH_INDEX_MASK 0x4
@@ -470,6 +483,29 @@ static_assert(offsetof(struct softirdma_av_entry, hop_limit) == 29);
 static_assert(offsetof(struct softirdma_av_entry, traffic_class) == 30);
 static_assert(offsetof(struct softirdma_av_entry, network_type) == 31);
 static_assert(offsetof(struct softirdma_av_entry, dmac) == 32);
+
+struct softirdma_eth_desc {
+	__le64 addr;
+	__le32 len;
+	__le32 flags;
+} __packed;
+static_assert(sizeof(struct softirdma_eth_desc) == 16);
+static_assert(offsetof(struct softirdma_eth_desc, addr) == 0);
+static_assert(offsetof(struct softirdma_eth_desc, len) == 8);
+static_assert(offsetof(struct softirdma_eth_desc, flags) == 12);
+
+struct softirdma_eth_ring_args {
+	__u8 kind;
+	__u8 rsvd0[1];
+	__le16 vector;
+	__le32 flags;
+	__u8 queue[24];
+} __packed;
+static_assert(sizeof(struct softirdma_eth_ring_args) == 32);
+static_assert(offsetof(struct softirdma_eth_ring_args, kind) == 0);
+static_assert(offsetof(struct softirdma_eth_ring_args, vector) == 2);
+static_assert(offsetof(struct softirdma_eth_ring_args, flags) == 4);
+static_assert(offsetof(struct softirdma_eth_ring_args, queue) == 8);
 
 struct softirdma_rxe_queue_buf {
 	__le32 log2_elem_size;

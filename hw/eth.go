@@ -1,0 +1,162 @@
+package hw
+
+import (
+	"encoding/binary"
+	"sync"
+	"syscall"
+
+	"github.com/softirdma/softirdma/hw/abi"
+)
+
+// ethRing is one of the Ethernet function's rings (abi eth.go): TX or RX descriptors in guest
+// memory. Its lock orders the device's passes over it; the function's lock is not needed to
+// deliver a frame, which arrives on the engine's goroutine.
+type ethRing struct {
+	mu      sync.Mutex
+	r       *ring
+	vector  int
+	promisc bool
+	cons    uint32
+	dropped uint32
+	gone    bool
+}
+
+// createEthRingLocked makes the TX or RX ring (one of each). An RX ring takes the engine's
+// frames that are not RoCEv2 for it from then on.
+func (f *Function) createEthRingLocked(args []byte) error {
+	kind, vector := args[0], int(binary.LittleEndian.Uint16(args[2:]))
+	flags := binary.LittleEndian.Uint32(args[4:])
+	switch {
+	case kind != abi.EthTX && kind != abi.EthRX:
+		return errf(syscall.EINVAL, "Ethernet ring kind %d", kind)
+	case f.eth[kind] != nil:
+		return errf(syscall.EBUSY, "the Ethernet function has its %s ring", ethKindName(kind))
+	case vector >= abi.NumVectors:
+		return errf(syscall.EINVAL, "MSI-X vector %d of %d", vector, abi.NumVectors)
+	case flags&^abi.EthRingPromisc != 0:
+		return errf(syscall.EINVAL, "Ethernet ring flags 0x%x", flags)
+	}
+	r, err := newRing(&f.mem, args[8:8+abi.QueueArgsSize], abi.EthDescSize, 1<<16)
+	if err != nil {
+		return err
+	}
+	e := &ethRing{r: r, vector: vector, promisc: flags&abi.EthRingPromisc != 0}
+	f.eth[kind] = e
+	if kind == abi.EthRX && f.dev != nil {
+		dev := f.dev
+		dev.OnOtherFrame(func(frame []byte) { f.ethReceive(e, dev.MAC(), frame) })
+	}
+	return nil
+}
+
+func ethKindName(kind uint8) string {
+	if kind == abi.EthTX {
+		return "TX"
+	}
+	return "RX"
+}
+
+// destroyEthRingLocked takes a ring away and answers how many frames it dropped.
+func (f *Function) destroyEthRingLocked(kind uint8, result func(int, uint32)) error {
+	if kind > abi.EthRX || f.eth[kind] == nil {
+		return errf(syscall.ENOENT, "no Ethernet ring of kind %d", kind)
+	}
+	e := f.eth[kind]
+	e.mu.Lock()
+	e.gone = true
+	result(0, e.dropped)
+	e.mu.Unlock()
+	f.eth[kind] = nil
+	if kind == abi.EthRX && f.dev != nil {
+		f.dev.OnOtherFrame(nil)
+	}
+	return nil
+}
+
+// ethTransmitLocked sends the frames the driver put in the TX ring up to its producer index
+// prod, in order, and returns the vector to signal.
+func (f *Function) ethTransmitLocked(prod uint32) []int {
+	e := f.eth[abi.EthTX]
+	if e == nil || f.dev == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.gone {
+		return nil
+	}
+	prod &= e.r.mask()
+	var desc [abi.EthDescSize]byte
+	sent := false
+	for e.cons != prod {
+		if e.r.access(e.r.elemOff(e.cons), desc[:], false) != nil {
+			return nil // the ring's memory went: nothing more to send from it
+		}
+		addr := binary.LittleEndian.Uint64(desc[abi.EthDescAddr:])
+		n := binary.LittleEndian.Uint32(desc[abi.EthDescLen:])
+		frame := make([]byte, n)
+		if n < abi.EthMinFrame || n > abi.EthMaxFrame || readGuest(&f.mem, addr, frame) != nil {
+			e.dropped++
+		} else {
+			f.dev.SendFrame(frame)
+		}
+		e.cons = (e.cons + 1) & e.r.mask()
+		_ = e.r.writeU32(abi.QHConsumer, e.cons)
+		sent = true
+	}
+	if !sent {
+		return nil
+	}
+	return []int{e.vector}
+}
+
+// ethReceive puts a frame the engine did not take into the next buffer the driver posted on
+// the RX ring, if it is for this function (its MAC, broadcast, multicast, or any with
+// EthRingPromisc), and signals the ring's vector. It runs when the engine releases its lock,
+// maybe inside a call the function made with its own lock held: it takes only the ring's.
+func (f *Function) ethReceive(e *ethRing, mac [6]byte, frame []byte) {
+	if len(frame) < abi.EthMinFrame || !e.promisc && frame[0]&1 == 0 && [6]byte(frame[0:6]) != mac {
+		return
+	}
+	e.mu.Lock()
+	if e.gone {
+		e.mu.Unlock()
+		return
+	}
+	ok := e.fill(f, frame)
+	e.mu.Unlock()
+	if ok {
+		f.signal(e.vector)
+	}
+}
+
+// fill writes frame into the next posted RX buffer; false if there is none, or it is too
+// small, or its memory is gone (the frame is dropped and counted).
+func (e *ethRing) fill(f *Function, frame []byte) bool {
+	prod, err := e.r.readU32(abi.QHProducer)
+	if err != nil || e.cons == prod&e.r.mask() {
+		e.dropped++
+		return false
+	}
+	var desc [abi.EthDescSize]byte
+	off := e.r.elemOff(e.cons)
+	if e.r.access(off, desc[:], false) != nil {
+		e.dropped++
+		return false
+	}
+	addr, room := binary.LittleEndian.Uint64(desc[abi.EthDescAddr:]), binary.LittleEndian.Uint32(desc[abi.EthDescLen:])
+	if uint32(len(frame)) > room || writeGuest(&f.mem, addr, frame) != nil {
+		// The buffer is used up all the same: the driver sees it come back empty.
+		binary.LittleEndian.PutUint32(desc[abi.EthDescLen:], 0)
+		e.dropped++
+	} else {
+		binary.LittleEndian.PutUint32(desc[abi.EthDescLen:], uint32(len(frame)))
+	}
+	binary.LittleEndian.PutUint32(desc[abi.EthDescFlags:], abi.EthDescDone)
+	if e.r.access(off+abi.EthDescLen, desc[abi.EthDescLen:], true) != nil {
+		return false
+	}
+	e.cons = (e.cons + 1) & e.r.mask()
+	_ = e.r.writeU32(abi.QHConsumer, e.cons)
+	return true
+}
