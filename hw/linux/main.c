@@ -95,7 +95,7 @@ static int sirdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	}
 	pci_set_master(pdev);
 
-	sdev->nvec = pci_alloc_irq_vectors(pdev, 2, SOFTIRDMA_NUM_VECTORS, PCI_IRQ_MSIX);
+	sdev->nvec = pci_alloc_irq_vectors(pdev, SOFTIRDMA_MIN_VECTORS, SOFTIRDMA_NUM_VECTORS, PCI_IRQ_MSIX);
 	if (sdev->nvec < 0) {
 		err = sdev->nvec;
 		goto err_unmap;
@@ -125,6 +125,11 @@ static int sirdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		 version >> 16, version & 0xffff, sdev->caps.caps, sdev->caps.max_qp, sdev->caps.max_cq,
 		 sdev->caps.max_mr, sdev->caps.max_mw, sdev->nvec,
 		 sirdma_rd(sdev, SOFTIRDMA_REG_PORT_STATE) == 4 ? "active" : "down");
+	err = sirdma_eth_init(sdev);
+	if (err) {
+		dev_err(&pdev->dev, "the Ethernet function failed: %d\n", err);
+		goto err_ctrl;
+	}
 	return 0;
 
 err_ctrl:
@@ -152,6 +157,7 @@ static void sirdma_remove(struct pci_dev *pdev)
 {
 	struct sirdma_dev *sdev = pci_get_drvdata(pdev);
 
+	sirdma_eth_fini(sdev);
 	/* Stop the function before its memory goes: after the reset it touches none of it. */
 	sirdma_reset(sdev);
 	pci_clear_master(pdev);

@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The Ethernet function: the frames on softirdma's link that are not RoCEv2 for the device
+ * reach this net_device through the RX ring, and what it sends goes out through the TX ring
+ * (docs/device.md, "The Ethernet function"). One NAPI context serves both rings.
+ */
+#include <linux/dma-mapping.h>
+#include <linux/etherdevice.h>
+#include <linux/if_vlan.h>
+#include <linux/interrupt.h>
+#include <linux/unaligned.h>
+
+#include "softirdma.h"
+
+#define RING_MASK (SOFTIRDMA_ETH_RING_SIZE - 1)
+
+static struct sirdma_dev *netdev_sdev(struct net_device *netdev)
+{
+	return ((struct sirdma_netdev_priv *)netdev_priv(netdev))->sdev;
+}
+
+static __le32 *ring_index(struct sirdma_eth_ring *r, u32 off)
+{
+	return r->mem + off;
+}
+
+static struct softirdma_eth_desc *ring_desc(struct sirdma_eth_ring *r, u32 i)
+{
+	return r->mem + SOFTIRDMA_QUEUE_HEADER_SIZE + i * SOFTIRDMA_ETH_DESC_SIZE;
+}
+
+/* The device's consumer index: how far it has sent (TX) or filled (RX). */
+static u32 ring_consumer(struct sirdma_eth_ring *r)
+{
+	return le32_to_cpu(READ_ONCE(*ring_index(r, SOFTIRDMA_QH_CONSUMER))) & RING_MASK;
+}
+
+static void ring_publish(struct sirdma_eth_ring *r)
+{
+	dma_wmb(); /* the descriptors before the index that hands them over */
+	WRITE_ONCE(*ring_index(r, SOFTIRDMA_QH_PRODUCER), cpu_to_le32(r->prod));
+}
+
+static int ring_alloc(struct sirdma_dev *sdev, struct sirdma_eth_ring *r)
+{
+	BUILD_BUG_ON(SOFTIRDMA_QUEUE_HEADER_SIZE + SOFTIRDMA_ETH_RING_SIZE * SOFTIRDMA_ETH_DESC_SIZE > PAGE_SIZE);
+	r->mem = dma_alloc_coherent(&sdev->pdev->dev, PAGE_SIZE, &r->dma, GFP_KERNEL);
+	if (!r->mem)
+		return -ENOMEM;
+	/* The header's element size and mask are the driver's to write, never the device's. */
+	*ring_index(r, SOFTIRDMA_QH_LOG_ELEM_SIZE) = cpu_to_le32(ilog2(SOFTIRDMA_ETH_DESC_SIZE));
+	*ring_index(r, SOFTIRDMA_QH_INDEX_MASK) = cpu_to_le32(RING_MASK);
+	r->prod = 0;
+	r->clean = 0;
+	return 0;
+}
+
+static void ring_free(struct sirdma_dev *sdev, struct sirdma_eth_ring *r)
+{
+	if (r->mem)
+		dma_free_coherent(&sdev->pdev->dev, PAGE_SIZE, r->mem, r->dma);
+	r->mem = NULL;
+}
+
+static int ring_create(struct sirdma_dev *sdev, struct sirdma_eth_ring *r, u8 kind, u16 vector)
+{
+	struct softirdma_eth_ring_args args = {};
+	struct softirdma_queue_args *q = (void *)args.queue;
+	struct softirdma_page_list *pl = (void *)q->pages;
+
+	args.kind = kind;
+	args.vector = cpu_to_le16(vector);
+	q->log_count = SOFTIRDMA_ETH_RING_LOG;
+	q->log_elem = ilog2(SOFTIRDMA_ETH_DESC_SIZE);
+	pl->addr = cpu_to_le64(r->dma);
+	pl->pages = cpu_to_le32(1);
+	pl->shift = PAGE_SHIFT;
+	pl->levels = 0;
+	return sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_ETH_RING, &args, sizeof(args), NULL, NULL, 0);
+}
+
+static void ring_destroy(struct sirdma_dev *sdev, u8 kind)
+{
+	u32 res[4];
+	u8 k = kind;
+
+	if (!sirdma_cmd(sdev, SOFTIRDMA_OP_DESTROY_ETH_RING, &k, 1, res, NULL, 0) && res[0])
+		netdev_dbg(sdev->netdev, "%s ring dropped %u frames\n", kind == SOFTIRDMA_ETH_TX ? "TX" : "RX", res[0]);
+}
+
+/* rx_post gives the device an empty buffer in the RX ring's next slot. */
+static int rx_post(struct sirdma_dev *sdev)
+{
+	struct sirdma_eth_ring *r = &sdev->rx;
+	struct softirdma_eth_desc *d;
+	struct sk_buff *skb;
+	dma_addr_t addr;
+	u32 i = r->prod;
+
+	skb = netdev_alloc_skb_ip_align(sdev->netdev, SOFTIRDMA_ETH_RX_BUF);
+	if (!skb)
+		return -ENOMEM;
+	addr = dma_map_single(&sdev->pdev->dev, skb->data, SOFTIRDMA_ETH_RX_BUF, DMA_FROM_DEVICE);
+	if (dma_mapping_error(&sdev->pdev->dev, addr)) {
+		dev_kfree_skb_any(skb);
+		return -ENOMEM;
+	}
+	r->skbs[i] = skb;
+	r->addrs[i] = addr;
+	d = ring_desc(r, i);
+	d->addr = cpu_to_le64(addr);
+	d->len = cpu_to_le32(SOFTIRDMA_ETH_RX_BUF);
+	d->flags = 0;
+	r->prod = (i + 1) & RING_MASK;
+	return 0;
+}
+
+static int rx_poll(struct sirdma_dev *sdev, int budget)
+{
+	struct sirdma_eth_ring *r = &sdev->rx;
+	struct net_device *netdev = sdev->netdev;
+	u32 done = ring_consumer(r);
+	int n = 0;
+
+	while (r->clean != done && n < budget) {
+		struct softirdma_eth_desc *d = ring_desc(r, r->clean);
+		struct sk_buff *skb = r->skbs[r->clean];
+		u32 len;
+
+		dma_rmb(); /* the descriptor after the index that says it is filled */
+		len = le32_to_cpu(d->len);
+		dma_unmap_single(&sdev->pdev->dev, r->addrs[r->clean], SOFTIRDMA_ETH_RX_BUF, DMA_FROM_DEVICE);
+		r->skbs[r->clean] = NULL;
+		if (!(le32_to_cpu(d->flags) & SOFTIRDMA_ETH_DESC_DONE) || len < ETH_HLEN || len > SOFTIRDMA_ETH_RX_BUF) {
+			netdev->stats.rx_dropped++;
+			dev_kfree_skb_any(skb);
+		} else {
+			skb_put(skb, len);
+			skb->protocol = eth_type_trans(skb, netdev);
+			netdev->stats.rx_packets++;
+			netdev->stats.rx_bytes += len;
+			napi_gro_receive(&sdev->napi, skb);
+		}
+		r->clean = (r->clean + 1) & RING_MASK;
+		n++;
+		/* The slot goes straight back, with a fresh buffer. */
+		if (rx_post(sdev))
+			netdev->stats.rx_missed_errors++;
+	}
+	ring_publish(r);
+	return n;
+}
+
+static void tx_clean(struct sirdma_dev *sdev)
+{
+	struct sirdma_eth_ring *r = &sdev->tx;
+	struct net_device *netdev = sdev->netdev;
+	u32 done = ring_consumer(r);
+
+	while (r->clean != done) {
+		struct sk_buff *skb = r->skbs[r->clean];
+
+		dma_unmap_single(&sdev->pdev->dev, r->addrs[r->clean], skb->len, DMA_TO_DEVICE);
+		netdev->stats.tx_packets++;
+		netdev->stats.tx_bytes += skb->len;
+		napi_consume_skb(skb, 1);
+		r->skbs[r->clean] = NULL;
+		r->clean = (r->clean + 1) & RING_MASK;
+	}
+	if (netif_queue_stopped(netdev) && ((r->prod + 1) & RING_MASK) != r->clean)
+		netif_wake_queue(netdev);
+}
+
+static int sirdma_napi_poll(struct napi_struct *napi, int budget)
+{
+	struct sirdma_dev *sdev = container_of(napi, struct sirdma_dev, napi);
+	int n;
+
+	spin_lock(&sdev->tx_lock);
+	tx_clean(sdev);
+	spin_unlock(&sdev->tx_lock);
+	n = rx_poll(sdev, budget);
+	if (n < budget)
+		napi_complete_done(napi, n);
+	return n;
+}
+
+static irqreturn_t sirdma_eth_irq(int irq, void *data)
+{
+	struct sirdma_dev *sdev = data;
+
+	napi_schedule(&sdev->napi);
+	return IRQ_HANDLED;
+}
+
+static netdev_tx_t sirdma_xmit(struct sk_buff *skb, struct net_device *netdev)
+{
+	struct sirdma_dev *sdev = netdev_sdev(netdev);
+	struct sirdma_eth_ring *r = &sdev->tx;
+	struct softirdma_eth_desc *d;
+	dma_addr_t addr;
+	unsigned long flags;
+
+	if (skb->len < ETH_HLEN || skb->len > SOFTIRDMA_ETH_MAX_FRAME || skb_linearize(skb)) {
+		netdev->stats.tx_dropped++;
+		dev_kfree_skb_any(skb);
+		return NETDEV_TX_OK;
+	}
+	addr = dma_map_single(&sdev->pdev->dev, skb->data, skb->len, DMA_TO_DEVICE);
+	if (dma_mapping_error(&sdev->pdev->dev, addr)) {
+		netdev->stats.tx_dropped++;
+		dev_kfree_skb_any(skb);
+		return NETDEV_TX_OK;
+	}
+	spin_lock_irqsave(&sdev->tx_lock, flags);
+	if (((r->prod + 1) & RING_MASK) == r->clean) {
+		netif_stop_queue(netdev);
+		spin_unlock_irqrestore(&sdev->tx_lock, flags);
+		dma_unmap_single(&sdev->pdev->dev, addr, skb->len, DMA_TO_DEVICE);
+		return NETDEV_TX_BUSY;
+	}
+	r->skbs[r->prod] = skb;
+	r->addrs[r->prod] = addr;
+	d = ring_desc(r, r->prod);
+	d->addr = cpu_to_le64(addr);
+	d->len = cpu_to_le32(skb->len);
+	d->flags = 0;
+	r->prod = (r->prod + 1) & RING_MASK;
+	ring_publish(r);
+	sirdma_wr(sdev, SOFTIRDMA_REG_ETH_TX_PROD, r->prod);
+	if (((r->prod + 1) & RING_MASK) == r->clean)
+		netif_stop_queue(netdev);
+	spin_unlock_irqrestore(&sdev->tx_lock, flags);
+	return NETDEV_TX_OK;
+}
+
+/* ring_drain frees what a ring still holds, once the device has let go of it. */
+static void ring_drain(struct sirdma_dev *sdev, struct sirdma_eth_ring *r, enum dma_data_direction dir)
+{
+	int i;
+
+	for (i = 0; i < SOFTIRDMA_ETH_RING_SIZE; i++) {
+		if (!r->skbs[i])
+			continue;
+		dma_unmap_single(&sdev->pdev->dev, r->addrs[i],
+				 dir == DMA_TO_DEVICE ? r->skbs[i]->len : SOFTIRDMA_ETH_RX_BUF, dir);
+		dev_kfree_skb_any(r->skbs[i]);
+		r->skbs[i] = NULL;
+	}
+}
+
+static int sirdma_open(struct net_device *netdev)
+{
+	struct sirdma_dev *sdev = netdev_sdev(netdev);
+	int err, i;
+
+	err = ring_alloc(sdev, &sdev->tx);
+	if (err)
+		return err;
+	err = ring_alloc(sdev, &sdev->rx);
+	if (err)
+		goto err_tx;
+	for (i = 0; i < SOFTIRDMA_ETH_RING_SIZE - 1; i++) {
+		err = rx_post(sdev);
+		if (err)
+			goto err_rx;
+	}
+	ring_publish(&sdev->rx);
+	err = ring_create(sdev, &sdev->tx, SOFTIRDMA_ETH_TX, SOFTIRDMA_ETH_TX_VECTOR);
+	if (err)
+		goto err_rx;
+	err = ring_create(sdev, &sdev->rx, SOFTIRDMA_ETH_RX, SOFTIRDMA_ETH_RX_VECTOR);
+	if (err)
+		goto err_tx_ring;
+	napi_enable(&sdev->napi);
+	if (sirdma_rd(sdev, SOFTIRDMA_REG_PORT_STATE) == 4)
+		netif_carrier_on(netdev);
+	netif_start_queue(netdev);
+	return 0;
+
+err_tx_ring:
+	ring_destroy(sdev, SOFTIRDMA_ETH_TX);
+err_rx:
+	ring_drain(sdev, &sdev->rx, DMA_FROM_DEVICE);
+	ring_free(sdev, &sdev->rx);
+err_tx:
+	ring_free(sdev, &sdev->tx);
+	return err;
+}
+
+static int sirdma_stop(struct net_device *netdev)
+{
+	struct sirdma_dev *sdev = netdev_sdev(netdev);
+
+	netif_stop_queue(netdev);
+	netif_carrier_off(netdev);
+	napi_disable(&sdev->napi);
+	/* Once the rings are destroyed the device touches neither them nor their buffers. */
+	ring_destroy(sdev, SOFTIRDMA_ETH_RX);
+	ring_destroy(sdev, SOFTIRDMA_ETH_TX);
+	ring_drain(sdev, &sdev->tx, DMA_TO_DEVICE);
+	ring_drain(sdev, &sdev->rx, DMA_FROM_DEVICE);
+	ring_free(sdev, &sdev->tx);
+	ring_free(sdev, &sdev->rx);
+	return 0;
+}
+
+static int sirdma_set_mac(struct net_device *netdev, void *p)
+{
+	struct sirdma_dev *sdev = netdev_sdev(netdev);
+	int err = eth_mac_addr(netdev, p);
+
+	if (err)
+		return err;
+	/* MAC_HI last: the device takes the address when it is written. */
+	sirdma_wr(sdev, SOFTIRDMA_REG_MAC_LO, get_unaligned_le32(netdev->dev_addr));
+	sirdma_wr(sdev, SOFTIRDMA_REG_MAC_HI, get_unaligned_le16(netdev->dev_addr + 4));
+	return 0;
+}
+
+static const struct net_device_ops sirdma_netdev_ops = {
+	.ndo_open = sirdma_open,
+	.ndo_stop = sirdma_stop,
+	.ndo_start_xmit = sirdma_xmit,
+	.ndo_set_mac_address = sirdma_set_mac,
+	.ndo_validate_addr = eth_validate_addr,
+};
+
+int sirdma_eth_init(struct sirdma_dev *sdev)
+{
+	struct net_device *netdev;
+	u8 mac[ETH_ALEN];
+	int err;
+
+	if (!(sdev->caps.caps & SOFTIRDMA_CAP_ETHERNET))
+		return 0;
+	netdev = alloc_etherdev(sizeof(struct sirdma_netdev_priv));
+	if (!netdev)
+		return -ENOMEM;
+	((struct sirdma_netdev_priv *)netdev_priv(netdev))->sdev = sdev;
+	sdev->netdev = netdev;
+	spin_lock_init(&sdev->tx_lock);
+	SET_NETDEV_DEV(netdev, &sdev->pdev->dev);
+	netdev->netdev_ops = &sirdma_netdev_ops;
+	netdev->min_mtu = ETH_MIN_MTU;
+	netdev->max_mtu = SOFTIRDMA_ETH_RX_BUF - ETH_HLEN - VLAN_HLEN;
+
+	/* The function's power-on MAC, as its config gave it; a random one if it has none. */
+	put_unaligned_le32(sirdma_rd(sdev, SOFTIRDMA_REG_MAC_LO), mac);
+	put_unaligned_le16(sirdma_rd(sdev, SOFTIRDMA_REG_MAC_HI), mac + 4);
+	if (is_valid_ether_addr(mac)) {
+		eth_hw_addr_set(netdev, mac);
+	} else {
+		eth_hw_addr_random(netdev);
+		sirdma_wr(sdev, SOFTIRDMA_REG_MAC_LO, get_unaligned_le32(netdev->dev_addr));
+		sirdma_wr(sdev, SOFTIRDMA_REG_MAC_HI, get_unaligned_le16(netdev->dev_addr + 4));
+	}
+	netif_napi_add(netdev, &sdev->napi, sirdma_napi_poll);
+	err = request_irq(pci_irq_vector(sdev->pdev, SOFTIRDMA_ETH_TX_VECTOR), sirdma_eth_irq, 0, "softirdma-tx", sdev);
+	if (err)
+		goto err_napi;
+	err = request_irq(pci_irq_vector(sdev->pdev, SOFTIRDMA_ETH_RX_VECTOR), sirdma_eth_irq, 0, "softirdma-rx", sdev);
+	if (err)
+		goto err_tx_irq;
+	netif_carrier_off(netdev);
+	err = register_netdev(netdev);
+	if (err)
+		goto err_rx_irq;
+	netdev_info(netdev, "softirdma Ethernet function, MAC %pM\n", netdev->dev_addr);
+	return 0;
+
+err_rx_irq:
+	free_irq(pci_irq_vector(sdev->pdev, SOFTIRDMA_ETH_RX_VECTOR), sdev);
+err_tx_irq:
+	free_irq(pci_irq_vector(sdev->pdev, SOFTIRDMA_ETH_TX_VECTOR), sdev);
+err_napi:
+	netif_napi_del(&sdev->napi);
+	free_netdev(netdev);
+	sdev->netdev = NULL;
+	return err;
+}
+
+void sirdma_eth_fini(struct sirdma_dev *sdev)
+{
+	if (!sdev->netdev)
+		return;
+	unregister_netdev(sdev->netdev);
+	free_irq(pci_irq_vector(sdev->pdev, SOFTIRDMA_ETH_RX_VECTOR), sdev);
+	free_irq(pci_irq_vector(sdev->pdev, SOFTIRDMA_ETH_TX_VECTOR), sdev);
+	netif_napi_del(&sdev->napi);
+	free_netdev(sdev->netdev);
+	sdev->netdev = NULL;
+}
