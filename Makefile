@@ -48,8 +48,8 @@ clean:
 	rm -rf bin
 
 # Checks against peers we did not write (tshark here). .ci/run installs what they need.
-.PHONY: interop interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci
-interop: interop-tshark interop-qtest interop-guestpci interop-rxe interop-netns
+.PHONY: interop interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver
+interop: interop-tshark interop-qtest interop-guestpci interop-guestdriver interop-rxe interop-netns
 
 # tshark dissects a pcap of every opcode and must agree with wire on opcode, QP and PSN.
 # Installs tshark from the Debian mirror when it is missing (needs root).
@@ -79,3 +79,10 @@ interop-qtest:
 # vfio-user and lists it with the documented IDs.
 interop-guestpci:
 	bash interop/guestpci.sh
+
+# The Linux driver (hw/linux), built against the rig guest's kernel, in a guest whose function
+# `softirdma serve` serves on a dgram link to a second guest running Linux rxe: probe, the
+# Ethernet function's netdev pinging the rxe guest, module reloads, no kernel warning. Provisions
+# the rig's full tree (kernel headers) first.
+interop-guestdriver:
+	bash interop/guestdriver.sh

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The guest driver (hw/linux) in a rig guest whose softirdma PCI function is served by `softirdma
+# serve` on a dgram link to a second rig guest running Linux rxe: the module loads, its Ethernet
+# function's netdev pings the rxe guest, the module unloads and loads again, and the guest's kernel
+# logs no warning. Prints PASS/FAIL per case.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RIG_SRC=${RIG_SRC:-../shared/rig}
+RIG_SRC=$(cd "$RIG_SRC" && pwd)
+export RIG_DIR=${RIG_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/softirdma-rig}
+OUT=${INTEROP_OUT:-$(mktemp -d)}
+mkdir -p "$RIG_DIR" "$OUT/share"
+bash "$RIG_SRC/ensure.sh" full
+go build -o bin/softirdma ./cmd/softirdma
+bash "$RIG_SRC/build-module.sh" hw/linux "$OUT/share" > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; echo "FAIL device_guest_module_build"; exit 1; }
+echo "PASS device_guest_module_build"
+echo "interop guest driver; logs in $OUT"
+
+# Ports and MACs of their own, so the default rig guest's may be in use.
+B_QEMU=9201 B_PEER=9202
+SOCK=$(mktemp -u /tmp/softirdma-XXXXXX.sock)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+bin/softirdma serve -socket "$SOCK" -link "dgram:127.0.0.1:$B_PEER,127.0.0.1:$B_QEMU" -ip 192.168.77.1 \
+  > "$OUT/serve.out" 2> "$OUT/serve.log" &
+spid=$!; pids+=($spid)
+waitfor() { # waitfor FILE REGEX SECONDS PID: a line in a log, while its writer lives
+  local i
+  for i in $(seq $(($3 * 20))); do
+    grep -qE "$2" "$1" 2>/dev/null && return 0
+    kill -0 "$4" 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}
+waitfor "$OUT/serve.out" "listening on" 30 $spid || { cat "$OUT/serve.log"; echo "FAIL serve is not listening"; exit 1; }
+
+# Guest B: Linux rxe at 192.168.77.2 on the link, up until this script is done with it.
+CMDB=$(printf 'echo RIG: peer up; sleep 600' | base64 -w0)
+RIG_QEMU_PORT=$B_QEMU RIG_PEER_PORT=$B_PEER RIG_SHELL_PORT=2523 RIG_FWD_PORT=18716 \
+  RIG_MAC0=52:54:00:00:05:10 RIG_MAC1=52:54:00:00:77:52 \
+  timeout 900 bash "$RIG_SRC/run-guest.sh" run rig.cmd="$CMDB" > "$OUT/peer.log" 2>&1 &
+bpid=$!; pids+=($bpid)
+waitfor "$OUT/peer.log" "RIG: peer up" 300 $bpid || { tail -20 "$OUT/peer.log"; echo "FAIL the rxe peer guest did not come up"; exit 1; }
+
+# Guest A: the driver from the share; its own eth1 off the 192.168.77.0/24 net.
+CMDA=$(cat <<'SCRIPT' | base64 -w0
+netdev() { for d in /sys/class/net/*; do case $(readlink $d/device/driver) in *softirdma) basename $d;; esac; done; }
+insmod /share/softirdma.ko || echo "RIG: insmod failed"
+DEV=$(netdev); echo "RIG: netdev $DEV"
+ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
+for i in $(seq 60); do ping -c 1 -W 1 192.168.77.2 > /dev/null 2>&1 && break; done
+ping -c 5 -i 0.2 -W 2 192.168.77.2 | sed 's/^/RIG: ping: /'
+ok=0
+for i in 1 2 3 4 5; do
+  ip link set $DEV down; rmmod softirdma && insmod /share/softirdma.ko || break
+  DEV=$(netdev); ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
+  ping -c 1 -W 5 192.168.77.2 > /dev/null 2>&1 && ok=$((ok+1))
+done
+echo "RIG: reloads pinging $ok of 5"
+rmmod softirdma && echo "RIG: rmmod ok"
+dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|softirdma' | sed 's/^/RIG: dmesg: /'
+SCRIPT
+)
+RIG_SHARE="$OUT/share" RIG_VFIO_USER="$SOCK" RIG_QEMU_PORT=9211 RIG_PEER_PORT=9212 RIG_SHELL_PORT=2533 RIG_FWD_PORT=18726 \
+  RIG_MAC0=52:54:00:00:06:10 RIG_MAC1=52:54:00:00:77:62 \
+  timeout 300 bash "$RIG_SRC/run-guest.sh" run rig.rxe=0 rig.ip=192.168.99.2 rig.cmd="$CMDA" > "$OUT/guest.log" 2>&1 || true
+grep "RIG: " "$OUT/guest.log" > "$OUT/rig.txt" || true
+
+fail=0
+check() { # check NAME REGEX: PASS if the guest said so
+  if grep -qE "$2" "$OUT/rig.txt"; then echo "PASS $1"; else echo "FAIL $1"; fail=1; fi
+}
+check device_guest_probe 'RIG: dmesg: .*softirdma .*ABI 1\.0'
+check device_guest_netdev 'RIG: netdev eth[0-9]+'
+check device_guest_ping_vs_rxe 'RIG: ping: 5 packets transmitted, 5 packets received'
+check device_guest_module_reload 'RIG: reloads pinging 5 of 5'
+check device_guest_rmmod 'RIG: rmmod ok'
+if grep -qE 'RIG: dmesg: .*(WARNING|BUG|Oops|Call Trace)' "$OUT/rig.txt"; then
+  echo "FAIL device_guest_no_kernel_warning"; grep -E 'WARNING|BUG|Oops|Call Trace' "$OUT/rig.txt" | head; fail=1
+else
+  echo "PASS device_guest_no_kernel_warning"
+fi
+[ $fail = 0 ] || grep "RIG: " "$OUT/guest.log" | tail -30
+kill -TERM $spid
+if wait $spid; then echo "PASS device_guest_serve_stops"; else echo "FAIL device_guest_serve_stops"; fail=1; fi
+exit $fail
