@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The guest driver (hw/linux) in a rig guest whose softirdma PCI function is served by `softirdma
 # serve` on a dgram link to a second rig guest running Linux rxe: the module loads, its Ethernet
-# function's netdev pings the rxe guest, the module unloads and loads again, and the guest's kernel
-# logs no warning. Prints PASS/FAIL per case.
+# function's netdev pings the rxe guest, ibv_devices and ibv_devinfo (rdma-core's rxe provider)
+# show the RDMA device with its port active on that netdev and its RoCEv2 GIDs from the netdev's
+# addresses, the module unloads and loads again, and the guest's kernel logs no warning. Prints
+# PASS/FAIL per case.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RIG_SRC=${RIG_SRC:-../shared/rig}
@@ -53,6 +55,11 @@ DEV=$(netdev); echo "RIG: netdev $DEV"
 ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
 for i in $(seq 60); do ping -c 1 -W 1 192.168.77.2 > /dev/null 2>&1 && break; done
 ping -c 5 -i 0.2 -W 2 192.168.77.2 | sed 's/^/RIG: ping: /'
+ibv_devices | sed 's/^/RIG: devices: /'
+ibv_devinfo -d softirdma0 | sed 's/^/RIG: devinfo: /'
+rdma link | sed 's/^/RIG: rdma: /'
+P=/sys/class/infiniband/softirdma0/ports/1
+for i in 0 1; do echo "RIG: gid $i $(cat $P/gids/$i) $(cat $P/gid_attrs/types/$i)"; done
 ok=0
 for i in 1 2 3 4 5; do
   ip link set $DEV down; rmmod softirdma && insmod /share/softirdma.ko || break
@@ -76,6 +83,12 @@ check() { # check NAME REGEX: PASS if the guest said so
 check device_guest_probe 'RIG: dmesg: .*softirdma .*ABI 1\.0'
 check device_guest_netdev 'RIG: netdev eth[0-9]+'
 check device_guest_ping_vs_rxe 'RIG: ping: 5 packets transmitted, 5 packets received'
+check device_guest_ibv_devices 'RIG: devices: [[:space:]]*softirdma0[[:space:]]'
+check device_guest_ibv_devinfo_port 'RIG: devinfo: [[:space:]]*state:[[:space:]]+PORT_ACTIVE'
+check device_guest_ibv_devinfo_ethernet 'RIG: devinfo: [[:space:]]*link_layer:[[:space:]]+Ethernet'
+check device_guest_rdma_link 'RIG: rdma: link softirdma0/1 state ACTIVE .*netdev eth[0-9]+'
+check device_guest_gid_ipv6_linklocal 'RIG: gid 0 fe80:0000:0000:0000:[0-9a-f:]+ RoCE v2'
+check device_guest_gid_ipv4 'RIG: gid 1 0000:0000:0000:0000:0000:ffff:c0a8:4d01 RoCE v2'
 check device_guest_module_reload 'RIG: reloads pinging 5 of 5'
 check device_guest_rmmod 'RIG: rmmod ok'
 if grep -qE 'RIG: dmesg: .*(WARNING|BUG|Oops|Call Trace)' "$OUT/rig.txt"; then

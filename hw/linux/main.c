@@ -130,7 +130,15 @@ static int sirdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		dev_err(&pdev->dev, "the Ethernet function failed: %d\n", err);
 		goto err_ctrl;
 	}
+	err = sirdma_ib_init(sdev);
+	if (err) {
+		dev_err(&pdev->dev, "the RDMA device failed: %d\n", err);
+		goto err_eth;
+	}
 	return 0;
+
+err_eth:
+	sirdma_eth_fini(sdev);
 
 err_ctrl:
 	sirdma_reset(sdev);
@@ -157,6 +165,7 @@ static void sirdma_remove(struct pci_dev *pdev)
 {
 	struct sirdma_dev *sdev = pci_get_drvdata(pdev);
 
+	sirdma_ib_fini(sdev);
 	sirdma_eth_fini(sdev);
 	/* Stop the function before its memory goes: after the reset it touches none of it. */
 	sirdma_reset(sdev);

@@ -70,6 +70,9 @@ struct sirdma_dev {
 	struct napi_struct napi;
 	spinlock_t tx_lock; /* the TX ring's producer side */
 	struct sirdma_eth_ring tx, rx;
+
+	/* The RDMA device on the netdev's port. */
+	struct ib_device *ib;
 };
 
 /* The netdev's private data points back at the device. */
@@ -95,5 +98,7 @@ int sirdma_cmd(struct sirdma_dev *sdev, u16 op, const void *args, size_t len,
 
 int sirdma_eth_init(struct sirdma_dev *sdev);
 void sirdma_eth_fini(struct sirdma_dev *sdev);
+int sirdma_ib_init(struct sirdma_dev *sdev);
+void sirdma_ib_fini(struct sirdma_dev *sdev);
 
 #endif /* SOFTIRDMA_H */

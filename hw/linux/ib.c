@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The RDMA device: an ib_device that reports itself as rxe to user space (driver id
+ * RDMA_DRIVER_RXE, uverbs ABI 2), so that rdma-core's rxe provider drives the function's rings,
+ * which are in rxe's user layout. Its port is RoCEv2 on the Ethernet function's netdev: the
+ * RDMA core builds the GID table from the netdev's addresses, and add_gid/del_gid program
+ * them into the function, whose engine then answers to them.
+ *
+ * The verbs that create queues and register memory are not there yet: they fail with
+ * EOPNOTSUPP.
+ */
+#include <linux/unaligned.h>
+#include <net/addrconf.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/ib_mad.h>
+#include <rdma/uverbs_ioctl.h>
+
+#include "softirdma.h"
+
+#define SOFTIRDMA_UVERBS_ABI_VERSION 2 /* rxe's: what rdma-core's rxe provider accepts */
+
+struct sirdma_ib {
+	struct ib_device ibdev;
+	struct sirdma_dev *sdev;
+};
+
+struct sirdma_pd {
+	struct ib_pd ibpd;
+	u32 pdn;
+};
+
+struct sirdma_ucontext {
+	struct ib_ucontext ibuc;
+};
+
+static struct sirdma_dev *to_sdev(struct ib_device *ibdev)
+{
+	return container_of(ibdev, struct sirdma_ib, ibdev)->sdev;
+}
+
+static int sirdma_query_device(struct ib_device *ibdev, struct ib_device_attr *attr,
+			       struct ib_udata *udata)
+{
+	struct sirdma_dev *sdev = to_sdev(ibdev);
+	const struct sirdma_caps *c = &sdev->caps;
+
+	if (udata->inlen || udata->outlen)
+		return -EINVAL;
+	memset(attr, 0, sizeof(*attr));
+	attr->fw_ver = (u64)SOFTIRDMA_VERSION_MAJOR << 32 | (u64)SOFTIRDMA_VERSION_MINOR << 16;
+	addrconf_addr_eui48((u8 *)&attr->sys_image_guid, sdev->netdev->dev_addr);
+	attr->max_mr_size = ~0ULL;
+	attr->page_size_cap = c->page_sizes;
+	attr->vendor_id = SOFTIRDMA_PCI_VENDOR_ID;
+	attr->vendor_part_id = SOFTIRDMA_PCI_DEVICE_ID;
+	attr->hw_ver = sdev->pdev->revision;
+	attr->max_qp = c->max_qp;
+	attr->max_qp_wr = c->max_qp_wr;
+	attr->device_cap_flags = IB_DEVICE_RC_RNR_NAK_GEN | IB_DEVICE_SRQ_RESIZE |
+				 IB_DEVICE_MEM_MGT_EXTENSIONS;
+	if (c->caps & SOFTIRDMA_CAP_MW_TYPE1)
+		attr->device_cap_flags |= IB_DEVICE_MEM_WINDOW;
+	if (c->caps & SOFTIRDMA_CAP_MW_TYPE2_A)
+		attr->device_cap_flags |= IB_DEVICE_MEM_WINDOW_TYPE_2A;
+	if (c->caps & SOFTIRDMA_CAP_MW_TYPE2_B)
+		attr->device_cap_flags |= IB_DEVICE_MEM_WINDOW_TYPE_2B;
+	attr->max_send_sge = c->max_sge;
+	attr->max_recv_sge = c->max_sge;
+	attr->max_sge_rd = c->max_sge;
+	attr->max_cq = c->max_cq;
+	attr->max_cqe = c->max_cqe;
+	attr->max_mr = c->max_mr;
+	attr->max_mw = c->max_mw;
+	attr->max_pd = c->max_pd;
+	attr->max_qp_rd_atom = c->max_rd_atom;
+	attr->max_qp_init_rd_atom = c->max_rd_atom;
+	attr->max_res_rd_atom = c->max_rd_atom * c->max_qp;
+	attr->max_srq = c->max_srq;
+	attr->max_srq_wr = c->max_srq_wr;
+	attr->max_srq_sge = c->max_sge;
+	attr->max_fast_reg_page_list_len = SOFTIRDMA_PL_ENTRIES_PER_PAGE;
+	attr->max_pkeys = 1;
+	attr->local_ca_ack_delay = 15;
+	attr->atomic_cap = c->caps & SOFTIRDMA_CAP_ATOMICS ? IB_ATOMIC_HCA : IB_ATOMIC_NONE;
+	attr->max_ah = c->max_ah;
+	return 0;
+}
+
+static int sirdma_query_port(struct ib_device *ibdev, u32 port, struct ib_port_attr *attr)
+{
+	struct sirdma_dev *sdev = to_sdev(ibdev);
+	bool up = sirdma_rd(sdev, SOFTIRDMA_REG_PORT_STATE) == IB_PORT_ACTIVE &&
+		  netif_running(sdev->netdev) && netif_carrier_ok(sdev->netdev);
+
+	/* The core cleared attr; what is not set here stays 0. */
+	attr->state = up ? IB_PORT_ACTIVE : IB_PORT_DOWN;
+	attr->phys_state = up ? IB_PORT_PHYS_STATE_LINK_UP : IB_PORT_PHYS_STATE_DISABLED;
+	attr->max_mtu = IB_MTU_4096;
+	/* The largest path MTU the netdev carries with RoCEv2's headers, as rxe reckons it. */
+	attr->active_mtu = min_t(enum ib_mtu, ib_mtu_int_to_enum(sdev->netdev->mtu),
+				 sdev->caps.max_mtu);
+	attr->gid_tbl_len = SOFTIRDMA_GID_TABLE_LEN;
+	attr->port_cap_flags = IB_PORT_CM_SUP;
+	attr->max_msg_sz = sdev->caps.max_msg_size;
+	attr->pkey_tbl_len = 1;
+	attr->active_speed = IB_SPEED_EDR;
+	attr->active_width = IB_WIDTH_4X;
+	return 0;
+}
+
+static int sirdma_get_port_immutable(struct ib_device *ibdev, u32 port,
+				     struct ib_port_immutable *immutable)
+{
+	struct ib_port_attr attr = {};
+	int err = ib_query_port(ibdev, port, &attr);
+
+	if (err)
+		return err;
+	immutable->pkey_tbl_len = attr.pkey_tbl_len;
+	immutable->gid_tbl_len = attr.gid_tbl_len;
+	immutable->core_cap_flags = RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+	immutable->max_mad_size = IB_MGMT_MAD_SIZE;
+	return 0;
+}
+
+static enum rdma_link_layer sirdma_get_link_layer(struct ib_device *ibdev, u32 port)
+{
+	return IB_LINK_LAYER_ETHERNET;
+}
+
+static int sirdma_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *pkey)
+{
+	if (index)
+		return -EINVAL;
+	*pkey = IB_DEFAULT_PKEY_FULL;
+	return 0;
+}
+
+/* sirdma_set_gid writes GID table entry i (valid) or takes it out. The device takes the table
+ * when GID_VALID is written: the entry goes out of it while it changes.
+ */
+static void sirdma_set_gid(struct sirdma_dev *sdev, unsigned int i, const union ib_gid *gid)
+{
+	u32 valid;
+	int k;
+
+	mutex_lock(&sdev->ctrl_lock);
+	valid = sirdma_rd(sdev, SOFTIRDMA_REG_GID_VALID) & ~BIT(i);
+	sirdma_wr(sdev, SOFTIRDMA_REG_GID_VALID, valid);
+	if (gid) {
+		for (k = 0; k < 16; k += 4)
+			sirdma_wr(sdev, SOFTIRDMA_REG_GID_TABLE + 16 * i + k, get_unaligned_le32(gid->raw + k));
+		sirdma_wr(sdev, SOFTIRDMA_REG_GID_VALID, valid | BIT(i));
+	}
+	mutex_unlock(&sdev->ctrl_lock);
+}
+
+static int sirdma_add_gid(const struct ib_gid_attr *attr, void **context)
+{
+	if (attr->index >= SOFTIRDMA_GID_TABLE_LEN || attr->gid_type != IB_GID_TYPE_ROCE_UDP_ENCAP)
+		return -EINVAL;
+	sirdma_set_gid(to_sdev(attr->device), attr->index, &attr->gid);
+	return 0;
+}
+
+static int sirdma_del_gid(const struct ib_gid_attr *attr, void **context)
+{
+	if (attr->index >= SOFTIRDMA_GID_TABLE_LEN)
+		return -EINVAL;
+	sirdma_set_gid(to_sdev(attr->device), attr->index, NULL);
+	return 0;
+}
+
+static int sirdma_alloc_ucontext(struct ib_ucontext *uctx, struct ib_udata *udata)
+{
+	return 0;
+}
+
+static void sirdma_dealloc_ucontext(struct ib_ucontext *uctx)
+{
+}
+
+static int sirdma_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	struct sirdma_pd *pd = container_of(ibpd, struct sirdma_pd, ibpd);
+	u32 res[4];
+	int err;
+
+	err = sirdma_cmd(to_sdev(ibpd->device), SOFTIRDMA_OP_ALLOC_PD, NULL, 0, res, NULL, 0);
+	if (err)
+		return err;
+	pd->pdn = res[0];
+	return 0;
+}
+
+static int sirdma_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	struct sirdma_pd *pd = container_of(ibpd, struct sirdma_pd, ibpd);
+	__le32 pdn = cpu_to_le32(pd->pdn);
+
+	return sirdma_cmd(to_sdev(ibpd->device), SOFTIRDMA_OP_DEALLOC_PD, &pdn, sizeof(pdn), NULL, NULL, 0);
+}
+
+/* Not there yet: queues and memory registration. */
+static int sirdma_create_cq(struct ib_cq *cq, const struct ib_cq_init_attr *attr,
+			    struct uverbs_attr_bundle *attrs)
+{
+	return -EOPNOTSUPP;
+}
+
+static int sirdma_destroy_cq(struct ib_cq *cq, struct ib_udata *udata)
+{
+	return 0;
+}
+
+static int sirdma_poll_cq(struct ib_cq *cq, int n, struct ib_wc *wc)
+{
+	return 0;
+}
+
+static int sirdma_req_notify_cq(struct ib_cq *cq, enum ib_cq_notify_flags flags)
+{
+	return -EOPNOTSUPP;
+}
+
+static int sirdma_create_qp(struct ib_qp *qp, struct ib_qp_init_attr *init, struct ib_udata *udata)
+{
+	return -EOPNOTSUPP;
+}
+
+static int sirdma_modify_qp(struct ib_qp *qp, struct ib_qp_attr *attr, int mask, struct ib_udata *udata)
+{
+	return -EOPNOTSUPP;
+}
+
+static int sirdma_destroy_qp(struct ib_qp *qp, struct ib_udata *udata)
+{
+	return 0;
+}
+
+static int sirdma_post_send(struct ib_qp *qp, const struct ib_send_wr *wr, const struct ib_send_wr **bad)
+{
+	*bad = wr;
+	return -EOPNOTSUPP;
+}
+
+static int sirdma_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr, const struct ib_recv_wr **bad)
+{
+	*bad = wr;
+	return -EOPNOTSUPP;
+}
+
+static struct ib_mr *sirdma_get_dma_mr(struct ib_pd *pd, int access)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+static struct ib_mr *sirdma_reg_user_mr(struct ib_pd *pd, u64 start, u64 length, u64 virt,
+					int access, struct ib_udata *udata)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+static int sirdma_dereg_mr(struct ib_mr *mr, struct ib_udata *udata)
+{
+	return 0;
+}
+
+static const struct ib_device_ops sirdma_ib_ops = {
+	.owner = THIS_MODULE,
+	.driver_id = RDMA_DRIVER_RXE,
+	.uverbs_abi_ver = SOFTIRDMA_UVERBS_ABI_VERSION,
+
+	.query_device = sirdma_query_device,
+	.query_port = sirdma_query_port,
+	.get_port_immutable = sirdma_get_port_immutable,
+	.get_link_layer = sirdma_get_link_layer,
+	.query_pkey = sirdma_query_pkey,
+	.add_gid = sirdma_add_gid,
+	.del_gid = sirdma_del_gid,
+	.alloc_ucontext = sirdma_alloc_ucontext,
+	.dealloc_ucontext = sirdma_dealloc_ucontext,
+	.alloc_pd = sirdma_alloc_pd,
+	.dealloc_pd = sirdma_dealloc_pd,
+	.create_cq = sirdma_create_cq,
+	.destroy_cq = sirdma_destroy_cq,
+	.poll_cq = sirdma_poll_cq,
+	.req_notify_cq = sirdma_req_notify_cq,
+	.create_qp = sirdma_create_qp,
+	.modify_qp = sirdma_modify_qp,
+	.destroy_qp = sirdma_destroy_qp,
+	.post_send = sirdma_post_send,
+	.post_recv = sirdma_post_recv,
+	.get_dma_mr = sirdma_get_dma_mr,
+	.reg_user_mr = sirdma_reg_user_mr,
+	.dereg_mr = sirdma_dereg_mr,
+
+	INIT_RDMA_OBJ_SIZE(ib_pd, sirdma_pd, ibpd),
+	INIT_RDMA_OBJ_SIZE(ib_ucontext, sirdma_ucontext, ibuc),
+};
+
+int sirdma_ib_init(struct sirdma_dev *sdev)
+{
+	struct sirdma_ib *sib;
+	int err;
+
+	if (!sdev->netdev)
+		return -ENODEV; /* RoCE needs the Ethernet function's netdev */
+	sib = ib_alloc_device(sirdma_ib, ibdev);
+	if (!sib)
+		return -ENOMEM;
+	sib->sdev = sdev;
+	sib->ibdev.node_type = RDMA_NODE_IB_CA;
+	sib->ibdev.phys_port_cnt = 1;
+	sib->ibdev.num_comp_vectors = 1;
+	sib->ibdev.local_dma_lkey = 0;
+	addrconf_addr_eui48((u8 *)&sib->ibdev.node_guid, sdev->netdev->dev_addr);
+	strscpy(sib->ibdev.node_desc, "softirdma", sizeof(sib->ibdev.node_desc));
+	ib_set_device_ops(&sib->ibdev, &sirdma_ib_ops);
+	err = ib_device_set_netdev(&sib->ibdev, sdev->netdev, 1);
+	if (err)
+		goto err_free;
+	err = ib_register_device(&sib->ibdev, "softirdma%d", &sdev->pdev->dev);
+	if (err)
+		goto err_free;
+	sdev->ib = &sib->ibdev;
+	return 0;
+
+err_free:
+	ib_dealloc_device(&sib->ibdev);
+	return err;
+}
+
+void sirdma_ib_fini(struct sirdma_dev *sdev)
+{
+	if (!sdev->ib)
+		return;
+	ib_unregister_device(sdev->ib);
+	ib_dealloc_device(sdev->ib);
+	sdev->ib = NULL;
+}
