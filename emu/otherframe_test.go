@@ -80,3 +80,41 @@ func TestOtherFrames(t *testing.T) {
 		t.Fatalf("RxOther %d TxOther %d", st.RxOther, p.a.Stats().TxOther)
 	}
 }
+
+// callLink hands a frame to the other device at once and lends no buffers, as a host's link.
+type callLink struct{ to *Device }
+
+func (l callLink) Send(frame []byte) error {
+	l.to.Receive(frame)
+	return nil
+}
+
+// A netdev's small frame sent on a link that lends no buffers does not come back as the buffer
+// of a full-size RoCE frame: a 4 KiB WRITE after it still goes out.
+func TestSendFrameBufferNotReused(t *testing.T) {
+	clock := NewWallClock()
+	macA, macB := [6]byte{2, 0, 0, 0, 0, 0xa}, [6]byte{2, 0, 0, 0, 0, 0xb}
+	a := NewDevice(DeviceConfig{Name: "A", Clock: clock, MAC: macA, IP: netip.MustParseAddr("192.0.2.10"),
+		Resolve: func(netip.Addr) ([6]byte, bool) { return macB, true }})
+	b := NewDevice(DeviceConfig{Name: "B", Clock: clock, MAC: macB, IP: netip.MustParseAddr("192.0.2.11"),
+		Resolve: func(netip.Addr) ([6]byte, bool) { return macA, true }})
+	a.Attach(callLink{to: b})
+	b.Attach(callLink{to: a})
+	b.OnOtherFrame(func([]byte) {})
+	_, pdB, cqA, _, qa, qb := qpPair(t, a, b, 4)
+	must(t, ConnectRC(qa, qb, ConnectOptions{MTU: MTU4096}))
+	pdA := qa.pd
+	src, err := pdA.RegMR(make([]byte, 4096), AccessLocalWrite)
+	must(t, err)
+	dst, err := pdB.RegMR(make([]byte, 4096), AccessLocalWrite|AccessRemoteWrite)
+	must(t, err)
+	for range 8 {
+		a.SendFrame(ethFrame(macB, macA, 0x0806, 28))
+	}
+	must(t, qa.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(src, 0, 4096), RemoteAddr: dst.Addr(), RKey: dst.RKey()}))
+	deadline := time.Now().Add(20 * time.Second)
+	for cqA.Len() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	wantWC(t, poll(cqA), WC{WRID: 1, Opcode: WCRDMAWrite, ByteLen: 4096})
+}

@@ -86,7 +86,8 @@ func (d *Device) unlock() {
 
 		d.mu.Lock()
 		for i, f := range frames {
-			if !f.lent && len(o.txFree) < maxTxFree {
+			// Only whole frame buffers are kept: a netdev's frame (SendFrame) is its own size.
+			if !f.lent && cap(f.b) >= maxFrame && len(o.txFree) < maxTxFree {
 				o.txFree = append(o.txFree, f.b[:cap(f.b)])
 			}
 			frames[i] = outFrame{}
