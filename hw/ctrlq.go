@@ -3,6 +3,7 @@ package hw
 import (
 	"cmp"
 	"encoding/binary"
+	"fmt"
 	"syscall"
 
 	"github.com/softirdma/softirdma/emu"
@@ -34,6 +35,14 @@ func (f *Function) ringCtrlQLocked(prod uint32) []int {
 			return f.fatalLocked(abi.FatalCtrlQDMA)
 		}
 		err := f.execLocked(e[:])
+		if l := f.cfg.Log; l != nil {
+			op := binary.LittleEndian.Uint16(e[abi.CtrlOpcode:])
+			if err != nil {
+				l.Info("control command failed", "op", fmt.Sprintf("0x%02x", op), "errno", errnoOf(err), "err", err)
+			} else {
+				l.Debug("control command", "op", fmt.Sprintf("0x%02x", op))
+			}
+		}
 		binary.LittleEndian.PutUint32(e[abi.CtrlStatus:], abi.CtrlDone|errnoOf(err))
 		// Results (and a query's answer) first, then the status that says they are there.
 		if writeGuest(&f.mem, addr+abi.CtrlResult, e[abi.CtrlResult:]) != nil ||

@@ -8,6 +8,7 @@ package hw
 import (
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	mrand "math/rand/v2"
 	"net/netip"
 	"sync"
@@ -38,6 +39,9 @@ type Config struct {
 	// Readdress, when set, gives an engine made by Engine the addresses the driver programs
 	// while it runs (emu.Host's SetAddresses); otherwise the engine's SetAddresses is called.
 	Readdress func(mac [6]byte, ip netip.Addr, ips []netip.Addr)
+	// Log, when set, hears of every control command (debug) and of each one that fails (info,
+	// with the device's reason): what a driver's author needs when a verb returns an errno.
+	Log *slog.Logger
 	// ActiveMTU is the largest path MTU the link carries (an adapter's MTU less RoCEv2's
 	// headers), what QUERY_PORT reports as active; 0: 4096, as socket links carry.
 	ActiveMTU emu.MTU

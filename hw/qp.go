@@ -292,6 +292,10 @@ func (q *qp) ring() {
 				return // the engine's queue is full: the next doorbell or retirement goes on
 			}
 			le := binary.LittleEndian
+			if l := q.f.cfg.Log; l != nil {
+				l.Info("send WQE refused", "qpn", q.emu.Num(), "wr_id", le.Uint64(elem[abi.SendWRID:]),
+					"opcode", le.Uint32(elem[abi.SendOpcode:]), "err", err)
+			}
 			if q.emu.PostSendError(emu.PostedError{ID: le.Uint64(elem[abi.SendWRID:]), Opcode: emu.WROpcode(le.Uint32(elem[abi.SendOpcode:])),
 				Status: emu.WCLocQPOpErr, Err: err}) != nil {
 				return

@@ -129,7 +129,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		log.Error(msg, append(attrs, "err", err)...)
 		return 1
 	}
-	fcfg := hw.Config{Name: "softirdma0", Clock: emu.NewWallClock(), MAC: o.mac, IP: o.ip}
+	fcfg := hw.Config{Name: "softirdma0", Clock: emu.NewWallClock(), MAC: o.mac, IP: o.ip, Log: log}
 	if o.link != nil {
 		h, err := o.link.host("softirdma0")
 		if err != nil {
