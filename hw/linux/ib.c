@@ -6,8 +6,8 @@
  * RDMA core builds the GID table from the netdev's addresses, and add_gid/del_gid program
  * them into the function, whose engine then answers to them.
  *
- * The verbs that create queues and register memory are not there yet: they fail with
- * EOPNOTSUPP.
+ * User space's RC QPs, CQs, MRs and MWs are in verbs.c; kernel ones (and so ib_mad's GSI QP)
+ * are not there yet: their verbs fail with EOPNOTSUPP.
  */
 #include <linux/unaligned.h>
 #include <net/addrconf.h>
@@ -18,25 +18,6 @@
 #include "softirdma.h"
 
 #define SOFTIRDMA_UVERBS_ABI_VERSION 2 /* rxe's: what rdma-core's rxe provider accepts */
-
-struct sirdma_ib {
-	struct ib_device ibdev;
-	struct sirdma_dev *sdev;
-};
-
-struct sirdma_pd {
-	struct ib_pd ibpd;
-	u32 pdn;
-};
-
-struct sirdma_ucontext {
-	struct ib_ucontext ibuc;
-};
-
-static struct sirdma_dev *to_sdev(struct ib_device *ibdev)
-{
-	return container_of(ibdev, struct sirdma_ib, ibdev)->sdev;
-}
 
 static int sirdma_query_device(struct ib_device *ibdev, struct ib_device_attr *attr,
 			       struct ib_udata *udata)
@@ -201,71 +182,6 @@ static int sirdma_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 	return sirdma_cmd(to_sdev(ibpd->device), SOFTIRDMA_OP_DEALLOC_PD, &pdn, sizeof(pdn), NULL, NULL, 0);
 }
 
-/* Not there yet: queues and memory registration. */
-static int sirdma_create_cq(struct ib_cq *cq, const struct ib_cq_init_attr *attr,
-			    struct uverbs_attr_bundle *attrs)
-{
-	return -EOPNOTSUPP;
-}
-
-static int sirdma_destroy_cq(struct ib_cq *cq, struct ib_udata *udata)
-{
-	return 0;
-}
-
-static int sirdma_poll_cq(struct ib_cq *cq, int n, struct ib_wc *wc)
-{
-	return 0;
-}
-
-static int sirdma_req_notify_cq(struct ib_cq *cq, enum ib_cq_notify_flags flags)
-{
-	return -EOPNOTSUPP;
-}
-
-static int sirdma_create_qp(struct ib_qp *qp, struct ib_qp_init_attr *init, struct ib_udata *udata)
-{
-	return -EOPNOTSUPP;
-}
-
-static int sirdma_modify_qp(struct ib_qp *qp, struct ib_qp_attr *attr, int mask, struct ib_udata *udata)
-{
-	return -EOPNOTSUPP;
-}
-
-static int sirdma_destroy_qp(struct ib_qp *qp, struct ib_udata *udata)
-{
-	return 0;
-}
-
-static int sirdma_post_send(struct ib_qp *qp, const struct ib_send_wr *wr, const struct ib_send_wr **bad)
-{
-	*bad = wr;
-	return -EOPNOTSUPP;
-}
-
-static int sirdma_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr, const struct ib_recv_wr **bad)
-{
-	*bad = wr;
-	return -EOPNOTSUPP;
-}
-
-static struct ib_mr *sirdma_get_dma_mr(struct ib_pd *pd, int access)
-{
-	return ERR_PTR(-EOPNOTSUPP);
-}
-
-static struct ib_mr *sirdma_reg_user_mr(struct ib_pd *pd, u64 start, u64 length, u64 virt,
-					int access, struct ib_udata *udata)
-{
-	return ERR_PTR(-EOPNOTSUPP);
-}
-
-static int sirdma_dereg_mr(struct ib_mr *mr, struct ib_udata *udata)
-{
-	return 0;
-}
-
 static const struct ib_device_ops sirdma_ib_ops = {
 	.owner = THIS_MODULE,
 	.driver_id = RDMA_DRIVER_RXE,
@@ -282,20 +198,28 @@ static const struct ib_device_ops sirdma_ib_ops = {
 	.dealloc_ucontext = sirdma_dealloc_ucontext,
 	.alloc_pd = sirdma_alloc_pd,
 	.dealloc_pd = sirdma_dealloc_pd,
+	.mmap = sirdma_mmap,
+	.mmap_free = sirdma_mmap_free,
 	.create_cq = sirdma_create_cq,
 	.destroy_cq = sirdma_destroy_cq,
 	.poll_cq = sirdma_poll_cq,
 	.req_notify_cq = sirdma_req_notify_cq,
 	.create_qp = sirdma_create_qp,
 	.modify_qp = sirdma_modify_qp,
+	.query_qp = sirdma_query_qp,
 	.destroy_qp = sirdma_destroy_qp,
 	.post_send = sirdma_post_send,
 	.post_recv = sirdma_post_recv,
 	.get_dma_mr = sirdma_get_dma_mr,
 	.reg_user_mr = sirdma_reg_user_mr,
 	.dereg_mr = sirdma_dereg_mr,
+	.alloc_mw = sirdma_alloc_mw,
+	.dealloc_mw = sirdma_dealloc_mw,
 
 	INIT_RDMA_OBJ_SIZE(ib_pd, sirdma_pd, ibpd),
+	INIT_RDMA_OBJ_SIZE(ib_cq, sirdma_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_qp, sirdma_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_mw, sirdma_mw, ibmw),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, sirdma_ucontext, ibuc),
 };
 
@@ -317,6 +241,11 @@ int sirdma_ib_init(struct sirdma_dev *sdev)
 	addrconf_addr_eui48((u8 *)&sib->ibdev.node_guid, sdev->netdev->dev_addr);
 	strscpy(sib->ibdev.node_desc, "softirdma", sizeof(sib->ibdev.node_desc));
 	ib_set_device_ops(&sib->ibdev, &sirdma_ib_ops);
+	/* The data-path commands rxe's provider makes (the send doorbell, arming a CQ) are
+	 * opt-in: most drivers' providers do them without the kernel.
+	 */
+	sib->ibdev.uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POST_SEND) |
+				      BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
 	err = ib_device_set_netdev(&sib->ibdev, sdev->netdev, 1);
 	if (err)
 		goto err_free;

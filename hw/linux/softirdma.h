@@ -11,6 +11,8 @@
 #include <linux/netdevice.h>
 #include <linux/pci.h>
 
+#include <rdma/ib_verbs.h>
+
 #include "softirdma_abi.h"
 
 #define SOFTIRDMA_DRV_NAME "softirdma"
@@ -75,6 +77,20 @@ struct sirdma_dev {
 	struct ib_device *ib;
 };
 
+/* A queue in rxe's layout in coherent memory, with the page of page addresses the device is
+ * given (a level-1 page list).
+ */
+struct sirdma_queue {
+	struct sirdma_dev *sdev;
+	void *mem;
+	dma_addr_t dma;
+	size_t bytes;
+	__le64 *table;
+	dma_addr_t table_dma;
+	u8 log_count, log_elem;
+	struct rdma_user_mmap_entry *entry; /* set once a process may map it */
+};
+
 /* The netdev's private data points back at the device. */
 struct sirdma_netdev_priv {
 	struct sirdma_dev *sdev;
@@ -98,7 +114,79 @@ int sirdma_cmd(struct sirdma_dev *sdev, u16 op, const void *args, size_t len,
 
 int sirdma_eth_init(struct sirdma_dev *sdev);
 void sirdma_eth_fini(struct sirdma_dev *sdev);
+struct ib_ucontext;
+struct vm_area_struct;
+struct rdma_user_mmap_entry;
+struct mminfo;
+struct sirdma_queue *sirdma_queue_alloc(struct sirdma_dev *sdev, u32 count, u32 elem);
+void sirdma_queue_free(struct sirdma_queue *q);
+void sirdma_queue_args(struct sirdma_queue *q, u8 *args);
+int sirdma_queue_expose(struct ib_ucontext *uctx, struct sirdma_queue *q, struct mminfo *mi);
+void sirdma_queue_release(struct sirdma_queue *q);
+int sirdma_mmap(struct ib_ucontext *uctx, struct vm_area_struct *vma);
+void sirdma_mmap_free(struct rdma_user_mmap_entry *re);
+
 int sirdma_ib_init(struct sirdma_dev *sdev);
+
+struct sirdma_ib {
+	struct ib_device ibdev;
+	struct sirdma_dev *sdev;
+};
+
+struct sirdma_pd {
+	struct ib_pd ibpd;
+	u32 pdn;
+};
+
+struct sirdma_ucontext {
+	struct ib_ucontext ibuc;
+};
+
+struct sirdma_cq {
+	struct ib_cq ibcq;
+	u32 cqn, slot;
+	struct sirdma_queue *q;
+};
+
+struct sirdma_qp {
+	struct ib_qp ibqp;
+	u32 slot;
+	struct sirdma_queue *sq, *rq;
+	struct ib_qp_cap cap; /* what create_qp granted, for query_qp */
+	bool sig_all;
+};
+
+struct sirdma_mr {
+	struct ib_mr ibmr;
+	struct ib_umem *umem;
+};
+
+struct sirdma_mw {
+	struct ib_mw ibmw;
+};
+
+static inline struct sirdma_dev *to_sdev(struct ib_device *ibdev)
+{
+	return container_of(ibdev, struct sirdma_ib, ibdev)->sdev;
+}
+
+int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+		     struct uverbs_attr_bundle *attrs);
+int sirdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
+int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc);
+int sirdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
+int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata);
+int sirdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask, struct ib_udata *udata);
+int sirdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
+int sirdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask, struct ib_qp_init_attr *init);
+int sirdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr, const struct ib_send_wr **bad);
+int sirdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr, const struct ib_recv_wr **bad);
+struct ib_mr *sirdma_get_dma_mr(struct ib_pd *ibpd, int access);
+struct ib_mr *sirdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 virt,
+				 int access, struct ib_udata *udata);
+int sirdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+int sirdma_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
+int sirdma_dealloc_mw(struct ib_mw *ibmw);
 void sirdma_ib_fini(struct sirdma_dev *sdev);
 
 #endif /* SOFTIRDMA_H */

@@ -1,0 +1,440 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The verbs of user space's objects: CQs and RC QPs whose rings the rxe provider maps and
+ * drives itself (a post_send with no work requests is the send queue's doorbell), MRs from
+ * ib_umem page lists, memory windows. Each object is made and destroyed by a control command.
+ */
+#include <linux/dma-mapping.h>
+#include <linux/unaligned.h>
+#include <rdma/ib_umem.h>
+#include <rdma/iter.h>
+#include <rdma/rdma_user_rxe.h>
+#include <rdma/uverbs_ioctl.h>
+
+#include "softirdma.h"
+
+static struct sirdma_cq *to_scq(struct ib_cq *ibcq)
+{
+	return container_of(ibcq, struct sirdma_cq, ibcq);
+}
+
+static struct sirdma_qp *to_sqp(struct ib_qp *ibqp)
+{
+	return container_of(ibqp, struct sirdma_qp, ibqp);
+}
+
+static u32 to_pdn(struct ib_pd *ibpd)
+{
+	return container_of(ibpd, struct sirdma_pd, ibpd)->pdn;
+}
+
+static int destroy_cmd(struct sirdma_dev *sdev, u16 op, u32 num)
+{
+	__le32 n = cpu_to_le32(num);
+
+	return sirdma_cmd(sdev, op, &n, sizeof(n), NULL, NULL, 0);
+}
+
+int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+		     struct uverbs_attr_bundle *attrs)
+{
+	struct sirdma_dev *sdev = to_sdev(ibcq->device);
+	struct ib_udata *udata = attrs ? &attrs->driver_udata : NULL;
+	struct sirdma_cq *cq = to_scq(ibcq);
+	struct rxe_create_cq_resp resp = {};
+	u8 args[SOFTIRDMA_QUEUE_ARGS_SIZE + 4];
+	u32 res[4], count;
+	int err;
+
+	if (!udata)
+		return -EOPNOTSUPP; /* kernel CQs are not there yet */
+	if (attr->flags || attr->cqe < 1 || attr->cqe > sdev->caps.max_cqe || udata->outlen < sizeof(resp))
+		return -EINVAL;
+	count = roundup_pow_of_two(attr->cqe + 1);
+	cq->q = sirdma_queue_alloc(sdev, count, roundup_pow_of_two(sizeof(struct ib_uverbs_wc)));
+	if (IS_ERR(cq->q))
+		return PTR_ERR(cq->q);
+	sirdma_queue_args(cq->q, args);
+	put_unaligned_le32(~0U, args + SOFTIRDMA_QUEUE_ARGS_SIZE); /* no event queue yet */
+	err = sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_CQ, args, sizeof(args), res, NULL, 0);
+	if (err)
+		goto err_queue;
+	cq->cqn = res[0];
+	cq->slot = res[1];
+	ibcq->cqe = count - 1;
+	err = sirdma_queue_expose(attrs->context, cq->q, &resp.mi);
+	if (err)
+		goto err_cmd;
+	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
+	if (err) {
+		destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn);
+		sirdma_queue_release(cq->q);
+		return err;
+	}
+	return 0;
+
+err_cmd:
+	destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn);
+err_queue:
+	sirdma_queue_free(cq->q);
+	return err;
+}
+
+int sirdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
+{
+	struct sirdma_cq *cq = to_scq(ibcq);
+	int err = destroy_cmd(to_sdev(ibcq->device), SOFTIRDMA_OP_DESTROY_CQ, cq->cqn);
+
+	/* A failed device keeps nothing: the queue goes all the same. */
+	if (err && err != -EIO)
+		return err;
+	sirdma_queue_release(cq->q);
+	return 0;
+}
+
+int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc)
+{
+	return 0; /* kernel CQs are not there yet: none has completions */
+}
+
+int sirdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
+{
+	struct sirdma_dev *sdev = to_sdev(ibcq->device);
+	u32 v = (flags & IB_CQ_SOLICITED_MASK) == IB_CQ_SOLICITED ? SOFTIRDMA_ARM_SOLICITED : SOFTIRDMA_ARM_NEXT;
+
+	writel(v, sdev->db + SOFTIRDMA_CQ_ARM_BASE + SOFTIRDMA_DOORBELL_STRIDE * to_scq(ibcq)->slot);
+	return 0;
+}
+
+int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata)
+{
+	struct sirdma_dev *sdev = to_sdev(ibqp->device);
+	struct sirdma_ucontext *uc = rdma_udata_to_drv_context(udata, struct sirdma_ucontext, ibuc);
+	struct sirdma_qp *qp = to_sqp(ibqp);
+	struct ib_qp_cap *cap = &init->cap;
+	struct softirdma_create_qp_args a = {};
+	struct rxe_create_qp_resp resp = {};
+	u32 res[4], payload, sq_count, rq_count;
+	int err;
+
+	if (!udata)
+		return -EOPNOTSUPP; /* kernel QPs are not there yet */
+	if (init->qp_type != IB_QPT_RC || init->srq || init->create_flags)
+		return -EOPNOTSUPP;
+	if (udata->outlen < sizeof(resp) || cap->max_send_wr > sdev->caps.max_qp_wr ||
+	    cap->max_recv_wr > sdev->caps.max_qp_wr || cap->max_send_sge > sdev->caps.max_sge ||
+	    cap->max_recv_sge > sdev->caps.max_sge || cap->max_inline_data > sdev->caps.max_inline)
+		return -EINVAL;
+
+	/* A send WQE holds its SGEs or its inline data: report what the slot takes, as rxe does. */
+	payload = max_t(u32, max(cap->max_send_sge, 1U) * sizeof(struct rxe_sge), cap->max_inline_data);
+	cap->max_send_sge = min_t(u32, payload / sizeof(struct rxe_sge), sdev->caps.max_sge);
+	cap->max_inline_data = min(payload, sdev->caps.max_inline);
+	sq_count = roundup_pow_of_two(max(cap->max_send_wr, 1U) + 1);
+	rq_count = roundup_pow_of_two(max(cap->max_recv_wr, 1U) + 1);
+	cap->max_send_wr = sq_count - 1;
+	cap->max_recv_wr = rq_count - 1;
+	cap->max_recv_sge = max(cap->max_recv_sge, 1U);
+
+	qp->sq = sirdma_queue_alloc(sdev, sq_count, roundup_pow_of_two(sizeof(struct rxe_send_wqe) + payload));
+	if (IS_ERR(qp->sq))
+		return PTR_ERR(qp->sq);
+	qp->rq = sirdma_queue_alloc(sdev, rq_count,
+				    roundup_pow_of_two(sizeof(struct rxe_recv_wqe) + cap->max_recv_sge * sizeof(struct rxe_sge)));
+	if (IS_ERR(qp->rq)) {
+		err = PTR_ERR(qp->rq);
+		goto err_sq;
+	}
+	a.pd = cpu_to_le32(to_pdn(ibqp->pd));
+	a.type = IB_QPT_RC;
+	a.sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
+	a.send_cq = cpu_to_le32(to_scq(init->send_cq)->cqn);
+	a.recv_cq = cpu_to_le32(to_scq(init->recv_cq)->cqn);
+	a.max_inline = cpu_to_le32(cap->max_inline_data);
+	a.max_send_sge = cpu_to_le16(cap->max_send_sge);
+	a.max_recv_sge = cpu_to_le16(cap->max_recv_sge);
+	sirdma_queue_args(qp->sq, a.sq);
+	sirdma_queue_args(qp->rq, a.rq);
+	err = sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_QP, &a, sizeof(a), res, NULL, 0);
+	if (err)
+		goto err_rq;
+	ibqp->qp_num = res[0];
+	qp->slot = res[1];
+	qp->cap = *cap;
+	qp->sig_all = a.sig_all;
+	err = sirdma_queue_expose(&uc->ibuc, qp->sq, &resp.sq_mi);
+	if (err)
+		goto err_cmd;
+	err = sirdma_queue_expose(&uc->ibuc, qp->rq, &resp.rq_mi);
+	if (err) {
+		destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
+		sirdma_queue_release(qp->sq);
+		sirdma_queue_free(qp->rq);
+		return err;
+	}
+	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
+	if (err) {
+		destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
+		sirdma_queue_release(qp->sq);
+		sirdma_queue_release(qp->rq);
+	}
+	return err;
+
+err_cmd:
+	destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
+err_rq:
+	sirdma_queue_free(qp->rq);
+err_sq:
+	sirdma_queue_free(qp->sq);
+	return err;
+}
+
+int sirdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask, struct ib_udata *udata)
+{
+	u8 args[8 + sizeof(struct softirdma_qp_attr)] = {};
+	struct softirdma_qp_attr *a = (void *)(args + 8);
+
+	put_unaligned_le32(ibqp->qp_num, args);
+	put_unaligned_le32(mask, args + 4);
+	/* ib_qp_attr_mask, ib_qp_state, ib_mtu and the access flags have libibverbs' values. */
+	a->state = attr->qp_state;
+	a->cur_state = attr->cur_qp_state;
+	a->path_mtu = attr->path_mtu;
+	a->timeout = attr->timeout;
+	a->retry_cnt = attr->retry_cnt;
+	a->rnr_retry = attr->rnr_retry;
+	a->min_rnr_timer = attr->min_rnr_timer;
+	a->max_rd_atomic = attr->max_rd_atomic;
+	a->max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	a->port_num = attr->port_num;
+	a->sq_drain_notify = attr->en_sqd_async_notify;
+	a->pkey_index = cpu_to_le16(attr->pkey_index);
+	a->access_flags = cpu_to_le32(attr->qp_access_flags);
+	a->dest_qpn = cpu_to_le32(attr->dest_qp_num);
+	a->rq_psn = cpu_to_le32(attr->rq_psn);
+	a->sq_psn = cpu_to_le32(attr->sq_psn);
+	if (mask & IB_QP_AV) {
+		const struct ib_global_route *grh = rdma_ah_read_grh(&attr->ah_attr);
+
+		memcpy(a->dgid, grh->dgid.raw, sizeof(a->dgid));
+		a->sgid_index = grh->sgid_index;
+		a->hop_limit = grh->hop_limit;
+		a->traffic_class = grh->traffic_class;
+		a->flow_label = cpu_to_le32(grh->flow_label);
+		memcpy(a->dmac, attr->ah_attr.roce.dmac, sizeof(a->dmac));
+	}
+	return sirdma_cmd(to_sdev(ibqp->device), SOFTIRDMA_OP_MODIFY_QP, args, sizeof(args), NULL, NULL, 0);
+}
+
+int sirdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask, struct ib_qp_init_attr *init)
+{
+	struct sirdma_qp *qp = to_sqp(ibqp);
+	u8 answer[8 + sizeof(struct softirdma_qp_attr)];
+	struct softirdma_qp_attr *a = (void *)(answer + 8);
+	__le32 qpn = cpu_to_le32(ibqp->qp_num);
+	int err;
+
+	err = sirdma_cmd(to_sdev(ibqp->device), SOFTIRDMA_OP_QUERY_QP, &qpn, sizeof(qpn), NULL, answer, sizeof(answer));
+	if (err)
+		return err;
+	memset(attr, 0, sizeof(*attr));
+	attr->qp_state = a->state;
+	attr->cur_qp_state = a->cur_state;
+	attr->path_mtu = a->path_mtu;
+	attr->path_mig_state = IB_MIG_MIGRATED;
+	attr->timeout = a->timeout;
+	attr->retry_cnt = a->retry_cnt;
+	attr->rnr_retry = a->rnr_retry;
+	attr->min_rnr_timer = a->min_rnr_timer;
+	attr->max_rd_atomic = a->max_rd_atomic;
+	attr->max_dest_rd_atomic = a->max_dest_rd_atomic;
+	attr->port_num = a->port_num;
+	attr->pkey_index = le16_to_cpu(a->pkey_index);
+	attr->qp_access_flags = le32_to_cpu(a->access_flags);
+	attr->dest_qp_num = le32_to_cpu(a->dest_qpn);
+	attr->rq_psn = le32_to_cpu(a->rq_psn);
+	attr->sq_psn = le32_to_cpu(a->sq_psn);
+	attr->ah_attr.type = RDMA_AH_ATTR_TYPE_ROCE;
+	rdma_ah_set_port_num(&attr->ah_attr, a->port_num);
+	rdma_ah_set_grh(&attr->ah_attr, NULL, le32_to_cpu(a->flow_label), a->sgid_index, a->hop_limit, a->traffic_class);
+	memcpy(attr->ah_attr.grh.dgid.raw, a->dgid, sizeof(a->dgid));
+	attr->cap = qp->cap;
+	memset(init, 0, sizeof(*init));
+	init->qp_type = IB_QPT_RC;
+	init->send_cq = ibqp->send_cq;
+	init->recv_cq = ibqp->recv_cq;
+	init->cap = qp->cap;
+	init->sq_sig_type = qp->sig_all ? IB_SIGNAL_ALL_WR : IB_SIGNAL_REQ_WR;
+	return 0;
+}
+
+int sirdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
+{
+	struct sirdma_qp *qp = to_sqp(ibqp);
+	int err = destroy_cmd(to_sdev(ibqp->device), SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
+
+	if (err && err != -EIO)
+		return err;
+	sirdma_queue_release(qp->sq);
+	sirdma_queue_release(qp->rq);
+	return 0;
+}
+
+int sirdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr, const struct ib_send_wr **bad)
+{
+	struct sirdma_dev *sdev = to_sdev(ibqp->device);
+
+	if (ibqp->uobject && !wr) {
+		/* The provider's doorbell: it wrote the WQEs and the producer index itself. */
+		writel(0, sdev->db + SOFTIRDMA_SQ_DOORBELL_BASE + SOFTIRDMA_DOORBELL_STRIDE * to_sqp(ibqp)->slot);
+		return 0;
+	}
+	*bad = wr;
+	return -EOPNOTSUPP; /* kernel QPs are not there yet */
+}
+
+int sirdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr, const struct ib_recv_wr **bad)
+{
+	*bad = wr;
+	return -EOPNOTSUPP; /* user space posts receives in the ring itself */
+}
+
+struct ib_mr *sirdma_get_dma_mr(struct ib_pd *ibpd, int access)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+/* pbl_free gives back a page list's tables. */
+static void pbl_free(struct sirdma_dev *sdev, __le64 **tables, dma_addr_t *dmas, u32 n)
+{
+	u32 i;
+
+	for (i = 0; i < n; i++)
+		dma_free_coherent(&sdev->pdev->dev, PAGE_SIZE, tables[i], dmas[i]);
+	kfree(tables);
+	kfree(dmas);
+}
+
+struct ib_mr *sirdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 virt,
+				 int access, struct ib_udata *udata)
+{
+	struct sirdma_dev *sdev = to_sdev(ibpd->device);
+	struct softirdma_reg_mr_args a = {};
+	struct softirdma_page_list *pl = (void *)a.pages;
+	struct ib_block_iter biter;
+	struct sirdma_mr *mr;
+	__le64 **tables = NULL;
+	dma_addr_t *dmas = NULL;
+	unsigned long pgsz;
+	u32 res[4], i = 0, ntables = 0, leaves;
+	size_t nblocks;
+	int err;
+
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	mr->umem = ib_umem_get(ibpd->device, start, length, access);
+	if (IS_ERR(mr->umem)) {
+		err = PTR_ERR(mr->umem);
+		goto err_free;
+	}
+	pgsz = ib_umem_find_best_pgsz(mr->umem, SZ_4K | SZ_2M, virt);
+	nblocks = pgsz ? ib_umem_num_dma_blocks(mr->umem, pgsz) : 0;
+	if (!nblocks || nblocks > SOFTIRDMA_PL_ENTRIES_PER_PAGE * SOFTIRDMA_PL_ENTRIES_PER_PAGE) {
+		err = -EINVAL;
+		goto err_umem;
+	}
+	/* Level 1 up to a page of addresses, level 2 beyond: a page of table addresses on top. */
+	leaves = DIV_ROUND_UP(nblocks, SOFTIRDMA_PL_ENTRIES_PER_PAGE);
+	ntables = leaves + (leaves > 1);
+	tables = kcalloc(ntables, sizeof(*tables), GFP_KERNEL);
+	dmas = kcalloc(ntables, sizeof(*dmas), GFP_KERNEL);
+	if (!tables || !dmas) {
+		err = -ENOMEM;
+		goto err_tables;
+	}
+	for (i = 0; i < ntables; i++) {
+		tables[i] = dma_alloc_coherent(&sdev->pdev->dev, PAGE_SIZE, &dmas[i], GFP_KERNEL);
+		if (!tables[i]) {
+			err = -ENOMEM;
+			goto err_tables;
+		}
+	}
+	i = 0;
+	rdma_umem_for_each_dma_block(mr->umem, &biter, pgsz) {
+		tables[i / SOFTIRDMA_PL_ENTRIES_PER_PAGE][i % SOFTIRDMA_PL_ENTRIES_PER_PAGE] =
+			cpu_to_le64(rdma_block_iter_dma_address(&biter));
+		i++;
+	}
+	if (leaves > 1) {
+		for (i = 0; i < leaves; i++)
+			tables[leaves][i] = cpu_to_le64(dmas[i]);
+		pl->addr = cpu_to_le64(dmas[leaves]);
+		pl->levels = 2;
+	} else {
+		pl->addr = cpu_to_le64(dmas[0]);
+		pl->levels = 1;
+	}
+	pl->pages = cpu_to_le32(nblocks);
+	pl->shift = ilog2(pgsz);
+	a.pd = cpu_to_le32(to_pdn(ibpd));
+	a.access = cpu_to_le32(access);
+	a.iova = cpu_to_le64(virt);
+	a.length = cpu_to_le64(length);
+	a.offset = cpu_to_le64(ib_umem_dma_offset(mr->umem, pgsz));
+	/* The device resolves the pages when it registers them: the tables may go after. */
+	err = sirdma_cmd(sdev, SOFTIRDMA_OP_REG_MR, &a, sizeof(a), res, NULL, 0);
+	pbl_free(sdev, tables, dmas, ntables);
+	if (err)
+		goto err_umem;
+	mr->ibmr.lkey = res[0];
+	mr->ibmr.rkey = res[0];
+	return &mr->ibmr;
+
+err_tables:
+	if (tables && dmas)
+		pbl_free(sdev, tables, dmas, i);
+	else {
+		kfree(tables);
+		kfree(dmas);
+	}
+err_umem:
+	ib_umem_release(mr->umem);
+err_free:
+	kfree(mr);
+	return ERR_PTR(err);
+}
+
+int sirdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
+{
+	struct sirdma_mr *mr = container_of(ibmr, struct sirdma_mr, ibmr);
+	int err = destroy_cmd(to_sdev(ibmr->device), SOFTIRDMA_OP_DEALLOC_STAG, ibmr->lkey);
+
+	/* EBUSY: windows are bound to it, and the MR stays, as the verbs API says. */
+	if (err && err != -EIO)
+		return err;
+	ib_umem_release(mr->umem);
+	kfree(mr);
+	return 0;
+}
+
+int sirdma_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
+{
+	u32 kind = ibmw->type == IB_MW_TYPE_1 ? SOFTIRDMA_STAG_MW_TYPE1 : SOFTIRDMA_STAG_MW_TYPE2_B;
+	__le32 args[3] = { cpu_to_le32(to_pdn(ibmw->pd)), cpu_to_le32(kind), 0 };
+	u32 res[4];
+	int err;
+
+	err = sirdma_cmd(to_sdev(ibmw->device), SOFTIRDMA_OP_ALLOC_STAG, args, sizeof(args), res, NULL, 0);
+	if (err)
+		return err;
+	ibmw->rkey = res[0];
+	return 0;
+}
+
+int sirdma_dealloc_mw(struct ib_mw *ibmw)
+{
+	int err = destroy_cmd(to_sdev(ibmw->device), SOFTIRDMA_OP_DEALLOC_STAG, ibmw->rkey);
+
+	return err == -EIO ? 0 : err;
+}
