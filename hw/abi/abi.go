@@ -123,17 +123,18 @@ const (
 const (
 	SQDoorbellBase = 0x0000
 	CQArmBase      = 0x8000
-	MaxQPSlots     = (CQArmBase - SQDoorbellBase) / 8
-	MaxCQSlots     = (BARDoorbells - CQArmBase) / 8
+	DoorbellStride = 8 // between one slot's register and the next's
+	MaxQPSlots     = (CQArmBase - SQDoorbellBase) / DoorbellStride
+	MaxCQSlots     = (BARDoorbells - CQArmBase) / DoorbellStride
 
 	ArmNext      = 1 // the next completion
 	ArmSolicited = 2 // the next solicited completion (or error)
 )
 
 // SQDoorbell is the BAR 2 offset of QP slot's send-queue doorbell.
-func SQDoorbell(slot uint32) uint32 { return SQDoorbellBase + 8*slot }
+func SQDoorbell(slot uint32) uint32 { return SQDoorbellBase + DoorbellStride*slot }
 
 // CQArm is the BAR 2 offset of CQ slot's arm register.
-func CQArm(slot uint32) uint32 { return CQArmBase + 8*slot }
+func CQArm(slot uint32) uint32 { return CQArmBase + DoorbellStride*slot }
 
 //go:generate go run ./cheader/genheader -src . -o ../linux/softirdma_abi.h
