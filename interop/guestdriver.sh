@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The guest driver (hw/linux) in a rig guest whose softirdma PCI function is served by `softirdma
 # serve` on a dgram link to a second rig guest running Linux rxe: the module loads, its Ethernet
-# function's netdev pings the rxe guest, ibv_devices and ibv_devinfo (rdma-core's rxe provider)
+# function's netdev pings the rxe guest, unmodified ibv_rc_pingpong runs on the device against the
+# rxe guest in both roles (IPv4 RoCEv2 GIDs), ibv_devices and ibv_devinfo (rdma-core's rxe provider)
 # show the RDMA device with its port active on that netdev and its RoCEv2 GIDs from the netdev's
 # addresses, the module unloads and loads again, and the guest's kernel logs no warning. Prints
 # PASS/FAIL per case.
@@ -40,7 +41,18 @@ waitfor() { # waitfor FILE REGEX SECONDS PID: a line in a log, while its writer 
 waitfor "$OUT/serve.out" "listening on" 30 $spid || { cat "$OUT/serve.log"; echo "FAIL serve is not listening"; exit 1; }
 
 # Guest B: Linux rxe at 192.168.77.2 on the link, up until this script is done with it.
-CMDB=$(printf 'echo RIG: peer up; sleep 600' | base64 -w0)
+# It serves one ibv_rc_pingpong, then is the client of the device guest's.
+CMDB=$(cat <<'SCRIPT' | base64 -w0
+echo "RIG: peer up"
+timeout 300 ibv_rc_pingpong -d rxe0 -g $GIDX -n 20 2>&1 | sed 's/^/RIG: peer server: /'
+for i in $(seq 120); do
+  timeout 60 ibv_rc_pingpong -d rxe0 -g $GIDX -n 20 192.168.77.1 > /tmp/out 2>&1
+  grep -q "Couldn't connect" /tmp/out || break; sleep 1
+done
+sed 's/^/RIG: peer client: /' /tmp/out
+sleep 600
+SCRIPT
+)
 RIG_QEMU_PORT=$B_QEMU RIG_PEER_PORT=$B_PEER RIG_SHELL_PORT=2523 RIG_FWD_PORT=18716 \
   RIG_MAC0=52:54:00:00:05:10 RIG_MAC1=52:54:00:00:77:52 \
   timeout 900 bash "$RIG_SRC/run-guest.sh" run rig.cmd="$CMDB" > "$OUT/peer.log" 2>&1 &
@@ -48,13 +60,21 @@ bpid=$!; pids+=($bpid)
 waitfor "$OUT/peer.log" "RIG: peer up" 300 $bpid || { tail -20 "$OUT/peer.log"; echo "FAIL the rxe peer guest did not come up"; exit 1; }
 
 # Guest A: the driver from the share; its own eth1 off the 192.168.77.0/24 net.
-CMDA=$(cat <<'SCRIPT' | base64 -w0
+# The script goes through the share: as a kernel argument it would pass the 2 KiB command line.
+cat > "$OUT/share/guest.sh" <<'SCRIPT'
 netdev() { for d in /sys/class/net/*; do case $(readlink $d/device/driver) in *softirdma) basename $d;; esac; done; }
 insmod /share/softirdma.ko || echo "RIG: insmod failed"
 DEV=$(netdev); echo "RIG: netdev $DEV"
 ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
 for i in $(seq 60); do ping -c 1 -W 1 192.168.77.2 > /dev/null 2>&1 && break; done
 ping -c 5 -i 0.2 -W 2 192.168.77.2 | sed 's/^/RIG: ping: /'
+# rdma-core's ibv_rc_pingpong, unmodified, on softirdma0 against the rxe guest: client, then server.
+for i in $(seq 60); do
+  timeout 60 ibv_rc_pingpong -d softirdma0 -g 1 -n 20 192.168.77.2 > /tmp/out 2>&1
+  grep -q "Couldn't connect" /tmp/out || break; sleep 1
+done
+sed 's/^/RIG: pp client: /' /tmp/out
+timeout 120 ibv_rc_pingpong -d softirdma0 -g 1 -n 20 2>&1 | sed 's/^/RIG: pp server: /'
 ibv_devices | sed 's/^/RIG: devices: /'
 ibv_devinfo -d softirdma0 | sed 's/^/RIG: devinfo: /'
 rdma link | sed 's/^/RIG: rdma: /'
@@ -70,7 +90,7 @@ echo "RIG: reloads pinging $ok of 5"
 rmmod softirdma && echo "RIG: rmmod ok"
 dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|softirdma' | sed 's/^/RIG: dmesg: /'
 SCRIPT
-)
+CMDA=$(printf 'sh /share/guest.sh' | base64 -w0)
 RIG_SHARE="$OUT/share" RIG_VFIO_USER="$SOCK" RIG_QEMU_PORT=9211 RIG_PEER_PORT=9212 RIG_SHELL_PORT=2533 RIG_FWD_PORT=18726 \
   RIG_MAC0=52:54:00:00:06:10 RIG_MAC1=52:54:00:00:77:62 \
   timeout 300 bash "$RIG_SRC/run-guest.sh" run rig.rxe=0 rig.ip=192.168.99.2 rig.cmd="$CMDA" > "$OUT/guest.log" 2>&1 || true
@@ -83,6 +103,8 @@ check() { # check NAME REGEX: PASS if the guest said so
 check device_guest_probe 'RIG: dmesg: .*softirdma .*ABI 1\.0'
 check device_guest_netdev 'RIG: netdev eth[0-9]+'
 check device_guest_ping_vs_rxe 'RIG: ping: 5 packets transmitted, 5 packets received'
+check device_guest_ibv_rc_pingpong_ipv4_client_vs_rxe 'RIG: pp client: 20 iters in'
+check device_guest_ibv_rc_pingpong_ipv4_server_vs_rxe 'RIG: pp server: 20 iters in'
 check device_guest_ibv_devices 'RIG: devices: [[:space:]]*softirdma0[[:space:]]'
 check device_guest_ibv_devinfo_port 'RIG: devinfo: [[:space:]]*state:[[:space:]]+PORT_ACTIVE'
 check device_guest_ibv_devinfo_ethernet 'RIG: devinfo: [[:space:]]*link_layer:[[:space:]]+Ethernet'
