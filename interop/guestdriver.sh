@@ -2,7 +2,8 @@
 # The guest driver (hw/linux) in a rig guest whose softirdma PCI function is served by `softirdma
 # serve` on a dgram link to a second rig guest running Linux rxe: the module loads, its Ethernet
 # function's netdev pings the rxe guest, unmodified ibv_rc_pingpong runs on the device against the
-# rxe guest in both roles (IPv4 RoCEv2 GIDs), ibv_devices and ibv_devinfo (rdma-core's rxe provider)
+# rxe guest in both roles (IPv4 RoCEv2 GIDs) and perftest's ib_write_bw, ib_read_bw, ib_send_bw and
+# ib_atomic_bw as clients of it, ibv_devices and ibv_devinfo (rdma-core's rxe provider)
 # show the RDMA device with its port active on that netdev and its RoCEv2 GIDs from the netdev's
 # addresses, the module unloads and loads again, and the guest's kernel logs no warning. Prints
 # PASS/FAIL per case.
@@ -41,8 +42,10 @@ waitfor() { # waitfor FILE REGEX SECONDS PID: a line in a log, while its writer 
 waitfor "$OUT/serve.out" "listening on" 30 $spid || { cat "$OUT/serve.log"; echo "FAIL serve is not listening"; exit 1; }
 
 # Guest B: Linux rxe at 192.168.77.2 on the link, up until this script is done with it.
-# It serves one ibv_rc_pingpong, then is the client of the device guest's.
-CMDB=$(cat <<'SCRIPT' | base64 -w0
+# It serves one ibv_rc_pingpong, is the client of the device guest's, then serves perftest's
+# bandwidth tools one by one; its script goes through a share of its own.
+mkdir -p "$OUT/peershare"
+cat > "$OUT/peershare/peer.sh" <<'SCRIPT'
 echo "RIG: peer up"
 timeout 300 ibv_rc_pingpong -d rxe0 -g $GIDX -n 20 2>&1 | sed 's/^/RIG: peer server: /'
 for i in $(seq 120); do
@@ -50,10 +53,14 @@ for i in $(seq 120); do
   grep -q "Couldn't connect" /tmp/out || break; sleep 1
 done
 sed 's/^/RIG: peer client: /' /tmp/out
+for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
+  s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
+  timeout 120 $t -d rxe0 -x $GIDX -F -n 20 $s 2>&1 | sed "s/^/RIG: peer $t: /"
+done
 sleep 600
 SCRIPT
-)
-RIG_QEMU_PORT=$B_QEMU RIG_PEER_PORT=$B_PEER RIG_SHELL_PORT=2523 RIG_FWD_PORT=18716 \
+CMDB=$(printf 'sh /share/peer.sh' | base64 -w0)
+RIG_SHARE="$OUT/peershare" RIG_QEMU_PORT=$B_QEMU RIG_PEER_PORT=$B_PEER RIG_SHELL_PORT=2523 RIG_FWD_PORT=18716 \
   RIG_MAC0=52:54:00:00:05:10 RIG_MAC1=52:54:00:00:77:52 \
   timeout 900 bash "$RIG_SRC/run-guest.sh" run rig.cmd="$CMDB" > "$OUT/peer.log" 2>&1 &
 bpid=$!; pids+=($bpid)
@@ -75,6 +82,15 @@ for i in $(seq 60); do
 done
 sed 's/^/RIG: pp client: /' /tmp/out
 timeout 120 ibv_rc_pingpong -d softirdma0 -g 1 -n 20 2>&1 | sed 's/^/RIG: pp server: /'
+# perftest's bandwidth tools on softirdma0 as clients of the rxe guest's servers.
+for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
+  s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
+  for i in $(seq 60); do
+    timeout 60 $t -d softirdma0 -x 1 -F -n 20 $s 192.168.77.2 > /tmp/out 2>&1
+    grep -q "Couldn't connect\|Unable to init" /tmp/out || break; sleep 1
+  done
+  grep -E '^ +[0-9]+ +20 ' /tmp/out | sed "s/^/RIG: perf $t: /"
+done
 ibv_devices | sed 's/^/RIG: devices: /'
 ibv_devinfo -d softirdma0 | sed 's/^/RIG: devinfo: /'
 rdma link | sed 's/^/RIG: rdma: /'
@@ -105,6 +121,10 @@ check device_guest_netdev 'RIG: netdev eth[0-9]+'
 check device_guest_ping_vs_rxe 'RIG: ping: 5 packets transmitted, 5 packets received'
 check device_guest_ibv_rc_pingpong_ipv4_client_vs_rxe 'RIG: pp client: 20 iters in'
 check device_guest_ibv_rc_pingpong_ipv4_server_vs_rxe 'RIG: pp server: 20 iters in'
+check device_guest_ib_write_bw_vs_rxe 'RIG: perf ib_write_bw: +4096 +20 '
+check device_guest_ib_read_bw_vs_rxe 'RIG: perf ib_read_bw: +4096 +20 '
+check device_guest_ib_send_bw_vs_rxe 'RIG: perf ib_send_bw: +4096 +20 '
+check device_guest_ib_atomic_bw_vs_rxe 'RIG: perf ib_atomic_bw: +8 +20 '
 check device_guest_ibv_devices 'RIG: devices: [[:space:]]*softirdma0[[:space:]]'
 check device_guest_ibv_devinfo_port 'RIG: devinfo: [[:space:]]*state:[[:space:]]+PORT_ACTIVE'
 check device_guest_ibv_devinfo_ethernet 'RIG: devinfo: [[:space:]]*link_layer:[[:space:]]+Ethernet'
