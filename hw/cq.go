@@ -123,12 +123,30 @@ func (c *cq) completed() {
 	}
 }
 
-// arm arms the CQ from a write to its arm register.
+// arm arms the CQ from a write to its arm register. The arm register is a posted write: a
+// completion may land after the driver's last poll and before the device sees the arm, and
+// would then never be announced. So an arm for the next completion finds the CQEs the driver
+// has not consumed (the ring's consumer index) and announces them at once; the event may come
+// twice, never not at all, as a NIC reporting missed events.
 func (c *cq) arm(v uint32) {
 	if v&(abi.ArmNext|abi.ArmSolicited) == 0 {
 		return
 	}
 	_ = c.emu.ReqNotify(v&abi.ArmNext == 0)
+	if v&abi.ArmNext != 0 && c.unpolled() && c.eq != nil && c.eq.post(abi.EQCompletion, c.emu.Num()) {
+		c.f.signal(c.eq.vector)
+	}
+}
+
+// unpolled says whether the ring holds completions the driver has not consumed.
+func (c *cq) unpolled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gone {
+		return false
+	}
+	cons, err := c.r.readU32(abi.QHConsumer)
+	return err == nil && cons&c.r.mask() != c.prod
 }
 
 // maxQueueCount bounds a CQ's or EQ's elements.

@@ -708,8 +708,31 @@ func TestCompletionQueues(t *testing.T) {
 		t.Fatal("vector 3 not signalled")
 	}
 
-	// The driver polls 60; a resize to 32 entries carries the other 10 over.
+	// The driver polls 60 and arms again. The arm register is a posted write, so the ten CQEs
+	// it has not consumed may have landed after its last poll: the arm announces them at once.
+	// An arm for solicited completions only does not (none of them is solicited).
 	binary.LittleEndian.PutUint32(b.at(0x140000+abi.QHConsumer), 60)
+	eqProducer := func() uint32 { return binary.LittleEndian.Uint32(b.at(0x120000 + abi.QHProducer)) }
+	b.setArm(slot, abi.ArmSolicited)
+	if p := eqProducer(); p != 1 {
+		t.Fatalf("EQ producer %d after a solicited arm over unsolicited CQEs", p)
+	}
+	b.setArm(slot, abi.ArmNext)
+	if p := eqProducer(); p != 2 {
+		t.Fatalf("EQ producer %d after an arm over unpolled CQEs, want 2", p)
+	}
+	if e := b.at(0x120000 + abi.QueueHeaderSize + 16); binary.LittleEndian.Uint32(e[abi.EQNum:]) != cqn {
+		t.Fatalf("second EQ entry % x", e[:16])
+	}
+	// With every CQE consumed, an arm waits for the next completion.
+	binary.LittleEndian.PutUint32(b.at(0x140000+abi.QHConsumer), 70)
+	b.setArm(slot, abi.ArmNext)
+	if p := eqProducer(); p != 2 {
+		t.Fatalf("EQ producer %d after an arm over an empty ring", p)
+	}
+	binary.LittleEndian.PutUint32(b.at(0x140000+abi.QHConsumer), 60)
+
+	// A resize to 32 entries carries the other 10 over.
 	b.ringAt(0x150000, 0x113000, 1, 5, 6)
 	b.ok(abi.OpResizeCQ, append(u32s(cqn, 0), queueArgs(5, 6, 0x113000, 1)...))
 	if prod := binary.LittleEndian.Uint32(b.at(0x150000 + abi.QHProducer)); prod != 10 {
