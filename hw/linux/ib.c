@@ -249,12 +249,17 @@ int sirdma_ib_init(struct sirdma_dev *sdev)
 	err = ib_device_set_netdev(&sib->ibdev, sdev->netdev, 1);
 	if (err)
 		goto err_free;
-	err = ib_register_device(&sib->ibdev, "softirdma%d", &sdev->pdev->dev);
+	err = sirdma_events_init(sdev);
 	if (err)
 		goto err_free;
+	err = ib_register_device(&sib->ibdev, "softirdma%d", &sdev->pdev->dev);
+	if (err)
+		goto err_events;
 	sdev->ib = &sib->ibdev;
 	return 0;
 
+err_events:
+	sirdma_events_fini(sdev);
 err_free:
 	ib_dealloc_device(&sib->ibdev);
 	return err;
@@ -265,6 +270,7 @@ void sirdma_ib_fini(struct sirdma_dev *sdev)
 	if (!sdev->ib)
 		return;
 	ib_unregister_device(sdev->ib);
+	sirdma_events_fini(sdev);
 	ib_dealloc_device(sdev->ib);
 	sdev->ib = NULL;
 }

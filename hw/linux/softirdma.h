@@ -23,7 +23,8 @@
 #define SOFTIRDMA_ASYNC_VECTOR 1
 #define SOFTIRDMA_ETH_TX_VECTOR 2
 #define SOFTIRDMA_ETH_RX_VECTOR 3
-#define SOFTIRDMA_MIN_VECTORS 4
+#define SOFTIRDMA_COMP_VECTOR 4
+#define SOFTIRDMA_MIN_VECTORS 5
 
 /* An Ethernet ring: header and descriptors in one page (level-0 page list). */
 #define SOFTIRDMA_ETH_RING_LOG 7
@@ -51,6 +52,14 @@ struct sirdma_eth_ring {
 	dma_addr_t addrs[SOFTIRDMA_ETH_RING_SIZE];
 };
 
+/* An event queue: a ring the device produces into, with its MSI-X vector. */
+struct sirdma_eq {
+	struct sirdma_queue *q;
+	u32 eqn;
+	u32 cons;
+	u16 vector;
+};
+
 struct sirdma_dev {
 	struct pci_dev *pdev;
 	void __iomem *regs;
@@ -73,8 +82,12 @@ struct sirdma_dev {
 	spinlock_t tx_lock; /* the TX ring's producer side */
 	struct sirdma_eth_ring tx, rx;
 
-	/* The RDMA device on the netdev's port. */
+	/* The RDMA device on the netdev's port, its event queues, and its CQs and QPs by number
+	 * for the events that name them.
+	 */
 	struct ib_device *ib;
+	struct sirdma_eq comp_eq, async_eq;
+	struct xarray cqs, qps;
 };
 
 /* A queue in rxe's layout in coherent memory, with the page of page addresses the device is
@@ -127,6 +140,8 @@ int sirdma_mmap(struct ib_ucontext *uctx, struct vm_area_struct *vma);
 void sirdma_mmap_free(struct rdma_user_mmap_entry *re);
 
 int sirdma_ib_init(struct sirdma_dev *sdev);
+int sirdma_events_init(struct sirdma_dev *sdev);
+void sirdma_events_fini(struct sirdma_dev *sdev);
 
 struct sirdma_ib {
 	struct ib_device ibdev;

@@ -55,18 +55,22 @@ int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	if (IS_ERR(cq->q))
 		return PTR_ERR(cq->q);
 	sirdma_queue_args(cq->q, args);
-	put_unaligned_le32(~0U, args + SOFTIRDMA_QUEUE_ARGS_SIZE); /* no event queue yet */
+	put_unaligned_le32(sdev->comp_eq.eqn, args + SOFTIRDMA_QUEUE_ARGS_SIZE);
 	err = sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_CQ, args, sizeof(args), res, NULL, 0);
 	if (err)
 		goto err_queue;
 	cq->cqn = res[0];
 	cq->slot = res[1];
+	err = xa_err(xa_store(&sdev->cqs, cq->cqn, cq, GFP_KERNEL));
+	if (err)
+		goto err_cmd;
 	ibcq->cqe = count - 1;
 	err = sirdma_queue_expose(attrs->context, cq->q, &resp.mi);
 	if (err)
 		goto err_cmd;
 	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
 	if (err) {
+		xa_erase(&sdev->cqs, cq->cqn);
 		destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn);
 		sirdma_queue_release(cq->q);
 		return err;
@@ -74,6 +78,7 @@ int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	return 0;
 
 err_cmd:
+	xa_erase(&sdev->cqs, cq->cqn);
 	destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn);
 err_queue:
 	sirdma_queue_free(cq->q);
@@ -82,12 +87,15 @@ err_queue:
 
 int sirdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 {
+	struct sirdma_dev *sdev = to_sdev(ibcq->device);
 	struct sirdma_cq *cq = to_scq(ibcq);
-	int err = destroy_cmd(to_sdev(ibcq->device), SOFTIRDMA_OP_DESTROY_CQ, cq->cqn);
+	int err = destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn);
 
 	/* A failed device keeps nothing: the queue goes all the same. */
 	if (err && err != -EIO)
 		return err;
+	xa_erase(&sdev->cqs, cq->cqn);
+	synchronize_rcu(); /* an event handler may still hold it */
 	sirdma_queue_release(cq->q);
 	return 0;
 }
@@ -162,6 +170,7 @@ int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib
 	qp->slot = res[1];
 	qp->cap = *cap;
 	qp->sig_all = a.sig_all;
+	xa_store(&sdev->qps, ibqp->qp_num, qp, GFP_KERNEL);
 	err = sirdma_queue_expose(&uc->ibuc, qp->sq, &resp.sq_mi);
 	if (err)
 		goto err_cmd;
@@ -270,11 +279,14 @@ int sirdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask, struc
 
 int sirdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 {
+	struct sirdma_dev *sdev = to_sdev(ibqp->device);
 	struct sirdma_qp *qp = to_sqp(ibqp);
-	int err = destroy_cmd(to_sdev(ibqp->device), SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
+	int err = destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
 
 	if (err && err != -EIO)
 		return err;
+	xa_erase(&sdev->qps, ibqp->qp_num);
+	synchronize_rcu(); /* an event handler may still hold it */
 	sirdma_queue_release(qp->sq);
 	sirdma_queue_release(qp->rq);
 	return 0;
