@@ -66,8 +66,8 @@ static bool sirdma_fatal(struct sirdma_dev *sdev)
  * @answer: if not NULL, @answer_len bytes of the argument area as the device left it (the
  *	queries write their answers there)
  *
- * Return: 0, the errno the device completed the command with (negated), -EIO once the
- * function failed, or -ETIMEDOUT.
+ * Return: 0, the errno the device completed the command with (negated), or -EIO once the
+ * function failed (a command that times out fails it).
  */
 int sirdma_cmd(struct sirdma_dev *sdev, u16 op, const void *args, size_t len,
 	       u32 *results, void *answer, size_t answer_len)
@@ -106,8 +106,10 @@ int sirdma_cmd(struct sirdma_dev *sdev, u16 op, const void *args, size_t len,
 			goto out;
 		}
 		if (time_after(jiffies, deadline)) {
-			dev_err(&sdev->pdev->dev, "control command 0x%x timed out\n", op);
-			err = -ETIMEDOUT;
+			/* A function that does not answer is failed: the slot may still be read. */
+			dev_err(&sdev->pdev->dev, "control command 0x%x timed out: device failed\n", op);
+			sdev->failed = true;
+			err = -EIO;
 			goto out;
 		}
 		wait_for_completion_timeout(&sdev->ctrl_done, msecs_to_jiffies(10));

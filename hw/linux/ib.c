@@ -161,6 +161,14 @@ static void sirdma_dealloc_ucontext(struct ib_ucontext *uctx)
 {
 }
 
+/* The core destroys a disassociated context's objects through the verbs; what the process
+ * still maps are pages it holds references on (queue.c), which no device reads any more.
+ * Having this lets the device go (rmmod, a failed device) while processes keep it open.
+ */
+static void sirdma_disassociate_ucontext(struct ib_ucontext *uctx)
+{
+}
+
 static int sirdma_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
 	struct sirdma_pd *pd = container_of(ibpd, struct sirdma_pd, ibpd);
@@ -179,7 +187,9 @@ static int sirdma_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 	struct sirdma_pd *pd = container_of(ibpd, struct sirdma_pd, ibpd);
 	__le32 pdn = cpu_to_le32(pd->pdn);
 
-	return sirdma_cmd(to_sdev(ibpd->device), SOFTIRDMA_OP_DEALLOC_PD, &pdn, sizeof(pdn), NULL, NULL, 0);
+	int err = sirdma_cmd(to_sdev(ibpd->device), SOFTIRDMA_OP_DEALLOC_PD, &pdn, sizeof(pdn), NULL, NULL, 0);
+
+	return err == -EIO ? 0 : err; /* a failed device keeps nothing */
 }
 
 static const struct ib_device_ops sirdma_ib_ops = {
@@ -196,6 +206,7 @@ static const struct ib_device_ops sirdma_ib_ops = {
 	.del_gid = sirdma_del_gid,
 	.alloc_ucontext = sirdma_alloc_ucontext,
 	.dealloc_ucontext = sirdma_dealloc_ucontext,
+	.disassociate_ucontext = sirdma_disassociate_ucontext,
 	.alloc_pd = sirdma_alloc_pd,
 	.dealloc_pd = sirdma_dealloc_pd,
 	.mmap = sirdma_mmap,

@@ -1,52 +1,85 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * Queues in rxe's user layout, allocated by the driver in coherent memory, described to the
+ * Queues in rxe's user layout, allocated by the driver in guest pages, described to the
  * device as page lists and mapped into a process the way rxe's mminfo replies describe
- * (rdma_user_mmap_entry). A queue's memory belongs to its mmap entry: it is freed in mmap_free,
- * once the device has let go of the queue (destroy) and the process has unmapped it.
+ * (rdma_user_mmap_entry). The pages are order-0 and mapped into the process with
+ * vm_map_pages, which takes a reference on each: a process that keeps a queue mapped after
+ * it was destroyed (or after the device went away and its context was disassociated) keeps
+ * pages the device no longer uses, never freed memory, and no VMA points into this module.
  */
 #include <linux/dma-mapping.h>
+#include <linux/mm.h>
+#include <linux/vmalloc.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_user_rxe.h>
 
 #include "softirdma.h"
 
-/* The largest queue: one coherent allocation, and a one-level page list. */
+/* The largest queue: a one-level page list. */
 #define SOFTIRDMA_QUEUE_MAX_BYTES (SOFTIRDMA_PL_ENTRIES_PER_PAGE * PAGE_SIZE)
+
+static void queue_free_pages(struct sirdma_queue *q, u32 n)
+{
+	struct device *dev = &q->sdev->pdev->dev;
+
+	while (n--) {
+		dma_unmap_page(dev, le64_to_cpu(q->table[n]), PAGE_SIZE, DMA_BIDIRECTIONAL);
+		put_page(q->pages[n]);
+	}
+}
 
 struct sirdma_queue *sirdma_queue_alloc(struct sirdma_dev *sdev, u32 count, u32 elem)
 {
+	struct device *dev = &sdev->pdev->dev;
 	struct sirdma_queue *q;
 	size_t bytes;
-	u32 i;
+	u32 i, n;
 
 	if (!is_power_of_2(count) || !is_power_of_2(elem) || count < 2)
 		return ERR_PTR(-EINVAL);
 	bytes = PAGE_ALIGN(SOFTIRDMA_QUEUE_HEADER_SIZE + (size_t)count * elem);
 	if (bytes > SOFTIRDMA_QUEUE_MAX_BYTES)
 		return ERR_PTR(-EINVAL);
-	q = kzalloc(sizeof(*q), GFP_KERNEL);
+	n = bytes / PAGE_SIZE;
+	q = kzalloc(struct_size(q, pages, n), GFP_KERNEL);
 	if (!q)
 		return ERR_PTR(-ENOMEM);
 	q->sdev = sdev;
 	q->bytes = bytes;
 	q->log_count = ilog2(count);
 	q->log_elem = ilog2(elem);
-	q->mem = dma_alloc_coherent(&sdev->pdev->dev, bytes, &q->dma, GFP_KERNEL);
-	if (!q->mem)
-		goto err_free;
-	q->table = dma_alloc_coherent(&sdev->pdev->dev, PAGE_SIZE, &q->table_dma, GFP_KERNEL);
+	q->table = dma_alloc_coherent(dev, PAGE_SIZE, &q->table_dma, GFP_KERNEL);
 	if (!q->table)
-		goto err_mem;
-	for (i = 0; i < bytes / PAGE_SIZE; i++)
-		q->table[i] = cpu_to_le64(q->dma + (u64)i * PAGE_SIZE);
+		goto err_free;
+	for (i = 0; i < n; i++) {
+		dma_addr_t a;
+
+		q->pages[i] = alloc_page(GFP_KERNEL | __GFP_ZERO);
+		if (!q->pages[i])
+			goto err_pages;
+		a = dma_map_page(dev, q->pages[i], 0, PAGE_SIZE, DMA_BIDIRECTIONAL);
+		/* The device and the process share the page for its whole life: a mapping that
+		 * needs syncs (a bounce buffer, a cache that is not coherent) cannot be shared.
+		 */
+		if (dma_mapping_error(dev, a) || dma_need_sync(dev, a)) {
+			if (!dma_mapping_error(dev, a))
+				dma_unmap_page(dev, a, PAGE_SIZE, DMA_BIDIRECTIONAL);
+			put_page(q->pages[i]);
+			goto err_pages;
+		}
+		q->table[i] = cpu_to_le64(a);
+	}
+	q->mem = vmap(q->pages, n, VM_MAP, PAGE_KERNEL);
+	if (!q->mem)
+		goto err_pages;
 	/* The header's element size and mask are the driver's to write, never the device's. */
 	*(__le32 *)(q->mem + SOFTIRDMA_QH_LOG_ELEM_SIZE) = cpu_to_le32(q->log_elem);
 	*(__le32 *)(q->mem + SOFTIRDMA_QH_INDEX_MASK) = cpu_to_le32(count - 1);
 	return q;
 
-err_mem:
-	dma_free_coherent(&sdev->pdev->dev, bytes, q->mem, q->dma);
+err_pages:
+	queue_free_pages(q, i);
+	dma_free_coherent(dev, PAGE_SIZE, q->table, q->table_dma);
 err_free:
 	kfree(q);
 	return ERR_PTR(-ENOMEM);
@@ -54,10 +87,9 @@ err_free:
 
 void sirdma_queue_free(struct sirdma_queue *q)
 {
-	struct device *dev = &q->sdev->pdev->dev;
-
-	dma_free_coherent(dev, PAGE_SIZE, q->table, q->table_dma);
-	dma_free_coherent(dev, q->bytes, q->mem, q->dma);
+	vunmap(q->mem);
+	queue_free_pages(q, q->bytes / PAGE_SIZE);
+	dma_free_coherent(&q->sdev->pdev->dev, PAGE_SIZE, q->table, q->table_dma);
 	kfree(q);
 }
 
@@ -126,9 +158,9 @@ int sirdma_mmap(struct ib_ucontext *uctx, struct vm_area_struct *vma)
 	if (!re)
 		return -EINVAL;
 	e = container_of(re, struct sirdma_mmap_entry, rdma);
-	/* The offset named the entry; dma_mmap_coherent would take it for one into the queue. */
+	/* The offset named the entry; vm_map_pages would take it for one into the queue. */
 	vma->vm_pgoff = 0;
-	err = dma_mmap_coherent(&e->q->sdev->pdev->dev, vma, e->q->mem, e->q->dma, e->q->bytes);
+	err = vm_map_pages(vma, e->q->pages, e->q->bytes / PAGE_SIZE);
 	rdma_user_mmap_entry_put(re);
 	return err;
 }

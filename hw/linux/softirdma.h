@@ -90,18 +90,18 @@ struct sirdma_dev {
 	struct xarray cqs, qps;
 };
 
-/* A queue in rxe's layout in coherent memory, with the page of page addresses the device is
+/* A queue in rxe's layout in order-0 pages, with the page of page addresses the device is
  * given (a level-1 page list).
  */
 struct sirdma_queue {
 	struct sirdma_dev *sdev;
-	void *mem;
-	dma_addr_t dma;
+	void *mem; /* the pages, mapped contiguously for the kernel */
 	size_t bytes;
-	__le64 *table;
+	__le64 *table; /* the pages' DMA addresses: the page list the device reads */
 	dma_addr_t table_dma;
 	u8 log_count, log_elem;
 	struct rdma_user_mmap_entry *entry; /* set once a process may map it */
+	struct page *pages[];
 };
 
 /* The netdev's private data points back at the device. */
