@@ -44,17 +44,17 @@ irqreturn_t sirdma_ctrl_irq(int irq, void *data)
 /* sirdma_fatal says whether the function stopped (or is gone: reads of a vanished device give
  * all ones), and marks the device failed if so.
  */
-static bool sirdma_fatal(struct sirdma_dev *sdev)
+bool sirdma_fatal(struct sirdma_dev *sdev)
 {
 	u32 status = sirdma_rd(sdev, SOFTIRDMA_REG_DEV_STATUS);
 
 	if (status == ~0U || (status & SOFTIRDMA_DEV_STATUS_FATAL)) {
-		if (!sdev->failed)
+		if (!READ_ONCE(sdev->failed))
 			dev_err(&sdev->pdev->dev, "function failed: status 0x%x, fatal code %u\n",
 				status, sirdma_rd(sdev, SOFTIRDMA_REG_FATAL_CODE));
-		sdev->failed = true;
+		WRITE_ONCE(sdev->failed, true);
 	}
-	return sdev->failed;
+	return READ_ONCE(sdev->failed);
 }
 
 /**
@@ -81,7 +81,7 @@ int sirdma_cmd(struct sirdma_dev *sdev, u16 op, const void *args, size_t len,
 		return -EINVAL;
 
 	mutex_lock(&sdev->ctrl_lock);
-	if (sdev->failed) {
+	if (READ_ONCE(sdev->failed)) {
 		err = -EIO;
 		goto out;
 	}
@@ -106,9 +106,12 @@ int sirdma_cmd(struct sirdma_dev *sdev, u16 op, const void *args, size_t len,
 			goto out;
 		}
 		if (time_after(jiffies, deadline)) {
-			/* A function that does not answer is failed: the slot may still be read. */
+			/* A function that does not answer is failed: the slot may still be read, and
+			 * callers free what the command was about.
+			 */
 			dev_err(&sdev->pdev->dev, "control command 0x%x timed out: device failed\n", op);
-			sdev->failed = true;
+			pci_clear_master(sdev->pdev); /* before any caller frees what it may write */
+			WRITE_ONCE(sdev->failed, true);
 			err = -EIO;
 			goto out;
 		}

@@ -273,7 +273,7 @@ static int sirdma_open(struct net_device *netdev)
 	if (err)
 		goto err_tx_ring;
 	napi_enable(&sdev->napi);
-	if (sirdma_rd(sdev, SOFTIRDMA_REG_PORT_STATE) == 4)
+	if (!READ_ONCE(sdev->failed) && sirdma_rd(sdev, SOFTIRDMA_REG_PORT_STATE) == 4)
 		netif_carrier_on(netdev);
 	netif_start_queue(netdev);
 	return 0;

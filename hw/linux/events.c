@@ -68,7 +68,8 @@ static u8 *eq_next(struct sirdma_eq *eq)
 static void eq_consume(struct sirdma_eq *eq)
 {
 	eq->cons = (eq->cons + 1) & ((1U << EQ_LOG) - 1);
-	WRITE_ONCE(*(__le32 *)(eq->q->mem + SOFTIRDMA_QH_CONSUMER), cpu_to_le32(eq->cons));
+	/* The entry is read before the device may reuse its slot. */
+	smp_store_release((__le32 *)(eq->q->mem + SOFTIRDMA_QH_CONSUMER), cpu_to_le32(eq->cons));
 }
 
 static irqreturn_t sirdma_comp_irq(int irq, void *data)
@@ -133,11 +134,13 @@ static irqreturn_t sirdma_async_irq(int irq, void *data)
 				cq->ibcq.event_handler(&ev, cq->ibcq.cq_context);
 			}
 			break;
+		case IB_EVENT_DEVICE_FATAL:
+			mod_delayed_work(system_long_wq, &sdev->health, 0);
+			fallthrough;
 		case IB_EVENT_PORT_ACTIVE:
 		case IB_EVENT_PORT_ERR:
-		case IB_EVENT_DEVICE_FATAL:
-			if (sdev->ib) {
-				ev.device = sdev->ib;
+			ev.device = READ_ONCE(sdev->ib);
+			if (ev.device) {
 				ev.element.port_num = 1;
 				ib_dispatch_event(&ev);
 			}

@@ -278,10 +278,16 @@ err_free:
 
 void sirdma_ib_fini(struct sirdma_dev *sdev)
 {
-	if (!sdev->ib)
+	struct ib_device *ib = sdev->ib;
+
+	if (!ib)
 		return;
-	ib_unregister_device(sdev->ib);
+	/* ib_dispatch_event queues work holding the device without a reference: no event may
+	 * reach the core once unregistering starts.
+	 */
+	WRITE_ONCE(sdev->ib, NULL);
+	synchronize_irq(pci_irq_vector(sdev->pdev, SOFTIRDMA_ASYNC_VECTOR));
+	ib_unregister_device(ib);
 	sirdma_events_fini(sdev);
-	ib_dealloc_device(sdev->ib);
-	sdev->ib = NULL;
+	ib_dealloc_device(ib);
 }

@@ -50,6 +50,33 @@ static int sirdma_query_device(struct sirdma_dev *sdev)
 	return 0;
 }
 
+/*
+ * sirdma_health looks at the function once a second (and at once on DEVICE_FATAL). A function
+ * that went FATAL, or vanished (its process died: every read gives all ones), takes the RDMA
+ * device with it: its users get DEVICE_FATAL, the device is unregistered (their contexts
+ * disassociated, every destroy succeeding without the device), and the netdev stays without
+ * carrier until the driver is unbound. Nothing waits for the function to answer.
+ */
+static void sirdma_health(struct work_struct *work)
+{
+	struct sirdma_dev *sdev = container_of(to_delayed_work(work), struct sirdma_dev, health);
+
+	if (!sirdma_fatal(sdev)) {
+		queue_delayed_work(system_long_wq, &sdev->health, HZ);
+		return;
+	}
+	/* A failed function may only be slow: it must not write into what the teardown frees.
+	 * Bus mastering off stops its DMA (docs/device.md).
+	 */
+	pci_clear_master(sdev->pdev);
+	netif_carrier_off(sdev->netdev);
+	if (sdev->ib) {
+		/* Unregistering tells the device's users (DEVICE_FATAL) and disassociates them. */
+		sirdma_ib_fini(sdev);
+		dev_err(&sdev->pdev->dev, "function failed: RDMA device unregistered\n");
+	}
+}
+
 static int sirdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
 	struct sirdma_dev *sdev;
@@ -62,6 +89,7 @@ static int sirdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	sdev->pdev = pdev;
 	mutex_init(&sdev->ctrl_lock);
 	init_completion(&sdev->ctrl_done);
+	INIT_DELAYED_WORK(&sdev->health, sirdma_health);
 	pci_set_drvdata(pdev, sdev);
 
 	err = pci_enable_device_mem(pdev);
@@ -135,9 +163,11 @@ static int sirdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		dev_err(&pdev->dev, "the RDMA device failed: %d\n", err);
 		goto err_eth;
 	}
+	queue_delayed_work(system_long_wq, &sdev->health, HZ);
 	return 0;
 
 err_eth:
+	disable_delayed_work_sync(&sdev->health); /* a DEVICE_FATAL may have queued it */
 	sirdma_eth_fini(sdev);
 
 err_ctrl:
@@ -165,6 +195,7 @@ static void sirdma_remove(struct pci_dev *pdev)
 {
 	struct sirdma_dev *sdev = pci_get_drvdata(pdev);
 
+	disable_delayed_work_sync(&sdev->health); /* and no IRQ can queue it again */
 	sirdma_ib_fini(sdev);
 	sirdma_eth_fini(sdev);
 	/* Stop the function before its memory goes: after the reset it touches none of it. */

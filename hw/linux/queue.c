@@ -136,8 +136,9 @@ int sirdma_queue_expose(struct ib_ucontext *uctx, struct sirdma_queue *q, struct
 	return 0;
 }
 
-/* sirdma_queue_release drops the queue once the device no longer uses it: at once if no process
- * may map it, else when the last mapping goes (mmap_free).
+/* sirdma_queue_release drops the queue once the device no longer uses it, through its mmap
+ * entry if a process may map it (mmap_free); pages a process still maps live on through the
+ * references its mapping holds.
  */
 void sirdma_queue_release(struct sirdma_queue *q)
 {
@@ -158,9 +159,9 @@ int sirdma_mmap(struct ib_ucontext *uctx, struct vm_area_struct *vma)
 	if (!re)
 		return -EINVAL;
 	e = container_of(re, struct sirdma_mmap_entry, rdma);
-	/* The offset named the entry; vm_map_pages would take it for one into the queue. */
-	vma->vm_pgoff = 0;
-	err = vm_map_pages(vma, e->q->pages, e->q->bytes / PAGE_SIZE);
+	/* The offset named the entry, not a page of the queue. */
+	vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	err = vm_map_pages_zero(vma, e->q->pages, e->q->bytes / PAGE_SIZE);
 	rdma_user_mmap_entry_put(re);
 	return err;
 }

@@ -73,6 +73,7 @@ struct sirdma_dev {
 	dma_addr_t ctrlq_dma;
 	u32 ctrlq_prod;
 	bool failed; /* the function went FATAL or vanished: commands fail at once */
+	struct delayed_work health; /* watches for that, and takes the RDMA device down */
 
 	struct sirdma_caps caps;
 
@@ -140,6 +141,8 @@ int sirdma_mmap(struct ib_ucontext *uctx, struct vm_area_struct *vma);
 void sirdma_mmap_free(struct rdma_user_mmap_entry *re);
 
 int sirdma_ib_init(struct sirdma_dev *sdev);
+void sirdma_ib_fini(struct sirdma_dev *sdev);
+bool sirdma_fatal(struct sirdma_dev *sdev);
 int sirdma_events_init(struct sirdma_dev *sdev);
 void sirdma_events_fini(struct sirdma_dev *sdev);
 

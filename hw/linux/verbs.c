@@ -71,6 +71,7 @@ int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
 	if (err) {
 		xa_erase(&sdev->cqs, cq->cqn);
+		synchronize_rcu();
 		destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn);
 		sirdma_queue_release(cq->q);
 		return err;
@@ -79,6 +80,7 @@ int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 
 err_cmd:
 	xa_erase(&sdev->cqs, cq->cqn);
+	synchronize_rcu();
 	destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn);
 err_queue:
 	sirdma_queue_free(cq->q);
@@ -112,6 +114,16 @@ int sirdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 
 	writel(v, sdev->db + SOFTIRDMA_CQ_ARM_BASE + SOFTIRDMA_DOORBELL_STRIDE * to_scq(ibcq)->slot);
 	return 0;
+}
+
+/* forget_qp undoes a created QP's device half and lookup entry: no event handler holds it
+ * after this.
+ */
+static void forget_qp(struct sirdma_dev *sdev, struct sirdma_qp *qp)
+{
+	xa_erase(&sdev->qps, qp->ibqp.qp_num);
+	synchronize_rcu();
+	destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_QP, qp->ibqp.qp_num);
 }
 
 int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata)
@@ -170,25 +182,30 @@ int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib
 	qp->slot = res[1];
 	qp->cap = *cap;
 	qp->sig_all = a.sig_all;
-	xa_store(&sdev->qps, ibqp->qp_num, qp, GFP_KERNEL);
-	err = sirdma_queue_expose(&uc->ibuc, qp->sq, &resp.sq_mi);
+	err = xa_err(xa_store(&sdev->qps, ibqp->qp_num, qp, GFP_KERNEL));
 	if (err)
 		goto err_cmd;
+	err = sirdma_queue_expose(&uc->ibuc, qp->sq, &resp.sq_mi);
+	if (err)
+		goto err_xa;
 	err = sirdma_queue_expose(&uc->ibuc, qp->rq, &resp.rq_mi);
 	if (err) {
-		destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
+		forget_qp(sdev, qp);
 		sirdma_queue_release(qp->sq);
 		sirdma_queue_free(qp->rq);
 		return err;
 	}
 	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
 	if (err) {
-		destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
+		forget_qp(sdev, qp);
 		sirdma_queue_release(qp->sq);
 		sirdma_queue_release(qp->rq);
 	}
 	return err;
 
+err_xa:
+	xa_erase(&sdev->qps, ibqp->qp_num);
+	synchronize_rcu();
 err_cmd:
 	destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
 err_rq:
