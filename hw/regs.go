@@ -84,7 +84,7 @@ func (f *Function) readRegLocked(off uint32) uint32 {
 	case abi.RegMaxQP:
 		return abi.MaxQPSlots
 	case abi.RegMaxQPWR:
-		return uint32(l.MaxQPWR)
+		return ringable(l.MaxQPWR, l.MaxQPWR+1)
 	case abi.RegMaxSGE:
 		return uint32(l.MaxSGE)
 	case abi.RegMaxInline:
@@ -92,11 +92,11 @@ func (f *Function) readRegLocked(off uint32) uint32 {
 	case abi.RegMaxCQ:
 		return abi.MaxCQSlots
 	case abi.RegMaxCQE:
-		return uint32(l.MaxCQE)
+		return ringable(l.MaxCQE, maxQueueCount)
 	case abi.RegMaxSRQ:
 		return uint32(l.MaxSRQ)
 	case abi.RegMaxSRQWR:
-		return uint32(l.MaxSRQWR)
+		return ringable(l.MaxSRQWR, l.MaxSRQWR+1)
 	case abi.RegMaxMR:
 		return uint32(l.MaxMR)
 	case abi.RegMaxMW:
@@ -192,4 +192,16 @@ func (f *Function) writeRegLocked(off uint32, v uint32) []int {
 		f.readdressLocked()
 	}
 	return nil
+}
+
+// ringable is the most work requests or CQEs a ring can be asked for: a driver sizes a ring
+// for n as the power of two above n (one slot stays empty, as in rxe), and the ring may have
+// at most maxCount slots. Reporting the engine's own limit would let a driver ask for a ring
+// twice the largest the device takes.
+func ringable(limit, maxCount int) uint32 {
+	n := 1
+	for n*2 <= maxCount && n*2-1 <= limit {
+		n *= 2
+	}
+	return uint32(n - 1)
 }

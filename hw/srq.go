@@ -118,7 +118,7 @@ func (f *Function) modifySRQLocked(n, mask, limit uint32, queue []byte) error {
 	switch {
 	case !ok:
 		return errf(syscall.ENOENT, "SRQ %d", n)
-	case mask == 0 || mask&^3 != 0:
+	case mask == 0 || mask&^(abi.SRQModifyMaxWR|abi.SRQModifyLimit) != 0:
 		return errf(syscall.EINVAL, "SRQ modify mask 0x%x", mask)
 	}
 	s.mu.Lock()
@@ -127,7 +127,7 @@ func (f *Function) modifySRQLocked(n, mask, limit uint32, queue []byte) error {
 		return errf(syscall.EFAULT, "SRQ %d lost its ring", n)
 	}
 	r := s.r
-	if mask&1 != 0 {
+	if mask&abi.SRQModifyMaxWR != 0 {
 		nr, err := newRing(&f.mem, queue, abi.RecvWQESize+abi.SGESize*s.maxSGE, uint32(emu.DefaultLimits.MaxSRQWR)+1)
 		if err != nil {
 			return err
@@ -158,13 +158,13 @@ func (f *Function) modifySRQLocked(n, mask, limit uint32, queue []byte) error {
 		}
 		r = nr
 	}
-	if mask&2 != 0 && limit >= r.count() {
+	if mask&abi.SRQModifyLimit != 0 && limit >= r.count() {
 		return errf(syscall.EINVAL, "limit %d for %d receives", limit, r.count()-1)
 	}
 	if r != s.r {
 		s.r, s.cons = r, 0
 	}
-	if mask&2 != 0 {
+	if mask&abi.SRQModifyLimit != 0 {
 		s.limit = limit
 	}
 	return nil

@@ -53,6 +53,12 @@ const (
 	OpDestroySRQ  = 0x63 // args: u32 srqn at 0
 )
 
+// OpModifySRQ's mask: what it changes (ibv_modify_srq's IBV_SRQ_MAX_WR and IBV_SRQ_LIMIT).
+const (
+	SRQModifyMaxWR = 1 // a new ring, QueueArgs at 16, the posted receives moved over
+	SRQModifyLimit = 2 // the limit at 8
+)
+
 // Answers written into a command's arguments.
 const (
 	QueryDeviceWords = (RegCtrlQMax-RegCaps)/4 + 1 // OpQueryDevice: registers CAPS to CTRLQ_MAX, in order
