@@ -28,7 +28,7 @@ static int eq_create(struct sirdma_dev *sdev, struct sirdma_eq *eq, u8 kind, u16
 	pl->addr = cpu_to_le64(eq->q->table_dma);
 	pl->pages = cpu_to_le32(eq->q->bytes / PAGE_SIZE);
 	pl->shift = PAGE_SHIFT;
-	pl->levels = 1;
+	pl->levels = eq->q->levels;
 	args[16] = EQ_LOG;
 	args[17] = kind;
 	put_unaligned_le16(vector, args + 18);
@@ -114,6 +114,7 @@ static irqreturn_t sirdma_async_irq(int irq, void *data)
 		enum ib_event_type type = e[SOFTIRDMA_EQ_TYPE];
 		u32 num = get_unaligned_le32(e + SOFTIRDMA_EQ_NUM);
 		struct ib_event ev = { .event = type };
+		struct sirdma_srq *srq;
 		struct sirdma_cq *cq;
 
 		rcu_read_lock();
@@ -145,8 +146,17 @@ static irqreturn_t sirdma_async_irq(int irq, void *data)
 				ib_dispatch_event(&ev);
 			}
 			break;
+		case IB_EVENT_SRQ_ERR:
+		case IB_EVENT_SRQ_LIMIT_REACHED:
+			srq = xa_load(&sdev->srqs, num);
+			if (srq && srq->ibsrq.event_handler) {
+				ev.device = srq->ibsrq.device;
+				ev.element.srq = &srq->ibsrq;
+				srq->ibsrq.event_handler(&ev, srq->ibsrq.srq_context);
+			}
+			break;
 		default:
-			break; /* SRQ events come with SRQs */
+			break;
 		}
 		rcu_read_unlock();
 		eq_consume(eq);
@@ -161,6 +171,7 @@ int sirdma_events_init(struct sirdma_dev *sdev)
 
 	xa_init(&sdev->cqs);
 	xa_init(&sdev->qps);
+	xa_init(&sdev->srqs);
 	err = request_irq(pci_irq_vector(pdev, SOFTIRDMA_ASYNC_VECTOR), sirdma_async_irq, 0, "softirdma-async", sdev);
 	if (err)
 		return err;
@@ -194,4 +205,5 @@ void sirdma_events_fini(struct sirdma_dev *sdev)
 	eq_destroy(sdev, &sdev->async_eq);
 	xa_destroy(&sdev->cqs);
 	xa_destroy(&sdev->qps);
+	xa_destroy(&sdev->srqs);
 }

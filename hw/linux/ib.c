@@ -45,6 +45,11 @@ static int sirdma_query_device(struct ib_device *ibdev, struct ib_device_attr *a
 		attr->device_cap_flags |= IB_DEVICE_MEM_WINDOW_TYPE_2A;
 	if (c->caps & SOFTIRDMA_CAP_MW_TYPE2_B)
 		attr->device_cap_flags |= IB_DEVICE_MEM_WINDOW_TYPE_2B;
+	/* MRs with FLUSH rights are refused by the core unless these say the device has them. */
+	if (c->caps & SOFTIRDMA_CAP_FLUSH)
+		attr->device_cap_flags |= IB_DEVICE_FLUSH_GLOBAL | IB_DEVICE_FLUSH_PERSISTENT;
+	if (c->caps & SOFTIRDMA_CAP_ATOMIC_WRITE)
+		attr->device_cap_flags |= IB_DEVICE_ATOMIC_WRITE;
 	attr->max_send_sge = c->max_sge;
 	attr->max_recv_sge = c->max_sge;
 	attr->max_sge_rd = c->max_sge;
@@ -226,11 +231,17 @@ static const struct ib_device_ops sirdma_ib_ops = {
 	.dereg_mr = sirdma_dereg_mr,
 	.alloc_mw = sirdma_alloc_mw,
 	.dealloc_mw = sirdma_dealloc_mw,
+	.create_srq = sirdma_create_srq,
+	.modify_srq = sirdma_modify_srq,
+	.query_srq = sirdma_query_srq,
+	.destroy_srq = sirdma_destroy_srq,
+	.post_srq_recv = sirdma_post_srq_recv,
 
 	INIT_RDMA_OBJ_SIZE(ib_pd, sirdma_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_cq, sirdma_cq, ibcq),
 	INIT_RDMA_OBJ_SIZE(ib_qp, sirdma_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_mw, sirdma_mw, ibmw),
+	INIT_RDMA_OBJ_SIZE(ib_srq, sirdma_srq, ibsrq),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, sirdma_ucontext, ibuc),
 };
 

@@ -15,17 +15,64 @@
 
 #include "softirdma.h"
 
-/* The largest queue: a one-level page list. */
-#define SOFTIRDMA_QUEUE_MAX_BYTES (SOFTIRDMA_PL_ENTRIES_PER_PAGE * PAGE_SIZE)
+/* The largest queue: a two-level page list, 512 pages of 512 page addresses (1 GiB). */
+#define PL_ENTRIES SOFTIRDMA_PL_ENTRIES_PER_PAGE
+#define SOFTIRDMA_QUEUE_MAX_BYTES ((size_t)PL_ENTRIES * PL_ENTRIES * PAGE_SIZE)
 
 static void queue_free_pages(struct sirdma_queue *q, u32 n)
 {
 	struct device *dev = &q->sdev->pdev->dev;
 
 	while (n--) {
-		dma_unmap_page(dev, le64_to_cpu(q->table[n]), PAGE_SIZE, DMA_BIDIRECTIONAL);
+		dma_unmap_page(dev, q->addrs[n], PAGE_SIZE, DMA_BIDIRECTIONAL);
 		put_page(q->pages[n]);
 	}
+}
+
+/* The page list's pages: the root the device is given, and under a two-level root its leaves. */
+static void queue_free_list(struct sirdma_queue *q)
+{
+	struct device *dev = &q->sdev->pdev->dev;
+	u32 i;
+
+	for (i = 0; i < q->nleaves; i++)
+		if (q->leaves[i])
+			dma_free_coherent(dev, PAGE_SIZE, q->leaves[i], le64_to_cpu(q->table[i]));
+	kfree(q->leaves);
+	if (q->table)
+		dma_free_coherent(dev, PAGE_SIZE, q->table, q->table_dma);
+}
+
+static int queue_alloc_list(struct sirdma_queue *q, u32 n)
+{
+	struct device *dev = &q->sdev->pdev->dev;
+	u32 i;
+
+	q->table = dma_alloc_coherent(dev, PAGE_SIZE, &q->table_dma, GFP_KERNEL);
+	if (!q->table)
+		return -ENOMEM;
+	if (n <= PL_ENTRIES) {
+		q->levels = 1;
+		for (i = 0; i < n; i++)
+			q->table[i] = cpu_to_le64(q->addrs[i]);
+		return 0;
+	}
+	q->levels = 2;
+	q->leaves = kcalloc(DIV_ROUND_UP(n, PL_ENTRIES), sizeof(*q->leaves), GFP_KERNEL);
+	if (!q->leaves)
+		return -ENOMEM;
+	q->nleaves = DIV_ROUND_UP(n, PL_ENTRIES);
+	for (i = 0; i < q->nleaves; i++) {
+		dma_addr_t a;
+
+		q->leaves[i] = dma_alloc_coherent(dev, PAGE_SIZE, &a, GFP_KERNEL);
+		if (!q->leaves[i])
+			return -ENOMEM;
+		q->table[i] = cpu_to_le64(a);
+	}
+	for (i = 0; i < n; i++)
+		q->leaves[i / PL_ENTRIES][i % PL_ENTRIES] = cpu_to_le64(q->addrs[i]);
+	return 0;
 }
 
 struct sirdma_queue *sirdma_queue_alloc(struct sirdma_dev *sdev, u32 count, u32 elem)
@@ -41,16 +88,16 @@ struct sirdma_queue *sirdma_queue_alloc(struct sirdma_dev *sdev, u32 count, u32 
 	if (bytes > SOFTIRDMA_QUEUE_MAX_BYTES)
 		return ERR_PTR(-EINVAL);
 	n = bytes / PAGE_SIZE;
-	q = kzalloc(struct_size(q, pages, n), GFP_KERNEL);
+	q = kvzalloc(struct_size(q, pages, n), GFP_KERNEL);
 	if (!q)
 		return ERR_PTR(-ENOMEM);
+	q->addrs = kvcalloc(n, sizeof(*q->addrs), GFP_KERNEL);
+	if (!q->addrs)
+		goto err_free;
 	q->sdev = sdev;
 	q->bytes = bytes;
 	q->log_count = ilog2(count);
 	q->log_elem = ilog2(elem);
-	q->table = dma_alloc_coherent(dev, PAGE_SIZE, &q->table_dma, GFP_KERNEL);
-	if (!q->table)
-		goto err_free;
 	for (i = 0; i < n; i++) {
 		dma_addr_t a;
 
@@ -67,30 +114,35 @@ struct sirdma_queue *sirdma_queue_alloc(struct sirdma_dev *sdev, u32 count, u32 
 			put_page(q->pages[i]);
 			goto err_pages;
 		}
-		q->table[i] = cpu_to_le64(a);
+		q->addrs[i] = a;
 	}
+	if (queue_alloc_list(q, n))
+		goto err_list;
 	q->mem = vmap(q->pages, n, VM_MAP, PAGE_KERNEL);
 	if (!q->mem)
-		goto err_pages;
+		goto err_list;
 	/* The header's element size and mask are the driver's to write, never the device's. */
 	*(__le32 *)(q->mem + SOFTIRDMA_QH_LOG_ELEM_SIZE) = cpu_to_le32(q->log_elem);
 	*(__le32 *)(q->mem + SOFTIRDMA_QH_INDEX_MASK) = cpu_to_le32(count - 1);
 	return q;
 
+err_list:
+	queue_free_list(q);
 err_pages:
 	queue_free_pages(q, i);
-	dma_free_coherent(dev, PAGE_SIZE, q->table, q->table_dma);
 err_free:
-	kfree(q);
+	kvfree(q->addrs);
+	kvfree(q);
 	return ERR_PTR(-ENOMEM);
 }
 
 void sirdma_queue_free(struct sirdma_queue *q)
 {
 	vunmap(q->mem);
+	queue_free_list(q);
 	queue_free_pages(q, q->bytes / PAGE_SIZE);
-	dma_free_coherent(&q->sdev->pdev->dev, PAGE_SIZE, q->table, q->table_dma);
-	kfree(q);
+	kvfree(q->addrs);
+	kvfree(q);
 }
 
 /* sirdma_queue_args describes the queue to the device (struct softirdma_queue_args). */
@@ -105,7 +157,7 @@ void sirdma_queue_args(struct sirdma_queue *q, u8 *args)
 	pl->addr = cpu_to_le64(q->table_dma);
 	pl->pages = cpu_to_le32(q->bytes / PAGE_SIZE);
 	pl->shift = PAGE_SHIFT;
-	pl->levels = 1;
+	pl->levels = q->levels;
 }
 
 struct sirdma_mmap_entry {

@@ -88,19 +88,22 @@ struct sirdma_dev {
 	 */
 	struct ib_device *ib;
 	struct sirdma_eq comp_eq, async_eq;
-	struct xarray cqs, qps;
+	struct xarray cqs, qps, srqs;
 };
 
-/* A queue in rxe's layout in order-0 pages, with the page of page addresses the device is
- * given (a level-1 page list).
+/* A queue in rxe's layout in order-0 pages, with the page list the device is given (one
+ * level up to 2 MiB, two up to 1 GiB).
  */
 struct sirdma_queue {
 	struct sirdma_dev *sdev;
 	void *mem; /* the pages, mapped contiguously for the kernel */
 	size_t bytes;
-	__le64 *table; /* the pages' DMA addresses: the page list the device reads */
+	dma_addr_t *addrs; /* the pages' DMA addresses */
+	__le64 *table; /* the page list's root, which the device is given */
 	dma_addr_t table_dma;
-	u8 log_count, log_elem;
+	__le64 **leaves; /* under a two-level root, its pages of page addresses */
+	u32 nleaves;
+	u8 levels, log_count, log_elem;
 	struct rdma_user_mmap_entry *entry; /* set once a process may map it */
 	struct page *pages[];
 };
@@ -174,6 +177,12 @@ struct sirdma_qp {
 	bool sig_all;
 };
 
+struct sirdma_srq {
+	struct ib_srq ibsrq;
+	u32 srqn, max_sge;
+	struct sirdma_queue *q;
+};
+
 struct sirdma_mr {
 	struct ib_mr ibmr;
 	struct ib_umem *umem;
@@ -204,6 +213,13 @@ struct ib_mr *sirdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 
 				 int access, struct ib_udata *udata);
 int sirdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
 int sirdma_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
+int sirdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init, struct ib_udata *udata);
+int sirdma_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr, enum ib_srq_attr_mask mask,
+		      struct ib_udata *udata);
+int sirdma_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
+int sirdma_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
+int sirdma_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr, const struct ib_recv_wr **bad);
+int sirdma_srq_cmd(struct sirdma_dev *sdev, u16 op, u32 num);
 int sirdma_dealloc_mw(struct ib_mw *ibmw);
 void sirdma_ib_fini(struct sirdma_dev *sdev);
 

@@ -35,6 +35,12 @@ static int destroy_cmd(struct sirdma_dev *sdev, u16 op, u32 num)
 	return sirdma_cmd(sdev, op, &n, sizeof(n), NULL, NULL, 0);
 }
 
+/* sirdma_srq_cmd runs a command whose only argument is an object's number. */
+int sirdma_srq_cmd(struct sirdma_dev *sdev, u16 op, u32 num)
+{
+	return destroy_cmd(sdev, op, num);
+}
+
 int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		     struct uverbs_attr_bundle *attrs)
 {
@@ -48,7 +54,9 @@ int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 
 	if (!udata)
 		return -EOPNOTSUPP; /* kernel CQs are not there yet */
-	if (attr->flags || attr->cqe < 1 || attr->cqe > sdev->caps.max_cqe || udata->outlen < sizeof(resp))
+	if (attr->flags)
+		return -EOPNOTSUPP; /* as rxe: no creation flags */
+	if (attr->cqe < 1 || attr->cqe > sdev->caps.max_cqe || udata->outlen < sizeof(resp))
 		return -EINVAL;
 	count = roundup_pow_of_two(attr->cqe + 1);
 	cq->q = sirdma_queue_alloc(sdev, count, roundup_pow_of_two(sizeof(struct ib_uverbs_wc)));
@@ -139,7 +147,7 @@ int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib
 
 	if (!udata)
 		return -EOPNOTSUPP; /* kernel QPs are not there yet */
-	if (init->qp_type != IB_QPT_RC || init->srq || init->create_flags)
+	if (init->qp_type != IB_QPT_RC || init->create_flags)
 		return -EOPNOTSUPP;
 	if (udata->outlen < sizeof(resp) || cap->max_send_wr > sdev->caps.max_qp_wr ||
 	    cap->max_recv_wr > sdev->caps.max_qp_wr || cap->max_send_sge > sdev->caps.max_sge ||
@@ -155,15 +163,20 @@ int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib
 	cap->max_send_wr = sq_count - 1;
 	cap->max_recv_wr = rq_count - 1;
 	cap->max_recv_sge = max(cap->max_recv_sge, 1U);
+	if (init->srq) /* its receives come from the SRQ */
+		cap->max_recv_wr = cap->max_recv_sge = 0;
 
 	qp->sq = sirdma_queue_alloc(sdev, sq_count, roundup_pow_of_two(sizeof(struct rxe_send_wqe) + payload));
 	if (IS_ERR(qp->sq))
 		return PTR_ERR(qp->sq);
-	qp->rq = sirdma_queue_alloc(sdev, rq_count,
-				    roundup_pow_of_two(sizeof(struct rxe_recv_wqe) + cap->max_recv_sge * sizeof(struct rxe_sge)));
-	if (IS_ERR(qp->rq)) {
-		err = PTR_ERR(qp->rq);
-		goto err_sq;
+	if (!init->srq) {
+		qp->rq = sirdma_queue_alloc(sdev, rq_count,
+					    roundup_pow_of_two(sizeof(struct rxe_recv_wqe) +
+							       cap->max_recv_sge * sizeof(struct rxe_sge)));
+		if (IS_ERR(qp->rq)) {
+			err = PTR_ERR(qp->rq);
+			goto err_sq;
+		}
 	}
 	a.pd = cpu_to_le32(to_pdn(ibqp->pd));
 	a.type = IB_QPT_RC;
@@ -173,8 +186,11 @@ int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib
 	a.max_inline = cpu_to_le32(cap->max_inline_data);
 	a.max_send_sge = cpu_to_le16(cap->max_send_sge);
 	a.max_recv_sge = cpu_to_le16(cap->max_recv_sge);
+	if (init->srq)
+		a.srq = cpu_to_le32(container_of(init->srq, struct sirdma_srq, ibsrq)->srqn);
 	sirdma_queue_args(qp->sq, a.sq);
-	sirdma_queue_args(qp->rq, a.rq);
+	if (qp->rq)
+		sirdma_queue_args(qp->rq, a.rq);
 	err = sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_QP, &a, sizeof(a), res, NULL, 0);
 	if (err)
 		goto err_rq;
@@ -188,7 +204,7 @@ int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib
 	err = sirdma_queue_expose(&uc->ibuc, qp->sq, &resp.sq_mi);
 	if (err)
 		goto err_xa;
-	err = sirdma_queue_expose(&uc->ibuc, qp->rq, &resp.rq_mi);
+	err = qp->rq ? sirdma_queue_expose(&uc->ibuc, qp->rq, &resp.rq_mi) : 0;
 	if (err) {
 		forget_qp(sdev, qp);
 		sirdma_queue_release(qp->sq);
@@ -209,7 +225,8 @@ err_xa:
 err_cmd:
 	destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
 err_rq:
-	sirdma_queue_free(qp->rq);
+	if (qp->rq)
+		sirdma_queue_free(qp->rq);
 err_sq:
 	sirdma_queue_free(qp->sq);
 	return err;
