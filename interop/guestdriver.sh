@@ -2,7 +2,8 @@
 # The guest driver (hw/linux) in a rig guest whose softirdma PCI function is served by `softirdma
 # serve` on a dgram link to a second rig guest running Linux rxe: the module loads, its Ethernet
 # function's netdev pings the rxe guest, unmodified ibv_rc_pingpong runs on the device against the
-# rxe guest in both roles (IPv4 RoCEv2 GIDs) and perftest's ib_write_bw, ib_read_bw, ib_send_bw and
+# rxe guest in both roles (IPv4 RoCEv2 GIDs, again with completion events, and over IPv6
+# link-local GIDs) and perftest's ib_write_bw, ib_read_bw, ib_send_bw and
 # ib_atomic_bw as clients of it, ibv_devices and ibv_devinfo (rdma-core's rxe provider)
 # show the RDMA device with its port active on that netdev and its RoCEv2 GIDs from the netdev's
 # addresses, the module unloads and loads again, and the guest's kernel logs no warning. Prints
@@ -53,9 +54,27 @@ for i in $(seq 120); do
   grep -q "Couldn't connect" /tmp/out || break; sleep 1
 done
 sed 's/^/RIG: peer client: /' /tmp/out
+# The device guest's runs with completion events (-e), then over IPv6 link-local GIDs (index 0).
+for g in $GIDX 0; do
+  timeout 300 ibv_rc_pingpong -d rxe0 -g $g -n 20 2>&1 | sed "s/^/RIG: peer server g$g: /"
+  for i in $(seq 120); do
+    timeout 60 ibv_rc_pingpong -d rxe0 -g $g -n 20 192.168.77.1 > /tmp/out 2>&1
+    grep -q "Couldn't connect" /tmp/out || break; sleep 1
+  done
+  sed "s/^/RIG: peer client g$g: /" /tmp/out
+done
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
   s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
   timeout 120 $t -d rxe0 -x $GIDX -F -n 20 $s 2>&1 | sed "s/^/RIG: peer $t: /"
+done
+# Then the clients of the device guest's servers.
+for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
+  s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
+  for i in $(seq 120); do
+    timeout 60 $t -d rxe0 -x $GIDX -F -n 20 $s 192.168.77.1 > /tmp/out 2>&1
+    grep -q "Couldn't connect\|Unable to init" /tmp/out || break; sleep 0.5
+  done
+  sed "s/^/RIG: peer $t client: /" /tmp/out
 done
 sleep 600
 SCRIPT
@@ -82,6 +101,17 @@ for i in $(seq 60); do
 done
 sed 's/^/RIG: pp client: /' /tmp/out
 timeout 120 ibv_rc_pingpong -d softirdma0 -g 1 -n 20 2>&1 | sed 's/^/RIG: pp server: /'
+# The same with completion events (-e: a completion channel, CQ arm, MSI-X), then over the IPv6
+# link-local GIDs.
+for v in "e -g 1 -e" "ipv6 -g 0"; do
+  set -- $v; name=$1; shift
+  for i in $(seq 60); do
+    timeout 60 ibv_rc_pingpong -d softirdma0 "$@" -n 20 192.168.77.2 > /tmp/out 2>&1
+    grep -q "Couldn't connect" /tmp/out || break; sleep 1
+  done
+  sed "s/^/RIG: pp $name client: /" /tmp/out
+  timeout 120 ibv_rc_pingpong -d softirdma0 "$@" -n 20 2>&1 | sed "s/^/RIG: pp $name server: /"
+done
 # perftest's bandwidth tools on softirdma0 as clients of the rxe guest's servers.
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
   s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
@@ -90,6 +120,11 @@ for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
     grep -q "Couldn't connect\|Unable to init" /tmp/out || break; sleep 1
   done
   grep -E '^ +[0-9]+ +20 ' /tmp/out | sed "s/^/RIG: perf $t: /"
+done
+# ... and as servers for the rxe guest's clients.
+for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
+  s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
+  timeout 120 $t -d softirdma0 -x 1 -F -n 20 $s 2>&1 | grep -E '^ +[0-9]+ +20 ' | sed "s/^/RIG: perf $t server: /"
 done
 ibv_devices | sed 's/^/RIG: devices: /'
 ibv_devinfo -d softirdma0 | sed 's/^/RIG: devinfo: /'
@@ -109,7 +144,7 @@ SCRIPT
 CMDA=$(printf 'sh /share/guest.sh' | base64 -w0)
 RIG_SHARE="$OUT/share" RIG_VFIO_USER="$SOCK" RIG_QEMU_PORT=9211 RIG_PEER_PORT=9212 RIG_SHELL_PORT=2533 RIG_FWD_PORT=18726 \
   RIG_MAC0=52:54:00:00:06:10 RIG_MAC1=52:54:00:00:77:62 \
-  timeout 300 bash "$RIG_SRC/run-guest.sh" run rig.rxe=0 rig.ip=192.168.99.2 rig.cmd="$CMDA" > "$OUT/guest.log" 2>&1 || true
+  timeout 600 bash "$RIG_SRC/run-guest.sh" run rig.rxe=0 rig.ip=192.168.99.2 rig.cmd="$CMDA" > "$OUT/guest.log" 2>&1 || true
 grep "RIG: " "$OUT/guest.log" > "$OUT/rig.txt" || true
 
 fail=0
@@ -121,10 +156,18 @@ check device_guest_netdev 'RIG: netdev eth[0-9]+'
 check device_guest_ping_vs_rxe 'RIG: ping: 5 packets transmitted, 5 packets received'
 check device_guest_ibv_rc_pingpong_ipv4_client_vs_rxe 'RIG: pp client: 20 iters in'
 check device_guest_ibv_rc_pingpong_ipv4_server_vs_rxe 'RIG: pp server: 20 iters in'
-check device_guest_ib_write_bw_vs_rxe 'RIG: perf ib_write_bw: +4096 +20 '
-check device_guest_ib_read_bw_vs_rxe 'RIG: perf ib_read_bw: +4096 +20 '
-check device_guest_ib_send_bw_vs_rxe 'RIG: perf ib_send_bw: +4096 +20 '
-check device_guest_ib_atomic_bw_vs_rxe 'RIG: perf ib_atomic_bw: +8 +20 '
+check device_guest_ibv_rc_pingpong_events_client_vs_rxe 'RIG: pp e client: 20 iters in'
+check device_guest_ibv_rc_pingpong_events_server_vs_rxe 'RIG: pp e server: 20 iters in'
+check device_guest_ibv_rc_pingpong_ipv6_linklocal_client_vs_rxe 'RIG: pp ipv6 client: 20 iters in'
+check device_guest_ibv_rc_pingpong_ipv6_linklocal_server_vs_rxe 'RIG: pp ipv6 server: 20 iters in'
+check device_guest_ib_write_bw_client_vs_rxe 'RIG: perf ib_write_bw: +4096 +20 '
+check device_guest_ib_read_bw_client_vs_rxe 'RIG: perf ib_read_bw: +4096 +20 '
+check device_guest_ib_send_bw_client_vs_rxe 'RIG: perf ib_send_bw: +4096 +20 '
+check device_guest_ib_atomic_bw_client_vs_rxe 'RIG: perf ib_atomic_bw: +8 +20 '
+check device_guest_ib_write_bw_server_vs_rxe 'RIG: perf ib_write_bw server: +4096 +20 '
+check device_guest_ib_read_bw_server_vs_rxe 'RIG: perf ib_read_bw server: +4096 +20 '
+check device_guest_ib_send_bw_server_vs_rxe 'RIG: perf ib_send_bw server: +4096 +20 '
+check device_guest_ib_atomic_bw_server_vs_rxe 'RIG: perf ib_atomic_bw server: +8 +20 '
 check device_guest_ibv_devices 'RIG: devices: [[:space:]]*softirdma0[[:space:]]'
 check device_guest_ibv_devinfo_port 'RIG: devinfo: [[:space:]]*state:[[:space:]]+PORT_ACTIVE'
 check device_guest_ibv_devinfo_ethernet 'RIG: devinfo: [[:space:]]*link_layer:[[:space:]]+Ethernet'
