@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The guest driver's device against softirdma's own peer on the host: a rig guest whose function
+# `softirdma serve` serves on a dgram link to `softirdma pingpong` and `softirdma perf` (the
+# host's engine, at 192.168.77.2 on the link), run one after the other. Unmodified
+# ibv_rc_pingpong (IPv4 and IPv6 link-local GIDs) and perftest's ib_write_bw, ib_read_bw,
+# ib_send_bw and ib_atomic_bw on softirdma0, in both roles: the guest's tool as client reaches the
+# host's through slirp (10.0.2.2), the host's reaches the guest's server through the forward.
+# Prints PASS/FAIL per case.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RIG_SRC=${RIG_SRC:-../shared/rig}
+RIG_SRC=$(cd "$RIG_SRC" && pwd)
+export RIG_DIR=${RIG_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/softirdma-rig}
+OUT=${INTEROP_OUT:-$(mktemp -d)}
+mkdir -p "$RIG_DIR" "$OUT/share"
+bash "$RIG_SRC/ensure.sh" full
+go build -o bin/softirdma ./cmd/softirdma
+bash "$RIG_SRC/build-module.sh" hw/linux "$OUT/share" > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; echo "FAIL device_guest_hostpeer_module_build"; exit 1; }
+echo "interop guest driver against softirdma's host peer; logs in $OUT"
+
+DEV_PORT=9241 PEER_PORT=9242 TCP=18761 FWD=18766
+SOCK=$(mktemp -u /tmp/softirdma-XXXXXX.sock)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+bin/softirdma serve -socket "$SOCK" -link "dgram:127.0.0.1:$DEV_PORT,127.0.0.1:$PEER_PORT" -ip 192.168.77.1 \
+  > "$OUT/serve.out" 2> "$OUT/serve.log" &
+spid=$!; pids+=($spid)
+waitfor() { # waitfor FILE REGEX SECONDS PID: a line in a log, while its writer lives
+  local i
+  for i in $(seq $(($3 * 20))); do
+    grep -qE "$2" "$1" 2>/dev/null && return 0
+    kill -0 "$4" 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}
+waitfor "$OUT/serve.out" "listening on" 30 $spid || { cat "$OUT/serve.log"; echo "FAIL serve is not listening"; exit 1; }
+
+# The guest runs the same sequence as the host below: for each tool, its client against the
+# host's server, then its server for the host's client.
+cat > "$OUT/share/guest.sh" <<SCRIPT
+TCP=$TCP
+SCRIPT
+cat >> "$OUT/share/guest.sh" <<'SCRIPT'
+netdev() { for d in /sys/class/net/*; do case $(readlink $d/device/driver) in *softirdma) basename $d;; esac; done; }
+insmod /share/softirdma.ko || echo "RIG: insmod failed"
+DEV=$(netdev); ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
+for j in $(seq 100); do grep -q ffff /sys/class/infiniband/softirdma0/ports/1/gids/1 2>/dev/null && break; sleep 0.1; done
+client() { # client NAME CMD...: the tool against the host's server, retried until it is up
+  name=$1; shift
+  for i in $(seq 120); do
+    timeout 120 "$@" -p $TCP 10.0.2.2 > /tmp/out 2>&1
+    grep -q "Couldn't connect\|Unable to init" /tmp/out || break; sleep 0.5
+  done
+  sed "s/^/RIG: $name: /" /tmp/out
+}
+server() { # server NAME CMD...: the tool as server on 18515, the forward's end
+  name=$1; shift
+  echo "RIG: serving $name"
+  timeout 120 "$@" 2>&1 | sed "s/^/RIG: $name: /"
+}
+for g in 1 0; do
+  client pp_g${g}_client ibv_rc_pingpong -d softirdma0 -g $g -n 20
+  server pp_g${g}_server ibv_rc_pingpong -d softirdma0 -g $g -n 20
+done
+for t in write read send atomic; do
+  s="-s 4096"; [ $t = atomic ] && s=""
+  client ${t}_client ib_${t}_bw -d softirdma0 -x 1 -F -n 20 $s
+  server ${t}_server ib_${t}_bw -d softirdma0 -x 1 -F -n 20 $s
+done
+echo "RIG: done with the host"
+dmesg | grep -E 'WARNING|BUG|Oops|Call Trace' | sed 's/^/RIG: dmesg: /'
+SCRIPT
+CMD=$(printf 'sh /share/guest.sh' | base64 -w0)
+RIG_SHARE="$OUT/share" RIG_VFIO_USER="$SOCK" RIG_QEMU_PORT=9251 RIG_PEER_PORT=9252 \
+  RIG_SHELL_PORT=2563 RIG_FWD_PORT=$FWD RIG_MAC0=52:54:00:00:0c:10 RIG_MAC1=52:54:00:00:77:c2 \
+  timeout 600 bash "$RIG_SRC/run-guest.sh" run rig.rxe=0 rig.ip=192.168.99.2 rig.cmd="$CMD" > "$OUT/guest.log" 2>&1 &
+gpid=$!; pids+=($gpid)
+
+LINK="-link dgram:127.0.0.1:$PEER_PORT,127.0.0.1:$DEV_PORT -ip 192.168.77.2 -mac 02:00:00:00:77:02"
+fail=0
+result() { # result NAME RC GUESTLINE: PASS when the host's tool and the guest's both said so
+  local name=$1 rc=$2 guestline=$3
+  # The guest prints its tool's result once that has ended, which may be after the host's.
+  if [ "$rc" = 0 ] && waitfor "$OUT/guest.log" "$guestline" 120 $gpid; then echo "PASS $name"; else echo "FAIL $name"; fail=1; fi
+}
+host() { # host LOG CMD...: one host tool, its output kept
+  local log=$1; shift
+  "$@" > "$OUT/$log.log" 2>&1
+}
+for g in 1 0; do
+  v=ipv4; [ $g = 0 ] && v=ipv6_linklocal
+  rc=0; host pp_g${g}_server bin/softirdma pingpong -server -p $TCP -n 20 -g $g -timeout 120s $LINK || rc=$?
+  result device_guest_ibv_rc_pingpong_${v}_client_vs_softirdma $rc "RIG: pp_g${g}_client: 20 iters in"
+  rc=0
+  waitfor "$OUT/guest.log" "RIG: serving pp_g${g}_server" 200 $gpid || rc=1
+  [ $rc = 0 ] && { host pp_g${g}_client bin/softirdma pingpong 127.0.0.1 -p $FWD -n 20 -g $g -wait 60s -timeout 120s $LINK || rc=$?; }
+  result device_guest_ibv_rc_pingpong_${v}_server_vs_softirdma $rc "RIG: pp_g${g}_server: 20 iters in"
+done
+for t in write read send atomic; do
+  s="-s 4096" sz=4096; [ $t = atomic ] && s="" sz=8
+  rc=0; host ${t}_server bin/softirdma perf $t -server -p $TCP -n 20 $s -timeout 120s $LINK || rc=$?
+  result device_guest_ib_${t}_bw_client_vs_softirdma $rc "RIG: ${t}_client: +$sz +20 "
+  rc=0
+  waitfor "$OUT/guest.log" "RIG: serving ${t}_server" 200 $gpid || rc=1
+  [ $rc = 0 ] && { host ${t}_client bin/softirdma perf $t 127.0.0.1 -p $FWD -n 20 $s -wait 60s -timeout 120s $LINK || rc=$?; }
+  result device_guest_ib_${t}_bw_server_vs_softirdma $rc "RIG: ${t}_server: +$sz +20 "
+done
+waitfor "$OUT/guest.log" "RIG: run rc=" 120 $gpid || true
+if grep -qE 'RIG: dmesg: ' "$OUT/guest.log"; then
+  echo "FAIL device_guest_hostpeer_no_kernel_warning"; grep 'RIG: dmesg: ' "$OUT/guest.log" | head; fail=1
+else
+  echo "PASS device_guest_hostpeer_no_kernel_warning"
+fi
+[ $fail = 0 ] || grep "RIG: " "$OUT/guest.log" | tail -40
+exit $fail

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Bandwidth of a guest's RDMA device against `softirdma perf` on the host: perftest's
+# ib_write_bw and ib_send_bw (64 KiB messages) in a rig guest on the softirdma device (the guest
+# driver, hw/linux, with `softirdma serve` behind it), then the same in a rig guest on Linux rxe
+# (rxe0), each against the same host peer on a dgram link. Prints one line per run and the
+# ratio. The guest CPU is emulated (TCG); softirdma's data path runs on the host.
+# Usage: interop/guestperf.sh [ITERATIONS] (default 500).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-500}
+case $N in '' | *[!0-9]*) echo "iterations must be a number, not '$N'" >&2; exit 2;; esac
+[ "$N" -ge 5 ] && [ "$N" -le 100000 ] || { echo "iterations must be 5..100000" >&2; exit 2; }
+RIG_SRC=${RIG_SRC:-../shared/rig}
+RIG_SRC=$(cd "$RIG_SRC" && pwd)
+export RIG_DIR=${RIG_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/softirdma-rig}
+OUT=${INTEROP_OUT:-$(mktemp -d)}
+mkdir -p "$RIG_DIR" "$OUT/share"
+bash "$RIG_SRC/ensure.sh" full > /dev/null
+go build -o bin/softirdma ./cmd/softirdma
+bash "$RIG_SRC/build-module.sh" hw/linux "$OUT/share" > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
+SIZE=65536 TCP=18781 QEMU_PORT=9271 PEER_PORT=9272
+waitfor() { # waitfor FILE REGEX SECONDS PID
+  local i
+  for i in $(seq $(($3 * 20))); do
+    grep -qE "$2" "$1" 2>/dev/null && return 0
+    kill -0 "$4" 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+# run DEVICE: one guest running ib_write_bw then ib_send_bw against the host's servers.
+run() {
+  local dev=$1 gid peer_ip script extra=() link
+  if [ "$dev" = softirdma0 ]; then
+    SOCK=$(mktemp -u /tmp/softirdma-XXXXXX.sock)
+    bin/softirdma serve -socket "$SOCK" -link "dgram:127.0.0.1:$QEMU_PORT,127.0.0.1:$PEER_PORT" -ip 192.168.77.1 \
+      > "$OUT/serve.out" 2> "$OUT/serve.log" &
+    local spid=$!; pids+=($spid)
+    waitfor "$OUT/serve.out" "listening on" 30 $spid || { cat "$OUT/serve.log"; exit 1; }
+    script='insmod /share/softirdma.ko
+for d in /sys/class/net/*; do case $(readlink $d/device/driver) in *softirdma) DEV=$(basename $d);; esac; done
+ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
+for j in $(seq 100); do grep -q ffff /sys/class/infiniband/softirdma0/ports/1/gids/1 2>/dev/null && break; sleep 0.1; done
+G=1'
+    # The guest's own eth1 stays off the link: serve stands where its NIC would.
+    extra=(rig.rxe=0 rig.ip=192.168.99.2)
+    env=(RIG_VFIO_USER="$SOCK" RIG_QEMU_PORT=9273 RIG_PEER_PORT=9274)
+    peer_ip=192.168.77.2
+  else
+    # The rig guest's rxe0 at 192.168.77.2 on its dgram link; the host peer at .1.
+    script='G=$GIDX'
+    env=(RIG_QEMU_PORT=$QEMU_PORT RIG_PEER_PORT=$PEER_PORT)
+    peer_ip=192.168.77.1
+  fi
+  cat > "$OUT/share/guest.sh" <<SCRIPT
+$script
+for t in write send; do
+  for i in \$(seq 120); do
+    timeout 300 ib_\${t}_bw -d $dev -x \$G -F -n $N -s $SIZE -p $TCP 10.0.2.2 > /tmp/out 2>&1
+    grep -q "Couldn't connect\\|Unable to init" /tmp/out || break; sleep 0.5
+  done
+  grep -E '^ +$SIZE +$N ' /tmp/out | sed "s/^/RIG: \$t: /"
+done
+SCRIPT
+  env "${env[@]}" RIG_SHARE="$OUT/share" RIG_SHELL_PORT=2573 RIG_FWD_PORT=18786 \
+    RIG_MAC0=52:54:00:00:0d:10 RIG_MAC1=52:54:00:00:77:d2 \
+    timeout 900 bash "$RIG_SRC/run-guest.sh" run "${extra[@]}" rig.cmd="$(printf 'sh /share/guest.sh' | base64 -w0)" > "$OUT/$dev.log" 2>&1 &
+  local gpid=$!; pids+=($gpid)
+  for t in write send; do
+    bin/softirdma perf $t -server -p $TCP -n "$N" -s $SIZE -timeout 300s \
+      -link "dgram:127.0.0.1:$PEER_PORT,127.0.0.1:$QEMU_PORT" \
+      -ip $peer_ip -mac 02:00:00:00:77:02 > "$OUT/$dev.$t.host.log" 2>&1 || true
+  done
+  wait $gpid || true
+  [ "$dev" = softirdma0 ] && kill "$spid" 2>/dev/null || true
+  grep "RIG: " "$OUT/$dev.log" | tr -d '\r' | grep -E "RIG: (write|send): " | sed "s/^RIG: /$dev /"
+}
+echo "guest perftest against softirdma perf on the host, $N x $SIZE B; logs in $OUT"
+echo "device  test  #bytes  #iterations  BW-peak[MB/s]  BW-average[MB/s]  MsgRate[Mpps]"
+run softirdma0 | tee "$OUT/softirdma0.txt"
+run rxe0 | tee "$OUT/rxe0.txt"
+for t in write send; do
+  a=$(awk -v t="$t:" '$2 == t {print $6}' "$OUT/softirdma0.txt")
+  b=$(awk -v t="$t:" '$2 == t {print $6}' "$OUT/rxe0.txt")
+  if [ -n "$a" ] && [ -n "$b" ]; then
+    echo "ib_${t}_bw average: softirdma0 $a MB/s, rxe0 $b MB/s, ratio $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }')"
+  else
+    echo "ib_${t}_bw: a run gave no figure (softirdma0 '${a}', rxe0 '${b}')"
+  fi
+done
