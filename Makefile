@@ -7,7 +7,7 @@ BIN      := bin/softirdma
 
 SOAK_SEEDS ?= 5000
 
-.PHONY: all build test bench fuzz lint run demo soak clean
+.PHONY: all build test bench bench-guest fuzz lint run demo soak clean
 
 all: build
 
@@ -20,6 +20,12 @@ test:
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+
+# ib_write_bw and ib_send_bw from a rig guest on the softirdma device (hw/linux) beside the same
+# from a rig guest on Linux rxe, both against `softirdma perf` on the host: a measurement, with
+# the ratio; not part of interop.
+bench-guest:
+	bash interop/guestperf.sh
 
 # The seeded soak test over thousands of seeds (make test runs 200). A failure prints the seed;
 # go test ./emu -run TestSoak -soak.seed=N -soak.trace reproduces it with the engine's events.
@@ -48,8 +54,8 @@ clean:
 	rm -rf bin
 
 # Checks against peers we did not write (tshark here). .ci/run installs what they need.
-.PHONY: interop interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver
-interop: interop-tshark interop-qtest interop-guestpci interop-guestdriver interop-rxe interop-netns
+.PHONY: interop interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore
+interop: interop-tshark interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-rxe interop-netns
 
 # tshark dissects a pcap of every opcode and must agree with wire on opcode, QP and PSN.
 # Installs tshark from the Debian mirror when it is missing (needs root).
@@ -82,7 +88,22 @@ interop-guestpci:
 
 # The Linux driver (hw/linux), built against the rig guest's kernel, in a guest whose function
 # `softirdma serve` serves on a dgram link to a second guest running Linux rxe: probe, the
-# Ethernet function's netdev pinging the rxe guest, module reloads, no kernel warning. Provisions
-# the rig's full tree (kernel headers) first.
+# Ethernet function's netdev pinging the rxe guest, unmodified ibv_rc_pingpong and perftest
+# against rxe, module reloads, no kernel warning. Provisions the rig's full tree (kernel headers)
+# first.
 interop-guestdriver:
 	bash interop/guestdriver.sh
+
+# The same driver against softirdma's own peer on the host (softirdma pingpong and perf), both
+# roles, IPv4 and IPv6 link-local GIDs.
+interop-guesthostpeer:
+	bash interop/guesthostpeer.sh
+
+# The same driver under abuse: reloads with killed QP holders, rmmod under a holder, a reboot
+# and a killed `softirdma serve` with traffic in flight.
+interop-guestrobust:
+	bash interop/guestrobust.sh
+
+# rdma-core's own test suite (pyverbs) on the driver's device, with rxe0's result beside it.
+interop-rdmacore:
+	bash interop/rdmacore.sh

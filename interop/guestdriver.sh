@@ -10,14 +10,8 @@
 # PASS/FAIL per case.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RIG_SRC=${RIG_SRC:-../shared/rig}
-RIG_SRC=$(cd "$RIG_SRC" && pwd)
-export RIG_DIR=${RIG_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/softirdma-rig}
-OUT=${INTEROP_OUT:-$(mktemp -d)}
-mkdir -p "$RIG_DIR" "$OUT/share"
-bash "$RIG_SRC/ensure.sh" full
-go build -o bin/softirdma ./cmd/softirdma
-bash "$RIG_SRC/build-module.sh" hw/linux "$OUT/share" > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; echo "FAIL device_guest_module_build"; exit 1; }
+. interop/guestlib.sh
+guest_setup device_guest_module_build
 echo "PASS device_guest_module_build"
 echo "interop guest driver; logs in $OUT"
 
@@ -31,15 +25,6 @@ trap cleanup EXIT
 bin/softirdma serve -socket "$SOCK" -link "dgram:127.0.0.1:$B_PEER,127.0.0.1:$B_QEMU" -ip 192.168.77.1 \
   > "$OUT/serve.out" 2> "$OUT/serve.log" &
 spid=$!; pids+=($spid)
-waitfor() { # waitfor FILE REGEX SECONDS PID: a line in a log, while its writer lives
-  local i
-  for i in $(seq $(($3 * 20))); do
-    grep -qE "$2" "$1" 2>/dev/null && return 0
-    kill -0 "$4" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
 waitfor "$OUT/serve.out" "listening on" 30 $spid || { cat "$OUT/serve.log"; echo "FAIL serve is not listening"; exit 1; }
 
 # Guest B: Linux rxe at 192.168.77.2 on the link, up until this script is done with it.

@@ -8,14 +8,8 @@
 # Prints PASS/FAIL per case.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RIG_SRC=${RIG_SRC:-../shared/rig}
-RIG_SRC=$(cd "$RIG_SRC" && pwd)
-export RIG_DIR=${RIG_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/softirdma-rig}
-OUT=${INTEROP_OUT:-$(mktemp -d)}
-mkdir -p "$RIG_DIR" "$OUT/share"
-bash "$RIG_SRC/ensure.sh" full
-go build -o bin/softirdma ./cmd/softirdma
-bash "$RIG_SRC/build-module.sh" hw/linux "$OUT/share" > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; echo "FAIL device_guest_hostpeer_module_build"; exit 1; }
+. interop/guestlib.sh
+guest_setup device_guest_hostpeer_module_build
 echo "interop guest driver against softirdma's host peer; logs in $OUT"
 
 DEV_PORT=9241 PEER_PORT=9242 TCP=18761 FWD=18766
@@ -26,15 +20,6 @@ trap cleanup EXIT
 bin/softirdma serve -socket "$SOCK" -link "dgram:127.0.0.1:$DEV_PORT,127.0.0.1:$PEER_PORT" -ip 192.168.77.1 \
   > "$OUT/serve.out" 2> "$OUT/serve.log" &
 spid=$!; pids+=($spid)
-waitfor() { # waitfor FILE REGEX SECONDS PID: a line in a log, while its writer lives
-  local i
-  for i in $(seq $(($3 * 20))); do
-    grep -qE "$2" "$1" 2>/dev/null && return 0
-    kill -0 "$4" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
 waitfor "$OUT/serve.out" "listening on" 30 $spid || { cat "$OUT/serve.log"; echo "FAIL serve is not listening"; exit 1; }
 
 # The guest runs the same sequence as the host below: for each tool, its client against the

@@ -10,24 +10,9 @@ cd "$(dirname "$0")/.."
 N=${1:-500}
 case $N in '' | *[!0-9]*) echo "iterations must be a number, not '$N'" >&2; exit 2;; esac
 [ "$N" -ge 5 ] && [ "$N" -le 100000 ] || { echo "iterations must be 5..100000" >&2; exit 2; }
-RIG_SRC=${RIG_SRC:-../shared/rig}
-RIG_SRC=$(cd "$RIG_SRC" && pwd)
-export RIG_DIR=${RIG_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/softirdma-rig}
-OUT=${INTEROP_OUT:-$(mktemp -d)}
-mkdir -p "$RIG_DIR" "$OUT/share"
-bash "$RIG_SRC/ensure.sh" full > /dev/null
-go build -o bin/softirdma ./cmd/softirdma
-bash "$RIG_SRC/build-module.sh" hw/linux "$OUT/share" > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
+. interop/guestlib.sh
+guest_setup device_guest_perf_module_build
 SIZE=65536 TCP=18781 QEMU_PORT=9271 PEER_PORT=9272
-waitfor() { # waitfor FILE REGEX SECONDS PID
-  local i
-  for i in $(seq $(($3 * 20))); do
-    grep -qE "$2" "$1" 2>/dev/null && return 0
-    kill -0 "$4" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT

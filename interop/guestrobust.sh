@@ -11,14 +11,8 @@
 # an assertion in error_setv when its server dies under I/O, taking the guest with it.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RIG_SRC=${RIG_SRC:-../shared/rig}
-RIG_SRC=$(cd "$RIG_SRC" && pwd)
-export RIG_DIR=${RIG_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/softirdma-rig}
-OUT=${INTEROP_OUT:-$(mktemp -d)}
-mkdir -p "$RIG_DIR" "$OUT/share"
-bash "$RIG_SRC/ensure.sh" full
-go build -o bin/softirdma ./cmd/softirdma
-bash "$RIG_SRC/build-module.sh" hw/linux "$OUT/share" > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; echo "FAIL device_guest_robust_module_build"; exit 1; }
+. interop/guestlib.sh
+guest_setup device_guest_robust_module_build
 echo "interop guest driver robustness; logs in $OUT"
 
 SOCK=$(mktemp -u /tmp/softirdma-XXXXXX.sock)
@@ -27,15 +21,6 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 bin/softirdma serve -socket "$SOCK" -ip 192.168.77.1 > "$OUT/serve.out" 2> "$OUT/serve.log" &
 spid=$!; pids+=($spid)
-waitfor() { # waitfor FILE REGEX SECONDS PID: a line in a log, while its writer lives
-  local i
-  for i in $(seq $(($3 * 20))); do
-    grep -qE "$2" "$1" 2>/dev/null && return 0
-    kill -0 "$4" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
 waitfor "$OUT/serve.out" "listening on" 30 $spid || { cat "$OUT/serve.log"; echo "FAIL serve is not listening"; exit 1; }
 
 # The guest runs the script twice: the reboot brings it back (QEMU resets the machine instead
