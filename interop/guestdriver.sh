@@ -74,6 +74,7 @@ waitfor "$OUT/peer.log" "RIG: peer up" 300 $bpid || { tail -20 "$OUT/peer.log"; 
 # The script goes through the share: as a kernel argument it would pass the 2 KiB command line.
 cat > "$OUT/share/guest.sh" <<'SCRIPT'
 netdev() { for d in /sys/class/net/*; do case $(readlink $d/device/driver) in *softirdma) basename $d;; esac; done; }
+grep -q '^rdma_rxe ' /proc/modules && echo "RIG: rdma_rxe loaded"
 insmod /share/softirdma.ko || echo "RIG: insmod failed"
 DEV=$(netdev); echo "RIG: netdev $DEV"
 ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
@@ -161,6 +162,13 @@ check device_guest_gid_ipv6_linklocal 'RIG: gid 0 fe80:0000:0000:0000:[0-9a-f:]+
 check device_guest_gid_ipv4 'RIG: gid 1 0000:0000:0000:0000:0000:ffff:c0a8:4d01 RoCE v2'
 check device_guest_module_reload 'RIG: reloads pinging 5 of 5'
 check device_guest_rmmod 'RIG: rmmod ok'
+# rdma_rxe, loaded beside the driver, must not take softirdma0 for one of its devices when the
+# netdev goes up and down (it would say "softirdma0: set active" and write into memory not its own).
+if grep -q 'RIG: rdma_rxe loaded' "$OUT/rig.txt" && ! grep -qE 'RIG: dmesg: .*softirdma[0-9]+: set (active|down)' "$OUT/rig.txt"; then
+  echo "PASS device_guest_not_taken_by_rdma_rxe"
+else
+  echo "FAIL device_guest_not_taken_by_rdma_rxe"; fail=1
+fi
 if grep -qE 'RIG: dmesg: .*(WARNING|BUG|Oops|Call Trace)' "$OUT/rig.txt"; then
   echo "FAIL device_guest_no_kernel_warning"; grep -E 'WARNING|BUG|Oops|Call Trace' "$OUT/rig.txt" | head; fail=1
 else

@@ -157,6 +157,23 @@ static int sirdma_del_gid(const struct ib_gid_attr *attr, void **context)
 	return 0;
 }
 
+/*
+ * The port's netdev, through get_netdev rather than ib_device_set_netdev: the RDMA core builds
+ * the RoCE GID table from its addresses and `rdma link` shows it either way, but a device bound
+ * with ib_device_set_netdev is what ib_device_get_by_netdev(ndev, RDMA_DRIVER_RXE) finds, and
+ * rdma_rxe's netdev notifier, seeing our netdev go up, would take this device for one of its own
+ * and write past its end (an Oops in rxe_notify, seen with rdma_rxe loaded beside us).
+ */
+static struct net_device *sirdma_get_netdev(struct ib_device *ibdev, u32 port)
+{
+	struct net_device *ndev = to_sdev(ibdev)->netdev;
+
+	if (port != 1 || !ndev)
+		return NULL;
+	dev_hold(ndev);
+	return ndev;
+}
+
 static int sirdma_alloc_ucontext(struct ib_ucontext *uctx, struct ib_udata *udata)
 {
 	return 0;
@@ -206,6 +223,7 @@ static const struct ib_device_ops sirdma_ib_ops = {
 	.query_port = sirdma_query_port,
 	.get_port_immutable = sirdma_get_port_immutable,
 	.get_link_layer = sirdma_get_link_layer,
+	.get_netdev = sirdma_get_netdev,
 	.query_pkey = sirdma_query_pkey,
 	.add_gid = sirdma_add_gid,
 	.del_gid = sirdma_del_gid,
@@ -268,9 +286,6 @@ int sirdma_ib_init(struct sirdma_dev *sdev)
 	 */
 	sib->ibdev.uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POST_SEND) |
 				      BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
-	err = ib_device_set_netdev(&sib->ibdev, sdev->netdev, 1);
-	if (err)
-		goto err_free;
 	err = sirdma_events_init(sdev);
 	if (err)
 		goto err_free;
