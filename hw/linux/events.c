@@ -44,11 +44,9 @@ static int eq_create(struct sirdma_dev *sdev, struct sirdma_eq *eq, u8 kind, u16
 
 static void eq_destroy(struct sirdma_dev *sdev, struct sirdma_eq *eq)
 {
-	__le32 eqn = cpu_to_le32(eq->eqn);
-
 	if (!eq->q)
 		return;
-	sirdma_cmd(sdev, SOFTIRDMA_OP_DESTROY_EQ, &eqn, sizeof(eqn), NULL, NULL, 0);
+	sirdma_num_cmd(sdev, SOFTIRDMA_OP_DESTROY_EQ, eq->eqn);
 	sirdma_queue_free(eq->q);
 	eq->q = NULL;
 }

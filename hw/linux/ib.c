@@ -207,9 +207,7 @@ static int sirdma_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 static int sirdma_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
 	struct sirdma_pd *pd = container_of(ibpd, struct sirdma_pd, ibpd);
-	__le32 pdn = cpu_to_le32(pd->pdn);
-
-	int err = sirdma_cmd(to_sdev(ibpd->device), SOFTIRDMA_OP_DEALLOC_PD, &pdn, sizeof(pdn), NULL, NULL, 0);
+	int err = sirdma_num_cmd(to_sdev(ibpd->device), SOFTIRDMA_OP_DEALLOC_PD, pd->pdn);
 
 	return err == -EIO ? 0 : err; /* a failed device keeps nothing */
 }

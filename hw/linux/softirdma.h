@@ -219,7 +219,9 @@ int sirdma_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr, enum ib_sr
 int sirdma_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
 int sirdma_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
 int sirdma_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr, const struct ib_recv_wr **bad);
-int sirdma_srq_cmd(struct sirdma_dev *sdev, u16 op, u32 num);
+int sirdma_num_cmd(struct sirdma_dev *sdev, u16 op, u32 num);
+void sirdma_unmake(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num);
+int sirdma_destroy_obj(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num);
 int sirdma_dealloc_mw(struct ib_mw *ibmw);
 void sirdma_ib_fini(struct sirdma_dev *sdev);
 

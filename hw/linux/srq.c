@@ -75,22 +75,17 @@ int sirdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init, struc
 		goto err_cmd;
 	err = sirdma_queue_expose(uctx(udata), srq->q, &resp.mi);
 	if (err)
-		goto err_xa;
+		goto err_cmd;
 	resp.srq_num = srq->srqn;
 	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
 	if (err) {
-		xa_erase(&sdev->srqs, srq->srqn);
-		synchronize_rcu();
-		sirdma_srq_cmd(sdev, SOFTIRDMA_OP_DESTROY_SRQ, srq->srqn);
+		sirdma_unmake(sdev, &sdev->srqs, SOFTIRDMA_OP_DESTROY_SRQ, srq->srqn);
 		sirdma_queue_release(srq->q);
 	}
 	return err;
 
-err_xa:
-	xa_erase(&sdev->srqs, srq->srqn);
-	synchronize_rcu();
 err_cmd:
-	sirdma_srq_cmd(sdev, SOFTIRDMA_OP_DESTROY_SRQ, srq->srqn);
+	sirdma_unmake(sdev, &sdev->srqs, SOFTIRDMA_OP_DESTROY_SRQ, srq->srqn);
 	sirdma_queue_free(srq->q);
 	return err;
 }
@@ -175,12 +170,10 @@ int sirdma_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 {
 	struct sirdma_dev *sdev = to_sdev(ibsrq->device);
 	struct sirdma_srq *srq = to_ssrq(ibsrq);
-	int err = sirdma_srq_cmd(sdev, SOFTIRDMA_OP_DESTROY_SRQ, srq->srqn);
+	int err = sirdma_destroy_obj(sdev, &sdev->srqs, SOFTIRDMA_OP_DESTROY_SRQ, srq->srqn);
 
-	if (err && err != -EIO)
+	if (err)
 		return err;
-	xa_erase(&sdev->srqs, srq->srqn);
-	synchronize_rcu(); /* an event handler may still hold it */
 	sirdma_queue_release(srq->q);
 	return 0;
 }

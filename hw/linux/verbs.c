@@ -28,17 +28,40 @@ static u32 to_pdn(struct ib_pd *ibpd)
 	return container_of(ibpd, struct sirdma_pd, ibpd)->pdn;
 }
 
-static int destroy_cmd(struct sirdma_dev *sdev, u16 op, u32 num)
+/* sirdma_num_cmd runs a command whose only argument is an object's number. */
+int sirdma_num_cmd(struct sirdma_dev *sdev, u16 op, u32 num)
 {
 	__le32 n = cpu_to_le32(num);
 
 	return sirdma_cmd(sdev, op, &n, sizeof(n), NULL, NULL, 0);
 }
 
-/* sirdma_srq_cmd runs a command whose only argument is an object's number. */
-int sirdma_srq_cmd(struct sirdma_dev *sdev, u16 op, u32 num)
+/*
+ * sirdma_unmake unwinds a creation that fails after the device made the object: out of the
+ * table the event handlers look it up in (if it got there), a handler that may still hold it
+ * waited out, then destroyed by the device.
+ */
+void sirdma_unmake(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num)
 {
-	return destroy_cmd(sdev, op, num);
+	xa_erase(xa, num);
+	synchronize_rcu();
+	sirdma_num_cmd(sdev, op, num);
+}
+
+/*
+ * sirdma_destroy_obj has the device destroy an object, then takes it out of the event
+ * handlers' table and waits out a handler that may still hold it. A failed device keeps
+ * nothing: its -EIO lets the object go all the same; any other error keeps it.
+ */
+int sirdma_destroy_obj(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num)
+{
+	int err = sirdma_num_cmd(sdev, op, num);
+
+	if (err && err != -EIO)
+		return err;
+	xa_erase(xa, num);
+	synchronize_rcu();
+	return 0;
 }
 
 int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
@@ -78,18 +101,14 @@ int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		goto err_cmd;
 	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
 	if (err) {
-		xa_erase(&sdev->cqs, cq->cqn);
-		synchronize_rcu();
-		destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn);
+		sirdma_unmake(sdev, &sdev->cqs, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn);
 		sirdma_queue_release(cq->q);
 		return err;
 	}
 	return 0;
 
 err_cmd:
-	xa_erase(&sdev->cqs, cq->cqn);
-	synchronize_rcu();
-	destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn);
+	sirdma_unmake(sdev, &sdev->cqs, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn);
 err_queue:
 	sirdma_queue_free(cq->q);
 	return err;
@@ -99,13 +118,10 @@ int sirdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 {
 	struct sirdma_dev *sdev = to_sdev(ibcq->device);
 	struct sirdma_cq *cq = to_scq(ibcq);
-	int err = destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn);
+	int err = sirdma_destroy_obj(sdev, &sdev->cqs, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn);
 
-	/* A failed device keeps nothing: the queue goes all the same. */
-	if (err && err != -EIO)
+	if (err)
 		return err;
-	xa_erase(&sdev->cqs, cq->cqn);
-	synchronize_rcu(); /* an event handler may still hold it */
 	sirdma_queue_release(cq->q);
 	return 0;
 }
@@ -122,16 +138,6 @@ int sirdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 
 	writel(v, sdev->db + SOFTIRDMA_CQ_ARM_BASE + SOFTIRDMA_DOORBELL_STRIDE * to_scq(ibcq)->slot);
 	return 0;
-}
-
-/* forget_qp undoes a created QP's device half and lookup entry: no event handler holds it
- * after this.
- */
-static void forget_qp(struct sirdma_dev *sdev, struct sirdma_qp *qp)
-{
-	xa_erase(&sdev->qps, qp->ibqp.qp_num);
-	synchronize_rcu();
-	destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_QP, qp->ibqp.qp_num);
 }
 
 int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata)
@@ -203,27 +209,24 @@ int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib
 		goto err_cmd;
 	err = sirdma_queue_expose(&uc->ibuc, qp->sq, &resp.sq_mi);
 	if (err)
-		goto err_xa;
+		goto err_cmd;
 	err = qp->rq ? sirdma_queue_expose(&uc->ibuc, qp->rq, &resp.rq_mi) : 0;
 	if (err) {
-		forget_qp(sdev, qp);
+		sirdma_unmake(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
 		sirdma_queue_release(qp->sq);
 		sirdma_queue_free(qp->rq);
 		return err;
 	}
 	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
 	if (err) {
-		forget_qp(sdev, qp);
+		sirdma_unmake(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
 		sirdma_queue_release(qp->sq);
 		sirdma_queue_release(qp->rq);
 	}
 	return err;
 
-err_xa:
-	xa_erase(&sdev->qps, ibqp->qp_num);
-	synchronize_rcu();
 err_cmd:
-	destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
+	sirdma_unmake(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
 err_rq:
 	if (qp->rq)
 		sirdma_queue_free(qp->rq);
@@ -315,12 +318,10 @@ int sirdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 {
 	struct sirdma_dev *sdev = to_sdev(ibqp->device);
 	struct sirdma_qp *qp = to_sqp(ibqp);
-	int err = destroy_cmd(sdev, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
+	int err = sirdma_destroy_obj(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
 
-	if (err && err != -EIO)
+	if (err)
 		return err;
-	xa_erase(&sdev->qps, ibqp->qp_num);
-	synchronize_rcu(); /* an event handler may still hold it */
 	sirdma_queue_release(qp->sq);
 	sirdma_queue_release(qp->rq);
 	return 0;
@@ -454,7 +455,7 @@ err_free:
 int sirdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct sirdma_mr *mr = container_of(ibmr, struct sirdma_mr, ibmr);
-	int err = destroy_cmd(to_sdev(ibmr->device), SOFTIRDMA_OP_DEALLOC_STAG, ibmr->lkey);
+	int err = sirdma_num_cmd(to_sdev(ibmr->device), SOFTIRDMA_OP_DEALLOC_STAG, ibmr->lkey);
 
 	/* EBUSY: windows are bound to it, and the MR stays, as the verbs API says. */
 	if (err && err != -EIO)
@@ -480,7 +481,7 @@ int sirdma_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
 
 int sirdma_dealloc_mw(struct ib_mw *ibmw)
 {
-	int err = destroy_cmd(to_sdev(ibmw->device), SOFTIRDMA_OP_DEALLOC_STAG, ibmw->rkey);
+	int err = sirdma_num_cmd(to_sdev(ibmw->device), SOFTIRDMA_OP_DEALLOC_STAG, ibmw->rkey);
 
 	return err == -EIO ? 0 : err;
 }
