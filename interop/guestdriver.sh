@@ -17,15 +17,7 @@ echo "interop guest driver; logs in $OUT"
 
 # Ports and MACs of their own, so the default rig guest's may be in use.
 B_QEMU=9201 B_PEER=9202
-SOCK=$(mktemp -u /tmp/softirdma-XXXXXX.sock)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-
-bin/softirdma serve -socket "$SOCK" -link "dgram:127.0.0.1:$B_PEER,127.0.0.1:$B_QEMU" -ip 192.168.77.1 \
-  > "$OUT/serve.out" 2> "$OUT/serve.log" &
-spid=$!; pids+=($spid)
-waitfor "$OUT/serve.out" "listening on" 30 $spid || { cat "$OUT/serve.log"; echo "FAIL serve is not listening"; exit 1; }
+start_serve -link "dgram:127.0.0.1:$B_PEER,127.0.0.1:$B_QEMU" -ip 192.168.77.1
 
 # Guest B: Linux rxe at 192.168.77.2 on the link, up until this script is done with it.
 # It serves one ibv_rc_pingpong, is the client of the device guest's, then serves perftest's
@@ -33,14 +25,9 @@ waitfor "$OUT/serve.out" "listening on" 30 $spid || { cat "$OUT/serve.log"; echo
 mkdir -p "$OUT/peershare"
 cat > "$OUT/peershare/peer.sh" <<'SCRIPT'
 echo "RIG: peer up"
-timeout 300 ibv_rc_pingpong -d rxe0 -g $GIDX -n 20 2>&1 | sed 's/^/RIG: peer server: /'
-for i in $(seq 120); do
-  timeout 60 ibv_rc_pingpong -d rxe0 -g $GIDX -n 20 192.168.77.1 > /tmp/out 2>&1
-  grep -q "Couldn't connect" /tmp/out || break; sleep 1
-done
-sed 's/^/RIG: peer client: /' /tmp/out
-# The device guest's runs with completion events (-e), then over IPv6 link-local GIDs (index 0).
-for g in $GIDX 0; do
+# The device guest's pingpong runs plain, then with completion events (-e), both on the IPv4
+# GID, then over IPv6 link-local GIDs (index 0).
+for g in $GIDX $GIDX 0; do
   timeout 300 ibv_rc_pingpong -d rxe0 -g $g -n 20 2>&1 | sed "s/^/RIG: peer server g$g: /"
   for i in $(seq 120); do
     timeout 60 ibv_rc_pingpong -d rxe0 -g $g -n 20 192.168.77.1 > /tmp/out 2>&1
@@ -80,23 +67,17 @@ DEV=$(netdev); echo "RIG: netdev $DEV"
 ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
 for i in $(seq 60); do ping -c 1 -W 1 192.168.77.2 > /dev/null 2>&1 && break; done
 ping -c 5 -i 0.2 -W 2 192.168.77.2 | sed 's/^/RIG: ping: /'
-# rdma-core's ibv_rc_pingpong, unmodified, on softirdma0 against the rxe guest: client, then server.
-for i in $(seq 60); do
-  timeout 60 ibv_rc_pingpong -d softirdma0 -g 1 -n 20 192.168.77.2 > /tmp/out 2>&1
-  grep -q "Couldn't connect" /tmp/out || break; sleep 1
-done
-sed 's/^/RIG: pp client: /' /tmp/out
-timeout 120 ibv_rc_pingpong -d softirdma0 -g 1 -n 20 2>&1 | sed 's/^/RIG: pp server: /'
-# The same with completion events (-e: a completion channel, CQ arm, MSI-X), then over the IPv6
-# link-local GIDs.
-for v in "e -g 1 -e" "ipv6 -g 0"; do
-  set -- $v; name=$1; shift
+# rdma-core's ibv_rc_pingpong, unmodified, on softirdma0 against the rxe guest, client then
+# server: over the IPv4 GIDs, again with completion events (-e: a completion channel, CQ arm,
+# MSI-X), then over the IPv6 link-local GIDs. Each is "LABEL|OPTIONS".
+for v in "pp|-g 1" "pp e|-g 1 -e" "pp ipv6|-g 0"; do
+  label=${v%%|*}; set -- ${v#*|}
   for i in $(seq 60); do
     timeout 60 ibv_rc_pingpong -d softirdma0 "$@" -n 20 192.168.77.2 > /tmp/out 2>&1
     grep -q "Couldn't connect" /tmp/out || break; sleep 1
   done
-  sed "s/^/RIG: pp $name client: /" /tmp/out
-  timeout 120 ibv_rc_pingpong -d softirdma0 "$@" -n 20 2>&1 | sed "s/^/RIG: pp $name server: /"
+  sed "s/^/RIG: $label client: /" /tmp/out
+  timeout 120 ibv_rc_pingpong -d softirdma0 "$@" -n 20 2>&1 | sed "s/^/RIG: $label server: /"
 done
 # perftest's bandwidth tools on softirdma0 as clients of the rxe guest's servers.
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
@@ -133,10 +114,6 @@ RIG_SHARE="$OUT/share" RIG_VFIO_USER="$SOCK" RIG_QEMU_PORT=9211 RIG_PEER_PORT=92
   timeout 600 bash "$RIG_SRC/run-guest.sh" run rig.rxe=0 rig.ip=192.168.99.2 rig.cmd="$CMDA" > "$OUT/guest.log" 2>&1 || true
 grep "RIG: " "$OUT/guest.log" > "$OUT/rig.txt" || true
 
-fail=0
-check() { # check NAME REGEX: PASS if the guest said so
-  if grep -qE "$2" "$OUT/rig.txt"; then echo "PASS $1"; else echo "FAIL $1"; fail=1; fi
-}
 check device_guest_probe 'RIG: dmesg: .*softirdma .*ABI 1\.0'
 check device_guest_netdev 'RIG: netdev eth[0-9]+'
 check device_guest_ping_vs_rxe 'RIG: ping: 5 packets transmitted, 5 packets received'

@@ -13,14 +13,7 @@ guest_setup device_guest_hostpeer_module_build
 echo "interop guest driver against softirdma's host peer; logs in $OUT"
 
 DEV_PORT=9241 PEER_PORT=9242 TCP=18761 FWD=18766
-SOCK=$(mktemp -u /tmp/softirdma-XXXXXX.sock)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-bin/softirdma serve -socket "$SOCK" -link "dgram:127.0.0.1:$DEV_PORT,127.0.0.1:$PEER_PORT" -ip 192.168.77.1 \
-  > "$OUT/serve.out" 2> "$OUT/serve.log" &
-spid=$!; pids+=($spid)
-waitfor "$OUT/serve.out" "listening on" 30 $spid || { cat "$OUT/serve.log"; echo "FAIL serve is not listening"; exit 1; }
+start_serve -link "dgram:127.0.0.1:$DEV_PORT,127.0.0.1:$PEER_PORT" -ip 192.168.77.1
 
 # The guest runs the same sequence as the host below: for each tool, its client against the
 # host's server, then its server for the host's client.
@@ -64,7 +57,6 @@ RIG_SHARE="$OUT/share" RIG_VFIO_USER="$SOCK" RIG_QEMU_PORT=9251 RIG_PEER_PORT=92
 gpid=$!; pids+=($gpid)
 
 LINK="-link dgram:127.0.0.1:$PEER_PORT,127.0.0.1:$DEV_PORT -ip 192.168.77.2 -mac 02:00:00:00:77:02"
-fail=0
 result() { # result NAME RC GUESTLINE: PASS when the host's tool and the guest's both said so
   local name=$1 rc=$2 guestline=$3
   # The guest prints its tool's result once that has ended, which may be after the host's.

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# Sourced by the scripts that boot rig guests with softirdma's PCI function and its Linux driver
-# (run from the repository's root): where the rig and the logs are, guest_setup, and waitfor.
+# Sourced by the scripts that boot rig guests with softirdma's PCI function (run from the
+# repository's root): where the rig and the logs are, guest_setup, waitfor, start_serve, check,
+# and the background processes in pids killed on exit.
 RIG_SRC=${RIG_SRC:-../shared/rig}
 RIG_SRC=$(cd "$RIG_SRC" && pwd)
 export RIG_DIR=${RIG_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/softirdma-rig}
@@ -16,6 +17,11 @@ guest_setup() {
     { cat "$OUT/build.log"; echo "FAIL $1"; exit 1; }
 }
 
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+fail=0
+
 # waitfor FILE REGEX SECONDS PID: a line in a log, while its writer lives.
 waitfor() {
   local i
@@ -25,4 +31,20 @@ waitfor() {
     sleep 0.05
   done
   return 1
+}
+
+# start_serve ARGS...: `softirdma serve` on a fresh socket, $SOCK, with ARGS; its pid in $spid
+# and in pids. Not listening within 30 s is a FAIL that ends the script.
+start_serve() {
+  SOCK=$(mktemp -u /tmp/softirdma-XXXXXX.sock)
+  bin/softirdma serve -socket "$SOCK" "$@" > "$OUT/serve.out" 2> "$OUT/serve.log" &
+  spid=$!
+  pids+=("$spid")
+  waitfor "$OUT/serve.out" "listening on" 30 "$spid" ||
+    { cat "$OUT/serve.log"; echo "FAIL serve is not listening"; exit 1; }
+}
+
+# check NAME REGEX: PASS if the guest said so in $OUT/rig.txt, else FAIL (and fail=1).
+check() {
+  if grep -qE "$2" "$OUT/rig.txt"; then echo "PASS $1"; else echo "FAIL $1"; fail=1; fi
 }

@@ -4,28 +4,12 @@
 # the harmless "Could not enable error recovery" warning; serve stops cleanly on SIGTERM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RIG_SRC=${RIG_SRC:-../shared/rig}
-RIG_SRC=$(cd "$RIG_SRC" && pwd)
-export RIG_DIR=${RIG_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/softirdma-rig}
-OUT=${INTEROP_OUT:-$(mktemp -d)}
-mkdir -p "$RIG_DIR" "$OUT"
+. interop/guestlib.sh
 bash "$RIG_SRC/ensure.sh"
 go build -o bin/softirdma ./cmd/softirdma
-SOCK=$(mktemp -u /tmp/softirdma-XXXXXX.sock)
 echo "interop guest pci; logs in $OUT"
+start_serve
 
-bin/softirdma serve -socket "$SOCK" > "$OUT/serve.out" 2> "$OUT/serve.log" &
-spid=$!
-trap 'kill $spid 2>/dev/null || true' EXIT
-# Wait for the line serve prints once its socket listens.
-for _ in $(seq 600); do
-  grep -q "listening on" "$OUT/serve.out" 2>/dev/null && break
-  kill -0 $spid 2>/dev/null || { cat "$OUT/serve.log"; echo "FAIL serve exited"; exit 1; }
-  sleep 0.05
-done
-grep -q "listening on" "$OUT/serve.out" || { echo "FAIL serve is not listening"; exit 1; }
-
-fail=0
 RIG_VFIO_USER=$SOCK timeout 180 bash "$RIG_SRC/run-guest.sh" pci > "$OUT/guest.log" 2>&1 || true
 want=$(printf 'RIG: pci .* 0x%04x:0x%04x class=0x%06x' 0x1234 0x5352 0x020000)
 if grep -qE "$want" "$OUT/guest.log"; then

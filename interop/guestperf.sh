@@ -13,19 +13,12 @@ case $N in '' | *[!0-9]*) echo "iterations must be a number, not '$N'" >&2; exit
 . interop/guestlib.sh
 guest_setup device_guest_perf_module_build
 SIZE=65536 TCP=18781 QEMU_PORT=9271 PEER_PORT=9272
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
 
 # run DEVICE: one guest running ib_write_bw then ib_send_bw against the host's servers.
 run() {
   local dev=$1 gid peer_ip script extra=() link
   if [ "$dev" = softirdma0 ]; then
-    SOCK=$(mktemp -u /tmp/softirdma-XXXXXX.sock)
-    bin/softirdma serve -socket "$SOCK" -link "dgram:127.0.0.1:$QEMU_PORT,127.0.0.1:$PEER_PORT" -ip 192.168.77.1 \
-      > "$OUT/serve.out" 2> "$OUT/serve.log" &
-    local spid=$!; pids+=($spid)
-    waitfor "$OUT/serve.out" "listening on" 30 $spid || { cat "$OUT/serve.log"; exit 1; }
+    start_serve -link "dgram:127.0.0.1:$QEMU_PORT,127.0.0.1:$PEER_PORT" -ip 192.168.77.1
     script='insmod /share/softirdma.ko
 for d in /sys/class/net/*; do case $(readlink $d/device/driver) in *softirdma) DEV=$(basename $d);; esac; done
 ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV

@@ -17,13 +17,7 @@ cd "$(dirname "$0")/.."
 guest_setup device_guest_robust_module_build
 echo "interop guest driver robustness; logs in $OUT"
 
-SOCK=$(mktemp -u /tmp/softirdma-XXXXXX.sock)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-bin/softirdma serve -socket "$SOCK" -ip 192.168.77.1 > "$OUT/serve.out" 2> "$OUT/serve.log" &
-spid=$!; pids+=($spid)
-waitfor "$OUT/serve.out" "listening on" 30 $spid || { cat "$OUT/serve.log"; echo "FAIL serve is not listening"; exit 1; }
+start_serve -ip 192.168.77.1
 
 # The guest runs the script twice: the reboot brings it back (QEMU resets the machine instead
 # of exiting), and a file in the share says which boot this is.
@@ -134,10 +128,6 @@ fi
 wait $gpid || true
 grep "RIG: " "$OUT/guest.log" | tr -d '\r' > "$OUT/rig.txt" || true
 
-fail=0
-check() { # check NAME REGEX: PASS if the guest said so
-  if grep -qE "$2" "$OUT/rig.txt"; then echo "PASS $1"; else echo "FAIL $1"; fail=1; fi
-}
 check device_guest_reload_after_killed_holder_x20 'RIG: reloads after a killed holder 20 of 20'
 check device_guest_rmmod_under_holder 'RIG: rmmod under a holder ok'
 check device_guest_holder_disassociated "RIG: holder's QP gone"

@@ -15,11 +15,7 @@ REF=${RDMA_CORE_REF:-$RIG_SRC/../reference/rdma-core-tests-rxe.txt}
 guest_setup device_guest_rdma_core_module_build
 echo "interop rdma-core tests on softirdma0; logs in $OUT"
 
-SOCK=$(mktemp -u /tmp/softirdma-XXXXXX.sock)
-bin/softirdma serve -socket "$SOCK" -ip 192.168.77.1 > "$OUT/serve.out" 2> "$OUT/serve.log" &
-spid=$!
-trap 'kill $spid 2>/dev/null || true' EXIT
-waitfor "$OUT/serve.out" "listening on" 30 $spid || { cat "$OUT/serve.log"; echo "FAIL serve is not listening"; exit 1; }
+start_serve -ip 192.168.77.1
 
 # The setup runs from the share, so that the suite's script and it fit the kernel's 2 KiB
 # command line together. The share is mounted at /share in the guest's init; the full tree's
@@ -48,7 +44,6 @@ grep -E '^RDMA-CORE: .* ok$' "$REF" | awk '{print $2}' | while read -r t; do
   r=$(result "$t"); [ "$r" = ok ] || echo "  $t: ${r:-not run}"
 done
 
-fail=0
 required=$(grep -E '^RDMA-CORE: .* ok$' "$REF" | awk '{print $2}' |
   grep -E '^tests\.test_(mr|pd|atomic)\.|^tests\.test_cq_events\..*_rc$|^tests\.test_qp\..*_rc_' || true)
 [ -n "$required" ] || { echo "FAIL device_guest_rdma_core_reference (no tests in $REF)"; exit 1; }
