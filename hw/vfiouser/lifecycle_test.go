@@ -3,10 +3,15 @@ package vfiouser
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -215,5 +220,89 @@ func TestClientGoneAfterRelease(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// blockingDev is a fakeDev whose BAR0 write at offset 0 waits until unblock is closed: a
+// device busy with one request while its client keeps sending.
+type blockingDev struct {
+	*fakeDev
+	entered, unblock chan struct{}
+}
+
+func (d *blockingDev) RegionWrite(index uint32, off uint64, data []byte) error {
+	if index == 0 && off == 0 {
+		close(d.entered)
+		<-d.unblock
+	}
+	return d.fakeDev.RegionWrite(index, off, data)
+}
+
+// A server stopped while its client's requests wait unread ends the connection with a
+// shutdown and a drain: the client reads end of file, not a reset (which QEMU 11.1's vfio-user
+// client does not survive).
+func TestServeConnEndsWithoutResettingClient(t *testing.T) {
+	dev := &blockingDev{newFakeDev(t), make(chan struct{}), make(chan struct{})}
+	srv := newServer(t, dev)
+	a, b := socketpair(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeConn(ctx, a) }()
+	c := NewClient(b)
+	defer c.Close()
+	if err := c.RegionWrite(0, 0, []byte{1, 2, 3, 4}, true); err != nil {
+		t.Fatal(err)
+	}
+	<-dev.entered
+	for i := range 8 { // posted doorbells the server has not read when it stops
+		if err := c.RegionWrite(0, 8, []byte{byte(i), 0, 0, 0}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	close(dev.unblock)
+	if err := <-done; err != nil {
+		t.Fatalf("ServeConn after its context ended: %v", err)
+	}
+	b.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var buf [64]byte
+	if n, err := b.Read(buf[:]); n != 0 || err != io.EOF {
+		t.Fatalf("client read %d bytes, %v; want end of file", n, err)
+	}
+}
+
+// guardRecorder is a Config.Guard that notes what it is lent and given back.
+type guardRecorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (g *guardRecorder) note(e string) { g.mu.Lock(); g.events = append(g.events, e); g.mu.Unlock() }
+
+func (g *guardRecorder) Hold(conn syscall.Conn) (func(), error) {
+	g.note("hold")
+	return func() { g.note("release") }, nil
+}
+
+// The guard is lent the connection before the first request is served and given it back once
+// the connection is closed, before the client is reported gone.
+func TestServeConnLendsConnectionToGuard(t *testing.T) {
+	g := &guardRecorder{}
+	srv, err := New(Config{Guard: g, ClientGone: func(error) { g.note("gone") }}, newFakeDev(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, wait := serve(t, srv)
+	if _, err := c.GetDeviceInfo(); err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	during := slices.Clone(g.events)
+	g.mu.Unlock()
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(during, []string{"hold"}) || !slices.Equal(g.events, []string{"hold", "release", "gone"}) {
+		t.Fatalf("guard saw %q while serving, %q in all", during, g.events)
 	}
 }

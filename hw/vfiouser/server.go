@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/softirdma/softirdma/internal/sockguard"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,6 +33,12 @@ type Config struct {
 	// server stopped). It reports the departure in place of the server's "client gone" line,
 	// so that its owner can say there what it knows (what the process holds by then, say).
 	ClientGone func(err error)
+	// Guard, if set, is lent each connection while it is served, to end it cleanly should this
+	// process die: a sockguard.Guard. Without one, a server killed with a request unread resets
+	// the connection, and QEMU 11.1 aborts on the reset (see internal/sockguard).
+	Guard interface {
+		Hold(conn syscall.Conn) (release func(), err error)
+	}
 }
 
 // Server serves a Device to one vfio-user client at a time.
@@ -44,6 +51,9 @@ type Server struct {
 	maxDataXfer int
 	maxMsg      int
 	clientGone  func(error)
+	guard       interface {
+		Hold(syscall.Conn) (func(), error)
+	}
 
 	irqs *irqTable
 
@@ -102,6 +112,7 @@ func New(cfg Config, dev Device) (*Server, error) {
 		maxFDs: cfg.MaxMsgFDs, maxDataXfer: cfg.MaxDataXfer,
 		maxMsg:     HeaderSize + regionRWSize + cfg.MaxDataXfer + 4096,
 		clientGone: cfg.ClientGone,
+		guard:      cfg.Guard,
 		irqs:       newIRQTable(desc.IRQs),
 	}, nil
 }
@@ -204,14 +215,25 @@ func (s *Server) Close() error {
 // ServeConn serves one client on conn until it goes (EOF, error) or ctx ends, then releases
 // everything the client gave: every DMA region (the device is told first), every eventfd; and
 // resets the device.
-// It closes conn. Connections are served one at a time: a second ServeConn waits for the first.
+// It closes conn, shut down and drained first, so that the client reads end of file and not a
+// reset. Connections are served one at a time: a second ServeConn waits for the first.
 // It returns nil when the client hung up.
 func (s *Server) ServeConn(ctx context.Context, conn *net.UnixConn) error {
 	s.serving.Lock()
 	defer s.serving.Unlock()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	// A shutdown, not a close, ends the loop's read: what the client sent meanwhile is drained
+	// before the close.
+	stop := context.AfterFunc(ctx, func() { sockguard.Shutdown(conn) })
 	defer stop()
-	c := &session{s: s, conn: conn}
+	c := &session{s: s, conn: conn, unguard: func() {}}
+	if s.guard != nil {
+		release, err := s.guard.Hold(conn)
+		if err != nil {
+			s.log.Warn("connection not guarded: if this process dies, its client may see a reset", "err", err)
+		} else {
+			c.unguard = release
+		}
+	}
 	s.log.Info("client connected")
 	err := c.loop()
 	c.release()
@@ -228,19 +250,21 @@ func (s *Server) ServeConn(ctx context.Context, conn *net.UnixConn) error {
 
 // session is one client's connection and what it gave.
 type session struct {
-	s    *Server
-	conn *net.UnixConn
-	dma  dmaTable
-	oob  []byte
-	hdr  [HeaderSize]byte
-	buf  []byte
+	s       *Server
+	conn    *net.UnixConn
+	unguard func() // gives the guard's copy of conn back
+	dma     dmaTable
+	oob     []byte
+	hdr     [HeaderSize]byte
+	buf     []byte
 }
 
 // release gives back what the client gave and resets the device: a client that goes leaves
 // nothing behind (its machine is gone, its driver with it), and the next one finds the device
 // as at power-on.
 func (c *session) release() {
-	c.conn.Close()
+	sockguard.CloseConn(c.conn)
+	c.unguard()
 	c.s.unmapAll(&c.dma)
 	if err := c.s.dev.Reset(); err != nil {
 		c.s.log.Warn("device reset after the client left", "err", err)
