@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/softirdma/softirdma/internal/sockguard"
 )
 
 // command is one subcommand. run gets the arguments after the subcommand's name and returns the
@@ -30,6 +32,7 @@ func register(name, summary string, run func(args []string, stdout, stderr io.Wr
 }
 
 func main() {
+	sockguard.RunIfGuard() // serve's socket guard is this executable started again
 	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/hw"
 	"github.com/softirdma/softirdma/hw/vfiouser"
+	"github.com/softirdma/softirdma/internal/sockguard"
 	"github.com/softirdma/softirdma/wire/afpacket"
 )
 
@@ -47,7 +48,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "QEMU at a time, until SIGINT or SIGTERM, and prints a QEMU command line that attaches it. With")
 		fmt.Fprintln(stderr, "-link the device stands on that link (as pingpong and perf do); without, on its embedded")
 		fmt.Fprintln(stderr, "default: the guest's QPs reach each other over the device's loopback. -ip and -mac are the")
-		fmt.Fprintln(stderr, "device's until a guest driver programs its GID table and MAC.")
+		fmt.Fprintln(stderr, "device's until a guest driver programs its GID table and MAC. Should serve die, a second process")
+		fmt.Fprintln(stderr, "it starts, softirdma-sockguard, ends QEMU's connection cleanly so that QEMU and its guest live on.")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
@@ -155,7 +157,17 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	gone := func(err error) {
 		log.Info("client gone", "err", err, "goroutines", runtime.NumGoroutine(), "fds", openFDs())
 	}
-	srv, _, err := vfiouser.NewFunction(vfiouser.Config{SocketPath: o.socket, Logger: log, ClientGone: gone}, fcfg)
+	vcfg := vfiouser.Config{SocketPath: o.socket, Logger: log, ClientGone: gone}
+	// A second process keeps each client's connection, to end it cleanly should serve die:
+	// QEMU 11.1 aborts, guest and all, on the reset a dead server's connection would give it.
+	if guard, err := sockguard.Start(); err != nil {
+		log.Warn("no socket guard: should serve die with a request unread, QEMU 11.1 aborts", "err", err)
+	} else {
+		defer guard.Close()
+		vcfg.Guard = guard
+		log.Info("socket guard", "pid", guard.Pid())
+	}
+	srv, _, err := vfiouser.NewFunction(vcfg, fcfg)
 	if err != nil {
 		return fail("cannot make the function", err)
 	}

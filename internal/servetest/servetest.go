@@ -82,3 +82,19 @@ func (p *Process) Stop(sig os.Signal) {
 		}
 	})
 }
+
+// Pid is serve's process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Kill ends serve with SIGKILL, as a crash would, and waits until it has exited and whatever
+// else held its output (its socket guard) has let go, 30 s at most.
+func (p *Process) Kill() {
+	p.stopOnce.Do(func() {
+		_ = p.cmd.Process.Kill()
+		select {
+		case <-p.exited:
+		case <-time.After(30 * time.Second):
+			p.t.Errorf("serve's output still open 30 s after SIGKILL:\n%s", p.log.String())
+		}
+	})
+}
