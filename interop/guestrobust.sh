@@ -6,11 +6,11 @@
 # is disassociated); the guest reboots with RC traffic in flight and the device works after it;
 # then the function fails with traffic in flight (bus mastering turned off under the driver: it
 # stops DMA and goes FATAL): the driver sees it, unregisters the RDMA device without hanging, the
-# guest stays up and unloads the module; after another reboot `softirdma serve` is SIGKILLed with
-# the driver loaded: the driver sees every read give all ones and does the same. No kernel warning
-# in any of it. Prints PASS/FAIL per case. (serve is killed with the driver idle, not under
-# traffic: QEMU 11.1's vfio-user client aborts on an assertion in error_setv when its server dies
-# with I/O in flight, taking the guest with it.)
+# guest stays up and unloads the module; after another reboot `softirdma serve` is SIGKILLed while
+# the guest runs RC traffic: the driver sees every read give all ones and does the same, and QEMU
+# lives (serve's socket guard ends the connection cleanly: QEMU 11.1's vfio-user client aborts
+# on the reset a plain close with requests unread would give it). No kernel warning in any of
+# it. Prints PASS/FAIL per case.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . interop/guestlib.sh
@@ -76,12 +76,14 @@ if [ ! -e /share/boot1 ]; then
   reboot -f
 fi
 if [ -e /share/boot2 ]; then
-  # The third boot: `softirdma serve` is SIGKILLed while the driver is loaded; every read of the
-  # function then gives all ones, and the driver takes the RDMA device down.
+  # The third boot: `softirdma serve` is SIGKILLed under RC traffic; every read of the function
+  # then gives all ones, and the driver takes the RDMA device down.
   load && echo "RIG: loaded for serve's end"
+  traffic 18654 && echo "RIG: traffic running for serve's end"
   for i in $(seq 1200); do dmesg | grep -q "RDMA device unregistered" && break; sleep 0.1; done
   dmesg | grep -q "RDMA device unregistered" && echo "RIG: serve gone, device unregistered"
   [ -e /sys/class/infiniband/softirdma0 ] || echo "RIG: serve gone, softirdma0 gone"
+  pkill -9 ibv_rc_pingpong
   echo "RIG: serve gone, guest alive"
   rmmod softirdma && echo "RIG: serve gone, rmmod ok"
   dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|softirdma' | sed 's/^/RIG: dmesg3: /'
@@ -120,9 +122,9 @@ EXTRA_QEMU="-action reboot=reset" RIG_SHARE="$OUT/share" RIG_VFIO_USER="$SOCK" R
   RIG_SHELL_PORT=2543 RIG_FWD_PORT=18736 RIG_MAC0=52:54:00:00:0a:10 RIG_MAC1=52:54:00:00:77:a2 \
   timeout 400 bash "$RIG_SRC/run-guest.sh" run rig.rxe=0 rig.ip=192.168.99.2 rig.cmd="$CMD" > "$OUT/guest.log" 2>&1 &
 gpid=$!; pids+=($gpid)
-# serve is SIGKILLed once the driver is loaded in the third boot: QEMU's client sees its socket
-# close, and the guest's reads of the function give all ones.
-if waitfor "$OUT/guest.log" "RIG: loaded for serve's end" 400 $gpid; then
+# serve is SIGKILLed under traffic in the third boot: QEMU's client reads end of file on its
+# socket, and the guest's reads of the function give all ones.
+if waitfor "$OUT/guest.log" "RIG: traffic running for serve's end" 400 $gpid; then
   kill -9 $spid
 fi
 wait $gpid || true
@@ -138,10 +140,21 @@ check device_guest_function_failed_device_unregistered 'RIG: device failed and u
 check device_guest_function_failed_ibdev_gone 'RIG: softirdma0 gone'
 check device_guest_function_failed_guest_stays_up 'RIG: guest alive'
 check device_guest_function_failed_rmmod 'RIG: rmmod after failure ok'
-check device_guest_serve_killed_device_unregistered 'RIG: serve gone, device unregistered'
-check device_guest_serve_killed_ibdev_gone 'RIG: serve gone, softirdma0 gone'
-check device_guest_serve_killed_guest_stays_up 'RIG: serve gone, guest alive'
-check device_guest_serve_killed_rmmod 'RIG: serve gone, rmmod ok'
+check device_guest_serve_killed_traffic_running "RIG: traffic running for serve's end"
+check device_guest_serve_killed_under_traffic_device_unregistered 'RIG: serve gone, device unregistered'
+check device_guest_serve_killed_under_traffic_ibdev_gone 'RIG: serve gone, softirdma0 gone'
+check device_guest_serve_killed_under_traffic_guest_stays_up 'RIG: serve gone, guest alive'
+check device_guest_serve_killed_under_traffic_rmmod 'RIG: serve gone, rmmod ok'
+if grep -q "softirdma-sockguard: the server is gone; 1 connection(s) shut down" "$OUT/serve.log"; then
+  echo "PASS device_guest_serve_killed_guard_ended_connection"
+else
+  echo "FAIL device_guest_serve_killed_guard_ended_connection"; fail=1
+fi
+if grep -q "Assertion" "$OUT/guest.log"; then
+  echo "FAIL device_guest_serve_killed_qemu_lives"; grep "Assertion" "$OUT/guest.log"; fail=1
+else
+  echo "PASS device_guest_serve_killed_qemu_lives"
+fi
 if grep -qE 'RIG: dmesg[123]: .*(WARNING|BUG|Oops|Call Trace|softirdma[0-9]+: set (active|down))' "$OUT/rig.txt"; then
   echo "FAIL device_guest_robust_no_kernel_warning"; grep -E 'WARNING|BUG|Oops|Call Trace' "$OUT/rig.txt" | head; fail=1
 else
