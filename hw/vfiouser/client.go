@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/softirdma/softirdma/internal/sockguard"
 	"golang.org/x/sys/unix"
 )
 
@@ -411,7 +412,7 @@ func (c *Client) readFull(b []byte, fds []int) ([]int, error) {
 	for len(b) > 0 {
 		n, oobn, _, _, err := c.conn.ReadMsgUnix(b, c.oob)
 		if oobn > 0 {
-			fds = append(fds, parseRights(c.oob[:oobn])...)
+			fds = append(fds, sockguard.Rights(c.oob[:oobn])...)
 		}
 		if err != nil {
 			return fds, err

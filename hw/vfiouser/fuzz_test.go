@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/softirdma/softirdma/internal/sockguard"
 	"golang.org/x/sys/unix"
 )
 
@@ -146,7 +147,7 @@ func FuzzServer(f *testing.F) {
 			buf, oob := make([]byte, 64<<10), make([]byte, unix.CmsgSpace(4*4))
 			for {
 				n, oobn, _, _, err := b.ReadMsgUnix(buf, oob)
-				closeFDs(parseRights(oob[:oobn]))
+				closeFDs(sockguard.Rights(oob[:oobn]))
 				if n == 0 || err != nil {
 					return
 				}

@@ -373,7 +373,7 @@ func (c *session) readFull(b []byte, fds []int) ([]int, error) {
 	for len(b) > 0 {
 		n, oobn, flags, _, err := c.conn.ReadMsgUnix(b, c.oob)
 		if oobn > 0 {
-			fds = append(fds, parseRights(c.oob[:oobn])...)
+			fds = append(fds, sockguard.Rights(c.oob[:oobn])...)
 		}
 		if err != nil {
 			return fds, err
@@ -388,20 +388,6 @@ func (c *session) readFull(b []byte, fds []int) ([]int, error) {
 		b = b[n:]
 	}
 	return fds, nil
-}
-
-func parseRights(oob []byte) []int {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for _, m := range msgs {
-		if got, err := unix.ParseUnixRights(&m); err == nil {
-			fds = append(fds, got...)
-		}
-	}
-	return fds
 }
 
 // versionJSON is the capabilities the server offers, most complete first: the reply must be

@@ -206,7 +206,7 @@ func shutdownDrain(fd int) (bytes, fds int) {
 		// Once shut down, an empty connection reads end of file: this never waits.
 		n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
 		if oobn > 0 {
-			for _, f := range rights(oob[:oobn]) {
+			for _, f := range Rights(oob[:oobn]) {
 				unix.Close(f)
 				fds++
 			}
@@ -259,7 +259,7 @@ func run(pair int) int {
 		}
 		var fds []int
 		if oobn > 0 {
-			fds = rights(oob[:oobn])
+			fds = Rights(oob[:oobn])
 		}
 		if err != nil || n == 0 {
 			for _, fd := range fds {
@@ -305,7 +305,8 @@ func run(pair int) int {
 	return 0
 }
 
-func rights(oob []byte) []int {
+// Rights returns the descriptors the SCM_RIGHTS messages in oob carry.
+func Rights(oob []byte) []int {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
 		return nil
