@@ -41,18 +41,32 @@ irqreturn_t sirdma_ctrl_irq(int irq, void *data)
 	return IRQ_HANDLED;
 }
 
-/* sirdma_fatal says whether the function stopped (or is gone: reads of a vanished device give
- * all ones), and marks the device failed if so.
+/*
+ * sirdma_fail marks the device failed, its DMA stopped first: once failed, destroys succeed
+ * without the device and their callers free what it was given, which it must not write then.
+ */
+void sirdma_fail(struct sirdma_dev *sdev)
+{
+	if (READ_ONCE(sdev->failed))
+		return;
+	pci_clear_master(sdev->pdev);
+	WRITE_ONCE(sdev->failed, true);
+}
+
+/* sirdma_fatal says whether the function stopped (FATAL, or no longer READY: it was reset
+ * behind the driver and forgot everything), or is gone (reads of a vanished device give all
+ * ones), and marks the device failed if so. Only for a function the driver has enabled.
  */
 bool sirdma_fatal(struct sirdma_dev *sdev)
 {
 	u32 status = sirdma_rd(sdev, SOFTIRDMA_REG_DEV_STATUS);
 
-	if (status == ~0U || (status & SOFTIRDMA_DEV_STATUS_FATAL)) {
+	if (status == ~0U || (status & SOFTIRDMA_DEV_STATUS_FATAL) ||
+	    !(status & SOFTIRDMA_DEV_STATUS_READY)) {
 		if (!READ_ONCE(sdev->failed))
 			dev_err(&sdev->pdev->dev, "function failed: status 0x%x, fatal code %u\n",
 				status, sirdma_rd(sdev, SOFTIRDMA_REG_FATAL_CODE));
-		WRITE_ONCE(sdev->failed, true);
+		sirdma_fail(sdev);
 	}
 	return READ_ONCE(sdev->failed);
 }
@@ -110,15 +124,18 @@ int sirdma_cmd(struct sirdma_dev *sdev, u16 op, const void *args, size_t len,
 			 * callers free what the command was about.
 			 */
 			dev_err(&sdev->pdev->dev, "control command 0x%x timed out: device failed\n", op);
-			pci_clear_master(sdev->pdev); /* before any caller frees what it may write */
-			WRITE_ONCE(sdev->failed, true);
+			sirdma_fail(sdev); /* before any caller frees what it may write */
 			err = -EIO;
 			goto out;
 		}
 		wait_for_completion_timeout(&sdev->ctrl_done, msecs_to_jiffies(10));
 	}
 	dma_rmb(); /* the results before the status that says they are there */
-	err = -(int)(status & ~SOFTIRDMA_CTRL_DONE);
+	status &= ~SOFTIRDMA_CTRL_DONE;
+	/* An errno as user space knows them; anything else from the device is an I/O error
+	 * (a value past MAX_ERRNO would make ERR_PTR() a pointer).
+	 */
+	err = status < ERESTARTSYS ? -(int)status : -EIO;
 	if (results)
 		for (i = 0; i < 4; i++)
 			results[i] = le32_to_cpu(((__le32 *)e->result)[i]);

@@ -29,10 +29,19 @@ static struct softirdma_eth_desc *ring_desc(struct sirdma_eth_ring *r, u32 i)
 	return r->mem + SOFTIRDMA_QUEUE_HEADER_SIZE + i * SOFTIRDMA_ETH_DESC_SIZE;
 }
 
-/* The device's consumer index: how far it has sent (TX) or filled (RX). */
-static u32 ring_consumer(struct sirdma_eth_ring *r)
+/*
+ * The device's consumer index: how far it has sent (TX) or filled (RX). An index past what the
+ * driver handed over (slots without a buffer) is not believed: the ring stands still.
+ */
+static u32 ring_consumer(struct sirdma_dev *sdev, struct sirdma_eth_ring *r)
 {
-	return le32_to_cpu(READ_ONCE(*ring_index(r, SOFTIRDMA_QH_CONSUMER))) & RING_MASK;
+	u32 done = le32_to_cpu(READ_ONCE(*ring_index(r, SOFTIRDMA_QH_CONSUMER))) & RING_MASK;
+
+	if (((done - r->clean) & RING_MASK) > ((r->prod - r->clean) & RING_MASK)) {
+		netdev_warn_once(sdev->netdev, "device consumer index %u past the driver's %u\n", done, r->prod);
+		return r->clean;
+	}
+	return done;
 }
 
 static void ring_publish(struct sirdma_eth_ring *r)
@@ -79,12 +88,16 @@ static int ring_create(struct sirdma_dev *sdev, struct sirdma_eth_ring *r, u8 ki
 	return sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_ETH_RING, &args, sizeof(args), NULL, NULL, 0);
 }
 
+/* A device that refuses to let a ring go is failed, its DMA stopped: the caller frees it next. */
 static void ring_destroy(struct sirdma_dev *sdev, u8 kind)
 {
 	u32 res[4];
 	u8 k = kind;
+	int err = sirdma_cmd(sdev, SOFTIRDMA_OP_DESTROY_ETH_RING, &k, 1, res, NULL, 0);
 
-	if (!sirdma_cmd(sdev, SOFTIRDMA_OP_DESTROY_ETH_RING, &k, 1, res, NULL, 0) && res[0])
+	if (err && err != -EIO)
+		sirdma_fail(sdev);
+	else if (!err && res[0])
 		netdev_dbg(sdev->netdev, "%s ring dropped %u frames\n", kind == SOFTIRDMA_ETH_TX ? "TX" : "RX", res[0]);
 }
 
@@ -119,7 +132,7 @@ static int rx_poll(struct sirdma_dev *sdev, int budget)
 {
 	struct sirdma_eth_ring *r = &sdev->rx;
 	struct net_device *netdev = sdev->netdev;
-	u32 done = ring_consumer(r);
+	u32 done = ring_consumer(sdev, r);
 	int n = 0;
 
 	while (r->clean != done && n < budget) {
@@ -143,9 +156,13 @@ static int rx_poll(struct sirdma_dev *sdev, int budget)
 		}
 		r->clean = (r->clean + 1) & RING_MASK;
 		n++;
-		/* The slot goes straight back, with a fresh buffer. */
-		if (rx_post(sdev))
+	}
+	/* Every free slot goes back with a fresh buffer, those a failed allocation left too. */
+	while (((r->prod + 1) & RING_MASK) != r->clean) {
+		if (rx_post(sdev)) {
 			netdev->stats.rx_missed_errors++;
+			break;
+		}
 	}
 	ring_publish(r);
 	return n;
@@ -155,7 +172,7 @@ static void tx_clean(struct sirdma_dev *sdev)
 {
 	struct sirdma_eth_ring *r = &sdev->tx;
 	struct net_device *netdev = sdev->netdev;
-	u32 done = ring_consumer(r);
+	u32 done = ring_consumer(sdev, r);
 
 	while (r->clean != done) {
 		struct sk_buff *skb = r->skbs[r->clean];

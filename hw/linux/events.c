@@ -6,83 +6,126 @@
  * a CQ's comp_handler, a QP's or CQ's event_handler, ib_dispatch_event for the port and device.
  */
 #include <linux/interrupt.h>
+#include <linux/netdevice.h>
 #include <linux/unaligned.h>
 #include <rdma/ib_verbs.h>
 
 #include "softirdma.h"
 
-#define EQ_LOG 8
+/* The async EQ's entries; events past them are dropped (and counted) by the device. */
+#define ASYNC_EQ_LOG 8
+/* The completion EQ holds an event for every CQ the device may have (one per arm): it never
+ * fills, so no wakeup is lost.
+ */
+#define COMP_EQ_MAX_LOG 16
 
-static int eq_create(struct sirdma_dev *sdev, struct sirdma_eq *eq, u8 kind, u16 vector)
+static int eq_create(struct sirdma_dev *sdev, struct sirdma_eq *eq, u8 kind, u16 vector, u32 log)
 {
 	u8 args[20] = {};
 	struct softirdma_page_list *pl = (void *)args;
+	struct sirdma_queue *q;
 	u32 res[4];
 	int err;
 
-	eq->q = sirdma_queue_alloc(sdev, 1U << EQ_LOG, SOFTIRDMA_EQ_ENTRY_SIZE);
-	if (IS_ERR(eq->q))
-		return PTR_ERR(eq->q);
+	q = sirdma_queue_alloc(sdev, 1U << log, SOFTIRDMA_EQ_ENTRY_SIZE);
+	if (IS_ERR(q))
+		return PTR_ERR(q);
 	eq->vector = vector;
 	eq->cons = 0;
+	eq->seq = 0;
+	eq->log = log;
+	WRITE_ONCE(eq->q, q); /* its handler reads nothing before this */
 	pl->addr = cpu_to_le64(eq->q->table_dma);
 	pl->pages = cpu_to_le32(eq->q->bytes / PAGE_SIZE);
 	pl->shift = PAGE_SHIFT;
 	pl->levels = eq->q->levels;
-	args[16] = EQ_LOG;
+	args[16] = log;
 	args[17] = kind;
 	put_unaligned_le16(vector, args + 18);
 	err = sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_EQ, args, sizeof(args), res, NULL, 0);
 	if (err) {
-		sirdma_queue_free(eq->q);
-		eq->q = NULL;
+		WRITE_ONCE(eq->q, NULL);
+		synchronize_irq(pci_irq_vector(sdev->pdev, vector));
+		sirdma_queue_free(q);
 		return err;
 	}
 	eq->eqn = res[0];
 	return 0;
 }
 
+/* Called with the EQ's interrupt freed. A device that refuses the destroy is failed first. */
 static void eq_destroy(struct sirdma_dev *sdev, struct sirdma_eq *eq)
 {
+	int err;
+
 	if (!eq->q)
 		return;
-	sirdma_num_cmd(sdev, SOFTIRDMA_OP_DESTROY_EQ, eq->eqn);
+	err = sirdma_num_cmd(sdev, SOFTIRDMA_OP_DESTROY_EQ, eq->eqn);
+	if (err && err != -EIO)
+		sirdma_fail(sdev);
 	sirdma_queue_free(eq->q);
 	eq->q = NULL;
 }
 
-/* eq_next returns the next entry the device wrote, or NULL. */
-static u8 *eq_next(struct sirdma_eq *eq)
+/*
+ * eq_next returns the next entry the device wrote, or NULL; *lost says how many the device
+ * dropped before it (its queue was full).
+ */
+static u8 *eq_next(struct sirdma_eq *eq, u64 *lost)
 {
-	u32 mask = (1U << EQ_LOG) - 1;
-	u32 prod = le32_to_cpu(READ_ONCE(*(__le32 *)(eq->q->mem + SOFTIRDMA_QH_PRODUCER))) & mask;
+	struct sirdma_queue *q = READ_ONCE(eq->q);
+	u32 mask = (1U << eq->log) - 1;
+	u32 prod;
+	u64 seq;
+	u8 *e;
 
+	if (!q) /* an interrupt before the queue is there */
+		return NULL;
+	prod = le32_to_cpu(READ_ONCE(*(__le32 *)(q->mem + SOFTIRDMA_QH_PRODUCER))) & mask;
 	if (eq->cons == prod)
 		return NULL;
 	dma_rmb(); /* the entry after the index that says it is there */
-	return eq->q->mem + SOFTIRDMA_QUEUE_HEADER_SIZE + eq->cons * SOFTIRDMA_EQ_ENTRY_SIZE;
+	e = q->mem + SOFTIRDMA_QUEUE_HEADER_SIZE + eq->cons * SOFTIRDMA_EQ_ENTRY_SIZE;
+	seq = get_unaligned_le64(e + SOFTIRDMA_EQ_SEQ);
+	*lost = seq > eq->seq + 1 ? seq - eq->seq - 1 : 0;
+	eq->seq = seq;
+	return e;
 }
 
 static void eq_consume(struct sirdma_eq *eq)
 {
-	eq->cons = (eq->cons + 1) & ((1U << EQ_LOG) - 1);
+	eq->cons = (eq->cons + 1) & ((1U << eq->log) - 1);
 	/* The entry is read before the device may reuse its slot. */
 	smp_store_release((__le32 *)(eq->q->mem + SOFTIRDMA_QH_CONSUMER), cpu_to_le32(eq->cons));
+}
+
+static void cq_event(struct sirdma_cq *cq)
+{
+	if (cq && cq->ibcq.comp_handler)
+		cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
 }
 
 static irqreturn_t sirdma_comp_irq(int irq, void *data)
 {
 	struct sirdma_dev *sdev = data;
 	struct sirdma_eq *eq = &sdev->comp_eq;
+	unsigned long num;
+	u64 lost;
 	u8 *e;
 
-	while ((e = eq_next(eq))) {
+	while ((e = eq_next(eq, &lost))) {
 		struct sirdma_cq *cq;
 
 		rcu_read_lock();
-		cq = xa_load(&sdev->cqs, get_unaligned_le32(e + SOFTIRDMA_EQ_NUM));
-		if (cq && cq->ibcq.comp_handler)
-			cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
+		if (lost) {
+			/* Which CQs' events were dropped is unknown: every CQ hears one (a
+			 * spurious completion event is allowed; a lost one leaves a waiter asleep).
+			 */
+			dev_warn_ratelimited(&sdev->pdev->dev, "%llu completion events lost\n", lost);
+			xa_for_each(&sdev->cqs, num, cq)
+				cq_event(cq);
+		}
+		cq_event(xa_load(&sdev->cqs, get_unaligned_le32(e + SOFTIRDMA_EQ_NUM)));
 		rcu_read_unlock();
 		eq_consume(eq);
 	}
@@ -105,9 +148,10 @@ static irqreturn_t sirdma_async_irq(int irq, void *data)
 {
 	struct sirdma_dev *sdev = data;
 	struct sirdma_eq *eq = &sdev->async_eq;
+	u64 lost;
 	u8 *e;
 
-	while ((e = eq_next(eq))) {
+	while ((e = eq_next(eq, &lost))) {
 		/* Entry types are libibverbs' ibv_event_type, the kernel's ib_event_type. */
 		enum ib_event_type type = e[SOFTIRDMA_EQ_TYPE];
 		u32 num = get_unaligned_le32(e + SOFTIRDMA_EQ_NUM);
@@ -115,6 +159,8 @@ static irqreturn_t sirdma_async_irq(int irq, void *data)
 		struct sirdma_srq *srq;
 		struct sirdma_cq *cq;
 
+		if (lost)
+			dev_warn_ratelimited(&sdev->pdev->dev, "%llu async events lost\n", lost);
 		rcu_read_lock();
 		switch (type) {
 		case IB_EVENT_QP_FATAL:
@@ -138,6 +184,11 @@ static irqreturn_t sirdma_async_irq(int irq, void *data)
 			fallthrough;
 		case IB_EVENT_PORT_ACTIVE:
 		case IB_EVENT_PORT_ERR:
+			/* The Ethernet function's carrier is the port's. */
+			if (type == IB_EVENT_PORT_ACTIVE && netif_running(sdev->netdev) && !READ_ONCE(sdev->failed))
+				netif_carrier_on(sdev->netdev);
+			else if (type != IB_EVENT_PORT_ACTIVE)
+				netif_carrier_off(sdev->netdev);
 			ev.device = READ_ONCE(sdev->ib);
 			if (ev.device) {
 				ev.element.port_num = 1;
@@ -176,10 +227,11 @@ int sirdma_events_init(struct sirdma_dev *sdev)
 	err = request_irq(pci_irq_vector(pdev, SOFTIRDMA_COMP_VECTOR), sirdma_comp_irq, 0, "softirdma-comp", sdev);
 	if (err)
 		goto err_async_irq;
-	err = eq_create(sdev, &sdev->async_eq, SOFTIRDMA_EQ_ASYNC, SOFTIRDMA_ASYNC_VECTOR);
+	err = eq_create(sdev, &sdev->async_eq, SOFTIRDMA_EQ_ASYNC, SOFTIRDMA_ASYNC_VECTOR, ASYNC_EQ_LOG);
 	if (err)
 		goto err_comp_irq;
-	err = eq_create(sdev, &sdev->comp_eq, SOFTIRDMA_EQ_COMPLETION, SOFTIRDMA_COMP_VECTOR);
+	err = eq_create(sdev, &sdev->comp_eq, SOFTIRDMA_EQ_COMPLETION, SOFTIRDMA_COMP_VECTOR,
+			min_t(u32, order_base_2(sdev->caps.max_cq + 1), COMP_EQ_MAX_LOG));
 	if (err)
 		goto err_async_eq;
 	return 0;

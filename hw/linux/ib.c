@@ -82,8 +82,10 @@ static int sirdma_query_port(struct ib_device *ibdev, u32 port, struct ib_port_a
 	attr->state = up ? IB_PORT_ACTIVE : IB_PORT_DOWN;
 	attr->phys_state = up ? IB_PORT_PHYS_STATE_LINK_UP : IB_PORT_PHYS_STATE_DISABLED;
 	attr->max_mtu = IB_MTU_4096;
-	/* The largest path MTU the netdev carries with RoCEv2's headers, as rxe reckons it. */
-	attr->active_mtu = min_t(enum ib_mtu, ib_mtu_int_to_enum(sdev->netdev->mtu),
+	/* The largest path MTU the netdev carries with RoCEv2's headers (IPv6, UDP, BTH, RETH,
+	 * ICRC: 80 bytes at most), as rxe reckons it.
+	 */
+	attr->active_mtu = min_t(enum ib_mtu, ib_mtu_int_to_enum(sdev->netdev->mtu - 80),
 				 sdev->caps.max_mtu);
 	attr->gid_tbl_len = SOFTIRDMA_GID_TABLE_LEN;
 	attr->port_cap_flags = IB_PORT_CM_SUP;
@@ -234,6 +236,7 @@ static const struct ib_device_ops sirdma_ib_ops = {
 	.mmap_free = sirdma_mmap_free,
 	.create_cq = sirdma_create_cq,
 	.destroy_cq = sirdma_destroy_cq,
+	.resize_cq = sirdma_resize_cq,
 	.poll_cq = sirdma_poll_cq,
 	.req_notify_cq = sirdma_req_notify_cq,
 	.create_qp = sirdma_create_qp,

@@ -65,10 +65,9 @@ static void sirdma_health(struct work_struct *work)
 		queue_delayed_work(system_long_wq, &sdev->health, HZ);
 		return;
 	}
-	/* A failed function may only be slow: it must not write into what the teardown frees.
-	 * Bus mastering off stops its DMA (docs/device.md).
+	/* sirdma_fatal turned bus mastering off: a failed function that is only slow writes
+	 * nothing into what the teardown frees (docs/device.md).
 	 */
-	pci_clear_master(sdev->pdev);
 	netif_carrier_off(sdev->netdev);
 	if (sdev->ib) {
 		/* Unregistering tells the device's users (DEVICE_FATAL) and disassociates them. */
@@ -172,6 +171,7 @@ err_eth:
 
 err_ctrl:
 	sirdma_reset(sdev);
+	pci_clear_master(pdev); /* a reset that timed out leaves a function that may still write */
 	sirdma_ctrl_fini(sdev);
 err_irq:
 	free_irq(pci_irq_vector(pdev, SOFTIRDMA_CTRL_VECTOR), sdev);

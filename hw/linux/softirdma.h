@@ -12,6 +12,7 @@
 #include <linux/pci.h>
 
 #include <rdma/ib_verbs.h>
+#include <rdma/uverbs_ioctl.h>
 
 #include "softirdma_abi.h"
 
@@ -57,6 +58,8 @@ struct sirdma_eq {
 	struct sirdma_queue *q;
 	u32 eqn;
 	u32 cons;
+	u32 log; /* log2 of its entries */
+	u64 seq; /* the device's count of entries, as of the last one consumed */
 	u16 vector;
 };
 
@@ -146,6 +149,7 @@ void sirdma_mmap_free(struct rdma_user_mmap_entry *re);
 int sirdma_ib_init(struct sirdma_dev *sdev);
 void sirdma_ib_fini(struct sirdma_dev *sdev);
 bool sirdma_fatal(struct sirdma_dev *sdev);
+void sirdma_fail(struct sirdma_dev *sdev);
 int sirdma_events_init(struct sirdma_dev *sdev);
 void sirdma_events_fini(struct sirdma_dev *sdev);
 
@@ -166,6 +170,7 @@ struct sirdma_ucontext {
 struct sirdma_cq {
 	struct ib_cq ibcq;
 	u32 cqn, slot;
+	struct mutex lock; /* resize: q */
 	struct sirdma_queue *q;
 };
 
@@ -180,6 +185,7 @@ struct sirdma_qp {
 struct sirdma_srq {
 	struct ib_srq ibsrq;
 	u32 srqn, max_sge;
+	struct mutex lock; /* modify: srq->q */
 	struct sirdma_queue *q;
 };
 
@@ -192,6 +198,12 @@ struct sirdma_mw {
 	struct ib_mw ibmw;
 };
 
+/* sirdma_uctx is the user context a verb's udata came with. */
+static inline struct ib_ucontext *sirdma_uctx(struct ib_udata *udata)
+{
+	return &rdma_udata_to_drv_context(udata, struct sirdma_ucontext, ibuc)->ibuc;
+}
+
 static inline struct sirdma_dev *to_sdev(struct ib_device *ibdev)
 {
 	return container_of(ibdev, struct sirdma_ib, ibdev)->sdev;
@@ -200,6 +212,7 @@ static inline struct sirdma_dev *to_sdev(struct ib_device *ibdev)
 int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		     struct uverbs_attr_bundle *attrs);
 int sirdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
+int sirdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
 int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc);
 int sirdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
 int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata);
@@ -220,9 +233,9 @@ int sirdma_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
 int sirdma_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
 int sirdma_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr, const struct ib_recv_wr **bad);
 int sirdma_num_cmd(struct sirdma_dev *sdev, u16 op, u32 num);
-void sirdma_unmake(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num);
-int sirdma_destroy_obj(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num);
+void sirdma_unmake(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num, void *obj);
+int sirdma_destroy_obj(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num, void *obj);
+bool sirdma_slot_ok(struct sirdma_dev *sdev, u32 base, u32 slot, u32 max);
 int sirdma_dealloc_mw(struct ib_mw *ibmw);
-void sirdma_ib_fini(struct sirdma_dev *sdev);
 
 #endif /* SOFTIRDMA_H */

@@ -20,11 +20,6 @@ static struct sirdma_srq *to_ssrq(struct ib_srq *ibsrq)
 	return container_of(ibsrq, struct sirdma_srq, ibsrq);
 }
 
-static struct ib_ucontext *uctx(struct ib_udata *udata)
-{
-	return &rdma_udata_to_drv_context(udata, struct sirdma_ucontext, ibuc)->ibuc;
-}
-
 /* srq_ring allocates a ring for max_wr receives of max_sge SGEs; max_wr becomes what it holds. */
 static struct sirdma_queue *srq_ring(struct sirdma_dev *sdev, u32 *max_wr, u32 max_sge)
 {
@@ -60,6 +55,7 @@ int sirdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init, struc
 	if (IS_ERR(srq->q))
 		return PTR_ERR(srq->q);
 	srq->max_sge = attr->max_sge;
+	mutex_init(&srq->lock);
 	put_unaligned_le32(container_of(ibsrq->pd, struct sirdma_pd, ibpd)->pdn, args);
 	put_unaligned_le32(attr->max_sge, args + 4);
 	put_unaligned_le32(attr->srq_limit, args + 8);
@@ -70,27 +66,27 @@ int sirdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init, struc
 		return err;
 	}
 	srq->srqn = res[0];
-	err = xa_err(xa_store(&sdev->srqs, srq->srqn, srq, GFP_KERNEL));
+	err = xa_insert(&sdev->srqs, srq->srqn, srq, GFP_KERNEL);
 	if (err)
 		goto err_cmd;
-	err = sirdma_queue_expose(uctx(udata), srq->q, &resp.mi);
+	err = sirdma_queue_expose(sirdma_uctx(udata), srq->q, &resp.mi);
 	if (err)
 		goto err_cmd;
 	resp.srq_num = srq->srqn;
 	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
 	if (err) {
-		sirdma_unmake(sdev, &sdev->srqs, SOFTIRDMA_OP_DESTROY_SRQ, srq->srqn);
+		sirdma_unmake(sdev, &sdev->srqs, SOFTIRDMA_OP_DESTROY_SRQ, srq->srqn, srq);
 		sirdma_queue_release(srq->q);
 	}
 	return err;
 
 err_cmd:
-	sirdma_unmake(sdev, &sdev->srqs, SOFTIRDMA_OP_DESTROY_SRQ, srq->srqn);
+	sirdma_unmake(sdev, &sdev->srqs, SOFTIRDMA_OP_DESTROY_SRQ, srq->srqn, srq);
 	sirdma_queue_free(srq->q);
 	return err;
 }
 
-int sirdma_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr, enum ib_srq_attr_mask mask,
+static int modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr, enum ib_srq_attr_mask mask,
 		      struct ib_udata *udata)
 {
 	struct sirdma_dev *sdev = to_sdev(ibsrq->device);
@@ -137,7 +133,7 @@ int sirdma_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr, enum ib_sr
 	/* The device reads the new ring now; the old one goes once the process unmaps it. */
 	sirdma_queue_release(srq->q);
 	srq->q = q;
-	err = sirdma_queue_expose(uctx(udata), q, &mi);
+	err = sirdma_queue_expose(sirdma_uctx(udata), q, &mi);
 	if (err)
 		return err;
 	if (copy_to_user(u64_to_user_ptr(cmd.mmap_info_addr), &mi, sizeof(mi)))
@@ -147,6 +143,22 @@ int sirdma_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr, enum ib_sr
 err_queue:
 	if (q)
 		sirdma_queue_free(q);
+	return err;
+}
+
+/*
+ * The RDMA core runs two modifies of one SRQ at once (it looks the SRQ up shared): a resize
+ * replaces srq->q, which a limit change reads.
+ */
+int sirdma_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr, enum ib_srq_attr_mask mask,
+		      struct ib_udata *udata)
+{
+	struct sirdma_srq *srq = to_ssrq(ibsrq);
+	int err;
+
+	mutex_lock(&srq->lock);
+	err = modify_srq(ibsrq, attr, mask, udata);
+	mutex_unlock(&srq->lock);
 	return err;
 }
 
@@ -170,7 +182,7 @@ int sirdma_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 {
 	struct sirdma_dev *sdev = to_sdev(ibsrq->device);
 	struct sirdma_srq *srq = to_ssrq(ibsrq);
-	int err = sirdma_destroy_obj(sdev, &sdev->srqs, SOFTIRDMA_OP_DESTROY_SRQ, srq->srqn);
+	int err = sirdma_destroy_obj(sdev, &sdev->srqs, SOFTIRDMA_OP_DESTROY_SRQ, srq->srqn, srq);
 
 	if (err)
 		return err;

@@ -38,14 +38,21 @@ int sirdma_num_cmd(struct sirdma_dev *sdev, u16 op, u32 num)
 
 /*
  * sirdma_unmake unwinds a creation that fails after the device made the object: out of the
- * table the event handlers look it up in (if it got there), a handler that may still hold it
- * waited out, then destroyed by the device.
+ * table the event handlers look it up in (if it got there: obj's entry only), a handler that
+ * may still hold it waited out, then destroyed by the device. A device that refuses the
+ * destroy is failed, its DMA stopped, so that the caller may free what the object used.
  */
-void sirdma_unmake(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num)
+void sirdma_unmake(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num, void *obj)
 {
-	xa_erase(xa, num);
+	int err;
+
+	xa_cmpxchg(xa, num, obj, NULL, 0);
 	synchronize_rcu();
-	sirdma_num_cmd(sdev, op, num);
+	err = sirdma_num_cmd(sdev, op, num);
+	if (err && err != -EIO) {
+		dev_err(&sdev->pdev->dev, "destroy 0x%x of %u refused (%d): device failed\n", op, num, err);
+		sirdma_fail(sdev);
+	}
 }
 
 /*
@@ -53,16 +60,33 @@ void sirdma_unmake(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num)
  * handlers' table and waits out a handler that may still hold it. A failed device keeps
  * nothing: its -EIO lets the object go all the same; any other error keeps it.
  */
-int sirdma_destroy_obj(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num)
+int sirdma_destroy_obj(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num, void *obj)
 {
 	int err = sirdma_num_cmd(sdev, op, num);
 
 	if (err && err != -EIO)
 		return err;
-	xa_erase(xa, num);
+	xa_cmpxchg(xa, num, obj, NULL, 0);
 	synchronize_rcu();
 	return 0;
 }
+
+/*
+ * sirdma_slot_ok says whether a doorbell slot the device gave lies in the doorbell BAR: the
+ * driver writes there without further checks.
+ */
+bool sirdma_slot_ok(struct sirdma_dev *sdev, u32 base, u32 slot, u32 max)
+{
+	u64 end = base + (u64)SOFTIRDMA_DOORBELL_STRIDE * slot + sizeof(u32);
+
+	if (slot < max && end <= pci_resource_len(sdev->pdev, SOFTIRDMA_BAR_DOORBELL))
+		return true;
+	dev_err(&sdev->pdev->dev, "doorbell slot %u out of range\n", slot);
+	return false;
+}
+
+/* A CQ's ring holds CQEs in rxe's user layout, each in a power-of-two slot. */
+#define CQ_ELEM_SIZE roundup_pow_of_two(sizeof(struct ib_uverbs_wc))
 
 int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		     struct uverbs_attr_bundle *attrs)
@@ -82,7 +106,8 @@ int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	if (attr->cqe < 1 || attr->cqe > sdev->caps.max_cqe || udata->outlen < sizeof(resp))
 		return -EINVAL;
 	count = roundup_pow_of_two(attr->cqe + 1);
-	cq->q = sirdma_queue_alloc(sdev, count, roundup_pow_of_two(sizeof(struct ib_uverbs_wc)));
+	mutex_init(&cq->lock);
+	cq->q = sirdma_queue_alloc(sdev, count, CQ_ELEM_SIZE);
 	if (IS_ERR(cq->q))
 		return PTR_ERR(cq->q);
 	sirdma_queue_args(cq->q, args);
@@ -92,7 +117,10 @@ int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		goto err_queue;
 	cq->cqn = res[0];
 	cq->slot = res[1];
-	err = xa_err(xa_store(&sdev->cqs, cq->cqn, cq, GFP_KERNEL));
+	err = -EIO;
+	if (!sirdma_slot_ok(sdev, SOFTIRDMA_CQ_ARM_BASE, cq->slot, SOFTIRDMA_MAX_CQ_SLOTS))
+		goto err_cmd;
+	err = xa_insert(&sdev->cqs, cq->cqn, cq, GFP_KERNEL);
 	if (err)
 		goto err_cmd;
 	ibcq->cqe = count - 1;
@@ -101,14 +129,14 @@ int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		goto err_cmd;
 	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
 	if (err) {
-		sirdma_unmake(sdev, &sdev->cqs, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn);
+		sirdma_unmake(sdev, &sdev->cqs, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn, cq);
 		sirdma_queue_release(cq->q);
 		return err;
 	}
 	return 0;
 
 err_cmd:
-	sirdma_unmake(sdev, &sdev->cqs, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn);
+	sirdma_unmake(sdev, &sdev->cqs, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn, cq);
 err_queue:
 	sirdma_queue_free(cq->q);
 	return err;
@@ -118,12 +146,57 @@ int sirdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 {
 	struct sirdma_dev *sdev = to_sdev(ibcq->device);
 	struct sirdma_cq *cq = to_scq(ibcq);
-	int err = sirdma_destroy_obj(sdev, &sdev->cqs, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn);
+	int err = sirdma_destroy_obj(sdev, &sdev->cqs, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn, cq);
 
 	if (err)
 		return err;
 	sirdma_queue_release(cq->q);
 	return 0;
+}
+
+/*
+ * sirdma_resize_cq moves the CQ to a ring of at least cqe entries; the device carries the
+ * completions not yet polled over (and refuses a ring they do not fit, as rxe does). The
+ * provider, which holds its CQ lock meanwhile, maps the new ring from the reply.
+ */
+int sirdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
+{
+	struct sirdma_dev *sdev = to_sdev(ibcq->device);
+	struct sirdma_cq *cq = to_scq(ibcq);
+	u8 args[8 + SOFTIRDMA_QUEUE_ARGS_SIZE] = {};
+	struct rxe_resize_cq_resp resp = {};
+	struct sirdma_queue *q;
+	u32 count;
+	int err;
+
+	if (!udata)
+		return -EOPNOTSUPP;
+	if (cqe < 1 || cqe > sdev->caps.max_cqe || udata->outlen < sizeof(resp))
+		return -EINVAL;
+	count = roundup_pow_of_two(cqe + 1);
+	mutex_lock(&cq->lock);
+	q = sirdma_queue_alloc(sdev, count, CQ_ELEM_SIZE);
+	if (IS_ERR(q)) {
+		err = PTR_ERR(q);
+		goto out;
+	}
+	put_unaligned_le32(cq->cqn, args);
+	sirdma_queue_args(q, args + 8);
+	err = sirdma_cmd(sdev, SOFTIRDMA_OP_RESIZE_CQ, args, sizeof(args), NULL, NULL, 0);
+	if (err) {
+		sirdma_queue_free(q);
+		goto out;
+	}
+	/* The device writes the new ring now; the old one goes once the process unmaps it. */
+	sirdma_queue_release(cq->q);
+	cq->q = q;
+	ibcq->cqe = count - 1;
+	err = sirdma_queue_expose(sirdma_uctx(udata), q, &resp.mi);
+	if (!err)
+		err = ib_copy_to_udata(udata, &resp, sizeof(resp));
+out:
+	mutex_unlock(&cq->lock);
+	return err;
 }
 
 int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc)
@@ -204,7 +277,10 @@ int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib
 	qp->slot = res[1];
 	qp->cap = *cap;
 	qp->sig_all = a.sig_all;
-	err = xa_err(xa_store(&sdev->qps, ibqp->qp_num, qp, GFP_KERNEL));
+	err = -EIO;
+	if (!sirdma_slot_ok(sdev, SOFTIRDMA_SQ_DOORBELL_BASE, qp->slot, SOFTIRDMA_MAX_QP_SLOTS))
+		goto err_cmd;
+	err = xa_insert(&sdev->qps, ibqp->qp_num, qp, GFP_KERNEL);
 	if (err)
 		goto err_cmd;
 	err = sirdma_queue_expose(&uc->ibuc, qp->sq, &resp.sq_mi);
@@ -212,21 +288,21 @@ int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib
 		goto err_cmd;
 	err = qp->rq ? sirdma_queue_expose(&uc->ibuc, qp->rq, &resp.rq_mi) : 0;
 	if (err) {
-		sirdma_unmake(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
+		sirdma_unmake(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num, qp);
 		sirdma_queue_release(qp->sq);
 		sirdma_queue_free(qp->rq);
 		return err;
 	}
 	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
 	if (err) {
-		sirdma_unmake(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
+		sirdma_unmake(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num, qp);
 		sirdma_queue_release(qp->sq);
 		sirdma_queue_release(qp->rq);
 	}
 	return err;
 
 err_cmd:
-	sirdma_unmake(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
+	sirdma_unmake(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num, qp);
 err_rq:
 	if (qp->rq)
 		sirdma_queue_free(qp->rq);
@@ -318,7 +394,7 @@ int sirdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 {
 	struct sirdma_dev *sdev = to_sdev(ibqp->device);
 	struct sirdma_qp *qp = to_sqp(ibqp);
-	int err = sirdma_destroy_obj(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num);
+	int err = sirdma_destroy_obj(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num, qp);
 
 	if (err)
 		return err;
