@@ -100,13 +100,18 @@ P=/sys/class/infiniband/softirdma0/ports/1
 for i in 0 1; do echo "RIG: gid $i $(cat $P/gids/$i) $(cat $P/gid_attrs/types/$i)"; done
 ok=0
 for i in 1 2 3 4 5; do
-  ip link set $DEV down; rmmod softirdma && insmod /share/softirdma.ko || break
+  # Odd rounds unload a downed interface; even ones one that is up, with pings going out.
+  bg=
+  if [ $((i % 2)) = 1 ]; then ip link set $DEV down; else ping -i 0.2 192.168.77.2 > /dev/null 2>&1 & bg=$!; fi
+  rmmod softirdma && insmod /share/softirdma.ko || break
+  [ -n "$bg" ] && kill $bg
   DEV=$(netdev); ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
-  ping -c 1 -W 5 192.168.77.2 > /dev/null 2>&1 && ok=$((ok+1))
+  ping -c 1 -w 10 192.168.77.2 > /dev/null 2>&1 && ok=$((ok+1))
 done
 echo "RIG: reloads pinging $ok of 5"
 rmmod softirdma && echo "RIG: rmmod ok"
 dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|softirdma' | sed 's/^/RIG: dmesg: /'
+echo "RIG: dmesg checked"
 SCRIPT
 CMDA=$(printf 'sh /share/guest.sh' | base64 -w0)
 RIG_SHARE="$OUT/share" RIG_VFIO_USER="$SOCK" RIG_QEMU_PORT=9211 RIG_PEER_PORT=9212 RIG_SHELL_PORT=2533 RIG_FWD_PORT=18726 \
@@ -146,11 +151,7 @@ if grep -q 'RIG: rdma_rxe loaded' "$OUT/rig.txt" && ! grep -qE 'RIG: dmesg: .*so
 else
   echo "FAIL device_guest_not_taken_by_rdma_rxe"; fail=1
 fi
-if grep -qE 'RIG: dmesg: .*(WARNING|BUG|Oops|Call Trace)' "$OUT/rig.txt"; then
-  echo "FAIL device_guest_no_kernel_warning"; grep -E 'WARNING|BUG|Oops|Call Trace' "$OUT/rig.txt" | head; fail=1
-else
-  echo "PASS device_guest_no_kernel_warning"
-fi
+kernel_clean device_guest_no_kernel_warning '' 'RIG: dmesg checked'
 [ $fail = 0 ] || grep "RIG: " "$OUT/guest.log" | tail -30
 kill -TERM $spid
 if wait $spid; then echo "PASS device_guest_serve_stops"; else echo "FAIL device_guest_serve_stops"; fail=1; fi

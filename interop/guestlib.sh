@@ -48,3 +48,23 @@ start_serve() {
 check() {
   if grep -qE "$2" "$OUT/rig.txt"; then echo "PASS $1"; else echo "FAIL $1"; fail=1; fi
 }
+
+# kernel_clean NAME EXTRA SENTINEL...: PASS when the guest printed every SENTINEL (so its dmesg
+# was looked at: a guest that hung or died before says nothing, which is no pass) and neither
+# the dmesg lines it printed ("RIG: dmesg...") nor its console show a kernel warning, oops,
+# BUG or hung task, nor a match of the regex EXTRA (empty: none).
+kernel_clean() {
+  local name=$1 extra=$2 s
+  shift 2
+  for s in "$@"; do
+    if ! grep -aqF "$s" "$OUT/guest.log"; then
+      echo "FAIL $name (the guest never said \"$s\")"; fail=1; return
+    fi
+  done
+  local bad='WARNING:|BUG:|Oops|Call Trace|blocked for more than'
+  if grep -aqE "RIG: dmesg[0-9]*: .*(WARNING|BUG|Oops|Call Trace)|$bad${extra:+|$extra}" "$OUT/guest.log"; then
+    echo "FAIL $name"; grep -aE "RIG: dmesg[0-9]*: .*(WARNING|BUG|Oops|Call Trace)|$bad${extra:+|$extra}" "$OUT/guest.log" | head; fail=1
+  else
+    echo "PASS $name"
+  fi
+}

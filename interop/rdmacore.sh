@@ -5,7 +5,8 @@
 # suite's RDMA-CORE lines and tally, the tally rxe0 gets in the same image
 # (../shared/reference/rdma-core-tests-rxe.txt), each test rxe0 passes and softirdma0 does not,
 # and PASS/FAIL for each test the driver must pass: those rxe0 passes in test_mr, test_pd,
-# test_atomic, test_cq_events (RC) and test_qp (RC). test_rdmacm is left out unless
+# test_atomic, test_cq_events (RC) and test_qp (RC); and interop/guest/resize_cq.py's check of
+# ibv_resize_cq. test_rdmacm is left out unless
 # RDMA_CORE_MODULES names it: rdma_cm needs the GSI QP the driver does not have yet, and each of
 # its tests waits out its timeouts (the module takes the suite's whole 600 s).
 set -euo pipefail
@@ -27,7 +28,9 @@ insmod $S/softirdma.ko
 for d in /sys/class/net/*; do case $(readlink $d/device/driver) in *softirdma) DEV=$(basename $d);; esac; done
 ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
 for i in $(seq 100); do grep -q ffff /sys/class/infiniband/softirdma0/ports/1/gids/1 2>/dev/null && break; sleep 0.1; done
+timeout 120 python3 $S/resize_cq.py softirdma0 > $S/resize_cq.out 2>&1
 PRE
+cp interop/guest/resize_cq.py "$OUT/share/"
 PRE='sh /proc/1/root/share/pre.sh'
 export RDMA_CORE_MODULES=${RDMA_CORE_MODULES:-addr atomic cq cq_events cqex device mr odp parent_domain pd qp qpex relaxed_ordering shared_pd srq tag_matching}
 RIG_PRE="$PRE" RIG_SHARE="$OUT/share" RIG_VFIO_USER="$SOCK" RIG_QEMU_PORT=9231 RIG_PEER_PORT=9232 \
@@ -54,4 +57,10 @@ for t in $required; do
   if [ "$(result "$t")" = ok ]; then echo "PASS $name"; else echo "FAIL $name"; fail=1; fi
 done
 echo "rdma-core tests required on softirdma0: $n"
+# ibv_resize_cq, which rdma-core's own test reaches only through UD QPs.
+if grep -q '^resize_cq: ok' "$OUT/share/resize_cq.out" 2>/dev/null; then
+  echo "PASS device_guest_resize_cq"
+else
+  echo "FAIL device_guest_resize_cq"; cat "$OUT/share/resize_cq.out" 2>/dev/null; fail=1
+fi
 exit $fail
