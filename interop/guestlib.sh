@@ -61,7 +61,8 @@ kernel_clean() {
       echo "FAIL $name (the guest never said \"$s\")"; fail=1; return
     fi
   done
-  local bad='WARNING:|BUG:|Oops|Call Trace|blocked for more than'
+  # On the console a kernel message starts with its time stamp; tools print WARNING: lines too.
+  local bad='\[ *[0-9]+\.[0-9]+\] (WARNING:|BUG:|Oops|Call Trace|.*blocked for more than)'
   if grep -aqE "RIG: dmesg[0-9]*: .*(WARNING|BUG|Oops|Call Trace)|$bad${extra:+|$extra}" "$OUT/guest.log"; then
     echo "FAIL $name"; grep -aE "RIG: dmesg[0-9]*: .*(WARNING|BUG|Oops|Call Trace)|$bad${extra:+|$extra}" "$OUT/guest.log" | head; fail=1
   else
