@@ -121,29 +121,30 @@ static int modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr, enum ib_sr
 		q = srq_ring(sdev, &attr->max_wr, srq->max_sge);
 		if (IS_ERR(q))
 			return PTR_ERR(q);
+		/* Mappable before the device moves to it: past the move nothing may fail. */
+		err = sirdma_queue_expose(sirdma_uctx(udata), q, &mi);
+		if (err) {
+			sirdma_queue_free(q);
+			return err;
+		}
 		dev_mask |= SOFTIRDMA_SRQ_MODIFY_MAX_WR;
 		sirdma_queue_args(q, args + 16);
 	}
 	put_unaligned_le32(dev_mask, args + 4);
 	err = sirdma_cmd(sdev, SOFTIRDMA_OP_MODIFY_SRQ, args, sizeof(args), NULL, NULL, 0);
-	if (err)
-		goto err_queue;
+	if (err) {
+		if (q)
+			sirdma_queue_release(q);
+		return err;
+	}
 	if (!q)
 		return 0;
 	/* The device reads the new ring now; the old one goes once the process unmaps it. */
 	sirdma_queue_release(srq->q);
 	srq->q = q;
-	err = sirdma_queue_expose(sirdma_uctx(udata), q, &mi);
-	if (err)
-		return err;
 	if (copy_to_user(u64_to_user_ptr(cmd.mmap_info_addr), &mi, sizeof(mi)))
 		return -EFAULT;
 	return 0;
-
-err_queue:
-	if (q)
-		sirdma_queue_free(q);
-	return err;
 }
 
 /*

@@ -180,20 +180,24 @@ int sirdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 		err = PTR_ERR(q);
 		goto out;
 	}
+	/* Mappable before the device moves to it: past the move nothing may fail. */
+	err = sirdma_queue_expose(sirdma_uctx(udata), q, &resp.mi);
+	if (err) {
+		sirdma_queue_free(q);
+		goto out;
+	}
 	put_unaligned_le32(cq->cqn, args);
 	sirdma_queue_args(q, args + 8);
 	err = sirdma_cmd(sdev, SOFTIRDMA_OP_RESIZE_CQ, args, sizeof(args), NULL, NULL, 0);
 	if (err) {
-		sirdma_queue_free(q);
+		sirdma_queue_release(q);
 		goto out;
 	}
 	/* The device writes the new ring now; the old one goes once the process unmaps it. */
 	sirdma_queue_release(cq->q);
 	cq->q = q;
 	ibcq->cqe = count - 1;
-	err = sirdma_queue_expose(sirdma_uctx(udata), q, &resp.mi);
-	if (!err)
-		err = ib_copy_to_udata(udata, &resp, sizeof(resp));
+	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
 out:
 	mutex_unlock(&cq->lock);
 	return err;
