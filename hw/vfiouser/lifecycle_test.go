@@ -164,16 +164,23 @@ type descDev struct {
 
 func (d descDev) Describe() Description { return d.d }
 
-// Ending ServeConn's context releases the client as a hang-up does.
-func TestServeConnContextEnds(t *testing.T) {
-	dev := newFakeDev(t)
-	srv := newServer(t, dev)
+// serveCancelable serves srv on one end of a socketpair until cancel; it returns a client on
+// the other end, that end itself, and where ServeConn's result arrives.
+func serveCancelable(t *testing.T, srv *Server) (*Client, *net.UnixConn, context.CancelFunc, <-chan error) {
 	a, b := socketpair(t)
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeConn(ctx, a) }()
 	c := NewClient(b)
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c, b, cancel, done
+}
+
+// Ending ServeConn's context releases the client as a hang-up does.
+func TestServeConnContextEnds(t *testing.T) {
+	dev := newFakeDev(t)
+	c, _, cancel, done := serveCancelable(t, newServer(t, dev))
 	ram := memfd(t, 1<<20, nil)
 	defer unix.Close(ram)
 	if err := c.DMAMap(0, 1<<20, ram, 0, DMARead|DMAWrite); err != nil {
@@ -243,13 +250,7 @@ func (d *blockingDev) RegionWrite(index uint32, off uint64, data []byte) error {
 // client does not survive).
 func TestServeConnEndsWithoutResettingClient(t *testing.T) {
 	dev := &blockingDev{newFakeDev(t), make(chan struct{}), make(chan struct{})}
-	srv := newServer(t, dev)
-	a, b := socketpair(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.ServeConn(ctx, a) }()
-	c := NewClient(b)
-	defer c.Close()
+	c, b, cancel, done := serveCancelable(t, newServer(t, dev))
 	if err := c.RegionWrite(0, 0, []byte{1, 2, 3, 4}, true); err != nil {
 		t.Fatal(err)
 	}
