@@ -2,6 +2,8 @@ package vfiouser
 
 import (
 	"testing"
+
+	"github.com/softirdma/softirdma/internal/sockguard"
 )
 
 // What one register access costs through the socket: a non-posted access waits for the
@@ -46,7 +48,7 @@ func BenchmarkTrigger(b *testing.B) {
 	srv := newServer(b, newFakeDev(b))
 	c, _ := serve(b, srv)
 	fd := eventfd(b)
-	defer closeFDs([]int{fd})
+	defer sockguard.CloseFDs([]int{fd})
 	if err := c.SetIRQEventfds(PCIMSIXIRQ, 0, []int{fd}); err != nil {
 		b.Fatal(err)
 	}

@@ -155,12 +155,12 @@ func (c *Client) GetRegionInfo(index uint32) (RegionInfo, error) {
 		}
 		ri, need, err := parseRegionInfo(r, asked)
 		if err == nil && need > asked && try == 0 {
-			closeFDs(fds)
+			sockguard.CloseFDs(fds)
 			asked = need
 			continue
 		}
 		if err != nil || len(fds) > 1 {
-			closeFDs(fds)
+			sockguard.CloseFDs(fds)
 			if err == nil {
 				err = fmt.Errorf("vfio-user DEVICE_GET_REGION_INFO: %d fds", len(fds))
 			}
@@ -377,11 +377,11 @@ func (c *Client) roundTrip(msg []byte, fds []int) ([]byte, []int, error) {
 		return nil, nil, err
 	}
 	if rh.ID != h.ID || rh.Cmd != h.Cmd || rh.Flags&FlagTypeMask != FlagReply {
-		closeFDs(rfds)
+		sockguard.CloseFDs(rfds)
 		return nil, nil, fmt.Errorf("vfio-user %s: reply id %d cmd %d flags 0x%x to request id %d", h.Cmd, rh.ID, rh.Cmd, rh.Flags, h.ID)
 	}
 	if rh.Flags&FlagError != 0 {
-		closeFDs(rfds)
+		sockguard.CloseFDs(rfds)
 		return nil, nil, &RemoteError{Cmd: h.Cmd, Errno: syscall.Errno(rh.Errno)}
 	}
 	return body, rfds, nil
@@ -392,17 +392,17 @@ func (c *Client) recv() (Header, []byte, []int, error) {
 	var hb [HeaderSize]byte
 	fds, err := c.readFull(hb[:], nil)
 	if err != nil {
-		closeFDs(fds)
+		sockguard.CloseFDs(fds)
 		return Header{}, nil, nil, err
 	}
 	h := parseHeader(hb[:])
 	if h.Size < HeaderSize || h.Size > 64<<20 {
-		closeFDs(fds)
+		sockguard.CloseFDs(fds)
 		return h, nil, nil, fmt.Errorf("vfio-user: reply size %d", h.Size)
 	}
 	body := make([]byte, h.Size-HeaderSize)
 	if fds, err = c.readFull(body, fds); err != nil {
-		closeFDs(fds)
+		sockguard.CloseFDs(fds)
 		return h, nil, nil, err
 	}
 	return h, body, fds, nil

@@ -147,7 +147,7 @@ func FuzzServer(f *testing.F) {
 			buf, oob := make([]byte, 64<<10), make([]byte, unix.CmsgSpace(4*4))
 			for {
 				n, oobn, _, _, err := b.ReadMsgUnix(buf, oob)
-				closeFDs(sockguard.Rights(oob[:oobn]))
+				sockguard.CloseFDs(sockguard.Rights(oob[:oobn]))
 				if n == 0 || err != nil {
 					return
 				}
@@ -171,7 +171,7 @@ func FuzzServer(f *testing.F) {
 			}
 			writeMsg(b, stream, oob)
 		}
-		closeFDs(send)
+		sockguard.CloseFDs(send)
 		b.CloseWrite()
 		if err := <-done; err != nil {
 			t.Logf("server: %v", err)
@@ -207,7 +207,7 @@ func TestFuzzSeedsAreValid(t *testing.T) {
 					fds = append(fds, eventfd(t))
 				}
 			}
-			defer closeFDs(fds)
+			defer sockguard.CloseFDs(fds)
 			replies := 0
 			for m := s.stream; len(m) > 0; m = m[parseHeader(m).Size:] {
 				if parseHeader(m).Flags&FlagNoReply == 0 {
@@ -219,7 +219,7 @@ func TestFuzzSeedsAreValid(t *testing.T) {
 			}
 			for range replies {
 				h, _, rfds, err := c.recv()
-				closeFDs(rfds)
+				sockguard.CloseFDs(rfds)
 				if err != nil || h.Flags != FlagReply {
 					t.Fatalf("reply %+v, %v", h, err)
 				}

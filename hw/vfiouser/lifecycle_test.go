@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softirdma/softirdma/internal/sockguard"
 	"golang.org/x/sys/unix"
 )
 
@@ -66,7 +67,7 @@ func TestDisconnectReleasesAndNextClientIsServed(t *testing.T) {
 		}
 		c.Close()
 		unix.Close(ram)
-		closeFDs(efds)
+		sockguard.CloseFDs(efds)
 
 		c = dial(t, path) // served only once the previous client is released
 		if _, err := c.Version(); err != nil {

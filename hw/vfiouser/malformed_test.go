@@ -4,6 +4,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/softirdma/softirdma/internal/sockguard"
 	"golang.org/x/sys/unix"
 )
 
@@ -131,7 +132,7 @@ func TestMalformedMessages(t *testing.T) {
 			fds = append(fds, memfd(t, 4096, nil))
 		}
 		h, body, rfds, err := c.CallRaw(tc.msg, fds, true)
-		closeFDs(fds)
+		sockguard.CloseFDs(fds)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}

@@ -36,9 +36,12 @@ type Config struct {
 	// Guard, if set, is lent each connection while it is served, to end it cleanly should this
 	// process die: a sockguard.Guard. Without one, a server killed with a request unread resets
 	// the connection, and QEMU 11.1 aborts on the reset (see internal/sockguard).
-	Guard interface {
-		Hold(conn syscall.Conn) (release func(), err error)
-	}
+	Guard ConnGuard
+}
+
+// ConnGuard holds a copy of a connection from Hold until release is called.
+type ConnGuard interface {
+	Hold(conn syscall.Conn) (release func(), err error)
 }
 
 // Server serves a Device to one vfio-user client at a time.
@@ -51,9 +54,7 @@ type Server struct {
 	maxDataXfer int
 	maxMsg      int
 	clientGone  func(error)
-	guard       interface {
-		Hold(syscall.Conn) (func(), error)
-	}
+	guard       ConnGuard
 
 	irqs *irqTable
 
@@ -277,13 +278,13 @@ func (c *session) loop() error {
 	for {
 		h, body, fds, bad, err := c.read()
 		if err != nil {
-			closeFDs(fds)
+			sockguard.CloseFDs(fds)
 			return err
 		}
 		var reply []byte
 		var replyFD int = -1
 		if bad != nil {
-			closeFDs(fds)
+			sockguard.CloseFDs(fds)
 		} else {
 			reply, replyFD, bad = c.s.handle(&c.dma, h, body, fds)
 		}
@@ -324,12 +325,6 @@ func encodeReply(h Header, body []byte, bad error) []byte {
 	r.put(msg)
 	copy(msg[HeaderSize:], body)
 	return msg
-}
-
-func closeFDs(fds []int) {
-	for _, fd := range fds {
-		unix.Close(fd)
-	}
 }
 
 // read reads one message. A message whose header is malformed (size below the header's or
@@ -421,7 +416,7 @@ func (s *Server) handle(t *dmaTable, h Header, body []byte, fds []int) (reply []
 	kept := false
 	defer func() {
 		if !kept {
-			closeFDs(fds)
+			sockguard.CloseFDs(fds)
 		}
 	}()
 	if h.Flags&FlagTypeMask != FlagCommand {

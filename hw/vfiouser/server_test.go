@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/softirdma/softirdma/internal/sockguard"
 	"golang.org/x/sys/unix"
 )
 
@@ -349,7 +350,7 @@ func TestTriggerReachesEventfd(t *testing.T) {
 	c, _ := serve(t, srv)
 	srv.Trigger(PCIMSIXIRQ, 1) // nothing assigned: nothing happens
 	fds := []int{eventfd(t), eventfd(t), eventfd(t), eventfd(t)}
-	defer closeFDs(fds)
+	defer sockguard.CloseFDs(fds)
 	if err := c.SetIRQEventfds(PCIMSIXIRQ, 0, []int{-1, fds[1], fds[2], -1}); err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +427,7 @@ func TestReplyBytes(t *testing.T) {
 	// Asked again with 64: struct, capability at 32 {id 1, version 1, next 0, one area, pad,
 	// offset 4096, size 4096}, and the fd.
 	r, fds, err = c.Call(CmdRegionInfo, 0, append(u32s(64, 0, 2), make([]byte, 20)...), nil)
-	defer closeFDs(fds)
+	defer sockguard.CloseFDs(fds)
 	want = append(u32s(64, RegionFlagRead|RegionFlagWrite|RegionFlagMmap|RegionFlagCaps, 2, 32, 8192, 0, 0, 0),
 		append(u32s(1|1<<16, 0, 1, 0), u32s(4096, 0, 4096, 0)...)...)
 	if err != nil || !bytes.Equal(r, want) || len(fds) != 1 {

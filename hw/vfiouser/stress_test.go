@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/softirdma/softirdma/internal/sockguard"
 )
 
 // Engine goroutines trigger interrupts while the client keeps reassigning, deassigning and
@@ -42,7 +44,7 @@ func TestTriggerWhileClientReassigns(t *testing.T) {
 		for _, fd := range fds {
 			total += readEventfd(t, fd)
 		}
-		closeFDs(fds)
+		sockguard.CloseFDs(fds)
 	}
 	stop.Store(true)
 	wg.Wait()

@@ -12,8 +12,8 @@
 // the pair of sockets between them close; it then shuts each connection down (the peer reads end
 // of file and can send nothing more), reads and discards what is left in it (closing any
 // descriptors that came with it), and closes it: nothing unread remains, so nothing is reset.
-// While the server lives it ends its connections the same way itself (ShutdownDrainClose) and
-// then lets the guard's copy go.
+// While the server lives it ends its connections the same way itself (CloseConn) and then lets
+// the guard's copy go.
 //
 // A binary that uses a Guard calls RunIfGuard first thing in main (and in TestMain), which turns
 // the process into the guard when it was started as one.
@@ -169,17 +169,10 @@ func (g *Guard) Close() error {
 	return g.cmd.Wait()
 }
 
-// ShutdownDrainClose ends a connection so that its peer reads end of file, never a reset: it
-// shuts both directions down (the peer can send nothing more), reads and discards what was left
-// unread (closing descriptors passed with it) and closes fd. It returns what it discarded.
-func ShutdownDrainClose(fd int) (bytes, fds int) {
-	bytes, fds = shutdownDrain(fd)
-	unix.Close(fd)
-	return bytes, fds
-}
-
-// CloseConn is ShutdownDrainClose for a connection the runtime holds: conn must not be in use
-// by another goroutine.
+// CloseConn ends a connection so that its peer reads end of file, never a reset: it shuts both
+// directions down (the peer can send nothing more), reads and discards what was left unread
+// (closing descriptors passed with it) and closes conn. It returns what it discarded. conn must
+// not be in use by another goroutine.
 func CloseConn(conn syscall.Conn) (bytes, fds int) {
 	if rc, err := conn.SyscallConn(); err == nil {
 		_ = rc.Control(func(fd uintptr) { bytes, fds = shutdownDrain(int(fd)) })
@@ -198,6 +191,7 @@ func Shutdown(conn syscall.Conn) {
 	}
 }
 
+// shutdownDrain is CloseConn's work on a descriptor, short of the close.
 func shutdownDrain(fd int) (bytes, fds int) {
 	_ = unix.Shutdown(fd, unix.SHUT_RDWR)
 	buf := make([]byte, 64<<10)
@@ -262,42 +256,33 @@ func run(pair int) int {
 			fds = Rights(oob[:oobn])
 		}
 		if err != nil || n == 0 {
-			for _, fd := range fds {
-				unix.Close(fd)
-			}
+			CloseFDs(fds)
 			break
 		}
-		if n != msgLen {
-			for _, fd := range fds {
-				unix.Close(fd)
-			}
-			continue
-		}
-		id := binary.LittleEndian.Uint64(msg[1:])
-		switch {
-		case msg[0] == opHold && len(fds) == 1:
-			if old, ok := held[id]; ok {
-				unix.Close(old)
-			}
-			held[id] = fds[0]
-		case msg[0] == opRelease:
-			if fd, ok := held[id]; ok {
-				unix.Close(fd)
-				delete(held, id)
-			}
-			fallthrough
-		default:
-			for _, fd := range fds {
-				unix.Close(fd)
+		if n == msgLen {
+			id := binary.LittleEndian.Uint64(msg[1:])
+			switch {
+			case msg[0] == opHold && len(fds) == 1:
+				if old, ok := held[id]; ok {
+					unix.Close(old)
+				}
+				held[id], fds = fds[0], nil
+			case msg[0] == opRelease:
+				if fd, ok := held[id]; ok {
+					unix.Close(fd)
+					delete(held, id)
+				}
 			}
 		}
+		CloseFDs(fds) // what no message kept
 	}
 	if len(held) == 0 {
 		return 0
 	}
 	var bytes, fds int
 	for _, fd := range held {
-		b, f := ShutdownDrainClose(fd)
+		b, f := shutdownDrain(fd)
+		unix.Close(fd)
 		bytes, fds = bytes+b, fds+f
 	}
 	fmt.Fprintf(os.Stderr, "softirdma-sockguard: the server is gone; %d connection(s) shut down, %d unread bytes and %d descriptors discarded, closed\n",
@@ -318,4 +303,11 @@ func Rights(oob []byte) []int {
 		}
 	}
 	return fds
+}
+
+// CloseFDs closes each descriptor, as those Rights returned that nobody keeps.
+func CloseFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
 }
