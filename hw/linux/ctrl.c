@@ -145,3 +145,20 @@ out:
 	mutex_unlock(&sdev->ctrl_lock);
 	return err;
 }
+
+/*
+ * sirdma_let_go runs a command after which the caller frees what the function was given for an
+ * object (its rings, its pages). A function that refuses is failed, its DMA stopped, first: the
+ * memory goes all the same.
+ */
+int sirdma_let_go(struct sirdma_dev *sdev, u16 op, const void *args, size_t len, u32 *results)
+{
+	int err = sirdma_cmd(sdev, op, args, len, results, NULL, 0);
+
+	if (err && err != -EIO) {
+		dev_err(&sdev->pdev->dev,
+			"command 0x%x refused (%d) for memory about to be freed: device failed\n", op, err);
+		sirdma_fail(sdev);
+	}
+	return err;
+}

@@ -88,16 +88,13 @@ static int ring_create(struct sirdma_dev *sdev, struct sirdma_eth_ring *r, u8 ki
 	return sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_ETH_RING, &args, sizeof(args), NULL, NULL, 0);
 }
 
-/* A device that refuses to let a ring go is failed, its DMA stopped: the caller frees it next. */
+/* The caller frees the ring next. */
 static void ring_destroy(struct sirdma_dev *sdev, u8 kind)
 {
 	u32 res[4];
 	u8 k = kind;
-	int err = sirdma_cmd(sdev, SOFTIRDMA_OP_DESTROY_ETH_RING, &k, 1, res, NULL, 0);
 
-	if (err && err != -EIO)
-		sirdma_fail(sdev);
-	else if (!err && res[0])
+	if (!sirdma_let_go(sdev, SOFTIRDMA_OP_DESTROY_ETH_RING, &k, 1, res) && res[0])
 		netdev_dbg(sdev->netdev, "%s ring dropped %u frames\n", kind == SOFTIRDMA_ETH_TX ? "TX" : "RX", res[0]);
 }
 

@@ -53,16 +53,14 @@ static int eq_create(struct sirdma_dev *sdev, struct sirdma_eq *eq, u8 kind, u16
 	return 0;
 }
 
-/* Called with the EQ's interrupt freed. A device that refuses the destroy is failed first. */
+/* Called with the EQ's interrupt freed. */
 static void eq_destroy(struct sirdma_dev *sdev, struct sirdma_eq *eq)
 {
-	int err;
+	__le32 n = cpu_to_le32(eq->eqn);
 
 	if (!eq->q)
 		return;
-	err = sirdma_num_cmd(sdev, SOFTIRDMA_OP_DESTROY_EQ, eq->eqn);
-	if (err && err != -EIO)
-		sirdma_fail(sdev);
+	sirdma_let_go(sdev, SOFTIRDMA_OP_DESTROY_EQ, &n, sizeof(n), NULL);
 	sirdma_queue_free(eq->q);
 	eq->q = NULL;
 }

@@ -150,6 +150,7 @@ int sirdma_ib_init(struct sirdma_dev *sdev);
 void sirdma_ib_fini(struct sirdma_dev *sdev);
 bool sirdma_fatal(struct sirdma_dev *sdev);
 void sirdma_fail(struct sirdma_dev *sdev);
+int sirdma_let_go(struct sirdma_dev *sdev, u16 op, const void *args, size_t len, u32 *results);
 int sirdma_events_init(struct sirdma_dev *sdev);
 void sirdma_events_fini(struct sirdma_dev *sdev);
 

@@ -44,15 +44,11 @@ int sirdma_num_cmd(struct sirdma_dev *sdev, u16 op, u32 num)
  */
 void sirdma_unmake(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num, void *obj)
 {
-	int err;
+	__le32 n = cpu_to_le32(num);
 
 	xa_cmpxchg(xa, num, obj, NULL, 0);
 	synchronize_rcu();
-	err = sirdma_num_cmd(sdev, op, num);
-	if (err && err != -EIO) {
-		dev_err(&sdev->pdev->dev, "destroy 0x%x of %u refused (%d): device failed\n", op, num, err);
-		sirdma_fail(sdev);
-	}
+	sirdma_let_go(sdev, op, &n, sizeof(n), NULL);
 }
 
 /*
