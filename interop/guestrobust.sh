@@ -48,6 +48,16 @@ traffic() { # traffic PORT: an endless ibv_rc_pingpong over the device's loopbac
   done
   return 1
 }
+aftermath() { # aftermath WHAT BOOT TENTHS: the driver's answer to a failed function, reported as "RIG: WHAT, ..."
+  for i in $(seq $3); do dmesg | grep -q "RDMA device unregistered" && break; sleep 0.1; done
+  dmesg | grep -q "RDMA device unregistered" && echo "RIG: $1, device unregistered"
+  [ -e /sys/class/infiniband/softirdma0 ] || echo "RIG: $1, softirdma0 gone"
+  pkill -9 ibv_rc_pingpong
+  echo "RIG: $1, guest alive"
+  rmmod softirdma && echo "RIG: $1, rmmod ok"
+  dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|softirdma' | sed "s/^/RIG: dmesg$2: /"
+  echo "RIG: dmesg$2 checked"
+}
 if [ ! -e /share/boot1 ]; then
   touch /share/boot1
   load || echo "RIG: load failed"
@@ -81,14 +91,7 @@ if [ -e /share/boot2 ]; then
   # then gives all ones, and the driver takes the RDMA device down.
   load && echo "RIG: loaded for serve's end"
   traffic 18654 && echo "RIG: traffic running for serve's end"
-  for i in $(seq 1200); do dmesg | grep -q "RDMA device unregistered" && break; sleep 0.1; done
-  dmesg | grep -q "RDMA device unregistered" && echo "RIG: serve gone, device unregistered"
-  [ -e /sys/class/infiniband/softirdma0 ] || echo "RIG: serve gone, softirdma0 gone"
-  pkill -9 ibv_rc_pingpong
-  echo "RIG: serve gone, guest alive"
-  rmmod softirdma && echo "RIG: serve gone, rmmod ok"
-  dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|softirdma' | sed 's/^/RIG: dmesg3: /'
-  echo "RIG: dmesg3 checked"
+  aftermath "serve gone" 3 1200
   exit 0
 fi
 # The second boot.
@@ -109,14 +112,7 @@ traffic 18653 && echo "RIG: traffic running"
 # command register's byte, memory space left on) stops its DMA and makes it FATAL.
 BDF=$(basename $(readlink /sys/class/net/$DEV/device))
 printf '\002' | dd of=/sys/bus/pci/devices/$BDF/config bs=1 seek=4 count=1 conv=notrunc 2>/dev/null
-for i in $(seq 600); do dmesg | grep -q "RDMA device unregistered" && break; sleep 0.1; done
-dmesg | grep -q "RDMA device unregistered" && echo "RIG: device failed and unregistered"
-[ -e /sys/class/infiniband/softirdma0 ] || echo "RIG: softirdma0 gone"
-pkill -9 ibv_rc_pingpong
-echo "RIG: guest alive"
-rmmod softirdma && echo "RIG: rmmod after failure ok"
-dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|softirdma' | sed 's/^/RIG: dmesg2: /'
-echo "RIG: dmesg2 checked"
+aftermath "function failed" 2 600
 touch /share/boot2
 reboot -f
 SCRIPT
@@ -140,10 +136,10 @@ check device_guest_holder_disassociated 'RIG: holder alive after rmmod'
 check device_guest_traffic_before_reboot 'RIG: traffic before reboot'
 check device_guest_reboot_during_traffic 'RIG: loaded after reboot'
 check device_guest_ibv_rc_pingpong_after_reboot 'RIG: pp after reboot: 20 iters in'
-check device_guest_function_failed_device_unregistered 'RIG: device failed and unregistered'
-check device_guest_function_failed_ibdev_gone 'RIG: softirdma0 gone'
-check device_guest_function_failed_guest_stays_up 'RIG: guest alive'
-check device_guest_function_failed_rmmod 'RIG: rmmod after failure ok'
+check device_guest_function_failed_device_unregistered 'RIG: function failed, device unregistered'
+check device_guest_function_failed_ibdev_gone 'RIG: function failed, softirdma0 gone'
+check device_guest_function_failed_guest_stays_up 'RIG: function failed, guest alive'
+check device_guest_function_failed_rmmod 'RIG: function failed, rmmod ok'
 check device_guest_serve_killed_traffic_running "RIG: traffic running for serve's end"
 check device_guest_serve_killed_under_traffic_device_unregistered 'RIG: serve gone, device unregistered'
 check device_guest_serve_killed_under_traffic_ibdev_gone 'RIG: serve gone, softirdma0 gone'
