@@ -264,6 +264,9 @@ func TestServeKilledClientReadsEndOfFile(t *testing.T) {
 	if err := syscall.Kill(serve.Pid(), syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// kill returns before the stop takes: wait until every thread of serve has stopped, or
+	// serve could still read what comes next.
+	waitStopped(t, serve.Pid())
 	// A posted REGION_WRITE of 4 bytes to BAR 0, as a guest's doorbell reaches QEMU's client.
 	// Header: id, command, size, flags; then offset, region, count and the data.
 	msg := make([]byte, vfiouser.HeaderSize+16+4)
@@ -283,5 +286,29 @@ func TestServeKilledClientReadsEndOfFile(t *testing.T) {
 	want := fmt.Sprintf("softirdma-sockguard: the server is gone; 1 connection(s) shut down, %d unread bytes and 0 descriptors discarded, closed", len(msg))
 	if !strings.Contains(serve.Log(), want) {
 		t.Fatalf("no line from the guard:\n%s", serve.Log())
+	}
+}
+
+// waitStopped waits (30 s at most) until every thread of process pid is stopped by a signal.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	stopped := func() bool {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil || len(tasks) == 0 {
+			return false
+		}
+		for _, task := range tasks {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+			i := bytes.LastIndexByte(stat, ')')
+			if err != nil || i < 0 || !bytes.HasPrefix(stat[i+1:], []byte(" T")) {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(30 * time.Second); !stopped(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d did not stop", pid)
+		}
 	}
 }
