@@ -28,16 +28,16 @@ func ConnectRC(a, b *QP, o ConnectOptions) error {
 			o.MTU = MTU1024
 		}
 		if o.Timeout == 0 {
-			o.Timeout = 14
+			o.Timeout = DefaultTimeout
 		}
 		if o.RetryCnt == 0 {
-			o.RetryCnt = 7
+			o.RetryCnt = DefaultRetryCnt
 		}
 		if o.RNRRetry == 0 {
-			o.RNRRetry = 7
+			o.RNRRetry = DefaultRNRRetry
 		}
 		if o.MinRNRTimer == 0 {
-			o.MinRNRTimer = 12
+			o.MinRNRTimer = DefaultMinRNRTimer
 		}
 		if o.MaxRdAtomic == 0 {
 			o.MaxRdAtomic = 16

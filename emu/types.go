@@ -101,6 +101,17 @@ const (
 	QPSErr
 )
 
+// The transport attributes a QP gets when nobody chose them: what ibv_rc_pingpong and perftest
+// set, and what ConnectRC, the commands and the device's drivers use. An ACK timeout exponent of
+// 14 is 4.096 us x 2^14, about 67 ms; a retry count of 7 is seven retries (IBTA; rxe retries
+// forever), an RNR retry count of 7 retries forever; RNR timer code 12 is 0.64 ms.
+const (
+	DefaultTimeout     = 14
+	DefaultRetryCnt    = 7
+	DefaultRNRRetry    = 7
+	DefaultMinRNRTimer = 12
+)
+
 var qpStateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
 
 func (s QPState) String() string {

@@ -149,18 +149,18 @@ func (c *cq) unpolled() bool {
 	return err == nil && cons&c.r.mask() != c.prod
 }
 
-// maxQueueCount bounds a CQ's or EQ's elements.
-const maxQueueCount = 1 << 20
+// eqElemLog is log2 of abi.EQEntrySize: an EQ's elements are its entries.
+const eqElemLog = 4
 
 func (f *Function) createEQLocked(args []byte, result func(int, uint32)) error {
-	kind, vector := args[17], binary.LittleEndian.Uint16(args[18:])
+	kind, vector := args[abi.CreateEQKind], binary.LittleEndian.Uint16(args[abi.CreateEQVector:])
 	if kind > abi.EQAsync || vector >= abi.NumVectors {
 		return errf(syscall.EINVAL, "EQ kind %d, vector %d", kind, vector)
 	}
 	var q [abi.QueueArgsSize]byte
-	q[abi.QueueLogCount], q[abi.QueueLogElem] = args[16], 4 // 16-byte entries
-	copy(q[abi.QueuePages:], args[0:abi.PageListSize])
-	r, err := newRing(&f.mem, q[:], abi.EQEntrySize, maxQueueCount)
+	q[abi.QueueLogCount], q[abi.QueueLogElem] = args[abi.CreateEQLogCount], eqElemLog
+	copy(q[abi.QueuePages:], args[abi.CreateEQPages:abi.CreateEQPages+abi.PageListSize])
+	r, err := newRing(&f.mem, q[:], abi.EQEntrySize, abi.EQMaxLog)
 	if err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func (f *Function) createEQLocked(args []byte, result func(int, uint32)) error {
 	if kind == abi.EQAsync {
 		f.asyncEQ = e
 	}
-	result(0, e.num)
+	result(abi.ResultNum, e.num)
 	return nil
 }
 
@@ -198,12 +198,12 @@ func (f *Function) destroyEQLocked(n uint32) error {
 }
 
 func (f *Function) createCQLocked(args []byte, result func(int, uint32)) error {
-	r, err := newRing(&f.mem, args[:abi.QueueArgsSize], abi.CQESize, maxQueueCount)
+	r, err := newRing(&f.mem, args[abi.CreateCQQueue:abi.CreateCQQueue+abi.QueueArgsSize], abi.CQESize, abi.CQMaxLog)
 	if err != nil {
 		return err
 	}
 	var e *eq
-	if n := binary.LittleEndian.Uint32(args[24:]); n != 0xffffffff {
+	if n := binary.LittleEndian.Uint32(args[abi.CreateCQEQ:]); n != abi.CQNoEQ {
 		var ok bool
 		if e, ok = f.eqs[n]; !ok || e.kind != abi.EQCompletion {
 			return errf(syscall.ENOENT, "completion EQ %d", n)
@@ -228,8 +228,8 @@ func (f *Function) createCQLocked(args []byte, result func(int, uint32)) error {
 	ecq.OnCompletion(c.completed)
 	f.cqSlots[slot] = c
 	f.cqs[ecq.Num()] = c
-	result(0, ecq.Num())
-	result(1, uint32(slot))
+	result(abi.ResultNum, ecq.Num())
+	result(abi.ResultSlot, uint32(slot))
 	return nil
 }
 
@@ -256,7 +256,7 @@ func (f *Function) resizeCQLocked(n uint32, args []byte) error {
 	if !ok {
 		return errf(syscall.ENOENT, "CQ %d", n)
 	}
-	r, err := newRing(&f.mem, args[:abi.QueueArgsSize], abi.CQESize, maxQueueCount)
+	r, err := newRing(&f.mem, args, abi.CQESize, abi.CQMaxLog)
 	if err != nil {
 		return err
 	}

@@ -83,30 +83,30 @@ func (f *Function) execLocked(e []byte) error {
 		for i := range abi.QueryDeviceWords {
 			binary.LittleEndian.PutUint32(args[4*i:], f.readRegLocked(abi.RegCaps+4*uint32(i)))
 		}
-		result(0, abi.Version)
+		result(abi.ResultVersion, abi.Version)
 		return nil
 	case abi.OpQueryPort:
-		if u32(0) != 1 {
-			return errf(syscall.EINVAL, "port %d (the function has port 1)", u32(0))
+		if port := u32(abi.QueryPortPort); port != 1 {
+			return errf(syscall.EINVAL, "port %d (the function has port 1)", port)
 		}
-		result(0, f.readRegLocked(abi.RegPortState))
-		result(1, f.readRegLocked(abi.RegMaxMTU))
-		result(2, uint32(cmp.Or(f.cfg.ActiveMTU, emu.MTU4096)))
-		result(3, abi.GIDTableLen)
+		result(abi.ResultPortState, f.readRegLocked(abi.RegPortState))
+		result(abi.ResultPortMaxMTU, f.readRegLocked(abi.RegMaxMTU))
+		result(abi.ResultPortActiveMTU, uint32(cmp.Or(f.cfg.ActiveMTU, emu.MTU4096)))
+		result(abi.ResultPortGIDLen, abi.GIDTableLen)
 		return nil
 	case abi.OpQueryGID:
-		port, i := u32(0), u32(4)
+		port, i := u32(abi.QueryGIDPort), u32(abi.QueryGIDIndex)
 		switch {
 		case port != 1:
 			return errf(syscall.EINVAL, "port %d (the function has port 1)", port)
 		case i >= abi.GIDTableLen:
 			return errf(syscall.EINVAL, "GID index %d of %d", i, abi.GIDTableLen)
 		}
-		gid := args[abi.QueryGIDOffset : abi.QueryGIDOffset+16]
+		gid := args[abi.QueryGIDGID : abi.QueryGIDGID+16]
 		clear(gid)
 		if f.regs.gidValid&(1<<i) != 0 {
 			copy(gid, f.regs.gids[i][:])
-			result(0, 1)
+			result(abi.ResultGIDValid, 1)
 		}
 		return nil
 	case abi.OpAllocPD:
@@ -116,58 +116,60 @@ func (f *Function) execLocked(e []byte) error {
 		}
 		f.nextPD++
 		f.pds[f.nextPD] = &pdEntry{pd: pd}
-		result(0, f.nextPD)
+		result(abi.ResultNum, f.nextPD)
 		return nil
 	case abi.OpDeallocPD:
-		p, ok := f.pds[u32(0)]
+		pdn := u32(abi.NumArgsNum)
+		p, ok := f.pds[pdn]
 		switch {
 		case !ok:
-			return errf(syscall.ENOENT, "PD %d", u32(0))
+			return errf(syscall.ENOENT, "PD %d", pdn)
 		case p.uses > 0:
-			return errf(syscall.EBUSY, "PD %d has %d objects", u32(0), p.uses)
+			return errf(syscall.EBUSY, "PD %d has %d objects", pdn, p.uses)
 		}
-		delete(f.pds, u32(0))
+		delete(f.pds, pdn)
 		return nil
 	case abi.OpAllocSTag:
-		return f.allocSTagLocked(u32(0), u32(4), u32(8), result)
+		return f.allocSTagLocked(u32(abi.AllocSTagPD), u32(abi.AllocSTagKind), u32(abi.AllocSTagMaxPages), result)
 	case abi.OpRegMR:
 		return f.regMRLocked(args, result)
 	case abi.OpReregMR:
-		return f.reregMRLocked(u32(0), keys.ReregFlags(u32(4)), args[8:])
+		return f.reregMRLocked(u32(abi.ReregMRSTag), keys.ReregFlags(u32(abi.ReregMRFlags)), args[abi.ReregMRReg:abi.ReregMRArgsSize])
 	case abi.OpDeallocSTag:
-		return f.deallocSTagLocked(u32(0))
+		return f.deallocSTagLocked(u32(abi.NumArgsNum))
 	case abi.OpCreateEthRing:
-		return f.createEthRingLocked(args)
+		return f.createEthRingLocked(args[:abi.EthRingArgsSize])
 	case abi.OpDestroyEthRing:
-		return f.destroyEthRingLocked(args[0], result)
+		return f.destroyEthRingLocked(args[abi.EthRingKind], result)
 	case abi.OpSetAVTable:
-		return f.setAVTableLocked(args)
+		return f.setAVTableLocked(args[:abi.SetAVArgsSize])
 	case abi.OpCreateEQ:
-		return f.createEQLocked(args, result)
+		return f.createEQLocked(args[:abi.CreateEQArgsSize], result)
 	case abi.OpDestroyEQ:
-		return f.destroyEQLocked(u32(0))
+		return f.destroyEQLocked(u32(abi.NumArgsNum))
 	case abi.OpCreateCQ:
-		return f.createCQLocked(args, result)
+		return f.createCQLocked(args[:abi.CreateCQArgsSize], result)
 	case abi.OpResizeCQ:
-		return f.resizeCQLocked(u32(0), args[8:])
+		return f.resizeCQLocked(u32(abi.ResizeCQNum), args[abi.ResizeCQQueue:abi.ResizeCQQueue+abi.QueueArgsSize])
 	case abi.OpDestroyCQ:
-		return f.destroyCQLocked(u32(0))
+		return f.destroyCQLocked(u32(abi.NumArgsNum))
 	case abi.OpCreateQP:
-		return f.createQPLocked(args, result)
+		return f.createQPLocked(args[:abi.CreateQPArgsSize], result)
 	case abi.OpModifyQP:
-		return f.modifyQPLocked(u32(0), u32(4), args[8:])
+		return f.modifyQPLocked(u32(abi.ModifyQPNum), u32(abi.ModifyQPMask), args[abi.ModifyQPAttr:abi.ModifyQPArgsSize])
 	case abi.OpQueryQP:
-		return f.queryQPLocked(u32(0), args[8:])
+		return f.queryQPLocked(u32(abi.QueryQPNum), args[abi.QueryQPAttr:abi.QueryQPArgsSize])
 	case abi.OpDestroyQP:
-		return f.destroyQPLocked(u32(0))
+		return f.destroyQPLocked(u32(abi.NumArgsNum))
 	case abi.OpCreateSRQ:
-		return f.createSRQLocked(args, result)
+		return f.createSRQLocked(args[:abi.CreateSRQArgsSize], result)
 	case abi.OpModifySRQ:
-		return f.modifySRQLocked(u32(0), u32(4), u32(8), args[16:16+abi.QueueArgsSize])
+		return f.modifySRQLocked(u32(abi.ModifySRQNum), u32(abi.ModifySRQMask), u32(abi.ModifySRQLimit),
+			args[abi.ModifySRQQueue:abi.ModifySRQQueue+abi.QueueArgsSize])
 	case abi.OpQuerySRQ:
-		return f.querySRQLocked(u32(0), result)
+		return f.querySRQLocked(u32(abi.NumArgsNum), result)
 	case abi.OpDestroySRQ:
-		return f.destroySRQLocked(u32(0))
+		return f.destroySRQLocked(u32(abi.NumArgsNum))
 	default:
 		return errf(syscall.EOPNOTSUPP, "control command 0x%x", op)
 	}
@@ -215,7 +217,7 @@ func (f *Function) allocSTagLocked(pdn, kind, maxPages uint32, result func(int, 
 		return errf(syscall.EINVAL, "STag kind %d", kind)
 	}
 	p.uses++
-	result(0, stag)
+	result(abi.ResultNum, stag)
 	return nil
 }
 
@@ -259,7 +261,7 @@ func (f *Function) regMRLocked(args []byte, result func(int, uint32)) error {
 	f.mrs[mr.LKey()>>8] = mrEntry{mr: mr, pdn: a.pdn}
 	f.keysMu.Unlock()
 	p.uses++
-	result(0, mr.LKey())
+	result(abi.ResultNum, mr.LKey())
 	return nil
 }
 
@@ -332,15 +334,15 @@ func (f *Function) deallocSTagLocked(stag uint32) error {
 // setAVTableLocked keeps the address-vector table the driver gave: whole 4 KiB pages of
 // abi.AVEntrySize-byte entries, every page mapped. Zero entries removes it.
 func (f *Function) setAVTableLocked(args []byte) error {
-	n := binary.LittleEndian.Uint32(args[abi.PageListSize:])
+	n := binary.LittleEndian.Uint32(args[abi.SetAVEntries:])
 	if n == 0 {
 		f.av = nil
 		return nil
 	}
-	if n > maxAH {
-		return errf(syscall.EINVAL, "%d address vectors, at most %d", n, maxAH)
+	if n > abi.MaxAH {
+		return errf(syscall.EINVAL, "%d address vectors, at most %d", n, abi.MaxAH)
 	}
-	pl := decodePageList(args)
+	pl := decodePageList(args[abi.SetAVPages:])
 	if pl.shift != 12 {
 		return errf(syscall.EINVAL, "an AV table in pages of 2^%d bytes (4 KiB only)", pl.shift)
 	}

@@ -24,8 +24,8 @@ type ethRing struct {
 // createEthRingLocked makes the TX or RX ring (one of each). An RX ring takes the engine's
 // frames that are not RoCEv2 for it from then on.
 func (f *Function) createEthRingLocked(args []byte) error {
-	kind, vector := args[0], int(binary.LittleEndian.Uint16(args[2:]))
-	flags := binary.LittleEndian.Uint32(args[4:])
+	kind, vector := args[abi.EthRingKind], int(binary.LittleEndian.Uint16(args[abi.EthRingVector:]))
+	flags := binary.LittleEndian.Uint32(args[abi.EthRingFlags:])
 	switch {
 	case kind != abi.EthTX && kind != abi.EthRX:
 		return errf(syscall.EINVAL, "Ethernet ring kind %d", kind)
@@ -36,7 +36,7 @@ func (f *Function) createEthRingLocked(args []byte) error {
 	case flags&^abi.EthRingPromisc != 0:
 		return errf(syscall.EINVAL, "Ethernet ring flags 0x%x", flags)
 	}
-	r, err := newRing(&f.mem, args[8:8+abi.QueueArgsSize], abi.EthDescSize, 1<<16)
+	r, err := newRing(&f.mem, args[abi.EthRingQueue:abi.EthRingQueue+abi.QueueArgsSize], abi.EthDescSize, abi.EthMaxLog)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func (f *Function) destroyEthRingLocked(kind uint8, result func(int, uint32)) er
 	e := f.eth[kind]
 	e.mu.Lock()
 	e.gone = true
-	result(0, e.dropped)
+	result(abi.ResultEthDropped, e.dropped)
 	e.mu.Unlock()
 	f.eth[kind] = nil
 	if kind == abi.EthRX && f.dev != nil {

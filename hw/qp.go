@@ -50,7 +50,7 @@ func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 	if err != nil {
 		return err
 	}
-	if t := args[abi.CreateQPType]; t != 2 {
+	if t := args[abi.CreateQPType]; t != abi.QPTypeRC {
 		return errf(syscall.EOPNOTSUPP, "QP type %d (RC only)", t)
 	}
 	var shared *srq
@@ -70,14 +70,14 @@ func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 		return errf(syscall.EINVAL, "%d send SGEs, %d receive SGEs, %d bytes inline", sendSGE, recvSGE, maxInline)
 	}
 	sq, err := newRing(&f.mem, args[abi.CreateQPSQ:abi.CreateQPSQ+abi.QueueArgsSize],
-		abi.SendWQESize+max(abi.SGESize*sendSGE, maxInline), uint32(lim.MaxQPWR)+1)
+		abi.SendWQESize+max(abi.SGESize*sendSGE, maxInline), ringLog(lim.MaxQPWR))
 	if err != nil {
 		return err
 	}
 	var rq *ring
 	if shared == nil { // a QP on an SRQ has no receive queue of its own
 		rq, err = newRing(&f.mem, args[abi.CreateQPRQ:abi.CreateQPRQ+abi.QueueArgsSize],
-			abi.RecvWQESize+abi.SGESize*recvSGE, uint32(lim.MaxQPWR)+1)
+			abi.RecvWQESize+abi.SGESize*recvSGE, ringLog(lim.MaxQPWR))
 		if err != nil {
 			return err
 		}
@@ -112,8 +112,8 @@ func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 	f.qpSlots[slot] = q
 	f.qps[eqp.Num()] = q
 	p.uses++
-	result(0, eqp.Num())
-	result(1, uint32(slot))
+	result(abi.ResultNum, eqp.Num())
+	result(abi.ResultSlot, uint32(slot))
 	return nil
 }
 

@@ -92,7 +92,7 @@ func (f *Function) readRegLocked(off uint32) uint32 {
 	case abi.RegMaxCQ:
 		return abi.MaxCQSlots
 	case abi.RegMaxCQE:
-		return ringable(l.MaxCQE, maxQueueCount)
+		return ringable(l.MaxCQE, 1<<abi.CQMaxLog)
 	case abi.RegMaxSRQ:
 		return uint32(l.MaxSRQ)
 	case abi.RegMaxSRQWR:
@@ -112,7 +112,7 @@ func (f *Function) readRegLocked(off uint32) uint32 {
 	case abi.RegMaxEQ:
 		return abi.NumVectors
 	case abi.RegMaxAH:
-		return maxAH
+		return abi.MaxAH
 	case abi.RegGIDTblLen:
 		return abi.GIDTableLen
 	case abi.RegCtrlQMax:
@@ -125,9 +125,9 @@ func (f *Function) readRegLocked(off uint32) uint32 {
 		return r.fatal
 	case abi.RegPortState:
 		if f.dev != nil && f.dev.PortActive() {
-			return 4 // IBV_PORT_ACTIVE
+			return abi.PortActive
 		}
-		return 1 // IBV_PORT_DOWN
+		return abi.PortDown
 	case abi.RegMACLo:
 		return r.macLo
 	case abi.RegMACHi:
@@ -147,9 +147,6 @@ func (f *Function) readRegLocked(off uint32) uint32 {
 	}
 	return 0
 }
-
-// maxAH is the address-vector table's largest size.
-const maxAH = 1 << 16
 
 // writeRegLocked writes a register and returns the vectors to signal once the lock is released.
 func (f *Function) writeRegLocked(off uint32, v uint32) []int {

@@ -29,23 +29,31 @@ func (r *ring) bytes() uint64 {
 }
 
 // newRing checks a queue's arguments (abi.QueueArgs) and resolves its pages. minElem is the
-// least element the queue's entries need.
-func newRing(mem *emu.GuestMemory, args []byte, minElem int, maxCount uint32) (*ring, error) {
+// least element the queue's entries need, maxLog the most slots it may have (log2). Only the
+// pages the ring needs are read.
+func newRing(mem *emu.GuestMemory, args []byte, minElem int, maxLog uint8) (*ring, error) {
 	logCount, logElem := args[abi.QueueLogCount], args[abi.QueueLogElem]
 	switch {
-	case logCount == 0 || logCount > 31 || uint32(1)<<logCount > maxCount:
-		return nil, errf(syscall.EINVAL, "queue of 2^%d elements", logCount)
-	case logElem > 16 || 1<<logElem < minElem:
-		return nil, errf(syscall.EINVAL, "queue elements of 2^%d bytes, at least %d needed", logElem, minElem)
+	case logCount == 0 || logCount > min(maxLog, abi.QueueMaxLog):
+		return nil, errf(syscall.EINVAL, "queue of 2^%d elements, 2^1 to 2^%d", logCount, min(maxLog, abi.QueueMaxLog))
+	case logElem > abi.ElemMaxLog || 1<<logElem < minElem:
+		return nil, errf(syscall.EINVAL, "queue elements of 2^%d bytes, %d to 2^%d", logElem, minElem, abi.ElemMaxLog)
 	}
-	pageSize, pages, err := resolvePages(mem, decodePageList(args[abi.QueuePages:]), maxMRPages)
+	r := &ring{mem: mem, logCount: logCount, logElem: logElem}
+	pl := decodePageList(args[abi.QueuePages:])
+	if pl.shift < 64 {
+		// Only the pages a ring of this size needs are read: a list naming more costs no more.
+		need := (r.bytes() + uint64(1)<<pl.shift - 1) >> pl.shift
+		if uint64(pl.pages) < need {
+			return nil, errf(syscall.EINVAL, "a queue of %d bytes in %d pages of 2^%d", r.bytes(), pl.pages, pl.shift)
+		}
+		pl.pages = uint32(need)
+	}
+	pageSize, pages, err := resolvePages(mem, pl, abi.MaxMRPages)
 	if err != nil {
 		return nil, err
 	}
-	r := &ring{mem: mem, pages: pages, pageSize: pageSize, logCount: logCount, logElem: logElem}
-	if uint64(len(pages))*pageSize < r.bytes() {
-		return nil, errf(syscall.EINVAL, "a queue of %d bytes in %d pages of %d", r.bytes(), len(pages), pageSize)
-	}
+	r.pages, r.pageSize = pages, pageSize
 	for _, p := range pages {
 		if !mem.Mapped(p, pageSize) {
 			return nil, errf(syscall.EFAULT, "queue page 0x%x is not mapped", p)
@@ -76,6 +84,16 @@ func (r *ring) access(off uint64, p []byte, write bool) error {
 		p, off = p[n:], off+n
 	}
 	return nil
+}
+
+// ringLog is log2 of the most slots a ring for limit work requests may have: one slot always
+// stays empty, so limit+1 slots, rounded down to a power of two.
+func ringLog(limit int) uint8 {
+	l := uint8(0)
+	for uint64(2)<<l <= uint64(limit)+1 {
+		l++
+	}
+	return l
 }
 
 func (r *ring) elemOff(i uint32) uint64 {

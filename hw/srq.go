@@ -82,30 +82,31 @@ func decodeRecv(elem []byte, maxSGE int) emu.RecvWR {
 
 func (f *Function) createSRQLocked(args []byte, result func(int, uint32)) error {
 	le := binary.LittleEndian
-	pdn, maxSGE, limit := le.Uint32(args[0:]), int(le.Uint32(args[4:])), le.Uint32(args[8:])
+	pdn, maxSGE, limit := le.Uint32(args[abi.CreateSRQPD:]), le.Uint32(args[abi.CreateSRQMaxSGE:]), le.Uint32(args[abi.CreateSRQLimit:])
 	p, err := f.pdLocked(pdn)
 	if err != nil {
 		return err
 	}
-	if maxSGE < 1 || maxSGE > emu.DefaultLimits.MaxSGE {
-		return errf(syscall.EINVAL, "%d SGEs", maxSGE)
+	if maxSGE < 1 || maxSGE > uint32(emu.DefaultLimits.MaxSGE) {
+		return errf(syscall.EINVAL, "%d SGEs, 1 to %d", maxSGE, emu.DefaultLimits.MaxSGE)
 	}
-	r, err := newRing(&f.mem, args[16:16+abi.QueueArgsSize], abi.RecvWQESize+abi.SGESize*maxSGE, uint32(emu.DefaultLimits.MaxSRQWR)+1)
+	r, err := newRing(&f.mem, args[abi.CreateSRQQueue:abi.CreateSRQQueue+abi.QueueArgsSize],
+		abi.RecvWQESize+abi.SGESize*int(maxSGE), ringLog(emu.DefaultLimits.MaxSRQWR))
 	if err != nil {
 		return err
 	}
 	if limit >= r.count() {
 		return errf(syscall.EINVAL, "limit %d for %d receives", limit, r.count()-1)
 	}
-	e, err := p.pd.CreateSRQ(int(r.count()-1), maxSGE)
+	e, err := p.pd.CreateSRQ(int(r.count()-1), int(maxSGE))
 	if err != nil {
 		return err
 	}
-	s := &srq{f: f, emu: e, pdn: pdn, maxSGE: maxSGE, r: r, limit: limit}
+	s := &srq{f: f, emu: e, pdn: pdn, maxSGE: int(maxSGE), r: r, limit: limit}
 	e.SetRecvSource(s.fetch)
 	f.srqs[e.Num()] = s
 	p.uses++
-	result(0, e.Num())
+	result(abi.ResultNum, e.Num())
 	return nil
 }
 
@@ -128,7 +129,7 @@ func (f *Function) modifySRQLocked(n, mask, limit uint32, queue []byte) error {
 	}
 	r := s.r
 	if mask&abi.SRQModifyMaxWR != 0 {
-		nr, err := newRing(&f.mem, queue, abi.RecvWQESize+abi.SGESize*s.maxSGE, uint32(emu.DefaultLimits.MaxSRQWR)+1)
+		nr, err := newRing(&f.mem, queue, abi.RecvWQESize+abi.SGESize*s.maxSGE, ringLog(emu.DefaultLimits.MaxSRQWR))
 		if err != nil {
 			return err
 		}
@@ -177,9 +178,9 @@ func (f *Function) querySRQLocked(n uint32, result func(int, uint32)) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	result(0, s.r.count()-1)
-	result(1, uint32(s.maxSGE))
-	result(2, s.limit)
+	result(abi.ResultSRQMaxWR, s.r.count()-1)
+	result(abi.ResultSRQMaxSGE, uint32(s.maxSGE))
+	result(abi.ResultSRQLimit, s.limit)
 	return nil
 }
 

@@ -124,7 +124,7 @@ type demo struct {
 // retry_cnt is the most IBTA allows.
 const (
 	demoTimeout  = 10 // 4.096 µs × 2^10: 4.2 ms
-	demoRetryCnt = 7
+	demoRetryCnt = emu.DefaultRetryCnt
 )
 
 // maxConnections bounds how many connections one step uses. At -loss 0.5 each way a request and

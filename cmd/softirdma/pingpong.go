@@ -91,8 +91,8 @@ func (p *peerFlags) register(fs flagSet, gidFlag, gidUsage, timeoutNote string) 
 	fs.IntVar(&p.gidIndex, gidFlag, 1, gidUsage)
 	fs.DurationVar(&p.timeout, "timeout", 0, "give up after this long "+timeoutNote)
 	fs.DurationVar(&p.wait, "wait", 0, "as a client, keep trying this long while the server is not up yet (connection refused, or closed before the server answered, as QEMU's forward does); 0 tries once")
-	fs.IntVar(&p.qpTimeout, "u", 14, "QP timeout exponent: the local ACK timeout is 4.096 us x 2^u, 0..31 (0 waits forever)")
-	fs.IntVar(&p.retry, "retry", 7, "QP retry count: retransmissions after an ACK timeout before the QP fails, 0..7")
+	fs.IntVar(&p.qpTimeout, "u", emu.DefaultTimeout, "QP timeout exponent: the local ACK timeout is 4.096 us x 2^u, 0..31 (0 waits forever)")
+	fs.IntVar(&p.retry, "retry", emu.DefaultRetryCnt, "QP retry count: retransmissions after an ACK timeout before the QP fails, 0..7")
 }
 
 func (p *peerFlags) checks() []flagCheck {

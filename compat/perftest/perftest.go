@@ -292,12 +292,12 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	// Connect: the server to RTR only, the client to RTS.
 	dgid := netip.AddrFrom16(h.peer.GID).Unmap()
 	attr := emu.QPAttr{State: emu.QPSRTR, AH: emu.AHAttr{DGID: dgid, HopLimit: 0xff}, PathMTU: mtu, DestQPN: h.peer.QPN,
-		RQPSN: h.peer.PSN, MaxDestRdAtomic: uint8(min(outReads, 128)), MinRNRTimer: 12}
+		RQPSN: h.peer.PSN, MaxDestRdAtomic: uint8(min(outReads, 128)), MinRNRTimer: emu.DefaultMinRNRTimer}
 	if err := qp.Modify(attr, emu.AttrState|emu.AttrAV|emu.AttrPathMTU|emu.AttrDestQPN|emu.AttrRQPSN|emu.AttrMaxDestRdAtomic|emu.AttrMinRNRTimer); err != nil {
 		return res, fmt.Errorf("perftest: %w", ctrl.RTRFailed(err, dgid))
 	}
 	if !o.Server {
-		attr = emu.QPAttr{State: emu.QPSRTS, SQPSN: local.PSN, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, 14)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, 7)), RNRRetry: 7,
+		attr = emu.QPAttr{State: emu.QPSRTS, SQPSN: local.PSN, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, emu.DefaultTimeout)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, emu.DefaultRetryCnt)), RNRRetry: emu.DefaultRNRRetry,
 			MaxRdAtomic: uint8(min(max(int(h.peer.OutReads), 1), dev.Limits().MaxQPInitRdAtom))}
 		if err := qp.Modify(attr, emu.AttrState|emu.AttrSQPSN|emu.AttrTimeout|emu.AttrRetryCnt|emu.AttrRNRRetry|emu.AttrMaxQPRdAtomic); err != nil {
 			return res, fmt.Errorf("perftest: failed to modify QP to RTS: %w", err)

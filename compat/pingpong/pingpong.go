@@ -255,12 +255,12 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 			return errors.New("pingpong: the peer sent no GID; on RoCE both sides need -g")
 		}
 		attr := emu.QPAttr{State: emu.QPSRTR, AH: emu.AHAttr{DGID: dgid, HopLimit: 1}, PathMTU: mtu, DestQPN: rem.QPN,
-			RQPSN: rem.PSN, MaxDestRdAtomic: 1, MinRNRTimer: 12}
+			RQPSN: rem.PSN, MaxDestRdAtomic: 1, MinRNRTimer: emu.DefaultMinRNRTimer}
 		if err := qp.Modify(attr, emu.AttrState|emu.AttrAV|emu.AttrPathMTU|emu.AttrDestQPN|emu.AttrRQPSN|emu.AttrMaxDestRdAtomic|emu.AttrMinRNRTimer); err != nil {
 			return fmt.Errorf("pingpong: %w", ctrl.RTRFailed(err, dgid))
 		}
-		attr = emu.QPAttr{State: emu.QPSRTS, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, 14)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, 7)),
-			RNRRetry: 7, SQPSN: local.PSN, MaxRdAtomic: 1}
+		attr = emu.QPAttr{State: emu.QPSRTS, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, emu.DefaultTimeout)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, emu.DefaultRetryCnt)),
+			RNRRetry: emu.DefaultRNRRetry, SQPSN: local.PSN, MaxRdAtomic: 1}
 		if err := qp.Modify(attr, emu.AttrState|emu.AttrTimeout|emu.AttrRetryCnt|emu.AttrRNRRetry|emu.AttrSQPSN|emu.AttrMaxQPRdAtomic); err != nil {
 			return fmt.Errorf("pingpong: failed to modify QP to RTS: %w", err)
 		}

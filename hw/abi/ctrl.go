@@ -21,48 +21,176 @@ const (
 	CtrlDone = 1 << 31
 )
 
-// Control commands. Each one's arguments start at CtrlArgs; offsets below are relative to it.
-// A failed command completes with a Linux errno: EINVAL for a malformed argument, ENOMEM when a
-// table is full, ENOENT for an unknown number, EBUSY for an MR with windows bound (as the verbs
-// API), EFAULT for a page list or ring outside mapped guest memory, EOPNOTSUPP for something
-// the capabilities do not offer.
+// Control commands. Each one's arguments start at CtrlArgs, laid out as the *Args constants
+// below say (offsets relative to CtrlArgs); its results are u32s at CtrlResult, numbered by the
+// Result* constants. A failed command completes with a Linux errno: EINVAL for a malformed
+// argument, ENOMEM when a table is full, ENOENT for an unknown number, EBUSY for an MR with
+// windows bound (as the verbs API), EFAULT for a page list or ring outside mapped guest memory,
+// EOPNOTSUPP for something the capabilities do not offer.
 const (
 	OpNop         = 0x01
-	OpQueryDevice = 0x02 // the device writes registers CAPS to CTRLQ_MAX (QueryDeviceWords u32s) at argument offset 0. result 0: VERSION
-	OpQueryPort   = 0x03 // args: u32 port (1) at 0. results: 0 ibv_port_state, 1 max MTU, 2 active MTU (ibv_mtu), 3 GID table length
-	OpQueryGID    = 0x04 // args: u32 port (1) at 0; u32 index at 4. result 0: 1 if valid; the device writes the GID (network order, zero if not valid) at argument offset 8
-	OpCreateEQ    = 0x10 // args: PageList ring at 0; u8 log2 entries at 16; u8 kind (EQ*) at 17; u16 vector at 18. result 0: eqn
-	OpDestroyEQ   = 0x11 // args: u32 eqn at 0
-	OpSetAVTable  = 0x12 // args: PageList at 0; u32 entries at 16 (0 removes the table)
-	OpAllocPD     = 0x20 // result 0: pdn
-	OpDeallocPD   = 0x21 // args: u32 pdn at 0
-	OpAllocSTag   = 0x30 // args: u32 pdn at 0; u32 kind (STag*) at 4; u32 max pages (fast-register) at 8. result 0: stag
-	OpRegMR       = 0x31 // args: RegMRArgs. result 0: stag (lkey = rkey)
-	OpReregMR     = 0x32 // args: u32 stag at 0; u32 Rereg* flags at 4; then as RegMRArgs from 8
-	OpDeallocSTag = 0x33 // args: u32 stag at 0 (an MR's, a window's, a fast-register MR's)
-	OpCreateCQ    = 0x40 // args: QueueArgs at 0; u32 eqn at 24 (0xffffffff: none). result 0: cqn, result 1: slot
-	OpResizeCQ    = 0x41 // args: u32 cqn at 0; QueueArgs at 8: a new ring, unpolled CQEs carried over
-	OpDestroyCQ   = 0x42 // args: u32 cqn at 0
-	OpCreateQP    = 0x50 // args: CreateQPArgs. result 0: qpn, result 1: slot
-	OpModifyQP    = 0x51 // args: u32 qpn at 0; u32 attribute mask (ibv_qp_attr_mask) at 4; QPAttr at 8
-	OpQueryQP     = 0x52 // args: u32 qpn at 0; the device writes the QPAttr at 8 (the one exception to "only status and results")
-	OpDestroyQP   = 0x53 // args: u32 qpn at 0
-	OpCreateSRQ   = 0x60 // args: u32 pdn at 0; u32 max SGE at 4; u32 limit at 8; QueueArgs at 16. result 0: srqn
-	OpModifySRQ   = 0x61 // args: u32 srqn at 0; u32 mask (1 max_wr: QueueArgs at 16 is a new ring; 2 limit) at 4; u32 limit at 8
-	OpQuerySRQ    = 0x62 // args: u32 srqn at 0. result 0: max_wr, 1: max_sge, 2: limit
-	OpDestroySRQ  = 0x63 // args: u32 srqn at 0
+	OpQueryDevice = 0x02 // the device writes registers CAPS to CTRLQ_MAX (QueryDeviceWords u32s) at argument offset 0. ResultVersion
+	OpQueryPort   = 0x03 // args: QueryPortArgs. results: ResultPortState, ResultPortMaxMTU, ResultPortActiveMTU, ResultPortGIDLen
+	OpQueryGID    = 0x04 // args: QueryGIDArgs. ResultGIDValid; the device writes the GID (zero if not valid) at QueryGIDGID
+	OpCreateEQ    = 0x10 // args: CreateEQArgs. ResultNum: eqn
+	OpDestroyEQ   = 0x11 // args: NumArgs (eqn)
+	OpSetAVTable  = 0x12 // args: SetAVArgs (0 entries removes the table)
+	OpAllocPD     = 0x20 // ResultNum: pdn
+	OpDeallocPD   = 0x21 // args: NumArgs (pdn)
+	OpAllocSTag   = 0x30 // args: AllocSTagArgs. ResultNum: stag
+	OpRegMR       = 0x31 // args: RegMRArgs. ResultNum: stag (lkey = rkey)
+	OpReregMR     = 0x32 // args: ReregMRArgs
+	OpDeallocSTag = 0x33 // args: NumArgs (an MR's, a window's, a fast-register MR's stag)
+	OpCreateCQ    = 0x40 // args: CreateCQArgs. ResultNum: cqn, ResultSlot: its arm register
+	OpResizeCQ    = 0x41 // args: ResizeCQArgs: a new ring, unpolled CQEs carried over
+	OpDestroyCQ   = 0x42 // args: NumArgs (cqn)
+	OpCreateQP    = 0x50 // args: CreateQPArgs. ResultNum: qpn, ResultSlot: its doorbell
+	OpModifyQP    = 0x51 // args: ModifyQPArgs
+	OpQueryQP     = 0x52 // args: QueryQPArgs; the device writes the QPAttr at QueryQPAttr (the one exception to "only status and results")
+	OpDestroyQP   = 0x53 // args: NumArgs (qpn)
+	OpCreateSRQ   = 0x60 // args: CreateSRQArgs. ResultNum: srqn
+	OpModifySRQ   = 0x61 // args: ModifySRQArgs
+	OpQuerySRQ    = 0x62 // args: NumArgs (srqn). results: ResultSRQMaxWR, ResultSRQMaxSGE, ResultSRQLimit
+	OpDestroySRQ  = 0x63 // args: NumArgs (srqn)
+)
+
+// Bounds on what a driver may ask for, beyond those the registers report. A command over one
+// of them fails with EINVAL.
+const (
+	MaxMRPages  = 1 << 20 // pages in one page list: a registration, a fast-register MR, a REG_MR work request
+	CQMaxLog    = 20      // log2 of a CQ's ring slots
+	EQMaxLog    = 20      // log2 of an EQ's ring slots
+	EthMaxLog   = 16      // log2 of an Ethernet ring's descriptors
+	QueueMaxLog = 31      // log2 of any ring's slots (QueueLogCount)
+	ElemMaxLog  = 16      // log2 of a ring element's bytes (QueueLogElem)
+	MaxAH       = 1 << 16 // entries of the address-vector table
+)
+
+// Results: the u32 at CtrlResult + 4*Result*.
+const (
+	ResultNum     = 0 // the number of the object a command made (pdn, stag, eqn, cqn, qpn, srqn)
+	ResultSlot    = 1 // the doorbell or arm register slot of a QP or CQ
+	ResultVersion = 0 // OpQueryDevice: Version
+
+	ResultPortState     = 0 // OpQueryPort: PortDown or PortActive (ibv_port_state)
+	ResultPortMaxMTU    = 1 // ibv_mtu
+	ResultPortActiveMTU = 2 // ibv_mtu
+	ResultPortGIDLen    = 3 // the GID table's entries
+
+	ResultGIDValid = 0 // OpQueryGID: 1 if the entry is valid
+
+	ResultSRQMaxWR  = 0 // OpQuerySRQ
+	ResultSRQMaxSGE = 1
+	ResultSRQLimit  = 2
+
+	ResultEthDropped = 0 // OpDestroyEthRing: frames dropped
+)
+
+// NumArgs are the arguments of a command that names one object by its number (a destroy, a
+// dealloc, OpQuerySRQ).
+const (
+	NumArgsSize = 4
+	NumArgsNum  = 0 // u32
+)
+
+// QueryPortArgs and QueryGIDArgs: the port is always 1.
+const (
+	QueryPortArgsSize = 4
+	QueryPortPort     = 0 // u32
+
+	QueryGIDArgsSize = 24
+	QueryGIDPort     = 0 // u32
+	QueryGIDIndex    = 4 // u32: below GIDTableLen
+	QueryGIDGID      = 8 // 16 bytes, network order, written by the device
+)
+
+// CreateEQArgs: an event queue of 2^CreateEQLogCount EQEntrySize-byte entries (at most
+// EQMaxLog) in the pages of a page list, of kind EQCompletion or EQAsync, on an MSI-X vector.
+const (
+	CreateEQArgsSize = 20
+	CreateEQPages    = 0  // PageList
+	CreateEQLogCount = 16 // u8
+	CreateEQKind     = 17 // u8
+	CreateEQVector   = 18 // u16: below NumVectors
+)
+
+// SetAVArgs: the address-vector table (AVEntrySize-byte entries in 4 KiB pages), at most
+// MaxAH entries.
+const (
+	SetAVArgsSize = 20
+	SetAVPages    = 0  // PageList
+	SetAVEntries  = 16 // u32
+)
+
+// AllocSTagArgs: an STag of a kind (STag*). A fast-register MR says how many pages its REG_MR
+// work requests may name, at most MaxMRPages.
+const (
+	AllocSTagArgsSize = 12
+	AllocSTagPD       = 0 // u32
+	AllocSTagKind     = 4 // u32
+	AllocSTagMaxPages = 8 // u32: STagFastRegMR only
+)
+
+// ReregMRArgs: the MR's current stag, what changes (Rereg*), then RegMRArgs; the arguments the
+// flags do not name are not read.
+const (
+	ReregMRArgsSize = ReregMRReg + RegMRArgsSize
+	ReregMRSTag     = 0 // u32
+	ReregMRFlags    = 4 // u32
+	ReregMRReg      = 8 // RegMRArgs
+)
+
+// CreateCQArgs and ResizeCQArgs: the CQ's ring, of CQESize-byte entries, and the completion EQ
+// that hears of it when armed.
+const (
+	CreateCQArgsSize = 28
+	CreateCQQueue    = 0  // QueueArgs
+	CreateCQEQ       = 24 // u32: eqn, or CQNoEQ
+
+	CQNoEQ = 0xffffffff
+
+	ResizeCQArgsSize = 32
+	ResizeCQNum      = 0 // u32: cqn
+	ResizeCQQueue    = 8 // QueueArgs
+)
+
+// ModifyQPArgs and QueryQPArgs.
+const (
+	ModifyQPArgsSize = ModifyQPAttr + QPAttrSize
+	ModifyQPNum      = 0 // u32: qpn
+	ModifyQPMask     = 4 // u32: ibv_qp_attr_mask
+	ModifyQPAttr     = 8 // QPAttr
+
+	QueryQPArgsSize = QueryQPAttr + QPAttrSize
+	QueryQPNum      = 0 // u32: qpn
+	QueryQPAttr     = 8 // QPAttr, written by the device
+)
+
+// CreateSRQArgs and ModifySRQArgs.
+const (
+	CreateSRQArgsSize = 40
+	CreateSRQPD       = 0  // u32
+	CreateSRQMaxSGE   = 4  // u32: 1 to the device's max SGE
+	CreateSRQLimit    = 8  // u32: below the ring's receives
+	CreateSRQQueue    = 16 // QueueArgs
+
+	ModifySRQArgsSize = 40
+	ModifySRQNum      = 0  // u32: srqn
+	ModifySRQMask     = 4  // u32: SRQModify*
+	ModifySRQLimit    = 8  // u32: with SRQModifyLimit
+	ModifySRQQueue    = 16 // QueueArgs: with SRQModifyMaxWR
 )
 
 // OpModifySRQ's mask: what it changes (ibv_modify_srq's IBV_SRQ_MAX_WR and IBV_SRQ_LIMIT).
 const (
-	SRQModifyMaxWR = 1 // a new ring, QueueArgs at 16, the posted receives moved over
-	SRQModifyLimit = 2 // the limit at 8
+	SRQModifyMaxWR = 1 // a new ring at ModifySRQQueue, the posted receives moved over
+	SRQModifyLimit = 2 // the limit at ModifySRQLimit
 )
 
 // Answers written into a command's arguments.
 const (
 	QueryDeviceWords = (RegCtrlQMax-RegCaps)/4 + 1 // OpQueryDevice: registers CAPS to CTRLQ_MAX, in order
-	QueryGIDOffset   = 8                           // OpQueryGID: the GID's 16 bytes
+	QueryGIDOffset   = QueryGIDGID                 // OpQueryGID: the GID's 16 bytes
 )
 
 // STag kinds for OpAllocSTag.
@@ -96,12 +224,13 @@ const (
 
 // RegMRArgs, relative to CtrlArgs.
 const (
-	RegMRPD     = 0  // u32
-	RegMRAccess = 4  // u32: ibv_access_flags
-	RegMRIOVA   = 8  // u64: the address the wire names (0 for zero-based)
-	RegMRLength = 16 // u64
-	RegMROffset = 24 // u64: first byte's offset in the first page
-	RegMRPages  = 32 // PageList
+	RegMRArgsSize = RegMRPages + PageListSize
+	RegMRPD       = 0  // u32
+	RegMRAccess   = 4  // u32: ibv_access_flags
+	RegMRIOVA     = 8  // u64: the address the wire names (0 for zero-based)
+	RegMRLength   = 16 // u64
+	RegMROffset   = 24 // u64: first byte's offset in the first page
+	RegMRPages    = 32 // PageList
 )
 
 // QueueArgs describes a ring in the rxe layout (QueueHeaderSize bytes of header, then the
@@ -116,7 +245,7 @@ const (
 // CreateQPArgs, relative to CtrlArgs.
 const (
 	CreateQPPD        = 0  // u32
-	CreateQPType      = 4  // u8: ibv_qp_type (2 RC; UC 3 and UD 4 reserved)
+	CreateQPType      = 4  // u8: ibv_qp_type: QPTypeRC (QPTypeUC and QPTypeUD reserved)
 	CreateQPSigAll    = 5  // u8: sq_sig_all
 	CreateQPSendCQ    = 8  // u32 cqn
 	CreateQPRecvCQ    = 12 // u32 cqn
@@ -126,6 +255,18 @@ const (
 	CreateQPRecvSGE   = 26 // u16
 	CreateQPSQ        = 32 // QueueArgs
 	CreateQPRQ        = 56 // QueueArgs (ignored with an SRQ)
+
+	CreateQPArgsSize = CreateQPRQ + QueueArgsSize
+)
+
+// QP types (ibv_qp_type) and port states (ibv_port_state), as libibverbs numbers them.
+const (
+	QPTypeRC = 2
+	QPTypeUC = 3
+	QPTypeUD = 4
+
+	PortDown   = 1
+	PortActive = 4
 )
 
 // QPAttr, relative to where a command puts it: what ibv_modify_qp and ibv_query_qp carry for an
@@ -153,7 +294,7 @@ const (
 	QPAttrSQPSN         = 28 // u32
 	QPAttrFlowLabel     = 32 // u32
 	QPAttrDGID          = 36 // 16 bytes, network order
-	QPAttrDMAC          = 52 // 6 bytes: filled by the device on query; the device resolves it
+	QPAttrDMAC          = 52 // 6 bytes, reserved: the device resolves the peer's MAC itself; ignored on modify, zeros on query
 	QPAttrMaxSendWR     = 60 // u32 (query)
 	QPAttrMaxRecvWR     = 64 // u32 (query)
 	QPAttrMaxSendSGE    = 68 // u16 (query)

@@ -11,8 +11,14 @@ package abi
 // length and EthDescDone into its descriptor, advances the consumer and signals the vector. A
 // frame finding no posted buffer, or one too small, is dropped and counted.
 const (
-	OpCreateEthRing  = 0x70 // args: u8 kind (EthTX, EthRX) at 0; u16 MSI-X vector at 2; u32 EthRing* flags at 4; QueueArgs at 8
-	OpDestroyEthRing = 0x71 // args: u8 kind at 0. result 0: frames dropped (RX: no buffer or too small; TX: malformed)
+	OpCreateEthRing  = 0x70 // args: EthRingArgs
+	OpDestroyEthRing = 0x71 // args: u8 kind at EthRingKind. ResultEthDropped: frames dropped (RX: no buffer or too small; TX: malformed)
+
+	EthRingArgsSize = EthRingQueue + QueueArgsSize
+	EthRingKind     = 0 // u8: EthTX, EthRX
+	EthRingVector   = 2 // u16: MSI-X vector, below NumVectors
+	EthRingFlags    = 4 // u32: EthRing* flags
+	EthRingQueue    = 8 // QueueArgs: at most EthMaxLog descriptors
 
 	EthTX = 0
 	EthRX = 1

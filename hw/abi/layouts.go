@@ -31,7 +31,49 @@ var Layouts = []Layout{
 		{Name: "addr", Off: PLAddr, Size: 8}, {Name: "pages", Off: PLPages, Size: 4},
 		{Name: "shift", Off: PLShift, Size: 1}, {Name: "levels", Off: PLLevels, Size: 1},
 	}},
-	{"reg_mr_args", RegMRPages + PageListSize, []Field{
+	{"num_args", NumArgsSize, []Field{{Name: "num", Off: NumArgsNum, Size: 4}}},
+	{"query_port_args", QueryPortArgsSize, []Field{{Name: "port", Off: QueryPortPort, Size: 4}}},
+	{"query_gid_args", QueryGIDArgsSize, []Field{
+		{Name: "port", Off: QueryGIDPort, Size: 4}, {Name: "index", Off: QueryGIDIndex, Size: 4},
+		{Name: "gid", Off: QueryGIDGID, Size: 16, Array: true},
+	}},
+	{"create_eq_args", CreateEQArgsSize, []Field{
+		{Name: "pages", Off: CreateEQPages, Size: PageListSize, Array: true}, {Name: "log_count", Off: CreateEQLogCount, Size: 1},
+		{Name: "kind", Off: CreateEQKind, Size: 1}, {Name: "vector", Off: CreateEQVector, Size: 2},
+	}},
+	{"set_av_args", SetAVArgsSize, []Field{
+		{Name: "pages", Off: SetAVPages, Size: PageListSize, Array: true}, {Name: "entries", Off: SetAVEntries, Size: 4},
+	}},
+	{"alloc_stag_args", AllocSTagArgsSize, []Field{
+		{Name: "pd", Off: AllocSTagPD, Size: 4}, {Name: "kind", Off: AllocSTagKind, Size: 4},
+		{Name: "max_pages", Off: AllocSTagMaxPages, Size: 4},
+	}},
+	{"rereg_mr_args", ReregMRArgsSize, []Field{
+		{Name: "stag", Off: ReregMRSTag, Size: 4}, {Name: "flags", Off: ReregMRFlags, Size: 4},
+		{Name: "reg", Off: ReregMRReg, Size: RegMRArgsSize, Array: true},
+	}},
+	{"create_cq_args", CreateCQArgsSize, []Field{
+		{Name: "queue", Off: CreateCQQueue, Size: QueueArgsSize, Array: true}, {Name: "eqn", Off: CreateCQEQ, Size: 4},
+	}},
+	{"resize_cq_args", ResizeCQArgsSize, []Field{
+		{Name: "cqn", Off: ResizeCQNum, Size: 4}, {Name: "queue", Off: ResizeCQQueue, Size: QueueArgsSize, Array: true},
+	}},
+	{"modify_qp_args", ModifyQPArgsSize, []Field{
+		{Name: "qpn", Off: ModifyQPNum, Size: 4}, {Name: "mask", Off: ModifyQPMask, Size: 4},
+		{Name: "attr", Off: ModifyQPAttr, Size: QPAttrSize, Array: true},
+	}},
+	{"query_qp_args", QueryQPArgsSize, []Field{
+		{Name: "qpn", Off: QueryQPNum, Size: 4}, {Name: "attr", Off: QueryQPAttr, Size: QPAttrSize, Array: true},
+	}},
+	{"create_srq_args", CreateSRQArgsSize, []Field{
+		{Name: "pd", Off: CreateSRQPD, Size: 4}, {Name: "max_sge", Off: CreateSRQMaxSGE, Size: 4},
+		{Name: "limit", Off: CreateSRQLimit, Size: 4}, {Name: "queue", Off: CreateSRQQueue, Size: QueueArgsSize, Array: true},
+	}},
+	{"modify_srq_args", ModifySRQArgsSize, []Field{
+		{Name: "srqn", Off: ModifySRQNum, Size: 4}, {Name: "mask", Off: ModifySRQMask, Size: 4},
+		{Name: "limit", Off: ModifySRQLimit, Size: 4}, {Name: "queue", Off: ModifySRQQueue, Size: QueueArgsSize, Array: true},
+	}},
+	{"reg_mr_args", RegMRArgsSize, []Field{
 		{Name: "pd", Off: RegMRPD, Size: 4}, {Name: "access", Off: RegMRAccess, Size: 4},
 		{Name: "iova", Off: RegMRIOVA, Size: 8}, {Name: "length", Off: RegMRLength, Size: 8},
 		{Name: "offset", Off: RegMROffset, Size: 8}, {Name: "pages", Off: RegMRPages, Size: PageListSize, Array: true},
@@ -40,7 +82,7 @@ var Layouts = []Layout{
 		{Name: "log_count", Off: QueueLogCount, Size: 1}, {Name: "log_elem", Off: QueueLogElem, Size: 1},
 		{Name: "pages", Off: QueuePages, Size: PageListSize, Array: true},
 	}},
-	{"create_qp_args", CreateQPRQ + QueueArgsSize, []Field{
+	{"create_qp_args", CreateQPArgsSize, []Field{
 		{Name: "pd", Off: CreateQPPD, Size: 4}, {Name: "type", Off: CreateQPType, Size: 1},
 		{Name: "sig_all", Off: CreateQPSigAll, Size: 1}, {Name: "send_cq", Off: CreateQPSendCQ, Size: 4},
 		{Name: "recv_cq", Off: CreateQPRecvCQ, Size: 4}, {Name: "srq", Off: CreateQPSRQ, Size: 4},
@@ -77,9 +119,9 @@ var Layouts = []Layout{
 	{"eth_desc", EthDescSize, []Field{
 		{Name: "addr", Off: EthDescAddr, Size: 8}, {Name: "len", Off: EthDescLen, Size: 4}, {Name: "flags", Off: EthDescFlags, Size: 4},
 	}},
-	{"eth_ring_args", 8 + QueueArgsSize, []Field{
-		{Name: "kind", Off: 0, Size: 1}, {Name: "vector", Off: 2, Size: 2}, {Name: "flags", Off: 4, Size: 4},
-		{Name: "queue", Off: 8, Size: QueueArgsSize, Array: true},
+	{"eth_ring_args", EthRingArgsSize, []Field{
+		{Name: "kind", Off: EthRingKind, Size: 1}, {Name: "vector", Off: EthRingVector, Size: 2},
+		{Name: "flags", Off: EthRingFlags, Size: 4}, {Name: "queue", Off: EthRingQueue, Size: QueueArgsSize, Array: true},
 	}},
 	{"rxe_queue_buf", QueueHeaderSize, []Field{
 		{Name: "log2_elem_size", Off: QHLogElemSize, Size: 4}, {Name: "index_mask", Off: QHIndexMask, Size: 4},

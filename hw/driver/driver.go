@@ -163,28 +163,34 @@ type Port struct {
 
 // QueryPort asks the device about its port through the control queue.
 func (d *Driver) QueryPort() (Port, error) {
-	r, err := d.Command(abi.OpQueryPort, u32s(1))
-	return Port{State: r[0], MaxMTU: r[1], ActiveMTU: r[2], GIDTableLen: r[3]}, err
+	args := make([]byte, abi.QueryPortArgsSize)
+	le.PutUint32(args[abi.QueryPortPort:], 1)
+	r, err := d.Command(abi.OpQueryPort, args)
+	return Port{State: r[abi.ResultPortState], MaxMTU: r[abi.ResultPortMaxMTU], ActiveMTU: r[abi.ResultPortActiveMTU],
+		GIDTableLen: r[abi.ResultPortGIDLen]}, err
 }
 
 // QueryGID returns GID table entry i and whether it is valid.
 func (d *Driver) QueryGID(i uint32) ([16]byte, bool, error) {
-	r, answer, err := d.Query(abi.OpQueryGID, u32s(1, i))
+	args := make([]byte, abi.QueryGIDArgsSize)
+	le.PutUint32(args[abi.QueryGIDPort:], 1)
+	le.PutUint32(args[abi.QueryGIDIndex:], i)
+	r, answer, err := d.Query(abi.OpQueryGID, args)
 	if err != nil {
 		return [16]byte{}, false, err
 	}
-	return [16]byte(answer[abi.QueryGIDOffset:]), r[0] == 1, nil
+	return [16]byte(answer[abi.QueryGIDGID:]), r[abi.ResultGIDValid] == 1, nil
 }
 
 // AllocPD allocates a protection domain.
 func (d *Driver) AllocPD() (uint32, error) {
 	r, err := d.Command(abi.OpAllocPD, nil)
-	return r[0], err
+	return r[abi.ResultNum], err
 }
 
 // DeallocPD frees a protection domain: EBUSY while MRs, windows, QPs or SRQs are in it.
 func (d *Driver) DeallocPD(pd uint32) error {
-	_, err := d.Command(abi.OpDeallocPD, u32s(pd))
+	_, err := d.Command(abi.OpDeallocPD, numArgs(pd))
 	return err
 }
 
@@ -197,25 +203,26 @@ type MR struct {
 // RegMR allocates length bytes of the arena and registers them at their own address, from a
 // one-level page list, with the access flags given (ibv_access_flags).
 func (d *Driver) RegMR(pd uint32, length uint64, access uint32) (MR, error) {
-	args := make([]byte, abi.RegMRPages+abi.PageListSize)
+	args := make([]byte, abi.RegMRArgsSize)
 	addr, err := d.mrArgs(args, pd, length, access)
 	if err != nil {
 		return MR{}, err
 	}
 	r, err := d.Command(abi.OpRegMR, args)
-	return MR{Addr: addr, Len: length, Key: r[0]}, err
+	return MR{Addr: addr, Len: length, Key: r[abi.ResultNum]}, err
 }
 
 // ReregMR changes mr's translation, PD or access as flags say (abi.Rereg*): a new translation
 // is length fresh bytes of the arena at their own address. The key stays.
 func (d *Driver) ReregMR(mr MR, flags, pd uint32, length uint64, access uint32) (MR, error) {
-	args := make([]byte, 8+abi.RegMRPages+abi.PageListSize)
-	le.PutUint32(args[0:], mr.Key)
-	le.PutUint32(args[4:], flags)
-	le.PutUint32(args[8+abi.RegMRPD:], pd)
-	le.PutUint32(args[8+abi.RegMRAccess:], access)
+	args := make([]byte, abi.ReregMRArgsSize)
+	le.PutUint32(args[abi.ReregMRSTag:], mr.Key)
+	le.PutUint32(args[abi.ReregMRFlags:], flags)
+	reg := args[abi.ReregMRReg:]
+	le.PutUint32(reg[abi.RegMRPD:], pd)
+	le.PutUint32(reg[abi.RegMRAccess:], access)
 	if flags&abi.ReregTranslation != 0 {
-		addr, err := d.mrArgs(args[8:], pd, length, access)
+		addr, err := d.mrArgs(reg, pd, length, access)
 		if err != nil {
 			return mr, err
 		}
@@ -279,8 +286,8 @@ func putPageList(b []byte, table uint64, pages uint32) {
 // AllocMW allocates a memory window (abi.STagMWType1, STagMWType2A, STagMWType2B) and returns
 // its rkey.
 func (d *Driver) AllocMW(pd, kind uint32) (uint32, error) {
-	r, err := d.Command(abi.OpAllocSTag, u32s(pd, kind, 0))
-	return r[0], err
+	r, err := d.Command(abi.OpAllocSTag, allocSTagArgs(pd, kind, 0))
+	return r[abi.ResultNum], err
 }
 
 // FastRegMR is an MR that ALLOC_STAG leaves FREE until a REG_MR work request gives it pages
@@ -303,12 +310,12 @@ func (d *Driver) AllocFastRegMR(pd, maxPages uint32) (*FastRegMR, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := d.Command(abi.OpAllocSTag, u32s(pd, abi.STagFastRegMR, maxPages))
+	r, err := d.Command(abi.OpAllocSTag, allocSTagArgs(pd, abi.STagFastRegMR, maxPages))
 	if err != nil {
 		d.free(t, 4096)
 		return nil, err
 	}
-	return &FastRegMR{Key: r[0], MaxPages: maxPages, table: t}, nil
+	return &FastRegMR{Key: r[abi.ResultNum], MaxPages: maxPages, table: t}, nil
 }
 
 // DeallocFastRegMR frees a fast-register MR and gives its page table back.
@@ -322,14 +329,21 @@ func (d *Driver) DeallocFastRegMR(m *FastRegMR) error {
 
 // DeallocSTag frees an MR or a window.
 func (d *Driver) DeallocSTag(stag uint32) error {
-	_, err := d.Command(abi.OpDeallocSTag, u32s(stag))
+	_, err := d.Command(abi.OpDeallocSTag, numArgs(stag))
 	return err
 }
 
-func u32s(vs ...uint32) []byte {
-	b := make([]byte, 4*len(vs))
-	for i, v := range vs {
-		le.PutUint32(b[4*i:], v)
-	}
+// numArgs are the arguments of a command naming one object (abi.NumArgs).
+func numArgs(num uint32) []byte {
+	b := make([]byte, abi.NumArgsSize)
+	le.PutUint32(b[abi.NumArgsNum:], num)
+	return b
+}
+
+func allocSTagArgs(pd, kind, maxPages uint32) []byte {
+	b := make([]byte, abi.AllocSTagArgsSize)
+	le.PutUint32(b[abi.AllocSTagPD:], pd)
+	le.PutUint32(b[abi.AllocSTagKind:], kind)
+	le.PutUint32(b[abi.AllocSTagMaxPages:], maxPages)
 	return b
 }

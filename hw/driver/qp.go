@@ -54,26 +54,26 @@ func (d *Driver) createQP(pd uint32, scq, rcq *CQ, srq *SRQ, c QPCaps) (*QP, err
 			return nil, err
 		}
 	}
-	a := make([]byte, abi.CreateQPRQ+abi.QueueArgsSize)
+	a := make([]byte, abi.CreateQPArgsSize)
 	le.PutUint32(a[abi.CreateQPPD:], pd)
-	a[abi.CreateQPType] = 2 // IBV_QPT_RC
+	a[abi.CreateQPType] = abi.QPTypeRC
 	le.PutUint32(a[abi.CreateQPSendCQ:], scq.Num)
 	le.PutUint32(a[abi.CreateQPRecvCQ:], rcq.Num)
 	le.PutUint32(a[abi.CreateQPMaxInline:], uint32(c.MaxInline))
 	le.PutUint16(a[abi.CreateQPSendSGE:], uint16(c.MaxSendSGE))
 	le.PutUint16(a[abi.CreateQPRecvSGE:], uint16(c.MaxRecvSGE))
-	copy(a[abi.CreateQPSQ:], sq.args())
+	sq.putArgs(a[abi.CreateQPSQ:])
 	if srq != nil {
 		le.PutUint32(a[abi.CreateQPSRQ:], srq.Num)
 	} else {
-		copy(a[abi.CreateQPRQ:], rq.args())
+		rq.putArgs(a[abi.CreateQPRQ:])
 	}
 	res, err := d.Command(abi.OpCreateQP, a)
 	if err != nil {
 		freeRings(sq, rq)
 		return nil, err
 	}
-	return &QP{d: d, Num: res[0], Slot: res[1], sq: sq, rq: rq, maxSGE: c.MaxSendSGE, maxInl: c.MaxInline, maxRSGE: c.MaxRecvSGE}, nil
+	return &QP{d: d, Num: res[abi.ResultNum], Slot: res[abi.ResultSlot], sq: sq, rq: rq, maxSGE: c.MaxSendSGE, maxInl: c.MaxInline, maxRSGE: c.MaxRecvSGE}, nil
 }
 
 // Destroy destroys the QP and gives its rings back. Work requests still outstanding are
@@ -101,12 +101,17 @@ func (d *Driver) CreateSRQ(pd uint32, logCount uint8, maxSGE int, limit uint32) 
 	if err != nil {
 		return nil, err
 	}
-	res, err := d.Command(abi.OpCreateSRQ, append(u32s(pd, uint32(maxSGE), limit, 0), r.args()...))
+	args := make([]byte, abi.CreateSRQArgsSize)
+	le.PutUint32(args[abi.CreateSRQPD:], pd)
+	le.PutUint32(args[abi.CreateSRQMaxSGE:], uint32(maxSGE))
+	le.PutUint32(args[abi.CreateSRQLimit:], limit)
+	r.putArgs(args[abi.CreateSRQQueue:])
+	res, err := d.Command(abi.OpCreateSRQ, args)
 	if err != nil {
 		r.free()
 		return nil, err
 	}
-	return &SRQ{d: d, r: r, Num: res[0], maxSGE: maxSGE}, nil
+	return &SRQ{d: d, r: r, Num: res[abi.ResultNum], maxSGE: maxSGE}, nil
 }
 
 // Destroy destroys the SRQ (EBUSY while a QP takes its receives from it) and gives its ring
@@ -129,14 +134,17 @@ const (
 // posted; the driver posts on from the new ring's producer index.
 func (s *SRQ) Modify(a SRQAttr, mask uint32) error {
 	var r *ring
-	args := u32s(s.Num, mask, a.Limit, 0)
+	args := make([]byte, abi.ModifySRQArgsSize)
+	le.PutUint32(args[abi.ModifySRQNum:], s.Num)
+	le.PutUint32(args[abi.ModifySRQMask:], mask)
+	le.PutUint32(args[abi.ModifySRQLimit:], a.Limit)
 	if mask&SRQAttrMaxWR != 0 {
 		logCount := uint8(bits.Len32(a.MaxWR))
 		var err error
 		if r, err = s.d.newRing(logCount, recvElemLog); err != nil {
 			return err
 		}
-		args = append(args, r.args()...)
+		r.putArgs(args[abi.ModifySRQQueue:])
 	}
 	if _, err := s.d.Command(abi.OpModifySRQ, args); err != nil {
 		if r != nil {
@@ -158,8 +166,8 @@ func (s *SRQ) Modify(a SRQAttr, mask uint32) error {
 
 // Query runs QUERY_SRQ; Limit is 0 once SRQ_LIMIT_REACHED has fired.
 func (s *SRQ) Query() (SRQAttr, error) {
-	r, err := s.d.Command(abi.OpQuerySRQ, u32s(s.Num))
-	return SRQAttr{MaxWR: r[0], MaxSGE: r[1], Limit: r[2]}, err
+	r, err := s.d.Command(abi.OpQuerySRQ, numArgs(s.Num))
+	return SRQAttr{MaxWR: r[abi.ResultSRQMaxWR], MaxSGE: r[abi.ResultSRQMaxSGE], Limit: r[abi.ResultSRQLimit]}, err
 }
 
 // PostRecv posts a receive on the SRQ.
@@ -188,10 +196,10 @@ type QPAttr struct {
 
 // Modify runs MODIFY_QP.
 func (q *QP) Modify(a QPAttr, mask uint32) error {
-	b := make([]byte, 8+abi.QPAttrSize)
-	le.PutUint32(b, q.Num)
-	le.PutUint32(b[4:], mask)
-	x := b[8:]
+	b := make([]byte, abi.ModifyQPArgsSize)
+	le.PutUint32(b[abi.ModifyQPNum:], q.Num)
+	le.PutUint32(b[abi.ModifyQPMask:], mask)
+	x := b[abi.ModifyQPAttr:]
 	x[abi.QPAttrState], x[abi.QPAttrPathMTU], x[abi.QPAttrTimeout], x[abi.QPAttrRetryCnt] = a.State, a.PathMTU, a.Timeout, a.RetryCnt
 	x[abi.QPAttrRNRRetry], x[abi.QPAttrMinRNRTimer], x[abi.QPAttrMaxRdAtomic] = a.RNRRetry, a.MinRNRTimer, a.MaxRdAtomic
 	x[abi.QPAttrMaxDestRdAtom], x[abi.QPAttrHopLimit], x[abi.QPAttrPortNum] = a.MaxDestRdAtomic, a.HopLimit, a.PortNum
@@ -214,11 +222,13 @@ func (q *QP) Modify(a QPAttr, mask uint32) error {
 
 // Query runs QUERY_QP: the device writes the attributes into the command's arguments.
 func (q *QP) Query() (QPAttr, error) {
-	_, answer, err := q.d.Query(abi.OpQueryQP, u32s(q.Num, 0))
+	args := make([]byte, abi.QueryQPArgsSize)
+	le.PutUint32(args[abi.QueryQPNum:], q.Num)
+	_, answer, err := q.d.Query(abi.OpQueryQP, args)
 	if err != nil {
 		return QPAttr{}, err
 	}
-	x := answer[8 : 8+abi.QPAttrSize]
+	x := answer[abi.QueryQPAttr : abi.QueryQPAttr+abi.QPAttrSize]
 	return QPAttr{
 		State: x[abi.QPAttrState], PathMTU: x[abi.QPAttrPathMTU], Timeout: x[abi.QPAttrTimeout], RetryCnt: x[abi.QPAttrRetryCnt],
 		RNRRetry: x[abi.QPAttrRNRRetry], MinRNRTimer: x[abi.QPAttrMinRNRTimer], MaxRdAtomic: x[abi.QPAttrMaxRdAtomic],

@@ -44,11 +44,10 @@ func (r *ring) free() {
 
 func (r *ring) mask() uint32 { return 1<<r.logCount - 1 }
 
-func (r *ring) args() []byte {
-	q := make([]byte, abi.QueueArgsSize)
+// putArgs writes the ring's abi.QueueArgs into q.
+func (r *ring) putArgs(q []byte) {
 	q[abi.QueueLogCount], q[abi.QueueLogElem] = r.logCount, r.logE
 	putPageList(q[abi.QueuePages:], r.table, r.pages)
-	return q
 }
 
 func (r *ring) get(off uint64) (uint32, error) {
@@ -97,16 +96,16 @@ func (d *Driver) CreateEQ(logCount uint8, kind uint8, vector uint16) (*EQ, error
 	if err != nil {
 		return nil, err
 	}
-	args := make([]byte, 20)
-	putPageList(args, r.table, r.pages)
-	args[16], args[17] = logCount, kind
-	le.PutUint16(args[18:], vector)
+	args := make([]byte, abi.CreateEQArgsSize)
+	putPageList(args[abi.CreateEQPages:], r.table, r.pages)
+	args[abi.CreateEQLogCount], args[abi.CreateEQKind] = logCount, kind
+	le.PutUint16(args[abi.CreateEQVector:], vector)
 	res, err := d.Command(abi.OpCreateEQ, args)
 	if err != nil {
 		r.free()
 		return nil, err
 	}
-	return &EQ{r: r, Num: res[0], Vector: vector}, nil
+	return &EQ{r: r, Num: res[abi.ResultNum], Vector: vector}, nil
 }
 
 // Destroy destroys the EQ (EBUSY while a CQ sends it events) and gives its ring back.
@@ -117,7 +116,7 @@ func (e *EQ) Destroy() error {
 // destroy runs a destroy command and, once the device has let go of the object's rings (given
 // in the order they were made), frees them.
 func (d *Driver) destroy(op uint16, num uint32, rings ...*ring) error {
-	if _, err := d.Command(op, u32s(num)); err != nil {
+	if _, err := d.Command(op, numArgs(num)); err != nil {
 		return err
 	}
 	freeRings(rings...)
@@ -167,16 +166,19 @@ func (d *Driver) CreateCQ(logCount uint8, eq *EQ) (*CQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	eqn := uint32(0xffffffff)
+	eqn := uint32(abi.CQNoEQ)
 	if eq != nil {
 		eqn = eq.Num
 	}
-	res, err := d.Command(abi.OpCreateCQ, append(r.args(), u32s(eqn)...))
+	args := make([]byte, abi.CreateCQArgsSize)
+	r.putArgs(args[abi.CreateCQQueue:])
+	le.PutUint32(args[abi.CreateCQEQ:], eqn)
+	res, err := d.Command(abi.OpCreateCQ, args)
 	if err != nil {
 		r.free()
 		return nil, err
 	}
-	return &CQ{r: r, Num: res[0], Slot: res[1]}, nil
+	return &CQ{r: r, Num: res[abi.ResultNum], Slot: res[abi.ResultSlot]}, nil
 }
 
 // Destroy destroys the CQ (EBUSY while a QP uses it) and gives its ring back.
@@ -194,7 +196,10 @@ func (c *CQ) Resize(logCount uint8) error {
 	if err != nil {
 		return err
 	}
-	if _, err := d.Command(abi.OpResizeCQ, append(u32s(c.Num, 0), r.args()...)); err != nil {
+	args := make([]byte, abi.ResizeCQArgsSize)
+	le.PutUint32(args[abi.ResizeCQNum:], c.Num)
+	r.putArgs(args[abi.ResizeCQQueue:])
+	if _, err := d.Command(abi.OpResizeCQ, args); err != nil {
 		r.free()
 		return err
 	}

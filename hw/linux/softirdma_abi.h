@@ -130,6 +130,73 @@
 #define SOFTIRDMA_OP_MODIFY_SRQ 0x61
 #define SOFTIRDMA_OP_QUERY_SRQ 0x62
 #define SOFTIRDMA_OP_DESTROY_SRQ 0x63
+#define SOFTIRDMA_MAX_MR_PAGES 0x100000
+#define SOFTIRDMA_CQ_MAX_LOG 0x14
+#define SOFTIRDMA_EQ_MAX_LOG 0x14
+#define SOFTIRDMA_ETH_MAX_LOG 0x10
+#define SOFTIRDMA_QUEUE_MAX_LOG 0x1f
+#define SOFTIRDMA_ELEM_MAX_LOG 0x10
+#define SOFTIRDMA_MAX_AH 0x10000
+#define SOFTIRDMA_RESULT_NUM 0x0
+#define SOFTIRDMA_RESULT_SLOT 0x1
+#define SOFTIRDMA_RESULT_VERSION 0x0
+#define SOFTIRDMA_RESULT_PORT_STATE 0x0
+#define SOFTIRDMA_RESULT_PORT_MAX_MTU 0x1
+#define SOFTIRDMA_RESULT_PORT_ACTIVE_MTU 0x2
+#define SOFTIRDMA_RESULT_PORT_GID_LEN 0x3
+#define SOFTIRDMA_RESULT_GID_VALID 0x0
+#define SOFTIRDMA_RESULT_SRQ_MAX_WR 0x0
+#define SOFTIRDMA_RESULT_SRQ_MAX_SGE 0x1
+#define SOFTIRDMA_RESULT_SRQ_LIMIT 0x2
+#define SOFTIRDMA_RESULT_ETH_DROPPED 0x0
+#define SOFTIRDMA_NUM_ARGS_SIZE 0x4
+#define SOFTIRDMA_NUM_ARGS_NUM 0x0
+#define SOFTIRDMA_QUERY_PORT_ARGS_SIZE 0x4
+#define SOFTIRDMA_QUERY_PORT_PORT 0x0
+#define SOFTIRDMA_QUERY_GID_ARGS_SIZE 0x18
+#define SOFTIRDMA_QUERY_GID_PORT 0x0
+#define SOFTIRDMA_QUERY_GID_INDEX 0x4
+#define SOFTIRDMA_QUERY_GID_GID 0x8
+#define SOFTIRDMA_CREATE_EQ_ARGS_SIZE 0x14
+#define SOFTIRDMA_CREATE_EQ_PAGES 0x0
+#define SOFTIRDMA_CREATE_EQ_LOG_COUNT 0x10
+#define SOFTIRDMA_CREATE_EQ_KIND 0x11
+#define SOFTIRDMA_CREATE_EQ_VECTOR 0x12
+#define SOFTIRDMA_SET_AV_ARGS_SIZE 0x14
+#define SOFTIRDMA_SET_AV_PAGES 0x0
+#define SOFTIRDMA_SET_AV_ENTRIES 0x10
+#define SOFTIRDMA_ALLOC_STAG_ARGS_SIZE 0xc
+#define SOFTIRDMA_ALLOC_STAG_PD 0x0
+#define SOFTIRDMA_ALLOC_STAG_KIND 0x4
+#define SOFTIRDMA_ALLOC_STAG_MAX_PAGES 0x8
+#define SOFTIRDMA_REREG_MR_ARGS_SIZE 0x38
+#define SOFTIRDMA_REREG_MR_STAG 0x0
+#define SOFTIRDMA_REREG_MR_FLAGS 0x4
+#define SOFTIRDMA_REREG_MR_REG 0x8
+#define SOFTIRDMA_CREATE_CQ_ARGS_SIZE 0x1c
+#define SOFTIRDMA_CREATE_CQ_QUEUE 0x0
+#define SOFTIRDMA_CREATE_CQ_EQ 0x18
+#define SOFTIRDMA_CQ_NO_EQ 0xffffffff
+#define SOFTIRDMA_RESIZE_CQ_ARGS_SIZE 0x20
+#define SOFTIRDMA_RESIZE_CQ_NUM 0x0
+#define SOFTIRDMA_RESIZE_CQ_QUEUE 0x8
+#define SOFTIRDMA_MODIFY_QP_ARGS_SIZE 0x58
+#define SOFTIRDMA_MODIFY_QP_NUM 0x0
+#define SOFTIRDMA_MODIFY_QP_MASK 0x4
+#define SOFTIRDMA_MODIFY_QP_ATTR 0x8
+#define SOFTIRDMA_QUERY_QP_ARGS_SIZE 0x58
+#define SOFTIRDMA_QUERY_QP_NUM 0x0
+#define SOFTIRDMA_QUERY_QP_ATTR 0x8
+#define SOFTIRDMA_CREATE_SRQ_ARGS_SIZE 0x28
+#define SOFTIRDMA_CREATE_SRQ_PD 0x0
+#define SOFTIRDMA_CREATE_SRQ_MAX_SGE 0x4
+#define SOFTIRDMA_CREATE_SRQ_LIMIT 0x8
+#define SOFTIRDMA_CREATE_SRQ_QUEUE 0x10
+#define SOFTIRDMA_MODIFY_SRQ_ARGS_SIZE 0x28
+#define SOFTIRDMA_MODIFY_SRQ_NUM 0x0
+#define SOFTIRDMA_MODIFY_SRQ_MASK 0x4
+#define SOFTIRDMA_MODIFY_SRQ_LIMIT 0x8
+#define SOFTIRDMA_MODIFY_SRQ_QUEUE 0x10
 #define SOFTIRDMA_SRQ_MODIFY_MAX_WR 0x1
 #define SOFTIRDMA_SRQ_MODIFY_LIMIT 0x2
 #define SOFTIRDMA_QUERY_DEVICE_WORDS 0x14
@@ -147,6 +214,7 @@
 #define SOFTIRDMA_PL_SHIFT 0xc
 #define SOFTIRDMA_PL_LEVELS 0xd
 #define SOFTIRDMA_PL_ENTRIES_PER_PAGE 0x200
+#define SOFTIRDMA_REG_MR_ARGS_SIZE 0x30
 #define SOFTIRDMA_REG_MR_PD 0x0
 #define SOFTIRDMA_REG_MR_ACCESS 0x4
 #define SOFTIRDMA_REG_MR_IOVA 0x8
@@ -168,6 +236,12 @@
 #define SOFTIRDMA_CREATE_QP_RECV_SGE 0x1a
 #define SOFTIRDMA_CREATE_QP_SQ 0x20
 #define SOFTIRDMA_CREATE_QP_RQ 0x38
+#define SOFTIRDMA_CREATE_QP_ARGS_SIZE 0x50
+#define SOFTIRDMA_QP_TYPE_RC 0x2
+#define SOFTIRDMA_QP_TYPE_UC 0x3
+#define SOFTIRDMA_QP_TYPE_UD 0x4
+#define SOFTIRDMA_PORT_DOWN 0x1
+#define SOFTIRDMA_PORT_ACTIVE 0x4
 #define SOFTIRDMA_QP_ATTR_SIZE 0x50
 #define SOFTIRDMA_QP_ATTR_STATE 0x0
 #define SOFTIRDMA_QP_ATTR_CUR_STATE 0x1
@@ -222,6 +296,11 @@
 #define SOFTIRDMA_REG_WR_PAGES 0x38
 #define SOFTIRDMA_OP_CREATE_ETH_RING 0x70
 #define SOFTIRDMA_OP_DESTROY_ETH_RING 0x71
+#define SOFTIRDMA_ETH_RING_ARGS_SIZE 0x20
+#define SOFTIRDMA_ETH_RING_KIND 0x0
+#define SOFTIRDMA_ETH_RING_VECTOR 0x2
+#define SOFTIRDMA_ETH_RING_FLAGS 0x4
+#define SOFTIRDMA_ETH_RING_QUEUE 0x8
 #define SOFTIRDMA_ETH_TX 0x0
 #define SOFTIRDMA_ETH_RX 0x1
 #define SOFTIRDMA_ETH_RING_PROMISC 0x1
@@ -337,6 +416,130 @@ static_assert(offsetof(struct softirdma_page_list, addr) == 0);
 static_assert(offsetof(struct softirdma_page_list, pages) == 8);
 static_assert(offsetof(struct softirdma_page_list, shift) == 12);
 static_assert(offsetof(struct softirdma_page_list, levels) == 13);
+
+struct softirdma_num_args {
+	__le32 num;
+} __packed;
+static_assert(sizeof(struct softirdma_num_args) == 4);
+static_assert(offsetof(struct softirdma_num_args, num) == 0);
+
+struct softirdma_query_port_args {
+	__le32 port;
+} __packed;
+static_assert(sizeof(struct softirdma_query_port_args) == 4);
+static_assert(offsetof(struct softirdma_query_port_args, port) == 0);
+
+struct softirdma_query_gid_args {
+	__le32 port;
+	__le32 index;
+	__u8 gid[16];
+} __packed;
+static_assert(sizeof(struct softirdma_query_gid_args) == 24);
+static_assert(offsetof(struct softirdma_query_gid_args, port) == 0);
+static_assert(offsetof(struct softirdma_query_gid_args, index) == 4);
+static_assert(offsetof(struct softirdma_query_gid_args, gid) == 8);
+
+struct softirdma_create_eq_args {
+	__u8 pages[16];
+	__u8 log_count;
+	__u8 kind;
+	__le16 vector;
+} __packed;
+static_assert(sizeof(struct softirdma_create_eq_args) == 20);
+static_assert(offsetof(struct softirdma_create_eq_args, pages) == 0);
+static_assert(offsetof(struct softirdma_create_eq_args, log_count) == 16);
+static_assert(offsetof(struct softirdma_create_eq_args, kind) == 17);
+static_assert(offsetof(struct softirdma_create_eq_args, vector) == 18);
+
+struct softirdma_set_av_args {
+	__u8 pages[16];
+	__le32 entries;
+} __packed;
+static_assert(sizeof(struct softirdma_set_av_args) == 20);
+static_assert(offsetof(struct softirdma_set_av_args, pages) == 0);
+static_assert(offsetof(struct softirdma_set_av_args, entries) == 16);
+
+struct softirdma_alloc_stag_args {
+	__le32 pd;
+	__le32 kind;
+	__le32 max_pages;
+} __packed;
+static_assert(sizeof(struct softirdma_alloc_stag_args) == 12);
+static_assert(offsetof(struct softirdma_alloc_stag_args, pd) == 0);
+static_assert(offsetof(struct softirdma_alloc_stag_args, kind) == 4);
+static_assert(offsetof(struct softirdma_alloc_stag_args, max_pages) == 8);
+
+struct softirdma_rereg_mr_args {
+	__le32 stag;
+	__le32 flags;
+	__u8 reg[48];
+} __packed;
+static_assert(sizeof(struct softirdma_rereg_mr_args) == 56);
+static_assert(offsetof(struct softirdma_rereg_mr_args, stag) == 0);
+static_assert(offsetof(struct softirdma_rereg_mr_args, flags) == 4);
+static_assert(offsetof(struct softirdma_rereg_mr_args, reg) == 8);
+
+struct softirdma_create_cq_args {
+	__u8 queue[24];
+	__le32 eqn;
+} __packed;
+static_assert(sizeof(struct softirdma_create_cq_args) == 28);
+static_assert(offsetof(struct softirdma_create_cq_args, queue) == 0);
+static_assert(offsetof(struct softirdma_create_cq_args, eqn) == 24);
+
+struct softirdma_resize_cq_args {
+	__le32 cqn;
+	__u8 rsvd0[4];
+	__u8 queue[24];
+} __packed;
+static_assert(sizeof(struct softirdma_resize_cq_args) == 32);
+static_assert(offsetof(struct softirdma_resize_cq_args, cqn) == 0);
+static_assert(offsetof(struct softirdma_resize_cq_args, queue) == 8);
+
+struct softirdma_modify_qp_args {
+	__le32 qpn;
+	__le32 mask;
+	__u8 attr[80];
+} __packed;
+static_assert(sizeof(struct softirdma_modify_qp_args) == 88);
+static_assert(offsetof(struct softirdma_modify_qp_args, qpn) == 0);
+static_assert(offsetof(struct softirdma_modify_qp_args, mask) == 4);
+static_assert(offsetof(struct softirdma_modify_qp_args, attr) == 8);
+
+struct softirdma_query_qp_args {
+	__le32 qpn;
+	__u8 rsvd0[4];
+	__u8 attr[80];
+} __packed;
+static_assert(sizeof(struct softirdma_query_qp_args) == 88);
+static_assert(offsetof(struct softirdma_query_qp_args, qpn) == 0);
+static_assert(offsetof(struct softirdma_query_qp_args, attr) == 8);
+
+struct softirdma_create_srq_args {
+	__le32 pd;
+	__le32 max_sge;
+	__le32 limit;
+	__u8 rsvd0[4];
+	__u8 queue[24];
+} __packed;
+static_assert(sizeof(struct softirdma_create_srq_args) == 40);
+static_assert(offsetof(struct softirdma_create_srq_args, pd) == 0);
+static_assert(offsetof(struct softirdma_create_srq_args, max_sge) == 4);
+static_assert(offsetof(struct softirdma_create_srq_args, limit) == 8);
+static_assert(offsetof(struct softirdma_create_srq_args, queue) == 16);
+
+struct softirdma_modify_srq_args {
+	__le32 srqn;
+	__le32 mask;
+	__le32 limit;
+	__u8 rsvd0[4];
+	__u8 queue[24];
+} __packed;
+static_assert(sizeof(struct softirdma_modify_srq_args) == 40);
+static_assert(offsetof(struct softirdma_modify_srq_args, srqn) == 0);
+static_assert(offsetof(struct softirdma_modify_srq_args, mask) == 4);
+static_assert(offsetof(struct softirdma_modify_srq_args, limit) == 8);
+static_assert(offsetof(struct softirdma_modify_srq_args, queue) == 16);
 
 struct softirdma_reg_mr_args {
 	__le32 pd;

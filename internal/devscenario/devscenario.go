@@ -299,15 +299,15 @@ func ConnectPeer(tb testing.TB, gq *driver.QP, pqp *emu.QP, peerIP, fnIP netip.A
 		}
 	}
 	must(gq.Modify(driver.QPAttr{State: 1, PortNum: 1, AccessFlags: 2 | 4 | 8}, 1|8|16|32))
-	must(gq.Modify(driver.QPAttr{State: 2, PathMTU: mtu, DestQPN: pqp.Num(), MaxDestRdAtomic: 4, MinRNRTimer: 12, HopLimit: 64,
+	must(gq.Modify(driver.QPAttr{State: 2, PathMTU: mtu, DestQPN: pqp.Num(), MaxDestRdAtomic: 4, MinRNRTimer: emu.DefaultMinRNRTimer, HopLimit: 64,
 		DGID: peerIP.As16()}, 1|128|256|1<<20|1<<12|1<<17|1<<15))
-	must(gq.Modify(driver.QPAttr{State: 3, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
+	must(gq.Modify(driver.QPAttr{State: 3, Timeout: emu.DefaultTimeout, RetryCnt: emu.DefaultRetryCnt, RNRRetry: emu.DefaultRNRRetry, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
 	must(pqp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1, AccessFlags: emu.AccessRemoteWrite | emu.AccessRemoteRead | emu.AccessRemoteAtomic},
 		emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags))
 	must(pqp.Modify(emu.QPAttr{State: emu.QPSRTR, AH: emu.AHAttr{DGID: fnIP, HopLimit: 64},
-		PathMTU: emu.MTU(mtu), DestQPN: gq.Num, MaxDestRdAtomic: 4, MinRNRTimer: 12},
+		PathMTU: emu.MTU(mtu), DestQPN: gq.Num, MaxDestRdAtomic: 4, MinRNRTimer: emu.DefaultMinRNRTimer},
 		emu.AttrState|emu.AttrAV|emu.AttrPathMTU|emu.AttrDestQPN|emu.AttrRQPSN|emu.AttrMaxDestRdAtomic|emu.AttrMinRNRTimer))
-	must(pqp.Modify(emu.QPAttr{State: emu.QPSRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
+	must(pqp.Modify(emu.QPAttr{State: emu.QPSRTS, Timeout: emu.DefaultTimeout, RetryCnt: emu.DefaultRetryCnt, RNRRetry: emu.DefaultRNRRetry, MaxRdAtomic: 4},
 		emu.AttrState|emu.AttrSQPSN|emu.AttrTimeout|emu.AttrRetryCnt|emu.AttrRNRRetry|emu.AttrMaxQPRdAtomic))
 }
 
@@ -360,9 +360,9 @@ func LoopbackPair(tb testing.TB, d *driver.Driver, ip netip.Addr) (*driver.QP, *
 	must(err)
 	for _, p := range [][2]*driver.QP{{q1, q2}, {q2, q1}} {
 		must(p[0].Modify(driver.QPAttr{State: 1, PortNum: 1, AccessFlags: 2 | 4}, 1|8|16|32))
-		must(p[0].Modify(driver.QPAttr{State: 2, PathMTU: 5, DestQPN: p[1].Num, MaxDestRdAtomic: 4, MinRNRTimer: 12, HopLimit: 64,
+		must(p[0].Modify(driver.QPAttr{State: 2, PathMTU: 5, DestQPN: p[1].Num, MaxDestRdAtomic: 4, MinRNRTimer: emu.DefaultMinRNRTimer, HopLimit: 64,
 			DGID: ip.As16()}, 1|128|256|1<<20|1<<12|1<<17|1<<15))
-		must(p[0].Modify(driver.QPAttr{State: 3, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
+		must(p[0].Modify(driver.QPAttr{State: 3, Timeout: emu.DefaultTimeout, RetryCnt: emu.DefaultRetryCnt, RNRRetry: emu.DefaultRNRRetry, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
 	}
 	return q1, cq, mr
 }
