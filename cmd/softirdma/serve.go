@@ -17,6 +17,7 @@ import (
 
 	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/hw"
+	"github.com/softirdma/softirdma/hw/vfioserve"
 	"github.com/softirdma/softirdma/hw/vfiouser"
 	"github.com/softirdma/softirdma/internal/sockguard"
 	"github.com/softirdma/softirdma/wire/afpacket"
@@ -167,7 +168,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		vcfg.Guard = guard
 		log.Info("socket guard", "pid", guard.Pid())
 	}
-	srv, _, err := vfiouser.NewFunction(vcfg, fcfg)
+	srv, _, err := vfioserve.New(vcfg, fcfg)
 	if err != nil {
 		return fail("cannot make the function", err)
 	}

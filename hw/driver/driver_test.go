@@ -17,6 +17,7 @@ import (
 	"github.com/softirdma/softirdma/hw"
 	"github.com/softirdma/softirdma/hw/abi"
 	"github.com/softirdma/softirdma/hw/driver"
+	"github.com/softirdma/softirdma/hw/vfioserve"
 	"github.com/softirdma/softirdma/hw/vfiouser"
 	"github.com/softirdma/softirdma/internal/devscenario"
 	"github.com/softirdma/softirdma/internal/lockedbuf"
@@ -89,7 +90,7 @@ func inProcess(t testing.TB, set func(*hw.Config)) *clientBus {
 	if set != nil {
 		set(&cfg)
 	}
-	srv, _, err := vfiouser.NewFunction(vfiouser.Config{}, cfg)
+	srv, _, err := vfioserve.New(vfiouser.Config{}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/softirdma/softirdma/hw"
 	"github.com/softirdma/softirdma/hw/abi"
 	"github.com/softirdma/softirdma/hw/driver"
+	"github.com/softirdma/softirdma/hw/vfioserve"
 	"github.com/softirdma/softirdma/hw/vfiouser"
 	"github.com/softirdma/softirdma/internal/devscenario"
 	"github.com/softirdma/softirdma/internal/lockedbuf"
@@ -180,7 +181,7 @@ func openDriver(tb testing.TB, m *Machine, bars [6]BAR) *driver.Driver {
 // serveInProcess serves the function of fcfg on sock from this process until the test ends.
 func serveInProcess(tb testing.TB, sock string, fcfg hw.Config) *hw.Function {
 	tb.Helper()
-	srv, f, err := vfiouser.NewFunction(vfiouser.Config{SocketPath: sock}, fcfg)
+	srv, f, err := vfioserve.New(vfiouser.Config{SocketPath: sock}, fcfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

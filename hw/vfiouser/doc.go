@@ -2,6 +2,9 @@
 // function model) on a UNIX socket for QEMU's vfio-user-pci client, and a Client that sends
 // exactly what QEMU 11.1 sends, for tests and for in-process drivers.
 //
+// It knows no particular device, so that the protocol can be tested against a fake and the
+// device without a socket: softirdma's function is adapted to Device by hw/vfioserve.
+//
 // # What the server does
 //
 // One client at a time. Every message QEMU 11.1 sends is answered: VERSION (the reply no

@@ -227,3 +227,10 @@ func mapped(b []byte) bool {
 	_, _, errno := unix.Syscall(unix.SYS_MINCORE, addr, pageSize, uintptr(unsafe.Pointer(&vec[0])))
 	return errno == 0
 }
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,6 +1,7 @@
-package vfiouser
+package vfioserve
 
 import (
+	"context"
 	"encoding/binary"
 	"testing"
 
@@ -9,22 +10,23 @@ import (
 	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/hw"
 	"github.com/softirdma/softirdma/hw/abi"
+	"github.com/softirdma/softirdma/hw/vfiouser"
 )
 
 // The softirdma function behind the server, driven through the same messages QEMU sends: its
 // identity in config space, guest RAM from a memfd, a control command run through BAR 0 whose
 // completion arrives as MSI-X vector 0 on its eventfd, and the function's engine gone at reset.
 func TestFunctionOverVfioUser(t *testing.T) {
-	srv, f, err := NewFunction(Config{}, hw.Config{Name: "fn", Clock: emu.NewSim()})
+	srv, f, err := New(vfiouser.Config{}, hw.Config{Name: "fn", Clock: emu.NewSim()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := serve(t, srv)
+	c := serve(t, srv)
 	if _, err := c.Version(); err != nil {
 		t.Fatal(err)
 	}
 	info, err := c.GetDeviceInfo()
-	if err != nil || info.NumRegions != PCINumRegions || info.NumIRQs != PCINumIRQs || info.Flags != DeviceFlagPCI|DeviceFlagReset {
+	if err != nil || info.NumRegions != vfiouser.PCINumRegions || info.NumIRQs != vfiouser.PCINumIRQs || info.Flags != vfiouser.DeviceFlagPCI|vfiouser.DeviceFlagReset {
 		t.Fatalf("device info %+v %v", info, err)
 	}
 	for bar, size := range map[uint32]uint64{0: abi.BARRegsSize, 1: 0, 2: abi.BARDoorbells, 4: abi.MSIXBarSize, 7: 4096} {
@@ -33,17 +35,17 @@ func TestFunctionOverVfioUser(t *testing.T) {
 			t.Fatalf("region %d: %+v %v", bar, ri, err)
 		}
 	}
-	if irq, err := c.GetIRQInfo(PCIMSIXIRQ); err != nil || irq.Count != abi.NumVectors {
+	if irq, err := c.GetIRQInfo(vfiouser.PCIMSIXIRQ); err != nil || irq.Count != abi.NumVectors {
 		t.Fatalf("MSI-X info %+v %v", irq, err)
 	}
 	id := make([]byte, 4)
-	must(t, c.RegionRead(PCIConfigRegion, 0, id))
+	must(t, c.RegionRead(vfiouser.PCIConfigRegion, 0, id))
 	if binary.LittleEndian.Uint32(id) != abi.PCIDeviceID<<16|abi.PCIVendorID {
 		t.Fatalf("IDs % x", id)
 	}
 
 	const ramAt, ramSize = 0x100000, 1 << 20
-	fd := memfd(t, ramSize, nil)
+	fd := memfd(t, ramSize)
 	defer unix.Close(fd)
 	ram, err := unix.Mmap(fd, 0, ramSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
@@ -53,7 +55,7 @@ func TestFunctionOverVfioUser(t *testing.T) {
 	must(t, c.DMAMap(ramAt, ramSize, fd, 0, 3))
 	efd := eventfd(t)
 	defer unix.Close(efd)
-	must(t, c.SetIRQEventfds(PCIMSIXIRQ, 0, []int{efd}))
+	must(t, c.SetIRQEventfds(vfiouser.PCIMSIXIRQ, 0, []int{efd}))
 
 	reg := func(off uint32, v uint32) {
 		t.Helper()
@@ -67,7 +69,7 @@ func TestFunctionOverVfioUser(t *testing.T) {
 		must(t, c.RegionRead(abi.BARRegs, uint64(off), b[:]))
 		return binary.LittleEndian.Uint32(b[:])
 	}
-	must(t, c.RegionWrite(PCIConfigRegion, 4, []byte{6}, false)) // memory space and bus mastering
+	must(t, c.RegionWrite(vfiouser.PCIConfigRegion, 4, []byte{6}, false)) // memory space and bus mastering
 	reg(abi.RegCtrlQBaseL, ramAt)
 	reg(abi.RegCtrlQLog, 2)
 	reg(abi.RegDevCtrl, abi.DevCtrlEnable)
@@ -90,6 +92,52 @@ func TestFunctionOverVfioUser(t *testing.T) {
 		t.Fatal("the function survived DEVICE_RESET")
 	}
 	must(t, c.DMAUnmap(ramAt, ramSize, false))
+}
+
+// serve serves srv on one end of a socketpair until the test ends and returns a client on the
+// other.
+func serve(t testing.TB, srv *vfiouser.Server) *vfiouser.Client {
+	a, b, err := vfiouser.Socketpair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeConn(context.Background(), a) }()
+	c := vfiouser.NewClient(b)
+	t.Cleanup(func() { c.Close(); <-done })
+	return c
+}
+
+func memfd(t testing.TB, size int) int {
+	fd, err := unix.MemfdCreate("guest", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		t.Fatal(err)
+	}
+	return fd
+}
+
+func eventfd(t testing.TB) int {
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fd
+}
+
+// readEventfd returns the eventfd's counter (0 when nothing was signalled) and resets it.
+func readEventfd(t testing.TB, fd int) uint64 {
+	var b [8]byte
+	_, err := unix.Read(fd, b[:])
+	if err == unix.EAGAIN {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return binary.LittleEndian.Uint64(b[:])
 }
 
 func must(t testing.TB, err error) {
