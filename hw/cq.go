@@ -157,6 +157,9 @@ func (f *Function) createEQLocked(args []byte, result func(int, uint32)) error {
 	if kind > abi.EQAsync || vector >= abi.NumVectors {
 		return errf(syscall.EINVAL, "EQ kind %d, vector %d", kind, vector)
 	}
+	if len(f.eqs) >= abi.NumVectors { // what RegMaxEQ says
+		return errf(syscall.ENOMEM, "all %d EQs in use", abi.NumVectors)
+	}
 	var q [abi.QueueArgsSize]byte
 	q[abi.QueueLogCount], q[abi.QueueLogElem] = args[abi.CreateEQLogCount], eqElemLog
 	copy(q[abi.QueuePages:], args[abi.CreateEQPages:abi.CreateEQPages+abi.PageListSize])

@@ -76,6 +76,9 @@ func (f *Function) execLocked(e []byte) error {
 	args := e[abi.CtrlArgs:]
 	u32 := func(off int) uint32 { return binary.LittleEndian.Uint32(args[off:]) }
 	result := func(i int, v uint32) { binary.LittleEndian.PutUint32(e[abi.CtrlResult+4*i:], v) }
+	if fl := binary.LittleEndian.Uint16(e[abi.CtrlFlags:]); fl != 0 {
+		return errf(syscall.EINVAL, "control entry flags 0x%x (reserved, 0)", fl)
+	}
 	switch op := binary.LittleEndian.Uint16(e[abi.CtrlOpcode:]); op {
 	case abi.OpNop:
 		return nil
@@ -191,17 +194,21 @@ func (f *Function) allocSTagLocked(pdn, kind, maxPages uint32, result func(int, 
 	var stag uint32
 	switch kind {
 	case abi.STagFastRegMR:
-		if maxPages == 0 {
-			return errf(syscall.EINVAL, "a fast-register MR of no pages")
+		if maxPages == 0 || maxPages > abi.MaxMRPages {
+			return errf(syscall.EINVAL, "a fast-register MR of %d pages, 1 to %d", maxPages, abi.MaxMRPages)
+		}
+		if err := f.reservePagesLocked(maxPages); err != nil {
+			return err
 		}
 		// The largest page a REG_MR work request may use bounds the region.
 		mr, err := p.pd.AllocFastRegMR(uint64(maxPages) << 21)
 		if err != nil {
+			f.regPages -= uint64(maxPages)
 			return err
 		}
 		stag = mr.LKey()
 		f.keysMu.Lock()
-		f.mrs[stag>>8] = mrEntry{mr: mr, pdn: pdn}
+		f.mrs[stag>>8] = mrEntry{mr: mr, pdn: pdn, pages: maxPages}
 		f.keysMu.Unlock()
 	case abi.STagMWType1, abi.STagMWType2A, abi.STagMWType2B:
 		typ := map[uint32]emu.MWType{abi.STagMWType1: emu.MWType1, abi.STagMWType2A: emu.MWType2A, abi.STagMWType2B: emu.MWType2}[kind]
@@ -221,8 +228,18 @@ func (f *Function) allocSTagLocked(pdn, kind, maxPages uint32, result func(int, 
 	return nil
 }
 
-// maxMRPages bounds a registration's page list: 2^20 pages, 4 GiB of 4 KiB pages.
-const maxMRPages = 1 << 20
+// reservePagesLocked counts n more registered pages against the device's cap: ENOMEM past it.
+func (f *Function) reservePagesLocked(n uint32) error {
+	limit := f.cfg.MaxRegisteredPages
+	if limit == 0 {
+		limit = DefaultMaxRegisteredPages
+	}
+	if f.regPages+uint64(n) > limit {
+		return errf(syscall.ENOMEM, "%d more registered pages; %d of %d in use", n, f.regPages, limit)
+	}
+	f.regPages += uint64(n)
+	return nil
+}
 
 // mrArgs are REG_MR's arguments, also REREG_MR's from its offset 8.
 type mrArgs struct {
@@ -232,12 +249,22 @@ type mrArgs struct {
 	pages  emu.PageList
 }
 
-// decodeMRArgs reads REG_MR's arguments and resolves their page list.
+// decodeMRArgs reads REG_MR's arguments and resolves their page list, whose pages it counts
+// against the device's cap (reservePagesLocked): on success the caller owns len(a.pages.Pages)
+// reserved pages.
 func (f *Function) decodeMRArgs(args []byte) (mrArgs, error) {
 	le := binary.LittleEndian
 	a := mrArgs{pdn: le.Uint32(args[abi.RegMRPD:]), access: emu.Access(le.Uint32(args[abi.RegMRAccess:])), iova: le.Uint64(args[abi.RegMRIOVA:])}
-	pageSize, pages, err := resolvePages(&f.mem, decodePageList(args[abi.RegMRPages:]), maxMRPages)
+	pl := decodePageList(args[abi.RegMRPages:])
+	if pl.pages > abi.MaxMRPages {
+		return mrArgs{}, errf(syscall.EINVAL, "page list: %d pages, at most %d", pl.pages, abi.MaxMRPages)
+	}
+	if err := f.reservePagesLocked(pl.pages); err != nil {
+		return mrArgs{}, err
+	}
+	pageSize, pages, err := resolvePages(&f.mem, pl, abi.MaxMRPages)
 	if err != nil {
+		f.regPages -= uint64(pl.pages)
 		return mrArgs{}, err
 	}
 	a.pages = emu.PageList{PageSize: pageSize, Offset: le.Uint64(args[abi.RegMROffset:]), Length: le.Uint64(args[abi.RegMRLength:]), Pages: pages}
@@ -253,12 +280,14 @@ func (f *Function) regMRLocked(args []byte, result func(int, uint32)) error {
 	if err != nil {
 		return err
 	}
+	n := uint32(len(a.pages.Pages))
 	mr, err := p.pd.RegGuestMR(&f.mem, a.pages, a.iova, a.access)
 	if err != nil {
+		f.regPages -= uint64(n)
 		return err
 	}
 	f.keysMu.Lock()
-	f.mrs[mr.LKey()>>8] = mrEntry{mr: mr, pdn: a.pdn}
+	f.mrs[mr.LKey()>>8] = mrEntry{mr: mr, pdn: a.pdn, pages: n}
 	f.keysMu.Unlock()
 	p.uses++
 	result(abi.ResultNum, mr.LKey())
@@ -284,22 +313,32 @@ func (f *Function) reregMRLocked(stag uint32, flags keys.ReregFlags, args []byte
 		}
 		pd = p.pd
 	}
+	pages := m.pages
 	if flags&keys.ChangeTranslation != 0 {
 		var err error
 		if a, err = f.decodeMRArgs(args); err != nil {
 			return err
 		}
+		pages = uint32(len(a.pages.Pages))
 	}
 	if err := m.mr.ReregGuest(flags, pd, &f.mem, a.pages, a.iova, a.access); err != nil {
+		if flags&keys.ChangeTranslation != 0 {
+			f.regPages -= uint64(pages)
+		}
 		return err
 	}
+	if flags&keys.ChangeTranslation != 0 {
+		f.regPages -= uint64(m.pages) // the old translation's pages are given back
+	}
+	pdn := m.pdn
 	if flags&keys.ChangePD != 0 && a.pdn != m.pdn {
 		f.pds[m.pdn].uses--
 		f.pds[a.pdn].uses++
-		f.keysMu.Lock()
-		f.mrs[stag>>8] = mrEntry{mr: m.mr, pdn: a.pdn}
-		f.keysMu.Unlock()
+		pdn = a.pdn
 	}
+	f.keysMu.Lock()
+	f.mrs[stag>>8] = mrEntry{mr: m.mr, pdn: pdn, pages: pages}
+	f.keysMu.Unlock()
 	return nil
 }
 
@@ -316,6 +355,7 @@ func (f *Function) deallocSTagLocked(stag uint32) error {
 		delete(f.mrs, idx)
 		f.keysMu.Unlock()
 		f.pds[m.pdn].uses--
+		f.regPages -= uint64(m.pages)
 		return nil
 	}
 	if w, ok := f.mws[idx]; ok {

@@ -19,6 +19,9 @@ type ethRing struct {
 	cons    uint32
 	dropped uint32
 	gone    bool
+	// frame is where a TX frame is read from guest memory: the engine copies what it sends,
+	// so one buffer of the largest frame serves every descriptor.
+	frame []byte
 }
 
 // createEthRingLocked makes the TX or RX ring (one of each). An RX ring takes the engine's
@@ -94,11 +97,18 @@ func (f *Function) ethTransmitLocked(prod uint32) []int {
 		}
 		addr := binary.LittleEndian.Uint64(desc[abi.EthDescAddr:])
 		n := binary.LittleEndian.Uint32(desc[abi.EthDescLen:])
-		frame := make([]byte, n)
-		if n < abi.EthMinFrame || n > abi.EthMaxFrame || readGuest(&f.mem, addr, frame) != nil {
+		// The length is the guest's: checked before it sizes anything.
+		if n < abi.EthMinFrame || n > abi.EthMaxFrame {
 			e.dropped++
 		} else {
-			f.dev.SendFrame(frame)
+			if e.frame == nil {
+				e.frame = make([]byte, abi.EthMaxFrame)
+			}
+			if frame := e.frame[:n]; readGuest(&f.mem, addr, frame) != nil {
+				e.dropped++
+			} else {
+				f.dev.SendFrame(frame)
+			}
 		}
 		e.cons = (e.cons + 1) & e.r.mask()
 		_ = e.r.writeU32(abi.QHConsumer, e.cons)

@@ -45,7 +45,15 @@ type Config struct {
 	// ActiveMTU is the largest path MTU the link carries (an adapter's MTU less RoCEv2's
 	// headers), what QUERY_PORT reports as active; 0: 4096, as socket links carry.
 	ActiveMTU emu.MTU
+	// MaxRegisteredPages caps the pages of all the function's MRs together (their page lists,
+	// and a fast-register MR's most pages), which is what registered memory costs the device:
+	// past it a registration fails with ENOMEM. 0: DefaultMaxRegisteredPages.
+	MaxRegisteredPages uint64
 }
+
+// DefaultMaxRegisteredPages is 16 GiB of 4 KiB pages (or 8 TiB of 2 MiB ones): more than a
+// guest of this machine's size registers, about 256 MiB of the device's memory at most.
+const DefaultMaxRegisteredPages = 1 << 22
 
 // Function is one softirdma PCI function. Its methods are safe for concurrent use: the bus
 // calls them from its connection, the engine's callbacks from its own goroutines.
@@ -64,6 +72,8 @@ type Function struct {
 	keysMu sync.Mutex
 	mrs    map[uint32]mrEntry // by STag index
 	mws    map[uint32]mwEntry // by STag index
+	// regPages is what the MRs' pages add up to, against cfg.MaxRegisteredPages.
+	regPages uint64
 	eqs    map[uint32]*eq
 	nextEQ uint32
 	// asyncEQ gets the engine's async events.
@@ -88,6 +98,9 @@ type avTable struct {
 type mrEntry struct {
 	mr  *emu.MR
 	pdn uint32
+	// pages is what the MR counts against the device's cap: its page list's length, or a
+	// fast-register MR's most pages, which also bound its REG_MR work requests.
+	pages uint32
 }
 
 type mwEntry struct {
@@ -220,7 +233,7 @@ func (f *Function) resetLocked() {
 	}
 	f.dev = nil
 	f.keysMu.Lock()
-	f.pds, f.mrs, f.mws, f.nextPD = map[uint32]*pdEntry{}, map[uint32]mrEntry{}, map[uint32]mwEntry{}, 0
+	f.pds, f.mrs, f.mws, f.nextPD, f.regPages = map[uint32]*pdEntry{}, map[uint32]mrEntry{}, map[uint32]mwEntry{}, 0, 0
 	f.keysMu.Unlock()
 	for _, e := range f.eqs {
 		e.mu.Lock()

@@ -36,17 +36,26 @@ func errf(errno syscall.Errno, format string, args ...any) error {
 // resolvePages reads the page addresses a page list names, through guest memory, checking
 // everything a guest could get wrong: the page size, the levels, the count against the levels'
 // capacity and against max, the tables' alignment and presence (EFAULT), each page's alignment.
-// Whether the pages themselves are mapped is for the caller (emu checks it on registration).
+// Every number is checked, and every table found, before the list sizes anything: what it
+// allocates is the list itself, 8 bytes a page, and one table page of scratch. Whether the
+// pages themselves are mapped is for the caller (emu checks it on registration).
 func resolvePages(mem *emu.GuestMemory, pl pageList, max uint32) (pageSize uint64, pages []uint64, err error) {
 	if pl.shift >= 64 || pageSizes&(uint64(1)<<pl.shift) == 0 {
 		return 0, nil, errf(syscall.EINVAL, "page list: pages of 2^%d bytes", pl.shift)
 	}
 	pageSize = uint64(1) << pl.shift
-	capacity := map[uint8]uint64{0: 1, 1: abi.PLEntriesPerPage, 2: abi.PLEntriesPerPage * abi.PLEntriesPerPage}
-	limit, ok := capacity[pl.levels]
-	switch {
-	case !ok:
+	var limit uint64
+	switch pl.levels {
+	case 0:
+		limit = 1
+	case 1:
+		limit = abi.PLEntriesPerPage
+	case 2:
+		limit = abi.PLEntriesPerPage * abi.PLEntriesPerPage
+	default:
 		return 0, nil, errf(syscall.EINVAL, "page list: %d levels", pl.levels)
+	}
+	switch {
 	case pl.pages == 0:
 		return 0, nil, errf(syscall.EINVAL, "page list: no pages")
 	case uint64(pl.pages) > limit:
@@ -60,21 +69,39 @@ func resolvePages(mem *emu.GuestMemory, pl pageList, max uint32) (pageSize uint6
 		}
 		return pageSize, []uint64{pl.addr}, nil
 	}
-	tables := []uint64{pl.addr}
+	var scratch [tablePage]byte
+	// The tables of page addresses: the list's own page (one level), or the addresses in it
+	// (two), read and checked before anything is sized by the count.
+	var tableBuf [abi.PLEntriesPerPage]uint64
+	tables := tableBuf[:1]
+	tables[0] = pl.addr
 	if pl.levels == 2 {
 		n := (pl.pages + abi.PLEntriesPerPage - 1) / abi.PLEntriesPerPage
-		if tables, err = readTable(mem, pl.addr, n); err != nil {
+		if err := readTable(mem, pl.addr, scratch[:8*n]); err != nil {
 			return 0, nil, err
+		}
+		tables = tableBuf[:n]
+		for i := range tables {
+			tables[i] = binary.LittleEndian.Uint64(scratch[8*i:])
+		}
+	}
+	for _, t := range tables {
+		if t%tablePage != 0 {
+			return 0, nil, errf(syscall.EINVAL, "page list: table 0x%x not aligned to 4 KiB", t)
+		}
+		if !mem.Mapped(t, tablePage) {
+			return 0, nil, errf(syscall.EFAULT, "page list: table 0x%x is not mapped", t)
 		}
 	}
 	pages = make([]uint64, 0, pl.pages)
 	for _, t := range tables {
 		n := min(pl.pages-uint32(len(pages)), abi.PLEntriesPerPage)
-		entries, err := readTable(mem, t, n)
-		if err != nil {
+		b := scratch[:8*n]
+		if err := readTable(mem, t, b); err != nil {
 			return 0, nil, err
 		}
-		for _, p := range entries {
+		for i := range n {
+			p := binary.LittleEndian.Uint64(b[8*i:])
 			if p%pageSize != 0 {
 				return 0, nil, errf(syscall.EINVAL, "page list: page 0x%x not aligned to %d", p, pageSize)
 			}
@@ -84,20 +111,12 @@ func resolvePages(mem *emu.GuestMemory, pl pageList, max uint32) (pageSize uint6
 	return pageSize, pages, nil
 }
 
-// readTable reads n page addresses from the table page at addr.
-func readTable(mem *emu.GuestMemory, addr uint64, n uint32) ([]uint64, error) {
+// readTable reads len(b) bytes of page addresses from the table page at addr.
+func readTable(mem *emu.GuestMemory, addr uint64, b []byte) error {
 	if addr%tablePage != 0 {
-		return nil, errf(syscall.EINVAL, "page list: table 0x%x not aligned to 4 KiB", addr)
+		return errf(syscall.EINVAL, "page list: table 0x%x not aligned to 4 KiB", addr)
 	}
-	b := make([]byte, 8*int(n))
-	if err := readGuest(mem, addr, b); err != nil {
-		return nil, err
-	}
-	out := make([]uint64, n)
-	for i := range out {
-		out[i] = binary.LittleEndian.Uint64(b[8*i:])
-	}
-	return out, nil
+	return readGuest(mem, addr, b)
 }
 
 // readGuest copies guest memory at addr into p, or fails with EFAULT if any of it is unmapped.

@@ -31,6 +31,7 @@ type qp struct {
 
 	posting sync.Mutex
 	sqNext  uint32 // the next send WQE to read (ring index)
+	sqWQE   []byte // what a send WQE of this QP can hold, read from the ring under posting
 
 	sqMu   sync.Mutex
 	sqCons uint32
@@ -38,7 +39,8 @@ type qp struct {
 
 	rqMu   sync.Mutex
 	rqCons uint32
-	rqGone bool // the ring's memory went: nothing is fetched
+	rqGone bool   // the ring's memory went: nothing is fetched
+	rqWQE  []byte // what a receive WQE of this QP can hold, read under rqMu
 
 	gone bool // destroyed or its rings revoked: posting stops
 }
@@ -104,7 +106,11 @@ func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 		return err
 	}
 	q := &qp{f: f, emu: eqp, slot: uint32(slot), pdn: pdn, sq: sq, rq: rq,
-		maxSendSGE: sendSGE, maxRecvSGE: recvSGE, maxInline: maxInline}
+		maxSendSGE: sendSGE, maxRecvSGE: recvSGE, maxInline: maxInline,
+		sqWQE: make([]byte, sendWQEBytes(sq, sendSGE, maxInline))}
+	if rq != nil {
+		q.rqWQE = make([]byte, recvWQEBytes(rq, recvSGE))
+	}
 	eqp.OnRetire(q.retired)
 	if rq != nil {
 		eqp.SetRecvSource(q.fetchRecv)
@@ -254,12 +260,11 @@ func (q *qp) fetchRecv(limit int) []emu.RecvWR {
 	}
 	prod &= q.rq.mask()
 	var out []emu.RecvWR
-	elem := make([]byte, 1<<q.rq.logElem)
 	for q.rqCons != prod && len(out) < limit {
-		if q.rq.access(q.rq.elemOff(q.rqCons), elem, false) != nil {
+		if q.rq.access(q.rq.elemOff(q.rqCons), q.rqWQE, false) != nil {
 			break
 		}
-		wr := decodeRecv(elem, q.maxRecvSGE)
+		wr := decodeRecv(q.rqWQE, q.maxRecvSGE)
 		out = append(out, wr)
 		q.rqCons = (q.rqCons + 1) & q.rq.mask()
 	}
@@ -281,7 +286,7 @@ func (q *qp) ring() {
 		return
 	}
 	prod &= q.sq.mask()
-	elem := make([]byte, 1<<q.sq.logElem)
+	elem := q.sqWQE
 	for q.sqNext != prod {
 		if q.sq.access(q.sq.elemOff(q.sqNext), elem, false) != nil {
 			return
@@ -292,11 +297,12 @@ func (q *qp) ring() {
 				return // the engine's queue is full: the next doorbell or retirement goes on
 			}
 			le := binary.LittleEndian
+			raw := le.Uint32(elem[abi.SendOpcode:])
 			if l := q.f.cfg.Log; l != nil {
 				l.Info("send WQE refused", "qpn", q.emu.Num(), "wr_id", le.Uint64(elem[abi.SendWRID:]),
-					"opcode", le.Uint32(elem[abi.SendOpcode:]), "err", err)
+					"opcode", raw, "err", err)
 			}
-			if q.emu.PostSendError(emu.PostedError{ID: le.Uint64(elem[abi.SendWRID:]), Opcode: emu.WROpcode(le.Uint32(elem[abi.SendOpcode:])),
+			if q.emu.PostSendError(emu.PostedError{ID: le.Uint64(elem[abi.SendWRID:]), Opcode: errOpcode(raw),
 				Status: emu.WCLocQPOpErr, Err: err}) != nil {
 				return
 			}
@@ -305,10 +311,37 @@ func (q *qp) ring() {
 	}
 }
 
-// post turns one rxe_send_wqe into the engine's work request.
+// sendWQEBytes is how much of a send WQE slot the device reads: the WQE and as many SGEs or
+// inline bytes as the QP takes (and an ATOMIC_WRITE's 8 bytes), never more than the slot. A
+// guest's large slots cost it ring memory, not the device buffers.
+func sendWQEBytes(r *ring, sges, inline int) int {
+	return min(1<<r.logElem, abi.SendSGEs+max(abi.SGESize*sges, inline, 8))
+}
+
+// recvWQEBytes is sendWQEBytes for a receive WQE.
+func recvWQEBytes(r *ring, sges int) int {
+	return min(1<<r.logElem, abi.RecvSGEs+abi.SGESize*sges)
+}
+
+// errOpcode is the opcode a refused WQE's error completion reports: the guest's own if it is a
+// byte, else one that is no opcode (its completion is an error, whose opcode verbs leave
+// undefined), never the low byte of a larger number.
+func errOpcode(raw uint32) emu.WROpcode {
+	if raw > 0xff {
+		return 0xff
+	}
+	return emu.WROpcode(raw)
+}
+
+// post turns one rxe_send_wqe into the engine's work request. The opcode is the guest's u32:
+// checked whole before it becomes the engine's byte.
 func (q *qp) post(e []byte) error {
 	le := binary.LittleEndian
-	wr := emu.SendWR{ID: le.Uint64(e[abi.SendWRID:]), Opcode: emu.WROpcode(le.Uint32(e[abi.SendOpcode:])),
+	raw := le.Uint32(e[abi.SendOpcode:])
+	if raw > 0xff {
+		return fmt.Errorf("send WQE opcode %d is not supported: %w", raw, syscall.EOPNOTSUPP)
+	}
+	wr := emu.SendWR{ID: le.Uint64(e[abi.SendWRID:]), Opcode: emu.WROpcode(raw),
 		Flags: emu.SendFlags(le.Uint32(e[abi.SendFlags:]))}
 	switch wr.Opcode {
 	case emu.WRRDMAWriteWithImm, emu.WRSendWithImm:
@@ -330,6 +363,9 @@ func (q *qp) post(e []byte) error {
 		return q.emu.PostSend(wr)
 	case emu.WRAtomicWrite:
 		// The 8 bytes travel in the WQE (dma.atomic_wr), as rxe's provider puts them.
+		if len(e) < abi.SendAtomicWr+8 {
+			return fmt.Errorf("an ATOMIC_WRITE in a %d-byte WQE slot: %w", len(e), syscall.EINVAL)
+		}
 		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendRKey:])
 		wr.Flags |= emu.SendInline
 		wr.InlineData = append([]byte{}, e[abi.SendAtomicWr:abi.SendAtomicWr+8]...)
@@ -395,7 +431,9 @@ func (q *qp) regMR(e []byte, wr *emu.SendWR) error {
 	if !ok {
 		return fmt.Errorf("REG_MR of unknown MR 0x%x: %w", key, syscall.EINVAL)
 	}
-	pageSize, pages, err := resolvePages(&q.f.mem, decodePageList(e[abi.RegWRPages:]), maxMRPages)
+	// The MR's own most pages bound the list, not the device's: each posted REG_MR holds its
+	// resolved list until it runs.
+	pageSize, pages, err := resolvePages(&q.f.mem, decodePageList(e[abi.RegWRPages:]), m.pages)
 	if err != nil {
 		return err
 	}

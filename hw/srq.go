@@ -24,6 +24,7 @@ type srq struct {
 	cons  uint32
 	limit uint32 // armed for fewer posted receives than this; 0: not armed
 	gone  bool
+	wqe   []byte // what a receive WQE can hold (recvWQEBytes), read under mu
 }
 
 func (s *srq) fetch(limit int) []emu.RecvWR {
@@ -42,12 +43,11 @@ func (s *srq) fetch(limit int) []emu.RecvWR {
 		s.mu.Unlock()
 		return nil
 	}
-	elem := make([]byte, 1<<s.r.logElem)
-	if s.r.access(s.r.elemOff(s.cons), elem, false) != nil {
+	if s.r.access(s.r.elemOff(s.cons), s.wqe, false) != nil {
 		s.mu.Unlock()
 		return nil
 	}
-	wr := decodeRecv(elem, s.maxSGE)
+	wr := decodeRecv(s.wqe, s.maxSGE)
 	s.cons = (s.cons + 1) & s.r.mask()
 	_ = s.r.writeU32(abi.QHConsumer, s.cons)
 	fire := s.limit > 0 && (prod-s.cons)&s.r.mask() < s.limit
@@ -102,7 +102,7 @@ func (f *Function) createSRQLocked(args []byte, result func(int, uint32)) error 
 	if err != nil {
 		return err
 	}
-	s := &srq{f: f, emu: e, pdn: pdn, maxSGE: int(maxSGE), r: r, limit: limit}
+	s := &srq{f: f, emu: e, pdn: pdn, maxSGE: int(maxSGE), r: r, limit: limit, wqe: make([]byte, recvWQEBytes(r, int(maxSGE)))}
 	e.SetRecvSource(s.fetch)
 	f.srqs[e.Num()] = s
 	p.uses++
@@ -163,7 +163,7 @@ func (f *Function) modifySRQLocked(n, mask, limit uint32, queue []byte) error {
 		return errf(syscall.EINVAL, "limit %d for %d receives", limit, r.count()-1)
 	}
 	if r != s.r {
-		s.r, s.cons = r, 0
+		s.r, s.cons, s.wqe = r, 0, make([]byte, recvWQEBytes(r, s.maxSGE))
 	}
 	if mask&abi.SRQModifyLimit != 0 {
 		s.limit = limit
