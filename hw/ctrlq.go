@@ -315,20 +315,20 @@ func (f *Function) reregMRLocked(stag uint32, flags keys.ReregFlags, args []byte
 	}
 	pages := m.pages
 	if flags&keys.ChangeTranslation != 0 {
+		// The new translation replaces the old: only the difference counts against the cap.
+		f.regPages -= uint64(m.pages)
 		var err error
 		if a, err = f.decodeMRArgs(args); err != nil {
+			f.regPages += uint64(m.pages)
 			return err
 		}
 		pages = uint32(len(a.pages.Pages))
 	}
 	if err := m.mr.ReregGuest(flags, pd, &f.mem, a.pages, a.iova, a.access); err != nil {
 		if flags&keys.ChangeTranslation != 0 {
-			f.regPages -= uint64(pages)
+			f.regPages = f.regPages - uint64(pages) + uint64(m.pages)
 		}
 		return err
-	}
-	if flags&keys.ChangeTranslation != 0 {
-		f.regPages -= uint64(m.pages) // the old translation's pages are given back
 	}
 	pdn := m.pdn
 	if flags&keys.ChangePD != 0 && a.pdn != m.pdn {

@@ -29,8 +29,7 @@ func (r *ring) bytes() uint64 {
 }
 
 // newRing checks a queue's arguments (abi.QueueArgs) and resolves its pages. minElem is the
-// least element the queue's entries need, maxLog the most slots it may have (log2). Only the
-// pages the ring needs are read.
+// least element the queue's entries need, maxLog the most slots it may have (log2).
 func newRing(mem *emu.GuestMemory, args []byte, minElem int, maxLog uint8) (*ring, error) {
 	logCount, logElem := args[abi.QueueLogCount], args[abi.QueueLogElem]
 	switch {
@@ -42,12 +41,12 @@ func newRing(mem *emu.GuestMemory, args []byte, minElem int, maxLog uint8) (*rin
 	r := &ring{mem: mem, logCount: logCount, logElem: logElem}
 	pl := decodePageList(args[abi.QueuePages:])
 	if pl.shift < 64 {
-		// Only the pages a ring of this size needs are read: a list naming more costs no more.
+		// A ring's list names exactly the pages it needs: a count the ring does not imply is
+		// refused before it sizes anything.
 		need := (r.bytes() + uint64(1)<<pl.shift - 1) >> pl.shift
-		if uint64(pl.pages) < need {
-			return nil, errf(syscall.EINVAL, "a queue of %d bytes in %d pages of 2^%d", r.bytes(), pl.pages, pl.shift)
+		if uint64(pl.pages) != need {
+			return nil, errf(syscall.EINVAL, "a queue of %d bytes in %d pages of 2^%d, want %d", r.bytes(), pl.pages, pl.shift, need)
 		}
-		pl.pages = uint32(need)
 	}
 	pageSize, pages, err := resolvePages(mem, pl, abi.MaxMRPages)
 	if err != nil {
