@@ -74,8 +74,8 @@ type Function struct {
 	mws    map[uint32]mwEntry // by STag index
 	// regPages is what the MRs' pages add up to, against cfg.MaxRegisteredPages.
 	regPages uint64
-	eqs    map[uint32]*eq
-	nextEQ uint32
+	eqs      map[uint32]*eq
+	nextEQ   uint32
 	// asyncEQ gets the engine's async events.
 	asyncEQ *eq
 	cqs     map[uint32]*cq // by CQN
