@@ -257,6 +257,10 @@ func (s *SRQ) PostRecv(wrs ...RecvWR) error {
 type RecvWR struct {
 	ID  uint64
 	SGL []SGE
+	// Err, set by a device model's receive source, is a receive WQE it could not decode (more
+	// SGEs than the queue takes, say): the message that takes it fails, whatever its length,
+	// with LOC_QP_OP_ERR for the receiver and NAK 0x63 (REM_OP_ERR) for the requester.
+	Err error
 }
 
 // recvWQE is a posted receive request, its SGL copied so the caller may reuse its own.
@@ -264,6 +268,7 @@ type recvWQE struct {
 	id     uint64
 	sgl    []SGE
 	length uint64
+	err    error
 }
 
 // recvQueue is a ring of receive WQEs whose SGL storage is allocated once.
@@ -282,7 +287,7 @@ func (q *recvQueue) push(wr *RecvWR) bool {
 		return false
 	}
 	w := &q.ring[(q.head+q.n)%len(q.ring)]
-	w.id = wr.ID
+	w.id, w.err = wr.ID, wr.Err
 	w.sgl = append(w.sgl[:0], wr.SGL...)
 	w.length = 0
 	for _, s := range wr.SGL {

@@ -310,7 +310,7 @@ func (qp *QP) checkResource(q *request) verdict {
 func (qp *QP) takeRecv() {
 	r := &qp.resp
 	w := qp.recvQueue().peek()
-	r.held.id, r.held.length = w.id, w.length
+	r.held.id, r.held.length, r.held.err = w.id, w.length, w.err
 	r.held.sgl = append(r.held.sgl[:0], w.sgl...)
 	qp.recvQueue().pop()
 	if qp.srq != nil {
@@ -361,6 +361,10 @@ func (qp *QP) checkLength(q *request) verdict {
 	}
 	if q.recvFound {
 		qp.takeRecv()
+		if err := qp.resp.recv.err; err != nil {
+			// A receive the device could not read is no receive: the responder's own failure.
+			return refuse(&respError{syn: wire.NAKRemoteOp, status: WCLocQPOpErr, err: fmt.Errorf("receive WQE: %w", err)})
+		}
 	}
 	return proceed(respCheckRKey)
 }

@@ -88,6 +88,21 @@ type sendWQE struct {
 // post writes a WQE at the send queue's producer index, advances it and rings the doorbell.
 func (b *bench) post(q *guestQP, w sendWQE) {
 	b.t.Helper()
+	b.putSend(q, w)
+	b.ringSQ(q)
+}
+
+// ringSQ rings q's send-queue doorbell.
+func (b *bench) ringSQ(q *guestQP) {
+	b.t.Helper()
+	var p [4]byte
+	must(b.t, b.f.RegionWrite(abi.BARDoorbell, uint64(abi.SQDoorbell(q.slot)), p[:]))
+}
+
+// putSend writes a WQE at the send queue's producer index and advances it; it returns the
+// WQE's slot.
+func (b *bench) putSend(q *guestQP, w sendWQE) []byte {
+	b.t.Helper()
 	le := binary.LittleEndian
 	e := b.at(q.sq + abi.QueueHeaderSize + uint64(q.sqProd)<<sqLogElem)[:1<<sqLogElem]
 	clear(e)
@@ -138,8 +153,7 @@ func (b *bench) post(q *guestQP, w sendWQE) {
 	le.PutUint32(e[abi.SendDMALength:], total)
 	q.sqProd = (q.sqProd + 1) & (1<<q.sqLog - 1)
 	le.PutUint32(b.at(q.sq+abi.QHProducer), q.sqProd)
-	var p [4]byte
-	must(b.t, b.f.RegionWrite(abi.BARDoorbell, uint64(abi.SQDoorbell(q.slot)), p[:]))
+	return e
 }
 
 // postRecv writes a receive WQE and advances the producer index; there is no doorbell.

@@ -2,6 +2,7 @@ package hw
 
 import (
 	"encoding/binary"
+	"fmt"
 	"sync"
 	"syscall"
 
@@ -63,17 +64,17 @@ func (s *srq) fetch(limit int) []emu.RecvWR {
 }
 
 // decodeRecv reads an rxe_recv_wqe. One naming more SGEs than the queue takes, or than its slot
-// holds, becomes a receive through lkey 0, which names no MR: the message that uses it fails
-// with an error completion.
+// holds, is a receive the engine fails: the message that takes it completes LOC_QP_OP_ERR
+// (emu.RecvWR's Err), whatever its length.
 func decodeRecv(elem []byte, maxSGE int) emu.RecvWR {
 	le := binary.LittleEndian
 	wr := emu.RecvWR{ID: le.Uint64(elem[abi.RecvWRID:])}
-	n := int(le.Uint32(elem[abi.RecvDMANumSGE:]))
-	if n > maxSGE || abi.RecvSGEs+n*abi.SGESize > len(elem) {
-		wr.SGL = []emu.SGE{{Length: 1}}
+	n := le.Uint32(elem[abi.RecvDMANumSGE:])
+	if n > uint32(maxSGE) || abi.RecvSGEs+int(n)*abi.SGESize > len(elem) {
+		wr.Err = fmt.Errorf("%d SGEs, the queue takes %d: %w", n, maxSGE, syscall.EINVAL)
 		return wr
 	}
-	for i := range n {
+	for i := range int(n) {
 		s := elem[abi.RecvSGEs+i*abi.SGESize:]
 		wr.SGL = append(wr.SGL, emu.SGE{Addr: le.Uint64(s[abi.SGEAddr:]), Length: le.Uint32(s[abi.SGELength:]), LKey: le.Uint32(s[abi.SGELKey:])})
 	}
