@@ -6,17 +6,19 @@ import (
 )
 
 // Memory is what an MR registers: an ordered scatter list of byte slices (one Go slice for the
-// verbs API, a list of guest pages for the device), or, for an implicit on-demand MR, a whole
-// address space. keys keeps references to the slices and never copies them.
+// verbs API), the pages of a page list in an address space (a guest's MR, Paged), or, for an
+// implicit on-demand MR, a whole address space. keys keeps references to the slices and never
+// copies them.
 type Memory struct {
 	one []byte // the contiguous case, kept inline so a plain MR costs no extra allocation
 	*scatter
 }
 
 type scatter struct {
-	segs [][]byte // nil for an address space
+	segs [][]byte // nil for an address space and for pages
 	ends []uint64 // ends[i] = offset just past segs[i]
 	as   AddressSpace
+	pg   paged // pg.pages is not nil for the memory of a page list
 }
 
 // AddressSpace is memory reached by address rather than registered slice by slice: the whole
@@ -33,21 +35,30 @@ func Contiguous(b []byte) Memory { return Memory{one: b} }
 
 // Scatter is memory made of several slices, in order; empty slices are dropped.
 func Scatter(segs ...[]byte) Memory {
-	sc := &scatter{}
-	var end uint64
+	// A copy: the caller's list may change after, and it is the size the memory keeps.
+	return scatterOf(append(make([][]byte, 0, len(segs)), segs...))
+}
+
+// scatterOf is Scatter keeping segs itself, which it compacts in place.
+func scatterOf(segs [][]byte) Memory {
+	kept := segs[:0]
 	for _, s := range segs {
-		if len(s) == 0 {
-			continue
+		if len(s) > 0 {
+			kept = append(kept, s)
 		}
-		end += uint64(len(s))
-		sc.segs = append(sc.segs, s)
-		sc.ends = append(sc.ends, end)
 	}
-	switch len(sc.segs) {
+	clear(segs[len(kept):]) // the dropped tail must not keep memory reachable
+	switch len(kept) {
 	case 0:
 		return Memory{}
 	case 1:
-		return Memory{one: sc.segs[0]}
+		return Memory{one: kept[0]}
+	}
+	sc := &scatter{segs: kept, ends: make([]uint64, len(kept))}
+	var end uint64
+	for i, s := range kept {
+		end += uint64(len(s))
+		sc.ends[i] = end
 	}
 	return Memory{scatter: sc}
 }
@@ -62,6 +73,8 @@ func (m Memory) Len() uint64 {
 		return uint64(len(m.one))
 	case m.as != nil:
 		return math.MaxUint64
+	case m.pg.pages != nil:
+		return m.pg.n
 	}
 	return m.ends[len(m.ends)-1]
 }
@@ -91,6 +104,10 @@ func (m *Memory) walk(off, n uint64, f func([]byte) bool) {
 	}
 	if m.scatter == nil {
 		f(m.one[off : off+n : off+n])
+		return
+	}
+	if m.pg.pages != nil {
+		m.pg.walk(off, n, f)
 		return
 	}
 	i := sort.Search(len(m.ends), func(i int) bool { return m.ends[i] > off })
