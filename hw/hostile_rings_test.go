@@ -117,7 +117,9 @@ func TestHostileSendWQEs(t *testing.T) {
 			clear(b.at(0x1a0800)[:64])
 			a := allocated(func() {
 				b.rawSend(q1, c.w, c.set...)
-				b.sim.RunUntilIdle(0)
+				// Bounded: a WQE run as the wrong opcode (a SEND with no receive) would retry
+				// for ever.
+				b.sim.RunUntilIdle(100_000)
 			})
 			if a > maxAlloc {
 				t.Errorf("allocated %d bytes", a)
