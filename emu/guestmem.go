@@ -24,6 +24,10 @@ const (
 // PageList is memory to register as a guest describes it: the guest-physical address of each
 // page, in order, and where the registered bytes begin and how many there are. It comes from
 // the guest, so RegGuestMR checks all of it.
+//
+// A registration keeps Pages itself, not a copy (a copy would double what a large MR costs):
+// once RegGuestMR, ReregGuest or a REG_MR work request is given a list, the caller must not
+// change its Pages.
 type PageList struct {
 	PageSize uint64   // a power of two from MinPageSize to MaxPageSize
 	Offset   uint64   // of the first registered byte in the first page; below PageSize
@@ -38,56 +42,65 @@ func (r guestRange) overlaps(start, n uint64) bool {
 	return r.start <= start+(n-1) && start <= r.start+(r.n-1)
 }
 
-// ranges checks the list and returns the address ranges its registered bytes occupy, in
-// registration order, with each page's range merged into the one before when it continues it.
-func (pl *PageList) ranges() ([]guestRange, error) {
+// check checks the list: every rule a guest could break, in an order that names the first.
+func (pl *PageList) check() error {
 	bad := func(format string, args ...any) error {
 		return &keys.VerbError{Verb: "reg_mr", Errno: syscall.EINVAL, Reason: "page list: " + fmt.Sprintf(format, args...)}
 	}
 	ps := pl.PageSize
 	switch {
 	case ps < MinPageSize || ps > MaxPageSize || bits.OnesCount64(ps) != 1:
-		return nil, bad("page size %d is not a power of two from %d to %d", ps, MinPageSize, MaxPageSize)
+		return bad("page size %d is not a power of two from %d to %d", ps, MinPageSize, MaxPageSize)
 	case pl.Offset >= ps:
-		return nil, bad("offset %d is not inside the first page of %d bytes", pl.Offset, ps)
+		return bad("offset %d is not inside the first page of %d bytes", pl.Offset, ps)
 	case pl.Length == 0:
-		return nil, bad("length 0")
+		return bad("length 0")
 	case pl.Length > math.MaxUint64-pl.Offset:
-		return nil, bad("offset %d + length %d overflows", pl.Offset, pl.Length)
+		return bad("offset %d + length %d overflows", pl.Offset, pl.Length)
 	}
 	// need cannot overflow: Offset+Length fits, and is at least 1.
 	need := (pl.Offset+pl.Length-1)/ps + 1
 	if uint64(len(pl.Pages)) != need {
-		return nil, bad("%d pages for offset %d and length %d of %d-byte pages, want %d", len(pl.Pages), pl.Offset, pl.Length, ps, need)
+		return bad("%d pages for offset %d and length %d of %d-byte pages, want %d", len(pl.Pages), pl.Offset, pl.Length, ps, need)
 	}
-	var out []guestRange
-	left := pl.Length
 	for i, page := range pl.Pages {
 		if page&(ps-1) != 0 {
-			return nil, bad("page %d at 0x%x is not aligned to %d", i, page, ps)
+			return bad("page %d at 0x%x is not aligned to %d", i, page, ps)
 		}
-		// An aligned page ends at or before 2^64, so page+off+n-1 below cannot wrap.
-		off := uint64(0)
-		if i == 0 {
-			off = pl.Offset
-		}
-		n := min(ps-off, left)
-		left -= n
-		r := guestRange{page + off, n}
-		if k := len(out) - 1; k >= 0 && out[k].start+out[k].n == r.start {
-			out[k].n += r.n
-			continue
-		}
-		out = append(out, r)
 	}
-	return out, nil
+	return nil
+}
+
+// pieces calls f with the address range of each page's registered bytes, in order, until f
+// returns false. The list is checked.
+func (pl *PageList) pieces(f func(r guestRange) bool) {
+	off, left := pl.Offset, pl.Length
+	for _, page := range pl.Pages {
+		// An aligned page ends at or before 2^64, so page+off+k-1 cannot wrap.
+		k := min(pl.PageSize-off, left)
+		if !f(guestRange{page + off, k}) {
+			return
+		}
+		off, left = 0, left-k
+	}
+}
+
+// overlaps says whether a registered byte of the checked list lies in [start, start+n); n > 0
+// and the range does not wrap. It walks the pages: a list is kept, its ranges are not.
+func (pl *PageList) overlaps(start, n uint64) bool {
+	hit := false
+	pl.pieces(func(r guestRange) bool {
+		hit = r.overlaps(start, n)
+		return !hit
+	})
+	return hit
 }
 
 // guestMapping is where a guest MR's memory lies in its address space.
 type guestMapping struct {
 	as       keys.AddressSpace
-	implicit bool         // the whole address space; nothing to revoke, see RevokeRange
-	ranges   []guestRange // for an MR from a page list
+	implicit bool     // the whole address space; nothing to revoke, see RevokeRange
+	pages    PageList // for an MR from a page list: checked, and shared with the caller
 	revoked  bool
 }
 
@@ -104,12 +117,15 @@ func checkSpace(as keys.AddressSpace) error {
 // device registers a guest's MR. Every registered byte must be mapped in as when it is called
 // (EFAULT names the first page that is not); the MR then holds the address space's slices for
 // those pages until it is deregistered or RevokeRange takes them away. Its Buf is nil.
+//
+// The MR keeps pages.Pages, not a copy: the caller must not change it afterwards. Over an
+// address space that implements keys.RegionSpace (GuestMemory does) the MR costs a few
+// regions beyond that list, whatever the number of pages.
 func (pd *PD) RegGuestMR(as keys.AddressSpace, pages PageList, iova uint64, access Access) (*MR, error) {
 	if err := checkSpace(as); err != nil {
 		return nil, err
 	}
-	ranges, err := pages.ranges()
-	if err != nil {
+	if err := pages.check(); err != nil {
 		return nil, err
 	}
 	d := pd.dev
@@ -117,7 +133,7 @@ func (pd *PD) RegGuestMR(as keys.AddressSpace, pages PageList, iova uint64, acce
 	// pages fail here) or finds this MR.
 	d.mu.Lock()
 	defer d.unlock()
-	mem, guest, err := resolveGuest(as, &pages, ranges)
+	mem, guest, err := resolveGuest(as, &pages)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +148,8 @@ func (pd *PD) RegGuestMR(as keys.AddressSpace, pages PageList, iova uint64, acce
 }
 
 // ReregGuest is Rereg for a device's MR: with keys.ChangeTranslation the MR takes the memory
-// pages names in as, iova the wire address of its first byte, on the terms of RegGuestMR.
+// pages names in as, iova the wire address of its first byte, on the terms of RegGuestMR
+// (it keeps pages.Pages).
 func (mr *MR) ReregGuest(flags keys.ReregFlags, pd *PD, as keys.AddressSpace, pages PageList, iova uint64, access Access) error {
 	return mr.rereg(flags, pd, access, func() (translation, error) {
 		mem, guest, err := guestMemory(as, &pages)
@@ -144,45 +161,26 @@ func (mr *MR) ReregGuest(flags keys.ReregFlags, pd *PD, as keys.AddressSpace, pa
 }
 
 // guestMemory checks a guest's page list and resolves it through as (the device lock held), for
-// a REG_MR work request: the MR's memory and what RevokeRange needs to find it.
+// a REG_MR work request: the MR's memory and what RevokeRange needs to find it. Both keep
+// pages.Pages.
 func guestMemory(as keys.AddressSpace, pages *PageList) (keys.Memory, *guestMapping, error) {
 	if err := checkSpace(as); err != nil {
 		return keys.Memory{}, nil, err
 	}
-	ranges, err := pages.ranges()
+	if err := pages.check(); err != nil {
+		return keys.Memory{}, nil, err
+	}
+	return resolveGuest(as, pages)
+}
+
+// resolveGuest gives the memory a checked page list names in as: every byte must be mapped
+// (EFAULT names the first page that is not).
+func resolveGuest(as keys.AddressSpace, pages *PageList) (keys.Memory, *guestMapping, error) {
+	mem, err := keys.Paged(as, pages.PageSize, pages.Offset, pages.Length, pages.Pages)
 	if err != nil {
 		return keys.Memory{}, nil, err
 	}
-	return resolveGuest(as, pages, ranges)
-}
-
-// resolveGuest gives the memory the ranges of a page list name in as: every byte must be
-// mapped (EFAULT names the first page that is not).
-func resolveGuest(as keys.AddressSpace, pages *PageList, ranges []guestRange) (keys.Memory, *guestMapping, error) {
-	segs := make([][]byte, 0, len(ranges))
-	for _, r := range ranges {
-		if !as.Mapped(r.start, r.n) {
-			return keys.Memory{}, nil, unmappedPage(as, pages, r)
-		}
-		segs = as.Segments(r.start, r.n, segs)
-	}
-	mem := keys.Scatter(segs...)
-	if mem.Len() != pages.Length {
-		return keys.Memory{}, nil, &keys.VerbError{Verb: "reg_mr", Errno: syscall.EFAULT,
-			Reason: fmt.Sprintf("the address space gave %d bytes for %d", mem.Len(), pages.Length)}
-	}
-	return mem, &guestMapping{as: as, ranges: ranges}, nil
-}
-
-// unmappedPage explains which page of the range r (from pl) as does not map.
-func unmappedPage(as keys.AddressSpace, pl *PageList, r guestRange) error {
-	for i, page := range pl.Pages {
-		lo, hi := max(page, r.start), min(page+(pl.PageSize-1), r.start+(r.n-1))
-		if lo <= hi && !as.Mapped(lo, hi-lo+1) {
-			return &keys.VerbError{Verb: "reg_mr", Errno: syscall.EFAULT, Reason: fmt.Sprintf("page %d at 0x%x is not mapped", i, page)}
-		}
-	}
-	return &keys.VerbError{Verb: "reg_mr", Errno: syscall.EFAULT, Reason: fmt.Sprintf("[0x%x, +%d) is not mapped", r.start, r.n)}
+	return mem, &guestMapping{as: as, pages: *pages}, nil
 }
 
 // RegImplicitMR registers the whole address space as an implicit on-demand MR (ibv_reg_mr with
@@ -243,11 +241,8 @@ func (d *Device) RevokeRange(as keys.AddressSpace, start, length uint64) []*MR {
 		if g == nil || g.implicit || g.revoked || g.as != as {
 			continue
 		}
-		for _, r := range g.ranges {
-			if r.overlaps(start, length) {
-				hit = append(hit, mr)
-				break
-			}
+		if g.pages.overlaps(start, length) {
+			hit = append(hit, mr)
 		}
 	}
 	if len(hit) == 0 {

@@ -10,52 +10,66 @@ import (
 )
 
 // FuzzGuestPageList: a page list is outside input. Whatever it holds, checking it never panics
-// and either fails with EINVAL or yields ranges that cover exactly Length bytes, in order, each
-// inside its page, none wrapping.
+// and either fails with EINVAL or passes a list whose pages' pieces cover exactly Length bytes,
+// in order, each inside its page, none empty or wrapping; and overlaps agrees with them.
 func FuzzGuestPageList(f *testing.F) {
 	f.Add(uint64(4096), uint64(100), uint64(8000), []byte{0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0})
 	f.Add(uint64(1<<30), uint64(0), uint64(math.MaxUint64), []byte{})
 	f.Add(uint64(4096), uint64(4095), uint64(math.MaxUint64-4095), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	f.Add(uint64(8192), uint64(1), uint64(8191), []byte{0, 0x20, 0, 0, 0, 0, 0, 0})
+	f.Add(uint64(4096), uint64(1), uint64(4096), []byte{0, 0xf0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, ps, off, length uint64, raw []byte) {
 		pl := PageList{PageSize: ps, Offset: off, Length: length}
 		for len(raw) >= 8 {
 			pl.Pages = append(pl.Pages, binary.LittleEndian.Uint64(raw))
 			raw = raw[8:]
 		}
-		ranges, err := pl.ranges()
-		if err != nil {
+		if err := pl.check(); err != nil {
 			if !errors.Is(err, syscall.EINVAL) {
 				t.Fatalf("error %v is not EINVAL", err)
 			}
 			return
 		}
+		var ranges []guestRange
+		pl.pieces(func(r guestRange) bool {
+			ranges = append(ranges, r)
+			return true
+		})
 		var total uint64
-		for _, r := range ranges {
+		for i, r := range ranges {
 			if r.n == 0 || r.start+(r.n-1) < r.start {
 				t.Fatalf("range %+v is empty or wraps", r)
 			}
+			if r.start&^(ps-1) != pl.Pages[i] || (r.start+r.n-1)&^(ps-1) != pl.Pages[i] {
+				t.Fatalf("range %+v is not inside its page 0x%x", r, pl.Pages[i])
+			}
+			if i > 0 && r.start != pl.Pages[i] {
+				t.Fatalf("range %+v of page %d does not start the page", r, i)
+			}
 			total += r.n
 		}
-		if total != length || ranges[0].start != pl.Pages[0]+off {
+		if len(ranges) != len(pl.Pages) || total != length || ranges[0].start != pl.Pages[0]+off {
 			t.Fatalf("ranges %+v of %+v cover %d bytes", ranges, pl, total)
 		}
-		// Every byte's page is the page the list names for it.
-		var at uint64
+		// overlaps sees each piece's first and last byte and nothing just outside all of them.
 		for _, r := range ranges {
-			for _, b := range []uint64{0, r.n - 1} {
-				page := pl.Pages[(off+at+b)/ps]
-				if addr := r.start + b; addr&^(ps-1) != page {
-					t.Fatalf("byte %d at 0x%x is not in its page 0x%x", at+b, addr, page)
+			for _, a := range []uint64{r.start, r.start + r.n - 1} {
+				if !pl.overlaps(a, 1) {
+					t.Fatalf("overlaps misses byte 0x%x of %+v", a, r)
 				}
 			}
-			at += r.n
+			for _, a := range []uint64{r.start - 1, r.start + r.n} {
+				in := slices.ContainsFunc(ranges, func(q guestRange) bool { return q.overlaps(a, 1) })
+				if pl.overlaps(a, 1) != in {
+					t.Fatalf("overlaps(0x%x) = %v, want %v", a, !in, in)
+				}
+			}
 		}
 	})
 }
 
 // FuzzGuestMemory runs random maps and unmaps over a small address space against a byte-by-byte
-// model: Mapped and Segments agree with it, and Map refuses overlaps.
+// model: Mapped, Segments and RegionAt agree with it, and Map refuses overlaps.
 func FuzzGuestMemory(f *testing.F) {
 	f.Add([]byte{0, 10, 20, 0, 30, 10, 2, 5, 50, 1, 10, 20})
 	f.Fuzz(func(t *testing.T, ops []byte) {
@@ -105,6 +119,16 @@ func FuzzGuestMemory(f *testing.F) {
 					}
 					regions = slices.Delete(regions, k, k+1)
 				}
+			}
+		}
+		for a := range space {
+			r, ok := gm.RegionAt(uint64(a))
+			if ok != (owner[a] != 0) {
+				t.Fatalf("RegionAt(%d) = %v, model mapped %v", a, ok, owner[a] != 0)
+			}
+			if k := slices.IndexFunc(regions, func(m [3]int) bool { return m[2] == owner[a] }); ok &&
+				(k < 0 || r.Start != uint64(regions[k][0]) || len(r.Mem) != regions[k][1] || int(r.Mem[0]) != owner[a]%256) {
+				t.Fatalf("RegionAt(%d) = [%d, +%d), model's region %d", a, r.Start, len(r.Mem), owner[a])
 			}
 		}
 		for a := 0; a < space; a += 7 {

@@ -6,12 +6,14 @@ import (
 	"sort"
 	"sync"
 	"syscall"
+
+	"github.com/softirdma/softirdma/keys"
 )
 
 // GuestMemory is an address space of regions of Go memory mapped at guest-physical addresses:
 // a guest's RAM as a device model sees it, where regions come and go while the guest runs
-// (vfio-user's DMA map and unmap). It implements keys.AddressSpace for RegGuestMR,
-// RegImplicitMR and RevokeRange, and is safe for concurrent use.
+// (vfio-user's DMA map and unmap). It implements keys.AddressSpace (and keys.RegionSpace) for
+// RegGuestMR, RegImplicitMR and RevokeRange, and is safe for concurrent use.
 type GuestMemory struct {
 	mu      sync.RWMutex
 	regions []guestRegion // sorted by start, disjoint
@@ -93,6 +95,32 @@ func (g *GuestMemory) Segments(addr, n uint64, dst [][]byte) [][]byte {
 	return dst
 }
 
+// RegionAt returns the region mapped at addr (keys.RegionSpace): a registration over the
+// address space keeps the few regions its pages lie in rather than a slice for each page.
+func (g *GuestMemory) RegionAt(addr uint64) (keys.Region, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	i := g.find(addr)
+	if i < 0 || addr > g.regions[i].last() {
+		return keys.Region{}, false
+	}
+	return keys.Region{Start: g.regions[i].start, Mem: g.regions[i].mem}, true
+}
+
+// find is the index of the last region starting at or before addr, or -1.
+func (g *GuestMemory) find(addr uint64) int {
+	lo, hi := 0, len(g.regions)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if g.regions[m].start <= addr {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo - 1
+}
+
 // Read copies [addr, addr+len(p)) into p and says whether it was all mapped (p is then
 // untouched). The copy runs under the lock Unmap takes, so once Unmap returns no Read is still
 // reading the region.
@@ -116,7 +144,7 @@ func (g *GuestMemory) copyAt(addr uint64, p []byte, move func(seg, q []byte) int
 // walk hands f (if not nil) the pieces of regions covering [addr, addr+n), in order, and says
 // whether they cover all of it. n > 0 and the range does not wrap.
 func (g *GuestMemory) walk(addr, n uint64, f func([]byte)) bool {
-	i := sort.Search(len(g.regions), func(i int) bool { return g.regions[i].start > addr }) - 1
+	i := g.find(addr)
 	for ; i >= 0 && i < len(g.regions); i++ {
 		r := &g.regions[i]
 		if addr < r.start || addr > r.last() {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"net/netip"
 	"runtime"
 	"syscall"
 	"testing"
@@ -170,8 +171,9 @@ func (fx *fixture) validArgs(op uint16) []byte {
 	case abi.OpModifyQP:
 		a := make([]byte, abi.ModifyQPArgsSize)
 		put(a, abi.ModifyQPNum, 4, uint64(fx.qpn))
-		put(a, abi.ModifyQPMask, 4, uint64(emu.AttrState))
-		a[abi.ModifyQPAttr+abi.QPAttrState] = byte(emu.QPSReset)
+		// RESET (or INIT) to INIT: valid again and again.
+		put(a, abi.ModifyQPMask, 4, uint64(emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags))
+		a[abi.ModifyQPAttr+abi.QPAttrState], a[abi.ModifyQPAttr+abi.QPAttrPortNum] = byte(emu.QPSInit), 1
 		return a
 	case abi.OpQueryQP:
 		a := make([]byte, abi.QueryQPArgsSize)
@@ -295,6 +297,7 @@ func ctrlCases() []ctrlCase {
 	lim := emu.DefaultLimits
 	add(abi.OpCreateQP, "pd", field{abi.CreateQPPD, 4}, noent, 0, u32max)
 	add(abi.OpCreateQP, "type", field{abi.CreateQPType, 1}, syscall.EOPNOTSUPP, 0, abi.QPTypeUC, abi.QPTypeUD, u8max)
+	add(abi.OpCreateQP, "sig_all", field{abi.CreateQPSigAll, 1}, inval, 2, u8max)
 	add(abi.OpCreateQP, "send_cq", field{abi.CreateQPSendCQ, 4}, noent, 0, u32max)
 	add(abi.OpCreateQP, "recv_cq", field{abi.CreateQPRecvCQ, 4}, noent, 0, u32max)
 	add(abi.OpCreateQP, "srq", field{abi.CreateQPSRQ, 4}, noent, u32max)
@@ -307,6 +310,9 @@ func ctrlCases() []ctrlCase {
 	add(abi.OpModifyQP, "qpn", field{abi.ModifyQPNum, 4}, noent, 0, u32max)
 	add(abi.OpModifyQP, "mask", field{abi.ModifyQPMask, 4}, inval, 1<<31, u32max)
 	add(abi.OpModifyQP, "state", field{abi.ModifyQPAttr + abi.QPAttrState, 1}, inval, uint64(emu.QPSErr)+1, u8max)
+	add(abi.OpModifyQP, "port", field{abi.ModifyQPAttr + abi.QPAttrPortNum, 1}, inval, 0, 2, u8max)
+	add(abi.OpModifyQP, "pkey_index", field{abi.ModifyQPAttr + abi.QPAttrPKeyIndex, 2}, inval, 1, u16max)
+	add(abi.OpModifyQP, "access", field{abi.ModifyQPAttr + abi.QPAttrAccessFlags, 4}, inval, 1<<31, u32max)
 	add(abi.OpQueryQP, "qpn", field{abi.QueryQPNum, 4}, noent, 0, u32max)
 	add(abi.OpDestroyQP, "qpn", num, noent, 0, u32max)
 
@@ -424,5 +430,79 @@ func TestHostileTableLimits(t *testing.T) {
 	}
 	if errno, _ := b.cmd(abi.OpRegMR, fx.regMRArgs()); errno != syscall.ENOMEM {
 		t.Fatalf("past the cap after deregistration: %v, want ENOMEM", errno)
+	}
+}
+
+// The attributes of the INIT to RTR and RTR to RTS transitions past their bounds (IBTA's field
+// widths, the device's limits, its one port and GID table): EINVAL, the QP left as it was.
+func TestHostileQPAttributes(t *testing.T) {
+	rtrMask := emu.AttrState | emu.AttrAV | emu.AttrPathMTU | emu.AttrDestQPN | emu.AttrRQPSN | emu.AttrMaxDestRdAtomic | emu.AttrMinRNRTimer
+	rtsMask := emu.AttrState | emu.AttrSQPSN | emu.AttrTimeout | emu.AttrRetryCnt | emu.AttrRNRRetry | emu.AttrMaxQPRdAtomic
+	const u8max, u32max = math.MaxUint8, math.MaxUint32
+	rdAtom := uint64(emu.DefaultLimits.MaxQPRdAtom)
+	for _, c := range []struct {
+		rts  bool
+		name string
+		f    field
+		vs   []uint64
+	}{
+		{false, "path_mtu", field{abi.QPAttrPathMTU, 1}, []uint64{0, uint64(emu.MTU4096) + 1, u8max}},
+		{false, "dest_qpn", field{abi.QPAttrDestQPN, 4}, []uint64{1 << 24, u32max}},
+		{false, "rq_psn", field{abi.QPAttrRQPSN, 4}, []uint64{1 << 24, u32max}},
+		{false, "max_dest_rd_atomic", field{abi.QPAttrMaxDestRdAtom, 1}, []uint64{rdAtom + 1, u8max}},
+		{false, "min_rnr_timer", field{abi.QPAttrMinRNRTimer, 1}, []uint64{32, u8max}},
+		{false, "sgid_index", field{abi.QPAttrSGIDIndex, 1}, []uint64{abi.GIDTableLen, u8max}},
+		{false, "flow_label", field{abi.QPAttrFlowLabel, 4}, []uint64{1 << 20, u32max}},
+		{true, "timeout", field{abi.QPAttrTimeout, 1}, []uint64{32, u8max}},
+		{true, "retry_cnt", field{abi.QPAttrRetryCnt, 1}, []uint64{8, u8max}},
+		{true, "rnr_retry", field{abi.QPAttrRNRRetry, 1}, []uint64{8, u8max}},
+		{true, "sq_psn", field{abi.QPAttrSQPSN, 4}, []uint64{1 << 24, u32max}},
+		{true, "max_rd_atomic", field{abi.QPAttrMaxRdAtomic, 1}, []uint64{rdAtom + 1, u8max}},
+	} {
+		for _, v := range c.vs {
+			t.Run(fmt.Sprintf("%s_%d", c.name, v), func(t *testing.T) {
+				fx := newFixture(t)
+				mod := func(mask emu.AttrMask, set func(x []byte)) syscall.Errno {
+					a := make([]byte, abi.ModifyQPArgsSize)
+					put(a, abi.ModifyQPNum, 4, uint64(fx.qpn))
+					put(a, abi.ModifyQPMask, 4, uint64(mask))
+					set(a[abi.ModifyQPAttr:])
+					errno, _ := fx.cmd(abi.OpModifyQP, a)
+					return errno
+				}
+				rtr := func(x []byte) {
+					x[abi.QPAttrState], x[abi.QPAttrPathMTU], x[abi.QPAttrMaxDestRdAtom] = byte(emu.QPSRTR), byte(emu.MTU1024), 4
+					x[abi.QPAttrMinRNRTimer], x[abi.QPAttrHopLimit] = emu.DefaultMinRNRTimer, 64
+					put(x, abi.QPAttrDestQPN, 4, uint64(fx.qpn))
+					g := netip.MustParseAddr("::ffff:192.0.2.1").As16()
+					copy(x[abi.QPAttrDGID:], g[:])
+				}
+				rts := func(x []byte) {
+					x[abi.QPAttrState], x[abi.QPAttrTimeout], x[abi.QPAttrRetryCnt] = byte(emu.QPSRTS), emu.DefaultTimeout, emu.DefaultRetryCnt
+					x[abi.QPAttrRNRRetry], x[abi.QPAttrMaxRdAtomic] = emu.DefaultRNRRetry, 4
+				}
+				if e := mod(emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags, func(x []byte) {
+					x[abi.QPAttrState], x[abi.QPAttrPortNum] = byte(emu.QPSInit), 1
+				}); e != 0 {
+					t.Fatalf("to INIT: %v", e)
+				}
+				mask, good, want := rtrMask, rtr, emu.QPSInit
+				if c.rts {
+					if e := mod(rtrMask, rtr); e != 0 {
+						t.Fatalf("to RTR: %v", e)
+					}
+					mask, good, want = rtsMask, rts, emu.QPSRTR
+				}
+				if e := mod(mask, func(x []byte) { good(x); put(x, c.f.off, c.f.size, v) }); e != syscall.EINVAL {
+					t.Fatalf("%v, want EINVAL", e)
+				}
+				if st := fx.f.qps[fx.qpn].emu.Query().State; st != want {
+					t.Fatalf("the QP is %s after a refused modify, want %s", st, want)
+				}
+				if e := mod(mask, good); e != 0 {
+					t.Fatalf("the same transition done right: %v", e)
+				}
+			})
+		}
 	}
 }

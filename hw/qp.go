@@ -55,6 +55,9 @@ func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 	if t := args[abi.CreateQPType]; t != abi.QPTypeRC {
 		return errf(syscall.EOPNOTSUPP, "QP type %d (RC only)", t)
 	}
+	if s := args[abi.CreateQPSigAll]; s > 1 {
+		return errf(syscall.EINVAL, "sq_sig_all %d", s)
+	}
 	var shared *srq
 	if n := le.Uint32(args[abi.CreateQPSRQ:]); n != 0 {
 		if shared = f.srqs[n]; shared == nil {
@@ -159,6 +162,9 @@ func (f *Function) modifyQPLocked(n, mask uint32, a []byte) error {
 	if !ok {
 		return errf(syscall.ENOENT, "QP %d", n)
 	}
+	if err := checkQPAttr(emu.AttrMask(mask), a); err != nil {
+		return err
+	}
 	le := binary.LittleEndian
 	attr := emu.QPAttr{
 		State: emu.QPState(a[abi.QPAttrState]), CurState: emu.QPState(a[abi.QPAttrCurState]),
@@ -194,6 +200,26 @@ func (f *Function) modifyQPLocked(n, mask uint32, a []byte) error {
 			_ = q.rq.writeU32(abi.QHConsumer, 0)
 		}
 		q.rqMu.Unlock()
+	}
+	return nil
+}
+
+// checkQPAttr refuses what the engine's verbs leave to the caller, which a guest may write
+// anyway: a port other than the function's one, a P_Key index past its one-entry table, a GID
+// index past the GID table, a flow label wider than 20 bits, a flag that is neither 0 nor 1.
+func checkQPAttr(mask emu.AttrMask, a []byte) error {
+	le := binary.LittleEndian
+	switch {
+	case mask&emu.AttrPort != 0 && a[abi.QPAttrPortNum] != 1:
+		return errf(syscall.EINVAL, "port %d (the function has port 1)", a[abi.QPAttrPortNum])
+	case mask&emu.AttrPKeyIndex != 0 && le.Uint16(a[abi.QPAttrPKeyIndex:]) != 0:
+		return errf(syscall.EINVAL, "P_Key index %d (the table has one entry)", le.Uint16(a[abi.QPAttrPKeyIndex:]))
+	case mask&emu.AttrAV != 0 && a[abi.QPAttrSGIDIndex] >= abi.GIDTableLen:
+		return errf(syscall.EINVAL, "GID index %d of %d", a[abi.QPAttrSGIDIndex], abi.GIDTableLen)
+	case mask&emu.AttrAV != 0 && le.Uint32(a[abi.QPAttrFlowLabel:]) > 0xfffff:
+		return errf(syscall.EINVAL, "flow label 0x%x is wider than 20 bits", le.Uint32(a[abi.QPAttrFlowLabel:]))
+	case mask&emu.AttrEnSQDAsyncNotify != 0 && a[abi.QPAttrSQDrainNotify] > 1:
+		return errf(syscall.EINVAL, "en_sqd_async_notify %d", a[abi.QPAttrSQDrainNotify])
 	}
 	return nil
 }
