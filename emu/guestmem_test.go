@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -557,4 +558,163 @@ func TestGuestRereg(t *testing.T) {
 	must(t, f.qa.PostSend(SendWR{ID: 2, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(f.mrA, 0, 8), RemoteAddr: 0x7000_0008, RKey: f.mrV.RKey()}))
 	f.run()
 	wantWC(t, poll(f.cqA), WC{WRID: 2, Status: WCRemAccessErr, Opcode: WCRDMAWrite})
+}
+
+// TestRegGuestMRAllocation: a registration keeps the page list and a few regions, so what it
+// allocates beyond the list does not grow with the pages: at most 24 bytes a page (today a
+// fraction of one) for 64 Ki pages, scattered or repeating, through RegGuestMR, ReregGuest and
+// what a REG_MR work request resolves its list with.
+func TestRegGuestMRAllocation(t *testing.T) {
+	const pages, limit = 64 << 10, 24
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
+	for _, c := range []struct {
+		name  string
+		setup func(testing.TB, int) (*GuestMemory, PageList)
+	}{{"scattered", scatteredGuest}, {"repeated", repeatedGuest}} {
+		gm, pl := c.setup(t, pages)
+		var mr *MR
+		reg := minAllocPerPage(pages, 5, func() {
+			var err error
+			mr, err = p.pdB.RegGuestMR(gm, pl, 0, allAccess)
+			must(t, err)
+		})
+		rereg := minAllocPerPage(pages, 5, func() {
+			must(t, mr.ReregGuest(keys.ChangeTranslation, nil, gm, pl, 0x1000, 0))
+		})
+		must(t, mr.Dereg())
+		fastReg := minAllocPerPage(pages, 5, func() {
+			if _, _, err := guestMemory(gm, &pl); err != nil {
+				t.Fatal(err)
+			}
+		})
+		t.Logf("%s: %.3f B/page to register, %.3f to rereg, %.3f for REG_MR", c.name, reg, rereg, fastReg)
+		if reg > limit || rereg > limit || fastReg > limit {
+			t.Errorf("%s: %.1f, %.1f and %.1f bytes a page beyond the page list, want at most %d", c.name, reg, rereg, fastReg, limit)
+		}
+	}
+}
+
+// plainSpace is a GuestMemory seen only as a keys.AddressSpace, without RegionAt: the
+// registration's other way, a slice per run of contiguous pages.
+type plainSpace struct{ gm *GuestMemory }
+
+func (s *plainSpace) Mapped(addr, n uint64) bool { return s.gm.Mapped(addr, n) }
+func (s *plainSpace) Segments(addr, n uint64, dst [][]byte) [][]byte {
+	return s.gm.Segments(addr, n, dst)
+}
+
+// TestGuestMRAcrossRegions: WRITE and READ through guest MRs whose pages straddle two adjacent
+// regions, run on from one region into the next, jump between regions, start and end
+// part-way through a page, and repeat, over a GuestMemory and over an address space without
+// regions: every byte lands where the page list says.
+func TestGuestMRAcrossRegions(t *testing.T) {
+	layout := [][2]uint64{{0x10000, 0x2800}, {0x12800, 0x2800}, {0x40000, 0x2000}}
+	// The page at 0x12000 straddles the first two regions; 0x11000 to 0x13000 run on.
+	pl := PageList{PageSize: 4096, Offset: 300, Length: 6*4096 - 300 - 1000,
+		Pages: []uint64{0x11000, 0x12000, 0x13000, 0x41000, 0x10000, 0x14000}}
+	repeat := PageList{PageSize: 4096, Length: 3 * 4096, Pages: []uint64{0x41000, 0x10000, 0x41000}}
+	for _, plain := range []bool{false, true} {
+		p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
+		gmA, _ := guestRAM(t, layout...)
+		gmB, _ := guestRAM(t, layout...)
+		var asA, asB keys.AddressSpace = gmA, gmB
+		if plain {
+			asA, asB = &plainSpace{gmA}, &plainSpace{gmB}
+		}
+		mrA, err := p.pdA.RegGuestMR(asA, pl, 0x100, allAccess)
+		must(t, err)
+		mrB, err := p.pdB.RegGuestMR(asB, pl, 0x5000_0000, allAccess)
+		must(t, err)
+		n := uint32(pl.Length)
+		fill(p.bufA[:n], 11)
+		must(t, p.qa.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 0, n), RemoteAddr: mrB.Addr(), RKey: mrB.RKey()}))
+		// B's MR, from its second byte, into A's guest MR, and back out of it a byte before
+		// the page that straddles the regions.
+		must(t, p.qa.PostSend(SendWR{ID: 2, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(mrA, 0, n-1), RemoteAddr: mrB.Addr() + 1, RKey: mrB.RKey()}))
+		p.run()
+		wantWC(t, poll(p.cqA), WC{WRID: 1, Opcode: WCRDMAWrite}, WC{WRID: 2, Opcode: WCRDMARead, ByteLen: n - 1})
+		if !bytes.Equal(gather(t, gmB, pl), p.bufA[:n]) {
+			t.Fatalf("plain %v: the WRITE landed wrong", plain)
+		}
+		if !bytes.Equal(gather(t, gmA, pl)[:n-1], p.bufA[1:n]) {
+			t.Fatalf("plain %v: the READ landed wrong", plain)
+		}
+		at := uint64(4096 - 300 + 0x800 - 1) // of the byte before the region boundary in the second page
+		must(t, p.qa.PostSend(SendWR{ID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(mrA, at, 4096), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+		p.run()
+		wantWC(t, poll(p.cqA), WC{WRID: 3, Opcode: WCRDMAWrite})
+		if !bytes.Equal(p.bufB[:4096], p.bufA[at+1:at+1+4096]) {
+			t.Fatalf("plain %v: a WRITE from across the region boundary sent the wrong bytes", plain)
+		}
+
+		// A page twice: the later bytes win in it, and a READ gives them back in both places.
+		mrR, err := p.pdB.RegGuestMR(asB, repeat, 0x6000_0000, allAccess)
+		must(t, err)
+		fill(p.bufA[:3*4096], 13)
+		must(t, p.qa.PostSend(
+			SendWR{ID: 4, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: sge(p.mrA, 0, 3*4096), RemoteAddr: mrR.Addr(), RKey: mrR.RKey()},
+			SendWR{ID: 5, Opcode: WRRDMARead, Flags: SendSignaled, SGL: sge(p.mrA, 1<<20, 3*4096), RemoteAddr: mrR.Addr(), RKey: mrR.RKey()}))
+		p.run()
+		wantWC(t, poll(p.cqA), WC{WRID: 4, Opcode: WCRDMAWrite}, WC{WRID: 5, Opcode: WCRDMARead, ByteLen: 3 * 4096})
+		got, w := p.bufA[1<<20:1<<20+3*4096], p.bufA[:3*4096]
+		if !bytes.Equal(got[:4096], w[8192:]) || !bytes.Equal(got[4096:8192], w[4096:8192]) || !bytes.Equal(got[8192:], w[8192:]) {
+			t.Fatalf("plain %v: a repeated page holds the wrong bytes", plain)
+		}
+	}
+}
+
+// TestRevokeRangeExact: RevokeRange revokes exactly the MRs with a registered byte in the range:
+// a range over the unregistered head of a first page or tail of a last page, or between pages,
+// leaves an MR alone; one over its first or last registered byte of any page revokes it.
+func TestRevokeRangeExact(t *testing.T) {
+	p := newPair(t, 1, LinkConfig{}, ConnectOptions{})
+	gm, _ := guestRAM(t, [2]uint64{0x100000, 0x10000}, [2]uint64{0x200000, 0x10000})
+	lists := []PageList{
+		{PageSize: 4096, Offset: 1000, Length: 3*4096 - 1000 - 500, Pages: []uint64{0x101000, 0x205000, 0x103000}},
+		{PageSize: 8192, Length: 16 << 10, Pages: []uint64{0x108000, 0x10a000}},
+		{PageSize: 4096, Offset: 4000, Length: 200, Pages: []uint64{0x20c000, 0x20c000}},
+	}
+	// The model: each list's registered bytes, page by page.
+	var pieces [][]guestRange
+	for _, pl := range lists {
+		var rs []guestRange
+		off, left := pl.Offset, pl.Length
+		for _, page := range pl.Pages {
+			n := min(pl.PageSize-off, left)
+			rs = append(rs, guestRange{page + off, n})
+			off, left = 0, left-n
+		}
+		pieces = append(pieces, rs)
+	}
+	ranges := [][2]uint64{{0, math.MaxUint64}, {0x100000, 0x20000}, {0x300000, 0x1000}}
+	for _, rs := range pieces {
+		for _, r := range rs {
+			last := r.start + r.n - 1
+			ranges = append(ranges, [2]uint64{r.start - 1, 1}, [2]uint64{r.start, 1}, [2]uint64{last, 1}, [2]uint64{last + 1, 1},
+				[2]uint64{r.start - 100, 100}, [2]uint64{last + 1, 100}, [2]uint64{r.start - 100, 101}, [2]uint64{last, 100})
+		}
+	}
+	for _, c := range ranges {
+		mrs := make([]*MR, len(lists))
+		for i, pl := range lists {
+			var err error
+			mrs[i], err = p.pdB.RegGuestMR(gm, pl, 0, allAccess)
+			must(t, err)
+		}
+		var want []*MR
+		for i, rs := range pieces {
+			if slices.ContainsFunc(rs, func(r guestRange) bool { return r.overlaps(c[0], c[1]) }) {
+				want = append(want, mrs[i])
+			}
+		}
+		if got := p.b.RevokeRange(gm, c[0], c[1]); !slices.Equal(got, want) {
+			t.Errorf("RevokeRange(0x%x, %d) revoked %d MRs, want %d", c[0], c[1], len(got), len(want))
+		}
+		for i, mr := range mrs {
+			if mr.Revoked() != slices.Contains(want, mr) {
+				t.Errorf("RevokeRange(0x%x, %d): MR %d revoked %v", c[0], c[1], i, mr.Revoked())
+			}
+			must(t, mr.Dereg())
+		}
+	}
 }

@@ -49,3 +49,32 @@ func TestGuestMemoryReadWrite(t *testing.T) {
 		t.Fatal("an empty copy failed")
 	}
 }
+
+// RegionAt names the region holding an address, whole, also at the top of the address space
+// and across adjacent regions, and nothing for an unmapped address; it and Mapped allocate
+// nothing, so a registration's lookups cost no garbage.
+func TestGuestMemoryRegionAt(t *testing.T) {
+	gm, mems := guestRAM(t, [2]uint64{0x1000, 0x1000}, [2]uint64{0x2000, 0x1000})
+	top := make([]byte, 4096)
+	must(t, gm.Map(math.MaxUint64-4095, top))
+	for _, c := range []struct {
+		addr  uint64
+		start uint64
+		mem   []byte
+	}{
+		{0x1000, 0x1000, mems[0]}, {0x1fff, 0x1000, mems[0]}, {0x2000, 0x2000, mems[1]}, {0x2abc, 0x2000, mems[1]},
+		{math.MaxUint64, math.MaxUint64 - 4095, top}, {0xfff, 0, nil}, {0x3000, 0, nil}, {0, 0, nil},
+	} {
+		r, ok := gm.RegionAt(c.addr)
+		if ok != (c.mem != nil) || ok && (r.Start != c.start || len(r.Mem) != len(c.mem) || &r.Mem[0] != &c.mem[0]) {
+			t.Errorf("RegionAt(0x%x) = [0x%x, +%d) %v", c.addr, r.Start, len(r.Mem), ok)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if _, ok := gm.RegionAt(0x2abc); !ok || !gm.Mapped(0x1800, 0x1000) {
+			t.Fatal("lookup failed")
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per lookup", n)
+	}
+}
