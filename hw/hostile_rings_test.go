@@ -159,8 +159,7 @@ func TestHostileRegMRWorkRequest(t *testing.T) {
 				levels = 1
 			}
 			w := sendWQE{id: 9, op: emu.WRRegMR, flags: emu.SendSignaled}
-			var alloc uint64
-			alloc = allocated(func() {
+			alloc := allocated(func() {
 				b.rawSend(q1, w, [3]uint64{abi.RegWRKey, 4, uint64(stag&^0xff | 0x42)}, [3]uint64{abi.RegWRAccess, 4, uint64(emu.AccessLocalWrite)},
 					[3]uint64{abi.RegWRIOVA, 8, 0}, [3]uint64{abi.RegWRLength, 8, pages * 4096},
 					[3]uint64{abi.RegWRPages + abi.PLAddr, 8, 0x1b0000}, [3]uint64{abi.RegWRPages + abi.PLPages, 4, pages},
