@@ -197,6 +197,9 @@ func (f *Function) allocSTagLocked(pdn, kind, maxPages uint32, result func(int, 
 		if maxPages == 0 || maxPages > abi.MaxMRPages {
 			return errf(syscall.EINVAL, "a fast-register MR of %d pages, 1 to %d", maxPages, abi.MaxMRPages)
 		}
+		if err := f.roomForSTagLocked(false); err != nil {
+			return err
+		}
 		if err := f.reservePagesLocked(maxPages); err != nil {
 			return err
 		}
@@ -211,6 +214,9 @@ func (f *Function) allocSTagLocked(pdn, kind, maxPages uint32, result func(int, 
 		f.mrs[stag>>8] = mrEntry{mr: mr, pdn: pdn, pages: maxPages}
 		f.keysMu.Unlock()
 	case abi.STagMWType1, abi.STagMWType2A, abi.STagMWType2B:
+		if err := f.roomForSTagLocked(true); err != nil {
+			return err
+		}
 		typ := map[uint32]emu.MWType{abi.STagMWType1: emu.MWType1, abi.STagMWType2A: emu.MWType2A, abi.STagMWType2B: emu.MWType2}[kind]
 		mw, err := p.pd.AllocMW(typ)
 		if err != nil {
@@ -225,6 +231,31 @@ func (f *Function) allocSTagLocked(pdn, kind, maxPages uint32, result func(int, 
 	}
 	p.uses++
 	result(abi.ResultNum, stag)
+	return nil
+}
+
+// reserveWRsLocked counts n more work-request slots against the device's cap: ENOMEM past it.
+func (f *Function) reserveWRsLocked(n uint32) error {
+	limit := f.cfg.MaxWorkRequests
+	if limit == 0 {
+		limit = DefaultMaxWorkRequests
+	}
+	if f.wrSlots+uint64(n) > limit {
+		return errf(syscall.ENOMEM, "%d more work-request slots; %d of %d in use", n, f.wrSlots, limit)
+	}
+	f.wrSlots += uint64(n)
+	return nil
+}
+
+// roomForSTagLocked refuses an MR or a window past MAX_MR or MAX_MW.
+func (f *Function) roomForSTagLocked(mw bool) error {
+	n, what := len(f.mrs), "MRs"
+	if mw {
+		n, what = len(f.mws), "windows"
+	}
+	if n >= f.maxSTags(mw) {
+		return errf(syscall.ENOMEM, "%d %s, at most %d", n, what, f.maxSTags(mw))
+	}
 	return nil
 }
 
@@ -274,6 +305,9 @@ func (f *Function) decodeMRArgs(args []byte) (mrArgs, error) {
 func (f *Function) regMRLocked(args []byte, result func(int, uint32)) error {
 	p, err := f.pdLocked(binary.LittleEndian.Uint32(args[abi.RegMRPD:]))
 	if err != nil {
+		return err
+	}
+	if err := f.roomForSTagLocked(false); err != nil {
 		return err
 	}
 	a, err := f.decodeMRArgs(args)

@@ -6,6 +6,7 @@
 package hw
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"log/slog"
@@ -49,11 +50,36 @@ type Config struct {
 	// and a fast-register MR's most pages), which is what registered memory costs the device:
 	// past it a registration fails with ENOMEM. 0: DefaultMaxRegisteredPages.
 	MaxRegisteredPages uint64
+	// MaxWorkRequests caps the work-request slots of all the function's send queues, receive
+	// queues and SRQs together: the engine keeps a few hundred bytes of state for each, so
+	// thousands of the largest queues would take the device process's memory. Past it
+	// CREATE_QP, CREATE_SRQ and a resizing MODIFY_SRQ fail with ENOMEM. 0:
+	// DefaultMaxWorkRequests.
+	MaxWorkRequests uint64
+	// MaxSTags caps the function's MRs, and its windows, each (MAX_MR and MAX_MW): each costs
+	// the device a few hundred bytes whatever its size. 0: DefaultMaxSTags.
+	MaxSTags uint32
 }
 
 // DefaultMaxRegisteredPages is 16 GiB of 4 KiB pages (or 8 TiB of 2 MiB ones): more than a
 // guest of this machine's size registers, about 256 MiB of the device's memory at most.
 const DefaultMaxRegisteredPages = 1 << 22
+
+// DefaultMaxWorkRequests is 2^19 slots, 32 queues of the largest size or thousands of the
+// sizes applications use: under 256 MiB of the engine's state.
+const DefaultMaxWorkRequests = 1 << 19
+
+// DefaultMaxSTags is 2^19 MRs and as many windows.
+const DefaultMaxSTags = 1 << 19
+
+// maxSTags is Config.MaxSTags or its default, within the engine's own limits.
+func (f *Function) maxSTags(mw bool) int {
+	n := int(cmp.Or(f.cfg.MaxSTags, DefaultMaxSTags))
+	if mw {
+		return min(n, emu.DefaultLimits.MaxMW)
+	}
+	return min(n, emu.DefaultLimits.MaxMR)
+}
 
 // Function is one softirdma PCI function. Its methods are safe for concurrent use: the bus
 // calls them from its connection, the engine's callbacks from its own goroutines.
@@ -72,8 +98,9 @@ type Function struct {
 	keysMu sync.Mutex
 	mrs    map[uint32]mrEntry // by STag index
 	mws    map[uint32]mwEntry // by STag index
-	// regPages is what the MRs' pages add up to, against cfg.MaxRegisteredPages.
-	regPages uint64
+	// regPages is what the MRs' pages add up to, against cfg.MaxRegisteredPages; wrSlots what
+	// the queues' work-request slots add up to, against cfg.MaxWorkRequests.
+	regPages, wrSlots uint64
 	eqs      map[uint32]*eq
 	nextEQ   uint32
 	// asyncEQ gets the engine's async events.
@@ -233,7 +260,8 @@ func (f *Function) resetLocked() {
 	}
 	f.dev = nil
 	f.keysMu.Lock()
-	f.pds, f.mrs, f.mws, f.nextPD, f.regPages = map[uint32]*pdEntry{}, map[uint32]mrEntry{}, map[uint32]mwEntry{}, 0, 0
+	f.pds, f.mrs, f.mws, f.nextPD = map[uint32]*pdEntry{}, map[uint32]mrEntry{}, map[uint32]mwEntry{}, 0
+	f.regPages, f.wrSlots = 0, 0
 	f.keysMu.Unlock()
 	for _, e := range f.eqs {
 		e.mu.Lock()

@@ -57,8 +57,10 @@ func (b *bench) oneRing(i int, logCount, logElem uint8) []byte {
 	return queueArgs(logCount, logElem, b.table(i), 1)
 }
 
-func newFixture(t testing.TB) *fixture {
-	b := newBench(t)
+func newFixture(t testing.TB) *fixture { return newFixtureWith(t, nil) }
+
+func newFixtureWith(t testing.TB, set func(*Config)) *fixture {
+	b := newBenchWith(t, set)
 	b.enable()
 	fx := &fixture{bench: b}
 	fx.pdn = b.ok(abi.OpAllocPD, nil)
@@ -393,8 +395,8 @@ func TestHostileControlCommands(t *testing.T) {
 	fx.trafficPair()
 }
 
-// More EQs than RegMaxEQ, and more registered pages than the device's cap: ENOMEM, and the
-// pages come back when the MRs go.
+// More EQs than MAX_EQ, more work-request slots, MRs, windows or registered pages than the
+// function's caps: ENOMEM, and what an object held comes back when it goes.
 func TestHostileTableLimits(t *testing.T) {
 	fx := newFixture(t)
 	var errno syscall.Errno
@@ -406,6 +408,46 @@ func TestHostileTableLimits(t *testing.T) {
 	}
 	if errno != syscall.ENOMEM {
 		t.Fatalf("one EQ too many: %v, want ENOMEM", errno)
+	}
+
+	// Work-request slots: the fixture's SRQ (15) and QP (3 + 7) are 25 of 40; one more QP fits,
+	// a second does not until one goes.
+	fx = newFixtureWith(t, func(c *Config) { c.MaxWorkRequests = 40 })
+	qp2 := fx.ok(abi.OpCreateQP, fx.createQPArgs())
+	if errno, _ := fx.cmd(abi.OpCreateQP, fx.createQPArgs()); errno != syscall.ENOMEM {
+		t.Fatalf("a QP past the work-request cap: %v, want ENOMEM", errno)
+	}
+	if errno, _ := fx.cmd(abi.OpCreateSRQ, fx.createSRQArgs()); errno != syscall.ENOMEM {
+		t.Fatalf("an SRQ past the work-request cap: %v, want ENOMEM", errno)
+	}
+	grow := fx.validArgs(abi.OpModifySRQ) // 15 to 15: fits
+	fx.ok(abi.OpModifySRQ, grow)
+	fx.ringAt(fx.ringPage(8), fx.table(8), 2, 5, rqLogElem) // 31 slots of 128 bytes: two pages
+	copy(grow[abi.ModifySRQQueue:], queueArgs(5, rqLogElem, fx.table(8), 2))
+	binary.LittleEndian.PutUint64(fx.at(fx.table(8)+8), fx.ringPage(16))
+	if errno, _ := fx.cmd(abi.OpModifySRQ, grow); errno != syscall.ENOMEM {
+		t.Fatalf("an SRQ grown past the work-request cap: %v, want ENOMEM", errno)
+	}
+	fx.ok(abi.OpDestroyQP, u32s(qp2))
+	fx.ok(abi.OpCreateQP, fx.createQPArgs())
+
+	// MRs and windows: MAX_MR and MAX_MW, each.
+	fx = newFixtureWith(t, func(c *Config) { c.MaxSTags = 3 })
+	if fx.reg(abi.RegMaxMR) != 3 || fx.reg(abi.RegMaxMW) != 3 {
+		t.Fatalf("MAX_MR %d, MAX_MW %d, want 3", fx.reg(abi.RegMaxMR), fx.reg(abi.RegMaxMW))
+	}
+	mw := fx.validArgs(abi.OpAllocSTag)
+	put(mw, abi.AllocSTagKind, 4, abi.STagMWType2B)
+	for range 3 {
+		fx.ok(abi.OpAllocSTag, mw)
+	}
+	if errno, _ := fx.cmd(abi.OpAllocSTag, mw); errno != syscall.ENOMEM {
+		t.Fatalf("a window past MAX_MW: %v, want ENOMEM", errno)
+	}
+	fx.ok(abi.OpRegMR, fx.regMRArgs()) // the fixture's MR and this one: 2 of 3
+	fx.ok(abi.OpAllocSTag, fx.validArgs(abi.OpAllocSTag))
+	if errno, _ := fx.cmd(abi.OpRegMR, fx.regMRArgs()); errno != syscall.ENOMEM {
+		t.Fatalf("an MR past MAX_MR: %v, want ENOMEM", errno)
 	}
 
 	b := newBenchWith(t, func(c *Config) { c.MaxRegisteredPages = 6 })

@@ -28,6 +28,7 @@ type qp struct {
 	rq   *ring // nil with an SRQ
 
 	maxSendSGE, maxRecvSGE, maxInline int
+	wrSlots                           uint32 // counted against the function's cap
 
 	posting sync.Mutex
 	sqNext  uint32 // the next send WQE to read (ring index)
@@ -97,6 +98,13 @@ func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 	if slot < 0 {
 		return errf(syscall.ENOMEM, "all %d QP slots in use", len(f.qpSlots))
 	}
+	slots := sq.count() - 1
+	if rq != nil {
+		slots += rq.count() - 1
+	}
+	if err := f.reserveWRsLocked(slots); err != nil {
+		return err
+	}
 	init := emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: scq.emu, RecvCQ: rcq.emu, SigAll: args[abi.CreateQPSigAll] != 0,
 		Cap: emu.QPCap{MaxSendWR: int(sq.count() - 1), MaxRecvWR: 1, MaxSendSGE: sendSGE, MaxRecvSGE: recvSGE, MaxInlineData: maxInline}}
 	if rq != nil {
@@ -106,9 +114,10 @@ func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 	}
 	eqp, err := p.pd.CreateQP(init)
 	if err != nil {
+		f.wrSlots -= uint64(slots)
 		return err
 	}
-	q := &qp{f: f, emu: eqp, slot: uint32(slot), pdn: pdn, sq: sq, rq: rq,
+	q := &qp{f: f, emu: eqp, slot: uint32(slot), pdn: pdn, sq: sq, rq: rq, wrSlots: slots,
 		maxSendSGE: sendSGE, maxRecvSGE: recvSGE, maxInline: maxInline,
 		sqWQE: make([]byte, sendWQEBytes(sq, sendSGE, maxInline))}
 	if rq != nil {
@@ -139,6 +148,7 @@ func (f *Function) destroyQPLocked(n uint32) error {
 	delete(f.qps, n)
 	f.qpSlots[q.slot] = nil
 	f.pds[q.pdn].uses--
+	f.wrSlots -= uint64(q.wrSlots)
 	return nil
 }
 

@@ -98,9 +98,9 @@ func (f *Function) readRegLocked(off uint32) uint32 {
 	case abi.RegMaxSRQWR:
 		return ringable(l.MaxSRQWR, l.MaxSRQWR+1)
 	case abi.RegMaxMR:
-		return uint32(l.MaxMR)
+		return uint32(f.maxSTags(false))
 	case abi.RegMaxMW:
-		return uint32(l.MaxMW)
+		return uint32(f.maxSTags(true))
 	case abi.RegMaxPD:
 		return uint32(l.MaxPD)
 	case abi.RegMaxRdAtom:

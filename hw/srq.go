@@ -99,8 +99,12 @@ func (f *Function) createSRQLocked(args []byte, result func(int, uint32)) error 
 	if limit >= r.count() {
 		return errf(syscall.EINVAL, "limit %d for %d receives", limit, r.count()-1)
 	}
+	if err := f.reserveWRsLocked(r.count() - 1); err != nil {
+		return err
+	}
 	e, err := p.pd.CreateSRQ(int(r.count()-1), int(maxSGE))
 	if err != nil {
+		f.wrSlots -= uint64(r.count() - 1)
 		return err
 	}
 	s := &srq{f: f, emu: e, pdn: pdn, maxSGE: int(maxSGE), r: r, limit: limit, wqe: make([]byte, recvWQEBytes(r, int(maxSGE)))}
@@ -129,6 +133,7 @@ func (f *Function) modifySRQLocked(n, mask, limit uint32, queue []byte) error {
 		return errf(syscall.EFAULT, "SRQ %d lost its ring", n)
 	}
 	r := s.r
+	var posted uint32
 	if mask&abi.SRQModifyMaxWR != 0 {
 		nr, err := newRing(&f.mem, queue, abi.RecvWQESize+abi.SGESize*s.maxSGE, ringLog(emu.DefaultLimits.MaxSRQWR))
 		if err != nil {
@@ -138,25 +143,9 @@ func (f *Function) modifySRQLocked(n, mask, limit uint32, queue []byte) error {
 		if err != nil {
 			return err
 		}
-		posted := (prod&s.r.mask() - s.cons) & s.r.mask()
+		posted = (prod&s.r.mask() - s.cons) & s.r.mask()
 		if posted >= nr.count() {
 			return errf(syscall.EINVAL, "a ring of %d receives for %d posted", nr.count()-1, posted)
-		}
-		elem := make([]byte, 1<<max(s.r.logElem, nr.logElem))
-		for i := range posted {
-			clear(elem)
-			if err := s.r.access(s.r.elemOff((s.cons+i)&s.r.mask()), elem[:1<<s.r.logElem], false); err != nil {
-				return err
-			}
-			if err := nr.access(nr.elemOff(i), elem[:1<<nr.logElem], true); err != nil {
-				return err
-			}
-		}
-		if err := nr.writeU32(abi.QHConsumer, 0); err != nil {
-			return err
-		}
-		if err := nr.writeU32(abi.QHProducer, posted); err != nil {
-			return err
 		}
 		r = nr
 	}
@@ -164,11 +153,43 @@ func (f *Function) modifySRQLocked(n, mask, limit uint32, queue []byte) error {
 		return errf(syscall.EINVAL, "limit %d for %d receives", limit, r.count()-1)
 	}
 	if r != s.r {
-		s.r, s.cons, s.wqe = r, 0, make([]byte, recvWQEBytes(r, s.maxSGE))
+		// The new ring's slots replace the old's: only a growth counts against the cap.
+		f.wrSlots -= uint64(s.r.count() - 1)
+		if err := f.reserveWRsLocked(r.count() - 1); err != nil {
+			f.wrSlots += uint64(s.r.count() - 1)
+			return err
+		}
+		if err := s.moveTo(r, posted); err != nil {
+			f.wrSlots = f.wrSlots - uint64(r.count()-1) + uint64(s.r.count()-1)
+			return err
+		}
 	}
 	if mask&abi.SRQModifyLimit != 0 {
 		s.limit = limit
 	}
+	return nil
+}
+
+// moveTo copies the posted receives not yet taken to the start of the ring nr, sets its
+// indices for them and makes it the SRQ's ring. s.mu is held.
+func (s *srq) moveTo(nr *ring, posted uint32) error {
+	elem := make([]byte, 1<<max(s.r.logElem, nr.logElem))
+	for i := range posted {
+		clear(elem)
+		if err := s.r.access(s.r.elemOff((s.cons+i)&s.r.mask()), elem[:1<<s.r.logElem], false); err != nil {
+			return err
+		}
+		if err := nr.access(nr.elemOff(i), elem[:1<<nr.logElem], true); err != nil {
+			return err
+		}
+	}
+	if err := nr.writeU32(abi.QHConsumer, 0); err != nil {
+		return err
+	}
+	if err := nr.writeU32(abi.QHProducer, posted); err != nil {
+		return err
+	}
+	s.r, s.cons, s.wqe = nr, 0, make([]byte, recvWQEBytes(nr, s.maxSGE))
 	return nil
 }
 
@@ -195,6 +216,7 @@ func (f *Function) destroySRQLocked(n uint32) error {
 	}
 	s.mu.Lock()
 	s.gone = true
+	f.wrSlots -= uint64(s.r.count() - 1)
 	s.mu.Unlock()
 	delete(f.srqs, n)
 	f.pds[s.pdn].uses--
