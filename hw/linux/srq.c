@@ -2,8 +2,8 @@
 /*
  * Shared receive queues from user space: a ring of rxe receive WQEs the provider posts into
  * itself (as it does an RQ), made, resized, limited, queried and destroyed by control
- * commands. A resize gives the device a new ring (it moves the posted receives over) and the
- * process the new ring's mminfo at the address its command names, as rxe does.
+ * commands. A resize gives the process the new ring's mminfo at the address its command names,
+ * as rxe does, and only then the device the new ring (it moves the posted receives over).
  */
 #include <linux/uaccess.h>
 #include <linux/unaligned.h>
@@ -86,6 +86,13 @@ err_cmd:
 	return err;
 }
 
+/*
+ * modify_srq changes the limit, or moves the SRQ to a new ring. The provider keeps posting into
+ * the ring it maps until it has the new one's mminfo, so everything that can fail (the ring, its
+ * mmap entry, the mminfo's copy to the address the provider's command names) goes before
+ * MODIFY_SRQ moves the device: past the move nothing may fail. A call that fails leaves the
+ * device on the old ring.
+ */
 static int modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr, enum ib_srq_attr_mask mask,
 		      struct ib_udata *udata)
 {
@@ -121,30 +128,30 @@ static int modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr, enum ib_sr
 		q = srq_ring(sdev, &attr->max_wr, srq->max_sge);
 		if (IS_ERR(q))
 			return PTR_ERR(q);
-		/* Mappable before the device moves to it: past the move nothing may fail. */
 		err = sirdma_queue_expose(sirdma_uctx(udata), q, &mi);
-		if (err) {
-			sirdma_queue_free(q);
-			return err;
+		if (err)
+			goto err_release;
+		if (copy_to_user(u64_to_user_ptr(cmd.mmap_info_addr), &mi, sizeof(mi))) {
+			err = -EFAULT;
+			goto err_release;
 		}
 		dev_mask |= SOFTIRDMA_SRQ_MODIFY_MAX_WR;
 		sirdma_queue_args(q, args + 16);
 	}
 	put_unaligned_le32(dev_mask, args + 4);
 	err = sirdma_cmd(sdev, SOFTIRDMA_OP_MODIFY_SRQ, args, sizeof(args), NULL, NULL, 0);
-	if (err) {
-		if (q)
-			sirdma_queue_release(q);
-		return err;
+	if (err)
+		goto err_release;
+	if (q) {
+		/* The device reads the new ring; the old one goes once the process unmaps it. */
+		sirdma_queue_release(srq->q);
+		srq->q = q;
 	}
-	if (!q)
-		return 0;
-	/* The device reads the new ring now; the old one goes once the process unmaps it. */
-	sirdma_queue_release(srq->q);
-	srq->q = q;
-	if (copy_to_user(u64_to_user_ptr(cmd.mmap_info_addr), &mi, sizeof(mi)))
-		return -EFAULT;
 	return 0;
+
+err_release:
+	sirdma_queue_release(q);
+	return err;
 }
 
 /*

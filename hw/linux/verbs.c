@@ -153,7 +153,10 @@ int sirdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 /*
  * sirdma_resize_cq moves the CQ to a ring of at least cqe entries; the device carries the
  * completions not yet polled over (and refuses a ring they do not fit, as rxe does). The
- * provider, which holds its CQ lock meanwhile, maps the new ring from the reply.
+ * provider, which holds its CQ lock meanwhile, maps the new ring from the reply and polls the
+ * old one until then, so everything that can fail (the ring, its mmap entry, the reply) goes
+ * before RESIZE_CQ moves the device: past the move nothing may fail. A call that fails leaves
+ * the device on the old ring.
  */
 int sirdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 {
@@ -176,24 +179,26 @@ int sirdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 		err = PTR_ERR(q);
 		goto out;
 	}
-	/* Mappable before the device moves to it: past the move nothing may fail. */
 	err = sirdma_queue_expose(sirdma_uctx(udata), q, &resp.mi);
-	if (err) {
-		sirdma_queue_free(q);
-		goto out;
-	}
+	if (err)
+		goto err_release;
+	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
+	if (err)
+		goto err_release;
 	put_unaligned_le32(cq->cqn, args);
 	sirdma_queue_args(q, args + 8);
 	err = sirdma_cmd(sdev, SOFTIRDMA_OP_RESIZE_CQ, args, sizeof(args), NULL, NULL, 0);
-	if (err) {
-		sirdma_queue_release(q);
-		goto out;
-	}
+	if (err)
+		goto err_release;
 	/* The device writes the new ring now; the old one goes once the process unmaps it. */
 	sirdma_queue_release(cq->q);
 	cq->q = q;
 	ibcq->cqe = count - 1;
-	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
+	mutex_unlock(&cq->lock);
+	return 0;
+
+err_release:
+	sirdma_queue_release(q);
 out:
 	mutex_unlock(&cq->lock);
 	return err;
