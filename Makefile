@@ -100,7 +100,9 @@ interop-guesthostpeer:
 	bash interop/guesthostpeer.sh
 
 # The same driver under abuse: reloads with killed QP holders, rmmod under a holder, a reboot
-# and a killed `softirdma serve` with traffic in flight.
+# and a killed `softirdma serve` with traffic in flight, and a process resizing a CQ and an SRQ
+# with the driver's part of the answer unwritable (interop/guest/resize_fault.c, built with gcc
+# against libibverbs-dev, installed when missing).
 interop-guestrobust:
 	bash interop/guestrobust.sh
 
