@@ -7,6 +7,7 @@
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/interrupt.h>
+#include <linux/unaligned.h>
 
 #include "softirdma.h"
 
@@ -16,7 +17,8 @@
 int sirdma_ctrl_init(struct sirdma_dev *sdev)
 {
 	/* A page-sized coherent allocation is page-aligned, as the ring's base must be. */
-	sdev->ctrlq = dma_alloc_coherent(&sdev->pdev->dev, CTRLQ_BYTES, &sdev->ctrlq_dma, GFP_KERNEL);
+	sdev->ctrlq = dma_alloc_coherent(&sdev->pdev->dev, CTRLQ_BYTES, &sdev->ctrlq_dma,
+					 GFP_KERNEL);
 	if (!sdev->ctrlq)
 		return -ENOMEM;
 	sdev->ctrlq_prod = 0;
@@ -75,10 +77,12 @@ bool sirdma_fatal(struct sirdma_dev *sdev)
  * sirdma_cmd - run one control command and wait for its answer
  * @sdev: the device
  * @op: SOFTIRDMA_OP_*
- * @args: the command's arguments (copied into the entry), @len bytes
- * @results: if not NULL, the four result words
- * @answer: if not NULL, @answer_len bytes of the argument area as the device left it (the
- *	queries write their answers there)
+ * @args: the command's arguments (copied into the entry)
+ * @len: their size, at most the entry's argument area
+ * @results: if not NULL, the SOFTIRDMA_CMD_RESULTS result words (SOFTIRDMA_RESULT_*)
+ * @answer: if not NULL, where the argument area goes as the device left it (the queries write
+ *	their answers there)
+ * @answer_len: how much of it
  *
  * Return: 0, the errno the device completed the command with (negated), or -EIO once the
  * function failed (a command that times out fails it).
@@ -89,7 +93,8 @@ int sirdma_cmd(struct sirdma_dev *sdev, u16 op, const void *args, size_t len,
 	struct softirdma_ctrl_entry *e;
 	unsigned long deadline;
 	u32 status = 0;
-	int err, i;
+	unsigned int i;
+	int err;
 
 	if (len > sizeof(e->args) || answer_len > sizeof(e->args))
 		return -EINVAL;
@@ -120,10 +125,12 @@ int sirdma_cmd(struct sirdma_dev *sdev, u16 op, const void *args, size_t len,
 			goto out;
 		}
 		if (time_after(jiffies, deadline)) {
-			/* A function that does not answer is failed: the slot may still be read, and
-			 * callers free what the command was about.
+			/*
+			 * A function that does not answer is failed: the slot may still be
+			 * read, and callers free what the command was about.
 			 */
-			dev_err(&sdev->pdev->dev, "control command 0x%x timed out: device failed\n", op);
+			dev_err(&sdev->pdev->dev,
+				"control command 0x%x timed out: device failed\n", op);
 			sirdma_fail(sdev); /* before any caller frees what it may write */
 			err = -EIO;
 			goto out;
@@ -137,8 +144,8 @@ int sirdma_cmd(struct sirdma_dev *sdev, u16 op, const void *args, size_t len,
 	 */
 	err = status < ERESTARTSYS ? -(int)status : -EIO;
 	if (results)
-		for (i = 0; i < 4; i++)
-			results[i] = le32_to_cpu(((__le32 *)e->result)[i]);
+		for (i = 0; i < SOFTIRDMA_CMD_RESULTS; i++)
+			results[i] = get_unaligned_le32(e->result + i * sizeof(u32));
 	if (answer)
 		memcpy(answer, e->args, answer_len);
 out:
@@ -157,7 +164,8 @@ int sirdma_let_go(struct sirdma_dev *sdev, u16 op, const void *args, size_t len,
 
 	if (err && err != -EIO) {
 		dev_err(&sdev->pdev->dev,
-			"command 0x%x refused (%d) for memory about to be freed: device failed\n", op, err);
+			"command 0x%x refused (%d) for memory about to be freed: device failed\n",
+			op, err);
 		sirdma_fail(sdev);
 	}
 	return err;

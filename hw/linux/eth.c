@@ -38,7 +38,8 @@ static u32 ring_consumer(struct sirdma_dev *sdev, struct sirdma_eth_ring *r)
 	u32 done = le32_to_cpu(READ_ONCE(*ring_index(r, SOFTIRDMA_QH_CONSUMER))) & RING_MASK;
 
 	if (((done - r->clean) & RING_MASK) > ((r->prod - r->clean) & RING_MASK)) {
-		netdev_warn_once(sdev->netdev, "device consumer index %u past the driver's %u\n", done, r->prod);
+		netdev_warn_once(sdev->netdev, "device consumer index %u past the driver's %u\n",
+				 done, r->prod);
 		return r->clean;
 	}
 	return done;
@@ -52,7 +53,9 @@ static void ring_publish(struct sirdma_eth_ring *r)
 
 static int ring_alloc(struct sirdma_dev *sdev, struct sirdma_eth_ring *r)
 {
-	BUILD_BUG_ON(SOFTIRDMA_QUEUE_HEADER_SIZE + SOFTIRDMA_ETH_RING_SIZE * SOFTIRDMA_ETH_DESC_SIZE > PAGE_SIZE);
+	BUILD_BUG_ON(SOFTIRDMA_QUEUE_HEADER_SIZE +
+		     SOFTIRDMA_ETH_RING_SIZE * SOFTIRDMA_ETH_DESC_SIZE > PAGE_SIZE);
+	BUILD_BUG_ON(SOFTIRDMA_ETH_RING_LOG > SOFTIRDMA_ETH_MAX_LOG);
 	r->mem = dma_alloc_coherent(&sdev->pdev->dev, PAGE_SIZE, &r->dma, GFP_KERNEL);
 	if (!r->mem)
 		return -ENOMEM;
@@ -88,14 +91,19 @@ static int ring_create(struct sirdma_dev *sdev, struct sirdma_eth_ring *r, u8 ki
 	return sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_ETH_RING, &args, sizeof(args), NULL, NULL, 0);
 }
 
-/* The caller frees the ring next. */
+/* The caller frees the ring next. DESTROY_ETH_RING reads only the kind of the ring's arguments. */
 static void ring_destroy(struct sirdma_dev *sdev, u8 kind)
 {
-	u32 res[4];
-	u8 k = kind;
+	struct softirdma_eth_ring_args args = { .kind = kind };
+	u32 res[SOFTIRDMA_CMD_RESULTS];
+	u32 dropped;
 
-	if (!sirdma_let_go(sdev, SOFTIRDMA_OP_DESTROY_ETH_RING, &k, 1, res) && res[0])
-		netdev_dbg(sdev->netdev, "%s ring dropped %u frames\n", kind == SOFTIRDMA_ETH_TX ? "TX" : "RX", res[0]);
+	if (sirdma_let_go(sdev, SOFTIRDMA_OP_DESTROY_ETH_RING, &args, sizeof(args), res))
+		return;
+	dropped = res[SOFTIRDMA_RESULT_ETH_DROPPED];
+	if (dropped)
+		netdev_dbg(sdev->netdev, "%s ring dropped %u frames\n",
+			   kind == SOFTIRDMA_ETH_TX ? "TX" : "RX", dropped);
 }
 
 /* rx_post gives the device an empty buffer in the RX ring's next slot. */
@@ -139,9 +147,11 @@ static int rx_poll(struct sirdma_dev *sdev, int budget)
 
 		dma_rmb(); /* the descriptor after the index that says it is filled */
 		len = le32_to_cpu(d->len);
-		dma_unmap_single(&sdev->pdev->dev, r->addrs[r->clean], SOFTIRDMA_ETH_RX_BUF, DMA_FROM_DEVICE);
+		dma_unmap_single(&sdev->pdev->dev, r->addrs[r->clean], SOFTIRDMA_ETH_RX_BUF,
+				 DMA_FROM_DEVICE);
 		r->skbs[r->clean] = NULL;
-		if (!(le32_to_cpu(d->flags) & SOFTIRDMA_ETH_DESC_DONE) || len < ETH_HLEN || len > SOFTIRDMA_ETH_RX_BUF) {
+		if (!(le32_to_cpu(d->flags) & SOFTIRDMA_ETH_DESC_DONE) || len < ETH_HLEN ||
+		    len > SOFTIRDMA_ETH_RX_BUF) {
 			netdev->stats.rx_dropped++;
 			dev_kfree_skb_any(skb);
 		} else {
@@ -174,7 +184,8 @@ static void tx_clean(struct sirdma_dev *sdev)
 	while (r->clean != done) {
 		struct sk_buff *skb = r->skbs[r->clean];
 
-		dma_unmap_single(&sdev->pdev->dev, r->addrs[r->clean], skb->len, DMA_TO_DEVICE);
+		dma_unmap_single(&sdev->pdev->dev, r->addrs[r->clean], skb->len,
+				 DMA_TO_DEVICE);
 		netdev->stats.tx_packets++;
 		netdev->stats.tx_bytes += skb->len;
 		napi_consume_skb(skb, 1);
@@ -215,7 +226,8 @@ static netdev_tx_t sirdma_xmit(struct sk_buff *skb, struct net_device *netdev)
 	dma_addr_t addr;
 	unsigned long flags;
 
-	if (skb->len < ETH_HLEN || skb->len > SOFTIRDMA_ETH_MAX_FRAME || skb_linearize(skb)) {
+	if (skb->len < SOFTIRDMA_ETH_MIN_FRAME || skb->len > SOFTIRDMA_ETH_MAX_FRAME ||
+	    skb_linearize(skb)) {
 		netdev->stats.tx_dropped++;
 		dev_kfree_skb_any(skb);
 		return NETDEV_TX_OK;
@@ -249,15 +261,18 @@ static netdev_tx_t sirdma_xmit(struct sk_buff *skb, struct net_device *netdev)
 }
 
 /* ring_drain frees what a ring still holds, once the device has let go of it. */
-static void ring_drain(struct sirdma_dev *sdev, struct sirdma_eth_ring *r, enum dma_data_direction dir)
+static void ring_drain(struct sirdma_dev *sdev, struct sirdma_eth_ring *r,
+		       enum dma_data_direction dir)
 {
 	int i;
 
 	for (i = 0; i < SOFTIRDMA_ETH_RING_SIZE; i++) {
+		size_t len;
+
 		if (!r->skbs[i])
 			continue;
-		dma_unmap_single(&sdev->pdev->dev, r->addrs[i],
-				 dir == DMA_TO_DEVICE ? r->skbs[i]->len : SOFTIRDMA_ETH_RX_BUF, dir);
+		len = dir == DMA_TO_DEVICE ? r->skbs[i]->len : SOFTIRDMA_ETH_RX_BUF;
+		dma_unmap_single(&sdev->pdev->dev, r->addrs[i], len, dir);
 		dev_kfree_skb_any(r->skbs[i]);
 		r->skbs[i] = NULL;
 	}
@@ -287,7 +302,8 @@ static int sirdma_open(struct net_device *netdev)
 	if (err)
 		goto err_tx_ring;
 	napi_enable(&sdev->napi);
-	if (!READ_ONCE(sdev->failed) && sirdma_rd(sdev, SOFTIRDMA_REG_PORT_STATE) == 4)
+	if (!READ_ONCE(sdev->failed) &&
+	    sirdma_rd(sdev, SOFTIRDMA_REG_PORT_STATE) == SOFTIRDMA_PORT_ACTIVE)
 		netif_carrier_on(netdev);
 	netif_start_queue(netdev);
 	return 0;
@@ -319,6 +335,16 @@ static int sirdma_stop(struct net_device *netdev)
 	return 0;
 }
 
+/* MAC_LO holds the address's first bytes, MAC_HI the rest. */
+#define MAC_LO_BYTES sizeof(u32)
+
+/* mac_write gives the function its MAC: MAC_HI last, the device takes the address then. */
+static void mac_write(struct sirdma_dev *sdev, const u8 *mac)
+{
+	sirdma_wr(sdev, SOFTIRDMA_REG_MAC_LO, get_unaligned_le32(mac));
+	sirdma_wr(sdev, SOFTIRDMA_REG_MAC_HI, get_unaligned_le16(mac + MAC_LO_BYTES));
+}
+
 static int sirdma_set_mac(struct net_device *netdev, void *p)
 {
 	struct sirdma_dev *sdev = netdev_sdev(netdev);
@@ -326,9 +352,7 @@ static int sirdma_set_mac(struct net_device *netdev, void *p)
 
 	if (err)
 		return err;
-	/* MAC_HI last: the device takes the address when it is written. */
-	sirdma_wr(sdev, SOFTIRDMA_REG_MAC_LO, get_unaligned_le32(netdev->dev_addr));
-	sirdma_wr(sdev, SOFTIRDMA_REG_MAC_HI, get_unaligned_le16(netdev->dev_addr + 4));
+	mac_write(sdev, netdev->dev_addr);
 	return 0;
 }
 
@@ -361,19 +385,20 @@ int sirdma_eth_init(struct sirdma_dev *sdev)
 
 	/* The function's power-on MAC, as its config gave it; a random one if it has none. */
 	put_unaligned_le32(sirdma_rd(sdev, SOFTIRDMA_REG_MAC_LO), mac);
-	put_unaligned_le16(sirdma_rd(sdev, SOFTIRDMA_REG_MAC_HI), mac + 4);
+	put_unaligned_le16(sirdma_rd(sdev, SOFTIRDMA_REG_MAC_HI), mac + MAC_LO_BYTES);
 	if (is_valid_ether_addr(mac)) {
 		eth_hw_addr_set(netdev, mac);
 	} else {
 		eth_hw_addr_random(netdev);
-		sirdma_wr(sdev, SOFTIRDMA_REG_MAC_LO, get_unaligned_le32(netdev->dev_addr));
-		sirdma_wr(sdev, SOFTIRDMA_REG_MAC_HI, get_unaligned_le16(netdev->dev_addr + 4));
+		mac_write(sdev, netdev->dev_addr);
 	}
 	netif_napi_add(netdev, &sdev->napi, sirdma_napi_poll);
-	err = request_irq(pci_irq_vector(sdev->pdev, SOFTIRDMA_ETH_TX_VECTOR), sirdma_eth_irq, 0, "softirdma-tx", sdev);
+	err = request_irq(pci_irq_vector(sdev->pdev, SOFTIRDMA_ETH_TX_VECTOR), sirdma_eth_irq, 0,
+			  "softirdma-tx", sdev);
 	if (err)
 		goto err_napi;
-	err = request_irq(pci_irq_vector(sdev->pdev, SOFTIRDMA_ETH_RX_VECTOR), sirdma_eth_irq, 0, "softirdma-rx", sdev);
+	err = request_irq(pci_irq_vector(sdev->pdev, SOFTIRDMA_ETH_RX_VECTOR), sirdma_eth_irq, 0,
+			  "softirdma-rx", sdev);
 	if (err)
 		goto err_tx_irq;
 	netif_carrier_off(netdev);

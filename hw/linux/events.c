@@ -14,17 +14,21 @@
 
 /* The async EQ's entries; events past them are dropped (and counted) by the device. */
 #define ASYNC_EQ_LOG 8
-/* The completion EQ holds an event for every CQ the device may have (one per arm): it never
- * fills, so no wakeup is lost.
+/*
+ * The completion EQ has room for an event of every CQ the device may have, but it can fill all
+ * the same: an arm for the next completion with CQEs unpolled is announced at once and again
+ * when it fires, and a process may arm a CQ as often as it likes. The device then drops events
+ * and counts them; the next entry's running count shows the gap, and the handler wakes every CQ
+ * (sirdma_comp_irq). A gap is seen only when an entry follows it.
  */
 #define COMP_EQ_MAX_LOG 16
 
 static int eq_create(struct sirdma_dev *sdev, struct sirdma_eq *eq, u8 kind, u16 vector, u32 log)
 {
-	u8 args[20] = {};
-	struct softirdma_page_list *pl = (void *)args;
+	struct softirdma_create_eq_args a = {};
+	struct softirdma_page_list *pl = (void *)a.pages;
+	u32 res[SOFTIRDMA_CMD_RESULTS];
 	struct sirdma_queue *q;
-	u32 res[4];
 	int err;
 
 	q = sirdma_queue_alloc(sdev, 1U << log, SOFTIRDMA_EQ_ENTRY_SIZE);
@@ -35,32 +39,32 @@ static int eq_create(struct sirdma_dev *sdev, struct sirdma_eq *eq, u8 kind, u16
 	eq->seq = 0;
 	eq->log = log;
 	WRITE_ONCE(eq->q, q); /* its handler reads nothing before this */
-	pl->addr = cpu_to_le64(eq->q->table_dma);
-	pl->pages = cpu_to_le32(eq->q->bytes / PAGE_SIZE);
+	pl->addr = cpu_to_le64(q->table_dma);
+	pl->pages = cpu_to_le32(q->bytes / PAGE_SIZE);
 	pl->shift = PAGE_SHIFT;
-	pl->levels = eq->q->levels;
-	args[16] = log;
-	args[17] = kind;
-	put_unaligned_le16(vector, args + 18);
-	err = sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_EQ, args, sizeof(args), res, NULL, 0);
+	pl->levels = q->levels;
+	a.log_count = log;
+	a.kind = kind;
+	a.vector = cpu_to_le16(vector);
+	err = sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_EQ, &a, sizeof(a), res, NULL, 0);
 	if (err) {
 		WRITE_ONCE(eq->q, NULL);
 		synchronize_irq(pci_irq_vector(sdev->pdev, vector));
 		sirdma_queue_free(q);
 		return err;
 	}
-	eq->eqn = res[0];
+	eq->eqn = res[SOFTIRDMA_RESULT_NUM];
 	return 0;
 }
 
 /* Called with the EQ's interrupt freed. */
 static void eq_destroy(struct sirdma_dev *sdev, struct sirdma_eq *eq)
 {
-	__le32 n = cpu_to_le32(eq->eqn);
+	struct softirdma_num_args a = { .num = cpu_to_le32(eq->eqn) };
 
 	if (!eq->q)
 		return;
-	sirdma_let_go(sdev, SOFTIRDMA_OP_DESTROY_EQ, &n, sizeof(n), NULL);
+	sirdma_let_go(sdev, SOFTIRDMA_OP_DESTROY_EQ, &a, sizeof(a), NULL);
 	sirdma_queue_free(eq->q);
 	eq->q = NULL;
 }
@@ -119,7 +123,8 @@ static irqreturn_t sirdma_comp_irq(int irq, void *data)
 			/* Which CQs' events were dropped is unknown: every CQ hears one (a
 			 * spurious completion event is allowed; a lost one leaves a waiter asleep).
 			 */
-			dev_warn_ratelimited(&sdev->pdev->dev, "%llu completion events lost\n", lost);
+			dev_warn_ratelimited(&sdev->pdev->dev, "%llu completion events lost\n",
+					     lost);
 			xa_for_each(&sdev->cqs, num, cq)
 				cq_event(cq);
 		}
@@ -183,7 +188,8 @@ static irqreturn_t sirdma_async_irq(int irq, void *data)
 		case IB_EVENT_PORT_ACTIVE:
 		case IB_EVENT_PORT_ERR:
 			/* The Ethernet function's carrier is the port's. */
-			if (type == IB_EVENT_PORT_ACTIVE && netif_running(sdev->netdev) && !READ_ONCE(sdev->failed))
+			if (type == IB_EVENT_PORT_ACTIVE && netif_running(sdev->netdev) &&
+			    !READ_ONCE(sdev->failed))
 				netif_carrier_on(sdev->netdev);
 			else if (type != IB_EVENT_PORT_ACTIVE)
 				netif_carrier_off(sdev->netdev);
@@ -219,17 +225,22 @@ int sirdma_events_init(struct sirdma_dev *sdev)
 	xa_init(&sdev->cqs);
 	xa_init(&sdev->qps);
 	xa_init(&sdev->srqs);
-	err = request_irq(pci_irq_vector(pdev, SOFTIRDMA_ASYNC_VECTOR), sirdma_async_irq, 0, "softirdma-async", sdev);
+	BUILD_BUG_ON(ASYNC_EQ_LOG > SOFTIRDMA_EQ_MAX_LOG || COMP_EQ_MAX_LOG > SOFTIRDMA_EQ_MAX_LOG);
+	err = request_irq(pci_irq_vector(pdev, SOFTIRDMA_ASYNC_VECTOR), sirdma_async_irq, 0,
+			  "softirdma-async", sdev);
 	if (err)
 		return err;
-	err = request_irq(pci_irq_vector(pdev, SOFTIRDMA_COMP_VECTOR), sirdma_comp_irq, 0, "softirdma-comp", sdev);
+	err = request_irq(pci_irq_vector(pdev, SOFTIRDMA_COMP_VECTOR), sirdma_comp_irq, 0,
+			  "softirdma-comp", sdev);
 	if (err)
 		goto err_async_irq;
-	err = eq_create(sdev, &sdev->async_eq, SOFTIRDMA_EQ_ASYNC, SOFTIRDMA_ASYNC_VECTOR, ASYNC_EQ_LOG);
+	err = eq_create(sdev, &sdev->async_eq, SOFTIRDMA_EQ_ASYNC, SOFTIRDMA_ASYNC_VECTOR,
+			ASYNC_EQ_LOG);
 	if (err)
 		goto err_comp_irq;
+	/* A slot for every CQ, and the one that always stays empty. */
 	err = eq_create(sdev, &sdev->comp_eq, SOFTIRDMA_EQ_COMPLETION, SOFTIRDMA_COMP_VECTOR,
-			min_t(u32, order_base_2(sdev->caps.max_cq + 1), COMP_EQ_MAX_LOG));
+			clamp_t(u32, order_base_2((u64)sdev->caps.max_cq + 1), 1, COMP_EQ_MAX_LOG));
 	if (err)
 		goto err_async_eq;
 	return 0;

@@ -6,8 +6,8 @@
  * RDMA core builds the GID table from the netdev's addresses, and add_gid/del_gid program
  * them into the function, whose engine then answers to them.
  *
- * User space's RC QPs, CQs, MRs and MWs are in verbs.c; kernel ones (and so ib_mad's GSI QP)
- * are not there yet: their verbs fail with EOPNOTSUPP.
+ * User space's RC QPs, CQs, MRs and MWs are in verbs.c, its SRQs in srq.c; kernel ones (and so
+ * ib_mad's GSI QP) are not there yet: their verbs fail with EOPNOTSUPP.
  */
 #include <linux/unaligned.h>
 #include <net/addrconf.h>
@@ -18,7 +18,10 @@
 #include "softirdma.h"
 
 #define SOFTIRDMA_UVERBS_ABI_VERSION 2 /* rxe's: what rdma-core's rxe provider accepts */
+/* RoCEv2's headers around a payload at most (IPv6, UDP, BTH, RETH, ICRC), as rxe reckons them. */
+#define ROCE_V2_MAX_HEADERS 80
 
+/* The verbs' query_device: the limits the function gave at probe (sirdma_query_caps). */
 static int sirdma_query_device(struct ib_device *ibdev, struct ib_device_attr *attr,
 			       struct ib_udata *udata)
 {
@@ -75,17 +78,16 @@ static int sirdma_query_device(struct ib_device *ibdev, struct ib_device_attr *a
 static int sirdma_query_port(struct ib_device *ibdev, u32 port, struct ib_port_attr *attr)
 {
 	struct sirdma_dev *sdev = to_sdev(ibdev);
-	bool up = sirdma_rd(sdev, SOFTIRDMA_REG_PORT_STATE) == IB_PORT_ACTIVE &&
+	bool up = sirdma_rd(sdev, SOFTIRDMA_REG_PORT_STATE) == SOFTIRDMA_PORT_ACTIVE &&
 		  netif_running(sdev->netdev) && netif_carrier_ok(sdev->netdev);
 
 	/* The core cleared attr; what is not set here stays 0. */
 	attr->state = up ? IB_PORT_ACTIVE : IB_PORT_DOWN;
 	attr->phys_state = up ? IB_PORT_PHYS_STATE_LINK_UP : IB_PORT_PHYS_STATE_DISABLED;
 	attr->max_mtu = IB_MTU_4096;
-	/* The largest path MTU the netdev carries with RoCEv2's headers (IPv6, UDP, BTH, RETH,
-	 * ICRC: 80 bytes at most), as rxe reckons it.
-	 */
-	attr->active_mtu = min_t(enum ib_mtu, ib_mtu_int_to_enum(sdev->netdev->mtu - 80),
+	/* The largest path MTU the netdev carries with RoCEv2's headers. */
+	attr->active_mtu = min_t(enum ib_mtu,
+				 ib_mtu_int_to_enum(sdev->netdev->mtu - ROCE_V2_MAX_HEADERS),
 				 sdev->caps.max_mtu);
 	attr->gid_tbl_len = SOFTIRDMA_GID_TABLE_LEN;
 	attr->port_cap_flags = IB_PORT_CM_SUP;
@@ -124,28 +126,32 @@ static int sirdma_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *
 	return 0;
 }
 
-/* sirdma_set_gid writes GID table entry i (valid) or takes it out. The device takes the table
- * when GID_VALID is written: the entry goes out of it while it changes.
+/*
+ * sirdma_set_gid writes GID table entry i (valid) or takes it out. The device takes the table
+ * when GID_VALID is written: the entry goes out of it while it changes. The GID registers have
+ * a lock of their own: nothing orders them against the control queue.
  */
 static void sirdma_set_gid(struct sirdma_dev *sdev, unsigned int i, const union ib_gid *gid)
 {
+	u32 entry = SOFTIRDMA_REG_GID_TABLE + i * sizeof(*gid);
+	unsigned int k;
 	u32 valid;
-	int k;
 
-	mutex_lock(&sdev->ctrl_lock);
+	mutex_lock(&sdev->gid_lock);
 	valid = sirdma_rd(sdev, SOFTIRDMA_REG_GID_VALID) & ~BIT(i);
 	sirdma_wr(sdev, SOFTIRDMA_REG_GID_VALID, valid);
 	if (gid) {
-		for (k = 0; k < 16; k += 4)
-			sirdma_wr(sdev, SOFTIRDMA_REG_GID_TABLE + 16 * i + k, get_unaligned_le32(gid->raw + k));
+		for (k = 0; k < sizeof(*gid); k += sizeof(u32))
+			sirdma_wr(sdev, entry + k, get_unaligned_le32(gid->raw + k));
 		sirdma_wr(sdev, SOFTIRDMA_REG_GID_VALID, valid | BIT(i));
 	}
-	mutex_unlock(&sdev->ctrl_lock);
+	mutex_unlock(&sdev->gid_lock);
 }
 
 static int sirdma_add_gid(const struct ib_gid_attr *attr, void **context)
 {
-	if (attr->index >= SOFTIRDMA_GID_TABLE_LEN || attr->gid_type != IB_GID_TYPE_ROCE_UDP_ENCAP)
+	if (attr->index >= SOFTIRDMA_GID_TABLE_LEN ||
+	    attr->gid_type != IB_GID_TYPE_ROCE_UDP_ENCAP)
 		return -EINVAL;
 	sirdma_set_gid(to_sdev(attr->device), attr->index, &attr->gid);
 	return 0;
@@ -196,13 +202,13 @@ static void sirdma_disassociate_ucontext(struct ib_ucontext *uctx)
 static int sirdma_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
 	struct sirdma_pd *pd = container_of(ibpd, struct sirdma_pd, ibpd);
-	u32 res[4];
+	u32 res[SOFTIRDMA_CMD_RESULTS];
 	int err;
 
 	err = sirdma_cmd(to_sdev(ibpd->device), SOFTIRDMA_OP_ALLOC_PD, NULL, 0, res, NULL, 0);
 	if (err)
 		return err;
-	pd->pdn = res[0];
+	pd->pdn = res[SOFTIRDMA_RESULT_NUM];
 	return 0;
 }
 

@@ -34,15 +34,15 @@ static int sirdma_reset(struct sirdma_dev *sdev)
 	return -ETIMEDOUT;
 }
 
-static int sirdma_query_device(struct sirdma_dev *sdev)
+/* sirdma_query_caps asks the function what it offers (QUERY_DEVICE) into sdev->caps. */
+static int sirdma_query_caps(struct sirdma_dev *sdev)
 {
 	__le32 words[SOFTIRDMA_QUERY_DEVICE_WORDS];
 	u32 *c = (u32 *)&sdev->caps;
-	u32 res[4];
 	int err, i;
 
 	BUILD_BUG_ON(sizeof(sdev->caps) != sizeof(words));
-	err = sirdma_cmd(sdev, SOFTIRDMA_OP_QUERY_DEVICE, NULL, 0, res, words, sizeof(words));
+	err = sirdma_cmd(sdev, SOFTIRDMA_OP_QUERY_DEVICE, NULL, 0, NULL, words, sizeof(words));
 	if (err)
 		return err;
 	for (i = 0; i < SOFTIRDMA_QUERY_DEVICE_WORDS; i++)
@@ -87,6 +87,7 @@ static int sirdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		return -ENOMEM;
 	sdev->pdev = pdev;
 	mutex_init(&sdev->ctrl_lock);
+	mutex_init(&sdev->gid_lock);
 	init_completion(&sdev->ctrl_done);
 	INIT_DELAYED_WORK(&sdev->health, sirdma_health);
 	pci_set_drvdata(pdev, sdev);
@@ -110,7 +111,8 @@ static int sirdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	magic = sirdma_rd(sdev, SOFTIRDMA_REG_MAGIC);
 	version = sirdma_rd(sdev, SOFTIRDMA_REG_VERSION);
 	if (magic != SOFTIRDMA_MAGIC_VALUE || version >> 16 != SOFTIRDMA_VERSION_MAJOR) {
-		dev_err(&pdev->dev, "not a softirdma function this driver knows: magic 0x%x, ABI %u.%u\n",
+		dev_err(&pdev->dev,
+			"not a softirdma function this driver knows: magic 0x%x, ABI %u.%u\n",
 			magic, version >> 16, version & 0xffff);
 		err = -ENODEV;
 		goto err_unmap;
@@ -122,7 +124,8 @@ static int sirdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	}
 	pci_set_master(pdev);
 
-	sdev->nvec = pci_alloc_irq_vectors(pdev, SOFTIRDMA_MIN_VECTORS, SOFTIRDMA_NUM_VECTORS, PCI_IRQ_MSIX);
+	sdev->nvec = pci_alloc_irq_vectors(pdev, SOFTIRDMA_MIN_VECTORS, SOFTIRDMA_NUM_VECTORS,
+					   PCI_IRQ_MSIX);
 	if (sdev->nvec < 0) {
 		err = sdev->nvec;
 		goto err_unmap;
@@ -142,16 +145,17 @@ static int sirdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		err = -EIO;
 		goto err_ctrl;
 	}
-	err = sirdma_query_device(sdev);
+	err = sirdma_query_caps(sdev);
 	if (err) {
 		dev_err(&pdev->dev, "QUERY_DEVICE failed: %d\n", err);
 		goto err_ctrl;
 	}
 	dev_info(&pdev->dev,
 		 "ABI %u.%u, caps 0x%x, %u QPs, %u CQs, %u MRs, %u MWs, %d MSI-X vectors, port %s\n",
-		 version >> 16, version & 0xffff, sdev->caps.caps, sdev->caps.max_qp, sdev->caps.max_cq,
-		 sdev->caps.max_mr, sdev->caps.max_mw, sdev->nvec,
-		 sirdma_rd(sdev, SOFTIRDMA_REG_PORT_STATE) == 4 ? "active" : "down");
+		 version >> 16, version & 0xffff, sdev->caps.caps, sdev->caps.max_qp,
+		 sdev->caps.max_cq, sdev->caps.max_mr, sdev->caps.max_mw, sdev->nvec,
+		 sirdma_rd(sdev, SOFTIRDMA_REG_PORT_STATE) == SOFTIRDMA_PORT_ACTIVE ?
+		 "active" : "down");
 	err = sirdma_eth_init(sdev);
 	if (err) {
 		dev_err(&pdev->dev, "the Ethernet function failed: %d\n", err);

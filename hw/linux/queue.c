@@ -3,7 +3,7 @@
  * Queues in rxe's user layout, allocated by the driver in guest pages, described to the
  * device as page lists and mapped into a process the way rxe's mminfo replies describe
  * (rdma_user_mmap_entry). The pages are order-0 and mapped into the process with
- * vm_map_pages, which takes a reference on each: a process that keeps a queue mapped after
+ * vm_map_pages_zero, which takes a reference on each: a process that keeps a queue mapped after
  * it was destroyed (or after the device went away and its context was disassociated) keeps
  * pages the device no longer uses, never freed memory, and no VMA points into this module.
  */
@@ -82,7 +82,8 @@ struct sirdma_queue *sirdma_queue_alloc(struct sirdma_dev *sdev, u32 count, u32 
 	size_t bytes;
 	u32 i, n;
 
-	if (!is_power_of_2(count) || !is_power_of_2(elem) || count < 2)
+	if (!is_power_of_2(count) || !is_power_of_2(elem) || count < 2 ||
+	    ilog2(elem) > SOFTIRDMA_ELEM_MAX_LOG)
 		return ERR_PTR(-EINVAL);
 	bytes = PAGE_ALIGN(SOFTIRDMA_QUEUE_HEADER_SIZE + (size_t)count * elem);
 	if (bytes > SOFTIRDMA_QUEUE_MAX_BYTES)

@@ -19,6 +19,8 @@
 #define SOFTIRDMA_DRV_NAME "softirdma"
 #define SOFTIRDMA_CTRLQ_LOG 5 /* 32 control entries, one page */
 #define SOFTIRDMA_CMD_TIMEOUT_MS 5000
+/* The u32 results a command answers with (struct softirdma_ctrl_entry's result). */
+#define SOFTIRDMA_CMD_RESULTS (sizeof_field(struct softirdma_ctrl_entry, result) / sizeof(u32))
 
 /* MSI-X vectors: the control queue's is the ABI's; the rest are this driver's choice. */
 #define SOFTIRDMA_ASYNC_VECTOR 1
@@ -70,7 +72,7 @@ struct sirdma_dev {
 	int nvec;
 
 	/* The control queue: one command at a time, answered in its entry. */
-	struct mutex ctrl_lock;
+	struct mutex ctrl_lock; /* the ring, its producer index and ctrl_done */
 	struct completion ctrl_done;
 	struct softirdma_ctrl_entry *ctrlq;
 	dma_addr_t ctrlq_dma;
@@ -80,14 +82,17 @@ struct sirdma_dev {
 
 	struct sirdma_caps caps;
 
+	/* The GID table's registers: an entry changes with GID_VALID read, modified and written. */
+	struct mutex gid_lock;
+
 	/* The Ethernet function's netdev. */
 	struct net_device *netdev;
 	struct napi_struct napi;
 	spinlock_t tx_lock; /* the TX ring's producer side */
 	struct sirdma_eth_ring tx, rx;
 
-	/* The RDMA device on the netdev's port, its event queues, and its CQs and QPs by number
-	 * for the events that name them.
+	/* The RDMA device on the netdev's port, its event queues, and its CQs, QPs and SRQs by
+	 * number for the events that name them.
 	 */
 	struct ib_device *ib;
 	struct sirdma_eq comp_eq, async_eq;
@@ -131,6 +136,9 @@ void sirdma_ctrl_fini(struct sirdma_dev *sdev);
 irqreturn_t sirdma_ctrl_irq(int irq, void *data);
 int sirdma_cmd(struct sirdma_dev *sdev, u16 op, const void *args, size_t len,
 	       u32 *results, void *answer, size_t answer_len);
+int sirdma_let_go(struct sirdma_dev *sdev, u16 op, const void *args, size_t len, u32 *results);
+bool sirdma_fatal(struct sirdma_dev *sdev);
+void sirdma_fail(struct sirdma_dev *sdev);
 
 int sirdma_eth_init(struct sirdma_dev *sdev);
 void sirdma_eth_fini(struct sirdma_dev *sdev);
@@ -148,9 +156,6 @@ void sirdma_mmap_free(struct rdma_user_mmap_entry *re);
 
 int sirdma_ib_init(struct sirdma_dev *sdev);
 void sirdma_ib_fini(struct sirdma_dev *sdev);
-bool sirdma_fatal(struct sirdma_dev *sdev);
-void sirdma_fail(struct sirdma_dev *sdev);
-int sirdma_let_go(struct sirdma_dev *sdev, u16 op, const void *args, size_t len, u32 *results);
 int sirdma_events_init(struct sirdma_dev *sdev);
 void sirdma_events_fini(struct sirdma_dev *sdev);
 
@@ -217,26 +222,32 @@ int sirdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
 int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc);
 int sirdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
 int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata);
-int sirdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask, struct ib_udata *udata);
+int sirdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		     struct ib_udata *udata);
 int sirdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
-int sirdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask, struct ib_qp_init_attr *init);
-int sirdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr, const struct ib_send_wr **bad);
-int sirdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr, const struct ib_recv_wr **bad);
+int sirdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		    struct ib_qp_init_attr *init);
+int sirdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+		     const struct ib_send_wr **bad);
+int sirdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		     const struct ib_recv_wr **bad);
 struct ib_mr *sirdma_get_dma_mr(struct ib_pd *ibpd, int access);
 struct ib_mr *sirdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 virt,
 				 int access, struct ib_udata *udata);
 int sirdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
 int sirdma_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
-int sirdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init, struct ib_udata *udata);
-int sirdma_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr, enum ib_srq_attr_mask mask,
+int sirdma_dealloc_mw(struct ib_mw *ibmw);
+int sirdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 		      struct ib_udata *udata);
+int sirdma_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+		      enum ib_srq_attr_mask mask, struct ib_udata *udata);
 int sirdma_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
 int sirdma_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
-int sirdma_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr, const struct ib_recv_wr **bad);
+int sirdma_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+			 const struct ib_recv_wr **bad);
 int sirdma_num_cmd(struct sirdma_dev *sdev, u16 op, u32 num);
 void sirdma_unmake(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num, void *obj);
 int sirdma_destroy_obj(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num, void *obj);
 bool sirdma_slot_ok(struct sirdma_dev *sdev, u32 base, u32 slot, u32 max);
-int sirdma_dealloc_mw(struct ib_mw *ibmw);
 
 #endif /* SOFTIRDMA_H */
