@@ -6,14 +6,11 @@
  * as rxe does, and only then the device the new ring (it moves the posted receives over).
  */
 #include <linux/uaccess.h>
-#include <linux/unaligned.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_user_rxe.h>
 #include <rdma/uverbs_ioctl.h>
 
 #include "softirdma.h"
-
-#define SRQ_ARGS_SIZE (16 + SOFTIRDMA_QUEUE_ARGS_SIZE)
 
 static struct sirdma_srq *to_ssrq(struct ib_srq *ibsrq)
 {
@@ -24,23 +21,29 @@ static struct sirdma_srq *to_ssrq(struct ib_srq *ibsrq)
 static struct sirdma_queue *srq_ring(struct sirdma_dev *sdev, u32 *max_wr, u32 max_sge)
 {
 	u32 count = roundup_pow_of_two(max(*max_wr, 1U) + 1);
+	u32 elem = roundup_pow_of_two(sizeof(struct rxe_recv_wqe) +
+				      max_sge * sizeof(struct rxe_sge));
 	struct sirdma_queue *q;
 
-	q = sirdma_queue_alloc(sdev, count,
-			       roundup_pow_of_two(sizeof(struct rxe_recv_wqe) + max_sge * sizeof(struct rxe_sge)));
+	q = sirdma_queue_alloc(sdev, count, elem);
 	if (!IS_ERR(q))
 		*max_wr = count - 1;
 	return q;
 }
 
-int sirdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init, struct ib_udata *udata)
+/*
+ * The ring is mappable before the device has it. What fails after CREATE_SRQ (the event table,
+ * the reply) is unwound by DESTROY_SRQ: the process never hears of the SRQ.
+ */
+int sirdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
+		      struct ib_udata *udata)
 {
 	struct sirdma_dev *sdev = to_sdev(ibsrq->device);
 	struct sirdma_srq *srq = to_ssrq(ibsrq);
 	struct ib_srq_attr *attr = &init->attr;
+	struct softirdma_create_srq_args a = {};
 	struct rxe_create_srq_resp resp = {};
-	u8 args[SRQ_ARGS_SIZE] = {};
-	u32 res[4];
+	u32 res[SOFTIRDMA_CMD_RESULTS];
 	int err;
 
 	if (!udata)
@@ -56,33 +59,30 @@ int sirdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init, struc
 		return PTR_ERR(srq->q);
 	srq->max_sge = attr->max_sge;
 	mutex_init(&srq->lock);
-	put_unaligned_le32(container_of(ibsrq->pd, struct sirdma_pd, ibpd)->pdn, args);
-	put_unaligned_le32(attr->max_sge, args + 4);
-	put_unaligned_le32(attr->srq_limit, args + 8);
-	sirdma_queue_args(srq->q, args + 16);
-	err = sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_SRQ, args, sizeof(args), res, NULL, 0);
-	if (err) {
-		sirdma_queue_free(srq->q);
-		return err;
-	}
-	srq->srqn = res[0];
-	err = xa_insert(&sdev->srqs, srq->srqn, srq, GFP_KERNEL);
-	if (err)
-		goto err_cmd;
 	err = sirdma_queue_expose(sirdma_uctx(udata), srq->q, &resp.mi);
 	if (err)
-		goto err_cmd;
+		goto err_release;
+	a.pd = cpu_to_le32(container_of(ibsrq->pd, struct sirdma_pd, ibpd)->pdn);
+	a.max_sge = cpu_to_le32(attr->max_sge);
+	a.limit = cpu_to_le32(attr->srq_limit);
+	sirdma_queue_args(srq->q, a.queue);
+	err = sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_SRQ, &a, sizeof(a), res, NULL, 0);
+	if (err)
+		goto err_release;
+	srq->srqn = res[SOFTIRDMA_RESULT_NUM];
+	err = xa_insert(&sdev->srqs, srq->srqn, srq, GFP_KERNEL);
+	if (err)
+		goto err_unmake;
 	resp.srq_num = srq->srqn;
 	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
-	if (err) {
-		sirdma_unmake(sdev, &sdev->srqs, SOFTIRDMA_OP_DESTROY_SRQ, srq->srqn, srq);
-		sirdma_queue_release(srq->q);
-	}
-	return err;
+	if (err)
+		goto err_unmake;
+	return 0;
 
-err_cmd:
+err_unmake:
 	sirdma_unmake(sdev, &sdev->srqs, SOFTIRDMA_OP_DESTROY_SRQ, srq->srqn, srq);
-	sirdma_queue_free(srq->q);
+err_release:
+	sirdma_queue_release(srq->q);
 	return err;
 }
 
@@ -93,31 +93,29 @@ err_cmd:
  * MODIFY_SRQ moves the device: past the move nothing may fail. A call that fails leaves the
  * device on the old ring.
  */
-static int modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr, enum ib_srq_attr_mask mask,
-		      struct ib_udata *udata)
+static int modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+		      enum ib_srq_attr_mask mask, struct ib_udata *udata)
 {
 	struct sirdma_dev *sdev = to_sdev(ibsrq->device);
 	struct sirdma_srq *srq = to_ssrq(ibsrq);
-	struct sirdma_queue *q = NULL;
+	struct softirdma_modify_srq_args a = {};
 	struct rxe_modify_srq_cmd cmd = {};
-	u8 args[SRQ_ARGS_SIZE] = {};
+	struct sirdma_queue *q = NULL;
 	struct mminfo mi = {};
 	u32 dev_mask = 0;
 	int err;
 
 	if (mask & ~(IB_SRQ_MAX_WR | IB_SRQ_LIMIT))
 		return -EOPNOTSUPP;
-	put_unaligned_le32(srq->srqn, args);
 	if (mask & IB_SRQ_LIMIT) {
 		u32 max_wr = (1U << srq->q->log_count) - 1;
 
 		if (attr->srq_limit > ((mask & IB_SRQ_MAX_WR) ? attr->max_wr : max_wr))
 			return -EINVAL;
 		dev_mask |= SOFTIRDMA_SRQ_MODIFY_LIMIT;
-		put_unaligned_le32(attr->srq_limit, args + 8);
+		a.limit = cpu_to_le32(attr->srq_limit);
 	}
 	if (mask & IB_SRQ_MAX_WR) {
-		/* The new ring's mminfo goes where the provider's command says. */
 		if (!udata || udata->inlen < sizeof(cmd))
 			return -EINVAL;
 		err = ib_copy_from_udata(&cmd, udata, sizeof(cmd));
@@ -136,10 +134,11 @@ static int modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr, enum ib_sr
 			goto err_release;
 		}
 		dev_mask |= SOFTIRDMA_SRQ_MODIFY_MAX_WR;
-		sirdma_queue_args(q, args + 16);
+		sirdma_queue_args(q, a.queue);
 	}
-	put_unaligned_le32(dev_mask, args + 4);
-	err = sirdma_cmd(sdev, SOFTIRDMA_OP_MODIFY_SRQ, args, sizeof(args), NULL, NULL, 0);
+	a.srqn = cpu_to_le32(srq->srqn);
+	a.mask = cpu_to_le32(dev_mask);
+	err = sirdma_cmd(sdev, SOFTIRDMA_OP_MODIFY_SRQ, &a, sizeof(a), NULL, NULL, 0);
 	if (err)
 		goto err_release;
 	if (q) {
@@ -158,8 +157,8 @@ err_release:
  * The RDMA core runs two modifies of one SRQ at once (it looks the SRQ up shared): a resize
  * replaces srq->q, which a limit change reads.
  */
-int sirdma_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr, enum ib_srq_attr_mask mask,
-		      struct ib_udata *udata)
+int sirdma_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+		      enum ib_srq_attr_mask mask, struct ib_udata *udata)
 {
 	struct sirdma_srq *srq = to_ssrq(ibsrq);
 	int err;
@@ -172,17 +171,17 @@ int sirdma_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr, enum ib_sr
 
 int sirdma_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
 {
-	struct sirdma_srq *srq = to_ssrq(ibsrq);
-	__le32 n = cpu_to_le32(srq->srqn);
-	u32 res[4];
+	struct softirdma_num_args a = { .num = cpu_to_le32(to_ssrq(ibsrq)->srqn) };
+	u32 res[SOFTIRDMA_CMD_RESULTS];
 	int err;
 
-	err = sirdma_cmd(to_sdev(ibsrq->device), SOFTIRDMA_OP_QUERY_SRQ, &n, sizeof(n), res, NULL, 0);
+	err = sirdma_cmd(to_sdev(ibsrq->device), SOFTIRDMA_OP_QUERY_SRQ, &a, sizeof(a), res,
+			 NULL, 0);
 	if (err)
 		return err;
-	attr->max_wr = res[0];
-	attr->max_sge = res[1];
-	attr->srq_limit = res[2];
+	attr->max_wr = res[SOFTIRDMA_RESULT_SRQ_MAX_WR];
+	attr->max_sge = res[SOFTIRDMA_RESULT_SRQ_MAX_SGE];
+	attr->srq_limit = res[SOFTIRDMA_RESULT_SRQ_LIMIT];
 	return 0;
 }
 
@@ -198,7 +197,8 @@ int sirdma_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 	return 0;
 }
 
-int sirdma_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr, const struct ib_recv_wr **bad)
+int sirdma_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+			 const struct ib_recv_wr **bad)
 {
 	*bad = wr;
 	return -EOPNOTSUPP; /* user space posts receives in the ring itself */

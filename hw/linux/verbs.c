@@ -5,7 +5,6 @@
  * ib_umem page lists, memory windows. Each object is made and destroyed by a control command.
  */
 #include <linux/dma-mapping.h>
-#include <linux/unaligned.h>
 #include <rdma/ib_umem.h>
 #include <rdma/iter.h>
 #include <rdma/rdma_user_rxe.h>
@@ -31,9 +30,9 @@ static u32 to_pdn(struct ib_pd *ibpd)
 /* sirdma_num_cmd runs a command whose only argument is an object's number. */
 int sirdma_num_cmd(struct sirdma_dev *sdev, u16 op, u32 num)
 {
-	__le32 n = cpu_to_le32(num);
+	struct softirdma_num_args a = { .num = cpu_to_le32(num) };
 
-	return sirdma_cmd(sdev, op, &n, sizeof(n), NULL, NULL, 0);
+	return sirdma_cmd(sdev, op, &a, sizeof(a), NULL, NULL, 0);
 }
 
 /*
@@ -44,11 +43,11 @@ int sirdma_num_cmd(struct sirdma_dev *sdev, u16 op, u32 num)
  */
 void sirdma_unmake(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num, void *obj)
 {
-	__le32 n = cpu_to_le32(num);
+	struct softirdma_num_args a = { .num = cpu_to_le32(num) };
 
 	xa_cmpxchg(xa, num, obj, NULL, 0);
 	synchronize_rcu();
-	sirdma_let_go(sdev, op, &n, sizeof(n), NULL);
+	sirdma_let_go(sdev, op, &a, sizeof(a), NULL);
 }
 
 /*
@@ -84,57 +83,68 @@ bool sirdma_slot_ok(struct sirdma_dev *sdev, u32 base, u32 slot, u32 max)
 /* A CQ's ring holds CQEs in rxe's user layout, each in a power-of-two slot. */
 #define CQ_ELEM_SIZE roundup_pow_of_two(sizeof(struct ib_uverbs_wc))
 
+/* cq_count is the ring slots for cqe CQEs (one always stays empty), 0 if the device has none. */
+static u32 cq_count(struct sirdma_dev *sdev, int cqe)
+{
+	if (cqe < 1 || (u32)cqe > sdev->caps.max_cqe ||
+	    order_base_2((u64)cqe + 1) > SOFTIRDMA_CQ_MAX_LOG)
+		return 0;
+	return roundup_pow_of_two(cqe + 1);
+}
+
+/*
+ * The ring is mappable, and the process told where, before the device has it: what fails after
+ * CREATE_CQ (a doorbell slot outside the BAR, the event table) is unwound by DESTROY_CQ.
+ */
 int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		     struct uverbs_attr_bundle *attrs)
 {
 	struct sirdma_dev *sdev = to_sdev(ibcq->device);
 	struct ib_udata *udata = attrs ? &attrs->driver_udata : NULL;
 	struct sirdma_cq *cq = to_scq(ibcq);
+	struct softirdma_create_cq_args a = {};
 	struct rxe_create_cq_resp resp = {};
-	u8 args[SOFTIRDMA_QUEUE_ARGS_SIZE + 4];
-	u32 res[4], count;
+	u32 res[SOFTIRDMA_CMD_RESULTS], count;
 	int err;
 
 	if (!udata)
 		return -EOPNOTSUPP; /* kernel CQs are not there yet */
 	if (attr->flags)
 		return -EOPNOTSUPP; /* as rxe: no creation flags */
-	if (attr->cqe < 1 || attr->cqe > sdev->caps.max_cqe || udata->outlen < sizeof(resp))
+	count = cq_count(sdev, attr->cqe);
+	if (!count || udata->outlen < sizeof(resp))
 		return -EINVAL;
-	count = roundup_pow_of_two(attr->cqe + 1);
 	mutex_init(&cq->lock);
 	cq->q = sirdma_queue_alloc(sdev, count, CQ_ELEM_SIZE);
 	if (IS_ERR(cq->q))
 		return PTR_ERR(cq->q);
-	sirdma_queue_args(cq->q, args);
-	put_unaligned_le32(sdev->comp_eq.eqn, args + SOFTIRDMA_QUEUE_ARGS_SIZE);
-	err = sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_CQ, args, sizeof(args), res, NULL, 0);
-	if (err)
-		goto err_queue;
-	cq->cqn = res[0];
-	cq->slot = res[1];
-	err = -EIO;
-	if (!sirdma_slot_ok(sdev, SOFTIRDMA_CQ_ARM_BASE, cq->slot, SOFTIRDMA_MAX_CQ_SLOTS))
-		goto err_cmd;
-	err = xa_insert(&sdev->cqs, cq->cqn, cq, GFP_KERNEL);
-	if (err)
-		goto err_cmd;
-	ibcq->cqe = count - 1;
 	err = sirdma_queue_expose(attrs->context, cq->q, &resp.mi);
 	if (err)
-		goto err_cmd;
+		goto err_release;
 	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
-	if (err) {
-		sirdma_unmake(sdev, &sdev->cqs, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn, cq);
-		sirdma_queue_release(cq->q);
-		return err;
+	if (err)
+		goto err_release;
+	sirdma_queue_args(cq->q, a.queue);
+	a.eqn = cpu_to_le32(sdev->comp_eq.eqn);
+	err = sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_CQ, &a, sizeof(a), res, NULL, 0);
+	if (err)
+		goto err_release;
+	cq->cqn = res[SOFTIRDMA_RESULT_NUM];
+	cq->slot = res[SOFTIRDMA_RESULT_SLOT];
+	if (!sirdma_slot_ok(sdev, SOFTIRDMA_CQ_ARM_BASE, cq->slot, SOFTIRDMA_MAX_CQ_SLOTS)) {
+		err = -EIO;
+		goto err_unmake;
 	}
+	err = xa_insert(&sdev->cqs, cq->cqn, cq, GFP_KERNEL);
+	if (err)
+		goto err_unmake;
+	ibcq->cqe = count - 1;
 	return 0;
 
-err_cmd:
+err_unmake:
 	sirdma_unmake(sdev, &sdev->cqs, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn, cq);
-err_queue:
-	sirdma_queue_free(cq->q);
+err_release:
+	sirdma_queue_release(cq->q);
 	return err;
 }
 
@@ -162,7 +172,7 @@ int sirdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 {
 	struct sirdma_dev *sdev = to_sdev(ibcq->device);
 	struct sirdma_cq *cq = to_scq(ibcq);
-	u8 args[8 + SOFTIRDMA_QUEUE_ARGS_SIZE] = {};
+	struct softirdma_resize_cq_args a = {};
 	struct rxe_resize_cq_resp resp = {};
 	struct sirdma_queue *q;
 	u32 count;
@@ -170,9 +180,9 @@ int sirdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 
 	if (!udata)
 		return -EOPNOTSUPP;
-	if (cqe < 1 || cqe > sdev->caps.max_cqe || udata->outlen < sizeof(resp))
+	count = cq_count(sdev, cqe);
+	if (!count || udata->outlen < sizeof(resp))
 		return -EINVAL;
-	count = roundup_pow_of_two(cqe + 1);
 	mutex_lock(&cq->lock);
 	q = sirdma_queue_alloc(sdev, count, CQ_ELEM_SIZE);
 	if (IS_ERR(q)) {
@@ -185,9 +195,9 @@ int sirdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
 	if (err)
 		goto err_release;
-	put_unaligned_le32(cq->cqn, args);
-	sirdma_queue_args(q, args + 8);
-	err = sirdma_cmd(sdev, SOFTIRDMA_OP_RESIZE_CQ, args, sizeof(args), NULL, NULL, 0);
+	a.cqn = cpu_to_le32(cq->cqn);
+	sirdma_queue_args(q, a.queue);
+	err = sirdma_cmd(sdev, SOFTIRDMA_OP_RESIZE_CQ, &a, sizeof(a), NULL, NULL, 0);
 	if (err)
 		goto err_release;
 	/* The device writes the new ring now; the old one goes once the process unmaps it. */
@@ -212,21 +222,28 @@ int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc)
 int sirdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 {
 	struct sirdma_dev *sdev = to_sdev(ibcq->device);
-	u32 v = (flags & IB_CQ_SOLICITED_MASK) == IB_CQ_SOLICITED ? SOFTIRDMA_ARM_SOLICITED : SOFTIRDMA_ARM_NEXT;
+	u32 off = SOFTIRDMA_CQ_ARM_BASE + SOFTIRDMA_DOORBELL_STRIDE * to_scq(ibcq)->slot;
+	u32 v = SOFTIRDMA_ARM_NEXT;
 
-	writel(v, sdev->db + SOFTIRDMA_CQ_ARM_BASE + SOFTIRDMA_DOORBELL_STRIDE * to_scq(ibcq)->slot);
+	if ((flags & IB_CQ_SOLICITED_MASK) == IB_CQ_SOLICITED)
+		v = SOFTIRDMA_ARM_SOLICITED;
+	writel(v, sdev->db + off);
 	return 0;
 }
 
+/*
+ * The rings are mappable, and the process told where, before the device has them: what fails
+ * after CREATE_QP (a doorbell slot outside the BAR, the event table) is unwound by DESTROY_QP.
+ */
 int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata)
 {
 	struct sirdma_dev *sdev = to_sdev(ibqp->device);
-	struct sirdma_ucontext *uc = rdma_udata_to_drv_context(udata, struct sirdma_ucontext, ibuc);
 	struct sirdma_qp *qp = to_sqp(ibqp);
 	struct ib_qp_cap *cap = &init->cap;
 	struct softirdma_create_qp_args a = {};
 	struct rxe_create_qp_resp resp = {};
-	u32 res[4], payload, sq_count, rq_count;
+	u32 res[SOFTIRDMA_CMD_RESULTS];
+	u32 payload, sq_count, rq_count, elem;
 	int err;
 
 	if (!udata)
@@ -239,7 +256,8 @@ int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib
 		return -EINVAL;
 
 	/* A send WQE holds its SGEs or its inline data: report what the slot takes, as rxe does. */
-	payload = max_t(u32, max(cap->max_send_sge, 1U) * sizeof(struct rxe_sge), cap->max_inline_data);
+	payload = max_t(u32, max(cap->max_send_sge, 1U) * sizeof(struct rxe_sge),
+			cap->max_inline_data);
 	cap->max_send_sge = min_t(u32, payload / sizeof(struct rxe_sge), sdev->caps.max_sge);
 	cap->max_inline_data = min(payload, sdev->caps.max_inline);
 	sq_count = roundup_pow_of_two(max(cap->max_send_wr, 1U) + 1);
@@ -247,23 +265,39 @@ int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib
 	cap->max_send_wr = sq_count - 1;
 	cap->max_recv_wr = rq_count - 1;
 	cap->max_recv_sge = max(cap->max_recv_sge, 1U);
-	if (init->srq) /* its receives come from the SRQ */
-		cap->max_recv_wr = cap->max_recv_sge = 0;
+	if (init->srq) { /* its receives come from the SRQ */
+		cap->max_recv_wr = 0;
+		cap->max_recv_sge = 0;
+	}
 
-	qp->sq = sirdma_queue_alloc(sdev, sq_count, roundup_pow_of_two(sizeof(struct rxe_send_wqe) + payload));
+	elem = roundup_pow_of_two(sizeof(struct rxe_send_wqe) + payload);
+	qp->sq = sirdma_queue_alloc(sdev, sq_count, elem);
 	if (IS_ERR(qp->sq))
 		return PTR_ERR(qp->sq);
 	if (!init->srq) {
-		qp->rq = sirdma_queue_alloc(sdev, rq_count,
-					    roundup_pow_of_two(sizeof(struct rxe_recv_wqe) +
-							       cap->max_recv_sge * sizeof(struct rxe_sge)));
+		elem = roundup_pow_of_two(sizeof(struct rxe_recv_wqe) +
+					  cap->max_recv_sge * sizeof(struct rxe_sge));
+		qp->rq = sirdma_queue_alloc(sdev, rq_count, elem);
 		if (IS_ERR(qp->rq)) {
 			err = PTR_ERR(qp->rq);
+			qp->rq = NULL;
 			goto err_sq;
 		}
 	}
+	err = sirdma_queue_expose(sirdma_uctx(udata), qp->sq, &resp.sq_mi);
+	if (err)
+		goto err_rq;
+	if (qp->rq) {
+		err = sirdma_queue_expose(sirdma_uctx(udata), qp->rq, &resp.rq_mi);
+		if (err)
+			goto err_rq;
+	}
+	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
+	if (err)
+		goto err_rq;
+
 	a.pd = cpu_to_le32(to_pdn(ibqp->pd));
-	a.type = IB_QPT_RC;
+	a.type = SOFTIRDMA_QP_TYPE_RC;
 	a.sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
 	a.send_cq = cpu_to_le32(to_scq(init->send_cq)->cqn);
 	a.recv_cq = cpu_to_le32(to_scq(init->recv_cq)->cqn);
@@ -278,52 +312,38 @@ int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib
 	err = sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_QP, &a, sizeof(a), res, NULL, 0);
 	if (err)
 		goto err_rq;
-	ibqp->qp_num = res[0];
-	qp->slot = res[1];
-	qp->cap = *cap;
-	qp->sig_all = a.sig_all;
-	err = -EIO;
-	if (!sirdma_slot_ok(sdev, SOFTIRDMA_SQ_DOORBELL_BASE, qp->slot, SOFTIRDMA_MAX_QP_SLOTS))
-		goto err_cmd;
+	ibqp->qp_num = res[SOFTIRDMA_RESULT_NUM];
+	qp->slot = res[SOFTIRDMA_RESULT_SLOT];
+	if (!sirdma_slot_ok(sdev, SOFTIRDMA_SQ_DOORBELL_BASE, qp->slot, SOFTIRDMA_MAX_QP_SLOTS)) {
+		err = -EIO;
+		goto err_unmake;
+	}
 	err = xa_insert(&sdev->qps, ibqp->qp_num, qp, GFP_KERNEL);
 	if (err)
-		goto err_cmd;
-	err = sirdma_queue_expose(&uc->ibuc, qp->sq, &resp.sq_mi);
-	if (err)
-		goto err_cmd;
-	err = qp->rq ? sirdma_queue_expose(&uc->ibuc, qp->rq, &resp.rq_mi) : 0;
-	if (err) {
-		sirdma_unmake(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num, qp);
-		sirdma_queue_release(qp->sq);
-		sirdma_queue_free(qp->rq);
-		return err;
-	}
-	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
-	if (err) {
-		sirdma_unmake(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num, qp);
-		sirdma_queue_release(qp->sq);
-		sirdma_queue_release(qp->rq);
-	}
-	return err;
+		goto err_unmake;
+	qp->cap = *cap;
+	qp->sig_all = a.sig_all;
+	return 0;
 
-err_cmd:
+err_unmake:
 	sirdma_unmake(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num, qp);
 err_rq:
-	if (qp->rq)
-		sirdma_queue_free(qp->rq);
+	sirdma_queue_release(qp->rq);
 err_sq:
-	sirdma_queue_free(qp->sq);
+	sirdma_queue_release(qp->sq);
 	return err;
 }
 
-int sirdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask, struct ib_udata *udata)
+int sirdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		     struct ib_udata *udata)
 {
-	u8 args[8 + sizeof(struct softirdma_qp_attr)] = {};
-	struct softirdma_qp_attr *a = (void *)(args + 8);
+	struct softirdma_modify_qp_args args = {};
+	struct softirdma_qp_attr *a = (void *)args.attr;
 
-	put_unaligned_le32(ibqp->qp_num, args);
-	put_unaligned_le32(mask, args + 4);
+	BUILD_BUG_ON(sizeof(*a) != sizeof(args.attr));
+	args.qpn = cpu_to_le32(ibqp->qp_num);
 	/* ib_qp_attr_mask, ib_qp_state, ib_mtu and the access flags have libibverbs' values. */
+	args.mask = cpu_to_le32(mask);
 	a->state = attr->qp_state;
 	a->cur_state = attr->cur_qp_state;
 	a->path_mtu = attr->path_mtu;
@@ -350,18 +370,22 @@ int sirdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask, stru
 		a->flow_label = cpu_to_le32(grh->flow_label);
 		memcpy(a->dmac, attr->ah_attr.roce.dmac, sizeof(a->dmac));
 	}
-	return sirdma_cmd(to_sdev(ibqp->device), SOFTIRDMA_OP_MODIFY_QP, args, sizeof(args), NULL, NULL, 0);
+	return sirdma_cmd(to_sdev(ibqp->device), SOFTIRDMA_OP_MODIFY_QP, &args, sizeof(args),
+			  NULL, NULL, 0);
 }
 
-int sirdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask, struct ib_qp_init_attr *init)
+int sirdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		    struct ib_qp_init_attr *init)
 {
+	struct softirdma_query_qp_args args = { .qpn = cpu_to_le32(ibqp->qp_num) };
+	const struct softirdma_qp_attr *a = (void *)args.attr;
 	struct sirdma_qp *qp = to_sqp(ibqp);
-	u8 answer[8 + sizeof(struct softirdma_qp_attr)];
-	struct softirdma_qp_attr *a = (void *)(answer + 8);
-	__le32 qpn = cpu_to_le32(ibqp->qp_num);
 	int err;
 
-	err = sirdma_cmd(to_sdev(ibqp->device), SOFTIRDMA_OP_QUERY_QP, &qpn, sizeof(qpn), NULL, answer, sizeof(answer));
+	BUILD_BUG_ON(sizeof(*a) != sizeof(args.attr));
+	/* The device answers in the arguments: the attributes at args.attr. */
+	err = sirdma_cmd(to_sdev(ibqp->device), SOFTIRDMA_OP_QUERY_QP, &args, sizeof(args),
+			 NULL, &args, sizeof(args));
 	if (err)
 		return err;
 	memset(attr, 0, sizeof(*attr));
@@ -383,7 +407,8 @@ int sirdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask, struc
 	attr->sq_psn = le32_to_cpu(a->sq_psn);
 	attr->ah_attr.type = RDMA_AH_ATTR_TYPE_ROCE;
 	rdma_ah_set_port_num(&attr->ah_attr, a->port_num);
-	rdma_ah_set_grh(&attr->ah_attr, NULL, le32_to_cpu(a->flow_label), a->sgid_index, a->hop_limit, a->traffic_class);
+	rdma_ah_set_grh(&attr->ah_attr, NULL, le32_to_cpu(a->flow_label), a->sgid_index,
+			a->hop_limit, a->traffic_class);
 	memcpy(attr->ah_attr.grh.dgid.raw, a->dgid, sizeof(a->dgid));
 	attr->cap = qp->cap;
 	memset(init, 0, sizeof(*init));
@@ -408,20 +433,23 @@ int sirdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	return 0;
 }
 
-int sirdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr, const struct ib_send_wr **bad)
+int sirdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+		     const struct ib_send_wr **bad)
 {
 	struct sirdma_dev *sdev = to_sdev(ibqp->device);
+	u32 off = SOFTIRDMA_SQ_DOORBELL_BASE + SOFTIRDMA_DOORBELL_STRIDE * to_sqp(ibqp)->slot;
 
 	if (ibqp->uobject && !wr) {
 		/* The provider's doorbell: it wrote the WQEs and the producer index itself. */
-		writel(0, sdev->db + SOFTIRDMA_SQ_DOORBELL_BASE + SOFTIRDMA_DOORBELL_STRIDE * to_sqp(ibqp)->slot);
+		writel(0, sdev->db + off);
 		return 0;
 	}
 	*bad = wr;
 	return -EOPNOTSUPP; /* kernel QPs are not there yet */
 }
 
-int sirdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr, const struct ib_recv_wr **bad)
+int sirdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		     const struct ib_recv_wr **bad)
 {
 	*bad = wr;
 	return -EOPNOTSUPP; /* user space posts receives in the ring itself */
@@ -454,7 +482,7 @@ struct ib_mr *sirdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 
 	__le64 **tables = NULL;
 	dma_addr_t *dmas = NULL;
 	unsigned long pgsz;
-	u32 res[4], i = 0, ntables = 0, leaves;
+	u32 res[SOFTIRDMA_CMD_RESULTS], i = 0, ntables = 0, leaves;
 	size_t nblocks;
 	int err;
 
@@ -468,7 +496,9 @@ struct ib_mr *sirdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 
 	}
 	pgsz = ib_umem_find_best_pgsz(mr->umem, SZ_4K | SZ_2M, virt);
 	nblocks = pgsz ? ib_umem_num_dma_blocks(mr->umem, pgsz) : 0;
-	if (!nblocks || nblocks > SOFTIRDMA_PL_ENTRIES_PER_PAGE * SOFTIRDMA_PL_ENTRIES_PER_PAGE) {
+	/* At most a two-level page list. */
+	if (!nblocks || nblocks > min(SOFTIRDMA_PL_ENTRIES_PER_PAGE * SOFTIRDMA_PL_ENTRIES_PER_PAGE,
+				      SOFTIRDMA_MAX_MR_PAGES)) {
 		err = -EINVAL;
 		goto err_umem;
 	}
@@ -515,17 +545,12 @@ struct ib_mr *sirdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 
 	pbl_free(sdev, tables, dmas, ntables);
 	if (err)
 		goto err_umem;
-	mr->ibmr.lkey = res[0];
-	mr->ibmr.rkey = res[0];
+	mr->ibmr.lkey = res[SOFTIRDMA_RESULT_NUM];
+	mr->ibmr.rkey = res[SOFTIRDMA_RESULT_NUM];
 	return &mr->ibmr;
 
 err_tables:
-	if (tables && dmas)
-		pbl_free(sdev, tables, dmas, i);
-	else {
-		kfree(tables);
-		kfree(dmas);
-	}
+	pbl_free(sdev, tables, dmas, i); /* the first i tables were allocated */
 err_umem:
 	ib_umem_release(mr->umem);
 err_free:
@@ -548,15 +573,20 @@ int sirdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 
 int sirdma_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
 {
-	u32 kind = ibmw->type == IB_MW_TYPE_1 ? SOFTIRDMA_STAG_MW_TYPE1 : SOFTIRDMA_STAG_MW_TYPE2_B;
-	__le32 args[3] = { cpu_to_le32(to_pdn(ibmw->pd)), cpu_to_le32(kind), 0 };
-	u32 res[4];
+	struct softirdma_alloc_stag_args a = {
+		.pd = cpu_to_le32(to_pdn(ibmw->pd)),
+		/* libibverbs' type 2 is type 2B */
+		.kind = cpu_to_le32(ibmw->type == IB_MW_TYPE_1 ? SOFTIRDMA_STAG_MW_TYPE1 :
+							       SOFTIRDMA_STAG_MW_TYPE2_B),
+	};
+	u32 res[SOFTIRDMA_CMD_RESULTS];
 	int err;
 
-	err = sirdma_cmd(to_sdev(ibmw->device), SOFTIRDMA_OP_ALLOC_STAG, args, sizeof(args), res, NULL, 0);
+	err = sirdma_cmd(to_sdev(ibmw->device), SOFTIRDMA_OP_ALLOC_STAG, &a, sizeof(a), res,
+			 NULL, 0);
 	if (err)
 		return err;
-	ibmw->rkey = res[0];
+	ibmw->rkey = res[SOFTIRDMA_RESULT_NUM];
 	return 0;
 }
 
