@@ -22,7 +22,8 @@ type scatter struct {
 }
 
 // AddressSpace is memory reached by address rather than registered slice by slice: the whole
-// address space an implicit on-demand MR covers (a guest's DMA map, say).
+// address space an implicit on-demand MR covers (a guest's DMA map, say), and the one a page
+// list's pages lie in (Paged), where one that is also a RegionSpace keeps a registration small.
 type AddressSpace interface {
 	// Mapped says whether every byte of [addr, addr+n) is backed by memory.
 	Mapped(addr, n uint64) bool
