@@ -19,23 +19,42 @@ type eq struct {
 	prod    uint32
 	seq     uint64
 	dropped uint64
+	written uint64 // entries written, for a CQ to tell whether its last one is still unread
 	gone    bool
 }
 
 // post adds an entry and reports whether the EQ's vector should be signalled. A full EQ drops
 // the entry; the running count in the next one shows the gap.
 func (e *eq) post(typ uint8, num uint32) bool {
+	return e.postFor(typ, num, nil)
+}
+
+// postCompletion adds a completion event for c unless c's last one is still unread in the
+// ring: one unread entry wakes the CQ as well as several would, and a process arming its CQ
+// again and again (each arm over unpolled CQEs is announced at once) cannot fill the EQ that
+// other CQs' events share. It reports whether to signal the vector.
+func (e *eq) postCompletion(c *cq) bool {
+	return e.postFor(abi.EQCompletion, c.emu.Num(), &c.eqWritten)
+}
+
+// postFor is post; with last, the entry is skipped while the one last recorded there is unread,
+// and a new one is recorded there.
+func (e *eq) postFor(typ uint8, num uint32, last *uint64) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.gone {
 		return false
 	}
-	e.seq++
 	cons, err := e.r.readU32(abi.QHConsumer)
 	if err != nil {
 		e.gone = true
 		return false
 	}
+	unread := uint64((e.prod - cons) & e.r.mask())
+	if last != nil && *last != 0 && e.written-*last < unread {
+		return true // its entry is among the unread ones: the vector again, no entry
+	}
+	e.seq++
 	if (e.prod+1)&e.r.mask() == cons&e.r.mask() {
 		e.dropped++
 		return true
@@ -52,6 +71,10 @@ func (e *eq) post(typ uint8, num uint32) bool {
 	if e.r.writeU32(abi.QHProducer, e.prod) != nil {
 		e.gone = true
 	}
+	e.written++
+	if last != nil {
+		*last = e.written
+	}
 	return true
 }
 
@@ -67,6 +90,8 @@ type cq struct {
 	r    *ring
 	prod uint32
 	gone bool // its ring is unusable (revoked, unmapped): every completion overflows
+
+	eqWritten uint64 // its EQ's written count at its last completion event (0: none); eq.mu guards it
 }
 
 // sink writes one completion; false means the ring is full (an overflow for the engine).
@@ -118,7 +143,7 @@ func (c *cq) completed() {
 	default:
 		return
 	}
-	if c.eq != nil && c.eq.post(abi.EQCompletion, c.emu.Num()) {
+	if c.eq != nil && c.eq.postCompletion(c) {
 		c.f.signal(c.eq.vector)
 	}
 }
@@ -133,7 +158,7 @@ func (c *cq) arm(v uint32) {
 		return
 	}
 	_ = c.emu.ReqNotify(v&abi.ArmNext == 0)
-	if v&abi.ArmNext != 0 && c.unpolled() && c.eq != nil && c.eq.post(abi.EQCompletion, c.emu.Num()) {
+	if v&abi.ArmNext != 0 && c.unpolled() && c.eq != nil && c.eq.postCompletion(c) {
 		c.f.signal(c.eq.vector)
 	}
 }

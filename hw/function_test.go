@@ -708,9 +708,11 @@ func TestCompletionQueues(t *testing.T) {
 		t.Fatal("vector 3 not signalled")
 	}
 
-	// The driver polls 60 and arms again. The arm register is a posted write, so the ten CQEs
-	// it has not consumed may have landed after its last poll: the arm announces them at once.
-	// An arm for solicited completions only does not (none of them is solicited).
+	// The driver takes the event, polls 60 and arms again. The arm register is a posted write,
+	// so the ten CQEs it has not consumed may have landed after its last poll: the arm
+	// announces them at once. An arm for solicited completions only does not (none of them is
+	// solicited).
+	binary.LittleEndian.PutUint32(b.at(0x120000+abi.QHConsumer), 1)
 	binary.LittleEndian.PutUint32(b.at(0x140000+abi.QHConsumer), 60)
 	eqProducer := func() uint32 { return binary.LittleEndian.Uint32(b.at(0x120000 + abi.QHProducer)) }
 	b.setArm(slot, abi.ArmSolicited)
@@ -724,6 +726,15 @@ func TestCompletionQueues(t *testing.T) {
 	if e := b.at(0x120000 + abi.QueueHeaderSize + 16); binary.LittleEndian.Uint32(e[abi.EQNum:]) != cqn {
 		t.Fatalf("second EQ entry % x", e[:16])
 	}
+	// Arms while that event is unread add no entry: one unread entry wakes the CQ, and a
+	// process arming again and again cannot fill the EQ other CQs share.
+	for range 20 {
+		b.setArm(slot, abi.ArmNext)
+	}
+	if p := eqProducer(); p != 2 {
+		t.Fatalf("EQ producer %d after arms over an unread event, want 2", p)
+	}
+	binary.LittleEndian.PutUint32(b.at(0x120000+abi.QHConsumer), 2)
 	// With every CQE consumed, an arm waits for the next completion.
 	binary.LittleEndian.PutUint32(b.at(0x140000+abi.QHConsumer), 70)
 	b.setArm(slot, abi.ArmNext)

@@ -523,3 +523,59 @@ func FuzzLiveRings(f *testing.F) {
 		b.ok(abi.OpDestroyEthRing, []byte{abi.EthRX})
 	})
 }
+
+// A process that arms its CQ again and again over CQEs it does not poll: each arm is announced
+// at once, but while its event is unread it adds none, so another CQ's event on the same small
+// EQ still lands.
+func TestHostileArmsShareAnEQ(t *testing.T) {
+	b := newBench(t)
+	b.enable()
+	fx := &fixture{bench: b}
+	fx.pdn = b.ok(abi.OpAllocPD, nil)
+	eqArgs := fx.validArgs(abi.OpCreateEQ)
+	eqArgs[abi.CreateEQLogCount] = 2 // three usable entries
+	eqn := b.ok(abi.OpCreateEQ, eqArgs)
+	eqRing := b.ringPage(5)
+	b.ringAt(0x140000, 0x112000, 3, 7, 6)
+	cqA := make([]byte, abi.CreateCQArgsSize)
+	copy(cqA[abi.CreateCQQueue:], queueArgs(7, 6, 0x112000, 3))
+	put(cqA, abi.CreateCQEQ, 4, uint64(eqn))
+	errno, res := b.cmd(abi.OpCreateCQ, cqA)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	cqnA, slotA := res[abi.ResultNum], res[abi.ResultSlot]
+	cqB := fx.createCQArgs()
+	put(cqB, abi.CreateCQEQ, 4, uint64(eqn))
+	errno, res = b.cmd(abi.OpCreateCQ, cqB)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	cqnB, slotB := res[abi.ResultNum], res[abi.ResultSlot]
+	q1 := b.makeQP(fx.pdn, cqnA, 0x150000, 0x113000, 0x160000, 0x114000)
+	q2 := b.makeQP(fx.pdn, cqnA, 0x170000, 0x115000, 0x180000, 0x116000)
+	q3 := b.makeQP(fx.pdn, cqnB, 0x1d0000, 0x1ba000, 0x1d4000, 0x1bb000)
+	q4 := b.makeQP(fx.pdn, cqnB, 0x1d8000, 0x1bc000, 0x1dc000, 0x1bd000)
+	b.connect(q1, q2.qpn)
+	b.connect(q2, q1.qpn)
+	b.connect(q3, q4.qpn)
+	b.connect(q4, q3.qpn)
+	binary.LittleEndian.PutUint64(b.at(0x117000), 0x1a0000)
+	key := b.ok(abi.OpRegMR, regMRArgs(fx.pdn, emu.AccessLocalWrite|emu.AccessRemoteWrite, 0x1a0000, 4096, 0, pageListBytes(0x117000, 1, 12, 1)))
+	b.postWrite(q1, 1, key) // a CQE in A, never polled
+	b.sim.RunUntilIdle(0)
+	for range 50 {
+		b.setArm(slotA, abi.ArmNext)
+	}
+	b.setArm(slotB, abi.ArmNext)
+	b.postWrite(q3, 2, key)
+	b.sim.RunUntilIdle(0)
+	prod := binary.LittleEndian.Uint32(b.at(eqRing + abi.QHProducer))
+	var got []uint32
+	for i := range prod {
+		got = append(got, binary.LittleEndian.Uint32(b.at(eqRing + abi.QueueHeaderSize + uint64(i)*abi.EQEntrySize + abi.EQNum)))
+	}
+	if len(got) != 2 || got[0] != cqnA || got[1] != cqnB {
+		t.Fatalf("EQ entries for CQs %v, want one for A (%d) and one for B (%d)", got, cqnA, cqnB)
+	}
+}

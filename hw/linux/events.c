@@ -15,11 +15,11 @@
 /* The async EQ's entries; events past them are dropped (and counted) by the device. */
 #define ASYNC_EQ_LOG 8
 /*
- * The completion EQ has room for an event of every CQ the device may have, but it can fill all
- * the same: an arm for the next completion with CQEs unpolled is announced at once and again
- * when it fires, and a process may arm a CQ as often as it likes. The device then drops events
- * and counts them; the next entry's running count shows the gap, and the handler wakes every CQ
- * (sirdma_comp_irq). A gap is seen only when an entry follows it.
+ * The completion EQ has room for an event of every CQ the device may have, and the device keeps
+ * at most one unread event of a CQ in it (an arm or a completion while the CQ's last event is
+ * unread adds none), so however often a process arms its CQ the EQ does not fill. Should it
+ * fill all the same, the device drops events and counts them; the next entry's running count
+ * shows the gap, and the handler wakes every CQ (sirdma_comp_irq).
  */
 #define COMP_EQ_MAX_LOG 16
 
