@@ -485,7 +485,13 @@ func (qp *QP) execLocal(w *sendWQE) {
 		g := w.wr.Reg
 		mem, guest := keys.Contiguous(g.Buf), (*guestMapping)(nil)
 		if g.Guest != nil {
-			mem, guest, err = guestMemory(g.Guest.Space, &g.Guest.Pages)
+			pages := g.Guest.Pages
+			if g.Guest.Read != nil {
+				pages, err = g.Guest.Read()
+			}
+			if err == nil {
+				mem, guest, err = guestMemory(g.Guest.Space, &pages)
+			}
 		}
 		if err == nil {
 			err = d.keys.FastReg(keys.FastReg{Key: keys.Key(g.Key), PD: qp.pd.handle, Mem: mem, IOVA: g.IOVA, Access: g.Access, At: d.clock.Now()})

@@ -70,6 +70,11 @@ type RegInfo struct {
 type GuestPages struct {
 	Space keys.AddressSpace
 	Pages PageList
+	// Read, when set, gives Pages when the work request runs rather than when it is posted,
+	// as a NIC reads a fast-register page list when it executes the WQE: a posted request then
+	// holds no list, however many are queued. It runs with the device locked and must not call
+	// into the device; its error fails the request (LOC_QP_OP_ERR).
+	Read func() (PageList, error)
 }
 
 type wqeState uint8

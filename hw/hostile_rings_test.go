@@ -579,3 +579,43 @@ func TestHostileArmsShareAnEQ(t *testing.T) {
 		t.Fatalf("EQ entries for CQs %v, want one for A (%d) and one for B (%d)", got, cqnA, cqnB)
 	}
 }
+
+// A send queue full of REG_MR work requests that cannot run yet (the QP drained to SQD), each
+// naming the most pages its MR takes: what is queued is their descriptors, not their lists.
+func TestHostileQueuedRegMRs(t *testing.T) {
+	b := newBench(t)
+	b.enable()
+	pdn, q1, _, _ := b.trafficPair()
+	const pages = abi.PLEntriesPerPage * abi.PLEntriesPerPage // the most two levels hold
+	a := make([]byte, abi.AllocSTagArgsSize)
+	put(a, abi.AllocSTagPD, 4, uint64(pdn))
+	put(a, abi.AllocSTagKind, 4, abi.STagFastRegMR)
+	put(a, abi.AllocSTagMaxPages, 4, pages)
+	stag := b.ok(abi.OpAllocSTag, a)
+	for i := range abi.PLEntriesPerPage {
+		binary.LittleEndian.PutUint64(b.at(0x1b0000+uint64(8*i)), 0x1b1000)
+		binary.LittleEndian.PutUint64(b.at(0x1b1000+uint64(8*i)), 0x1a0000)
+	}
+	m := make([]byte, abi.ModifyQPArgsSize)
+	put(m, abi.ModifyQPNum, 4, uint64(q1.qpn))
+	put(m, abi.ModifyQPMask, 4, uint64(emu.AttrState))
+	m[abi.ModifyQPAttr+abi.QPAttrState] = byte(emu.QPSSQD)
+	b.ok(abi.OpModifyQP, m)
+	alloc := allocated(func() {
+		for i := range 1<<q1.sqLog - 2 {
+			b.rawSend(q1, sendWQE{id: uint64(100 + i), op: emu.WRRegMR, flags: emu.SendSignaled},
+				[3]uint64{abi.RegWRKey, 4, uint64(stag&^0xff | uint32(i))}, [3]uint64{abi.RegWRAccess, 4, uint64(emu.AccessLocalWrite)},
+				[3]uint64{abi.RegWRLength, 8, pages * 4096},
+				[3]uint64{abi.RegWRPages + abi.PLAddr, 8, 0x1b0000}, [3]uint64{abi.RegWRPages + abi.PLPages, 4, pages},
+				[3]uint64{abi.RegWRPages + abi.PLShift, 1, 12}, [3]uint64{abi.RegWRPages + abi.PLLevels, 1, 2})
+		}
+		b.sim.RunUntilIdle(0)
+	})
+	if alloc > maxAlloc {
+		t.Fatalf("%d queued REG_MRs of %d pages allocated %d bytes", 1<<q1.sqLog-2, pages, alloc)
+	}
+	if got := b.cqes(0x140000, 1); len(got) != 0 {
+		t.Fatalf("completions %+v from a QP in SQD", got)
+	}
+	b.wellBehaved()
+}

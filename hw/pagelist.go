@@ -40,28 +40,8 @@ func errf(errno syscall.Errno, format string, args ...any) error {
 // allocates is the list itself, 8 bytes a page, and one table page of scratch. Whether the
 // pages themselves are mapped is for the caller (emu checks it on registration).
 func resolvePages(mem *emu.GuestMemory, pl pageList, max uint32) (pageSize uint64, pages []uint64, err error) {
-	if pl.shift >= 64 || pageSizes&(uint64(1)<<pl.shift) == 0 {
-		return 0, nil, errf(syscall.EINVAL, "page list: pages of 2^%d bytes", pl.shift)
-	}
-	pageSize = uint64(1) << pl.shift
-	var limit uint64
-	switch pl.levels {
-	case 0:
-		limit = 1
-	case 1:
-		limit = abi.PLEntriesPerPage
-	case 2:
-		limit = abi.PLEntriesPerPage * abi.PLEntriesPerPage
-	default:
-		return 0, nil, errf(syscall.EINVAL, "page list: %d levels", pl.levels)
-	}
-	switch {
-	case pl.pages == 0:
-		return 0, nil, errf(syscall.EINVAL, "page list: no pages")
-	case uint64(pl.pages) > limit:
-		return 0, nil, errf(syscall.EINVAL, "page list: %d pages in %d levels", pl.pages, pl.levels)
-	case pl.pages > max:
-		return 0, nil, errf(syscall.EINVAL, "page list: %d pages, at most %d", pl.pages, max)
+	if pageSize, err = checkPageList(pl, max); err != nil {
+		return 0, nil, err
 	}
 	if pl.levels == 0 {
 		if pl.addr%pageSize != 0 {
@@ -109,6 +89,34 @@ func resolvePages(mem *emu.GuestMemory, pl pageList, max uint32) (pageSize uint6
 		}
 	}
 	return pageSize, pages, nil
+}
+
+// checkPageList checks a page list's own fields, reading nothing: the page size, the levels,
+// the count against the levels' capacity and against max.
+func checkPageList(pl pageList, max uint32) (pageSize uint64, err error) {
+	if pl.shift >= 64 || pageSizes&(uint64(1)<<pl.shift) == 0 {
+		return 0, errf(syscall.EINVAL, "page list: pages of 2^%d bytes", pl.shift)
+	}
+	var limit uint64
+	switch pl.levels {
+	case 0:
+		limit = 1
+	case 1:
+		limit = abi.PLEntriesPerPage
+	case 2:
+		limit = abi.PLEntriesPerPage * abi.PLEntriesPerPage
+	default:
+		return 0, errf(syscall.EINVAL, "page list: %d levels", pl.levels)
+	}
+	switch {
+	case pl.pages == 0:
+		return 0, errf(syscall.EINVAL, "page list: no pages")
+	case uint64(pl.pages) > limit:
+		return 0, errf(syscall.EINVAL, "page list: %d pages in %d levels", pl.pages, pl.levels)
+	case pl.pages > max:
+		return 0, errf(syscall.EINVAL, "page list: %d pages, at most %d", pl.pages, max)
+	}
+	return uint64(1) << pl.shift, nil
 }
 
 // readTable reads len(b) bytes of page addresses from the table page at addr.

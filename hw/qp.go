@@ -467,14 +467,20 @@ func (q *qp) regMR(e []byte, wr *emu.SendWR) error {
 	if !ok {
 		return fmt.Errorf("REG_MR of unknown MR 0x%x: %w", key, syscall.EINVAL)
 	}
-	// The MR's own most pages bound the list, not the device's: each posted REG_MR holds its
-	// resolved list until it runs.
-	pageSize, pages, err := resolvePages(&q.f.mem, decodePageList(e[abi.RegWRPages:]), m.pages)
-	if err != nil {
+	// The MR's own most pages bound the list, not the device's. The list's fields are checked
+	// now; its pages are read when the work request runs, as a NIC reads a fast-register page
+	// list, so a send queue full of REG_MRs holds no lists, only their 16-byte descriptors.
+	pl := decodePageList(e[abi.RegWRPages:])
+	if _, err := checkPageList(pl, m.pages); err != nil {
 		return err
 	}
+	offset, length := le.Uint64(e[abi.RegWROffset:]), le.Uint64(e[abi.RegWRLength:])
+	mem := &q.f.mem
+	read := func() (emu.PageList, error) {
+		pageSize, pages, err := resolvePages(mem, pl, m.pages)
+		return emu.PageList{PageSize: pageSize, Offset: offset, Length: length, Pages: pages}, err
+	}
 	wr.Reg = emu.RegInfo{MR: m.mr, Key: key, IOVA: le.Uint64(e[abi.RegWRIOVA:]), Access: emu.Access(le.Uint32(e[abi.RegWRAccess:])),
-		Guest: &emu.GuestPages{Space: &q.f.mem, Pages: emu.PageList{PageSize: pageSize, Offset: le.Uint64(e[abi.RegWROffset:]),
-			Length: le.Uint64(e[abi.RegWRLength:]), Pages: pages}}}
+		Guest: &emu.GuestPages{Space: mem, Read: read}}
 	return q.emu.PostSend(*wr)
 }

@@ -116,8 +116,15 @@ static irqreturn_t sirdma_comp_irq(int irq, void *data)
 	u8 *e;
 
 	while ((e = eq_next(eq, &lost))) {
+		u32 cqn = get_unaligned_le32(e + SOFTIRDMA_EQ_NUM);
 		struct sirdma_cq *cq;
 
+		/*
+		 * The entry is given back before anyone hears of it: the device keeps one unread
+		 * event of a CQ in the EQ, and an arm or completion the woken process causes must
+		 * find this one read, or it adds none and the process sleeps.
+		 */
+		eq_consume(eq);
 		rcu_read_lock();
 		if (lost) {
 			/* Which CQs' events were dropped is unknown: every CQ hears one (a
@@ -128,9 +135,8 @@ static irqreturn_t sirdma_comp_irq(int irq, void *data)
 			xa_for_each(&sdev->cqs, num, cq)
 				cq_event(cq);
 		}
-		cq_event(xa_load(&sdev->cqs, get_unaligned_le32(e + SOFTIRDMA_EQ_NUM)));
+		cq_event(xa_load(&sdev->cqs, cqn));
 		rcu_read_unlock();
-		eq_consume(eq);
 	}
 	return IRQ_HANDLED;
 }
