@@ -101,8 +101,8 @@ type Function struct {
 	// regPages is what the MRs' pages add up to, against cfg.MaxRegisteredPages; wrSlots what
 	// the queues' work-request slots add up to, against cfg.MaxWorkRequests.
 	regPages, wrSlots uint64
-	eqs      map[uint32]*eq
-	nextEQ   uint32
+	eqs               map[uint32]*eq
+	nextEQ            uint32
 	// asyncEQ gets the engine's async events.
 	asyncEQ *eq
 	cqs     map[uint32]*cq // by CQN

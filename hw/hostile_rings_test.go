@@ -573,7 +573,7 @@ func TestHostileArmsShareAnEQ(t *testing.T) {
 	prod := binary.LittleEndian.Uint32(b.at(eqRing + abi.QHProducer))
 	var got []uint32
 	for i := range prod {
-		got = append(got, binary.LittleEndian.Uint32(b.at(eqRing + abi.QueueHeaderSize + uint64(i)*abi.EQEntrySize + abi.EQNum)))
+		got = append(got, binary.LittleEndian.Uint32(b.at(eqRing+abi.QueueHeaderSize+uint64(i)*abi.EQEntrySize+abi.EQNum)))
 	}
 	if len(got) != 2 || got[0] != cqnA || got[1] != cqnB {
 		t.Fatalf("EQ entries for CQs %v, want one for A (%d) and one for B (%d)", got, cqnA, cqnB)
