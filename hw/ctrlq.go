@@ -236,14 +236,15 @@ func (f *Function) allocSTagLocked(pdn, kind, maxPages uint32, result func(int, 
 
 // reserveWRsLocked counts n more work-request slots against the device's cap: ENOMEM past it.
 func (f *Function) reserveWRsLocked(n uint32) error {
-	limit := f.cfg.MaxWorkRequests
-	if limit == 0 {
-		limit = DefaultMaxWorkRequests
+	return reserve(&f.wrSlots, n, cmp.Or(f.cfg.MaxWorkRequests, DefaultMaxWorkRequests), "work-request slots")
+}
+
+// reserve adds n to *used unless that passes limit (ENOMEM).
+func reserve(used *uint64, n uint32, limit uint64, what string) error {
+	if *used+uint64(n) > limit {
+		return errf(syscall.ENOMEM, "%d more %s; %d of %d in use", n, what, *used, limit)
 	}
-	if f.wrSlots+uint64(n) > limit {
-		return errf(syscall.ENOMEM, "%d more work-request slots; %d of %d in use", n, f.wrSlots, limit)
-	}
-	f.wrSlots += uint64(n)
+	*used += uint64(n)
 	return nil
 }
 
@@ -261,15 +262,7 @@ func (f *Function) roomForSTagLocked(mw bool) error {
 
 // reservePagesLocked counts n more registered pages against the device's cap: ENOMEM past it.
 func (f *Function) reservePagesLocked(n uint32) error {
-	limit := f.cfg.MaxRegisteredPages
-	if limit == 0 {
-		limit = DefaultMaxRegisteredPages
-	}
-	if f.regPages+uint64(n) > limit {
-		return errf(syscall.ENOMEM, "%d more registered pages; %d of %d in use", n, f.regPages, limit)
-	}
-	f.regPages += uint64(n)
-	return nil
+	return reserve(&f.regPages, n, cmp.Or(f.cfg.MaxRegisteredPages, DefaultMaxRegisteredPages), "registered pages")
 }
 
 // mrArgs are REG_MR's arguments, also REREG_MR's from its offset 8.

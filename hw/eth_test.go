@@ -3,11 +3,9 @@ package hw
 import (
 	"bytes"
 	"encoding/binary"
-	"net/netip"
 	"syscall"
 	"testing"
 
-	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/hw/abi"
 )
 
@@ -24,15 +22,8 @@ func (b *bench) ethDesc(ring uint64, i uint32, addr uint64, n uint32) {
 // signalled), one too big for its buffer or finding none is dropped and counted, and the
 // frames the driver puts in the TX ring reach the peer whole, a malformed descriptor skipped.
 func TestEthernetFunction(t *testing.T) {
-	var peer *emu.Device
 	fnMAC := [6]byte{2, 0, 0, 0, 0, 1}
-	b := newBenchWith(t, func(c *Config) {
-		fab := emu.NewFabric(c.Clock.(*emu.Sim), 3)
-		peer = fab.AddDeviceAt("peer", [6]byte{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("192.0.2.2"), emu.LinkConfig{})
-		c.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device {
-			return fab.AddDeviceAt("fn", mac, ip, emu.LinkConfig{})
-		}
-	})
+	b, peer := newBenchWithPeer(t)
 	var heard [][]byte
 	peer.OnOtherFrame(func(f []byte) { heard = append(heard, f) })
 	b.enable()

@@ -245,11 +245,9 @@ func TestHostileRecvWQEs(t *testing.T) {
 	}
 }
 
-// Ethernet descriptors past their bounds: a TX length below a header or above a jumbo frame
-// (up to 4 GiB), a buffer outside guest memory or wrapping the address space: dropped and
-// counted, little allocated, the next good frame sent; an RX buffer too small or outside guest
-// memory: the frame dropped and counted, the buffer handed back empty.
-func TestHostileEthernetDescriptors(t *testing.T) {
+// newBenchWithPeer is a bench whose function is on a simulated link with one other device,
+// 02:00:00:00:00:02 at 192.0.2.2.
+func newBenchWithPeer(t testing.TB) (*bench, *emu.Device) {
 	var peer *emu.Device
 	b := newBenchWith(t, func(c *Config) {
 		fab := emu.NewFabric(c.Clock.(*emu.Sim), 3)
@@ -258,6 +256,15 @@ func TestHostileEthernetDescriptors(t *testing.T) {
 			return fab.AddDeviceAt("fn", mac, ip, emu.LinkConfig{})
 		}
 	})
+	return b, peer
+}
+
+// Ethernet descriptors past their bounds: a TX length below a header or above a jumbo frame
+// (up to 4 GiB), a buffer outside guest memory or wrapping the address space: dropped and
+// counted, little allocated, the next good frame sent; an RX buffer too small or outside guest
+// memory: the frame dropped and counted, the buffer handed back empty.
+func TestHostileEthernetDescriptors(t *testing.T) {
+	b, peer := newBenchWithPeer(t)
 	var heard [][]byte
 	peer.OnOtherFrame(func(f []byte) { heard = append(heard, append([]byte(nil), f...)) })
 	b.enable()
@@ -479,14 +486,7 @@ func FuzzLiveRings(f *testing.F) {
 	f.Add([]byte{}, []byte{}, []byte{}, uint32(1), uint32(1))
 	f.Add(bytes.Repeat([]byte{0xff}, 64), bytes.Repeat([]byte{0xff}, 64), bytes.Repeat([]byte{0xff}, 16), uint32(math.MaxUint32), uint32(3))
 	f.Fuzz(func(t *testing.T, sqe, rqe, desc []byte, sqProd, rxProd uint32) {
-		var peer *emu.Device
-		b := newBenchWith(t, func(c *Config) {
-			fab := emu.NewFabric(c.Clock.(*emu.Sim), 3)
-			peer = fab.AddDeviceAt("peer", [6]byte{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("192.0.2.2"), emu.LinkConfig{})
-			c.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device {
-				return fab.AddDeviceAt("fn", mac, ip, emu.LinkConfig{})
-			}
-		})
+		b, peer := newBenchWithPeer(t)
 		b.enable()
 		fx := &fixture{bench: b}
 		b.ok(abi.OpCreateEthRing, fx.validArgs(abi.OpCreateEthRing))

@@ -11,6 +11,7 @@ import (
 	"github.com/softirdma/softirdma/hw"
 	"github.com/softirdma/softirdma/hw/abi"
 	"github.com/softirdma/softirdma/hw/vfiouser"
+	"github.com/softirdma/softirdma/internal/fdtest"
 )
 
 // The softirdma function behind the server, driven through the same messages QEMU sends: its
@@ -108,37 +109,12 @@ func serve(t testing.TB, srv *vfiouser.Server) *vfiouser.Client {
 	return c
 }
 
-func memfd(t testing.TB, size int) int {
-	fd, err := unix.MemfdCreate("guest", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
-		t.Fatal(err)
-	}
-	return fd
-}
+func memfd(t testing.TB, size int) int { return fdtest.Memfd(t, size, nil) }
 
-func eventfd(t testing.TB) int {
-	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fd
-}
-
-// readEventfd returns the eventfd's counter (0 when nothing was signalled) and resets it.
-func readEventfd(t testing.TB, fd int) uint64 {
-	var b [8]byte
-	_, err := unix.Read(fd, b[:])
-	if err == unix.EAGAIN {
-		return 0
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return binary.LittleEndian.Uint64(b[:])
-}
+var (
+	eventfd     = fdtest.Eventfd
+	readEventfd = fdtest.ReadEventfd
+)
 
 func must(t testing.TB, err error) {
 	t.Helper()

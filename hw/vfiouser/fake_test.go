@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softirdma/softirdma/internal/fdtest"
 )
 
 // fakeDev is a device with a 4 KiB register BAR0, an 8 KiB BAR2 whose second page is
@@ -170,45 +172,11 @@ func newServer(t testing.TB, dev Device) *Server {
 	return srv
 }
 
-// memfd returns a memfd of size bytes filled by fill.
-func memfd(t testing.TB, size int, fill func([]byte)) int {
-	fd, err := unix.MemfdCreate("guest", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
-		t.Fatal(err)
-	}
-	if fill != nil {
-		b := make([]byte, size)
-		fill(b)
-		if _, err := unix.Pwrite(fd, b, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return fd
-}
-
-func eventfd(t testing.TB) int {
-	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fd
-}
-
-// readEventfd returns the eventfd's counter (0 when nothing was signalled) and resets it.
-func readEventfd(t testing.TB, fd int) uint64 {
-	var b [8]byte
-	_, err := unix.Read(fd, b[:])
-	if err == unix.EAGAIN {
-		return 0
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return le.Uint64(b[:])
-}
+var (
+	memfd       = fdtest.Memfd
+	eventfd     = fdtest.Eventfd
+	readEventfd = fdtest.ReadEventfd
+)
 
 // openFDs counts the process's open descriptors.
 func openFDs(t testing.TB) int {
