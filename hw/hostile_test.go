@@ -375,6 +375,7 @@ func TestHostileControlCommands(t *testing.T) {
 	if n < 200 {
 		t.Fatalf("only %d cases", n)
 	}
+	t.Logf("%d out-of-bound values", n)
 	// Opcodes and flags of the entry itself.
 	for _, op := range []uint16{0, abi.OpQueryGID + 1, abi.OpDestroyEthRing + 1, math.MaxUint16} {
 		if errno, _ := fx.cmd(op, nil); errno != syscall.EOPNOTSUPP {
