@@ -197,8 +197,8 @@ func (qp *QP) sendAnswer(x *answer) {
 		h.Opcode, h.Orig = wire.RCAtomicAcknowledge, x.orig
 	}
 	frame, err := qp.builder.Build(qp.dev.txBuffer(), &h, nil)
-	if err == nil {
-		qp.transmit(frame, h.Opcode, x.psn)
+	if err == nil && qp.transmit(frame, h.Opcode, x.psn) && x.syn.Type() != wire.SyndromeACK {
+		qp.dev.stats.NAKsSent++
 	}
 }
 

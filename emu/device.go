@@ -114,6 +114,11 @@ func (d *Device) Stats() Stats {
 type Stats struct {
 	TxFrames, TxBytes, RxFrames, RxDropped, RxMalformed, RxBadICRC, RxUnknownQP uint64
 	Retransmits, Timeouts, RNRNAKsSent, SeqNAKsSent, DuplicatesSeen             uint64
+	// NAKsSent counts the NAKs of every kind (RNR, sequence, and the errors that end a QP) sent,
+	// as TxFrames counts frames: once each, as a capture of the wire holds them. EvNAK events
+	// report a NAK both where it is sent and where it arrives, so counting them counts it twice
+	// (or once, when the wire lost it).
+	NAKsSent uint64
 	// Loopback counts the sent frames (also in TxFrames) that were addressed to the device
 	// itself and delivered to its own receive path instead of the link.
 	Loopback uint64

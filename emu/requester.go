@@ -423,12 +423,13 @@ func (qp *QP) walkSGL(sgl []SGE, off, n uint64, rights Access, f func(keys.Span)
 	return nil
 }
 
-// transmit queues a frame for the link; it goes out when the device lock is released.
-func (qp *QP) transmit(frame []byte, op wire.Opcode, psn uint32) {
+// transmit queues a frame for the link; it goes out when the device lock is released. It
+// reports whether the frame left, for the counters of what went on the wire.
+func (qp *QP) transmit(frame []byte, op wire.Opcode, psn uint32) bool {
 	d := qp.dev
 	if d.stopped || d.portDown || d.link == nil {
 		d.dropBuffer(frame)
-		return
+		return false
 	}
 	d.stats.TxFrames++
 	d.stats.TxBytes += uint64(len(frame))
@@ -443,6 +444,7 @@ func (qp *QP) transmit(frame []byte, op wire.Opcode, psn uint32) {
 		d.event(Event{QP: qp.qpn, Kind: EvSend, PSN: psn, Msg: fmt.Sprintf("%s psn %d", op, psn)})
 	}
 	d.send(frame, qp.local)
+	return true
 }
 
 // execLocal runs a local operation in send-queue order: LOCAL_INV, BIND_MW or REG_MR.

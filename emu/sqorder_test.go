@@ -81,7 +81,8 @@ func TestSeqNAKRetryExhaustionFailsOldest(t *testing.T) {
 		WC{WRID: 3, Status: WCWRFlushErr, Opcode: WCRDMAWrite})
 	// A: the READ, two WRITEs, the READ asked for again when the NAK passed it; B: the lost
 	// response and the NAK (the READ's second response finds A in ERR).
-	if got := p.frames(); got != [3]uint64{4, 3, 0} || p.b.Stats().SeqNAKsSent != 1 {
-		t.Fatalf("A sent %d frames, B %d, %d timeouts, %d NAKs; want 4, 3, 0, 1", got[0], got[1], got[2], p.b.Stats().SeqNAKsSent)
+	if got, b := p.frames(), p.b.Stats(); got != [3]uint64{4, 3, 0} || b.SeqNAKsSent != 1 || b.NAKsSent != 1 || p.a.Stats().NAKsSent != 0 {
+		t.Fatalf("A sent %d frames, B %d, %d timeouts, %d NAKs (%d on the wire, A %d); want 4, 3, 0, 1 (1, A 0)",
+			got[0], got[1], got[2], b.SeqNAKsSent, b.NAKsSent, p.a.Stats().NAKsSent)
 	}
 }

@@ -520,8 +520,10 @@ func (d *demo) cost(wall time.Duration, self, pcapPath string) {
 		count[e.Kind]++
 	}
 	fmt.Fprintf(d.out, "cost: %d frames, %d bytes on the wire, %v of virtual time (%v of wall time)\n", frames, bytes, d.sim.Now(), wall.Round(time.Microsecond))
+	// NAKs are counted where they are sent, not from the events, which report each NAK at both
+	// ends: so the count is the one decode -flows finds in the capture, lost NAKs included.
 	fmt.Fprintf(d.out, "      faults %d, retransmissions %d, timeouts %d, NAKs %d (sequence %d, RNR %d), connections lost to RETRY_EXC_ERR %d\n",
-		count[emu.EvFault], d.a.Stats().Retransmits+d.b.Stats().Retransmits, d.a.Stats().Timeouts+d.b.Stats().Timeouts, count[emu.EvNAK],
+		count[emu.EvFault], d.a.Stats().Retransmits+d.b.Stats().Retransmits, d.a.Stats().Timeouts+d.b.Stats().Timeouts, d.a.Stats().NAKsSent+d.b.Stats().NAKsSent,
 		d.a.Stats().SeqNAKsSent+d.b.Stats().SeqNAKsSent, d.a.Stats().RNRNAKsSent+d.b.Stats().RNRNAKsSent, d.lost)
 	if pcapPath != "" {
 		fmt.Fprintf(d.out, "      every frame is in %s: %s, or open it in Wireshark\n", pcapPath, decodeHint(self, pcapPath))
