@@ -195,7 +195,7 @@ type linkFlags struct {
 func (l *linkFlags) register(fs flagSet) {
 	fs.StringVar(&l.link, "link", "", "the link: dgram:LOCAL,REMOTE (QEMU -netdev dgram: receive on LOCAL, send to REMOTE), stream:tcp:ADDR or stream:unix:PATH (QEMU -netdev stream, server=on), afpacket:IFNAME (a real adapter; root or CAP_NET_RAW)")
 	fs.StringVar(&l.ip, "ip", "", "softirdma's IPv4 address on the link (its RoCE GID); on a socket link it answers ARP for it; on an adapter the default is the adapter's")
-	fs.StringVar(&l.mac, "mac", "02:00:00:00:00:01", "softirdma's MAC address on the link")
+	fs.StringVar(&l.mac, "mac", "", "softirdma's MAC address on the link (default 02:00 and the four bytes of -ip, e.g. 02:00:c0:a8:4d:01 for 192.168.77.1)")
 	fs.Float64Var(&l.loss, "loss", 0, "drop this fraction of the RoCE frames received (to meet the peer's retransmissions)")
 	fs.StringVar(&l.pcap, "pcap", "", "write both directions of the link to this pcap")
 }
@@ -223,10 +223,30 @@ func (l *linkFlags) check() error {
 			return fmt.Errorf("-ip %q is not an IP address, e.g. -ip 192.168.77.1", l.ip)
 		}
 	}
-	if hw, err := net.ParseMAC(l.mac); err != nil || len(hw) != 6 {
-		return fmt.Errorf("-mac %q is not a MAC address, e.g. -mac 02:00:00:00:00:01", l.mac)
+	if _, err := l.macAddr(); err != nil {
+		return err
 	}
 	return nil
+}
+
+// macAddr is -mac, or without it a MAC derived from -ip. A fixed default gave two processes on
+// one machine the same MAC, hence the same IPv6 link-local GID (-g 0 / -x 0), and neither could
+// reach the other; distinct -ip addresses now give distinct MACs. 02 in the first byte marks the
+// address locally administered and unicast, as a NIC's own must be.
+func (l *linkFlags) macAddr() ([6]byte, error) {
+	if l.mac == "" {
+		ip, err := netip.ParseAddr(l.ip)
+		if err != nil {
+			return [6]byte{2, 0, 0, 0, 0, 1}, nil // no -ip: an adapter's link, which uses the adapter's MAC
+		}
+		b := ip.Unmap().As16()
+		return [6]byte{2, 0, b[12], b[13], b[14], b[15]}, nil
+	}
+	hw, err := net.ParseMAC(l.mac)
+	if err != nil || len(hw) != 6 {
+		return [6]byte{}, fmt.Errorf("-mac %q is not a MAC address, e.g. -mac 02:00:00:00:00:01", l.mac)
+	}
+	return [6]byte(hw), nil
 }
 
 func (l *linkFlags) host(name string) (*emu.Host, error) {
@@ -237,11 +257,10 @@ func (l *linkFlags) host(name string) (*emu.Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-ip: %v", err)
 	}
-	hw, err := net.ParseMAC(l.mac)
-	if err != nil || len(hw) != 6 {
-		return nil, fmt.Errorf("-mac %q is not a MAC address", l.mac)
+	mac, err := l.macAddr()
+	if err != nil {
+		return nil, err
 	}
-	mac := [6]byte(hw)
 	var link wire.Link
 	kind, addrs, _ := strings.Cut(l.link, ":")
 	switch kind {

@@ -109,11 +109,17 @@ type cliRun struct {
 // to the other's the way QEMU's -netdev dgram wires a guest, with a fresh exchange port; the
 // client waits for the server to listen.
 func runPair(t *testing.T, server, client []string) (s, c *cliRun) {
+	return runPairOn(t, append(server, "-timeout", "30s", "-ip", "192.0.2.1", "-mac", "02:00:00:00:00:01"),
+		append(client, "-timeout", "30s", "-ip", "192.0.2.2", "-mac", "02:00:00:00:00:02"))
+}
+
+// runPairOn is runPair with the addresses and the timeout left to the caller.
+func runPairOn(t *testing.T, server, client []string) (s, c *cliRun) {
 	a, b := freeUDP(t), freeUDP(t)
 	port := fmt.Sprint(freeTCPPort(t))
 	s, c = new(cliRun), new(cliRun)
-	server = append(server, "-p", port, "-timeout", "30s", "-link", "dgram:"+a+","+b, "-ip", "192.0.2.1", "-mac", "02:00:00:00:00:01")
-	client = append(client, "-p", port, "-timeout", "30s", "-link", "dgram:"+b+","+a, "-ip", "192.0.2.2", "-mac", "02:00:00:00:00:02", "-wait", "20s")
+	server = append(server, "-p", port, "-link", "dgram:"+a+","+b)
+	client = append(client, "-p", port, "-link", "dgram:"+b+","+a, "-wait", "20s")
 	var wg sync.WaitGroup
 	wg.Add(2)
 	for _, r := range []struct {
@@ -128,4 +134,73 @@ func runPair(t *testing.T, server, client []string) (s, c *cliRun) {
 	}
 	wg.Wait()
 	return s, c
+}
+
+// Two processes on one machine with IPv6 GIDs (-g 0, -x 0) and no -mac: each MAC, and so each
+// link-local GID, comes from its -ip, and they talk.
+func TestTwoProcessesIPv6GIDs(t *testing.T) {
+	for _, cmd := range [][]string{{"pingpong", "-n", "20", "-g", "0"}, {"perf", "write", "-n", "20", "-s", "4096", "-x", "0"}} {
+		server := append([]string{cmd[0]}, cmd[1:]...)
+		if cmd[0] == "perf" {
+			server = []string{"perf", "write", "-server", "-n", "20", "-s", "4096", "-x", "0"}
+		} else {
+			server = append(server, "-server")
+		}
+		client := append(append([]string(nil), cmd...), "127.0.0.1")
+		s, c := runPairOn(t, append(server, "-timeout", "10s", "-ip", "192.0.2.1"), append(client, "-timeout", "10s", "-ip", "192.0.2.2"))
+		if s.code != 0 || c.code != 0 {
+			t.Fatalf("%s: server %d: %s%s\nclient %d: %s%s", cmd[0], s.code, s.out, s.err, c.code, c.out, c.err)
+		}
+		a, b := "fe80::c0ff:fe00:201", "fe80::c0ff:fe00:202" // EUI-64 of 02:00:c0:00:02:01 and :02
+		if cmd[0] == "perf" {
+			a, b = "254:128:00:00:00:00:00:00:00:00:192:255:254:00:02:01", "254:128:00:00:00:00:00:00:00:00:192:255:254:00:02:02"
+		}
+		if !strings.Contains(c.out, a) || !strings.Contains(c.out, b) {
+			t.Fatalf("%s: GIDs not derived from -ip:\n%s\n%s", cmd[0], s.out, c.out)
+		}
+	}
+}
+
+// A peer that advertises this side's own GID is refused with one line saying so: frames to it
+// would loop back to this device. The server drops that client and goes on waiting.
+func TestSameGIDRefused(t *testing.T) {
+	for _, tc := range []struct {
+		server, client []string
+		same           []string // the flags that make the GIDs equal
+	}{
+		{[]string{"pingpong", "-server", "-n", "5", "-g", "0"}, []string{"pingpong", "127.0.0.1", "-n", "5", "-g", "0"}, []string{"-ip", "192.0.2.1"}},
+		{[]string{"pingpong", "-server", "-n", "5"}, []string{"pingpong", "127.0.0.1", "-n", "5"}, []string{"-ip", "192.0.2.1"}},
+		{[]string{"pingpong", "-server", "-n", "5", "-g", "0"}, []string{"pingpong", "127.0.0.1", "-n", "5", "-g", "0"}, []string{"-ip", "192.0.2.1", "-mac", "02:00:00:00:00:01"}},
+		{[]string{"perf", "write", "-server", "-n", "5", "-x", "0"}, []string{"perf", "write", "127.0.0.1", "-n", "5", "-x", "0"}, []string{"-ip", "192.0.2.1"}},
+	} {
+		s, c := runPairOn(t, append(append(tc.server, "-timeout", "3s"), tc.same...), append(append(tc.client, "-timeout", "10s"), tc.same...))
+		want := "is this side's own, so frames to it would loop back here: give each side its own address (-ip; for the IPv6 GID, -mac)"
+		lines := strings.Split(strings.TrimSuffix(c.err, "\n"), "\n")
+		last := lines[len(lines)-1] // after any line about waiting for the server
+		if c.code != 1 || !strings.HasPrefix(last, "softirdma "+tc.client[0]+": the peer's GID ") || !strings.HasSuffix(last, want) {
+			t.Errorf("%v %v: client exit %d, stderr %q", tc.client, tc.same, c.code, c.err)
+		}
+		if s.code != 1 || !strings.Contains(s.err, "dropped a connection from") || !strings.Contains(s.err, "is this side's own") {
+			t.Errorf("%v %v: server exit %d, stderr %q", tc.server, tc.same, s.code, s.err)
+		}
+	}
+}
+
+// The default MAC comes from -ip: locally administered, unicast, distinct per address.
+func TestDefaultMAC(t *testing.T) {
+	for ip, want := range map[string][6]byte{
+		"192.168.77.1":    {2, 0, 192, 168, 77, 1},
+		"192.0.2.2":       {2, 0, 192, 0, 2, 2},
+		"::ffff:10.0.0.9": {2, 0, 10, 0, 0, 9},
+		"fd00::1:2":       {2, 0, 0, 1, 0, 2},
+	} {
+		l := linkFlags{ip: ip}
+		if got, err := l.macAddr(); err != nil || got != want {
+			t.Errorf("-ip %s: MAC %x, %v; want %x", ip, got, err, want)
+		}
+	}
+	l := linkFlags{ip: "192.0.2.1", mac: "02:00:00:00:00:07"}
+	if got, err := l.macAddr(); err != nil || got != [6]byte{2, 0, 0, 0, 0, 7} {
+		t.Errorf("-mac given: %x, %v", got, err)
+	}
 }

@@ -92,12 +92,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softirdma serve: -ip %q is not an IP address\n", ip)
 		return 2
 	}
-	hwAddr, err := net.ParseMAC(lc.mac)
-	if err != nil || len(hwAddr) != 6 {
-		fmt.Fprintf(stderr, "softirdma serve: -mac %q is not a MAC address\n", lc.mac)
+	lc.ip = ip // the default MAC comes from the address
+	if o.mac, err = lc.macAddr(); err != nil {
+		fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
 		return 2
 	}
-	copy(o.mac[:], hwAddr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return serve(ctx, o, stdout, stderr)

@@ -245,6 +245,13 @@ func (c *conn) hello(local Record) (Record, error) {
 		return peer, fmt.Errorf("perftest: found incompatibility issue with GID types (the peer's GID is %s, this side's %s: choose GIDs of one type with -x)",
 			netip.AddrFrom16(peer.GID), netip.AddrFrom16(local.GID))
 	}
+	// A device sends frames for its own addresses to itself, so a QP to a peer with this side's
+	// GID would never reach it: two processes given the same address (or, for the IPv6 GID, the
+	// same MAC). Both sides have both records here, so both say so.
+	if local.GID == peer.GID && local.GID != ([16]byte{}) {
+		return peer, fmt.Errorf("perftest: the peer's GID %s is this side's own, so frames to it would loop back here: give each side its own address (-ip; for the IPv6 GID, -mac)",
+			netip.AddrFrom16(peer.GID).Unmap())
+	}
 	return peer, nil
 }
 

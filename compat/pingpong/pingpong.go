@@ -254,6 +254,9 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		if rem.GID == ([16]byte{}) {
 			return errors.New("pingpong: the peer sent no GID; on RoCE both sides need -g")
 		}
+		if err := sameGID(local, rem); err != nil {
+			return err
+		}
 		attr := emu.QPAttr{State: emu.QPSRTR, AH: emu.AHAttr{DGID: dgid, HopLimit: 1}, PathMTU: mtu, DestQPN: rem.QPN,
 			RQPSN: rem.PSN, MaxDestRdAtomic: 1, MinRNRTimer: emu.DefaultMinRNRTimer}
 		if err := qp.Modify(attr, emu.AttrState|emu.AttrAV|emu.AttrPathMTU|emu.AttrDestQPN|emu.AttrRQPSN|emu.AttrMaxDestRdAtomic|emu.AttrMinRNRTimer); err != nil {
@@ -397,6 +400,17 @@ func clientExchange(ctx context.Context, o Options, local Dest) (Dest, error) {
 	return rem, nil
 }
 
+// sameGID refuses a peer that advertises this side's own GID. A device sends frames for its own
+// addresses to itself, so such a QP would never reach the peer: it is two processes given the
+// same address (or, for the IPv6 GID, the same MAC), and only a distinct address helps. One
+// device talking to itself is not this case: it is one process, with no exchange.
+func sameGID(local, rem Dest) error {
+	if local.GID != rem.GID {
+		return nil
+	}
+	return fmt.Errorf("pingpong: the peer's GID %s is this side's own, so frames to it would loop back here: give each side its own address (-ip; for the IPv6 GID, -mac)", GIDString(rem.GID))
+}
+
 // prefixed names the package in an error from ctrl.
 func prefixed(err error) error {
 	if strings.HasPrefix(err.Error(), "pingpong: ") {
@@ -425,6 +439,13 @@ func serverExchange(ctx context.Context, o Options, local Dest, connect func(Des
 		}
 		if rem.GID == ([16]byte{}) {
 			return errors.New("the peer sent no GID; on RoCE both sides need -g")
+		}
+		if err := sameGID(local, rem); err != nil {
+			// Answered all the same, so that the client sees the same GID and says so too
+			// rather than report a server that hung up; this side waits for another client,
+			// as for any connection it cannot use.
+			_, _ = c.Write(local.Marshal())
+			return errors.New(strings.TrimPrefix(err.Error(), "pingpong: "))
 		}
 		return nil
 	})
