@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -226,8 +227,21 @@ func (l *linkFlags) check() error {
 	if _, err := l.macAddr(); err != nil {
 		return err
 	}
+	if l.pcap != "" {
+		// Refused here, with the flag's name, rather than found when the link opens and
+		// reported as the link's failure.
+		if fi, err := os.Stat(l.pcap); err == nil && fi.IsDir() {
+			return fmt.Errorf("-pcap %s is a directory: give the file to write the capture to, e.g. -pcap %s", l.pcap, filepath.Join(l.pcap, "link.pcap"))
+		}
+	}
 	return nil
 }
+
+// pcapError is a -pcap that could not be created, told apart from the link's own failures.
+type pcapError struct{ err error }
+
+func (e pcapError) Error() string { return "-pcap: " + e.err.Error() }
+func (e pcapError) Unwrap() error { return e.err }
 
 // macAddr is -mac, or without it a MAC derived from -ip. A fixed default gave two processes on
 // one machine the same MAC, hence the same IPv6 link-local GID (-g 0 / -x 0), and neither could
@@ -295,7 +309,7 @@ func (l *linkFlags) newHost(cfg emu.HostConfig) (*emu.Host, error) {
 	if l.pcap != "" {
 		f, err := os.Create(l.pcap)
 		if err != nil {
-			return nil, err
+			return nil, pcapError{err}
 		}
 		cfg.Pcap = f // closed when the process exits
 	}

@@ -4,13 +4,16 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -69,6 +72,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "softirdma serve: -socket PATH is required")
 		return 2
 	}
+	if err := checkSocketPath(o.socket); err != nil {
+		fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
+		return 2
+	}
 	if lc.pcap != "" && lc.link == "" {
 		// Without a link the guest's QPs reach each other over the engine's loopback, whose
 		// frames never reach a link (as rxe's never reach its netdev), and neither hw.Config nor
@@ -100,6 +107,37 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return serve(ctx, o, stdout, stderr)
+}
+
+// sunPathMax is the size of sockaddr_un's sun_path on Linux: a socket path is at most this long
+// with its terminating NUL.
+const sunPathMax = 108
+
+// checkSocketPath refuses, before anything starts, a -socket that cannot be listened on, with
+// the reason: bind reports these as "address already in use" (a directory, a file) or "invalid
+// argument" (too long), which name neither the path nor what to do. A socket file is left to
+// the listener, which replaces it when nobody listens on it any more.
+func checkSocketPath(path string) error {
+	if len(path)+1 > sunPathMax {
+		return fmt.Errorf("-socket %s is %d bytes; a Unix socket path is at most %d (the kernel's %d with its NUL): choose a shorter path, e.g. /tmp/softirdma.sock",
+			path, len(path), sunPathMax-1, sunPathMax)
+	}
+	fi, err := os.Lstat(path)
+	switch {
+	case err == nil && fi.IsDir():
+		return fmt.Errorf("-socket %s is a directory: give the path of a socket file to make, e.g. -socket %s", path, filepath.Join(path, "softirdma.sock"))
+	case err == nil && fi.Mode()&os.ModeSocket == 0:
+		return fmt.Errorf("-socket %s exists and is not a socket: serve replaces only a socket; remove the file or choose another path", path)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("-socket %s: %v", path, err)
+	}
+	dir := filepath.Dir(path)
+	if fi, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("-socket %s: its directory %s: %v", path, dir, errors.Unwrap(err))
+	} else if !fi.IsDir() {
+		return fmt.Errorf("-socket %s: %s is not a directory", path, dir)
+	}
+	return nil
 }
 
 // qemuCommandLine is a QEMU command line, ready to paste into a shell, that attaches the
@@ -134,6 +172,10 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	fcfg := hw.Config{Name: "softirdma0", Clock: emu.NewWallClock(), MAC: o.mac, IP: o.ip, Log: log}
 	if o.link != nil {
 		h, err := o.link.host("softirdma0")
+		var perr pcapError
+		if errors.As(err, &perr) {
+			return fail("cannot create the pcap", perr.err, "pcap", o.link.pcap)
+		}
 		if err != nil {
 			return fail("cannot open the link", err, "link", o.link.link)
 		}
@@ -160,12 +202,12 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	vcfg := vfiouser.Config{SocketPath: o.socket, Logger: log, ClientGone: gone}
 	// A second process keeps each client's connection, to end it cleanly should serve die:
 	// QEMU 11.1 aborts, guest and all, on the reset a dead server's connection would give it.
-	if guard, err := sockguard.Start(); err != nil {
-		log.Warn("no socket guard: should serve die with a request unread, QEMU 11.1 aborts", "err", err)
-	} else {
+	// The guard's line waits until serve listens, so that a serve that cannot start says
+	// only why.
+	guard, guardErr := sockguard.Start()
+	if guardErr == nil {
 		defer guard.Close()
 		vcfg.Guard = guard
-		log.Info("socket guard", "pid", guard.Pid())
 	}
 	srv, _, err := vfioserve.New(vcfg, fcfg)
 	if err != nil {
@@ -173,6 +215,11 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	}
 	if err := srv.Listen(); err != nil {
 		return fail("cannot listen", err, "socket", o.socket)
+	}
+	if guardErr != nil {
+		log.Warn("no socket guard: should serve die with a request unread, QEMU 11.1 aborts", "err", guardErr)
+	} else {
+		log.Info("socket guard", "pid", guard.Pid())
 	}
 	log.Info("listening", "socket", o.socket, "ip", o.ip, "mac", net.HardwareAddr(o.mac[:]).String())
 	fmt.Fprintf(stdout, "softirdma serve: listening on %s; attach it to QEMU with:\n", o.socket)

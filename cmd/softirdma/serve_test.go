@@ -312,3 +312,77 @@ func waitStopped(t *testing.T, pid int) {
 		}
 	}
 }
+
+// A -socket serve cannot listen on, or a -pcap that is a directory, is refused before anything
+// starts: one line naming the flag and the real cause (bind alone says "address already in use"
+// or "invalid argument"), exit 2, nothing made.
+func TestServeRefusesBadPaths(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	long := filepath.Join(dir, strings.Repeat("x", 108-len(dir)-1)) // 108 bytes: no room for the NUL
+	fits := filepath.Join(dir, strings.Repeat("y", 107-len(dir)-1))
+	link := []string{"-link", "dgram:127.0.0.1:0,127.0.0.1:9", "-ip", "192.0.2.1"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-socket", dir}, "softirdma serve: -socket " + dir + " is a directory: give the path of a socket file to make, e.g. -socket " + dir + "/softirdma.sock\n"},
+		{[]string{"-socket", file}, "softirdma serve: -socket " + file + " exists and is not a socket: serve replaces only a socket; remove the file or choose another path\n"},
+		{[]string{"-socket", long}, "softirdma serve: -socket " + long + " is 108 bytes; a Unix socket path is at most 107 (the kernel's 108 with its NUL): choose a shorter path, e.g. /tmp/softirdma.sock\n"},
+		{[]string{"-socket", filepath.Join(dir, "no", "s.sock")}, "softirdma serve: -socket " + dir + "/no/s.sock: its directory " + dir + "/no: no such file or directory\n"},
+		{append([]string{"-socket", filepath.Join(dir, "s.sock"), "-pcap", dir}, link...), "softirdma serve: -pcap " + dir + " is a directory: give the file to write the capture to, e.g. -pcap " + dir + "/link.pcap\n"},
+	} {
+		code, out, errs := runCLI(append([]string{"serve"}, c.args...)...)
+		if code != 2 || out != "" || errs != c.want {
+			t.Errorf("serve %v: exit %d, stdout %q, stderr %q; want 2 and %q", c.args, code, out, errs, c.want)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("serve made %v before refusing", ents)
+	}
+	// A path of 107 bytes is one the kernel takes.
+	code, err := make(chan int, 1), make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errs lockedBuffer
+	go func() {
+		code <- serve(ctx, serveOptions{socket: fits, ip: netip.MustParseAddr("192.0.2.1"), mac: [6]byte{2, 0, 0, 0, 0, 1}}, &out, &errs)
+		err <- errs.String()
+	}()
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "listening on"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("serve on a 107-byte path did not listen: %s", <-err)
+		}
+	}
+	if c := checkSocketPath(fits); c != nil {
+		t.Errorf("a 107-byte path refused: %v", c)
+	}
+	cancel()
+	if c := <-code; c != 0 {
+		t.Fatalf("serve on a 107-byte path: exit %d\n%s", c, <-err)
+	}
+}
+
+// A serve that cannot start says why in one line and nothing before it: no socket guard line,
+// and a pcap that cannot be made is not called a link error.
+func TestServeStartFailureIsOneLine(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		o    serveOptions
+		want string
+	}{
+		{serveOptions{socket: filepath.Join(dir, "no", "s.sock")}, `level=ERROR msg="cannot listen"`},
+		{serveOptions{socket: filepath.Join(dir, "s.sock"), link: &linkFlags{link: "dgram:127.0.0.1:0,127.0.0.1:9", ip: "192.0.2.1", pcap: filepath.Join(dir, "no", "x.pcap")}},
+			`level=ERROR msg="cannot create the pcap" pcap=` + filepath.Join(dir, "no", "x.pcap") + ` err="open ` + filepath.Join(dir, "no", "x.pcap") + `: no such file or directory"`},
+	} {
+		c.o.ip = netip.MustParseAddr("192.0.2.1")
+		var out, errs bytes.Buffer
+		code := serve(context.Background(), c.o, &out, &errs)
+		if code != 1 || strings.Count(errs.String(), "\n") != 1 || !strings.Contains(errs.String(), c.want) {
+			t.Errorf("serve %+v: exit %d, stderr %q, want one line with %q", c.o, code, errs.String(), c.want)
+		}
+	}
+}
