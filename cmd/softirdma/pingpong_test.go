@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/softirdma/softirdma/emu"
 )
@@ -202,5 +205,44 @@ func TestDefaultMAC(t *testing.T) {
 	l := linkFlags{ip: "192.0.2.1", mac: "02:00:00:00:00:07"}
 	if got, err := l.macAddr(); err != nil || got != [6]byte{2, 0, 0, 0, 0, 7} {
 		t.Errorf("-mac given: %x, %v", got, err)
+	}
+}
+
+// A perf server killed while the client runs is reported as gone, not as a flag to check.
+func TestPerfServerKilled(t *testing.T) {
+	a, b := freeUDP(t), freeUDP(t)
+	port := fmt.Sprint(freeTCPPort(t))
+	server := exec.Command(os.Args[0], "perf", "write", "-server", "-p", port, "-link", "dgram:"+a+","+b, "-ip", "192.0.2.1", "-timeout", "60s")
+	server.Env = append(os.Environ(), "SOFTIRDMA_TEST_MAIN=1")
+	var sout lockedBuffer
+	server.Stdout = &sout
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer server.Process.Kill()
+	var out, errs lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- dispatch([]string{"perf", "write", "127.0.0.1", "-n", "100000000", "-s", "1024", "-p", port, "-link", "dgram:" + b + "," + a,
+			"-ip", "192.0.2.2", "-wait", "20s", "-timeout", "60s"}, &out, &errs)
+	}()
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "#bytes"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the test did not start:\n%s%s", out.String(), errs.String())
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	server.Process.Kill()
+	server.Wait()
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the client did not notice")
+	}
+	const want = "its control connection closed"
+	if e := errs.String(); code != 1 || !strings.HasPrefix(e[strings.LastIndex(strings.TrimSuffix(e, "\n"), "\n")+1:], "softirdma perf: the server went away after ") ||
+		!strings.Contains(e, want) || strings.Contains(e, "-n") {
+		t.Fatalf("exit %d, stderr %q", code, e)
 	}
 }

@@ -362,7 +362,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	fmt.Fprintln(out, resultLine)
 	if _, err := c.record(local); err != nil { // H5
 		if o.Test == Send && !o.Server && errors.Is(err, errPeerClosed) { // ib_send_bw's sides do not exchange -n
-			err = fmt.Errorf("perftest: the server closed the connection after this side sent its %d messages (see its output; is -n the same on both sides?)", o.Iters)
+			err = fmt.Errorf("perftest: the server closed the connection after this side sent its %d messages: it ended with an error (see its output; ib_send_bw's sides exchange neither -n nor -s)", o.Iters)
 		}
 		return res, err
 	}

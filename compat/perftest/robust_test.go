@@ -44,7 +44,10 @@ func pair(t *testing.T, so, co Options) (s, c *outcome) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	so.Server, so.Host, so.GID, so.Port = true, "127.0.0.1", hs.Device().IP(), freePort(t)
-	co.Test, co.Host, co.Port, co.GID, co.Wait = so.Test, "127.0.0.1", so.Port, hc.Device().IP(), 20*time.Second
+	if co.Test == 0 { // the server's test unless the client is given another
+		co.Test = so.Test
+	}
+	co.Host, co.Port, co.GID, co.Wait = "127.0.0.1", so.Port, hc.Device().IP(), 20*time.Second
 	s, c = new(outcome), new(outcome)
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -71,13 +74,53 @@ func TestSendIterationsMismatch(t *testing.T) {
 			if s.err == nil || s.err.Error() != c.want {
 				t.Fatalf("server: %v, want %s", s.err, c.want)
 			}
-			if cl.err == nil || !strings.HasSuffix(cl.err.Error(), "(see its output; is -n the same on both sides?)") {
-				t.Fatalf("client: %v, want an error that asks whether -n is the same on both sides", cl.err)
+			if cl.err == nil || !strings.HasSuffix(cl.err.Error(), "(see its output; ib_send_bw's sides exchange neither -n nor -s)") {
+				t.Fatalf("client: %v, want an error that points at the server's output", cl.err)
 			}
 			if d := time.Since(start); d > 10*time.Second {
 				t.Fatalf("took %v", d)
 			}
 			t.Logf("client: %v", cl.err)
+		})
+	}
+}
+
+// TestRefusedRequestHints: a request the server refuses is explained by what the exchange tells
+// (the path MTU is negotiated, so never -m): a WRITE, READ or atomic the server's QP does not
+// grant means it runs another test; a SEND longer than its receives, a difference of -s. A
+// shorter SEND ends the server with an error rather than a result line that measures nothing.
+func TestRefusedRequestHints(t *testing.T) {
+	const other = "its QP or buffer does not grant it, so it runs another test; run the same test on both sides))"
+	const ended = "(see its output; ib_send_bw's sides exchange neither -n nor -s)"
+	for _, c := range []struct {
+		name                   string
+		server, client         Options
+		serverWant, clientWant string
+		clientOr               string // when the server's end reaches the client before the NAK
+	}{
+		{"read_vs_write_server", Options{Test: Write}, Options{Test: Read}, "", "(the peer refused the RDMA READ: " + other, ""},
+		{"atomic_vs_read_server", Options{Test: Read}, Options{Test: Atomic}, "", "(the peer refused the atomic: " + other, ""},
+		{"write_vs_send_server", Options{Test: Send, Size: 1024}, Options{Test: Write, Size: 1024}, "", "(the peer refused the RDMA WRITE: " + other, ""},
+		{"send_longer", Options{Test: Send, Size: 1024}, Options{Size: 4096},
+			"(LOC_LEN_ERR: SEND of at least 2048 bytes into a receive of 1024)",
+			"(the peer refused the SEND: its receives are shorter than this side's 4096-byte messages; give both sides the same -s))", ended},
+		{"send_shorter", Options{Test: Send, Size: 4096}, Options{Size: 1024},
+			"perftest: the client sends 1024-byte messages, this side expects -s 4096: give both sides the same -s",
+			ended, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.server.Iters, c.client.Iters = 50, 50
+			c.server.Timeout, c.client.Timeout = 10*time.Second, 10*time.Second
+			s, cl := pair(t, c.server, c.client)
+			if cl.err == nil || !strings.HasSuffix(cl.err.Error(), c.clientWant) && (c.clientOr == "" || !strings.HasSuffix(cl.err.Error(), c.clientOr)) || strings.Contains(cl.err.Error(), "-m") {
+				t.Errorf("client: %v\nwant it to end with %q", cl.err, c.clientWant)
+			}
+			if c.serverWant != "" && (s.err == nil || !strings.HasSuffix(s.err.Error(), c.serverWant)) {
+				t.Errorf("server: %v\nwant it to end with %q", s.err, c.serverWant)
+			}
+			if strings.Contains(s.out.String(), " 4096       50 ") {
+				t.Errorf("the server printed a result:\n%s", s.out.String())
+			}
 		})
 	}
 }

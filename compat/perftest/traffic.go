@@ -50,7 +50,7 @@ func (r *runner) poll(done string) ([]emu.WC, error) {
 				if r.o.Server {
 					side = "server"
 				}
-				return nil, fmt.Errorf(" Completion with error at %s\n Failed status %d: wr_id %d (%s: %w)", side, wc.Status, wc.WRID, wc.Status, ctrl.Why(wc))
+				return nil, fmt.Errorf(" Completion with error at %s\n Failed status %d: wr_id %d (%s: %w)", side, wc.Status, wc.WRID, wc.Status, r.why(wc))
 			}
 			return r.wcs[:n], nil
 		}
@@ -72,6 +72,21 @@ func (r *runner) poll(done string) ([]emu.WC, error) {
 			return nil, fmt.Errorf("perftest: no completion for %v with %s: has the peer stopped, or does it expect a different -n?", r.o.Timeout, done)
 		}
 	}
+}
+
+// why is ctrl.Why with what perftest's exchange tells about a request the peer refused. The
+// path MTU is negotiated in the exchange, so it is not a difference of -m. A server's QP and
+// buffer grant remote access for its own test only, so a refused WRITE, READ or atomic means the
+// peer runs another test; a SEND is refused when it is longer than the receive the server posted.
+func (r *runner) why(wc emu.WC) error {
+	if r.o.Server || wc.Err == nil || (wc.Status != emu.WCRemInvReqErr && wc.Status != emu.WCRemAccessErr) {
+		return ctrl.Why(wc)
+	}
+	if r.o.Test == Send {
+		return fmt.Errorf("%w (the peer refused the SEND: its receives are shorter than this side's %d-byte messages; give both sides the same -s)", wc.Err, r.o.Size)
+	}
+	op := [...]string{Write: "RDMA WRITE", Read: "RDMA READ", Atomic: "atomic"}[r.o.Test]
+	return fmt.Errorf("%w (the peer refused the %s: its QP or buffer does not grant it, so it runs another test; run the same test on both sides)", wc.Err, op)
 }
 
 // initiate is the client's loop (run_iter_bw): up to tx_depth WRs outstanding, every cq_mod-th
@@ -122,7 +137,13 @@ func (r *runner) initiate() (Result, error) {
 		wcs, err := r.poll(fmt.Sprintf("%d of %d completed", completed, o.Iters))
 		var moved errPeerMoved
 		if errors.As(err, &moved) {
-			return res, fmt.Errorf("perftest: the server ended the test after %d of %d completed here (see its output; is -n the same on both sides?)", completed, o.Iters)
+			if moved.err != nil {
+				return res, fmt.Errorf("perftest: the server went away after %d of %d completed here: its control connection closed (%v)", completed, o.Iters, moved.err)
+			}
+			if o.Test == Send { // the one test whose sides do not exchange -n and -s
+				return res, fmt.Errorf("perftest: the server ended the test after %d of %d completed here (see its output; ib_send_bw's sides exchange neither -n nor -s)", completed, o.Iters)
+			}
+			return res, fmt.Errorf("perftest: the server ended the test after %d of %d completed here (see its output)", completed, o.Iters)
 		}
 		if err != nil {
 			return res, err
@@ -198,7 +219,12 @@ func (r *runner) sendServer() (Result, error) {
 		if start.IsZero() {
 			start = time.Now()
 		}
-		for range wcs {
+		for _, wc := range wcs {
+			// A shorter SEND fits the receive and completes; counted, it would make a result
+			// line of this side's -s that measures nothing. (A longer one fails as LOC_LEN_ERR.)
+			if int(wc.ByteLen) != o.Size {
+				return res, fmt.Errorf("perftest: the client sends %d-byte messages, this side expects -s %d: give both sides the same -s", wc.ByteLen, o.Size)
+			}
 			received++
 			if posted <= o.Iters {
 				if err := r.postRecvs(1); err != nil {
