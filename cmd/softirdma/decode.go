@@ -39,8 +39,12 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 			return code
 		}
 	}
-	if len(files) != 1 {
-		fs.Usage()
+	switch {
+	case len(files) == 0:
+		fmt.Fprintln(stderr, "softirdma decode: no capture given: name a pcap or pcapng file, or - for standard input")
+		return 2
+	case len(files) > 1:
+		fmt.Fprintf(stderr, "softirdma decode: one capture at a time, got %d: %q\n", len(files), files)
 		return 2
 	}
 	name, in := files[0], io.Reader(os.Stdin)

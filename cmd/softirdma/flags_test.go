@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"math"
 	"net"
 	"strings"
 	"testing"
@@ -202,5 +204,57 @@ func TestDoctorNoIPv4(t *testing.T) {
 	want := "  FIX  no IPv4 address, which softirdma needs for its GID: add one with 'ip addr add 192.0.2.1/24 dev eth9' (an address of the adapter's network)\n"
 	if n < 1 || !strings.Contains(out.String(), want) || strings.Contains(out.String(), "invalid IP") {
 		t.Fatalf("%d problems:\n%s", n, out.String())
+	}
+}
+
+// Usage mistakes are refused in one line that names what is wrong, before anything is opened:
+// two captures to decode, -server with a host name, -for without -watch, an adapter doctor cannot
+// find, a MAC no NIC can have.
+func TestUsageMistakesNamed(t *testing.T) {
+	// -timeout: a command that took the mistake would not wait long.
+	link := []string{"-link", "dgram:127.0.0.1:9,127.0.0.1:9", "-ip", "192.0.2.1", "-timeout", "1s"}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"decode", "a.pcap", "b.pcap"}, 2, "softirdma decode: one capture at a time, got 2: [\"a.pcap\" \"b.pcap\"]\n"},
+		{[]string{"decode", "-flows"}, 2, "softirdma decode: no capture given: name a pcap or pcapng file, or - for standard input\n"},
+		{append([]string{"pingpong", "-server", "192.0.2.9"}, link...), 2,
+			"softirdma pingpong: -server and a host name (\"192.0.2.9\") both given: a server listens on every address and takes no host name; a client takes one and no -server\n"},
+		{append([]string{"perf", "write", "192.0.2.9", "-server"}, link...), 2,
+			"softirdma perf: -server and a host name (\"192.0.2.9\") both given: a server listens on every address and takes no host name; a client takes one and no -server\n"},
+		{[]string{"links", "-for", "5s"}, 2, "softirdma links: -for bounds -watch ADAPTER and means nothing without it: add -watch, or drop -for\n"},
+		{[]string{"doctor", "no-such-adapter"}, 1, "softirdma doctor: no adapter named \"no-such-adapter\" ('softirdma links' lists the machine's adapters)\n"},
+		{append([]string{"pingpong", "-server", "-mac", "ff:ff:ff:ff:ff:ff"}, link...), 2,
+			"softirdma pingpong: -mac ff:ff:ff:ff:ff:ff is a multicast or broadcast address: a NIC's own MAC is unicast (an even first byte), e.g. -mac 02:00:00:00:00:01\n"},
+		{append([]string{"perf", "read", "-server", "-mac", "01:00:5e:00:00:01"}, link...), 2,
+			"softirdma perf: -mac 01:00:5e:00:00:01 is a multicast or broadcast address: a NIC's own MAC is unicast (an even first byte), e.g. -mac 02:00:00:00:00:01\n"},
+		{[]string{"serve", "-socket", "/nonexistent/s.sock", "-mac", "33:33:00:00:00:01"}, 2,
+			"softirdma serve: -mac 33:33:00:00:00:01 is a multicast or broadcast address: a NIC's own MAC is unicast (an even first byte), e.g. -mac 02:00:00:00:00:01\n"},
+		{append([]string{"pingpong", "-server", "-mac", "00:00:00:00:00:00"}, link...), 2,
+			"softirdma pingpong: -mac 00:00:00:00:00:00 is the zero address, which no NIC has: e.g. -mac 02:00:00:00:00:01\n"},
+	} {
+		code, out, errOut := runCLI(c.args...)
+		if code != c.code || out != "" || errOut != c.want {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d and %q", c.args, code, out, errOut, c.code, c.want)
+		}
+	}
+}
+
+// -0 is 0: the demo prints "loss 0", and a range check would print 0, not "-0".
+func TestNegativeZero(t *testing.T) {
+	code, out, _ := runCLI("demo", "-loss", "-0")
+	if code != 0 || !strings.Contains(out, ", loss 0:") {
+		t.Fatalf("demo -loss -0: exit %d\n%s", code, out)
+	}
+	fs := newFlagSet("x", io.Discard)
+	v := fs.Float64("v", 1, "")
+	if _, done := parseFlags(fs, []string{"-v", "-0"}); done || *v != 0 || math.Signbit(*v) {
+		t.Fatalf("-v -0 parsed as %v (sign bit %v)", *v, math.Signbit(*v))
+	}
+	var b bytes.Buffer
+	if checkFlags(&b, "x", floatRange("v", *v, 0.1, 1)) != 2 || b.String() != "softirdma x: -v 0 is out of range (0.1..1)\n" {
+		t.Fatalf("got %q", b.String())
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -42,6 +43,12 @@ func runLinks(args []string, stdout, stderr io.Writer) int {
 	}
 	if code := checkFlags(stderr, "links", atLeast("for", *watchFor, 0)); code != 0 {
 		return code
+	}
+	forSet := false
+	fs.Visit(func(f *flag.Flag) { forSet = forSet || f.Name == "for" })
+	if forSet && *watch == "" {
+		fmt.Fprintln(stderr, "softirdma links: -for bounds -watch ADAPTER and means nothing without it: add -watch, or drop -for")
+		return 2
 	}
 	if *watch != "" {
 		return watchLink(*watch, *watchFor, stdout, stderr)
@@ -126,8 +133,12 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 		checked++
 		problems += doctorAdapter(stdout, a, rdma[a.Name])
 	}
+	if checked == 0 && name != "" {
+		fmt.Fprintf(stderr, "softirdma doctor: no adapter named %q ('softirdma links' lists the machine's adapters)\n", name)
+		return 1
+	}
 	if checked == 0 {
-		fmt.Fprintln(stdout, "no adapter to check (none is up besides lo, or the name is wrong)")
+		fmt.Fprintln(stdout, "no adapter to check: none is up besides lo (name one to check it anyway)")
 		return 1
 	}
 	if problems > 0 {

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -108,6 +109,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (exit int, done bool) {
 	fs.Usage = usage
 	switch {
 	case err == nil:
+		zeroNegativeZeros(fs)
 		return 0, false
 	case errors.Is(err, flag.ErrHelp):
 		if usage != nil {
@@ -120,6 +122,18 @@ func parseFlags(fs *flag.FlagSet, args []string) (exit int, done bool) {
 		fmt.Fprintf(fs.Output(), "Run '%s -h' for its flags.\n", fs.Name())
 		return 2, true
 	}
+}
+
+// zeroNegativeZeros makes -0 given to a float flag 0: it is the same number, and a command that
+// prints the value back (the demo's "loss -0") would show a sign that means nothing.
+func zeroNegativeZeros(fs *flag.FlagSet) {
+	fs.Visit(func(f *flag.Flag) {
+		if g, ok := f.Value.(flag.Getter); ok {
+			if v, ok := g.Get().(float64); ok && v == 0 && math.Signbit(v) {
+				_ = f.Value.Set("0")
+			}
+		}
+	})
 }
 
 // flagCheck is a numeric flag's value against what the flag accepts. Commands check every number

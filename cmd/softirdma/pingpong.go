@@ -116,6 +116,13 @@ func runPeer(cmd, host string, lc *linkFlags, pf *peerFlags, stderr io.Writer,
 		fmt.Fprintf(stderr, "softirdma %s: give a server's host name, or -server\n", cmd)
 		return 2
 	}
+	if pf.server && host != "" {
+		// rdma-core's tools have no -server: a host name makes a client, none a server that
+		// listens on every address. Both at once is most likely a client's line with -server
+		// added, so it is refused rather than taken as an address to listen on.
+		fmt.Fprintf(stderr, "softirdma %s: -server and a host name (%q) both given: a server listens on every address and takes no host name; a client takes one and no -server\n", cmd, host)
+		return 2
+	}
 	if err := lc.check(); err != nil {
 		fmt.Fprintf(stderr, "softirdma %s: %v\n", cmd, err)
 		return 2
@@ -260,7 +267,16 @@ func (l *linkFlags) macAddr() ([6]byte, error) {
 	if err != nil || len(hw) != 6 {
 		return [6]byte{}, fmt.Errorf("-mac %q is not a MAC address, e.g. -mac 02:00:00:00:00:01", l.mac)
 	}
-	return [6]byte(hw), nil
+	// A NIC's own address is unicast: frames to a group address (the low bit of the first byte,
+	// broadcast included) reach every station, and the peer's replies would too.
+	switch mac := [6]byte(hw); {
+	case mac[0]&1 != 0:
+		return mac, fmt.Errorf("-mac %s is a multicast or broadcast address: a NIC's own MAC is unicast (an even first byte), e.g. -mac 02:00:00:00:00:01", l.mac)
+	case mac == [6]byte{}:
+		return mac, fmt.Errorf("-mac %s is the zero address, which no NIC has: e.g. -mac 02:00:00:00:00:01", l.mac)
+	default:
+		return mac, nil
+	}
 }
 
 func (l *linkFlags) host(name string) (*emu.Host, error) {

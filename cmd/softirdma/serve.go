@@ -72,10 +72,6 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "softirdma serve: -socket PATH is required")
 		return 2
 	}
-	if err := checkSocketPath(o.socket); err != nil {
-		fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
-		return 2
-	}
 	if lc.pcap != "" && lc.link == "" {
 		// Without a link the guest's QPs reach each other over the engine's loopback, whose
 		// frames never reach a link (as rxe's never reach its netdev), and neither hw.Config nor
@@ -101,6 +97,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	lc.ip = ip // the default MAC comes from the address
 	if o.mac, err = lc.macAddr(); err != nil {
+		fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
+		return 2
+	}
+	if err := checkSocketPath(o.socket); err != nil {
 		fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
 		return 2
 	}
