@@ -368,7 +368,41 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 			}
 		}
 	}
+	// The peer's last SEND was ACKed when it arrived, but the wire may have lost that ACK: the
+	// peer then sends again after its ACK timeout, and a QP already gone leaves it to fail with
+	// RETRY_EXC_ERR. So the QP stays until the link has been quiet for twice this side's ACK
+	// timeout (the peer's is not exchanged; tools set both alike), at most lingerMax.
+	exp := ctrl.OrDefault(o.QPTimeout, emu.DefaultTimeout)
+	if exp == 0 {
+		exp = emu.DefaultTimeout
+	}
+	lingerQuiet(ctx, dev, 2*(4096*time.Nanosecond<<exp), lingerMax)
 	return res, nil
+}
+
+// lingerMax bounds how long a finished side waits for its peer's retransmissions.
+const lingerMax = 2 * time.Second
+
+// lingerQuiet returns once dev has received nothing for quiet, after max, or when ctx ends.
+func lingerQuiet(ctx context.Context, dev *emu.Device, quiet, max time.Duration) {
+	quiet = min(quiet, max)
+	deadline := time.Now().Add(max)
+	last := dev.Stats().RxFrames
+	t := time.NewTimer(quiet)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n := dev.Stats().RxFrames
+		if n == last || !time.Now().Before(deadline) {
+			return
+		}
+		last = n
+		t.Reset(min(quiet, time.Until(deadline)))
+	}
 }
 
 func clientExchange(ctx context.Context, o Options, local Dest) (Dest, error) {
