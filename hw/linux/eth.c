@@ -8,7 +8,6 @@
 #include <linux/etherdevice.h>
 #include <linux/if_vlan.h>
 #include <linux/interrupt.h>
-#include <linux/unaligned.h>
 
 #include "softirdma.h"
 

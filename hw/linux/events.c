@@ -7,7 +7,6 @@
  */
 #include <linux/interrupt.h>
 #include <linux/netdevice.h>
-#include <linux/unaligned.h>
 #include <rdma/ib_verbs.h>
 
 #include "softirdma.h"
@@ -189,7 +188,7 @@ static irqreturn_t sirdma_async_irq(int irq, void *data)
 			}
 			break;
 		case IB_EVENT_DEVICE_FATAL:
-			mod_delayed_work(system_long_wq, &sdev->health, 0);
+			sirdma_work_queue(&sdev->health_gate, &sdev->health, 0);
 			fallthrough;
 		case IB_EVENT_PORT_ACTIVE:
 		case IB_EVENT_PORT_ERR:

@@ -9,7 +9,6 @@
  * User space's RC QPs, CQs, MRs and MWs are in verbs.c, its SRQs in srq.c; kernel ones (and so
  * ib_mad's GSI QP) are not there yet: their verbs fail with EOPNOTSUPP.
  */
-#include <linux/unaligned.h>
 #include <net/addrconf.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_mad.h>
@@ -50,9 +49,9 @@ static int sirdma_query_device(struct ib_device *ibdev, struct ib_device_attr *a
 		attr->device_cap_flags |= IB_DEVICE_MEM_WINDOW_TYPE_2B;
 	/* MRs with FLUSH rights are refused by the core unless these say the device has them. */
 	if (c->caps & SOFTIRDMA_CAP_FLUSH)
-		attr->device_cap_flags |= IB_DEVICE_FLUSH_GLOBAL | IB_DEVICE_FLUSH_PERSISTENT;
+		attr->device_cap_flags |= SIRDMA_FLUSH_CAPS;
 	if (c->caps & SOFTIRDMA_CAP_ATOMIC_WRITE)
-		attr->device_cap_flags |= IB_DEVICE_ATOMIC_WRITE;
+		attr->device_cap_flags |= SIRDMA_ATOMIC_WRITE_CAP;
 	attr->max_send_sge = c->max_sge;
 	attr->max_recv_sge = c->max_sge;
 	attr->max_sge_rd = c->max_sge;
@@ -240,7 +239,7 @@ static const struct ib_device_ops sirdma_ib_ops = {
 	.dealloc_pd = sirdma_dealloc_pd,
 	.mmap = sirdma_mmap,
 	.mmap_free = sirdma_mmap_free,
-	.create_cq = sirdma_create_cq,
+	.create_cq = SIRDMA_CREATE_CQ_OP,
 	.destroy_cq = sirdma_destroy_cq,
 	.resize_cq = sirdma_resize_cq,
 	.poll_cq = sirdma_poll_cq,

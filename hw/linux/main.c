@@ -90,6 +90,7 @@ static int sirdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	mutex_init(&sdev->gid_lock);
 	init_completion(&sdev->ctrl_done);
 	INIT_DELAYED_WORK(&sdev->health, sirdma_health);
+	sirdma_work_gate_init(&sdev->health_gate);
 	pci_set_drvdata(pdev, sdev);
 
 	err = pci_enable_device_mem(pdev);
@@ -170,7 +171,7 @@ static int sirdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	return 0;
 
 err_eth:
-	disable_delayed_work_sync(&sdev->health); /* a DEVICE_FATAL may have queued it */
+	sirdma_work_disable(&sdev->health_gate, &sdev->health); /* a DEVICE_FATAL may have queued it */
 	sirdma_eth_fini(sdev);
 
 err_ctrl:
@@ -199,7 +200,7 @@ static void sirdma_remove(struct pci_dev *pdev)
 {
 	struct sirdma_dev *sdev = pci_get_drvdata(pdev);
 
-	disable_delayed_work_sync(&sdev->health); /* and no IRQ can queue it again */
+	sirdma_work_disable(&sdev->health_gate, &sdev->health); /* and no IRQ can queue it again */
 	sirdma_ib_fini(sdev);
 	sirdma_eth_fini(sdev);
 	/* Stop the function before its memory goes: after the reset it touches none of it. */

@@ -14,6 +14,7 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
 
+#include "compat.h"
 #include "softirdma_abi.h"
 
 #define SOFTIRDMA_DRV_NAME "softirdma"
@@ -79,6 +80,7 @@ struct sirdma_dev {
 	u32 ctrlq_prod;
 	bool failed; /* the function went FATAL or vanished: commands fail at once */
 	struct delayed_work health; /* watches for that, and takes the RDMA device down */
+	struct sirdma_work_gate health_gate; /* what an interrupt queues it through */
 
 	struct sirdma_caps caps;
 
@@ -217,6 +219,10 @@ static inline struct sirdma_dev *to_sdev(struct ib_device *ibdev)
 
 int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		     struct uverbs_attr_bundle *attrs);
+#ifdef SIRDMA_CREATE_CQ_UDATA
+int sirdma_create_cq_udata(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+			   struct ib_udata *udata);
+#endif
 int sirdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int sirdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
 int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc);

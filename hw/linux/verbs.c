@@ -92,6 +92,16 @@ static u32 cq_count(struct sirdma_dev *sdev, int cqe)
 	return roundup_pow_of_two(cqe + 1);
 }
 
+#ifdef SIRDMA_CREATE_CQ_UDATA
+/* Before 6.11 the core hands create_cq a user CQ's udata, which lives in its bundle. */
+int sirdma_create_cq_udata(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+			   struct ib_udata *udata)
+{
+	return sirdma_create_cq(ibcq, attr,
+				udata ? container_of(udata, struct uverbs_attr_bundle, driver_udata) : NULL);
+}
+#endif
+
 /*
  * The ring is mappable, and the process told where, before the device has it: what fails after
  * CREATE_CQ (a doorbell slot outside the BAR, the event table) is unwound by DESTROY_CQ.

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * What the kernels the driver supports (Linux 6.1 to 7.x) spell differently, in one place, so
+ * that the rest of the driver is written for the newest and reads as it.
+ */
+#ifndef SOFTIRDMA_COMPAT_H
+#define SOFTIRDMA_COMPAT_H
+
+#include <linux/mm.h>
+#include <linux/version.h>
+#include <linux/workqueue.h>
+
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 12, 0)
+#include <linux/unaligned.h>
+#else
+#include <asm/unaligned.h>
+#endif
+
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 3, 0)
+static inline void vm_flags_set(struct vm_area_struct *vma, vm_flags_t flags)
+{
+	vma->vm_flags |= flags;
+}
+#endif
+
+/* The FLUSH and ATOMIC_WRITE capabilities came with 6.2: before, the verbs do not exist. */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 2, 0)
+#define SIRDMA_FLUSH_CAPS (IB_DEVICE_FLUSH_GLOBAL | IB_DEVICE_FLUSH_PERSISTENT)
+#define SIRDMA_ATOMIC_WRITE_CAP IB_DEVICE_ATOMIC_WRITE
+#else
+#define SIRDMA_FLUSH_CAPS 0
+#define SIRDMA_ATOMIC_WRITE_CAP 0
+#endif
+
+/*
+ * Since 6.11 create_cq takes the whole attribute bundle, before only its udata, which a user
+ * CQ's bundle holds: the older kernels get a wrapper that finds the bundle again.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 11, 0)
+#define SIRDMA_CREATE_CQ_OP sirdma_create_cq
+#else
+#define SIRDMA_CREATE_CQ_OP sirdma_create_cq_udata
+#define SIRDMA_CREATE_CQ_UDATA 1
+#endif
+
+/*
+ * A delayed work can be disabled (cancelled, and every later queueing ignored) since 6.10.
+ * Before, the driver keeps the same promise itself: queueing goes through sirdma_work_queue,
+ * which a flag set under a lock holds back once sirdma_work_disable has run.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 10, 0)
+struct sirdma_work_gate {
+};
+
+static inline void sirdma_work_gate_init(struct sirdma_work_gate *g)
+{
+}
+
+static inline void sirdma_work_queue(struct sirdma_work_gate *g, struct delayed_work *w,
+				     unsigned long delay)
+{
+	mod_delayed_work(system_long_wq, w, delay);
+}
+
+static inline void sirdma_work_disable(struct sirdma_work_gate *g, struct delayed_work *w)
+{
+	disable_delayed_work_sync(w);
+}
+#else
+struct sirdma_work_gate {
+	spinlock_t lock;
+	bool off;
+};
+
+static inline void sirdma_work_gate_init(struct sirdma_work_gate *g)
+{
+	spin_lock_init(&g->lock);
+	g->off = false;
+}
+
+static inline void sirdma_work_queue(struct sirdma_work_gate *g, struct delayed_work *w,
+				     unsigned long delay)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&g->lock, flags);
+	if (!g->off)
+		mod_delayed_work(system_long_wq, w, delay);
+	spin_unlock_irqrestore(&g->lock, flags);
+}
+
+static inline void sirdma_work_disable(struct sirdma_work_gate *g, struct delayed_work *w)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&g->lock, flags);
+	g->off = true;
+	spin_unlock_irqrestore(&g->lock, flags);
+	cancel_delayed_work_sync(w);
+}
+#endif
+
+#endif
