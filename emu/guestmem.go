@@ -42,31 +42,12 @@ func (r guestRange) overlaps(start, n uint64) bool {
 	return r.start <= start+(n-1) && start <= r.start+(r.n-1)
 }
 
-// check checks the list: every rule a guest could break, in an order that names the first.
-func (pl *PageList) check() error {
-	bad := func(format string, args ...any) error {
-		return &keys.VerbError{Verb: "reg_mr", Errno: syscall.EINVAL, Reason: "page list: " + fmt.Sprintf(format, args...)}
-	}
-	ps := pl.PageSize
-	switch {
-	case ps < MinPageSize || ps > MaxPageSize || bits.OnesCount64(ps) != 1:
-		return bad("page size %d is not a power of two from %d to %d", ps, MinPageSize, MaxPageSize)
-	case pl.Offset >= ps:
-		return bad("offset %d is not inside the first page of %d bytes", pl.Offset, ps)
-	case pl.Length == 0:
-		return bad("length 0")
-	case pl.Length > math.MaxUint64-pl.Offset:
-		return bad("offset %d + length %d overflows", pl.Offset, pl.Length)
-	}
-	// need cannot overflow: Offset+Length fits, and is at least 1.
-	need := (pl.Offset+pl.Length-1)/ps + 1
-	if uint64(len(pl.Pages)) != need {
-		return bad("%d pages for offset %d and length %d of %d-byte pages, want %d", len(pl.Pages), pl.Offset, pl.Length, ps, need)
-	}
-	for i, page := range pl.Pages {
-		if page&(ps-1) != 0 {
-			return bad("page %d at 0x%x is not aligned to %d", i, page, ps)
-		}
+// checkSize refuses a page size outside the ones a guest's list may use; keys.CheckPages, which
+// keys.Paged runs, checks the rest of the list.
+func (pl *PageList) checkSize() error {
+	if ps := pl.PageSize; ps < MinPageSize || ps > MaxPageSize || bits.OnesCount64(ps) != 1 {
+		return &keys.VerbError{Verb: "reg_mr", Errno: syscall.EINVAL,
+			Reason: fmt.Sprintf("page list: page size %d is not a power of two from %d to %d", ps, MinPageSize, MaxPageSize)}
 	}
 	return nil
 }
@@ -125,7 +106,7 @@ func (pd *PD) RegGuestMR(as keys.AddressSpace, pages PageList, iova uint64, acce
 	if err := checkSpace(as); err != nil {
 		return nil, err
 	}
-	if err := pages.check(); err != nil {
+	if err := pages.checkSize(); err != nil {
 		return nil, err
 	}
 	d := pd.dev
@@ -167,14 +148,15 @@ func guestMemory(as keys.AddressSpace, pages *PageList) (keys.Memory, *guestMapp
 	if err := checkSpace(as); err != nil {
 		return keys.Memory{}, nil, err
 	}
-	if err := pages.check(); err != nil {
+	if err := pages.checkSize(); err != nil {
 		return keys.Memory{}, nil, err
 	}
 	return resolveGuest(as, pages)
 }
 
-// resolveGuest gives the memory a checked page list names in as: every byte must be mapped
-// (EFAULT names the first page that is not).
+// resolveGuest gives the memory a page list whose page size is checked names in as: keys.Paged
+// checks the rest of the list (EINVAL), and every byte must be mapped (EFAULT names the first
+// page that is not).
 func resolveGuest(as keys.AddressSpace, pages *PageList) (keys.Memory, *guestMapping, error) {
 	mem, err := keys.Paged(as, pages.PageSize, pages.Offset, pages.Length, pages.Pages)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+
+	"github.com/softirdma/softirdma/keys"
 )
 
 // FuzzGuestPageList: a page list is outside input. Whatever it holds, checking it never panics
@@ -24,7 +26,11 @@ func FuzzGuestPageList(f *testing.F) {
 			pl.Pages = append(pl.Pages, binary.LittleEndian.Uint64(raw))
 			raw = raw[8:]
 		}
-		if err := pl.check(); err != nil {
+		err := pl.checkSize()
+		if err == nil {
+			err = keys.CheckPages(pl.PageSize, pl.Offset, pl.Length, pl.Pages)
+		}
+		if err != nil {
 			if !errors.Is(err, syscall.EINVAL) {
 				t.Fatalf("error %v is not EINVAL", err)
 			}

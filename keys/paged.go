@@ -53,12 +53,32 @@ type paged struct {
 // the regions the pages lie in, a few whatever the number of pages, and finds a byte's slice
 // from its page; over any other address space it holds a slice for each run of contiguous pages.
 func Paged(as AddressSpace, pageSize, offset, length uint64, pages []uint64) (Memory, error) {
-	bad := func(format string, args ...any) (Memory, error) {
-		return Memory{}, verbErr("reg_mr", syscall.EINVAL, "page list: "+format, args...)
+	if as == nil {
+		return Memory{}, verbErr("reg_mr", syscall.EINVAL, "page list: no address space")
+	}
+	// All of the list first, so a misaligned page is reported as such even after an unmapped one.
+	if err := CheckPages(pageSize, offset, length, pages); err != nil {
+		return Memory{}, err
+	}
+	pg := paged{shift: uint8(bits.TrailingZeros64(pageSize)), off: offset, n: length, pages: pages}
+	if rs, ok := as.(RegionSpace); ok {
+		if err := pg.resolve(rs); err != nil {
+			return Memory{}, err
+		}
+		return Memory{scatter: &scatter{pg: pg}}, nil
+	}
+	return pg.segments(as)
+}
+
+// CheckPages checks a page list as Paged takes it, reading no memory: pageSize a power of two,
+// offset inside the first page, length at least one byte without overflow, exactly as many
+// pages as offset+length bytes need, each aligned to pageSize. The error (EINVAL) names the
+// first rule broken.
+func CheckPages(pageSize, offset, length uint64, pages []uint64) error {
+	bad := func(format string, args ...any) error {
+		return verbErr("reg_mr", syscall.EINVAL, "page list: "+format, args...)
 	}
 	switch {
-	case as == nil:
-		return bad("no address space")
 	case pageSize == 0 || pageSize&(pageSize-1) != 0:
 		return bad("page size %d is not a power of two", pageSize)
 	case offset >= pageSize:
@@ -68,24 +88,16 @@ func Paged(as AddressSpace, pageSize, offset, length uint64, pages []uint64) (Me
 	case length > math.MaxUint64-offset:
 		return bad("offset %d + length %d overflows", offset, length)
 	}
-	shift := uint8(bits.TrailingZeros64(pageSize))
-	if need := (offset+length-1)>>shift + 1; uint64(len(pages)) != need {
+	// need cannot overflow: offset+length fits, and is at least 1.
+	if need := (offset+length-1)/pageSize + 1; uint64(len(pages)) != need {
 		return bad("%d pages for offset %d and length %d of %d-byte pages, want %d", len(pages), offset, length, pageSize, need)
 	}
-	// All alignment first, so a misaligned page is reported as such even after an unmapped one.
 	for i, page := range pages {
 		if page&(pageSize-1) != 0 {
 			return bad("page %d at 0x%x is not aligned to %d", i, page, pageSize)
 		}
 	}
-	pg := paged{shift: shift, off: offset, n: length, pages: pages}
-	if rs, ok := as.(RegionSpace); ok {
-		if err := pg.resolve(rs); err != nil {
-			return Memory{}, err
-		}
-		return Memory{scatter: &scatter{pg: pg}}, nil
-	}
-	return pg.segments(as)
+	return nil
 }
 
 func unmappedPage(i int, page uint64) error {
