@@ -280,8 +280,8 @@ func (f *Function) decodeMRArgs(args []byte) (mrArgs, error) {
 	le := binary.LittleEndian
 	a := mrArgs{pdn: le.Uint32(args[abi.RegMRPD:]), access: emu.Access(le.Uint32(args[abi.RegMRAccess:])), iova: le.Uint64(args[abi.RegMRIOVA:])}
 	pl := decodePageList(args[abi.RegMRPages:])
-	if pl.pages > abi.MaxMRPages {
-		return mrArgs{}, errf(syscall.EINVAL, "page list: %d pages, at most %d", pl.pages, abi.MaxMRPages)
+	if _, err := checkPageList(pl, abi.MaxMRPages); err != nil {
+		return mrArgs{}, err // a malformed list is EINVAL, not ENOMEM for its count
 	}
 	if err := f.reservePagesLocked(pl.pages); err != nil {
 		return mrArgs{}, err

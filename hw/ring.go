@@ -40,15 +40,16 @@ func newRing(mem *emu.GuestMemory, args []byte, minElem int, maxLog uint8) (*rin
 	}
 	r := &ring{mem: mem, logCount: logCount, logElem: logElem}
 	pl := decodePageList(args[abi.QueuePages:])
-	if pl.shift < 64 {
-		// A ring's list names exactly the pages it needs: a count the ring does not imply is
-		// refused before it sizes anything.
-		need := (r.bytes() + uint64(1)<<pl.shift - 1) >> pl.shift
-		if uint64(pl.pages) != need {
-			return nil, errf(syscall.EINVAL, "a queue of %d bytes in %d pages of 2^%d, want %d", r.bytes(), pl.pages, pl.shift, need)
-		}
+	pageSize, err := checkPageList(pl, abi.MaxMRPages)
+	if err != nil {
+		return nil, err
 	}
-	pageSize, pages, err := resolvePages(mem, pl, abi.MaxMRPages)
+	// A ring's list names exactly the pages it needs: a count the ring does not imply is
+	// refused before it sizes anything.
+	if need := (r.bytes() + pageSize - 1) / pageSize; uint64(pl.pages) != need {
+		return nil, errf(syscall.EINVAL, "a queue of %d bytes in %d pages of %d, want %d", r.bytes(), pl.pages, pageSize, need)
+	}
+	_, pages, err := resolvePages(mem, pl, abi.MaxMRPages)
 	if err != nil {
 		return nil, err
 	}
