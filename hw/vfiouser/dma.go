@@ -26,6 +26,8 @@ func (r *dmaRegion) last() uint64 { return r.iova + r.size - 1 }
 // goroutine touches it.
 type dmaTable struct {
 	regions []*dmaRegion
+	// warnedNoFD: the connection was told once that its RAM comes without a file descriptor.
+	warnedNoFD bool
 }
 
 // find is the index of the first region with iova >= addr.
@@ -63,6 +65,14 @@ func (s *Server) mapDMA(t *dmaTable, iova, size, offset uint64, flags uint32, fd
 	if why := s.mmapDMA(r, fd, offset, flags); why != "" {
 		r.writable = false
 		s.log.Info("DMA region not accessible", "iova", iova, "size", size, "flags", flags, "why", why)
+		// Writable memory without a descriptor is guest RAM QEMU keeps private: the commonest
+		// mistake in a QEMU command line for this device, and the guest's driver only sees a
+		// function that cannot reach its memory. Say once what to change.
+		if fd < 0 && flags&DMAWrite != 0 && !t.warnedNoFD {
+			t.warnedNoFD = true
+			s.log.Warn("guest RAM comes without a file descriptor, so the device cannot reach it: " +
+				"give QEMU a shared memory backend, -object memory-backend-memfd,id=mem,size=<as -m>,share=on -machine memory-backend=mem")
+		}
 	}
 	i := t.find(iova)
 	t.regions = append(t.regions, nil)

@@ -3,7 +3,9 @@ package vfiouser
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -436,5 +438,26 @@ func TestReplyBytes(t *testing.T) {
 	r, _, err = c.Call(CmdIRQInfo, 0, u32s(16, 0, PCIMSIXIRQ, 0), nil)
 	if want := u32s(16, IRQEventfd|IRQNoResize, PCIMSIXIRQ, 4); err != nil || !bytes.Equal(r, want) {
 		t.Fatalf("IRQ info reply %x, %v; want %x", r, err, want)
+	}
+}
+
+// Guest RAM mapped without a file descriptor (QEMU's RAM not shared) gets one warning per
+// connection that says what to change, whatever the number of such maps; ROM without one (a
+// read-only map) is normal and gets none.
+func TestDMAWithoutFDWarnsOnce(t *testing.T) {
+	var logs bytes.Buffer
+	srv, err := New(Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, newFakeDev(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := serve(t, srv)
+	must(t, c.DMAMap(0xc0000, 0x20000, -1, 0, DMARead))
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Fatalf("a read-only map without fd warned:\n%s", logs.String())
+	}
+	must(t, c.DMAMap(0x100000, 0x100000, -1, 0, DMARead|DMAWrite))
+	must(t, c.DMAMap(0x200000, 0x100000, -1, 0, DMARead|DMAWrite))
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 || !strings.Contains(logs.String(), "memory-backend-memfd") {
+		t.Fatalf("%d warnings, want 1 naming memory-backend-memfd:\n%s", n, logs.String())
 	}
 }
