@@ -44,6 +44,44 @@ static inline void vm_flags_set(struct vm_area_struct *vma, vm_flags_t flags)
 #endif
 
 /*
+ * 6.17 gave reg_user_mr the DMA handle (struct ib_dmah) an MR is registered with. Handles are
+ * made by alloc_dmah, which the driver does not have, so it never gets one; the older kernels
+ * get a wrapper that passes none.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 17, 0)
+#define SIRDMA_REG_USER_MR_OP sirdma_reg_user_mr
+#else
+#define SIRDMA_REG_USER_MR_OP sirdma_reg_user_mr_nodmah
+#define SIRDMA_REG_USER_MR_NODMAH 1
+#endif
+
+/*
+ * 7.1 renamed resize_cq to resize_user_cq (only user space resizes a CQ: the core no longer does)
+ * and made its cqe the unsigned int user space gives. Before, the op is resize_cq with an int,
+ * and a wrapper takes it.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(7, 1, 0)
+#define SIRDMA_RESIZE_CQ_OP .resize_user_cq = sirdma_resize_cq
+#else
+#define SIRDMA_RESIZE_CQ_OP .resize_cq = sirdma_resize_cq_int
+#define SIRDMA_RESIZE_CQ_INT 1
+#endif
+
+/*
+ * 7.2 renamed ib_umem_get, which pins user memory at a virtual address, to ib_umem_get_va (the
+ * umem helpers now also take a buffer from a uverbs attribute). Before, it is the old name.
+ */
+#if LINUX_VERSION_CODE < KERNEL_VERSION(7, 2, 0)
+#include <rdma/ib_umem.h>
+
+static inline struct ib_umem *ib_umem_get_va(struct ib_device *device, unsigned long addr,
+					     size_t size, int access)
+{
+	return ib_umem_get(device, addr, size, access);
+}
+#endif
+
+/*
  * A delayed work can be disabled (cancelled, and every later queueing ignored) since 6.10.
  * Before, the driver keeps the same promise itself: queueing goes through sirdma_work_queue,
  * which a flag set under a lock holds back once sirdma_work_disable has run.

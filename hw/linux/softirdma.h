@@ -144,6 +144,7 @@ void sirdma_fail(struct sirdma_dev *sdev);
 
 int sirdma_eth_init(struct sirdma_dev *sdev);
 void sirdma_eth_fini(struct sirdma_dev *sdev);
+struct ib_dmah;
 struct ib_ucontext;
 struct vm_area_struct;
 struct rdma_user_mmap_entry;
@@ -224,7 +225,10 @@ int sirdma_create_cq_udata(struct ib_cq *ibcq, const struct ib_cq_init_attr *att
 			   struct ib_udata *udata);
 #endif
 int sirdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
-int sirdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
+int sirdma_resize_cq(struct ib_cq *ibcq, unsigned int cqe, struct ib_udata *udata);
+#ifdef SIRDMA_RESIZE_CQ_INT
+int sirdma_resize_cq_int(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
+#endif
 int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc);
 int sirdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
 int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata);
@@ -239,7 +243,11 @@ int sirdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		     const struct ib_recv_wr **bad);
 struct ib_mr *sirdma_get_dma_mr(struct ib_pd *ibpd, int access);
 struct ib_mr *sirdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 virt,
-				 int access, struct ib_udata *udata);
+				 int access, struct ib_dmah *dmah, struct ib_udata *udata);
+#ifdef SIRDMA_REG_USER_MR_NODMAH
+struct ib_mr *sirdma_reg_user_mr_nodmah(struct ib_pd *ibpd, u64 start, u64 length, u64 virt,
+					int access, struct ib_udata *udata);
+#endif
 int sirdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
 int sirdma_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
 int sirdma_dealloc_mw(struct ib_mw *ibmw);

@@ -84,10 +84,9 @@ bool sirdma_slot_ok(struct sirdma_dev *sdev, u32 base, u32 slot, u32 max)
 #define CQ_ELEM_SIZE roundup_pow_of_two(sizeof(struct ib_uverbs_wc))
 
 /* cq_count is the ring slots for cqe CQEs (one always stays empty), 0 if the device has none. */
-static u32 cq_count(struct sirdma_dev *sdev, int cqe)
+static u32 cq_count(struct sirdma_dev *sdev, u32 cqe)
 {
-	if (cqe < 1 || (u32)cqe > sdev->caps.max_cqe ||
-	    order_base_2((u64)cqe + 1) > SOFTIRDMA_CQ_MAX_LOG)
+	if (!cqe || cqe > sdev->caps.max_cqe || order_base_2((u64)cqe + 1) > SOFTIRDMA_CQ_MAX_LOG)
 		return 0;
 	return roundup_pow_of_two(cqe + 1);
 }
@@ -178,7 +177,7 @@ int sirdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
  * before RESIZE_CQ moves the device: past the move nothing may fail. A call that fails leaves
  * the device on the old ring.
  */
-int sirdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
+int sirdma_resize_cq(struct ib_cq *ibcq, unsigned int cqe, struct ib_udata *udata)
 {
 	struct sirdma_dev *sdev = to_sdev(ibcq->device);
 	struct sirdma_cq *cq = to_scq(ibcq);
@@ -223,6 +222,17 @@ out:
 	mutex_unlock(&cq->lock);
 	return err;
 }
+
+#ifdef SIRDMA_RESIZE_CQ_INT
+/*
+ * Before 7.1 the core hands resize_cq user space's u32 as an int; back to unsigned it is the
+ * number user space gave again, which sirdma_resize_cq checks.
+ */
+int sirdma_resize_cq_int(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
+{
+	return sirdma_resize_cq(ibcq, cqe, udata);
+}
+#endif
 
 int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc)
 {
@@ -482,7 +492,7 @@ static void pbl_free(struct sirdma_dev *sdev, __le64 **tables, dma_addr_t *dmas,
 }
 
 struct ib_mr *sirdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 virt,
-				 int access, struct ib_udata *udata)
+				 int access, struct ib_dmah *dmah, struct ib_udata *udata)
 {
 	struct sirdma_dev *sdev = to_sdev(ibpd->device);
 	struct softirdma_reg_mr_args a = {};
@@ -496,10 +506,12 @@ struct ib_mr *sirdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 
 	size_t nblocks;
 	int err;
 
+	if (dmah)
+		return ERR_PTR(-EOPNOTSUPP); /* the device has no DMA handles (no alloc_dmah) */
 	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
-	mr->umem = ib_umem_get(ibpd->device, start, length, access);
+	mr->umem = ib_umem_get_va(ibpd->device, start, length, access);
 	if (IS_ERR(mr->umem)) {
 		err = PTR_ERR(mr->umem);
 		goto err_free;
@@ -567,6 +579,15 @@ err_free:
 	kfree(mr);
 	return ERR_PTR(err);
 }
+
+#ifdef SIRDMA_REG_USER_MR_NODMAH
+/* Before 6.17 reg_user_mr has no DMA handle. */
+struct ib_mr *sirdma_reg_user_mr_nodmah(struct ib_pd *ibpd, u64 start, u64 length, u64 virt,
+					int access, struct ib_udata *udata)
+{
+	return sirdma_reg_user_mr(ibpd, start, length, virt, access, NULL, udata);
+}
+#endif
 
 int sirdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
