@@ -27,7 +27,8 @@ static int sirdma_query_device(struct ib_device *ibdev, struct ib_device_attr *a
 	struct sirdma_dev *sdev = to_sdev(ibdev);
 	const struct sirdma_caps *c = &sdev->caps;
 
-	if (udata->inlen || udata->outlen)
+	/* The core's own query at registration passes no udata in 7.3 (6.12 passes an empty one). */
+	if (udata && (udata->inlen || udata->outlen))
 		return -EINVAL;
 	memset(attr, 0, sizeof(*attr));
 	attr->fw_ver = (u64)SOFTIRDMA_VERSION_MAJOR << 32 | (u64)SOFTIRDMA_VERSION_MINOR << 16;
