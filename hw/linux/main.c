@@ -226,3 +226,8 @@ module_pci_driver(sirdma_pci_driver);
 
 MODULE_DESCRIPTION("softirdma PCI RDMA function");
 MODULE_LICENSE("Dual BSD/GPL");
+/*
+ * rdma-core's providers reach the device through ib_uverbs, which no symbol of ours pulls in:
+ * modprobe loads it first, so /dev/infiniband/uverbs0 is there when the device is.
+ */
+MODULE_SOFTDEP("pre: ib_uverbs");
