@@ -7,7 +7,7 @@ BIN      := bin/softirdma
 
 SOAK_SEEDS ?= 5000
 
-.PHONY: all build test bench bench-guest fuzz lint run demo soak clean
+.PHONY: all build test bench bench-guest fuzz lint run demo soak clean vm vm-provision rdma-core-reference
 
 all: build
 
@@ -21,9 +21,9 @@ test:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
 
-# ib_write_bw and ib_send_bw from a rig guest on the softirdma device (hw/linux) beside the same
-# from a rig guest on Linux rxe, both against `softirdma perf` on the host: a measurement, with
-# the ratio; not part of interop.
+# ib_write_bw and ib_send_bw from a VM on the softirdma device (hw/linux) beside the same from a
+# VM on Linux rxe, both against `softirdma perf` on the host: a measurement, with the ratio; not
+# part of interop.
 bench-guest:
 	bash interop/guestperf.sh
 
@@ -53,9 +53,43 @@ run demo:
 clean:
 	rm -rf bin
 
+# A VM whose RDMA NIC is softirdma (vm/vm.sh): a shell on the terminal, or CMD='...' run in it
+# (the make exits with its status). VM_KERNEL=6.1|6.12|newest picks the guest kernel. The first
+# use provisions QEMU, the guest root and kernel into ~/.cache/softirdma-vm (root, the Debian
+# mirror, about two minutes); the driver is built with DKMS when its sources changed. make
+# exports CMD to the recipe; as everywhere on make's command line, a $ in it is written $$.
+vm:
+	@bash vm/vm.sh
+
+# Provisions the VMs without booting one: KERNELS='6.1 6.12 newest' for all three guest kernels.
+KERNELS ?= 6.12
+vm-provision:
+	bash vm/provision.sh $(KERNELS)
+
+# rdma-core's own tests on Linux rxe in the project's VM, written to
+# interop/testdata/rdma-core-tests-rxe.txt: the reference interop-rdmacore compares with.
+rdma-core-reference:
+	bash interop/rdmacore-reference.sh
+
 # Checks against peers we did not write (tshark here). .ci/run installs what they need.
-.PHONY: interop interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore
-interop: interop-tshark interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-rxe interop-netns
+.PHONY: interop interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-readme-vm interop-long interop-kernels
+interop: interop-tshark interop-qtest interop-readme-vm interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-kernels interop-rxe interop-netns
+
+# The driver built with DKMS for Linux 6.1 and for the newest kernel Debian ships, and a subset
+# of the guest cases on each (interop/kernel.sh), against Linux rxe on 6.12: PASS lines
+# device_guest_k<major>.<minor>_<case>.
+interop-kernels:
+	@f=0; for k in 6.1 newest; do bash interop/kernel.sh $$k || f=1; done; exit $$f
+
+# What does not fit in CI's time: every guest case of interop-guestdriver, -guesthostpeer,
+# -guestrobust and -rdmacore on Linux 6.1 and on the newest kernel (every VM of a case on that
+# kernel), each PASS line named device_guest_k<major>.<minor>_<case>; then a tally.
+interop-long:
+	@bash interop/long.sh
+
+# The README's VM section, run as written (interop/readme-vm.sh).
+interop-readme-vm:
+	bash interop/readme-vm.sh
 
 # tshark dissects a pcap of every opcode and must agree with wire on opcode, QP and PSN.
 # Installs tshark from the Debian mirror when it is missing (needs root).
@@ -65,7 +99,7 @@ interop-tshark:
 
 # softirdma against Linux Soft-RoCE in a TCG guest: ibv_rc_pingpong both ways, IPv4 and IPv6
 # link-local GIDs, 64 B and 4 KiB, and with 2% of received frames lost; every pcap decoded.
-# Provisions QEMU and the guest into $$RIG_DIR on first use (needs root and the Debian mirror).
+# Provisions QEMU and the guest (vm/provision.sh) on first use (needs root and the Debian mirror).
 interop-rxe:
 	bash interop/rxe.sh
 
@@ -75,22 +109,21 @@ interop-netns:
 	bash interop/netns.sh
 
 # hw/qtest against QEMU 11.1 under qtest (no guest OS): memory, ports, clock, PCI scan, BARs and an
-# MSI-X interrupt landing in guest RAM. Provisions QEMU into $$RIG_DIR first (needs root and the
-# Debian mirror); SOFTIRDMA_INTEROP makes a missing QEMU a failure instead of a skip.
+# MSI-X interrupt landing in guest RAM. Provisions QEMU (vm/provision.sh) first (needs root and
+# the Debian mirror); SOFTIRDMA_INTEROP makes a missing QEMU a failure instead of a skip.
 interop-qtest:
-	bash $${RIG_SRC:-../shared/rig}/ensure.sh
+	bash vm/provision.sh
 	SOFTIRDMA_INTEROP=1 $(GO) test -count=1 ./hw/qtest/...
 
-# A Linux guest of the rig boots with softirdma's PCI function attached by `softirdma serve` over
+# A Linux VM (vm/) boots with softirdma's PCI function attached by `softirdma serve` over
 # vfio-user and lists it with the documented IDs.
 interop-guestpci:
 	bash interop/guestpci.sh
 
-# The Linux driver (hw/linux), built against the rig guest's kernel, in a guest whose function
+# The Linux driver (hw/linux), built with DKMS for the VM's kernel, in a VM whose function
 # `softirdma serve` serves on a dgram link to a second guest running Linux rxe: probe, the
 # Ethernet function's netdev pinging the rxe guest, unmodified ibv_rc_pingpong and perftest
-# against rxe, module reloads, no kernel warning. Provisions the rig's full tree (kernel headers)
-# first.
+# against rxe, module reloads, no kernel warning.
 interop-guestdriver:
 	bash interop/guestdriver.sh
 
@@ -101,8 +134,8 @@ interop-guesthostpeer:
 
 # The same driver under abuse: reloads with killed QP holders, rmmod under a holder, a reboot
 # and a killed `softirdma serve` with traffic in flight, and a process resizing a CQ and an SRQ
-# with the driver's part of the answer unwritable (interop/guest/resize_fault.c, built with gcc
-# against libibverbs-dev, installed when missing).
+# with the driver's part of the answer unwritable (interop/guest/resize_fault.c, built in the
+# VM root).
 interop-guestrobust:
 	bash interop/guestrobust.sh
 

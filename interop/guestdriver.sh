@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The guest driver (hw/linux) in a rig guest whose softirdma PCI function is served by `softirdma
-# serve` on a dgram link to a second rig guest running Linux rxe: the module loads, its Ethernet
+# The guest driver (hw/linux), installed with DKMS, in a VM (vm/) whose softirdma PCI function is
+# served by `softirdma serve` on a dgram link to a second VM running Linux rxe: the module loads, its Ethernet
 # function's netdev pings the rxe guest, unmodified ibv_rc_pingpong runs on the device against the
 # rxe guest in both roles (IPv4 RoCEv2 GIDs, again with completion events, and over IPv6
 # link-local GIDs) and perftest's ib_write_bw, ib_read_bw, ib_send_bw and
@@ -15,29 +15,28 @@ guest_setup device_guest_module_build
 echo "PASS device_guest_module_build"
 echo "interop guest driver; logs in $OUT"
 
-# Ports and MACs of their own, so the default rig guest's may be in use.
+# Ports and MACs of their own, so a VM with vm/run.sh's defaults may be running beside.
 B_QEMU=9201 B_PEER=9202
 start_serve -link "dgram:127.0.0.1:$B_PEER,127.0.0.1:$B_QEMU" -ip 192.168.77.1
 
 # Guest B: Linux rxe at 192.168.77.2 on the link, up until this script is done with it.
 # It serves one ibv_rc_pingpong, is the client of the device guest's, then serves perftest's
-# bandwidth tools one by one; its script goes through a share of its own.
-mkdir -p "$OUT/peershare"
-cat > "$OUT/peershare/peer.sh" <<'SCRIPT'
-echo "RIG: peer up"
+# bandwidth tools one by one.
+cat > "$OUT/peer.sh" <<'SCRIPT'
+echo "VM: peer up"
 # The device guest's pingpong runs plain, then with completion events (-e), both on the IPv4
 # GID, then over IPv6 link-local GIDs (index 0).
 for g in $GIDX $GIDX 0; do
-  timeout 300 ibv_rc_pingpong -d rxe0 -g $g -n 20 2>&1 | sed "s/^/RIG: peer server g$g: /"
+  timeout 300 ibv_rc_pingpong -d rxe0 -g $g -n 20 2>&1 | sed "s/^/VM: peer server g$g: /"
   for i in $(seq 120); do
     timeout 60 ibv_rc_pingpong -d rxe0 -g $g -n 20 192.168.77.1 > /tmp/out 2>&1
     grep -q "Couldn't connect" /tmp/out || break; sleep 1
   done
-  sed "s/^/RIG: peer client g$g: /" /tmp/out
+  sed "s/^/VM: peer client g$g: /" /tmp/out
 done
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
   s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
-  timeout 120 $t -d rxe0 -x $GIDX -F -n 20 $s 2>&1 | sed "s/^/RIG: peer $t: /"
+  timeout 120 $t -d rxe0 -x $GIDX -F -n 20 $s 2>&1 | sed "s/^/VM: peer $t: /"
 done
 # Then the clients of the device guest's servers.
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
@@ -46,27 +45,24 @@ for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
     timeout 60 $t -d rxe0 -x $GIDX -F -n 20 $s 192.168.77.1 > /tmp/out 2>&1
     grep -q "Couldn't connect\|Unable to init" /tmp/out || break; sleep 0.5
   done
-  sed "s/^/RIG: peer $t client: /" /tmp/out
+  sed "s/^/VM: peer $t client: /" /tmp/out
 done
 sleep 600
 SCRIPT
-CMDB=$(printf 'sh /share/peer.sh' | base64 -w0)
-RIG_SHARE="$OUT/peershare" RIG_QEMU_PORT=$B_QEMU RIG_PEER_PORT=$B_PEER RIG_SHELL_PORT=2523 RIG_FWD_PORT=18716 \
-  RIG_MAC0=52:54:00:00:05:10 RIG_MAC1=52:54:00:00:77:52 \
-  timeout 900 bash "$RIG_SRC/run-guest.sh" run rig.cmd="$CMDB" > "$OUT/peer.log" 2>&1 &
+VM_SCRIPT="$OUT/peer.sh" VM_LINK=$B_QEMU,$B_PEER VM_MAC0=52:54:00:00:05:10 VM_MAC1=52:54:00:00:77:52 \
+  timeout 900 bash vm/run.sh vm.rxe=1 vm.eth1=192.168.77.2/24 > "$OUT/peer.log" 2>&1 &
 bpid=$!; pids+=($bpid)
-waitfor "$OUT/peer.log" "RIG: peer up" 300 $bpid || { tail -20 "$OUT/peer.log"; echo "FAIL the rxe peer guest did not come up"; exit 1; }
+waitfor "$OUT/peer.log" "VM: peer up" 300 $bpid || { tail -20 "$OUT/peer.log"; echo "FAIL the rxe peer guest did not come up"; exit 1; }
 
-# Guest A: the driver from the share; its own eth1 off the 192.168.77.0/24 net.
-# The script goes through the share: as a kernel argument it would pass the 2 KiB command line.
-cat > "$OUT/share/guest.sh" <<'SCRIPT'
+# Guest A: the driver DKMS installed, rdma_rxe loaded beside it (it must leave softirdma0 alone).
+cat > "$OUT/guest.sh" <<'SCRIPT'
 netdev() { for d in /sys/class/net/*; do case $(readlink $d/device/driver) in *softirdma) basename $d;; esac; done; }
-grep -q '^rdma_rxe ' /proc/modules && echo "RIG: rdma_rxe loaded"
-insmod /share/softirdma.ko || echo "RIG: insmod failed"
-DEV=$(netdev); echo "RIG: netdev $DEV"
+grep -q '^rdma_rxe ' /proc/modules && echo "VM: rdma_rxe loaded"
+modprobe softirdma || echo "VM: modprobe failed"
+DEV=$(netdev); echo "VM: netdev $DEV"
 ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
 for i in $(seq 60); do ping -c 1 -W 1 192.168.77.2 > /dev/null 2>&1 && break; done
-ping -c 5 -i 0.2 -W 2 192.168.77.2 | sed 's/^/RIG: ping: /'
+ping -c 5 -i 0.2 -W 2 192.168.77.2 | sed 's/^/VM: ping: /'
 # rdma-core's ibv_rc_pingpong, unmodified, on softirdma0 against the rxe guest, client then
 # server: over the IPv4 GIDs, again with completion events (-e: a completion channel, CQ arm,
 # MSI-X), then over the IPv6 link-local GIDs. Each is "LABEL|OPTIONS".
@@ -76,8 +72,8 @@ for v in "pp|-g 1" "pp e|-g 1 -e" "pp ipv6|-g 0"; do
     timeout 60 ibv_rc_pingpong -d softirdma0 "$@" -n 20 192.168.77.2 > /tmp/out 2>&1
     grep -q "Couldn't connect" /tmp/out || break; sleep 1
   done
-  sed "s/^/RIG: $label client: /" /tmp/out
-  timeout 120 ibv_rc_pingpong -d softirdma0 "$@" -n 20 2>&1 | sed "s/^/RIG: $label server: /"
+  sed "s/^/VM: $label client: /" /tmp/out
+  timeout 120 ibv_rc_pingpong -d softirdma0 "$@" -n 20 2>&1 | sed "s/^/VM: $label server: /"
 done
 # perftest's bandwidth tools on softirdma0 as clients of the rxe guest's servers.
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
@@ -86,73 +82,71 @@ for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
     timeout 60 $t -d softirdma0 -x 1 -F -n 20 $s 192.168.77.2 > /tmp/out 2>&1
     grep -q "Couldn't connect\|Unable to init" /tmp/out || break; sleep 1
   done
-  grep -E '^ +[0-9]+ +20 ' /tmp/out | sed "s/^/RIG: perf $t: /"
+  grep -E '^ +[0-9]+ +20 ' /tmp/out | sed "s/^/VM: perf $t: /"
 done
 # ... and as servers for the rxe guest's clients.
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
   s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
-  timeout 120 $t -d softirdma0 -x 1 -F -n 20 $s 2>&1 | grep -E '^ +[0-9]+ +20 ' | sed "s/^/RIG: perf $t server: /"
+  timeout 120 $t -d softirdma0 -x 1 -F -n 20 $s 2>&1 | grep -E '^ +[0-9]+ +20 ' | sed "s/^/VM: perf $t server: /"
 done
-ibv_devices | sed 's/^/RIG: devices: /'
-ibv_devinfo -d softirdma0 | sed 's/^/RIG: devinfo: /'
-rdma link | sed 's/^/RIG: rdma: /'
+ibv_devices | sed 's/^/VM: devices: /'
+ibv_devinfo -d softirdma0 | sed 's/^/VM: devinfo: /'
+rdma link | sed 's/^/VM: rdma: /'
 P=/sys/class/infiniband/softirdma0/ports/1
-for i in 0 1; do echo "RIG: gid $i $(cat $P/gids/$i) $(cat $P/gid_attrs/types/$i)"; done
+for i in 0 1; do echo "VM: gid $i $(cat $P/gids/$i) $(cat $P/gid_attrs/types/$i)"; done
 ok=0
 for i in 1 2 3 4 5; do
   # Odd rounds unload a downed interface; even ones one that is up, with pings going out.
   bg=
   if [ $((i % 2)) = 1 ]; then ip link set $DEV down; else ping -i 0.2 192.168.77.2 > /dev/null 2>&1 & bg=$!; fi
-  rmmod softirdma && insmod /share/softirdma.ko || break
+  rmmod softirdma && modprobe softirdma || break
   [ -n "$bg" ] && kill $bg
   DEV=$(netdev); ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
   ping -c 1 -w 10 192.168.77.2 > /dev/null 2>&1 && ok=$((ok+1))
 done
-echo "RIG: reloads pinging $ok of 5"
-rmmod softirdma && echo "RIG: rmmod ok"
-dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|softirdma' | sed 's/^/RIG: dmesg: /'
-echo "RIG: dmesg checked"
+echo "VM: reloads pinging $ok of 5"
+rmmod softirdma && echo "VM: rmmod ok"
+dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|softirdma' | sed 's/^/VM: dmesg: /'
+echo "VM: dmesg checked"
 SCRIPT
-CMDA=$(printf 'sh /share/guest.sh' | base64 -w0)
-RIG_SHARE="$OUT/share" RIG_VFIO_USER="$SOCK" RIG_QEMU_PORT=9211 RIG_PEER_PORT=9212 RIG_SHELL_PORT=2533 RIG_FWD_PORT=18726 \
-  RIG_MAC0=52:54:00:00:06:10 RIG_MAC1=52:54:00:00:77:62 \
-  timeout 600 bash "$RIG_SRC/run-guest.sh" run rig.rxe=0 rig.ip=192.168.99.2 rig.cmd="$CMDA" > "$OUT/guest.log" 2>&1 || true
-grep "RIG: " "$OUT/guest.log" > "$OUT/rig.txt" || true
+VM_SCRIPT="$OUT/guest.sh" VM_SOCKET="$SOCK" VM_MAC0=52:54:00:00:06:10 \
+  timeout 600 bash vm/run.sh vm.modules=rdma_rxe > "$OUT/guest.log" 2>&1 || true
+grep "VM: " "$OUT/guest.log" > "$OUT/vm.txt" || true
 
-check device_guest_probe 'RIG: dmesg: .*softirdma .*ABI 1\.0'
-check device_guest_netdev 'RIG: netdev eth[0-9]+'
-check device_guest_ping_vs_rxe 'RIG: ping: 5 packets transmitted, 5 packets received'
-check device_guest_ibv_rc_pingpong_ipv4_client_vs_rxe 'RIG: pp client: 20 iters in'
-check device_guest_ibv_rc_pingpong_ipv4_server_vs_rxe 'RIG: pp server: 20 iters in'
-check device_guest_ibv_rc_pingpong_events_client_vs_rxe 'RIG: pp e client: 20 iters in'
-check device_guest_ibv_rc_pingpong_events_server_vs_rxe 'RIG: pp e server: 20 iters in'
-check device_guest_ibv_rc_pingpong_ipv6_linklocal_client_vs_rxe 'RIG: pp ipv6 client: 20 iters in'
-check device_guest_ibv_rc_pingpong_ipv6_linklocal_server_vs_rxe 'RIG: pp ipv6 server: 20 iters in'
-check device_guest_ib_write_bw_client_vs_rxe 'RIG: perf ib_write_bw: +4096 +20 '
-check device_guest_ib_read_bw_client_vs_rxe 'RIG: perf ib_read_bw: +4096 +20 '
-check device_guest_ib_send_bw_client_vs_rxe 'RIG: perf ib_send_bw: +4096 +20 '
-check device_guest_ib_atomic_bw_client_vs_rxe 'RIG: perf ib_atomic_bw: +8 +20 '
-check device_guest_ib_write_bw_server_vs_rxe 'RIG: perf ib_write_bw server: +4096 +20 '
-check device_guest_ib_read_bw_server_vs_rxe 'RIG: perf ib_read_bw server: +4096 +20 '
-check device_guest_ib_send_bw_server_vs_rxe 'RIG: perf ib_send_bw server: +4096 +20 '
-check device_guest_ib_atomic_bw_server_vs_rxe 'RIG: perf ib_atomic_bw server: +8 +20 '
-check device_guest_ibv_devices 'RIG: devices: [[:space:]]*softirdma0[[:space:]]'
-check device_guest_ibv_devinfo_port 'RIG: devinfo: [[:space:]]*state:[[:space:]]+PORT_ACTIVE'
-check device_guest_ibv_devinfo_ethernet 'RIG: devinfo: [[:space:]]*link_layer:[[:space:]]+Ethernet'
-check device_guest_rdma_link 'RIG: rdma: link softirdma0/1 state ACTIVE .*netdev eth[0-9]+'
-check device_guest_gid_ipv6_linklocal 'RIG: gid 0 fe80:0000:0000:0000:[0-9a-f:]+ RoCE v2'
-check device_guest_gid_ipv4 'RIG: gid 1 0000:0000:0000:0000:0000:ffff:c0a8:4d01 RoCE v2'
-check device_guest_module_reload 'RIG: reloads pinging 5 of 5'
-check device_guest_rmmod 'RIG: rmmod ok'
+check device_guest_probe 'VM: dmesg: .*softirdma .*ABI 1\.0'
+check device_guest_netdev 'VM: netdev eth[0-9]+'
+check device_guest_ping_vs_rxe 'VM: ping: 5 packets transmitted, 5 received'
+check device_guest_ibv_rc_pingpong_ipv4_client_vs_rxe 'VM: pp client: 20 iters in'
+check device_guest_ibv_rc_pingpong_ipv4_server_vs_rxe 'VM: pp server: 20 iters in'
+check device_guest_ibv_rc_pingpong_events_client_vs_rxe 'VM: pp e client: 20 iters in'
+check device_guest_ibv_rc_pingpong_events_server_vs_rxe 'VM: pp e server: 20 iters in'
+check device_guest_ibv_rc_pingpong_ipv6_linklocal_client_vs_rxe 'VM: pp ipv6 client: 20 iters in'
+check device_guest_ibv_rc_pingpong_ipv6_linklocal_server_vs_rxe 'VM: pp ipv6 server: 20 iters in'
+check device_guest_ib_write_bw_client_vs_rxe 'VM: perf ib_write_bw: +4096 +20 '
+check device_guest_ib_read_bw_client_vs_rxe 'VM: perf ib_read_bw: +4096 +20 '
+check device_guest_ib_send_bw_client_vs_rxe 'VM: perf ib_send_bw: +4096 +20 '
+check device_guest_ib_atomic_bw_client_vs_rxe 'VM: perf ib_atomic_bw: +8 +20 '
+check device_guest_ib_write_bw_server_vs_rxe 'VM: perf ib_write_bw server: +4096 +20 '
+check device_guest_ib_read_bw_server_vs_rxe 'VM: perf ib_read_bw server: +4096 +20 '
+check device_guest_ib_send_bw_server_vs_rxe 'VM: perf ib_send_bw server: +4096 +20 '
+check device_guest_ib_atomic_bw_server_vs_rxe 'VM: perf ib_atomic_bw server: +8 +20 '
+check device_guest_ibv_devices 'VM: devices: [[:space:]]*softirdma0[[:space:]]'
+check device_guest_ibv_devinfo_port 'VM: devinfo: [[:space:]]*state:[[:space:]]+PORT_ACTIVE'
+check device_guest_ibv_devinfo_ethernet 'VM: devinfo: [[:space:]]*link_layer:[[:space:]]+Ethernet'
+check device_guest_rdma_link 'VM: rdma: link softirdma0/1 state ACTIVE .*netdev eth[0-9]+'
+check device_guest_gid_ipv6_linklocal 'VM: gid 0 fe80:0000:0000:0000:[0-9a-f:]+ RoCE v2'
+check device_guest_gid_ipv4 'VM: gid 1 0000:0000:0000:0000:0000:ffff:c0a8:4d01 RoCE v2'
+check device_guest_module_reload 'VM: reloads pinging 5 of 5'
+check device_guest_rmmod 'VM: rmmod ok'
 # rdma_rxe, loaded beside the driver, must not take softirdma0 for one of its devices when the
 # netdev goes up and down (it would say "softirdma0: set active" and write into memory not its own).
-if grep -q 'RIG: rdma_rxe loaded' "$OUT/rig.txt" && ! grep -qE 'RIG: dmesg: .*softirdma[0-9]+: set (active|down)' "$OUT/rig.txt"; then
+if grep -q 'VM: rdma_rxe loaded' "$OUT/vm.txt" && ! grep -qE 'VM: dmesg: .*softirdma[0-9]+: set (active|down)' "$OUT/vm.txt"; then
   echo "PASS device_guest_not_taken_by_rdma_rxe"
 else
   echo "FAIL device_guest_not_taken_by_rdma_rxe"; fail=1
 fi
-kernel_clean device_guest_no_kernel_warning '' 'RIG: dmesg checked'
-[ $fail = 0 ] || grep "RIG: " "$OUT/guest.log" | tail -30
+kernel_clean device_guest_no_kernel_warning '' 'VM: dmesg checked'
+[ $fail = 0 ] || grep "VM: " "$OUT/guest.log" | tail -30
 kill -TERM $spid
 if wait $spid; then echo "PASS device_guest_serve_stops"; else echo "FAIL device_guest_serve_stops"; fail=1; fi
 exit $fail

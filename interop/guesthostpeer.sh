@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The guest driver's device against softirdma's own peer on the host: a rig guest whose function
+# The guest driver's device against softirdma's own peer on the host: a VM (vm/) whose function
 # `softirdma serve` serves on a dgram link to `softirdma pingpong` and `softirdma perf` (the
 # host's engine, at 192.168.77.2 on the link), run one after the other. Unmodified
 # ibv_rc_pingpong (IPv4 and IPv6 link-local GIDs) and perftest's ib_write_bw, ib_read_bw,
@@ -17,12 +17,12 @@ start_serve -link "dgram:127.0.0.1:$DEV_PORT,127.0.0.1:$PEER_PORT" -ip 192.168.7
 
 # The guest runs the same sequence as the host below: for each tool, its client against the
 # host's server, then its server for the host's client.
-cat > "$OUT/share/guest.sh" <<SCRIPT
+cat > "$OUT/guest.sh" <<SCRIPT
 TCP=$TCP
 SCRIPT
-cat >> "$OUT/share/guest.sh" <<'SCRIPT'
+cat >> "$OUT/guest.sh" <<'SCRIPT'
 netdev() { for d in /sys/class/net/*; do case $(readlink $d/device/driver) in *softirdma) basename $d;; esac; done; }
-insmod /share/softirdma.ko || echo "RIG: insmod failed"
+modprobe softirdma || echo "VM: modprobe failed"
 DEV=$(netdev); ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
 for j in $(seq 100); do grep -q ffff /sys/class/infiniband/softirdma0/ports/1/gids/1 2>/dev/null && break; sleep 0.1; done
 client() { # client NAME CMD...: the tool against the host's server, retried until it is up
@@ -31,12 +31,12 @@ client() { # client NAME CMD...: the tool against the host's server, retried unt
     timeout 120 "$@" -p $TCP 10.0.2.2 > /tmp/out 2>&1
     grep -q "Couldn't connect\|Unable to init" /tmp/out || break; sleep 0.5
   done
-  sed "s/^/RIG: $name: /" /tmp/out
+  sed "s/^/VM: $name: /" /tmp/out
 }
 server() { # server NAME CMD...: the tool as server on 18515, the forward's end
   name=$1; shift
-  echo "RIG: serving $name"
-  timeout 120 "$@" 2>&1 | sed "s/^/RIG: $name: /"
+  echo "VM: serving $name"
+  timeout 120 "$@" 2>&1 | sed "s/^/VM: $name: /"
 }
 for g in 1 0; do
   client pp_g${g}_client ibv_rc_pingpong -d softirdma0 -g $g -n 20
@@ -47,14 +47,12 @@ for t in write read send atomic; do
   client ${t}_client ib_${t}_bw -d softirdma0 -x 1 -F -n 20 $s
   server ${t}_server ib_${t}_bw -d softirdma0 -x 1 -F -n 20 $s
 done
-echo "RIG: done with the host"
-dmesg | grep -E 'WARNING|BUG|Oops|Call Trace' | sed 's/^/RIG: dmesg: /'
-echo "RIG: dmesg checked"
+echo "VM: done with the host"
+dmesg | grep -E 'WARNING|BUG|Oops|Call Trace' | sed 's/^/VM: dmesg: /'
+echo "VM: dmesg checked"
 SCRIPT
-CMD=$(printf 'sh /share/guest.sh' | base64 -w0)
-RIG_SHARE="$OUT/share" RIG_VFIO_USER="$SOCK" RIG_QEMU_PORT=9251 RIG_PEER_PORT=9252 \
-  RIG_SHELL_PORT=2563 RIG_FWD_PORT=$FWD RIG_MAC0=52:54:00:00:0c:10 RIG_MAC1=52:54:00:00:77:c2 \
-  timeout 600 bash "$RIG_SRC/run-guest.sh" run rig.rxe=0 rig.ip=192.168.99.2 rig.cmd="$CMD" > "$OUT/guest.log" 2>&1 &
+VM_SCRIPT="$OUT/guest.sh" VM_SOCKET="$SOCK" VM_FWD=$FWD VM_MAC0=52:54:00:00:0c:10 \
+  timeout 600 bash vm/run.sh > "$OUT/guest.log" 2>&1 &
 gpid=$!; pids+=($gpid)
 
 LINK="-link dgram:127.0.0.1:$PEER_PORT,127.0.0.1:$DEV_PORT -ip 192.168.77.2 -mac 02:00:00:00:77:02"
@@ -70,22 +68,22 @@ host() { # host LOG CMD...: one host tool, its output kept
 for g in 1 0; do
   v=ipv4; [ $g = 0 ] && v=ipv6_linklocal
   rc=0; host pp_g${g}_server bin/softirdma pingpong -server -p $TCP -n 20 -g $g -timeout 120s $LINK || rc=$?
-  result device_guest_ibv_rc_pingpong_${v}_client_vs_softirdma $rc "RIG: pp_g${g}_client: 20 iters in"
+  result device_guest_ibv_rc_pingpong_${v}_client_vs_softirdma $rc "VM: pp_g${g}_client: 20 iters in"
   rc=0
-  waitfor "$OUT/guest.log" "RIG: serving pp_g${g}_server" 200 $gpid || rc=1
+  waitfor "$OUT/guest.log" "VM: serving pp_g${g}_server" 200 $gpid || rc=1
   [ $rc = 0 ] && { host pp_g${g}_client bin/softirdma pingpong 127.0.0.1 -p $FWD -n 20 -g $g -wait 60s -timeout 120s $LINK || rc=$?; }
-  result device_guest_ibv_rc_pingpong_${v}_server_vs_softirdma $rc "RIG: pp_g${g}_server: 20 iters in"
+  result device_guest_ibv_rc_pingpong_${v}_server_vs_softirdma $rc "VM: pp_g${g}_server: 20 iters in"
 done
 for t in write read send atomic; do
   s="-s 4096" sz=4096; [ $t = atomic ] && s="" sz=8
   rc=0; host ${t}_server bin/softirdma perf $t -server -p $TCP -n 20 $s -timeout 120s $LINK || rc=$?
-  result device_guest_ib_${t}_bw_client_vs_softirdma $rc "RIG: ${t}_client: +$sz +20 "
+  result device_guest_ib_${t}_bw_client_vs_softirdma $rc "VM: ${t}_client: +$sz +20 "
   rc=0
-  waitfor "$OUT/guest.log" "RIG: serving ${t}_server" 200 $gpid || rc=1
+  waitfor "$OUT/guest.log" "VM: serving ${t}_server" 200 $gpid || rc=1
   [ $rc = 0 ] && { host ${t}_client bin/softirdma perf $t 127.0.0.1 -p $FWD -n 20 $s -wait 60s -timeout 120s $LINK || rc=$?; }
-  result device_guest_ib_${t}_bw_server_vs_softirdma $rc "RIG: ${t}_server: +$sz +20 "
+  result device_guest_ib_${t}_bw_server_vs_softirdma $rc "VM: ${t}_server: +$sz +20 "
 done
-waitfor "$OUT/guest.log" "RIG: run rc=" 120 $gpid || true
-kernel_clean device_guest_hostpeer_no_kernel_warning '' 'RIG: dmesg checked'
-[ $fail = 0 ] || grep "RIG: " "$OUT/guest.log" | tail -40
+waitfor "$OUT/guest.log" "VM: run rc=" 120 $gpid || true
+kernel_clean device_guest_hostpeer_no_kernel_warning '' 'VM: dmesg checked'
+[ $fail = 0 ] || grep "VM: " "$OUT/guest.log" | tail -40
 exit $fail

@@ -1,20 +1,18 @@
 # shellcheck shell=bash
-# Sourced by the scripts that boot rig guests with softirdma's PCI function (run from the
-# repository's root): where the rig and the logs are, guest_setup, waitfor, start_serve, check,
-# and the background processes in pids killed on exit.
-RIG_SRC=${RIG_SRC:-../shared/rig}
-RIG_SRC=$(cd "$RIG_SRC" && pwd)
-export RIG_DIR=${RIG_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/softirdma-rig}
+# Sourced by the scripts that boot VMs with softirdma's PCI function (run from the repository's
+# root): the VM tooling (vm/), the logs, guest_setup, waitfor, start_serve, check, and the
+# background processes in pids killed on exit.
+. vm/lib.sh
 OUT=${INTEROP_OUT:-$(mktemp -d)}
-mkdir -p "$RIG_DIR" "$OUT/share"
+mkdir -p "$OUT/share"
 
-# guest_setup CASE: the rig's full tree (the guest kernel's headers), bin/softirdma, and the
-# driver built into $OUT/share; a driver that does not build is FAIL CASE.
+# guest_setup CASE [KERNEL]: QEMU, the VM root and the kernel (default $VM_KERNEL, else 6.12:
+# vm/provision.sh), bin/softirdma, and the driver built with DKMS into the root; a driver that
+# does not build is FAIL CASE.
 guest_setup() {
-  bash "$RIG_SRC/ensure.sh" full
+  bash vm/provision.sh "${2:-${VM_KERNEL:-6.12}}" > "$OUT/provision.log" 2>&1 || { cat "$OUT/provision.log"; echo "FAIL $1"; exit 1; }
   go build -o bin/softirdma ./cmd/softirdma
-  bash "$RIG_SRC/build-module.sh" hw/linux "$OUT/share" > "$OUT/build.log" 2>&1 ||
-    { cat "$OUT/build.log"; echo "FAIL $1"; exit 1; }
+  bash vm/driver.sh "${2:-${VM_KERNEL:-6.12}}" > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; echo "FAIL $1"; exit 1; }
 }
 
 pids=()
@@ -44,14 +42,14 @@ start_serve() {
     { cat "$OUT/serve.log"; echo "FAIL serve is not listening"; exit 1; }
 }
 
-# check NAME REGEX: PASS if the guest said so in $OUT/rig.txt, else FAIL (and fail=1).
+# check NAME REGEX: PASS if the guest said so in $OUT/vm.txt, else FAIL (and fail=1).
 check() {
-  if grep -qE "$2" "$OUT/rig.txt"; then echo "PASS $1"; else echo "FAIL $1"; fail=1; fi
+  if grep -qE "$2" "$OUT/vm.txt"; then echo "PASS $1"; else echo "FAIL $1"; fail=1; fi
 }
 
 # kernel_clean NAME EXTRA SENTINEL...: PASS when the guest printed every SENTINEL (so its dmesg
 # was looked at: a guest that hung or died before says nothing, which is no pass) and neither
-# the dmesg lines it printed ("RIG: dmesg...") nor its console show a kernel warning, oops,
+# the dmesg lines it printed ("VM: dmesg...") nor its console show a kernel warning, oops,
 # BUG or hung task, nor a match of the regex EXTRA (empty: none).
 kernel_clean() {
   local name=$1 extra=$2 s
@@ -63,8 +61,8 @@ kernel_clean() {
   done
   # On the console a kernel message starts with its time stamp; tools print WARNING: lines too.
   local bad='\[ *[0-9]+\.[0-9]+\] (WARNING:|BUG:|Oops|Call Trace|.*blocked for more than)'
-  if grep -aqE "RIG: dmesg[0-9]*: .*(WARNING|BUG|Oops|Call Trace)|$bad${extra:+|$extra}" "$OUT/guest.log"; then
-    echo "FAIL $name"; grep -aE "RIG: dmesg[0-9]*: .*(WARNING|BUG|Oops|Call Trace)|$bad${extra:+|$extra}" "$OUT/guest.log" | head; fail=1
+  if grep -aqE "VM: dmesg[0-9]*: .*(WARNING|BUG|Oops|Call Trace)|$bad${extra:+|$extra}" "$OUT/guest.log"; then
+    echo "FAIL $name"; grep -aE "VM: dmesg[0-9]*: .*(WARNING|BUG|Oops|Call Trace)|$bad${extra:+|$extra}" "$OUT/guest.log" | head; fail=1
   else
     echo "PASS $name"
   fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bandwidth of a guest's RDMA device against `softirdma perf` on the host: perftest's
-# ib_write_bw and ib_send_bw (64 KiB messages) in a rig guest on the softirdma device (the guest
-# driver, hw/linux, with `softirdma serve` behind it), then the same in a rig guest on Linux rxe
+# ib_write_bw and ib_send_bw (64 KiB messages) in a VM (vm/) on the softirdma device (the guest
+# driver, hw/linux, with `softirdma serve` behind it), then the same in a VM on Linux rxe
 # (rxe0), each against the same host peer on a dgram link. Prints one line per run and the
 # ratio. The guest CPU is emulated (TCG); softirdma's data path runs on the host.
 # Usage: interop/guestperf.sh [ITERATIONS] (default 500).
@@ -16,37 +16,32 @@ SIZE=65536 TCP=18781 QEMU_PORT=9271 PEER_PORT=9272
 
 # run DEVICE: one guest running ib_write_bw then ib_send_bw against the host's servers.
 run() {
-  local dev=$1 gid peer_ip script extra=() link
+  local dev=$1 peer_ip script args=() env=()
   if [ "$dev" = softirdma0 ]; then
     start_serve -link "dgram:127.0.0.1:$QEMU_PORT,127.0.0.1:$PEER_PORT" -ip 192.168.77.1
-    script='insmod /share/softirdma.ko
-for d in /sys/class/net/*; do case $(readlink $d/device/driver) in *softirdma) DEV=$(basename $d);; esac; done
-ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
-for j in $(seq 100); do grep -q ffff /sys/class/infiniband/softirdma0/ports/1/gids/1 2>/dev/null && break; sleep 0.1; done
-G=1'
-    # The guest's own eth1 stays off the link: serve stands where its NIC would.
-    extra=(rig.rxe=0 rig.ip=192.168.99.2)
-    env=(RIG_VFIO_USER="$SOCK" RIG_QEMU_PORT=9273 RIG_PEER_PORT=9274)
+    script='G=1'
+    args=(vm.softirdma=192.168.77.1/24)
+    env=(VM_SOCKET="$SOCK")
     peer_ip=192.168.77.2
   else
-    # The rig guest's rxe0 at 192.168.77.2 on its dgram link; the host peer at .1.
+    # Linux rxe at 192.168.77.2 on the VM's dgram link; the host peer at .1.
     script='G=$GIDX'
-    env=(RIG_QEMU_PORT=$QEMU_PORT RIG_PEER_PORT=$PEER_PORT)
+    args=(vm.rxe=1 vm.eth1=192.168.77.2/24)
+    env=(VM_LINK="$QEMU_PORT,$PEER_PORT")
     peer_ip=192.168.77.1
   fi
-  cat > "$OUT/share/guest.sh" <<SCRIPT
+  cat > "$OUT/guest.sh" <<SCRIPT
 $script
 for t in write send; do
   for i in \$(seq 120); do
     timeout 300 ib_\${t}_bw -d $dev -x \$G -F -n $N -s $SIZE -p $TCP 10.0.2.2 > /tmp/out 2>&1
     grep -q "Couldn't connect\\|Unable to init" /tmp/out || break; sleep 0.5
   done
-  grep -E '^ +$SIZE +$N ' /tmp/out | sed "s/^/RIG: \$t: /"
+  grep -E '^ +$SIZE +$N ' /tmp/out | sed "s/^/VM: \$t: /"
 done
 SCRIPT
-  env "${env[@]}" RIG_SHARE="$OUT/share" RIG_SHELL_PORT=2573 RIG_FWD_PORT=18786 \
-    RIG_MAC0=52:54:00:00:0d:10 RIG_MAC1=52:54:00:00:77:d2 \
-    timeout 900 bash "$RIG_SRC/run-guest.sh" run "${extra[@]}" rig.cmd="$(printf 'sh /share/guest.sh' | base64 -w0)" > "$OUT/$dev.log" 2>&1 &
+  env "${env[@]}" VM_SCRIPT="$OUT/guest.sh" VM_MAC0=52:54:00:00:0d:10 VM_MAC1=52:54:00:00:77:d2 \
+    timeout 900 bash vm/run.sh "${args[@]}" > "$OUT/$dev.log" 2>&1 &
   local gpid=$!; pids+=($gpid)
   for t in write send; do
     bin/softirdma perf $t -server -p $TCP -n "$N" -s $SIZE -timeout 300s \
@@ -55,7 +50,7 @@ SCRIPT
   done
   wait $gpid || true
   [ "$dev" = softirdma0 ] && kill "$spid" 2>/dev/null || true
-  grep "RIG: " "$OUT/$dev.log" | tr -d '\r' | grep -E "RIG: (write|send): " | sed "s/^RIG: /$dev /"
+  grep "VM: " "$OUT/$dev.log" | tr -d '\r' | grep -E "VM: (write|send): " | sed "s/^VM: /$dev /"
 }
 echo "guest perftest against softirdma perf on the host, $N x $SIZE B; logs in $OUT"
 echo "device  test  #bytes  #iterations  BW-peak[MB/s]  BW-average[MB/s]  MsgRate[Mpps]"

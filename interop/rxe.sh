@@ -2,22 +2,15 @@
 # Interop with Linux Soft-RoCE: a TCG guest (Linux 6.12, rdma_rxe, rdma-core tools) whose eth1 is a
 # QEMU -netdev dgram link to softirdma. Each case runs rdma-core's tool in the guest against
 # softirdma on the host, checks both ends succeeded, and decodes softirdma's pcap of the link
-# (0 bad ICRC, 0 malformed). The guest and QEMU are provisioned with the project's rig scripts
-# (../shared/rig, about 30 s from nothing) into $RIG_DIR.
+# (0 bad ICRC, 0 malformed). QEMU and the guest come from vm/provision.sh (about 90 s from
+# nothing, into $VM_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RIG_SRC=${RIG_SRC:-../shared/rig}
-if [ ! -f "$RIG_SRC/run-guest.sh" ]; then
-  echo "interop: the rig scripts are not at $RIG_SRC (set RIG_SRC to shared/rig)" >&2
-  exit 1
-fi
-RIG_SRC=$(cd "$RIG_SRC" && pwd)
-export RIG_DIR=${RIG_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/softirdma-rig}
+. vm/lib.sh
 OUT=${INTEROP_OUT:-$(mktemp -d)}
-mkdir -p "$RIG_DIR" "$OUT"
+mkdir -p "$OUT"
 command -v ss >/dev/null || { apt-get update -qq && apt-get install -y -qq iproute2; }
-# ensure.sh rebuilds QEMU and the guest when the rig's scripts changed since the cached build.
-bash "$RIG_SRC/ensure.sh"
+bash vm/provision.sh > "$OUT/provision.log" 2>&1 || { cat "$OUT/provision.log"; echo "interop: provisioning failed"; exit 1; }
 go build -o bin/softirdma ./cmd/softirdma
 SI=bin/softirdma
 LINK="-link dgram:127.0.0.1:9002,127.0.0.1:9001 -ip 192.168.77.1 -mac 02:00:00:00:00:01"
@@ -28,7 +21,7 @@ pass=0 fail=0
 
 # In the guest, before a tool starts: wait until eth1 has its IPv6 link-local address and none of
 # its addresses is still tentative (duplicate address detection), so GID 0 is usable. Then run the
-# tool; a server tool prints "RIG: listening" once its exchange port listens.
+# tool; a server tool prints "VM: listening" once its exchange port listens.
 GUEST_LIB='
 settled() {
   seen=1
@@ -38,32 +31,35 @@ settled() {
   done < /proc/net/if_inet6
   return $seen
 }
-i=0; until settled; do i=$((i+1)); [ $i -lt 600 ] || { echo "RIG: eth1 still tentative"; break; }; sleep 0.05; done
-echo "RIG: eth1 addresses settled after $i polls"
+i=0; until settled; do i=$((i+1)); [ $i -lt 600 ] || { echo "VM: eth1 still tentative"; break; }; sleep 0.05; done
+echo "VM: eth1 addresses settled after $i polls"
 listening() { cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '\''$2 ~ /:'$TOOL_PORT_HEX'$/ && $4 == "0A" { f = 1 } END { exit !f }'\''; }
 serve() { # serve TAG COMMAND...: run a server tool, say when it listens, then its exit status
   tag=$1; shift
   "$@" & t=$!
   i=0; until listening; do i=$((i+1)); kill -0 $t 2>/dev/null || break; [ $i -lt 2000 ] || break; sleep 0.05; done
-  listening && echo "RIG: listening"
-  wait $t; echo "RIG: $tag rc=$?"
+  listening && echo "VM: listening"
+  wait $t; echo "VM: $tag rc=$?"
 }
 '
 
-# guest_script TEXT: the guest's rig.cmd, base64, with the helpers above in front.
-guest_script() { printf '%s\n%s\n' "$GUEST_LIB" "$1" | base64 -w0; }
+# guest_script TEXT: the guest's script, $OUT/guest.sh, with the helpers above in front.
+guest_script() { printf '%s\n%s\n' "$GUEST_LIB" "$1" > "$OUT/guest.sh"; }
 
-# guest_start MODE ARGS...: boot the guest in the background; its console goes to $OUT/guest.log.
+# guest_start: boot the guest with $OUT/guest.sh in the background: rxe0 on its eth1 at
+# 192.168.77.2, a dgram link to softirdma at 127.0.0.1:9002 (softirdma sends to 9001), the
+# host's 127.0.0.1:18516 forwarded to its 18515; its console goes to $OUT/guest.log.
 guest_start() {
   : > "$OUT/guest.log"
-  timeout 300 bash "$RIG_SRC/run-guest.sh" "$@" > "$OUT/guest.log" 2>&1 &
+  VM_SCRIPT="$OUT/guest.sh" VM_LINK=9001,9002 VM_FWD=18516 \
+    timeout 300 bash vm/run.sh vm.rxe=1 vm.eth1=192.168.77.2/24 > "$OUT/guest.log" 2>&1 &
   gpid=$!
 }
 
-# guest_wait: wait for the guest to power off, and print its RIG lines.
+# guest_wait: wait for the guest to power off, and print its VM lines.
 guest_wait() {
   wait "$gpid" || true
-  grep '^RIG: ' "$OUT/guest.log" | grep -v 'gid\[' || true
+  grep '^VM: ' "$OUT/guest.log" || true
 }
 
 # wait_guest_line PATTERN SECONDS: wait until the guest's console shows PATTERN; fails early when
@@ -111,13 +107,13 @@ pp_guest_client() {
   $SI pingpong -server -p 18515 -s "$size" -n "$n" -g "$g" -loss "$loss" -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 &
   local pid=$!
   if wait_host_listen $pid 60; then
-    guest_start run rig.cmd="$(guest_script "$(printf 'ping -c 1 -W 2 $PEER >/dev/null; timeout 200 ibv_rc_pingpong -d rxe0 -g %s -s %s -n %s $SRV; echo "RIG: pingpong rc=$?"' "$(gid_arg "$g")" "$size" "$n")")"
+    guest_script "$(printf 'ping -c 1 -W 2 192.168.77.1 >/dev/null; timeout 200 ibv_rc_pingpong -d rxe0 -g %s -s %s -n %s 10.0.2.2; echo "VM: pingpong rc=$?"' "$(gid_arg "$g")" "$size" "$n")"; guest_start
     guest_wait
   else
     kill $pid 2>/dev/null || true
   fi
   wait $pid || rc=$?
-  check "$name" $rc "RIG: pingpong rc=0" "$pcap"
+  check "$name" $rc "VM: pingpong rc=0" "$pcap"
 }
 
 # the guest's ibv_rc_pingpong as server, softirdma as client through the forward 127.0.0.1:18516,
@@ -126,14 +122,14 @@ pp_guest_server() {
   local name=$1 size=$2 n=$3 g=$4 loss=$5
   local pcap="$OUT/$name.pcap" rc=0
   : > "$OUT/si.log"
-  guest_start run rig.cmd="$(guest_script "$(printf 'serve pingpong timeout 200 ibv_rc_pingpong -d rxe0 -g %s -s %s -n %s' "$(gid_arg "$g")" "$size" "$n")")"
-  if wait_guest_line "RIG: listening" 120; then
+  guest_script "$(printf 'serve pingpong timeout 200 ibv_rc_pingpong -d rxe0 -g %s -s %s -n %s' "$(gid_arg "$g")" "$size" "$n")"; guest_start
+  if wait_guest_line "VM: listening" 120; then
     $SI pingpong 127.0.0.1 -p 18516 -s "$size" -n "$n" -g "$g" -loss "$loss" -wait 30s -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 || rc=$?
   else
     rc=1
   fi
   guest_wait
-  check "$name" $rc "RIG: pingpong rc=0" "$pcap"
+  check "$name" $rc "VM: pingpong rc=0" "$pcap"
 }
 
 # perftest: the guest's ib_<test>_bw as server, softirdma perf as client through the forward.
@@ -142,14 +138,14 @@ perf_guest_server() {
   local pcap="$OUT/$name.pcap" sflag="" rc=0
   [ "$test" = atomic ] || sflag="-s $size"
   : > "$OUT/si.log"
-  guest_start run rig.cmd="$(guest_script "$(printf 'serve perf timeout 200 ib_%s_bw -d rxe0 -x $GIDX -F -n %s %s' "$test" "$n" "$sflag")")"
-  if wait_guest_line "RIG: listening" 120; then
+  guest_script "$(printf 'serve perf timeout 200 ib_%s_bw -d rxe0 -x $GIDX -F -n %s %s' "$test" "$n" "$sflag")"; guest_start
+  if wait_guest_line "VM: listening" 120; then
     $SI perf "$test" 127.0.0.1 -p 18516 -n "$n" $sflag -loss "$loss" -wait 30s -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 || rc=$?
   else
     rc=1
   fi
   guest_wait
-  check "$name" $rc "RIG: perf rc=0" "$pcap"
+  check "$name" $rc "VM: perf rc=0" "$pcap"
 }
 
 # perftest: softirdma perf as server, the guest's tool as client (to 10.0.2.2:18515).
@@ -160,13 +156,13 @@ perf_guest_client() {
   $SI perf "$test" -server -p 18515 -n "$n" $sflag -loss "$loss" -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 &
   local pid=$!
   if wait_host_listen $pid 60; then
-    guest_start run rig.cmd="$(guest_script "$(printf 'ping -c 1 -W 2 $PEER >/dev/null; timeout 200 ib_%s_bw -d rxe0 -x $GIDX -F -n %s %s $SRV; echo "RIG: perf rc=$?"' "$test" "$n" "$sflag")")"
+    guest_script "$(printf 'ping -c 1 -W 2 192.168.77.1 >/dev/null; timeout 200 ib_%s_bw -d rxe0 -x $GIDX -F -n %s %s 10.0.2.2; echo "VM: perf rc=$?"' "$test" "$n" "$sflag")"; guest_start
     guest_wait
   else
     kill $pid 2>/dev/null || true
   fi
   wait $pid || rc=$?
-  check "$name" $rc "RIG: perf rc=0" "$pcap"
+  check "$name" $rc "VM: perf rc=0" "$pcap"
 }
 
 # run_case NAME FUNCTION ARGS...: one case, unless INTEROP_CASES (a grep -E pattern) leaves it out.

@@ -134,14 +134,14 @@ func TestLayoutsMatchLinuxUAPI(t *testing.T) {
 	if out, err := compileC(t, uapiProgram(uapiFields)); err != nil {
 		t.Fatalf("the layouts disagree with <rdma/rdma_user_rxe.h> and <rdma/ib_user_verbs.h>:\n%s", out)
 	}
-	// The rig's guest tree (Debian trixie, Linux 6.12) has a header new enough, when it is here.
-	rig := os.Getenv("RIG_DIR")
-	if rig == "" {
+	// The VM root vm/provision.sh makes (Debian trixie) has a header new enough, when it is here.
+	vmDir := os.Getenv("VM_DIR")
+	if vmDir == "" {
 		if home, err := os.UserCacheDir(); err == nil {
-			rig = filepath.Join(home, "softirdma-rig")
+			vmDir = filepath.Join(home, "softirdma-vm")
 		}
 	}
-	if h, err := os.ReadFile(filepath.Join(rig, "trixie/usr/include/rdma/rdma_user_rxe.h")); err == nil {
+	if h, err := os.ReadFile(filepath.Join(vmDir, "root/usr/include/rdma/rdma_user_rxe.h")); err == nil {
 		inc := t.TempDir()
 		if err := os.MkdirAll(filepath.Join(inc, "rdma"), 0o755); err != nil {
 			t.Fatal(err)
@@ -150,7 +150,7 @@ func TestLayoutsMatchLinuxUAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 		if out, err := compileC(t, uapiProgram(append(uapiFields, linux62Fields...)), "-I", inc); err != nil {
-			t.Fatalf("the layouts disagree with the rig's Linux 6.12 <rdma/rdma_user_rxe.h>:\n%s", out)
+			t.Fatalf("the layouts disagree with the VM root's (Debian trixie) <rdma/rdma_user_rxe.h>:\n%s", out)
 		}
 	}
 	probe := "#include <stddef.h>\n#include <rdma/rdma_user_rxe.h>\nsize_t x = offsetof(struct rxe_send_wqe, wr.wr.flush);\n"

@@ -8,25 +8,25 @@ import (
 	"time"
 )
 
-// qemuBinary finds the rig's QEMU: $RIG_DIR/bin/qemu-system-x86_64, RIG_DIR defaulting to the
-// rig's own default. Without it the test skips, unless SOFTIRDMA_INTEROP is set (make interop
-// provisions the rig first and sets it), where a missing QEMU is a failure.
+// qemuBinary finds the QEMU vm/provision.sh provisions: $VM_DIR/bin/qemu-system-x86_64, VM_DIR
+// defaulting to vm/lib.sh's default. Without it the test skips, unless SOFTIRDMA_INTEROP is set
+// (make interop provisions first and sets it), where a missing QEMU is a failure.
 func qemuBinary(t testing.TB) string {
 	t.Helper()
-	rig := os.Getenv("RIG_DIR")
-	if rig == "" {
+	dir := os.Getenv("VM_DIR")
+	if dir == "" {
 		cache := os.Getenv("XDG_CACHE_HOME")
 		if cache == "" {
 			cache = filepath.Join(os.Getenv("HOME"), ".cache")
 		}
-		rig = filepath.Join(cache, "softirdma-rig")
+		dir = filepath.Join(cache, "softirdma-vm")
 	}
-	p := filepath.Join(rig, "bin", "qemu-system-x86_64")
+	p := filepath.Join(dir, "bin", "qemu-system-x86_64")
 	if _, err := os.Stat(p); err != nil {
 		if os.Getenv("SOFTIRDMA_INTEROP") != "" {
 			t.Fatalf("QEMU is not provisioned at %s: %v", p, err)
 		}
-		t.Skipf("QEMU is not provisioned at %s: run `bash ../shared/rig/ensure.sh` (or `make interop`), or set RIG_DIR", p)
+		t.Skipf("QEMU is not provisioned at %s: run `sudo vm/provision.sh` (or `make interop`), or set VM_DIR", p)
 	}
 	return p
 }

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The README's VM section, run as written: each command of its sh block, the shell of a plain
+# `make vm` fed a command on its terminal once it prompts. PASS lines readme_vm_<n> for the n-th command, when
+# it exits 0 and shows what it is for: softirdma0 with its port active; both ends of the RC
+# pingpong done; the shell running ibv_devices on softirdma0.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${INTEROP_OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+# The first sh block after the section's heading.
+mapfile -t cmds < <(awk '/^## softirdma as the RDMA NIC of a VM/ { s = 1 } s && /^```sh/ { b = 1; next } b && /^```/ { exit } b' README.md |
+  sed -E 's/[[:space:]]+# [^'"'"']*$//')
+[ ${#cmds[@]} = 3 ] || { echo "FAIL readme_vm_section (${#cmds[@]} commands, not 3)"; exit 1; }
+want=('state:[[:space:]]+PORT_ACTIVE' 'iters in.*' 'softirdma0[[:space:]]+[0-9a-f]{16}')
+fail=0
+for i in 0 1 2; do
+  c=${cmds[$i]} rc=0
+  echo "readme: $c"
+  if [ "$c" = "make vm" ]; then
+    # Typed once the shell prompts: what reaches the serial port before the guest's kernel
+    # has set it up is lost, as on a real one.
+    rm -f "$OUT/tty"; mkfifo "$OUT/tty"
+    timeout 600 bash -c "$c" < "$OUT/tty" > "$OUT/readme$i.log" 2>&1 & p=$!
+    exec 4> "$OUT/tty"
+    for _ in $(seq 6000); do grep -q 'softirdma-vm# ' "$OUT/readme$i.log" && break; kill -0 $p 2> /dev/null || break; sleep 0.05; done
+    printf 'ibv_devices\nexit\n' >&4
+    wait $p || rc=$?
+    exec 4>&-
+  else
+    timeout 600 bash -c "$c" < /dev/null > "$OUT/readme$i.log" 2>&1 || rc=$?
+  fi
+  n=$(grep -cE "${want[$i]}" "$OUT/readme$i.log" || true)
+  need=1; [ $i = 1 ] && need=2
+  if [ $rc = 0 ] && [ "$n" -ge $need ]; then
+    echo "PASS readme_vm_$((i + 1))"
+  else
+    echo "FAIL readme_vm_$((i + 1)) (status $rc)"; tail -20 "$OUT/readme$i.log"; fail=1
+  fi
+done
+exit $fail
