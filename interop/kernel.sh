@@ -51,7 +51,11 @@ up() {
   ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
   for j in $(seq 100); do grep -q ffff /sys/class/infiniband/softirdma0/ports/1/gids/1 2>/dev/null && break; sleep 0.1; done
 }
+# ib_uverbs out first: modprobe softirdma must bring it back (the module's soft dependency), or
+# rdma-core's provider finds no device file.
+modprobe -r rdma_ucm ib_uverbs && echo "VM: ib_uverbs unloaded"
 modprobe softirdma && echo "VM: modprobe ok"
+grep -q '^ib_uverbs ' /proc/modules && [ -e /dev/infiniband/uverbs0 ] && echo "VM: softdep loaded ib_uverbs"
 up
 for i in $(seq 60); do ping -c 1 -W 1 192.168.77.2 > /dev/null 2>&1 && break; done
 ping -c 3 -i 0.2 -W 2 192.168.77.2 | sed 's/^/VM: ping: /'
@@ -83,6 +87,11 @@ tr -d '\r' < "$OUT/guest.log" | grep -aE '^(VM|RDMA-CORE)' > "$OUT/vm.txt" || tr
 
 check ${P}_uname "VM: ready .*Linux ${KV//+/\\+}\$"
 check ${P}_modprobe 'VM: modprobe ok'
+if grep -q 'VM: ib_uverbs unloaded' "$OUT/vm.txt" && grep -q 'VM: softdep loaded ib_uverbs' "$OUT/vm.txt"; then
+  echo "PASS ${P}_modprobe_loads_ib_uverbs"
+else
+  echo "FAIL ${P}_modprobe_loads_ib_uverbs"; fail=1
+fi
 check ${P}_probe 'VM: dmesg: .*softirdma .*ABI 1\.0'
 check ${P}_netdev 'VM: netdev eth[0-9]+'
 check ${P}_ping_vs_rxe 'VM: ping: 3 packets transmitted, 3 received'

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/softirdma/softirdma/internal/lockedbuf"
 	"github.com/softirdma/softirdma/internal/sockguard"
 	"golang.org/x/sys/unix"
 )
@@ -445,7 +446,7 @@ func TestReplyBytes(t *testing.T) {
 // connection that says what to change, whatever the number of such maps; ROM without one (a
 // read-only map) is normal and gets none.
 func TestDMAWithoutFDWarnsOnce(t *testing.T) {
-	var logs bytes.Buffer
+	var logs lockedbuf.Buffer // the server logs on its own goroutine
 	srv, err := New(Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, newFakeDev(t))
 	if err != nil {
 		t.Fatal(err)
