@@ -55,8 +55,9 @@ clean:
 
 # A VM whose RDMA NIC is softirdma (vm/vm.sh): a shell on the terminal, or CMD='...' run in it
 # (the make exits with its status). VM_KERNEL=6.1|6.12|newest picks the guest kernel. The first
-# use provisions QEMU, the guest root and kernel into ~/.cache/softirdma-vm (root, the Debian
-# mirror, about two minutes); the driver is built with DKMS when its sources changed. make
+# use provisions QEMU, the guest root and kernel into ~/.cache/softirdma-vm (root or sudo, the
+# Debian mirror, about two minutes); the driver is built with DKMS when it is missing or older
+# than hw/linux. make
 # exports CMD to the recipe; as everywhere on make's command line, a $ in it is written $$.
 vm:
 	@bash vm/vm.sh

@@ -5,7 +5,8 @@
 # running Linux rxe. The subset of interop-guestdriver that shows a kernel works: probe, the
 # netdev pinging the rxe guest, unmodified ibv_rc_pingpong both ways and ib_write_bw both ways
 # against rxe, rmmod and modprobe again, rdma-core's test_mr and test_pd on softirdma0, no kernel
-# warning. PASS lines are device_guest_k<major>.<minor>_<case>. `make interop-long` runs it.
+# warning. PASS lines are device_guest_k<major>.<minor>_<case>. `make interop-kernels` (part of
+# make interop) runs it for 6.1 and newest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KNAME=${1:?usage: interop/kernel.sh 6.1|6.12|newest}
@@ -39,7 +40,7 @@ done
 sed "s/^/VM: peer write client: /" /tmp/out
 sleep 600
 SCRIPT
-VM_SCRIPT="$OUT/peer.sh" VM_LINK=$B_QEMU,$B_PEER VM_MAC0=52:54:00:00:15:10 VM_MAC1=52:54:00:00:77:15 \
+VM_KERNEL=6.12 VM_SCRIPT="$OUT/peer.sh" VM_LINK=$B_QEMU,$B_PEER VM_MAC0=52:54:00:00:15:10 VM_MAC1=52:54:00:00:77:15 \
   timeout 900 bash vm/run.sh vm.rxe=1 vm.eth1=192.168.77.2/24 > "$OUT/peer.log" 2>&1 &
 bpid=$!; pids+=($bpid)
 waitfor "$OUT/peer.log" "VM: peer up" 300 $bpid || { tail -20 "$OUT/peer.log"; echo "FAIL the rxe peer guest did not come up"; exit 1; }

@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 . vm/lib.sh
 pass=0 failed=0
 for k in 6.1 newest; do
-  bash vm/provision.sh 6.12 "$k" > /dev/null 2>&1 || { echo "FAIL provisioning $k"; failed=$((failed + 1)); continue; }
+  log=$(mktemp)
+  bash vm/provision.sh 6.12 "$k" > "$log" 2>&1 || { tail -20 "$log"; echo "FAIL provisioning $k"; failed=$((failed + 1)); continue; }
+  rm -f "$log"
   series=$(vm_series "$(vm_kernel_release "$k")")
   for t in guestdriver guesthostpeer guestrobust rdmacore; do
     out=$(VM_KERNEL=$k bash "interop/$t.sh" 2>&1)

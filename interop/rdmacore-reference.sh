@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 . vm/lib.sh
 DST=interop/testdata/rdma-core-tests-rxe.txt
 export INTEROP_OUT=${INTEROP_OUT:-$(mktemp -d)}
-bash interop/rdmacore-run.sh rxe0 > "$INTEROP_OUT/reference.txt"
+bash interop/rdmacore-run.sh rxe0 > "$INTEROP_OUT/reference.txt" 2>&1 || true
 grep -q '^rdma-core tests on rxe0: [1-9]' "$INTEROP_OUT/reference.txt" ||
   { tail -20 "$INTEROP_OUT/reference.txt"; echo "no tally: $DST left as it was" >&2; exit 1; }
 pkg() { chroot "$VM_ROOT" dpkg-query -W -f='${Version}' "$1"; }

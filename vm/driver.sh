@@ -12,16 +12,20 @@ SRC=$(cd "$HERE/../hw/linux" && pwd)
 KNAME=${1:-${VM_KERNEL:-6.12}}
 vm_check_kernel_name "$KNAME"
 KV=$(vm_kernel_release "$KNAME") || vm_die "kernel $KNAME is not provisioned: sudo vm/provision.sh $KNAME"
-[ "$(id -u)" = 0 ] || vm_die "the DKMS build installs into $VM_ROOT and needs root"
 read -r DIR _ <<< "$(vm_kernel_suite "$KNAME")"
 VER=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$SRC/dkms.conf")
+[[ $VER =~ ^[0-9][0-9.]*$ ]] || vm_die "no PACKAGE_VERSION in $SRC/dkms.conf"
 FILES=$(cd "$SRC" && ls Kbuild Makefile dkms.conf ./*.c ./*.h)
 STAMP=$( (cd "$SRC" && cat $FILES; echo "$KV") | sha256sum | cut -c1-16)
 MOD=$VM_ROOT/usr/lib/modules/$KV/updates/dkms
-if [ "$(cat "$VM_DIR/kernels/$KV/driver.stamp" 2> /dev/null)" = "$STAMP" ] && ls "$MOD"/softirdma.ko* > /dev/null 2>&1; then
+current() { [ "$(cat "$VM_DIR/kernels/$KV/driver.stamp" 2> /dev/null)" = "$STAMP" ] && ls "$MOD"/softirdma.ko* > /dev/null 2>&1; }
+if current; then
   vm_log "softirdma/$VER for $KV is installed and current"
   exit 0
 fi
+[ "$(id -u)" = 0 ] || vm_die "the driver for $KV is missing or older than hw/linux; the DKMS build installs into $VM_ROOT and needs root: sudo $0 $KNAME"
+vm_lock
+if current; then exit 0; fi # built by the run this one waited for
 rm -rf "$DIR/usr/src/softirdma-$VER"
 mkdir -p "$DIR/usr/src/softirdma-$VER"
 (cd "$SRC" && cp $FILES "$DIR/usr/src/softirdma-$VER/")
@@ -30,8 +34,11 @@ if ! mountpoint -q "$DIR/proc"; then
   mount -t proc proc "$DIR/proc"
   trap 'umount "$DIR/proc"' EXIT
 fi
-chroot "$DIR" dkms remove "softirdma/$VER" --all > /dev/null 2>&1 || true
-chroot "$DIR" dkms add "softirdma/$VER" > /dev/null
+# This kernel's build only: the root serves other kernels, whose drivers stay installed.
+chroot "$DIR" dkms remove "softirdma/$VER" -k "$KV" > /dev/null 2>&1 || true
+if [ -z "$(chroot "$DIR" dkms status "softirdma/$VER" 2> /dev/null)" ]; then
+  chroot "$DIR" dkms add "softirdma/$VER" > /dev/null
+fi
 if ! chroot "$DIR" dkms install "softirdma/$VER" -k "$KV" > "$VM_DIR/dkms.log" 2>&1; then
   cat "$VM_DIR/dkms.log" >&2
   cat "$DIR/var/lib/dkms/softirdma/$VER/build/make.log" >&2 2> /dev/null || true

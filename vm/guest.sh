@@ -7,17 +7,23 @@
 #   vm.eth1=ADDR/LEN   eth1's address (vm/run.sh's VM_LINK NIC)
 #   vm.rxe=1           a Linux Soft-RoCE device rxe0 on eth1
 #   vm.softirdma=ADDR/LEN  modprobe softirdma; its netdev up with ADDR, the RDMA device's GIDs in place
-# A script runs with GIDX (rxe0's IPv4 RoCEv2 GID index) and SOFTIRDMA_NETDEV set, in /tmp.
+# A script runs under /bin/sh (dash) with GIDX (rxe0's IPv4 RoCEv2 GID index) and
+# SOFTIRDMA_NETDEV set, in /tmp.
 # Lines for the host to read start with "VM: "; the last is "VM: exit STATUS".
 export PATH=/tmp/.vm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root PYTHONDONTWRITEBYTECODE=1 TERM=${TERM:-vt220}
 mkdir -p /tmp/.vm/bin /dev/shm /dev/pts
-for b in poweroff reboot halt; do ln -sf /usr/bin/busybox /tmp/.vm/bin/$b; done
+# No init to signal here (busybox's poweroff without -f signals PID 1, this shell, which ignores
+# it): the commands act at once, after a sync. QEMU runs with -no-reboot, so halt stops it too.
+for b in poweroff reboot halt; do
+  printf '#!/bin/sh\nsync\nexec /usr/bin/busybox %s -f\n' $b > /tmp/.vm/bin/$b
+  chmod +x /tmp/.vm/bin/$b
+done
 mount -t tmpfs -o mode=1777 shm /dev/shm
 mount -t devpts devpts /dev/pts
 hostname softirdma-vm
 
-MODS= ETH1= RXE=0 SI=
+MODS= ETH1= RXE=0 SI= SOFTIRDMA_NETDEV= GIDX=
 for a in $(cat /proc/cmdline); do
   case $a in
     vm.modules=*) MODS=$(echo "${a#vm.modules=}" | tr , ' ') ;;
@@ -67,10 +73,14 @@ if [ -n "$SI" ]; then
     for d in /sys/class/net/*; do
       case $(readlink "$d/device/driver") in */softirdma) SOFTIRDMA_NETDEV=${d##*/} ;; esac
     done
-    # No duplicate address detection: the addresses are usable (GID 0 too) at once.
-    sysctl -qw "net.ipv6.conf.$SOFTIRDMA_NETDEV.accept_dad=0"
-    ip link set "$SOFTIRDMA_NETDEV" up && ip addr add "$SI" dev "$SOFTIRDMA_NETDEV"
-    wait_gid softirdma0 && echo "VM: softirdma0 on $SOFTIRDMA_NETDEV ($SI)"
+    if [ -z "$SOFTIRDMA_NETDEV" ]; then
+      echo "VM: softirdma is loaded but has no netdev (no function, or its probe failed: dmesg)"
+    else
+      # No duplicate address detection: the addresses are usable (GID 0 too) at once.
+      sysctl -qw "net.ipv6.conf.$SOFTIRDMA_NETDEV.accept_dad=0"
+      ip link set "$SOFTIRDMA_NETDEV" up && ip addr add "$SI" dev "$SOFTIRDMA_NETDEV"
+      wait_gid softirdma0 && echo "VM: softirdma0 on $SOFTIRDMA_NETDEV ($SI)"
+    fi
   else
     echo "VM: modprobe softirdma failed"
   fi
@@ -87,7 +97,7 @@ if [ -r $F ]; then
 else
   echo "softirdma VM (Linux $(uname -r))${SOFTIRDMA_NETDEV:+: softirdma0 is the RDMA NIC, $SOFTIRDMA_NETDEV its netdev}."
   echo "poweroff, exit or Ctrl-D leaves it."
-  PS1='softirdma-vm# ' setsid -c bash --norc -i < /dev/ttyS0 > /dev/ttyS0 2>&1
+  PS1='softirdma-vm# ' setsid -w -c bash --norc -i < /dev/ttyS0 > /dev/ttyS0 2>&1
   rc=$?
 fi
 echo "VM: exit $rc"

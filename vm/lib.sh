@@ -10,18 +10,38 @@
 #   kernels/KV/         vmlinuz and initrd.gz of kernel release KV
 #   kernels/NAME        the release a kernel name (6.1, 6.12, newest) resolved to
 #   bin/qemu-system-x86_64  runs the root's QEMU through the root's own loader (no chroot)
-VM_DIR=${VM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/softirdma-vm}
+VM_DIR=$(realpath -m "${VM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/softirdma-vm}")
+# QEMU's -virtfs and -fw_cfg take it inside comma-separated options, a wrapper script embeds it.
+case $VM_DIR in *[[:space:],\"\'\\]*)
+  echo "vm: VM_DIR must be a path without spaces, commas, quotes or backslashes, not '$VM_DIR'" >&2
+  exit 2 ;;
+esac
 VM_ROOT=$VM_DIR/root
 export VM_DIR
 
 vm_log() { echo "vm: $*" >&2; }
 vm_die() { echo "vm: $*" >&2; exit 1; }
 
-# The mirror the host's apt uses (deb822 or one-line form), else Debian's own.
+# vm_lock: one provisioning or driver build at a time on $VM_DIR (they change the shared root;
+# a second waits for the first).
+vm_lock() {
+  exec 9> "$VM_DIR/lock"
+  flock 9
+}
+
+# The Debian mirror debootstrap and the roots' apt use: VM_MIRROR, else the first http(s) or ftp
+# mirror of the host's apt sources (deb822 or one-line, options skipped), else Debian's own.
+# mirror+file: and cdrom: sources of the host are of no use to debootstrap.
 vm_mirror() {
   local m
-  m=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-  [ -n "$m" ] || m=$(awk '$1 == "deb" && $2 !~ /security/ { print $2; exit }' /etc/apt/sources.list 2>/dev/null || true)
+  if [ -n "${VM_MIRROR:-}" ]; then
+    [[ $VM_MIRROR =~ ^(https?|ftp)://[^[:space:]]+$ ]] || vm_die "VM_MIRROR must be an http(s) or ftp URL, not '$VM_MIRROR'"
+    echo "$VM_MIRROR"
+    return
+  fi
+  m=$( { awk '/^URIs:/ { for (i = 2; i <= NF; i++) print $i }' /etc/apt/sources.list.d/*.sources
+    awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i !~ /^\[/ && $i !~ /\]$/) { print $i; break } }' /etc/apt/sources.list /etc/apt/sources.list.d/*.list
+  } 2> /dev/null | grep -E '^(https?|ftp)://' | grep -v -- '-security' | grep -E '/debian/?$' | head -1 || true)
   echo "${m:-http://deb.debian.org/debian}"
 }
 
@@ -67,4 +87,18 @@ vm_check_kernel_name() {
   fi
   echo "vm: kernel '$1' is not one of 6.1 (Debian 12), 6.12 (Debian 13), newest (trixie-backports)" >&2
   exit 2
+}
+
+# vm_initrd_stamp: what an initrd is built from (vm/provision.sh rebuilds it when this changes).
+vm_initrd_stamp() {
+  local here
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  cat "$here/init.sh" "$here/guest.sh" "$here/provision.sh" | sha256sum | cut -c1-16
+}
+
+# vm_current NAME: the kernel is provisioned and its initrd is of the current scripts.
+vm_current() {
+  local kv
+  kv=$(vm_kernel_release "$1") || return 1
+  [ -f "$VM_DIR/kernels/$kv/vmlinuz" ] && [ "$(cat "$VM_DIR/kernels/$kv/initrd.stamp" 2> /dev/null)" = "$(vm_initrd_stamp)" ]
 }

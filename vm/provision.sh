@@ -20,6 +20,7 @@ KERNELS=("$@")
 [ ${#KERNELS[@]} -gt 0 ] || KERNELS=(6.12)
 for k in "${KERNELS[@]}"; do vm_check_kernel_name "$k"; done
 [ "$(id -u)" = 0 ] || vm_die "provisioning needs root (debootstrap and chroot): sudo $0 ${KERNELS[*]}"
+case ${VM_REFRESH:-0} in 0 | 1) ;; *) vm_die "VM_REFRESH is 0 or 1, not '$VM_REFRESH'" ;; esac
 
 # The guests' root. Tools the interop cases and a developer in the VM use; gcc, make, dkms and
 # libibverbs-dev build the driver and test programs in the root, on the host.
@@ -31,6 +32,7 @@ MIRROR=$(vm_mirror)
 t0=$SECONDS
 step() { vm_log "[+$((SECONDS - t0))s] $*"; }
 mkdir -p "$VM_DIR/kernels" "$VM_DIR/bin"
+vm_lock
 
 command -v debootstrap > /dev/null || {
   step "installing debootstrap on the host"
@@ -43,31 +45,43 @@ debootstrap_root() {
   local dir=$1 suite=$2
   if [ -x "$dir/usr/bin/apt-get" ] && [ ! -d "$dir/debootstrap" ]; then return; fi
   step "debootstrap $suite -> $dir"
-  rm -rf "$dir"
+  if mountpoint -q "$dir/proc"; then umount "$dir/proc"; fi # left by a run that was killed
+  rm -rf --one-file-system "$dir"
   debootstrap --variant=minbase "$suite" "$dir" "$MIRROR" > "$VM_DIR/debootstrap-$suite.log" 2>&1 ||
     { tail -20 "$VM_DIR/debootstrap-$suite.log" >&2; vm_die "debootstrap $suite failed"; }
 }
 
 # proc DIR: /proc in the tree while this script runs. Package scripts want it: a kernel's
 # headers run DKMS's autoinstall, and Linux 7.x's objtool reads /proc/self/maps.
-mounted=()
-trap 'for m in "${mounted[@]}"; do umount "$m" || true; done' EXIT
+mounted=() tmps=()
+trap 'for m in "${mounted[@]}"; do umount "$m" || true; done; rm -rf "${tmps[@]}"' EXIT
 proc() {
   mountpoint -q "$1/proc" && return
   mount -t proc proc "$1/proc"
   mounted+=("$1/proc")
 }
 
-# apt_install DIR RELEASE PKG...: the packages not yet installed in the tree, from RELEASE.
+# apt_install DIR RELEASE PKG...: the packages not yet installed in the tree, from RELEASE. A
+# run interrupted in dpkg is finished first. A kernel's headers run DKMS's autoinstall of what is
+# registered: the driver is taken out of DKMS first (vm/driver.sh builds it when asked), so that
+# sources that do not build for that kernel cannot fail the headers' installation.
 apt_install() {
   local dir=$1 rel=$2 p missing=()
   shift 2
   proc "$dir"
+  chroot "$dir" dpkg --configure -a > /dev/null 2>&1 || true
   for p in "$@"; do
     chroot "$dir" dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q 'ok installed' || missing+=("$p")
   done
   [ ${#missing[@]} -gt 0 ] || return 0
   step "installing into $(basename "$dir"): ${missing[*]}"
+  case " ${missing[*]}" in
+    *" linux-headers-"*)
+      if [ -x "$dir/usr/sbin/dkms" ] && [ -n "$(chroot "$dir" dkms status softirdma 2> /dev/null)" ]; then
+        chroot "$dir" dkms remove softirdma --all > /dev/null 2>&1 || true
+        rm -f "$VM_DIR"/kernels/*/driver.stamp
+      fi ;;
+  esac
   chroot "$dir" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive chroot "$dir" apt-get install -y -qq --no-install-recommends -t "$rel" "${missing[@]}" \
     > "$VM_DIR/install.log" 2>&1 || { tail -20 "$VM_DIR/install.log" >&2; vm_die "apt-get install in $dir failed"; }
@@ -83,7 +97,7 @@ mkdir -p "$VM_ROOT/share" "$VM_ROOT/sys/kernel/config"
 
 # kernel NAME: the image, modules, headers and initrd of a kernel name.
 kernel() {
-  local name=$1 dir rel kv pkg x img
+  local name=$1 dir rel kv pkg x img src
   read -r dir rel <<< "$(vm_kernel_suite "$name")"
   if [ "$dir" != "$VM_ROOT" ]; then
     debootstrap_root "$dir" "$rel"
@@ -94,7 +108,7 @@ kernel() {
   kv=$(cat "$VM_DIR/kernels/$name" 2> /dev/null || true)
   if [ -z "$kv" ] || [ "${VM_REFRESH:-0}" = 1 ]; then
     chroot "$dir" apt-get update -qq
-    kv=$(chroot "$dir" apt-cache depends -t "$rel" linux-image-amd64 | grep -oE 'linux-image-[0-9][^ ]*-amd64' | head -1)
+    kv=$(chroot "$dir" apt-cache depends -t "$rel" linux-image-amd64 | grep -oE 'linux-image-[0-9][^ ]*-amd64' | head -1 || true)
     kv=${kv#linux-image-}
     [ -n "$kv" ] || vm_die "cannot tell which kernel $rel ships (linux-image-amd64)"
     case $name in 6.1 | 6.12) [ "$(vm_series "$kv")" = "$name" ] || vm_die "$rel ships $kv, not $name" ;; esac
@@ -105,10 +119,13 @@ kernel() {
     rm -rf "$x" "$VM_ROOT/usr/lib/modules/$kv/kernel"
     mkdir -p "$x"
     # Debian 13's kernels from 7.x on split linux-image-KV into linux-binary(-unsigned)-KV (the
-    # image), linux-modules-KV and linux-base-KV: take whichever of these exist.
+    # image), linux-modules-KV and linux-base-KV: take whichever of these the mirror has (apt
+    # knows it without downloading), and fail on any of those that does not download.
     for pkg in linux-image-$kv linux-binary-$kv linux-binary-unsigned-$kv linux-modules-$kv linux-base-$kv; do
+      chroot "$dir" apt-cache show "$pkg" > /dev/null 2>&1 || continue
       rm -f "$dir"/tmp/"$pkg"_*.deb
-      chroot "$dir" sh -c "cd /tmp && apt-get download -qq $pkg" > /dev/null 2>&1 || continue
+      chroot "$dir" sh -c "cd /tmp && apt-get download -qq $pkg" > /dev/null 2>&1 ||
+        vm_die "cannot download $pkg (VM_REFRESH=1 asks the mirror for its current kernel)"
       dpkg-deb -x "$dir"/tmp/"$pkg"_*.deb "$x/pkg"
       rm -f "$dir"/tmp/"$pkg"_*.deb
     done
@@ -117,8 +134,11 @@ kernel() {
     [ -n "$img" ] || vm_die "no image of $kv on the mirror (VM_REFRESH=1 asks it for its current kernel)"
     cp "$img" "$x/vmlinuz"
     # Debian 12 packages modules under /lib, Debian 13 under /usr/lib: both end in the root's.
+    src=$(ls -d "$x"/pkg/lib/modules/"$kv"/kernel "$x"/pkg/usr/lib/modules/"$kv"/kernel 2> /dev/null | head -1 || true)
+    [ -n "$src" ] || vm_die "the packages of $kv hold no modules"
+    rm -f "${src%/kernel}"/vmlinuz*
     mkdir -p "$VM_ROOT/usr/lib/modules/$kv"
-    cp -a "$(ls -d "$x"/pkg/lib/modules/"$kv" "$x"/pkg/usr/lib/modules/"$kv" 2> /dev/null | head -1 || true)/." "$VM_ROOT/usr/lib/modules/$kv/"
+    cp -a "${src%/kernel}/." "$VM_ROOT/usr/lib/modules/$kv/"
     rm -rf "$x/pkg"
     chroot "$VM_ROOT" depmod "$kv"
   fi
@@ -136,9 +156,10 @@ kernel() {
 # insmod, vm/init.sh as /init and vm/guest.sh, which /init hands the root to.
 initrd() {
   local kv=$1 x=$VM_DIR/kernels/$1 stamp w m f
-  stamp=$(cat "$HERE/init.sh" "$HERE/guest.sh" "$0" | sha256sum | cut -c1-16)
+  stamp=$(vm_initrd_stamp)
   [ -f "$x/initrd.gz" ] && [ "$(cat "$x/initrd.stamp" 2> /dev/null)" = "$stamp" ] && return
   w=$(mktemp -d)
+  tmps+=("$w")
   mkdir -p "$w"/{bin,dev,proc,sys,newroot,modules}
   cp "$VM_ROOT/usr/bin/busybox" "$w/bin/busybox"
   : > "$w/modules/order"
@@ -174,5 +195,6 @@ exec $VM_ROOT/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 --library-path $VM_R
   $VM_ROOT/usr/bin/qemu-system-x86_64 -L $VM_ROOT/usr/share/qemu -L $VM_ROOT/usr/share/seabios "\$@"
 W
 chmod +x "$Q"
-"$Q" -device help | grep -q '"vfio-user-pci"' || vm_die "$("$Q" --version | head -1) has no vfio-user-pci"
+devices=$("$Q" -device help)
+grep -q '"vfio-user-pci"' <<< "$devices" || vm_die "$("$Q" --version | head -1) has no vfio-user-pci"
 step "ready: $("$Q" --version | head -1); kernels $(cd "$VM_DIR/kernels" && for n in 6.1 6.12 newest; do [ -f $n ] && printf '%s=%s ' $n "$(cat $n)"; done)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # vm/vm.sh -- `make vm`: a VM whose RDMA NIC is softirdma. Provisions what is missing (first use:
-# root and the Debian mirror, a few minutes), builds bin/softirdma and the guest driver (DKMS,
+# root or sudo, and the Debian mirror, about two minutes), builds bin/softirdma and the guest driver (DKMS,
 # vm/driver.sh), starts `softirdma serve` on a socket of its own, and boots the VM with the
 # driver loaded, softirdma0 on its netdev at 192.168.77.1/24 (GID 0 its IPv6 link-local address,
 # GID 1 the IPv4 one). serve stands on its embedded default: the device's QPs reach each other
@@ -14,11 +14,22 @@ cd "$(dirname "$0")/.."
 . vm/lib.sh
 KNAME=${VM_KERNEL:-6.12}
 vm_check_kernel_name "$KNAME"
-if [ "$(id -u)" = 0 ]; then
-  bash vm/provision.sh "$KNAME" > /dev/null
+# Provisioning and the driver's DKMS build write the VM root and need root: as root they run
+# here, otherwise through sudo (asked only when something is missing or out of date), into this
+# user's VM_DIR; bin/softirdma is built as the user.
+SUDO=()
+if [ "$(id -u)" != 0 ]; then
+  command -v sudo > /dev/null || vm_die "the VM is provisioned and its driver built as root: run this as root, or install sudo"
+  SUDO=(sudo "VM_DIR=$VM_DIR" ${VM_MIRROR:+"VM_MIRROR=$VM_MIRROR"} ${VM_REFRESH:+"VM_REFRESH=$VM_REFRESH"})
+  mkdir -p "$VM_DIR" # the user's, with its parents (root would make ~/.cache its own)
+fi
+if [ ${#SUDO[@]} = 0 ] || ! vm_current "$KNAME"; then
+  "${SUDO[@]}" bash vm/provision.sh "$KNAME" > /dev/null
+fi
+if [ ${#SUDO[@]} = 0 ]; then
   bash vm/driver.sh "$KNAME"
-elif ! vm_kernel_release "$KNAME" > /dev/null; then
-  vm_die "no VM yet: run this once as root (it provisions QEMU, the guest root and kernel $KNAME)"
+else
+  bash vm/driver.sh "$KNAME" 2> /dev/null || "${SUDO[@]}" bash vm/driver.sh "$KNAME"
 fi
 go build -o bin/softirdma ./cmd/softirdma
 W=$(mktemp -d)
@@ -37,7 +48,9 @@ grep -q "listening on" "$W/serve.out" || vm_die "softirdma serve is not listenin
 export VM_SOCKET=$SOCK VM_KERNEL=$KNAME
 if [ -n "${CMD:-}" ]; then
   rc=0
-  VM_CMD=$CMD bash vm/run.sh vm.softirdma=192.168.77.1/24 | grep -av '^VM: ' || rc=${PIPESTATUS[0]}
+  # The routine lines of the guest's start and end go; what it says went wrong stays.
+  VM_CMD=$CMD bash vm/run.sh vm.softirdma=192.168.77.1/24 |
+    grep -avE '^VM: (exit [0-9]+|ready after|softirdma0 on|share at)' || rc=${PIPESTATUS[0]}
   exit "$rc"
 fi
 bash vm/run.sh vm.softirdma=192.168.77.1/24

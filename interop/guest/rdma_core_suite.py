@@ -58,6 +58,9 @@ def one_module(dev, gid, module):
     from args_parser import parser
     parser.parse_args()
     import tests
+    if not hasattr(tests, 'test_' + module):
+        print('RDMA-CORE-MODULE: test_%s is not in the suite' % module, file=sys.__stdout__, flush=True)
+        return 2
     suite = unittest.defaultTestLoader.loadTestsFromModule(getattr(tests, 'test_' + module))
     with open('/tmp/rdma-core-%s.log' % module, 'w') as log:
         result = unittest.TextTestRunner(stream=log, resultclass=Reporter, verbosity=2).run(suite)
