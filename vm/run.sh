@@ -7,6 +7,9 @@
 #
 #   VM_KERNEL=6.12     a provisioned kernel: 6.1, 6.12 or newest (or its major.minor)
 #   VM_MEM=1G          guest RAM; also the size of the shared memfd a vfio-user device maps
+#   VM_SMP=1           virtual CPUs. More than one, under TCG's threads, now and then oopses
+#                      the guest's kernel at boot (an int3 left by the kernel's live patching of
+#                      its own code seen by the other vCPU after the patch): 1 unless you want them
 #   VM_SOCKET=PATH     attach softirdma's PCI function, served by `softirdma serve -socket PATH`
 #   VM_LINK=L,R        a second NIC, eth1: QEMU -netdev dgram, frames from the guest to UDP
 #                      127.0.0.1:R, frames to the guest at 127.0.0.1:L (a `serve -link
@@ -28,6 +31,8 @@ MEM=${VM_MEM:-1G}
 [[ $MEM =~ ^[1-9][0-9]*[MG]$ ]] || vm_die "VM_MEM must be a size like 512M or 2G, not '$MEM'"
 port() { [[ $1 =~ ^[1-9][0-9]{0,4}$ ]] && [ "$1" -le 65535 ] || vm_die "$2 must be a port 1..65535, not '$1'"; }
 mac() { [[ $1 =~ ^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$ ]] || vm_die "$2 must be a MAC like 52:54:00:00:00:10, not '$1'"; }
+SMP=${VM_SMP:-1}
+[[ $SMP =~ ^[1-8]$ ]] || vm_die "VM_SMP must be 1..8, not '$SMP'"
 MAC0=${VM_MAC0:-52:54:00:00:00:10} MAC1=${VM_MAC1:-52:54:00:00:77:02}
 mac "$MAC0" VM_MAC0
 mac "$MAC1" VM_MAC1
@@ -65,7 +70,7 @@ fi
 [ -z "$SCRIPT" ] || X+=(-fw_cfg "name=opt/softirdma/script,file=$SCRIPT")
 # shellcheck disable=SC2206
 X+=(${VM_QEMU_ARGS:-})
-QEMU=("$VM_DIR/bin/qemu-system-x86_64" -accel tcg -machine q35 -cpu max -smp 2 -m "$MEM" -nodefaults
+QEMU=("$VM_DIR/bin/qemu-system-x86_64" -accel tcg -machine q35 -cpu max -smp "$SMP" -m "$MEM" -nodefaults
   -display none -no-reboot -kernel "$K/vmlinuz" -initrd "$K/initrd.gz"
   -append "console=ttyS0 quiet loglevel=4 panic=-1 $*"
   -virtfs "local,path=$VM_ROOT,mount_tag=root,security_model=none,readonly=on" "${X[@]}")
