@@ -22,16 +22,13 @@ start_serve -link "dgram:127.0.0.1:$B_PEER,127.0.0.1:$B_QEMU" -ip 192.168.77.1
 # Guest B: Linux rxe at 192.168.77.2 on the link, up until this script is done with it.
 # It serves one ibv_rc_pingpong, is the client of the device guest's, then serves perftest's
 # bandwidth tools one by one.
-cat > "$OUT/peer.sh" <<'SCRIPT'
+cat interop/guest/lib.sh - > "$OUT/peer.sh" <<'SCRIPT'
 echo "VM: peer up"
 # The device guest's pingpong runs plain, then with completion events (-e), both on the IPv4
 # GID, then over IPv6 link-local GIDs (index 0).
 for g in $GIDX $GIDX 0; do
   timeout 300 ibv_rc_pingpong -d rxe0 -g $g -n 20 2>&1 | sed "s/^/VM: peer server g$g: /"
-  for i in $(seq 120); do
-    timeout 60 ibv_rc_pingpong -d rxe0 -g $g -n 20 192.168.77.1 > /tmp/out 2>&1
-    grep -q "Couldn't connect" /tmp/out || break; sleep 1
-  done
+  until_served 120 1 timeout 60 ibv_rc_pingpong -d rxe0 -g $g -n 20 192.168.77.1
   sed "s/^/VM: peer client g$g: /" /tmp/out
 done
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
@@ -41,10 +38,7 @@ done
 # Then the clients of the device guest's servers.
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
   s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
-  for i in $(seq 120); do
-    timeout 60 $t -d rxe0 -x $GIDX -F -n 20 $s 192.168.77.1 > /tmp/out 2>&1
-    grep -q "Couldn't connect\|Unable to init" /tmp/out || break; sleep 0.5
-  done
+  until_served 120 0.5 timeout 60 $t -d rxe0 -x $GIDX -F -n 20 $s 192.168.77.1
   sed "s/^/VM: peer $t client: /" /tmp/out
 done
 sleep 600
@@ -55,12 +49,10 @@ bpid=$!; pids+=($bpid)
 waitfor "$OUT/peer.log" "VM: peer up" 300 $bpid || { tail -20 "$OUT/peer.log"; echo "FAIL the rxe peer guest did not come up"; exit 1; }
 
 # Guest A: the driver DKMS installed, rdma_rxe loaded beside it (it must leave softirdma0 alone).
-cat > "$OUT/guest.sh" <<'SCRIPT'
-netdev() { for d in /sys/class/net/*; do case $(readlink $d/device/driver) in *softirdma) basename $d;; esac; done; }
+cat interop/guest/lib.sh - > "$OUT/guest.sh" <<'SCRIPT'
 grep -q '^rdma_rxe ' /proc/modules && echo "VM: rdma_rxe loaded"
 modprobe softirdma || echo "VM: modprobe failed"
-DEV=$(netdev); echo "VM: netdev $DEV"
-ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
+softirdma_up 192.168.77.1/24; echo "VM: netdev $DEV"
 for i in $(seq 60); do ping -c 1 -W 1 192.168.77.2 > /dev/null 2>&1 && break; done
 ping -c 5 -i 0.2 -W 2 192.168.77.2 | sed 's/^/VM: ping: /'
 # rdma-core's ibv_rc_pingpong, unmodified, on softirdma0 against the rxe guest, client then
@@ -68,20 +60,14 @@ ping -c 5 -i 0.2 -W 2 192.168.77.2 | sed 's/^/VM: ping: /'
 # MSI-X), then over the IPv6 link-local GIDs. Each is "LABEL|OPTIONS".
 for v in "pp|-g 1" "pp e|-g 1 -e" "pp ipv6|-g 0"; do
   label=${v%%|*}; set -- ${v#*|}
-  for i in $(seq 60); do
-    timeout 60 ibv_rc_pingpong -d softirdma0 "$@" -n 20 192.168.77.2 > /tmp/out 2>&1
-    grep -q "Couldn't connect" /tmp/out || break; sleep 1
-  done
+  until_served 60 1 timeout 60 ibv_rc_pingpong -d softirdma0 "$@" -n 20 192.168.77.2
   sed "s/^/VM: $label client: /" /tmp/out
   timeout 120 ibv_rc_pingpong -d softirdma0 "$@" -n 20 2>&1 | sed "s/^/VM: $label server: /"
 done
 # perftest's bandwidth tools on softirdma0 as clients of the rxe guest's servers.
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
   s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
-  for i in $(seq 60); do
-    timeout 60 $t -d softirdma0 -x 1 -F -n 20 $s 192.168.77.2 > /tmp/out 2>&1
-    grep -q "Couldn't connect\|Unable to init" /tmp/out || break; sleep 1
-  done
+  until_served 60 1 timeout 60 $t -d softirdma0 -x 1 -F -n 20 $s 192.168.77.2
   grep -E '^ +[0-9]+ +20 ' /tmp/out | sed "s/^/VM: perf $t: /"
 done
 # ... and as servers for the rxe guest's clients.
@@ -101,7 +87,7 @@ for i in 1 2 3 4 5; do
   if [ $((i % 2)) = 1 ]; then ip link set $DEV down; else ping -i 0.2 192.168.77.2 > /dev/null 2>&1 & bg=$!; fi
   rmmod softirdma && modprobe softirdma || break
   [ -n "$bg" ] && kill $bg
-  DEV=$(netdev); ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
+  softirdma_up 192.168.77.1/24
   ping -c 1 -w 10 192.168.77.2 > /dev/null 2>&1 && ok=$((ok+1))
 done
 echo "VM: reloads pinging $ok of 5"

@@ -17,20 +17,13 @@ start_serve -link "dgram:127.0.0.1:$DEV_PORT,127.0.0.1:$PEER_PORT" -ip 192.168.7
 
 # The guest runs the same sequence as the host below: for each tool, its client against the
 # host's server, then its server for the host's client.
-cat > "$OUT/guest.sh" <<SCRIPT
-TCP=$TCP
-SCRIPT
+{ cat interop/guest/lib.sh; echo "TCP=$TCP"; } > "$OUT/guest.sh"
 cat >> "$OUT/guest.sh" <<'SCRIPT'
-netdev() { for d in /sys/class/net/*; do case $(readlink $d/device/driver) in *softirdma) basename $d;; esac; done; }
 modprobe softirdma || echo "VM: modprobe failed"
-DEV=$(netdev); ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
-for j in $(seq 100); do grep -q ffff /sys/class/infiniband/softirdma0/ports/1/gids/1 2>/dev/null && break; sleep 0.1; done
+softirdma_up 192.168.77.1/24
 client() { # client NAME CMD...: the tool against the host's server, retried until it is up
   name=$1; shift
-  for i in $(seq 120); do
-    timeout 120 "$@" -p $TCP 10.0.2.2 > /tmp/out 2>&1
-    grep -q "Couldn't connect\|Unable to init" /tmp/out || break; sleep 0.5
-  done
+  until_served 120 0.5 timeout 120 "$@" -p $TCP 10.0.2.2
   sed "s/^/VM: $name: /" /tmp/out
 }
 server() { # server NAME CMD...: the tool as server on 18515, the forward's end

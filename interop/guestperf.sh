@@ -30,13 +30,10 @@ run() {
     env=(VM_LINK="$QEMU_PORT,$PEER_PORT")
     peer_ip=192.168.77.1
   fi
-  cat > "$OUT/guest.sh" <<SCRIPT
+  cat interop/guest/lib.sh - > "$OUT/guest.sh" <<SCRIPT
 $script
 for t in write send; do
-  for i in \$(seq 120); do
-    timeout 300 ib_\${t}_bw -d $dev -x \$G -F -n $N -s $SIZE -p $TCP 10.0.2.2 > /tmp/out 2>&1
-    grep -q "Couldn't connect\\|Unable to init" /tmp/out || break; sleep 0.5
-  done
+  until_served 120 0.5 timeout 300 ib_\${t}_bw -d $dev -x \$G -F -n $N -s $SIZE -p $TCP 10.0.2.2
   grep -E '^ +$SIZE +$N ' /tmp/out | sed "s/^/VM: \$t: /"
 done
 SCRIPT

@@ -31,14 +31,8 @@ start_serve -ip 192.168.77.1
 
 # The guest runs the script twice: the reboot brings it back (QEMU resets the machine instead
 # of exiting), and a file in the share says which boot this is.
-cat > "$OUT/share/guest.sh" <<'SCRIPT'
-netdev() { for d in /sys/class/net/*; do case $(readlink $d/device/driver) in *softirdma) basename $d;; esac; done; }
-load() {
-  modprobe softirdma || return 1
-  DEV=$(netdev); ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
-  for j in $(seq 100); do grep -q ffff /sys/class/infiniband/softirdma0/ports/1/gids/1 2>/dev/null && return 0; sleep 0.1; done
-  return 1
-}
+cat interop/guest/lib.sh - > "$OUT/share/guest.sh" <<'SCRIPT'
+load() { modprobe softirdma && softirdma_up 192.168.77.1/24; }
 holds() { # holds PID: the process has a QP and an MR on the device
   rdma resource show qp 2>/dev/null | grep -q "pid $1 " && rdma resource show mr 2>/dev/null | grep -q "pid $1 "
 }

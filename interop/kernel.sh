@@ -24,19 +24,13 @@ B_QEMU=9401 B_PEER=9402
 start_serve -link "dgram:127.0.0.1:$B_PEER,127.0.0.1:$B_QEMU" -ip 192.168.77.1
 
 # The rxe peer (Linux 6.12): ibv_rc_pingpong server then client, ib_write_bw server then client.
-cat > "$OUT/peer.sh" <<'SCRIPT'
+cat interop/guest/lib.sh - > "$OUT/peer.sh" <<'SCRIPT'
 echo "VM: peer up"
 timeout 300 ibv_rc_pingpong -d rxe0 -g $GIDX -n 20 2>&1 | sed "s/^/VM: peer pp server: /"
-for i in $(seq 120); do
-  timeout 60 ibv_rc_pingpong -d rxe0 -g $GIDX -n 20 192.168.77.1 > /tmp/out 2>&1
-  grep -q "Couldn't connect" /tmp/out || break; sleep 1
-done
+until_served 120 1 timeout 60 ibv_rc_pingpong -d rxe0 -g $GIDX -n 20 192.168.77.1
 sed "s/^/VM: peer pp client: /" /tmp/out
 timeout 120 ib_write_bw -d rxe0 -x $GIDX -F -n 20 -s 4096 2>&1 | sed "s/^/VM: peer write server: /"
-for i in $(seq 120); do
-  timeout 60 ib_write_bw -d rxe0 -x $GIDX -F -n 20 -s 4096 192.168.77.1 > /tmp/out 2>&1
-  grep -q "Couldn't connect\|Unable to init" /tmp/out || break; sleep 0.5
-done
+until_served 120 0.5 timeout 60 ib_write_bw -d rxe0 -x $GIDX -F -n 20 -s 4096 192.168.77.1
 sed "s/^/VM: peer write client: /" /tmp/out
 sleep 600
 SCRIPT
@@ -45,13 +39,8 @@ VM_KERNEL=6.12 VM_SCRIPT="$OUT/peer.sh" VM_LINK=$B_QEMU,$B_PEER VM_MAC0=52:54:00
 bpid=$!; pids+=($bpid)
 waitfor "$OUT/peer.log" "VM: peer up" 300 $bpid || { tail -20 "$OUT/peer.log"; echo "FAIL the rxe peer guest did not come up"; exit 1; }
 
-cat > "$OUT/guest.sh" <<'SCRIPT'
-netdev() { for d in /sys/class/net/*; do case $(readlink $d/device/driver) in *softirdma) basename $d;; esac; done; }
-up() {
-  DEV=$(netdev); echo "VM: netdev $DEV"
-  ip link set $DEV up; ip addr add 192.168.77.1/24 dev $DEV
-  for j in $(seq 100); do grep -q ffff /sys/class/infiniband/softirdma0/ports/1/gids/1 2>/dev/null && break; sleep 0.1; done
-}
+cat interop/guest/lib.sh - > "$OUT/guest.sh" <<'SCRIPT'
+up() { softirdma_up 192.168.77.1/24; echo "VM: netdev $DEV"; }
 # ib_uverbs out first: modprobe softirdma must bring it back (the module's soft dependency), or
 # rdma-core's provider finds no device file.
 modprobe -r rdma_ucm ib_uverbs && echo "VM: ib_uverbs unloaded"
@@ -60,16 +49,10 @@ grep -q '^ib_uverbs ' /proc/modules && [ -e /dev/infiniband/uverbs0 ] && echo "V
 up
 for i in $(seq 60); do ping -c 1 -W 1 192.168.77.2 > /dev/null 2>&1 && break; done
 ping -c 3 -i 0.2 -W 2 192.168.77.2 | sed 's/^/VM: ping: /'
-for i in $(seq 60); do
-  timeout 60 ibv_rc_pingpong -d softirdma0 -g 1 -n 20 192.168.77.2 > /tmp/out 2>&1
-  grep -q "Couldn't connect" /tmp/out || break; sleep 1
-done
+until_served 60 1 timeout 60 ibv_rc_pingpong -d softirdma0 -g 1 -n 20 192.168.77.2
 sed "s/^/VM: pp client: /" /tmp/out
 timeout 120 ibv_rc_pingpong -d softirdma0 -g 1 -n 20 2>&1 | sed "s/^/VM: pp server: /"
-for i in $(seq 60); do
-  timeout 60 ib_write_bw -d softirdma0 -x 1 -F -n 20 -s 4096 192.168.77.2 > /tmp/out 2>&1
-  grep -q "Couldn't connect\|Unable to init" /tmp/out || break; sleep 1
-done
+until_served 60 1 timeout 60 ib_write_bw -d softirdma0 -x 1 -F -n 20 -s 4096 192.168.77.2
 grep -E '^ +[0-9]+ +20 ' /tmp/out | sed "s/^/VM: write client: /"
 timeout 120 ib_write_bw -d softirdma0 -x 1 -F -n 20 -s 4096 2>&1 | grep -E '^ +[0-9]+ +20 ' | sed "s/^/VM: write server: /"
 ok=0

@@ -1,0 +1,28 @@
+# shellcheck shell=sh
+# Helpers the guest scripts of interop/*.sh share: the host puts this file at the head of each
+# script it hands to vm/run.sh. Runs under the guest's /bin/sh (dash).
+
+# netdev: the name of the softirdma function's netdev.
+netdev() { for d in /sys/class/net/*; do case $(readlink $d/device/driver) in *softirdma) basename $d;; esac; done; }
+
+# softirdma_up ADDR/LEN: the function's netdev, $DEV, up with the address; fails unless
+# softirdma0 has its IPv4 GID within 10 s.
+softirdma_up() {
+  DEV=$(netdev)
+  ip link set $DEV up; ip addr add $1 dev $DEV
+  for j in $(seq 100); do grep -q ffff /sys/class/infiniband/softirdma0/ports/1/gids/1 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+
+# until_served TRIES PAUSE CMD...: a client tool, run again PAUSE seconds later while its server
+# does not listen yet (rdma-core's tools say "Couldn't connect", perftest "Unable to init"), at
+# most TRIES times. Its output of the last run is in /tmp/out.
+until_served() {
+  tries=$1 pause=$2
+  shift 2
+  for _try in $(seq $tries); do
+    "$@" > /tmp/out 2>&1
+    grep -q "Couldn't connect\|Unable to init" /tmp/out || return 0
+    sleep $pause
+  done
+}
