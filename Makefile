@@ -28,9 +28,9 @@ bench-guest:
 	bash interop/guestperf.sh
 
 # The seeded soak test over thousands of seeds (make test runs 200). A failure prints the seed;
-# go test ./emu -run TestSoak -soak.seed=N -soak.trace reproduces it with the engine's events.
+# go test ./emu/engine -run TestSoak -soak.seed=N -soak.trace reproduces it with the engine's events.
 soak:
-	$(GO) test -count=1 -run '^TestSoak$$' ./emu -soak.seeds=$(SOAK_SEEDS)
+	$(GO) test -count=1 -run '^TestSoak$$' ./emu/engine -soak.seeds=$(SOAK_SEEDS)
 
 # A short, bounded run of every fuzz target (go test -fuzz takes one target at a time).
 fuzz:

@@ -78,7 +78,7 @@ func TestConformance(t *testing.T) {
 				b[f.L3+1] = 0xB9 // DSCP 46 with ECN CE, as a congested switch marks it
 				b[f.L3+8]--      // a router hop
 				b[f.L3+10], b[f.L3+11] = 0, 0
-				binary.BigEndian.PutUint16(b[f.L3+10:], ipv4Checksum(b[f.L3:f.L4]))
+				binary.BigEndian.PutUint16(b[f.L3+10:], IPv4Checksum(b[f.L3:f.L4]))
 			}
 			binary.BigEndian.PutUint16(b[f.L4+6:], 0xBEEF) // a UDP checksum filled in
 			BTH(b[f.BTHOff:]).SetFECN(true)

@@ -1,3 +1,7 @@
+// Package wire owns RoCEv2 on the wire for tools: gopacket layers for the InfiniBand transport
+// headers, and pcap and pcapng reading and writing, over the codec of wire/roce (header views, the
+// opcode table, the ICRC, frame build and parse), whose names it re-exports. The engine imports
+// wire/roce alone; the decoder, the captures and any gopacket user import wire.
 package wire
 
 import (
@@ -55,7 +59,7 @@ func (r *RoCEv2) NextLayerType() gopacket.LayerType {
 // (except the ICRC value), returning the same *Error values.
 func (r *RoCEv2) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
 	f := Frame{Buf: data}
-	if err := parseTransport(&f, 0, len(data)); err != nil {
+	if err := ParseTransport(&f, 0, len(data)); err != nil {
 		if KindOf(err) == KindShort {
 			df.SetTruncated()
 		}
@@ -83,12 +87,12 @@ func (r *RoCEv2) fromFrame(f *Frame) {
 func (r *RoCEv2) SerializeTo(b gopacket.SerializeBuffer, opts gopacket.SerializeOptions) error {
 	info := r.Opcode.Info()
 	if info == nil {
-		return errBuildOpcode
+		return ErrBuildOpcode
 	}
 	payloadLen := len(b.Bytes())
 	pad := int(r.PadCnt & 3)
 	if opts.FixLengths {
-		pad = padFor(payloadLen)
+		pad = PadFor(payloadLen)
 		r.PadCnt = uint8(pad)
 		r.Ext = info.Ext
 	}
@@ -115,7 +119,7 @@ func (r *RoCEv2) SerializeTo(b gopacket.SerializeBuffer, opts gopacket.Serialize
 	h.SetDestQP(r.DestQP)
 	h.SetAckReq(r.AckReq)
 	h.SetPSN(r.PSN)
-	writeExt(hdr[BTHLen:], r.Ext, &r.Header)
+	WriteExt(hdr[BTHLen:], r.Ext, &r.Header)
 	return nil
 }
 

@@ -71,11 +71,12 @@ func genHeader(t *rapid.T) (Header, []byte) {
 		h.FETH = rapid.Uint32().Draw(t, "feth")
 	}
 	var payload []byte
-	switch op.Info().payload {
-	case anyPayload:
+	switch info := op.Info(); {
+	case info.FixedPayload() != 0:
+		n := info.FixedPayload()
+		payload = rapid.SliceOfN(rapid.Byte(), n, n).Draw(t, "payload")
+	case info.HasPayload():
 		payload = rapid.SliceOfN(rapid.Byte(), 0, 600).Draw(t, "payload")
-	case fixedPayload:
-		payload = rapid.SliceOfN(rapid.Byte(), 8, 8).Draw(t, "payload")
 	}
 	return h, payload
 }

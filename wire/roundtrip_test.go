@@ -63,11 +63,11 @@ func sampleHeader(op Opcode, seed uint32) Header {
 
 // payloadLens are the payload lengths tried for each opcode: every pad count, and none.
 func payloadLens(op Opcode) []int {
-	switch op.Info().payload {
-	case noPayload:
+	switch info := op.Info(); {
+	case !info.HasPayload():
 		return []int{0}
-	case fixedPayload:
-		return []int{8}
+	case info.FixedPayload() != 0:
+		return []int{info.FixedPayload()}
 	}
 	return []int{0, 1, 2, 3, 4, 61, 1024}
 }

@@ -1,0 +1,326 @@
+package engine
+
+import (
+	"fmt"
+	"syscall"
+)
+
+// CQ is a completion queue.
+type CQ struct {
+	dev        *Device
+	num        uint32
+	ring       []WC
+	head, n    int
+	overflowed bool
+	notify     func() // called (after the device lock is released) when a completion is queued
+	// sink, when set, takes every completion instead of ring: a device model's CQ in guest
+	// memory. It runs with the device locked; false means it had no room, an overflow.
+	sink func(WC) bool
+
+	// Notification (ibv_req_notify_cq and the completion channel): armed says for which
+	// completions the next event fires, events carries it.
+	armed  notifyArm
+	events chan struct{}
+	// solicited says the completion being pushed is a receive of a message whose last packet
+	// had the BTH SE bit; the responder sets it around the push.
+	solicited bool
+}
+
+// notifyArm is how a CQ is armed: not at all, for a solicited or unsuccessful completion, or
+// for any completion.
+type notifyArm uint8
+
+const (
+	armNone notifyArm = iota
+	armSolicited
+	armNext
+)
+
+// CreateCQ creates a completion queue with room for cqe completions.
+func (d *Device) CreateCQ(cqe int) (*CQ, error) {
+	if cqe < 1 || cqe > d.limits.MaxCQE {
+		return nil, fmt.Errorf("create_cq: %d entries: %w", cqe, syscall.EINVAL)
+	}
+	cq := &CQ{dev: d, ring: make([]WC, cqe), events: make(chan struct{}, 1)}
+	d.mu.Lock()
+	defer d.unlock()
+	num, ok := d.cqs.alloc(cq)
+	if !ok {
+		return nil, fmt.Errorf("create_cq: %w", syscall.ENOMEM)
+	}
+	cq.num = num
+	return cq, nil
+}
+
+// CreateCQSink creates a completion queue whose completions go to sink as they happen, rather
+// than into a ring of the engine for Poll: a device model writes them straight into the CQ it
+// keeps in guest memory. sink runs with the device locked and must not call into the device;
+// it reports false when the CQ has no room, which is an overflow as for a full CQ (the QP goes
+// to ERR, CQ_ERR is raised). Arming and OnCompletion work as for any CQ.
+func (d *Device) CreateCQSink(sink func(WC) bool) (*CQ, error) {
+	if sink == nil {
+		return nil, fmt.Errorf("create_cq: no sink: %w", syscall.EINVAL)
+	}
+	cq := &CQ{dev: d, sink: sink, events: make(chan struct{}, 1)}
+	d.mu.Lock()
+	defer d.unlock()
+	num, ok := d.cqs.alloc(cq)
+	if !ok {
+		return nil, fmt.Errorf("create_cq: %w", syscall.ENOMEM)
+	}
+	cq.num = num
+	return cq, nil
+}
+
+// Num is the CQ's number on its device, by which Device.CQ finds it: from 1 up, 24 bits, never
+// that of another live CQ of the device (see numbers).
+func (cq *CQ) Num() uint32 { return cq.num }
+
+// Destroy destroys the CQ (ibv_destroy_cq): Device.CQ no longer finds it and its number may
+// be given again. It fails with EBUSY while a QP uses it, and with EINVAL if it is destroyed
+// already.
+func (cq *CQ) Destroy() error {
+	d := cq.dev
+	d.mu.Lock()
+	defer d.unlock()
+	if d.cqs.live[cq.num] != cq {
+		return fmt.Errorf("destroy_cq: CQ 0x%x is not live: %w", cq.num, syscall.EINVAL)
+	}
+	for _, qp := range d.qps {
+		if qp.sendCQ == cq || qp.recvCQ == cq {
+			return fmt.Errorf("destroy_cq: QP 0x%06x uses CQ 0x%x: %w", qp.qpn, cq.num, syscall.EBUSY)
+		}
+	}
+	d.cqs.free(cq.num)
+	return nil
+}
+
+// Poll moves up to len(wc) completions into wc, oldest first, and returns how many.
+func (cq *CQ) Poll(wc []WC) int {
+	cq.dev.mu.Lock()
+	defer cq.dev.unlock()
+	n := 0
+	for n < len(wc) && cq.n > 0 {
+		wc[n] = cq.ring[cq.head]
+		cq.ring[cq.head] = WC{}
+		cq.head = (cq.head + 1) % len(cq.ring)
+		cq.n--
+		n++
+	}
+	return n
+}
+
+// Len is the number of completions waiting.
+func (cq *CQ) Len() int {
+	cq.dev.mu.Lock()
+	defer cq.dev.unlock()
+	return cq.n
+}
+
+// Overflowed reports whether a completion was lost for want of room (the QPs that tried were
+// moved to ERR).
+func (cq *CQ) Overflowed() bool {
+	cq.dev.mu.Lock()
+	defer cq.dev.unlock()
+	return cq.overflowed
+}
+
+// OnCompletion sets a function called once for every completion queued. It runs after the
+// device lock is released, in the order the completions were queued, and may call into the
+// device (poll the CQ, post more work).
+func (cq *CQ) OnCompletion(f func()) {
+	cq.dev.mu.Lock()
+	defer cq.dev.unlock()
+	cq.notify = f
+}
+
+// ReqNotify arms the CQ (ibv_req_notify_cq): the next completion queued after this call sends
+// one event on Events, and the CQ is then disarmed until armed again. With solicitedOnly, only a
+// solicited completion fires: a receive completion of a message whose last packet carried the
+// Solicited Event bit (a SEND or SEND_WITH_IMM posted with SendSolicited, or an RDMA
+// WRITE_WITH_IMM with it), or any completion in error, which IBTA counts as solicited too.
+// Completions already in the CQ when it is armed fire nothing, as in libibverbs: arm, then poll
+// once more before waiting, so that none is missed. Arming for any completion while armed for
+// solicited ones widens the arm; arming for solicited ones while armed for any leaves it as it is.
+func (cq *CQ) ReqNotify(solicitedOnly bool) error {
+	cq.dev.mu.Lock()
+	defer cq.dev.unlock()
+	want := armNext
+	if solicitedOnly {
+		want = armSolicited
+	}
+	cq.armed = max(cq.armed, want)
+	return nil
+}
+
+// Events is the CQ's completion channel (ibv_get_cq_event): it receives a value when an armed CQ
+// gets a completion that fires its arm. It holds at most one: an event not yet taken absorbs the
+// next, so a reader that takes an event, re-arms and polls the CQ empty misses nothing. Nothing
+// is ever called back with the device locked for it; the send into the channel does not block.
+func (cq *CQ) Events() <-chan struct{} { return cq.events }
+
+// push queues a completion and reports whether there was room.
+func (cq *CQ) push(wc WC) bool {
+	if cq.sink != nil && !cq.sink(wc) || cq.sink == nil && cq.n == len(cq.ring) {
+		if !cq.overflowed {
+			cq.dev.raise(AsyncCQErr, cq.num)
+		}
+		cq.overflowed = true
+		return false
+	}
+	if cq.sink == nil {
+		cq.ring[(cq.head+cq.n)%len(cq.ring)] = wc
+		cq.n++
+	}
+	if cq.notify != nil {
+		cq.dev.later(cq.notify)
+	}
+	if cq.armed == armNext || cq.armed == armSolicited && (cq.solicited || wc.Status != WCSuccess) {
+		cq.armed = armNone
+		select {
+		case cq.events <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// SRQ is a shared receive queue.
+type SRQ struct {
+	pd     *PD
+	num    uint32
+	maxSGE int
+	queue  recvQueue
+	limit  int // SRQ_LIMIT_REACHED is armed for fewer receives than this; 0: not armed
+}
+
+// CreateSRQ creates a shared receive queue for up to maxWR receive requests of up to maxSGE
+// elements each.
+func (pd *PD) CreateSRQ(maxWR, maxSGE int) (*SRQ, error) {
+	d := pd.dev
+	if maxWR < 1 || maxWR > d.limits.MaxSRQWR || maxSGE < 1 || maxSGE > d.limits.MaxSGE {
+		return nil, fmt.Errorf("create_srq: %w", syscall.EINVAL)
+	}
+	srq := &SRQ{pd: pd, maxSGE: maxSGE, queue: newRecvQueue(maxWR)}
+	d.mu.Lock()
+	defer d.unlock()
+	if len(d.srqs.live) >= d.limits.MaxSRQ {
+		return nil, fmt.Errorf("create_srq: %w", syscall.ENOMEM)
+	}
+	num, ok := d.srqs.alloc(srq)
+	if !ok {
+		return nil, fmt.Errorf("create_srq: %w", syscall.ENOMEM)
+	}
+	srq.num = num
+	return srq, nil
+}
+
+// Num is the SRQ's number on its device, by which Device.SRQ finds it, numbered as CQs are.
+func (s *SRQ) Num() uint32 { return s.num }
+
+// Destroy destroys the SRQ (ibv_destroy_srq): Device.SRQ no longer finds it and its number may
+// be given again. It fails with EBUSY while a QP uses it, and with EINVAL if it is destroyed
+// already.
+func (s *SRQ) Destroy() error {
+	d := s.pd.dev
+	d.mu.Lock()
+	defer d.unlock()
+	if d.srqs.live[s.num] != s {
+		return fmt.Errorf("destroy_srq: SRQ 0x%x is not live: %w", s.num, syscall.EINVAL)
+	}
+	for _, qp := range d.qps {
+		if qp.srq == s {
+			return fmt.Errorf("destroy_srq: QP 0x%06x uses SRQ 0x%x: %w", qp.qpn, s.num, syscall.EBUSY)
+		}
+	}
+	d.srqs.free(s.num)
+	return nil
+}
+
+// PostRecv posts receive requests to the shared queue.
+func (s *SRQ) PostRecv(wrs ...RecvWR) error {
+	d := s.pd.dev
+	d.mu.Lock()
+	defer d.unlock()
+	for i := range wrs {
+		if len(wrs[i].SGL) > s.maxSGE {
+			return &PostError{Index: i, Err: syscall.EINVAL, Reason: "too many SGEs"}
+		}
+		if !s.queue.push(&wrs[i]) {
+			return &PostError{Index: i, Err: syscall.ENOMEM, Reason: "shared receive queue full"}
+		}
+	}
+	return nil
+}
+
+// RecvWR is a receive work request (struct ibv_recv_wr).
+type RecvWR struct {
+	ID  uint64
+	SGL []SGE
+	// Err, set by a device model's receive source, is a receive WQE it could not decode (more
+	// SGEs than the queue takes, say): the message that takes it fails, whatever its length,
+	// with LOC_QP_OP_ERR for the receiver and NAK 0x63 (REM_OP_ERR) for the requester.
+	Err error
+}
+
+// recvWQE is a posted receive request, its SGL copied so the caller may reuse its own.
+type recvWQE struct {
+	id     uint64
+	sgl    []SGE
+	length uint64
+	err    error
+}
+
+// recvQueue is a ring of receive WQEs whose SGL storage is allocated once.
+type recvQueue struct {
+	ring    []recvWQE
+	head, n int
+	// source, when set, is asked for receives when a message needs one and none is queued:
+	// a device model's receive queue in guest memory (see QP.SetRecvSource).
+	source func(max int) []RecvWR
+}
+
+func newRecvQueue(n int) recvQueue { return recvQueue{ring: make([]recvWQE, n)} }
+
+func (q *recvQueue) push(wr *RecvWR) bool {
+	if q.n == len(q.ring) {
+		return false
+	}
+	w := &q.ring[(q.head+q.n)%len(q.ring)]
+	w.id, w.err = wr.ID, wr.Err
+	w.sgl = append(w.sgl[:0], wr.SGL...)
+	w.length = 0
+	for _, s := range wr.SGL {
+		w.length += uint64(s.Length)
+	}
+	q.n++
+	return true
+}
+
+func (q *recvQueue) peek() *recvWQE {
+	if q.n == 0 {
+		return nil
+	}
+	return &q.ring[q.head]
+}
+
+func (q *recvQueue) pop() {
+	if q.n == 0 {
+		return
+	}
+	q.head = (q.head + 1) % len(q.ring)
+	q.n--
+}
+
+// PostError says which work request of a post failed and why; the ones before it were posted.
+type PostError struct {
+	Index  int
+	Err    syscall.Errno
+	Reason string
+}
+
+func (e *PostError) Error() string {
+	return fmt.Sprintf("post: work request %d: %v: %s", e.Index, e.Err, e.Reason)
+}
+
+func (e *PostError) Unwrap() error { return e.Err }

@@ -1,0 +1,154 @@
+package engine
+
+// The device lock guards the engine's state and nothing else. What the engine produces for the
+// world outside it while holding the lock (frames for the link, events for the sink, calls of a
+// CQ's completion function) goes into the outbox and is carried out by unlock, after the lock
+// is released. So a slow link, a pcap writer or a callback that calls back into the device
+// never holds up (or deadlocks) the goroutines that post work, poll CQs or receive frames.
+//
+// One goroutine at a time empties the outbox, in the order things were put in it: whoever
+// unlocks with work waiting and finds nobody else at it. Others add to the outbox and leave;
+// the one emptying it picks up what they added. A flusher that keeps finding more after
+// maxFlushRounds hands the rest to a call on the device's clock rather than being kept from
+// returning to its caller for ever by a busy peer. In the simulator all of this runs on the
+// simulator's goroutine, in a fixed order, so a seed still gives one trace.
+
+// outFrame is a frame waiting for the link.
+type outFrame struct {
+	b     []byte
+	lent  bool // built in a buffer from the link's Buffer, so it goes back by SendBuffer
+	local bool // addressed to the device itself: for the loopback, not the link
+}
+
+type outbox struct {
+	frames   []outFrame
+	events   []Event
+	calls    []func()
+	flushing bool // a goroutine is emptying the outbox
+	later    bool // a flush is scheduled on the clock
+	// spare slices, swapped with the ones above so that neither side allocates
+	frames2 []outFrame
+	events2 []Event
+	calls2  []func()
+	txFree  [][]byte // buffers for links that do not lend theirs
+}
+
+// maxFlushRounds bounds how many batches one unlock carries out before handing over.
+const maxFlushRounds = 4
+
+// maxTxFree bounds the pool of frame buffers kept for links that do not lend buffers.
+const maxTxFree = 256
+
+func (o *outbox) empty() bool {
+	return len(o.frames) == 0 && len(o.events) == 0 && len(o.calls) == 0
+}
+
+// unlock releases the device lock and carries out what the outbox holds.
+func (d *Device) unlock() {
+	o := &d.out
+	if o.flushing || o.empty() {
+		d.mu.Unlock()
+		return
+	}
+	o.flushing = true
+	for round := 1; ; round++ {
+		frames, events, calls := o.frames, o.events, o.calls
+		o.frames, o.events, o.calls = o.frames2[:0], o.events2[:0], o.calls2[:0]
+		// The engine decided which frames are for the device itself when it sent them, so
+		// they go to the loopback and the rest to the link behind it without a second look.
+		link, lender, sink, stopped := d.loop.link, d.loop.lender, d.cfg.Events, d.stopped
+		d.mu.Unlock()
+
+		for _, f := range frames {
+			switch {
+			case f.b == nil || stopped:
+				if f.lent && lender != nil {
+					lender.SendBuffer(nil) // give the buffer back
+				}
+			case f.local:
+				d.loop.take(f.b, f.lent)
+			case f.lent:
+				if lender != nil {
+					lender.SendBuffer(f.b)
+				}
+			case link != nil:
+				_ = link.Send(f.b)
+			}
+		}
+		if sink != nil {
+			for _, e := range events {
+				sink(e)
+			}
+		}
+		for _, c := range calls {
+			c()
+		}
+
+		d.mu.Lock()
+		for i, f := range frames {
+			// Only whole frame buffers are kept: a netdev's frame (SendFrame) is its own size.
+			if !f.lent && cap(f.b) >= MaxFrame && len(o.txFree) < maxTxFree {
+				o.txFree = append(o.txFree, f.b[:cap(f.b)])
+			}
+			frames[i] = outFrame{}
+		}
+		clear(events)
+		clear(calls)
+		o.frames2, o.events2, o.calls2 = frames[:0], events[:0], calls[:0]
+		if o.empty() {
+			o.flushing = false
+			d.mu.Unlock()
+			return
+		}
+		if round == maxFlushRounds {
+			o.flushing = false
+			if !o.later {
+				o.later = true
+				d.clock.Post(0, d.flushLater)
+			}
+			d.mu.Unlock()
+			return
+		}
+	}
+}
+
+// flushLater empties the outbox on the clock's goroutine.
+func (d *Device) flushLater() {
+	d.mu.Lock()
+	d.out.later = false
+	d.unlock()
+}
+
+// txBuffer is where the next frame is built: a buffer lent by the link, or one of the device's.
+func (d *Device) txBuffer() []byte {
+	if d.lender != nil {
+		return d.lender.Buffer()
+	}
+	o := &d.out
+	if n := len(o.txFree); n > 0 {
+		b := o.txFree[n-1]
+		o.txFree = o.txFree[:n-1]
+		return b
+	}
+	return NewFrameBuffer(MaxFrame)
+}
+
+// send queues a frame built in a buffer from txBuffer for the link, or, local, for the device
+// itself.
+func (d *Device) send(frame []byte, local bool) {
+	d.out.frames = append(d.out.frames, outFrame{b: frame, lent: d.lender != nil, local: local})
+}
+
+// dropBuffer gives back a buffer from txBuffer that carries no frame.
+func (d *Device) dropBuffer(b []byte) {
+	if d.lender != nil {
+		d.out.frames = append(d.out.frames, outFrame{lent: true})
+		return
+	}
+	if len(d.out.txFree) < maxTxFree {
+		d.out.txFree = append(d.out.txFree, b[:cap(b)])
+	}
+}
+
+// later queues a call to run after the lock is released.
+func (d *Device) later(f func()) { d.out.calls = append(d.out.calls, f) }

@@ -1,0 +1,519 @@
+package engine
+
+import (
+	"fmt"
+	"net/netip"
+	"syscall"
+
+	"github.com/softirdma/softirdma/keys"
+	"github.com/softirdma/softirdma/wire/roce"
+)
+
+// QPCap is the size of a QP's queues (struct ibv_qp_cap).
+type QPCap struct {
+	MaxSendWR, MaxRecvWR, MaxSendSGE, MaxRecvSGE, MaxInlineData int
+}
+
+// QPInitAttr describes a QP to create (struct ibv_qp_init_attr).
+type QPInitAttr struct {
+	Type           QPType // QPTypeRC; UC and UD are not implemented yet
+	SendCQ, RecvCQ *CQ
+	SRQ            *SRQ
+	Cap            QPCap
+	// SigAll makes every send work request signalled (sq_sig_all).
+	SigAll bool
+}
+
+// AHAttr is the path to the peer (struct ibv_ah_attr with its GRH): for RoCEv2 the peer's GID,
+// which is its IP address, and the IP header fields to send with.
+type AHAttr struct {
+	DGID         netip.Addr
+	TrafficClass uint8
+	HopLimit     uint8
+	FlowLabel    uint32
+}
+
+// QPAttr holds QP attributes (struct ibv_qp_attr); a Modify mask says which ones apply.
+type QPAttr struct {
+	State, CurState QPState
+	AccessFlags     Access // remote rights the QP grants: REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC, FLUSH_GLOBAL, FLUSH_PERSISTENT
+	PKeyIndex       uint16
+	Port            uint8
+	AH              AHAttr
+	PathMTU         MTU
+	Timeout         uint8 // local ACK timeout: 4.096 us x 2^Timeout; 0 disables it
+	RetryCnt        uint8 // 0..7 retries after a timeout or sequence NAK
+	RNRRetry        uint8 // 0..7 retries after an RNR NAK; 7 retries forever
+	RQPSN, SQPSN    uint32
+	MaxRdAtomic     uint8 // READs and atomics this QP may have outstanding as requester
+	MaxDestRdAtomic uint8 // READs and atomics it accepts outstanding as responder
+	MinRNRTimer     uint8 // the RNR timer code it sends in RNR NAKs
+	DestQPN         uint32
+	Cap             QPCap
+	// EnSQDAsyncNotify asks a move to SQD for an SQ_DRAINED event (AttrEnSQDAsyncNotify).
+	EnSQDAsyncNotify bool
+}
+
+// transitions is the verbs state machine for RC QPs (IBTA table 91, ib_modify_qp_is_ok): for each
+// allowed transition the attributes it requires and those it may also set. Moves to RESET and ERR
+// are allowed from every state.
+var transitions = map[[2]QPState][2]AttrMask{
+	{QPSReset, QPSInit}: {AttrPKeyIndex | AttrPort | AttrAccessFlags, 0},
+	{QPSInit, QPSInit}:  {0, AttrPKeyIndex | AttrPort | AttrAccessFlags},
+	{QPSInit, QPSRTR}: {AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN | AttrMaxDestRdAtomic | AttrMinRNRTimer,
+		AttrAltPath | AttrAccessFlags | AttrPKeyIndex},
+	{QPSRTR, QPSRTS}: {AttrSQPSN | AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic,
+		AttrCurState | AttrAltPath | AttrAccessFlags | AttrMinRNRTimer | AttrPathMigState},
+	{QPSRTS, QPSRTS}: {0, AttrCurState | AttrAccessFlags | AttrAltPath | AttrPathMigState | AttrMinRNRTimer},
+	{QPSRTS, QPSSQD}: {0, AttrEnSQDAsyncNotify},
+	{QPSSQD, QPSRTS}: {0, AttrCurState | AttrAccessFlags | AttrAltPath | AttrMinRNRTimer | AttrPathMigState},
+	{QPSSQD, QPSSQD}: {0, AttrAV | AttrAltPath | AttrAccessFlags | AttrPKeyIndex | AttrMinRNRTimer | AttrPathMigState |
+		AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic | AttrMaxDestRdAtomic},
+}
+
+// QP is a queue pair.
+type QP struct {
+	dev    *Device
+	pd     *PD
+	qpn    uint32
+	typ    QPType
+	sendCQ *CQ
+	recvCQ *CQ
+	srq    *SRQ
+	cap    QPCap
+	sigAll bool
+	// onRetire hears of each send WQE retired, before its completion.
+	onRetire func(n int)
+	state    QPState
+	attr     QPAttr
+
+	overflowed bool // a completion was lost; the QP is on its way to ERR
+	local      bool // the peer is the device itself: every frame goes to the loopback
+	async      qpAsync
+
+	builder roce.Builder
+	rq      recvQueue
+	sq      sendQueue
+	req     requester
+	resp    responder
+}
+
+// CreateQP creates a queue pair in RESET.
+func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
+	d := pd.dev
+	c := init.Cap
+	switch {
+	case init.Type != QPTypeRC:
+		return nil, fmt.Errorf("create_qp: type %d: %w", init.Type, syscall.EOPNOTSUPP)
+	case init.SendCQ == nil || init.RecvCQ == nil:
+		return nil, fmt.Errorf("create_qp: a send and a receive CQ are needed: %w", syscall.EINVAL)
+	case c.MaxSendWR < 1 || c.MaxSendWR > d.limits.MaxQPWR || c.MaxSendSGE > d.limits.MaxSGE || c.MaxRecvSGE > d.limits.MaxSGE:
+		return nil, fmt.Errorf("create_qp: capabilities %+v exceed the device's: %w", c, syscall.EINVAL)
+	case init.SRQ == nil && (c.MaxRecvWR < 1 || c.MaxRecvWR > d.limits.MaxQPWR):
+		return nil, fmt.Errorf("create_qp: %d receive requests: %w", c.MaxRecvWR, syscall.EINVAL)
+	case c.MaxInlineData > d.limits.MaxInline:
+		return nil, fmt.Errorf("create_qp: %d bytes inline: %w", c.MaxInlineData, syscall.EINVAL)
+	}
+	d.mu.Lock()
+	defer d.unlock()
+	if len(d.qps) >= d.limits.MaxQP {
+		return nil, fmt.Errorf("create_qp: %w", syscall.ENOMEM)
+	}
+	if d.cqs.live[init.SendCQ.num] != init.SendCQ || d.cqs.live[init.RecvCQ.num] != init.RecvCQ ||
+		init.SRQ != nil && d.srqs.live[init.SRQ.num] != init.SRQ {
+		return nil, fmt.Errorf("create_qp: a CQ or the SRQ is destroyed or another device's: %w", syscall.EINVAL)
+	}
+	qpn := d.allocQPN()
+	qp := &QP{dev: d, pd: pd, qpn: qpn, typ: init.Type, sendCQ: init.SendCQ, recvCQ: init.RecvCQ,
+		srq: init.SRQ, cap: c, sigAll: init.SigAll, state: QPSReset}
+	if init.SRQ == nil {
+		qp.rq = newRecvQueue(c.MaxRecvWR)
+	}
+	qp.sq = newSendQueue(c.MaxSendWR)
+	d.qps[qp.qpn] = qp
+	d.event(Event{QP: qp.qpn, Kind: EvQPState, Msg: "created in RESET"})
+	return qp, nil
+}
+
+// Num is the QP number.
+func (qp *QP) Num() uint32 { return qp.qpn }
+
+// State is the QP's current state.
+func (qp *QP) State() QPState {
+	qp.dev.mu.Lock()
+	defer qp.dev.unlock()
+	return qp.state
+}
+
+// Query returns the QP's attributes.
+func (qp *QP) Query() QPAttr {
+	qp.dev.mu.Lock()
+	defer qp.dev.unlock()
+	a := qp.attr
+	a.State, a.CurState, a.Cap = qp.state, qp.state, qp.cap
+	return a
+}
+
+// Modify changes the QP's state and attributes (ibv_modify_qp). The mask must hold exactly the
+// attributes the transition requires plus any it allows; anything else is EINVAL and changes
+// nothing.
+func (qp *QP) Modify(attr QPAttr, mask AttrMask) error {
+	d := qp.dev
+	// The peer's link address is looked up before the device is locked: on a real link that
+	// may mean waiting for an ARP reply, which must not hold up the device.
+	var peerMAC [6]byte
+	var resolved bool
+	if mask&AttrAV != 0 && attr.AH.DGID.IsValid() && d.cfg.Resolve != nil {
+		peerMAC, resolved = d.cfg.Resolve(attr.AH.DGID.Unmap())
+	}
+	d.mu.Lock()
+	defer d.unlock()
+	cur := qp.state
+	if mask&AttrCurState != 0 && attr.CurState != cur {
+		return fmt.Errorf("modify_qp: cur_state %s but the QP is %s: %w", attr.CurState, cur, syscall.EINVAL)
+	}
+	next := cur
+	if mask&AttrState != 0 {
+		next = attr.State
+	}
+	if next > QPSErr {
+		return fmt.Errorf("modify_qp: state %d: %w", next, syscall.EINVAL)
+	}
+	other := mask &^ (AttrState | AttrCurState)
+	if next != QPSReset && next != QPSErr {
+		t, ok := transitions[[2]QPState{cur, next}]
+		if !ok {
+			return fmt.Errorf("modify_qp: %s to %s is not a transition: %w", cur, next, syscall.EINVAL)
+		}
+		if missing := t[0] &^ other; missing != 0 {
+			return fmt.Errorf("modify_qp: %s to %s needs attributes 0x%x: %w", cur, next, uint32(missing), syscall.EINVAL)
+		}
+		if extra := other &^ (t[0] | t[1]); extra != 0 {
+			return fmt.Errorf("modify_qp: %s to %s does not take attributes 0x%x: %w", cur, next, uint32(extra), syscall.EINVAL)
+		}
+	} else if other&^(AttrEnSQDAsyncNotify) != 0 && next == QPSReset {
+		// Moving to RESET takes no attributes; ERR tolerates them but ignores them.
+		return fmt.Errorf("modify_qp: to RESET takes no attributes (0x%x): %w", uint32(other), syscall.EINVAL)
+	}
+	if err := validateAttr(d, &attr, other); err != nil {
+		return err
+	}
+	qp.apply(&attr, other)
+	if next == QPSRTR && cur == QPSInit {
+		if !resolved {
+			return fmt.Errorf("modify_qp: no link address for %s: %w", attr.AH.DGID, syscall.EHOSTUNREACH)
+		}
+		qp.setPath(peerMAC)
+		qp.resp.reset(qp)
+	}
+	if next == QPSRTS && cur == QPSRTR {
+		qp.req.reset(qp)
+	}
+	qp.setState(next, "modify_qp")
+	if next == QPSReset {
+		qp.resetQueues()
+	}
+	if next == QPSRTS {
+		qp.kick()
+	}
+	return nil
+}
+
+// qpAccessFlags are the access flags a QP takes (qp_access_flags): the remote rights it grants,
+// FLUSH's two placement types among them (rxe checks them on every FLUSH), and LOCAL_WRITE and
+// MW_BIND, which libibverbs lets through.
+const qpAccessFlags = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic | AccessMWBind |
+	AccessFlushGlobal | AccessFlushPersistent
+
+func validateAttr(d *Device, a *QPAttr, m AttrMask) error {
+	bad := func(what string) error { return fmt.Errorf("modify_qp: %s: %w", what, syscall.EINVAL) }
+	switch {
+	case m&AttrPathMTU != 0 && a.PathMTU.Bytes() == 0:
+		return bad(fmt.Sprintf("path MTU %d", a.PathMTU))
+	case m&AttrTimeout != 0 && a.Timeout > 31:
+		return bad("timeout above 31")
+	case m&AttrRetryCnt != 0 && a.RetryCnt > 7:
+		return bad("retry_cnt above 7")
+	case m&AttrRNRRetry != 0 && a.RNRRetry > 7:
+		return bad("rnr_retry above 7")
+	case m&AttrMinRNRTimer != 0 && a.MinRNRTimer > 31:
+		return bad("min_rnr_timer above 31")
+	case m&AttrRQPSN != 0 && a.RQPSN > psnMask, m&AttrSQPSN != 0 && a.SQPSN > psnMask:
+		return bad("PSN wider than 24 bits")
+	case m&AttrDestQPN != 0 && a.DestQPN > psnMask:
+		return bad("destination QPN wider than 24 bits")
+	case m&AttrMaxQPRdAtomic != 0 && int(a.MaxRdAtomic) > d.limits.MaxQPInitRdAtom,
+		m&AttrMaxDestRdAtomic != 0 && int(a.MaxDestRdAtomic) > d.limits.MaxQPRdAtom:
+		return bad("more outstanding READ/atomic than the device allows")
+	case m&AttrAccessFlags != 0 && a.AccessFlags&^qpAccessFlags != 0:
+		return bad("access flags " + a.AccessFlags.String())
+	case m&AttrAV != 0 && !a.AH.DGID.IsValid():
+		return bad("no destination GID")
+	}
+	return nil
+}
+
+func (qp *QP) apply(a *QPAttr, m AttrMask) {
+	t := &qp.attr
+	if m&AttrAccessFlags != 0 {
+		t.AccessFlags = a.AccessFlags
+	}
+	if m&AttrPKeyIndex != 0 {
+		t.PKeyIndex = a.PKeyIndex
+	}
+	if m&AttrPort != 0 {
+		t.Port = a.Port
+	}
+	if m&AttrAV != 0 {
+		t.AH = a.AH
+	}
+	if m&AttrPathMTU != 0 {
+		t.PathMTU = a.PathMTU
+	}
+	if m&AttrTimeout != 0 {
+		t.Timeout = a.Timeout
+	}
+	if m&AttrRetryCnt != 0 {
+		t.RetryCnt = a.RetryCnt
+	}
+	if m&AttrRNRRetry != 0 {
+		t.RNRRetry = a.RNRRetry
+	}
+	if m&AttrRQPSN != 0 {
+		t.RQPSN = a.RQPSN
+	}
+	if m&AttrSQPSN != 0 {
+		t.SQPSN = a.SQPSN
+	}
+	if m&AttrMaxQPRdAtomic != 0 {
+		t.MaxRdAtomic = a.MaxRdAtomic
+	}
+	if m&AttrMaxDestRdAtomic != 0 {
+		t.MaxDestRdAtomic = a.MaxDestRdAtomic
+	}
+	if m&AttrMinRNRTimer != 0 {
+		t.MinRNRTimer = a.MinRNRTimer
+	}
+	if m&AttrDestQPN != 0 {
+		t.DestQPN = a.DestQPN
+	}
+	t.EnSQDAsyncNotify = m&AttrEnSQDAsyncNotify != 0 && a.EnSQDAsyncNotify // asked for each move to SQD
+}
+
+// setPath fills the frame builder's addresses from the AV. The source address is the device's
+// address of the destination's family: its IPv4 address, or for an IPv6 peer its IPv6 address
+// (link-local for a link-local peer).
+func (qp *QP) setPath(mac [6]byte) {
+	d := qp.dev
+	dst := qp.attr.AH.DGID.Unmap()
+	ah := qp.attr.AH
+	qp.builder = roce.Builder{Path: roce.Path{SrcMAC: d.MAC(), DstMAC: mac, SrcIP: d.sourceFor(dst), DstIP: dst,
+		SrcPort: srcPort(qp.qpn), TrafficClass: ah.TrafficClass, TTL: ah.HopLimit, FlowLabel: ah.FlowLabel}}
+	qp.local = d.owns(dst)
+}
+
+func (qp *QP) setState(s QPState, why string) {
+	if qp.state == s {
+		return
+	}
+	old := qp.state
+	qp.state = s
+	qp.dev.event(Event{QP: qp.qpn, Kind: EvQPState, Msg: fmt.Sprintf("%s -> %s (%s)", old, s, why)})
+	if s == QPSErr {
+		qp.flush()
+	}
+	qp.stateChanged(s)
+}
+
+// toError moves the QP to ERR after a failure, flushing what is left, and raises QP_FATAL.
+func (qp *QP) toError(why string) { qp.fail(AsyncQPFatal, why) }
+
+// Fail moves the QP to ERR as a failure of its own, not the user's (QP_FATAL is raised, its
+// work is flushed): a device model's queue in guest memory went away under it.
+func (qp *QP) Fail(why string) {
+	d := qp.dev
+	d.mu.Lock()
+	defer d.unlock()
+	qp.toError(why)
+}
+
+// PostRecv posts receive requests. On a QP with an SRQ it is EINVAL.
+func (qp *QP) PostRecv(wrs ...RecvWR) error {
+	d := qp.dev
+	d.mu.Lock()
+	defer d.unlock()
+	for i := range wrs {
+		switch {
+		case qp.srq != nil:
+			return &PostError{Index: i, Err: syscall.EINVAL, Reason: "the QP uses a shared receive queue"}
+		case qp.state == QPSReset:
+			return &PostError{Index: i, Err: syscall.EINVAL, Reason: "the QP is in RESET"}
+		case len(wrs[i].SGL) > qp.cap.MaxRecvSGE:
+			return &PostError{Index: i, Err: syscall.EINVAL, Reason: fmt.Sprintf("%d SGEs, the QP takes %d", len(wrs[i].SGL), qp.cap.MaxRecvSGE)}
+		}
+		if !qp.rq.push(&wrs[i]) {
+			return &PostError{Index: i, Err: syscall.ENOMEM, Reason: "receive queue full"}
+		}
+		if qp.state == QPSErr {
+			qp.flushRecv()
+		}
+	}
+	if qp.resp.waitingRecv {
+		qp.resp.waitingRecv = false
+	}
+	return nil
+}
+
+// peekRecv finds the receive the next message takes: the first queued, or, with none queued,
+// one the queue's source hands over.
+func (qp *QP) peekRecv() *recvWQE {
+	q := qp.recvQueue()
+	if w := q.peek(); w != nil || q.source == nil {
+		return w
+	}
+	for _, wr := range q.source(len(q.ring) - q.n) {
+		if !q.push(&wr) {
+			break
+		}
+	}
+	return q.peek()
+}
+
+// SetRecvSource makes the QP's receive queue ask fetch for receives when a message needs one
+// and none is posted, as a NIC reads the producer index of a receive queue in host memory only
+// then (rxe's user ABI has no receive doorbell). fetch returns at most max receives, each with
+// at most the QP's max_recv_sge SGEs; it runs with the device locked and must not call into
+// the device. PostRecv still works beside it.
+func (qp *QP) SetRecvSource(fetch func(max int) []RecvWR) {
+	qp.dev.mu.Lock()
+	defer qp.dev.unlock()
+	qp.rq.source = fetch
+}
+
+// SetRecvSource is QP.SetRecvSource for the SRQ. The SRQ's limit is then the source's to check
+// (the engine sees only the receives fetched).
+func (srq *SRQ) SetRecvSource(fetch func(max int) []RecvWR) {
+	d := srq.pd.dev
+	d.mu.Lock()
+	defer d.unlock()
+	srq.queue.source = fetch
+}
+
+// recvQueue is the queue receives are taken from: the QP's own or its SRQ's.
+func (qp *QP) recvQueue() *recvQueue {
+	if qp.srq != nil {
+		return &qp.srq.queue
+	}
+	return &qp.rq
+}
+
+// complete queues a completion on cq; a full CQ moves the QP to ERR.
+func (qp *QP) complete(cq *CQ, wc WC) {
+	wc.QPNum = qp.qpn
+	if !cq.push(wc) {
+		qp.dev.event(Event{QP: qp.qpn, Kind: EvWarning, WRID: wc.WRID, Msg: "completion queue overflow"})
+		// The QP goes to ERR as soon as the work in hand is done: doing it here would flush
+		// and retire the very WQE being retired.
+		if !qp.overflowed {
+			qp.overflowed = true
+			d := qp.dev
+			d.clock.Post(0, func() {
+				d.mu.Lock()
+				defer d.unlock()
+				// The user may have reset the QP meanwhile (which forgets the overflow) or
+				// moved it to ERR already.
+				if qp.overflowed && qp.state != QPSReset && qp.state != QPSErr {
+					qp.toError("CQ overflow")
+				}
+			})
+		}
+		return
+	}
+	if qp.dev.tracing() {
+		qp.dev.event(Event{QP: qp.qpn, Kind: EvComplete, WRID: wc.WRID, Status: wc.Status,
+			Msg: fmt.Sprintf("wr 0x%x %s %s len %d", wc.WRID, wc.Opcode, wc.Status, wc.ByteLen), Err: wc.Err})
+	}
+}
+
+// flush completes every outstanding work request with WR_FLUSH_ERR, as a QP in ERR does.
+func (qp *QP) flush() {
+	qp.req.stopTimers()
+	qp.sq.flush(qp)
+	qp.flushRecv()
+}
+
+func (qp *QP) flushRecv() {
+	if r := &qp.resp; r.recv != nil {
+		// The receive a message in progress had taken belongs to this QP even from an SRQ.
+		qp.complete(qp.recvCQ, WC{WRID: r.recv.id, Status: WCWRFlushErr, Opcode: WCRecv})
+		r.recv = nil
+	}
+	if qp.srq != nil {
+		return // an SRQ's receives belong to no QP
+	}
+	fetched := false
+	for {
+		w := qp.rq.peek()
+		if w == nil && qp.rq.source != nil && !fetched {
+			// The receives waiting in the source are posted too, and flushed like the rest:
+			// one round of them, those there now.
+			fetched = true
+			w = qp.peekRecv()
+		}
+		if w == nil {
+			return
+		}
+		qp.complete(qp.recvCQ, WC{WRID: w.id, Status: WCWRFlushErr, Opcode: WCRecv})
+		qp.rq.pop()
+	}
+}
+
+func (qp *QP) resetQueues() {
+	qp.req.stopTimers()
+	qp.sq.reset()
+	if qp.srq == nil {
+		qp.rq.head, qp.rq.n = 0, 0
+	}
+	qp.attr = QPAttr{}
+	qp.req = requester{}
+	qp.resp = responder{}
+	qp.overflowed = false
+}
+
+// Destroy destroys the QP. Its outstanding work requests are dropped without completions.
+func (qp *QP) Destroy() error {
+	d := qp.dev
+	d.mu.Lock()
+	defer d.unlock()
+	qp.req.stopTimers()
+	qp.sq.settleBinds()
+	delete(d.qps, qp.qpn)
+	qp.state = QPSReset
+	d.event(Event{QP: qp.qpn, Kind: EvQPState, Msg: "destroyed"})
+	return nil
+}
+
+// remoteAccess checks an rkey access for a request arriving on this QP.
+func (qp *QP) remoteAccess(rkey uint32, va, n uint64, rights Access) (keys.Span, error) {
+	return qp.dev.keys.Remote(keys.RemoteAccess{Key: keys.Key(rkey), PD: qp.pd.handle, QP: keys.QPN(qp.qpn), VA: va, Len: n, Rights: rights})
+}
+
+// localAccess checks an lkey access by one of this QP's work requests.
+func (qp *QP) localAccess(sge SGE, off, n uint64, rights Access) (keys.Span, error) {
+	return qp.dev.keys.Local(keys.LocalAccess{Key: keys.Key(sge.LKey), PD: qp.pd.handle, VA: sge.Addr + off, Len: n, Rights: rights})
+}
+
+// allocQPN hands out the next free 24-bit QP number from 0x11 up, wrapping, skipping those in
+// use (QPs 0 and 1 are the special ones; 2-0x10 are left alone as rxe does).
+func (d *Device) allocQPN() uint32 {
+	for {
+		n := d.nextQPN
+		d.nextQPN++
+		if d.nextQPN > psnMask {
+			d.nextQPN = 0x11
+		}
+		if _, used := d.qps[n]; !used {
+			return n
+		}
+	}
+}

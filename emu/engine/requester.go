@@ -1,0 +1,780 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/softirdma/softirdma/keys"
+	"github.com/softirdma/softirdma/wire/roce"
+)
+
+const (
+	psnMask = 1<<24 - 1
+	// maxUnackedPSNs is how far the requester runs ahead of the oldest unacknowledged PSN
+	// (rxe's RXE_MAX_UNACKED_PSNS).
+	maxUnackedPSNs = 128
+	// maxPktsPerAck is how many packets go without AckReq at most (RXE_MAX_PKT_PER_ACK).
+	maxPktsPerAck = 64
+	// requesterBudget is how many packets one requester run sends before it yields, so ACKs
+	// and other QPs get their turn.
+	requesterBudget = 64
+)
+
+func psnAdd(p, n uint32) uint32 { return (p + n) & psnMask }
+
+// psnCmp compares PSNs on the 24-bit circle: negative when a is before b.
+func psnCmp(a, b uint32) int32 { return int32((a-b)<<8) >> 8 }
+
+// requester is the send side of an RC QP: it turns WQEs into request packets, keeps the
+// retransmission timer, and (as the completer) matches acknowledgements and responses.
+type requester struct {
+	psn       uint32 // next PSN to send
+	sentPSN   uint32 // the PSN after the highest ever sent; a rewind does not lower it
+	compPSN   uint32 // oldest PSN not yet acknowledged (by an ACK or a READ response)
+	ackPSN    uint32 // the PSN after the latest cumulative ACK
+	idx       int    // send-queue position (from head) of the next WQE to work on
+	rdAtomic  int    // READs and atomics started and not finished
+	noackPkts int
+	retryLeft uint8
+	rnrLeft   uint8
+	waitRNR   bool
+	scheduled bool
+	// The retransmission timer is made once and reset on every ACK that makes progress.
+	timer    Timer
+	armed    bool
+	rnrTimer Timer
+	rnrGen   uint64 // which RNR wait the pending timer belongs to
+	deadline time.Duration
+	// A sequence NAK for seqRetryPSN has been acted on and nothing has progressed since:
+	// copies of it are ignored rather than each costing a retry.
+	seqRetrying bool
+	seqRetryPSN uint32
+	txCount     uint64 // request packets sent, the first being 1: orders requests in time
+	run         func() // runs the requester; made once so a kick does not allocate
+}
+
+func (r *requester) reset(qp *QP) {
+	r.psn = qp.attr.SQPSN
+	r.sentPSN = qp.attr.SQPSN
+	r.compPSN = qp.attr.SQPSN
+	r.ackPSN = qp.attr.SQPSN
+	r.idx, r.rdAtomic, r.noackPkts = 0, 0, 0
+	r.retryLeft, r.rnrLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
+}
+
+func (r *requester) stopTimers() {
+	if r.armed {
+		r.timer.Stop()
+		r.armed = false
+	}
+	if r.rnrTimer != nil {
+		r.rnrTimer.Stop()
+		r.rnrTimer = nil
+	}
+	r.rnrGen++
+	r.waitRNR = false
+}
+
+// kick schedules a requester run.
+func (qp *QP) kick() {
+	r := &qp.req
+	if r.scheduled || qp.dev.stopped {
+		return
+	}
+	if r.run == nil {
+		r.run = func() {
+			qp.dev.mu.Lock()
+			defer qp.dev.unlock()
+			qp.req.scheduled = false
+			qp.runRequester()
+		}
+	}
+	r.scheduled = true
+	qp.dev.clock.Post(0, r.run)
+}
+
+func (qp *QP) runRequester() {
+	d := qp.dev
+	r := &qp.req
+	if d.stopped || !qp.requesterActive() || r.waitRNR {
+		return
+	}
+	for budget := requesterBudget; r.idx < qp.sq.n; {
+		w := qp.sq.at(r.idx)
+		if w.state == wqeDone {
+			r.idx++
+			continue
+		}
+		if w.poison != nil {
+			if qp.state == QPSSQD {
+				return
+			}
+			qp.failWQE(w, w.poison.Status, w.poison.Err)
+			return
+		}
+		if w.isLocal() {
+			if qp.state == QPSSQD {
+				return
+			}
+			// LOCAL_INV waits for every earlier WQE to finish (rxe's local invalidate fence,
+			// IBA 10.6.5.1); so does any local operation that asks for a fence.
+			if (w.wr.Opcode == WRLocalInv || w.wr.Flags&SendFence != 0) && r.idx > 0 {
+				return
+			}
+			qp.execLocal(w)
+			r.idx++
+			qp.retire()
+			if qp.state == QPSErr {
+				return
+			}
+			continue
+		}
+		if w.state == wqePosted && w.next == 0 && !w.started() {
+			if qp.state == QPSSQD {
+				return // draining: what was started finishes, nothing new starts
+			}
+			if w.wr.Flags&SendFence != 0 && r.rdAtomic > 0 {
+				return
+			}
+			if w.usesRdAtomic() && r.rdAtomic >= int(qp.attr.MaxRdAtomic) {
+				return
+			}
+			if err := qp.checkLocalSGL(w); err != nil {
+				qp.failWQE(w, accessStatus(err), err)
+				return
+			}
+			qp.start(w)
+		}
+		if psnCmp(r.psn, psnAdd(r.compPSN, maxUnackedPSNs)) >= 0 {
+			return
+		}
+		if budget == 0 {
+			qp.kick()
+			return
+		}
+		budget--
+		if !qp.sendRequestPacket(w) {
+			return
+		}
+	}
+}
+
+func (w *sendWQE) started() bool { return w.state != wqePosted || w.npkts != 0 }
+
+// start gives a WQE its PSNs.
+func (qp *QP) start(w *sendWQE) {
+	r := &qp.req
+	mtu := uint64(qp.attr.PathMTU.Bytes())
+	// A new request follows everything ever sent. After a rewind r.psn can lag behind that,
+	// when the requests that were being resent finished before their turn came.
+	r.psn = r.sentPSN
+	w.firstPSN = r.psn
+	w.npkts = 1
+	switch w.wr.Opcode {
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd, WRAtomicWrite, WRFlush:
+	default:
+		if w.length > mtu {
+			w.npkts = uint32((w.length + mtu - 1) / mtu)
+		}
+	}
+	w.lastPSN = psnAdd(w.firstPSN, w.npkts-1)
+	w.next = 0
+	w.firstTx = 0
+	if w.usesRdAtomic() {
+		r.rdAtomic++
+		w.counted = true
+	}
+}
+
+// checkLocalSGL checks every SGE of a WQE before its first packet, so a bad lkey fails the
+// request before anything reaches the wire: LOC_PROT_ERR (IBTA; rxe says LOC_QP_OP_ERR, K13).
+func (qp *QP) checkLocalSGL(w *sendWQE) error {
+	if w.wr.Flags&SendInline != 0 {
+		return nil
+	}
+	var rights Access
+	if w.isReadOrAtomic() {
+		rights = AccessLocalWrite
+	} else if w.length <= uint64(qp.attr.PathMTU.Bytes()) {
+		// A message of one packet gathers its whole list for that packet, before anything is
+		// sent, with the same checks: checking it here too would look every lkey up twice.
+		return nil
+	}
+	for _, s := range w.sgl {
+		if _, err := qp.localAccess(s, 0, uint64(s.Length), rights); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendRequestPacket sends the WQE's next request packet and reports whether it did.
+func (qp *QP) sendRequestPacket(w *sendWQE) bool {
+	r := &qp.req
+	if !qp.transmitRequest(w) {
+		return false
+	}
+	psn := psnAdd(w.firstPSN, w.next)
+	end := psnAdd(psn, 1)
+	if w.wr.Opcode == WRRDMARead {
+		end = psnAdd(w.lastPSN, 1)
+	}
+	if psnCmp(end, r.sentPSN) > 0 {
+		r.sentPSN = end
+	}
+	if w.isReadOrAtomic() {
+		// A READ that was sent again resumes at the first response it is missing; its
+		// next counts the responses received, which the completer advances.
+		if w.wr.Opcode != WRRDMARead {
+			w.next = w.npkts
+		}
+		w.state = wqeSent
+		r.psn = psnAdd(w.lastPSN, 1)
+		r.idx++
+	} else {
+		w.next++
+		w.state = wqeSending
+		r.psn = psnAdd(w.firstPSN, w.next)
+		if w.next == w.npkts {
+			w.state = wqeSent
+			r.idx++
+		}
+	}
+	qp.armRetransmit()
+	return true
+}
+
+// transmitRequest builds and sends the WQE's request packet at w.next (a READ's request asks for
+// the responses from its next on; an atomic's is its only packet), and reports whether it did:
+// a failure fails the WQE.
+func (qp *QP) transmitRequest(w *sendWQE) bool {
+	r := &qp.req
+	mtu := uint64(qp.attr.PathMTU.Bytes())
+	h := roce.Header{DestQP: qp.attr.DestQPN, PSN: psnAdd(w.firstPSN, w.next)}
+	var payload uint64
+	var off uint64
+	last := w.next == w.npkts-1
+	switch w.wr.Opcode {
+	case WRRDMARead:
+		off = uint64(w.next) * mtu
+		h.Opcode, h.VA, h.RKey, h.DMALen = roce.RCReadRequest, w.wr.RemoteAddr+off, w.wr.RKey, uint32(w.length-off)
+		h.AckReq = true
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		h.PSN = w.firstPSN
+		h.Opcode = roce.RCFetchAdd
+		if w.wr.Opcode == WRAtomicCmpAndSwp {
+			h.Opcode = roce.RCCompareSwap
+			h.SwapAdd, h.Compare = w.wr.Swap, w.wr.CompareAdd
+		} else {
+			h.SwapAdd = w.wr.CompareAdd
+		}
+		h.VA, h.RKey, h.AckReq = w.wr.RemoteAddr, w.wr.RKey, true
+	case WRFlush:
+		// FETH (selectivity level in bits 5:4, placement type in 3:0) and a RETH naming the
+		// range; rxe sends the RETH whatever the level.
+		h.PSN = w.firstPSN
+		h.Opcode = roce.RCFlush
+		h.FETH = uint32(w.wr.Flush.Level)<<4 | uint32(w.wr.Flush.Type)
+		h.VA, h.RKey, h.DMALen, h.AckReq = w.wr.RemoteAddr, w.wr.RKey, w.wr.Flush.Length, true
+	case WRAtomicWrite:
+		// A RETH of length 8 and the 8 bytes as payload; answered by an ACK.
+		h.Opcode = roce.RCAtomicWrite
+		h.VA, h.RKey, h.DMALen, h.AckReq = w.wr.RemoteAddr, w.wr.RKey, 8, true
+		payload = 8
+	default:
+		off = uint64(w.next) * mtu
+		payload = min(mtu, w.length-off)
+		h.Opcode = requestOpcode(w.wr.Opcode, w.next == 0, last)
+		if h.Opcode.Has(roce.ExtRETH) {
+			h.VA, h.RKey, h.DMALen = w.wr.RemoteAddr, w.wr.RKey, uint32(w.length)
+		}
+		if last {
+			h.Imm, h.InvRKey = w.wr.Imm, w.wr.Imm
+			h.SE = w.wr.Flags&SendSolicited != 0 && w.wr.Opcode != WRRDMAWrite
+		}
+		r.noackPkts++
+		h.AckReq = last || r.noackPkts >= maxPktsPerAck
+	}
+	if h.AckReq {
+		r.noackPkts = 0
+	}
+	frame, slot, err := qp.builder.Begin(qp.dev.txBuffer(), &h, int(payload))
+	if err != nil {
+		qp.failWQE(w, WCLocQPOpErr, fmt.Errorf("building %s: %w", h.Opcode, err))
+		return false
+	}
+	if payload > 0 {
+		if err := qp.gather(w, off, slot); err != nil {
+			qp.dev.dropBuffer(frame)
+			qp.failWQE(w, accessStatus(err), err)
+			return false
+		}
+	}
+	qp.builder.Seal(frame)
+	qp.transmit(frame, h.Opcode, h.PSN)
+	r.txCount++
+	if w.firstTx == 0 {
+		w.firstTx = r.txCount
+	}
+	return true
+}
+
+// requestOpcode is the RC opcode of a SEND or WRITE packet by its place in the message.
+func requestOpcode(op WROpcode, first, last bool) roce.Opcode {
+	return requestOpcodes[op][classOf(first, last)]
+}
+
+// classOf is the class of a packet that is or is not the first and the last of its message.
+func classOf(first, last bool) roce.Class {
+	switch {
+	case first && last:
+		return roce.Only
+	case first:
+		return roce.First
+	case last:
+		return roce.Last
+	}
+	return roce.Middle
+}
+
+// requestOpcodes is requestOpcode's table, by WR opcode and class, taken from wire's opcode table
+// once. Immediate data and invalidation ride on the last packet only, so FIRST and MIDDLE are the
+// plain SEND or WRITE ones.
+var requestOpcodes = func() (t [WRSendWithInv + 1][roce.Only + 1]roce.Opcode) {
+	const key = roce.FlagSend | roce.FlagWrite | roce.FlagImm | roce.FlagInv
+	for wr, want := range map[WROpcode]roce.Flags{
+		WRRDMAWrite:        roce.FlagWrite,
+		WRRDMAWriteWithImm: roce.FlagWrite | roce.FlagImm,
+		WRSend:             roce.FlagSend,
+		WRSendWithImm:      roce.FlagSend | roce.FlagImm,
+		WRSendWithInv:      roce.FlagSend | roce.FlagInv,
+	} {
+		for c := roce.First; c <= roce.Only; c++ {
+			w := want
+			if c == roce.First || c == roce.Middle {
+				w &^= roce.FlagImm | roce.FlagInv
+			}
+			t[wr][c] = rcOpcode(c, key, w)
+		}
+	}
+	return t
+}()
+
+// readResponseOpcodes is the READ response opcode by class.
+var readResponseOpcodes = func() (t [roce.Only + 1]roce.Opcode) {
+	for c := roce.First; c <= roce.Only; c++ {
+		t[c] = rcOpcode(c, roce.FlagReadResponse, roce.FlagReadResponse)
+	}
+	return t
+}()
+
+// rcOpcode is the one RC opcode of class c whose flags in key are want.
+func rcOpcode(c roce.Class, key, want roce.Flags) roce.Opcode {
+	var found []roce.Opcode
+	for _, op := range roce.Opcodes() {
+		if info := op.Info(); info.Transport == roce.RC && info.Class == c && info.Flags&key == want {
+			found = append(found, op)
+		}
+	}
+	if len(found) != 1 {
+		panic(fmt.Sprintf("emu: RC opcodes of class %s with flags 0x%x of 0x%x: %v", c, want, key, found))
+	}
+	return found[0]
+}
+
+// gather copies the WQE's bytes [off, off+len(dst)) into dst, from its inline copy or through
+// its SGEs (looked up again, so an MR deregistered meanwhile is caught).
+func (qp *QP) gather(w *sendWQE, off uint64, dst []byte) error {
+	if w.wr.Flags&SendInline != 0 {
+		copy(dst, w.inline[off:])
+		return nil
+	}
+	return qp.walkSGL(w.sgl, off, uint64(len(dst)), 0, func(sp keys.Span) {
+		n := sp.CopyTo(dst)
+		dst = dst[n:]
+	})
+}
+
+// walkSGL looks up the SGEs covering [off, off+n) of a scatter/gather list and calls f with
+// each piece's span, in order.
+func (qp *QP) walkSGL(sgl []SGE, off, n uint64, rights Access, f func(keys.Span)) error {
+	for _, s := range sgl {
+		if n == 0 {
+			break
+		}
+		l := uint64(s.Length)
+		if off >= l {
+			off -= l
+			continue
+		}
+		take := min(l-off, n)
+		sp, err := qp.localAccess(s, off, take, rights)
+		if err != nil {
+			return err
+		}
+		f(sp)
+		off, n = 0, n-take
+	}
+	if n > 0 {
+		return errors.New("scatter/gather list shorter than the message")
+	}
+	return nil
+}
+
+// transmit queues a frame for the link; it goes out when the device lock is released. It
+// reports whether the frame left, for the counters of what went on the roce.
+func (qp *QP) transmit(frame []byte, op roce.Opcode, psn uint32) bool {
+	d := qp.dev
+	if d.stopped || d.portDown || d.link == nil {
+		d.dropBuffer(frame)
+		return false
+	}
+	d.stats.TxFrames++
+	d.stats.TxBytes += uint64(len(frame))
+	if qp.local {
+		d.stats.Loopback++
+		if d.tracing() {
+			d.event(Event{Kind: EvSend, Msg: fmt.Sprintf("loopback frame of %d bytes", len(frame))})
+		}
+	}
+	if d.lender == nil && d.tracing() {
+		// A link that lends buffers is the fabric, which traces what enters the wire itself.
+		d.event(Event{QP: qp.qpn, Kind: EvSend, PSN: psn, Msg: fmt.Sprintf("%s psn %d", op, psn)})
+	}
+	d.send(frame, qp.local)
+	return true
+}
+
+// execLocal runs a local operation in send-queue order: LOCAL_INV, BIND_MW or REG_MR.
+func (qp *QP) execLocal(w *sendWQE) {
+	d := qp.dev
+	w.state, w.status = wqeDone, WCSuccess
+	var err error
+	switch w.wr.Opcode {
+	case WRLocalInv:
+		err = d.keys.Invalidate(keys.Invalidate{Key: keys.Key(w.wr.Imm), QP: keys.QPN(qp.qpn), At: d.clock.Now()})
+		if err == nil {
+			if d.tracing() {
+				d.event(Event{QP: qp.qpn, Kind: EvKey, Key: w.wr.Imm, WRID: w.wr.ID, Msg: "LOCAL_INV invalidated " + keys.Key(w.wr.Imm).String()})
+			}
+		}
+	case WRBindMW:
+		b := w.wr.Bind
+		kb := keys.Bind{MW: keys.Key(w.mwKey), Key8: uint8(b.RKey), QP: keys.QPN(qp.qpn), PD: qp.pd.handle,
+			Addr: b.Addr, Len: b.Length, Access: b.Access, At: d.clock.Now()}
+		if b.MR != nil {
+			kb.MR = b.MR.key
+		}
+		var res keys.Bound
+		res, err = d.keys.BindMW(kb)
+		// Run or failed, the bind leaves the key to the key space: after a type 2 bind the
+		// handle reads the new rkey as irdma writes it back (rxe does not: rdma-core #1777),
+		// after a failed type 1 bind the rkey it had.
+		w.settleBind()
+		if err == nil {
+			if d.tracing() {
+				d.event(Event{QP: qp.qpn, Kind: EvKey, Key: uint32(res.Key), WRID: w.wr.ID,
+					Msg: fmt.Sprintf("bind %s %s -> %s [0x%x, +%d) %s", b.MW.typ, kb.MW, res.Key, b.Addr, b.Length, b.Access)})
+			}
+			if res.SameKey8 {
+				d.event(Event{QP: qp.qpn, Kind: EvWarning, Key: uint32(res.Key), WRID: w.wr.ID,
+					Msg: "type 2 bind reused the window's previous key8: the rkey that was invalidated works again"})
+			}
+		}
+	case WRRegMR:
+		g := w.wr.Reg
+		mem, guest := keys.Contiguous(g.Buf), (*guestMapping)(nil)
+		if g.Guest != nil {
+			pages := g.Guest.Pages
+			if g.Guest.Read != nil {
+				pages, err = g.Guest.Read()
+			}
+			if err == nil {
+				mem, guest, err = guestMemory(g.Guest.Space, &pages)
+			}
+		}
+		if err == nil {
+			err = d.keys.FastReg(keys.FastReg{Key: keys.Key(g.Key), PD: qp.pd.handle, Mem: mem, IOVA: g.IOVA, Access: g.Access, At: d.clock.Now()})
+		}
+		if err == nil {
+			g.MR.key, g.MR.addr, g.MR.length, g.MR.buf, g.MR.guest = keys.Key(g.Key), g.IOVA, mem.Len(), g.Buf, guest
+		}
+	}
+	if err != nil {
+		var ae *keys.AccessError
+		status := WCLocQPOpErr
+		if errors.As(err, &ae) {
+			status = WCStatus(ae.Status)
+		}
+		d.event(Event{QP: qp.qpn, Kind: EvAccess, WRID: w.wr.ID, Status: status, Err: err, Msg: w.wr.Opcode.String() + " failed"})
+		w.status, w.err = status, err
+		qp.toErrorAfter(w)
+	}
+}
+
+// failWQE completes a WQE with an error and moves the QP to ERR.
+func (qp *QP) failWQE(w *sendWQE, status WCStatus, err error) {
+	w.state, w.status, w.err = wqeDone, status, err
+	qp.dev.event(Event{QP: qp.qpn, Kind: EvAccess, WRID: w.wr.ID, Status: status, Err: err, Msg: w.wr.Opcode.String() + " failed"})
+	qp.toErrorAfter(w)
+}
+
+// toErrorAfter completes the failed WQE in its place, after what finished before it, and moves
+// the QP to ERR: sendQueue.flush then flushes everything after it, finished or not.
+func (qp *QP) toErrorAfter(w *sendWQE) {
+	for qp.sq.n > 0 && qp.sq.at(0).state == wqeDone {
+		x := qp.sq.at(0)
+		qp.retireHead()
+		if x == w {
+			break
+		}
+	}
+	qp.kickIfWaiting()
+	qp.toError(fmt.Sprintf("wr 0x%x %s completed with %s", w.wr.ID, w.wr.Opcode, w.status))
+}
+
+// retire completes finished WQEs at the head of the send queue, in order.
+func (qp *QP) retire() {
+	for qp.sq.n > 0 && qp.sq.at(0).state == wqeDone {
+		qp.retireHead()
+	}
+	qp.kickIfWaiting()
+	qp.checkDrained()
+}
+
+func (qp *QP) retireHead() {
+	q := &qp.sq
+	w := q.at(0)
+	if w.counted {
+		qp.req.rdAtomic--
+	}
+	w.settleBind() // a type 1 bind flushed without running
+	signalled := w.status != WCSuccess || qp.sigAll || w.wr.Flags&SendSignaled != 0
+	wc := WC{WRID: w.wr.ID, Status: w.status, Opcode: wcOpcodeOf(w.wr.Opcode), ByteLen: uint32(w.length), Err: w.err}
+	q.head = (q.head + 1) % len(q.ring)
+	q.n--
+	if qp.req.idx > 0 {
+		qp.req.idx--
+	}
+	// The slot is free before its completion is seen, as rxe advances the send queue's
+	// consumer before it posts the CQE: whoever polls the completion may post at once.
+	if qp.onRetire != nil {
+		qp.onRetire(1)
+	}
+	if signalled {
+		qp.complete(qp.sendCQ, wc)
+	}
+}
+
+// OnRetire sets a function told each time a send WQE is retired (completed, signalled or not,
+// or flushed), in posting order and before its completion is pushed: a device model advances
+// the guest send queue's consumer index, as rxe's user ABI asks (only retired WQEs free their
+// slots), before the CQE that shows the WQE done. Like a CQ's sink it runs with the device
+// locked and must not call into the device.
+func (qp *QP) OnRetire(f func(n int)) {
+	qp.dev.mu.Lock()
+	defer qp.dev.unlock()
+	qp.onRetire = f
+}
+
+// requesterActive says whether the QP sends requests and takes their answers: in RTS, and in
+// SQD while it drains.
+func (qp *QP) requesterActive() bool { return qp.state == QPSRTS || qp.state == QPSSQD }
+
+func (qp *QP) kickIfWaiting() {
+	if qp.req.idx < qp.sq.n {
+		qp.kick()
+	}
+}
+
+func wcOpcodeOf(op WROpcode) WCOpcode {
+	switch op {
+	case WRRDMAWrite, WRRDMAWriteWithImm:
+		return WCRDMAWrite
+	case WRRDMARead:
+		return WCRDMARead
+	case WRAtomicCmpAndSwp:
+		return WCCompSwap
+	case WRAtomicFetchAndAdd:
+		return WCFetchAdd
+	case WRBindMW:
+		return WCBindMW
+	case WRLocalInv:
+		return WCLocalInv
+	case WRRegMR:
+		return WCRegMR
+	case WRFlush:
+		return WCFlush
+	case WRAtomicWrite:
+		return WCAtomicWrite
+	}
+	return WCSend
+}
+
+// ackTimeout is the local ACK timeout: 4.096 us x 2^timeout, none for 0.
+func (qp *QP) ackTimeout() time.Duration {
+	t := qp.attr.Timeout
+	if t == 0 {
+		return 0
+	}
+	return time.Duration(4096<<t) * time.Nanosecond
+}
+
+// armRetransmit starts the retransmission timer unless it runs already. It does not run while
+// the requester waits out an RNR NAK: the responder has answered, nothing may be sent before
+// the RNR timer ends, and that starts it again (a READ response arriving meanwhile used to
+// start it, and a long RNR wait then ended in RETRY_EXC_ERR).
+func (qp *QP) armRetransmit() {
+	r := &qp.req
+	if r.armed || r.waitRNR {
+		return
+	}
+	to := qp.ackTimeout()
+	if to == 0 {
+		return
+	}
+	if r.timer == nil {
+		r.timer = qp.dev.clock.NewTimer(func() {
+			qp.dev.mu.Lock()
+			defer qp.dev.unlock()
+			// The deadline moves on with every ACK while the timer stays where it was set
+			// (see restartRetransmit), so the timer may fire early: it then sets itself for
+			// the rest. On the wall clock a callback can also be waiting for the lock while
+			// the timer is stopped and set again; it too acts only once the deadline has come.
+			r := &qp.req
+			if !r.armed {
+				return
+			}
+			if now := qp.dev.clock.Now(); now < r.deadline {
+				r.timer.Reset(r.deadline - now)
+				return
+			}
+			r.armed = false
+			qp.onTimeout()
+		})
+	}
+	r.armed = true
+	r.deadline = qp.dev.clock.Now() + to
+	r.timer.Reset(to)
+}
+
+// restartRetransmit starts the timer over, or stops it when nothing is outstanding. Starting
+// over moves only the deadline, not the timer: an ACK arrives for every few packets, and
+// rescheduling the timer each time was a clock update per ACK; the timer, when it fires
+// before the deadline, sets itself again for the rest, so the timeout comes when it always did.
+func (qp *QP) restartRetransmit() {
+	r := &qp.req
+	if qp.outstanding() == nil {
+		if r.armed {
+			r.timer.Stop()
+			r.armed = false
+		}
+		return
+	}
+	if r.armed {
+		r.deadline = qp.dev.clock.Now() + qp.ackTimeout()
+		return
+	}
+	qp.armRetransmit()
+}
+
+// outstanding returns the oldest WQE that has packets on the wire awaiting an answer.
+func (qp *QP) outstanding() *sendWQE {
+	for i := 0; i < qp.sq.n; i++ {
+		w := qp.sq.at(i)
+		if w.state == wqeDone || w.isLocal() {
+			continue
+		}
+		if w.state == wqePosted && !w.started() {
+			return nil
+		}
+		return w
+	}
+	return nil
+}
+
+func (qp *QP) onTimeout() {
+	d := qp.dev
+	if d.stopped || !qp.requesterActive() {
+		return
+	}
+	w := qp.outstanding()
+	if w == nil {
+		return
+	}
+	d.stats.Timeouts++
+	r := &qp.req
+	if r.retryLeft == 0 {
+		d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: r.compPSN, WRID: w.wr.ID,
+			Msg: fmt.Sprintf("local ACK timeout (%v) at psn %d, retries exhausted", qp.ackTimeout(), r.compPSN)})
+		qp.failWQE(w, WCRetryExcErr, fmt.Errorf("no acknowledgement for psn %d after %d retries of %v", r.compPSN, qp.attr.RetryCnt, qp.ackTimeout()))
+		return
+	}
+	r.retryLeft--
+	d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: r.compPSN, WRID: w.wr.ID,
+		Msg: fmt.Sprintf("local ACK timeout (%v): resend from psn %d, %d retries left", qp.ackTimeout(), r.compPSN, r.retryLeft)})
+	qp.rewind(r.compPSN)
+}
+
+// rewind goes back to resend from psn (go-back-N): every WQE from the one holding psn on is
+// sent again, the first from the packet (or, for a READ, the response) where psn falls. What
+// ends before psn is not: the responder has executed it (a READ or atomic before psn still
+// missing its responses is asked for by itself, see askAgain).
+func (qp *QP) rewind(psn uint32) {
+	r := &qp.req
+	first := -1
+	for i := 0; i < qp.sq.n; i++ {
+		w := qp.sq.at(i)
+		if w.state == wqeDone || w.isLocal() {
+			continue
+		}
+		if !w.started() {
+			break
+		}
+		if first < 0 && psnCmp(w.lastPSN, psn) < 0 {
+			continue
+		}
+		if w.isReadOrAtomic() {
+			w.gapAsked = false // a gap in what is sent again is asked for again
+		}
+		switch {
+		case w.wr.Opcode == WRRDMARead:
+			// next already counts the responses received.
+		case w.isReadOrAtomic():
+			w.next = 0
+		case first < 0 && psnCmp(psn, w.firstPSN) > 0 && psnCmp(psn, w.lastPSN) <= 0:
+			w.next = uint32(psnCmp(psn, w.firstPSN)) // resume inside the message
+		default:
+			w.next = 0
+		}
+		if first < 0 {
+			first = i
+		}
+		w.state = wqeSending
+		if w.isReadOrAtomic() {
+			w.state = wqePosted
+		}
+	}
+	if first >= 0 {
+		w := qp.sq.at(first)
+		r.idx = first
+		r.psn = psnAdd(w.firstPSN, w.next)
+		qp.dev.stats.Retransmits++
+	}
+	qp.restartRetransmit()
+	qp.kick()
+}
+
+// placeAtomicResult stores an atomic's original value into the WQE's 8-byte SGE, as a native
+// (little-endian) word.
+func (qp *QP) placeAtomicResult(w *sendWQE, orig uint64) error {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], orig)
+	src := b[:]
+	return qp.walkSGL(w.sgl, 0, 8, AccessLocalWrite, func(sp keys.Span) {
+		n := sp.CopyFrom(src)
+		src = src[n:]
+	})
+}

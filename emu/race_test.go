@@ -1,7 +1,0 @@
-//go:build race
-
-package emu
-
-// raceDetector is true in a test binary built with -race, where the engine runs many times slower:
-// tests that send millions of frames send fewer.
-const raceDetector = true

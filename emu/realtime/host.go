@@ -1,0 +1,236 @@
+// Package realtime runs the engine in wall-clock time: WallClock, the engine's clock for real
+// mode, and Host, one device on a real link (a QEMU socket, AF_PACKET on an adapter) with the
+// ARP and neighbour discovery that link needs and an optional pcap.
+package realtime
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/pcapgo"
+	"github.com/softirdma/softirdma/emu/engine"
+	"github.com/softirdma/softirdma/wire"
+	"github.com/softirdma/softirdma/wire/neigh"
+)
+
+// HostConfig sets up a Host.
+type HostConfig struct {
+	Name string
+	Link wire.Link
+	MAC  [6]byte
+	// IP is the device's RoCE address; IPs are more it owns (an IPv6 link-local one, say).
+	// The host answers ARP and neighbour solicitations for all of them.
+	IP  netip.Addr
+	IPs []netip.Addr
+	// Answer says whether the host answers ARP/ND itself. On a socket link to a guest it must
+	// (nobody else will); on an adapter whose kernel owns the address the kernel does.
+	Answer bool
+	// Resolve overrides neighbour resolution (the kernel's table on an adapter).
+	Resolve func(netip.Addr) ([6]byte, bool)
+	Rand    mrand.Source
+	Events  engine.EventSink
+	// RxLoss drops this fraction of the RoCE frames received, before the device sees them:
+	// a fault to meet a real peer's retransmissions with.
+	RxLoss float64
+	// Pcap, if set, receives every frame sent and received on the link. Frames the device
+	// sends to one of its own addresses never reach the link (the device loops them back), so
+	// they are not in it, as tcpdump on rxe's netdev does not see rxe's loopback.
+	Pcap io.Writer
+}
+
+// Host runs a device on a real link, outside the simulator: the wall clock, a goroutine that
+// takes frames off the link, neighbour resolution, and an optional pcap of both directions.
+type Host struct {
+	cfg HostConfig
+	dev atomic.Pointer[engine.Device]
+	// resolveFn is the device's neighbour resolution, kept for the devices Rebind makes.
+	resolveFn func(netip.Addr) ([6]byte, bool)
+	resp      *neigh.Responder
+	mu        sync.Mutex // serialises sends and the pcap
+	pcap      *pcapgo.Writer
+	loss      *mrand.Rand
+	done      chan struct{}
+	err       error
+	stats     HostStats
+}
+
+// HostStats counts what the host did besides the device's own work.
+type HostStats struct {
+	NeighborFrames, NeighborReplies, Dropped, LossInjected uint64
+}
+
+// NewHost makes a device on the link. Call Run (usually in a goroutine) to start receiving.
+func NewHost(cfg HostConfig) (*Host, error) {
+	if cfg.Link == nil || !cfg.IP.IsValid() {
+		return nil, errors.New("host: a link and an IP address are needed")
+	}
+	h := &Host{cfg: cfg, done: make(chan struct{})}
+	h.resp = &neigh.Responder{MAC: cfg.MAC, IPs: append([]netip.Addr{cfg.IP}, cfg.IPs...), Table: neigh.NewTable()}
+	if cfg.Pcap != nil {
+		pw, err := wire.NewPcapWriter(cfg.Pcap)
+		if err != nil {
+			return nil, err
+		}
+		h.pcap = pw
+	}
+	src := cfg.Rand
+	if src == nil {
+		src = mrand.NewPCG(uint64(time.Now().UnixNano()), 1)
+	}
+	h.loss = mrand.New(mrand.NewPCG(mrand.New(src).Uint64(), 2))
+	resolve := cfg.Resolve
+	if resolve == nil {
+		resolve = h.resolve
+	}
+	h.resolveFn = resolve
+	dev := engine.NewDevice(engine.DeviceConfig{Name: cfg.Name, Clock: NewWallClock(), Rand: src, MAC: cfg.MAC, IP: cfg.IP, IPs: cfg.IPs,
+		Events: cfg.Events, Resolve: resolve})
+	dev.Attach(hostLink{h})
+	h.dev.Store(dev)
+	return h, nil
+}
+
+// Rebind gives the host a new device with the link address and IP addresses given, in place
+// of the one it has, which stops: a device model whose driver programs its addresses (a MAC, a
+// GID table) makes its engine this way. Frames from the link go to the new device from now
+// on, and the host answers neighbour requests for the new addresses.
+func (h *Host) Rebind(mac [6]byte, ip netip.Addr, ips []netip.Addr) *engine.Device {
+	dev := engine.NewDevice(engine.DeviceConfig{Name: h.cfg.Name, Clock: NewWallClock(), MAC: mac, IP: ip, IPs: ips,
+		Events: h.cfg.Events, Resolve: h.resolveFn})
+	dev.Attach(hostLink{h})
+	h.mu.Lock()
+	h.resp.MAC, h.resp.IPs = mac, append([]netip.Addr{ip}, ips...)
+	old := h.dev.Swap(dev)
+	h.mu.Unlock()
+	old.Stop()
+	return dev
+}
+
+// SetAddresses changes the addresses of the host's device in place (Device.SetAddresses) and
+// the ones the host answers neighbour requests for: a driver reprogramming a running device.
+func (h *Host) SetAddresses(mac [6]byte, ip netip.Addr, ips []netip.Addr) {
+	h.mu.Lock()
+	h.resp.MAC, h.resp.IPs = mac, append([]netip.Addr{ip}, ips...)
+	dev := h.dev.Load()
+	h.mu.Unlock()
+	dev.SetAddresses(mac, ip, ips)
+}
+
+// Device is the host's device.
+func (h *Host) Device() *engine.Device { return h.dev.Load() }
+
+// Neighbors is the host's table of learned link addresses.
+func (h *Host) Neighbors() *neigh.Table { return h.resp.Table }
+
+// Stats reports what the host did.
+func (h *Host) Stats() HostStats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stats
+}
+
+// resolve waits up to three seconds for ip's link address, asking every 200 ms.
+func (h *Host) resolve(ip netip.Addr) ([6]byte, bool) {
+	return h.resp.Table.Wait(ip, 3*time.Second, 200*time.Millisecond, func() {
+		h.mu.Lock()
+		req := h.resp.Request(nil, ip)
+		h.mu.Unlock()
+		if len(req) > 0 {
+			h.send(req)
+		}
+	})
+}
+
+type hostLink struct{ h *Host }
+
+func (l hostLink) Send(frame []byte) error { return l.h.send(frame) }
+
+func (h *Host) send(frame []byte) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.capture(frame)
+	_, err := h.cfg.Link.SendBatch([][]byte{frame})
+	return err
+}
+
+func (h *Host) capture(frame []byte) {
+	if h.pcap != nil {
+		_ = h.pcap.WritePacket(gopacket.CaptureInfo{Timestamp: time.Now(), CaptureLength: len(frame), Length: len(frame)}, frame)
+	}
+}
+
+// Run receives until the link fails or is closed, and returns why.
+func (h *Host) Run() error {
+	defer close(h.done)
+	const batch = 32
+	bufs := make([][]byte, batch)
+	for i := range bufs {
+		bufs[i] = engine.NewFrameBuffer(wire.MaxFrameLen)
+	}
+	sizes := make([]int, batch)
+	var reply []byte
+	for {
+		n, err := h.cfg.Link.RecvBatch(bufs, sizes)
+		if err != nil {
+			// The link failed (or was closed): the port is down, and says so with PORT_ERR
+			// unless Close stopped the device first.
+			h.dev.Load().SetPortActive(false)
+			h.err = err
+			return err
+		}
+		for i := 0; i < n; i++ {
+			frame := bufs[i][:sizes[i]]
+			h.mu.Lock()
+			h.capture(frame)
+			h.mu.Unlock()
+			var consumed bool
+			h.mu.Lock() // Rebind may be changing the addresses answered for
+			reply, consumed = h.resp.Handle(frame, reply[:0])
+			h.mu.Unlock()
+			if consumed && h.dev.Load().HasEthernet() {
+				// The device's netdev answers for its addresses: the host only learned who
+				// asked, and hands the frame on.
+				h.dev.Load().Receive(frame)
+				continue
+			}
+			if consumed {
+				h.mu.Lock()
+				h.stats.NeighborFrames++
+				h.mu.Unlock()
+				if len(reply) > 0 && h.cfg.Answer {
+					h.mu.Lock()
+					h.stats.NeighborReplies++
+					h.mu.Unlock()
+					_ = h.send(reply)
+				}
+				continue
+			}
+			if h.cfg.RxLoss > 0 && h.loss.Float64() < h.cfg.RxLoss {
+				h.mu.Lock()
+				h.stats.LossInjected++
+				h.mu.Unlock()
+				continue
+			}
+			h.dev.Load().Receive(frame)
+		}
+	}
+}
+
+// Close stops the device and the link, and waits for Run to return.
+func (h *Host) Close() error {
+	h.dev.Load().Stop()
+	err := h.cfg.Link.Close()
+	select {
+	case <-h.done:
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("host %s: receiver did not stop", h.cfg.Name)
+	}
+	return err
+}

@@ -1,0 +1,502 @@
+package sim
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net/netip"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/pcapgo"
+	"github.com/softirdma/softirdma/emu/engine"
+	"github.com/softirdma/softirdma/wire"
+)
+
+// LinkConfig is a simulated link's behaviour: every frame a device sends through it takes
+// Latency to arrive and meets each fault with its probability.
+type LinkConfig struct {
+	Latency   time.Duration // one way; 0 means 1 us
+	Loss      float64       // frame dropped
+	Duplicate float64       // frame delivered twice
+	Reorder   float64       // frame held back by ReorderDelay, so later frames overtake it
+	Corrupt   float64       // a bit flipped after the ICRC was computed (the receiver drops it)
+	// ReorderDelay is how long a reordered frame is held; 0 means 5 x Latency.
+	ReorderDelay time.Duration
+	// Rate is the link's speed in bits per second; frames queue behind each other at it.
+	// 0 means infinitely fast (every frame takes just Latency).
+	Rate float64
+}
+
+func (c LinkConfig) withDefaults() LinkConfig {
+	if c.Latency == 0 {
+		c.Latency = time.Microsecond
+	}
+	if c.ReorderDelay == 0 {
+		c.ReorderDelay = 5 * c.Latency
+	}
+	return c
+}
+
+// FaultAction is what a targeted fault does to the frames it matches.
+type FaultAction uint8
+
+const (
+	FaultDrop FaultAction = iota + 1
+	FaultDuplicate
+	FaultCorrupt
+	FaultDelay
+)
+
+var faultActionNames = [...]string{"", "drop", "duplicate", "corrupt", "delay"}
+
+func (a FaultAction) String() string {
+	if int(a) < len(faultActionNames) {
+		return faultActionNames[a]
+	}
+	return fmt.Sprintf("action %d", uint8(a))
+}
+
+// Fault is a targeted fault: it matches frames by sender, opcode, destination QP and PSN, and
+// fires on the Nth match, or on every match, within a time window. Every firing is an EvFault
+// event, so a test can prove its fault happened.
+type Fault struct {
+	Name    string
+	Src     string        // sending device's name; "" for any
+	Opcodes []wire.Opcode // empty for any
+	DestQP  uint32        // 0 for any
+	// MatchPSN makes the fault match only frames with PSN PSN.
+	MatchPSN bool
+	PSN      uint32
+	Nth      int           // fire on the Nth matching frame (1-based); 0 fires on every match
+	Count    int           // with Nth 0: fire at most Count times (0: no limit)
+	From     time.Duration // active from this time
+	Until    time.Duration // until this time; 0 for ever
+	Action   FaultAction
+	Delay    time.Duration // for FaultDelay
+
+	seen, fired int
+}
+
+// Fabric is the simulator's network: a switch joining any number of devices, each through a
+// link with its own faults, all driven by one Sim and one seeded random source. It can write
+// every frame that enters the wire to a pcap, with timestamps in virtual time.
+type Fabric struct {
+	sim    *Sim
+	rnd    *mrand.Rand
+	seed   uint64
+	ports  []*fabricPort
+	byMAC  map[[6]byte]*fabricPort
+	byIP   map[netip.Addr]*fabricPort
+	faults []*Fault
+	events engine.EventSink
+	pcap   *pcapgo.Writer
+	epoch  time.Time
+	free   [][]byte // frame buffers to reuse
+	// deliveries to reuse
+	deliveries []*delivery
+}
+
+type fabricPort struct {
+	fab      *Fabric
+	dev      *engine.Device
+	cfg      LinkConfig
+	downFrom time.Duration
+	downTo   time.Duration
+	busy     time.Duration // when the link finishes sending what it has queued
+	open     *delivery     // the latest delivery scheduled to the port, which frames due with it join
+	stats    LinkStats
+}
+
+// LinkStats counts what crossed one device's simulated link. A device's frames to itself never
+// do: it turns them back before the link (see loopback), so they are in neither these counts
+// nor the fabric's pcap, and the link's loss and faults never touch them.
+type LinkStats struct {
+	TxFrames, TxBytes uint64 // frames the device put on the link
+	RxFrames, RxBytes uint64 // frames the link delivered to the device
+}
+
+// LinkStats reports what crossed dev's link; zero for a device not on the fabric.
+func (f *Fabric) LinkStats(dev *engine.Device) LinkStats {
+	if p := f.portOf(dev); p != nil {
+		return p.stats
+	}
+	return LinkStats{}
+}
+
+// NewFabric makes an empty fabric on sim. Everything random in it, and in the devices it makes,
+// comes from seed.
+func NewFabric(sim *Sim, seed uint64) *Fabric {
+	return &Fabric{
+		sim:   sim,
+		rnd:   mrand.New(mrand.NewPCG(seed, 0x5eed)),
+		seed:  seed,
+		byMAC: map[[6]byte]*fabricPort{},
+		byIP:  map[netip.Addr]*fabricPort{},
+		epoch: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+	}
+}
+
+// Sim is the fabric's simulator.
+func (f *Fabric) Sim() *Sim { return f.sim }
+
+// OnEvent sends the events of the fabric and of its devices to sink; nil turns them off (and
+// saves the engine the work of describing what it does).
+func (f *Fabric) OnEvent(sink engine.EventSink) {
+	f.events = sink
+	for _, p := range f.ports {
+		p.dev.SetEventSink(f.deviceSink())
+	}
+}
+
+func (f *Fabric) deviceSink() engine.EventSink {
+	if f.events == nil {
+		return nil
+	}
+	return f.emit
+}
+
+// CapturePcap writes every frame that enters the wire, from every device, to w as a pcap. A
+// device's frames to itself do not enter the wire and are not written.
+func (f *Fabric) CapturePcap(w io.Writer) error {
+	pw, err := wire.NewPcapWriter(w)
+	if err != nil {
+		return err
+	}
+	f.pcap = pw
+	return nil
+}
+
+// AddDevice makes a device on the fabric with the next address (MAC 02:00:00:00:00:NN, IP
+// 192.0.2.NN), a random source drawn from the fabric's, and a link with cfg.
+func (f *Fabric) AddDevice(name string, cfg LinkConfig) *engine.Device {
+	n := len(f.ports) + 1
+	mac := [6]byte{0x02, 0, 0, 0, byte(n >> 8), byte(n)}
+	ip := netip.AddrFrom4([4]byte{192, 0, 2, byte(n)})
+	if n > 254 {
+		ip = netip.AddrFrom4([4]byte{198, 18, byte(n >> 8), byte(n)})
+	}
+	return f.AddDeviceAt(name, mac, ip, cfg)
+}
+
+// AddDeviceAt makes a device with the given addresses.
+func (f *Fabric) AddDeviceAt(name string, mac [6]byte, ip netip.Addr, cfg LinkConfig) *engine.Device {
+	p := &fabricPort{fab: f, cfg: cfg.withDefaults()}
+	dev := engine.NewDevice(engine.DeviceConfig{
+		Name: name, Clock: f.sim, Rand: mrand.NewPCG(f.rnd.Uint64(), f.rnd.Uint64()), MAC: mac, IP: ip,
+		Events:  f.deviceSink(),
+		Resolve: f.resolve,
+	})
+	p.dev = dev
+	dev.Attach(p)
+	f.ports = append(f.ports, p)
+	f.byMAC[mac] = p
+	f.byIP[ip.Unmap()] = p
+	return dev
+}
+
+// SetLink changes a device's link behaviour.
+func (f *Fabric) SetLink(dev *engine.Device, cfg LinkConfig) {
+	if p := f.portOf(dev); p != nil {
+		p.cfg = cfg.withDefaults()
+	}
+}
+
+// LinkDown takes a device's link down from now for d: every frame it sends or is sent is lost.
+func (f *Fabric) LinkDown(dev *engine.Device, d time.Duration) {
+	if p := f.portOf(dev); p != nil {
+		now := f.sim.Now()
+		p.downFrom, p.downTo = now, now+d
+		f.emit(engine.Event{T: now, Device: dev.Name(), Kind: engine.EvFault, Msg: fmt.Sprintf("link down for %v", d)})
+	}
+}
+
+// AddFault adds a targeted fault.
+func (f *Fabric) AddFault(ft Fault) *Fault {
+	p := &ft
+	if p.Nth == 0 && p.Count == 0 && p.Name == "" {
+		p.Name = p.Action.String()
+	}
+	f.faults = append(f.faults, p)
+	return p
+}
+
+// Fired is how many times a fault fired.
+func (ft *Fault) Fired() int { return ft.fired }
+
+func (f *Fabric) portOf(dev *engine.Device) *fabricPort {
+	for _, p := range f.ports {
+		if p.dev == dev {
+			return p
+		}
+	}
+	return nil
+}
+
+func (f *Fabric) resolve(ip netip.Addr) ([6]byte, bool) {
+	p, ok := f.byIP[ip.Unmap()]
+	if !ok {
+		return [6]byte{}, false
+	}
+	return p.dev.MAC(), true
+}
+
+func (f *Fabric) emit(e engine.Event) {
+	if f.events != nil {
+		if e.T == 0 {
+			e.T = f.sim.Now()
+		}
+		f.events(e)
+	}
+}
+
+func (p *fabricPort) down(now time.Duration) bool { return now >= p.downFrom && now < p.downTo }
+
+// Send is the device's side of its link: the frame is copied, meets the faults, and is
+// delivered to the device owning its destination MAC after the link's latency.
+func (p *fabricPort) Send(frame []byte) error {
+	buf := p.fab.buffer(len(frame))
+	copy(buf, frame)
+	p.SendBuffer(buf)
+	return nil
+}
+
+// Buffer lends the device a frame buffer from the fabric's pool.
+func (p *fabricPort) Buffer() []byte { return p.fab.buffer(engine.MaxFrame) }
+
+// SendBuffer carries a frame built in a buffer from Buffer, without copying it; nil returns
+// an unused buffer.
+func (p *fabricPort) SendBuffer(buf []byte) {
+	f := p.fab
+	if buf == nil {
+		return
+	}
+	now := f.sim.Now()
+	p.stats.TxFrames++
+	p.stats.TxBytes += uint64(len(buf))
+	delay := p.cfg.Latency
+	if p.cfg.Rate > 0 {
+		// Serialisation: the frame waits for the ones before it, then takes its own time
+		// (with Ethernet's preamble, SFD, FCS and inter-frame gap: 24 bytes).
+		start := max(now, p.busy)
+		p.busy = start + time.Duration(float64(len(buf)+24)*8/p.cfg.Rate*1e9)
+		delay += p.busy - now
+	}
+	copies := 1
+	var info frameInfo
+	if len(f.faults) > 0 || p.cfg.Loss > 0 || p.cfg.Duplicate > 0 || p.cfg.Reorder > 0 || p.cfg.Corrupt > 0 {
+		info.parse(buf) // what faults match on and report; a clean link needs none of it
+	}
+
+	// Targeted faults first, then the link's random ones, always drawing the random numbers in
+	// the same order so a seed means the same thing whatever fires.
+	for _, ft := range f.faults {
+		if !ft.match(p.dev.Name(), &info, now) {
+			continue
+		}
+		ft.fired++
+		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.destQP, PSN: info.psn, Kind: engine.EvFault,
+			Msg: fmt.Sprintf("fault %q: %s %s psn %d", ft.Name, ft.Action, info.op, info.psn)})
+		switch ft.Action {
+		case FaultDrop:
+			copies = 0
+		case FaultDuplicate:
+			copies++
+		case FaultCorrupt:
+			corrupt(buf, info.payloadOff)
+		case FaultDelay:
+			delay += ft.Delay
+		}
+	}
+	rl, rd, rr, rc := f.rnd.Float64(), f.rnd.Float64(), f.rnd.Float64(), f.rnd.Float64()
+	if rc < p.cfg.Corrupt {
+		corrupt(buf, info.payloadOff)
+		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.destQP, PSN: info.psn, Kind: engine.EvFault, Msg: fmt.Sprintf("link corrupted %s psn %d", info.op, info.psn)})
+	}
+	f.capture(now, buf)
+	if rl < p.cfg.Loss {
+		copies = 0
+		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.destQP, PSN: info.psn, Kind: engine.EvFault, Msg: fmt.Sprintf("link lost %s psn %d", info.op, info.psn)})
+	}
+	if copies > 0 && rd < p.cfg.Duplicate {
+		copies++
+		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.destQP, PSN: info.psn, Kind: engine.EvFault, Msg: fmt.Sprintf("link duplicated %s psn %d", info.op, info.psn)})
+	}
+	if copies > 0 && rr < p.cfg.Reorder {
+		delay += p.cfg.ReorderDelay
+		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.destQP, PSN: info.psn, Kind: engine.EvFault, Msg: fmt.Sprintf("link reordered %s psn %d", info.op, info.psn)})
+	}
+	if p.down(now) {
+		copies = 0
+	}
+	var dst *fabricPort
+	if len(buf) >= 6 {
+		dst = f.byMAC[[6]byte(buf[0:6])]
+	}
+	if dst == nil || copies == 0 {
+		f.release(buf)
+		return
+	}
+	for i := 0; i < copies; i++ {
+		b := buf
+		if i > 0 {
+			b = f.buffer(len(buf))
+			copy(b, buf)
+		}
+		f.deliver(dst, b, now, delay)
+	}
+}
+
+// delivery is a frame on its way; deliveries are reused, with their run func made once, so a
+// frame in flight costs no allocation.
+// delivery is the frames that reach one port at one instant, in the order they were sent: a
+// burst (a requester's run, a READ's responses) is one event on the simulator and one hold of
+// the receiving device's lock instead of one of each per frame.
+type delivery struct {
+	f    *Fabric
+	dst  *fabricPort
+	at   time.Duration
+	bufs [][]byte
+	run  func()
+}
+
+// deliver schedules b to reach dst after delay, with the frames already due there then.
+func (f *Fabric) deliver(dst *fabricPort, b []byte, now, delay time.Duration) {
+	if dl := dst.open; dl != nil && dl.at == now+delay {
+		dl.bufs = append(dl.bufs, b)
+		return
+	}
+	dl := f.delivery()
+	dl.dst, dl.at = dst, now+delay
+	dl.bufs = append(dl.bufs[:0], b)
+	dst.open = dl
+	f.sim.Post(delay, dl.run)
+}
+
+func (f *Fabric) delivery() *delivery {
+	if n := len(f.deliveries); n > 0 {
+		dl := f.deliveries[n-1]
+		f.deliveries = f.deliveries[:n-1]
+		return dl
+	}
+	dl := &delivery{f: f}
+	dl.run = func() {
+		dst := dl.dst
+		if dst.open == dl {
+			dst.open = nil
+		}
+		if !dst.down(f.sim.Now()) {
+			for _, b := range dl.bufs {
+				dst.stats.RxFrames++
+				dst.stats.RxBytes += uint64(len(b))
+			}
+			dst.dev.ReceiveBatch(dl.bufs)
+		}
+		for i, b := range dl.bufs {
+			f.release(b)
+			dl.bufs[i] = nil
+		}
+		dl.dst, dl.bufs = nil, dl.bufs[:0]
+		f.deliveries = append(f.deliveries, dl)
+	}
+	return dl
+}
+
+func (f *Fabric) buffer(n int) []byte {
+	if k := len(f.free); k > 0 {
+		b := f.free[k-1]
+		f.free = f.free[:k-1]
+		if cap(b) >= n {
+			return b[:n]
+		}
+	}
+	return engine.NewFrameBuffer(max(n, engine.MaxFrame))[:n]
+}
+
+func (f *Fabric) release(b []byte) {
+	if len(f.free) < 1024 {
+		f.free = append(f.free, b)
+	}
+}
+
+func (f *Fabric) capture(now time.Duration, frame []byte) {
+	if f.pcap == nil {
+		return
+	}
+	ci := gopacket.CaptureInfo{Timestamp: f.epoch.Add(now), CaptureLength: len(frame), Length: len(frame)}
+	_ = f.pcap.WritePacket(ci, frame)
+}
+
+// corrupt flips one bit the ICRC covers: in the payload if there is one, else in the BTH's PSN.
+func corrupt(b []byte, payloadOff int) {
+	i := payloadOff
+	if i <= 0 || i >= len(b)-4 {
+		i = len(b) - 8 // inside the BTH or an extension header of a headers-only packet
+	}
+	if i >= 0 && i < len(b) {
+		b[i] ^= 0x01
+	}
+}
+
+// frameInfo is what faults match on, read from a frame without the full parser.
+type frameInfo struct {
+	op         wire.Opcode
+	destQP     uint32
+	psn        uint32
+	payloadOff int
+	ok         bool
+}
+
+func (fi *frameInfo) parse(b []byte) {
+	off := 12
+	if len(b) >= 14 && binary.BigEndian.Uint16(b[12:]) == wire.EtherTypeVLAN {
+		off = 16
+	}
+	if len(b) < off+2 {
+		return
+	}
+	var bth int
+	switch binary.BigEndian.Uint16(b[off:]) {
+	case wire.EtherTypeIPv4:
+		bth = off + 2 + wire.IPv4Len + wire.UDPLen
+	case wire.EtherTypeIPv6:
+		bth = off + 2 + wire.IPv6Len + wire.UDPLen
+	default:
+		return
+	}
+	if len(b) < bth+wire.BTHLen {
+		return
+	}
+	h := wire.BTH(b[bth : bth+wire.BTHLen])
+	fi.op, fi.destQP, fi.psn, fi.ok = h.Opcode(), h.DestQP(), h.PSN(), true
+	if info := fi.op.Info(); info != nil && info.HasPayload() {
+		fi.payloadOff = bth + wire.BTHLen + info.Ext.Len()
+	}
+}
+
+func (ft *Fault) match(src string, fi *frameInfo, now time.Duration) bool {
+	if !fi.ok || now < ft.From || (ft.Until != 0 && now >= ft.Until) {
+		return false
+	}
+	if ft.Src != "" && ft.Src != src || ft.DestQP != 0 && ft.DestQP != fi.destQP || ft.MatchPSN && ft.PSN != fi.psn {
+		return false
+	}
+	if len(ft.Opcodes) > 0 {
+		hit := false
+		for _, op := range ft.Opcodes {
+			hit = hit || op == fi.op
+		}
+		if !hit {
+			return false
+		}
+	}
+	ft.seen++
+	switch {
+	case ft.Nth > 0:
+		return ft.seen == ft.Nth
+	case ft.Count > 0:
+		return ft.fired < ft.Count
+	}
+	return true
+}
