@@ -7,144 +7,231 @@ import (
 	"github.com/softirdma/softirdma/wire/roce"
 )
 
-// onResponse handles a packet a responder sent us: an ACK or NAK, a READ response, or an atomic
-// acknowledgement.
-func (qp *QP) onResponse(f *roce.Frame) {
-	d := qp.dev
-	if !qp.requesterActive() {
-		d.stats.RxDropped++
-		return
+// The completer matches what a responder sends back (ACKs and NAKs, atomic acknowledgements,
+// READ responses) to the send queue, in named steps as rxe's completer runs them (rxe_comp.c's
+// comp_state), each returning the next:
+//
+//	GET_ACK       the requester must be active; the packet is sorted by opcode and AETH
+//	ACK           a cumulative ACK; a ghost, beyond anything sent, is dropped (IBTA 9.7.5.1.4)
+//	RNR_RETRY     an RNR NAK: the wait it names, then a resend from its PSN, while rnr_retry lasts
+//	SEQ_RETRY     a sequence NAK: a resend from its PSN, while retry_cnt lasts
+//	REMOTE_ERROR  any other NAK: the WQE it names fails with the NAK's status
+//	ATOMIC        an atomic acknowledgement: the original value placed, the atomic complete
+//	READ          a READ response: placed in order, the READ complete at its last
+//	FLUSH         a FLUSH's empty READ response
+//	BAD_RESPONSE  a READ response or atomic acknowledgement whose AETH is no ACK: BAD_RESP_ERR
+type compState uint8
+
+const (
+	compGetAck compState = iota
+	compAck
+	compRNRRetry
+	compSeqRetry
+	compRemoteError
+	compAtomic
+	compRead
+	compFlush
+	compBadResponse
+	compDone
+)
+
+var compStateNames = [...]string{"GET_ACK", "ACK", "RNR_RETRY", "SEQ_RETRY", "REMOTE_ERROR", "ATOMIC", "READ",
+	"FLUSH", "BAD_RESPONSE", "DONE"}
+
+func (s compState) String() string {
+	if int(s) < len(compStateNames) {
+		return compStateNames[s]
 	}
-	psn := f.BTH.PSN()
-	switch f.Opcode {
-	case roce.RCAcknowledge:
-		qp.onAck(psn, f.AETH.Syndrome())
-	case roce.RCAtomicAcknowledge:
-		if syn := f.AETH.Syndrome(); syn.Type() != roce.SyndromeACK {
-			qp.badResponse(psn, f.Opcode, syn)
-			return
-		}
-		qp.onAtomicAck(psn, f.AtomicAckETH.Orig())
-	default:
-		qp.onReadResponse(f, psn)
+	return fmt.Sprintf("state %d", uint8(s))
+}
+
+// completerSteps is the completer: each state's step, which returns the state to go on to.
+var completerSteps = [compDone]func(qp *QP, a *response) compState{
+	compGetAck:      (*QP).compGetAck,
+	compAck:         (*QP).compAck,
+	compRNRRetry:    (*QP).compRNRRetry,
+	compSeqRetry:    (*QP).compSeqRetry,
+	compRemoteError: (*QP).compRemoteError,
+	compAtomic:      (*QP).compAtomic,
+	compRead:        (*QP).compRead,
+	compFlush:       (*QP).compFlush,
+	compBadResponse: (*QP).compBadResponse,
+}
+
+// response is the packet going through the completer's steps.
+type response struct {
+	f   *roce.Frame
+	psn uint32
+	syn roce.Syndrome // the AETH's, when there is one
+	w   *sendWQE      // the FLUSH a READ response answers (GET_ACK)
+}
+
+// onResponse takes a packet a responder sent through the completer's steps.
+func (qp *QP) onResponse(f *roce.Frame) {
+	a := response{f: f, psn: f.BTH.PSN()}
+	if f.AETH != nil {
+		a.syn = f.AETH.Syndrome()
+	}
+	for st := compGetAck; st != compDone; {
+		st = completerSteps[st](qp, &a)
 	}
 }
 
-// onAck handles an AETH: a cumulative ACK, an RNR NAK or a NAK.
-func (qp *QP) onAck(psn uint32, syn roce.Syndrome) {
-	d := qp.dev
-	r := &qp.req
-	switch syn.Type() {
-	case roce.SyndromeACK:
-		if psnCmp(psn, r.sentPSN) >= 0 {
-			// An acknowledgement for something never sent: a ghost ACK (IBTA 9.7.5.1.4).
-			d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("ghost ACK for psn %d, nothing sent beyond %d", psn, psnAdd(r.sentPSN, psnMask))})
-			d.stats.RxDropped++
-			return
-		}
-		qp.ackThrough(psn)
-		if qp.requesterActive() {
-			qp.heard(psn)
-		}
-	case roce.SyndromeRNR:
-		if r.waitRNR {
-			return // a copy of the RNR NAK we are already waiting out
-		}
-		qp.acknowledge(psnAdd(psn, psnMask), psn) // everything before psn
-		if !qp.requesterActive() {
-			return
-		}
-		w := qp.wqeHolding(psn)
-		if w == nil {
-			return
-		}
-		if qp.attr.RNRRetry != 7 {
-			if r.rnrLeft == 0 {
-				d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, WRID: w.wr.ID, Msg: "RNR NAK, rnr_retry exhausted"})
-				qp.failWQE(w, WCRNRRetryExcErr, fmt.Errorf("receiver not ready at psn %d after %d RNR retries", psn, qp.attr.RNRRetry))
-				return
-			}
-			r.rnrLeft--
-		}
-		wait := roce.RNRTimerMicros(syn.Value())
-		d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, WRID: w.wr.ID,
-			Msg: fmt.Sprintf("RNR NAK: wait %d us and resend from psn %d", wait, psn)})
-		r.waitRNR = true
-		if r.armed {
-			r.timer.Stop()
-			r.armed = false
-		}
-		if r.rnrTimer != nil {
-			r.rnrTimer.Stop()
-		}
-		r.rnrGen++
-		gen := r.rnrGen
-		r.rnrTimer = d.clock.AfterFunc(microseconds(wait), func() {
-			d.mu.Lock()
-			defer d.unlock()
-			if qp.req.rnrGen != gen || !qp.req.waitRNR {
-				return // stopped or replaced while it waited for the lock
-			}
-			qp.req.rnrTimer = nil
-			qp.req.waitRNR = false
-			if qp.requesterActive() {
-				d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: psn, Msg: fmt.Sprintf("RNR wait over: resend from psn %d", psn)})
-				qp.rewind(psn)
-			}
-		})
-	case roce.SyndromeNAK:
-		if syn != roce.NAKPSNSeqError {
-			qp.ackThrough(psnAdd(psn, psnMask))
-		} else {
-			// Everything before psn was executed, so a READ or atomic before it that lacks
-			// its responses lost them.
-			qp.acknowledge(psnAdd(psn, psnMask), psn)
-			if qp.requesterActive() {
-				qp.heard(psnAdd(psn, psnMask))
-			}
-			if !qp.requesterActive() {
-				return
-			}
-		}
-		w := qp.wqeHolding(psn)
-		if syn == roce.NAKPSNSeqError {
-			if w == nil {
-				return
-			}
-			if r.seqRetrying && r.seqRetryPSN == psn {
-				return // a copy of the NAK whose retry is already under way
-			}
-			r.seqRetrying, r.seqRetryPSN = true, psn
-			if r.retryLeft == 0 {
-				d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Msg: "NAK sequence error, retries exhausted"})
-				// The oldest unfinished WR takes the error, as at a timeout (a READ before
-				// psn may still lack its response); the ones after it are flushed.
-				if o := qp.outstanding(); o != nil {
-					w = o
-				}
-				qp.failWQE(w, WCRetryExcErr, fmt.Errorf("sequence error NAKs at psn %d exhausted %d retries", psn, qp.attr.RetryCnt))
-				return
-			}
-			r.retryLeft--
-			d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Msg: fmt.Sprintf("NAK sequence error: resend from psn %d", psn)})
-			qp.rewind(psn)
-			return
-		}
-		status := WCRemOpErr
-		switch syn {
-		case roce.NAKInvalidRequest:
-			status = WCRemInvReqErr
-		case roce.NAKRemoteAccess:
-			status = WCRemAccessErr
-		}
-		d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Status: status, Msg: fmt.Sprintf("received %s for psn %d", syn, psn)})
-		if w == nil {
-			return
-		}
-		qp.failWQE(w, status, fmt.Errorf("the responder answered psn %d with %s", psn, syn))
-	default:
-		d.stats.RxDropped++
+// compGetAck sorts a response by its opcode and AETH.
+func (qp *QP) compGetAck(a *response) compState {
+	if !qp.requesterActive() {
+		qp.dev.stats.RxDropped++
+		return compDone
 	}
+	switch a.f.Opcode {
+	case roce.RCAcknowledge:
+		switch a.syn.Type() {
+		case roce.SyndromeACK:
+			return compAck
+		case roce.SyndromeRNR:
+			return compRNRRetry
+		case roce.SyndromeNAK:
+			if a.syn == roce.NAKPSNSeqError {
+				return compSeqRetry
+			}
+			return compRemoteError
+		}
+		qp.dev.stats.RxDropped++ // the reserved syndrome
+		return compDone
+	case roce.RCAtomicAcknowledge:
+		if a.syn.Type() != roce.SyndromeACK {
+			return compBadResponse
+		}
+		return compAtomic
+	}
+	if w := qp.wqeHolding(a.psn); w != nil && w.wr.Opcode == WRFlush {
+		a.w = w
+		return compFlush
+	}
+	return compRead
+}
+
+// compAck takes a cumulative ACK.
+func (qp *QP) compAck(a *response) compState {
+	d, r, psn := qp.dev, &qp.req, a.psn
+	if psnCmp(psn, r.sentPSN) >= 0 {
+		// An acknowledgement for something never sent: a ghost ACK (IBTA 9.7.5.1.4).
+		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("ghost ACK for psn %d, nothing sent beyond %d", psn, psnAdd(r.sentPSN, psnMask))})
+		d.stats.RxDropped++
+		return compDone
+	}
+	qp.ackThrough(psn)
+	if qp.requesterActive() {
+		qp.heard(psn)
+	}
+	return compDone
+}
+
+// compRNRRetry takes an RNR NAK: everything before its PSN was executed; the WQE holding it is
+// sent again from there once the timer the NAK names runs out, while rnr_retry lasts.
+func (qp *QP) compRNRRetry(a *response) compState {
+	d, r, psn := qp.dev, &qp.req, a.psn
+	if r.waitRNR {
+		return compDone // a copy of the RNR NAK we are already waiting out
+	}
+	qp.acknowledge(psnAdd(psn, psnMask), psn) // everything before psn
+	if !qp.requesterActive() {
+		return compDone
+	}
+	w := qp.wqeHolding(psn)
+	if w == nil {
+		return compDone
+	}
+	if qp.attr.RNRRetry != 7 {
+		if r.rnrLeft == 0 {
+			d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, WRID: w.wr.ID, Msg: "RNR NAK, rnr_retry exhausted"})
+			qp.failWQE(w, WCRNRRetryExcErr, fmt.Errorf("receiver not ready at psn %d after %d RNR retries", psn, qp.attr.RNRRetry))
+			return compDone
+		}
+		r.rnrLeft--
+	}
+	wait := roce.RNRTimerMicros(a.syn.Value())
+	d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, WRID: w.wr.ID,
+		Msg: fmt.Sprintf("RNR NAK: wait %d us and resend from psn %d", wait, psn)})
+	r.waitRNR = true
+	if r.armed {
+		r.timer.Stop()
+		r.armed = false
+	}
+	if r.rnrTimer != nil {
+		r.rnrTimer.Stop()
+	}
+	r.rnrGen++
+	gen := r.rnrGen
+	r.rnrTimer = d.clock.AfterFunc(microseconds(wait), func() {
+		d.mu.Lock()
+		defer d.unlock()
+		if qp.req.rnrGen != gen || !qp.req.waitRNR {
+			return // stopped or replaced while it waited for the lock
+		}
+		qp.req.rnrTimer = nil
+		qp.req.waitRNR = false
+		if qp.requesterActive() {
+			d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: psn, Msg: fmt.Sprintf("RNR wait over: resend from psn %d", psn)})
+			qp.rewind(psn)
+		}
+	})
+	return compDone
+}
+
+// compSeqRetry takes a sequence NAK: everything before its PSN was executed, so a READ or
+// atomic before it that lacks its responses lost them; the rest is sent again from the PSN.
+func (qp *QP) compSeqRetry(a *response) compState {
+	d, r, psn := qp.dev, &qp.req, a.psn
+	qp.acknowledge(psnAdd(psn, psnMask), psn)
+	if qp.requesterActive() {
+		qp.heard(psnAdd(psn, psnMask))
+	}
+	if !qp.requesterActive() {
+		return compDone
+	}
+	w := qp.wqeHolding(psn)
+	if w == nil {
+		return compDone
+	}
+	if r.seqRetrying && r.seqRetryPSN == psn {
+		return compDone // a copy of the NAK whose retry is already under way
+	}
+	r.seqRetrying, r.seqRetryPSN = true, psn
+	if r.retryLeft == 0 {
+		d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Msg: "NAK sequence error, retries exhausted"})
+		// The oldest unfinished WR takes the error, as at a timeout (a READ before psn may
+		// still lack its response); the ones after it are flushed.
+		if o := qp.outstanding(); o != nil {
+			w = o
+		}
+		qp.failWQE(w, WCRetryExcErr, fmt.Errorf("sequence error NAKs at psn %d exhausted %d retries", psn, qp.attr.RetryCnt))
+		return compDone
+	}
+	r.retryLeft--
+	d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Msg: fmt.Sprintf("NAK sequence error: resend from psn %d", psn)})
+	qp.rewind(psn)
+	return compDone
+}
+
+// compRemoteError takes a NAK other than a sequence error: everything before its PSN was
+// executed, and the WQE holding the PSN fails with the NAK's status.
+func (qp *QP) compRemoteError(a *response) compState {
+	psn, syn := a.psn, a.syn
+	qp.ackThrough(psnAdd(psn, psnMask))
+	w := qp.wqeHolding(psn)
+	status := WCRemOpErr
+	switch syn {
+	case roce.NAKInvalidRequest:
+		status = WCRemInvReqErr
+	case roce.NAKRemoteAccess:
+		status = WCRemAccessErr
+	}
+	qp.dev.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: psn, Status: status, Msg: fmt.Sprintf("received %s for psn %d", syn, psn)})
+	if w != nil {
+		qp.failWQE(w, status, fmt.Errorf("the responder answered psn %d with %s", psn, syn))
+	}
+	return compDone
 }
 
 // wqeHolding returns the unfinished WQE whose PSN range holds psn.
@@ -304,21 +391,22 @@ func (qp *QP) heardSince(tx uint64) {
 	}
 }
 
-func (qp *QP) onAtomicAck(psn uint32, orig uint64) {
-	d := qp.dev
+// compAtomic takes an atomic acknowledgement: the original value goes to the WQE's buffer.
+func (qp *QP) compAtomic(a *response) compState {
+	d, psn, orig := qp.dev, a.psn, a.f.AtomicAckETH.Orig()
 	w := qp.wqeHolding(psn)
 	if w == nil || (w.wr.Opcode != WRAtomicCmpAndSwp && w.wr.Opcode != WRAtomicFetchAndAdd) || w.state != wqeSent {
 		d.stats.RxDropped++
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: "atomic acknowledgement for no outstanding atomic"})
-		return
+		return compDone
 	}
 	qp.ackThrough(psnAdd(psn, psnMask))
 	if w.state == wqeDone || !qp.requesterActive() {
-		return // the acknowledgement before it ended the WQE or the QP
+		return compDone // the acknowledgement before it ended the WQE or the QP
 	}
 	if err := qp.placeAtomicResult(w, orig); err != nil {
 		qp.failWQE(w, accessStatus(err), err)
-		return
+		return compDone
 	}
 	w.atomicOrig = orig
 	w.state, w.status = wqeDone, WCSuccess
@@ -327,20 +415,19 @@ func (qp *QP) onAtomicAck(psn uint32, orig uint64) {
 	if qp.requesterActive() {
 		qp.heard(psn)
 	}
+	return compDone
 }
 
-func (qp *QP) onReadResponse(f *roce.Frame, psn uint32) {
-	d := qp.dev
+// compRead takes a READ response: in order it is placed, ahead of order it asks again from the
+// first one missing, behind it is a duplicate.
+func (qp *QP) compRead(a *response) compState {
+	d, f, psn := qp.dev, a.f, a.psn
 	w := qp.wqeHolding(psn)
-	if w != nil && w.wr.Opcode == WRFlush {
-		qp.onFlushResponse(f, psn, w)
-		return
-	}
 	// A READ being asked for again still takes the responses it is missing as they come.
 	if w == nil || w.wr.Opcode != WRRDMARead {
 		d.stats.RxDropped++
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("%s for no outstanding READ", f.Opcode)})
-		return
+		return compDone
 	}
 	r := &qp.req
 	if psnCmp(w.firstPSN, r.compPSN) > 0 {
@@ -348,28 +435,27 @@ func (qp *QP) onReadResponse(f *roce.Frame, psn uint32) {
 		// a READ or atomic before it that still lacks its responses lost them.
 		qp.acknowledge(psnAdd(w.firstPSN, psnMask), w.firstPSN)
 		if !qp.requesterActive() {
-			return
+			return compDone
 		}
 	}
 	qp.heard(psn)
 	if !qp.requesterActive() {
-		return
+		return compDone
 	}
 	want := psnAdd(w.firstPSN, w.next)
 	if c := psnCmp(psn, want); c != 0 {
 		if c < 0 {
 			d.stats.DuplicatesSeen++
-			return // a duplicate of a response already placed
+			return compDone // a duplicate of a response already placed
 		}
 		// A response is missing: ask again from the first one we lack.
 		if _, asked := w.gap(); w.state == wqeSent && !asked {
 			qp.askAgain(w, want, fmt.Sprintf("READ response psn %d arrived, %d expected", psn, want))
 		}
-		return
+		return compDone
 	}
 	if f.AETH != nil && f.AETH.Syndrome().Type() != roce.SyndromeACK {
-		qp.badResponse(psn, f.Opcode, f.AETH.Syndrome())
-		return
+		return compBadResponse
 	}
 	mtu := uint64(qp.attr.PathMTU.Bytes())
 	off := uint64(w.next) * mtu
@@ -388,7 +474,7 @@ func (qp *QP) onReadResponse(f *roce.Frame, psn uint32) {
 	if !okClass || uint64(len(f.Payload)) != wantLen {
 		qp.failWQE(w, WCBadRespErr, fmt.Errorf("READ response psn %d: %s with %d bytes, expected response %d of %d with %d",
 			psn, f.Opcode, len(f.Payload), w.next+1, w.npkts, wantLen))
-		return
+		return compDone
 	}
 	src := f.Payload
 	if err := qp.walkSGL(w.sgl, off, wantLen, AccessLocalWrite, func(sp keys.Span) {
@@ -396,7 +482,7 @@ func (qp *QP) onReadResponse(f *roce.Frame, psn uint32) {
 		src = src[n:]
 	}); err != nil {
 		qp.failWQE(w, accessStatus(err), err)
-		return
+		return compDone
 	}
 	// The first response to a request asked again shows when the responder received that
 	// request.
@@ -416,32 +502,32 @@ func (qp *QP) onReadResponse(f *roce.Frame, psn uint32) {
 	if filled && qp.requesterActive() {
 		qp.heardSince(askTx)
 	}
+	return compDone
 }
 
-// onFlushResponse takes the answer to a FLUSH: one RDMA READ RESPONSE ONLY without payload at
+// compFlush takes the answer to a FLUSH: one RDMA READ RESPONSE ONLY without payload at
 // the FLUSH's PSN (IBTA 1.5 memory placement extensions; rxe's responder answers FLUSH through
 // its READ reply path, and its completer accepts a READ response for a FLUSH WQE). Anything
 // else is BAD_RESP_ERR.
-func (qp *QP) onFlushResponse(f *roce.Frame, psn uint32, w *sendWQE) {
-	d := qp.dev
+func (qp *QP) compFlush(a *response) compState {
+	d, f, psn, w := qp.dev, a.f, a.psn, a.w
 	if w.state != wqeSent {
 		d.stats.RxDropped++
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("%s for a FLUSH not yet sent again", f.Opcode)})
-		return
+		return compDone
 	}
 	if f.AETH != nil && f.AETH.Syndrome().Type() != roce.SyndromeACK {
-		qp.badResponse(psn, f.Opcode, f.AETH.Syndrome())
-		return
+		return compBadResponse
 	}
 	if f.Info.Class != roce.Only || len(f.Payload) != 0 {
 		qp.failWQE(w, WCBadRespErr, fmt.Errorf("FLUSH psn %d answered with %s carrying %d bytes", psn, f.Opcode, len(f.Payload)))
-		return
+		return compDone
 	}
 	// Everything before the FLUSH was executed; a READ or atomic before it that lacks its
 	// response lost it.
 	qp.ackThrough(psnAdd(psn, psnMask))
 	if w.state == wqeDone || !qp.requesterActive() {
-		return
+		return compDone
 	}
 	w.state, w.status = wqeDone, WCSuccess
 	qp.ackThrough(psn)
@@ -449,12 +535,14 @@ func (qp *QP) onFlushResponse(f *roce.Frame, psn uint32, w *sendWQE) {
 	if qp.requesterActive() {
 		qp.heard(psn)
 	}
+	return compDone
 }
 
-// badResponse fails the WQE a READ response or atomic acknowledgement belongs to when its AETH
-// is not an ACK: responses carry data, not NAKs, so this is BAD_RESP_ERR.
-func (qp *QP) badResponse(psn uint32, op roce.Opcode, syn roce.Syndrome) {
-	if w := qp.wqeHolding(psn); w != nil {
-		qp.failWQE(w, WCBadRespErr, fmt.Errorf("%s psn %d carries %s", op, psn, syn))
+// compBadResponse fails the WQE a READ response or atomic acknowledgement belongs to when its
+// AETH is not an ACK: responses carry data, not NAKs, so this is BAD_RESP_ERR.
+func (qp *QP) compBadResponse(a *response) compState {
+	if w := qp.wqeHolding(a.psn); w != nil {
+		qp.failWQE(w, WCBadRespErr, fmt.Errorf("%s psn %d carries %s", a.f.Opcode, a.psn, a.syn))
 	}
+	return compDone
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/softirdma/softirdma/keys"
@@ -29,5 +30,20 @@ func TestWCStatusOfAccessErrors(t *testing.T) {
 		if uint8(s) != want {
 			t.Errorf("%s is %d, want %d", s, uint8(s), want)
 		}
+	}
+}
+
+// The completer is a table of named states: every state before DONE has a step and a name.
+func TestCompleterStates(t *testing.T) {
+	for st := compGetAck; st < compDone; st++ {
+		if completerSteps[st] == nil {
+			t.Errorf("state %s has no step", st)
+		}
+		if st.String() == "" || st.String() == fmt.Sprintf("state %d", uint8(st)) {
+			t.Errorf("state %d has no name", st)
+		}
+	}
+	if compDone.String() != "DONE" {
+		t.Errorf("DONE is %q", compDone)
 	}
 }
