@@ -9,6 +9,7 @@ import (
 )
 
 type (
+	AH             = engine.AH
 	AsyncEventType = engine.AsyncEventType
 	AsyncEvent     = engine.AsyncEvent
 	SRQAttr        = engine.SRQAttr
@@ -51,6 +52,7 @@ type (
 	WCStatus       = engine.WCStatus
 	QPState        = engine.QPState
 	QPType         = engine.QPType
+	NetworkType    = engine.NetworkType
 	AttrMask       = engine.AttrMask
 	MTU            = engine.MTU
 	WROpcode       = engine.WROpcode
@@ -143,9 +145,13 @@ const (
 	DefaultRetryCnt       = engine.DefaultRetryCnt
 	DefaultRNRRetry       = engine.DefaultRNRRetry
 	DefaultMinRNRTimer    = engine.DefaultMinRNRTimer
+	QPTypeGSI             = engine.QPTypeGSI
 	QPTypeRC              = engine.QPTypeRC
 	QPTypeUC              = engine.QPTypeUC
 	QPTypeUD              = engine.QPTypeUD
+	NetworkIB             = engine.NetworkIB
+	NetworkIPv4           = engine.NetworkIPv4
+	NetworkIPv6           = engine.NetworkIPv6
 	AttrState             = engine.AttrState
 	AttrCurState          = engine.AttrCurState
 	AttrEnSQDAsyncNotify  = engine.AttrEnSQDAsyncNotify
@@ -209,18 +215,21 @@ const (
 	WCWithGRH             = engine.WCWithGRH
 	WCWithImm             = engine.WCWithImm
 	WCWithInv             = engine.WCWithInv
+	GSIQKey               = engine.GSIQKey
+	GRHLen                = engine.GRHLen
+	McastQPN              = engine.McastQPN
 )
 
 var (
 	DefaultLimits = engine.DefaultLimits
 )
 
-func ConnectRC(a0, a1 *QP, a2 ConnectOptions) error { return engine.ConnectRC(a0, a1, a2) }
+func ConnectRC(a, b *QP, o ConnectOptions) error { return engine.ConnectRC(a, b, o) }
 
-func NewDevice(a0 DeviceConfig) *Device { return engine.NewDevice(a0) }
+func NewDevice(cfg DeviceConfig) *Device { return engine.NewDevice(cfg) }
 
-func SlogSink(a0 *slog.Logger) EventSink { return engine.SlogSink(a0) }
+func SlogSink(l *slog.Logger) EventSink { return engine.SlogSink(l) }
 
-func NewFrameBuffer(a0 int) []byte { return engine.NewFrameBuffer(a0) }
+func NewFrameBuffer(n int) []byte { return engine.NewFrameBuffer(n) }
 
-func MTUOf(a0 int) (MTU, bool) { return engine.MTUOf(a0) }
+func MTUOf(n int) (MTU, bool) { return engine.MTUOf(n) }

@@ -11,6 +11,6 @@ type (
 	WallClock  = realtime.WallClock
 )
 
-func NewHost(a0 HostConfig) (*Host, error) { return realtime.NewHost(a0) }
+func NewHost(cfg HostConfig) (*Host, error) { return realtime.NewHost(cfg) }
 
 func NewWallClock() *WallClock { return realtime.NewWallClock() }

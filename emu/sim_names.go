@@ -22,4 +22,4 @@ const (
 
 func NewSim() *Sim { return sim.NewSim() }
 
-func NewFabric(a0 *Sim, a1 uint64) *Fabric { return sim.NewFabric(a0, a1) }
+func NewFabric(a0 *Sim, seed uint64) *Fabric { return sim.NewFabric(a0, seed) }

@@ -197,7 +197,7 @@ func (qp *QP) sendAnswer(x *answer) {
 		h.Opcode, h.Orig = roce.RCAtomicAcknowledge, x.orig
 	}
 	frame, err := qp.builder.Build(qp.dev.txBuffer(), &h, nil)
-	if err == nil && qp.transmit(frame, h.Opcode, x.psn) && x.syn.Type() != roce.SyndromeACK {
+	if err == nil && qp.transmit(frame, h.Opcode, x.psn, qp.local) && x.syn.Type() != roce.SyndromeACK {
 		qp.dev.stats.NAKsSent++
 	}
 }
@@ -227,7 +227,7 @@ func (qp *QP) sendReadResponse(x *answer) *respError {
 	}
 	sp.CopyTo(slot)
 	qp.builder.Seal(frame)
-	qp.transmit(frame, h.Opcode, h.PSN)
+	qp.transmit(frame, h.Opcode, h.PSN, qp.local)
 	x.psn = psnAdd(x.psn, 1)
 	return nil
 }

@@ -45,6 +45,8 @@ type DeviceConfig struct {
 	Events EventSink
 	// Resolve maps a peer's IP address to its MAC address.
 	Resolve func(netip.Addr) ([6]byte, bool)
+	// ActiveMTU is the port's active MTU: the path MTU of its datagram QPs. 0 means 4096.
+	ActiveMTU MTU
 }
 
 // Limits are the device's capabilities (ibv_device_attr).
@@ -80,6 +82,7 @@ type Device struct {
 	nextQPN uint32
 	nextVA  uint64
 	qps     map[uint32]*QP
+	mcast   map[netip.Addr][]*QP // multicast groups and the QPs attached to each
 	// cqs and srqs number the CQs and SRQs; mrs and mws name the MRs and MWs by STag index.
 	// Each map is made at its first use, so a device without such objects allocates none.
 	cqs     numbers[*CQ]
@@ -119,6 +122,10 @@ type Stats struct {
 	// report a NAK both where it is sent and where it arrives, so counting them counts it twice
 	// (or once, when the wire lost it).
 	NAKsSent uint64
+	// RxBadPKey and RxBadQKey count the packets dropped for a P_Key or a datagram's Q_Key
+	// that does not match (the port's bad_pkey_cntr and qkey_viol_cntr); RxNoRecv the
+	// datagrams dropped because no receive was posted. All are in RxDropped too.
+	RxBadPKey, RxBadQKey, RxNoRecv uint64
 	// Loopback counts the sent frames (also in TxFrames) that were addressed to the device
 	// itself and delivered to its own receive path instead of the link.
 	Loopback uint64
@@ -169,6 +176,14 @@ func NewDevice(cfg DeviceConfig) *Device {
 // MaxFrame is the longest frame the device builds: a 4096-byte payload with IPv6, VLAN and the
 // largest extension headers.
 const MaxFrame = 4096 + 128
+
+// activeMTU is the port's active MTU.
+func (d *Device) activeMTU() MTU {
+	if d.cfg.ActiveMTU.Bytes() == 0 {
+		return MTU4096
+	}
+	return d.cfg.ActiveMTU
+}
 
 // Name is the device's name.
 func (d *Device) Name() string { return d.cfg.Name }
@@ -649,16 +664,12 @@ func (n *numbers[T]) alloc(obj T) (uint32, bool) {
 // free forgets num.
 func (n *numbers[T]) free(num uint32) { delete(n.live, num) }
 
-// srcPort is the UDP source port for a QP, as rxe chooses it: 0xC000 plus 14 bits of the QPN's
-// hash, so flows spread over ECMP paths and each QP keeps one port.
+// srcPort is the UDP source port for a QP, as rxe chooses it (rxe_qp_init_req): 0xC000 plus
+// hash_32 of the QPN to 14 bits (the kernel's multiplicative hash), so flows spread over ECMP
+// paths, each QP keeps one port, and a QP's frames carry the port rxe's would.
 func srcPort(qpn uint32) uint16 {
-	var b [4]byte
-	binary.BigEndian.PutUint32(b[:], qpn)
-	h := uint32(2166136261)
-	for _, c := range b {
-		h = (h ^ uint32(c)) * 16777619
-	}
-	return 0xC000 | uint16(h&0x3FFF)
+	const goldenRatio32 = 0x61C88647
+	return 0xC000 | uint16((qpn*goldenRatio32)>>(32-14))
 }
 
 // loopback sits between the engine and its link and turns back the frames addressed to one of

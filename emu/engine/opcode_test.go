@@ -3,32 +3,49 @@ package engine
 import (
 	"testing"
 
-	"github.com/softirdma/softirdma/wire"
+	"github.com/softirdma/softirdma/wire/roce"
 )
 
 // TestRequestOpcodes checks the opcodes the requester and the responder take from wire's table
-// for each work request and place in the message, against the IBTA names.
+// for each transport, work request and place in the message, against the IBTA names.
 func TestRequestOpcodes(t *testing.T) {
-	type row struct{ first, middle, last, only wire.Opcode }
-	want := map[WROpcode]row{
-		WRRDMAWrite:        {wire.RCWriteFirst, wire.RCWriteMiddle, wire.RCWriteLast, wire.RCWriteOnly},
-		WRRDMAWriteWithImm: {wire.RCWriteFirst, wire.RCWriteMiddle, wire.RCWriteLastImm, wire.RCWriteOnlyImm},
-		WRSend:             {wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLast, wire.RCSendOnly},
-		WRSendWithImm:      {wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLastImm, wire.RCSendOnlyImm},
-		WRSendWithInv:      {wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLastInv, wire.RCSendOnlyInv},
+	type row struct{ first, middle, last, only roce.Opcode }
+	want := map[roce.Transport]map[WROpcode]row{
+		roce.RC: {
+			WRRDMAWrite:        {roce.RCWriteFirst, roce.RCWriteMiddle, roce.RCWriteLast, roce.RCWriteOnly},
+			WRRDMAWriteWithImm: {roce.RCWriteFirst, roce.RCWriteMiddle, roce.RCWriteLastImm, roce.RCWriteOnlyImm},
+			WRSend:             {roce.RCSendFirst, roce.RCSendMiddle, roce.RCSendLast, roce.RCSendOnly},
+			WRSendWithImm:      {roce.RCSendFirst, roce.RCSendMiddle, roce.RCSendLastImm, roce.RCSendOnlyImm},
+			WRSendWithInv:      {roce.RCSendFirst, roce.RCSendMiddle, roce.RCSendLastInv, roce.RCSendOnlyInv},
+		},
+		roce.UC: {
+			WRRDMAWrite:        {roce.UCWriteFirst, roce.UCWriteMiddle, roce.UCWriteLast, roce.UCWriteOnly},
+			WRRDMAWriteWithImm: {roce.UCWriteFirst, roce.UCWriteMiddle, roce.UCWriteLastImm, roce.UCWriteOnlyImm},
+			WRSend:             {roce.UCSendFirst, roce.UCSendMiddle, roce.UCSendLast, roce.UCSendOnly},
+			WRSendWithImm:      {roce.UCSendFirst, roce.UCSendMiddle, roce.UCSendLastImm, roce.UCSendOnlyImm},
+		},
 	}
-	for wr, w := range want {
-		for _, c := range []struct {
-			first, last bool
-			want        wire.Opcode
-		}{{true, false, w.first}, {false, false, w.middle}, {false, true, w.last}, {true, true, w.only}} {
-			if got := requestOpcode(wr, c.first, c.last); got != c.want {
-				t.Errorf("%s first=%v last=%v: %s, want %s", wr, c.first, c.last, got, c.want)
+	for tr, rows := range want {
+		for wr, w := range rows {
+			for _, c := range []struct {
+				first, last bool
+				want        roce.Opcode
+			}{{true, false, w.first}, {false, false, w.middle}, {false, true, w.last}, {true, true, w.only}} {
+				if got := requestOpcode(tr, wr, c.first, c.last); got != c.want {
+					t.Errorf("%s %s first=%v last=%v: %s, want %s", tr, wr, c.first, c.last, got, c.want)
+				}
 			}
 		}
 	}
-	for c, op := range map[wire.Class]wire.Opcode{wire.First: wire.RCReadResponseFirst, wire.Middle: wire.RCReadResponseMiddle,
-		wire.Last: wire.RCReadResponseLast, wire.Only: wire.RCReadResponseOnly} {
+	// UD has ONLY packets alone.
+	if got := requestOpcode(roce.UD, WRSend, true, true); got != roce.UDSendOnly {
+		t.Errorf("UD SEND: %s", got)
+	}
+	if got := requestOpcode(roce.UD, WRSendWithImm, true, true); got != roce.UDSendOnlyImm {
+		t.Errorf("UD SEND_WITH_IMM: %s", got)
+	}
+	for c, op := range map[roce.Class]roce.Opcode{roce.First: roce.RCReadResponseFirst, roce.Middle: roce.RCReadResponseMiddle,
+		roce.Last: roce.RCReadResponseLast, roce.Only: roce.RCReadResponseOnly} {
 		if got := readResponseOpcodes[c]; got != op {
 			t.Errorf("READ response %s: %s, want %s", c, got, op)
 		}

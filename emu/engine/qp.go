@@ -16,7 +16,7 @@ type QPCap struct {
 
 // QPInitAttr describes a QP to create (struct ibv_qp_init_attr).
 type QPInitAttr struct {
-	Type           QPType // QPTypeRC; UC and UD are not implemented yet
+	Type           QPType // QPTypeRC, QPTypeUC, QPTypeUD, or QPTypeGSI for the device's QP1
 	SendCQ, RecvCQ *CQ
 	SRQ            *SRQ
 	Cap            QPCap
@@ -49,26 +49,12 @@ type QPAttr struct {
 	MaxDestRdAtomic uint8 // READs and atomics it accepts outstanding as responder
 	MinRNRTimer     uint8 // the RNR timer code it sends in RNR NAKs
 	DestQPN         uint32
-	Cap             QPCap
+	// QKey is a datagram QP's Q_Key: what arriving datagrams must carry, and what it sends
+	// when a work request's Q_Key has its high bit set (the controlled Q_Key).
+	QKey uint32
+	Cap  QPCap
 	// EnSQDAsyncNotify asks a move to SQD for an SQ_DRAINED event (AttrEnSQDAsyncNotify).
 	EnSQDAsyncNotify bool
-}
-
-// transitions is the verbs state machine for RC QPs (IBTA table 91, ib_modify_qp_is_ok): for each
-// allowed transition the attributes it requires and those it may also set. Moves to RESET and ERR
-// are allowed from every state.
-var transitions = map[[2]QPState][2]AttrMask{
-	{QPSReset, QPSInit}: {AttrPKeyIndex | AttrPort | AttrAccessFlags, 0},
-	{QPSInit, QPSInit}:  {0, AttrPKeyIndex | AttrPort | AttrAccessFlags},
-	{QPSInit, QPSRTR}: {AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN | AttrMaxDestRdAtomic | AttrMinRNRTimer,
-		AttrAltPath | AttrAccessFlags | AttrPKeyIndex},
-	{QPSRTR, QPSRTS}: {AttrSQPSN | AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic,
-		AttrCurState | AttrAltPath | AttrAccessFlags | AttrMinRNRTimer | AttrPathMigState},
-	{QPSRTS, QPSRTS}: {0, AttrCurState | AttrAccessFlags | AttrAltPath | AttrPathMigState | AttrMinRNRTimer},
-	{QPSRTS, QPSSQD}: {0, AttrEnSQDAsyncNotify},
-	{QPSSQD, QPSRTS}: {0, AttrCurState | AttrAccessFlags | AttrAltPath | AttrMinRNRTimer | AttrPathMigState},
-	{QPSSQD, QPSSQD}: {0, AttrAV | AttrAltPath | AttrAccessFlags | AttrPKeyIndex | AttrMinRNRTimer | AttrPathMigState |
-		AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic | AttrMaxDestRdAtomic},
 }
 
 // QP is a queue pair.
@@ -77,6 +63,7 @@ type QP struct {
 	pd     *PD
 	qpn    uint32
 	typ    QPType
+	tr     *transport
 	sendCQ *CQ
 	recvCQ *CQ
 	srq    *SRQ
@@ -92,19 +79,24 @@ type QP struct {
 	async      qpAsync
 
 	builder roce.Builder
-	rq      recvQueue
-	sq      sendQueue
-	req     requester
-	resp    responder
+	ud      struct {
+		ah      *AH          // the handle builder was made for
+		builder roce.Builder // a datagram QP's frame builder for its latest handle
+	}
+	rq   recvQueue
+	sq   sendQueue
+	req  requester
+	resp responder
 }
 
 // CreateQP creates a queue pair in RESET.
 func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 	d := pd.dev
 	c := init.Cap
+	tr := transportOf(init.Type)
 	switch {
-	case init.Type != QPTypeRC:
-		return nil, fmt.Errorf("create_qp: type %d: %w", init.Type, syscall.EOPNOTSUPP)
+	case tr == nil:
+		return nil, fmt.Errorf("create_qp: type %s: %w", init.Type, syscall.EOPNOTSUPP)
 	case init.SendCQ == nil || init.RecvCQ == nil:
 		return nil, fmt.Errorf("create_qp: a send and a receive CQ are needed: %w", syscall.EINVAL)
 	case c.MaxSendWR < 1 || c.MaxSendWR > d.limits.MaxQPWR || c.MaxSendSGE > d.limits.MaxSGE || c.MaxRecvSGE > d.limits.MaxSGE:
@@ -123,8 +115,15 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 		init.SRQ != nil && d.srqs.live[init.SRQ.num] != init.SRQ {
 		return nil, fmt.Errorf("create_qp: a CQ or the SRQ is destroyed or another device's: %w", syscall.EINVAL)
 	}
-	qpn := d.allocQPN()
-	qp := &QP{dev: d, pd: pd, qpn: qpn, typ: init.Type, sendCQ: init.SendCQ, recvCQ: init.RecvCQ,
+	qpn := uint32(gsiQPN)
+	if init.Type == QPTypeGSI {
+		if d.qps[gsiQPN] != nil {
+			return nil, fmt.Errorf("create_qp: the port's GSI QP exists: %w", syscall.EBUSY)
+		}
+	} else {
+		qpn = d.allocQPN()
+	}
+	qp := &QP{dev: d, pd: pd, qpn: qpn, typ: init.Type, tr: tr, sendCQ: init.SendCQ, recvCQ: init.RecvCQ,
 		srq: init.SRQ, cap: c, sigAll: init.SigAll, state: QPSReset}
 	if init.SRQ == nil {
 		qp.rq = newRecvQueue(c.MaxRecvWR)
@@ -181,7 +180,7 @@ func (qp *QP) Modify(attr QPAttr, mask AttrMask) error {
 	}
 	other := mask &^ (AttrState | AttrCurState)
 	if next != QPSReset && next != QPSErr {
-		t, ok := transitions[[2]QPState{cur, next}]
+		t, ok := qp.tr.transitions[[2]QPState{cur, next}]
 		if !ok {
 			return fmt.Errorf("modify_qp: %s to %s is not a transition: %w", cur, next, syscall.EINVAL)
 		}
@@ -200,10 +199,12 @@ func (qp *QP) Modify(attr QPAttr, mask AttrMask) error {
 	}
 	qp.apply(&attr, other)
 	if next == QPSRTR && cur == QPSInit {
-		if !resolved {
-			return fmt.Errorf("modify_qp: no link address for %s: %w", attr.AH.DGID, syscall.EHOSTUNREACH)
+		if qp.tr.connected {
+			if !resolved {
+				return fmt.Errorf("modify_qp: no link address for %s: %w", attr.AH.DGID, syscall.EHOSTUNREACH)
+			}
+			qp.setPath(peerMAC)
 		}
-		qp.setPath(peerMAC)
 		qp.resp.reset(qp)
 	}
 	if next == QPSRTS && cur == QPSRTR {
@@ -212,6 +213,9 @@ func (qp *QP) Modify(attr QPAttr, mask AttrMask) error {
 	qp.setState(next, "modify_qp")
 	if next == QPSReset {
 		qp.resetQueues()
+	}
+	if qp.tr.modified != nil {
+		qp.tr.modified(qp, cur, next)
 	}
 	if next == QPSRTS {
 		qp.kick()
@@ -296,6 +300,9 @@ func (qp *QP) apply(a *QPAttr, m AttrMask) {
 	}
 	if m&AttrDestQPN != 0 {
 		t.DestQPN = a.DestQPN
+	}
+	if m&AttrQKey != 0 {
+		t.QKey = a.QKey
 	}
 	t.EnSQDAsyncNotify = m&AttrEnSQDAsyncNotify != 0 && a.EnSQDAsyncNotify // asked for each move to SQD
 }
@@ -488,6 +495,7 @@ func (qp *QP) Destroy() error {
 	qp.req.stopTimers()
 	qp.sq.settleBinds()
 	delete(d.qps, qp.qpn)
+	qp.detachAll()
 	qp.state = QPSReset
 	d.event(Event{QP: qp.qpn, Kind: EvQPState, Msg: "destroyed"})
 	return nil

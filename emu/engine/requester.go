@@ -146,6 +146,17 @@ func (qp *QP) runRequester() {
 				return
 			}
 			qp.start(w)
+			if qp.tr.single && w.npkts > 1 {
+				// A datagram longer than the path MTU: no packet, and success (C10-93.1.1).
+				r.psn, r.sentPSN = psnAdd(w.firstPSN, 1), psnAdd(w.firstPSN, 1)
+				w.state = wqeSent
+				r.idx++
+				qp.sentUnacked(w)
+				if qp.state == QPSErr {
+					return
+				}
+				continue
+			}
 		}
 		if psnCmp(r.psn, psnAdd(r.compPSN, maxUnackedPSNs)) >= 0 {
 			return
@@ -242,8 +253,22 @@ func (qp *QP) sendRequestPacket(w *sendWQE) bool {
 			r.idx++
 		}
 	}
+	if !qp.tr.acked {
+		if w.state == wqeSent {
+			qp.sentUnacked(w)
+		}
+		return true
+	}
 	qp.armRetransmit()
 	return true
+}
+
+// sentUnacked completes a message of a transport without acknowledgements once its last packet
+// has left: nothing will tell whether it arrived (UC, UD).
+func (qp *QP) sentUnacked(w *sendWQE) {
+	w.state, w.status = wqeDone, WCSuccess
+	qp.req.compPSN = qp.req.sentPSN
+	qp.retire()
 }
 
 // transmitRequest builds and sends the WQE's request packet at w.next (a READ's request asks for
@@ -252,7 +277,7 @@ func (qp *QP) sendRequestPacket(w *sendWQE) bool {
 func (qp *QP) transmitRequest(w *sendWQE) bool {
 	r := &qp.req
 	mtu := uint64(qp.attr.PathMTU.Bytes())
-	h := roce.Header{DestQP: qp.attr.DestQPN, PSN: psnAdd(w.firstPSN, w.next)}
+	h := roce.Header{PSN: psnAdd(w.firstPSN, w.next)}
 	var payload uint64
 	var off uint64
 	last := w.next == w.npkts-1
@@ -286,7 +311,7 @@ func (qp *QP) transmitRequest(w *sendWQE) bool {
 	default:
 		off = uint64(w.next) * mtu
 		payload = min(mtu, w.length-off)
-		h.Opcode = requestOpcode(w.wr.Opcode, w.next == 0, last)
+		h.Opcode = requestOpcode(qp.tr.wire, w.wr.Opcode, w.next == 0, last)
 		if h.Opcode.Has(roce.ExtRETH) {
 			h.VA, h.RKey, h.DMALen = w.wr.RemoteAddr, w.wr.RKey, uint32(w.length)
 		}
@@ -294,13 +319,20 @@ func (qp *QP) transmitRequest(w *sendWQE) bool {
 			h.Imm, h.InvRKey = w.wr.Imm, w.wr.Imm
 			h.SE = w.wr.Flags&SendSolicited != 0 && w.wr.Opcode != WRRDMAWrite
 		}
-		r.noackPkts++
-		h.AckReq = last || r.noackPkts >= maxPktsPerAck
+		if qp.tr.acked {
+			r.noackPkts++
+			h.AckReq = last || r.noackPkts >= maxPktsPerAck
+		}
 	}
 	if h.AckReq {
 		r.noackPkts = 0
 	}
-	frame, slot, err := qp.builder.Begin(qp.dev.txBuffer(), &h, int(payload))
+	rt, err := qp.tr.header(qp, w, &h)
+	if err != nil {
+		qp.failWQE(w, WCLocQPOpErr, err)
+		return false
+	}
+	frame, slot, err := rt.b.Begin(qp.dev.txBuffer(), &h, int(payload))
 	if err != nil {
 		qp.failWQE(w, WCLocQPOpErr, fmt.Errorf("building %s: %w", h.Opcode, err))
 		return false
@@ -312,76 +344,13 @@ func (qp *QP) transmitRequest(w *sendWQE) bool {
 			return false
 		}
 	}
-	qp.builder.Seal(frame)
-	qp.transmit(frame, h.Opcode, h.PSN)
+	rt.b.Seal(frame)
+	qp.transmit(frame, h.Opcode, h.PSN, rt.local)
 	r.txCount++
 	if w.firstTx == 0 {
 		w.firstTx = r.txCount
 	}
 	return true
-}
-
-// requestOpcode is the RC opcode of a SEND or WRITE packet by its place in the message.
-func requestOpcode(op WROpcode, first, last bool) roce.Opcode {
-	return requestOpcodes[op][classOf(first, last)]
-}
-
-// classOf is the class of a packet that is or is not the first and the last of its message.
-func classOf(first, last bool) roce.Class {
-	switch {
-	case first && last:
-		return roce.Only
-	case first:
-		return roce.First
-	case last:
-		return roce.Last
-	}
-	return roce.Middle
-}
-
-// requestOpcodes is requestOpcode's table, by WR opcode and class, taken from wire's opcode table
-// once. Immediate data and invalidation ride on the last packet only, so FIRST and MIDDLE are the
-// plain SEND or WRITE ones.
-var requestOpcodes = func() (t [WRSendWithInv + 1][roce.Only + 1]roce.Opcode) {
-	const key = roce.FlagSend | roce.FlagWrite | roce.FlagImm | roce.FlagInv
-	for wr, want := range map[WROpcode]roce.Flags{
-		WRRDMAWrite:        roce.FlagWrite,
-		WRRDMAWriteWithImm: roce.FlagWrite | roce.FlagImm,
-		WRSend:             roce.FlagSend,
-		WRSendWithImm:      roce.FlagSend | roce.FlagImm,
-		WRSendWithInv:      roce.FlagSend | roce.FlagInv,
-	} {
-		for c := roce.First; c <= roce.Only; c++ {
-			w := want
-			if c == roce.First || c == roce.Middle {
-				w &^= roce.FlagImm | roce.FlagInv
-			}
-			t[wr][c] = rcOpcode(c, key, w)
-		}
-	}
-	return t
-}()
-
-// readResponseOpcodes is the READ response opcode by class.
-var readResponseOpcodes = func() (t [roce.Only + 1]roce.Opcode) {
-	for c := roce.First; c <= roce.Only; c++ {
-		t[c] = rcOpcode(c, roce.FlagReadResponse, roce.FlagReadResponse)
-	}
-	return t
-}()
-
-// rcOpcode is the one RC opcode of class c whose flags in key are want.
-func rcOpcode(c roce.Class, key, want roce.Flags) roce.Opcode {
-	var found []roce.Opcode
-	for _, op := range roce.Opcodes() {
-		if info := op.Info(); info.Transport == roce.RC && info.Class == c && info.Flags&key == want {
-			found = append(found, op)
-		}
-	}
-	if len(found) != 1 {
-		panic(fmt.Sprintf("emu: RC opcodes of class %s with flags 0x%x of 0x%x: %v", c, want, key, found))
-	}
-	return found[0]
 }
 
 // gather copies the WQE's bytes [off, off+len(dst)) into dst, from its inline copy or through
@@ -425,7 +394,7 @@ func (qp *QP) walkSGL(sgl []SGE, off, n uint64, rights Access, f func(keys.Span)
 
 // transmit queues a frame for the link; it goes out when the device lock is released. It
 // reports whether the frame left, for the counters of what went on the roce.
-func (qp *QP) transmit(frame []byte, op roce.Opcode, psn uint32) bool {
+func (qp *QP) transmit(frame []byte, op roce.Opcode, psn uint32, local bool) bool {
 	d := qp.dev
 	if d.stopped || d.portDown || d.link == nil {
 		d.dropBuffer(frame)
@@ -433,7 +402,7 @@ func (qp *QP) transmit(frame []byte, op roce.Opcode, psn uint32) bool {
 	}
 	d.stats.TxFrames++
 	d.stats.TxBytes += uint64(len(frame))
-	if qp.local {
+	if local {
 		d.stats.Loopback++
 		if d.tracing() {
 			d.event(Event{Kind: EvSend, Msg: fmt.Sprintf("loopback frame of %d bytes", len(frame))})
@@ -443,7 +412,7 @@ func (qp *QP) transmit(frame []byte, op roce.Opcode, psn uint32) bool {
 		// A link that lends buffers is the fabric, which traces what enters the wire itself.
 		d.event(Event{QP: qp.qpn, Kind: EvSend, PSN: psn, Msg: fmt.Sprintf("%s psn %d", op, psn)})
 	}
-	d.send(frame, qp.local)
+	d.send(frame, local)
 	return true
 }
 

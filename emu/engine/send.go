@@ -32,6 +32,12 @@ type SendWR struct {
 	// InlineData, with SendInline, is the data itself rather than SGEs naming registered
 	// memory: a device model hands over the bytes a WQE carries inline (SGL is then ignored).
 	InlineData []byte
+	// AH, RemoteQPN and RemoteQKey address a datagram (wr.ud): the handle, the QP it goes to
+	// (McastQPN for a multicast group) and its Q_Key; a Q_Key with the high bit set sends the
+	// QP's own instead (the controlled Q_Key).
+	AH         *AH
+	RemoteQPN  uint32
+	RemoteQKey uint32
 }
 
 // FlushInfo is what a FLUSH asks for: which placement, over the range [RemoteAddr, +Length)
@@ -228,6 +234,14 @@ func (qp *QP) postSend(wr *SendWR) *PostError {
 	if !wr.Opcode.valid() {
 		return fail(syscall.EINVAL, "opcode %d", wr.Opcode)
 	}
+	if !qp.tr.sends.has(wr.Opcode) {
+		return fail(syscall.EINVAL, "%s on a %s QP", wr.Opcode, qp.tr.name)
+	}
+	if qp.tr.postCheck != nil {
+		if err := qp.tr.postCheck(qp, wr); err != nil {
+			return &PostError{Err: syscall.EINVAL, Reason: err.Error()}
+		}
+	}
 	if len(wr.SGL) > qp.cap.MaxSendSGE {
 		return fail(syscall.EINVAL, "%d SGEs, the QP takes %d", len(wr.SGL), qp.cap.MaxSendSGE)
 	}
@@ -343,6 +357,9 @@ func (qp *QP) BindMW(mw *MW, b MWBind) error {
 	defer d.unlock()
 	if mw.typ != MWType1 {
 		return fmt.Errorf("bind_mw: %s window: %w", mw.typ, syscall.EINVAL)
+	}
+	if !qp.tr.sends.has(WRBindMW) {
+		return fmt.Errorf("bind_mw: on a %s QP: %w", qp.tr.name, syscall.EINVAL)
 	}
 	// The verb's checks look at the window as the key space has it; binds still queued ahead
 	// of this one may have moved the handle's rkey on already.

@@ -121,13 +121,34 @@ func (s QPState) String() string {
 	return fmt.Sprintf("QPS_%d", uint8(s))
 }
 
-// QPType is enum ibv_qp_type. Only RC is implemented so far.
+// QPType is enum ibv_qp_type, and the kernel's IB_QPT_GSI for the port's GSI QP, which
+// libibverbs does not create.
 type QPType uint8
 
 const (
-	QPTypeRC QPType = 2
-	QPTypeUC QPType = 3
-	QPTypeUD QPType = 4
+	QPTypeGSI QPType = 1 // QP1, the port's general services QP: a UD QP for MADs (kernel verbs' IB_QPT_GSI)
+	QPTypeRC  QPType = 2
+	QPTypeUC  QPType = 3
+	QPTypeUD  QPType = 4
+)
+
+var qpTypeNames = [...]string{QPTypeGSI: "GSI", QPTypeRC: "RC", QPTypeUC: "UC", QPTypeUD: "UD"}
+
+func (t QPType) String() string {
+	if int(t) < len(qpTypeNames) && qpTypeNames[t] != "" {
+		return qpTypeNames[t]
+	}
+	return fmt.Sprintf("QPT_%d", uint8(t))
+}
+
+// NetworkType is the network header a datagram arrived with (the kernel's enum
+// rdma_network_type, ib_wc.network_hdr_type).
+type NetworkType uint8
+
+const (
+	NetworkIB   NetworkType = 0
+	NetworkIPv4 NetworkType = 2
+	NetworkIPv6 NetworkType = 3
 )
 
 // AttrMask is enum ibv_qp_attr_mask: which fields of a QPAttr a Modify call sets.
@@ -313,8 +334,12 @@ type WC struct {
 	// Imm is the immediate data (WITH_IMM) or the invalidated rkey (WITH_INV), in host order.
 	Imm   uint32
 	QPNum uint32
+	// SrcQP is the sender's QP: the connected peer's, or a datagram's DETH source QP.
 	SrcQP uint32
 	Flags WCFlags
+	// NetworkHdrType is the header in the GRH area of a datagram's receive buffer (with
+	// WCWithGRH): NetworkIPv4 or NetworkIPv6.
+	NetworkHdrType NetworkType
 	// Err is why a completion failed, for people: which check, which key, which PSN. It is
 	// not part of ibv_wc.
 	Err error

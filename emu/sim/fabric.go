@@ -330,6 +330,22 @@ func (p *fabricPort) SendBuffer(buf []byte) {
 	if p.down(now) {
 		copies = 0
 	}
+	if len(buf) >= 6 && buf[0]&1 != 0 && copies > 0 {
+		// An Ethernet group address (multicast, broadcast): every other port gets a copy,
+		// in the order they joined the fabric, and keeps what its device listens for.
+		for _, q := range f.ports {
+			if q == p || q.down(now) {
+				continue
+			}
+			for range copies {
+				b := f.buffer(len(buf))
+				copy(b, buf)
+				f.deliver(q, b, now, delay)
+			}
+		}
+		f.release(buf)
+		return
+	}
 	var dst *fabricPort
 	if len(buf) >= 6 {
 		dst = f.byMAC[[6]byte(buf[0:6])]

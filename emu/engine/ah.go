@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"syscall"
+
+	"github.com/softirdma/softirdma/wire/roce"
+)
+
+// AH is an address handle (struct ibv_ah): where a datagram goes. Its link address is resolved
+// when it is made, as rxe's core resolves an AH's destination MAC: by the neighbour table for a
+// unicast GID, from the group for a multicast one.
+type AH struct {
+	pd        *PD
+	attr      AHAttr
+	path      roce.Path // the UDP source port is the sending QP's
+	local     bool      // the destination is the device itself
+	destroyed bool
+}
+
+// CreateAH makes an address handle for attr (ibv_create_ah). The destination must be reachable:
+// a multicast GID, one of the device's own addresses, or one Resolve knows; otherwise
+// EHOSTUNREACH.
+func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
+	d := pd.dev
+	dst := attr.DGID.Unmap()
+	if !dst.IsValid() {
+		return nil, fmt.Errorf("create_ah: no destination GID: %w", syscall.EINVAL)
+	}
+	mac, ok := groupMAC(dst)
+	local := false
+	switch {
+	case ok:
+	case d.owns(dst):
+		mac, local = d.MAC(), true
+	case d.cfg.Resolve != nil:
+		// Resolved before the device is locked: on a real link that may wait for an ARP reply.
+		mac, ok = d.cfg.Resolve(dst)
+	}
+	if !ok && !local {
+		return nil, fmt.Errorf("create_ah: no link address for %s: %w", dst, syscall.EHOSTUNREACH)
+	}
+	d.mu.Lock()
+	defer d.unlock()
+	ah := &AH{pd: pd, attr: attr, local: local, path: roce.Path{SrcMAC: d.MAC(), DstMAC: mac, SrcIP: d.sourceFor(dst),
+		DstIP: dst, TrafficClass: attr.TrafficClass, TTL: attr.HopLimit}}
+	return ah, nil
+}
+
+// Attr is what the handle was made with.
+func (ah *AH) Attr() AHAttr { return ah.attr }
+
+// Destroy destroys the handle (ibv_destroy_ah); work requests posted with it later are refused.
+// One already posted still goes where it said.
+func (ah *AH) Destroy() error {
+	d := ah.pd.dev
+	d.mu.Lock()
+	defer d.unlock()
+	ah.destroyed = true
+	return nil
+}
+
+// groupMAC is the Ethernet group address of a multicast IP destination (RFC 1112 for IPv4, RFC
+// 2464 for IPv6), as the kernel resolves a multicast GID's MAC.
+func groupMAC(ip netip.Addr) ([6]byte, bool) {
+	switch {
+	case !ip.IsMulticast():
+		return [6]byte{}, false
+	case ip.Is4():
+		a := ip.As4()
+		return [6]byte{0x01, 0x00, 0x5e, a[1] & 0x7f, a[2], a[3]}, true
+	}
+	a := ip.As16()
+	return [6]byte{0x33, 0x33, a[12], a[13], a[14], a[15]}, true
+}
+
+// Multicast groups: what a device holds, as rxe's limits have them.
+const (
+	maxMcastGroups   = 8192
+	maxMcastAttached = 56 // QPs per group
+)
+
+// AttachMcast attaches the QP to the multicast group gid (ibv_attach_mcast): it then receives
+// the datagrams sent to the group's address, with its own Q_Key. Only UD QPs attach; attaching
+// twice is no error.
+func (qp *QP) AttachMcast(gid netip.Addr) error {
+	d := qp.dev
+	g := gid.Unmap()
+	if !g.IsMulticast() || qp.typ != QPTypeUD {
+		return fmt.Errorf("attach_mcast: %s on a %s QP: %w", gid, qp.typ, syscall.EINVAL)
+	}
+	d.mu.Lock()
+	defer d.unlock()
+	qps, ok := d.mcast[g]
+	switch {
+	case slices.Contains(qps, qp):
+		return nil
+	case !ok && len(d.mcast) >= maxMcastGroups, len(qps) >= maxMcastAttached:
+		return fmt.Errorf("attach_mcast: %s: %w", gid, syscall.ENOMEM)
+	}
+	if d.mcast == nil {
+		d.mcast = map[netip.Addr][]*QP{}
+	}
+	d.mcast[g] = append(qps, qp)
+	d.event(Event{QP: qp.qpn, Kind: EvQPState, Msg: fmt.Sprintf("attached to multicast group %s", g)})
+	return nil
+}
+
+// DetachMcast detaches the QP from the group (ibv_detach_mcast); EINVAL if it is not attached.
+func (qp *QP) DetachMcast(gid netip.Addr) error {
+	d := qp.dev
+	g := gid.Unmap()
+	d.mu.Lock()
+	defer d.unlock()
+	qps := d.mcast[g]
+	i := slices.Index(qps, qp)
+	if i < 0 {
+		return fmt.Errorf("detach_mcast: the QP is not attached to %s: %w", gid, syscall.EINVAL)
+	}
+	qp.dev.detach(g, i)
+	return nil
+}
+
+// detach takes the i-th QP off group g, and the group off the device with its last QP.
+func (d *Device) detach(g netip.Addr, i int) {
+	qps := slices.Delete(d.mcast[g], i, i+1)
+	if len(qps) == 0 {
+		delete(d.mcast, g)
+		return
+	}
+	d.mcast[g] = qps
+}
+
+// detachAll takes a destroyed QP off every group.
+func (qp *QP) detachAll() {
+	d := qp.dev
+	for g, qps := range d.mcast {
+		if i := slices.Index(qps, qp); i >= 0 {
+			d.detach(g, i)
+		}
+	}
+}
