@@ -55,6 +55,7 @@ type route struct {
 var transports = [...]*transport{
 	QPTypeGSI: &gsiTransport,
 	QPTypeRC:  &rcTransport,
+	QPTypeUC:  &ucTransport,
 	QPTypeUD:  &udTransport,
 }
 
