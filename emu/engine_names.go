@@ -233,3 +233,5 @@ func SlogSink(l *slog.Logger) EventSink { return engine.SlogSink(l) }
 func NewFrameBuffer(n int) []byte { return engine.NewFrameBuffer(n) }
 
 func MTUOf(n int) (MTU, bool) { return engine.MTUOf(n) }
+
+func ConnectUC(a, b *QP, mtu MTU) error { return engine.ConnectUC(a, b, mtu) }
