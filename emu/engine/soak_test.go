@@ -24,7 +24,8 @@ var (
 // corrupts frames, and checks that every work request completes exactly once and successfully,
 // that each receiver got every SEND in order, and that memory ends as a sequential model of the
 // same requests predicts. Now and then a READ, WRITE or SEND is a long one, of up to several
-// hundred packets. A failure prints its seed; -soak.seed=N runs that seed alone.
+// hundred packets. UD datagrams and UC messages cross the same link beside them (see
+// soakUnreliable). A failure prints its seed; -soak.seed=N runs that seed alone.
 func TestSoak(t *testing.T) {
 	if *soakSeed != 0 {
 		runSoak(t, *soakSeed)
@@ -37,7 +38,7 @@ func TestSoak(t *testing.T) {
 	var stats soakStats
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		if !runSoak(t, seed, &stats) {
-			t.Fatalf("seed %d failed; reproduce with: go test ./emu -run TestSoak -soak.seed=%d", seed, seed)
+			t.Fatalf("seed %d failed; reproduce with: go test ./emu/engine -run TestSoak -soak.seed=%d", seed, seed)
 		}
 	}
 	// The long messages the soak is there for did happen, of each kind and both ways.
@@ -48,6 +49,13 @@ func TestSoak(t *testing.T) {
 				t.Errorf("no long %s from %s in %d seeds", soakLongKinds[k], "AB"[d:d+1], n)
 			}
 			t.Logf("long %s from %s: %d, the longest %d packets", soakLongKinds[k], "AB"[d:d+1], c.n, c.maxPkts)
+		}
+	}
+	// UD and UC crossed the link, and the link cost them messages now and then.
+	for k, c := range stats.unreliable {
+		t.Logf("%s: %d messages sent, %d receives completed", []string{"UD", "UC"}[k], c.sent, c.delivered)
+		if c.delivered == 0 || n >= 20 && c.delivered >= c.sent {
+			t.Errorf("%s: %d of %d messages delivered in %d seeds", []string{"UD", "UC"}[k], c.delivered, c.sent, n)
 		}
 	}
 }
@@ -68,6 +76,8 @@ func soakLongKind(op engine.WROpcode) int {
 // (how many, and the longest in packets).
 type soakStats struct {
 	frames uint64
+	// unreliable is UD and UC messages sent and delivered.
+	unreliable [2]struct{ sent, delivered int }
 	long   [2][len(soakLongKinds)]struct{ n, maxPkts int }
 }
 
@@ -88,7 +98,9 @@ const (
 	soakResultLen = 1792 << 10
 	soakRecvOff   = soakResultOff + soakResultLen // receive slots, one per SEND or WRITE_WITH_IMM
 	soakRecvLen   = 1792 << 10
-	soakBufLen    = soakRecvOff + soakRecvLen
+	soakDgramOff  = soakRecvOff + soakRecvLen // UD and UC: sources on A, receive slots on B
+	soakDgramLen  = 1 << 20
+	soakBufLen    = soakDgramOff + soakDgramLen
 	// A long message has 129 packets or more (past maxUnackedPSNs), up to soakLongMax bytes.
 	soakLongMax = 1 << 20
 )
@@ -148,6 +160,7 @@ func runSoak(t *testing.T, seed uint64, stats ...*soakStats) bool {
 	if !*soakTrace {
 		p.fab.OnEvent(nil) // describing every packet costs more than the soak itself
 	}
+	unreliable := newSoakUnreliable(p, rnd)
 	mrs := [2]*engine.MR{p.mrA, p.mrB}
 	for _, b := range bufs {
 		for w := 0; w < soakAtomics; w++ {
@@ -235,11 +248,18 @@ func runSoak(t *testing.T, seed uint64, stats ...*soakStats) bool {
 	if p.qa.State() != engine.QPSRTS || p.qb.State() != engine.QPSRTS {
 		return fail("states %s %s", p.qa.State(), p.qb.State())
 	}
+	if msg := unreliable.check(); msg != "" {
+		return fail("UD and UC beside it: %s", msg)
+	}
 	if n := p.sim.Pending(); n != 0 {
 		return fail("%d events still pending after the run", n)
 	}
 	if len(stats) > 0 {
 		stats[0].frames += p.a.Stats().TxFrames + p.b.Stats().TxFrames
+		for k, q := range [][]engine.SendWR{unreliable.ud.msgs, unreliable.uc.msgs} {
+			stats[0].unreliable[k].sent += len(q)
+			stats[0].unreliable[k].delivered += unreliable.delivered[k]
+		}
 	}
 	return true
 }
