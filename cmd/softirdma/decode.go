@@ -18,7 +18,7 @@ func init() {
 func runDecode(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("decode", stderr)
 	var opt decode.Options
-	fs.BoolVar(&opt.Flows, "flows", false, "add per-RC-connection statistics: packets, PSNs, retransmissions, gaps, NAKs, RNR waits, outstanding READs and atomics, rkeys")
+	fs.BoolVar(&opt.Flows, "flows", false, "add per-flow statistics: RC connections (packets, PSNs, retransmissions, gaps, NAKs, RNR waits, outstanding READs and atomics, rkeys), UC streams (PSN gaps) and UD QP pairs (Q_Keys, MADs by class and attribute)")
 	fs.BoolVar(&opt.JSON, "json", false, "print one JSON object per line (frames, flows, summary) instead of text")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: softirdma decode [-flows] [-json] FILE|-")

@@ -78,7 +78,7 @@ type soakStats struct {
 	frames uint64
 	// unreliable is UD and UC messages sent and delivered.
 	unreliable [2]struct{ sent, delivered int }
-	long   [2][len(soakLongKinds)]struct{ n, maxPkts int }
+	long       [2][len(soakLongKinds)]struct{ n, maxPkts int }
 }
 
 // Each device's buffer: what the peer's requests reach (a write region, a read region, atomic

@@ -1,5 +1,6 @@
 // Package decode owns what `softirdma decode` reports about a capture: one record per RoCEv2
-// frame with every header field and the ICRC verdict, per-connection RC statistics (-flows), the
+// frame with every header field (a UD frame's DETH, and the MAD a GSI QP's datagram carries) and
+// the ICRC verdict, per-flow statistics (-flows: RC connections, UC streams, UD QP pairs), the
 // closing summary, and the human and JSON renderings of all three. It reads through wire and never
 // panics on a truncated or garbage file.
 package decode
@@ -90,9 +91,11 @@ type Record struct {
 	Imm        *uint32 `json:"imm,omitempty"`
 	InvRKey    *uint32 `json:"inv_rkey,omitempty"`
 	DETH       *DETH   `json:"deth,omitempty"`
-	FETH       *uint32 `json:"feth,omitempty"`
-	Payload    *int    `json:"payload,omitempty"`
-	ICRC       string  `json:"icrc,omitempty"`
+	// MAD is the management datagram header of a UD frame to or from a GSI QP.
+	MAD     *MAD    `json:"mad,omitempty"`
+	FETH    *uint32 `json:"feth,omitempty"`
+	Payload *int    `json:"payload,omitempty"`
+	ICRC    string  `json:"icrc,omitempty"`
 	// ICRCCarried and ICRCComputed are the ICRC in the frame and the one its bytes give, when
 	// they differ.
 	ICRCCarried  string `json:"icrc_carried,omitempty"`
@@ -149,6 +152,18 @@ type DETH struct {
 	SrcQP uint32 `json:"src_qp"`
 }
 
+// MAD is a management datagram's common header, with its class, method and attribute named.
+type MAD struct {
+	Class     uint8  `json:"class"`
+	ClassName string `json:"class_name"`
+	Method    uint8  `json:"method"`
+	Name      string `json:"name"` // "CM/REQ Send"
+	Attr      uint16 `json:"attr"`
+	AttrMod   uint32 `json:"attr_mod,omitempty"`
+	Status    uint16 `json:"status,omitempty"`
+	TID       Hex64  `json:"tid"`
+}
+
 // Run decodes the capture read from r and writes the report to w. It returns the summary and,
 // when the capture could not be read to its end, an error (wrapping ErrUnreadable if nothing
 // could be read).
@@ -199,7 +214,7 @@ func Run(r io.Reader, w io.Writer, opt Options) (Summary, error) {
 		out.record(rec)
 	}
 	if opt.Flows {
-		out.flows(flows.Conns())
+		out.flows(flows)
 	}
 	out.summary(sum)
 	if err := out.err(); err != nil {
@@ -311,6 +326,10 @@ func record(p *wire.Parser, f *wire.Frame, perr error, n int, ci gopacket.Captur
 	}
 	if v := f.DETH; v != nil {
 		rec.DETH = &DETH{QKey: v.QKey(), SrcQP: v.SrcQP()}
+		if h, ok := madOf(f); ok {
+			rec.MAD = &MAD{Class: uint8(h.MgmtClass), ClassName: h.MgmtClass.String(), Method: uint8(h.Method), Name: h.String(),
+				Attr: h.AttrID, AttrMod: h.AttrModifier, Status: h.Status, TID: Hex64(h.TID)}
+		}
 	}
 	if v := f.FETH; v != nil {
 		x := v.Raw()
@@ -363,6 +382,12 @@ func (r *Record) Text() string {
 	}
 	if v := r.DETH; v != nil {
 		fmt.Fprintf(&b, " qkey=%s src_qp=%s", hex32(v.QKey), hex24(v.SrcQP))
+	}
+	if v := r.MAD; v != nil {
+		fmt.Fprintf(&b, " mad=%s tid=%s", strings.ReplaceAll(v.Name, " ", ":"), v.TID)
+		if v.Status != 0 {
+			fmt.Fprintf(&b, " mad_status=0x%04x", v.Status)
+		}
 	}
 	if v := r.FETH; v != nil {
 		fmt.Fprintf(&b, " feth=%s", hex32(*v))
@@ -445,7 +470,8 @@ func (o *output) record(r *Record) {
 	o.line(r.Text())
 }
 
-func (o *output) flows(cs []*Conn) {
+func (o *output) flows(fl *Flows) {
+	cs, ud, uc := fl.Conns(), fl.Datagrams(), fl.UCStreams()
 	if o.json {
 		for _, c := range cs {
 			o.object(struct {
@@ -453,17 +479,43 @@ func (o *output) flows(cs []*Conn) {
 				*Conn
 			}{"flow", c})
 		}
+		for _, s := range uc {
+			o.object(struct {
+				Type string `json:"type"`
+				*UCStream
+			}{"uc_flow", s})
+		}
+		for _, d := range ud {
+			o.object(struct {
+				Type string `json:"type"`
+				*DatagramFlow
+			}{"ud_flow", d})
+		}
 		return
 	}
-	if len(cs) == 0 {
+	if len(cs)+len(ud)+len(uc) == 0 {
 		o.line("flows: none")
 		return
 	}
-	o.line(fmt.Sprintf("flows: %d RC connections", len(cs)))
+	if len(cs) > 0 {
+		o.line(fmt.Sprintf("flows: %d RC connections", len(cs)))
+	}
 	for _, c := range cs {
 		for _, l := range c.Lines() {
 			o.line(l)
 		}
+	}
+	if len(uc) > 0 {
+		o.line(fmt.Sprintf("flows: %d UC streams", len(uc)))
+	}
+	for _, s := range uc {
+		o.line(s.Line())
+	}
+	if len(ud) > 0 {
+		o.line(fmt.Sprintf("flows: %d UD QP pairs", len(ud)))
+	}
+	for _, d := range ud {
+		o.line(d.Line())
 	}
 }
 

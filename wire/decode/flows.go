@@ -117,6 +117,8 @@ type Flows struct {
 	// mtu is the path MTU learned from FIRST and MIDDLE packets (which carry exactly one MTU);
 	// 0 until one is seen. It tells how many PSNs a READ request uses.
 	mtu int
+	// unrel holds the UD flows and UC streams (datagrams.go).
+	unrel unreliable
 }
 
 type dirKey struct {
@@ -131,11 +133,19 @@ func NewFlows() *Flows {
 	return &Flows{dirs: map[dirKey]*Direction{}, hosts: map[hostKey]*hostDir{}, psns: map[psnKey]psnUsers{}}
 }
 
-// Add accounts one parsed RC frame (UC, UD and CNP frames are ignored). icrcOK false means the
-// receiver would drop it: it is counted on its connection, but its PSN is not trusted, and it
-// starts no connection of its own, since a flipped bit may be in the addresses or the QP number.
+// Add accounts one parsed frame: RC frames to their connection, UD ones to their QP pair, UC ones
+// to their stream (CNPs are ignored). icrcOK false means the receiver would drop it: it is counted
+// on its flow, but its PSN is not trusted, and it starts no flow of its own, since a flipped bit
+// may be in the addresses or the QP number.
 func (fl *Flows) Add(f *wire.Frame, ts time.Time, wireLen int, icrcOK bool) {
-	if f.Info == nil || f.Info.Transport != wire.RC {
+	if f.Info == nil {
+		return
+	}
+	if t := f.Info.Transport; t == wire.UD || t == wire.UC {
+		fl.unrel.add(f, wireLen, icrcOK)
+		return
+	}
+	if f.Info.Transport != wire.RC {
 		return
 	}
 	h := f.BTH
