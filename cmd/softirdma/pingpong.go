@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -23,7 +24,7 @@ import (
 )
 
 func init() {
-	register("pingpong", "ibv_rc_pingpong's peer: either side can be rdma-core's ibv_rc_pingpong", runPingpong)
+	register("pingpong", "ibv_rc_pingpong's, ibv_uc_pingpong's and ibv_ud_pingpong's peer: either side can be rdma-core's tool", runPingpong)
 }
 
 func runPingpong(args []string, stdout, stderr io.Writer) int {
@@ -32,23 +33,37 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 	var lc linkFlags
 	var pf peerFlags
 	lc.register(fs)
+	var transport string
+	fs.StringVar(&transport, "transport", "RC", "RC (ibv_rc_pingpong), UC (ibv_uc_pingpong) or UD (ibv_ud_pingpong)")
 	fs.IntVar(&o.Port, "p", 18515, "TCP port of the address exchange")
-	fs.IntVar(&o.Size, "s", 4096, fmt.Sprintf("message size, 1..%d", pingpong.MaxSize))
+	fs.IntVar(&o.Size, "s", 4096, fmt.Sprintf("message size, 1..%d (UD: 1024 unless given, at most the port's active MTU)", pingpong.MaxSize))
 	fs.IntVar(&o.Iters, "n", 1000, "messages each way")
 	fs.IntVar(&o.RxDepth, "r", 500, fmt.Sprintf("receives kept posted, 1..%d", pingpong.MaxRxDepth))
-	fs.IntVar(&o.MTU, "m", 1024, "path MTU: 256, 512, 1024, 2048 or 4096")
+	fs.IntVar(&o.MTU, "m", 1024, "path MTU: 256, 512, 1024, 2048 or 4096 (not UD: it uses the port's active MTU)")
 	fs.BoolVar(&o.Validate, "c", false, "validate the buffer (the server checks page starts)")
 	pf.register(fs, "g", "GID index to advertise: 0 the IPv6 link-local GID, 1 the IPv4-mapped one (as rxe numbers them)",
 		"(ibv_rc_pingpong has no limit; 0 for none)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: softirdma pingpong [-server | HOST] -link KIND:ADDRS -ip ADDR [flags]")
-		fmt.Fprintln(stderr, "Runs ibv_rc_pingpong's exchange and traffic over a link, e.g. to a QEMU guest:")
+		fmt.Fprintln(stderr, "Runs ibv_rc_pingpong's exchange and traffic (or with -transport UC or UD, ibv_uc_pingpong's or")
+		fmt.Fprintln(stderr, "ibv_ud_pingpong's) over a link, e.g. to a QEMU guest:")
 		fmt.Fprintln(stderr, "  softirdma pingpong -server -link dgram:127.0.0.1:9002,127.0.0.1:9001 -ip 192.168.77.1")
 		fs.PrintDefaults()
 	}
 	host, code, done := parseWithOneArg(fs, args)
 	if done {
 		return code
+	}
+	types := map[string]emu.QPType{"RC": emu.QPTypeRC, "UC": emu.QPTypeUC, "UD": emu.QPTypeUD}
+	o.Type = types[strings.ToUpper(transport)]
+	if o.Type == 0 {
+		fmt.Fprintf(stderr, "softirdma pingpong: -transport %q is not RC, UC or UD\n", transport)
+		return 2
+	}
+	sizeGiven := false
+	fs.Visit(func(f *flag.Flag) { sizeGiven = sizeGiven || f.Name == "s" })
+	if o.Type == emu.QPTypeUD && !sizeGiven {
+		o.Size = 1024 // ibv_ud_pingpong's default
 	}
 	if code := checkFlags(stderr, "pingpong", append(pf.checks(),
 		intRange("p", o.Port, 1, 65535),
@@ -317,8 +332,22 @@ func (l *linkFlags) host(name string) (*emu.Host, error) {
 	default:
 		return nil, fmt.Errorf("-link %q: use dgram:LOCAL,REMOTE or stream:NETWORK:ADDR", l.link)
 	}
-	cfg := emu.HostConfig{Name: name, Link: link, MAC: mac, IP: ip, IPs: []netip.Addr{neigh.LinkLocal(mac)}, Answer: true, RxLoss: l.loss}
+	// The guest's end of the socket is an Ethernet of 1500 bytes, as QEMU's NICs are.
+	cfg := emu.HostConfig{Name: name, Link: link, MAC: mac, IP: ip, IPs: []netip.Addr{neigh.LinkLocal(mac)}, Answer: true, RxLoss: l.loss,
+		ActiveMTU: activeMTU(1500)}
 	return l.newHost(cfg)
+}
+
+// activeMTU is the port MTU rxe gives a netdev of Ethernet MTU eth (eth_mtu_int_to_enum): the
+// largest IB MTU that fits with 80 bytes of headers; 1024 for 1500, 4096 for 9000.
+func activeMTU(eth int) emu.MTU {
+	best := emu.MTU256
+	for _, m := range []emu.MTU{emu.MTU256, emu.MTU512, emu.MTU1024, emu.MTU2048, emu.MTU4096} {
+		if m.Bytes() <= eth-80 {
+			best = m
+		}
+	}
+	return best
 }
 
 func (l *linkFlags) newHost(cfg emu.HostConfig) (*emu.Host, error) {
@@ -357,7 +386,7 @@ func (l *linkFlags) adapterHost(name, ifname string) (*emu.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := emu.HostConfig{Name: name, Link: link, MAC: ad.MAC, IP: ip, IPs: more, RxLoss: l.loss,
+	cfg := emu.HostConfig{Name: name, Link: link, MAC: ad.MAC, IP: ip, IPs: more, RxLoss: l.loss, ActiveMTU: activeMTU(ad.MTU),
 		Resolve: func(peer netip.Addr) ([6]byte, bool) { return afpacket.Neighbor(ad, peer, 3*time.Second) }}
 	return l.newHost(cfg)
 }

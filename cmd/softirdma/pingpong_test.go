@@ -59,6 +59,49 @@ func TestPingpongCommand(t *testing.T) {
 	}
 }
 
+// TestPingpongTransports runs the UC and UD tools' exchange and traffic between two commands, and
+// the UD run's datagrams decode as one QP pair each way with ibv_ud_pingpong's Q_Key.
+func TestPingpongTransports(t *testing.T) {
+	for _, tr := range []string{"UC", "ud"} {
+		t.Run(tr, func(t *testing.T) {
+			pcap := t.TempDir() + "/pp.pcap"
+			s, c := runPair(t, []string{"pingpong", "-server", "-transport", tr, "-n", "20", "-pcap", pcap},
+				[]string{"pingpong", "127.0.0.1", "-transport", tr, "-n", "20"})
+			if s.code != 0 || c.code != 0 {
+				t.Fatalf("server %d: %s%s\nclient %d: %s%s", s.code, s.out, s.err, c.code, c.out, c.err)
+			}
+			size := map[string]int{"UC": 4096, "ud": 1024}[tr] // the tools' defaults
+			for _, out := range []string{s.out, c.out} {
+				if !strings.Contains(out, fmt.Sprintf("%d bytes in", size*20*2)) {
+					t.Fatalf("output:\n%s", out)
+				}
+			}
+			code, out, _ := runCLI("decode", "-flows", pcap)
+			if code != 0 || !strings.Contains(out, "icrc_bad=0 malformed=0") {
+				t.Fatalf("decode: %d\n%s", code, out)
+			}
+			want := map[string]string{"UC": "flows: 2 UC streams", "ud": "flows: 2 UD QP pairs"}[tr]
+			if !strings.Contains(out, want) || tr == "ud" && !strings.Contains(out, "qkeys=0x11111111") {
+				t.Fatalf("decode -flows lacks %q:\n%s", want, out)
+			}
+		})
+	}
+	if code, _, errOut := runCLI("pingpong", "-transport", "XRC", "-server", "-link", "dgram:127.0.0.1:9,127.0.0.1:9", "-ip", "192.0.2.1"); code != 2 || !strings.Contains(errOut, "-transport") {
+		t.Fatalf("-transport XRC: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := runCLI("pingpong", "-transport", "UD", "-s", "2048", "-server", "-link", "dgram:127.0.0.1:9,127.0.0.1:9", "-ip", "192.0.2.1"); code == 0 || !strings.Contains(errOut, "larger than port MTU (1024)") {
+		t.Fatalf("UD -s 2048 on a 1500-byte link: exit %d, %s", code, errOut)
+	}
+}
+
+func TestActiveMTU(t *testing.T) {
+	for eth, want := range map[int]int{1500: 1024, 9000: 4096, 4200: 4096, 2200: 2048, 1100: 512, 300: 256, 0: 256} {
+		if got := activeMTU(eth).Bytes(); got != want {
+			t.Errorf("Ethernet MTU %d: active MTU %d, want %d", eth, got, want)
+		}
+	}
+}
+
 // TestPerfCommand runs softirdma perf against itself, as ib_read_bw's two ends would run.
 func TestPerfCommand(t *testing.T) {
 	qps := recordQPs(t)

@@ -1,7 +1,7 @@
-// Package pingpong is softirdma's side of rdma-core's ibv_rc_pingpong: the same TCP exchange
-// of "LID:QPN:PSN:GID" (52 bytes each way, then "done"), the same RC queue pair set-up, and the
-// same strict SEND/RECV ping-pong, so either end may be ibv_rc_pingpong on a Linux Soft-RoCE or
-// hardware peer.
+// Package pingpong is softirdma's side of rdma-core's ibv_rc_pingpong, ibv_uc_pingpong and
+// ibv_ud_pingpong: the same TCP exchange of "LID:QPN:PSN:GID" (52 bytes each way, then "done"),
+// the same queue pair set-up for each transport, and the same strict SEND/RECV ping-pong, so
+// either end may be one of those tools on a Linux Soft-RoCE or hardware peer.
 package pingpong
 
 import (
@@ -21,15 +21,18 @@ import (
 	"github.com/softirdma/softirdma/emu"
 )
 
-// Options are ibv_rc_pingpong's, with its defaults in brackets; a zero field takes its default.
+// Options are the tools', with their defaults in brackets; a zero field takes its default.
 type Options struct {
+	// Type is the transport: emu.QPTypeRC (ibv_rc_pingpong), QPTypeUC (ibv_uc_pingpong) or
+	// QPTypeUD (ibv_ud_pingpong) [RC].
+	Type    emu.QPType
 	Server  bool   // wait for a client [client]
 	Host    string // the server to connect to, as a client
 	Port    int    // TCP port [18515]
-	Size    int    // message size, 1..MaxSize [4096]
+	Size    int    // message size, 1..MaxSize [4096; UD: 1024, at most the port's active MTU]
 	Iters   int    // messages each way, 1..MaxIters [1000]
 	RxDepth int    // receives kept posted, 1..MaxRxDepth [500]
-	MTU     int    // path MTU in bytes [1024]
+	MTU     int    // path MTU in bytes [1024]; UD uses the port's active MTU
 	// GID is the address to advertise as this side's GID (-g): an IPv4 address is sent
 	// IPv4-mapped. Invalid means all zeros, which a RoCE peer cannot use.
 	GID netip.Addr
@@ -63,11 +66,17 @@ const (
 )
 
 func (o *Options) defaults() {
+	if o.Type == 0 {
+		o.Type = emu.QPTypeRC
+	}
 	if o.Port == 0 {
 		o.Port = 18515
 	}
 	if o.Size == 0 {
 		o.Size = 4096
+		if o.Type == emu.QPTypeUD {
+			o.Size = 1024
+		}
 	}
 	if o.Iters == 0 {
 		o.Iters = 1000
@@ -89,6 +98,8 @@ func (o *Options) check() error {
 		return fmt.Errorf("pingpong: %s %v is out of range (%s)", what, v, want)
 	}
 	switch {
+	case o.Type != emu.QPTypeRC && o.Type != emu.QPTypeUC && o.Type != emu.QPTypeUD:
+		return fmt.Errorf("pingpong: transport %s is not RC, UC or UD", o.Type)
 	case o.Port < 1 || o.Port > 65535:
 		return bad("port", o.Port, "1..65535")
 	case o.Size < 1 || o.Size > MaxSize:
@@ -127,6 +138,9 @@ type Dest struct {
 
 // MessageLen is the length of the address message: 51 characters and a NUL.
 const MessageLen = 52
+
+// QKey is the Q_Key ibv_ud_pingpong gives its QP and every datagram it sends.
+const QKey = 0x11111111
 
 // Marshal renders the message as ibv_rc_pingpong writes it: "%04x:%06x:%06x:%s" with the GID as
 // 32 hex digits, NUL-terminated.
@@ -190,6 +204,14 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		return res, err
 	}
 	mtu, _ := emu.MTUOf(o.MTU)
+	ud := o.Type == emu.QPTypeUD
+	if active := dev.ActiveMTU().Bytes(); ud && o.Size > active {
+		return res, fmt.Errorf("pingpong: requested size larger than port MTU (%d)", active)
+	}
+	grh := 0 // where a message starts in the buffer: UD receives put the GRH area first
+	if ud {
+		grh = emu.GRHLen
+	}
 	start := time.Now()
 	pd, err := dev.AllocPD()
 	if err != nil {
@@ -206,13 +228,13 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		default:
 		}
 	})
-	qp, err := pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+	qp, err := pd.CreateQP(emu.QPInitAttr{Type: o.Type, SendCQ: cq, RecvCQ: cq,
 		Cap: emu.QPCap{MaxSendWR: 1, MaxRecvWR: o.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		return res, err
 	}
 	defer qp.Destroy()
-	buf := make([]byte, o.Size)
+	buf := make([]byte, grh+o.Size)
 	for i := range buf {
 		buf[i] = 0x7b
 	}
@@ -220,10 +242,16 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	if err != nil {
 		return res, err
 	}
-	if err := qp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1}, emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags); err != nil {
+	init := emu.AttrState | emu.AttrPKeyIndex | emu.AttrPort | emu.AttrAccessFlags
+	if ud {
+		init = emu.AttrState | emu.AttrPKeyIndex | emu.AttrPort | emu.AttrQKey
+	}
+	if err := qp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1, QKey: QKey}, init); err != nil {
 		return res, err
 	}
-	sgl := []emu.SGE{{Addr: mr.Addr(), Length: uint32(o.Size), LKey: mr.LKey()}}
+	// Receives take the whole buffer (with the GRH area for UD); SENDs go from the message.
+	sgl := []emu.SGE{{Addr: mr.Addr(), Length: uint32(grh + o.Size), LKey: mr.LKey()}}
+	sendSGL := []emu.SGE{{Addr: mr.Addr() + uint64(grh), Length: uint32(o.Size), LKey: mr.LKey()}}
 	const recvID, sendID = 1, 2
 	posted := 0
 	postRecvs := func(n int) error {
@@ -247,7 +275,12 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	if o.GID.IsValid() {
 		local.GID = o.GID.As16()
 	}
-	fmt.Fprintf(out, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", local.LID, local.QPN, local.PSN, GIDString(local.GID))
+	sep := ","
+	if ud {
+		sep = ":" // ibv_ud_pingpong's own spelling
+	}
+	fmt.Fprintf(out, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x%s GID %s\n", local.LID, local.QPN, local.PSN, sep, GIDString(local.GID))
+	var ah *emu.AH
 
 	connectQP := func(rem Dest) error {
 		dgid := netip.AddrFrom16(rem.GID).Unmap()
@@ -257,15 +290,32 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		if err := sameGID(local, rem); err != nil {
 			return err
 		}
-		attr := emu.QPAttr{State: emu.QPSRTR, AH: emu.AHAttr{DGID: dgid, HopLimit: 1}, PathMTU: mtu, DestQPN: rem.QPN,
-			RQPSN: rem.PSN, MaxDestRdAtomic: 1, MinRNRTimer: emu.DefaultMinRNRTimer}
-		if err := qp.Modify(attr, emu.AttrState|emu.AttrAV|emu.AttrPathMTU|emu.AttrDestQPN|emu.AttrRQPSN|emu.AttrMaxDestRdAtomic|emu.AttrMinRNRTimer); err != nil {
+		av := emu.AHAttr{DGID: dgid, HopLimit: 1}
+		rtr := emu.QPAttr{State: emu.QPSRTR, AH: av, PathMTU: mtu, DestQPN: rem.QPN, RQPSN: rem.PSN, MaxDestRdAtomic: 1, MinRNRTimer: emu.DefaultMinRNRTimer}
+		rts := emu.QPAttr{State: emu.QPSRTS, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, emu.DefaultTimeout)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, emu.DefaultRetryCnt)),
+			RNRRetry: emu.DefaultRNRRetry, SQPSN: local.PSN, MaxRdAtomic: 1}
+		// The attributes each tool gives: UC's leave out READ resources and timeouts, UD's
+		// everything but the state and PSN (its peer is in each SEND, through an AH).
+		rtrMask := emu.AttrState | emu.AttrAV | emu.AttrPathMTU | emu.AttrDestQPN | emu.AttrRQPSN | emu.AttrMaxDestRdAtomic | emu.AttrMinRNRTimer
+		rtsMask := emu.AttrState | emu.AttrTimeout | emu.AttrRetryCnt | emu.AttrRNRRetry | emu.AttrSQPSN | emu.AttrMaxQPRdAtomic
+		switch o.Type {
+		case emu.QPTypeUC:
+			rtrMask = emu.AttrState | emu.AttrAV | emu.AttrPathMTU | emu.AttrDestQPN | emu.AttrRQPSN
+			rtsMask = emu.AttrState | emu.AttrSQPSN
+		case emu.QPTypeUD:
+			rtrMask, rtsMask = emu.AttrState, emu.AttrState|emu.AttrSQPSN
+		}
+		if err := qp.Modify(rtr, rtrMask); err != nil {
 			return fmt.Errorf("pingpong: %w", ctrl.RTRFailed(err, dgid))
 		}
-		attr = emu.QPAttr{State: emu.QPSRTS, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, emu.DefaultTimeout)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, emu.DefaultRetryCnt)),
-			RNRRetry: emu.DefaultRNRRetry, SQPSN: local.PSN, MaxRdAtomic: 1}
-		if err := qp.Modify(attr, emu.AttrState|emu.AttrTimeout|emu.AttrRetryCnt|emu.AttrRNRRetry|emu.AttrSQPSN|emu.AttrMaxQPRdAtomic); err != nil {
+		if err := qp.Modify(rts, rtsMask); err != nil {
 			return fmt.Errorf("pingpong: failed to modify QP to RTS: %w", err)
+		}
+		if ud {
+			var err error
+			if ah, err = pd.CreateAH(av); err != nil {
+				return fmt.Errorf("pingpong: failed to create AH: %w", ctrl.RTRFailed(err, dgid))
+			}
 		}
 		res.QP = qp.Query()
 		return nil
@@ -286,7 +336,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 
 	if o.Validate && !o.Server {
 		for i := 0; i < o.Size; i += 4096 {
-			buf[i] = 0 // the tool writes i / page_size % sizeof(char), which is always 0
+			buf[grh+i] = 0 // the tool writes i / page_size % sizeof(char), which is always 0
 		}
 	}
 	// Strict ping-pong: one SEND outstanding; the next goes when it has completed and a
@@ -300,7 +350,11 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		pending = sendDone | recvDone
 	}
 	send := func() error {
-		return qp.PostSend(emu.SendWR{ID: sendID, Opcode: emu.WRSend, Flags: emu.SendSignaled, SGL: sgl})
+		wr := emu.SendWR{ID: sendID, Opcode: emu.WRSend, Flags: emu.SendSignaled, SGL: sendSGL}
+		if ud {
+			wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, rem.QPN, QKey
+		}
+		return qp.PostSend(wr)
 	}
 	begin := time.Now()
 	if !o.Server {
@@ -362,7 +416,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	fmt.Fprintf(out, "%d iters in %.2f seconds = %.2f usec/iter\n", o.Iters, usec/1e6, usec/float64(o.Iters))
 	if o.Validate && o.Server {
 		for i := 0; i < o.Size; i += 4096 {
-			if buf[i] != 0 {
+			if buf[grh+i] != 0 {
 				fmt.Fprintf(out, "invalid data in page %d\n", i/4096)
 				res.PageErrors++
 			}
@@ -372,11 +426,14 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	// peer then sends again after its ACK timeout, and a QP already gone leaves it to fail with
 	// RETRY_EXC_ERR. So the QP stays until the link has been quiet for twice this side's ACK
 	// timeout (the peer's is not exchanged; tools set both alike), at most lingerMax.
-	exp := ctrl.OrDefault(o.QPTimeout, emu.DefaultTimeout)
-	if exp == 0 {
-		exp = emu.DefaultTimeout
+	// UC and UD send nothing again.
+	if o.Type == emu.QPTypeRC {
+		exp := ctrl.OrDefault(o.QPTimeout, emu.DefaultTimeout)
+		if exp == 0 {
+			exp = emu.DefaultTimeout
+		}
+		lingerQuiet(ctx, dev, 2*(4096*time.Nanosecond<<exp), lingerMax)
 	}
-	lingerQuiet(ctx, dev, 2*(4096*time.Nanosecond<<exp), lingerMax)
 	return res, nil
 }
 

@@ -63,18 +63,22 @@ func freePort(t *testing.T) int {
 
 // TestPingPong runs softirdma's pingpong against itself: server and client on two hosts over
 // real sockets, IPv4-mapped and IPv6 link-local GIDs, 64 B and multi-packet 4 KiB messages,
-// and with 2% of received frames lost.
+// with 2% of received frames lost (RC alone recovers from that), and the UC and UD tools' runs.
 func TestPingPong(t *testing.T) {
 	for _, c := range []struct {
 		name string
+		typ  emu.QPType
 		v6   bool
 		size int
 		loss float64
 	}{
-		{"ipv4_64B", false, 64, 0},
-		{"ipv4_4KiB", false, 4096, 0},
-		{"ipv6_linklocal_4KiB", true, 4096, 0},
-		{"ipv4_4KiB_loss", false, 4096, 0.02},
+		{"ipv4_64B", emu.QPTypeRC, false, 64, 0},
+		{"ipv4_4KiB", emu.QPTypeRC, false, 4096, 0},
+		{"ipv6_linklocal_4KiB", emu.QPTypeRC, true, 4096, 0},
+		{"ipv4_4KiB_loss", emu.QPTypeRC, false, 4096, 0.02},
+		{"uc_ipv4_4KiB", emu.QPTypeUC, false, 4096, 0},
+		{"ud_ipv4_1KiB", emu.QPTypeUD, false, 1024, 0},
+		{"ud_ipv6_linklocal_4KiB", emu.QPTypeUD, true, 4096, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			hs, hc := loophosts.Pair(t, c.loss, 7)
@@ -101,11 +105,11 @@ func TestPingPong(t *testing.T) {
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
-				sres, serr = Run(ctx, hs.Device(), Options{Server: true, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 200, GID: gid(hs), Validate: true, QPTimeout: &qpTimeout}, &sout)
+				sres, serr = Run(ctx, hs.Device(), Options{Type: c.typ, Server: true, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 200, GID: gid(hs), Validate: true, QPTimeout: &qpTimeout}, &sout)
 			}()
 			go func() {
 				defer wg.Done()
-				cres, cerr = Run(ctx, hc.Device(), Options{Host: "127.0.0.1", Port: port, Size: c.size, Iters: 200, GID: gid(hc), Validate: true, Wait: 20 * time.Second, QPTimeout: &qpTimeout}, &cout)
+				cres, cerr = Run(ctx, hc.Device(), Options{Type: c.typ, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 200, GID: gid(hc), Validate: true, Wait: 20 * time.Second, QPTimeout: &qpTimeout}, &cout)
 			}()
 			wg.Wait()
 			if serr != nil || cerr != nil {
@@ -123,6 +127,14 @@ func TestPingPong(t *testing.T) {
 			}
 			if sres.PageErrors != 0 || cres.Iters != 200 {
 				t.Fatalf("page errors %d, iters %d", sres.PageErrors, cres.Iters)
+			}
+			// ibv_ud_pingpong prints "PSN 0x...: GID" in its local line; the others a comma.
+			sep := map[emu.QPType]string{emu.QPTypeRC: ", GID", emu.QPTypeUC: ", GID", emu.QPTypeUD: ": GID"}[c.typ]
+			if first := strings.SplitN(cout.String(), "\n", 2)[0]; !strings.Contains(first, sep) {
+				t.Fatalf("local line %q lacks %q", first, sep)
+			}
+			if c.typ == emu.QPTypeUD && (sres.QP.QKey != QKey || cres.QP.QKey != QKey) {
+				t.Fatalf("Q_Keys 0x%x 0x%x", sres.QP.QKey, cres.QP.QKey)
 			}
 		})
 	}

@@ -177,6 +177,9 @@ func NewDevice(cfg DeviceConfig) *Device {
 // largest extension headers.
 const MaxFrame = 4096 + 128
 
+// ActiveMTU is the port's active MTU: the path MTU of its datagram QPs (ibv_port_attr.active_mtu).
+func (d *Device) ActiveMTU() MTU { return d.activeMTU() }
+
 // activeMTU is the port's active MTU.
 func (d *Device) activeMTU() MTU {
 	if d.cfg.ActiveMTU.Bytes() == 0 {

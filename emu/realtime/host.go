@@ -36,6 +36,9 @@ type HostConfig struct {
 	Resolve func(netip.Addr) ([6]byte, bool)
 	Rand    mrand.Source
 	Events  engine.EventSink
+	// ActiveMTU is the device's port MTU, the largest datagram its UD QPs send (0: 4096). A
+	// peer on a 1500-byte Ethernet link has 1024, as rxe derives it from its netdev's MTU.
+	ActiveMTU engine.MTU
 	// RxLoss drops this fraction of the RoCE frames received, before the device sees them:
 	// a fault to meet a real peer's retransmissions with.
 	RxLoss float64
@@ -91,7 +94,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	}
 	h.resolveFn = resolve
 	dev := engine.NewDevice(engine.DeviceConfig{Name: cfg.Name, Clock: NewWallClock(), Rand: src, MAC: cfg.MAC, IP: cfg.IP, IPs: cfg.IPs,
-		Events: cfg.Events, Resolve: resolve})
+		Events: cfg.Events, Resolve: resolve, ActiveMTU: cfg.ActiveMTU})
 	dev.Attach(hostLink{h})
 	h.dev.Store(dev)
 	return h, nil
@@ -103,7 +106,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 // on, and the host answers neighbour requests for the new addresses.
 func (h *Host) Rebind(mac [6]byte, ip netip.Addr, ips []netip.Addr) *engine.Device {
 	dev := engine.NewDevice(engine.DeviceConfig{Name: h.cfg.Name, Clock: NewWallClock(), MAC: mac, IP: ip, IPs: ips,
-		Events: h.cfg.Events, Resolve: h.resolveFn})
+		Events: h.cfg.Events, Resolve: h.resolveFn, ActiveMTU: h.cfg.ActiveMTU})
 	dev.Attach(hostLink{h})
 	h.mu.Lock()
 	h.resp.MAC, h.resp.IPs = mac, append([]netip.Addr{ip}, ips...)
