@@ -23,8 +23,10 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	var lc linkFlags
 	var pf peerFlags
 	lc.register(fs)
+	var conn string
+	fs.StringVar(&conn, "c", "RC", "connection type: RC, or UD (send only; as ib_send_bw -c UD)")
 	fs.IntVar(&o.Port, "p", 18515, "TCP port of the exchange")
-	fs.IntVar(&o.Size, "s", 65536, fmt.Sprintf("message size, 1..%d (atomic is always 8)", perftest.MaxSize))
+	fs.IntVar(&o.Size, "s", 65536, fmt.Sprintf("message size, 1..%d (atomic is always 8; UD: the MTU unless given, and at most that)", perftest.MaxSize))
 	fs.IntVar(&o.Iters, "n", 0, fmt.Sprintf("iterations, %d..%d (default 5000 for write, 1000 otherwise)", perftest.MinIters, perftest.MaxIters))
 	fs.IntVar(&o.TxDepth, "t", 128, fmt.Sprintf("WRs outstanding (client), 1..%d", perftest.MaxTxDepth))
 	fs.IntVar(&o.MTU, "m", 1024, "path MTU in bytes: 256, 512, 1024, 2048 or 4096 (the peer's if lower)")
@@ -70,6 +72,22 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	}
 	if code := checkFlags(stderr, "perf", checks...); code != 0 {
 		return code
+	}
+	switch strings.ToUpper(conn) {
+	case "RC":
+		o.Conn = emu.QPTypeRC
+	case "UD":
+		o.Conn = emu.QPTypeUD
+	default:
+		fmt.Fprintf(stderr, "softirdma perf: -c %q: RC or UD\n", conn)
+		return 2
+	}
+	if o.Conn == emu.QPTypeUD && test != perftest.Send {
+		fmt.Fprintln(stderr, "softirdma perf: -c UD: UD connection only possible in SEND verb")
+		return 2
+	}
+	if !set["s"] {
+		o.Size = 0 // the test's default
 	}
 	if !pf.server {
 		o.Host = host

@@ -94,6 +94,26 @@ func TestPingpongTransports(t *testing.T) {
 	}
 }
 
+// TestPerfSendUD runs softirdma perf send -c UD against itself, as ib_send_bw -c UD's two ends
+// would: the size defaults to the MTU the exchange agrees on (1024 on these links).
+func TestPerfSendUD(t *testing.T) {
+	s, c := runPair(t, []string{"perf", "send", "-c", "UD", "-server", "-n", "200"}, []string{"perf", "send", "-c", "UD", "127.0.0.1", "-n", "200"})
+	if s.code != 0 || c.code != 0 {
+		t.Fatalf("server %d: %s%s\nclient %d: %s%s", s.code, s.out, s.err, c.code, c.out, c.err)
+	}
+	for _, out := range []string{s.out, c.out} {
+		if !strings.Contains(out, " Connection type : UD") || !strings.Contains(out, " 1024       200 ") {
+			t.Fatalf("output:\n%s", out)
+		}
+	}
+	if !strings.Contains(s.err+c.err, " Max msg size in UD is MTU 1024") {
+		t.Fatalf("no note of the size taken from the MTU:\n%s\n%s", s.err, c.err)
+	}
+	if code, _, errOut := runCLI("perf", "write", "-c", "UD", "-server", "-link", "dgram:127.0.0.1:9,127.0.0.1:9", "-ip", "192.0.2.1"); code != 2 || !strings.Contains(errOut, "only possible in SEND") {
+		t.Fatalf("perf write -c UD: exit %d, %s", code, errOut)
+	}
+}
+
 func TestActiveMTU(t *testing.T) {
 	for eth, want := range map[int]int{1500: 1024, 9000: 4096, 4200: 4096, 2200: 2048, 1100: 512, 300: 256, 0: 256} {
 		if got := activeMTU(eth).Bytes(); got != want {

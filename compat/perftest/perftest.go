@@ -47,14 +47,16 @@ func (t Test) title() string {
 
 // Options are perftest's, with its defaults in brackets; a zero field takes its default.
 type Options struct {
-	Test    Test
+	Test Test
+	// Conn is the connection type (-c): emu.QPTypeRC, or QPTypeUD for the send test [RC].
+	Conn    emu.QPType
 	Server  bool
 	Host    string
 	Port    int // [18515]
-	Size    int // 1..MaxSize [65536; 8 for atomic]
+	Size    int // 1..MaxSize [65536; 8 for atomic; UD: the MTU, and at most that]
 	Iters   int // MinIters..MaxIters [5000 for write, 1000 otherwise]
 	TxDepth int // 1..MaxTxDepth [128]
-	RxDepth int // send server, 1..MaxRxDepth [512]
+	RxDepth int // send server, 1..MaxRxDepth [512; UD: the iterations, at most 16000]
 	// MTU in bytes; 0 uses 1024 (what rxe reports on a 1500-byte link) and the peer's if lower.
 	MTU int
 	// OutReads is the READ/atomic depth this side offers as a target, 1..128 [16].
@@ -91,7 +93,16 @@ const (
 	MaxOutReads = 128
 )
 
+// QKey is the Q_Key perftest gives its UD QPs and every datagram (DEF_QKEY).
+const QKey = 0x11111111
+
+// udAddition is what a UD receive holds beyond the message: the GRH area.
+const udAddition = emu.GRHLen
+
 func (o *Options) defaults() {
+	if o.Conn == 0 {
+		o.Conn = emu.QPTypeRC
+	}
 	if o.Port == 0 {
 		o.Port = 18515
 	}
@@ -111,6 +122,9 @@ func (o *Options) defaults() {
 	}
 	if o.RxDepth == 0 {
 		o.RxDepth = 512
+		if o.Conn == emu.QPTypeUD { // perftest's force_dependecies: a datagram lost is not sent again
+			o.RxDepth = min(o.Iters, 16000)
+		}
 	}
 	if o.OutReads == 0 {
 		o.OutReads = 16
@@ -128,6 +142,10 @@ func (o *Options) check() error {
 	switch {
 	case o.Test < Write || o.Test > Send:
 		return errors.New("perftest: no test chosen")
+	case o.Conn != emu.QPTypeRC && o.Conn != emu.QPTypeUD:
+		return fmt.Errorf("perftest: connection type %s: RC or UD", o.Conn)
+	case o.Conn == emu.QPTypeUD && o.Test != Send:
+		return errors.New("perftest: UD connection only possible in SEND verb")
 	case !o.Server && o.Host == "":
 		return errors.New("perftest: a client needs a server to connect to")
 	case o.Port < 1 || o.Port > 65535:
@@ -169,7 +187,9 @@ type Result struct {
 
 // Run runs one side of the test on dev and prints perftest's lines to out.
 func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result, error) {
+	sizeGiven := o.Size != 0
 	o.defaults()
+	ud := o.Conn == emu.QPTypeUD
 	var res Result
 	if err := o.check(); err != nil {
 		return res, err
@@ -181,6 +201,10 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	if o.MTU != 0 {
 		m, _ := emu.MTUOf(o.MTU)
 		localMTU = int(m)
+	}
+	if ud {
+		// A datagram is one packet of at most the port's MTU, whatever -m says.
+		localMTU = min(localMTU, int(dev.ActiveMTU()))
 	}
 	start := time.Now()
 
@@ -219,13 +243,17 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		default:
 		}
 	})
-	qp, err := pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+	qp, err := pd.CreateQP(emu.QPInitAttr{Type: o.Conn, SendCQ: cq, RecvCQ: cq,
 		Cap: emu.QPCap{MaxSendWR: o.TxDepth, MaxRecvWR: o.RxDepth + 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		return res, err
 	}
 	defer qp.Destroy()
-	if err := qp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1, AccessFlags: qpAccess}, emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags); err != nil {
+	initMask := emu.AttrState | emu.AttrPKeyIndex | emu.AttrPort | emu.AttrAccessFlags
+	if ud {
+		initMask = emu.AttrState | emu.AttrPKeyIndex | emu.AttrPort | emu.AttrQKey
+	}
+	if err := qp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1, AccessFlags: qpAccess, QKey: QKey}, initMask); err != nil {
 		return res, err
 	}
 	rnd := mrand.New(seed(o.Rand))
@@ -256,7 +284,11 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 			}
 			mr = nil
 		}
-		buf := make([]byte, 2*h)
+		extra := 0
+		if ud {
+			extra = cacheLine // room for the GRH area before the last receive's message
+		}
+		buf := make([]byte, 2*h+extra)
 		for i := range buf {
 			buf[i] = byte(rnd.Uint32())
 		}
@@ -285,22 +317,48 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	defer c.close()
 	c.timeout = o.Timeout
 	mtu := emu.MTU(h.mtu)
+	if ud && o.Size > mtu.Bytes() {
+		if sizeGiven {
+			return res, fmt.Errorf("perftest: max message size in UD cannot be greater than MTU (%d)", mtu.Bytes())
+		}
+		// perftest's check_mtu: the default size becomes the MTU.
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, " Max msg size in UD is MTU %d\n Changing to this MTU\n", mtu.Bytes())
+		}
+		o.Size = mtu.Bytes()
+	}
 	printHeader(out, o, mtu, outReads)
 	printRecord(out, "local", local, o.Test)
 	printRecord(out, "remote", h.peer, o.Test)
 
-	// Connect: the server to RTR only, the client to RTS.
+	// Connect: the server to RTR only, the client to RTS. A UD QP takes only its state (and
+	// PSN): its peer is in each SEND, through the address handle the client makes.
 	dgid := netip.AddrFrom16(h.peer.GID).Unmap()
-	attr := emu.QPAttr{State: emu.QPSRTR, AH: emu.AHAttr{DGID: dgid, HopLimit: 0xff}, PathMTU: mtu, DestQPN: h.peer.QPN,
+	av := emu.AHAttr{DGID: dgid, HopLimit: 0xff}
+	attr := emu.QPAttr{State: emu.QPSRTR, AH: av, PathMTU: mtu, DestQPN: h.peer.QPN,
 		RQPSN: h.peer.PSN, MaxDestRdAtomic: uint8(min(outReads, 128)), MinRNRTimer: emu.DefaultMinRNRTimer}
-	if err := qp.Modify(attr, emu.AttrState|emu.AttrAV|emu.AttrPathMTU|emu.AttrDestQPN|emu.AttrRQPSN|emu.AttrMaxDestRdAtomic|emu.AttrMinRNRTimer); err != nil {
+	rtrMask := emu.AttrState | emu.AttrAV | emu.AttrPathMTU | emu.AttrDestQPN | emu.AttrRQPSN | emu.AttrMaxDestRdAtomic | emu.AttrMinRNRTimer
+	if ud {
+		rtrMask = emu.AttrState
+	}
+	if err := qp.Modify(attr, rtrMask); err != nil {
 		return res, fmt.Errorf("perftest: %w", ctrl.RTRFailed(err, dgid))
 	}
+	var ah *emu.AH
 	if !o.Server {
 		attr = emu.QPAttr{State: emu.QPSRTS, SQPSN: local.PSN, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, emu.DefaultTimeout)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, emu.DefaultRetryCnt)), RNRRetry: emu.DefaultRNRRetry,
 			MaxRdAtomic: uint8(min(max(int(h.peer.OutReads), 1), dev.Limits().MaxQPInitRdAtom))}
-		if err := qp.Modify(attr, emu.AttrState|emu.AttrSQPSN|emu.AttrTimeout|emu.AttrRetryCnt|emu.AttrRNRRetry|emu.AttrMaxQPRdAtomic); err != nil {
+		rtsMask := emu.AttrState | emu.AttrSQPSN | emu.AttrTimeout | emu.AttrRetryCnt | emu.AttrRNRRetry | emu.AttrMaxQPRdAtomic
+		if ud {
+			rtsMask = emu.AttrState | emu.AttrSQPSN
+		}
+		if err := qp.Modify(attr, rtsMask); err != nil {
 			return res, fmt.Errorf("perftest: failed to modify QP to RTS: %w", err)
+		}
+		if ud {
+			if ah, err = pd.CreateAH(av); err != nil {
+				return res, fmt.Errorf("perftest: failed to create AH: %w", ctrl.RTRFailed(err, dgid))
+			}
 		}
 	}
 	qpAttr := qp.Query()
@@ -309,7 +367,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 			return res, err
 		}
 	}
-	run := runner{o: o, qp: qp, cq: cq, wake: wake, mr: mr, half: half, inc: inc, peer: h.peer, cycle: h.cycleBuffer, ctx: ctx, start: start, c: c}
+	run := runner{o: o, qp: qp, cq: cq, wake: wake, mr: mr, half: half, inc: inc, peer: h.peer, cycle: h.cycleBuffer, ctx: ctx, start: start, c: c, ah: ah}
 	fmt.Fprintln(out, resultLine)
 	fmt.Fprintln(out, " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]")
 	if o.Test == Send {
@@ -424,7 +482,7 @@ func printHeader(out io.Writer, o Options, mtu emu.MTU, outReads int) {
 	fmt.Fprintln(out, resultLine)
 	fmt.Fprintf(out, "                    %s\n", o.Test.title())
 	fmt.Fprintf(out, " Number of qps   : 1\t\tTransport type : IB\n")
-	fmt.Fprintf(out, " Connection type : RC\t\tUsing SRQ      : OFF\n")
+	fmt.Fprintf(out, " Connection type : %s\t\tUsing SRQ      : OFF\n", o.Conn)
 	if !o.Server {
 		fmt.Fprintf(out, " TX depth        : %d\n", o.TxDepth)
 	} else if o.Test == Send {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/internal/loophosts"
 )
 
@@ -112,8 +113,12 @@ func TestTests(t *testing.T) {
 		test  Test
 		size  int
 		title string
-	}{{Write, 4096, "RDMA_Write BW Test"}, {Read, 4096, "RDMA_Read BW Test"}, {Atomic, 8, "Atomic FETCH_AND_ADD BW Test"}, {Send, 2048, "Send BW Test"}} {
-		t.Run(c.title, func(t *testing.T) {
+		conn  emu.QPType
+	}{{Write, 4096, "RDMA_Write BW Test", emu.QPTypeRC}, {Read, 4096, "RDMA_Read BW Test", emu.QPTypeRC},
+		{Atomic, 8, "Atomic FETCH_AND_ADD BW Test", emu.QPTypeRC}, {Send, 2048, "Send BW Test", emu.QPTypeRC},
+		// UD with the size left to its default: the MTU both sides agree on (1024 here).
+		{Send, 0, "Send BW Test", emu.QPTypeUD}} {
+		t.Run(c.title+"/"+c.conn.String(), func(t *testing.T) {
 			hs, hc := loophosts.Pair(t, 0, 3)
 			l, _ := net.Listen("tcp4", "127.0.0.1:0")
 			port := l.Addr().(*net.TCPAddr).Port
@@ -131,11 +136,11 @@ func TestTests(t *testing.T) {
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
-				sres, serr = Run(ctx, hs.Device(), Options{Test: c.test, Server: true, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 300, GID: hs.Device().IP(), QPTimeout: &qpTimeout}, &sout)
+				sres, serr = Run(ctx, hs.Device(), Options{Test: c.test, Conn: c.conn, Server: true, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 300, GID: hs.Device().IP(), QPTimeout: &qpTimeout}, &sout)
 			}()
 			go func() {
 				defer wg.Done()
-				cres, cerr = Run(ctx, hc.Device(), Options{Test: c.test, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 300, GID: hc.Device().IP(), Wait: 20 * time.Second, QPTimeout: &qpTimeout}, &cout)
+				cres, cerr = Run(ctx, hc.Device(), Options{Test: c.test, Conn: c.conn, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 300, GID: hc.Device().IP(), Wait: 20 * time.Second, QPTimeout: &qpTimeout}, &cout)
 			}()
 			wg.Wait()
 			if serr != nil || cerr != nil {
@@ -147,6 +152,17 @@ func TestTests(t *testing.T) {
 				}
 			}
 			size := uint64(c.size)
+			if c.conn == emu.QPTypeUD {
+				size = 1024
+				for _, out := range []string{sout.String(), cout.String()} {
+					if !strings.Contains(out, " Connection type : UD") {
+						t.Fatalf("output:\n%s", out)
+					}
+				}
+				if sres.QP.QKey != QKey || cres.QP.QKey != QKey {
+					t.Fatalf("Q_Keys 0x%x 0x%x", sres.QP.QKey, cres.QP.QKey)
+				}
+			}
 			if cres.Size != size || cres.Iters != 300 || cres.AvgMBs <= 0 || sres.Size != size || sres.Iters != 300 {
 				t.Fatalf("client %+v server %+v", cres.Report, sres.Report)
 			}

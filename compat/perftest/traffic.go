@@ -1,6 +1,7 @@
 package perftest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +24,11 @@ type runner struct {
 	ctx   context.Context
 	start time.Time // of the run, for timeout messages
 	c     *conn
-	wcs   [64]emu.WC
+	ah    *emu.AH // UD: the server's address
+	// late, once set, replaces the timeout of a poll: a UD server whose client has finished
+	// waits this long for datagrams still on their way, then calls the rest lost.
+	late time.Duration
+	wcs  [64]emu.WC
 	// peerMoved is the watch on the control connection while the traffic runs (conn.watch).
 	peerMoved <-chan error
 	// moved holds the peer's move until the CQ has been looked at once more.
@@ -68,7 +73,10 @@ func (r *runner) poll(done string) ([]emu.WC, error) {
 			r.moved = &errPeerMoved{err}
 		case <-r.ctx.Done():
 			return nil, fmt.Errorf("perftest: %w with %s", ctrl.Stopped(r.ctx, time.Since(r.start)), done)
-		case <-time.After(r.o.Timeout):
+		case <-time.After(cmp.Or(r.late, r.o.Timeout)):
+			if r.late > 0 {
+				return nil, fmt.Errorf("perftest: the client finished, and no datagram came for %v since, with %s: UD sends nothing again, so they were lost (or the client's -n is smaller)", r.late, done)
+			}
 			return nil, fmt.Errorf("perftest: no completion for %v with %s: has the peer stopped, or does it expect a different -n?", r.o.Timeout, done)
 		}
 	}
@@ -127,6 +135,9 @@ func (r *runner) initiate() (Result, error) {
 				wr.Opcode, wr.RemoteAddr, wr.RKey, wr.CompareAdd = emu.WRAtomicFetchAndAdd, r.peer.VAddr+uint64(k*step), r.peer.RKey, 1
 			case Send:
 				wr.Opcode = emu.WRSend
+				if r.ah != nil {
+					wr.AH, wr.RemoteQPN, wr.RemoteQKey = r.ah, r.peer.QPN, QKey
+				}
 			}
 			if err := r.qp.PostSend(wr); err != nil {
 				return res, err
@@ -181,9 +192,15 @@ func (r *runner) postRecvs(n int) error {
 		step = r.inc(r.o.Size)
 		wrap = max(1, r.cycle/step)
 	}
+	// A UD receive starts 40 bytes before a cache line, so the message lands on it (perftest's
+	// cache_line_size - UD_ADDITION), and holds the GRH area too.
+	at, n0 := 0, r.o.Size
+	if r.o.Conn == emu.QPTypeUD {
+		at, n0 = 64-udAddition, r.o.Size+udAddition
+	}
 	for i := 0; i < n; i++ {
 		k := i % wrap
-		wr := emu.RecvWR{ID: uint64(i), SGL: []emu.SGE{{Addr: r.mr.Addr() + uint64(r.half+k*step), Length: uint32(r.o.Size), LKey: r.mr.LKey()}}}
+		wr := emu.RecvWR{ID: uint64(i), SGL: []emu.SGE{{Addr: r.mr.Addr() + uint64(r.half+k*step+at), Length: uint32(n0), LKey: r.mr.LKey()}}}
 		if err := r.qp.PostRecv(wr); err != nil {
 			return err
 		}
@@ -194,6 +211,9 @@ func (r *runner) postRecvs(n int) error {
 // sendServer is the send_bw server: count receives, repost while fewer than iters are posted.
 // One receive more than iters is posted, and the control connection watched, so that a client
 // that sends more messages, or fewer, than this side expects is told apart from one that is slow.
+// udLate is how long a UD send server waits for datagrams after its client has finished.
+const udLate = 2 * time.Second
+
 func (r *runner) sendServer() (Result, error) {
 	o := r.o
 	var res Result
@@ -211,6 +231,12 @@ func (r *runner) sendServer() (Result, error) {
 			if moved.err != nil {
 				return res, fmt.Errorf("perftest: the client closed the control connection after %d of the %d messages this side expects (see its output)", received, o.Iters)
 			}
+			if o.Conn == emu.QPTypeUD && r.late == 0 {
+				// A UD client is done when its datagrams have left, not when they arrived:
+				// the rest may still be on the link.
+				r.late = udLate
+				continue
+			}
 			return res, mismatch(fmt.Sprintf("finished after sending %d of", received))
 		}
 		if err != nil {
@@ -222,8 +248,12 @@ func (r *runner) sendServer() (Result, error) {
 		for _, wc := range wcs {
 			// A shorter SEND fits the receive and completes; counted, it would make a result
 			// line of this side's -s that measures nothing. (A longer one fails as LOC_LEN_ERR.)
-			if int(wc.ByteLen) != o.Size {
-				return res, fmt.Errorf("perftest: the client sends %d-byte messages, this side expects -s %d: give both sides the same -s", wc.ByteLen, o.Size)
+			n := int(wc.ByteLen)
+			if o.Conn == emu.QPTypeUD {
+				n -= udAddition
+			}
+			if n != o.Size {
+				return res, fmt.Errorf("perftest: the client sends %d-byte messages, this side expects -s %d: give both sides the same -s", n, o.Size)
 			}
 			received++
 			if posted <= o.Iters {
@@ -240,10 +270,12 @@ func (r *runner) sendServer() (Result, error) {
 	if received > o.Iters {
 		return res, mismatch("sent more than")
 	}
-	if _, err := r.poll("all messages received"); err == nil {
-		return res, mismatch("sent more than")
-	} else if moved := (errPeerMoved{}); !errors.As(err, &moved) || moved.err != nil {
-		return res, err
+	if r.late == 0 {
+		if _, err := r.poll("all messages received"); err == nil {
+			return res, mismatch("sent more than")
+		} else if moved := (errPeerMoved{}); !errors.As(err, &moved) || moved.err != nil {
+			return res, err
+		}
 	}
 	res.Report = report(o.Size, o.Iters, res.Elapsed, 0)
 	res.PeakMBs = 0 // the server does not measure a peak
