@@ -99,15 +99,16 @@ check() {
 
 gid_arg() { if [ "$1" = 0 ]; then echo 0; else echo '$GIDX'; fi; }
 
-# softirdma as pingpong server, the guest's ibv_rc_pingpong as client (it reaches the host's
-# 127.0.0.1:18515 as 10.0.2.2:18515 through slirp). The guest boots once softirdma listens.
+# softirdma as pingpong server, the guest's ibv_rc_pingpong (or with a sixth argument uc or ud,
+# ibv_uc_pingpong or ibv_ud_pingpong) as client (it reaches the host's 127.0.0.1:18515 as
+# 10.0.2.2:18515 through slirp). The guest boots once softirdma listens.
 pp_guest_client() {
-  local name=$1 size=$2 n=$3 g=$4 loss=$5
+  local name=$1 size=$2 n=$3 g=$4 loss=$5 tr=${6:-rc}
   local pcap="$OUT/$name.pcap" rc=0
-  $SI pingpong -server -p 18515 -s "$size" -n "$n" -g "$g" -loss "$loss" -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 &
+  $SI pingpong -server -transport "$tr" -p 18515 -s "$size" -n "$n" -g "$g" -loss "$loss" -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 &
   local pid=$!
   if wait_host_listen $pid 60; then
-    guest_script "$(printf 'ping -c 1 -W 2 192.168.77.1 >/dev/null; timeout 200 ibv_rc_pingpong -d rxe0 -g %s -s %s -n %s 10.0.2.2; echo "VM: pingpong rc=$?"' "$(gid_arg "$g")" "$size" "$n")"; guest_start
+    guest_script "$(printf 'ping -c 1 -W 2 192.168.77.1 >/dev/null; timeout 200 ibv_%s_pingpong -d rxe0 -g %s -s %s -n %s 10.0.2.2; echo "VM: pingpong rc=$?"' "$tr" "$(gid_arg "$g")" "$size" "$n")"; guest_start
     guest_wait
   else
     kill $pid 2>/dev/null || true
@@ -119,12 +120,12 @@ pp_guest_client() {
 # the guest's ibv_rc_pingpong as server, softirdma as client through the forward 127.0.0.1:18516,
 # started once the guest's tool listens.
 pp_guest_server() {
-  local name=$1 size=$2 n=$3 g=$4 loss=$5
+  local name=$1 size=$2 n=$3 g=$4 loss=$5 tr=${6:-rc}
   local pcap="$OUT/$name.pcap" rc=0
   : > "$OUT/si.log"
-  guest_script "$(printf 'serve pingpong timeout 200 ibv_rc_pingpong -d rxe0 -g %s -s %s -n %s' "$(gid_arg "$g")" "$size" "$n")"; guest_start
+  guest_script "$(printf 'serve pingpong timeout 200 ibv_%s_pingpong -d rxe0 -g %s -s %s -n %s' "$tr" "$(gid_arg "$g")" "$size" "$n")"; guest_start
   if wait_guest_line "VM: listening" 120; then
-    $SI pingpong 127.0.0.1 -p 18516 -s "$size" -n "$n" -g "$g" -loss "$loss" -wait 30s -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 || rc=$?
+    $SI pingpong 127.0.0.1 -transport "$tr" -p 18516 -s "$size" -n "$n" -g "$g" -loss "$loss" -wait 30s -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 || rc=$?
   else
     rc=1
   fi
@@ -133,14 +134,15 @@ pp_guest_server() {
 }
 
 # perftest: the guest's ib_<test>_bw as server, softirdma perf as client through the forward.
+# A sixth argument is the connection type (-c) both sides get; what follows goes to softirdma.
 perf_guest_server() {
-  local name=$1 test=$2 size=$3 n=$4 loss=$5
+  local name=$1 test=$2 size=$3 n=$4 loss=$5 conn=${6:-RC} extra="${*:7}"
   local pcap="$OUT/$name.pcap" sflag="" rc=0
   [ "$test" = atomic ] || sflag="-s $size"
   : > "$OUT/si.log"
-  guest_script "$(printf 'serve perf timeout 200 ib_%s_bw -d rxe0 -x $GIDX -F -n %s %s' "$test" "$n" "$sflag")"; guest_start
+  guest_script "$(printf 'serve perf timeout 200 ib_%s_bw -d rxe0 -x $GIDX -F -c %s -n %s %s' "$test" "$conn" "$n" "$sflag")"; guest_start
   if wait_guest_line "VM: listening" 120; then
-    $SI perf "$test" 127.0.0.1 -p 18516 -n "$n" $sflag -loss "$loss" -wait 30s -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 || rc=$?
+    $SI perf "$test" 127.0.0.1 -c "$conn" -p 18516 -n "$n" $sflag $extra -loss "$loss" -wait 30s -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 || rc=$?
   else
     rc=1
   fi
@@ -150,13 +152,13 @@ perf_guest_server() {
 
 # perftest: softirdma perf as server, the guest's tool as client (to 10.0.2.2:18515).
 perf_guest_client() {
-  local name=$1 test=$2 size=$3 n=$4 loss=$5
+  local name=$1 test=$2 size=$3 n=$4 loss=$5 conn=${6:-RC}
   local pcap="$OUT/$name.pcap" sflag="" rc=0
   [ "$test" = atomic ] || sflag="-s $size"
-  $SI perf "$test" -server -p 18515 -n "$n" $sflag -loss "$loss" -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 &
+  $SI perf "$test" -server -c "$conn" -p 18515 -n "$n" $sflag -loss "$loss" -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 &
   local pid=$!
   if wait_host_listen $pid 60; then
-    guest_script "$(printf 'ping -c 1 -W 2 192.168.77.1 >/dev/null; timeout 200 ib_%s_bw -d rxe0 -x $GIDX -F -n %s %s 10.0.2.2; echo "VM: perf rc=$?"' "$test" "$n" "$sflag")"; guest_start
+    guest_script "$(printf 'ping -c 1 -W 2 192.168.77.1 >/dev/null; timeout 200 ib_%s_bw -d rxe0 -x $GIDX -F -c %s -n %s %s 10.0.2.2; echo "VM: perf rc=$?"' "$test" "$conn" "$n" "$sflag")"; guest_start
     guest_wait
   else
     kill $pid 2>/dev/null || true
@@ -193,5 +195,15 @@ run_case perf_guest_server_write_4KiB_loss2 perf_guest_server write 4096 300 0.0
 # READ recovery: 5% of rxe's READ responses lost on softirdma's receive side; softirdma asks again
 # from the first missing response. decode -flows counts what went on the wire.
 run_case perf_guest_server_read_32KiB_loss5 perf_guest_server read 32768 200 0.05
+# The other transports: UD (rxe's port MTU on its 1500-byte eth1 is 1024, the largest datagram)
+# and UC, each tool in both roles. Nothing is lost on this link: neither sends anything again.
+run_case ud_pingpong_guest_client pp_guest_client 1024 100 1 0 ud
+run_case ud_pingpong_guest_server pp_guest_server 1024 100 1 0 ud
+run_case uc_pingpong_guest_client pp_guest_client 4096 100 1 0 uc
+run_case uc_pingpong_guest_server pp_guest_server 4096 100 1 0 uc
+run_case send_bw_UD_guest_client perf_guest_client send 1024 1000 0 UD
+# softirdma sends as fast as its link takes datagrams; the TCG guest takes in a few thousand a
+# second, and what its socket cannot hold is lost: the client keeps to 2,000 a second.
+run_case send_bw_UD_guest_server perf_guest_server send 1024 1000 0 UD -rate_limit 2000
 echo "interop: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -30,6 +30,7 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Iters, "n", 0, fmt.Sprintf("iterations, %d..%d (default 5000 for write, 1000 otherwise)", perftest.MinIters, perftest.MaxIters))
 	fs.IntVar(&o.TxDepth, "t", 128, fmt.Sprintf("WRs outstanding (client), 1..%d", perftest.MaxTxDepth))
 	fs.IntVar(&o.MTU, "m", 1024, "path MTU in bytes: 256, 512, 1024, 2048 or 4096 (the peer's if lower)")
+	fs.IntVar(&o.RateLimit, "rate_limit", 0, fmt.Sprintf("client: at most this many messages per second, 0..%d, 0 for no limit (perftest's --rate_limit N --rate_units p --rate_limit_type SW)", perftest.MaxRateLimit))
 	fs.IntVar(&o.OutReads, "o", 16, fmt.Sprintf("READs and atomics outstanding this side accepts, 1..%d", perftest.MaxOutReads))
 	pf.register(fs, "x", "GID index: 0 the IPv6 link-local GID, 1 the IPv4-mapped one (as rxe numbers them)", "(0 for none)")
 	fs.Usage = func() {
@@ -63,6 +64,7 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		intRange("t", o.TxDepth, 1, perftest.MaxTxDepth),
 		oneOf("m", o.MTU, 256, 512, 1024, 2048, 4096),
 		intRange("o", o.OutReads, 1, perftest.MaxOutReads),
+		intRange("rate_limit", o.RateLimit, 0, perftest.MaxRateLimit),
 		floatRange("loss", lc.loss, 0, 0.5))
 	if set["n"] { // unset, it is the test's default
 		checks = append(checks, intRange("n", o.Iters, perftest.MinIters, perftest.MaxIters))

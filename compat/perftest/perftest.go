@@ -61,6 +61,10 @@ type Options struct {
 	MTU int
 	// OutReads is the READ/atomic depth this side offers as a target, 1..128 [16].
 	OutReads int
+	// RateLimit caps the client's messages per second, 0..MaxRateLimit, 0 for no cap
+	// (perftest's --rate_limit N --rate_units p --rate_limit_type SW): a UD client faster
+	// than its server loses what the server's link cannot take in.
+	RateLimit int
 	// GID is this side's GID: an IPv4 address is sent IPv4-mapped.
 	GID netip.Addr
 	// Timeout bounds one connection attempt, and how long a run waits for a completion [60s].
@@ -91,6 +95,8 @@ const (
 	MaxTxDepth  = 15000 // perftest's MAX_TX
 	MaxRxDepth  = 16384 // perftest's MAX_RX
 	MaxOutReads = 128
+	// MaxRateLimit is the most messages per second a rate limit may name.
+	MaxRateLimit = 100_000_000
 )
 
 // QKey is the Q_Key perftest gives its UD QPs and every datagram (DEF_QKEY).
@@ -160,6 +166,8 @@ func (o *Options) check() error {
 		return bad("RX depth", o.RxDepth, fmt.Sprintf("1..%d", MaxRxDepth))
 	case o.OutReads < 1 || o.OutReads > MaxOutReads:
 		return bad("outstanding reads", o.OutReads, fmt.Sprintf("1..%d", MaxOutReads))
+	case o.RateLimit < 0 || o.RateLimit > MaxRateLimit:
+		return bad("rate limit", o.RateLimit, fmt.Sprintf("0..%d", MaxRateLimit))
 	case o.QPTimeout != nil && (*o.QPTimeout < 0 || *o.QPTimeout > 31):
 		return bad("QP timeout", *o.QPTimeout, "0..31")
 	case o.RetryCount != nil && (*o.RetryCount < 0 || *o.RetryCount > 7):

@@ -172,3 +172,35 @@ func TestTests(t *testing.T) {
 		})
 	}
 }
+
+// TestRateLimit: a client with a rate limit sends no faster than it says (message n leaves no
+// earlier than n/rate seconds in), UD to a server that takes them all.
+func TestRateLimit(t *testing.T) {
+	hs, hc := loophosts.Pair(t, 0, 5)
+	l, _ := net.Listen("tcp4", "127.0.0.1:0")
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var sout, cout bytes.Buffer
+	var cres Result
+	var serr, cerr error
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		_, serr = Run(ctx, hs.Device(), Options{Test: Send, Conn: emu.QPTypeUD, Server: true, Host: "127.0.0.1", Port: port, Iters: 100, GID: hs.Device().IP()}, &sout)
+	}()
+	go func() {
+		defer wg.Done()
+		cres, cerr = Run(ctx, hc.Device(), Options{Test: Send, Conn: emu.QPTypeUD, Host: "127.0.0.1", Port: port, Iters: 100, RateLimit: 1000, GID: hc.Device().IP(), Wait: 20 * time.Second}, &cout)
+	}()
+	wg.Wait()
+	if serr != nil || cerr != nil {
+		t.Fatalf("server: %v\n%s\nclient: %v\n%s", serr, sout.String(), cerr, cout.String())
+	}
+	// 100 messages at 1000 a second: the last leaves 99 ms in.
+	if cres.Elapsed < 99*time.Millisecond || cres.MsgRateMpps*1e6 > 1000*100/99.0 {
+		t.Fatalf("100 messages in %v (%.0f a second) with a limit of 1000 a second", cres.Elapsed, cres.MsgRateMpps*1e6)
+	}
+}

@@ -121,6 +121,10 @@ func (r *runner) initiate() (Result, error) {
 	r.peerMoved = r.c.watch()
 	for completed < o.Iters {
 		for outstanding < o.TxDepth && posted < o.Iters {
+			if o.RateLimit > 0 {
+				// Software rate limiting: message n leaves no earlier than n/rate seconds in.
+				time.Sleep(time.Until(start.Add(time.Duration(int64(posted) * int64(time.Second) / int64(o.RateLimit)))))
+			}
 			k := posted % wrap
 			wr := emu.SendWR{ID: uint64(posted), SGL: []emu.SGE{{Addr: r.mr.Addr() + uint64(k*step), Length: uint32(o.Size), LKey: r.mr.LKey()}}}
 			if posted%cqMod == cqMod-1 || posted == o.Iters-1 {

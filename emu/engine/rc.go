@@ -34,7 +34,7 @@ var rcTransitions = map[[2]QPState][2]AttrMask{
 }
 
 // connectedHeader addresses a connected QP's request to its one peer, on the path set at RTR.
-func connectedHeader(qp *QP, _ *sendWQE, h *roce.Header) (route, error) {
+func connectedHeader(qp *QP, _ *sendWQE, h roce.Header) (roce.Header, route) {
 	h.DestQP = qp.attr.DestQPN
-	return route{b: &qp.builder, local: qp.local}, nil
+	return h, route{b: &qp.builder, local: qp.local}
 }

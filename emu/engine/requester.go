@@ -327,11 +327,7 @@ func (qp *QP) transmitRequest(w *sendWQE) bool {
 	if h.AckReq {
 		r.noackPkts = 0
 	}
-	rt, err := qp.tr.header(qp, w, &h)
-	if err != nil {
-		qp.failWQE(w, WCLocQPOpErr, err)
-		return false
-	}
+	h, rt := qp.tr.header(qp, w, h)
 	frame, slot, err := rt.b.Begin(qp.dev.txBuffer(), &h, int(payload))
 	if err != nil {
 		qp.failWQE(w, WCLocQPOpErr, fmt.Errorf("building %s: %w", h.Opcode, err))

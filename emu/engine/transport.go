@@ -31,9 +31,10 @@ type transport struct {
 	// request is the responder: a request packet for the QP. response is the completer:
 	// an acknowledgement or response for it; nil for a transport nothing answers.
 	request, response func(qp *QP, f *roce.Frame)
-	// header fills what the transport's packets carry beyond what segmentation gives a
-	// request packet, and returns the route to send it on; an error fails the WQE.
-	header func(qp *QP, w *sendWQE, h *roce.Header) (route, error)
+	// header adds to a request packet's header what the transport's packets carry beyond what
+	// segmentation gives it, and returns the route to send it on. (The header goes by value:
+	// a pointer through this indirect call would put every packet's header on the heap.)
+	header func(qp *QP, w *sendWQE, h roce.Header) (roce.Header, route)
 	// single: a message is one packet. One longer than the path MTU is not sent and completes
 	// successfully, as IBTA C10-93.1.1 has it for UD and rxe does.
 	single bool

@@ -98,7 +98,7 @@ func udPostCheck(qp *QP, wr *SendWR) error {
 
 // udHeader addresses a datagram by its work request: the handle's path, the QP it names, and a
 // DETH with the Q_Key (the QP's own when the request's has the controlled bit) and this QP.
-func udHeader(qp *QP, w *sendWQE, h *roce.Header) (route, error) {
+func udHeader(qp *QP, w *sendWQE, h roce.Header) (roce.Header, route) {
 	ah := w.wr.AH
 	h.DestQP = w.wr.RemoteQPN & psnMask
 	h.QKey = w.wr.RemoteQKey
@@ -118,7 +118,7 @@ func udHeader(qp *QP, w *sendWQE, h *roce.Header) (route, error) {
 		p.SrcPort = srcPort(qp.qpn)
 		qp.ud.ah, qp.ud.builder = ah, roce.Builder{Path: p}
 	}
-	return route{b: &qp.ud.builder, local: ah.local}, nil
+	return h, route{b: &qp.ud.builder, local: ah.local}
 }
 
 // udRequest is the responder of a datagram QP: the Q_Key must match (a mismatch is dropped and
