@@ -45,8 +45,10 @@ func (s compState) String() string {
 	return fmt.Sprintf("state %d", uint8(s))
 }
 
-// completerSteps is the completer: each state's step, which returns the state to go on to.
-var completerSteps = [compDone]func(qp *QP, a *response) compState{
+// completerSteps is the completer: each state's step, which returns the state to go on to. The
+// packet going through them is the QP's (QP.comp), not an argument: through these indirect calls
+// a pointer argument would put every response on the heap.
+var completerSteps = [compDone]func(qp *QP) compState{
 	compGetAck:      (*QP).compGetAck,
 	compAck:         (*QP).compAck,
 	compRNRRetry:    (*QP).compRNRRetry,
@@ -68,17 +70,19 @@ type response struct {
 
 // onResponse takes a packet a responder sent through the completer's steps.
 func (qp *QP) onResponse(f *roce.Frame) {
-	a := response{f: f, psn: f.BTH.PSN()}
+	qp.comp = response{f: f, psn: f.BTH.PSN()}
 	if f.AETH != nil {
-		a.syn = f.AETH.Syndrome()
+		qp.comp.syn = f.AETH.Syndrome()
 	}
 	for st := compGetAck; st != compDone; {
-		st = completerSteps[st](qp, &a)
+		st = completerSteps[st](qp)
 	}
+	qp.comp.f = nil // the frame is the receive buffer's, reused after this
 }
 
 // compGetAck sorts a response by its opcode and AETH.
-func (qp *QP) compGetAck(a *response) compState {
+func (qp *QP) compGetAck() compState {
+	a := &qp.comp
 	if !qp.requesterActive() {
 		qp.dev.stats.RxDropped++
 		return compDone
@@ -112,7 +116,8 @@ func (qp *QP) compGetAck(a *response) compState {
 }
 
 // compAck takes a cumulative ACK.
-func (qp *QP) compAck(a *response) compState {
+func (qp *QP) compAck() compState {
+	a := &qp.comp
 	d, r, psn := qp.dev, &qp.req, a.psn
 	if psnCmp(psn, r.sentPSN) >= 0 {
 		// An acknowledgement for something never sent: a ghost ACK (IBTA 9.7.5.1.4).
@@ -129,7 +134,8 @@ func (qp *QP) compAck(a *response) compState {
 
 // compRNRRetry takes an RNR NAK: everything before its PSN was executed; the WQE holding it is
 // sent again from there once the timer the NAK names runs out, while rnr_retry lasts.
-func (qp *QP) compRNRRetry(a *response) compState {
+func (qp *QP) compRNRRetry() compState {
+	a := &qp.comp
 	d, r, psn := qp.dev, &qp.req, a.psn
 	if r.waitRNR {
 		return compDone // a copy of the RNR NAK we are already waiting out
@@ -181,7 +187,8 @@ func (qp *QP) compRNRRetry(a *response) compState {
 
 // compSeqRetry takes a sequence NAK: everything before its PSN was executed, so a READ or
 // atomic before it that lacks its responses lost them; the rest is sent again from the PSN.
-func (qp *QP) compSeqRetry(a *response) compState {
+func (qp *QP) compSeqRetry() compState {
+	a := &qp.comp
 	d, r, psn := qp.dev, &qp.req, a.psn
 	qp.acknowledge(psnAdd(psn, psnMask), psn)
 	if qp.requesterActive() {
@@ -216,7 +223,8 @@ func (qp *QP) compSeqRetry(a *response) compState {
 
 // compRemoteError takes a NAK other than a sequence error: everything before its PSN was
 // executed, and the WQE holding the PSN fails with the NAK's status.
-func (qp *QP) compRemoteError(a *response) compState {
+func (qp *QP) compRemoteError() compState {
+	a := &qp.comp
 	psn, syn := a.psn, a.syn
 	qp.ackThrough(psnAdd(psn, psnMask))
 	w := qp.wqeHolding(psn)
@@ -392,7 +400,8 @@ func (qp *QP) heardSince(tx uint64) {
 }
 
 // compAtomic takes an atomic acknowledgement: the original value goes to the WQE's buffer.
-func (qp *QP) compAtomic(a *response) compState {
+func (qp *QP) compAtomic() compState {
+	a := &qp.comp
 	d, psn, orig := qp.dev, a.psn, a.f.AtomicAckETH.Orig()
 	w := qp.wqeHolding(psn)
 	if w == nil || (w.wr.Opcode != WRAtomicCmpAndSwp && w.wr.Opcode != WRAtomicFetchAndAdd) || w.state != wqeSent {
@@ -420,7 +429,8 @@ func (qp *QP) compAtomic(a *response) compState {
 
 // compRead takes a READ response: in order it is placed, ahead of order it asks again from the
 // first one missing, behind it is a duplicate.
-func (qp *QP) compRead(a *response) compState {
+func (qp *QP) compRead() compState {
+	a := &qp.comp
 	d, f, psn := qp.dev, a.f, a.psn
 	w := qp.wqeHolding(psn)
 	// A READ being asked for again still takes the responses it is missing as they come.
@@ -509,7 +519,8 @@ func (qp *QP) compRead(a *response) compState {
 // the FLUSH's PSN (IBTA 1.5 memory placement extensions; rxe's responder answers FLUSH through
 // its READ reply path, and its completer accepts a READ response for a FLUSH WQE). Anything
 // else is BAD_RESP_ERR.
-func (qp *QP) compFlush(a *response) compState {
+func (qp *QP) compFlush() compState {
+	a := &qp.comp
 	d, f, psn, w := qp.dev, a.f, a.psn, a.w
 	if w.state != wqeSent {
 		d.stats.RxDropped++
@@ -540,7 +551,8 @@ func (qp *QP) compFlush(a *response) compState {
 
 // compBadResponse fails the WQE a READ response or atomic acknowledgement belongs to when its
 // AETH is not an ACK: responses carry data, not NAKs, so this is BAD_RESP_ERR.
-func (qp *QP) compBadResponse(a *response) compState {
+func (qp *QP) compBadResponse() compState {
+	a := &qp.comp
 	if w := qp.wqeHolding(a.psn); w != nil {
 		qp.failWQE(w, WCBadRespErr, fmt.Errorf("%s psn %d carries %s", a.f.Opcode, a.psn, a.syn))
 	}

@@ -87,6 +87,7 @@ type QP struct {
 	sq   sendQueue
 	req  requester
 	resp responder
+	comp response // the packet the completer is working on
 }
 
 // CreateQP creates a queue pair in RESET.

@@ -15,7 +15,6 @@ var rcTransport = transport{
 	acked:     true,
 	request:   (*QP).onRequest,
 	response:  (*QP).onResponse,
-	header:    connectedHeader,
 }
 
 // rcTransitions is the verbs state machine for RC QPs (IBTA table 91, ib_modify_qp_is_ok).
@@ -31,10 +30,4 @@ var rcTransitions = map[[2]QPState][2]AttrMask{
 	{QPSSQD, QPSRTS}: {0, AttrCurState | AttrAccessFlags | AttrAltPath | AttrMinRNRTimer | AttrPathMigState},
 	{QPSSQD, QPSSQD}: {0, AttrAV | AttrAltPath | AttrAccessFlags | AttrPKeyIndex | AttrMinRNRTimer | AttrPathMigState |
 		AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic | AttrMaxDestRdAtomic},
-}
-
-// connectedHeader addresses a connected QP's request to its one peer, on the path set at RTR.
-func connectedHeader(qp *QP, _ *sendWQE, h roce.Header) (roce.Header, route) {
-	h.DestQP = qp.attr.DestQPN
-	return h, route{b: &qp.builder, local: qp.local}
 }

@@ -327,7 +327,14 @@ func (qp *QP) transmitRequest(w *sendWQE) bool {
 	if h.AckReq {
 		r.noackPkts = 0
 	}
-	h, rt := qp.tr.header(qp, w, h)
+	// A connected QP's packets go to its one peer on the path set at RTR; a datagram's go where
+	// the transport says (written out for the first: it is every RC packet).
+	rt := route{b: &qp.builder, local: qp.local}
+	if qp.tr.connected {
+		h.DestQP = qp.attr.DestQPN
+	} else {
+		h, rt = qp.tr.header(qp, w, h)
+	}
 	frame, slot, err := rt.b.Begin(qp.dev.txBuffer(), &h, int(payload))
 	if err != nil {
 		qp.failWQE(w, WCLocQPOpErr, fmt.Errorf("building %s: %w", h.Opcode, err))

@@ -238,7 +238,7 @@ func (qp *QP) postSend(wr *SendWR) *PostError {
 		return fail(syscall.EINVAL, "%s on a %s QP", wr.Opcode, qp.tr.name)
 	}
 	if qp.tr.postCheck != nil {
-		if err := qp.tr.postCheck(qp, wr); err != nil {
+		if err := qp.tr.postCheck(qp, *wr); err != nil {
 			return &PostError{Err: syscall.EINVAL, Reason: err.Error()}
 		}
 	}

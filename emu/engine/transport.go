@@ -31,16 +31,18 @@ type transport struct {
 	// request is the responder: a request packet for the QP. response is the completer:
 	// an acknowledgement or response for it; nil for a transport nothing answers.
 	request, response func(qp *QP, f *roce.Frame)
-	// header adds to a request packet's header what the transport's packets carry beyond what
-	// segmentation gives it, and returns the route to send it on. (The header goes by value:
+	// header addresses a datagram transport's request packet: it adds what the packets carry
+	// beyond what segmentation gives them and returns the route to send it on. A connected
+	// transport's packets go to the QP's peer on the path set at RTR. (The header goes by value:
 	// a pointer through this indirect call would put every packet's header on the heap.)
 	header func(qp *QP, w *sendWQE, h roce.Header) (roce.Header, route)
 	// single: a message is one packet. One longer than the path MTU is not sent and completes
 	// successfully, as IBTA C10-93.1.1 has it for UD and rxe does.
 	single bool
 	// postCheck refuses a work request the transport cannot send, at post; nil checks
-	// nothing beyond sends.
-	postCheck func(qp *QP, wr *SendWR) error
+	// nothing beyond sends. (By value: a pointer through the indirect call would put every
+	// posted request on the heap.)
+	postCheck func(qp *QP, wr SendWR) error
 	// modified runs after a Modify to next that succeeded, with the device locked.
 	modified func(qp *QP, cur, next QPState)
 }

@@ -20,7 +20,6 @@ var ucTransport = transport{
 	sends:     wrs(WRRDMAWrite, WRRDMAWriteWithImm, WRSend, WRSendWithImm, WRLocalInv, WRBindMW, WRRegMR),
 	connected: true,
 	request:   (*QP).ucRequest,
-	header:    connectedHeader,
 }
 
 // ucTransitions is the verbs state machine for UC QPs (ib_modify_qp_is_ok): RC's without the

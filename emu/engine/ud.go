@@ -84,7 +84,7 @@ func udModified(qp *QP, cur, next QPState) {
 }
 
 // udPostCheck: a datagram needs an address handle of the QP's device.
-func udPostCheck(qp *QP, wr *SendWR) error {
+func udPostCheck(qp *QP, wr SendWR) error {
 	switch {
 	case wr.AH == nil:
 		return fmt.Errorf("a %s work request needs an address handle: %w", qp.tr.name, syscall.EINVAL)
