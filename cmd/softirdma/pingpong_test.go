@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/softirdma/softirdma/wire"
 	"net"
 	"os"
 	"os/exec"
@@ -83,6 +84,31 @@ func TestPingpongTransports(t *testing.T) {
 			want := map[string]string{"UC": "flows: 2 UC streams", "ud": "flows: 2 UD QP pairs"}[tr]
 			if !strings.Contains(out, want) || tr == "ud" && !strings.Contains(out, "qkeys=0x11111111") {
 				t.Fatalf("decode -flows lacks %q:\n%s", want, out)
+			}
+			// Both ends' frames carry TTL 64, the route's hop limit, as rxe's do, whatever the
+			// tools' address vectors say.
+			f, err := os.Open(pcap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			r, err := wire.NewPcapReader(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p wire.Parser
+			var fr wire.Frame
+			for n := 0; ; n++ {
+				data, _, err := r.Next()
+				if err != nil {
+					if n == 0 {
+						t.Fatalf("no frames: %v", err)
+					}
+					break
+				}
+				if p.Parse(&fr, data) == nil && !fr.IPv6 && data[fr.L3+8] != 64 {
+					t.Fatalf("frame %d from %s with TTL %d", n, fr.SrcIP(), data[fr.L3+8])
+				}
 			}
 		})
 	}

@@ -342,7 +342,9 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	// Connect: the server to RTR only, the client to RTS. A UD QP takes only its state (and
 	// PSN): its peer is in each SEND, through the address handle the client makes.
 	dgid := netip.AddrFrom16(h.peer.GID).Unmap()
-	av := emu.AHAttr{DGID: dgid, HopLimit: 0xff}
+	// perftest's AV says hop limit 0xFF, but the kernel resolves a RoCE unicast path's hop limit
+	// from its route (ib_resolve_eth_dmac): rxe's frames carry TTL 64, and so do these.
+	av := emu.AHAttr{DGID: dgid, HopLimit: 64}
 	attr := emu.QPAttr{State: emu.QPSRTR, AH: av, PathMTU: mtu, DestQPN: h.peer.QPN,
 		RQPSN: h.peer.PSN, MaxDestRdAtomic: uint8(min(outReads, 128)), MinRNRTimer: emu.DefaultMinRNRTimer}
 	rtrMask := emu.AttrState | emu.AttrAV | emu.AttrPathMTU | emu.AttrDestQPN | emu.AttrRQPSN | emu.AttrMaxDestRdAtomic | emu.AttrMinRNRTimer

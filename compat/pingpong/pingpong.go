@@ -290,7 +290,9 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		if err := sameGID(local, rem); err != nil {
 			return err
 		}
-		av := emu.AHAttr{DGID: dgid, HopLimit: 1}
+		// The tool's AV says hop limit 1, but the kernel resolves a RoCE unicast path's hop
+		// limit from its route (ib_resolve_eth_dmac): rxe's frames carry TTL 64, and so do these.
+		av := emu.AHAttr{DGID: dgid, HopLimit: 64}
 		rtr := emu.QPAttr{State: emu.QPSRTR, AH: av, PathMTU: mtu, DestQPN: rem.QPN, RQPSN: rem.PSN, MaxDestRdAtomic: 1, MinRNRTimer: emu.DefaultMinRNRTimer}
 		rts := emu.QPAttr{State: emu.QPSRTS, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, emu.DefaultTimeout)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, emu.DefaultRetryCnt)),
 			RNRRetry: emu.DefaultRNRRetry, SQPSN: local.PSN, MaxRdAtomic: 1}
