@@ -150,14 +150,21 @@ type request struct {
 	recvFound bool        // CHK_RESOURCE found the receive WQE this packet starts a message in
 }
 
-// onRequest takes a request packet through the responder's steps.
-func (qp *QP) onRequest(f *roce.Frame) {
-	d := qp.dev
+// takesRequests says whether the QP's state lets its responder take a request packet: RTR
+// onward, not ERR. A packet it does not take is counted and dropped.
+func (qp *QP) takesRequests(f *roce.Frame) bool {
 	switch qp.state {
 	case QPSRTR, QPSRTS, QPSSQD, QPSSQE:
-	default:
-		d.stats.RxDropped++
-		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s while %s", f.Opcode, qp.state)})
+		return true
+	}
+	qp.dev.stats.RxDropped++
+	qp.dev.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s while %s", f.Opcode, qp.state)})
+	return false
+}
+
+// onRequest takes a request packet through the responder's steps.
+func (qp *QP) onRequest(f *roce.Frame) {
+	if !qp.takesRequests(f) {
 		return
 	}
 	q := request{f: f, psn: f.BTH.PSN(), info: f.Info}

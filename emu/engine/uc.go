@@ -66,12 +66,7 @@ func ConnectUC(a, b *QP, mtu MTU) error {
 // PSN, starts over there. A failure of the receiver's own (a receive too short, its memory
 // unwritable) completes the receive in error and moves the QP to ERR, as on RC.
 func (qp *QP) ucRequest(f *roce.Frame) {
-	d := qp.dev
-	switch qp.state {
-	case QPSRTR, QPSRTS, QPSSQD, QPSSQE:
-	default:
-		d.stats.RxDropped++
-		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s while %s", f.Opcode, qp.state)})
+	if !qp.takesRequests(f) {
 		return
 	}
 	q := request{f: f, psn: f.BTH.PSN(), info: f.Info}

@@ -25,18 +25,7 @@ func newUCPair(t *testing.T) *ucPair {
 	p := &ucPair{dgNet: dn}
 	for _, name := range []string{"A", "B"} {
 		dev := dn.fab.AddDevice(name, sim.LinkConfig{})
-		nd := &dgNode{dev: dev, buf: make([]byte, 64<<10)}
-		var err error
-		nd.pd, err = dev.AllocPD()
-		must(t, err)
-		nd.cq, err = dev.CreateCQ(256)
-		must(t, err)
-		nd.qp, err = nd.pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeUC, SendCQ: nd.cq, RecvCQ: nd.cq,
-			Cap: engine.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}})
-		must(t, err)
-		nd.mr, err = nd.pd.RegMR(nd.buf, engine.AccessLocalWrite|engine.AccessRemoteWrite)
-		must(t, err)
-		dn.nodes = append(dn.nodes, nd)
+		dn.nodes = append(dn.nodes, newNode(t, dev, engine.QPTypeUC, engine.AccessLocalWrite|engine.AccessRemoteWrite))
 	}
 	p.a, p.b = dn.nodes[0], dn.nodes[1]
 	must(t, engine.ConnectUC(p.a.qp, p.b.qp, engine.MTU1024))

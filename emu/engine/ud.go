@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"syscall"
 
 	"github.com/softirdma/softirdma/keys"
@@ -63,17 +64,12 @@ var udTransitions = map[[2]QPState][2]AttrMask{
 }
 
 // gsiTransitions is UD's, without a port: the GSI QP is the port's own.
-var gsiTransitions = map[[2]QPState][2]AttrMask{
-	{QPSReset, QPSInit}: {AttrPKeyIndex | AttrQKey, 0},
-	{QPSInit, QPSInit}:  {0, AttrPKeyIndex | AttrQKey},
-	{QPSInit, QPSRTR}:   {0, AttrPKeyIndex | AttrQKey},
-	{QPSRTR, QPSRTS}:    {AttrSQPSN, AttrCurState | AttrQKey},
-	{QPSRTS, QPSRTS}:    {0, AttrCurState | AttrQKey},
-	{QPSRTS, QPSSQD}:    {0, AttrEnSQDAsyncNotify},
-	{QPSSQD, QPSRTS}:    {0, AttrCurState | AttrQKey},
-	{QPSSQD, QPSSQD}:    {0, AttrPKeyIndex | AttrQKey},
-	{QPSSQE, QPSRTS}:    {0, AttrCurState | AttrQKey},
-}
+var gsiTransitions = func() map[[2]QPState][2]AttrMask {
+	t := maps.Clone(udTransitions)
+	t[[2]QPState{QPSReset, QPSInit}] = [2]AttrMask{AttrPKeyIndex | AttrQKey, 0}
+	t[[2]QPState{QPSInit, QPSInit}] = [2]AttrMask{0, AttrPKeyIndex | AttrQKey}
+	return t
+}()
 
 // udModified gives a datagram QP the port's MTU as its path MTU when it leaves RESET: each of
 // its datagrams is one packet of at most that.
@@ -127,11 +123,7 @@ func udHeader(qp *QP, w *sendWQE, h roce.Header) (roce.Header, route) {
 // first 40 bytes and the data after it.
 func (qp *QP) udRequest(f *roce.Frame) {
 	d := qp.dev
-	switch qp.state {
-	case QPSRTR, QPSRTS, QPSSQD, QPSSQE:
-	default:
-		d.stats.RxDropped++
-		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s while %s", f.Opcode, qp.state)})
+	if !qp.takesRequests(f) {
 		return
 	}
 	want := qp.attr.QKey

@@ -54,7 +54,9 @@ func newDgNet(t *testing.T, n int, addrs ...netip.Addr) *dgNet {
 	return dn
 }
 
-func newDgNode(t *testing.T, dev *engine.Device, typ engine.QPType, qkey uint32) *dgNode {
+// newNode makes a PD, a CQ, a QP of typ in RESET and a 64 KiB buffer registered with access on
+// dev.
+func newNode(t *testing.T, dev *engine.Device, typ engine.QPType, access engine.Access) *dgNode {
 	t.Helper()
 	nd := &dgNode{dev: dev, buf: make([]byte, 64<<10)}
 	var err error
@@ -65,6 +67,15 @@ func newDgNode(t *testing.T, dev *engine.Device, typ engine.QPType, qkey uint32)
 	nd.qp, err = nd.pd.CreateQP(engine.QPInitAttr{Type: typ, SendCQ: nd.cq, RecvCQ: nd.cq,
 		Cap: engine.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}})
 	must(t, err)
+	nd.mr, err = nd.pd.RegMR(nd.buf, access)
+	must(t, err)
+	return nd
+}
+
+// newDgNode is newNode's datagram QP (UD or GSI) with Q_Key qkey, in RTS from PSN 100.
+func newDgNode(t *testing.T, dev *engine.Device, typ engine.QPType, qkey uint32) *dgNode {
+	t.Helper()
+	nd := newNode(t, dev, typ, engine.AccessLocalWrite)
 	init := engine.AttrState | engine.AttrPKeyIndex | engine.AttrQKey
 	if typ == engine.QPTypeUD {
 		init |= engine.AttrPort
@@ -72,8 +83,6 @@ func newDgNode(t *testing.T, dev *engine.Device, typ engine.QPType, qkey uint32)
 	must(t, nd.qp.Modify(engine.QPAttr{State: engine.QPSInit, Port: 1, QKey: qkey}, init))
 	must(t, nd.qp.Modify(engine.QPAttr{State: engine.QPSRTR}, engine.AttrState))
 	must(t, nd.qp.Modify(engine.QPAttr{State: engine.QPSRTS, SQPSN: 100}, engine.AttrState|engine.AttrSQPSN))
-	nd.mr, err = nd.pd.RegMR(nd.buf, engine.AccessLocalWrite)
-	must(t, err)
 	return nd
 }
 
