@@ -63,7 +63,7 @@ func TestDecodeUDAndUC(t *testing.T) {
 	for _, want := range []string{
 		"UD_SEND_ONLY qp=0x000016 psn=0 qkey=0x11111111",
 		"qkey=0x11111111 src_qp=0x000015 payload=40 icrc=ok",
-		"UD_SEND_ONLY qp=0x000001 psn=0 ackreq qkey=0x80010000 src_qp=0x000001 mad=CM/REQ:Send tid=0xabc payload=256 icrc=ok",
+		"UD_SEND_ONLY qp=0x000001 psn=0 ackreq qkey=0x80010000 src_qp=0x000001 mad=CM/REQ:Send tid=0xabc cm=REQ comm=0x00000000 service=0x0 cm_qpn=0x000000 start_psn=0 payload=256 icrc=ok",
 		"flows: 1 UC streams",
 		"uc 10.0.0.1 -> 10.0.0.2 qp=0x000022 sport=49500: packets=5 bytes=",
 		"messages=2 psn=10..14 gaps=1 missing_psns=1 behind=1 icrc_bad=0",
@@ -109,6 +109,34 @@ func TestDecodeRxeUDPingpong(t *testing.T) {
 		"flows: 2 UD QP pairs\n",
 		"ud 192.168.77.3 qp=0x000015 -> 192.168.77.2 qp=0x000015: datagrams=3 bytes=1734 qkeys=0x11111111 icrc_bad=0\n",
 		"ud 192.168.77.2 qp=0x000015 -> 192.168.77.3 qp=0x000015: datagrams=3 bytes=1734 qkeys=0x11111111 icrc_bad=0\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// TestDecodeRxeRDMACM: the CM messages of two rxe guests running rping, ucmatose, udaddy and
+// ib_write_bw -R, each named with its communication IDs, service, QPN, starting PSN and rdma_cm's
+// addresses.
+func TestDecodeRxeRDMACM(t *testing.T) {
+	f, err := os.Open("../../testdata/pcap/rxe-rdmacm.pcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out bytes.Buffer
+	if sum, err := Run(f, &out, Options{Flows: true}); err != nil || !sum.Clean() {
+		t.Fatalf("%v %+v", err, sum)
+	}
+	for _, want := range []string{
+		"mad=CM/REQ:Send tid=0x2f777e010 cm=REQ comm=0x10e077f7 service=0x1061c06(TCP:7174) cm_qpn=0x000011 start_psn=13451419 rdma_cm=192.168.77.3:37514->192.168.77.2 payload=256",
+		"mad=CM/REP:Send tid=0x2f777e010 cm=REP comm=0x168378fd remote_comm=0x10e077f7 cm_qpn=0x000011 start_psn=10786805 payload=256",
+		"mad=CM/RTU:Send tid=0x2f777e010 cm=RTU comm=0x10e077f7 remote_comm=0x168378fd payload=256",
+		"mad=CM/DREQ:Send tid=0x2f777e010 cm=DREQ comm=0x10e077f7 remote_comm=0x168378fd cm_qpn=0x000011 payload=256",
+		"cm=SIDR_REQ comm=0x13e077f7 service=0x1111c06(UDP:7174) rdma_cm=192.168.77.3:54350->192.168.77.2 payload=256",
+		"cm=SIDR_REP comm=0x13e077f7 service=0x1111c06(UDP:7174) cm_qpn=0x000014 cm_qkey=0x01234567 status=SUCCESS payload=256",
+		"mads: CM/DREP:Send=3 CM/DREQ:Send=2 CM/REQ:Send=5 CM/RTU:Send=5 CM/SIDR_REQ:Send=1",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)

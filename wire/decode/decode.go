@@ -91,8 +91,10 @@ type Record struct {
 	Imm        *uint32 `json:"imm,omitempty"`
 	InvRKey    *uint32 `json:"inv_rkey,omitempty"`
 	DETH       *DETH   `json:"deth,omitempty"`
-	// MAD is the management datagram header of a UD frame to or from a GSI QP.
+	// MAD is the management datagram header of a UD frame to or from a GSI QP; CM what its
+	// connection manager message says.
 	MAD     *MAD    `json:"mad,omitempty"`
+	CM      *CM     `json:"cm,omitempty"`
 	FETH    *uint32 `json:"feth,omitempty"`
 	Payload *int    `json:"payload,omitempty"`
 	ICRC    string  `json:"icrc,omitempty"`
@@ -329,6 +331,7 @@ func record(p *wire.Parser, f *wire.Frame, perr error, n int, ci gopacket.Captur
 		if h, ok := madOf(f); ok {
 			rec.MAD = &MAD{Class: uint8(h.MgmtClass), ClassName: h.MgmtClass.String(), Method: uint8(h.Method), Name: h.String(),
 				Attr: h.AttrID, AttrMod: h.AttrModifier, Status: h.Status, TID: Hex64(h.TID)}
+			rec.CM = cmOf(h, f.Payload)
 		}
 	}
 	if v := f.FETH; v != nil {
@@ -388,6 +391,9 @@ func (r *Record) Text() string {
 		if v.Status != 0 {
 			fmt.Fprintf(&b, " mad_status=0x%04x", v.Status)
 		}
+	}
+	if r.CM != nil {
+		b.WriteString(r.CM.text())
 	}
 	if v := r.FETH; v != nil {
 		fmt.Fprintf(&b, " feth=%s", hex32(*v))

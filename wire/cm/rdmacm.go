@@ -1,0 +1,190 @@
+package cm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+)
+
+// RejectReason is a REJ's reason (IBTA table 109).
+type RejectReason uint16
+
+// Reasons Linux's ib_cm and rdma_cm send.
+const (
+	RejNoQP                      RejectReason = 1
+	RejNoEEC                     RejectReason = 2
+	RejNoResources               RejectReason = 3
+	RejTimeout                   RejectReason = 4
+	RejUnsupported               RejectReason = 5
+	RejInvalidCommID             RejectReason = 6
+	RejInvalidCommInstance       RejectReason = 7
+	RejInvalidServiceID          RejectReason = 8
+	RejInvalidTransportType      RejectReason = 9
+	RejStaleConn                 RejectReason = 10
+	RejRDCNotExist               RejectReason = 11
+	RejInvalidGID                RejectReason = 12
+	RejInvalidLID                RejectReason = 13
+	RejInvalidSL                 RejectReason = 14
+	RejInvalidTrafficClass       RejectReason = 15
+	RejInvalidHopLimit           RejectReason = 16
+	RejInvalidPacketRate         RejectReason = 17
+	RejInvalidAltGID             RejectReason = 18
+	RejInvalidAltLID             RejectReason = 19
+	RejInvalidAltSL              RejectReason = 20
+	RejInvalidAltTrafficClass    RejectReason = 21
+	RejInvalidAltHopLimit        RejectReason = 22
+	RejInvalidAltPacketRate      RejectReason = 23
+	RejPortCMRedirect            RejectReason = 24
+	RejPortRedirect              RejectReason = 25
+	RejInvalidMTU                RejectReason = 26
+	RejInsufficientRespResources RejectReason = 27
+	RejConsumerDefined           RejectReason = 28
+	RejInvalidRNRRetry           RejectReason = 29
+	RejDuplicateLocalCommID      RejectReason = 30
+	RejInvalidClassVersion       RejectReason = 31
+	RejInvalidFlowLabel          RejectReason = 32
+	RejInvalidAltFlowLabel       RejectReason = 33
+	RejVendorOptionNotSupported  RejectReason = 35
+)
+
+var rejectNames = map[RejectReason]string{
+	RejNoQP: "NO_QP", RejNoEEC: "NO_EEC", RejNoResources: "NO_RESOURCES", RejTimeout: "TIMEOUT",
+	RejUnsupported: "UNSUPPORTED", RejInvalidCommID: "INVALID_COMM_ID", RejInvalidCommInstance: "INVALID_COMM_INSTANCE",
+	RejInvalidServiceID: "INVALID_SERVICE_ID", RejInvalidTransportType: "INVALID_TRANSPORT_TYPE", RejStaleConn: "STALE_CONN",
+	RejRDCNotExist: "RDC_NOT_EXIST", RejInvalidGID: "INVALID_GID", RejInvalidLID: "INVALID_LID", RejInvalidSL: "INVALID_SL",
+	RejInvalidTrafficClass: "INVALID_TRAFFIC_CLASS", RejInvalidHopLimit: "INVALID_HOP_LIMIT", RejInvalidPacketRate: "INVALID_PACKET_RATE",
+	RejInvalidAltGID: "INVALID_ALT_GID", RejInvalidAltLID: "INVALID_ALT_LID", RejInvalidAltSL: "INVALID_ALT_SL",
+	RejInvalidAltTrafficClass: "INVALID_ALT_TRAFFIC_CLASS", RejInvalidAltHopLimit: "INVALID_ALT_HOP_LIMIT",
+	RejInvalidAltPacketRate: "INVALID_ALT_PACKET_RATE", RejPortCMRedirect: "PORT_CM_REDIRECT", RejPortRedirect: "PORT_REDIRECT",
+	RejInvalidMTU: "INVALID_MTU", RejInsufficientRespResources: "INSUFFICIENT_RESP_RESOURCES", RejConsumerDefined: "CONSUMER_DEFINED",
+	RejInvalidRNRRetry: "INVALID_RNR_RETRY", RejDuplicateLocalCommID: "DUPLICATE_LOCAL_COMM_ID", RejInvalidClassVersion: "INVALID_CLASS_VERSION",
+	RejInvalidFlowLabel: "INVALID_FLOW_LABEL", RejInvalidAltFlowLabel: "INVALID_ALT_FLOW_LABEL", RejVendorOptionNotSupported: "VENDOR_OPTION_NOT_SUPPORTED",
+}
+
+// String is the reason's name as Linux spells it (IB_CM_REJ_...), or its number.
+func (r RejectReason) String() string {
+	if s, ok := rejectNames[r]; ok {
+		return s
+	}
+	return fmt.Sprintf("reason %d", uint16(r))
+}
+
+// SIDRStatus is a SIDR_REP's status (IBTA table 121).
+type SIDRStatus uint8
+
+const (
+	SIDRSuccess            SIDRStatus = 0
+	SIDRUnsupported        SIDRStatus = 1
+	SIDRReject             SIDRStatus = 2
+	SIDRNoQP               SIDRStatus = 3
+	SIDRRedirect           SIDRStatus = 4
+	SIDRUnsupportedVersion SIDRStatus = 5
+)
+
+var sidrNames = [...]string{"SUCCESS", "UNSUPPORTED", "REJECT", "NO_QP", "REDIRECT", "UNSUPPORTED_VERSION"}
+
+func (s SIDRStatus) String() string {
+	if int(s) < len(sidrNames) {
+		return sidrNames[s]
+	}
+	return fmt.Sprintf("status %d", uint8(s))
+}
+
+// PortSpace is an rdma_cm port space (enum rdma_ucm_port_space): with the port, it makes the
+// service ID of a listener.
+type PortSpace uint16
+
+const (
+	PSIPoIB PortSpace = 0x0002
+	PSTCP   PortSpace = 0x0106
+	PSUDP   PortSpace = 0x0111
+	PSIB    PortSpace = 0x013F
+)
+
+var psNames = map[PortSpace]string{PSIPoIB: "IPOIB", PSTCP: "TCP", PSUDP: "UDP", PSIB: "IB"}
+
+func (p PortSpace) String() string {
+	if s, ok := psNames[p]; ok {
+		return s
+	}
+	return fmt.Sprintf("0x%04x", uint16(p))
+}
+
+// ServiceID is the service ID rdma_cm gives port port in port space ps (cma_get_service_id).
+func ServiceID(ps PortSpace, port uint16) uint64 { return uint64(ps)<<16 | uint64(port) }
+
+// SplitServiceID reads an rdma_cm service ID back: its port space and port, and whether it is
+// one (the top 32 bits zero and a port space rdma_cm has).
+func SplitServiceID(id uint64) (PortSpace, uint16, bool) {
+	ps := PortSpace(id >> 16)
+	_, known := psNames[ps]
+	return ps, uint16(id), id>>32 == 0 && known
+}
+
+// HeaderLen is the size of rdma_cm's header at the start of a REQ's or SIDR_REQ's private data.
+const HeaderLen = 36
+
+// Header is rdma_cm's header (struct cma_hdr): its version, and the connecting side's source
+// port and both addresses. The destination port is in the service ID.
+type Header struct {
+	Version  uint8 // 0
+	IPv6     bool
+	SrcPort  uint16
+	Src, Dst netip.Addr
+}
+
+// ErrHeader is what ParseHeader returns for private data that does not start with one.
+var ErrHeader = errors.New("cm: no rdma_cm header")
+
+// ParseHeader reads rdma_cm's header from the start of private data.
+func ParseHeader(p []byte) (Header, error) {
+	var h Header
+	if len(p) < HeaderLen {
+		return h, ErrHeader
+	}
+	h.Version = p[0]
+	switch p[1] >> 4 {
+	case 4:
+		h.Src = netip.AddrFrom4([4]byte(p[16:20]))
+		h.Dst = netip.AddrFrom4([4]byte(p[32:36]))
+	case 6:
+		h.IPv6 = true
+		h.Src = netip.AddrFrom16([16]byte(p[4:20]))
+		h.Dst = netip.AddrFrom16([16]byte(p[20:36]))
+	default:
+		return h, fmt.Errorf("%w: IP version %d", ErrHeader, p[1]>>4)
+	}
+	if h.Version != 0 {
+		return h, fmt.Errorf("%w: version %d", ErrHeader, h.Version)
+	}
+	h.SrcPort = binary.BigEndian.Uint16(p[2:])
+	return h, nil
+}
+
+// Put writes the header at the start of p, as rdma_cm does (IPv4 addresses in the last four of
+// their sixteen bytes, the rest zero).
+func (h *Header) Put(p []byte) error {
+	if len(p) < HeaderLen {
+		return fmt.Errorf("cm: %d bytes for a %d-byte header", len(p), HeaderLen)
+	}
+	clear(p[:HeaderLen])
+	p[0] = h.Version
+	binary.BigEndian.PutUint16(p[2:], h.SrcPort)
+	src, dst := h.Src.Unmap(), h.Dst.Unmap()
+	switch {
+	case src.Is4() && dst.Is4() && !h.IPv6:
+		p[1] = 4 << 4
+		a, b := src.As4(), dst.As4()
+		copy(p[16:20], a[:])
+		copy(p[32:36], b[:])
+	case src.IsValid() && dst.IsValid():
+		p[1] = 6 << 4
+		a, b := h.Src.As16(), h.Dst.As16()
+		copy(p[4:20], a[:])
+		copy(p[20:36], b[:])
+	default:
+		return errors.New("cm: a header needs both addresses")
+	}
+	return nil
+}
