@@ -49,6 +49,10 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	return ah, nil
 }
 
+// Source is the device's address the handle's datagrams come from: of the destination's family,
+// link-local for a link-local destination.
+func (ah *AH) Source() netip.Addr { return ah.path.SrcIP }
+
 // Attr is what the handle was made with.
 func (ah *AH) Attr() AHAttr { return ah.attr }
 

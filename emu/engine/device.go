@@ -177,6 +177,10 @@ func NewDevice(cfg DeviceConfig) *Device {
 // largest extension headers.
 const MaxFrame = 4096 + 128
 
+// Clock is the device's clock: what a consumer on the device's side of the link (its connection
+// manager) keeps time by, so that it runs in virtual time in the simulator.
+func (d *Device) Clock() Clock { return d.clock }
+
 // ActiveMTU is the port's active MTU: the path MTU of its datagram QPs (ibv_port_attr.active_mtu).
 func (d *Device) ActiveMTU() MTU { return d.activeMTU() }
 

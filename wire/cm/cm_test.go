@@ -146,7 +146,7 @@ func TestRoundTrip(t *testing.T) {
 		LocalQPN: 0xabcdef, ResponderResources: 16, InitiatorDepth: 16, RemoteCMResponseTimeout: 20, TransportServiceType: 1,
 		EndToEndFlowControl: true, StartingPSN: 0x123456, LocalCMResponseTimeout: 20, RetryCount: 7, PKey: 0xffff, PathMTU: 3,
 		RNRRetryCount: 7, MaxCMRetries: 15, SRQ: true, ExtendedTransportType: 0,
-		Primary: cm.Path{FlowLabel: 0xfffff, PacketRate: 0x3f, TrafficClass: 0x20, HopLimit: 64, SL: 15, SubnetLocal: true, LocalACKTimeout: 18},
+		Primary:      cm.Path{FlowLabel: 0xfffff, PacketRate: 0x3f, TrafficClass: 0x20, HopLimit: 64, SL: 15, SubnetLocal: true, LocalACKTimeout: 18},
 		SAPSupported: true}
 	req.Private[0] = 0x42
 	must(t, req.Put(buf))
