@@ -167,6 +167,61 @@ perf_guest_client() {
   check "$name" $rc "VM: perf rc=0" "$pcap"
 }
 
+# wait_log_line FILE PATTERN PID SECONDS: wait until softirdma (PID) writes PATTERN to FILE.
+wait_log_line() {
+  local deadline=$((SECONDS + $4))
+  until grep -q "$2" "$1"; do
+    if ! kill -0 "$3" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+      echo "  softirdma never printed '$2':"; sed 's/^/    /' "$1"; return 1
+    fi
+    sleep 0.05
+  done
+}
+
+# check_pings NAME: ten pings on each end of an rping case, the client's validated (-V).
+check_pings() {
+  local c s
+  c=$(grep -c '^ping data: rdma-ping-' "$OUT/$1.client.log" || true)
+  s=$(grep -c '^server ping data: rdma-ping-' "$OUT/$1.server.log" || true)
+  if [ "$c" = 10 ] && [ "$s" = 10 ] && ! grep -q mismatch "$OUT/$1.client.log"; then return 0; fi
+  echo "  pings: client $c, server $s (want 10 each)"; return 1
+}
+
+# rping through rdma_cm: softirdma as server (-a its own address), the guest's rping as client,
+# ten pings printed on both ends and validated by the client.
+rping_guest_client() {
+  local name=$1 pcap="$OUT/$1.pcap" rc=0
+  $SI rping -s -a 192.168.77.1 -v -C 10 -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 &
+  local pid=$!
+  if wait_log_line "$OUT/si.log" "listening on" $pid 60; then
+    guest_script 'ping -c 1 -W 2 192.168.77.1 >/dev/null; timeout 200 rping -c -a 192.168.77.1 -v -V -C 10; echo "VM: rping rc=$?"'; guest_start
+    guest_wait
+  else
+    kill $pid 2>/dev/null || true
+  fi
+  wait $pid || rc=$?
+  cp "$OUT/guest.log" "$OUT/$name.client.log"; cp "$OUT/si.log" "$OUT/$name.server.log"
+  check_pings "$name" || rc=1
+  check "$name" $rc "VM: rping rc=0" "$pcap"
+}
+
+# the guest's rping as server, softirdma as client, which keeps trying (-wait) until the guest's
+# rping listens.
+rping_guest_server() {
+  local name=$1 pcap="$OUT/$1.pcap" rc=0
+  : > "$OUT/si.log"
+  guest_script 'echo "VM: rping server starting"; timeout 200 rping -s -a 192.168.77.2 -v -C 10; echo "VM: rping rc=$?"'; guest_start
+  if wait_guest_line "VM: rping server starting" 120; then
+    $SI rping -c -a 192.168.77.2 -v -V -C 10 -wait 60s -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 || rc=$?
+  else
+    rc=1
+  fi
+  guest_wait
+  cp "$OUT/si.log" "$OUT/$name.client.log"; cp "$OUT/guest.log" "$OUT/$name.server.log"
+  check_pings "$name" || rc=1
+  check "$name" $rc "VM: rping rc=0" "$pcap"
+}
+
 # run_case NAME FUNCTION ARGS...: one case, unless INTEROP_CASES (a grep -E pattern) leaves it out.
 run_case() {
   local name=$1 fn=$2; shift 2
@@ -205,5 +260,8 @@ run_case send_bw_UD_guest_client perf_guest_client send 1024 1000 0 UD
 # softirdma sends as fast as its link takes datagrams; the TCG guest takes in a few thousand a
 # second, and what its socket cannot hold is lost: the client keeps to 2,000 a second.
 run_case send_bw_UD_guest_server perf_guest_server send 1024 1000 0 UD -rate_limit 2000
+# rdma_cm: softirdma's connection manager against Linux's (IB CM over QP1), then rping's traffic.
+run_case rping_guest_client rping_guest_client
+run_case rping_guest_server rping_guest_server
 echo "interop: $pass passed, $fail failed"
 [ "$fail" = 0 ]

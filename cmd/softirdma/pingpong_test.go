@@ -335,3 +335,28 @@ func TestPerfServerKilled(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, e)
 	}
 }
+
+// TestRpingCommand runs softirdma rping against itself, as rping's two ends would: ten pings
+// through a connection rdma_cm set up, printed on both ends and validated by the client.
+func TestRpingCommand(t *testing.T) {
+	pcap := t.TempDir() + "/rping.pcap"
+	s, c := runPair(t, []string{"rping", "-s", "-a", "192.0.2.1", "-v", "-C", "10", "-pcap", pcap},
+		[]string{"rping", "-c", "-a", "192.0.2.1", "-v", "-V", "-C", "10"})
+	if s.code != 0 || c.code != 0 {
+		t.Fatalf("server %d: %s%s\nclient %d: %s%s", s.code, s.out, s.err, c.code, c.out, c.err)
+	}
+	if strings.Count(s.out, "server ping data: rdma-ping-") != 10 || strings.Count(c.out, "ping data: rdma-ping-") != 10 {
+		t.Fatalf("server:\n%s\nclient:\n%s", s.out, c.out)
+	}
+	code, out, _ := runCLI("decode", pcap)
+	for _, want := range []string{"cm=REQ", "(TCP:", "cm=REP", "cm=RTU", "cm=DREQ", "cm=DREP", "icrc_bad=0 malformed=0"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("decode lacks %q (exit %d):\n%s", want, code, out)
+		}
+	}
+	for _, bad := range [][]string{{"rping", "-s", "-c", "-a", "1.2.3.4"}, {"rping", "-c", "-a", "nowhere"}, {"rping", "-c", "-a", "1.2.3.4", "-S", "8"}} {
+		if code, _, _ := runCLI(bad...); code != 2 {
+			t.Fatalf("%v: exit %d", bad, code)
+		}
+	}
+}

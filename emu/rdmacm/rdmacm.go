@@ -117,8 +117,12 @@ type ID struct {
 	retries    uint8
 	timer      engine.Timer
 	req        cm.REQ // what a ConnectRequest's REQ said (passive) or what was sent (active)
-	psn        uint32 // this side's starting PSN
-	param      ConnParam
+	// psn is the PSN this side's QP receives from first, the starting PSN of this side's REQ or
+	// REP: ib_cm's starting PSN is the one its sender expects to receive (Linux's active side
+	// takes its rq_psn from its REQ, the passive side from its REP), so each side sends from the
+	// starting PSN of the other's message.
+	psn   uint32
+	param ConnParam
 }
 
 // State is the connection's state, for tests and tracing.
@@ -257,7 +261,7 @@ func (m *Manager) Listen(port uint16) (*ID, error) {
 	return id, nil
 }
 
-// Connect asks the listener at dst and port for a connection for qp, an RC QP in RESET
+// Connect asks the listener at dst and port for a connection for qp, an RC QP in RESET or INIT
 // (rdma_connect): it goes to INIT now, and to RTR and RTS when the REP comes.
 func (m *Manager) Connect(qp *engine.QP, dst netip.Addr, port uint16, p ConnParam) (*ID, error) {
 	if len(p.Private) > cm.REQPrivateLen-cm.HeaderLen {
@@ -268,8 +272,7 @@ func (m *Manager) Connect(qp *engine.QP, dst netip.Addr, port uint16, p ConnPara
 	if err != nil {
 		return nil, err
 	}
-	if err := qp.Modify(engine.QPAttr{State: engine.QPSInit, Port: 1, AccessFlags: accessFor(p)},
-		engine.AttrState|engine.AttrPKeyIndex|engine.AttrPort|engine.AttrAccessFlags); err != nil {
+	if err := toInit(qp, p); err != nil {
 		return nil, fmt.Errorf("rdmacm: %w", err)
 	}
 	m.mu.Lock()
@@ -297,6 +300,16 @@ func (m *Manager) Connect(qp *engine.QP, dst netip.Addr, port uint16, p ConnPara
 	m.mu.Unlock()
 	m.deliver()
 	return id, nil
+}
+
+// toInit takes a QP in RESET, or in INIT (where rdma_create_qp leaves one, so that receives can
+// be posted before the connection), to INIT with the access rdma_cm grants.
+func toInit(qp *engine.QP, p ConnParam) error {
+	mask := engine.AttrState | engine.AttrPKeyIndex | engine.AttrPort | engine.AttrAccessFlags
+	if qp.State() == engine.QPSInit {
+		mask = engine.AttrState | engine.AttrAccessFlags
+	}
+	return qp.Modify(engine.QPAttr{State: engine.QPSInit, Port: 1, AccessFlags: accessFor(p)}, mask)
 }
 
 func withDefaults(p ConnParam) ConnParam {
@@ -607,8 +620,8 @@ func (m *Manager) ahLocked(dst netip.Addr) (*engine.AH, error) {
 	return ah, err
 }
 
-// Accept accepts a ConnectRequest with qp, an RC QP in RESET (rdma_accept): the QP goes to RTR
-// and RTS on the REQ's terms, and the REP goes out.
+// Accept accepts a ConnectRequest with qp, an RC QP in RESET or INIT (rdma_accept): the QP goes
+// to RTR and RTS on the REQ's terms, and the REP goes out.
 func (id *ID) Accept(qp *engine.QP, p ConnParam) error {
 	m := id.m
 	if len(p.Private) > cm.REPPrivateLen {
@@ -627,15 +640,17 @@ func (id *ID) Accept(qp *engine.QP, p ConnParam) error {
 		mtu = engine.MTU1024
 	}
 	mtu = min(mtu, p.MTU)
+	if err := toInit(qp, p); err != nil {
+		return fmt.Errorf("rdmacm: accept: %w", err)
+	}
 	steps := []struct {
 		a    engine.QPAttr
 		mask engine.AttrMask
 	}{
-		{engine.QPAttr{State: engine.QPSInit, Port: 1, AccessFlags: accessFor(p)}, engine.AttrState | engine.AttrPKeyIndex | engine.AttrPort | engine.AttrAccessFlags},
-		{engine.QPAttr{State: engine.QPSRTR, AH: engine.AHAttr{DGID: id.peer, HopLimit: 64}, PathMTU: mtu, DestQPN: q.LocalQPN, RQPSN: q.StartingPSN,
+		{engine.QPAttr{State: engine.QPSRTR, AH: engine.AHAttr{DGID: id.peer, HopLimit: 64}, PathMTU: mtu, DestQPN: q.LocalQPN, RQPSN: id.psn,
 			MaxDestRdAtomic: min(p.ResponderResources, q.InitiatorDepth), MinRNRTimer: engine.DefaultMinRNRTimer},
 			engine.AttrState | engine.AttrAV | engine.AttrPathMTU | engine.AttrDestQPN | engine.AttrRQPSN | engine.AttrMaxDestRdAtomic | engine.AttrMinRNRTimer},
-		{engine.QPAttr{State: engine.QPSRTS, SQPSN: id.psn, Timeout: q.Primary.LocalACKTimeout, RetryCnt: q.RetryCount, RNRRetry: q.RNRRetryCount,
+		{engine.QPAttr{State: engine.QPSRTS, SQPSN: q.StartingPSN, Timeout: q.Primary.LocalACKTimeout, RetryCnt: q.RetryCount, RNRRetry: q.RNRRetryCount,
 			MaxRdAtomic: min(p.InitiatorDepth, q.ResponderResources)},
 			engine.AttrState | engine.AttrSQPSN | engine.AttrTimeout | engine.AttrRetryCnt | engine.AttrRNRRetry | engine.AttrMaxQPRdAtomic},
 	}
@@ -715,10 +730,10 @@ func (m *Manager) onREP(msg []byte) {
 	p, q, qp := id.param, id.req, id.qp
 	m.after = append(m.after, func() {
 		err := qp.Modify(engine.QPAttr{State: engine.QPSRTR, AH: engine.AHAttr{DGID: id.peer, HopLimit: 64}, PathMTU: engine.MTU(q.PathMTU),
-			DestQPN: r.LocalQPN, RQPSN: r.StartingPSN, MaxDestRdAtomic: min(p.ResponderResources, r.InitiatorDepth), MinRNRTimer: engine.DefaultMinRNRTimer},
+			DestQPN: r.LocalQPN, RQPSN: id.psn, MaxDestRdAtomic: min(p.ResponderResources, r.InitiatorDepth), MinRNRTimer: engine.DefaultMinRNRTimer},
 			engine.AttrState|engine.AttrAV|engine.AttrPathMTU|engine.AttrDestQPN|engine.AttrRQPSN|engine.AttrMaxDestRdAtomic|engine.AttrMinRNRTimer)
 		if err == nil {
-			err = qp.Modify(engine.QPAttr{State: engine.QPSRTS, SQPSN: id.psn, Timeout: q.Primary.LocalACKTimeout, RetryCnt: p.RetryCount,
+			err = qp.Modify(engine.QPAttr{State: engine.QPSRTS, SQPSN: r.StartingPSN, Timeout: q.Primary.LocalACKTimeout, RetryCnt: p.RetryCount,
 				RNRRetry: r.RNRRetryCount, MaxRdAtomic: min(p.InitiatorDepth, r.ResponderResources)},
 				engine.AttrState|engine.AttrSQPSN|engine.AttrTimeout|engine.AttrRetryCnt|engine.AttrRNRRetry|engine.AttrMaxQPRdAtomic)
 		}

@@ -162,9 +162,11 @@ func TestConformanceCM(t *testing.T) {
 			t.Fatalf("QPs A %+v B %+v", qa, qb)
 		}
 		n.exchange()
-		// The REQ as rdma_cm writes it: the TCP port space's service ID, rdma_cm's header.
+		// The REQ as rdma_cm writes it: the TCP port space's service ID, rdma_cm's header, and as
+		// starting PSN the one the connecting side receives from (Linux's rq_psn; Linux sends
+		// from the REP's).
 		req := n.firstREQ()
-		if req.ServiceID != 0x1061c06 || req.LocalQPN != n.a.qp.Num() || req.StartingPSN != qa.SQPSN || req.TransportServiceType != 0 {
+		if req.ServiceID != 0x1061c06 || req.LocalQPN != n.a.qp.Num() || req.StartingPSN != qa.RQPSN || req.TransportServiceType != 0 {
 			t.Fatalf("REQ %+v", req)
 		}
 		h, err := cm.ParseHeader(req.Private[:])

@@ -1,0 +1,49 @@
+package rping
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softirdma/softirdma/internal/loophosts"
+)
+
+// TestRping runs softirdma's rping against itself over real sockets: ten pings, verbose and
+// validated, then the client disconnects and both end.
+func TestRping(t *testing.T) {
+	hs, hc := loophosts.Pair(t, 0, 9)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var sout, cout bytes.Buffer
+	var sres, cres Result
+	var serr, cerr error
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		sres, serr = Run(ctx, hs.Device(), Options{Server: true, Addr: hs.Device().IP(), Count: 10, Verbose: true}, &sout)
+	}()
+	go func() {
+		defer wg.Done()
+		cres, cerr = Run(ctx, hc.Device(), Options{Addr: hs.Device().IP(), Count: 10, Verbose: true, Validate: true}, &cout)
+	}()
+	wg.Wait()
+	if serr != nil || cerr != nil {
+		t.Fatalf("server: %v\n%s\nclient: %v\n%s", serr, sout.String(), cerr, cout.String())
+	}
+	if sres.Pings != 10 || cres.Pings != 10 {
+		t.Fatalf("pings: server %d, client %d", sres.Pings, cres.Pings)
+	}
+	// 64 bytes: the 13 of "rdma-ping-0: ", 50 letters from 'A' on, and the 0.
+	want := "ping data: rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqr"
+	lines := strings.Split(strings.TrimSpace(cout.String()), "\n")
+	if len(lines) != 10 || lines[0] != want || lines[9] != "ping data: rdma-ping-9: JKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstuvwxyzA" {
+		t.Fatalf("client output:\n%s", cout.String())
+	}
+	if !strings.HasPrefix(sout.String(), "server "+want) {
+		t.Fatalf("server output:\n%s", sout.String())
+	}
+}
