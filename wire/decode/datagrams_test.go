@@ -77,7 +77,12 @@ func TestDecodeUDAndUC(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	if len(lines) != 8+1+1+1+2+1 {
+	// 8 frames, the UC stream and its heading, the UD pairs and theirs, the CM exchange and its
+	// heading (a REQ that nothing answered), the summary.
+	if !strings.Contains(out.String(), "cm 10.0.0.1 qp=0x000000 -> 10.0.0.2 qp=? service=0x0: REQ (no REP)") {
+		t.Errorf("no unanswered CM exchange:\n%s", out.String())
+	}
+	if len(lines) != 8+2+3+2+1 {
 		t.Errorf("%d lines:\n%s", len(lines), out.String())
 	}
 	var js bytes.Buffer
@@ -141,5 +146,69 @@ func TestDecodeRxeRDMACM(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}
+	}
+}
+
+// TestCMExchangeFlows: -flows ties each CM exchange of the Linux capture to the QPs of the RC
+// connection it set up, and shows the exchanges of the same capture with every RTU taken out as
+// never completed.
+func TestCMExchangeFlows(t *testing.T) {
+	raw, err := os.ReadFile("../../testdata/pcap/rxe-rdmacm.pcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if _, err := Run(bytes.NewReader(raw), &out, Options{Flows: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"flows: 5 CM exchanges\n",
+		"cm 192.168.77.3 qp=0x000011 -> 192.168.77.2 qp=0x000011 service=TCP:7174: REQ REP RTU DREQ DREP (disconnected)\n",
+		"conn 192.168.77.2 qp=0x000011 <-> 192.168.77.3 qp=0x000011\n",
+		"cm 192.168.77.3 qp=0x000012 -> 192.168.77.2 qp=0x000012 service=TCP:7471: REQ REP RTU DREQ DREP (disconnected)\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	// The same capture without its RTUs.
+	r, err := wire.NewPcapReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cut bytes.Buffer
+	w, err := wire.NewPcapWriter(&cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p wire.Parser
+	var f wire.Frame
+	for {
+		data, ci, err := r.Next()
+		if err != nil {
+			break
+		}
+		if p.Parse(&f, data) == nil && f.DETH != nil {
+			if h, err := mad.Parse(f.Payload); err == nil && h.AttrID == mad.CMRTU && h.MgmtClass == mad.ClassCM {
+				continue
+			}
+		}
+		if err := w.WritePacket(ci, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out.Reset()
+	var js bytes.Buffer
+	if _, err := Run(bytes.NewReader(cut.Bytes()), &out, Options{Flows: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), ": REQ REP DREQ DREP (no RTU)\n"); n != 5 {
+		t.Fatalf("%d exchanges without their RTU:\n%s", n, out.String())
+	}
+	if _, err := Run(bytes.NewReader(cut.Bytes()), &js, Options{Flows: true, JSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(js.String(), `{"type":"cm_flow","active":"192.168.77.3","active_qpn":17,`) || !strings.Contains(js.String(), `"outcome":"no RTU"`) {
+		t.Fatalf("JSON:\n%s", js.String())
 	}
 }

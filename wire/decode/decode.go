@@ -477,7 +477,7 @@ func (o *output) record(r *Record) {
 }
 
 func (o *output) flows(fl *Flows) {
-	cs, ud, uc := fl.Conns(), fl.Datagrams(), fl.UCStreams()
+	cs, ud, uc, cms := fl.Conns(), fl.Datagrams(), fl.UCStreams(), fl.CMExchanges()
 	if o.json {
 		for _, c := range cs {
 			o.object(struct {
@@ -497,9 +497,15 @@ func (o *output) flows(fl *Flows) {
 				*DatagramFlow
 			}{"ud_flow", d})
 		}
+		for _, x := range cms {
+			o.object(struct {
+				Type string `json:"type"`
+				*CMExchange
+			}{"cm_flow", x})
+		}
 		return
 	}
-	if len(cs)+len(ud)+len(uc) == 0 {
+	if len(cs)+len(ud)+len(uc)+len(cms) == 0 {
 		o.line("flows: none")
 		return
 	}
@@ -522,6 +528,12 @@ func (o *output) flows(fl *Flows) {
 	}
 	for _, d := range ud {
 		o.line(d.Line())
+	}
+	if len(cms) > 0 {
+		o.line(fmt.Sprintf("flows: %d CM exchanges", len(cms)))
+	}
+	for _, x := range cms {
+		o.line(x.Line())
 	}
 }
 

@@ -1,0 +1,145 @@
+package decode
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/softirdma/softirdma/wire/cm"
+	"github.com/softirdma/softirdma/wire/mad"
+)
+
+// CMExchange is one connection manager exchange: a REQ and what answered it, keyed by the
+// connecting side's address and communication ID. Its QPNs name the RC connection it set up
+// (the conn lines of -flows), and Outcome says how far it got.
+type CMExchange struct {
+	Active    netip.Addr `json:"active"`
+	ActiveQPN uint32     `json:"active_qpn"`
+	ActiveID  uint32     `json:"active_comm_id"`
+	Passive   netip.Addr `json:"passive"`
+	// PassiveQPN and PassiveID come with the REP.
+	PassiveQPN uint32 `json:"passive_qpn,omitempty"`
+	PassiveID  uint32 `json:"passive_comm_id,omitempty"`
+	ServiceID  Hex64  `json:"service_id"`
+	PortSpace  string `json:"port_space,omitempty"`
+	Port       uint16 `json:"port,omitempty"`
+	// Messages are the exchange's messages in order ("REQ", "REP", "RTU", "REJ", "DREQ",
+	// "DREP", "MRA"), resends included.
+	Messages []string `json:"messages"`
+	// Outcome: "established" (an RTU), "no RTU" (a REP and no RTU), "no REP" (a REQ alone),
+	// "rejected: REASON", and "disconnected" once a DREQ was answered.
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
+
+	rtu, rep, dreq, drep bool
+}
+
+type cmKey struct {
+	active netip.Addr
+	id     uint32
+}
+
+// cmExchanges accumulates the CM exchanges of a Flows.
+type cmExchanges struct {
+	byActive map[cmKey]*CMExchange
+	order    []*CMExchange
+}
+
+// add accounts one CM MAD from src to dst.
+func (c *cmExchanges) add(src, dst netip.Addr, h mad.Header, data []byte) {
+	if h.MgmtClass != mad.ClassCM || len(data) < mad.HeaderLen+cm.DataLen {
+		return
+	}
+	if c.byActive == nil {
+		c.byActive = map[cmKey]*CMExchange{}
+	}
+	b := data[mad.HeaderLen : mad.HeaderLen+cm.DataLen]
+	// Which exchange: a REQ opens one; the passive side's messages name the active side's ID as
+	// their remote one, the active side's as their local one.
+	var x *CMExchange
+	find := func(active netip.Addr, id uint32) {
+		x = c.byActive[cmKey{active, id}]
+	}
+	switch h.AttrID {
+	case cm.AttrREQ:
+		q, _ := cm.ParseREQ(b)
+		find(src, q.LocalCommID)
+		if x == nil {
+			x = &CMExchange{Active: src, ActiveQPN: q.LocalQPN, ActiveID: q.LocalCommID, Passive: dst, ServiceID: Hex64(q.ServiceID)}
+			if ps, port, ok := cm.SplitServiceID(q.ServiceID); ok {
+				x.PortSpace, x.Port = ps.String(), port
+			}
+			c.byActive[cmKey{src, q.LocalCommID}] = x
+			c.order = append(c.order, x)
+		}
+	case cm.AttrREP:
+		r, _ := cm.ParseREP(b)
+		if find(dst, r.RemoteCommID); x != nil {
+			x.PassiveQPN, x.PassiveID, x.rep = r.LocalQPN, r.LocalCommID, true
+		}
+	case cm.AttrREJ:
+		r, _ := cm.ParseREJ(b)
+		// From the passive side it names the REQ's ID as remote; from the active side (a REP
+		// refused) as local.
+		if find(dst, r.RemoteCommID); x == nil {
+			find(src, r.LocalCommID)
+		}
+		if x != nil {
+			x.Reason = r.Reason.String()
+		}
+	case cm.AttrRTU, cm.AttrDREQ, cm.AttrDREP, cm.AttrMRA:
+		p, _ := cm.ParseRTU(b) // the same two IDs lead each of these
+		if find(src, p.LocalCommID); x == nil {
+			find(dst, p.RemoteCommID)
+		}
+		if x != nil {
+			switch h.AttrID {
+			case cm.AttrRTU:
+				x.rtu = true
+			case cm.AttrDREQ:
+				x.dreq = true
+			case cm.AttrDREP:
+				x.drep = true
+			}
+		}
+	}
+	if x != nil {
+		x.Messages = append(x.Messages, h.AttrName())
+	}
+}
+
+// exchanges returns the exchanges in order of their REQs, their outcomes settled.
+func (c *cmExchanges) exchanges() []*CMExchange {
+	for _, x := range c.order {
+		switch {
+		case x.Reason != "":
+			x.Outcome = "rejected: " + x.Reason
+		case x.rtu && x.dreq && x.drep:
+			x.Outcome = "disconnected"
+		case x.rtu:
+			x.Outcome = "established"
+		case x.rep:
+			x.Outcome = "no RTU"
+		default:
+			x.Outcome = "no REP"
+		}
+	}
+	return c.order
+}
+
+// CMExchanges returns the connection manager exchanges in order of their REQs.
+func (fl *Flows) CMExchanges() []*CMExchange { return fl.cms.exchanges() }
+
+// Line renders an exchange for the human output.
+func (x *CMExchange) Line() string {
+	svc := x.ServiceID.String()
+	if x.PortSpace != "" {
+		svc = fmt.Sprintf("%s:%d", x.PortSpace, x.Port)
+	}
+	passive := "qp=?"
+	if x.rep {
+		passive = "qp=" + hex24(x.PassiveQPN)
+	}
+	return fmt.Sprintf("cm %s qp=%s -> %s %s service=%s: %s (%s)", x.Active, hex24(x.ActiveQPN), x.Passive, passive, svc,
+		strings.Join(x.Messages, " "), x.Outcome)
+}
