@@ -128,7 +128,7 @@ func (c *cmExchanges) exchanges() []*CMExchange {
 }
 
 // CMExchanges returns the connection manager exchanges in order of their REQs.
-func (fl *Flows) CMExchanges() []*CMExchange { return fl.cms.exchanges() }
+func (fl *Flows) CMExchanges() []*CMExchange { return fl.unrel.cms.exchanges() }
 
 // Line renders an exchange for the human output.
 func (x *CMExchange) Line() string {

@@ -3,6 +3,7 @@ package decode
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -67,6 +68,7 @@ type unreliable struct {
 	udOrder []*DatagramFlow
 	uc      map[ucKey]*UCStream
 	ucOrder []*UCStream
+	cms     cmExchanges // the CM exchanges the GSI QPs' MADs carry (cmflows.go)
 }
 
 func (u *unreliable) add(f *wire.Frame, wireLen int, icrcOK bool) {
@@ -98,7 +100,7 @@ func (u *unreliable) addUD(f *wire.Frame, wireLen int, icrcOK bool) {
 		d.ICRCBad++
 		return
 	}
-	if q := f.DETH.QKey(); !containsU32(d.QKeys, q) {
+	if q := f.DETH.QKey(); !slices.Contains(d.QKeys, q) {
 		d.QKeys = append(d.QKeys, q)
 	}
 	if h, ok := madOf(f); ok {
@@ -106,6 +108,7 @@ func (u *unreliable) addUD(f *wire.Frame, wireLen int, icrcOK bool) {
 			d.MADs = map[string]int{}
 		}
 		d.MADs[h.String()]++
+		u.cms.add(k.src, k.dst, h, f.Payload)
 	}
 }
 
@@ -139,15 +142,6 @@ func (u *unreliable) addUC(f *wire.Frame, wireLen int, icrcOK bool) {
 	if f.Info.Is(wire.FlagEnd) {
 		s.Messages++
 	}
-}
-
-func containsU32(s []uint32, v uint32) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // madOf reads the MAD a UD frame carries, if it is one: to or from a GSI QP (QP1), with the GSI

@@ -117,9 +117,8 @@ type Flows struct {
 	// mtu is the path MTU learned from FIRST and MIDDLE packets (which carry exactly one MTU);
 	// 0 until one is seen. It tells how many PSNs a READ request uses.
 	mtu int
-	// unrel holds the UD flows and UC streams (datagrams.go), cms the CM exchanges (cmflows.go).
+	// unrel holds the UD flows, UC streams and CM exchanges (datagrams.go, cmflows.go).
 	unrel unreliable
-	cms   cmExchanges
 }
 
 type dirKey struct {
@@ -144,9 +143,6 @@ func (fl *Flows) Add(f *wire.Frame, ts time.Time, wireLen int, icrcOK bool) {
 	}
 	if t := f.Info.Transport; t == wire.UD || t == wire.UC {
 		fl.unrel.add(f, wireLen, icrcOK)
-		if h, ok := madOf(f); ok && icrcOK {
-			fl.cms.add(f.SrcIP(), f.DstIP(), h, f.Payload)
-		}
 		return
 	}
 	if f.Info.Transport != wire.RC {
