@@ -12,30 +12,50 @@ import (
 	"github.com/softirdma/softirdma/emu/sim"
 )
 
+// fleet is two devices on a fabric, each with a PD and a CQ, making RC QPs on demand.
+type fleet struct {
+	sim        *sim.Sim
+	fab        *sim.Fabric
+	devA, devB *engine.Device
+	pdA, pdB   *engine.PD
+	cqA, cqB   *engine.CQ
+}
+
+func newFleet(seed uint64, link sim.LinkConfig) *fleet {
+	f := &fleet{sim: sim.NewSim()}
+	f.fab = sim.NewFabric(f.sim, seed)
+	f.devA, f.devB = f.fab.AddDevice("A", link), f.fab.AddDevice("B", link)
+	f.pdA, _ = f.devA.AllocPD()
+	f.pdB, _ = f.devB.AllocPD()
+	f.cqA, _ = f.devA.CreateCQ(16)
+	f.cqB, _ = f.devB.CreateCQ(16)
+	return f
+}
+
+// qp makes an RC QP on side a (or b) for a connection to take.
+func (f *fleet) qp(tb testing.TB, a bool) *engine.QP {
+	pd, cq := f.pdB, f.cqB
+	if a {
+		pd, cq = f.pdA, f.cqA
+	}
+	qp, err := pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: engine.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return qp
+}
+
 // manyConnections connects n QPs of device A at once to one listener on B, each accepted with a
 // QP of its own, on a fabric of seed; it returns how many were established on each side, the
 // virtual time it took, and the capture.
 func manyConnections(tb testing.TB, n int, seed uint64) (a, b int, took time.Duration, pcap []byte) {
 	tb.Helper()
-	s := sim.NewSim()
-	fab := sim.NewFabric(s, seed)
+	f := newFleet(seed, sim.LinkConfig{})
 	var buf bytes.Buffer
-	if err := fab.CapturePcap(&buf); err != nil {
+	if err := f.fab.CapturePcap(&buf); err != nil {
 		tb.Fatal(err)
 	}
-	devA, devB := fab.AddDevice("A", sim.LinkConfig{}), fab.AddDevice("B", sim.LinkConfig{})
-	pdA, _ := devA.AllocPD()
-	pdB, _ := devB.AllocPD()
-	cqA, _ := devA.CreateCQ(16)
-	cqB, _ := devB.CreateCQ(16)
-	newQP := func(pd *engine.PD, cq *engine.CQ) *engine.QP {
-		qp, err := pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: engine.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return qp
-	}
-	mA, err := rdmacm.New(devA, rdmacm.Config{Rand: mrand.NewPCG(seed, 1), Events: func(e rdmacm.Event) {
+	mA, err := rdmacm.New(f.devA, rdmacm.Config{Rand: mrand.NewPCG(seed, 1), Events: func(e rdmacm.Event) {
 		if e.Type == rdmacm.Established {
 			a++
 		}
@@ -43,10 +63,10 @@ func manyConnections(tb testing.TB, n int, seed uint64) (a, b int, took time.Dur
 	if err != nil {
 		tb.Fatal(err)
 	}
-	mB, err := rdmacm.New(devB, rdmacm.Config{Rand: mrand.NewPCG(seed, 2), Events: func(e rdmacm.Event) {
+	mB, err := rdmacm.New(f.devB, rdmacm.Config{Rand: mrand.NewPCG(seed, 2), Events: func(e rdmacm.Event) {
 		switch e.Type {
 		case rdmacm.ConnectRequest:
-			if err := e.ID.Accept(newQP(pdB, cqB), rdmacm.ConnParam{}); err != nil {
+			if err := e.ID.Accept(f.qp(tb, false), rdmacm.ConnParam{}); err != nil {
 				tb.Error(err)
 			}
 		case rdmacm.Established:
@@ -60,12 +80,12 @@ func manyConnections(tb testing.TB, n int, seed uint64) (a, b int, took time.Dur
 		tb.Fatal(err)
 	}
 	for range n {
-		if _, err := mA.Connect(newQP(pdA, cqA), devB.IP(), 7174, rdmacm.ConnParam{}); err != nil {
+		if _, err := mA.Connect(f.qp(tb, true), f.devB.IP(), 7174, rdmacm.ConnParam{}); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	s.RunUntilIdle(0)
-	return a, b, s.Now(), buf.Bytes()
+	f.sim.RunUntilIdle(0)
+	return a, b, f.sim.Now(), buf.Bytes()
 }
 
 // TestThousandConnections: one listener, 1,000 QPs connecting at once (more REQs than the GSI
@@ -100,47 +120,35 @@ func BenchmarkConnections(b *testing.B) {
 // sides and then leaves its time wait on both sides.
 func TestConnectionsUnderLoss(t *testing.T) {
 	for seed := uint64(1); seed <= 5; seed++ {
-		s := sim.NewSim()
-		fab := sim.NewFabric(s, seed)
-		link := sim.LinkConfig{Loss: 0.1, Duplicate: 0.05, Reorder: 0.05}
-		devA, devB := fab.AddDevice("A", link), fab.AddDevice("B", link)
-		pdA, _ := devA.AllocPD()
-		pdB, _ := devB.AllocPD()
-		cqA, _ := devA.CreateCQ(16)
-		cqB, _ := devB.CreateCQ(16)
-		newQP := func(pd *engine.PD, cq *engine.CQ) *engine.QP {
-			qp, err := pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: engine.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
-			must(t, err)
-			return qp
-		}
+		f := newFleet(seed, sim.LinkConfig{Loss: 0.1, Duplicate: 0.05, Reorder: 0.05})
 		count := map[string]int{}
 		var ids []*rdmacm.ID
 		cfg := func(side string, r uint64) rdmacm.Config {
 			return rdmacm.Config{Rand: mrand.NewPCG(seed, r), ResponseTimeout: 14, Events: func(e rdmacm.Event) {
 				count[side+" "+e.Type.String()]++
 				if e.Type == rdmacm.ConnectRequest {
-					must(t, e.ID.Accept(newQP(pdB, cqB), rdmacm.ConnParam{}))
+					must(t, e.ID.Accept(f.qp(t, false), rdmacm.ConnParam{}))
 				}
 			}}
 		}
-		mA, err := rdmacm.New(devA, cfg("A", 1))
+		mA, err := rdmacm.New(f.devA, cfg("A", 1))
 		must(t, err)
-		mB, err := rdmacm.New(devB, cfg("B", 2))
+		mB, err := rdmacm.New(f.devB, cfg("B", 2))
 		must(t, err)
 		_, err = mB.Listen(7174)
 		must(t, err)
 		for range 100 {
-			id, err := mA.Connect(newQP(pdA, cqA), devB.IP(), 7174, rdmacm.ConnParam{})
+			id, err := mA.Connect(f.qp(t, true), f.devB.IP(), 7174, rdmacm.ConnParam{})
 			must(t, err)
 			ids = append(ids, id)
 		}
-		s.RunUntilIdle(0)
+		f.sim.RunUntilIdle(0)
 		for _, id := range ids {
 			if id.State() == "ESTABLISHED" {
 				must(t, id.Disconnect())
 			}
 		}
-		s.RunUntilIdle(0)
+		f.sim.RunUntilIdle(0)
 		for _, k := range []string{"A ESTABLISHED", "B CONNECT_REQUEST", "B ESTABLISHED", "A DISCONNECTED", "B DISCONNECTED", "A TIMEWAIT_EXIT", "B TIMEWAIT_EXIT"} {
 			if count[k] != 100 {
 				t.Fatalf("seed %d: %v", seed, count)

@@ -749,11 +749,15 @@ func (m *Manager) onREP(msg []byte) {
 	})
 }
 
-func (m *Manager) sendRTU(id *ID) {
-	rtu := cm.Pair{LocalCommID: id.local, RemoteCommID: id.remote}
+func (m *Manager) sendRTU(id *ID) { m.sendIDs(id.ah, id.tid, cm.AttrRTU, id.local, id.remote) }
+
+// sendIDs sends an RTU or a DREP (attr): the two communication IDs and no private data, the
+// layout both messages share.
+func (m *Manager) sendIDs(ah *engine.AH, tid uint64, attr uint16, local, remote uint32) {
+	p := cm.Pair{LocalCommID: local, RemoteCommID: remote}
 	msg := make([]byte, cm.DataLen)
-	_ = rtu.PutRTU(msg)
-	m.sendMAD(id.ah, id.tid, cm.AttrRTU, msg)
+	_ = p.PutRTU(msg)
+	m.sendMAD(ah, tid, attr, msg)
 }
 
 func (m *Manager) onRTU(msg []byte) {
@@ -815,12 +819,8 @@ func (m *Manager) onDREQ(src netip.Addr, tid uint64, msg []byte) {
 	id := m.conns[d.RemoteCommID]
 	if id == nil || id.remote != d.LocalCommID {
 		// Not ours, or gone: a DREP anyway, so that the peer stops asking (IBTA 12.9.8.1).
-		ah, err := m.ahLocked(src)
-		if err == nil {
-			drep := cm.Pair{LocalCommID: d.RemoteCommID, RemoteCommID: d.LocalCommID}
-			out := make([]byte, cm.DataLen)
-			_ = drep.PutDREP(out)
-			m.sendMAD(ah, tid, cm.AttrDREP, out)
+		if ah, err := m.ahLocked(src); err == nil {
+			m.sendIDs(ah, tid, cm.AttrDREP, d.RemoteCommID, d.LocalCommID)
 		}
 		return
 	}
@@ -837,10 +837,7 @@ func (m *Manager) onDREQ(src netip.Addr, tid uint64, msg []byte) {
 	default:
 		return
 	}
-	drep := cm.Pair{LocalCommID: id.local, RemoteCommID: id.remote}
-	out := make([]byte, cm.DataLen)
-	_ = drep.PutDREP(out)
-	m.sendMAD(id.ah, tid, cm.AttrDREP, out)
+	m.sendIDs(id.ah, tid, cm.AttrDREP, id.local, id.remote)
 }
 
 func (m *Manager) onDREP(msg []byte) {
