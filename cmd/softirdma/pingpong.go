@@ -138,6 +138,19 @@ func runPeer(cmd, host string, lc *linkFlags, pf *peerFlags, stderr io.Writer,
 		fmt.Fprintf(stderr, "softirdma %s: -server and a host name (%q) both given: a server listens on every address and takes no host name; a client takes one and no -server\n", cmd, host)
 		return 2
 	}
+	return onLink(cmd, lc, pf.timeout, stderr, func(ctx context.Context, h *emu.Host) int {
+		gid := h.Device().IP()
+		if pf.gidIndex == 0 {
+			gid = neigh.LinkLocal(h.Device().MAC())
+		}
+		qp, err := run(ctx, h.Device(), gid, prefixWriter{stderr, "softirdma " + cmd + ": "})
+		return peerExit(cmd, pf, stderr, qp, err)
+	})
+}
+
+// onLink runs run with a host on the link lc names, running, and a context that ends on an
+// interrupt or after timeout (0: none); a link that cannot be opened is exit status 2.
+func onLink(cmd string, lc *linkFlags, timeout time.Duration, stderr io.Writer, run func(ctx context.Context, h *emu.Host) int) int {
 	if err := lc.check(); err != nil {
 		fmt.Fprintf(stderr, "softirdma %s: %v\n", cmd, err)
 		return 2
@@ -149,18 +162,18 @@ func runPeer(cmd, host string, lc *linkFlags, pf *peerFlags, stderr io.Writer,
 	}
 	defer h.Close()
 	go h.Run()
-	gid := h.Device().IP()
-	if pf.gidIndex == 0 {
-		gid = neigh.LinkLocal(h.Device().MAC())
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if pf.timeout > 0 {
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, pf.timeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	qp, err := run(ctx, h.Device(), gid, prefixWriter{stderr, "softirdma " + cmd + ": "})
+	return run(ctx, h)
+}
+
+// peerExit is the exit status of a peer of rdma-core's tools that returned err, which it reports.
+func peerExit(cmd string, pf *peerFlags, stderr io.Writer, qp emu.QPAttr, err error) int {
 	if ranPeer != nil {
 		ranPeer(qp)
 	}

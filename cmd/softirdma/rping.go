@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
-	"os/signal"
 	"strings"
 
 	"github.com/softirdma/softirdma/compat/rping"
+	"github.com/softirdma/softirdma/emu"
 )
 
 func init() {
@@ -59,28 +58,12 @@ func runRping(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.Server, o.Addr, o.Port = *server, a, uint16(*port)
-	if err := lc.check(); err != nil {
-		fmt.Fprintf(stderr, "softirdma rping: %v\n", err)
-		return 2
-	}
-	h, err := lc.host("rping")
-	if err != nil {
-		fmt.Fprintf(stderr, "softirdma rping: %v\n", err)
-		return 2
-	}
-	defer h.Close()
-	go h.Run()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if *timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *timeout)
-		defer cancel()
-	}
-	o.Listening = func() { fmt.Fprintf(stderr, "softirdma rping: listening on %s port %d\n", o.Addr, o.Port) }
-	if _, err := rping.Run(ctx, h.Device(), o, stdout); err != nil {
-		fmt.Fprintf(stderr, "softirdma rping: %s\n", strings.TrimPrefix(err.Error(), "rping: "))
-		return 1
-	}
-	return 0
+	return onLink("rping", &lc, *timeout, stderr, func(ctx context.Context, h *emu.Host) int {
+		o.Listening = func() { fmt.Fprintf(stderr, "softirdma rping: listening on %s port %d\n", o.Addr, o.Port) }
+		if _, err := rping.Run(ctx, h.Device(), o, stdout); err != nil {
+			fmt.Fprintf(stderr, "softirdma rping: %s\n", strings.TrimPrefix(err.Error(), "rping: "))
+			return 1
+		}
+		return 0
+	})
 }
