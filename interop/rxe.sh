@@ -64,11 +64,15 @@ guest_wait() {
 
 # wait_guest_line PATTERN SECONDS: wait until the guest's console shows PATTERN; fails early when
 # the guest has ended without it.
-wait_guest_line() {
-  local deadline=$((SECONDS + $2))
-  until grep -q "$1" "$OUT/guest.log"; do
-    if ! kill -0 "$gpid" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
-      echo "  the guest never printed '$1'"; return 1
+wait_guest_line() { wait_line "$OUT/guest.log" "$1" "$gpid" "$2" "the guest"; }
+
+# wait_line FILE PATTERN PID SECONDS WHO: wait until FILE, which process PID (WHO) writes, shows
+# PATTERN; fails early when the process has ended without it.
+wait_line() {
+  local deadline=$((SECONDS + $4))
+  until grep -q "$2" "$1"; do
+    if ! kill -0 "$3" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+      echo "  $5 never printed '$2'"; return 1
     fi
     sleep 0.05
   done
@@ -167,17 +171,6 @@ perf_guest_client() {
   check "$name" $rc "VM: perf rc=0" "$pcap"
 }
 
-# wait_log_line FILE PATTERN PID SECONDS: wait until softirdma (PID) writes PATTERN to FILE.
-wait_log_line() {
-  local deadline=$((SECONDS + $4))
-  until grep -q "$2" "$1"; do
-    if ! kill -0 "$3" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
-      echo "  softirdma never printed '$2':"; sed 's/^/    /' "$1"; return 1
-    fi
-    sleep 0.05
-  done
-}
-
 # check_pings NAME: ten pings on each end of an rping case, the client's validated (-V).
 check_pings() {
   local c s
@@ -193,7 +186,7 @@ rping_guest_client() {
   local name=$1 pcap="$OUT/$1.pcap" rc=0
   $SI rping -s -a 192.168.77.1 -v -C 10 -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 &
   local pid=$!
-  if wait_log_line "$OUT/si.log" "listening on" $pid 60; then
+  if wait_line "$OUT/si.log" "listening on" $pid 60 softirdma; then
     guest_script 'ping -c 1 -W 2 192.168.77.1 >/dev/null; timeout 200 rping -c -a 192.168.77.1 -v -V -C 10; echo "VM: rping rc=$?"'; guest_start
     guest_wait
   else
