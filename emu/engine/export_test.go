@@ -27,9 +27,6 @@ func GuestMemoryOf(as keys.AddressSpace, pl *PageList) (keys.Memory, error) {
 // Builder is the frame builder of qp's path, for tests that forge frames of its own.
 func (qp *QP) Builder() *roce.Builder { return &qp.builder }
 
-// PD is the QP's protection domain.
-func (qp *QP) PD() *PD { return qp.pd }
-
 // ExpectedPSN is the PSN the QP's responder expects next.
 func (qp *QP) ExpectedPSN() uint32 { return qp.resp.psn }
 

@@ -138,6 +138,12 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 // Num is the QP number.
 func (qp *QP) Num() uint32 { return qp.qpn }
 
+// PD is the protection domain the QP was created in: its address handles come from it.
+func (qp *QP) PD() *PD { return qp.pd }
+
+// Type is the QP's transport type.
+func (qp *QP) Type() QPType { return qp.typ }
+
 // State is the QP's current state.
 func (qp *QP) State() QPState {
 	qp.dev.mu.Lock()

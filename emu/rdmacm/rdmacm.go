@@ -6,8 +6,9 @@
 // itself, as the kernel's rdma_cm does. Every timeout runs on the device's clock, so in the
 // simulator a connection is set up deterministically in virtual time.
 //
-// It connects RC QPs in the TCP port space. What it does not do yet: MRA, SIDR, LAP/APR (path
-// migration), and UC.
+// It connects RC QPs in the TCP port space, resolves UD services in the UDP port space (SIDR), and
+// tells a peer to wait (MRA) while its consumer has not answered a request. What it does not do:
+// LAP/APR (path migration), and UC.
 package rdmacm
 
 import (
@@ -56,7 +57,21 @@ type Event struct {
 	Private []byte
 	// Reason is a Rejected event's REJ reason.
 	Reason cm.RejectReason
+	// UD is where a UD service's QP is, with Established on the side that asked (SIDR).
+	UD UDParam
+	// Status is the SIDR_REP's status of an Unreachable UD request it refused.
+	Status cm.SIDRStatus
 }
+
+// UDParam is a UD service's QP as a SIDR_REP gives it (rdma_cm's struct rdma_ud_param).
+type UDParam struct {
+	QPN  uint32
+	QKey uint32
+	AH   *engine.AH // to the service's address
+}
+
+// UDPQKey is the Q_Key rdma_cm gives every UD QP of the UDP port space (RDMA_UDP_QKEY).
+const UDPQKey = 0x01234567
 
 // ConnParam is a connection's parameters (struct rdma_conn_param).
 type ConnParam struct {
@@ -79,6 +94,9 @@ type Config struct {
 	// (4.096 us x 2^n) and that this side waits for an answer [20: 4.3 s, Linux's], and
 	// MaxRetries how often a REQ, REP or DREQ is sent again before giving up [15, Linux's].
 	ResponseTimeout, MaxRetries uint8
+	// ServiceTimeout is the code an MRA sends (4.096 us x 2^n): how much longer the peer is asked
+	// to wait for an answer its consumer has not given yet [24: 69 s, rdma_cm's CMA_CM_MRA_SETTING].
+	ServiceTimeout uint8
 }
 
 // state is a connection's state in IBTA chapter 12's machine.
@@ -94,9 +112,21 @@ const (
 	stDREQSent
 	stTimewait
 	stDone
+	stMRAReqSent // the consumer still owes an answer to a REQ sent again: an MRA told the peer
+	stMRAReqRcvd // the peer's MRA: its REP comes within its service timeout
+	stMRARepRcvd
+	stSIDRReqSent
+	stSIDRReqRcvd
+	stSIDRRepSent // answered; kept a while to answer the same SIDR_REQ again
 )
 
-var stateNames = [...]string{"IDLE", "LISTEN", "REQ_SENT", "REQ_RCVD", "REP_SENT", "ESTABLISHED", "DREQ_SENT", "TIMEWAIT", "DONE"}
+var stateNames = [...]string{"IDLE", "LISTEN", "REQ_SENT", "REQ_RCVD", "REP_SENT", "ESTABLISHED", "DREQ_SENT", "TIMEWAIT", "DONE",
+	"MRA_REQ_SENT", "MRA_REQ_RCVD", "MRA_REP_RCVD", "SIDR_REQ_SENT", "SIDR_REQ_RCVD", "SIDR_REP_SENT"}
+
+// waitsREP, owesAnswer and waitsRTU group the states IBTA splits by whether an MRA came.
+func (s state) waitsREP() bool   { return s == stREQSent || s == stMRAReqRcvd }
+func (s state) owesAnswer() bool { return s == stREQRcvd || s == stMRAReqSent }
+func (s state) waitsRTU() bool   { return s == stREPSent || s == stMRARepRcvd }
 
 func (s state) String() string { return stateNames[s] }
 
@@ -105,6 +135,7 @@ type ID struct {
 	m      *Manager
 	state  state
 	port   uint16 // a listener's port
+	ps     cm.PortSpace
 	qp     *engine.QP
 	local  uint32 // local communication ID
 	remote uint32
@@ -123,6 +154,8 @@ type ID struct {
 	// starting PSN of the other's message.
 	psn   uint32
 	param ConnParam
+	// A SIDR request's: what was asked (passive), and the QP that answers it.
+	sidr cm.SIDRREQ
 }
 
 // State is the connection's state, for tests and tracing.
@@ -153,7 +186,7 @@ type Manager struct {
 	sendNext  int
 	inflight  int // send slots whose MAD has not completed
 	rnd       *mrand.Rand
-	listeners map[uint16]*ID
+	listeners map[uint64]*ID // by service ID
 	conns     map[uint32]*ID // by local communication ID
 	ahs       map[netip.Addr]*engine.AH
 	hiTID     uint64
@@ -166,6 +199,7 @@ type Manager struct {
 // Stats counts the MADs the manager sent and received.
 type Stats struct {
 	Sent, Received, Resent, Dropped uint64
+	MRAs                            uint64 // MRAs sent
 }
 
 // The GSI QP's buffers: receive slots of the GRH area and a MAD (512, as Linux's MAD layer
@@ -184,14 +218,18 @@ func New(dev *engine.Device, cfg Config) (*Manager, error) {
 	if cfg.MaxRetries == 0 {
 		cfg.MaxRetries = 15
 	}
-	if cfg.ResponseTimeout > 31 || cfg.MaxRetries > 15 {
-		return nil, fmt.Errorf("rdmacm: response timeout %d, max retries %d: %w", cfg.ResponseTimeout, cfg.MaxRetries, syscall.EINVAL)
+	if cfg.ServiceTimeout == 0 {
+		cfg.ServiceTimeout = 24
+	}
+	if cfg.ResponseTimeout > 31 || cfg.MaxRetries > 15 || cfg.ServiceTimeout > 31 {
+		return nil, fmt.Errorf("rdmacm: response timeout %d, max retries %d, service timeout %d: %w",
+			cfg.ResponseTimeout, cfg.MaxRetries, cfg.ServiceTimeout, syscall.EINVAL)
 	}
 	src := cfg.Rand
 	if src == nil {
 		src = mrand.NewPCG(uint64(time.Now().UnixNano()), 0xc0ffee)
 	}
-	m := &Manager{dev: dev, clock: dev.Clock(), cfg: cfg, rnd: mrand.New(src), listeners: map[uint16]*ID{},
+	m := &Manager{dev: dev, clock: dev.Clock(), cfg: cfg, rnd: mrand.New(src), listeners: map[uint64]*ID{},
 		conns: map[uint32]*ID{}, ahs: map[netip.Addr]*engine.AH{}}
 	m.hiTID = uint64(m.rnd.Uint32()&0xff) | 1
 	var err error
@@ -250,14 +288,21 @@ func (m *Manager) Stats() Stats {
 
 // Listen makes a listener for port in the TCP port space (rdma_listen): a REQ for its service ID
 // is a ConnectRequest event on it.
-func (m *Manager) Listen(port uint16) (*ID, error) {
+func (m *Manager) Listen(port uint16) (*ID, error) { return m.listen(cm.PSTCP, port) }
+
+// ListenUD makes a listener for port in the UDP port space: a SIDR_REQ for its service ID is a
+// ConnectRequest event on it, answered by Accept with a UD QP.
+func (m *Manager) ListenUD(port uint16) (*ID, error) { return m.listen(cm.PSUDP, port) }
+
+func (m *Manager) listen(ps cm.PortSpace, port uint16) (*ID, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.listeners[port] != nil {
-		return nil, fmt.Errorf("rdmacm: port %d: %w", port, syscall.EADDRINUSE)
+	sid := cm.ServiceID(ps, port)
+	if m.listeners[sid] != nil {
+		return nil, fmt.Errorf("rdmacm: %s port %d: %w", ps, port, syscall.EADDRINUSE)
 	}
-	id := &ID{m: m, state: stListen, port: port}
-	m.listeners[port] = id
+	id := &ID{m: m, state: stListen, port: port, ps: ps}
+	m.listeners[sid] = id
 	return id, nil
 }
 
@@ -421,12 +466,14 @@ func (m *Manager) timeout(id *ID) {
 	}
 	if id.retries >= m.cfg.MaxRetries {
 		id.last = id.last[:0]
-		switch id.state {
-		case stREQSent, stREPSent:
+		switch {
+		case id.state == stSIDRReqSent:
+			m.fail(id, Unreachable)
+		case id.state.waitsREP() || id.state.waitsRTU():
 			// The peer never answered: REJ TIMEOUT so that it forgets us too, and the QP is done.
 			m.reject(id, cm.RejTimeout, nil)
 			m.fail(id, Unreachable)
-		case stDREQSent:
+		case id.state == stDREQSent:
 			m.enterTimewait(id)
 		}
 		m.mu.Unlock()
@@ -441,12 +488,15 @@ func (m *Manager) timeout(id *ID) {
 	m.deliver()
 }
 
-// fail ends a connection that never got going: its QP to ERR, an event, forgotten. m.mu is held.
+// fail ends a connection that never got going: its QP to ERR (a UD QP, which serves any peer,
+// stays as it is), an event, forgotten. m.mu is held.
 func (m *Manager) fail(id *ID, t EventType) {
 	id.stop()
 	id.state = stDone
 	delete(m.conns, id.local)
-	m.toError(id)
+	if id.ps != cm.PSUDP {
+		m.toError(id)
+	}
 	m.events = append(m.events, Event{Type: t, ID: id})
 }
 
@@ -564,6 +614,12 @@ func (m *Manager) receive(slot []byte, wc engine.WC) {
 		m.onDREQ(src, h.TID, msg)
 	case cm.AttrDREP:
 		m.onDREP(msg)
+	case cm.AttrMRA:
+		m.onMRA(msg)
+	case cm.AttrSIDRREQ:
+		m.onSIDRREQ(src, h.TID, msg)
+	case cm.AttrSIDRREP:
+		m.onSIDRREP(msg)
 	default:
 		m.stats.Dropped++
 	}
@@ -582,7 +638,7 @@ func (m *Manager) byRemote(peer netip.Addr, remote uint32) *ID {
 func (m *Manager) onREQ(src netip.Addr, tid uint64, msg []byte) {
 	q, _ := cm.ParseREQ(msg)
 	if id := m.byRemote(src, q.LocalCommID); id != nil {
-		// A REQ again: the REP (or the consumer's answer) is on its way; its timer sends it again.
+		m.dupREQ(id)
 		return
 	}
 	ah, err := m.ahLocked(src)
@@ -590,8 +646,8 @@ func (m *Manager) onREQ(src netip.Addr, tid uint64, msg []byte) {
 		m.stats.Dropped++
 		return
 	}
-	ps, port, ok := cm.SplitServiceID(q.ServiceID)
-	l := m.listeners[port]
+	ps, _, ok := cm.SplitServiceID(q.ServiceID)
+	l := m.listeners[q.ServiceID]
 	_, herr := cm.ParseHeader(q.Private[:])
 	if !ok || ps != cm.PSTCP || l == nil || herr != nil || q.TransportServiceType != 0 {
 		// No listener: REJ, as ib_cm answers a REQ for a service nobody listens on.
@@ -629,7 +685,11 @@ func (id *ID) Accept(qp *engine.QP, p ConnParam) error {
 	}
 	p = withDefaults(p)
 	m.mu.Lock()
-	if id.state != stREQRcvd {
+	if id.state == stSIDRReqRcvd {
+		m.mu.Unlock()
+		return id.acceptUD(qp, p)
+	}
+	if !id.state.owesAnswer() {
 		m.mu.Unlock()
 		return fmt.Errorf("rdmacm: accept in %s: %w", id.state, syscall.EINVAL)
 	}
@@ -682,7 +742,14 @@ func (id *ID) Reject(private []byte) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if id.state != stREQRcvd {
+	if id.state == stSIDRReqRcvd {
+		if len(private) > cm.SIDRREPPrivateLen {
+			return fmt.Errorf("rdmacm: %d bytes of private data, a SIDR_REP holds %d: %w", len(private), cm.SIDRREPPrivateLen, syscall.EINVAL)
+		}
+		m.sidrReply(id, cm.SIDRReject, 0, 0, private)
+		return nil
+	}
+	if !id.state.owesAnswer() {
 		return fmt.Errorf("rdmacm: reject in %s: %w", id.state, syscall.EINVAL)
 	}
 	m.reject(id, cm.RejConsumerDefined, private)
@@ -694,7 +761,7 @@ func (id *ID) Reject(private []byte) error {
 // reject sends a REJ for id's connection. m.mu is held.
 func (m *Manager) reject(id *ID, reason cm.RejectReason, private []byte) {
 	rej := cm.REJ{LocalCommID: id.local, RemoteCommID: id.remote, Reason: reason}
-	if id.state == stREPSent || id.state == stREQRcvd {
+	if id.state.waitsRTU() || id.state.owesAnswer() {
 		rej.MessageRejected = 0 // the REQ
 	} else {
 		rej.MessageRejected = 1 // the REP
@@ -719,7 +786,7 @@ func (m *Manager) onREP(msg []byte) {
 			m.sendRTU(id)
 		}
 		return
-	case stREQSent:
+	case stREQSent, stMRAReqRcvd:
 	default:
 		m.stats.Dropped++
 		return
@@ -763,7 +830,7 @@ func (m *Manager) sendIDs(ah *engine.AH, tid uint64, attr uint16, local, remote 
 func (m *Manager) onRTU(msg []byte) {
 	r, _ := cm.ParseRTU(msg)
 	id := m.conns[r.RemoteCommID]
-	if id == nil || id.state != stREPSent || id.remote != r.LocalCommID {
+	if id == nil || !id.state.waitsRTU() || id.remote != r.LocalCommID {
 		m.stats.Dropped++
 		return
 	}
@@ -775,7 +842,7 @@ func (m *Manager) onRTU(msg []byte) {
 func (m *Manager) onREJ(msg []byte) {
 	r, _ := cm.ParseREJ(msg)
 	id := m.conns[r.RemoteCommID]
-	if id == nil || (id.state != stREQSent && id.state != stREPSent) {
+	if id == nil || !(id.state.waitsREP() || id.state.waitsRTU()) {
 		m.stats.Dropped++
 		return
 	}
@@ -826,7 +893,7 @@ func (m *Manager) onDREQ(src netip.Addr, tid uint64, msg []byte) {
 	}
 	id.tid = tid
 	switch id.state {
-	case stEstablished, stREPSent:
+	case stEstablished, stREPSent, stMRARepRcvd:
 		id.stop()
 		m.toError(id)
 		m.events = append(m.events, Event{Type: Disconnected, ID: id})
@@ -865,5 +932,205 @@ func (m *Manager) enterTimewait(id *ID) {
 		}
 		m.mu.Unlock()
 		m.deliver()
+	})
+}
+
+// dupREQ answers a REQ that came again (ib_cm's cm_dup_req_handler): an MRA while the consumer
+// still owes its answer, so that the peer waits its service timeout rather than give up (ib_cm
+// sends one only when its consumer asks), and the REP again once it went out.
+func (m *Manager) dupREQ(id *ID) {
+	switch {
+	case id.state.owesAnswer():
+		mra := cm.MRA{LocalCommID: id.local, RemoteCommID: id.remote, MessageMRAed: 0, ServiceTimeout: m.cfg.ServiceTimeout}
+		msg := make([]byte, cm.DataLen)
+		_ = mra.Put(msg)
+		m.sendMAD(id.ah, id.tid, cm.AttrMRA, msg)
+		m.stats.MRAs++
+		id.state = stMRAReqSent
+	case id.state == stREPSent && len(id.last) > 0:
+		m.sendMAD(id.ah, id.tid, cm.AttrREP, id.last)
+	}
+}
+
+// onMRA takes a peer's MRA: the answer to the REQ or REP it names comes within its service
+// timeout, so the message is sent again only after that and the path's round trip
+// (cm_mra_handler), its retries unspent.
+func (m *Manager) onMRA(msg []byte) {
+	r, _ := cm.ParseMRA(msg)
+	id := m.conns[r.RemoteCommID]
+	switch {
+	case id == nil:
+		m.stats.Dropped++
+		return
+	case r.MessageMRAed == 0 && id.state == stREQSent:
+		id.remote = r.LocalCommID
+		id.state = stMRAReqRcvd
+	case r.MessageMRAed == 1 && id.state == stREPSent && id.remote == r.LocalCommID:
+		id.state = stMRARepRcvd
+	default:
+		m.stats.Dropped++ // another MRA for the same message, or one for a message we did not send
+		return
+	}
+	if id.timer != nil {
+		id.timer.Reset(time.Duration(4096<<r.ServiceTimeout)*time.Nanosecond + m.responseTimeout())
+	}
+}
+
+// ConnectUD asks the UD service at dst and port (the UDP port space) for its QP: a SIDR_REQ with
+// rdma_cm's header and private data first (rdma_connect on a UD ID). qp, a UD QP, is made ready
+// to send with rdma_cm's Q_Key (UDPQKey) if it is not yet. Established carries the service's QPN,
+// Q_Key and an address handle in qp's PD; a refusal or silence is Unreachable.
+func (m *Manager) ConnectUD(qp *engine.QP, dst netip.Addr, port uint16, private []byte) (*ID, error) {
+	if len(private) > cm.SIDRREQPrivateLen-cm.HeaderLen {
+		return nil, fmt.Errorf("rdmacm: %d bytes of private data, a SIDR_REQ holds %d: %w", len(private), cm.SIDRREQPrivateLen-cm.HeaderLen, syscall.EINVAL)
+	}
+	ah, err := m.ah(dst)
+	if err != nil {
+		return nil, err
+	}
+	if err := readyUD(qp); err != nil {
+		return nil, fmt.Errorf("rdmacm: %w", err)
+	}
+	m.mu.Lock()
+	id := m.newConn(qp, dst, ah, ConnParam{})
+	id.ps, id.tid = cm.PSUDP, m.tidFor(id)
+	hdr := cm.Header{SrcPort: uint16(49152 + m.rnd.IntN(16384)), Src: ah.Source(), Dst: dst}
+	q := cm.SIDRREQ{RequestID: id.local, PKey: 0xffff, ServiceID: cm.ServiceID(cm.PSUDP, port)}
+	if err := hdr.Put(q.Private[:]); err != nil {
+		m.mu.Unlock()
+		return nil, err
+	}
+	copy(q.Private[cm.HeaderLen:], private)
+	msg := make([]byte, cm.DataLen)
+	_ = q.Put(msg)
+	id.state = stSIDRReqSent
+	m.send(id, cm.AttrSIDRREQ, msg, true)
+	m.mu.Unlock()
+	m.deliver()
+	return id, nil
+}
+
+// readyUD takes a UD QP in RESET or INIT to RTS with rdma_cm's Q_Key, as librdmacm's
+// rdma_create_qp does for a UD ID; one in RTS is left as it is.
+func readyUD(qp *engine.QP) error {
+	if qp.Type() != engine.QPTypeUD {
+		return fmt.Errorf("QP %#x is not UD: %w", qp.Num(), syscall.EINVAL)
+	}
+	steps := []struct {
+		a    engine.QPAttr
+		mask engine.AttrMask
+	}{
+		{engine.QPAttr{State: engine.QPSInit, Port: 1, QKey: UDPQKey}, engine.AttrState | engine.AttrPKeyIndex | engine.AttrPort | engine.AttrQKey},
+		{engine.QPAttr{State: engine.QPSRTR}, engine.AttrState},
+		{engine.QPAttr{State: engine.QPSRTS}, engine.AttrState | engine.AttrSQPSN},
+	}
+	switch qp.State() {
+	case engine.QPSRTS:
+		return nil
+	case engine.QPSInit:
+		steps = steps[1:]
+	case engine.QPSReset:
+	default:
+		return fmt.Errorf("UD QP %#x in %s: %w", qp.Num(), qp.State(), syscall.EINVAL)
+	}
+	for _, s := range steps {
+		if err := qp.Modify(s.a, s.mask); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Manager) onSIDRREQ(src netip.Addr, tid uint64, msg []byte) {
+	q, _ := cm.ParseSIDRREQ(msg)
+	if id := m.byRemote(src, q.RequestID); id != nil {
+		// The same request again: the answer again if it went (it may be the one lost).
+		if id.state == stSIDRRepSent {
+			m.sendMAD(id.ah, id.tid, cm.AttrSIDRREP, id.last)
+		}
+		return
+	}
+	ah, err := m.ahLocked(src)
+	if err != nil {
+		m.stats.Dropped++
+		return
+	}
+	ps, _, ok := cm.SplitServiceID(q.ServiceID)
+	l := m.listeners[q.ServiceID]
+	if _, herr := cm.ParseHeader(q.Private[:]); !ok || ps != cm.PSUDP || l == nil || herr != nil {
+		// Nobody serves it: UNSUPPORTED, as ib_cm answers (cm_reject_sidr_req).
+		rep := cm.SIDRREP{RequestID: q.RequestID, Status: cm.SIDRUnsupported, ServiceID: q.ServiceID}
+		msg := make([]byte, cm.DataLen)
+		_ = rep.Put(msg)
+		m.sendMAD(ah, tid, cm.AttrSIDRREP, msg)
+		return
+	}
+	id := m.newConn(nil, src, ah, ConnParam{})
+	id.ps, id.remote, id.tid, id.sidr, id.state = cm.PSUDP, q.RequestID, tid, q, stSIDRReqRcvd
+	m.events = append(m.events, Event{Type: ConnectRequest, ID: id, Private: append([]byte(nil), q.Private[cm.HeaderLen:]...)})
+}
+
+// acceptUD answers a SIDR_REQ with qp, a UD QP, made ready with rdma_cm's Q_Key if it is not.
+func (id *ID) acceptUD(qp *engine.QP, p ConnParam) error {
+	if len(p.Private) > cm.SIDRREPPrivateLen {
+		return fmt.Errorf("rdmacm: %d bytes of private data, a SIDR_REP holds %d: %w", len(p.Private), cm.SIDRREPPrivateLen, syscall.EINVAL)
+	}
+	if err := readyUD(qp); err != nil {
+		return fmt.Errorf("rdmacm: accept: %w", err)
+	}
+	m := id.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if id.state != stSIDRReqRcvd {
+		return fmt.Errorf("rdmacm: accept in %s: %w", id.state, syscall.EINVAL)
+	}
+	id.qp = qp
+	m.sidrReply(id, cm.SIDRSuccess, qp.Num(), UDPQKey, p.Private)
+	return nil
+}
+
+// sidrReply sends a SIDR request's answer and keeps it, to send again should the request come
+// again, as long as a peer of our own timeouts would go on asking. m.mu is held.
+func (m *Manager) sidrReply(id *ID, status cm.SIDRStatus, qpn, qkey uint32, private []byte) {
+	rep := cm.SIDRREP{RequestID: id.remote, Status: status, QPN: qpn, ServiceID: id.sidr.ServiceID, QKey: qkey}
+	copy(rep.Private[:], private)
+	msg := make([]byte, cm.DataLen)
+	_ = rep.Put(msg)
+	m.sendMAD(id.ah, id.tid, cm.AttrSIDRREP, msg)
+	id.last = append(id.last[:0], msg...)
+	id.state = stSIDRRepSent
+	m.clock.AfterFunc(m.responseTimeout()*time.Duration(m.cfg.MaxRetries+1), func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		id.state = stDone
+		delete(m.conns, id.local)
+	})
+}
+
+func (m *Manager) onSIDRREP(msg []byte) {
+	r, _ := cm.ParseSIDRREP(msg)
+	id := m.conns[r.RequestID]
+	if id == nil || id.state != stSIDRReqSent {
+		m.stats.Dropped++
+		return
+	}
+	id.stop()
+	id.state = stDone
+	delete(m.conns, id.local)
+	private := append([]byte(nil), r.Private[:]...)
+	if r.Status != cm.SIDRSuccess {
+		m.events = append(m.events, Event{Type: Unreachable, ID: id, Status: r.Status, Private: private})
+		return
+	}
+	// The consumer's address handle is made in its QP's PD, outside the lock.
+	m.after = append(m.after, func() {
+		ah, err := id.qp.PD().CreateAH(engine.AHAttr{DGID: id.peer, HopLimit: 64})
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if err != nil {
+			m.events = append(m.events, Event{Type: Unreachable, ID: id, Status: r.Status, Private: private})
+			return
+		}
+		m.events = append(m.events, Event{Type: Established, ID: id, Private: private, UD: UDParam{QPN: r.QPN, QKey: r.QKey, AH: ah}})
 	})
 }
