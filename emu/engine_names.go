@@ -4,6 +4,7 @@ package emu
 
 import (
 	"log/slog"
+	"net/netip"
 
 	"github.com/softirdma/softirdma/emu/engine"
 )
@@ -235,3 +236,5 @@ func NewFrameBuffer(n int) []byte { return engine.NewFrameBuffer(n) }
 func MTUOf(n int) (MTU, bool) { return engine.MTUOf(n) }
 
 func ConnectUC(a, b *QP, mtu MTU) error { return engine.ConnectUC(a, b, mtu) }
+
+func SourceAddr(grh []byte, t NetworkType) (netip.Addr, bool) { return engine.SourceAddr(grh, t) }

@@ -207,11 +207,16 @@ func runPair(t *testing.T, server, client []string) (s, c *cliRun) {
 
 // runPairOn is runPair with the addresses and the timeout left to the caller.
 func runPairOn(t *testing.T, server, client []string) (s, c *cliRun) {
-	a, b := freeUDP(t), freeUDP(t)
 	port := fmt.Sprint(freeTCPPort(t))
+	return runLinked(t, append(server, "-p", port), append(client, "-p", port, "-wait", "20s"))
+}
+
+// runLinked runs two commands in one process, each with its own dgram link, wired to each other.
+func runLinked(t *testing.T, server, client []string) (s, c *cliRun) {
+	a, b := freeUDP(t), freeUDP(t)
 	s, c = new(cliRun), new(cliRun)
-	server = append(server, "-p", port, "-link", "dgram:"+a+","+b)
-	client = append(client, "-p", port, "-link", "dgram:"+b+","+a, "-wait", "20s")
+	server = append(server, "-link", "dgram:"+a+","+b)
+	client = append(client, "-link", "dgram:"+b+","+a)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	for _, r := range []struct {

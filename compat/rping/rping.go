@@ -13,12 +13,11 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"syscall"
 	"time"
 
+	"github.com/softirdma/softirdma/compat/internal/cmpeer"
 	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/emu/rdmacm"
-	"github.com/softirdma/softirdma/wire/cm"
 )
 
 // Options are rping's, with its defaults in brackets.
@@ -95,7 +94,7 @@ type peer struct {
 	cq       *emu.CQ
 	qp       *emu.QP
 	wake     chan struct{}
-	events   chan rdmacm.Event
+	ev       *cmpeer.Events
 	ctx      context.Context
 	send     []byte
 	recv     []byte
@@ -115,13 +114,9 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	if err := o.check(); err != nil {
 		return res, err
 	}
-	p := &peer{o: o, wake: make(chan struct{}, 1), events: make(chan rdmacm.Event, 16), ctx: ctx}
-	m, err := rdmacm.New(dev, rdmacm.Config{Events: func(e rdmacm.Event) {
-		select {
-		case p.events <- e:
-		default:
-		}
-	}})
+	p := &peer{o: o, wake: make(chan struct{}, 1), ctx: ctx}
+	m, ev, err := cmpeer.New(ctx, dev, "rping")
+	p.ev = ev
 	if err != nil {
 		return res, err
 	}
@@ -187,7 +182,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		if o.Listening != nil {
 			o.Listening()
 		}
-		e, err := p.event(rdmacm.ConnectRequest, 0)
+		e, err := p.ev.Wait(rdmacm.ConnectRequest, 0)
 		if err != nil {
 			return res, err
 		}
@@ -195,34 +190,15 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		if err := id.Accept(p.qp, param); err != nil {
 			return res, fmt.Errorf("rping: accept: %w", err)
 		}
-		if _, err := p.event(rdmacm.Established, o.Timeout); err != nil {
+		if _, err := p.ev.Wait(rdmacm.Established, o.Timeout); err != nil {
 			return res, err
 		}
 	} else {
-		deadline := time.Now().Add(o.Wait)
-		for {
-			var e rdmacm.Event
-			if id, err = m.Connect(p.qp, o.Addr, o.Port, param); err != nil {
-				if !errors.Is(err, syscall.EHOSTUNREACH) || time.Now().After(deadline) {
-					return res, fmt.Errorf("rping: connect: %w", err)
-				}
-				e.Type = rdmacm.Unreachable // nobody answers for the address yet
-			} else if e, err = p.event(rdmacm.Established, o.Timeout); err == nil {
-				break
-			}
-			notYet := e.Type == rdmacm.Unreachable || e.Type == rdmacm.Rejected && e.Reason == cm.RejInvalidServiceID
-			if !notYet || time.Now().After(deadline) {
-				return res, err
-			}
-			select { // nobody listens yet: a moment, and again with the QP as new
-			case <-time.After(200 * time.Millisecond):
-			case <-ctx.Done():
-				return res, ctx.Err()
-			}
-			if err := fresh(); err != nil {
-				return res, err
-			}
+		e, err := p.ev.Dial(o.Wait, o.Timeout, func() (*rdmacm.ID, error) { return m.Connect(p.qp, o.Addr, o.Port, param) }, fresh)
+		if err != nil {
+			return res, err
 		}
+		id = e.ID
 	}
 	if o.Server {
 		res.Pings, err = p.server(out)
@@ -234,8 +210,8 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		}
 		// The DREQ is answered, and the connection's time wait ends, before the device may go.
 		for derr == nil {
-			_, werr := p.event(rdmacm.TimewaitExit, o.Timeout)
-			if errors.Is(werr, errDisconnected) {
+			_, werr := p.ev.Wait(rdmacm.TimewaitExit, o.Timeout)
+			if errors.Is(werr, cmpeer.ErrDisconnected) {
 				continue // this side's own DISCONNECTED comes first
 			}
 			if werr != nil && err == nil {
@@ -246,37 +222,6 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	}
 	return res, err
 }
-
-// event waits for an event of type t (or a failure); 0 waits without end.
-func (p *peer) event(t rdmacm.EventType, d time.Duration) (rdmacm.Event, error) {
-	var timeout <-chan time.Time
-	if d > 0 {
-		timer := time.NewTimer(d)
-		defer timer.Stop()
-		timeout = timer.C
-	}
-	for {
-		select {
-		case e := <-p.events:
-			switch e.Type {
-			case t:
-				return e, nil
-			case rdmacm.Rejected:
-				return e, fmt.Errorf("rping: the peer rejected the connection: %s", e.Reason)
-			case rdmacm.Unreachable:
-				return e, errors.New("rping: the peer does not answer (no connection manager at that address?)")
-			case rdmacm.Disconnected:
-				return e, errDisconnected
-			}
-		case <-timeout:
-			return rdmacm.Event{}, fmt.Errorf("rping: no %s for %v", t, d)
-		case <-p.ctx.Done():
-			return rdmacm.Event{}, p.ctx.Err()
-		}
-	}
-}
-
-var errDisconnected = errors.New("rping: the peer disconnected")
 
 func (p *peer) postRecv() error {
 	return p.qp.PostRecv(emu.RecvWR{ID: 1, SGL: []emu.SGE{{Addr: p.recvMR.Addr(), Length: infoLen, LKey: p.recvMR.LKey()}}})
@@ -315,9 +260,11 @@ func (p *peer) wait(wrid uint64) error {
 		}
 		select {
 		case <-p.wake:
-		case e := <-p.events:
-			if e.Type == rdmacm.Disconnected {
-				return errDisconnected
+		case <-p.ev.Wake():
+			for e, ok := p.ev.Take(); ok; e, ok = p.ev.Take() {
+				if e.Type == rdmacm.Disconnected {
+					return cmpeer.ErrDisconnected
+				}
 			}
 		case <-deadline.C:
 			return fmt.Errorf("rping: no completion for %v", p.o.Timeout)
@@ -375,7 +322,7 @@ func (p *peer) server(out io.Writer) (int, error) {
 	pings := 0
 	for p.o.Count == 0 || pings < p.o.Count {
 		if err := p.wait(1); err != nil { // the client's buffer
-			if errors.Is(err, errDisconnected) {
+			if errors.Is(err, cmpeer.ErrDisconnected) {
 				return pings, nil
 			}
 			return pings, err
@@ -413,7 +360,7 @@ func (p *peer) server(out io.Writer) (int, error) {
 		pings++
 	}
 	// Count pings done: the client disconnects.
-	if _, err := p.event(rdmacm.Disconnected, p.o.Timeout); err != nil && !errors.Is(err, errDisconnected) {
+	if _, err := p.ev.Wait(rdmacm.Disconnected, p.o.Timeout); err != nil {
 		return pings, err
 	}
 	return pings, nil

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
+	"net/netip"
 	"syscall"
 
 	"github.com/softirdma/softirdma/keys"
@@ -188,6 +189,21 @@ func (qp *QP) udRequest(f *roce.Frame) {
 		// The receive named memory the device cannot write: the QP's own failure.
 		qp.toError(fmt.Sprintf("receive of a datagram failed: %v", err))
 	}
+}
+
+// SourceAddr is the sender's address in a datagram's GRH area as networkHeader filled it, t
+// being the completion's NetworkHdrType (ibv_create_ah_from_wc's reading of it).
+func SourceAddr(grh []byte, t NetworkType) (netip.Addr, bool) {
+	if len(grh) < GRHLen {
+		return netip.Addr{}, false
+	}
+	switch t {
+	case NetworkIPv6:
+		return netip.AddrFrom16([16]byte(grh[8:24])), true
+	case NetworkIPv4:
+		return netip.AddrFrom4([4]byte(grh[20+12 : 20+16])), true
+	}
+	return netip.Addr{}, false
 }
 
 // networkHeader fills a datagram's GRH area as rxe does: an IPv6 packet's own 40-byte header,

@@ -585,12 +585,7 @@ func (m *Manager) poll() {
 
 // receive handles one MAD that arrived with its GRH area.
 func (m *Manager) receive(slot []byte, wc engine.WC) {
-	var src netip.Addr
-	if wc.NetworkHdrType == engine.NetworkIPv6 {
-		src = netip.AddrFrom16([16]byte(slot[8:24]))
-	} else {
-		src = netip.AddrFrom4([4]byte(slot[20+12 : 20+16]))
-	}
+	src, _ := engine.SourceAddr(slot, wc.NetworkHdrType)
 	b := slot[engine.GRHLen:]
 	h, err := mad.Parse(b)
 	m.mu.Lock()
@@ -988,7 +983,7 @@ func (m *Manager) ConnectUD(qp *engine.QP, dst netip.Addr, port uint16, private 
 	if err != nil {
 		return nil, err
 	}
-	if err := readyUD(qp); err != nil {
+	if err := ReadyUD(qp); err != nil {
 		return nil, fmt.Errorf("rdmacm: %w", err)
 	}
 	m.mu.Lock()
@@ -1010,9 +1005,10 @@ func (m *Manager) ConnectUD(qp *engine.QP, dst netip.Addr, port uint16, private 
 	return id, nil
 }
 
-// readyUD takes a UD QP in RESET or INIT to RTS with rdma_cm's Q_Key, as librdmacm's
-// rdma_create_qp does for a UD ID; one in RTS is left as it is.
-func readyUD(qp *engine.QP) error {
+// ReadyUD takes a UD QP in RESET or INIT to RTS with rdma_cm's Q_Key, as librdmacm's
+// rdma_create_qp does for a UD ID, so that receives may be posted before ConnectUD or Accept;
+// one in RTS is left as it is.
+func ReadyUD(qp *engine.QP) error {
 	if qp.Type() != engine.QPTypeUD {
 		return fmt.Errorf("QP %#x is not UD: %w", qp.Num(), syscall.EINVAL)
 	}
@@ -1075,7 +1071,7 @@ func (id *ID) acceptUD(qp *engine.QP, p ConnParam) error {
 	if len(p.Private) > cm.SIDRREPPrivateLen {
 		return fmt.Errorf("rdmacm: %d bytes of private data, a SIDR_REP holds %d: %w", len(p.Private), cm.SIDRREPPrivateLen, syscall.EINVAL)
 	}
-	if err := readyUD(qp); err != nil {
+	if err := ReadyUD(qp); err != nil {
 		return fmt.Errorf("rdmacm: accept: %w", err)
 	}
 	m := id.m

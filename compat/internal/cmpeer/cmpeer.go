@@ -1,0 +1,150 @@
+// Package cmpeer is what softirdma's peers of the rdma_cm tools (rping, ucmatose, udaddy) share:
+// a connection manager whose events a tool takes in order, without losing one however many
+// connections it runs, and a client's connection attempt that, when asked, keeps trying while
+// its server is not listening yet.
+package cmpeer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/emu/rdmacm"
+	"github.com/softirdma/softirdma/wire/cm"
+)
+
+// Events is a connection manager's event stream, queued as they come.
+type Events struct {
+	tool string
+	ctx  context.Context
+	mu   sync.Mutex
+	q    []rdmacm.Event
+	wake chan struct{}
+}
+
+// New gives dev a connection manager whose events are queued for tool (its name starts errors).
+func New(ctx context.Context, dev *emu.Device, tool string) (*rdmacm.Manager, *Events, error) {
+	ev := &Events{tool: tool, ctx: ctx, wake: make(chan struct{}, 1)}
+	m, err := rdmacm.New(dev, rdmacm.Config{Events: ev.push})
+	return m, ev, err
+}
+
+func (ev *Events) push(e rdmacm.Event) {
+	ev.mu.Lock()
+	ev.q = append(ev.q, e)
+	ev.mu.Unlock()
+	select {
+	case ev.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Wake is signalled when an event is queued: a tool waiting for completions waits on it too.
+func (ev *Events) Wake() <-chan struct{} { return ev.wake }
+
+// Take is the next queued event, if any.
+func (ev *Events) Take() (rdmacm.Event, bool) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if len(ev.q) == 0 {
+		return rdmacm.Event{}, false
+	}
+	e := ev.q[0]
+	ev.q = ev.q[1:]
+	return e, true
+}
+
+// Next waits for the next event; d > 0 bounds the wait.
+func (ev *Events) Next(d time.Duration) (rdmacm.Event, error) {
+	var timeout <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		if e, ok := ev.Take(); ok {
+			return e, nil
+		}
+		select {
+		case <-ev.wake:
+		case <-timeout:
+			return rdmacm.Event{}, fmt.Errorf("%s: no connection event for %v", ev.tool, d)
+		case <-ev.ctx.Done():
+			return rdmacm.Event{}, ev.ctx.Err()
+		}
+	}
+}
+
+// ErrDisconnected is a wait ended by the peer's disconnection.
+var ErrDisconnected = errors.New("the peer disconnected")
+
+// Wait waits for an event of type t, skipping others; a refusal, silence or disconnection (when
+// t is not that) ends it with an error.
+func (ev *Events) Wait(t rdmacm.EventType, d time.Duration) (rdmacm.Event, error) {
+	var deadline time.Time
+	if d > 0 {
+		deadline = time.Now().Add(d)
+	}
+	for {
+		left := time.Duration(0)
+		if d > 0 {
+			if left = time.Until(deadline); left <= 0 {
+				return rdmacm.Event{}, fmt.Errorf("%s: no %s for %v", ev.tool, t, d)
+			}
+		}
+		e, err := ev.Next(left)
+		if err != nil {
+			return e, err
+		}
+		switch {
+		case e.Type == t:
+			return e, nil
+		case e.Type == rdmacm.Rejected:
+			return e, fmt.Errorf("%s: the peer rejected the connection: %s", ev.tool, e.Reason)
+		case e.Type == rdmacm.Unreachable && e.Status != cm.SIDRSuccess:
+			return e, fmt.Errorf("%s: the peer refused the UD service: %s", ev.tool, e.Status)
+		case e.Type == rdmacm.Unreachable:
+			return e, fmt.Errorf("%s: the peer does not answer (no connection manager at that address?)", ev.tool)
+		case e.Type == rdmacm.Disconnected:
+			return e, fmt.Errorf("%s: %w", ev.tool, ErrDisconnected)
+		}
+	}
+}
+
+// Dial makes one connection: connect sends the request, fresh readies the QP again after a
+// refused attempt. While nobody listens at the server's port yet (REJ invalid service ID, SIDR
+// UNSUPPORTED, or no answer) it tries again until wait has passed; wait 0 tries once, as the
+// tools do. It returns the Established event.
+func (ev *Events) Dial(wait, timeout time.Duration, connect func() (*rdmacm.ID, error), fresh func() error) (rdmacm.Event, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		var e rdmacm.Event
+		_, err := connect()
+		if err != nil {
+			if !errors.Is(err, syscall.EHOSTUNREACH) || time.Now().After(deadline) {
+				return e, fmt.Errorf("%s: connect: %w", ev.tool, err)
+			}
+			e.Type = rdmacm.Unreachable // nobody answers for the address yet
+		} else if e, err = ev.Wait(rdmacm.Established, timeout); err == nil {
+			return e, nil
+		}
+		notYet := e.Type == rdmacm.Unreachable && (e.Status == cm.SIDRSuccess || e.Status == cm.SIDRUnsupported) ||
+			e.Type == rdmacm.Rejected && e.Reason == cm.RejInvalidServiceID
+		if !notYet || time.Now().After(deadline) {
+			return e, err
+		}
+		select { // nobody listens yet: a moment, and again with the QP as new
+		case <-time.After(200 * time.Millisecond):
+		case <-ev.ctx.Done():
+			return e, ev.ctx.Err()
+		}
+		if err := fresh(); err != nil {
+			return e, err
+		}
+	}
+}

@@ -1,0 +1,321 @@
+// Package udaddy is softirdma's side of librdmacm's udaddy: UD QPs found through rdma_cm's UDP
+// port space (a SIDR exchange, emu/rdmacm), then datagrams both ways, so either end may be udaddy
+// on a Linux Soft-RoCE or hardware peer. The client asks the server's port 7174 for its QP and
+// sends Count SEND_WITH_IMMs carrying its own QPN; the server answers each client, once all its
+// messages came, with as many to the QPN they carried, at the address they came from. It prints
+// what udaddy prints.
+package udaddy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"time"
+
+	"github.com/softirdma/softirdma/compat/internal/cmpeer"
+	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/emu/rdmacm"
+)
+
+// Options are udaddy's, with its defaults (Defaults) in brackets.
+type Options struct {
+	Server bool
+	// Addr is the server's address: what a client asks.
+	Addr        netip.Addr
+	Port        uint16 // [7174, the port udaddy always uses]
+	Connections int    // [1]
+	Count       int    // messages each way [10]
+	Size        int    // message size, at most the port's active MTU [100]; 0 sends none
+	// Timeout bounds each wait for the peer [30s].
+	Timeout time.Duration
+	// Wait keeps a client asking for this long while nobody serves the port yet; 0 asks once.
+	Wait time.Duration
+	// Listening, if set, is called once a server listens.
+	Listening func()
+}
+
+// Limits of the options.
+const (
+	MaxConnections = 1024
+	MaxCount       = 1 << 14
+)
+
+// Defaults are udaddy's options: one client, ten messages of 100 bytes, port 7174.
+func Defaults() Options {
+	return Options{Port: 7174, Connections: 1, Count: 10, Size: 100, Timeout: 30 * time.Second}
+}
+
+func (o *Options) defaults() {
+	if o.Port == 0 {
+		o.Port = 7174
+	}
+	if o.Connections == 0 {
+		o.Connections = 1
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.Size == 0 {
+		o.Count = 0
+	}
+}
+
+func (o *Options) check(mtu int) error {
+	switch {
+	case o.Connections < 1 || o.Connections > MaxConnections:
+		return fmt.Errorf("udaddy: %d connections is out of range (1..%d)", o.Connections, MaxConnections)
+	case o.Count < 0 || o.Count > MaxCount:
+		return fmt.Errorf("udaddy: count %d is out of range (0..%d)", o.Count, MaxCount)
+	case o.Size < 0:
+		return fmt.Errorf("udaddy: size %d is negative", o.Size)
+	case o.Size > mtu:
+		return fmt.Errorf("udaddy: message_size %d is larger than active mtu %d", o.Size, mtu)
+	case !o.Addr.IsValid():
+		return errors.New("udaddy: an address is needed")
+	case o.Timeout < 0 || o.Wait < 0:
+		return errors.New("udaddy: negative timeout")
+	}
+	return nil
+}
+
+// node is one client's UD QP and where its peer is: udaddy's struct cmatest_node.
+type node struct {
+	qp   *emu.QP
+	cq   *emu.CQ
+	mr   *emu.MR
+	buf  []byte // the GRH area, then the message
+	ah   *emu.AH
+	qpn  uint32
+	qkey uint32
+}
+
+type test struct {
+	o     Options
+	ctx   context.Context
+	dev   *emu.Device
+	pd    *emu.PD
+	ev    *cmpeer.Events
+	wake  chan struct{}
+	nodes []*node
+}
+
+// Run runs one side of udaddy on dev, printing what udaddy prints to out.
+func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) error {
+	o.defaults()
+	if err := o.check(dev.ActiveMTU().Bytes()); err != nil {
+		return err
+	}
+	m, ev, err := cmpeer.New(ctx, dev, "udaddy")
+	if err != nil {
+		return err
+	}
+	t := &test{o: o, ctx: ctx, dev: dev, ev: ev, wake: make(chan struct{}, 1)}
+	if t.pd, err = dev.AllocPD(); err != nil {
+		return err
+	}
+	defer func() {
+		for _, n := range t.nodes {
+			_ = n.qp.Destroy()
+		}
+	}()
+	if o.Server {
+		fmt.Fprintln(out, "udaddy: starting server")
+		err = t.server(m, out)
+	} else {
+		fmt.Fprintln(out, "udaddy: starting client")
+		err = t.client(m, out)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "test complete")
+	fmt.Fprintln(out, "return status 0")
+	return nil
+}
+
+// newNode makes a UD QP (Count sends and receives, one CQ of twice that) and a buffer of the GRH
+// area and a message, and posts the receives, as udaddy's init_node and post_recvs.
+func (t *test) newNode() (*node, error) {
+	depth := max(t.o.Count, 1)
+	n := &node{buf: make([]byte, emu.GRHLen+t.o.Size)}
+	var err error
+	if n.cq, err = t.dev.CreateCQ(2 * depth); err != nil {
+		return nil, err
+	}
+	n.cq.OnCompletion(func() {
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
+	})
+	if n.qp, err = t.pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeUD, SendCQ: n.cq, RecvCQ: n.cq,
+		Cap: emu.QPCap{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		return nil, err
+	}
+	t.nodes = append(t.nodes, n)
+	if n.mr, err = t.pd.RegMR(n.buf, emu.AccessLocalWrite); err != nil {
+		return nil, err
+	}
+	if err := rdmacm.ReadyUD(n.qp); err != nil {
+		return nil, err
+	}
+	for i := range t.o.Count {
+		if err := n.qp.PostRecv(emu.RecvWR{ID: uint64(i), SGL: []emu.SGE{{Addr: n.mr.Addr(), Length: uint32(len(n.buf)), LKey: n.mr.LKey()}}}); err != nil {
+			return nil, fmt.Errorf("failed to post receives: %w", err)
+		}
+	}
+	return n, nil
+}
+
+func (t *test) server(m *rdmacm.Manager, out io.Writer) error {
+	if _, err := m.ListenUD(t.o.Port); err != nil {
+		return fmt.Errorf("udaddy: listen on %d: %w", t.o.Port, err)
+	}
+	if t.o.Listening != nil {
+		t.o.Listening()
+	}
+	// Each request is answered at once; the side that answers sees no ESTABLISHED.
+	for len(t.nodes) < t.o.Connections {
+		e, err := t.ev.Next(0)
+		if err != nil {
+			return err
+		}
+		if e.Type != rdmacm.ConnectRequest {
+			continue
+		}
+		n, err := t.newNode()
+		if err != nil {
+			return err
+		}
+		if err := e.ID.Accept(n.qp, rdmacm.ConnParam{}); err != nil {
+			return fmt.Errorf("udaddy: accept: %w", err)
+		}
+	}
+	if t.o.Count == 0 {
+		return nil
+	}
+	fmt.Fprintln(out, "receiving data transfers")
+	for _, n := range t.nodes {
+		if err := t.receive(n, true); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(out, "sending replies")
+	for _, n := range t.nodes {
+		if err := t.sends(n, true); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(out, "data transfers complete")
+	return nil
+}
+
+func (t *test) client(m *rdmacm.Manager, out io.Writer) error {
+	fmt.Fprintln(out, "udaddy: connecting")
+	for range t.o.Connections {
+		n, err := t.newNode()
+		if err != nil {
+			return err
+		}
+		e, err := t.ev.Dial(t.o.Wait, t.o.Timeout, func() (*rdmacm.ID, error) { return m.ConnectUD(n.qp, t.o.Addr, t.o.Port, nil) },
+			func() error { return nil })
+		if err != nil {
+			return err
+		}
+		n.ah, n.qpn, n.qkey = e.UD.AH, e.UD.QPN, e.UD.QKey
+	}
+	if t.o.Count == 0 {
+		return nil
+	}
+	fmt.Fprintln(out, "initiating data transfers")
+	for _, n := range t.nodes {
+		if err := t.sends(n, false); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(out, "receiving data transfers")
+	for _, n := range t.nodes {
+		if err := t.receive(n, false); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(out, "data transfers complete")
+	return nil
+}
+
+// sends sends Count SEND_WITH_IMMs of Size carrying the QP's own number, as udaddy; the
+// server's are signaled and waited for, the client's not (udaddy's sq_sig_all 0).
+func (t *test) sends(n *node, signaled bool) error {
+	flags := emu.SendFlags(0)
+	if signaled {
+		flags = emu.SendSignaled
+	}
+	for i := range t.o.Count {
+		if err := n.qp.PostSend(emu.SendWR{ID: uint64(i), Opcode: emu.WRSendWithImm, Flags: flags, Imm: n.qp.Num(),
+			SGL: []emu.SGE{{Addr: n.mr.Addr() + emu.GRHLen, Length: uint32(t.o.Size), LKey: n.mr.LKey()}},
+			AH:  n.ah, RemoteQPN: n.qpn, RemoteQKey: n.qkey}); err != nil {
+			return fmt.Errorf("failed to post sends: %w", err)
+		}
+	}
+	if signaled {
+		return t.poll(n, t.o.Count, nil)
+	}
+	return nil
+}
+
+// receive waits for Count datagrams; the server takes where to reply from the first: the
+// address in its GRH area and the QPN its immediate data carries (udaddy's create_reply_ah).
+func (t *test) receive(n *node, reply bool) error {
+	return t.poll(n, t.o.Count, func(wc emu.WC) error {
+		if wc.ByteLen != uint32(emu.GRHLen+t.o.Size) || wc.Flags&emu.WCWithImm == 0 {
+			return fmt.Errorf("udaddy: received %d bytes (imm %v), sent %d", wc.ByteLen, wc.Flags&emu.WCWithImm != 0, t.o.Size)
+		}
+		if !reply || n.ah != nil {
+			return nil
+		}
+		src, ok := emu.SourceAddr(n.buf, wc.NetworkHdrType)
+		if !ok {
+			return errors.New("udaddy: failed to create reply AH")
+		}
+		ah, err := t.pd.CreateAH(emu.AHAttr{DGID: src, HopLimit: 64})
+		if err != nil {
+			return fmt.Errorf("udaddy: failed to create reply AH: %w", err)
+		}
+		n.ah, n.qpn, n.qkey = ah, wc.Imm, n.qp.Query().QKey
+		return nil
+	})
+}
+
+// poll waits for want successful completions on a node's CQ, each handed to each (if any).
+func (t *test) poll(n *node, want int, each func(emu.WC) error) error {
+	var wcs [8]emu.WC
+	deadline := time.NewTimer(t.o.Timeout)
+	defer deadline.Stop()
+	for want > 0 {
+		got := n.cq.Poll(wcs[:min(want, len(wcs))])
+		for _, wc := range wcs[:got] {
+			if wc.Status != emu.WCSuccess {
+				return fmt.Errorf("udaddy: completion with status %s: %v", wc.Status, wc.Err)
+			}
+			if each != nil {
+				if err := each(wc); err != nil {
+					return err
+				}
+			}
+		}
+		want -= got
+		if got > 0 {
+			continue
+		}
+		select {
+		case <-t.wake:
+		case <-deadline.C:
+			return errors.New("udaddy: failed polling CQ")
+		case <-t.ctx.Done():
+			return t.ctx.Err()
+		}
+	}
+	return nil
+}
