@@ -195,6 +195,7 @@ rping_guest_client() {
   wait $pid || rc=$?
   cp "$OUT/guest.log" "$OUT/$name.client.log"; cp "$OUT/si.log" "$OUT/$name.server.log"
   check_pings "$name" || rc=1
+  cm_named "$pcap" || rc=1
   check "$name" $rc "VM: rping rc=0" "$pcap"
 }
 
@@ -212,7 +213,50 @@ rping_guest_server() {
   guest_wait
   cp "$OUT/si.log" "$OUT/$name.client.log"; cp "$OUT/guest.log" "$OUT/$name.server.log"
   check_pings "$name" || rc=1
+  cm_named "$pcap" || rc=1
   check "$name" $rc "VM: rping rc=0" "$pcap"
+}
+
+# cm_named PCAP: the capture's CM messages are named by decode (rdma_cm cases).
+cm_named() {
+  $SI decode "$1" > "$OUT/cm-decode.log" 2>&1
+  grep -q ' cm=' "$OUT/cm-decode.log" && return 0
+  echo "  decode named no CM message in $1"; return 1
+}
+
+# cm_guest_client NAME TOOL ARGS...: softirdma's peer of an rdma_cm tool (ucmatose, udaddy) as
+# server, the guest's tool as its client with the same ARGS; both must end with return status 0.
+cm_guest_client() {
+  local name=$1 tool=$2 pcap="$OUT/$1.pcap" rc=0; shift 2
+  $SI "$tool" "$@" -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 &
+  local pid=$!
+  if wait_line "$OUT/si.log" "listening on" $pid 60 softirdma; then
+    guest_script "$(printf 'ping -c 1 -W 2 192.168.77.1 >/dev/null; timeout 200 %s -s 192.168.77.1 %s; echo "VM: %s rc=$?"' "$tool" "$*" "$tool")"; guest_start
+    guest_wait
+  else
+    kill $pid 2>/dev/null || true
+  fi
+  wait $pid || rc=$?
+  grep -q '^return status 0$' "$OUT/si.log" || rc=1
+  cm_named "$pcap" || rc=1
+  check "$name" $rc "VM: $tool rc=0" "$pcap"
+}
+
+# cm_guest_server NAME TOOL ARGS...: the guest's tool as server, softirdma's peer as its client,
+# which keeps trying (-wait) until the guest's tool listens.
+cm_guest_server() {
+  local name=$1 tool=$2 pcap="$OUT/$1.pcap" rc=0; shift 2
+  : > "$OUT/si.log"
+  guest_script "$(printf 'echo "VM: %s server starting"; timeout 200 %s %s; echo "VM: %s rc=$?"' "$tool" "$tool" "$*" "$tool")"; guest_start
+  if wait_guest_line "VM: $tool server starting" 120; then
+    $SI "$tool" -s 192.168.77.2 "$@" -wait 60s -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 || rc=$?
+  else
+    rc=1
+  fi
+  guest_wait
+  grep -q '^return status 0$' "$OUT/si.log" || rc=1
+  cm_named "$pcap" || rc=1
+  check "$name" $rc "VM: $tool rc=0" "$pcap"
 }
 
 # run_case NAME FUNCTION ARGS...: one case, unless INTEROP_CASES (a grep -E pattern) leaves it out.
@@ -256,5 +300,11 @@ run_case send_bw_UD_guest_server perf_guest_server send 1024 1000 0 UD -rate_lim
 # rdma_cm: softirdma's connection manager against Linux's (IB CM over QP1), then rping's traffic.
 run_case rping_guest_client rping_guest_client
 run_case rping_guest_server rping_guest_server
+# ucmatose: four RC connections through rdma_cm, ten SENDs each way on each.
+run_case ucmatose_guest_client cm_guest_client ucmatose -c 4
+run_case ucmatose_guest_server cm_guest_server ucmatose -c 4
+# udaddy: a UD QP found through rdma_cm's UDP port space (SIDR), ten datagrams each way.
+run_case udaddy_guest_client cm_guest_client udaddy
+run_case udaddy_guest_server cm_guest_server udaddy
 echo "interop: $pass passed, $fail failed"
 [ "$fail" = 0 ]
