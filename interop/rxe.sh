@@ -217,6 +217,38 @@ rping_guest_server() {
   check "$name" $rc "VM: rping rc=0" "$pcap"
 }
 
+# perftest with -R: no TCP; both QPs connected through rdma_cm at softirdma's RoCE address, the
+# exchange on a QP of its own. softirdma perf -R as server, the guest's ib_<test>_bw -R as client.
+perf_r_guest_client() {
+  local name=$1 test=$2 size=$3 n=$4 pcap="$OUT/$1.pcap" rc=0
+  $SI perf "$test" -server -R -n "$n" -s "$size" -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 &
+  local pid=$!
+  if wait_line "$OUT/si.log" "listening through rdma_cm" $pid 60 softirdma; then
+    guest_script "$(printf 'ping -c 1 -W 2 192.168.77.1 >/dev/null; timeout 200 ib_%s_bw -d rxe0 -F -R -n %s -s %s 192.168.77.1; echo "VM: perf rc=$?"' "$test" "$n" "$size")"; guest_start
+    guest_wait
+  else
+    kill $pid 2>/dev/null || true
+  fi
+  wait $pid || rc=$?
+  cm_named "$pcap" || rc=1
+  check "$name" $rc "VM: perf rc=0" "$pcap"
+}
+
+# the guest's ib_<test>_bw -R as server, softirdma perf -R as client, trying until it listens.
+perf_r_guest_server() {
+  local name=$1 test=$2 size=$3 n=$4 pcap="$OUT/$1.pcap" rc=0
+  : > "$OUT/si.log"
+  guest_script "$(printf 'echo "VM: perf server starting"; timeout 200 ib_%s_bw -d rxe0 -F -R -n %s -s %s; echo "VM: perf rc=$?"' "$test" "$n" "$size")"; guest_start
+  if wait_guest_line "VM: perf server starting" 120; then
+    $SI perf "$test" 192.168.77.2 -R -n "$n" -s "$size" -wait 60s -timeout 200s $LINK -pcap "$pcap" > "$OUT/si.log" 2>&1 || rc=$?
+  else
+    rc=1
+  fi
+  guest_wait
+  cm_named "$pcap" || rc=1
+  check "$name" $rc "VM: perf rc=0" "$pcap"
+}
+
 # cm_named PCAP: the capture's CM messages are named by decode (rdma_cm cases).
 cm_named() {
   $SI decode "$1" > "$OUT/cm-decode.log" 2>&1
@@ -303,6 +335,9 @@ run_case rping_guest_server rping_guest_server
 # ucmatose: four RC connections through rdma_cm, ten SENDs each way on each.
 run_case ucmatose_guest_client cm_guest_client ucmatose -c 4
 run_case ucmatose_guest_server cm_guest_server ucmatose -c 4
+# ib_write_bw -R: perftest's exchange and its test QP both through rdma_cm.
+run_case write_bw_R_guest_client perf_r_guest_client write 4096 200
+run_case write_bw_R_guest_server perf_r_guest_server write 4096 200
 # udaddy: a UD QP found through rdma_cm's UDP port space (SIDR), ten datagrams each way.
 run_case udaddy_guest_client cm_guest_client udaddy
 run_case udaddy_guest_server cm_guest_server udaddy

@@ -17,7 +17,6 @@ func init() {
 	register("udaddy", "librdmacm's udaddy peer: UD QPs found through rdma_cm (SIDR), datagrams both ways; either side can be udaddy", runUdaddy)
 }
 
-
 func runCmatose(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("ucmatose", stderr)
 	var lc linkFlags

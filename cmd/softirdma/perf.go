@@ -25,7 +25,8 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	lc.register(fs)
 	var conn string
 	fs.StringVar(&conn, "c", "RC", "connection type: RC, or UD (send only; as ib_send_bw -c UD)")
-	fs.IntVar(&o.Port, "p", 18515, "TCP port of the exchange")
+	fs.IntVar(&o.Port, "p", 18515, "TCP port of the exchange (with -R: the rdma_cm port)")
+	fs.BoolVar(&o.RDMACM, "R", false, "connect through rdma_cm, as perftest's -R: no TCP; HOST is the server's RoCE address (RC only)")
 	fs.IntVar(&o.Size, "s", 65536, fmt.Sprintf("message size, 1..%d (atomic is always 8; UD: the MTU unless given, and at most that)", perftest.MaxSize))
 	fs.IntVar(&o.Iters, "n", 0, fmt.Sprintf("iterations, %d..%d (default 5000 for write, 1000 otherwise)", perftest.MinIters, perftest.MaxIters))
 	fs.IntVar(&o.TxDepth, "t", 128, fmt.Sprintf("WRs outstanding (client), 1..%d", perftest.MaxTxDepth))
@@ -88,6 +89,10 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "softirdma perf: -c UD: UD connection only possible in SEND verb")
 		return 2
 	}
+	if o.Conn == emu.QPTypeUD && o.RDMACM {
+		fmt.Fprintln(stderr, "softirdma perf: -R connects RC QPs (UD through rdma_cm is not supported)")
+		return 2
+	}
 	if !set["s"] {
 		o.Size = 0 // the test's default
 	}
@@ -97,6 +102,9 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	o.Server, o.Wait, o.Idle, o.QPTimeout, o.RetryCount = pf.server, pf.wait, serverIdle, &pf.qpTimeout, &pf.retry
 	return runPeer("perf", host, &lc, &pf, stderr, func(ctx context.Context, dev *emu.Device, gid netip.Addr, log io.Writer) (emu.QPAttr, error) {
 		o.GID, o.Log = gid, log
+		if o.RDMACM {
+			o.Listening = func() { fmt.Fprintf(stderr, "softirdma perf: listening through rdma_cm on port %d\n", o.Port) }
+		}
 		res, err := perftest.Run(ctx, dev, o, stdout)
 		return res.QP, err
 	})

@@ -85,6 +85,18 @@ func ParseRecord(b []byte) (Record, error) {
 	return r, nil
 }
 
+// channel is where the two sides exchange what perftest exchanges: the TCP connection (conn),
+// or with -R a QP of its own connected through rdma_cm (cmConn).
+type channel interface {
+	// xchg is one exchange: the client sends out and then takes the peer's inLen bytes, the
+	// server takes them and then sends out.
+	xchg(out []byte, inLen int) ([]byte, error)
+	// record is one handshake: QP records both ways.
+	record(local Record) (Record, error)
+	// setTimeout bounds each exchange from now on; 0 lets the next wait as long as it takes.
+	setTimeout(time.Duration)
+}
+
 // conn is the control connection; every exchange is symmetric and fixed-size: the client
 // writes then reads, the server reads then writes, each message in one write.
 type conn struct {
@@ -102,6 +114,13 @@ type conn struct {
 
 func newConn(c net.Conn, client bool) *conn {
 	return &conn{c: c, r: bufio.NewReader(c), client: client}
+}
+
+func (c *conn) setTimeout(d time.Duration) {
+	c.timeout = d
+	if d == 0 {
+		_ = c.c.SetDeadline(time.Time{})
+	}
 }
 
 func (c *conn) xchg(out []byte, inLen int) ([]byte, error) {
@@ -162,6 +181,11 @@ func versionAtLeast(v string, min float64) bool {
 	return err == nil && f >= min
 }
 
+// exchanger is the one operation the preamble and the report need.
+type exchanger interface {
+	xchg(out []byte, inLen int) ([]byte, error)
+}
+
 // handshake is everything up to and including H1: version, system data, MTU, records.
 type handshake struct {
 	peerVersion string
@@ -173,17 +197,17 @@ type handshake struct {
 
 // begin is the whole start of the exchange: the preamble and H1.
 func (c *conn) begin(local Record, localMTU int) (handshake, error) {
-	h, err := c.preamble(localMTU)
+	h, err := preamble(c, c.client, localMTU)
 	if err != nil {
 		return h, err
 	}
-	h.peer, err = c.hello(local)
+	h.peer, err = hello(c, local)
 	return h, err
 }
 
 // preamble is what comes before the QP records: version, system data, MTU. It touches nothing
 // but the connection, so a server drops a client that fails it and waits for another.
-func (c *conn) preamble(localMTU int) (handshake, error) {
+func preamble(c exchanger, client bool, localMTU int) (handshake, error) {
 	var h handshake
 	ver := make([]byte, 16)
 	copy(ver, Version)
@@ -194,7 +218,7 @@ func (c *conn) preamble(localMTU int) (handshake, error) {
 	h.peerVersion = strings.TrimRight(string(in), "\x00")
 	if v, err := strconv.ParseFloat(h.peerVersion, 64); err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 		err := fmt.Errorf("perftest: the peer sent %q, not a perftest version", h.peerVersion)
-		if c.client {
+		if client {
 			err = fmt.Errorf("%w (is the server ib_*_bw or softirdma perf, and -p its port?)", err)
 		}
 		return h, err
@@ -235,7 +259,7 @@ func (c *conn) preamble(localMTU int) (handshake, error) {
 }
 
 // hello is H1: the first exchange of QP records, and the check that both GIDs are of one type.
-func (c *conn) hello(local Record) (Record, error) {
+func hello(c channel, local Record) (Record, error) {
 	peer, err := c.record(local)
 	if err != nil {
 		return peer, err
@@ -279,7 +303,7 @@ type Report struct {
 
 // exchangeReport swaps reports: five fixed-size big-endian exchanges, the iterations 4 bytes
 // for peers older than 5.33.
-func (c *conn) exchangeReport(local Report, peerVersion string) (Report, error) {
+func exchangeReport(c exchanger, local Report, peerVersion string) (Report, error) {
 	var r Report
 	itersLen := 8
 	if !versionAtLeast(peerVersion, 5.33) {

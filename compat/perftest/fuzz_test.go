@@ -57,14 +57,14 @@ func FuzzExchange(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, client := range []bool{false, true} {
 			c := newConn(peerBytes{r: bytes.NewReader(data)}, client)
-			h, err := c.preamble(3)
+			h, err := preamble(c, c.client, 3)
 			if err != nil {
 				continue
 			}
 			if h.cycleBuffer < 4096 || h.cycleBuffer > 1<<20 || h.cacheLine < 64 || h.cacheLine > 1<<20 || h.mtu < 1 || h.mtu > 3 {
 				t.Fatalf("peer %q: page size %d, cache line %d, MTU %d", h.peerVersion, h.cycleBuffer, h.cacheLine, h.mtu)
 			}
-			if _, err := c.hello(local); err != nil {
+			if _, err := hello(c, local); err != nil {
 				continue
 			}
 			for range 3 {
@@ -72,7 +72,7 @@ func FuzzExchange(f *testing.F) {
 					break
 				}
 			}
-			_, _ = c.exchangeReport(Report{Size: 8, Iters: 1000}, h.peerVersion)
+			_, _ = exchangeReport(c, Report{Size: 8, Iters: 1000}, h.peerVersion)
 			_, _ = c.record(local)
 		}
 	})

@@ -79,6 +79,11 @@ type Options struct {
 	// Log gets one line for each connection a server drops and when a client starts waiting;
 	// nil discards them.
 	Log io.Writer
+	// RDMACM (-R) connects the QPs through rdma_cm (emu/rdmacm) at Host and Port, and runs the
+	// exchange over a QP of its own connected the same way, as perftest's -R: no TCP at all.
+	RDMACM bool
+	// Listening, if set, is called once a server listens (with -R: its rdma_cm listener).
+	Listening func()
 	// QPTimeout is the local ACK timeout exponent (-u: 4.096 us x 2^n; 0 waits forever), 0..31,
 	// and RetryCount the retries after a timeout, 0..7; nil is perftest's 14 and 7. Only the
 	// client's QP goes to RTS and uses them.
@@ -152,6 +157,8 @@ func (o *Options) check() error {
 		return fmt.Errorf("perftest: connection type %s: RC or UD", o.Conn)
 	case o.Conn == emu.QPTypeUD && o.Test != Send:
 		return errors.New("perftest: UD connection only possible in SEND verb")
+	case o.RDMACM && o.Conn == emu.QPTypeUD:
+		return errors.New("perftest: -R connects RC QPs here (UD through rdma_cm is not supported)")
 	case !o.Server && o.Host == "":
 		return errors.New("perftest: a client needs a server to connect to")
 	case o.Port < 1 || o.Port > 65535:
@@ -310,20 +317,36 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	}
 
 	// The control connection up to H1: a server drops a client that fails it and waits for
-	// another.
-	c, h, err := connect(ctx, o, localMTU, out, func(c *conn, h *handshake) error {
-		if err := register(h.cycleBuffer); err != nil {
-			return ctrl.Fatal(err)
+	// another. With -R it is a QP of its own, and the test's QP is connected through rdma_cm
+	// on the way.
+	var ch channel
+	var c *conn
+	var cmc *cmConn
+	var h handshake
+	if o.RDMACM {
+		cmc, h, err = connectCM(ctx, dev, o, qp, outReads, localMTU, out, register, &local)
+		if cmc != nil {
+			defer cmc.close()
 		}
-		var err error
-		h.peer, err = c.hello(local)
-		return err
-	})
+		ch = cmc
+	} else {
+		c, h, err = connect(ctx, o, localMTU, out, func(c *conn, h *handshake) error {
+			if err := register(h.cycleBuffer); err != nil {
+				return ctrl.Fatal(err)
+			}
+			var err error
+			h.peer, err = hello(c, local)
+			return err
+		})
+		if c != nil {
+			defer c.close()
+		}
+		ch = c
+	}
 	if err != nil {
 		return res, err
 	}
-	defer c.close()
-	c.timeout = o.Timeout
+	ch.setTimeout(o.Timeout)
 	mtu := emu.MTU(h.mtu)
 	if ud && o.Size > mtu.Bytes() {
 		if sizeGiven {
@@ -340,7 +363,8 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	printRecord(out, "remote", h.peer, o.Test)
 
 	// Connect: the server to RTR only, the client to RTS. A UD QP takes only its state (and
-	// PSN): its peer is in each SEND, through the address handle the client makes.
+	// PSN): its peer is in each SEND, through the address handle the client makes. rdma_cm
+	// connected it already.
 	dgid := netip.AddrFrom16(h.peer.GID).Unmap()
 	// perftest's AV says hop limit 0xFF, but the kernel resolves a RoCE unicast path's hop limit
 	// from its route (ib_resolve_eth_dmac): rxe's frames carry TTL 64, and so do these.
@@ -351,11 +375,13 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	if ud {
 		rtrMask = emu.AttrState
 	}
-	if err := qp.Modify(attr, rtrMask); err != nil {
-		return res, fmt.Errorf("perftest: %w", ctrl.RTRFailed(err, dgid))
+	if !o.RDMACM {
+		if err := qp.Modify(attr, rtrMask); err != nil {
+			return res, fmt.Errorf("perftest: %w", ctrl.RTRFailed(err, dgid))
+		}
 	}
 	var ah *emu.AH
-	if !o.Server {
+	if !o.Server && !o.RDMACM {
 		attr = emu.QPAttr{State: emu.QPSRTS, SQPSN: local.PSN, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, emu.DefaultTimeout)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, emu.DefaultRetryCnt)), RNRRetry: emu.DefaultRNRRetry,
 			MaxRdAtomic: uint8(min(max(int(h.peer.OutReads), 1), dev.Limits().MaxQPInitRdAtom))}
 		rtsMask := emu.AttrState | emu.AttrSQPSN | emu.AttrTimeout | emu.AttrRetryCnt | emu.AttrRNRRetry | emu.AttrMaxQPRdAtomic
@@ -373,7 +399,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	}
 	qpAttr := qp.Query()
 	for range 2 { // H2, H3
-		if _, err := c.record(local); err != nil {
+		if _, err := ch.record(local); err != nil {
 			return res, err
 		}
 	}
@@ -386,7 +412,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 				return res, err
 			}
 		}
-		if _, err := c.record(local); err != nil { // H4: both ready
+		if _, err := ch.record(local); err != nil { // H4: both ready
 			return res, err
 		}
 		if o.Server {
@@ -410,14 +436,13 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 			}
 		}
 		if o.Server { // the server waits here for the whole test
-			c.timeout = 0
-			_ = c.c.SetDeadline(time.Time{})
+			ch.setTimeout(0)
 		}
-		if _, err := c.record(local); err != nil {
+		if _, err := ch.record(local); err != nil {
 			return res, err
 		}
-		c.timeout = o.Timeout
-		peerReport, err := c.exchangeReport(res.Report, h.peerVersion)
+		ch.setTimeout(o.Timeout)
+		peerReport, err := exchangeReport(ch, res.Report, h.peerVersion)
 		if err != nil {
 			return res, err
 		}
@@ -428,11 +453,14 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		printResult(out, res.Report)
 	}
 	fmt.Fprintln(out, resultLine)
-	if _, err := c.record(local); err != nil { // H5
+	if _, err := ch.record(local); err != nil { // H5
 		if o.Test == Send && !o.Server && errors.Is(err, errPeerClosed) { // ib_send_bw's sides do not exchange -n
 			err = fmt.Errorf("perftest: the server closed the connection after this side sent its %d messages: it ended with an error (see its output; ib_send_bw's sides exchange neither -n nor -s)", o.Iters)
 		}
 		return res, err
+	}
+	if cmc != nil {
+		return res, cmc.disconnect()
 	}
 	return res, nil
 }
@@ -460,7 +488,7 @@ func connect(ctx context.Context, o Options, localMTU int, out io.Writer, hello 
 				c.timeout = o.Timeout
 			}
 			var err error
-			if h, err = c.preamble(localMTU); err != nil {
+			if h, err = preamble(c, client, localMTU); err != nil {
 				return err
 			}
 			return hello(c, &h)
@@ -475,6 +503,9 @@ func connect(ctx context.Context, o Options, localMTU int, out io.Writer, hello 
 			return nil, h, fmt.Errorf("perftest: couldn't listen on %s: %w", addr, lerr)
 		}
 		defer l.Close()
+		if o.Listening != nil {
+			o.Listening()
+		}
 		_, err = ctrl.Server{Idle: o.Idle, Log: o.Log}.Accept(ctx, l, first(false))
 	} else {
 		_, err = ctrl.Client{Network: "tcp4", Addr: addr, Timeout: o.Timeout, Wait: o.Wait, Log: o.Log}.Connect(ctx, first(true))

@@ -59,7 +59,7 @@ func TestVersionRules(t *testing.T) {
 		go func() {
 			_, err := srv.begin(Record{QPN: 1, GID: netip.MustParseAddr("::ffff:1.2.3.4").As16()}, 3)
 			if err == nil {
-				_, err = srv.exchangeReport(Report{}, c.peer)
+				_, err = exchangeReport(srv, Report{}, c.peer)
 			}
 			done <- err
 		}()
@@ -107,18 +107,26 @@ func readFull(t *testing.T, c net.Conn, b []byte) {
 	}
 }
 
-// TestTests runs each bandwidth test with softirdma on both ends over real sockets.
+// TestTests runs each bandwidth test with softirdma on both ends over real sockets, with the
+// TCP exchange and with rdma_cm's (-R).
 func TestTests(t *testing.T) {
 	for _, c := range []struct {
 		test  Test
 		size  int
 		title string
 		conn  emu.QPType
-	}{{Write, 4096, "RDMA_Write BW Test", emu.QPTypeRC}, {Read, 4096, "RDMA_Read BW Test", emu.QPTypeRC},
-		{Atomic, 8, "Atomic FETCH_AND_ADD BW Test", emu.QPTypeRC}, {Send, 2048, "Send BW Test", emu.QPTypeRC},
+		cm    bool
+	}{{Write, 4096, "RDMA_Write BW Test", emu.QPTypeRC, false}, {Read, 4096, "RDMA_Read BW Test", emu.QPTypeRC, false},
+		{Atomic, 8, "Atomic FETCH_AND_ADD BW Test", emu.QPTypeRC, false}, {Send, 2048, "Send BW Test", emu.QPTypeRC, false},
 		// UD with the size left to its default: the MTU both sides agree on (1024 here).
-		{Send, 0, "Send BW Test", emu.QPTypeUD}} {
-		t.Run(c.title+"/"+c.conn.String(), func(t *testing.T) {
+		{Send, 0, "Send BW Test", emu.QPTypeUD, false},
+		{Write, 4096, "RDMA_Write BW Test", emu.QPTypeRC, true}, {Read, 4096, "RDMA_Read BW Test", emu.QPTypeRC, true},
+		{Atomic, 8, "Atomic FETCH_AND_ADD BW Test", emu.QPTypeRC, true}, {Send, 2048, "Send BW Test", emu.QPTypeRC, true}} {
+		name := c.title + "/" + c.conn.String()
+		if c.cm {
+			name += "/rdma_cm"
+		}
+		t.Run(name, func(t *testing.T) {
 			hs, hc := loophosts.Pair(t, 0, 3)
 			l, _ := net.Listen("tcp4", "127.0.0.1:0")
 			port := l.Addr().(*net.TCPAddr).Port
@@ -136,11 +144,15 @@ func TestTests(t *testing.T) {
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
-				sres, serr = Run(ctx, hs.Device(), Options{Test: c.test, Conn: c.conn, Server: true, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 300, GID: hs.Device().IP(), QPTimeout: &qpTimeout}, &sout)
+				sres, serr = Run(ctx, hs.Device(), Options{Test: c.test, Conn: c.conn, Server: true, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 300, GID: hs.Device().IP(), QPTimeout: &qpTimeout, RDMACM: c.cm}, &sout)
 			}()
+			host := "127.0.0.1"
+			if c.cm { // rdma_cm connects to the server's RoCE address
+				host = hs.Device().IP().String()
+			}
 			go func() {
 				defer wg.Done()
-				cres, cerr = Run(ctx, hc.Device(), Options{Test: c.test, Conn: c.conn, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 300, GID: hc.Device().IP(), Wait: 20 * time.Second, QPTimeout: &qpTimeout}, &cout)
+				cres, cerr = Run(ctx, hc.Device(), Options{Test: c.test, Conn: c.conn, Host: host, Port: port, Size: c.size, Iters: 300, GID: hc.Device().IP(), Wait: 20 * time.Second, QPTimeout: &qpTimeout, RDMACM: c.cm}, &cout)
 			}()
 			wg.Wait()
 			if serr != nil || cerr != nil {

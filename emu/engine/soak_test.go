@@ -100,7 +100,9 @@ const (
 	soakRecvLen   = 1792 << 10
 	soakDgramOff  = soakRecvOff + soakRecvLen // UD and UC: sources on A, receive slots on B
 	soakDgramLen  = 1 << 20
-	soakBufLen    = soakDgramOff + soakDgramLen
+	soakConnOff   = soakDgramOff + soakDgramLen // connections through the connection manager
+	soakConnLen   = 4 << 10
+	soakBufLen    = soakConnOff + soakConnLen
 	// A long message has 129 packets or more (past maxUnackedPSNs), up to soakLongMax bytes.
 	soakLongMax = 1 << 20
 )
@@ -250,6 +252,9 @@ func runSoak(t *testing.T, seed uint64, stats ...*soakStats) bool {
 	}
 	if msg := unreliable.check(); msg != "" {
 		return fail("UD and UC beside it: %s", msg)
+	}
+	if msg := soakConnections(p, rnd, seed); msg != "" {
+		return fail("connections through rdma_cm after it: %s", msg)
 	}
 	if n := p.sim.Pending(); n != 0 {
 		return fail("%d events still pending after the run", n)
