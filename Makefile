@@ -92,11 +92,12 @@ interop-long:
 interop-readme-vm:
 	bash interop/readme-vm.sh
 
-# tshark dissects a pcap of every opcode and must agree with wire on opcode, QP and PSN.
+# tshark dissects a pcap of every opcode and must agree with wire on opcode, QP and PSN, and
+# the CM messages of Linux and of emu/rdmacm, agreeing on every CM field it dissects.
 # Installs tshark from the Debian mirror when it is missing (needs root).
 interop-tshark:
 	@command -v tshark >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark; }
-	$(GO) test -count=1 -tags interop -run TestTshark ./wire/...
+	$(GO) test -count=1 -tags interop -run TestTshark ./wire/... ./emu/rdmacm
 
 # softirdma against Linux Soft-RoCE in a TCG guest: ibv_rc_pingpong both ways, IPv4 and IPv6
 # link-local GIDs, 64 B and 4 KiB, and with 2% of received frames lost; every pcap decoded.
