@@ -9,10 +9,14 @@ import (
 	"github.com/softirdma/softirdma/wire/mad"
 )
 
-// CMExchange is one connection manager exchange: a REQ and what answered it, keyed by the
-// connecting side's address and communication ID. Its QPNs name the RC connection it set up
-// (the conn lines of -flows), and Outcome says how far it got.
+// CMExchange is one connection manager exchange: a REQ and what answered it, or a SIDR_REQ and
+// its SIDR_REP, keyed by the asking side's address and communication (or request) ID. Its QPNs
+// name the RC connection it set up (the conn lines of -flows) or the UD QP it found, and Outcome
+// says how far it got.
 type CMExchange struct {
+	// SIDR marks a UD service's resolution: no active QPN, the passive QPN and Q_Key from the
+	// SIDR_REP.
+	SIDR      bool       `json:"sidr,omitempty"`
 	Active    netip.Addr `json:"active"`
 	ActiveQPN uint32     `json:"active_qpn"`
 	ActiveID  uint32     `json:"active_comm_id"`
@@ -20,14 +24,16 @@ type CMExchange struct {
 	// PassiveQPN and PassiveID come with the REP.
 	PassiveQPN uint32 `json:"passive_qpn,omitempty"`
 	PassiveID  uint32 `json:"passive_comm_id,omitempty"`
+	QKey       uint32 `json:"qkey,omitempty"`
 	ServiceID  Hex64  `json:"service_id"`
 	PortSpace  string `json:"port_space,omitempty"`
 	Port       uint16 `json:"port,omitempty"`
 	// Messages are the exchange's messages in order ("REQ", "REP", "RTU", "REJ", "DREQ",
-	// "DREP", "MRA"), resends included.
+	// "DREP", "MRA", "SIDR_REQ", "SIDR_REP"), resends included.
 	Messages []string `json:"messages"`
 	// Outcome: "established" (an RTU), "no RTU" (a REP and no RTU), "no REP" (a REQ alone),
-	// "rejected: REASON", and "disconnected" once a DREQ was answered.
+	// "rejected: REASON", and "disconnected" once a DREQ was answered; for SIDR "resolved",
+	// "refused: STATUS" or "no SIDR_REP".
 	Outcome string `json:"outcome"`
 	Reason  string `json:"reason,omitempty"`
 
@@ -72,6 +78,27 @@ func (c *cmExchanges) add(src, dst netip.Addr, h mad.Header, data []byte) {
 			c.byActive[cmKey{src, q.LocalCommID}] = x
 			c.order = append(c.order, x)
 		}
+	case cm.AttrSIDRREQ:
+		q, _ := cm.ParseSIDRREQ(b)
+		find(src, q.RequestID)
+		if x == nil {
+			x = &CMExchange{SIDR: true, Active: src, ActiveID: q.RequestID, Passive: dst, ServiceID: Hex64(q.ServiceID)}
+			if ps, port, ok := cm.SplitServiceID(q.ServiceID); ok {
+				x.PortSpace, x.Port = ps.String(), port
+			}
+			c.byActive[cmKey{src, q.RequestID}] = x
+			c.order = append(c.order, x)
+		}
+	case cm.AttrSIDRREP:
+		r, _ := cm.ParseSIDRREP(b)
+		if find(dst, r.RequestID); x != nil && x.SIDR {
+			x.rep = true
+			if r.Status == cm.SIDRSuccess {
+				x.PassiveQPN, x.QKey = r.QPN, r.QKey
+			} else {
+				x.Reason = r.Status.String()
+			}
+		}
 	case cm.AttrREP:
 		r, _ := cm.ParseREP(b)
 		if find(dst, r.RemoteCommID); x != nil {
@@ -112,6 +139,12 @@ func (c *cmExchanges) add(src, dst netip.Addr, h mad.Header, data []byte) {
 func (c *cmExchanges) exchanges() []*CMExchange {
 	for _, x := range c.order {
 		switch {
+		case x.SIDR && x.Reason != "":
+			x.Outcome = "refused: " + x.Reason
+		case x.SIDR && x.rep:
+			x.Outcome = "resolved"
+		case x.SIDR:
+			x.Outcome = "no SIDR_REP"
 		case x.Reason != "":
 			x.Outcome = "rejected: " + x.Reason
 		case x.rtu && x.dreq && x.drep:
@@ -139,6 +172,17 @@ func (x *CMExchange) Line() string {
 	passive := "qp=?"
 	if x.rep {
 		passive = "qp=" + hex24(x.PassiveQPN)
+	}
+	if x.SIDR {
+		if x.Reason != "" {
+			passive = "qp=?" // refused: no QP
+		}
+		qkey := ""
+		if x.QKey != 0 {
+			qkey = fmt.Sprintf(" qkey=0x%08x", x.QKey)
+		}
+		return fmt.Sprintf("sidr %s -> %s %s%s service=%s: %s (%s)", x.Active, x.Passive, passive, qkey, svc,
+			strings.Join(x.Messages, " "), x.Outcome)
 	}
 	return fmt.Sprintf("cm %s qp=%s -> %s %s service=%s: %s (%s)", x.Active, hex24(x.ActiveQPN), x.Passive, passive, svc,
 		strings.Join(x.Messages, " "), x.Outcome)

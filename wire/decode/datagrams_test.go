@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/softirdma/softirdma/wire"
+	"github.com/softirdma/softirdma/wire/cm"
 	"github.com/softirdma/softirdma/wire/mad"
 )
 
@@ -162,7 +163,10 @@ func TestCMExchangeFlows(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"flows: 5 CM exchanges\n",
+		"flows: 6 CM exchanges\n",
+		// udaddy's: the UD QP it found, and the datagrams to it.
+		"sidr 192.168.77.3 -> 192.168.77.2 qp=0x000014 qkey=0x01234567 service=UDP:7174: SIDR_REQ SIDR_REP (resolved)\n",
+		"ud 192.168.77.3 qp=0x000014 -> 192.168.77.2 qp=0x000014:",
 		"cm 192.168.77.3 qp=0x000011 -> 192.168.77.2 qp=0x000011 service=TCP:7174: REQ REP RTU DREQ DREP (disconnected)\n",
 		"conn 192.168.77.2 qp=0x000011 <-> 192.168.77.3 qp=0x000011\n",
 		"cm 192.168.77.3 qp=0x000012 -> 192.168.77.2 qp=0x000012 service=TCP:7471: REQ REP RTU DREQ DREP (disconnected)\n",
@@ -210,5 +214,36 @@ func TestCMExchangeFlows(t *testing.T) {
 	}
 	if !strings.Contains(js.String(), `{"type":"cm_flow","active":"192.168.77.3","active_qpn":17,`) || !strings.Contains(js.String(), `"outcome":"no RTU"`) {
 		t.Fatalf("JSON:\n%s", js.String())
+	}
+}
+
+// TestSIDRExchangeOutcomes: a SIDR_REQ refused, and one never answered, as -flows tells them.
+func TestSIDRExchangeOutcomes(t *testing.T) {
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	msg := func(attr uint16, put func([]byte) error) (mad.Header, []byte) {
+		data := make([]byte, mad.HeaderLen+cm.DataLen)
+		if err := put(data[mad.HeaderLen:]); err != nil {
+			t.Fatal(err)
+		}
+		return mad.Header{MgmtClass: mad.ClassCM, Method: mad.MethodSend, AttrID: attr}, data
+	}
+	var c cmExchanges
+	for id, answer := range map[uint32]bool{7: true, 8: false} {
+		q := cm.SIDRREQ{RequestID: id, ServiceID: cm.ServiceID(cm.PSUDP, 7174)}
+		h, d := msg(cm.AttrSIDRREQ, q.Put)
+		c.add(a, b, h, d)
+		if answer {
+			r := cm.SIDRREP{RequestID: id, Status: cm.SIDRReject, ServiceID: q.ServiceID}
+			h, d = msg(cm.AttrSIDRREP, r.Put)
+			c.add(b, a, h, d)
+		}
+	}
+	got := map[uint32]string{}
+	for _, x := range c.exchanges() {
+		got[x.ActiveID] = x.Line()
+	}
+	if got[7] != "sidr 192.0.2.1 -> 192.0.2.2 qp=? service=UDP:7174: SIDR_REQ SIDR_REP (refused: REJECT)" ||
+		got[8] != "sidr 192.0.2.1 -> 192.0.2.2 qp=? service=UDP:7174: SIDR_REQ (no SIDR_REP)" {
+		t.Fatalf("%v", got)
 	}
 }
