@@ -90,13 +90,14 @@ type node struct {
 }
 
 type test struct {
-	o     Options
-	ctx   context.Context
-	dev   *emu.Device
-	pd    *emu.PD
-	ev    *cmpeer.Events
-	wake  chan struct{}
-	nodes []*node
+	o      Options
+	ctx    context.Context
+	dev    *emu.Device
+	pd     *emu.PD
+	ev     *cmpeer.Events
+	wake   chan struct{}
+	nodes  []*node
+	poller cmpeer.Poller
 }
 
 // Run runs one side of ucmatose on dev, printing what ucmatose prints to out.
@@ -110,6 +111,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) error {
 		return err
 	}
 	t := &test{o: o, ctx: ctx, dev: dev, ev: ev, wake: make(chan struct{}, 1)}
+	t.poller = cmpeer.Poller{Tool: "cmatose", Ctx: ctx, Wake: t.wake, Timeout: o.Timeout}
 	if t.pd, err = dev.AllocPD(); err != nil {
 		return err
 	}
@@ -118,19 +120,12 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) error {
 			_ = n.qp.Destroy()
 		}
 	}()
-	if o.Server {
-		fmt.Fprintln(out, "cmatose: starting server")
-		err = t.server(m, out)
-	} else {
-		fmt.Fprintln(out, "cmatose: starting client")
-		err = t.client(m, out)
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "test complete")
-	fmt.Fprintln(out, "return status 0")
-	return nil
+	return cmpeer.Tool(out, "cmatose", o.Server, func() error {
+		if o.Server {
+			return t.server(m, out)
+		}
+		return t.client(m, out)
+	})
 }
 
 // newNode makes a connection's QP (RC, Count sends and receives, CQs of Count) and buffer, and
@@ -236,13 +231,13 @@ func (t *test) server(m *rdmacm.Manager, out io.Writer) error {
 		}
 		fmt.Fprintln(out, "completing sends")
 		for _, n := range t.nodes {
-			if err := t.poll(n.sendCQ, t.o.Count); err != nil {
+			if err := t.poller.Poll(n.sendCQ, t.o.Count, nil); err != nil {
 				return err
 			}
 		}
 		fmt.Fprintln(out, "receiving data transfers")
 		for _, n := range t.nodes {
-			if err := t.poll(n.recvCQ, t.o.Count); err != nil {
+			if err := t.poller.Poll(n.recvCQ, t.o.Count, t.whole); err != nil {
 				return err
 			}
 		}
@@ -278,7 +273,7 @@ func (t *test) client(m *rdmacm.Manager, out io.Writer) error {
 	if t.o.Count > 0 {
 		fmt.Fprintln(out, "receiving data transfers")
 		for _, n := range t.nodes {
-			if err := t.poll(n.recvCQ, t.o.Count); err != nil {
+			if err := t.poller.Poll(n.recvCQ, t.o.Count, t.whole); err != nil {
 				return err
 			}
 		}
@@ -307,32 +302,10 @@ func (t *test) sends(n *node) error {
 	return nil
 }
 
-// poll waits for want successful completions on cq; a receive must hold a whole message.
-func (t *test) poll(cq *emu.CQ, want int) error {
-	var wcs [8]emu.WC
-	deadline := time.NewTimer(t.o.Timeout)
-	defer deadline.Stop()
-	for want > 0 {
-		n := cq.Poll(wcs[:min(want, len(wcs))])
-		for _, wc := range wcs[:n] {
-			if wc.Status != emu.WCSuccess {
-				return fmt.Errorf("cmatose: completion with status %s: %v", wc.Status, wc.Err)
-			}
-			if wc.Opcode == emu.WCRecv && wc.ByteLen != uint32(t.o.Size) {
-				return fmt.Errorf("cmatose: received %d bytes, sent %d", wc.ByteLen, t.o.Size)
-			}
-		}
-		want -= n
-		if n > 0 {
-			continue
-		}
-		select {
-		case <-t.wake: // a disconnection flushes the QP: its completions end the wait
-		case <-deadline.C:
-			return errors.New("cmatose: failed polling CQ")
-		case <-t.ctx.Done():
-			return t.ctx.Err()
-		}
+// whole checks that a receive holds a whole message.
+func (t *test) whole(wc emu.WC) error {
+	if wc.ByteLen != uint32(t.o.Size) {
+		return fmt.Errorf("cmatose: received %d bytes, sent %d", wc.ByteLen, t.o.Size)
 	}
 	return nil
 }

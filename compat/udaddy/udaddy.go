@@ -85,20 +85,21 @@ type node struct {
 	qp   *emu.QP
 	cq   *emu.CQ
 	mr   *emu.MR
-	buf  []byte // the GRH area, then the message
+	buf  []byte // the message sent, then a slot of the GRH area and a message per receive
 	ah   *emu.AH
 	qpn  uint32
 	qkey uint32
 }
 
 type test struct {
-	o     Options
-	ctx   context.Context
-	dev   *emu.Device
-	pd    *emu.PD
-	ev    *cmpeer.Events
-	wake  chan struct{}
-	nodes []*node
+	o      Options
+	ctx    context.Context
+	dev    *emu.Device
+	pd     *emu.PD
+	ev     *cmpeer.Events
+	wake   chan struct{}
+	nodes  []*node
+	poller cmpeer.Poller
 }
 
 // Run runs one side of udaddy on dev, printing what udaddy prints to out.
@@ -112,6 +113,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) error {
 		return err
 	}
 	t := &test{o: o, ctx: ctx, dev: dev, ev: ev, wake: make(chan struct{}, 1)}
+	t.poller = cmpeer.Poller{Tool: "udaddy", Ctx: ctx, Wake: t.wake, Timeout: o.Timeout}
 	if t.pd, err = dev.AllocPD(); err != nil {
 		return err
 	}
@@ -120,26 +122,27 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) error {
 			_ = n.qp.Destroy()
 		}
 	}()
-	if o.Server {
-		fmt.Fprintln(out, "udaddy: starting server")
-		err = t.server(m, out)
-	} else {
-		fmt.Fprintln(out, "udaddy: starting client")
-		err = t.client(m, out)
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "test complete")
-	fmt.Fprintln(out, "return status 0")
-	return nil
+	return cmpeer.Tool(out, "udaddy", o.Server, func() error {
+		if o.Server {
+			return t.server(m, out)
+		}
+		return t.client(m, out)
+	})
 }
+
+// slot is a receive's size: the GRH area and a message.
+func (t *test) slot() int { return emu.GRHLen + t.o.Size }
+
+// recvOff is where receive i's slot starts in a node's buffer.
+func (t *test) recvOff(i int) int { return t.o.Size + i*t.slot() }
 
 // newNode makes a UD QP (Count sends and receives, one CQ of twice that) and a buffer of the GRH
 // area and a message, and posts the receives, as udaddy's init_node and post_recvs.
 func (t *test) newNode() (*node, error) {
 	depth := max(t.o.Count, 1)
-	n := &node{buf: make([]byte, emu.GRHLen+t.o.Size)}
+	// udaddy posts every receive on one buffer; a slot each keeps one datagram's GRH area from
+	// being written while an earlier one's is read.
+	n := &node{buf: make([]byte, t.o.Size+depth*t.slot())}
 	var err error
 	if n.cq, err = t.dev.CreateCQ(2 * depth); err != nil {
 		return nil, err
@@ -162,7 +165,7 @@ func (t *test) newNode() (*node, error) {
 		return nil, err
 	}
 	for i := range t.o.Count {
-		if err := n.qp.PostRecv(emu.RecvWR{ID: uint64(i), SGL: []emu.SGE{{Addr: n.mr.Addr(), Length: uint32(len(n.buf)), LKey: n.mr.LKey()}}}); err != nil {
+		if err := n.qp.PostRecv(emu.RecvWR{ID: uint64(i), SGL: []emu.SGE{{Addr: n.mr.Addr() + uint64(t.recvOff(i)), Length: uint32(t.slot()), LKey: n.mr.LKey()}}}); err != nil {
 			return nil, fmt.Errorf("failed to post receives: %w", err)
 		}
 	}
@@ -254,13 +257,13 @@ func (t *test) sends(n *node, signaled bool) error {
 	}
 	for i := range t.o.Count {
 		if err := n.qp.PostSend(emu.SendWR{ID: uint64(i), Opcode: emu.WRSendWithImm, Flags: flags, Imm: n.qp.Num(),
-			SGL: []emu.SGE{{Addr: n.mr.Addr() + emu.GRHLen, Length: uint32(t.o.Size), LKey: n.mr.LKey()}},
+			SGL: []emu.SGE{{Addr: n.mr.Addr(), Length: uint32(t.o.Size), LKey: n.mr.LKey()}},
 			AH:  n.ah, RemoteQPN: n.qpn, RemoteQKey: n.qkey}); err != nil {
 			return fmt.Errorf("failed to post sends: %w", err)
 		}
 	}
 	if signaled {
-		return t.poll(n, t.o.Count, nil)
+		return t.poller.Poll(n.cq, t.o.Count, nil)
 	}
 	return nil
 }
@@ -268,14 +271,14 @@ func (t *test) sends(n *node, signaled bool) error {
 // receive waits for Count datagrams; the server takes where to reply from the first: the
 // address in its GRH area and the QPN its immediate data carries (udaddy's create_reply_ah).
 func (t *test) receive(n *node, reply bool) error {
-	return t.poll(n, t.o.Count, func(wc emu.WC) error {
+	return t.poller.Poll(n.cq, t.o.Count, func(wc emu.WC) error {
 		if wc.ByteLen != uint32(emu.GRHLen+t.o.Size) || wc.Flags&emu.WCWithImm == 0 {
 			return fmt.Errorf("udaddy: received %d bytes (imm %v), sent %d", wc.ByteLen, wc.Flags&emu.WCWithImm != 0, t.o.Size)
 		}
 		if !reply || n.ah != nil {
 			return nil
 		}
-		src, ok := emu.SourceAddr(n.buf, wc.NetworkHdrType)
+		src, ok := emu.SourceAddr(n.buf[t.recvOff(int(wc.WRID)):], wc.NetworkHdrType)
 		if !ok {
 			return errors.New("udaddy: failed to create reply AH")
 		}
@@ -286,36 +289,4 @@ func (t *test) receive(n *node, reply bool) error {
 		n.ah, n.qpn, n.qkey = ah, wc.Imm, n.qp.Query().QKey
 		return nil
 	})
-}
-
-// poll waits for want successful completions on a node's CQ, each handed to each (if any).
-func (t *test) poll(n *node, want int, each func(emu.WC) error) error {
-	var wcs [8]emu.WC
-	deadline := time.NewTimer(t.o.Timeout)
-	defer deadline.Stop()
-	for want > 0 {
-		got := n.cq.Poll(wcs[:min(want, len(wcs))])
-		for _, wc := range wcs[:got] {
-			if wc.Status != emu.WCSuccess {
-				return fmt.Errorf("udaddy: completion with status %s: %v", wc.Status, wc.Err)
-			}
-			if each != nil {
-				if err := each(wc); err != nil {
-					return err
-				}
-			}
-		}
-		want -= got
-		if got > 0 {
-			continue
-		}
-		select {
-		case <-t.wake:
-		case <-deadline.C:
-			return errors.New("udaddy: failed polling CQ")
-		case <-t.ctx.Done():
-			return t.ctx.Err()
-		}
-	}
-	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"syscall"
 	"time"
@@ -147,4 +148,61 @@ func (ev *Events) Dial(wait, timeout time.Duration, connect func() (*rdmacm.ID, 
 			return e, err
 		}
 	}
+}
+
+// Tool runs the body of ucmatose's or udaddy's main as they print it: "TOOL: starting server"
+// (or client) first, and after a run without error "test complete" and "return status 0".
+func Tool(out io.Writer, tool string, server bool, run func() error) error {
+	role := "client"
+	if server {
+		role = "server"
+	}
+	fmt.Fprintf(out, "%s: starting %s\n", tool, role)
+	if err := run(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "test complete")
+	fmt.Fprintln(out, "return status 0")
+	return nil
+}
+
+// Poller waits for completions as the tools' poll_cqs do, with a bound on each wait.
+type Poller struct {
+	Tool    string
+	Ctx     context.Context
+	Wake    <-chan struct{} // signalled by the CQs' completion callbacks
+	Timeout time.Duration
+}
+
+// Poll waits for want successful completions on cq, handing each to each (if not nil); a
+// completion in error, or none for the timeout, ends it.
+func (p Poller) Poll(cq *emu.CQ, want int, each func(emu.WC) error) error {
+	var wcs [8]emu.WC
+	deadline := time.NewTimer(p.Timeout)
+	defer deadline.Stop()
+	for want > 0 {
+		got := cq.Poll(wcs[:min(want, len(wcs))])
+		for _, wc := range wcs[:got] {
+			if wc.Status != emu.WCSuccess {
+				return fmt.Errorf("%s: completion with status %s: %v", p.Tool, wc.Status, wc.Err)
+			}
+			if each != nil {
+				if err := each(wc); err != nil {
+					return err
+				}
+			}
+		}
+		want -= got
+		if got > 0 {
+			continue
+		}
+		select {
+		case <-p.Wake: // a disconnection flushes the QP: its completions end the wait
+		case <-deadline.C:
+			return fmt.Errorf("%s: failed polling CQ", p.Tool)
+		case <-p.Ctx.Done():
+			return p.Ctx.Err()
+		}
+	}
+	return nil
 }
