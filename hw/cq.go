@@ -133,6 +133,9 @@ func encodeCQE(b []byte, wc *emu.WC) {
 	le.PutUint32(b[abi.CQESrcQP:], wc.SrcQP)
 	le.PutUint32(b[abi.CQEWCFlags:], uint32(wc.Flags))
 	b[abi.CQEPortNum] = 1
+	if wc.Flags&emu.WCWithGRH != 0 {
+		b[abi.CQENetHdr] = byte(wc.NetworkHdrType)
+	}
 }
 
 // completed runs after the engine queued completions (outside its lock): an armed CQ that fired

@@ -131,6 +131,7 @@ func (f *Function) execLocked(e []byte) error {
 			return errf(syscall.EBUSY, "PD %d has %d objects", pdn, p.uses)
 		}
 		delete(f.pds, pdn)
+		f.forgetAHs(p.pd)
 		return nil
 	case abi.OpAllocSTag:
 		return f.allocSTagLocked(u32(abi.AllocSTagPD), u32(abi.AllocSTagKind), u32(abi.AllocSTagMaxPages), result)
@@ -140,6 +141,10 @@ func (f *Function) execLocked(e []byte) error {
 		return f.reregMRLocked(u32(abi.ReregMRSTag), keys.ReregFlags(u32(abi.ReregMRFlags)), args[abi.ReregMRReg:abi.ReregMRArgsSize])
 	case abi.OpDeallocSTag:
 		return f.deallocSTagLocked(u32(abi.NumArgsNum))
+	case abi.OpRegDMAMR:
+		return f.regDMAMRLocked(u32(abi.RegDMAPD), emu.Access(u32(abi.RegDMAAccess)), result)
+	case abi.OpAttachMcast, abi.OpDetachMcast:
+		return f.mcastLocked(op == abi.OpAttachMcast, u32(abi.McastQPN), [16]byte(args[abi.McastGID:abi.McastGID+16]))
 	case abi.OpCreateEthRing:
 		return f.createEthRingLocked(args[:abi.EthRingArgsSize])
 	case abi.OpDestroyEthRing:
@@ -403,7 +408,9 @@ func (f *Function) deallocSTagLocked(stag uint32) error {
 func (f *Function) setAVTableLocked(args []byte) error {
 	n := binary.LittleEndian.Uint32(args[abi.SetAVEntries:])
 	if n == 0 {
+		f.avMu.Lock()
 		f.av = nil
+		f.avMu.Unlock()
 		return nil
 	}
 	if n > abi.MaxAH {
@@ -427,6 +434,8 @@ func (f *Function) setAVTableLocked(args []byte) error {
 			return errf(syscall.EFAULT, "AV table page 0x%x is not mapped", p)
 		}
 	}
+	f.avMu.Lock()
 	f.av = &avTable{pages: pages, entries: n}
+	f.avMu.Unlock()
 	return nil
 }

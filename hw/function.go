@@ -112,9 +112,12 @@ type Function struct {
 	srqs    map[uint32]*srq // by SRQN
 	// eth are the Ethernet function's TX and RX rings (abi.EthTX, abi.EthRX), nil until made.
 	eth [2]*ethRing
-	// av is the address-vector table the driver gave (SET_AV_TABLE): its pages and entries.
-	// UD work requests will read it; for now it is checked and kept.
-	av *avTable
+	// av is the address-vector table the driver gave (SET_AV_TABLE): its pages and entries,
+	// read by UD work requests. It changes under mu and avMu both; the send path reads it, and
+	// ahs, the engine's address handles made for UD work requests, under avMu.
+	av   *avTable
+	avMu sync.Mutex
+	ahs  map[ahKey]*emu.AH
 }
 
 type avTable struct {
@@ -214,6 +217,7 @@ func (f *Function) revoke(iova, size uint64, why string) {
 			e.mu.Unlock()
 		}
 	}
+	f.avMu.Lock()
 	if f.av != nil {
 		for _, p := range f.av.pages {
 			if p < iova+size && iova < p+4096 {
@@ -222,6 +226,7 @@ func (f *Function) revoke(iova, size uint64, why string) {
 			}
 		}
 	}
+	f.avMu.Unlock()
 	var affected []*qp
 	for _, q := range f.qps {
 		if q.sq.overlaps(iova, size) || q.rq != nil && q.rq.overlaps(iova, size) {
@@ -284,7 +289,10 @@ func (f *Function) resetLocked() {
 		q.gone = true
 		q.mu.Unlock()
 	}
-	f.qps, f.qpSlots, f.srqs, f.av = map[uint32]*qp{}, [abi.MaxQPSlots]*qp{}, map[uint32]*srq{}, nil
+	f.qps, f.qpSlots, f.srqs = map[uint32]*qp{}, [abi.MaxQPSlots]*qp{}, map[uint32]*srq{}
+	f.avMu.Lock()
+	f.av, f.ahs = nil, map[ahKey]*emu.AH{}
+	f.avMu.Unlock()
 	for i, e := range f.eth {
 		if e != nil {
 			e.mu.Lock()

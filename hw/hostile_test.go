@@ -155,6 +155,11 @@ func (fx *fixture) validArgs(op uint16) []byte {
 		return a
 	case abi.OpRegMR:
 		return fx.regMRArgs()
+	case abi.OpRegDMAMR:
+		a := make([]byte, abi.RegDMAArgsSize)
+		put(a, abi.RegDMAPD, 4, uint64(fx.pdn))
+		put(a, abi.RegDMAAccess, 4, uint64(emu.AccessLocalWrite))
+		return a
 	case abi.OpReregMR:
 		a := make([]byte, abi.ReregMRArgsSize)
 		put(a, abi.ReregMRSTag, 4, uint64(fx.mrKey))
@@ -289,6 +294,8 @@ func ctrlCases() []ctrlCase {
 	add(abi.OpReregMR, "flags", field{abi.ReregMRFlags, 4}, inval, 0, 8, u32max)
 	regMR(abi.OpReregMR, abi.ReregMRReg)
 	add(abi.OpDeallocSTag, "stag", num, noent, 0, u32max)
+	add(abi.OpRegDMAMR, "pd", field{abi.RegDMAPD, 4}, noent, 0, u32max)
+	add(abi.OpRegDMAMR, "access", field{abi.RegDMAAccess, 4}, inval, uint64(emu.AccessRemoteWrite), u32max)
 
 	queue(abi.OpCreateCQ, abi.CreateCQQueue, abi.CQMaxLog, 6)
 	add(abi.OpCreateCQ, "eqn", field{abi.CreateCQEQ, 4}, noent, 0, abi.CQNoEQ-1)
@@ -298,7 +305,7 @@ func ctrlCases() []ctrlCase {
 
 	lim := emu.DefaultLimits
 	add(abi.OpCreateQP, "pd", field{abi.CreateQPPD, 4}, noent, 0, u32max)
-	add(abi.OpCreateQP, "type", field{abi.CreateQPType, 1}, syscall.EOPNOTSUPP, 0, abi.QPTypeUC, abi.QPTypeUD, u8max)
+	add(abi.OpCreateQP, "type", field{abi.CreateQPType, 1}, syscall.EOPNOTSUPP, 0, abi.QPTypeUD+1, u8max)
 	add(abi.OpCreateQP, "sig_all", field{abi.CreateQPSigAll, 1}, inval, 2, u8max)
 	add(abi.OpCreateQP, "send_cq", field{abi.CreateQPSendCQ, 4}, noent, 0, u32max)
 	add(abi.OpCreateQP, "recv_cq", field{abi.CreateQPRecvCQ, 4}, noent, 0, u32max)
@@ -317,6 +324,8 @@ func ctrlCases() []ctrlCase {
 	add(abi.OpModifyQP, "access", field{abi.ModifyQPAttr + abi.QPAttrAccessFlags, 4}, inval, 1<<31, u32max)
 	add(abi.OpQueryQP, "qpn", field{abi.QueryQPNum, 4}, noent, 0, u32max)
 	add(abi.OpDestroyQP, "qpn", num, noent, 0, u32max)
+	add(abi.OpAttachMcast, "qpn", field{abi.McastQPN, 4}, noent, 0, u32max)
+	add(abi.OpDetachMcast, "qpn", field{abi.McastQPN, 4}, noent, 0, u32max)
 
 	add(abi.OpCreateSRQ, "pd", field{abi.CreateSRQPD, 4}, noent, 0, u32max)
 	add(abi.OpCreateSRQ, "max_sge", field{abi.CreateSRQMaxSGE, 4}, inval, 0, uint64(lim.MaxSGE)+1, u32max)
@@ -343,7 +352,7 @@ func TestHostileControlCommands(t *testing.T) {
 	fx := newFixture(t)
 	// The valid arguments are valid: what fails below fails by the one field.
 	for _, op := range []uint16{abi.OpQueryPort, abi.OpQueryGID, abi.OpCreateEQ, abi.OpSetAVTable, abi.OpAllocSTag,
-		abi.OpRegMR, abi.OpReregMR, abi.OpCreateCQ, abi.OpResizeCQ, abi.OpCreateQP, abi.OpModifyQP, abi.OpQueryQP,
+		abi.OpRegMR, abi.OpRegDMAMR, abi.OpReregMR, abi.OpCreateCQ, abi.OpResizeCQ, abi.OpCreateQP, abi.OpModifyQP, abi.OpQueryQP,
 		abi.OpCreateSRQ, abi.OpModifySRQ, abi.OpQuerySRQ, abi.OpCreateEthRing} {
 		if errno, _ := fx.cmd(op, fx.validArgs(op)); errno != 0 {
 			t.Fatalf("command 0x%x with valid arguments: %v", op, errno)

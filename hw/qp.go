@@ -13,7 +13,8 @@ import (
 	"github.com/softirdma/softirdma/hw/abi"
 )
 
-// qp is an RC QP whose send and receive queues are rings in guest memory in rxe's layout.
+// qp is a QP (RC, UC, UD or GSI) whose send and receive queues are rings in guest memory in
+// rxe's layout.
 //
 // Locks: posting serialises doorbells, so WQEs reach the engine in ring order; sqMu guards the
 // send queue's consumer index, which the engine's retire callback moves; rqMu the receive
@@ -24,6 +25,7 @@ type qp struct {
 	emu  *emu.QP
 	slot uint32
 	pdn  uint32
+	ud   bool // UD or GSI: its SENDs are addressed by an AH number or an rxe_av in the WQE
 	sq   *ring
 	rq   *ring // nil with an SRQ
 
@@ -46,6 +48,9 @@ type qp struct {
 	gone bool // destroyed or its rings revoked: posting stops
 }
 
+// qpTypes are the QP types CREATE_QP takes, by their ABI numbers.
+var qpTypes = map[uint8]emu.QPType{abi.QPTypeRC: emu.QPTypeRC, abi.QPTypeUC: emu.QPTypeUC, abi.QPTypeUD: emu.QPTypeUD, abi.QPTypeGSI: emu.QPTypeGSI}
+
 func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 	le := binary.LittleEndian
 	pdn := le.Uint32(args[abi.CreateQPPD:])
@@ -53,8 +58,9 @@ func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 	if err != nil {
 		return err
 	}
-	if t := args[abi.CreateQPType]; t != abi.QPTypeRC {
-		return errf(syscall.EOPNOTSUPP, "QP type %d (RC only)", t)
+	typ, ok := qpTypes[args[abi.CreateQPType]]
+	if !ok {
+		return errf(syscall.EOPNOTSUPP, "QP type %d (RC, UC, UD or GSI)", args[abi.CreateQPType])
 	}
 	if s := args[abi.CreateQPSigAll]; s > 1 {
 		return errf(syscall.EINVAL, "sq_sig_all %d", s)
@@ -105,7 +111,7 @@ func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 	if err := f.reserveWRsLocked(slots); err != nil {
 		return err
 	}
-	init := emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: scq.emu, RecvCQ: rcq.emu, SigAll: args[abi.CreateQPSigAll] != 0,
+	init := emu.QPInitAttr{Type: typ, SendCQ: scq.emu, RecvCQ: rcq.emu, SigAll: args[abi.CreateQPSigAll] != 0,
 		Cap: emu.QPCap{MaxSendWR: int(sq.count() - 1), MaxRecvWR: 1, MaxSendSGE: sendSGE, MaxRecvSGE: recvSGE, MaxInlineData: maxInline}}
 	if rq != nil {
 		init.Cap.MaxRecvWR = int(rq.count() - 1)
@@ -117,7 +123,7 @@ func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 		f.wrSlots -= uint64(slots)
 		return err
 	}
-	q := &qp{f: f, emu: eqp, slot: uint32(slot), pdn: pdn, sq: sq, rq: rq, wrSlots: slots,
+	q := &qp{f: f, emu: eqp, slot: uint32(slot), pdn: pdn, ud: typ == emu.QPTypeUD || typ == emu.QPTypeGSI, sq: sq, rq: rq, wrSlots: slots,
 		maxSendSGE: sendSGE, maxRecvSGE: recvSGE, maxInline: maxInline,
 		sqWQE: make([]byte, sendWQEBytes(sq, sendSGE, maxInline))}
 	if rq != nil {
@@ -183,7 +189,7 @@ func (f *Function) modifyQPLocked(n, mask uint32, a []byte) error {
 		MaxDestRdAtomic: a[abi.QPAttrMaxDestRdAtom], Port: a[abi.QPAttrPortNum],
 		EnSQDAsyncNotify: a[abi.QPAttrSQDrainNotify] != 0, PKeyIndex: le.Uint16(a[abi.QPAttrPKeyIndex:]),
 		AccessFlags: emu.Access(le.Uint32(a[abi.QPAttrAccessFlags:])), DestQPN: le.Uint32(a[abi.QPAttrDestQPN:]),
-		RQPSN: le.Uint32(a[abi.QPAttrRQPSN:]), SQPSN: le.Uint32(a[abi.QPAttrSQPSN:]),
+		RQPSN: le.Uint32(a[abi.QPAttrRQPSN:]), SQPSN: le.Uint32(a[abi.QPAttrSQPSN:]), QKey: le.Uint32(a[abi.QPAttrQKey:]),
 		AH: emu.AHAttr{DGID: netip.AddrFrom16([16]byte(a[abi.QPAttrDGID:])).Unmap(), HopLimit: a[abi.QPAttrHopLimit],
 			TrafficClass: a[abi.QPAttrTrafficClass], FlowLabel: le.Uint32(a[abi.QPAttrFlowLabel:])},
 	}
@@ -265,6 +271,7 @@ func (f *Function) queryQPLocked(n uint32, a []byte) error {
 	le.PutUint16(a[abi.QPAttrMaxSendSGE:], uint16(q.maxSendSGE))
 	le.PutUint16(a[abi.QPAttrMaxRecvSGE:], uint16(q.maxRecvSGE))
 	le.PutUint32(a[abi.QPAttrMaxInline:], uint32(q.maxInline))
+	le.PutUint32(a[abi.QPAttrQKey:], attr.QKey)
 	return nil
 }
 
@@ -392,6 +399,11 @@ func (q *qp) post(e []byte) error {
 		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendAtomRKey:])
 		wr.CompareAdd, wr.Swap = le.Uint64(e[abi.SendCompare:]), le.Uint64(e[abi.SendSwap:])
 	case emu.WRSend, emu.WRSendWithImm, emu.WRSendWithInv, emu.WRLocalInv:
+		if q.ud && wr.Opcode != emu.WRLocalInv {
+			if err := q.address(e, &wr); err != nil {
+				return err
+			}
+		}
 	case emu.WRFlush:
 		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendFlushRKey:])
 		wr.Flush = emu.FlushInfo{Type: emu.FlushType(e[abi.SendFlushType]), Level: emu.FlushLevel(e[abi.SendFlushLvl]),

@@ -28,12 +28,18 @@ const (
 // makeQP creates an RC QP with 16-entry rings at sq and rq (page tables at sqT and rqT).
 func (b *bench) makeQP(pdn, cqn uint32, sq, sqT, rq, rqT uint64) *guestQP {
 	b.t.Helper()
+	return b.makeQPOf(abi.QPTypeRC, pdn, cqn, sq, sqT, rq, rqT)
+}
+
+// makeQPOf is makeQP for a QP of type typ (abi.QPType*).
+func (b *bench) makeQPOf(typ uint8, pdn, cqn uint32, sq, sqT, rq, rqT uint64) *guestQP {
+	b.t.Helper()
 	b.ringAt(sq, sqT, 3, 4, sqLogElem)
 	b.ringAt(rq, rqT, 1, 4, rqLogElem)
 	a := make([]byte, abi.CreateQPRQ+abi.QueueArgsSize)
 	le := binary.LittleEndian
 	le.PutUint32(a[abi.CreateQPPD:], pdn)
-	a[abi.CreateQPType] = 2
+	a[abi.CreateQPType] = typ
 	le.PutUint32(a[abi.CreateQPSendCQ:], cqn)
 	le.PutUint32(a[abi.CreateQPRecvCQ:], cqn)
 	le.PutUint32(a[abi.CreateQPMaxInline:], 256)
@@ -83,6 +89,13 @@ type sendWQE struct {
 	mw             [6]uint64 // BIND_MW: addr, length, mr lkey, window rkey, new rkey, access
 	flush          [2]uint32 // FLUSH: placement type, level
 	flushLen       uint32
+	ud             *udDest // a UD SEND's destination
+}
+
+// udDest is where a UD SEND goes: an AH number, or with 0 the rxe_av written into the WQE.
+type udDest struct {
+	ahNum, qpn, qkey uint32
+	av               []byte
 }
 
 // post writes a WQE at the send queue's producer index, advances it and rings the doorbell.
@@ -129,6 +142,12 @@ func (b *bench) putSend(q *guestQP, w sendWQE) []byte {
 		le.PutUint32(e[abi.SendFlushLen:], 0)
 		le.PutUint32(e[abi.SendFlushRKey:], w.rkey)
 		e[abi.SendFlushType], e[abi.SendFlushLvl] = byte(w.flush[0]), byte(w.flush[1])
+	}
+	if d := w.ud; d != nil {
+		le.PutUint32(e[abi.SendRemoteQPN:], d.qpn)
+		le.PutUint32(e[abi.SendRemoteQKey:], d.qkey)
+		le.PutUint32(e[abi.SendAHNum:], d.ahNum)
+		copy(e[abi.SendAV:abi.SendAV+abi.RXEAVSize], d.av)
 	}
 	n := uint32(len(w.sges))
 	if w.numSGEOverride != 0 {

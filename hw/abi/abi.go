@@ -13,7 +13,7 @@ package abi
 // refuses a major it does not know; minors only add.
 const (
 	VersionMajor = 1
-	VersionMinor = 0
+	VersionMinor = 1 // 1.1: UD, UC and GSI QPs, the AV table read, multicast, the DMA MR
 	Version      = VersionMajor<<16 | VersionMinor
 )
 
@@ -98,7 +98,7 @@ const (
 	CapFastReg     = 1 << 7
 	CapZeroBased   = 1 << 8
 	CapEthernet    = 1 << 16 // the Ethernet function (TX/RX frame rings, eth.go)
-	CapUD          = 1 << 17 // reserved: UD and GSI queues over the AV table
+	CapUD          = 1 << 17 // UD, UC and GSI QPs, address vectors, multicast, the DMA MR (ABI 1.1)
 )
 
 // RegDevCtrl and RegDevStatus bits.

@@ -41,6 +41,7 @@ const (
 	OpRegMR       = 0x31 // args: RegMRArgs. ResultNum: stag (lkey = rkey)
 	OpReregMR     = 0x32 // args: ReregMRArgs
 	OpDeallocSTag = 0x33 // args: NumArgs (an MR's, a window's, a fast-register MR's stag)
+	OpRegDMAMR    = 0x34 // args: RegDMAArgs. ResultNum: stag of an MR over all of guest memory (CapUD)
 	OpCreateCQ    = 0x40 // args: CreateCQArgs. ResultNum: cqn, ResultSlot: its arm register
 	OpResizeCQ    = 0x41 // args: ResizeCQArgs: a new ring, unpolled CQEs carried over
 	OpDestroyCQ   = 0x42 // args: NumArgs (cqn)
@@ -48,6 +49,8 @@ const (
 	OpModifyQP    = 0x51 // args: ModifyQPArgs
 	OpQueryQP     = 0x52 // args: QueryQPArgs; the device writes the QPAttr at QueryQPAttr (the one exception to "only status and results")
 	OpDestroyQP   = 0x53 // args: NumArgs (qpn)
+	OpAttachMcast = 0x54 // args: McastArgs (CapUD)
+	OpDetachMcast = 0x55 // args: McastArgs (CapUD)
 	OpCreateSRQ   = 0x60 // args: CreateSRQArgs. ResultNum: srqn
 	OpModifySRQ   = 0x61 // args: ModifySRQArgs
 	OpQuerySRQ    = 0x62 // args: NumArgs (srqn). results: ResultSRQMaxWR, ResultSRQMaxSGE, ResultSRQLimit
@@ -245,7 +248,7 @@ const (
 // CreateQPArgs, relative to CtrlArgs.
 const (
 	CreateQPPD        = 0  // u32
-	CreateQPType      = 4  // u8: ibv_qp_type: QPTypeRC (QPTypeUC and QPTypeUD reserved)
+	CreateQPType      = 4  // u8: QPTypeRC; with CapUD also QPTypeUC, QPTypeUD and QPTypeGSI
 	CreateQPSigAll    = 5  // u8: sq_sig_all
 	CreateQPSendCQ    = 8  // u32 cqn
 	CreateQPRecvCQ    = 12 // u32 cqn
@@ -259,9 +262,11 @@ const (
 	CreateQPArgsSize = CreateQPRQ + QueueArgsSize
 )
 
-// QP types (ibv_qp_type) and port states (ibv_port_state), as libibverbs numbers them.
+// QP types (ibv_qp_type) and port states (ibv_port_state), as libibverbs numbers them; the GSI
+// QP, which users never create, by the kernel's number (IB_QPT_GSI): QPN 1, one per function.
 const (
-	QPTypeRC = 2
+	QPTypeGSI = 1
+	QPTypeRC  = 2
 	QPTypeUC = 3
 	QPTypeUD = 4
 
@@ -300,6 +305,22 @@ const (
 	QPAttrMaxSendSGE    = 68 // u16 (query)
 	QPAttrMaxRecvSGE    = 70 // u16 (query)
 	QPAttrMaxInline     = 72 // u32 (query)
+	QPAttrQKey          = 76 // u32: a UD or GSI QP's Q_Key (IBV_QP_QKEY)
+)
+
+// RegDMAArgs: the MR a kernel PD's local DMA lkey names, over all of guest memory, with the
+// access given (local write at most: a DMA MR grants nothing remote).
+const (
+	RegDMAArgsSize = 8
+	RegDMAPD       = 0 // u32
+	RegDMAAccess   = 4 // u32: ibv_access_flags
+)
+
+// McastArgs: a UD QP joins or leaves a multicast group, named by its GID.
+const (
+	McastArgsSize = 24
+	McastQPN      = 0 // u32
+	McastGID      = 8 // 16 bytes, network order
 )
 
 // Event queues: rings in the rxe layout whose producer is the device, of EQEntrySize-byte

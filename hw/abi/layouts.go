@@ -104,7 +104,16 @@ var Layouts = []Layout{
 		{Name: "dgid", Off: QPAttrDGID, Size: 16, Array: true}, {Name: "dmac", Off: QPAttrDMAC, Size: 6, Array: true},
 		{Name: "max_send_wr", Off: QPAttrMaxSendWR, Size: 4}, {Name: "max_recv_wr", Off: QPAttrMaxRecvWR, Size: 4},
 		{Name: "max_send_sge", Off: QPAttrMaxSendSGE, Size: 2}, {Name: "max_recv_sge", Off: QPAttrMaxRecvSGE, Size: 2},
-		{Name: "max_inline", Off: QPAttrMaxInline, Size: 4},
+		{Name: "max_inline", Off: QPAttrMaxInline, Size: 4}, {Name: "qkey", Off: QPAttrQKey, Size: 4},
+	}},
+	{"reg_dma_args", RegDMAArgsSize, []Field{{Name: "pd", Off: RegDMAPD, Size: 4}, {Name: "access", Off: RegDMAAccess, Size: 4}}},
+	{"mcast_args", McastArgsSize, []Field{{Name: "qpn", Off: McastQPN, Size: 4}, {Name: "gid", Off: McastGID, Size: 16, Array: true}}},
+	{"rxe_av", RXEAVSize, []Field{
+		{Name: "port_num", Off: RXEAVPortNum, Size: 1}, {Name: "network_type", Off: RXEAVNetworkType, Size: 1},
+		{Name: "dmac", Off: RXEAVDMAC, Size: 6, Array: true}, {Name: "dgid", Off: RXEAVDGID, Size: 16, Array: true},
+		{Name: "flow_label", Off: RXEAVFlowLabel, Size: 4}, {Name: "sgid_index", Off: RXEAVSGIDIndex, Size: 1},
+		{Name: "hop_limit", Off: RXEAVHopLimit, Size: 1}, {Name: "traffic_class", Off: RXEAVTrafficClass, Size: 1},
+		{Name: "sgid_addr", Off: RXEAVSGIDAddr, Size: 28, Array: true}, {Name: "dgid_addr", Off: RXEAVDGIDAddr, Size: 28, Array: true},
 	}},
 	{"eq_entry", EQEntrySize, []Field{
 		{Name: "type", Off: EQType, Size: 1}, {Name: "num", Off: EQNum, Size: 4}, {Name: "seq", Off: EQSeq, Size: 8},
@@ -170,5 +179,6 @@ var Layouts = []Layout{
 		{Name: "wc_flags", Off: CQEWCFlags, Size: 4}, {Name: "pkey_index", Off: CQEPKeyIndex, Size: 2},
 		{Name: "slid", Off: CQESLID, Size: 2}, {Name: "sl", Off: CQESL, Size: 1},
 		{Name: "dlid_path_bits", Off: CQEDLIDPath, Size: 1}, {Name: "port_num", Off: CQEPortNum, Size: 1},
+		{Name: "network_hdr_type", Off: CQENetHdr, Size: 1},
 	}},
 }

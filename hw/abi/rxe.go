@@ -81,9 +81,21 @@ const (
 	SGELKey   = 12
 )
 
-// struct rxe_av (in a UD send WQE of a provider that gets no AH number).
+// struct rxe_av: in a UD send WQE of a provider that got no AH number (ah_num 0), the whole
+// address; the device reads the GID, flow label, hop limit and traffic class, and resolves the
+// destination MAC itself.
 const (
-	RXEAVSize = 88
+	RXEAVSize         = 88
+	RXEAVPortNum      = 0  // u8
+	RXEAVNetworkType  = 1  // u8: RXE_NETWORK_TYPE_IPV4 1, _IPV6 2
+	RXEAVDMAC         = 2  // 6 bytes
+	RXEAVDGID         = 8  // grh.dgid, 16 bytes, network order
+	RXEAVFlowLabel    = 24 // u32: grh.flow_label
+	RXEAVSGIDIndex    = 28 // u8
+	RXEAVHopLimit     = 29 // u8
+	RXEAVTrafficClass = 30 // u8
+	RXEAVSGIDAddr     = 32 // struct sockaddr_in6 (28 bytes)
+	RXEAVDGIDAddr     = 60 // struct sockaddr_in6 (28 bytes)
 )
 
 // struct ib_uverbs_wc: a CQE.
@@ -103,4 +115,5 @@ const (
 	CQESL        = 44 // u8
 	CQEDLIDPath  = 45 // u8
 	CQEPortNum   = 46 // u8
+	CQENetHdr    = 47 // u8: reserved in the UAPI; a datagram's network header type with IBV_WC_GRH (enum rdma_network_type: RDMA_NETWORK_IPV4 2, _IPV6 3), for the Linux driver's ib_wc.network_hdr_type
 )

@@ -16,8 +16,8 @@
 #endif
 
 #define SOFTIRDMA_VERSION_MAJOR 0x1
-#define SOFTIRDMA_VERSION_MINOR 0x0
-#define SOFTIRDMA_VERSION 0x10000
+#define SOFTIRDMA_VERSION_MINOR 0x1
+#define SOFTIRDMA_VERSION 0x10001
 #define SOFTIRDMA_PCI_VENDOR_ID 0x1234
 #define SOFTIRDMA_PCI_DEVICE_ID 0x5352
 #define SOFTIRDMA_PCI_SUBSYSTEM_VENDOR_ID 0x1234
@@ -119,6 +119,7 @@
 #define SOFTIRDMA_OP_REG_MR 0x31
 #define SOFTIRDMA_OP_REREG_MR 0x32
 #define SOFTIRDMA_OP_DEALLOC_STAG 0x33
+#define SOFTIRDMA_OP_REG_DMA_MR 0x34
 #define SOFTIRDMA_OP_CREATE_CQ 0x40
 #define SOFTIRDMA_OP_RESIZE_CQ 0x41
 #define SOFTIRDMA_OP_DESTROY_CQ 0x42
@@ -126,6 +127,8 @@
 #define SOFTIRDMA_OP_MODIFY_QP 0x51
 #define SOFTIRDMA_OP_QUERY_QP 0x52
 #define SOFTIRDMA_OP_DESTROY_QP 0x53
+#define SOFTIRDMA_OP_ATTACH_MCAST 0x54
+#define SOFTIRDMA_OP_DETACH_MCAST 0x55
 #define SOFTIRDMA_OP_CREATE_SRQ 0x60
 #define SOFTIRDMA_OP_MODIFY_SRQ 0x61
 #define SOFTIRDMA_OP_QUERY_SRQ 0x62
@@ -237,6 +240,7 @@
 #define SOFTIRDMA_CREATE_QP_SQ 0x20
 #define SOFTIRDMA_CREATE_QP_RQ 0x38
 #define SOFTIRDMA_CREATE_QP_ARGS_SIZE 0x50
+#define SOFTIRDMA_QP_TYPE_GSI 0x1
 #define SOFTIRDMA_QP_TYPE_RC 0x2
 #define SOFTIRDMA_QP_TYPE_UC 0x3
 #define SOFTIRDMA_QP_TYPE_UD 0x4
@@ -270,6 +274,13 @@
 #define SOFTIRDMA_QP_ATTR_MAX_SEND_SGE 0x44
 #define SOFTIRDMA_QP_ATTR_MAX_RECV_SGE 0x46
 #define SOFTIRDMA_QP_ATTR_MAX_INLINE 0x48
+#define SOFTIRDMA_QP_ATTR_QKEY 0x4c
+#define SOFTIRDMA_REG_DMA_ARGS_SIZE 0x8
+#define SOFTIRDMA_REG_DMA_PD 0x0
+#define SOFTIRDMA_REG_DMA_ACCESS 0x4
+#define SOFTIRDMA_MCAST_ARGS_SIZE 0x18
+#define SOFTIRDMA_MCAST_QPN 0x0
+#define SOFTIRDMA_MCAST_GID 0x8
 #define SOFTIRDMA_EQ_COMPLETION 0x0
 #define SOFTIRDMA_EQ_ASYNC 0x1
 #define SOFTIRDMA_EQ_ENTRY_SIZE 0x10
@@ -372,6 +383,16 @@
 #define SOFTIRDMA_SGE_LENGTH 0x8
 #define SOFTIRDMA_SGE_LKEY 0xc
 #define SOFTIRDMA_RXEAV_SIZE 0x58
+#define SOFTIRDMA_RXEAV_PORT_NUM 0x0
+#define SOFTIRDMA_RXEAV_NETWORK_TYPE 0x1
+#define SOFTIRDMA_RXEAVDMAC 0x2
+#define SOFTIRDMA_RXEAVDGID 0x8
+#define SOFTIRDMA_RXEAV_FLOW_LABEL 0x18
+#define SOFTIRDMA_RXEAVSGID_INDEX 0x1c
+#define SOFTIRDMA_RXEAV_HOP_LIMIT 0x1d
+#define SOFTIRDMA_RXEAV_TRAFFIC_CLASS 0x1e
+#define SOFTIRDMA_RXEAVSGID_ADDR 0x20
+#define SOFTIRDMA_RXEAVDGID_ADDR 0x3c
 #define SOFTIRDMA_CQE_SIZE 0x30
 #define SOFTIRDMA_CQE_WR_ID 0x0
 #define SOFTIRDMA_CQE_STATUS 0x8
@@ -387,6 +408,7 @@
 #define SOFTIRDMA_CQE_SL 0x2c
 #define SOFTIRDMA_CQE_DLID_PATH 0x2d
 #define SOFTIRDMA_CQE_PORT_NUM 0x2e
+#define SOFTIRDMA_CQE_NET_HDR 0x2f
 
 struct softirdma_ctrl_entry {
 	__le16 opcode;
@@ -625,7 +647,7 @@ struct softirdma_qp_attr {
 	__le16 max_send_sge;
 	__le16 max_recv_sge;
 	__le32 max_inline;
-	__u8 rsvd1[4];
+	__le32 qkey;
 } __packed;
 static_assert(sizeof(struct softirdma_qp_attr) == 80);
 static_assert(offsetof(struct softirdma_qp_attr, state) == 0);
@@ -655,6 +677,49 @@ static_assert(offsetof(struct softirdma_qp_attr, max_recv_wr) == 64);
 static_assert(offsetof(struct softirdma_qp_attr, max_send_sge) == 68);
 static_assert(offsetof(struct softirdma_qp_attr, max_recv_sge) == 70);
 static_assert(offsetof(struct softirdma_qp_attr, max_inline) == 72);
+static_assert(offsetof(struct softirdma_qp_attr, qkey) == 76);
+
+struct softirdma_reg_dma_args {
+	__le32 pd;
+	__le32 access;
+} __packed;
+static_assert(sizeof(struct softirdma_reg_dma_args) == 8);
+static_assert(offsetof(struct softirdma_reg_dma_args, pd) == 0);
+static_assert(offsetof(struct softirdma_reg_dma_args, access) == 4);
+
+struct softirdma_mcast_args {
+	__le32 qpn;
+	__u8 rsvd0[4];
+	__u8 gid[16];
+} __packed;
+static_assert(sizeof(struct softirdma_mcast_args) == 24);
+static_assert(offsetof(struct softirdma_mcast_args, qpn) == 0);
+static_assert(offsetof(struct softirdma_mcast_args, gid) == 8);
+
+struct softirdma_rxe_av {
+	__u8 port_num;
+	__u8 network_type;
+	__u8 dmac[6];
+	__u8 dgid[16];
+	__le32 flow_label;
+	__u8 sgid_index;
+	__u8 hop_limit;
+	__u8 traffic_class;
+	__u8 rsvd0[1];
+	__u8 sgid_addr[28];
+	__u8 dgid_addr[28];
+} __packed;
+static_assert(sizeof(struct softirdma_rxe_av) == 88);
+static_assert(offsetof(struct softirdma_rxe_av, port_num) == 0);
+static_assert(offsetof(struct softirdma_rxe_av, network_type) == 1);
+static_assert(offsetof(struct softirdma_rxe_av, dmac) == 2);
+static_assert(offsetof(struct softirdma_rxe_av, dgid) == 8);
+static_assert(offsetof(struct softirdma_rxe_av, flow_label) == 24);
+static_assert(offsetof(struct softirdma_rxe_av, sgid_index) == 28);
+static_assert(offsetof(struct softirdma_rxe_av, hop_limit) == 29);
+static_assert(offsetof(struct softirdma_rxe_av, traffic_class) == 30);
+static_assert(offsetof(struct softirdma_rxe_av, sgid_addr) == 32);
+static_assert(offsetof(struct softirdma_rxe_av, dgid_addr) == 60);
 
 struct softirdma_eq_entry {
 	__u8 type;
@@ -883,7 +948,7 @@ struct softirdma_ib_uverbs_wc {
 	__u8 sl;
 	__u8 dlid_path_bits;
 	__u8 port_num;
-	__u8 rsvd0[1];
+	__u8 network_hdr_type;
 } __packed;
 static_assert(sizeof(struct softirdma_ib_uverbs_wc) == 48);
 static_assert(offsetof(struct softirdma_ib_uverbs_wc, wr_id) == 0);
@@ -900,5 +965,6 @@ static_assert(offsetof(struct softirdma_ib_uverbs_wc, slid) == 42);
 static_assert(offsetof(struct softirdma_ib_uverbs_wc, sl) == 44);
 static_assert(offsetof(struct softirdma_ib_uverbs_wc, dlid_path_bits) == 45);
 static_assert(offsetof(struct softirdma_ib_uverbs_wc, port_num) == 46);
+static_assert(offsetof(struct softirdma_ib_uverbs_wc, network_hdr_type) == 47);
 
 #endif /* SOFTIRDMA_ABI_H */
