@@ -267,8 +267,8 @@ const (
 const (
 	QPTypeGSI = 1
 	QPTypeRC  = 2
-	QPTypeUC = 3
-	QPTypeUD = 4
+	QPTypeUC  = 3
+	QPTypeUD  = 4
 
 	PortDown   = 1
 	PortActive = 4
