@@ -76,7 +76,7 @@ if grep -q 'VM: ib_uverbs unloaded' "$OUT/vm.txt" && grep -q 'VM: softdep loaded
 else
   echo "FAIL ${P}_modprobe_loads_ib_uverbs"; fail=1
 fi
-check ${P}_probe 'VM: dmesg: .*softirdma .*ABI 1\.0'
+check ${P}_probe 'VM: dmesg: .*softirdma .*ABI 1\.1'
 check ${P}_netdev 'VM: netdev eth[0-9]+'
 check ${P}_ping_vs_rxe 'VM: ping: 3 packets transmitted, 3 received'
 check ${P}_ibv_rc_pingpong_client_vs_rxe 'VM: pp client: 20 iters in'
