@@ -31,6 +31,14 @@ for g in $GIDX $GIDX 0; do
   until_served 120 1 timeout 60 ibv_rc_pingpong -d rxe0 -g $g -n 20 192.168.77.1
   sed "s/^/VM: peer client g$g: /" /tmp/out
 done
+# ibv_ud_pingpong (1024 bytes: the port MTU of a 1500-byte link) and ibv_uc_pingpong, each
+# served and then the client of the device guest's.
+for t in "ud|-s 1024" "uc|"; do
+  set -- ${t#*|}; t=${t%%|*}
+  timeout 300 ibv_${t}_pingpong -d rxe0 -g $GIDX -n 20 "$@" 2>&1 | sed "s/^/VM: peer server $t: /"
+  until_served 120 1 timeout 60 ibv_${t}_pingpong -d rxe0 -g $GIDX -n 20 "$@" 192.168.77.1
+  sed "s/^/VM: peer client $t: /" /tmp/out
+done
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
   s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
   timeout 120 $t -d rxe0 -x $GIDX -F -n 20 $s 2>&1 | sed "s/^/VM: peer $t: /"
@@ -63,6 +71,13 @@ for v in "pp|-g 1" "pp e|-g 1 -e" "pp ipv6|-g 0"; do
   until_served 60 1 timeout 60 ibv_rc_pingpong -d softirdma0 "$@" -n 20 192.168.77.2
   sed "s/^/VM: $label client: /" /tmp/out
   timeout 120 ibv_rc_pingpong -d softirdma0 "$@" -n 20 2>&1 | sed "s/^/VM: $label server: /"
+done
+# UD and UC QPs (ABI 1.1): ibv_ud_pingpong through an address handle, ibv_uc_pingpong.
+for t in "ud|-s 1024" "uc|"; do
+  set -- ${t#*|}; t=${t%%|*}
+  until_served 60 1 timeout 60 ibv_${t}_pingpong -d softirdma0 -g 1 -n 20 "$@" 192.168.77.2
+  sed "s/^/VM: $t client: /" /tmp/out
+  timeout 120 ibv_${t}_pingpong -d softirdma0 -g 1 -n 20 "$@" 2>&1 | sed "s/^/VM: $t server: /"
 done
 # perftest's bandwidth tools on softirdma0 as clients of the rxe guest's servers.
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
@@ -108,6 +123,10 @@ check device_guest_ibv_rc_pingpong_events_client_vs_rxe 'VM: pp e client: 20 ite
 check device_guest_ibv_rc_pingpong_events_server_vs_rxe 'VM: pp e server: 20 iters in'
 check device_guest_ibv_rc_pingpong_ipv6_linklocal_client_vs_rxe 'VM: pp ipv6 client: 20 iters in'
 check device_guest_ibv_rc_pingpong_ipv6_linklocal_server_vs_rxe 'VM: pp ipv6 server: 20 iters in'
+check device_guest_ibv_ud_pingpong_client_vs_rxe 'VM: ud client: 20 iters in'
+check device_guest_ibv_ud_pingpong_server_vs_rxe 'VM: ud server: 20 iters in'
+check device_guest_ibv_uc_pingpong_client_vs_rxe 'VM: uc client: 20 iters in'
+check device_guest_ibv_uc_pingpong_server_vs_rxe 'VM: uc server: 20 iters in'
 check device_guest_ib_write_bw_client_vs_rxe 'VM: perf ib_write_bw: +4096 +20 '
 check device_guest_ib_read_bw_client_vs_rxe 'VM: perf ib_read_bw: +4096 +20 '
 check device_guest_ib_send_bw_client_vs_rxe 'VM: perf ib_send_bw: +4096 +20 '

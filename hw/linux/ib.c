@@ -261,8 +261,12 @@ static const struct ib_device_ops sirdma_ib_ops = {
 	.query_srq = sirdma_query_srq,
 	.destroy_srq = sirdma_destroy_srq,
 	.post_srq_recv = sirdma_post_srq_recv,
+	.create_ah = sirdma_create_ah,
+	.create_user_ah = sirdma_create_ah,
+	.destroy_ah = sirdma_destroy_ah,
 
 	INIT_RDMA_OBJ_SIZE(ib_pd, sirdma_pd, ibpd),
+	INIT_RDMA_OBJ_SIZE(ib_ah, sirdma_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, sirdma_cq, ibcq),
 	INIT_RDMA_OBJ_SIZE(ib_qp, sirdma_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_mw, sirdma_mw, ibmw),
@@ -296,12 +300,17 @@ int sirdma_ib_init(struct sirdma_dev *sdev)
 	err = sirdma_events_init(sdev);
 	if (err)
 		goto err_free;
-	err = ib_register_device(&sib->ibdev, "softirdma%d", &sdev->pdev->dev);
+	err = sirdma_av_init(sdev);
 	if (err)
 		goto err_events;
+	err = ib_register_device(&sib->ibdev, "softirdma%d", &sdev->pdev->dev);
+	if (err)
+		goto err_av;
 	sdev->ib = &sib->ibdev;
 	return 0;
 
+err_av:
+	sirdma_av_fini(sdev); /* its memory goes once the function is reset */
 err_events:
 	sirdma_events_fini(sdev);
 err_free:
@@ -321,6 +330,7 @@ void sirdma_ib_fini(struct sirdma_dev *sdev)
 	WRITE_ONCE(sdev->ib, NULL);
 	synchronize_irq(pci_irq_vector(sdev->pdev, SOFTIRDMA_ASYNC_VECTOR));
 	ib_unregister_device(ib);
+	sirdma_av_fini(sdev);
 	sirdma_events_fini(sdev);
 	ib_dealloc_device(ib);
 }

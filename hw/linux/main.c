@@ -177,6 +177,7 @@ err_eth:
 err_ctrl:
 	sirdma_reset(sdev);
 	pci_clear_master(pdev); /* a reset that timed out leaves a function that may still write */
+	sirdma_av_free(sdev);
 	sirdma_ctrl_fini(sdev);
 err_irq:
 	free_irq(pci_irq_vector(pdev, SOFTIRDMA_CTRL_VECTOR), sdev);
@@ -206,6 +207,7 @@ static void sirdma_remove(struct pci_dev *pdev)
 	/* Stop the function before its memory goes: after the reset it touches none of it. */
 	sirdma_reset(sdev);
 	pci_clear_master(pdev);
+	sirdma_av_free(sdev);
 	free_irq(pci_irq_vector(pdev, SOFTIRDMA_CTRL_VECTOR), sdev);
 	pci_free_irq_vectors(pdev);
 	sirdma_ctrl_fini(sdev);

@@ -99,6 +99,11 @@ struct sirdma_dev {
 	struct ib_device *ib;
 	struct sirdma_eq comp_eq, async_eq;
 	struct xarray cqs, qps, srqs;
+
+	/* The address-vector table (ah.c): one page the function reads, its free numbers. */
+	struct softirdma_av_entry *av;
+	dma_addr_t av_dma;
+	struct ida av_ida;
 };
 
 /* A queue in rxe's layout in order-0 pages, with the page list the device is given (one
@@ -185,6 +190,7 @@ struct sirdma_cq {
 
 struct sirdma_qp {
 	struct ib_qp ibqp;
+	enum ib_qp_type type;
 	u32 slot;
 	struct sirdma_queue *sq, *rq;
 	struct ib_qp_cap cap; /* what create_qp granted, for query_qp */
@@ -206,6 +212,18 @@ struct sirdma_mr {
 struct sirdma_mw {
 	struct ib_mw ibmw;
 };
+
+struct sirdma_ah {
+	struct ib_ah ibah;
+	u32 num; /* its entry in the AV table; 0: none, the address goes in each work request */
+};
+
+int sirdma_av_init(struct sirdma_dev *sdev);
+void sirdma_av_fini(struct sirdma_dev *sdev);
+void sirdma_av_free(struct sirdma_dev *sdev);
+struct rdma_ah_init_attr;
+int sirdma_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init, struct ib_udata *udata);
+int sirdma_destroy_ah(struct ib_ah *ibah, u32 flags);
 
 /* sirdma_uctx is the user context a verb's udata came with. */
 static inline struct ib_ucontext *sirdma_uctx(struct ib_udata *udata)

@@ -268,7 +268,20 @@ int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib
 
 	if (!udata)
 		return -EOPNOTSUPP; /* kernel QPs are not there yet */
-	if (init->qp_type != IB_QPT_RC || init->create_flags)
+	switch (init->qp_type) {
+	case IB_QPT_RC:
+		a.type = SOFTIRDMA_QP_TYPE_RC;
+		break;
+	case IB_QPT_UC:
+	case IB_QPT_UD:
+		if (!(sdev->caps.caps & SOFTIRDMA_CAP_UD))
+			return -EOPNOTSUPP;
+		a.type = init->qp_type == IB_QPT_UC ? SOFTIRDMA_QP_TYPE_UC : SOFTIRDMA_QP_TYPE_UD;
+		break;
+	default:
+		return -EOPNOTSUPP;
+	}
+	if (init->create_flags)
 		return -EOPNOTSUPP;
 	if (udata->outlen < sizeof(resp) || cap->max_send_wr > sdev->caps.max_qp_wr ||
 	    cap->max_recv_wr > sdev->caps.max_qp_wr || cap->max_send_sge > sdev->caps.max_sge ||
@@ -317,7 +330,6 @@ int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib
 		goto err_rq;
 
 	a.pd = cpu_to_le32(to_pdn(ibqp->pd));
-	a.type = SOFTIRDMA_QP_TYPE_RC;
 	a.sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
 	a.send_cq = cpu_to_le32(to_scq(init->send_cq)->cqn);
 	a.recv_cq = cpu_to_le32(to_scq(init->recv_cq)->cqn);
@@ -343,6 +355,7 @@ int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib
 		goto err_unmake;
 	qp->cap = *cap;
 	qp->sig_all = a.sig_all;
+	qp->type = init->qp_type;
 	return 0;
 
 err_unmake:
@@ -380,6 +393,7 @@ int sirdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	a->dest_qpn = cpu_to_le32(attr->dest_qp_num);
 	a->rq_psn = cpu_to_le32(attr->rq_psn);
 	a->sq_psn = cpu_to_le32(attr->sq_psn);
+	a->qkey = cpu_to_le32(attr->qkey);
 	if (mask & IB_QP_AV) {
 		const struct ib_global_route *grh = rdma_ah_read_grh(&attr->ah_attr);
 
@@ -425,6 +439,7 @@ int sirdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	attr->dest_qp_num = le32_to_cpu(a->dest_qpn);
 	attr->rq_psn = le32_to_cpu(a->rq_psn);
 	attr->sq_psn = le32_to_cpu(a->sq_psn);
+	attr->qkey = le32_to_cpu(a->qkey);
 	attr->ah_attr.type = RDMA_AH_ATTR_TYPE_ROCE;
 	rdma_ah_set_port_num(&attr->ah_attr, a->port_num);
 	rdma_ah_set_grh(&attr->ah_attr, NULL, le32_to_cpu(a->flow_label), a->sgid_index,
@@ -432,7 +447,7 @@ int sirdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	memcpy(attr->ah_attr.grh.dgid.raw, a->dgid, sizeof(a->dgid));
 	attr->cap = qp->cap;
 	memset(init, 0, sizeof(*init));
-	init->qp_type = IB_QPT_RC;
+	init->qp_type = qp->type;
 	init->send_cq = ibqp->send_cq;
 	init->recv_cq = ibqp->recv_cq;
 	init->cap = qp->cap;
