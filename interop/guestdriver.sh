@@ -143,6 +143,13 @@ check device_guest_gid_ipv6_linklocal 'VM: gid 0 fe80:0000:0000:0000:[0-9a-f:]+ 
 check device_guest_gid_ipv4 'VM: gid 1 0000:0000:0000:0000:0000:ffff:c0a8:4d01 RoCE v2'
 check device_guest_module_reload 'VM: reloads pinging 5 of 5'
 check device_guest_rmmod 'VM: rmmod ok'
+# The MAD layer opens the port (a kernel PD with its DMA MR, a kernel CQ, the GSI QP): no
+# "Couldn't create ib_mad PD" or "Couldn't open port" at any of the loads.
+if grep -q 'VM: dmesg checked' "$OUT/vm.txt" && ! grep -qE "Couldn't (create ib_mad PD|open port)" "$OUT/vm.txt"; then
+  echo "PASS device_guest_mad_port_open"
+else
+  grep -E "Couldn't" "$OUT/vm.txt" | head -3; echo "FAIL device_guest_mad_port_open"; fail=1
+fi
 # rdma_rxe, loaded beside the driver, must not take softirdma0 for one of its devices when the
 # netdev goes up and down (it would say "softirdma0: set active" and write into memory not its own).
 if grep -q 'VM: rdma_rxe loaded' "$OUT/vm.txt" && ! grep -qE 'VM: dmesg: .*softirdma[0-9]+: set (active|down)' "$OUT/vm.txt"; then

@@ -185,6 +185,7 @@ struct sirdma_cq {
 	struct ib_cq ibcq;
 	u32 cqn, slot;
 	struct mutex lock; /* resize: q */
+	spinlock_t poll_lock; /* a kernel CQ's consumer index */
 	struct sirdma_queue *q;
 };
 
@@ -195,7 +196,14 @@ struct sirdma_qp {
 	struct sirdma_queue *sq, *rq;
 	struct ib_qp_cap cap; /* what create_qp granted, for query_qp */
 	bool sig_all;
+	/* A kernel QP's producer indices, the rings' writers, under these (kverbs.c). */
+	spinlock_t sq_lock, rq_lock;
+	u32 sq_prod, rq_prod;
 };
+
+int sirdma_kpost_send(struct sirdma_qp *qp, const struct ib_send_wr *wr,
+		      const struct ib_send_wr **bad);
+void sirdma_kqp_reset(struct sirdma_qp *qp);
 
 struct sirdma_srq {
 	struct ib_srq ibsrq;

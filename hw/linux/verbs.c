@@ -116,23 +116,24 @@ int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	u32 res[SOFTIRDMA_CMD_RESULTS], count;
 	int err;
 
-	if (!udata)
-		return -EOPNOTSUPP; /* kernel CQs are not there yet */
 	if (attr->flags)
 		return -EOPNOTSUPP; /* as rxe: no creation flags */
 	count = cq_count(sdev, attr->cqe);
-	if (!count || udata->outlen < sizeof(resp))
+	if (!count || (udata && udata->outlen < sizeof(resp)))
 		return -EINVAL;
 	mutex_init(&cq->lock);
+	spin_lock_init(&cq->poll_lock);
 	cq->q = sirdma_queue_alloc(sdev, count, CQ_ELEM_SIZE);
 	if (IS_ERR(cq->q))
 		return PTR_ERR(cq->q);
-	err = sirdma_queue_expose(attrs->context, cq->q, &resp.mi);
-	if (err)
-		goto err_release;
-	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
-	if (err)
-		goto err_release;
+	if (udata) { /* a kernel CQ's ring is polled here (kverbs.c) */
+		err = sirdma_queue_expose(attrs->context, cq->q, &resp.mi);
+		if (err)
+			goto err_release;
+		err = ib_copy_to_udata(udata, &resp, sizeof(resp));
+		if (err)
+			goto err_release;
+	}
 	sirdma_queue_args(cq->q, a.queue);
 	a.eqn = cpu_to_le32(sdev->comp_eq.eqn);
 	err = sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_CQ, &a, sizeof(a), res, NULL, 0);
@@ -234,11 +235,6 @@ int sirdma_resize_cq_int(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 }
 #endif
 
-int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc)
-{
-	return 0; /* kernel CQs are not there yet: none has completions */
-}
-
 int sirdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 {
 	struct sirdma_dev *sdev = to_sdev(ibcq->device);
@@ -266,11 +262,14 @@ int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib
 	u32 payload, sq_count, rq_count, elem;
 	int err;
 
-	if (!udata)
-		return -EOPNOTSUPP; /* kernel QPs are not there yet */
 	switch (init->qp_type) {
 	case IB_QPT_RC:
 		a.type = SOFTIRDMA_QP_TYPE_RC;
+		break;
+	case IB_QPT_GSI: /* the MAD layer's, QPN 1 */
+		if (udata || !(sdev->caps.caps & SOFTIRDMA_CAP_UD))
+			return -EOPNOTSUPP;
+		a.type = SOFTIRDMA_QP_TYPE_GSI;
 		break;
 	case IB_QPT_UC:
 	case IB_QPT_UD:
@@ -283,7 +282,7 @@ int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib
 	}
 	if (init->create_flags)
 		return -EOPNOTSUPP;
-	if (udata->outlen < sizeof(resp) || cap->max_send_wr > sdev->caps.max_qp_wr ||
+	if ((udata && udata->outlen < sizeof(resp)) || cap->max_send_wr > sdev->caps.max_qp_wr ||
 	    cap->max_recv_wr > sdev->caps.max_qp_wr || cap->max_send_sge > sdev->caps.max_sge ||
 	    cap->max_recv_sge > sdev->caps.max_sge || cap->max_inline_data > sdev->caps.max_inline)
 		return -EINVAL;
@@ -317,17 +316,21 @@ int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib
 			goto err_sq;
 		}
 	}
-	err = sirdma_queue_expose(sirdma_uctx(udata), qp->sq, &resp.sq_mi);
-	if (err)
-		goto err_rq;
-	if (qp->rq) {
-		err = sirdma_queue_expose(sirdma_uctx(udata), qp->rq, &resp.rq_mi);
+	spin_lock_init(&qp->sq_lock);
+	spin_lock_init(&qp->rq_lock);
+	if (udata) { /* a kernel QP's rings are written here (kverbs.c) */
+		err = sirdma_queue_expose(sirdma_uctx(udata), qp->sq, &resp.sq_mi);
+		if (err)
+			goto err_rq;
+		if (qp->rq) {
+			err = sirdma_queue_expose(sirdma_uctx(udata), qp->rq, &resp.rq_mi);
+			if (err)
+				goto err_rq;
+		}
+		err = ib_copy_to_udata(udata, &resp, sizeof(resp));
 		if (err)
 			goto err_rq;
 	}
-	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
-	if (err)
-		goto err_rq;
 
 	a.pd = cpu_to_le32(to_pdn(ibqp->pd));
 	a.sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
@@ -394,6 +397,8 @@ int sirdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	a->rq_psn = cpu_to_le32(attr->rq_psn);
 	a->sq_psn = cpu_to_le32(attr->sq_psn);
 	a->qkey = cpu_to_le32(attr->qkey);
+	if ((mask & IB_QP_STATE) && attr->qp_state == IB_QPS_RESET)
+		sirdma_kqp_reset(to_sqp(ibqp)); /* the function zeroes the rings' indices */
 	if (mask & IB_QP_AV) {
 		const struct ib_global_route *grh = rdma_ah_read_grh(&attr->ah_attr);
 
@@ -474,25 +479,46 @@ int sirdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	struct sirdma_dev *sdev = to_sdev(ibqp->device);
 	u32 off = SOFTIRDMA_SQ_DOORBELL_BASE + SOFTIRDMA_DOORBELL_STRIDE * to_sqp(ibqp)->slot;
 
-	if (ibqp->uobject && !wr) {
+	if (ibqp->uobject) {
 		/* The provider's doorbell: it wrote the WQEs and the producer index itself. */
+		if (wr) {
+			*bad = wr;
+			return -EINVAL;
+		}
 		writel(0, sdev->db + off);
 		return 0;
 	}
-	*bad = wr;
-	return -EOPNOTSUPP; /* kernel QPs are not there yet */
+	return sirdma_kpost_send(to_sqp(ibqp), wr, bad);
 }
 
-int sirdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
-		     const struct ib_recv_wr **bad)
-{
-	*bad = wr;
-	return -EOPNOTSUPP; /* user space posts receives in the ring itself */
-}
-
+/*
+ * sirdma_get_dma_mr is a kernel PD's local DMA lkey: an MR over all of guest memory with local
+ * access only (REG_DMA_MR); the kernel gives remote access through MRs of its own.
+ */
 struct ib_mr *sirdma_get_dma_mr(struct ib_pd *ibpd, int access)
 {
-	return ERR_PTR(-EOPNOTSUPP);
+	struct sirdma_dev *sdev = to_sdev(ibpd->device);
+	struct softirdma_reg_dma_args a = { .pd = cpu_to_le32(to_pdn(ibpd)) };
+	u32 res[SOFTIRDMA_CMD_RESULTS];
+	struct sirdma_mr *mr;
+	int err;
+
+	if (!(sdev->caps.caps & SOFTIRDMA_CAP_UD))
+		return ERR_PTR(-EOPNOTSUPP);
+	if (access & ~IB_ACCESS_LOCAL_WRITE)
+		return ERR_PTR(-EOPNOTSUPP);
+	a.access = cpu_to_le32(access);
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	err = sirdma_cmd(sdev, SOFTIRDMA_OP_REG_DMA_MR, &a, sizeof(a), res, NULL, 0);
+	if (err) {
+		kfree(mr);
+		return ERR_PTR(err);
+	}
+	mr->ibmr.lkey = res[SOFTIRDMA_RESULT_NUM];
+	mr->ibmr.rkey = res[SOFTIRDMA_RESULT_NUM];
+	return &mr->ibmr;
 }
 
 /* pbl_free gives back a page list's tables. */
