@@ -39,6 +39,12 @@ for t in "ud|-s 1024" "uc|"; do
   until_served 120 1 timeout 60 ibv_${t}_pingpong -d rxe0 -g $GIDX -n 20 "$@" 192.168.77.1
   sed "s/^/VM: peer client $t: /" /tmp/out
 done
+# rping through rdma_cm: the rxe guest serves the device guest's client, then is the client of
+# its server (trying until it listens).
+timeout 120 rping -s -a 192.168.77.2 -v -C 10 > /tmp/rp 2>&1; echo "VM: peer rping server rc=$?"
+sed "s/^/VM: peer rping server: /" /tmp/rp
+for i in $(seq 60); do timeout 60 rping -c -a 192.168.77.1 -v -V -C 10 > /tmp/rp 2>&1 && break; sleep 1; done
+sed "s/^/VM: peer rping client: /" /tmp/rp
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
   s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
   timeout 120 $t -d rxe0 -x $GIDX -F -n 20 $s 2>&1 | sed "s/^/VM: peer $t: /"
@@ -79,6 +85,13 @@ for t in "ud|-s 1024" "uc|"; do
   sed "s/^/VM: $t client: /" /tmp/out
   timeout 120 ibv_${t}_pingpong -d softirdma0 -g 1 -n 20 "$@" 2>&1 | sed "s/^/VM: $t server: /"
 done
+# rping through rdma_cm (ib_cm's MADs on the GSI QP, the kernel's): client (trying until the
+# rxe guest's server listens), then server; ten pings, validated by the client.
+for i in $(seq 60); do timeout 60 rping -c -a 192.168.77.2 -v -V -C 10 > /tmp/rp 2>&1; rc=$?; [ $rc = 0 ] && break; sleep 1; done
+echo "VM: rping client rc=$rc"
+sed "s/^/VM: rping client: /" /tmp/rp
+timeout 120 rping -s -a 192.168.77.1 -v -C 10 > /tmp/rp 2>&1; echo "VM: rping server rc=$?"
+sed "s/^/VM: rping server: /" /tmp/rp
 # perftest's bandwidth tools on softirdma0 as clients of the rxe guest's servers.
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
   s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
@@ -127,6 +140,18 @@ check device_guest_ibv_ud_pingpong_client_vs_rxe 'VM: ud client: 20 iters in'
 check device_guest_ibv_ud_pingpong_server_vs_rxe 'VM: ud server: 20 iters in'
 check device_guest_ibv_uc_pingpong_client_vs_rxe 'VM: uc client: 20 iters in'
 check device_guest_ibv_uc_pingpong_server_vs_rxe 'VM: uc server: 20 iters in'
+# rping: ten pings printed on the device guest's end, the client's validated, both ends exiting 0.
+pings() { [ "$(grep -c "$1" "$OUT/vm.txt")" = 10 ] && grep -q "$2" "$OUT/vm.txt"; }
+if pings '^VM: rping client: ping data: rdma-ping-' 'VM: rping client rc=0' && grep -q 'VM: peer rping server rc=0' "$OUT/peer.log"; then
+  echo "PASS device_guest_rping_client_vs_rxe"
+else
+  echo "FAIL device_guest_rping_client_vs_rxe"; fail=1
+fi
+if pings '^VM: rping server: server ping data: rdma-ping-' 'VM: rping server rc=0' && [ "$(grep -c 'VM: peer rping client: ping data: rdma-ping-' "$OUT/peer.log")" = 10 ]; then
+  echo "PASS device_guest_rping_server_vs_rxe"
+else
+  echo "FAIL device_guest_rping_server_vs_rxe"; fail=1
+fi
 check device_guest_ib_write_bw_client_vs_rxe 'VM: perf ib_write_bw: +4096 +20 '
 check device_guest_ib_read_bw_client_vs_rxe 'VM: perf ib_read_bw: +4096 +20 '
 check device_guest_ib_send_bw_client_vs_rxe 'VM: perf ib_send_bw: +4096 +20 '
