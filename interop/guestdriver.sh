@@ -3,7 +3,8 @@
 # served by `softirdma serve` on a dgram link to a second VM running Linux rxe: the module loads, its Ethernet
 # function's netdev pings the rxe guest, unmodified ibv_rc_pingpong runs on the device against the
 # rxe guest in both roles (IPv4 RoCEv2 GIDs, again with completion events, and over IPv6
-# link-local GIDs) and perftest's ib_write_bw, ib_read_bw, ib_send_bw and
+# link-local GIDs), ibv_ud_pingpong and ibv_uc_pingpong, rping, ucmatose, udaddy, rdma_server/rdma_client,
+# ib_send_bw -c UD and ib_write_bw -R (through the GSI QP and kernel verbs) and perftest's ib_write_bw, ib_read_bw, ib_send_bw and
 # ib_atomic_bw as clients of it, ibv_devices and ibv_devinfo (rdma-core's rxe provider)
 # show the RDMA device with its port active on that netdev and its RoCEv2 GIDs from the netdev's
 # addresses, the module unloads and loads again, and the guest's kernel logs no warning. Prints
@@ -45,6 +46,18 @@ timeout 120 rping -s -a 192.168.77.2 -v -C 10 > /tmp/rp 2>&1; echo "VM: peer rpi
 sed "s/^/VM: peer rping server: /" /tmp/rp
 for i in $(seq 60); do timeout 60 rping -c -a 192.168.77.1 -v -V -C 10 > /tmp/rp 2>&1 && break; sleep 1; done
 sed "s/^/VM: peer rping client: /" /tmp/rp
+# rdma_cm's other tools, perftest's UD and rdma_cm modes: serve the device guest's client, then
+# be the client of its server. Each is "NAME|CLIENT|SERVER".
+for v in "ucmatose|ucmatose -s 192.168.77.1 -c 4|ucmatose -c 4" "udaddy|udaddy -s 192.168.77.1|udaddy" \
+    "rdma_server_client|rdma_client -s 192.168.77.1|rdma_server" \
+    "ib_send_bw_UD|ib_send_bw -d rxe0 -x $GIDX -F -c UD -n 20 192.168.77.1|ib_send_bw -d rxe0 -x $GIDX -F -c UD -n 20" \
+    "ib_write_bw_R|ib_write_bw -d rxe0 -F -R -n 20 -s 4096 192.168.77.1|ib_write_bw -d rxe0 -F -R -n 20 -s 4096"; do
+  name=${v%%|*}; rest=${v#*|}; client=${rest%%|*}; server=${rest#*|}
+  timeout 120 $server > /tmp/out 2>&1; echo "VM: peer $name server rc=$?"
+  sed "s/^/VM: peer $name server: /" /tmp/out
+  until_ok 30 timeout 30 $client; echo "VM: peer $name client rc=$rc"
+  sed "s/^/VM: peer $name client: /" /tmp/out
+done
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
   s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
   timeout 120 $t -d rxe0 -x $GIDX -F -n 20 $s 2>&1 | sed "s/^/VM: peer $t: /"
@@ -92,6 +105,18 @@ echo "VM: rping client rc=$rc"
 sed "s/^/VM: rping client: /" /tmp/rp
 timeout 120 rping -s -a 192.168.77.1 -v -C 10 > /tmp/rp 2>&1; echo "VM: rping server rc=$?"
 sed "s/^/VM: rping server: /" /tmp/rp
+# rdma_cm's other tools, perftest's UD and rdma_cm modes: the client of the rxe guest's server,
+# then the server of its client. Each is "NAME|CLIENT|SERVER".
+for v in "ucmatose|ucmatose -s 192.168.77.2 -c 4|ucmatose -c 4" "udaddy|udaddy -s 192.168.77.2|udaddy" \
+    "rdma_server_client|rdma_client -s 192.168.77.2|rdma_server" \
+    "ib_send_bw_UD|ib_send_bw -d softirdma0 -x 1 -F -c UD -n 20 192.168.77.2|ib_send_bw -d softirdma0 -x 1 -F -c UD -n 20" \
+    "ib_write_bw_R|ib_write_bw -d softirdma0 -F -R -n 20 -s 4096 192.168.77.2|ib_write_bw -d softirdma0 -F -R -n 20 -s 4096"; do
+  name=${v%%|*}; rest=${v#*|}; client=${rest%%|*}; server=${rest#*|}
+  until_ok 30 timeout 30 $client; echo "VM: $name client rc=$rc"
+  sed "s/^/VM: $name client: /" /tmp/out
+  timeout 120 $server > /tmp/out 2>&1; echo "VM: $name server rc=$?"
+  sed "s/^/VM: $name server: /" /tmp/out
+done
 # perftest's bandwidth tools on softirdma0 as clients of the rxe guest's servers.
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
   s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
@@ -147,6 +172,17 @@ if pings '^VM: rping client: ping data: rdma-ping-' 'VM: rping client rc=0' && g
 else
   echo "FAIL device_guest_rping_client_vs_rxe"; fail=1
 fi
+for t in ucmatose udaddy rdma_server_client ib_send_bw_UD ib_write_bw_R; do
+  for role in client server; do
+    other=server; [ $role = server ] && other=client
+    if grep -q "VM: $t $role rc=0" "$OUT/vm.txt" && grep -q "VM: peer $t $other rc=0" "$OUT/peer.log"; then
+      echo "PASS device_guest_${t}_${role}_vs_rxe"
+    else
+      grep -E "VM: (peer )?$t ($role|$other)" "$OUT/vm.txt" "$OUT/peer.log" | tail -4
+      echo "FAIL device_guest_${t}_${role}_vs_rxe"; fail=1
+    fi
+  done
+done
 if pings '^VM: rping server: server ping data: rdma-ping-' 'VM: rping server rc=0' && [ "$(grep -c 'VM: peer rping client: ping data: rdma-ping-' "$OUT/peer.log")" = 10 ]; then
   echo "PASS device_guest_rping_server_vs_rxe"
 else

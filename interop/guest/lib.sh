@@ -26,3 +26,18 @@ until_served() {
     sleep $pause
   done
 }
+
+# until_ok TRIES CMD...: a client that fails while its server is not up yet, run again a second
+# later until it exits 0, at most TRIES times. Its output of the last run is in /tmp/out, its
+# status in $rc.
+until_ok() {
+  tries=$1
+  shift
+  for _try in $(seq $tries); do
+    "$@" > /tmp/out 2>&1
+    rc=$?
+    [ $rc = 0 ] && return 0
+    sleep 1
+  done
+  return $rc
+}
