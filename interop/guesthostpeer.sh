@@ -3,7 +3,7 @@
 # `softirdma serve` serves on a dgram link to `softirdma pingpong` and `softirdma perf` (the
 # host's engine, at 192.168.77.2 on the link), run one after the other. Unmodified
 # ibv_rc_pingpong (IPv4 and IPv6 link-local GIDs) and perftest's ib_write_bw, ib_read_bw,
-# ib_send_bw and ib_atomic_bw on softirdma0, in both roles: the guest's tool as client reaches the
+# ib_send_bw and ib_atomic_bw on softirdma0, and rping through rdma_cm, in both roles: the guest's tool as client reaches the
 # host's through slirp (10.0.2.2), the host's reaches the guest's server through the forward.
 # Prints PASS/FAIL per case.
 set -euo pipefail
@@ -40,6 +40,16 @@ for t in write read send atomic; do
   client ${t}_client ib_${t}_bw -d softirdma0 -x 1 -F -n 20 $s
   server ${t}_server ib_${t}_bw -d softirdma0 -x 1 -F -n 20 $s
 done
+# rping through rdma_cm (the guest's ib_cm on the GSI QP, softirdma's connection manager on the
+# host): the guest's client until the host's server listens, then the guest's server; ten
+# pings each, the client's validated.
+for i in $(seq 60); do timeout 60 rping -c -a 192.168.77.2 -v -V -C 10 > /tmp/rp 2>&1; rc=$?; [ $rc = 0 ] && break; sleep 1; done
+sed "s/^/VM: rping_client: /" /tmp/rp
+echo "VM: rping client rc=$rc pings $(grep -c '^ping data: rdma-ping-' /tmp/rp)"
+echo "VM: serving rping"
+timeout 120 rping -s -a 192.168.77.1 -v -C 10 > /tmp/rp 2>&1; rc=$?
+sed "s/^/VM: rping_server: /" /tmp/rp
+echo "VM: rping server rc=$rc pings $(grep -c '^server ping data: rdma-ping-' /tmp/rp)"
 echo "VM: done with the host"
 dmesg | grep -E 'WARNING|BUG|Oops|Call Trace' | sed 's/^/VM: dmesg: /'
 echo "VM: dmesg checked"
@@ -76,6 +86,16 @@ for t in write read send atomic; do
   [ $rc = 0 ] && { host ${t}_client bin/softirdma perf $t 127.0.0.1 -p $FWD -n 20 $s -wait 60s -timeout 120s $LINK || rc=$?; }
   result device_guest_ib_${t}_bw_server_vs_softirdma $rc "VM: ${t}_server: +$sz +20 "
 done
+# rping: the host's validates the guest server's pings (-V), and both ends print ten.
+pings10() { [ "$(grep -c "$2" "$OUT/$1.log")" = 10 ]; }
+rc=0; host rping_server bin/softirdma rping -s -a 192.168.77.2 -v -C 10 -timeout 120s $LINK || rc=$?
+pings10 rping_server '^server ping data: rdma-ping-' || rc=1
+result device_guest_rping_client_vs_softirdma $rc "VM: rping client rc=0 pings 10"
+rc=0
+waitfor "$OUT/guest.log" "VM: serving rping" 200 $gpid || rc=1
+[ $rc = 0 ] && { host rping_client bin/softirdma rping -c -a 192.168.77.1 -v -V -C 10 -wait 60s -timeout 120s $LINK || rc=$?; }
+pings10 rping_client '^ping data: rdma-ping-' || rc=1
+result device_guest_rping_server_vs_softirdma $rc "VM: rping server rc=0 pings 10"
 waitfor "$OUT/guest.log" "VM: run rc=" 120 $gpid || true
 kernel_clean device_guest_hostpeer_no_kernel_warning '' 'VM: dmesg checked'
 [ $fail = 0 ] || grep "VM: " "$OUT/guest.log" | tail -40

@@ -719,12 +719,17 @@ func (lb *loopback) Send(frame []byte) error {
 	if !lb.local(frame) {
 		return lb.link.Send(frame)
 	}
+	lb.keep(frame)
+	return nil
+}
+
+// keep queues a copy of frame for the device.
+func (lb *loopback) keep(frame []byte) {
 	lb.mu.Lock()
 	b := lb.bufferLocked()[:len(frame)]
 	copy(b, frame)
 	lb.mu.Unlock()
 	lb.enqueue(b)
-	return nil
 }
 
 // Buffer lends a buffer: one of the loopback's own if it has one (buffers circulate between

@@ -18,6 +18,10 @@ type outFrame struct {
 	b     []byte
 	lent  bool // built in a buffer from the link's Buffer, so it goes back by SendBuffer
 	local bool // addressed to the device itself: for the loopback, not the link
+	// group: to a multicast group one of the device's own QPs is attached to: for the link, and
+	// a copy for the device, as rxe's multicast comes back through the IP stack's multicast
+	// loop to every attached QP of the host, the sender's too.
+	group bool
 }
 
 type outbox struct {
@@ -60,6 +64,9 @@ func (d *Device) unlock() {
 		d.mu.Unlock()
 
 		for _, f := range frames {
+			if f.group && f.b != nil && !stopped {
+				d.loop.keep(f.b)
+			}
 			switch {
 			case f.b == nil || stopped:
 				if f.lent && lender != nil {
@@ -136,7 +143,15 @@ func (d *Device) txBuffer() []byte {
 // send queues a frame built in a buffer from txBuffer for the link, or, local, for the device
 // itself.
 func (d *Device) send(frame []byte, local bool) {
-	d.out.frames = append(d.out.frames, outFrame{b: frame, lent: d.lender != nil, local: local})
+	d.out.frames = append(d.out.frames, outFrame{b: frame, lent: d.lender != nil, local: local,
+		group: !local && len(d.mcast) > 0 && d.ownGroup(frame)})
+}
+
+// ownGroup says frame goes to a multicast group one of the device's QPs is attached to. The
+// device lock is held.
+func (d *Device) ownGroup(frame []byte) bool {
+	ip, ok := frameDstIP(frame)
+	return ok && ip.IsMulticast() && len(d.mcast[ip.Unmap()]) > 0
 }
 
 // dropBuffer gives back a buffer from txBuffer that carries no frame.

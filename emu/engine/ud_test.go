@@ -320,6 +320,44 @@ func TestConformanceUD(t *testing.T) {
 				wantWC(t, poll(c3.cq), engine.WC{WRID: 2, Opcode: engine.WCRecv, ByteLen: 72, Flags: engine.WCWithGRH})
 			})
 		}
+		// A group one of the sender's own QPs is attached to: the datagram goes out on the wire
+		// and comes back to that QP too (the sender's own included), as rxe's comes back
+		// through the IP stack's multicast loop.
+		t.Run("loops_back_to_attached_local_qps", func(t *testing.T) {
+			group := netip.MustParseAddr("239.9.9.9")
+			dn := newDgNet(t, 2)
+			a, b := dn.nodes[0], dn.nodes[1]
+			must(t, a.qp.AttachMcast(group))
+			must(t, b.qp.AttachMcast(group))
+			a.recv(t, 1, 256, 256)
+			b.recv(t, 1, 0, 256)
+			fill(a.buf[:32], 7)
+			a.send(t, 5, engine.WRSend, a.ah(t, group), engine.McastQPN, testQKey, 0, 32)
+			dn.run()
+			var recv []engine.WC
+			for _, wc := range poll(a.cq) {
+				if wc.Opcode == engine.WCRecv {
+					recv = append(recv, wc)
+				}
+			}
+			if len(recv) != 1 || recv[0].SrcQP != a.qp.Num() || !bytes.Equal(a.buf[256+40:256+72], a.buf[:32]) {
+				t.Fatalf("the sender's device: receives %s", fmtWC(recv))
+			}
+			wantWC(t, poll(b.cq), engine.WC{WRID: 1, Opcode: engine.WCRecv, ByteLen: 72, Flags: engine.WCWithGRH})
+			if fr := dn.frames(); len(fr) != 1 {
+				t.Fatalf("%d frames on the wire", len(fr))
+			}
+			// Detached, the sender's device keeps nothing back.
+			must(t, a.qp.DetachMcast(group))
+			a.recv(t, 2, 256, 256)
+			a.send(t, 6, engine.WRSend, a.ah(t, group), engine.McastQPN, testQKey, 0, 32)
+			dn.run()
+			for _, wc := range poll(a.cq) {
+				if wc.Opcode == engine.WCRecv {
+					t.Fatalf("a detached device received %s", fmtWC([]engine.WC{wc}))
+				}
+			}
+		})
 		dn := newDgNet(t, 1)
 		rc, err := dn.nodes[0].pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: dn.nodes[0].cq, RecvCQ: dn.nodes[0].cq,
 			Cap: engine.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})

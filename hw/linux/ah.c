@@ -129,3 +129,22 @@ int sirdma_destroy_ah(struct ib_ah *ibah, u32 flags)
 	}
 	return 0;
 }
+
+/* Multicast: a UD QP joins or leaves a group, named by its GID (ATTACH_MCAST, DETACH_MCAST). */
+static int mcast_cmd(struct ib_qp *ibqp, union ib_gid *gid, u16 op)
+{
+	struct softirdma_mcast_args a = { .qpn = cpu_to_le32(ibqp->qp_num) };
+
+	memcpy(a.gid, gid->raw, sizeof(a.gid));
+	return sirdma_cmd(to_sdev(ibqp->device), op, &a, sizeof(a), NULL, NULL, 0);
+}
+
+int sirdma_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
+{
+	return mcast_cmd(ibqp, gid, SOFTIRDMA_OP_ATTACH_MCAST);
+}
+
+int sirdma_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
+{
+	return mcast_cmd(ibqp, gid, SOFTIRDMA_OP_DETACH_MCAST);
+}

@@ -72,6 +72,11 @@ static int sirdma_query_device(struct ib_device *ibdev, struct ib_device_attr *a
 	attr->local_ca_ack_delay = 15;
 	attr->atomic_cap = c->caps & SOFTIRDMA_CAP_ATOMICS ? IB_ATOMIC_HCA : IB_ATOMIC_NONE;
 	attr->max_ah = c->max_ah;
+	if (c->caps & SOFTIRDMA_CAP_UD) { /* the function's limits, rxe's */
+		attr->max_mcast_grp = 8192;
+		attr->max_mcast_qp_attach = 56;
+		attr->max_total_mcast_qp_attach = 8192 * 56;
+	}
 	return 0;
 }
 
@@ -264,6 +269,8 @@ static const struct ib_device_ops sirdma_ib_ops = {
 	.create_ah = sirdma_create_ah,
 	.create_user_ah = sirdma_create_ah,
 	.destroy_ah = sirdma_destroy_ah,
+	.attach_mcast = sirdma_attach_mcast,
+	.detach_mcast = sirdma_detach_mcast,
 
 	INIT_RDMA_OBJ_SIZE(ib_pd, sirdma_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_ah, sirdma_ah, ibah),

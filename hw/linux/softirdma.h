@@ -192,6 +192,7 @@ struct sirdma_cq {
 struct sirdma_qp {
 	struct ib_qp ibqp;
 	enum ib_qp_type type;
+	enum ib_qp_state state; /* as the last MODIFY_QP set it */
 	u32 slot;
 	struct sirdma_queue *sq, *rq;
 	struct ib_qp_cap cap; /* what create_qp granted, for query_qp */
@@ -232,6 +233,8 @@ void sirdma_av_free(struct sirdma_dev *sdev);
 struct rdma_ah_init_attr;
 int sirdma_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init, struct ib_udata *udata);
 int sirdma_destroy_ah(struct ib_ah *ibah, u32 flags);
+int sirdma_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
+int sirdma_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
 
 /* sirdma_uctx is the user context a verb's udata came with. */
 static inline struct ib_ucontext *sirdma_uctx(struct ib_udata *udata)

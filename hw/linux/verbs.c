@@ -375,6 +375,7 @@ int sirdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 {
 	struct softirdma_modify_qp_args args = {};
 	struct softirdma_qp_attr *a = (void *)args.attr;
+	int err;
 
 	BUILD_BUG_ON(sizeof(*a) != sizeof(args.attr));
 	args.qpn = cpu_to_le32(ibqp->qp_num);
@@ -409,8 +410,11 @@ int sirdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		a->flow_label = cpu_to_le32(grh->flow_label);
 		memcpy(a->dmac, attr->ah_attr.roce.dmac, sizeof(a->dmac));
 	}
-	return sirdma_cmd(to_sdev(ibqp->device), SOFTIRDMA_OP_MODIFY_QP, &args, sizeof(args),
-			  NULL, NULL, 0);
+	err = sirdma_cmd(to_sdev(ibqp->device), SOFTIRDMA_OP_MODIFY_QP, &args, sizeof(args),
+			 NULL, NULL, 0);
+	if (!err && (mask & IB_QP_STATE))
+		WRITE_ONCE(to_sqp(ibqp)->state, attr->qp_state);
+	return err;
 }
 
 int sirdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
@@ -479,6 +483,12 @@ int sirdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	struct sirdma_dev *sdev = to_sdev(ibqp->device);
 	u32 off = SOFTIRDMA_SQ_DOORBELL_BASE + SOFTIRDMA_DOORBELL_STRIDE * to_sqp(ibqp)->slot;
 
+	/* A QP not yet ready to send refuses, as rxe's: the states before RTS change only here. */
+	if (READ_ONCE(to_sqp(ibqp)->state) < IB_QPS_RTS) {
+		if (wr)
+			*bad = wr;
+		return -EINVAL;
+	}
 	if (ibqp->uobject) {
 		/* The provider's doorbell: it wrote the WQEs and the producer index itself. */
 		if (wr) {
