@@ -329,6 +329,7 @@ func (q *qp) ring() {
 		return
 	}
 	prod &= q.sq.mask()
+	defer q.flushPostedRecvs()
 	elem := q.sqWQE
 	for q.sqNext != prod {
 		if q.sq.access(q.sq.elemOff(q.sqNext), elem, false) != nil {
@@ -351,6 +352,21 @@ func (q *qp) ring() {
 			}
 		}
 		q.sqNext = (q.sqNext + 1) & q.sq.mask()
+	}
+}
+
+// flushPostedRecvs completes flushed the receives posted to a QP in ERR since it got there, as
+// verbs say (the kernel's ib_drain_rq waits for one): the receive queue has no doorbell, so a
+// driver posting to a QP in ERR rings the send queue's. posting is held.
+func (q *qp) flushPostedRecvs() {
+	if q.rq == nil || q.gone || q.emu.State() != emu.QPSErr {
+		return
+	}
+	for {
+		wrs := q.fetchRecv(int(q.rq.count()))
+		if len(wrs) == 0 || q.emu.PostRecv(wrs...) != nil {
+			return
+		}
 	}
 }
 

@@ -624,3 +624,29 @@ func FuzzGuestMemory(f *testing.F) {
 		b.ok(abi.OpNop, nil)
 	})
 }
+
+// A receive posted to a QP in ERR completes WR_FLUSH_ERR once the send queue's doorbell rings
+// (the receive queue has none): the kernel's ib_drain_rq posts one and waits for it.
+func TestReceivePostedInErrorFlushed(t *testing.T) {
+	b := newBench(t)
+	b.enable()
+	_, _, q2 := b.loopbackPair()
+	a := make([]byte, 8+abi.QPAttrSize)
+	binary.LittleEndian.PutUint32(a, q2.qpn)
+	binary.LittleEndian.PutUint32(a[4:], uint32(emu.AttrState))
+	a[8+abi.QPAttrState] = byte(emu.QPSErr)
+	b.ok(abi.OpModifyQP, a)
+	b.sim.RunUntilIdle(0)
+	before := len(b.cqes(0x140000, 0))
+	b.postRecv(q2, 77, 0x1a0000, 64, 0)
+	b.sim.RunUntilIdle(0)
+	if got := b.cqes(0x140000, 0)[before:]; len(got) != 0 {
+		t.Fatalf("completions before the doorbell %v", got)
+	}
+	b.ringSQ(q2)
+	b.sim.RunUntilIdle(0)
+	got := b.cqes(0x140000, 0)[before:]
+	if len(got) != 1 || got[0].WRID != 77 || got[0].Status != emu.WCWRFlushErr || got[0].Opcode != emu.WCRecv {
+		t.Fatalf("completions %v", got)
+	}
+}

@@ -263,6 +263,12 @@ int sirdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		qp->rq_prod = (qp->rq_prod + 1) & mask;
 	}
 	smp_store_release(&h->producer_index, cpu_to_le32(qp->rq_prod));
+	/* The receive queue has no doorbell: a QP in ERR flushes what is posted to it when its
+	 * send queue's rings (ib_drain_rq waits for that).
+	 */
+	if (READ_ONCE(qp->state) == IB_QPS_ERR)
+		writel(0, to_sdev(ibqp->device)->db + SOFTIRDMA_SQ_DOORBELL_BASE +
+			  SOFTIRDMA_DOORBELL_STRIDE * qp->slot);
 	spin_unlock_irqrestore(&qp->rq_lock, flags);
 	if (err)
 		*bad = wr;
