@@ -44,7 +44,8 @@ done
 # its server (trying until it listens).
 timeout 120 rping -s -a 192.168.77.2 -v -C 10 > /tmp/rp 2>&1; echo "VM: peer rping server rc=$?"
 sed "s/^/VM: peer rping server: /" /tmp/rp
-for i in $(seq 60); do timeout 60 rping -c -a 192.168.77.1 -v -V -C 10 > /tmp/rp 2>&1 && break; sleep 1; done
+for i in $(seq 60); do timeout 60 rping -c -a 192.168.77.1 -v -V -C 10 > /tmp/rp 2>&1; rc=$?; [ $rc = 0 ] && break; sleep 1; done
+echo "VM: peer rping client rc=$rc"
 sed "s/^/VM: peer rping client: /" /tmp/rp
 # rdma_cm's other tools, perftest's UD and rdma_cm modes: serve the device guest's client, then
 # be the client of its server. Each is "NAME|CLIENT|SERVER".
@@ -167,7 +168,8 @@ check device_guest_ibv_uc_pingpong_client_vs_rxe 'VM: uc client: 20 iters in'
 check device_guest_ibv_uc_pingpong_server_vs_rxe 'VM: uc server: 20 iters in'
 # rping: ten pings printed on the device guest's end, the client's validated, both ends exiting 0.
 pings() { [ "$(grep -c "$1" "$OUT/vm.txt")" = 10 ] && grep -q "$2" "$OUT/vm.txt"; }
-if pings '^VM: rping client: ping data: rdma-ping-' 'VM: rping client rc=0' && grep -q 'VM: peer rping server rc=0' "$OUT/peer.log"; then
+if pings '^VM: rping client: ping data: rdma-ping-' 'VM: rping client rc=0' && grep -q 'VM: peer rping server rc=0' "$OUT/peer.log" &&
+  [ "$(grep -c 'VM: peer rping server: server ping data: rdma-ping-' "$OUT/peer.log")" = 10 ]; then
   echo "PASS device_guest_rping_client_vs_rxe"
 else
   echo "FAIL device_guest_rping_client_vs_rxe"; fail=1
@@ -183,7 +185,8 @@ for t in ucmatose udaddy rdma_server_client ib_send_bw_UD ib_write_bw_R; do
     fi
   done
 done
-if pings '^VM: rping server: server ping data: rdma-ping-' 'VM: rping server rc=0' && [ "$(grep -c 'VM: peer rping client: ping data: rdma-ping-' "$OUT/peer.log")" = 10 ]; then
+if pings '^VM: rping server: server ping data: rdma-ping-' 'VM: rping server rc=0' && [ "$(grep -c 'VM: peer rping client: ping data: rdma-ping-' "$OUT/peer.log")" = 10 ] &&
+  grep -q 'VM: peer rping client rc=0' "$OUT/peer.log"; then
   echo "PASS device_guest_rping_server_vs_rxe"
 else
   echo "FAIL device_guest_rping_server_vs_rxe"; fail=1
