@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/softirdma/softirdma/keys"
 	"github.com/softirdma/softirdma/wire/roce"
@@ -315,6 +316,23 @@ func (d *Device) Attach(l Link) {
 		d.lender = &d.loop
 	} else {
 		d.lender = nil
+	}
+}
+
+// Drain returns once every frame the device has queued so far is on its link (or looped back):
+// a datagram's send completes when its frame is queued, so a program that ends after its last
+// completion drains before it stops the device, or the frame is lost with it. It waits for
+// another goroutine's flush in progress, for a second at most (a device still busy sending then
+// is cut off as Stop cuts it).
+func (d *Device) Drain() {
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
+		d.mu.Lock()
+		busy := d.out.flushing || len(d.out.frames) > 0
+		d.unlock() // carries out what is queued, unless another goroutine is doing so
+		if !busy {
+			return
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 }
 

@@ -564,3 +564,4 @@ func ipv4Sum(h []byte) uint16 {
 	}
 	return uint16(s)
 }
+

@@ -226,8 +226,10 @@ func (h *Host) Run() error {
 	}
 }
 
-// Close stops the device and the link, and waits for Run to return.
+// Close stops the device, once the frames it has queued are on the link, and the link, and waits
+// for Run to return.
 func (h *Host) Close() error {
+	h.dev.Load().Drain()
 	h.dev.Load().Stop()
 	err := h.cfg.Link.Close()
 	select {
