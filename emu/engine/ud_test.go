@@ -564,4 +564,3 @@ func ipv4Sum(h []byte) uint16 {
 	}
 	return uint16(s)
 }
-
