@@ -33,9 +33,19 @@ grep -E '^RDMA-CORE: .* ok$' "$REF" | awk '{print $2}' | while read -r t; do
   r=$(result "$t"); [ "$r" = ok ] || echo "  $t: ${r:-not run}"
 done
 
+# The guest's kernel: FLUSH (IB_ACCESS_FLUSH_*, the flush work request) came with Linux 6.2, so
+# on 6.1 rdma-core's FLUSH tests are not the driver's to pass.
+kernel=$(sed -n 's/.*VM: ready after .* s, Linux \([0-9]*\.[0-9]*\).*/\1/p' "$OUT/guest.log" | head -1)
+no_flush=0
+case "$kernel" in 6.0|6.1|5.*) no_flush=1 ;; esac
 required=$(grep -E '^RDMA-CORE: .* ok$' "$REF" | awk '{print $2}' | while read -r t; do
   m=${t#tests.test_}; m=${m%%.*}
-  case " $RDMA_CORE_MODULES " in *" $m "*) echo "$t" ;; esac
+  case " $RDMA_CORE_MODULES " in *" $m "*) ;; *) continue ;; esac
+  if [ $no_flush = 1 ] && echo "$t" | grep -qi flush; then
+    echo "not required on Linux $kernel (no FLUSH before 6.2): $t" >&2
+    continue
+  fi
+  echo "$t"
 done)
 [ -n "$required" ] || { echo "FAIL device_guest_rdma_core_reference (no tests in $REF)"; exit 1; }
 n=0
