@@ -338,8 +338,7 @@ func (m *Manager) Connect(qp *engine.QP, dst netip.Addr, port uint16, p ConnPara
 	}
 	copy(q.Private[cm.HeaderLen:], p.Private)
 	id.req = q
-	msg := make([]byte, cm.DataLen)
-	_ = q.Put(msg)
+	msg := encode(q.Put)
 	id.state = stREQSent
 	m.send(id, cm.AttrREQ, msg, true)
 	m.mu.Unlock()
@@ -508,6 +507,14 @@ func (m *Manager) toError(id *ID) {
 	}
 }
 
+// encode is a CM message's DataLen bytes as put writes them (into a buffer of that size, which
+// no Put refuses).
+func encode(put func([]byte) error) []byte {
+	msg := make([]byte, cm.DataLen)
+	_ = put(msg)
+	return msg
+}
+
 // sendMAD sends one CM MAD on QP1. m.mu is held.
 func (m *Manager) sendMAD(ah *engine.AH, tid uint64, attr uint16, msg []byte) {
 	if m.inflight == sendSlots {
@@ -650,9 +657,7 @@ func (m *Manager) onREQ(src netip.Addr, tid uint64, msg []byte) {
 		if ok && l != nil {
 			rej.Reason = cm.RejInvalidTransportType
 		}
-		msg := make([]byte, cm.DataLen)
-		_ = rej.Put(msg)
-		m.sendMAD(ah, tid, cm.AttrREJ, msg)
+		m.sendMAD(ah, tid, cm.AttrREJ, encode(rej.Put))
 		return
 	}
 	id := m.newConn(nil, src, ah, ConnParam{})
@@ -720,8 +725,7 @@ func (id *ID) Accept(qp *engine.QP, p ConnParam) error {
 		ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth, TargetACKDelay: 15,
 		RNRRetryCount: p.RNRRetryCount, LocalCAGUID: m.guid()}
 	copy(rep.Private[:], p.Private)
-	msg := make([]byte, cm.DataLen)
-	_ = rep.Put(msg)
+	msg := encode(rep.Put)
 	id.state = stREPSent
 	m.send(id, cm.AttrREP, msg, true)
 	m.mu.Unlock()
@@ -762,9 +766,7 @@ func (m *Manager) reject(id *ID, reason cm.RejectReason, private []byte) {
 		rej.MessageRejected = 1 // the REP
 	}
 	copy(rej.Private[:], private)
-	msg := make([]byte, cm.DataLen)
-	_ = rej.Put(msg)
-	m.sendMAD(id.ah, id.tid, cm.AttrREJ, msg)
+	m.sendMAD(id.ah, id.tid, cm.AttrREJ, encode(rej.Put))
 }
 
 func (m *Manager) onREP(msg []byte) {
@@ -817,9 +819,7 @@ func (m *Manager) sendRTU(id *ID) { m.sendIDs(id.ah, id.tid, cm.AttrRTU, id.loca
 // layout both messages share.
 func (m *Manager) sendIDs(ah *engine.AH, tid uint64, attr uint16, local, remote uint32) {
 	p := cm.Pair{LocalCommID: local, RemoteCommID: remote}
-	msg := make([]byte, cm.DataLen)
-	_ = p.PutRTU(msg)
-	m.sendMAD(ah, tid, attr, msg)
+	m.sendMAD(ah, tid, attr, encode(p.PutRTU))
 }
 
 func (m *Manager) onRTU(msg []byte) {
@@ -863,8 +863,7 @@ func (id *ID) Disconnect() error {
 	m.mu.Lock()
 	id.tid = m.tidFor(id)
 	dreq := cm.Pair{LocalCommID: id.local, RemoteCommID: id.remote, RemoteQPN: id.remoteQPN()}
-	msg := make([]byte, cm.DataLen)
-	_ = dreq.PutDREQ(msg)
+	msg := encode(dreq.PutDREQ)
 	id.state = stDREQSent
 	m.send(id, cm.AttrDREQ, msg, true)
 	m.events = append(m.events, Event{Type: Disconnected, ID: id})
@@ -937,9 +936,7 @@ func (m *Manager) dupREQ(id *ID) {
 	switch {
 	case id.state.owesAnswer():
 		mra := cm.MRA{LocalCommID: id.local, RemoteCommID: id.remote, MessageMRAed: 0, ServiceTimeout: m.cfg.ServiceTimeout}
-		msg := make([]byte, cm.DataLen)
-		_ = mra.Put(msg)
-		m.sendMAD(id.ah, id.tid, cm.AttrMRA, msg)
+		m.sendMAD(id.ah, id.tid, cm.AttrMRA, encode(mra.Put))
 		m.stats.MRAs++
 		id.state = stMRAReqSent
 	case id.state == stREPSent && len(id.last) > 0:
@@ -996,8 +993,7 @@ func (m *Manager) ConnectUD(qp *engine.QP, dst netip.Addr, port uint16, private 
 		return nil, err
 	}
 	copy(q.Private[cm.HeaderLen:], private)
-	msg := make([]byte, cm.DataLen)
-	_ = q.Put(msg)
+	msg := encode(q.Put)
 	id.state = stSIDRReqSent
 	m.send(id, cm.AttrSIDRREQ, msg, true)
 	m.mu.Unlock()
@@ -1056,9 +1052,7 @@ func (m *Manager) onSIDRREQ(src netip.Addr, tid uint64, msg []byte) {
 	if _, herr := cm.ParseHeader(q.Private[:]); !ok || ps != cm.PSUDP || l == nil || herr != nil {
 		// Nobody serves it: UNSUPPORTED, as ib_cm answers (cm_reject_sidr_req).
 		rep := cm.SIDRREP{RequestID: q.RequestID, Status: cm.SIDRUnsupported, ServiceID: q.ServiceID}
-		msg := make([]byte, cm.DataLen)
-		_ = rep.Put(msg)
-		m.sendMAD(ah, tid, cm.AttrSIDRREP, msg)
+		m.sendMAD(ah, tid, cm.AttrSIDRREP, encode(rep.Put))
 		return
 	}
 	id := m.newConn(nil, src, ah, ConnParam{})
@@ -1090,8 +1084,7 @@ func (id *ID) acceptUD(qp *engine.QP, p ConnParam) error {
 func (m *Manager) sidrReply(id *ID, status cm.SIDRStatus, qpn, qkey uint32, private []byte) {
 	rep := cm.SIDRREP{RequestID: id.remote, Status: status, QPN: qpn, ServiceID: id.sidr.ServiceID, QKey: qkey}
 	copy(rep.Private[:], private)
-	msg := make([]byte, cm.DataLen)
-	_ = rep.Put(msg)
+	msg := encode(rep.Put)
 	m.sendMAD(id.ah, id.tid, cm.AttrSIDRREP, msg)
 	id.last = append(id.last[:0], msg...)
 	id.state = stSIDRRepSent
