@@ -166,20 +166,14 @@ func (t *test) newNode() (*node, error) {
 // fresh takes a node's QP to INIT with its receives posted, as rdma_create_qp and post_recvs
 // leave it; again after a refused attempt.
 func (t *test) fresh(n *node) error {
-	if err := n.qp.Modify(emu.QPAttr{State: emu.QPSReset}, emu.AttrState); err != nil {
-		return err
-	}
-	for wcs := make([]emu.WC, 16); n.recvCQ.Poll(wcs) > 0 || n.sendCQ.Poll(wcs) > 0; {
-	}
-	if err := n.qp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1}, emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags); err != nil {
-		return err
-	}
-	for i := range t.o.Count {
-		if err := n.qp.PostRecv(emu.RecvWR{ID: uint64(i), SGL: []emu.SGE{{Addr: n.mr.Addr(), Length: uint32(t.o.Size), LKey: n.mr.LKey()}}}); err != nil {
-			return err
+	return cmpeer.Renew(n.qp, func() error {
+		for i := range t.o.Count {
+			if err := n.qp.PostRecv(emu.RecvWR{ID: uint64(i), SGL: []emu.SGE{{Addr: n.mr.Addr(), Length: uint32(t.o.Size), LKey: n.mr.LKey()}}}); err != nil {
+				return err
+			}
 		}
-	}
-	return nil
+		return nil
+	}, n.recvCQ, n.sendCQ)
 }
 
 // param is ucmatose's rdma_conn_param: one READ each way, retry count 5.

@@ -124,17 +124,7 @@ func connectCM(ctx context.Context, dev *emu.Device, o Options, testQP *emu.QP, 
 	}
 	// As rdma_create_qp leaves it, with its receive posted before the connection; again after
 	// a refused attempt.
-	fresh := func() error {
-		if err := c.qp.Modify(emu.QPAttr{State: emu.QPSReset}, emu.AttrState); err != nil {
-			return err
-		}
-		for wcs := make([]emu.WC, 8); c.cq.Poll(wcs) > 0; {
-		}
-		if err := c.qp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1}, emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags); err != nil {
-			return err
-		}
-		return c.postRecv()
-	}
+	fresh := func() error { return cmpeer.Renew(c.qp, c.postRecv, c.cq) }
 	if err := fresh(); err != nil {
 		return c, h, err
 	}

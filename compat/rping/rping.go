@@ -158,18 +158,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		return res, err
 	}
 	// As rdma_create_qp leaves it: in INIT, with its receive posted before the connection.
-	fresh := func() error {
-		if err := p.qp.Modify(emu.QPAttr{State: emu.QPSReset}, emu.AttrState); err != nil {
-			return err
-		}
-		// A refused attempt's QP went to ERR and flushed its receive: that completion is old.
-		for wcs := make([]emu.WC, 8); p.cq.Poll(wcs) > 0; {
-		}
-		if err := p.qp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1}, emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags); err != nil {
-			return err
-		}
-		return p.postRecv()
-	}
+	fresh := func() error { return cmpeer.Renew(p.qp, p.postRecv, p.cq) }
 	if err := fresh(); err != nil {
 		return res, err
 	}

@@ -206,3 +206,21 @@ func (p Poller) Poll(cq *emu.CQ, want int, each func(emu.WC) error) error {
 	}
 	return nil
 }
+
+// Renew readies qp for a connection as rdma_create_qp leaves one, again after a refused attempt:
+// to RESET and INIT on port 1, the completions a refused attempt left in cqs (its flushed
+// receives) taken away, then post puts its receives back.
+func Renew(qp *emu.QP, post func() error, cqs ...*emu.CQ) error {
+	if err := qp.Modify(emu.QPAttr{State: emu.QPSReset}, emu.AttrState); err != nil {
+		return err
+	}
+	wcs := make([]emu.WC, 16)
+	for _, cq := range cqs {
+		for cq.Poll(wcs) > 0 {
+		}
+	}
+	if err := qp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1}, emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags); err != nil {
+		return err
+	}
+	return post()
+}
