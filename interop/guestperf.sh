@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bandwidth of a guest's RDMA device against `softirdma perf` on the host: perftest's
-# ib_write_bw and ib_send_bw (64 KiB messages) in a VM (vm/) on the softirdma device (the guest
+# ib_write_bw and ib_send_bw (64 KiB messages), ib_send_bw -c UD (1 KiB, the path MTU) and
+# ib_write_bw -R (rdma_cm; 64 KiB) in a VM (vm/) on the softirdma device (the guest
 # driver, hw/linux, with `softirdma serve` behind it), then the same in a VM on Linux rxe
 # (rxe0), each against the same host peer on a dgram link. Prints one line per run and the
 # ratio. The guest CPU is emulated (TCG); softirdma's data path runs on the host.
@@ -12,7 +13,7 @@ case $N in '' | *[!0-9]*) echo "iterations must be a number, not '$N'" >&2; exit
 [ "$N" -ge 5 ] && [ "$N" -le 100000 ] || { echo "iterations must be 5..100000" >&2; exit 2; }
 . interop/guestlib.sh
 guest_setup device_guest_perf_module_build
-SIZE=65536 TCP=18781 QEMU_PORT=9271 PEER_PORT=9272
+SIZE=65536 UD_SIZE=1024 TCP=18781 QEMU_PORT=9271 PEER_PORT=9272
 
 # run DEVICE: one guest running ib_write_bw then ib_send_bw against the host's servers.
 run() {
@@ -36,29 +37,38 @@ for t in write send; do
   until_served 120 0.5 timeout 300 ib_\${t}_bw -d $dev -x \$G -F -n $N -s $SIZE -p $TCP 10.0.2.2
   grep -E '^ +$SIZE +$N ' /tmp/out | sed "s/^/VM: \$t: /"
 done
+until_served 120 0.5 timeout 300 ib_send_bw -d $dev -x \$G -F -c UD -n $N -s $UD_SIZE -p $TCP 10.0.2.2
+grep -E '^ +$UD_SIZE +$N ' /tmp/out | sed "s/^/VM: send_UD: /"
+# rdma_cm (-R): no TCP; the exchange and the test QP connect to the host's RoCE address.
+until_ok 120 timeout 300 ib_write_bw -d $dev -F -R -n $N -s $SIZE -p $TCP $peer_ip
+grep -E '^ +$SIZE +$N ' /tmp/out | sed "s/^/VM: write_R: /"
 SCRIPT
   env "${env[@]}" VM_SCRIPT="$OUT/guest.sh" VM_MAC0=52:54:00:00:0d:10 VM_MAC1=52:54:00:00:77:d2 \
     timeout 900 bash vm/run.sh "${args[@]}" > "$OUT/$dev.log" 2>&1 &
   local gpid=$!; pids+=($gpid)
-  for t in write send; do
-    bin/softirdma perf $t -server -p $TCP -n "$N" -s $SIZE -timeout 300s \
+  local v t
+  for v in "write|write -s $SIZE" "send|send -s $SIZE" "send_UD|send -c UD -s $UD_SIZE" "write_R|write -R -s $SIZE"; do
+    t=${v%%|*}
+    # shellcheck disable=SC2086 # the test's words
+    bin/softirdma perf ${v#*|} -server -p $TCP -n "$N" -timeout 300s \
       -link "dgram:127.0.0.1:$PEER_PORT,127.0.0.1:$QEMU_PORT" \
       -ip $peer_ip -mac 02:00:00:00:77:02 > "$OUT/$dev.$t.host.log" 2>&1 || true
   done
   wait $gpid || true
   [ "$dev" = softirdma0 ] && kill "$spid" 2>/dev/null || true
-  grep "VM: " "$OUT/$dev.log" | tr -d '\r' | grep -E "VM: (write|send): " | sed "s/^VM: /$dev /"
+  grep "VM: " "$OUT/$dev.log" | tr -d '\r' | grep -E "VM: (write|send|send_UD|write_R): " | sed "s/^VM: /$dev /"
 }
 echo "guest perftest against softirdma perf on the host, $N x $SIZE B; logs in $OUT"
 echo "device  test  #bytes  #iterations  BW-peak[MB/s]  BW-average[MB/s]  MsgRate[Mpps]"
 run softirdma0 | tee "$OUT/softirdma0.txt"
 run rxe0 | tee "$OUT/rxe0.txt"
-for t in write send; do
+for t in write send send_UD write_R; do
+  case $t in send_UD) name="ib_send_bw -c UD";; write_R) name="ib_write_bw -R";; *) name=ib_${t}_bw;; esac
   a=$(awk -v t="$t:" '$2 == t {print $6}' "$OUT/softirdma0.txt")
   b=$(awk -v t="$t:" '$2 == t {print $6}' "$OUT/rxe0.txt")
   if [ -n "$a" ] && [ -n "$b" ]; then
-    echo "ib_${t}_bw average: softirdma0 $a MB/s, rxe0 $b MB/s, ratio $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }')"
+    echo "$name average: softirdma0 $a MB/s, rxe0 $b MB/s, ratio $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }')"
   else
-    echo "ib_${t}_bw: a run gave no figure (softirdma0 '${a}', rxe0 '${b}')"
+    echo "$name: a run gave no figure (softirdma0 '${a}', rxe0 '${b}')"
   fi
 done

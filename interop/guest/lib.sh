@@ -41,3 +41,39 @@ until_ok() {
   done
   return $rc
 }
+
+# serve_until_ok TRIES CMD...: a server run again while it fails, at most TRIES times: for a tool
+# pair whose client can fail in a way that leaves its server waiting for it (CMD's timeout ends
+# that wait). Its output of the last run is in /tmp/out, its status in $rc, the runs it took in
+# $runs.
+serve_until_ok() {
+  tries=$1
+  shift
+  for runs in $(seq $tries); do
+    "$@" > /tmp/out 2>&1
+    rc=$?
+    [ $rc = 0 ] && return 0
+  done
+  return $rc
+}
+
+# serve_pair LABEL CLIENT SERVER FIRST [SERVER_TRIES]: one role of a tool pair whose other role
+# runs in the other guest: the client (run again until its server listens) and the server, FIRST
+# (client or server) first. A server run SERVER_TRIES times (default 1) ends each wait at 45 s
+# and its client keeps trying long enough for the next run. Prints "LABEL client|server rc=N"
+# and each one's output under "LABEL client|server: ".
+serve_pair() {
+  label=$1 client=$2 server=$3 first=$4 stries=${5:-1}
+  for role in $first $( [ $first = client ] && echo server || echo client ); do
+    if [ $role = client ]; then
+      until_ok $((30 * stries)) timeout 30 $client
+    elif [ $stries = 1 ]; then
+      timeout 120 $server > /tmp/out 2>&1; rc=$?
+    else
+      serve_until_ok $stries timeout 45 $server
+      [ $runs = 1 ] || echo "$label server: runs=$runs"
+    fi
+    echo "$label $role rc=$rc"
+    sed "s/^/$label $role: /" /tmp/out
+  done
+}
