@@ -40,6 +40,30 @@ static int wc_flags(u32 f)
 }
 
 /*
+ * The CQE's IBV_WC_* opcode (and the function's REG_MR) as the kernel's IB_WC_*, which numbers
+ * the opcodes after LOCAL_INV differently in each kernel. One it does not know is reported as a
+ * send's: the status says whether it went well.
+ */
+static enum ib_wc_opcode wc_opcode(u32 op)
+{
+	switch (op) {
+	case SOFTIRDMA_WR_OP_REG_MR:
+		return IB_WC_REG_MR;
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 2, 0)
+	case IB_UVERBS_WC_FLUSH:
+		return IB_WC_FLUSH;
+	case IB_UVERBS_WC_ATOMIC_WRITE:
+		return IB_WC_ATOMIC_WRITE;
+#endif
+	case IB_WC_RECV:
+	case IB_WC_RECV_RDMA_WITH_IMM:
+		return op;
+	default: /* up to LOCAL_INV both number alike */
+		return op <= IB_WC_LOCAL_INV ? op : IB_WC_SEND;
+	}
+}
+
+/*
  * sirdma_poll_cq reads a kernel CQ's completions. A CQE naming a QP the driver does not have
  * (the function's mistake) is consumed and not reported: the core would dereference its QP.
  */
@@ -69,7 +93,7 @@ int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc)
 		memset(w, 0, sizeof(*w));
 		w->wr_id = le64_to_cpu(e->wr_id);
 		w->status = le32_to_cpu(e->status);
-		w->opcode = le32_to_cpu(e->opcode);
+		w->opcode = wc_opcode(le32_to_cpu(e->opcode));
 		w->vendor_err = le32_to_cpu(e->vendor_err);
 		w->byte_len = le32_to_cpu(e->byte_len);
 		w->qp = &qp->ibqp;
@@ -139,8 +163,11 @@ static int write_send(struct sirdma_qp *qp, struct softirdma_rxe_send_wqe *w,
 		memcpy(&w->ex, &wr->ex.imm_data, sizeof(w->ex)); /* network order */
 		break;
 	case IB_WR_SEND_WITH_INV:
+	case IB_WR_LOCAL_INV:
 		w->ex = cpu_to_le32(wr->ex.invalidate_rkey);
 		break;
+	case IB_WR_REG_MR:
+		return sirdma_put_reg(w, reg_wr(wr));
 	default:
 		break;
 	}
@@ -173,6 +200,8 @@ static int write_send(struct sirdma_qp *qp, struct softirdma_rxe_send_wqe *w,
 		w->atomic.swap = cpu_to_le64(atomic_wr(wr)->swap);
 		w->atomic.atomic_rkey = cpu_to_le32(atomic_wr(wr)->rkey);
 		break;
+	case IB_WR_LOCAL_INV:
+		return 0; /* the key in ex is all it has */
 	default:
 		return -EOPNOTSUPP;
 	}
@@ -225,33 +254,28 @@ int sirdma_kpost_send(struct sirdma_qp *qp, const struct ib_send_wr *wr,
 	return err;
 }
 
-int sirdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+/*
+ * sirdma_put_recvs writes receive WQEs into a ring whose producer index is *prod (the caller
+ * holds the lock that guards it), then publishes the index. On an error *bad is the request
+ * that was not posted; the ones before it are.
+ */
+int sirdma_put_recvs(struct sirdma_queue *q, u32 *prod, u32 max_sge, const struct ib_recv_wr *wr,
 		     const struct ib_recv_wr **bad)
 {
-	struct sirdma_qp *qp = container_of(ibqp, struct sirdma_qp, ibqp);
-	struct sirdma_queue *q = qp->rq;
-	struct softirdma_rxe_queue_buf *h;
-	unsigned long flags;
-	u32 mask, cons;
+	struct softirdma_rxe_queue_buf *h = ring_hdr(q);
+	u32 mask = ring_mask(q), cons;
 	int err = 0;
 
-	if (ibqp->uobject || !q) { /* a process posts in its ring; a QP on an SRQ has none */
-		*bad = wr;
-		return -EINVAL;
-	}
-	h = ring_hdr(q);
-	mask = ring_mask(q);
-	spin_lock_irqsave(&qp->rq_lock, flags);
 	cons = le32_to_cpu(smp_load_acquire(&h->consumer_index)) & mask;
 	for (; wr; wr = wr->next) {
-		struct softirdma_rxe_recv_wqe *w = ring_elem(q, qp->rq_prod);
+		struct softirdma_rxe_recv_wqe *w = ring_elem(q, *prod);
 		u32 total;
 
-		if (((qp->rq_prod + 1) & mask) == cons) {
+		if (((*prod + 1) & mask) == cons) {
 			err = -ENOMEM;
 			break;
 		}
-		if (wr->num_sge > qp->cap.max_recv_sge) {
+		if (wr->num_sge > max_sge) {
 			err = -EINVAL;
 			break;
 		}
@@ -260,9 +284,27 @@ int sirdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		total = put_sges((void *)(w + 1), wr->sg_list, wr->num_sge);
 		w->dma_length = cpu_to_le32(total);
 		w->dma_num_sge = cpu_to_le32(wr->num_sge);
-		qp->rq_prod = (qp->rq_prod + 1) & mask;
+		*prod = (*prod + 1) & mask;
 	}
-	smp_store_release(&h->producer_index, cpu_to_le32(qp->rq_prod));
+	smp_store_release(&h->producer_index, cpu_to_le32(*prod));
+	if (err)
+		*bad = wr;
+	return err;
+}
+
+int sirdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		     const struct ib_recv_wr **bad)
+{
+	struct sirdma_qp *qp = container_of(ibqp, struct sirdma_qp, ibqp);
+	unsigned long flags;
+	int err;
+
+	if (ibqp->uobject || !qp->rq) { /* a process posts in its ring; a QP on an SRQ has none */
+		*bad = wr;
+		return -EINVAL;
+	}
+	spin_lock_irqsave(&qp->rq_lock, flags);
+	err = sirdma_put_recvs(qp->rq, &qp->rq_prod, qp->cap.max_recv_sge, wr, bad);
 	/* The receive queue has no doorbell: a QP in ERR flushes what is posted to it when its
 	 * send queue's rings (ib_drain_rq waits for that).
 	 */
@@ -270,7 +312,5 @@ int sirdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		writel(0, to_sdev(ibqp->device)->db + SOFTIRDMA_SQ_DOORBELL_BASE +
 			  SOFTIRDMA_DOORBELL_STRIDE * qp->slot);
 	spin_unlock_irqrestore(&qp->rq_lock, flags);
-	if (err)
-		*bad = wr;
 	return err;
 }

@@ -205,18 +205,33 @@ struct sirdma_qp {
 int sirdma_kpost_send(struct sirdma_qp *qp, const struct ib_send_wr *wr,
 		      const struct ib_send_wr **bad);
 void sirdma_kqp_reset(struct sirdma_qp *qp);
+int sirdma_put_recvs(struct sirdma_queue *q, u32 *prod, u32 max_sge, const struct ib_recv_wr *wr,
+		     const struct ib_recv_wr **bad);
 
 struct sirdma_srq {
 	struct ib_srq ibsrq;
 	u32 srqn, max_sge;
 	struct mutex lock; /* modify: srq->q */
 	struct sirdma_queue *q;
+	spinlock_t post_lock; /* a kernel SRQ's producer index, prod */
+	u32 prod;
 };
 
 struct sirdma_mr {
 	struct ib_mr ibmr;
 	struct ib_umem *umem;
+	/* A fast-register MR's page of page addresses (fastreg.c). */
+	__le64 *pl;
+	dma_addr_t pl_dma;
+	u32 max_pages, npages;
+	u64 offset; /* of iova in the first page */
 };
+
+struct ib_mr *sirdma_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type, u32 max_num_sg);
+int sirdma_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+		     unsigned int *sg_offset);
+void sirdma_fastreg_free(struct sirdma_dev *sdev, struct sirdma_mr *mr);
+int sirdma_put_reg(struct softirdma_rxe_send_wqe *w, const struct ib_reg_wr *reg);
 
 struct sirdma_mw {
 	struct ib_mw ibmw;

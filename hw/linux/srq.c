@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * Shared receive queues from user space: a ring of rxe receive WQEs the provider posts into
- * itself (as it does an RQ), made, resized, limited, queried and destroyed by control
- * commands. A resize gives the process the new ring's mminfo at the address its command names,
- * as rxe does, and only then the device the new ring (it moves the posted receives over).
+ * Shared receive queues: a ring of rxe receive WQEs, made, resized, limited, queried and
+ * destroyed by control commands. A process's provider posts into the ring itself (as it does an
+ * RQ); a kernel SRQ's receives are written here (sirdma_put_recvs). A resize gives the process
+ * the new ring's mminfo at the address its command names, as rxe does, and only then the device
+ * the new ring (it moves the posted receives over). A kernel SRQ keeps the ring it was made
+ * with: no kernel user resizes one.
  */
 #include <linux/uaccess.h>
 #include <rdma/ib_verbs.h>
@@ -46,9 +48,7 @@ int sirdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	u32 res[SOFTIRDMA_CMD_RESULTS];
 	int err;
 
-	if (!udata)
-		return -EOPNOTSUPP; /* kernel SRQs are not there yet */
-	if (init->srq_type != IB_SRQT_BASIC || udata->outlen < sizeof(resp))
+	if (init->srq_type != IB_SRQT_BASIC || (udata && udata->outlen < sizeof(resp)))
 		return -EOPNOTSUPP;
 	if (attr->max_wr > sdev->caps.max_srq_wr || attr->max_sge > sdev->caps.max_sge ||
 	    attr->srq_limit > attr->max_wr)
@@ -59,9 +59,13 @@ int sirdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 		return PTR_ERR(srq->q);
 	srq->max_sge = attr->max_sge;
 	mutex_init(&srq->lock);
-	err = sirdma_queue_expose(sirdma_uctx(udata), srq->q, &resp.mi);
-	if (err)
-		goto err_release;
+	spin_lock_init(&srq->post_lock);
+	srq->prod = 0;
+	if (udata) {
+		err = sirdma_queue_expose(sirdma_uctx(udata), srq->q, &resp.mi);
+		if (err)
+			goto err_release;
+	}
 	a.pd = cpu_to_le32(container_of(ibsrq->pd, struct sirdma_pd, ibpd)->pdn);
 	a.max_sge = cpu_to_le32(attr->max_sge);
 	a.limit = cpu_to_le32(attr->srq_limit);
@@ -73,6 +77,8 @@ int sirdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	err = xa_insert(&sdev->srqs, srq->srqn, srq, GFP_KERNEL);
 	if (err)
 		goto err_unmake;
+	if (!udata)
+		return 0;
 	resp.srq_num = srq->srqn;
 	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
 	if (err)
@@ -116,7 +122,9 @@ static int modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 		a.limit = cpu_to_le32(attr->srq_limit);
 	}
 	if (mask & IB_SRQ_MAX_WR) {
-		if (!udata || udata->inlen < sizeof(cmd))
+		if (!udata)
+			return -EOPNOTSUPP;
+		if (udata->inlen < sizeof(cmd))
 			return -EINVAL;
 		err = ib_copy_from_udata(&cmd, udata, sizeof(cmd));
 		if (err)
@@ -200,6 +208,16 @@ int sirdma_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 int sirdma_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 			 const struct ib_recv_wr **bad)
 {
-	*bad = wr;
-	return -EOPNOTSUPP; /* user space posts receives in the ring itself */
+	struct sirdma_srq *srq = to_ssrq(ibsrq);
+	unsigned long flags;
+	int err;
+
+	if (ibsrq->uobject) { /* the process posts in the ring itself */
+		*bad = wr;
+		return -EINVAL;
+	}
+	spin_lock_irqsave(&srq->post_lock, flags);
+	err = sirdma_put_recvs(srq->q, &srq->prod, srq->max_sge, wr, bad);
+	spin_unlock_irqrestore(&srq->post_lock, flags);
+	return err;
 }

@@ -649,6 +649,7 @@ int sirdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	if (err && err != -EIO)
 		return err;
 	ib_umem_release(mr->umem);
+	sirdma_fastreg_free(to_sdev(ibmr->device), mr);
 	kfree(mr);
 	return 0;
 }
