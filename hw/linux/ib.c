@@ -294,6 +294,7 @@ int sirdma_ib_init(struct sirdma_dev *sdev)
 	if (!sib)
 		return -ENOMEM;
 	sib->sdev = sdev;
+	INIT_WORK(&sdev->kick_cqs, sirdma_kick_cqs_work);
 	sib->ibdev.node_type = RDMA_NODE_IB_CA;
 	sib->ibdev.phys_port_cnt = 1;
 	sib->ibdev.num_comp_vectors = 1;
@@ -339,6 +340,7 @@ void sirdma_ib_fini(struct sirdma_dev *sdev)
 	WRITE_ONCE(sdev->ib, NULL);
 	synchronize_irq(pci_irq_vector(sdev->pdev, SOFTIRDMA_ASYNC_VECTOR));
 	ib_unregister_device(ib);
+	cancel_work_sync(&sdev->kick_cqs); /* its CQs are gone */
 	sirdma_av_fini(sdev);
 	sirdma_events_fini(sdev);
 	ib_dealloc_device(ib);

@@ -67,6 +67,118 @@ static enum ib_wc_opcode wc_opcode(u32 op)
  * sirdma_poll_cq reads a kernel CQ's completions. A CQE naming a QP the driver does not have
  * (the function's mistake) is consumed and not reported: the core would dereference its QP.
  */
+/* The kernel's completion opcode for a flushed send WQE's IB_WR_* opcode. */
+static enum ib_wc_opcode flushed_opcode(u32 op)
+{
+	switch (op) {
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		return IB_WC_RDMA_WRITE;
+	case IB_WR_RDMA_READ:
+		return IB_WC_RDMA_READ;
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+		return IB_WC_COMP_SWAP;
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		return IB_WC_FETCH_ADD;
+	case IB_WR_LOCAL_INV:
+		return IB_WC_LOCAL_INV;
+	case IB_WR_REG_MR:
+		return IB_WC_REG_MR;
+	default:
+		return IB_WC_SEND;
+	}
+}
+
+/*
+ * flush_ring completes the WQEs of one of a QP's rings from *from to its producer index as
+ * IB_WC_WR_FLUSH_ERR, at most n of them. The first call starts where the function left off:
+ * the send queue's consumer index (it moves it as it retires a WQE, before the completion), the
+ * receive queue's next completion (rq_comp).
+ */
+static int flush_ring(struct sirdma_qp *qp, bool send, struct ib_wc *wc, int n)
+{
+	struct sirdma_queue *q = send ? qp->sq : qp->rq;
+	struct softirdma_rxe_queue_buf *h = ring_hdr(q);
+	u32 mask = ring_mask(q), prod, *from = send ? &qp->sq_flush : &qp->rq_flush;
+	bool *started = send ? &qp->sq_flushing : &qp->rq_flushing;
+	int got = 0;
+
+	if (!*started) {
+		*from = send ? le32_to_cpu(READ_ONCE(h->consumer_index)) & mask : qp->rq_comp;
+		*started = true;
+	}
+	prod = le32_to_cpu(smp_load_acquire(&h->producer_index)) & mask;
+	for (; got < n && *from != prod; got++, *from = (*from + 1) & mask) {
+		struct ib_wc *w = &wc[got];
+
+		memset(w, 0, sizeof(*w));
+		if (send) {
+			const struct softirdma_rxe_send_wqe *e = ring_elem(q, *from);
+
+			w->wr_id = le64_to_cpu(e->wr_id);
+			w->opcode = flushed_opcode(le32_to_cpu(e->opcode));
+		} else {
+			const struct softirdma_rxe_recv_wqe *e = ring_elem(q, *from);
+
+			w->wr_id = le64_to_cpu(e->wr_id);
+			w->opcode = IB_WC_RECV;
+		}
+		w->status = IB_WC_WR_FLUSH_ERR;
+		w->qp = &qp->ibqp;
+		w->port_num = 1;
+	}
+	return got;
+}
+
+/*
+ * flush_cq: a failed function completes nothing more, yet the kernel's users wait for what
+ * they posted (ib_drain_qp, a ULP tearing down its queues). As a NIC's driver does when its
+ * device is lost, the driver completes every WQE still in the rings of the kernel QPs on this
+ * CQ as flushed.
+ */
+static int flush_cq(struct sirdma_dev *sdev, struct ib_cq *ibcq, struct ib_wc *wc, int n)
+{
+	struct sirdma_qp *qp;
+	unsigned long i;
+	int got = 0;
+
+	rcu_read_lock();
+	xa_for_each(&sdev->qps, i, qp) {
+		if (got == n)
+			break;
+		if (qp->ibqp.uobject)
+			continue;
+		if (qp->ibqp.send_cq == ibcq)
+			got += flush_ring(qp, true, wc + got, n - got);
+		if (qp->rq && qp->ibqp.recv_cq == ibcq && got < n)
+			got += flush_ring(qp, false, wc + got, n - got);
+	}
+	rcu_read_unlock();
+	return got;
+}
+
+/*
+ * sirdma_kick_cqs calls every kernel CQ's completion handler, so that its user polls the
+ * flushed completions of a failed function (IB_POLL_DIRECT CQs are polled by their users).
+ */
+void sirdma_kick_cqs(struct sirdma_dev *sdev)
+{
+	struct sirdma_cq *cq;
+	unsigned long i;
+
+	rcu_read_lock();
+	xa_for_each(&sdev->cqs, i, cq) {
+		if (!cq->ibcq.uobject && cq->ibcq.comp_handler && cq->ibcq.poll_ctx != IB_POLL_DIRECT)
+			cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
+	}
+	rcu_read_unlock();
+}
+
+void sirdma_kick_cqs_work(struct work_struct *work)
+{
+	sirdma_kick_cqs(container_of(work, struct sirdma_dev, kick_cqs));
+}
+
 int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc)
 {
 	struct sirdma_cq *cq = container_of(ibcq, struct sirdma_cq, ibcq);
@@ -103,6 +215,8 @@ int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc)
 			memcpy(&w->ex.imm_data, &e->ex, sizeof(w->ex.imm_data)); /* network order */
 		else
 			w->ex.invalidate_rkey = le32_to_cpu(e->ex);
+		if ((w->opcode & IB_WC_RECV) && qp->rq)
+			qp->rq_comp = (qp->rq_comp + 1) & ring_mask(qp->rq);
 		w->pkey_index = le16_to_cpu(e->pkey_index);
 		w->port_num = 1;
 		if (e->network_hdr_type == RDMA_NETWORK_IPV4 || e->network_hdr_type == RDMA_NETWORK_IPV6) {
@@ -112,6 +226,8 @@ int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc)
 		got++;
 	}
 	smp_store_release(&h->consumer_index, cpu_to_le32(cons));
+	if (got < n && READ_ONCE(sdev->failed))
+		got += flush_cq(sdev, ibcq, wc + got, n - got);
 	spin_unlock_irqrestore(&cq->poll_lock, flags);
 	return got;
 }
@@ -126,6 +242,7 @@ void sirdma_kqp_reset(struct sirdma_qp *qp)
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 	spin_lock_irqsave(&qp->rq_lock, flags);
 	qp->rq_prod = 0;
+	qp->rq_comp = 0;
 	spin_unlock_irqrestore(&qp->rq_lock, flags);
 }
 
@@ -247,7 +364,11 @@ int sirdma_kpost_send(struct sirdma_qp *qp, const struct ib_send_wr *wr,
 		qp->sq_prod = (qp->sq_prod + 1) & mask;
 	}
 	smp_store_release(&h->producer_index, cpu_to_le32(qp->sq_prod));
-	writel(0, sdev->db + SOFTIRDMA_SQ_DOORBELL_BASE + SOFTIRDMA_DOORBELL_STRIDE * qp->slot);
+	if (READ_ONCE(sdev->failed))
+		queue_work(system_wq, &sdev->kick_cqs); /* poll_cq completes them flushed */
+	else
+		writel(0, sdev->db + SOFTIRDMA_SQ_DOORBELL_BASE +
+			  SOFTIRDMA_DOORBELL_STRIDE * qp->slot);
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 	if (err)
 		*bad = wr;
@@ -308,7 +429,9 @@ int sirdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 	/* The receive queue has no doorbell: a QP in ERR flushes what is posted to it when its
 	 * send queue's rings (ib_drain_rq waits for that).
 	 */
-	if (READ_ONCE(qp->state) == IB_QPS_ERR)
+	if (READ_ONCE(to_sdev(ibqp->device)->failed))
+		queue_work(system_wq, &to_sdev(ibqp->device)->kick_cqs);
+	else if (READ_ONCE(qp->state) == IB_QPS_ERR)
 		writel(0, to_sdev(ibqp->device)->db + SOFTIRDMA_SQ_DOORBELL_BASE +
 			  SOFTIRDMA_DOORBELL_STRIDE * qp->slot);
 	spin_unlock_irqrestore(&qp->rq_lock, flags);

@@ -70,6 +70,10 @@ static void sirdma_health(struct work_struct *work)
 	 */
 	netif_carrier_off(sdev->netdev);
 	if (sdev->ib) {
+		/* The kernel's users get what they posted back flushed (kverbs.c), before they
+		 * are asked to let the device go and wait for it.
+		 */
+		sirdma_kick_cqs(sdev);
 		/* Unregistering tells the device's users (DEVICE_FATAL) and disassociates them. */
 		sirdma_ib_fini(sdev);
 		dev_err(&sdev->pdev->dev, "function failed: RDMA device unregistered\n");

@@ -99,6 +99,10 @@ struct sirdma_dev {
 	struct ib_device *ib;
 	struct sirdma_eq comp_eq, async_eq;
 	struct xarray cqs, qps, srqs;
+	/* Once the function failed, work posted to kernel QPs is completed flushed by poll_cq
+	 * (kverbs.c): this calls the kernel CQs' handlers so their users poll it.
+	 */
+	struct work_struct kick_cqs;
 
 	/* The address-vector table (ah.c): one page the function reads, its free numbers. */
 	struct softirdma_av_entry *av;
@@ -200,11 +204,21 @@ struct sirdma_qp {
 	/* A kernel QP's producer indices, the rings' writers, under these (kverbs.c). */
 	spinlock_t sq_lock, rq_lock;
 	u32 sq_prod, rq_prod;
+	/*
+	 * rq_comp: the receive WQE whose completion comes next (the function moves the RQ's
+	 * consumer index when it takes a receive, not when it completes it). Once the function
+	 * failed, poll_cq completes the rest flushed from sq_flush and rq_flush, under the send
+	 * and receive CQ's poll lock.
+	 */
+	u32 rq_comp, sq_flush, rq_flush;
+	bool sq_flushing, rq_flushing;
 };
 
 int sirdma_kpost_send(struct sirdma_qp *qp, const struct ib_send_wr *wr,
 		      const struct ib_send_wr **bad);
 void sirdma_kqp_reset(struct sirdma_qp *qp);
+void sirdma_kick_cqs(struct sirdma_dev *sdev);
+void sirdma_kick_cqs_work(struct work_struct *work);
 int sirdma_put_recvs(struct sirdma_queue *q, u32 *prod, u32 max_sge, const struct ib_recv_wr *wr,
 		     const struct ib_recv_wr **bad);
 
