@@ -1,28 +1,44 @@
 #!/usr/bin/env bash
-# `make interop-long`: the guest cases of interop-guestdriver, -guesthostpeer, -guestrobust and
-# -rdmacore, which make interop runs on Linux 6.12, run again with every VM on Linux 6.1 and on
-# the newest kernel Debian ships (VM_KERNEL). Their PASS/FAIL lines are renamed
-# device_guest_k<major>.<minor>_<case>; the last line is the tally. About 15 minutes.
+# `make interop-long`: NVMe over Fabrics' cases that make interop leaves out (on Linux 6.12);
+# then the guest cases of interop-guestdriver, -guesthostpeer, -guestrobust and -rdmacore, which
+# make interop runs on Linux 6.12, and NVMe over Fabrics between two guests on softirdma0, again
+# with every VM on Linux 6.1 and on the newest kernel Debian ships (VM_KERNEL). Those PASS/FAIL
+# lines are renamed device_guest_k<major>.<minor>_<case>; the last line is the tally. About 20
+# minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . vm/lib.sh
 pass=0 failed=0
+# run LABEL CMD...: one script's PASS/FAIL lines (each device_guest_ case renamed by SED, if
+# set) and its share of the tally.
+run() {
+  local label=$1 out rc n
+  shift
+  out=$("$@" 2>&1)
+  rc=$?
+  [ -z "${SED:-}" ] || out=$(sed -E "$SED" <<< "$out")
+  grep -E '^(PASS|FAIL)|^rdma-core tests on|^target on|logs in' <<< "$out"
+  pass=$((pass + $(grep -c '^PASS' <<< "$out")))
+  n=$(grep -c '^FAIL' <<< "$out")
+  [ "$rc" = 0 ] || [ "$n" -gt 0 ] || { n=1; echo "FAIL $label (exit $rc)"; }
+  failed=$((failed + n))
+}
+# NVMe over Fabrics on Linux 6.12 beyond make interop's case: the host on softirdma0, both ends
+# on it with the target's SRQs, 1% loss (fio moves 16 MiB, 4 MiB where an end is rxe, whose
+# recovery from loss takes its host seconds), a killed serve on either side.
+SED= run guestnvmeof bash interop/guestnvmeof.sh rxe_to_softirdma softirdma_to_softirdma_srq \
+  softirdma_to_softirdma_loss softirdma_to_rxe_loss rxe_to_softirdma_kill_host softirdma_to_rxe_kill_target
 for k in 6.1 newest; do
   log=$(mktemp)
   bash vm/provision.sh 6.12 "$k" > "$log" 2>&1 || { tail -20 "$log"; echo "FAIL provisioning $k"; failed=$((failed + 1)); continue; }
   rm -f "$log"
   series=$(vm_series "$(vm_kernel_release "$k")")
+  # A case of the 6.12 run, device_guest_X, is device_guest_kS_X here; other lines as they are.
+  SED="s/^(PASS|FAIL) device_guest_/\1 device_guest_k${series}_/"
   for t in guestdriver guesthostpeer guestrobust rdmacore; do
-    out=$(VM_KERNEL=$k bash "interop/$t.sh" 2>&1)
-    rc=$?
-    # A case of the 6.12 run, device_guest_X, is device_guest_kS_X here; other lines as they are.
-    out=$(sed -E "s/^(PASS|FAIL) device_guest_/\1 device_guest_k${series}_/" <<< "$out")
-    grep -E '^(PASS|FAIL)|^rdma-core tests on|logs in' <<< "$out"
-    pass=$((pass + $(grep -c '^PASS' <<< "$out")))
-    n=$(grep -c '^FAIL' <<< "$out")
-    [ "$rc" = 0 ] || [ "$n" -gt 0 ] || n=1
-    failed=$((failed + n))
+    run "$t" env VM_KERNEL="$k" bash "interop/$t.sh"
   done
+  run guestnvmeof env VM_KERNEL="$k" bash interop/guestnvmeof.sh softirdma_to_softirdma
 done
 echo "interop-long: $pass passed, $failed failed"
 [ "$failed" = 0 ]

@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# NVMe over Fabrics between two VMs (vm/), the kernel's own RDMA users on each end: a target
+# (nvmet-rdma) serving a brd RAM disk and a host (nvme-rdma) that discovers it, connects, runs
+# fio writing and verifying 64 MiB (4 KiB random writes, then 128 KiB sequential ones, crc32c)
+# and disconnects; neither guest's kernel may warn. Each end is a guest on softirdma0 (the
+# driver, hw/linux, over a `softirdma serve` of its own) or on Linux rxe (rxe0), the two joined
+# by a dgram link. Prints PASS/FAIL device_guest_nvmeof_<case>_<check> and fio's figures.
+#
+# Usage: interop/guestnvmeof.sh [CASE...] (default softirdma_to_rxe). A CASE is
+# TARGET_to_HOST[_srq][_loss|_kill_target|_kill_host], TARGET and HOST softirdma or rxe:
+#   _srq          the target receives on shared receive queues (nvmet-rdma use_srq=1)
+#   _loss         each softirdma end's serve drops 1% of the frames it receives; fio moves 16 MiB
+#                 (4 MiB with an rxe end: rxe's host stalls on some losses and reconnects)
+#   _kill_host    the host's serve (softirdma) SIGKILLed under fio (the host connected with
+#                 --ctrl-loss-tmo 20): fio ends in error within 60 s
+#   _kill_target  the target's serve (softirdma) killed: the host gives up after its two
+#                 reconnect attempts (20 s / 10 s) and removes the controller, fio failing
+#                 In both, both guests run with kernel.hung_task_timeout_secs=10, stay up, and
+#                 log no hung task nor warning in the 30 s after fio ends.
+# NVMEOF_PCAP=1: each serve writes its link's frames to <case>.<role>.pcap in the logs' folder.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+cases=("$@")
+[ ${#cases[@]} -gt 0 ] || cases=(softirdma_to_rxe)
+for c in "${cases[@]}"; do
+  [[ $c =~ ^(softirdma|rxe)_to_(softirdma|rxe)(_srq)?(_loss|_kill_target|_kill_host)?$ ]] ||
+    { echo "unknown case '$c' (TARGET_to_HOST[_srq][_loss|_kill_target|_kill_host], each softirdma or rxe)" >&2; exit 2; }
+  [[ $c =~ ^rxe_.*_kill_target$ || $c =~ _to_rxe.*_kill_host$ ]] &&
+    { echo "case '$c': the end whose serve is killed must be softirdma" >&2; exit 2; }
+done
+. interop/guestlib.sh
+guest_setup device_guest_nvmeof_module_build
+echo "interop NVMe over Fabrics; logs in $OUT"
+NQN=softirdma.test TIP=192.168.77.1 HIP=192.168.77.2
+
+# The target: a 128 MiB brd disk as namespace 1 of $NQN on $TIP:4420 over RDMA. It stays up until
+# the host's guest has ended (the harness then creates /share/done), then reports its kernel log.
+# With SRQ=1 its queues receive on shared receive queues, which it shows once they are there.
+target_script() {
+  cat interop/guest/lib.sh - <<SCRIPT
+sysctl -qw kernel.hung_task_timeout_secs=10
+modprobe brd rd_nr=1 rd_size=131072 && modprobe nvmet-rdma use_srq=$SRQ || echo "VM: target modules failed"
+if [ $SRQ = 1 ]; then
+  ( for i in \$(seq 1200); do
+      rdma resource show srq > /tmp/srq 2>&1
+      grep -q nvmet /tmp/srq && { sed 's/^/VM: srq: /' /tmp/srq; break; }
+      sleep 0.5
+    done ) &
+fi
+N=/sys/kernel/config/nvmet
+mkdir \$N/subsystems/$NQN && echo 1 > \$N/subsystems/$NQN/attr_allow_any_host
+mkdir \$N/subsystems/$NQN/namespaces/1
+echo /dev/ram0 > \$N/subsystems/$NQN/namespaces/1/device_path
+echo 1 > \$N/subsystems/$NQN/namespaces/1/enable
+mkdir \$N/ports/1
+echo rdma > \$N/ports/1/addr_trtype; echo ipv4 > \$N/ports/1/addr_adrfam
+echo $TIP > \$N/ports/1/addr_traddr; echo 4420 > \$N/ports/1/addr_trsvcid
+ln -s \$N/subsystems/$NQN \$N/ports/1/subsystems/$NQN && echo "VM: target ready"
+for i in \$(seq 9000); do [ -e /share/done ] && break; sleep 0.1; done
+echo "VM: host done"
+dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|blocked for more than|nvmet' | sed 's/^/VM: dmesg: /'
+echo "VM: dmesg checked"
+SCRIPT
+}
+
+# The host: discover, connect, fio, disconnect. Under KILL it connects with a 20 s controller
+# loss timeout and runs fio until it fails, saying when it runs, then waits 30 s.
+host_script() {
+  local fio="fio --filename=\$D --ioengine=libaio --direct=1 --iodepth=16 --size=$SIZE --verify=crc32c --do_verify=1 --verify_fatal=1"
+  local connect="nvme connect -t rdma -n $NQN -a $TIP -s 4420"
+  [ -z "$KILL" ] || connect="$connect --ctrl-loss-tmo 20"
+  cat interop/guest/lib.sh - <<SCRIPT
+sysctl -qw kernel.hung_task_timeout_secs=10
+modprobe nvme-rdma || echo "VM: host modules failed"
+until_ok 120 nvme discover -t rdma -a $TIP -s 4420; echo "VM: discover rc=\$rc"
+sed 's/^/VM: discover: /' /tmp/out
+$connect > /tmp/out 2>&1; echo "VM: connect rc=\$?"
+sed 's/^/VM: connect: /' /tmp/out
+D=
+for i in \$(seq 100); do
+  for n in /sys/class/nvme/nvme*; do
+    [ "\$(cat \$n/subsysnqn 2>/dev/null)" = $NQN ] && [ -b /dev/\${n##*/}n1 ] && D=/dev/\${n##*/}n1
+  done
+  [ -n "\$D" ] && break; sleep 0.1
+done
+echo "VM: namespace \$D"
+if [ -n "\$D" ] && [ -z "$KILL" ]; then
+  $fio --name=randwrite --rw=randwrite --bs=4k > /tmp/out 2>&1; echo "VM: randwrite rc=\$?"
+  sed 's/^/VM: randwrite: /' /tmp/out
+  $fio --name=seqwrite --rw=write --bs=128k > /tmp/out 2>&1; echo "VM: seqwrite rc=\$?"
+  sed 's/^/VM: seqwrite: /' /tmp/out
+  nvme disconnect -n $NQN 2>&1 | sed 's/^/VM: disconnect: /'
+elif [ -n "\$D" ]; then
+  fio --filename=\$D --ioengine=libaio --direct=1 --iodepth=16 --rw=randwrite --bs=4k --size=64M \
+    --time_based --runtime=300 --status-interval=1 --name=killed > /tmp/fio 2>&1 &
+  f=\$!
+  for i in \$(seq 1500); do grep -q 'IOPS=' /tmp/fio && break; sleep 0.2; done
+  echo "VM: fio running"
+  wait \$f; echo "VM: fio ended rc=\$?"
+  grep -E 'error|err=' /tmp/fio | tail -5 | sed 's/^/VM: fio: /'
+  sleep 30
+  echo "VM: alive 30 s after fio"
+  echo "VM: controllers left: \$(cat /sys/class/nvme/nvme*/subsysnqn 2>/dev/null | grep -c $NQN)"
+fi
+dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|blocked for more than|nvme' | sed 's/^/VM: dmesg: /'
+echo "VM: dmesg checked"
+SCRIPT
+}
+
+# boot ROLE DEVICE IP MINE THEIRS MAC SERVE_ARGS...: one guest in the background, its console in
+# $OUT/<case>.<role>.log, its pid in <role>_pid; a softirdma guest gets a serve of its own on
+# the link (its pid in <role>_serve).
+boot() {
+  local role=$1 dev=$2 ip=$3 mine=$4 theirs=$5 mac=$6 sock args=() env=()
+  shift 6
+  if [ "$dev" = softirdma ]; then
+    sock=$(mktemp -u /tmp/softirdma-XXXXXX.sock)
+    bin/softirdma serve -socket "$sock" -link "dgram:127.0.0.1:$mine,127.0.0.1:$theirs" -ip "$ip" "$@" \
+      ${NVMEOF_PCAP:+-pcap "$OUT/$case.$role.pcap"} \
+      > "$OUT/$case.$role.serve.out" 2> "$OUT/$case.$role.serve.log" &
+    pids+=($!) serves+=($!)
+    eval "${role}_serve=$!"
+    waitfor "$OUT/$case.$role.serve.out" "listening on" 30 $! || { cat "$OUT/$case.$role.serve.log"; return 1; }
+    args=(vm.softirdma=$ip/24) env=(VM_SOCKET="$sock" VM_MAC0=$mac)
+  else
+    args=(vm.rxe=1 vm.eth1=$ip/24) env=(VM_LINK="$mine,$theirs" VM_MAC0=$mac VM_MAC1=52:54:00:00:77:${mac##*:})
+  fi
+  "${role}_script" > "$OUT/$case.$role.sh"
+  env "${env[@]}" VM_SHARE="$OUT/$case.share" VM_SCRIPT="$OUT/$case.$role.sh" \
+    timeout 900 bash vm/run.sh "${args[@]}" > "$OUT/$case.$role.log" 2>&1 &
+  pids+=($!)
+  eval "${role}_pid=$!"
+}
+
+# clean NAME LOG: a guest that reported its kernel log, and no warning, oops or hung task in it
+# nor on its console.
+clean() {
+  local bad='\[ *[0-9]+\.[0-9]+\] (WARNING:|BUG:|Oops|Call Trace|.*blocked for more than)'
+  if grep -aq "VM: dmesg checked" "$2" && ! grep -aqE "VM: dmesg: .*(WARNING|BUG|Oops|Call Trace|blocked for more than)|$bad" "$2"; then
+    echo "PASS $1"
+  else
+    echo "FAIL $1"; grep -aE "VM: dmesg: .*(WARNING|BUG|Oops|Call Trace|blocked)|$bad" "$2" | head -5; fail=1
+  fi
+}
+
+declare -A iops mbs
+port=9301
+for case in "${cases[@]}"; do
+  base=$case serve_args=() serves=() SRQ=0 KILL= SIZE=64M
+  case $case in
+    *_loss) base=${case%_loss} serve_args=(-loss 0.01) SIZE=16M
+      [[ $base != *rxe* ]] || SIZE=4M ;;
+    *_kill_target) base=${case%_kill_target} KILL=target ;;
+    *_kill_host) base=${case%_kill_host} KILL=host ;;
+  esac
+  [ "${base%_srq}" = "$base" ] || { SRQ=1; base=${base%_srq}; }
+  target=${base%%_to_*} host=${base##*_to_}
+  mkdir -p "$OUT/$case.share"
+  boot target "$target" $TIP $port $((port + 1)) 52:54:00:00:0a:10 "${serve_args[@]}" &&
+    boot host "$host" $HIP $((port + 1)) $port 52:54:00:00:0a:20 "${serve_args[@]}" ||
+    { echo "FAIL device_guest_nvmeof_${case}_serve"; fail=1; continue; }
+  port=$((port + 2))
+  t="$OUT/$case.target.log" h="$OUT/$case.host.log" n=device_guest_nvmeof_$case
+  ok() { if grep -aqE "$2" "$h"; then echo "PASS ${n}_$1"; else echo "FAIL ${n}_$1"; fail=1; fi; }
+  if [ -n "$KILL" ]; then
+    # Under fio, the serve goes. The host's own: fio ends in error within 60 s. The target's:
+    # the host tries again as often as its controller loss timeout allows (20 s / 10 s), then
+    # removes the controller and fio ends in error; each try at a target that answers nothing
+    # waits out ib_cm's REQ retries (rdma_cm's 15, ~4 s each), so that takes up to 240 s.
+    limit=60; [ "$KILL" = host ] || limit=240
+    if waitfor "$h" "VM: fio running" 300 "$host_pid"; then
+      eval "kill -9 \$${KILL}_serve; wait \$${KILL}_serve 2>/dev/null"
+      killed=$SECONDS
+      if waitfor "$h" "VM: fio ended rc=[1-9]" $limit "$host_pid"; then
+        echo "PASS ${n}_fio_fails_within_${limit}s ($((SECONDS - killed)) s)"
+      else
+        echo "FAIL ${n}_fio_fails_within_${limit}s"; grep -a "VM: fio" "$h"; fail=1
+      fi
+    else
+      echo "FAIL ${n}_fio_running"; fail=1
+    fi
+  fi
+  wait "$host_pid"
+  touch "$OUT/$case.share/done"
+  wait "$target_pid"
+  [ ${#serves[@]} = 0 ] || kill "${serves[@]}" 2>/dev/null
+  grep -aq "VM: target ready" "$t" || tail -20 "$t"
+  ok discover "VM: discover: .*subnqn: +$NQN"
+  ok connect "VM: connect rc=0"
+  if [ -z "$KILL" ]; then
+    ok fio_randwrite_verify "VM: randwrite rc=0"
+    ok fio_seqwrite_verify "VM: seqwrite rc=0"
+    ok disconnect "VM: disconnect: .*disconnected 1 controller"
+    grep -aE "VM: (randwrite|seqwrite): +(write|read): IOPS" "$h" | sed "s/^VM: /$case /"
+    # The write phases' figures: IOPS of the 4 KiB random writes, MB/s of the sequential ones.
+    iops[$case]=$(grep -aoE "VM: randwrite: +write: IOPS=[0-9.k]+" "$h" | sed 's/.*IOPS=//')
+    mbs[$case]=$(grep -aoE "VM: seqwrite: +write: IOPS=[^(]*\([0-9.]+[kMG]B/s\)" "$h" |
+      sed -E 's/.*\(([0-9.]+)([kMG])B\/s\)/\1 \2/' | awk '{ print $1 * ($2 == "k" ? 0.001 : $2 == "G" ? 1000 : 1) }')
+  else
+    ok host_stays_up "VM: alive 30 s after fio"
+    ok controller_removed "VM: controllers left: 0"
+    [ "$KILL" = host ] || ok host_gave_up_after_ctrl_loss_tmo "VM: dmesg: .*Failed reconnect attempt 2/2"
+    if grep -aq "VM: host done" "$t"; then echo "PASS ${n}_target_stays_up"; else echo "FAIL ${n}_target_stays_up"; fail=1; fi
+  fi
+  if [ $SRQ = 1 ]; then
+    if grep -aqE "VM: srq: .*nvmet" "$t"; then echo "PASS ${n}_target_srq"; else echo "FAIL ${n}_target_srq"; fail=1; fi
+  fi
+  clean "${n}_target_no_kernel_warning" "$t"
+  clean "${n}_host_no_kernel_warning" "$h"
+done
+# With the same target, the host on softirdma0 against the host on rxe0.
+num() { case $1 in *k) awk -v v="${1%k}" 'BEGIN { print v * 1000 }';; *) echo "$1";; esac; }
+for tg in softirdma rxe; do
+  a=${tg}_to_softirdma b=${tg}_to_rxe
+  [ -n "${iops[$a]:-}" ] && [ -n "${iops[$b]:-}" ] && [ -n "${mbs[$a]:-}" ] && [ -n "${mbs[$b]:-}" ] || continue
+  echo "target on $tg: host on softirdma0 $(num "${iops[$a]}") IOPS (4 KiB random writes), ${mbs[$a]} MB/s (128 KiB sequential);" \
+    "on rxe0 $(num "${iops[$b]}") IOPS, ${mbs[$b]} MB/s; ratios $(awk -v a="$(num "${iops[$a]}")" -v b="$(num "${iops[$b]}")" 'BEGIN { printf "%.2f", a / b }')" \
+    "and $(awk -v a="${mbs[$a]}" -v b="${mbs[$b]}" 'BEGIN { printf "%.2f", a / b }')"
+done
+exit $fail
