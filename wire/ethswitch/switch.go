@@ -1,0 +1,231 @@
+// Package ethswitch is an Ethernet switch inside one process: each port is a wire.Link (a
+// device's realtime host stands on one), frames between ports are handed over in memory, and
+// an optional uplink joins the switch to a real link (a QEMU socket, an adapter). It learns
+// which port owns a MAC from the frames that port sends, floods frames for MACs it does not know
+// and broadcasts, and tells a tap about every frame it forwards, in order: one pcap of the
+// whole fabric.
+package ethswitch
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/softirdma/softirdma/wire/roce"
+)
+
+// QueueFrames is how many frames a port holds for its reader before the switch drops what
+// comes next for it, as a switch drops on a congested port: the reader's transport recovers.
+// Dropping rather than waiting keeps two ports that send to each other from each blocking on
+// the other's full queue.
+const QueueFrames = 8192
+
+// ErrClosed is what a closed port's RecvBatch and SendBatch return.
+var ErrClosed = errors.New("ethswitch: port closed")
+
+// Tap sees each frame the switch forwards, from the port named src, at time t; the frame is
+// valid only during the call.
+type Tap func(src string, t time.Time, frame []byte)
+
+// Switch joins ports.
+type Switch struct {
+	mu    sync.Mutex
+	ports map[*Port]bool
+	byMAC map[[6]byte]*Port
+	tap   Tap
+}
+
+// New makes a switch without ports.
+func New() *Switch {
+	return &Switch{ports: map[*Port]bool{}, byMAC: map[[6]byte]*Port{}}
+}
+
+// SetTap sets the switch's tap (nil for none).
+func (s *Switch) SetTap(t Tap) {
+	s.mu.Lock()
+	s.tap = t
+	s.mu.Unlock()
+}
+
+// Port is one port of a switch: a wire.Link for whatever stands on it.
+type Port struct {
+	sw   *Switch
+	name string
+
+	mu     sync.Mutex
+	ready  sync.Cond // a frame queued, or the port closed
+	queue  [][]byte  // frames for the reader, in order
+	free   [][]byte  // buffers to reuse
+	closed bool
+	stats  roce.LinkStats
+	// Dropped counts frames for this port the switch dropped because its queue was full.
+	dropped uint64
+
+	// out is an uplink's real link: frames for the port go out on it (under outMu), frames
+	// from it enter the switch.
+	out   roce.Link
+	outMu sync.Mutex
+}
+
+// NewPort adds a port named name (the tap's src for what it sends).
+func (s *Switch) NewPort(name string) *Port {
+	p := &Port{sw: s, name: name}
+	p.ready.L = &p.mu
+	s.mu.Lock()
+	s.ports[p] = true
+	s.mu.Unlock()
+	return p
+}
+
+// Name is the port's name.
+func (p *Port) Name() string { return p.name }
+
+// SendBatch forwards each frame: to the port that sent from its destination MAC, or to every
+// other port (and the uplink) for a broadcast, a multicast or a MAC not seen yet.
+func (p *Port) SendBatch(frames [][]byte) (int, error) {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return 0, ErrClosed
+	}
+	for _, f := range frames {
+		p.sw.forward(p, f)
+	}
+	p.mu.Lock()
+	p.stats.TxFrames += uint64(len(frames))
+	for _, f := range frames {
+		p.stats.TxBytes += uint64(len(f))
+	}
+	p.mu.Unlock()
+	return len(frames), nil
+}
+
+// forward hands one frame from src over: to the port that sent from its destination MAC, or to
+// every other port for a broadcast, a multicast or a MAC not seen yet.
+func (s *Switch) forward(src *Port, f []byte) {
+	if len(f) < 14 {
+		return
+	}
+	var dst, from [6]byte
+	copy(dst[:], f[0:6])
+	copy(from[:], f[6:12])
+	var to []*Port
+	s.mu.Lock()
+	if from[0]&1 == 0 {
+		s.byMAC[from] = src
+	}
+	if s.tap != nil {
+		s.tap(src.name, time.Now(), f)
+	}
+	if q, ok := s.byMAC[dst]; ok && dst[0]&1 == 0 {
+		if q != src {
+			to = append(to, q)
+		}
+	} else {
+		for q := range s.ports {
+			if q != src {
+				to = append(to, q)
+			}
+		}
+	}
+	s.mu.Unlock()
+	for _, q := range to {
+		q.deliver(f)
+	}
+}
+
+// deliver queues a copy of f for the port's reader; the uplink's goes out on its link.
+func (p *Port) deliver(f []byte) {
+	if p.out != nil {
+		p.sendOut(f)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	if len(p.queue) >= QueueFrames {
+		p.dropped++
+		return
+	}
+	var b []byte
+	if n := len(p.free); n > 0 {
+		b, p.free = p.free[n-1], p.free[:n-1]
+	}
+	b = append(b[:0], f...)
+	p.queue = append(p.queue, b)
+	p.ready.Signal()
+}
+
+// RecvBatch waits for a frame, then copies up to len(bufs) queued frames into bufs.
+func (p *Port) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.queue) == 0 && !p.closed {
+		p.ready.Wait()
+	}
+	if len(p.queue) == 0 {
+		return 0, ErrClosed
+	}
+	n := 0
+	for n < len(bufs) && len(p.queue) > 0 {
+		f := p.queue[0]
+		p.queue[0] = nil
+		p.queue = p.queue[1:]
+		if len(f) > len(bufs[n]) {
+			p.stats.RxDropped++
+		} else {
+			sizes[n] = copy(bufs[n], f)
+			p.stats.RxFrames++
+			p.stats.RxBytes += uint64(len(f))
+			n++
+		}
+		p.free = append(p.free, f)
+	}
+	if len(p.queue) == 0 {
+		p.queue = p.queue[:0:0] // let the slice's old backing array go
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return n, nil
+}
+
+// Close takes the port off the switch: what was queued for it goes, a blocked RecvBatch
+// returns ErrClosed, and the MACs it sent from are forgotten. An uplink's link is closed.
+func (p *Port) Close() error {
+	s := p.sw
+	s.mu.Lock()
+	delete(s.ports, p)
+	for mac, q := range s.byMAC {
+		if q == p {
+			delete(s.byMAC, mac)
+		}
+	}
+	s.mu.Unlock()
+	p.mu.Lock()
+	p.closed = true
+	p.queue, p.free = nil, nil
+	p.ready.Broadcast()
+	p.mu.Unlock()
+	if p.out != nil {
+		return p.out.Close()
+	}
+	return nil
+}
+
+// Stats reports what crossed the port, and how many frames for it the switch dropped.
+func (p *Port) Stats() (roce.LinkStats, uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats, p.dropped
+}
+
+// Queued is how many frames wait for the port's reader.
+func (p *Port) Queued() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue)
+}

@@ -1,0 +1,239 @@
+package ethswitch_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/softirdma/softirdma/wire/ethswitch"
+	"github.com/softirdma/softirdma/wire/roce"
+)
+
+// frame is an Ethernet frame from MAC 02:00:00:00:00:src to 02:00:00:00:00:dst (dst 0xff: the
+// broadcast address) carrying tag (an IPv4 EtherType, a payload).
+func frame(dst, src byte, tag string) []byte {
+	f := []byte{2, 0, 0, 0, 0, dst, 2, 0, 0, 0, 0, src, 0x08, 0x00}
+	if dst == 0xff {
+		copy(f[0:6], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	}
+	return append(f, tag...)
+}
+
+// recvAll takes what is queued for p without blocking (what SendBatch delivers is queued before
+// it returns).
+func recvAll(t *testing.T, p *ethswitch.Port) []string {
+	t.Helper()
+	var got []string
+	bufs := [][]byte{make([]byte, roce.MaxFrameLen)}
+	sizes := make([]int, 1)
+	for p.Queued() > 0 {
+		n, err := p.RecvBatch(bufs, sizes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			got = append(got, string(bufs[i][14:sizes[i]]))
+		}
+	}
+	return got
+}
+
+func send(t *testing.T, p *ethswitch.Port, frames ...[]byte) {
+	t.Helper()
+	if n, err := p.SendBatch(frames); n != len(frames) || err != nil {
+		t.Fatalf("SendBatch: %d, %v", n, err)
+	}
+}
+
+// Forwarding: a MAC not yet seen and a broadcast go to every other port, a learned MAC only to
+// its port, nothing back to the sender; the tap sees each frame once, with its port's name.
+func TestForwarding(t *testing.T) {
+	sw := ethswitch.New()
+	var mu sync.Mutex
+	var tapped []string
+	sw.SetTap(func(src string, _ time.Time, f []byte) {
+		mu.Lock()
+		tapped = append(tapped, src+":"+string(f[14:]))
+		mu.Unlock()
+	})
+	a, b, c := sw.NewPort("a"), sw.NewPort("b"), sw.NewPort("c")
+	send(t, a, frame(2, 1, "a->b unknown"))
+	send(t, b, frame(1, 2, "b->a learned"))
+	send(t, a, frame(2, 1, "a->b learned"))
+	send(t, c, frame(0xff, 3, "c broadcast"))
+	for _, tc := range []struct {
+		p    *ethswitch.Port
+		want []string
+	}{
+		{a, []string{"b->a learned", "c broadcast"}},
+		{b, []string{"a->b unknown", "a->b learned", "c broadcast"}},
+		{c, []string{"a->b unknown"}},
+	} {
+		if got := recvAll(t, tc.p); !slices.Equal(got, tc.want) {
+			t.Errorf("port %s got %q, want %q", tc.p.Name(), got, tc.want)
+		}
+	}
+	want := []string{"a:a->b unknown", "b:b->a learned", "a:a->b learned", "c:c broadcast"}
+	if !slices.Equal(tapped, want) {
+		t.Errorf("tap saw %q, want %q", tapped, want)
+	}
+	// A runt is not forwarded.
+	send(t, a, []byte{1, 2, 3})
+	if b.Queued() != 0 || c.Queued() != 0 {
+		t.Error("a 3-byte frame was forwarded")
+	}
+}
+
+// A port whose reader does not keep up loses what exceeds its queue, counted; the others do
+// not notice.
+func TestFullQueueDrops(t *testing.T) {
+	sw := ethswitch.New()
+	a, b := sw.NewPort("a"), sw.NewPort("b")
+	send(t, b, frame(1, 2, "learn b"))
+	recvAll(t, a)
+	for i := range ethswitch.QueueFrames + 5 {
+		send(t, a, frame(2, 1, fmt.Sprint(i)))
+	}
+	if _, dropped := b.Stats(); dropped != 5 {
+		t.Fatalf("dropped %d, want 5", dropped)
+	}
+	got := recvAll(t, b)
+	if len(got) != ethswitch.QueueFrames || got[0] != "0" || got[len(got)-1] != fmt.Sprint(ethswitch.QueueFrames-1) {
+		t.Fatalf("received %d frames, first %q last %q", len(got), got[0], got[len(got)-1])
+	}
+	st, _ := b.Stats()
+	if st.RxFrames != ethswitch.QueueFrames {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Closing a port wakes its blocked reader with ErrClosed and the switch forgets its MACs:
+// frames for them flood again, to the ports still there.
+func TestClose(t *testing.T) {
+	sw := ethswitch.New()
+	a, b, c := sw.NewPort("a"), sw.NewPort("b"), sw.NewPort("c")
+	send(t, b, frame(1, 2, "learn b"))
+	recvAll(t, a)
+	recvAll(t, c)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := b.RecvBatch([][]byte{make([]byte, 64)}, make([]int, 1))
+		errc <- err
+	}()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ethswitch.ErrClosed) {
+			t.Fatalf("blocked RecvBatch: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RecvBatch still blocked after Close")
+	}
+	send(t, a, frame(2, 1, "to gone b"))
+	if got := recvAll(t, c); !slices.Equal(got, []string{"to gone b"}) {
+		t.Fatalf("c got %q", got)
+	}
+	if _, err := b.SendBatch([][]byte{frame(1, 2, "x")}); !errors.Is(err, ethswitch.ErrClosed) {
+		t.Fatalf("SendBatch on a closed port: %v", err)
+	}
+}
+
+// Two switches joined by an uplink (one's port as the other's link): a frame crosses and the
+// answer comes back to the port that sent first.
+func TestUplink(t *testing.T) {
+	left, right := ethswitch.New(), ethswitch.New()
+	a := left.NewPort("a")
+	b := right.NewPort("b")
+	up := left.Uplink("up", right.NewPort("from-left"))
+	done := make(chan error, 1)
+	go func() { done <- up.Run() }()
+	send(t, a, frame(2, 1, "over the uplink"))
+	bufs, sizes := [][]byte{make([]byte, roce.MaxFrameLen)}, make([]int, 1)
+	if n, err := b.RecvBatch(bufs, sizes); n != 1 || err != nil || string(bufs[0][14:sizes[0]]) != "over the uplink" {
+		t.Fatalf("b: %d %v", n, err)
+	}
+	send(t, b, frame(1, 2, "and back"))
+	if n, err := a.RecvBatch(bufs, sizes); n != 1 || err != nil || string(bufs[0][14:sizes[0]]) != "and back" {
+		t.Fatalf("a: %d %v", n, err)
+	}
+	st, _ := up.Stats()
+	if st.TxFrames != 1 || st.RxFrames != 1 {
+		t.Fatalf("uplink stats %+v", st)
+	}
+	if err := up.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ethswitch.ErrClosed) {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run still running after Close")
+	}
+}
+
+// Property: whatever the ports send, each unicast frame reaches exactly the port that last sent
+// from its destination MAC (or, for a MAC not yet heard, every other port), each broadcast every
+// other port, in the order they were sent, whole.
+func TestForwardingProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(2, 5).Draw(rt, "ports")
+		sw := ethswitch.New()
+		ports := make([]*ethswitch.Port, n)
+		for i := range ports {
+			ports[i] = sw.NewPort(fmt.Sprint(i))
+		}
+		owner := map[byte]int{} // MAC byte -> the port that last sent from it
+		want := make([][]string, n)
+		steps := rapid.IntRange(1, 40).Draw(rt, "steps")
+		for s := range steps {
+			from := rapid.IntRange(0, n-1).Draw(rt, "from")
+			srcMAC := byte(rapid.IntRange(1, 6).Draw(rt, "src"))
+			dstMAC := byte(rapid.SampledFrom([]int{1, 2, 3, 4, 5, 6, 0xff}).Draw(rt, "dst"))
+			tag := fmt.Sprintf("%d:%s", s, rapid.StringN(0, 20, -1).Draw(rt, "payload"))
+			owner[srcMAC] = from
+			if o, ok := owner[dstMAC]; ok && dstMAC != 0xff {
+				if o != from {
+					want[o] = append(want[o], tag)
+				}
+			} else {
+				for i := range n {
+					if i != from {
+						want[i] = append(want[i], tag)
+					}
+				}
+			}
+			if k, err := ports[from].SendBatch([][]byte{frame(dstMAC, srcMAC, tag)}); k != 1 || err != nil {
+				rt.Fatalf("send: %d %v", k, err)
+			}
+		}
+		for i, p := range ports {
+			var got []string
+			bufs, sizes := [][]byte{make([]byte, roce.MaxFrameLen)}, make([]int, 1)
+			for p.Queued() > 0 {
+				k, err := p.RecvBatch(bufs, sizes)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				for j := range k {
+					if !bytes.Equal(bufs[j][12:14], []byte{8, 0}) {
+						rt.Fatalf("port %d: frame changed: % x", i, bufs[j][:sizes[j]])
+					}
+					got = append(got, string(bufs[j][14:sizes[j]]))
+				}
+			}
+			if !slices.Equal(got, want[i]) {
+				rt.Fatalf("port %d got %q, want %q", i, got, want[i])
+			}
+		}
+	})
+}
