@@ -319,36 +319,35 @@ func (l *linkFlags) host(name string) (*emu.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	var link wire.Link
-	kind, addrs, _ := strings.Cut(l.link, ":")
-	switch kind {
-	case "dgram":
-		local, remote, ok := strings.Cut(addrs, ",")
-		if !ok {
-			return nil, fmt.Errorf("-link dgram:LOCAL,REMOTE, got %q", l.link)
-		}
-		d, err := qemu.ListenDgram(local, remote)
-		if err != nil {
-			return nil, err
-		}
-		link = d
-	case "stream":
-		network, addr, ok := strings.Cut(addrs, ":")
-		if !ok {
-			return nil, fmt.Errorf("-link stream:tcp:ADDR or stream:unix:PATH, got %q", l.link)
-		}
-		s, err := qemu.DialStream(network, addr)
-		if err != nil {
-			return nil, err
-		}
-		link = s
-	default:
-		return nil, fmt.Errorf("-link %q: use dgram:LOCAL,REMOTE or stream:NETWORK:ADDR", l.link)
+	link, err := openSocketLink(l.link)
+	if err != nil {
+		return nil, err
 	}
 	// The guest's end of the socket is an Ethernet of 1500 bytes, as QEMU's NICs are.
 	cfg := emu.HostConfig{Name: name, Link: link, MAC: mac, IP: ip, IPs: []netip.Addr{neigh.LinkLocal(mac)}, Answer: true, RxLoss: l.loss,
 		ActiveMTU: activeMTU(1500)}
 	return l.newHost(cfg)
+}
+
+// openSocketLink opens a -link of kind dgram or stream: QEMU's socket netdevs.
+func openSocketLink(spec string) (wire.Link, error) {
+	kind, addrs, _ := strings.Cut(spec, ":")
+	switch kind {
+	case "dgram":
+		local, remote, ok := strings.Cut(addrs, ",")
+		if !ok {
+			return nil, fmt.Errorf("-link dgram:LOCAL,REMOTE, got %q", spec)
+		}
+		return qemu.ListenDgram(local, remote)
+	case "stream":
+		network, addr, ok := strings.Cut(addrs, ":")
+		if !ok {
+			return nil, fmt.Errorf("-link stream:tcp:ADDR or stream:unix:PATH, got %q", spec)
+		}
+		return qemu.DialStream(network, addr)
+	default:
+		return nil, fmt.Errorf("-link %q: use dgram:LOCAL,REMOTE or stream:NETWORK:ADDR", spec)
+	}
 }
 
 // activeMTU is the port MTU rxe gives a netdev of Ethernet MTU eth (eth_mtu_int_to_enum): the

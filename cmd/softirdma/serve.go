@@ -45,8 +45,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	debug := fs.Bool("debug", false, "log every vfio-user request")
 	var lc linkFlags
 	lc.register(fs)
+	var functions functionFlags
+	fs.Var(&functions, "function", "a function of its own for one more VM, repeated: name=NAME,socket=PATH[,ip=ADDR][,mac=MAC] (instead of -socket); the functions share an in-process fabric, -link is its uplink, -pcap captures all of it")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: softirdma serve -socket PATH [-link LINK -ip ADDR [-pcap FILE]] [-mac MAC] [-debug]")
+		fmt.Fprintln(stderr, "       softirdma serve -function name=a,socket=PATH[,ip=ADDR][,mac=MAC] -function ... [-link LINK] [-pcap FILE] [-loss F] [-debug]")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "Serves the softirdma PCI function (docs/device.md) to QEMU's vfio-user-pci on PATH, one")
 		fmt.Fprintln(stderr, "QEMU at a time, until SIGINT or SIGTERM, and prints a QEMU command line that attaches it. With")
@@ -54,6 +57,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "default: the guest's QPs reach each other over the device's loopback. -ip and -mac are the")
 		fmt.Fprintln(stderr, "device's until a guest driver programs its GID table and MAC. Should serve die, a second process")
 		fmt.Fprintln(stderr, "it starts, softirdma-sockguard, ends QEMU's connection cleanly so that QEMU and its guest live on.")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "With -function, once per VM, each function has its own socket, name, address and MAC, and all of")
+		fmt.Fprintln(stderr, "them stand on one fabric inside serve: frames between the VMs are handed over in memory. -link")
+		fmt.Fprintln(stderr, "(dgram or stream) joins the fabric to a link, so the VMs also reach what is there (an rxe guest,")
+		fmt.Fprintln(stderr, "a host peer); -pcap captures every frame the fabric forwards, with the time it did. e.g.")
+		fmt.Fprintln(stderr, "  softirdma serve -function name=a,socket=/tmp/a.sock,ip=192.168.77.1 -function name=b,socket=/tmp/b.sock,ip=192.168.77.2")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
@@ -66,6 +75,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	if code := checkFlags(stderr, "serve", floatRange("loss", lc.loss, 0, 0.5)); code != 0 {
 		return code
+	}
+	if len(functions) > 0 {
+		return runServeFabric(functions, *socket, lc, *debug, stdout, stderr)
 	}
 	o := serveOptions{socket: *socket, debug: *debug}
 	if o.socket == "" {

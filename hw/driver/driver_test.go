@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"net/netip"
 	"syscall"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"github.com/softirdma/softirdma/internal/devscenario"
 	"github.com/softirdma/softirdma/internal/lockedbuf"
 	"github.com/softirdma/softirdma/internal/loophosts"
+	"github.com/softirdma/softirdma/internal/vfiobus"
 )
 
 // clientBus is the in-process transport: the function behind a vfio-user server on one end of
@@ -29,10 +29,10 @@ import (
 // the function's engine runs on the simulator's virtual clock, driven by the driver's own
 // waiting: every read of guest memory (a poll of a CQ or EQ ring) first runs what is due.
 type clientBus struct {
-	c    *vfiouser.Client
-	ram  []byte
-	base uint64
-	sim  *emu.Sim
+	*vfiobus.Bus
+	c   *vfiouser.Client
+	ram []byte
+	sim *emu.Sim
 }
 
 // step runs the simulator until nothing is due, if the function is on one.
@@ -40,42 +40,6 @@ func (b *clientBus) step() {
 	if b.sim != nil {
 		b.sim.RunUntilIdle(0)
 	}
-}
-
-func (b *clientBus) ReadReg(bar int, off uint32) (uint32, error) {
-	var p [4]byte
-	err := b.c.RegionRead(uint32(bar), uint64(off), p[:])
-	return binary.LittleEndian.Uint32(p[:]), err
-}
-
-func (b *clientBus) WriteReg(bar int, off uint32, v uint32) error {
-	var p [4]byte
-	binary.LittleEndian.PutUint32(p[:], v)
-	return b.c.RegionWrite(uint32(bar), uint64(off), p[:], false)
-}
-
-func (b *clientBus) mem(addr uint64, n int) ([]byte, error) {
-	if addr < b.base || addr-b.base > uint64(len(b.ram)) || uint64(n) > uint64(len(b.ram))-(addr-b.base) {
-		return nil, fmt.Errorf("[0x%x, +%d) is not guest RAM", addr, n)
-	}
-	return b.ram[addr-b.base : addr-b.base+uint64(n)], nil
-}
-
-func (b *clientBus) ReadMem(addr uint64, p []byte) error {
-	b.step()
-	m, err := b.mem(addr, len(p))
-	if err == nil {
-		copy(p, m)
-	}
-	return err
-}
-
-func (b *clientBus) WriteMem(addr uint64, p []byte) error {
-	m, err := b.mem(addr, len(p))
-	if err == nil {
-		copy(m, p)
-	}
-	return err
 }
 
 const ramBase, ramSize = 0x100000, 16 << 20
@@ -103,30 +67,10 @@ func inProcess(t testing.TB, set func(*hw.Config)) *clientBus {
 	go func() { done <- srv.ServeConn(ctx, a) }()
 	c := vfiouser.NewClient(b)
 	t.Cleanup(func() { c.Close(); cancel(); <-done })
-	if _, err := c.Version(); err != nil {
-		t.Fatal(err)
-	}
-	mfd, err := unix.MemfdCreate("guest", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(mfd) })
-	if err := unix.Ftruncate(mfd, ramSize); err != nil {
-		t.Fatal(err)
-	}
-	ram, err := unix.Mmap(mfd, 0, ramSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Munmap(ram) })
-	if err := c.DMAMap(ramBase, ramSize, mfd, 0, 3); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.RegionWrite(vfiouser.PCIConfigRegion, 4, []byte{6}, false); err != nil {
-		t.Fatal(err)
-	}
-	bus := &clientBus{c: c, ram: ram, base: ramBase}
+	bus := &clientBus{Bus: vfiobus.Attach(t, c, ramBase, ramSize), c: c}
+	bus.ram = bus.RAM
 	bus.sim, _ = cfg.Clock.(*emu.Sim)
+	bus.Step = bus.step
 	return bus
 }
 
