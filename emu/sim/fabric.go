@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
@@ -12,6 +11,7 @@ import (
 	"github.com/google/gopacket/pcapgo"
 	"github.com/softirdma/softirdma/emu/engine"
 	"github.com/softirdma/softirdma/wire"
+	"github.com/softirdma/softirdma/wire/faultplan"
 )
 
 // LinkConfig is a simulated link's behaviour: every frame a device sends through it takes
@@ -40,44 +40,20 @@ func (c LinkConfig) withDefaults() LinkConfig {
 }
 
 // FaultAction is what a targeted fault does to the frames it matches.
-type FaultAction uint8
+type FaultAction = faultplan.Action
 
 const (
-	FaultDrop FaultAction = iota + 1
-	FaultDuplicate
-	FaultCorrupt
-	FaultDelay
+	FaultDrop      = faultplan.Drop
+	FaultDuplicate = faultplan.Duplicate
+	FaultCorrupt   = faultplan.Corrupt
+	FaultDelay     = faultplan.Delay
 )
 
-var faultActionNames = [...]string{"", "drop", "duplicate", "corrupt", "delay"}
-
-func (a FaultAction) String() string {
-	if int(a) < len(faultActionNames) {
-		return faultActionNames[a]
-	}
-	return fmt.Sprintf("action %d", uint8(a))
-}
-
-// Fault is a targeted fault: it matches frames by sender, opcode, destination QP and PSN, and
-// fires on the Nth match, or on every match, within a time window. Every firing is an EvFault
-// event, so a test can prove its fault happened.
-type Fault struct {
-	Name    string
-	Src     string        // sending device's name; "" for any
-	Opcodes []wire.Opcode // empty for any
-	DestQP  uint32        // 0 for any
-	// MatchPSN makes the fault match only frames with PSN PSN.
-	MatchPSN bool
-	PSN      uint32
-	Nth      int           // fire on the Nth matching frame (1-based); 0 fires on every match
-	Count    int           // with Nth 0: fire at most Count times (0: no limit)
-	From     time.Duration // active from this time
-	Until    time.Duration // until this time; 0 for ever
-	Action   FaultAction
-	Delay    time.Duration // for FaultDelay
-
-	seen, fired int
-}
+// Fault is a targeted fault (wire/faultplan, which serve's fabric runs too): it matches frames by
+// sender, opcode, destination QP and PSN, and fires on the Nth match, or on every match, within
+// a time window of virtual time. Every firing is an EvFault event, so a test can prove its fault
+// happened.
+type Fault = faultplan.Fault
 
 // Fabric is the simulator's network: a switch joining any number of devices, each through a
 // link with its own faults, all driven by one Sim and one seeded random source. It can write
@@ -222,9 +198,6 @@ func (f *Fabric) AddFault(ft Fault) *Fault {
 	return p
 }
 
-// Fired is how many times a fault fired.
-func (ft *Fault) Fired() int { return ft.fired }
-
 func (f *Fabric) portOf(dev *engine.Device) *fabricPort {
 	for _, p := range f.ports {
 		if p.dev == dev {
@@ -284,48 +257,48 @@ func (p *fabricPort) SendBuffer(buf []byte) {
 		delay += p.busy - now
 	}
 	copies := 1
-	var info frameInfo
+	var info faultplan.Frame
 	if len(f.faults) > 0 || p.cfg.Loss > 0 || p.cfg.Duplicate > 0 || p.cfg.Reorder > 0 || p.cfg.Corrupt > 0 {
-		info.parse(buf) // what faults match on and report; a clean link needs none of it
+		info = faultplan.ParseFrame(buf) // what faults match on and report; a clean link needs none of it
 	}
 
 	// Targeted faults first, then the link's random ones, always drawing the random numbers in
 	// the same order so a seed means the same thing whatever fires.
 	for _, ft := range f.faults {
-		if !ft.match(p.dev.Name(), &info, now) {
+		if !ft.Match(p.dev.Name(), &info, now) {
 			continue
 		}
-		ft.fired++
-		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.destQP, PSN: info.psn, Kind: engine.EvFault,
-			Msg: fmt.Sprintf("fault %q: %s %s psn %d", ft.Name, ft.Action, info.op, info.psn)})
+		ft.Fire()
+		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.DestQP, PSN: info.PSN, Kind: engine.EvFault,
+			Msg: fmt.Sprintf("fault %q: %s %s psn %d", ft.Name, ft.Action, info.Op, info.PSN)})
 		switch ft.Action {
 		case FaultDrop:
 			copies = 0
 		case FaultDuplicate:
 			copies++
 		case FaultCorrupt:
-			corrupt(buf, info.payloadOff)
+			faultplan.CorruptFrame(buf, info.PayloadOff)
 		case FaultDelay:
 			delay += ft.Delay
 		}
 	}
 	rl, rd, rr, rc := f.rnd.Float64(), f.rnd.Float64(), f.rnd.Float64(), f.rnd.Float64()
 	if rc < p.cfg.Corrupt {
-		corrupt(buf, info.payloadOff)
-		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.destQP, PSN: info.psn, Kind: engine.EvFault, Msg: fmt.Sprintf("link corrupted %s psn %d", info.op, info.psn)})
+		faultplan.CorruptFrame(buf, info.PayloadOff)
+		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.DestQP, PSN: info.PSN, Kind: engine.EvFault, Msg: fmt.Sprintf("link corrupted %s psn %d", info.Op, info.PSN)})
 	}
 	f.capture(now, buf)
 	if rl < p.cfg.Loss {
 		copies = 0
-		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.destQP, PSN: info.psn, Kind: engine.EvFault, Msg: fmt.Sprintf("link lost %s psn %d", info.op, info.psn)})
+		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.DestQP, PSN: info.PSN, Kind: engine.EvFault, Msg: fmt.Sprintf("link lost %s psn %d", info.Op, info.PSN)})
 	}
 	if copies > 0 && rd < p.cfg.Duplicate {
 		copies++
-		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.destQP, PSN: info.psn, Kind: engine.EvFault, Msg: fmt.Sprintf("link duplicated %s psn %d", info.op, info.psn)})
+		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.DestQP, PSN: info.PSN, Kind: engine.EvFault, Msg: fmt.Sprintf("link duplicated %s psn %d", info.Op, info.PSN)})
 	}
 	if copies > 0 && rr < p.cfg.Reorder {
 		delay += p.cfg.ReorderDelay
-		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.destQP, PSN: info.psn, Kind: engine.EvFault, Msg: fmt.Sprintf("link reordered %s psn %d", info.op, info.psn)})
+		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.DestQP, PSN: info.PSN, Kind: engine.EvFault, Msg: fmt.Sprintf("link reordered %s psn %d", info.Op, info.PSN)})
 	}
 	if p.down(now) {
 		copies = 0
@@ -442,77 +415,4 @@ func (f *Fabric) capture(now time.Duration, frame []byte) {
 	}
 	ci := gopacket.CaptureInfo{Timestamp: f.epoch.Add(now), CaptureLength: len(frame), Length: len(frame)}
 	_ = f.pcap.WritePacket(ci, frame)
-}
-
-// corrupt flips one bit the ICRC covers: in the payload if there is one, else in the BTH's PSN.
-func corrupt(b []byte, payloadOff int) {
-	i := payloadOff
-	if i <= 0 || i >= len(b)-4 {
-		i = len(b) - 8 // inside the BTH or an extension header of a headers-only packet
-	}
-	if i >= 0 && i < len(b) {
-		b[i] ^= 0x01
-	}
-}
-
-// frameInfo is what faults match on, read from a frame without the full parser.
-type frameInfo struct {
-	op         wire.Opcode
-	destQP     uint32
-	psn        uint32
-	payloadOff int
-	ok         bool
-}
-
-func (fi *frameInfo) parse(b []byte) {
-	off := 12
-	if len(b) >= 14 && binary.BigEndian.Uint16(b[12:]) == wire.EtherTypeVLAN {
-		off = 16
-	}
-	if len(b) < off+2 {
-		return
-	}
-	var bth int
-	switch binary.BigEndian.Uint16(b[off:]) {
-	case wire.EtherTypeIPv4:
-		bth = off + 2 + wire.IPv4Len + wire.UDPLen
-	case wire.EtherTypeIPv6:
-		bth = off + 2 + wire.IPv6Len + wire.UDPLen
-	default:
-		return
-	}
-	if len(b) < bth+wire.BTHLen {
-		return
-	}
-	h := wire.BTH(b[bth : bth+wire.BTHLen])
-	fi.op, fi.destQP, fi.psn, fi.ok = h.Opcode(), h.DestQP(), h.PSN(), true
-	if info := fi.op.Info(); info != nil && info.HasPayload() {
-		fi.payloadOff = bth + wire.BTHLen + info.Ext.Len()
-	}
-}
-
-func (ft *Fault) match(src string, fi *frameInfo, now time.Duration) bool {
-	if !fi.ok || now < ft.From || (ft.Until != 0 && now >= ft.Until) {
-		return false
-	}
-	if ft.Src != "" && ft.Src != src || ft.DestQP != 0 && ft.DestQP != fi.destQP || ft.MatchPSN && ft.PSN != fi.psn {
-		return false
-	}
-	if len(ft.Opcodes) > 0 {
-		hit := false
-		for _, op := range ft.Opcodes {
-			hit = hit || op == fi.op
-		}
-		if !hit {
-			return false
-		}
-	}
-	ft.seen++
-	switch {
-	case ft.Nth > 0:
-		return ft.seen == ft.Nth
-	case ft.Count > 0:
-		return ft.fired < ft.Count
-	}
-	return true
 }

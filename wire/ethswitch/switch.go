@@ -27,12 +27,30 @@ var ErrClosed = errors.New("ethswitch: port closed")
 // valid only during the call.
 type Tap func(src string, t time.Time, frame []byte)
 
+// Faults decide what happens to frames on their way through the switch (wire/faultplan's Live
+// is one).
+type Faults interface {
+	// Frame is asked once about each frame a port sends, before the tap sees it: how many
+	// copies go on (0 drops it) and after how long. It may change the frame (a corruption).
+	Frame(src string, frame []byte) (copies int, delay time.Duration)
+	// Down says whether a port's link is down: frames for it are not delivered.
+	Down(port string) bool
+}
+
 // Switch joins ports.
 type Switch struct {
-	mu    sync.Mutex
-	ports map[*Port]bool
-	byMAC map[[6]byte]*Port
-	tap   Tap
+	mu     sync.Mutex
+	ports  map[*Port]bool
+	byMAC  map[[6]byte]*Port
+	tap    Tap
+	faults Faults
+}
+
+// SetFaults sets what decides the frames' fates (nil: every frame goes on, once, at once).
+func (s *Switch) SetFaults(f Faults) {
+	s.mu.Lock()
+	s.faults = f
+	s.mu.Unlock()
 }
 
 // New makes a switch without ports.
@@ -102,10 +120,21 @@ func (p *Port) SendBatch(frames [][]byte) (int, error) {
 }
 
 // forward hands one frame from src over: to the port that sent from its destination MAC, or to
-// every other port for a broadcast, a multicast or a MAC not seen yet.
+// every other port for a broadcast, a multicast or a MAC not seen yet; the faults, if any, may
+// drop, duplicate, delay or change it first, and keep it from a port whose link is down. The
+// tap sees what the faults left of it (a dropped frame too, as a capture on the wire would).
 func (s *Switch) forward(src *Port, f []byte) {
 	if len(f) < 14 {
 		return
+	}
+	s.mu.Lock()
+	faults := s.faults
+	s.mu.Unlock()
+	copies, delay := 1, time.Duration(0)
+	if faults != nil {
+		// The faults may change the frame, which is the sender's: they get a copy.
+		f = append([]byte(nil), f...)
+		copies, delay = faults.Frame(src.name, f)
 	}
 	var dst, from [6]byte
 	copy(dst[:], f[0:6])
@@ -131,7 +160,16 @@ func (s *Switch) forward(src *Port, f []byte) {
 	}
 	s.mu.Unlock()
 	for _, q := range to {
-		q.deliver(f)
+		if faults != nil && faults.Down(q.name) {
+			continue
+		}
+		for range copies {
+			if delay > 0 {
+				time.AfterFunc(delay, func() { q.deliver(f) })
+			} else {
+				q.deliver(f)
+			}
+		}
 	}
 }
 

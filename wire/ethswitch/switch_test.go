@@ -237,3 +237,63 @@ func TestForwardingProperty(t *testing.T) {
 		}
 	})
 }
+
+// faultsFunc is Faults from two functions.
+type faultsFunc struct {
+	frame func(src string, f []byte) (int, time.Duration)
+	down  func(port string) bool
+}
+
+func (x faultsFunc) Frame(src string, f []byte) (int, time.Duration) { return x.frame(src, f) }
+func (x faultsFunc) Down(port string) bool                           { return x.down(port) }
+
+// Faults: a drop, a duplicate, a delay and a corruption of the sender's frame (its own buffer
+// untouched), a port whose link is down getting nothing; the tap sees each frame once, the
+// dropped one too.
+func TestFaults(t *testing.T) {
+	sw := ethswitch.New()
+	var tapped []string
+	sw.SetTap(func(_ string, _ time.Time, f []byte) { tapped = append(tapped, string(f[14:])) })
+	a, b, c := sw.NewPort("a"), sw.NewPort("b"), sw.NewPort("c")
+	send(t, b, frame(1, 2, "learn b"))
+	send(t, c, frame(1, 3, "learn c"))
+	recvAll(t, a)
+	recvAll(t, b)
+	recvAll(t, c)
+	sw.SetFaults(faultsFunc{
+		frame: func(_ string, f []byte) (int, time.Duration) {
+			switch string(f[14:]) {
+			case "drop":
+				return 0, 0
+			case "dup":
+				return 2, 0
+			case "late":
+				return 1, 30 * time.Millisecond
+			case "flip":
+				f[14] = 'F'
+			}
+			return 1, 0
+		},
+		down: func(port string) bool { return port == "c" },
+	})
+	mine := frame(2, 1, "flip")
+	send(t, a, frame(2, 1, "drop"), frame(2, 1, "dup"), mine, frame(3, 1, "to c, down"))
+	send(t, a, frame(2, 1, "late"))
+	if got := recvAll(t, b); !slices.Equal(got, []string{"dup", "dup", "Flip"}) {
+		t.Fatalf("b got %q", got)
+	}
+	if string(mine[14:]) != "flip" {
+		t.Fatal("the fault changed the sender's own buffer")
+	}
+	bufs, sizes := [][]byte{make([]byte, roce.MaxFrameLen)}, make([]int, 1)
+	if n, err := b.RecvBatch(bufs, sizes); n != 1 || err != nil || string(bufs[0][14:sizes[0]]) != "late" {
+		t.Fatalf("the delayed frame: %d %v", n, err)
+	}
+	if c.Queued() != 0 {
+		t.Fatal("a port whose link is down got a frame")
+	}
+	want := []string{"learn b", "learn c", "drop", "dup", "Flip", "to c, down", "late"}
+	if !slices.Equal(tapped, want) {
+		t.Fatalf("tap saw %q, want %q", tapped, want)
+	}
+}

@@ -1,0 +1,121 @@
+package faultplan
+
+import (
+	"sync"
+	"time"
+)
+
+// Live runs faults on the wall clock for a fabric whose ports are named (serve's): each frame a
+// port sends is shown to it (Frame), each port a frame would reach is asked about (Down), and
+// faults come and go while traffic flows (Add, Remove, List), each one's window counted from
+// when it was added. Safe for concurrent use.
+type Live struct {
+	mu     sync.Mutex
+	next   int
+	faults []*liveFault
+}
+
+type liveFault struct {
+	id    int
+	added time.Time
+	f     Fault
+}
+
+// Entry is one fault of a Live plan as List reports it.
+type Entry struct {
+	ID          int
+	Spec        string
+	Seen, Fired int
+}
+
+// Add adds a fault; its window starts now. It returns the fault's number.
+func (l *Live) Add(f Fault) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.next++
+	f.seen, f.fired = 0, 0
+	l.faults = append(l.faults, &liveFault{id: l.next, added: time.Now(), f: f})
+	return l.next
+}
+
+// Remove removes fault id, reporting whether there was one.
+func (l *Live) Remove(id int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, lf := range l.faults {
+		if lf.id == id {
+			l.faults = append(l.faults[:i], l.faults[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// List reports the faults in the order they were added, with how often each matched and fired.
+func (l *Live) List() []Entry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Entry, len(l.faults))
+	for i, lf := range l.faults {
+		out[i] = Entry{ID: lf.id, Spec: lf.f.Spec(), Seen: lf.f.seen, Fired: lf.f.fired}
+	}
+	return out
+}
+
+// Frame is a frame the port src sends: how many copies of it go on (0: it is dropped, 2: it
+// is duplicated) and after how long; a corruption changes frame in place. A port whose link is
+// down (a flap) sends nothing.
+func (l *Live) Frame(src string, frame []byte) (copies int, delay time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	if l.downLocked(src, now) {
+		return 0, 0
+	}
+	copies = 1
+	fr := ParseFrame(frame)
+	for _, lf := range l.faults {
+		f := &lf.f
+		if f.Action == Flap || !f.Match(src, &fr, now.Sub(lf.added)) {
+			continue
+		}
+		f.Fire()
+		switch f.Action {
+		case Drop:
+			copies = 0
+		case Duplicate:
+			copies++
+		case Corrupt:
+			CorruptFrame(frame, fr.PayloadOff)
+		case Delay:
+			delay += f.Delay
+		}
+	}
+	if copies == 0 {
+		delay = 0
+	}
+	return copies, delay
+}
+
+// Down says whether port's link is down now (a flap in its window), counting the frame that
+// would have reached it as one the flap stopped.
+func (l *Live) Down(port string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.downLocked(port, time.Now())
+}
+
+func (l *Live) downLocked(port string, now time.Time) bool {
+	for _, lf := range l.faults {
+		f := &lf.f
+		if f.Action != Flap || f.Src != port {
+			continue
+		}
+		if t := now.Sub(lf.added); t >= f.From && (f.Until == 0 || t < f.Until) {
+			f.seen++
+			f.fired++
+			return true
+		}
+	}
+	return false
+}

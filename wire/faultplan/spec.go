@@ -1,0 +1,189 @@
+package faultplan
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/softirdma/softirdma/wire/roce"
+)
+
+// Syntax is the one-line form of a fault that Parse reads and Spec writes.
+const Syntax = `ACTION [KEY=VALUE ...]
+  ACTION   drop, duplicate, corrupt, delay or flap
+  from=    the sending function's name (flap: required, the function whose link goes down)
+  opcode=  BTH opcodes, comma-separated, as decode prints them (RC_RDMA_READ_RESPONSE_MIDDLE;
+           the RC_ may be left out)
+  qp=      destination QP number (decimal or 0x hex)
+  psn=     PSN
+  nth=     fire on the Nth matching frame only
+  count=   fire on at most this many matching frames (default: every one)
+  after=   the window opens this long after the fault is added (e.g. 500ms; default 0)
+  for=     the window lasts this long (default: for ever; flap: required)
+  delay=   how long delay holds each frame (delay: required)
+  name=    a name for list (default: its number)`
+
+// maxWindow bounds every duration a fault takes: longer than a test would wait is a mistake.
+const maxWindow = time.Hour
+
+// Parse reads a fault in the syntax of Syntax, e.g.
+// "drop from=a opcode=RDMA_READ_RESPONSE_MIDDLE nth=3". Its window (after=, for=) becomes
+// From and Until, counted from whenever the fault is added.
+func Parse(spec string) (Fault, error) {
+	var f Fault
+	words := strings.Fields(spec)
+	if len(words) == 0 {
+		return f, fmt.Errorf("empty fault: %s", firstLine(Syntax))
+	}
+	for a := Drop; a <= Flap; a++ {
+		if words[0] == a.String() {
+			f.Action = a
+		}
+	}
+	if f.Action == 0 {
+		return f, fmt.Errorf("%q is not an action: drop, duplicate, corrupt, delay or flap", words[0])
+	}
+	var after, span time.Duration
+	seen := map[string]bool{}
+	for _, w := range words[1:] {
+		k, v, ok := strings.Cut(w, "=")
+		if !ok || v == "" {
+			return f, fmt.Errorf("%q is not KEY=VALUE", w)
+		}
+		if seen[k] {
+			return f, fmt.Errorf("%s= given twice", k)
+		}
+		seen[k] = true
+		var err error
+		switch k {
+		case "from":
+			f.Src = v
+		case "name":
+			f.Name = v
+		case "opcode":
+			for _, name := range strings.Split(v, ",") {
+				op, ok := opcodeByName(name)
+				if !ok {
+					return f, fmt.Errorf("opcode %q is not a RoCE opcode (e.g. RC_SEND_ONLY, RDMA_READ_RESPONSE_MIDDLE, ACKNOWLEDGE)", name)
+				}
+				f.Opcodes = append(f.Opcodes, op)
+			}
+		case "qp":
+			var n uint64
+			if n, err = strconv.ParseUint(v, 0, 24); err != nil || n == 0 {
+				return f, fmt.Errorf("qp=%s: a QP number is 1 to 0xffffff", v)
+			}
+			f.DestQP = uint32(n)
+		case "psn":
+			var n uint64
+			if n, err = strconv.ParseUint(v, 0, 24); err != nil {
+				return f, fmt.Errorf("psn=%s: a PSN is 0 to 0xffffff", v)
+			}
+			f.MatchPSN, f.PSN = true, uint32(n)
+		case "nth", "count":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 1<<30 {
+				return f, fmt.Errorf("%s=%s: a count is 1 to %d", k, v, 1<<30)
+			}
+			if k == "nth" {
+				f.Nth = n
+			} else {
+				f.Count = n
+			}
+		case "after", "for", "delay":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 || d > maxWindow {
+				return f, fmt.Errorf("%s=%s: a duration above 0 and at most %v, e.g. 500ms or 2s", k, v, maxWindow)
+			}
+			switch k {
+			case "after":
+				after = d
+			case "for":
+				span = d
+			default:
+				f.Delay = d
+			}
+		default:
+			return f, fmt.Errorf("unknown key %q: from, opcode, qp, psn, nth, count, after, for, delay, name", k)
+		}
+	}
+	switch {
+	case f.Nth > 0 && f.Count > 0:
+		return f, fmt.Errorf("nth= and count= exclude each other: nth fires once, on that match")
+	case f.Action == Delay && f.Delay == 0:
+		return f, fmt.Errorf("delay needs delay=DURATION, e.g. delay=20ms")
+	case f.Action != Delay && f.Delay != 0:
+		return f, fmt.Errorf("delay= is for the delay action")
+	case f.Action == Flap && (f.Src == "" || span == 0):
+		return f, fmt.Errorf("flap needs from=FUNCTION and for=DURATION: that function's link is down for that long")
+	case f.Action == Flap && (len(f.Opcodes) > 0 || f.DestQP != 0 || f.MatchPSN || f.Nth > 0 || f.Count > 0):
+		return f, fmt.Errorf("flap takes only from=, after=, for= and name=: the whole link goes down")
+	}
+	f.From = after
+	if span > 0 {
+		f.Until = after + span
+	}
+	return f, nil
+}
+
+// Spec writes f in Parse's syntax (its window as after= and for=).
+func (f *Fault) Spec() string {
+	var b strings.Builder
+	b.WriteString(f.Action.String())
+	if f.Src != "" {
+		fmt.Fprintf(&b, " from=%s", f.Src)
+	}
+	if len(f.Opcodes) > 0 {
+		names := make([]string, len(f.Opcodes))
+		for i, op := range f.Opcodes {
+			names[i] = op.String()
+		}
+		fmt.Fprintf(&b, " opcode=%s", strings.Join(names, ","))
+	}
+	if f.DestQP != 0 {
+		fmt.Fprintf(&b, " qp=0x%x", f.DestQP)
+	}
+	if f.MatchPSN {
+		fmt.Fprintf(&b, " psn=%d", f.PSN)
+	}
+	if f.Nth > 0 {
+		fmt.Fprintf(&b, " nth=%d", f.Nth)
+	}
+	if f.Count > 0 {
+		fmt.Fprintf(&b, " count=%d", f.Count)
+	}
+	if f.From > 0 {
+		fmt.Fprintf(&b, " after=%v", f.From)
+	}
+	if f.Until > 0 {
+		fmt.Fprintf(&b, " for=%v", f.Until-f.From)
+	}
+	if f.Delay > 0 {
+		fmt.Fprintf(&b, " delay=%v", f.Delay)
+	}
+	if f.Name != "" {
+		fmt.Fprintf(&b, " name=%s", f.Name)
+	}
+	return b.String()
+}
+
+// opcodeByName finds an opcode by the name decode prints, or that name without its "RC_".
+func opcodeByName(name string) (roce.Opcode, bool) {
+	name = strings.ToUpper(name)
+	for i := range 256 {
+		op := roce.Opcode(i)
+		if !op.Known() {
+			continue
+		}
+		if n := op.String(); n == name || n == "RC_"+name {
+			return op, true
+		}
+	}
+	return 0, false
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
