@@ -167,6 +167,11 @@ func atLeast(name string, v, lo time.Duration) flagCheck {
 	return flagCheck{name, v.String(), lo.String() + " or more", v >= lo}
 }
 
+// durationRange accepts lo..hi.
+func durationRange(name string, v, lo, hi time.Duration) flagCheck {
+	return flagCheck{name, v.String(), lo.String() + ".." + hi.String(), lo <= v && v <= hi}
+}
+
 // checkFlags prints the first check that fails as one line, "softirdma CMD: -FLAG VALUE is out of
 // range (ACCEPTED)", and returns 2; it returns 0 when every check passes.
 func checkFlags(stderr io.Writer, cmd string, checks ...flagCheck) int {

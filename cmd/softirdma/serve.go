@@ -24,6 +24,7 @@ import (
 	"github.com/softirdma/softirdma/hw/vfiouser"
 	"github.com/softirdma/softirdma/internal/sockguard"
 	"github.com/softirdma/softirdma/wire/afpacket"
+	"github.com/softirdma/softirdma/wire/faultplan"
 )
 
 func init() {
@@ -46,10 +47,14 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	var lc linkFlags
 	lc.register(fs)
 	var functions functionFlags
+	var faults faultFlags
+	control := fs.String("control", "", "with -function: a control socket (mode 0600, its owner's user only) on which `softirdma fault` adds, lists and removes faults while serve runs")
+	fs.Var(&faults, "fault", "with -function, repeated: a fault in the fabric from the start, e.g. 'drop from=a opcode=RDMA_READ_RESPONSE_MIDDLE nth=3' (softirdma fault -h has the syntax)")
 	fs.Var(&functions, "function", "a function of its own for one more VM, repeated: name=NAME,socket=PATH[,ip=ADDR][,mac=MAC] (instead of -socket); the functions share an in-process fabric, -link is its uplink, -pcap captures all of it")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: softirdma serve -socket PATH [-link LINK -ip ADDR [-pcap FILE]] [-mac MAC] [-debug]")
-		fmt.Fprintln(stderr, "       softirdma serve -function name=a,socket=PATH[,ip=ADDR][,mac=MAC] -function ... [-link LINK] [-pcap FILE] [-loss F] [-debug]")
+		fmt.Fprintln(stderr, "       softirdma serve -function name=a,socket=PATH[,ip=ADDR][,mac=MAC] -function ... [-link LINK] [-pcap FILE] [-loss F]")
+		fmt.Fprintln(stderr, "                       [-fault FAULT]... [-control CTL] [-debug]")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "Serves the softirdma PCI function (docs/device.md) to QEMU's vfio-user-pci on PATH, one")
 		fmt.Fprintln(stderr, "QEMU at a time, until SIGINT or SIGTERM, and prints a QEMU command line that attaches it. With")
@@ -63,6 +68,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "(dgram or stream) joins the fabric to a link, so the VMs also reach what is there (an rxe guest,")
 		fmt.Fprintln(stderr, "a host peer); -pcap captures every frame the fabric forwards, with the time it did. e.g.")
 		fmt.Fprintln(stderr, "  softirdma serve -function name=a,socket=/tmp/a.sock,ip=192.168.77.1 -function name=b,socket=/tmp/b.sock,ip=192.168.77.2")
+		fmt.Fprintln(stderr, "Faults break the fabric's frames on purpose, from the start (-fault) or while it runs")
+		fmt.Fprintln(stderr, "(-control CTL, then softirdma fault -socket CTL add|list|remove); each window counts from")
+		fmt.Fprintln(stderr, "when its fault was added. A fault:")
+		fmt.Fprintln(stderr, "  "+strings.ReplaceAll(faultplan.Syntax, "\n", "\n  "))
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
@@ -77,7 +86,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if len(functions) > 0 {
-		return runServeFabric(functions, *socket, lc, *debug, stdout, stderr)
+		return runServeFabric(fabricOptions{functions: functions, faults: faults, control: *control, debug: *debug}, *socket, lc, stdout, stderr)
+	}
+	if len(faults) > 0 || *control != "" {
+		fmt.Fprintln(stderr, "softirdma serve: -fault and -control break the fabric of -function's: give the functions with -function name=NAME,socket=PATH")
+		return 2
 	}
 	o := serveOptions{socket: *socket, debug: *debug}
 	if o.socket == "" {

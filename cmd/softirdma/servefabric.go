@@ -24,6 +24,7 @@ import (
 	"github.com/softirdma/softirdma/internal/sockguard"
 	"github.com/softirdma/softirdma/wire"
 	"github.com/softirdma/softirdma/wire/ethswitch"
+	"github.com/softirdma/softirdma/wire/faultplan"
 	"github.com/softirdma/softirdma/wire/neigh"
 )
 
@@ -121,11 +122,13 @@ type fabricOptions struct {
 	uplink    string // a dgram or stream link, or ""
 	pcap      string
 	loss      float64
+	faults    faultFlags // in the fabric from the start
+	control   string     // the control socket's path, or ""
 	debug     bool
 }
 
 // runServeFabric checks the flags that go with -function and serves the functions.
-func runServeFabric(functions functionFlags, socket string, lc linkFlags, debug bool, stdout, stderr io.Writer) int {
+func runServeFabric(o fabricOptions, socket string, lc linkFlags, stdout, stderr io.Writer) int {
 	bad := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "softirdma serve: "+format+"\n", a...)
 		return 2
@@ -144,9 +147,32 @@ func runServeFabric(functions functionFlags, socket string, lc linkFlags, debug 
 			return bad("%v", err)
 		}
 	}
+	o.uplink, o.pcap, o.loss = lc.link, lc.pcap, lc.loss
+	for _, f := range o.faults {
+		if err := checkFaultNames(f, o.senders()); err != nil {
+			return bad("-fault %s: %v", f.Spec(), err)
+		}
+	}
+	if o.control != "" {
+		if err := checkSocketPath(o.control); err != nil {
+			return bad("%s", strings.Replace(err.Error(), "-socket", "-control", 1))
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	return serveFabric(ctx, fabricOptions{functions: functions, uplink: lc.link, pcap: lc.pcap, loss: lc.loss, debug: debug}, stdout, stderr)
+	return serveFabric(ctx, o, stdout, stderr)
+}
+
+// senders are the names a fault's from= may take: the functions', and the uplink's.
+func (o *fabricOptions) senders() []string {
+	var names []string
+	for _, f := range o.functions {
+		names = append(names, f.name)
+	}
+	if o.uplink != "" {
+		names = append(names, "uplink")
+	}
+	return names
 }
 
 // serveFabric serves each function on its own socket, all of them on one in-process switch
@@ -196,6 +222,25 @@ func serveFabric(ctx context.Context, o fabricOptions, stdout, stderr io.Writer)
 		}()
 		mtu = activeMTU(1500)
 		log.Info("uplink", "link", o.uplink)
+	}
+	// The faults: the ones given at the start, and whatever the control socket adds.
+	plan := &faultplan.Live{}
+	for _, f := range o.faults {
+		id := plan.Add(f)
+		log.Info("fault added", "id", id, "fault", f.Spec())
+	}
+	if len(o.faults) > 0 || o.control != "" {
+		sw.SetFaults(plan)
+	}
+	if o.control != "" {
+		ctl, err := listenControl(o.control, plan, o.senders(), log)
+		if err != nil {
+			return fail("cannot make the control socket", err, "control", o.control)
+		}
+		defer ctl.close()
+		go ctl.serve()
+		log.Info("control socket", "control", o.control)
+		fmt.Fprintf(stdout, "softirdma serve: control socket %s (softirdma fault -socket %s add|list|remove)\n", o.control, o.control)
 	}
 	guard, guardErr := sockguard.Start()
 	if guardErr == nil {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"github.com/softirdma/softirdma/hw/vfiouser"
 	"github.com/softirdma/softirdma/internal/vfiobus"
 	"github.com/softirdma/softirdma/wire/decode"
+	"github.com/softirdma/softirdma/wire/faultplan"
 )
 
 // -function's syntax: each mistake is refused with the key or the clash it is about.
@@ -217,5 +220,154 @@ func TestServeFabric(t *testing.T) {
 		if !strings.Contains(dec.String(), want) {
 			t.Fatalf("the pcap has no frame %s", want)
 		}
+	}
+}
+
+// startFabric runs serveFabric with functions a and b (and o's other options) until the test
+// ends; it returns the two sockets' paths, serve's output and its log.
+func startFabric(t *testing.T, o fabricOptions) (sockA, sockB string, out, errs *lockedBuffer) {
+	t.Helper()
+	dir := t.TempDir()
+	sockA, sockB = filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")
+	for _, v := range []string{"name=a,socket=" + sockA + ",ip=192.0.2.11", "name=b,socket=" + sockB + ",ip=192.0.2.12"} {
+		if err := o.functions.Set(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out, errs = &lockedBuffer{}, &lockedBuffer{}
+	ended := make(chan struct{})
+	go func() {
+		serveFabric(ctx, o, out, errs)
+		close(ended)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-ended:
+		case <-time.After(10 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	waitFor(t, "both functions listening", func() bool { return strings.Count(out.String(), "listening on") == 2 }, ended, errs)
+	return sockA, sockB, out, errs
+}
+
+// fault runs `softirdma fault -socket ctl ARGS...`.
+func fault(ctl string, args ...string) (int, string, string) {
+	return runCLI(append([]string{"fault", "-socket", ctl}, args...)...)
+}
+
+// A fault given at the start drops a's first WRITE, which a sends again after its ACK timeout:
+// the WRITE completes and lands, and the control socket lists the fault as fired once, having
+// seen both. Faults
+// added, listed and removed at run time; a corruption added through the socket is dropped by
+// the receiver's ICRC check and the WRITE completes all the same.
+func TestServeFabricFaults(t *testing.T) {
+	ctl := filepath.Join(t.TempDir(), "ctl.sock")
+	var o fabricOptions
+	o.control = ctl
+	if err := o.faults.Set("drop from=a opcode=RDMA_WRITE_ONLY nth=1 name=first-write"); err != nil {
+		t.Fatal(err)
+	}
+	sockA, sockB, out, _ := startFabric(t, o)
+	if !strings.Contains(out.String(), "control socket "+ctl) {
+		t.Fatalf("no control socket line: %s", out.String())
+	}
+	if fi, err := os.Stat(ctl); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("control socket mode: %v %v", fi, err)
+	}
+	a, b := attachFabricGuest(t, sockA, netip.MustParseAddr("192.0.2.11")), attachFabricGuest(t, sockB, netip.MustParseAddr("192.0.2.12"))
+	a.connectTo(t, b)
+	b.connectTo(t, a)
+	a.write(t, b, bytes.Repeat([]byte{0xa5}, 512), 0)
+	code, list, errs := fault(ctl, "list")
+	if code != 0 || list != "1 fired=1 seen=2 drop from=a opcode=RC_RDMA_WRITE_ONLY nth=1 name=first-write\n" {
+		t.Fatalf("list: %d %q %q", code, list, errs)
+	}
+	code, added, errs := fault(ctl, "add", "corrupt", "from=b", "opcode=RDMA_WRITE_ONLY", "count=1")
+	if code != 0 || added != "fault 2 added\n" {
+		t.Fatalf("add: %d %q %q", code, added, errs)
+	}
+	b.write(t, a, bytes.Repeat([]byte{0x5a}, 512), 4096)
+	if _, list, _ = fault(ctl, "list"); !strings.Contains(list, "2 fired=1 seen=") {
+		t.Fatalf("the corruption did not fire: %q", list)
+	}
+	if code, _, errs := fault(ctl, "remove", "1"); code != 0 {
+		t.Fatalf("remove: %d %q", code, errs)
+	}
+	if code, _, errs := fault(ctl, "remove", "1"); code != 1 || !strings.Contains(errs, "no fault 1") {
+		t.Fatalf("remove again: %d %q", code, errs)
+	}
+	if _, list, _ = fault(ctl, "list"); strings.HasPrefix(list, "1 ") || !strings.HasPrefix(list, "2 ") {
+		t.Fatalf("after remove: %q", list)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"add", "drop", "from=c"}, "from=c: the fabric has a, b"},
+		{[]string{"add", "explode"}, "is not an action"},
+		{[]string{"remove", "x"}, "remove takes a fault's number"},
+		{[]string{"frobnicate"}, "give add FAULT, list or remove N"},
+	} {
+		if code, _, errs := fault(ctl, c.args...); code == 0 || !strings.Contains(errs, c.want) {
+			t.Errorf("fault %q: %d %q, want %q", c.args, code, errs, c.want)
+		}
+	}
+}
+
+// The control socket answers whatever a peer writes with an error line and stays up; a line
+// longer than a command may be ends that connection with one; a peer of another user (here:
+// the socket's owner made someone else) is refused by its credentials.
+func TestControlSocketInput(t *testing.T) {
+	ctl := filepath.Join(t.TempDir(), "ctl.sock")
+	plan := &faultplan.Live{}
+	var logBuf lockedBuffer
+	c, err := listenControl(ctl, plan, []string{"a", "b"}, slog.New(slog.NewTextHandler(&logBuf, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	go c.serve()
+	talk := func(input string) string {
+		t.Helper()
+		conn, err := net.Dial("unix", ctl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		// serve may answer and hang up before it read everything (a line too long): what it
+		// said is what counts.
+		_, _ = io.WriteString(conn, input)
+		_ = conn.(*net.UnixConn).CloseWrite()
+		b, _ := io.ReadAll(conn)
+		return string(b)
+	}
+	got := talk("hello\nadd\nadd drop nth=0\nremove\nlist extra\n\x00\xff\nadd drop from=a\nlist\n")
+	want := []string{`error unknown command "hello"`, "error empty fault", "error nth=0: a count is 1", "error remove takes a fault's number",
+		"error list takes nothing", "error unknown command", "ok 1", "1 fired=0 seen=0 drop from=a", "ok"}
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("answers %q", got)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("answer %d: %q, want %q...", i, lines[i], w)
+		}
+	}
+	if got := talk(strings.Repeat("x", maxControlLine+10) + "\n"); !strings.Contains(got, "error a command is one line of at most") {
+		t.Fatalf("a long line: %q", got)
+	}
+	c.owner.Store(int64(os.Geteuid()) + 1)
+	if got := talk("list\n"); !strings.HasPrefix(got, "error refused: the control socket is its owner's") {
+		t.Fatalf("another user's peer: %q", got)
+	}
+	if !strings.Contains(logBuf.String(), "control: peer refused") {
+		t.Fatalf("the refusal was not logged: %s", logBuf.String())
+	}
+	if len(plan.List()) != 1 {
+		t.Fatalf("the plan holds %v", plan.List())
 	}
 }
