@@ -75,8 +75,8 @@ rdma-core-reference:
 	bash interop/rdmacore-reference.sh
 
 # Checks against peers we did not write (tshark here). .ci/run installs what they need.
-.PHONY: interop interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-readme-vm interop-long interop-kernels
-interop: interop-tshark interop-qtest interop-readme-vm interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-kernels interop-rxe interop-netns
+.PHONY: interop interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-fabric interop-readme-vm interop-long interop-kernels
+interop: interop-tshark interop-qtest interop-readme-vm interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-fabric interop-kernels interop-rxe interop-netns
 
 # The driver built with DKMS for Linux 6.1 and for the newest kernel Debian ships, and a subset
 # of the guest cases on each (interop/kernel.sh), against Linux rxe on 6.12: PASS lines
@@ -154,3 +154,9 @@ interop-rdmacore:
 # warning (interop/guestnvmeof.sh; its other cases run in interop-long).
 interop-nvmeof:
 	bash interop/guestnvmeof.sh
+
+# Two VMs on one serve (-function a, -function b, the fabric inside serve): ibv_rc_pingpong and
+# perftest's four bandwidth tools both ways, rping, the fabric's pcap decoded: PASS lines
+# fabric2_<case> (interop/guestfabric.sh).
+interop-fabric:
+	bash interop/guestfabric.sh

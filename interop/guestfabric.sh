@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Two VMs on one `softirdma serve` (vm/): two functions, a and b, on the fabric inside serve, each
+# VM with the guest driver (hw/linux) on its own. In both directions (a_to_b: a's tool is the
+# client, b's the server; b_to_a the other way): ibv_rc_pingpong, ib_write_bw, ib_read_bw,
+# ib_send_bw and ib_atomic_bw (their TCP exchange over the functions' netdevs, through the
+# fabric too), and rping through rdma_cm a_to_b; the fabric's pcap decodes clean and names the
+# CM exchange; neither guest's kernel warns. Prints PASS/FAIL fabric2_<case>.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. interop/guestlib.sh
+guest_setup fabric2_module_build
+echo "interop two VMs on one serve; logs in $OUT"
+A=192.168.77.1 B=192.168.77.2
+SA=$(mktemp -u /tmp/softirdma-a-XXXXXX.sock) SB=$(mktemp -u /tmp/softirdma-b-XXXXXX.sock)
+bin/softirdma serve -function name=a,socket=$SA,ip=$A -function name=b,socket=$SB,ip=$B \
+  -pcap "$OUT/fabric.pcap" -control "$OUT/ctl.sock" > "$OUT/serve.out" 2> "$OUT/serve.log" &
+spid=$!
+pids+=($spid)
+waitfor "$OUT/serve.out" "control socket" 30 $spid && waitfor "$OUT/serve.out" "function b .* listening on" 30 $spid ||
+  { cat "$OUT/serve.log"; echo "FAIL fabric2_serve"; exit 1; }
+
+# Each tool as "NAME|OPTIONS|RESULT": RESULT is the line the client prints when it ran through.
+TOOLS="ibv_rc_pingpong|-g 1 -n 50|50 iters in
+ib_write_bw|-x 1 -F -n 200 -s 65536|^ +65536 +200 
+ib_read_bw|-x 1 -F -n 200 -s 65536|^ +65536 +200 
+ib_send_bw|-x 1 -F -n 200 -s 65536|^ +65536 +200 
+ib_atomic_bw|-x 1 -F -n 200|^ +8 +200 "
+
+# guest_script ME MY_IP PEER FIRST: a VM's part. FIRST is the role it takes first (client: it is
+# the client of the peer's servers, then their server; server: the other way round).
+guest_script() {
+  local me=$1 me_ip=$2 peer=$3 first=$4
+  cat interop/guest/lib.sh - <<SCRIPT
+echo "VM: up"
+client() {
+  echo "$TOOLS" | while IFS='|' read -r t opts result; do
+    until_served 120 0.5 timeout 120 \$t -d softirdma0 \$opts $peer
+    grep -E "\$result" /tmp/out | sed "s/^/VM: $me client \$t: /"
+  done
+}
+server() {
+  echo "$TOOLS" | while IFS='|' read -r t opts result; do
+    timeout 180 \$t -d softirdma0 \$opts > /tmp/srv 2>&1; echo "VM: $me server \$t rc=\$?"
+  done
+}
+if [ $first = client ]; then client; server; else server; client; fi
+# rping through rdma_cm: a is the client of b's server.
+if [ $me = a ]; then
+  for i in \$(seq 60); do timeout 60 rping -c -a $peer -v -V -C 10 > /tmp/rp 2>&1; rc=\$?; [ \$rc = 0 ] && break; sleep 1; done
+  echo "VM: rping client rc=\$rc"; grep -c 'ping data: rdma-ping-' /tmp/rp | sed 's/^/VM: rping pings /'
+else
+  timeout 180 rping -s -a $me_ip -v -C 10 > /tmp/rp 2>&1; echo "VM: rping server rc=\$?"
+fi
+dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|softirdma' | sed 's/^/VM: dmesg: /'
+echo "VM: dmesg checked"
+SCRIPT
+}
+guest_script b $B $A server > "$OUT/b.sh"
+guest_script a $A $B client > "$OUT/a.sh"
+VM_SCRIPT="$OUT/b.sh" VM_SOCKET=$SB VM_MAC0=52:54:00:00:0b:10 timeout 900 bash vm/run.sh vm.softirdma=$B/24 > "$OUT/b.log" 2>&1 &
+bpid=$!; pids+=($bpid)
+VM_SCRIPT="$OUT/a.sh" VM_SOCKET=$SA VM_MAC0=52:54:00:00:0a:10 timeout 900 bash vm/run.sh vm.softirdma=$A/24 > "$OUT/a.log" 2>&1 || true
+wait $bpid || true
+
+fail=0
+while IFS='|' read -r t opts result; do
+  for dir in a_to_b b_to_a; do
+    c=${dir%%_to_*} s=${dir##*_to_}
+    if grep -aqE "VM: $c client $t: .*${result#^}" "$OUT/$c.log" && grep -aq "VM: $s server $t rc=0" "$OUT/$s.log"; then
+      echo "PASS fabric2_${t}_$dir"
+    else
+      grep -aE "VM: ($c client|$s server) $t" "$OUT/$c.log" "$OUT/$s.log" | tail -3
+      echo "FAIL fabric2_${t}_$dir"; fail=1
+    fi
+  done
+done <<< "$TOOLS"
+if grep -aq "VM: rping client rc=0" "$OUT/a.log" && grep -aq "VM: rping pings 10" "$OUT/a.log" && grep -aq "VM: rping server rc=0" "$OUT/b.log"; then
+  echo "PASS fabric2_rping_a_to_b"
+else
+  echo "FAIL fabric2_rping_a_to_b"; fail=1
+fi
+for g in a b; do
+  bad='\[ *[0-9]+\.[0-9]+\] (WARNING:|BUG:|Oops|Call Trace)'
+  if grep -aq "VM: dmesg checked" "$OUT/$g.log" && ! grep -aqE "VM: dmesg: .*(WARNING|BUG|Oops|Call Trace)|$bad" "$OUT/$g.log"; then
+    echo "PASS fabric2_${g}_no_kernel_warning"
+  else
+    echo "FAIL fabric2_${g}_no_kernel_warning"; fail=1
+  fi
+done
+kill $spid 2>/dev/null; wait $spid 2>/dev/null || true
+if bin/softirdma decode -flows "$OUT/fabric.pcap" > "$OUT/fabric.txt" 2>&1 && grep -q "^cm .*(disconnected)" "$OUT/fabric.txt"; then
+  echo "PASS fabric2_pcap_decodes_clean ($(tail -1 "$OUT/fabric.txt"))"
+else
+  tail -3 "$OUT/fabric.txt"; echo "FAIL fabric2_pcap_decodes_clean"; fail=1
+fi
+exit $fail
