@@ -54,10 +54,11 @@ for v in "ucmatose|ucmatose -s 192.168.77.1 -c 4|ucmatose -c 4" "udaddy|udaddy -
     "ib_send_bw_UD|ib_send_bw -d rxe0 -x $GIDX -F -c UD -n 20 192.168.77.1|ib_send_bw -d rxe0 -x $GIDX -F -c UD -n 20" \
     "ib_write_bw_R|ib_write_bw -d rxe0 -F -R -n 20 -s 4096 192.168.77.1|ib_write_bw -d rxe0 -F -R -n 20 -s 4096"; do
   name=${v%%|*}; rest=${v#*|}; client=${rest%%|*}; server=${rest#*|}
-  # perftest's -R client gives up after ten refused tries 100 ms apart, its server still
-  # waiting for it: a loaded guest's server may listen for the test QP later than that.
-  tries=1; [ $name = ib_write_bw_R ] && tries=3
-  serve_pair "VM: peer $name" "$client" "$server" server $tries
+  # A server that fails (a Linux rxe server's rdma_accept has been seen to fail with EINVAL
+  # under load) or whose client gave up (perftest's -R client tries the test QP's connection ten
+  # times 100 ms apart, and a loaded guest's server may listen later) runs again, its client
+  # trying on meanwhile: one such failure must not put the two guests' scripts out of step.
+  serve_pair "VM: peer $name" "$client" "$server" server 3
 done
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
   s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
@@ -113,10 +114,8 @@ for v in "ucmatose|ucmatose -s 192.168.77.2 -c 4|ucmatose -c 4" "udaddy|udaddy -
     "ib_send_bw_UD|ib_send_bw -d softirdma0 -x 1 -F -c UD -n 20 192.168.77.2|ib_send_bw -d softirdma0 -x 1 -F -c UD -n 20" \
     "ib_write_bw_R|ib_write_bw -d softirdma0 -F -R -n 20 -s 4096 192.168.77.2|ib_write_bw -d softirdma0 -F -R -n 20 -s 4096"; do
   name=${v%%|*}; rest=${v#*|}; client=${rest%%|*}; server=${rest#*|}
-  # perftest's -R client gives up after ten refused tries 100 ms apart, its server still
-  # waiting for it: a loaded guest's server may listen for the test QP later than that.
-  tries=1; [ $name = ib_write_bw_R ] && tries=3
-  serve_pair "VM: $name" "$client" "$server" client $tries
+  # As in the rxe guest's script: a failed server runs again while its client keeps trying.
+  serve_pair "VM: $name" "$client" "$server" client 3
 done
 # perftest's bandwidth tools on softirdma0 as clients of the rxe guest's servers.
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
@@ -180,7 +179,7 @@ for t in ucmatose udaddy rdma_server_client ib_send_bw_UD ib_write_bw_R; do
     if grep -q "VM: $t $role rc=0" "$OUT/vm.txt" && grep -q "VM: peer $t $other rc=0" "$OUT/peer.log"; then
       echo "PASS device_guest_${t}_${role}_vs_rxe"
     else
-      grep -E "VM: (peer )?$t ($role|$other)" "$OUT/vm.txt" "$OUT/peer.log" | tail -4
+      grep -E "VM: (peer )?$t ($role|$other)" "$OUT/vm.txt" "$OUT/peer.log" | tail -4 || true
       echo "FAIL device_guest_${t}_${role}_vs_rxe"; fail=1
     fi
   done
