@@ -181,19 +181,24 @@ func qemuCommandLine(socket string) string {
 		shellQuote(string(dev))
 }
 
-// serve runs the device until ctx ends.
-func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
+// serveLog is serve's logger on stderr (debug: with every vfio-user request) and fail, which
+// logs what stopped serve and gives its exit status: from here on errors are log records too,
+// for whoever reads serve's log, and the exit status still says serve failed.
+func serveLog(debug bool, stderr io.Writer) (log *slog.Logger, fail func(msg string, err error, attrs ...any) int) {
 	level := slog.LevelInfo
-	if o.debug {
+	if debug {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	// From here on errors are log records too, for whoever reads serve's log; the exit status
-	// still says serve failed.
-	fail := func(msg string, err error, attrs ...any) int {
+	log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	return log, func(msg string, err error, attrs ...any) int {
 		log.Error(msg, append(attrs, "err", err)...)
 		return 1
 	}
+}
+
+// serve runs the device until ctx ends.
+func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
+	log, fail := serveLog(o.debug, stderr)
 	fcfg := hw.Config{Name: "softirdma0", Clock: emu.NewWallClock(), MAC: o.mac, IP: o.ip, Log: log}
 	if o.link != nil {
 		h, err := o.link.host("softirdma0")

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -179,15 +178,7 @@ func (o *fabricOptions) senders() []string {
 // (wire/ethswitch) that hands their frames to each other in memory, with the uplink, if any, as
 // one more port, until ctx ends.
 func serveFabric(ctx context.Context, o fabricOptions, stdout, stderr io.Writer) int {
-	level := slog.LevelInfo
-	if o.debug {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	fail := func(msg string, err error, attrs ...any) int {
-		log.Error(msg, append(attrs, "err", err)...)
-		return 1
-	}
+	log, fail := serveLog(o.debug, stderr)
 	sw := ethswitch.New()
 	if o.pcap != "" {
 		f, err := os.Create(o.pcap)
