@@ -271,16 +271,7 @@ func (p *fabricPort) SendBuffer(buf []byte) {
 		ft.Fire()
 		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.DestQP, PSN: info.PSN, Kind: engine.EvFault,
 			Msg: fmt.Sprintf("fault %q: %s %s psn %d", ft.Name, ft.Action, info.Op, info.PSN)})
-		switch ft.Action {
-		case FaultDrop:
-			copies = 0
-		case FaultDuplicate:
-			copies++
-		case FaultCorrupt:
-			faultplan.CorruptFrame(buf, info.PayloadOff)
-		case FaultDelay:
-			delay += ft.Delay
-		}
+		copies, delay = ft.Apply(buf, &info, copies, delay)
 	}
 	rl, rd, rr, rc := f.rnd.Float64(), f.rnd.Float64(), f.rnd.Float64(), f.rnd.Float64()
 	if rc < p.cfg.Corrupt {

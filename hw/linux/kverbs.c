@@ -63,10 +63,6 @@ static enum ib_wc_opcode wc_opcode(u32 op)
 	}
 }
 
-/*
- * sirdma_poll_cq reads a kernel CQ's completions. A CQE naming a QP the driver does not have
- * (the function's mistake) is consumed and not reported: the core would dereference its QP.
- */
 /* The kernel's completion opcode for a flushed send WQE's IB_WR_* opcode. */
 static enum ib_wc_opcode flushed_opcode(u32 op)
 {
@@ -179,6 +175,10 @@ void sirdma_kick_cqs_work(struct work_struct *work)
 	sirdma_kick_cqs(container_of(work, struct sirdma_dev, kick_cqs));
 }
 
+/*
+ * sirdma_poll_cq reads a kernel CQ's completions. A CQE naming a QP the driver does not have
+ * (the function's mistake) is consumed and not reported: the core would dereference its QP.
+ */
 int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc)
 {
 	struct sirdma_cq *cq = container_of(ibcq, struct sirdma_cq, ibcq);

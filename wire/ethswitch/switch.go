@@ -30,8 +30,9 @@ type Tap func(src string, t time.Time, frame []byte)
 // Faults decide what happens to frames on their way through the switch (wire/faultplan's Live
 // is one).
 type Faults interface {
-	// Frame is asked once about each frame a port sends, before the tap sees it: how many
-	// copies go on (0 drops it) and after how long. It may change the frame (a corruption).
+	// Frame is asked once about each frame a port sends, before the tap sees it and under the
+	// switch's lock: how many copies go on (0 drops it) and after how long. It may change the
+	// frame (a corruption).
 	Frame(src string, frame []byte) (copies int, delay time.Duration)
 	// Down says whether a port's link is down: frames for it are not delivered.
 	Down(port string) bool
@@ -127,20 +128,18 @@ func (s *Switch) forward(src *Port, f []byte) {
 	if len(f) < 14 {
 		return
 	}
+	var dst, from [6]byte
+	copy(dst[:], f[0:6])
+	copy(from[:], f[6:12])
+	var to []*Port
 	s.mu.Lock()
 	faults := s.faults
-	s.mu.Unlock()
 	copies, delay := 1, time.Duration(0)
 	if faults != nil {
 		// The faults may change the frame, which is the sender's: they get a copy.
 		f = append([]byte(nil), f...)
 		copies, delay = faults.Frame(src.name, f)
 	}
-	var dst, from [6]byte
-	copy(dst[:], f[0:6])
-	copy(from[:], f[6:12])
-	var to []*Port
-	s.mu.Lock()
 	if from[0]&1 == 0 {
 		s.byMAC[from] = src
 	}
@@ -224,9 +223,6 @@ func (p *Port) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 	}
 	if len(p.queue) == 0 {
 		p.queue = p.queue[:0:0] // let the slice's old backing array go
-	}
-	if n == 0 {
-		return 0, nil
 	}
 	return n, nil
 }

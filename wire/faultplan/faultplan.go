@@ -87,6 +87,23 @@ func (f *Fault) Match(src string, fr *Frame, now time.Duration) bool {
 // Fire counts a firing.
 func (f *Fault) Fire() { f.fired++ }
 
+// Apply does what a drop, duplicate, corrupt or delay fault does to a frame it fired on: the
+// copies that go on and their delay, as they stand after the faults before it; a corruption
+// changes frame in place.
+func (f *Fault) Apply(frame []byte, fr *Frame, copies int, delay time.Duration) (int, time.Duration) {
+	switch f.Action {
+	case Drop:
+		copies = 0
+	case Duplicate:
+		copies++
+	case Corrupt:
+		CorruptFrame(frame, fr.PayloadOff)
+	case Delay:
+		delay += f.Delay
+	}
+	return copies, delay
+}
+
 // Fired is how many times the fault fired.
 func (f *Fault) Fired() int { return f.fired }
 

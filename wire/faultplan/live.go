@@ -80,16 +80,7 @@ func (l *Live) Frame(src string, frame []byte) (copies int, delay time.Duration)
 			continue
 		}
 		f.Fire()
-		switch f.Action {
-		case Drop:
-			copies = 0
-		case Duplicate:
-			copies++
-		case Corrupt:
-			CorruptFrame(frame, fr.PayloadOff)
-		case Delay:
-			delay += f.Delay
-		}
+		copies, delay = f.Apply(frame, &fr, copies, delay)
 	}
 	if copies == 0 {
 		delay = 0
