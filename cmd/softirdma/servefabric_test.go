@@ -150,23 +150,9 @@ func (g *fabricGuest) write(t *testing.T, peer *fabricGuest, data []byte, off ui
 // socket finds its function reset, and WRITEs again, the other guest's function untouched;
 // the fabric's pcap decodes clean with every frame between the two.
 func TestServeFabric(t *testing.T) {
-	dir := t.TempDir()
-	sockA, sockB, pcap := filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock"), filepath.Join(dir, "fabric.pcap")
+	pcap := filepath.Join(t.TempDir(), "fabric.pcap")
 	ipA, ipB := netip.MustParseAddr("192.0.2.11"), netip.MustParseAddr("192.0.2.12")
-	var fns functionFlags
-	for _, v := range []string{"name=a,socket=" + sockA + ",ip=" + ipA.String(), "name=b,socket=" + sockB + ",ip=" + ipB.String()} {
-		if err := fns.Set(v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var out, errs lockedBuffer
-	code, ended := 0, make(chan struct{})
-	go func() {
-		code = serveFabric(ctx, fabricOptions{functions: fns, pcap: pcap}, &out, &errs)
-		close(ended)
-	}()
-	waitFor(t, "both functions listening", func() bool { return strings.Count(out.String(), "listening on") == 2 }, ended, &errs)
+	sockA, sockB, out, errs, stop := startFabric(t, fabricOptions{pcap: pcap})
 	for _, want := range []string{"function a (192.0.2.11) listening on " + sockA, "function b (192.0.2.12) listening on " + sockB} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("serve printed %q, want a line %q", out.String(), want)
@@ -180,7 +166,7 @@ func TestServeFabric(t *testing.T) {
 
 	// The first guest goes; its function is reset for the next, b's QP goes on.
 	a.bus.C.Close()
-	waitFor(t, "a's client gone", func() bool { return strings.Contains(errs.String(), `msg="client gone" function=a`) }, ended, &errs)
+	waitFor(t, "a's client gone", func() bool { return strings.Contains(errs.String(), `msg="client gone" function=a`) }, nil, errs)
 	a2 := attachFabricGuest(t, sockA, ipA)
 	if a2.qp.Num == 0 {
 		t.Fatal("no QP on the reset function")
@@ -194,14 +180,8 @@ func TestServeFabric(t *testing.T) {
 	a2.write(t, b, bytes.Repeat([]byte("again "), 500), 16384)
 	b.write(t, a2, bytes.Repeat([]byte("back "), 500), 0)
 
-	cancel()
-	select {
-	case <-ended:
-		if code != 0 {
-			t.Fatalf("serve exited %d: %s", code, errs.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not stop")
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, errs.String())
 	}
 	f, err := os.Open(pcap)
 	if err != nil {
@@ -223,9 +203,10 @@ func TestServeFabric(t *testing.T) {
 	}
 }
 
-// startFabric runs serveFabric with functions a and b (and o's other options) until the test
-// ends; it returns the two sockets' paths, serve's output and its log.
-func startFabric(t *testing.T, o fabricOptions) (sockA, sockB string, out, errs *lockedBuffer) {
+// startFabric runs serveFabric with functions a (192.0.2.11) and b (192.0.2.12) and o's other
+// options, and waits until both listen. It returns the two sockets' paths, serve's output and
+// log, and stop, which ends serve and gives its exit status (the test's end stops it too).
+func startFabric(t *testing.T, o fabricOptions) (sockA, sockB string, out, errs *lockedBuffer, stop func() int) {
 	t.Helper()
 	dir := t.TempDir()
 	sockA, sockB = filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")
@@ -236,21 +217,23 @@ func startFabric(t *testing.T, o fabricOptions) (sockA, sockB string, out, errs 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	out, errs = &lockedBuffer{}, &lockedBuffer{}
-	ended := make(chan struct{})
+	code, ended := 0, make(chan struct{})
 	go func() {
-		serveFabric(ctx, o, out, errs)
+		code = serveFabric(ctx, o, out, errs)
 		close(ended)
 	}()
-	t.Cleanup(func() {
+	stop = func() int {
 		cancel()
 		select {
 		case <-ended:
 		case <-time.After(10 * time.Second):
 			t.Error("serve did not stop")
 		}
-	})
+		return code
+	}
+	t.Cleanup(func() { stop() })
 	waitFor(t, "both functions listening", func() bool { return strings.Count(out.String(), "listening on") == 2 }, ended, errs)
-	return sockA, sockB, out, errs
+	return sockA, sockB, out, errs, stop
 }
 
 // fault runs `softirdma fault -socket ctl ARGS...`.
@@ -270,7 +253,7 @@ func TestServeFabricFaults(t *testing.T) {
 	if err := o.faults.Set("drop from=a opcode=RDMA_WRITE_ONLY nth=1 name=first-write"); err != nil {
 		t.Fatal(err)
 	}
-	sockA, sockB, out, _ := startFabric(t, o)
+	sockA, sockB, out, _, _ := startFabric(t, o)
 	if !strings.Contains(out.String(), "control socket "+ctl) {
 		t.Fatalf("no control socket line: %s", out.String())
 	}

@@ -204,8 +204,15 @@ func newLoopback(t *testing.T) *loopback {
 func connect(t *testing.T, q, peer *driver.QP) {
 	t.Helper()
 	gid := [16]byte{10: 0xff, 11: 0xff, 12: 192, 13: 0, 14: 2, 15: 1} // the function's default address
-	must(t, q.Modify(driver.QPAttr{State: 1, PortNum: 1, AccessFlags: allAccess &^ (1 | 16)}, 1|8|16|32))
-	must(t, q.Modify(driver.QPAttr{State: 2, PathMTU: 3, DestQPN: peer.Num, MaxDestRdAtomic: 4, MinRNRTimer: 12, HopLimit: 64, DGID: gid},
+	toRTS(t, q, peer.Num, gid, allAccess&^(1|16))
+}
+
+// toRTS takes q through INIT (granting the remote rights access) and RTR (towards QP destQPN at
+// GID dgid, 1024-byte path MTU) to RTS (timeout 14, seven retries).
+func toRTS(t *testing.T, q *driver.QP, destQPN uint32, dgid [16]byte, access uint32) {
+	t.Helper()
+	must(t, q.Modify(driver.QPAttr{State: 1, PortNum: 1, AccessFlags: access}, 1|8|16|32))
+	must(t, q.Modify(driver.QPAttr{State: 2, PathMTU: 3, DestQPN: destQPN, MaxDestRdAtomic: 4, MinRNRTimer: 12, HopLimit: 64, DGID: dgid},
 		1|128|256|1<<20|1<<12|1<<17|1<<15))
 	must(t, q.Modify(driver.QPAttr{State: 3, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
 }
@@ -295,10 +302,7 @@ func TestDMAUnmapMidTraffic(t *testing.T) {
 	src := bytes.Repeat([]byte{0x77}, 4096)
 	pmr, err := ppd.RegMR(src, emu.AccessLocalWrite)
 	must(t, err)
-	must(t, q.Modify(driver.QPAttr{State: 1, PortNum: 1, AccessFlags: 2}, 1|8|16|32))
-	must(t, q.Modify(driver.QPAttr{State: 2, PathMTU: 3, DestQPN: pqp.Num(), MaxDestRdAtomic: 4, MinRNRTimer: 12, HopLimit: 64,
-		DGID: netip.MustParseAddr("::ffff:192.0.2.2").As16()}, 1|128|256|1<<20|1<<12|1<<17|1<<15))
-	must(t, q.Modify(driver.QPAttr{State: 3, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
+	toRTS(t, q, pqp.Num(), netip.MustParseAddr("::ffff:192.0.2.2").As16(), 2)
 	must(t, pqp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1}, emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags))
 	must(t, pqp.Modify(emu.QPAttr{State: emu.QPSRTR, AH: emu.AHAttr{DGID: netip.MustParseAddr("192.0.2.1"), HopLimit: 64},
 		PathMTU: emu.MTU1024, DestQPN: q.Num, MaxDestRdAtomic: 4, MinRNRTimer: 12},

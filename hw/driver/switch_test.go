@@ -87,11 +87,7 @@ func TestSixteenFunctionsOneSwitch(t *testing.T) {
 			if q == nil {
 				continue
 			}
-			peer := fns[j]
-			must(t, q.Modify(driver.QPAttr{State: 1, PortNum: 1, AccessFlags: 2}, 1|8|16|32))
-			must(t, q.Modify(driver.QPAttr{State: 2, PathMTU: 3, DestQPN: peer.qps[i].Num, MaxDestRdAtomic: 4, MinRNRTimer: 12, HopLimit: 64,
-				DGID: netip.AddrFrom16(peer.ip.As16()).As16()}, 1|128|256|1<<20|1<<12|1<<17|1<<15))
-			must(t, q.Modify(driver.QPAttr{State: 3, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
+			toRTS(t, q, fns[j].qps[i].Num, fns[j].ip.As16(), 2)
 		}
 	}
 	// Every QP writes at once; each function waits for its own 15 completions.
