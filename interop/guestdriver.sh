@@ -58,7 +58,7 @@ for v in "ucmatose|ucmatose -s 192.168.77.1 -c 4|ucmatose -c 4" "udaddy|udaddy -
   # under load) or whose client gave up (perftest's -R client tries the test QP's connection ten
   # times 100 ms apart, and a loaded guest's server may listen later) runs again, its client
   # trying on meanwhile: one such failure must not put the two guests' scripts out of step.
-  serve_pair "VM: peer $name" "$client" "$server" server 3
+  serve_pair "VM: peer $name" "$client" "$server" server
 done
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
   s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
@@ -115,7 +115,7 @@ for v in "ucmatose|ucmatose -s 192.168.77.2 -c 4|ucmatose -c 4" "udaddy|udaddy -
     "ib_write_bw_R|ib_write_bw -d softirdma0 -F -R -n 20 -s 4096 192.168.77.2|ib_write_bw -d softirdma0 -F -R -n 20 -s 4096"; do
   name=${v%%|*}; rest=${v#*|}; client=${rest%%|*}; server=${rest#*|}
   # As in the rxe guest's script: a failed server runs again while its client keeps trying.
-  serve_pair "VM: $name" "$client" "$server" client 3
+  serve_pair "VM: $name" "$client" "$server" client
 done
 # perftest's bandwidth tools on softirdma0 as clients of the rxe guest's servers.
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do

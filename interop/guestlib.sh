@@ -50,19 +50,20 @@ check() {
 # kernel_clean NAME EXTRA SENTINEL...: PASS when the guest printed every SENTINEL (so its dmesg
 # was looked at: a guest that hung or died before says nothing, which is no pass) and neither
 # the dmesg lines it printed ("VM: dmesg...") nor its console show a kernel warning, oops,
-# BUG or hung task, nor a match of the regex EXTRA (empty: none).
+# BUG or hung task, nor a match of the regex EXTRA (empty: none). The guest's console is
+# $KERNEL_LOG, by default $OUT/guest.log.
 kernel_clean() {
-  local name=$1 extra=$2 s
+  local name=$1 extra=$2 s log=${KERNEL_LOG:-$OUT/guest.log}
   shift 2
   for s in "$@"; do
-    if ! grep -aqF "$s" "$OUT/guest.log"; then
+    if ! grep -aqF "$s" "$log"; then
       echo "FAIL $name (the guest never said \"$s\")"; fail=1; return
     fi
   done
   # On the console a kernel message starts with its time stamp; tools print WARNING: lines too.
   local bad='\[ *[0-9]+\.[0-9]+\] (WARNING:|BUG:|Oops|Call Trace|.*blocked for more than)'
-  if grep -aqE "VM: dmesg[0-9]*: .*(WARNING|BUG|Oops|Call Trace)|$bad${extra:+|$extra}" "$OUT/guest.log"; then
-    echo "FAIL $name"; grep -aE "VM: dmesg[0-9]*: .*(WARNING|BUG|Oops|Call Trace)|$bad${extra:+|$extra}" "$OUT/guest.log" | head; fail=1
+  if grep -aqE "VM: dmesg[0-9]*: .*(WARNING|BUG|Oops|Call Trace)|$bad${extra:+|$extra}" "$log"; then
+    echo "FAIL $name"; grep -aE "VM: dmesg[0-9]*: .*(WARNING|BUG|Oops|Call Trace)|$bad${extra:+|$extra}" "$log" | head; fail=1
   else
     echo "PASS $name"
   fi

@@ -132,17 +132,6 @@ boot() {
   eval "${role}_pid=$!"
 }
 
-# clean NAME LOG: a guest that reported its kernel log, and no warning, oops or hung task in it
-# nor on its console.
-clean() {
-  local bad='\[ *[0-9]+\.[0-9]+\] (WARNING:|BUG:|Oops|Call Trace|.*blocked for more than)'
-  if grep -aq "VM: dmesg checked" "$2" && ! grep -aqE "VM: dmesg: .*(WARNING|BUG|Oops|Call Trace|blocked for more than)|$bad" "$2"; then
-    echo "PASS $1"
-  else
-    echo "FAIL $1"; grep -aE "VM: dmesg: .*(WARNING|BUG|Oops|Call Trace|blocked)|$bad" "$2" | head -5; fail=1
-  fi
-}
-
 declare -A iops mbs
 port=9301
 for case in "${cases[@]}"; do
@@ -205,8 +194,8 @@ for case in "${cases[@]}"; do
   if [ $SRQ = 1 ]; then
     if grep -aqE "VM: srq: .*nvmet" "$t"; then echo "PASS ${n}_target_srq"; else echo "FAIL ${n}_target_srq"; fail=1; fi
   fi
-  clean "${n}_target_no_kernel_warning" "$t"
-  clean "${n}_host_no_kernel_warning" "$h"
+  KERNEL_LOG=$t kernel_clean "${n}_target_no_kernel_warning" "" "VM: dmesg checked"
+  KERNEL_LOG=$h kernel_clean "${n}_host_no_kernel_warning" "" "VM: dmesg checked"
 done
 # With the same target, the host on softirdma0 against the host on rxe0.
 num() { case $1 in *k) awk -v v="${1%k}" 'BEGIN { print v * 1000 }';; *) echo "$1";; esac; }

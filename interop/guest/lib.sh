@@ -27,13 +27,13 @@ until_served() {
   done
 }
 
-# until_ok TRIES CMD...: a client that fails while its server is not up yet, run again a second
-# later until it exits 0, at most TRIES times. Its output of the last run is in /tmp/out, its
-# status in $rc.
+# until_ok TRIES CMD...: a client that fails while its server is not up yet (or a server whose
+# client may have failed it), run again a second later until it exits 0, at most TRIES times.
+# Its output of the last run is in /tmp/out, its status in $rc, the runs it took in $runs.
 until_ok() {
   tries=$1
   shift
-  for _try in $(seq $tries); do
+  for runs in $(seq $tries); do
     "$@" > /tmp/out 2>&1
     rc=$?
     [ $rc = 0 ] && return 0
@@ -42,35 +42,18 @@ until_ok() {
   return $rc
 }
 
-# serve_until_ok TRIES CMD...: a server run again while it fails, at most TRIES times: for a tool
-# pair whose client can fail in a way that leaves its server waiting for it (CMD's timeout ends
-# that wait). Its output of the last run is in /tmp/out, its status in $rc, the runs it took in
-# $runs.
-serve_until_ok() {
-  tries=$1
-  shift
-  for runs in $(seq $tries); do
-    "$@" > /tmp/out 2>&1
-    rc=$?
-    [ $rc = 0 ] && return 0
-  done
-  return $rc
-}
-
-# serve_pair LABEL CLIENT SERVER FIRST [SERVER_TRIES]: one role of a tool pair whose other role
-# runs in the other guest: the client (run again until its server listens) and the server, FIRST
-# (client or server) first. A server run SERVER_TRIES times (default 1) ends each wait at 45 s
-# and its client keeps trying long enough for the next run. Prints "LABEL client|server rc=N"
-# and each one's output under "LABEL client|server: ".
+# serve_pair LABEL CLIENT SERVER FIRST: one role of a tool pair whose other role runs in the
+# other guest: the client (run again until its server listens) and the server, FIRST (client or
+# server) first. A server that fails runs again, up to three times, each wait ended at 45 s, and
+# its client keeps trying long enough for the next run. Prints "LABEL client|server rc=N", a
+# server's runs when it took more than one, and each one's output under "LABEL client|server: ".
 serve_pair() {
-  label=$1 client=$2 server=$3 first=$4 stries=${5:-1}
+  label=$1 client=$2 server=$3 first=$4
   for role in $first $( [ $first = client ] && echo server || echo client ); do
     if [ $role = client ]; then
-      until_ok $((30 * stries)) timeout 30 $client
-    elif [ $stries = 1 ]; then
-      timeout 120 $server > /tmp/out 2>&1; rc=$?
+      until_ok 90 timeout 30 $client
     else
-      serve_until_ok $stries timeout 45 $server
+      until_ok 3 timeout 45 $server
       [ $runs = 1 ] || echo "$label server: runs=$runs"
     fi
     echo "$label $role rc=$rc"
