@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -44,6 +45,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", stderr)
 	socket := fs.String("socket", "", "the vfio-user socket to listen on (required)")
 	debug := fs.Bool("debug", false, "log every vfio-user request")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of serve to this file when it ends (go tool pprof reads it): where the function's time goes")
 	var lc linkFlags
 	lc.register(fs)
 	var functions functionFlags
@@ -52,7 +54,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&faults, "fault", "with -function, repeated: a fault in the fabric from the start, e.g. 'drop from=a opcode=RDMA_READ_RESPONSE_MIDDLE nth=3' (softirdma fault -h has the syntax)")
 	fs.Var(&functions, "function", "a function of its own for one more VM, repeated: name=NAME,socket=PATH[,ip=ADDR][,mac=MAC] (instead of -socket); the functions share an in-process fabric, -link is its uplink, -pcap captures all of it")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma serve -socket PATH [-link LINK -ip ADDR [-pcap FILE]] [-mac MAC] [-debug]")
+		fmt.Fprintln(stderr, "usage: softirdma serve -socket PATH [-link LINK -ip ADDR [-pcap FILE]] [-mac MAC] [-debug] [-cpuprofile FILE]")
 		fmt.Fprintln(stderr, "       softirdma serve -function name=a,socket=PATH[,ip=ADDR][,mac=MAC] -function ... [-link LINK] [-pcap FILE] [-loss F]")
 		fmt.Fprintln(stderr, "                       [-fault FAULT]... [-control CTL] [-debug]")
 		fmt.Fprintln(stderr)
@@ -84,6 +86,14 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	if code := checkFlags(stderr, "serve", floatRange("loss", lc.loss, 0, 0.5)); code != 0 {
 		return code
+	}
+	if *cpuprofile != "" {
+		stopProfile, err := startCPUProfile(*cpuprofile)
+		if err != nil {
+			fmt.Fprintf(stderr, "softirdma serve: -cpuprofile: %v\n", err)
+			return 2
+		}
+		defer stopProfile()
 	}
 	if len(functions) > 0 {
 		return runServeFabric(fabricOptions{functions: functions, faults: faults, control: *control, debug: *debug}, *socket, lc, stdout, stderr)
@@ -132,6 +142,22 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return serve(ctx, o, stdout, stderr)
+}
+
+// startCPUProfile profiles the process into path until the returned stop runs.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // sunPathMax is the size of sockaddr_un's sun_path on Linux: a socket path is at most this long
