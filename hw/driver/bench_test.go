@@ -9,6 +9,7 @@ import (
 	"github.com/softirdma/softirdma/hw"
 	"github.com/softirdma/softirdma/hw/driver"
 	"github.com/softirdma/softirdma/internal/devscenario"
+	"github.com/softirdma/softirdma/wire/ethswitch"
 )
 
 // benchPair is two QPs of the function connected over its loopback, driven through the
@@ -71,6 +72,22 @@ func BenchmarkGuestWrite(b *testing.B) {
 		devscenario.ConnectPeer(b, q, pqp, peer.IP(), netip.MustParseAddr("192.0.2.1"), uint8(emu.MTU4096))
 		guestWrites(b, q, cq, mr, pmr.Addr(), pmr.RKey())
 	})
+	for _, mtu := range []emu.MTU{emu.MTU1024, emu.MTU4096} {
+		b.Run(fmt.Sprintf("switch-mtu%d/64KiB", mtu.Bytes()), func(b *testing.B) {
+			// Two functions on the fabric of serve -function (wire/ethswitch), each on its
+			// realtime host as serve runs it: what a guest-to-guest transfer costs on the
+			// host, the guests' CPUs aside.
+			sw := ethswitch.New()
+			f, g := newSwitchFunction(b, sw, 0, 1<<20), newSwitchFunction(b, sw, 1, 1<<20)
+			q, err := f.d.CreateQP(f.pd, f.cq, f.cq, driver.QPCaps{SendLog: 7, RecvLog: 2, MaxSendSGE: 1, MaxRecvSGE: 1})
+			must(b, err)
+			r, err := g.d.CreateQP(g.pd, g.cq, g.cq, driver.QPCaps{SendLog: 2, RecvLog: 2, MaxSendSGE: 1, MaxRecvSGE: 1})
+			must(b, err)
+			toRTSMTU(b, q, r.Num, g.ip.As16(), allAccess, mtu)
+			toRTSMTU(b, r, q.Num, f.ip.As16(), allAccess, mtu)
+			guestWrites(b, q, f.cq, f.mr, g.mr.Addr+512<<10, g.mr.Key)
+		})
+	}
 	b.Run("engine/64KiB", func(b *testing.B) {
 		// Two engine devices on one wall clock, joined by a function call: the engine's work
 		// with no device model and no transport around it.

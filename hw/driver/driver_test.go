@@ -209,10 +209,16 @@ func connect(t *testing.T, q, peer *driver.QP) {
 
 // toRTS takes q through INIT (granting the remote rights access) and RTR (towards QP destQPN at
 // GID dgid, 1024-byte path MTU) to RTS (timeout 14, seven retries).
-func toRTS(t *testing.T, q *driver.QP, destQPN uint32, dgid [16]byte, access uint32) {
+func toRTS(t testing.TB, q *driver.QP, destQPN uint32, dgid [16]byte, access uint32) {
+	t.Helper()
+	toRTSMTU(t, q, destQPN, dgid, access, emu.MTU1024)
+}
+
+// toRTSMTU is toRTS with a path MTU of its own.
+func toRTSMTU(t testing.TB, q *driver.QP, destQPN uint32, dgid [16]byte, access uint32, mtu emu.MTU) {
 	t.Helper()
 	must(t, q.Modify(driver.QPAttr{State: 1, PortNum: 1, AccessFlags: access}, 1|8|16|32))
-	must(t, q.Modify(driver.QPAttr{State: 2, PathMTU: 3, DestQPN: destQPN, MaxDestRdAtomic: 4, MinRNRTimer: 12, HopLimit: 64, DGID: dgid},
+	must(t, q.Modify(driver.QPAttr{State: 2, PathMTU: uint8(mtu), DestQPN: destQPN, MaxDestRdAtomic: 4, MinRNRTimer: 12, HopLimit: 64, DGID: dgid},
 		1|128|256|1<<20|1<<12|1<<17|1<<15))
 	must(t, q.Modify(driver.QPAttr{State: 3, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
 }

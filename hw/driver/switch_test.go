@@ -26,6 +26,37 @@ type switchFunction struct {
 	cq   *driver.CQ
 	qps  []*driver.QP // by peer index; nil for itself
 	host *emu.Host
+	port *ethswitch.Port
+	pd   uint32
+}
+
+// newSwitchFunction is function i (MAC 02:00:00:00:01:i, 192.0.2.10+i) on a port of sw, on its
+// own realtime host, through the in-process transport: a PD, an MR of mrSize bytes, a CQ of 64.
+func newSwitchFunction(tb testing.TB, sw *ethswitch.Switch, i int, mrSize uint64) *switchFunction {
+	mac := [6]byte{2, 0, 0, 0, 1, byte(i)}
+	ip := netip.AddrFrom4([4]byte{192, 0, 2, byte(10 + i)})
+	port := sw.NewPort(fmt.Sprint("fn", i))
+	h, err := emu.NewHost(emu.HostConfig{Name: fmt.Sprint("fn", i), Link: port, MAC: mac, IP: ip,
+		IPs: []netip.Addr{neigh.LinkLocal(mac)}, Answer: true})
+	must(tb, err)
+	go h.Run()
+	tb.Cleanup(func() { h.Close() })
+	f := &switchFunction{ip: ip, host: h, port: port}
+	f.bus = inProcess(tb, func(c *hw.Config) {
+		c.Name, c.MAC, c.IP = fmt.Sprint("fn", i), mac, ip
+		c.Clock = emu.NewWallClock()
+		c.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device { return h.Rebind(mac, ip, ips) }
+		c.Readdress = h.SetAddresses
+	})
+	f.d, err = driver.Open(f.bus, driver.Arena{Base: ramBase, Size: ramSize})
+	must(tb, err)
+	f.pd, err = f.d.AllocPD()
+	must(tb, err)
+	f.mr, err = f.d.RegMR(f.pd, mrSize, allAccess)
+	must(tb, err)
+	f.cq, err = f.d.CreateCQ(6, nil)
+	must(tb, err)
+	return f
 }
 
 // pattern is what function from writes into function to's slot.
@@ -47,36 +78,15 @@ func TestSixteenFunctionsOneSwitch(t *testing.T) {
 	fns := make([]*switchFunction, n)
 	ports := make([]*ethswitch.Port, n)
 	for i := range fns {
-		mac := [6]byte{2, 0, 0, 0, 1, byte(i)}
-		ip := netip.AddrFrom4([4]byte{192, 0, 2, byte(10 + i)})
-		port := sw.NewPort(fmt.Sprint("fn", i))
-		ports[i] = port
-		h, err := emu.NewHost(emu.HostConfig{Name: fmt.Sprint("fn", i), Link: port, MAC: mac, IP: ip,
-			IPs: []netip.Addr{neigh.LinkLocal(mac)}, Answer: true})
-		must(t, err)
-		go h.Run()
-		t.Cleanup(func() { h.Close() })
-		f := &switchFunction{ip: ip, host: h}
-		f.bus = inProcess(t, func(c *hw.Config) {
-			c.Name, c.MAC, c.IP = fmt.Sprint("fn", i), mac, ip
-			c.Clock = emu.NewWallClock()
-			c.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device { return h.Rebind(mac, ip, ips) }
-			c.Readdress = h.SetAddresses
-		})
-		f.d, err = driver.Open(f.bus, driver.Arena{Base: ramBase, Size: ramSize})
-		must(t, err)
-		pd, err := f.d.AllocPD()
-		must(t, err)
-		f.mr, err = f.d.RegMR(pd, 2*n*4096, allAccess)
-		must(t, err)
-		f.cq, err = f.d.CreateCQ(6, nil)
-		must(t, err)
+		f := newSwitchFunction(t, sw, i, 2*n*4096)
+		ports[i] = f.port
+		var err error
 		f.qps = make([]*driver.QP, n)
 		for j := range n {
 			if j == i {
 				continue
 			}
-			f.qps[j], err = f.d.CreateQP(pd, f.cq, f.cq, driver.QPCaps{SendLog: 3, RecvLog: 3, MaxSendSGE: 1, MaxRecvSGE: 1})
+			f.qps[j], err = f.d.CreateQP(f.pd, f.cq, f.cq, driver.QPCaps{SendLog: 3, RecvLog: 3, MaxSendSGE: 1, MaxRecvSGE: 1})
 			must(t, err)
 			must(t, f.bus.WriteMem(f.mr.Addr+uint64(n+j)*4096, pattern(i, j)))
 		}

@@ -164,12 +164,18 @@ func (s *Switch) forward(src *Port, f []byte) {
 		}
 		for range copies {
 			if delay > 0 {
-				time.AfterFunc(delay, func() { q.deliver(f) })
+				q.deliverAfter(delay, f)
 			} else {
 				q.deliver(f)
 			}
 		}
 	}
+}
+
+// deliverAfter delivers f once delay has passed (f is the faults' copy, the sender's buffer
+// being its own again by then).
+func (p *Port) deliverAfter(delay time.Duration, f []byte) {
+	time.AfterFunc(delay, func() { p.deliver(f) })
 }
 
 // deliver queues a copy of f for the port's reader; the uplink's goes out on its link.
@@ -191,12 +197,19 @@ func (p *Port) deliver(f []byte) {
 	if n := len(p.free); n > 0 {
 		b, p.free = p.free[n-1], p.free[:n-1]
 	}
-	b = append(b[:0], f...)
+	if cap(b) < len(f) {
+		b = roce.NewFrameBuffer(max(len(f), roce.MaxFrameLen))
+	}
+	b = b[:len(f)]
+	copy(b, f)
 	p.queue = append(p.queue, b)
 	p.ready.Signal()
 }
 
-// RecvBatch waits for a frame, then copies up to len(bufs) queued frames into bufs.
+// RecvBatch waits for a frame, then hands over up to len(bufs) queued frames: a frame's buffer
+// takes the place of the caller's in bufs when that holds any frame (MaxFrameLen), the port
+// keeping the caller's for a later frame, so a frame is copied once between two ports, as it is
+// queued; into a shorter buffer it is copied.
 func (p *Port) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -206,24 +219,30 @@ func (p *Port) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 	if len(p.queue) == 0 {
 		return 0, ErrClosed
 	}
-	n := 0
-	for n < len(bufs) && len(p.queue) > 0 {
-		f := p.queue[0]
-		p.queue[0] = nil
-		p.queue = p.queue[1:]
+	n, taken := 0, 0
+	for n < len(bufs) && taken < len(p.queue) {
+		f := p.queue[taken]
+		taken++
 		if len(f) > len(bufs[n]) {
 			p.stats.RxDropped++
+			p.free = append(p.free, f)
+			continue
+		}
+		p.stats.RxFrames++
+		p.stats.RxBytes += uint64(len(f))
+		sizes[n] = len(f)
+		if len(bufs[n]) >= roce.MaxFrameLen && cap(f) >= len(bufs[n]) {
+			bufs[n], f = f[:len(bufs[n])], bufs[n]
 		} else {
-			sizes[n] = copy(bufs[n], f)
-			p.stats.RxFrames++
-			p.stats.RxBytes += uint64(len(f))
-			n++
+			copy(bufs[n], f)
 		}
 		p.free = append(p.free, f)
+		n++
 	}
-	if len(p.queue) == 0 {
-		p.queue = p.queue[:0:0] // let the slice's old backing array go
-	}
+	// What is left moves to the front: the queue's array serves for the port's life.
+	left := copy(p.queue, p.queue[taken:])
+	clear(p.queue[left:])
+	p.queue = p.queue[:left]
 	return n, nil
 }
 

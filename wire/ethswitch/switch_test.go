@@ -297,3 +297,41 @@ func TestFaults(t *testing.T) {
 		t.Fatalf("tap saw %q, want %q", tapped, want)
 	}
 }
+
+// Handing frames over: a frame's buffer takes the place of the caller's (once the sender's
+// frame was copied as it was queued, never again), the port keeps nothing it handed over, and a
+// caller's buffer it took carries later frames intact; a buffer shorter than the port's gets a
+// copy.
+func TestRecvBatchHandsOver(t *testing.T) {
+	sw := ethswitch.New()
+	a, b := sw.NewPort("a"), sw.NewPort("b")
+	sent := frame(2, 1, "first")
+	send(t, a, sent)
+	copy(sent[14:], "XXXXX") // the sender's buffer is its own again
+	mine := make([]byte, roce.MaxFrameLen)
+	bufs, sizes := [][]byte{mine}, make([]int, 1)
+	if n, err := b.RecvBatch(bufs, sizes); n != 1 || err != nil || string(bufs[0][14:sizes[0]]) != "first" {
+		t.Fatalf("RecvBatch: %d %v %q", n, err, bufs[0][:sizes[0]])
+	}
+	if &bufs[0][0] == &mine[0] || len(bufs[0]) != roce.MaxFrameLen {
+		t.Fatalf("the frame was copied into the caller's buffer (len %d), not handed over", len(bufs[0]))
+	}
+	held := bufs[0]
+	// The caller's own buffer now carries the port's next frames; what it holds stays.
+	for i := range 3 {
+		send(t, a, frame(2, 1, fmt.Sprintf("next %d", i)))
+		other := [][]byte{make([]byte, roce.MaxFrameLen)}
+		if n, err := b.RecvBatch(other, sizes); n != 1 || err != nil || string(other[0][14:sizes[0]]) != fmt.Sprintf("next %d", i) {
+			t.Fatalf("RecvBatch %d: %d %v %q", i, n, err, other[0][:sizes[0]])
+		}
+	}
+	if string(held[14:19]) != "first" {
+		t.Fatalf("a buffer handed over changed: %q", held[:19])
+	}
+	send(t, a, frame(2, 1, "short"))
+	small := make([]byte, 64)
+	bufs = [][]byte{small}
+	if n, err := b.RecvBatch(bufs, sizes); n != 1 || err != nil || &bufs[0][0] != &small[0] || string(small[14:sizes[0]]) != "short" {
+		t.Fatalf("into a short buffer: %d %v %q", n, err, small[:sizes[0]])
+	}
+}

@@ -9,7 +9,9 @@ type Link interface {
 	SendBatch(frames [][]byte) (int, error)
 	// RecvBatch waits for at least one frame, copies up to len(bufs) frames into bufs (each
 	// should hold MaxFrameLen bytes), records their lengths in sizes and returns how many.
-	// A frame too large for its buffer, or otherwise not a frame, is counted and dropped.
+	// A frame too large for its buffer, or otherwise not a frame, is counted and dropped. A
+	// link that holds frames in memory may instead put a buffer of its own, as long, in
+	// bufs[i] and keep the caller's: callers keep no other reference to their buffers.
 	RecvBatch(bufs [][]byte, sizes []int) (int, error)
 	// Close stops the link; a blocked RecvBatch returns an error.
 	Close() error
