@@ -7,6 +7,7 @@
 #   vm.eth1=ADDR/LEN   eth1's address (vm/run.sh's VM_LINK NIC)
 #   vm.rxe=1           a Linux Soft-RoCE device rxe0 on eth1
 #   vm.softirdma=ADDR/LEN  modprobe softirdma; its netdev up with ADDR, the RDMA device's GIDs in place
+#   vm.mtu=N           the softirdma netdev's MTU (9000: jumbo frames, the port's active MTU 4096)
 # A script runs under /bin/sh (dash) with GIDX (rxe0's IPv4 RoCEv2 GID index) and
 # SOFTIRDMA_NETDEV set, in /tmp.
 # Lines for the host to read start with "VM: "; the last is "VM: exit STATUS".
@@ -23,13 +24,14 @@ mount -t tmpfs -o mode=1777 shm /dev/shm
 mount -t devpts devpts /dev/pts
 hostname softirdma-vm
 
-MODS= ETH1= RXE=0 SI= SOFTIRDMA_NETDEV= GIDX=
+MODS= ETH1= RXE=0 SI= MTU= SOFTIRDMA_NETDEV= GIDX=
 for a in $(cat /proc/cmdline); do
   case $a in
     vm.modules=*) MODS=$(echo "${a#vm.modules=}" | tr , ' ') ;;
     vm.eth1=*) ETH1=${a#vm.eth1=} ;;
     vm.rxe=*) RXE=${a#vm.rxe=} ;;
     vm.softirdma=*) SI=${a#vm.softirdma=} ;;
+    vm.mtu=*) MTU=${a#vm.mtu=} ;;
   esac
 done
 # shellcheck disable=SC2086
@@ -78,6 +80,7 @@ if [ -n "$SI" ]; then
     else
       # No duplicate address detection: the addresses are usable (GID 0 too) at once.
       sysctl -qw "net.ipv6.conf.$SOFTIRDMA_NETDEV.accept_dad=0"
+      if [ -n "$MTU" ]; then ip link set "$SOFTIRDMA_NETDEV" mtu "$MTU" || echo "VM: MTU $MTU refused"; fi
       ip link set "$SOFTIRDMA_NETDEV" up && ip addr add "$SI" dev "$SOFTIRDMA_NETDEV"
       wait_gid softirdma0 && echo "VM: softirdma0 on $SOFTIRDMA_NETDEV ($SI)"
     fi

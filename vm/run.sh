@@ -3,7 +3,7 @@
 # console on standard output. With VM_SCRIPT or VM_CMD it runs that in the guest, powers off and
 # exits with its status (125: the guest ended without reporting one); without, a shell on the
 # console (leave it with poweroff, exit or Ctrl-D; Ctrl-A X stops QEMU). KERNEL-ARGs are vm/guest.sh's
-# vm.* settings (vm.softirdma=ADDR/LEN, vm.rxe=1, vm.eth1=ADDR/LEN, vm.modules=A,B).
+# vm.* settings (vm.softirdma=ADDR/LEN, vm.mtu=N, vm.rxe=1, vm.eth1=ADDR/LEN, vm.modules=A,B).
 #
 #   VM_KERNEL=6.12     a provisioned kernel: 6.1, 6.12 or newest (or its major.minor)
 #   VM_MEM=1G          guest RAM; also the size of the shared memfd a vfio-user device maps

@@ -113,20 +113,22 @@ static int rx_post(struct sirdma_dev *sdev)
 	struct sk_buff *skb;
 	dma_addr_t addr;
 	u32 i = r->prod;
+	u32 len = max_t(u32, SOFTIRDMA_ETH_RX_BUF, sdev->netdev->mtu + ETH_HLEN + VLAN_HLEN);
 
-	skb = netdev_alloc_skb_ip_align(sdev->netdev, SOFTIRDMA_ETH_RX_BUF);
+	skb = netdev_alloc_skb_ip_align(sdev->netdev, len);
 	if (!skb)
 		return -ENOMEM;
-	addr = dma_map_single(&sdev->pdev->dev, skb->data, SOFTIRDMA_ETH_RX_BUF, DMA_FROM_DEVICE);
+	addr = dma_map_single(&sdev->pdev->dev, skb->data, len, DMA_FROM_DEVICE);
 	if (dma_mapping_error(&sdev->pdev->dev, addr)) {
 		dev_kfree_skb_any(skb);
 		return -ENOMEM;
 	}
 	r->skbs[i] = skb;
 	r->addrs[i] = addr;
+	r->lens[i] = len;
 	d = ring_desc(r, i);
 	d->addr = cpu_to_le64(addr);
-	d->len = cpu_to_le32(SOFTIRDMA_ETH_RX_BUF);
+	d->len = cpu_to_le32(len);
 	d->flags = 0;
 	r->prod = (i + 1) & RING_MASK;
 	return 0;
@@ -146,11 +148,11 @@ static int rx_poll(struct sirdma_dev *sdev, int budget)
 
 		dma_rmb(); /* the descriptor after the index that says it is filled */
 		len = le32_to_cpu(d->len);
-		dma_unmap_single(&sdev->pdev->dev, r->addrs[r->clean], SOFTIRDMA_ETH_RX_BUF,
+		dma_unmap_single(&sdev->pdev->dev, r->addrs[r->clean], r->lens[r->clean],
 				 DMA_FROM_DEVICE);
 		r->skbs[r->clean] = NULL;
 		if (!(le32_to_cpu(d->flags) & SOFTIRDMA_ETH_DESC_DONE) || len < ETH_HLEN ||
-		    len > SOFTIRDMA_ETH_RX_BUF) {
+		    len > r->lens[r->clean]) {
 			netdev->stats.rx_dropped++;
 			dev_kfree_skb_any(skb);
 		} else {
@@ -270,7 +272,7 @@ static void ring_drain(struct sirdma_dev *sdev, struct sirdma_eth_ring *r,
 
 		if (!r->skbs[i])
 			continue;
-		len = dir == DMA_TO_DEVICE ? r->skbs[i]->len : SOFTIRDMA_ETH_RX_BUF;
+		len = dir == DMA_TO_DEVICE ? r->skbs[i]->len : r->lens[i];
 		dma_unmap_single(&sdev->pdev->dev, r->addrs[i], len, dir);
 		dev_kfree_skb_any(r->skbs[i]);
 		r->skbs[i] = NULL;
@@ -380,7 +382,10 @@ int sirdma_eth_init(struct sirdma_dev *sdev)
 	SET_NETDEV_DEV(netdev, &sdev->pdev->dev);
 	netdev->netdev_ops = &sirdma_netdev_ops;
 	netdev->min_mtu = ETH_MIN_MTU;
-	netdev->max_mtu = SOFTIRDMA_ETH_RX_BUF - ETH_HLEN - VLAN_HLEN;
+	/* Up to the function's jumbo frame: an MTU of 4096 + RoCEv2's headers or more gives the
+	 * port an active MTU of 4096.
+	 */
+	netdev->max_mtu = SOFTIRDMA_ETH_MAX_FRAME - ETH_HLEN - VLAN_HLEN;
 
 	/* The function's power-on MAC, as its config gave it; a random one if it has none. */
 	put_unaligned_le32(sirdma_rd(sdev, SOFTIRDMA_REG_MAC_LO), mac);

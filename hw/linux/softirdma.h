@@ -33,6 +33,7 @@
 /* An Ethernet ring: header and descriptors in one page (level-0 page list). */
 #define SOFTIRDMA_ETH_RING_LOG 7
 #define SOFTIRDMA_ETH_RING_SIZE (1U << SOFTIRDMA_ETH_RING_LOG)
+/* An RX buffer holds a frame of the netdev's MTU, and never less than this. */
 #define SOFTIRDMA_ETH_RX_BUF 1536
 
 /* The device limits as QUERY_DEVICE reports them (registers CAPS to CTRLQ_MAX). */
@@ -54,6 +55,10 @@ struct sirdma_eth_ring {
 	u32 clean; /* the next slot the driver takes back */
 	struct sk_buff *skbs[SOFTIRDMA_ETH_RING_SIZE];
 	dma_addr_t addrs[SOFTIRDMA_ETH_RING_SIZE];
+	/* RX: each buffer's size, the MTU's when it was posted (a change of MTU reaches the
+	 * buffers as they come back).
+	 */
+	u32 lens[SOFTIRDMA_ETH_RING_SIZE];
 };
 
 /* An event queue: a ring the device produces into, with its MSI-X vector. */
