@@ -24,10 +24,12 @@ bench:
 # ib_write_bw, ib_send_bw (RC and UD) and ib_write_bw -R from a VM on the softirdma device
 # (hw/linux) beside the same from a VM on Linux rxe, both against `softirdma perf` on the host;
 # then fio over NVMe over Fabrics with the host on softirdma0 and on rxe0, the same target on
-# softirdma0: measurements, with the ratios; not part of interop.
+# softirdma0; then guest to guest, two VMs on one serve beside two rxe VMs (interop/fabricperf.sh):
+# measurements, with the ratios; not part of interop.
 bench-guest:
 	bash interop/guestperf.sh
 	bash interop/guestnvmeof.sh softirdma_to_softirdma softirdma_to_rxe
+	bash interop/fabricperf.sh
 
 # The seeded soak test over thousands of seeds (make test runs 200). A failure prints the seed;
 # go test ./emu/engine -run TestSoak -soak.seed=N -soak.trace reproduces it with the engine's events.

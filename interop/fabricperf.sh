@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Guest to guest bandwidth: ib_write_bw (64 KiB messages) from one VM to another, first with both
+# on softirdma0 as two functions of one `softirdma serve` (frames handed over in memory inside
+# serve), then with both on Linux rxe (rxe0) over QEMU dgram netdevs pointing at each other (no
+# relay). Prints one line per pair, then the ratio. The softirdma guests' netdevs have MTU
+# $FABRIC_MTU (default 9000: the port's active MTU, and so perftest's path MTU, is 4096; 1500 gives
+# 1024); rxe's stay at 1500, as its netdev is QEMU's. The guests' CPUs are emulated (TCG);
+# softirdma's data path runs on the host. FABRIC_PROFILE=FILE also writes serve's CPU profile there;
+# FABRIC_RXE=0 leaves out the rxe pair.
+# Usage: interop/fabricperf.sh [ITERATIONS] (default 5000: 320 MiB through softirdma).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-5000}
+case $N in '' | *[!0-9]*) echo "iterations must be a number, not '$N'" >&2; exit 2;; esac
+[ "$N" -ge 5 ] && [ "$N" -le 1000000 ] || { echo "iterations must be 5..1000000" >&2; exit 2; }
+. interop/guestlib.sh
+MTU=${FABRIC_MTU:-9000}
+case $MTU in '' | *[!0-9]*) echo "FABRIC_MTU must be a number, not '$MTU'" >&2; exit 2;; esac
+[ "$MTU" -ge 1280 ] && [ "$MTU" -le 9198 ] || { echo "FABRIC_MTU must be 1280..9198" >&2; exit 2; }
+guest_setup fabricperf_module_build
+A=192.168.77.1 B=192.168.77.2 SIZE=65536
+
+# pair DEVICE RXE_ITERATIONS: two VMs, a the ib_write_bw client of b; prints b's result line.
+pair() {
+  local dev=$1 n=$2 g=1 a_env=() b_env=() a_args=() b_args=()
+  if [ "$dev" = softirdma0 ]; then
+    local sa sb
+    sa=$(mktemp -u /tmp/softirdma-a-XXXXXX.sock) sb=$(mktemp -u /tmp/softirdma-b-XXXXXX.sock)
+    bin/softirdma serve -function name=a,socket=$sa,ip=$A -function name=b,socket=$sb,ip=$B \
+      ${FABRIC_PROFILE:+-cpuprofile "$FABRIC_PROFILE"} > "$OUT/serve.out" 2> "$OUT/serve.log" &
+    spid=$!; pids+=($spid)
+    waitfor "$OUT/serve.out" "function b .* listening on" 30 $spid || { cat "$OUT/serve.log"; echo "FAIL fabricperf_serve"; exit 1; }
+    a_env=(VM_SOCKET=$sa) b_env=(VM_SOCKET=$sb)
+    a_args=(vm.softirdma=$A/24 vm.mtu=$MTU) b_args=(vm.softirdma=$B/24 vm.mtu=$MTU)
+  else
+    # Two free UDP ports, one per VM's end of the dgram link.
+    local pa pb
+    read -r pa pb < <(python3 -c 'import socket
+s=[socket.socket(socket.AF_INET,socket.SOCK_DGRAM) for _ in range(2)]
+[x.bind(("127.0.0.1",0)) for x in s]
+print(*[x.getsockname()[1] for x in s])')
+    a_env=(VM_LINK=$pa,$pb) b_env=(VM_LINK=$pb,$pa)
+    a_args=(vm.rxe=1 vm.eth1=$A/24) b_args=(vm.rxe=1 vm.eth1=$B/24)
+    g='$GIDX'
+  fi
+  cat interop/guest/lib.sh - > "$OUT/$dev.b.sh" <<SCRIPT
+G=$g
+timeout 600 ib_write_bw -d $dev -x \$G -F -n $n -s $SIZE > /tmp/srv 2>&1; echo "VM: server rc=\$?"
+grep -E '^ +$SIZE +$n ' /tmp/srv | sed 's/^/VM: result: /'
+SCRIPT
+  cat interop/guest/lib.sh - > "$OUT/$dev.a.sh" <<SCRIPT
+G=$g
+until_served 120 0.5 timeout 600 ib_write_bw -d $dev -x \$G -F -n $n -s $SIZE $B
+grep -E '^ +$SIZE +$n ' /tmp/out | sed 's/^/VM: client result: /'
+SCRIPT
+  env "${b_env[@]}" VM_SCRIPT="$OUT/$dev.b.sh" VM_MAC0=52:54:00:00:0b:10 VM_MAC1=52:54:00:00:77:0b \
+    timeout 900 bash vm/run.sh "${b_args[@]}" > "$OUT/$dev.b.log" 2>&1 &
+  local bpid=$!; pids+=($bpid)
+  env "${a_env[@]}" VM_SCRIPT="$OUT/$dev.a.sh" VM_MAC0=52:54:00:00:0a:10 VM_MAC1=52:54:00:00:77:0a \
+    timeout 900 bash vm/run.sh "${a_args[@]}" > "$OUT/$dev.a.log" 2>&1 &
+  local apid=$!; pids+=($apid)
+  wait $apid || true
+  wait $bpid || true
+  [ "$dev" = softirdma0 ] && { kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null || true; }
+  grep -a "VM: result: " "$OUT/$dev.b.log" | tr -d '\r' | sed 's/^VM: result: //' | tail -1
+}
+echo "guest-to-guest ib_write_bw, $SIZE B messages; logs in $OUT"
+s=$(pair softirdma0 "$N")
+if [ "${FABRIC_RXE:-1}" = 0 ]; then echo "guest-to-guest one serve ib_write_bw 64KiB: ${s:-none}"; exit 0; fi
+# rxe moves some 8 MB/s: a tenth of the iterations keeps its run within a minute.
+r=$(pair rxe0 $(( N / 10 < 5 ? 5 : N / 10 )))
+sa=$(awk '{print $4}' <<< "$s") ra=$(awk '{print $4}' <<< "$r")
+echo "guest-to-guest one serve ib_write_bw 64KiB: ${sa:-none} MB/s (netdev MTU $MTU: $s)"
+echo "guest-to-guest rxe ib_write_bw 64KiB: ${ra:-none} MB/s ($r)"
+if [ -n "$sa" ] && [ -n "$ra" ]; then
+  echo "guest-to-guest ib_write_bw 64KiB ratio (one serve / rxe): $(awk -v a="$sa" -v b="$ra" 'BEGIN { printf "%.2f", a / b }')"
+else
+  echo "guest-to-guest ib_write_bw 64KiB: a pair gave no figure"; exit 1
+fi
