@@ -157,8 +157,9 @@ interop-rdmacore:
 interop-nvmeof:
 	bash interop/guestnvmeof.sh
 
-# Two VMs on one serve (-function a, -function b, the fabric inside serve): ibv_rc_pingpong and
-# perftest's four bandwidth tools both ways, rping, the fabric's pcap decoded: PASS lines
-# fabric2_<case> (interop/guestfabric.sh).
+# Two VMs on one serve (-function a, -function b, the fabric inside serve) and an rxe VM on its
+# uplink: ibv_rc_pingpong and perftest's four bandwidth tools both ways, rping and NVMe over
+# Fabrics, the uplink, a QEMU killed under traffic, the faults, the fabric's pcap decoded: PASS
+# lines fabric2_<case> and fault_<kind>_fired (interop/guestfabric.sh).
 interop-fabric:
 	bash interop/guestfabric.sh

@@ -33,12 +33,8 @@ pair() {
     a_env=(VM_SOCKET=$sa) b_env=(VM_SOCKET=$sb)
     a_args=(vm.softirdma=$A/24 vm.mtu=$MTU) b_args=(vm.softirdma=$B/24 vm.mtu=$MTU)
   else
-    # Two free UDP ports, one per VM's end of the dgram link.
     local pa pb
-    read -r pa pb < <(python3 -c 'import socket
-s=[socket.socket(socket.AF_INET,socket.SOCK_DGRAM) for _ in range(2)]
-[x.bind(("127.0.0.1",0)) for x in s]
-print(*[x.getsockname()[1] for x in s])')
+    read -r pa pb < <(free_udp_ports 2)
     a_env=(VM_LINK=$pa,$pb) b_env=(VM_LINK=$pb,$pa)
     a_args=(vm.rxe=1 vm.eth1=$A/24) b_args=(vm.rxe=1 vm.eth1=$B/24)
     g='$GIDX'

@@ -1,24 +1,30 @@
 #!/usr/bin/env bash
 # Two VMs on one `softirdma serve` (vm/): two functions, a and b, on the fabric inside serve, each
-# VM with the guest driver (hw/linux) on its own. In both directions (a_to_b: a's tool is the
-# client, b's the server; b_to_a the other way): ibv_rc_pingpong, ib_write_bw, ib_read_bw,
-# ib_send_bw and ib_atomic_bw (their TCP exchange over the functions' netdevs, through the
-# fabric too), and rping through rdma_cm a_to_b; the fabric's pcap decodes clean and names the
-# CM exchange; neither guest's kernel warns. Faults on demand (serve -fault, the control socket):
-# a READ response dropped mid-transfer and a WRITE packet corrupted, both recovered; b's link
-# down for longer than a's retry budget, a's QP failing with RETRY_EXC_ERR and the next
-# connection working; each fault's count checked. Prints PASS/FAIL fabric2_<case>, fault_<kind>_fired.
+# VM with the guest driver (hw/linux) on its own, and a third VM, r, on Linux rxe on the fabric's
+# uplink (a dgram link). In both directions (a_to_b: a's tool is the client, b's the server;
+# b_to_a the other way): ibv_rc_pingpong, ib_write_bw, ib_read_bw, ib_send_bw and ib_atomic_bw
+# (their TCP exchange over the functions' netdevs, through the fabric too); rping through rdma_cm
+# and NVMe over Fabrics (a the host of b's nvmet-rdma target, fio verifying) a_to_b; the
+# fabric's pcap decodes clean and names the CM exchange; no guest's kernel warns. Faults on
+# demand (serve -fault, the control socket): a READ response dropped mid-transfer and a WRITE
+# packet corrupted, both recovered; b's link down for longer than a's retry budget, a's QP
+# failing with RETRY_EXC_ERR and the next connection working; each fault's count checked.
+# Isolation: while b writes to r over the uplink, a's QEMU is killed in the middle of a's
+# traffic to b; b's transfer completes, serve stays up, and a new QEMU on a's socket finds its
+# function reset and talks to b. Prints PASS/FAIL fabric2_<case>, fault_<kind>_fired.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . interop/guestlib.sh
 guest_setup fabric2_module_build
 echo "interop two VMs on one serve; logs in $OUT"
-A=192.168.77.1 B=192.168.77.2
+A=192.168.77.1 B=192.168.77.2 R=192.168.77.3 NQN=softirdma.fabric
 SA=$(mktemp -u /tmp/softirdma-a-XXXXXX.sock) SB=$(mktemp -u /tmp/softirdma-b-XXXXXX.sock)
+read -r UP RP < <(free_udp_ports 2) # the uplink's end, r's end
 # Two faults from the start, each firing once on the traffic of one case: a READ response in the
 # middle of b's answer to a's ib_read_bw dropped (a asks again), a WRITE packet of a's ib_write_bw
 # corrupted (b drops it by its ICRC and NAKs, a sends again). Both transfers must complete.
 bin/softirdma serve -function name=a,socket=$SA,ip=$A -function name=b,socket=$SB,ip=$B \
+  -link "dgram:127.0.0.1:$UP,127.0.0.1:$RP" \
   -fault "drop from=b opcode=RDMA_READ_RESPONSE_MIDDLE nth=3 name=read-middle" \
   -fault "corrupt from=a opcode=RDMA_WRITE_MIDDLE nth=5 name=write-middle" \
   -pcap "$OUT/fabric.pcap" -control "$OUT/ctl.sock" > "$OUT/serve.out" 2> "$OUT/serve.log" &
@@ -38,7 +44,7 @@ ib_atomic_bw|-x 1 -F -n 200|^ +8 +200 "
 # the client of the peer's servers, then their server; server: the other way round).
 guest_script() {
   local me=$1 me_ip=$2 peer=$3 first=$4
-  cat interop/guest/lib.sh - <<SCRIPT
+  cat interop/guest/lib.sh interop/guest/nvmeof.sh - <<SCRIPT
 echo "VM: up"
 client() {
   echo "$TOOLS" | while IFS='|' read -r t opts result; do
@@ -52,11 +58,15 @@ server() {
   done
 }
 if [ $first = client ]; then client; server; else server; client; fi
-# rping through rdma_cm: a is the client of b's server.
+# rping through rdma_cm: a is the client of b's server. Then NVMe over Fabrics: a the host of
+# b's target (which b leaves up for the rest of the run).
 if [ $me = a ]; then
   for i in \$(seq 60); do timeout 60 rping -c -a $peer -v -V -C 10 > /tmp/rp 2>&1; rc=\$?; [ \$rc = 0 ] && break; sleep 1; done
   echo "VM: rping client rc=\$rc"; grep -c 'ping data: rdma-ping-' /tmp/rp | sed 's/^/VM: rping pings /'
+  nvmeof_connect $NQN $peer
+  [ -n "\$D" ] && nvmeof_fio_verify $NQN 16M
 else
+  nvmeof_target $NQN $me_ip 0
   timeout 180 rping -s -a $me_ip -v -C 10 > /tmp/rp 2>&1; echo "VM: rping server rc=\$?"
 fi
 # A link flap longer than the retry budget: b's link goes down (the harness adds the fault once
@@ -73,12 +83,44 @@ else
   timeout 300 \$W -n 100000 > /tmp/srv 2>&1; echo "VM: flap server rc=\$?"
   timeout 180 \$W -n 200 > /tmp/srv 2>&1; echo "VM: after flap server rc=\$?"
 fi
-dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|softirdma' | sed 's/^/VM: dmesg: /'
-echo "VM: dmesg checked"
+# Isolation: b writes to r (rxe, on the uplink) for 10 s while a pingpongs with b; the harness
+# kills a's QEMU once both move. Then b serves a new a on a's socket.
+if [ $me = a ]; then
+  dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|softirdma' | sed 's/^/VM: dmesg: /'
+  echo "VM: dmesg checked"
+  echo "VM: isolation next"
+  until_served 120 0.5 timeout 300 ibv_rc_pingpong -g 1 -n 10000000 -p 18516 $peer
+  echo "VM: pingpong to be killed ended"
+else
+  timeout 120 ibv_rc_pingpong -g 1 -n 10000000 -p 18516 > /tmp/pp 2>&1 &
+  pp=\$!
+  until_served 120 0.5 timeout 120 ib_write_bw -d softirdma0 -x 1 -F -s 65536 -D 10 $R
+  grep -E '^ +65536 +[0-9]+ ' /tmp/out | sed 's/^/VM: uplink client: /'
+  kill \$pp 2> /dev/null
+  timeout 300 ibv_rc_pingpong -g 1 -n 50 > /tmp/srv 2>&1; echo "VM: new a server rc=\$?"
+fi
+if [ $me = b ]; then
+  dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|softirdma' | sed 's/^/VM: dmesg: /'
+  echo "VM: dmesg checked"
+fi
 SCRIPT
 }
 guest_script b $B $A server > "$OUT/b.sh"
 guest_script a $A $B client > "$OUT/a.sh"
+# r: Linux rxe on the uplink, the server of b's write in the isolation case.
+cat interop/guest/lib.sh - > "$OUT/r.sh" <<SCRIPT
+timeout 900 ib_write_bw -d rxe0 -x \$GIDX -F -s 65536 -D 10 > /tmp/srv 2>&1; echo "VM: uplink server rc=\$?"
+SCRIPT
+# The new QEMU on a's socket after the kill: its function reset, it pingpongs with b.
+cat interop/guest/lib.sh - > "$OUT/a2.sh" <<SCRIPT
+until_served 240 0.5 timeout 60 ibv_rc_pingpong -g 1 -n 50 $B
+grep -E '50 iters in' /tmp/out | sed 's/^/VM: new a client: /'
+dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|softirdma' | sed 's/^/VM: dmesg: /'
+echo "VM: dmesg checked"
+SCRIPT
+VM_SCRIPT="$OUT/r.sh" VM_LINK=$RP,$UP VM_MAC0=52:54:00:00:0c:10 VM_MAC1=52:54:00:00:77:0c \
+  timeout 900 bash vm/run.sh vm.rxe=1 vm.eth1=$R/24 > "$OUT/r.log" 2>&1 &
+rpid=$!; pids+=($rpid)
 VM_SCRIPT="$OUT/b.sh" VM_SOCKET=$SB VM_MAC0=52:54:00:00:0b:10 timeout 900 bash vm/run.sh vm.softirdma=$B/24 > "$OUT/b.log" 2>&1 &
 bpid=$!; pids+=($bpid)
 VM_SCRIPT="$OUT/a.sh" VM_SOCKET=$SA VM_MAC0=52:54:00:00:0a:10 timeout 900 bash vm/run.sh vm.softirdma=$A/24 > "$OUT/a.log" 2>&1 &
@@ -95,7 +137,34 @@ if waitfor "$OUT/a.log" "VM: flap next" 600 $apid; then
   done
   bin/softirdma fault -socket "$OUT/ctl.sock" add flap from=b for=20s name=flap > /dev/null && flap=1
 fi
+# Isolation: once a's pingpong and b's write to r both move (a probe fault on each has fired),
+# a's QEMU goes (SIGKILL); then a new QEMU on a's socket.
+killed=
+# probed NAME: the probe fault NAME has fired (or a's VM ended: no use waiting).
+probed() { bin/softirdma fault -socket "$OUT/ctl.sock" list | grep -q "fired=1 .*name=$1\$"; }
+if waitfor "$OUT/a.log" "VM: isolation next" 600 $apid; then
+  bin/softirdma fault -socket "$OUT/ctl.sock" add delay from=a opcode=SEND_MIDDLE delay=1ms count=1 name=iso-a > /dev/null
+  bin/softirdma fault -socket "$OUT/ctl.sock" add delay from=b opcode=RDMA_WRITE_MIDDLE delay=1ms count=1 name=iso-b > /dev/null
+  for i in $(seq 1200); do
+    probed iso-a && probed iso-b && break
+    kill -0 $apid 2>/dev/null || break
+    sleep 0.1
+  done
+  if probed iso-a && probed iso-b && pkill -9 -f "qemu-system.*$SA"; then
+    killed=$(wc -l < "$OUT/b.log")
+    echo "a's QEMU killed"
+  fi
+fi
 wait $apid || true
+a2pid=
+if [ -n "$killed" ]; then
+  VM_SCRIPT="$OUT/a2.sh" VM_SOCKET=$SA VM_MAC0=52:54:00:00:0a:10 timeout 900 bash vm/run.sh vm.softirdma=$A/24 > "$OUT/a2.log" 2>&1 &
+  a2pid=$!; pids+=($a2pid)
+fi
+[ -z "$a2pid" ] || wait $a2pid || true
+serve_alive=
+kill -0 $spid 2>/dev/null && serve_alive=1
+wait $rpid || true
 wait $bpid || true
 bin/softirdma fault -socket "$OUT/ctl.sock" list > "$OUT/faults.txt" 2>&1 || true
 sed 's/^/faults: /' "$OUT/faults.txt"
@@ -119,7 +188,38 @@ if grep -aq "VM: rping client rc=0" "$OUT/a.log" && grep -aq "VM: rping pings 10
 else
   echo "FAIL fabric2_rping_a_to_b"; fail=1
 fi
-for g in a b; do
+if grep -aq "VM: target ready" "$OUT/b.log" && grep -aq "VM: discover: .*subnqn: *$NQN" "$OUT/a.log" &&
+  grep -aq "VM: connect rc=0" "$OUT/a.log" && grep -aq "VM: randwrite rc=0" "$OUT/a.log" &&
+  grep -aq "VM: seqwrite rc=0" "$OUT/a.log" && grep -aq "VM: disconnect: .*disconnected 1 controller" "$OUT/a.log"; then
+  echo "PASS fabric2_nvmeof_a_to_b ($(grep -aoE "VM: (randwrite|seqwrite): +write: IOPS=[^,]*" "$OUT/a.log" | sed 's/VM: //' | tr '\n' ' '))"
+else
+  grep -aE "VM: (target|discover rc|connect|namespace|randwrite rc|seqwrite rc|disconnect)" "$OUT/a.log" "$OUT/b.log" | tail -8
+  echo "FAIL fabric2_nvmeof_a_to_b"; fail=1
+fi
+# The rxe guest on the uplink: b's 10 s write to r ran through (r's server ended well too).
+if grep -aqE "VM: uplink client: +65536 +[0-9]+ " "$OUT/b.log" && grep -aq "VM: uplink server rc=0" "$OUT/r.log"; then
+  echo "PASS fabric2_uplink_rxe_ib_write_bw_b_to_r ($(grep -a "VM: uplink client:" "$OUT/b.log" | tr -d '\r' | awk '{print $7}') MB/s)"
+else
+  grep -a "uplink" "$OUT/b.log" "$OUT/r.log" | tail -3
+  echo "FAIL fabric2_uplink_rxe_ib_write_bw_b_to_r"; fail=1
+fi
+# Isolation: a's QEMU went while a's pingpong and b's write both moved, and b's write completed
+# after that (its result came after the kill), serve living on.
+if [ -n "$killed" ] && [ -n "$serve_alive" ] &&
+  tail -n +"$((killed + 1))" "$OUT/b.log" | grep -aqE "VM: uplink client: +65536 +[0-9]+ "; then
+  echo "PASS fabric2_isolation_qemu_killed_other_transfer_completes"
+else
+  echo "FAIL fabric2_isolation_qemu_killed_other_transfer_completes (killed='$killed' serve_alive='$serve_alive')"; fail=1
+fi
+# The new QEMU found a's function reset (the old one's connection gone, serve said so) and ran.
+if [ -n "$killed" ] && grep -q 'msg="client gone" function=a ' "$OUT/serve.log" &&
+  grep -aq "VM: new a client: 50 iters in" "$OUT/a2.log" && grep -aq "VM: new a server rc=0" "$OUT/b.log"; then
+  echo "PASS fabric2_isolation_new_qemu_finds_reset_function"
+else
+  grep -a "new a" "$OUT/a2.log" "$OUT/b.log" 2>/dev/null | tail -3
+  echo "FAIL fabric2_isolation_new_qemu_finds_reset_function"; fail=1
+fi
+for g in a a2 b; do
   KERNEL_LOG=$OUT/$g.log kernel_clean "fabric2_${g}_no_kernel_warning" "" "VM: dmesg checked"
 done
 kill $spid 2>/dev/null; wait $spid 2>/dev/null || true

@@ -31,6 +31,15 @@ waitfor() {
   return 1
 }
 
+# free_udp_ports N: N UDP ports on 127.0.0.1 free now, on one line (the two ends of a QEMU
+# dgram link, without a fixed port another script may hold).
+free_udp_ports() {
+  python3 -c 'import socket, sys
+s = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(int(sys.argv[1]))]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*[x.getsockname()[1] for x in s])' "$1"
+}
+
 # start_serve ARGS...: `softirdma serve` on a fresh socket, $SOCK, with ARGS; its pid in $spid
 # and in pids. Not listening within 30 s is a FAIL that ends the script.
 start_serve() {

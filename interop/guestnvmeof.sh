@@ -37,9 +37,8 @@ NQN=softirdma.test TIP=192.168.77.1 HIP=192.168.77.2
 # the host's guest has ended (the harness then creates /share/done), then reports its kernel log.
 # With SRQ=1 its queues receive on shared receive queues, which it shows once they are there.
 target_script() {
-  cat interop/guest/lib.sh - <<SCRIPT
+  cat interop/guest/lib.sh interop/guest/nvmeof.sh - <<SCRIPT
 sysctl -qw kernel.hung_task_timeout_secs=10
-modprobe brd rd_nr=1 rd_size=131072 && modprobe nvmet-rdma use_srq=$SRQ || echo "VM: target modules failed"
 if [ $SRQ = 1 ]; then
   ( for i in \$(seq 1200); do
       rdma resource show srq > /tmp/srq 2>&1
@@ -47,15 +46,7 @@ if [ $SRQ = 1 ]; then
       sleep 0.5
     done ) &
 fi
-N=/sys/kernel/config/nvmet
-mkdir \$N/subsystems/$NQN && echo 1 > \$N/subsystems/$NQN/attr_allow_any_host
-mkdir \$N/subsystems/$NQN/namespaces/1
-echo /dev/ram0 > \$N/subsystems/$NQN/namespaces/1/device_path
-echo 1 > \$N/subsystems/$NQN/namespaces/1/enable
-mkdir \$N/ports/1
-echo rdma > \$N/ports/1/addr_trtype; echo ipv4 > \$N/ports/1/addr_adrfam
-echo $TIP > \$N/ports/1/addr_traddr; echo 4420 > \$N/ports/1/addr_trsvcid
-ln -s \$N/subsystems/$NQN \$N/ports/1/subsystems/$NQN && echo "VM: target ready"
+nvmeof_target $NQN $TIP $SRQ
 for i in \$(seq 9000); do [ -e /share/done ] && break; sleep 0.1; done
 echo "VM: host done"
 dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|blocked for more than|nvmet' | sed 's/^/VM: dmesg: /'
@@ -66,30 +57,11 @@ SCRIPT
 # The host: discover, connect, fio, disconnect. Under KILL it connects with a 20 s controller
 # loss timeout and runs fio until it fails, saying when it runs, then waits 30 s.
 host_script() {
-  local fio="fio --filename=\$D --ioengine=libaio --direct=1 --iodepth=16 --size=$SIZE --verify=crc32c --do_verify=1 --verify_fatal=1"
-  local connect="nvme connect -t rdma -n $NQN -a $TIP -s 4420"
-  [ -z "$KILL" ] || connect="$connect --ctrl-loss-tmo 20"
-  cat interop/guest/lib.sh - <<SCRIPT
+  cat interop/guest/lib.sh interop/guest/nvmeof.sh - <<SCRIPT
 sysctl -qw kernel.hung_task_timeout_secs=10
-modprobe nvme-rdma || echo "VM: host modules failed"
-until_ok 120 nvme discover -t rdma -a $TIP -s 4420; echo "VM: discover rc=\$rc"
-sed 's/^/VM: discover: /' /tmp/out
-$connect > /tmp/out 2>&1; echo "VM: connect rc=\$?"
-sed 's/^/VM: connect: /' /tmp/out
-D=
-for i in \$(seq 100); do
-  for n in /sys/class/nvme/nvme*; do
-    [ "\$(cat \$n/subsysnqn 2>/dev/null)" = $NQN ] && [ -b /dev/\${n##*/}n1 ] && D=/dev/\${n##*/}n1
-  done
-  [ -n "\$D" ] && break; sleep 0.1
-done
-echo "VM: namespace \$D"
+nvmeof_connect $NQN $TIP ${KILL:+--ctrl-loss-tmo 20}
 if [ -n "\$D" ] && [ -z "$KILL" ]; then
-  $fio --name=randwrite --rw=randwrite --bs=4k > /tmp/out 2>&1; echo "VM: randwrite rc=\$?"
-  sed 's/^/VM: randwrite: /' /tmp/out
-  $fio --name=seqwrite --rw=write --bs=128k > /tmp/out 2>&1; echo "VM: seqwrite rc=\$?"
-  sed 's/^/VM: seqwrite: /' /tmp/out
-  nvme disconnect -n $NQN 2>&1 | sed 's/^/VM: disconnect: /'
+  nvmeof_fio_verify $NQN $SIZE
 elif [ -n "\$D" ]; then
   fio --filename=\$D --ioengine=libaio --direct=1 --iodepth=16 --rw=randwrite --bs=4k --size=64M \
     --time_based --runtime=300 --status-interval=1 --name=killed > /tmp/fio 2>&1 &
