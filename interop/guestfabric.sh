@@ -4,7 +4,8 @@
 # uplink (a dgram link). In both directions (a_to_b: a's tool is the client, b's the server;
 # b_to_a the other way): ibv_rc_pingpong, ib_write_bw, ib_read_bw, ib_send_bw and ib_atomic_bw
 # (their TCP exchange over the functions' netdevs, through the fabric too); rping through rdma_cm
-# and NVMe over Fabrics (a the host of b's nvmet-rdma target, fio verifying) a_to_b; the
+# and NVMe over Fabrics (a the host of b's nvmet-rdma target, fio verifying) a_to_b, and
+# ib_write_bw a_to_b again on jumbo frames (netdevs at MTU 9000, path MTU 4096); the
 # fabric's pcap decodes clean and names the CM exchange; no guest's kernel warns. Faults on
 # demand (serve -fault, the control socket): a READ response dropped mid-transfer and a WRITE
 # packet corrupted, both recovered; b's link down for longer than a's retry budget, a's QP
@@ -83,6 +84,19 @@ else
   timeout 300 \$W -n 100000 > /tmp/srv 2>&1; echo "VM: flap server rc=\$?"
   timeout 180 \$W -n 200 > /tmp/srv 2>&1; echo "VM: after flap server rc=\$?"
 fi
+# Jumbo frames between the functions: both netdevs at MTU 9000, a ping of 8900 bytes not
+# fragmented, and ib_write_bw on the port's active MTU, now 4096; then back to 1500.
+ip link set \$SOFTIRDMA_NETDEV mtu 9000
+J="ib_write_bw -d softirdma0 -x 1 -F -s 65536 -n 2000"
+if [ $me = a ]; then
+  for i in \$(seq 100); do ping -M do -s 8900 -c 1 -W 1 $peer > /tmp/ping 2>&1 && break; sleep 0.2; done
+  grep -q ' 0% packet loss' /tmp/ping && echo "VM: jumbo ping ok"
+  until_served 120 0.5 timeout 120 \$J $peer
+  grep -E '^ +65536 +2000 |Mtu' /tmp/out | sed 's/^/VM: jumbo client: /'
+else
+  timeout 180 \$J > /tmp/srv 2>&1; echo "VM: jumbo server rc=\$?"
+fi
+ip link set \$SOFTIRDMA_NETDEV mtu 1500
 # Isolation: b writes to r (rxe, on the uplink) for 10 s while a pingpongs with b; the harness
 # kills a's QEMU once both move. Then b serves a new a on a's socket.
 if [ $me = a ]; then
@@ -202,6 +216,13 @@ if grep -aqE "VM: uplink client: +65536 +[0-9]+ " "$OUT/b.log" && grep -aq "VM: 
 else
   grep -a "uplink" "$OUT/b.log" "$OUT/r.log" | tail -3
   echo "FAIL fabric2_uplink_rxe_ib_write_bw_b_to_r"; fail=1
+fi
+if grep -aq "VM: jumbo ping ok" "$OUT/a.log" && grep -aqE "VM: jumbo client: +Mtu +: 4096" "$OUT/a.log" &&
+  grep -aqE "VM: jumbo client: +65536 +2000 " "$OUT/a.log" && grep -aq "VM: jumbo server rc=0" "$OUT/b.log"; then
+  echo "PASS fabric2_jumbo_mtu4096_ib_write_bw_a_to_b ($(grep -a "VM: jumbo client: .*65536" "$OUT/a.log" | tr -d '\r' | awk '{print $7}') MB/s)"
+else
+  grep -a "jumbo" "$OUT/a.log" "$OUT/b.log" | tail -4
+  echo "FAIL fabric2_jumbo_mtu4096_ib_write_bw_a_to_b"; fail=1
 fi
 # Isolation: a's QEMU went while a's pingpong and b's write both moved, and b's write completed
 # after that (its result came after the kill), serve living on.

@@ -307,6 +307,7 @@ static int sirdma_open(struct net_device *netdev)
 	    sirdma_rd(sdev, SOFTIRDMA_REG_PORT_STATE) == SOFTIRDMA_PORT_ACTIVE)
 		netif_carrier_on(netdev);
 	netif_start_queue(netdev);
+	sdev->rings_up = true;
 	return 0;
 
 err_tx_ring:
@@ -323,6 +324,9 @@ static int sirdma_stop(struct net_device *netdev)
 {
 	struct sirdma_dev *sdev = netdev_sdev(netdev);
 
+	if (!sdev->rings_up)
+		return 0; /* a reopen after an MTU change failed: nothing is left to stop */
+	sdev->rings_up = false;
 	netif_stop_queue(netdev);
 	netif_carrier_off(netdev);
 	napi_disable(&sdev->napi);
@@ -357,9 +361,32 @@ static int sirdma_set_mac(struct net_device *netdev, void *p)
 	return 0;
 }
 
+/*
+ * The posted RX buffers are sized for the MTU they were posted under, and a frame of a larger MTU
+ * would be dropped by each of them until all came back: a running netdev's rings go and come
+ * back with buffers of the new size, as a NIC resets its rings. Should that fail, the netdev
+ * stays without rings (carrier off) until it is brought down and up again.
+ */
+static int sirdma_change_mtu(struct net_device *netdev, int new_mtu)
+{
+	bool running = netif_running(netdev);
+	int err;
+
+	if (running)
+		sirdma_stop(netdev);
+	WRITE_ONCE(netdev->mtu, new_mtu);
+	if (!running)
+		return 0;
+	err = sirdma_open(netdev);
+	if (err)
+		netdev_err(netdev, "cannot restart its rings at MTU %d: %d\n", new_mtu, err);
+	return 0;
+}
+
 static const struct net_device_ops sirdma_netdev_ops = {
 	.ndo_open = sirdma_open,
 	.ndo_stop = sirdma_stop,
+	.ndo_change_mtu = sirdma_change_mtu,
 	.ndo_start_xmit = sirdma_xmit,
 	.ndo_set_mac_address = sirdma_set_mac,
 	.ndo_validate_addr = eth_validate_addr,

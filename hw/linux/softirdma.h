@@ -97,6 +97,7 @@ struct sirdma_dev {
 	struct napi_struct napi;
 	spinlock_t tx_lock; /* the TX ring's producer side */
 	struct sirdma_eth_ring tx, rx;
+	bool rings_up; /* the netdev's rings are the device's (open, and not failed to reopen) */
 
 	/* The RDMA device on the netdev's port, its event queues, and its CQs, QPs and SRQs by
 	 * number for the events that name them.
