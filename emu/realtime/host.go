@@ -57,6 +57,7 @@ type Host struct {
 	resolveFn func(netip.Addr) ([6]byte, bool)
 	resp      *neigh.Responder
 	mu        sync.Mutex // serialises sends and the pcap
+	one       [1][]byte  // the batch of one frame send hands the link, kept: no allocation per frame
 	pcap      *pcapgo.Writer
 	loss      *mrand.Rand
 	done      chan struct{}
@@ -159,7 +160,9 @@ func (h *Host) send(frame []byte) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.capture(frame)
-	_, err := h.cfg.Link.SendBatch([][]byte{frame})
+	h.one[0] = frame
+	_, err := h.cfg.Link.SendBatch(h.one[:])
+	h.one[0] = nil
 	return err
 }
 
