@@ -96,7 +96,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	h.resolveFn = resolve
 	dev := engine.NewDevice(engine.DeviceConfig{Name: cfg.Name, Clock: NewWallClock(), Rand: src, MAC: cfg.MAC, IP: cfg.IP, IPs: cfg.IPs,
 		Events: cfg.Events, Resolve: resolve, ActiveMTU: cfg.ActiveMTU})
-	dev.Attach(hostLink{h})
+	dev.Attach(h.engineLink())
 	h.dev.Store(dev)
 	return h, nil
 }
@@ -108,7 +108,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 func (h *Host) Rebind(mac [6]byte, ip netip.Addr, ips []netip.Addr) *engine.Device {
 	dev := engine.NewDevice(engine.DeviceConfig{Name: h.cfg.Name, Clock: NewWallClock(), MAC: mac, IP: ip, IPs: ips,
 		Events: h.cfg.Events, Resolve: h.resolveFn, ActiveMTU: h.cfg.ActiveMTU})
-	dev.Attach(hostLink{h})
+	dev.Attach(h.engineLink())
 	h.mu.Lock()
 	h.resp.MAC, h.resp.IPs = mac, append([]netip.Addr{ip}, ips...)
 	old := h.dev.Swap(dev)
@@ -155,6 +155,41 @@ func (h *Host) resolve(ip netip.Addr) ([6]byte, bool) {
 type hostLink struct{ h *Host }
 
 func (l hostLink) Send(frame []byte) error { return l.h.send(frame) }
+
+// bufferLender is a link that lends frame buffers and takes frames built in them back without
+// a copy (wire/ethswitch's ports): the device then builds its frames where the link carries
+// them.
+type bufferLender interface {
+	Buffer() []byte
+	SendBuffer(frame []byte)
+}
+
+// lendingHostLink is the host's link for a device when the host's link lends buffers.
+type lendingHostLink struct {
+	hostLink
+	lender bufferLender
+}
+
+func (l lendingHostLink) Buffer() []byte { return l.lender.Buffer() }
+
+func (l lendingHostLink) SendBuffer(frame []byte) {
+	h := l.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if frame != nil {
+		h.capture(frame)
+	}
+	l.lender.SendBuffer(frame)
+}
+
+// engineLink is what the host's device sends through: one that lends buffers if the host's
+// link does.
+func (h *Host) engineLink() engine.Link {
+	if lender, ok := h.cfg.Link.(bufferLender); ok {
+		return lendingHostLink{hostLink{h}, lender}
+	}
+	return hostLink{h}
+}
 
 func (h *Host) send(frame []byte) error {
 	h.mu.Lock()

@@ -45,6 +45,40 @@ type Switch struct {
 	byMAC  map[[6]byte]*Port
 	tap    Tap
 	faults Faults
+
+	// The frame buffers circulating between the ports and whatever stands on them: lent to a
+	// sender (Buffer), queued for a port, exchanged for its reader's (RecvBatch), back here.
+	poolMu sync.Mutex
+	pool   [][]byte
+}
+
+// maxPool bounds the buffers the switch keeps for reuse (a MaxFrameLen buffer each).
+const maxPool = 1024
+
+// buffer is a frame buffer of MaxFrameLen bytes, its common payload on a cache line.
+func (s *Switch) buffer() []byte {
+	s.poolMu.Lock()
+	if n := len(s.pool); n > 0 {
+		b := s.pool[n-1]
+		s.pool[n-1] = nil
+		s.pool = s.pool[:n-1]
+		s.poolMu.Unlock()
+		return b[:roce.MaxFrameLen]
+	}
+	s.poolMu.Unlock()
+	return roce.NewFrameBuffer(roce.MaxFrameLen)
+}
+
+// recycle keeps b for a later frame if it is a whole frame buffer and the pool has room.
+func (s *Switch) recycle(b []byte) {
+	if cap(b) < roce.MaxFrameLen {
+		return
+	}
+	s.poolMu.Lock()
+	if len(s.pool) < maxPool {
+		s.pool = append(s.pool, b)
+	}
+	s.poolMu.Unlock()
 }
 
 // SetFaults sets what decides the frames' fates (nil: every frame goes on, once, at once).
@@ -73,8 +107,7 @@ type Port struct {
 
 	mu     sync.Mutex
 	ready  sync.Cond // a frame queued, or the port closed
-	queue  [][]byte  // frames for the reader, in order
-	free   [][]byte  // buffers to reuse
+	queue  [][]byte  // frames for the reader, in order, each in a buffer of the switch's
 	closed bool
 	stats  roce.LinkStats
 	// Dropped counts frames for this port the switch dropped because its queue was full.
@@ -109,7 +142,7 @@ func (p *Port) SendBatch(frames [][]byte) (int, error) {
 		return 0, ErrClosed
 	}
 	for _, f := range frames {
-		p.sw.forward(p, f)
+		p.sw.forward(p, f, false)
 	}
 	p.mu.Lock()
 	p.stats.TxFrames += uint64(len(frames))
@@ -120,12 +153,42 @@ func (p *Port) SendBatch(frames [][]byte) (int, error) {
 	return len(frames), nil
 }
 
+// Buffer lends a frame buffer (MaxFrameLen bytes) for SendBuffer: a frame built in it crosses
+// the switch without a copy.
+func (p *Port) Buffer() []byte { return p.sw.buffer() }
+
+// SendBuffer forwards a frame built in a buffer from Buffer and takes the buffer: the frame is
+// queued for its port as it is (a flood's other ports get copies); nil gives nothing back.
+func (p *Port) SendBuffer(frame []byte) {
+	if frame == nil {
+		return
+	}
+	p.mu.Lock()
+	closed := p.closed
+	if !closed {
+		p.stats.TxFrames++
+		p.stats.TxBytes += uint64(len(frame))
+	}
+	p.mu.Unlock()
+	if closed {
+		p.sw.recycle(frame)
+		return
+	}
+	p.sw.forward(p, frame, true)
+}
+
 // forward hands one frame from src over: to the port that sent from its destination MAC, or to
 // every other port for a broadcast, a multicast or a MAC not seen yet; the faults, if any, may
 // drop, duplicate, delay or change it first, and keep it from a port whose link is down. The
 // tap sees what the faults left of it (a dropped frame too, as a capture on the wire would).
-func (s *Switch) forward(src *Port, f []byte) {
+//
+// owned says the switch owns f's buffer (SendBuffer): the last delivery takes it as it is,
+// every other one a copy; otherwise f is the sender's and each delivery gets a copy.
+func (s *Switch) forward(src *Port, f []byte, owned bool) {
 	if len(f) < 14 {
+		if owned {
+			s.recycle(f)
+		}
 		return
 	}
 	var dst, from [6]byte
@@ -136,8 +199,10 @@ func (s *Switch) forward(src *Port, f []byte) {
 	faults := s.faults
 	copies, delay := 1, time.Duration(0)
 	if faults != nil {
-		// The faults may change the frame, which is the sender's: they get a copy.
-		f = append([]byte(nil), f...)
+		// The faults may change the frame: not the sender's.
+		if !owned {
+			f, owned = s.copyOf(f), true
+		}
 		copies, delay = faults.Frame(src.name, f)
 	}
 	if from[0]&1 == 0 {
@@ -158,58 +223,70 @@ func (s *Switch) forward(src *Port, f []byte) {
 		}
 	}
 	s.mu.Unlock()
+	live := to[:0]
 	for _, q := range to {
-		if faults != nil && faults.Down(q.name) {
-			continue
+		if faults == nil || !faults.Down(q.name) {
+			live = append(live, q)
 		}
-		for range copies {
+	}
+	n := len(live) * copies
+	for i, q := range live {
+		for c := range copies {
+			b := f
+			if !owned || i*copies+c < n-1 {
+				b = s.copyOf(f)
+			}
 			if delay > 0 {
-				q.deliverAfter(delay, f)
+				q.deliverAfter(delay, b)
 			} else {
-				q.deliver(f)
+				q.deliver(b)
 			}
 		}
 	}
+	if owned && n == 0 {
+		s.recycle(f)
+	}
 }
 
-// deliverAfter delivers f once delay has passed (f is the faults' copy, the sender's buffer
-// being its own again by then).
+// copyOf is f in a buffer of the switch's.
+func (s *Switch) copyOf(f []byte) []byte {
+	b := s.buffer()[:len(f)]
+	copy(b, f)
+	return b
+}
+
+// deliverAfter delivers f once delay has passed.
 func (p *Port) deliverAfter(delay time.Duration, f []byte) {
 	time.AfterFunc(delay, func() { p.deliver(f) })
 }
 
-// deliver queues a copy of f for the port's reader; the uplink's goes out on its link.
+// deliver queues f, a buffer of the switch's that the port now owns, for the port's reader;
+// the uplink's goes out on its link.
 func (p *Port) deliver(f []byte) {
 	if p.out != nil {
 		p.sendOut(f)
+		p.sw.recycle(f)
 		return
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || len(p.queue) >= QueueFrames {
+		if !p.closed {
+			p.dropped++
+		}
+		p.mu.Unlock()
+		p.sw.recycle(f)
 		return
 	}
-	if len(p.queue) >= QueueFrames {
-		p.dropped++
-		return
-	}
-	var b []byte
-	if n := len(p.free); n > 0 {
-		b, p.free = p.free[n-1], p.free[:n-1]
-	}
-	if cap(b) < len(f) {
-		b = roce.NewFrameBuffer(max(len(f), roce.MaxFrameLen))
-	}
-	b = b[:len(f)]
-	copy(b, f)
-	p.queue = append(p.queue, b)
+	p.queue = append(p.queue, f)
 	p.ready.Signal()
+	p.mu.Unlock()
 }
 
 // RecvBatch waits for a frame, then hands over up to len(bufs) queued frames: a frame's buffer
-// takes the place of the caller's in bufs when that holds any frame (MaxFrameLen), the port
-// keeping the caller's for a later frame, so a frame is copied once between two ports, as it is
-// queued; into a shorter buffer it is copied.
+// takes the place of the caller's in bufs when that holds any frame (MaxFrameLen), the switch
+// keeping the caller's for a later frame, so a frame built in a buffer from Buffer is never
+// copied between two ports and one from SendBatch once, as it is queued; into a shorter buffer
+// it is copied.
 func (p *Port) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -225,7 +302,7 @@ func (p *Port) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 		taken++
 		if len(f) > len(bufs[n]) {
 			p.stats.RxDropped++
-			p.free = append(p.free, f)
+			p.sw.recycle(f)
 			continue
 		}
 		p.stats.RxFrames++
@@ -236,7 +313,7 @@ func (p *Port) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 		} else {
 			copy(bufs[n], f)
 		}
-		p.free = append(p.free, f)
+		p.sw.recycle(f)
 		n++
 	}
 	// What is left moves to the front: the queue's array serves for the port's life.
@@ -260,7 +337,7 @@ func (p *Port) Close() error {
 	s.mu.Unlock()
 	p.mu.Lock()
 	p.closed = true
-	p.queue, p.free = nil, nil
+	p.queue = nil
 	p.ready.Broadcast()
 	p.mu.Unlock()
 	if p.out != nil {

@@ -335,3 +335,64 @@ func TestRecvBatchHandsOver(t *testing.T) {
 		t.Fatalf("into a short buffer: %d %v %q", n, err, small[:sizes[0]])
 	}
 }
+
+// Lent buffers: a frame built in a buffer from Buffer reaches its one port in that very
+// buffer; a flood gives each other port a buffer of its own; a duplicate fault's two copies
+// are two buffers (a reader changing one leaves the other as it came).
+func TestSendBufferHandsOverWithoutCopy(t *testing.T) {
+	sw := ethswitch.New()
+	a, b, c := sw.NewPort("a"), sw.NewPort("b"), sw.NewPort("c")
+	send(t, b, frame(1, 2, "b is here")) // the switch learns b's MAC; a and c get the flood
+	recvAll(t, a)
+	recvAll(t, c)
+
+	lent := a.Buffer()
+	if len(lent) != roce.MaxFrameLen {
+		t.Fatalf("Buffer: %d bytes, want %d", len(lent), roce.MaxFrameLen)
+	}
+	f := lent[:copy(lent, frame(2, 1, "unicast"))]
+	a.SendBuffer(f)
+	bufs, sizes := [][]byte{make([]byte, roce.MaxFrameLen)}, make([]int, 1)
+	if n, err := b.RecvBatch(bufs, sizes); n != 1 || err != nil || string(bufs[0][14:sizes[0]]) != "unicast" {
+		t.Fatalf("RecvBatch: %d %v %q", n, err, bufs[0][:sizes[0]])
+	}
+	if &bufs[0][0] != &lent[0] {
+		t.Fatal("the frame built in a lent buffer was copied on its way to its one port")
+	}
+	if c.Queued() != 0 {
+		t.Fatalf("c got %d frames of a unicast to b", c.Queued())
+	}
+
+	flood := b.Buffer()
+	b.SendBuffer(flood[:copy(flood, frame(0xff, 2, "everyone"))])
+	ga, gc := [][]byte{make([]byte, roce.MaxFrameLen)}, [][]byte{make([]byte, roce.MaxFrameLen)}
+	if n, _ := a.RecvBatch(ga, sizes); n != 1 || string(ga[0][14:sizes[0]]) != "everyone" {
+		t.Fatalf("a: %q", ga[0][:sizes[0]])
+	}
+	if n, _ := c.RecvBatch(gc, sizes); n != 1 || string(gc[0][14:sizes[0]]) != "everyone" {
+		t.Fatalf("c: %q", gc[0][:sizes[0]])
+	}
+	if &ga[0][0] == &gc[0][0] {
+		t.Fatal("two ports got one buffer of a flood")
+	}
+
+	sw.SetFaults(faultsFunc{
+		frame: func(string, []byte) (int, time.Duration) { return 2, 0 },
+		down:  func(string) bool { return false },
+	})
+	dup := a.Buffer()
+	a.SendBuffer(dup[:copy(dup, frame(2, 1, "twice"))])
+	two := [][]byte{make([]byte, roce.MaxFrameLen), make([]byte, roce.MaxFrameLen)}
+	two2 := make([]int, 2)
+	if n, err := b.RecvBatch(two, two2); n != 2 || err != nil {
+		t.Fatalf("duplicate: %d frames, %v", n, err)
+	}
+	copy(two[0][14:], "XXXXX")
+	if &two[0][0] == &two[1][0] || string(two[1][14:two2[1]]) != "twice" {
+		t.Fatalf("a duplicate's copies share a buffer: %q", two[1][:two2[1]])
+	}
+	a.SendBuffer(nil) // an unused buffer back: nothing is sent
+	if b.Queued() != 0 || c.Queued() != 0 {
+		t.Fatal("SendBuffer(nil) sent a frame")
+	}
+}

@@ -19,7 +19,7 @@ func (p *Port) Run() error {
 	}
 	bufs := make([][]byte, 32)
 	for i := range bufs {
-		bufs[i] = make([]byte, roce.MaxFrameLen)
+		bufs[i] = p.sw.buffer()
 	}
 	sizes := make([]int, len(bufs))
 	for {
@@ -33,8 +33,11 @@ func (p *Port) Run() error {
 			p.stats.RxBytes += uint64(sizes[i])
 		}
 		p.mu.Unlock()
+		// Each frame read goes on in its own buffer, a fresh one taking its place.
 		for i := range n {
-			p.sw.forward(p, bufs[i][:sizes[i]])
+			f := bufs[i][:sizes[i]]
+			bufs[i] = p.sw.buffer()
+			p.sw.forward(p, f, true)
 		}
 	}
 }
