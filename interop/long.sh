@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `make interop-long`: NVMe over Fabrics' cases that make interop leaves out (on Linux 6.12);
-# then the guest cases of interop-guestdriver, -guesthostpeer, -guestrobust and -rdmacore, which
-# make interop runs on Linux 6.12, and NVMe over Fabrics between two guests on softirdma0, again
-# with every VM on Linux 6.1 and on the newest kernel Debian ships (VM_KERNEL). Those PASS/FAIL
-# lines are renamed device_guest_k<major>.<minor>_<case>; the last line is the tally. About 20
-# minutes.
+# then the guest cases of interop-guestdriver, -guesthostpeer, -guestrobust, -rdmacore and
+# -fabric, which make interop runs on Linux 6.12, and NVMe over Fabrics between two guests on
+# softirdma0, again with every VM on Linux 6.1 and on the newest kernel Debian ships (VM_KERNEL).
+# Those PASS/FAIL lines are renamed device_guest_k<major>.<minor>_<case> (fabric2_k..., fault_k...);
+# the last line is the tally. About 25 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . vm/lib.sh
@@ -34,8 +34,8 @@ for k in 6.1 newest; do
   rm -f "$log"
   series=$(vm_series "$(vm_kernel_release "$k")")
   # A case of the 6.12 run, device_guest_X, is device_guest_kS_X here; other lines as they are.
-  SED="s/^(PASS|FAIL) device_guest_/\1 device_guest_k${series}_/"
-  for t in guestdriver guesthostpeer guestrobust rdmacore; do
+  SED="s/^(PASS|FAIL) (device_guest|fabric2|fault)_/\1 \2_k${series}_/"
+  for t in guestdriver guesthostpeer guestrobust rdmacore guestfabric; do
     run "$t" env VM_KERNEL="$k" bash "interop/$t.sh"
   done
   run guestnvmeof env VM_KERNEL="$k" bash interop/guestnvmeof.sh softirdma_to_softirdma
