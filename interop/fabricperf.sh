@@ -10,13 +10,12 @@
 # Usage: interop/fabricperf.sh [ITERATIONS] (default 5000: 320 MiB through softirdma).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-N=${1:-5000}
-case $N in '' | *[!0-9]*) echo "iterations must be a number, not '$N'" >&2; exit 2;; esac
-[ "$N" -ge 5 ] && [ "$N" -le 1000000 ] || { echo "iterations must be 5..1000000" >&2; exit 2; }
+N=${1:-5000} MTU=${FABRIC_MTU:-9000}
+. vm/lib.sh
+vm_check_number iterations "$N" 5 1000000
+vm_check_number FABRIC_MTU "$MTU" 1280 9198
+N=$((10#$N)) MTU=$((10#$MTU))
 . interop/guestlib.sh
-MTU=${FABRIC_MTU:-9000}
-case $MTU in '' | *[!0-9]*) echo "FABRIC_MTU must be a number, not '$MTU'" >&2; exit 2;; esac
-[ "$MTU" -ge 1280 ] && [ "$MTU" -le 9198 ] || { echo "FABRIC_MTU must be 1280..9198" >&2; exit 2; }
 guest_setup fabricperf_module_build
 A=192.168.77.1 B=192.168.77.2 SIZE=65536
 

@@ -9,8 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-500}
-case $N in '' | *[!0-9]*) echo "iterations must be a number, not '$N'" >&2; exit 2;; esac
-[ "$N" -ge 5 ] && [ "$N" -le 100000 ] || { echo "iterations must be 5..100000" >&2; exit 2; }
+. vm/lib.sh
+vm_check_number iterations "$N" 5 100000
+N=$((10#$N))
 . interop/guestlib.sh
 guest_setup device_guest_perf_module_build
 SIZE=65536 UD_SIZE=1024 TCP=18781 QEMU_PORT=9271 PEER_PORT=9272

@@ -22,6 +22,13 @@ export VM_DIR
 vm_log() { echo "vm: $*" >&2; }
 vm_die() { echo "vm: $*" >&2; exit 1; }
 
+# vm_check_number NAME VALUE MIN MAX: VALUE is a whole number in MIN..MAX, or the script ends
+# with status 2 saying what NAME must be.
+vm_check_number() {
+  [[ $2 =~ ^[0-9]{1,9}$ ]] || { echo "$1 must be a number, not '$2'" >&2; exit 2; }
+  [ "$((10#$2))" -ge "$3" ] && [ "$((10#$2))" -le "$4" ] || { echo "$1 must be $3..$4, not $2" >&2; exit 2; }
+}
+
 # vm_lock: one provisioning or driver build at a time on $VM_DIR (they change the shared root;
 # a second waits for the first).
 vm_lock() {
