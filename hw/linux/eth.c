@@ -200,12 +200,19 @@ static void tx_clean(struct sirdma_dev *sdev)
 static int sirdma_napi_poll(struct napi_struct *napi, int budget)
 {
 	struct sirdma_dev *sdev = container_of(napi, struct sirdma_dev, napi);
+	struct sirdma_eth_ring *r = &sdev->rx;
 	int n;
 
 	spin_lock(&sdev->tx_lock);
 	tx_clean(sdev);
 	spin_unlock(&sdev->tx_lock);
 	n = rx_poll(sdev, budget);
+	/*
+	 * With no buffer posted (every allocation failed: a jumbo MTU's take more than a page)
+	 * no frame arrives to raise the RX interrupt: poll again until a refill succeeds.
+	 */
+	if (r->prod == r->clean)
+		return budget;
 	if (n < budget)
 		napi_complete_done(napi, n);
 	return n;
@@ -307,7 +314,7 @@ static int sirdma_open(struct net_device *netdev)
 	    sirdma_rd(sdev, SOFTIRDMA_REG_PORT_STATE) == SOFTIRDMA_PORT_ACTIVE)
 		netif_carrier_on(netdev);
 	netif_start_queue(netdev);
-	sdev->rings_up = true;
+	WRITE_ONCE(sdev->rings_up, true);
 	return 0;
 
 err_tx_ring:
@@ -326,10 +333,14 @@ static int sirdma_stop(struct net_device *netdev)
 
 	if (!sdev->rings_up)
 		return 0; /* a reopen after an MTU change failed: nothing is left to stop */
-	sdev->rings_up = false;
-	netif_stop_queue(netdev);
-	netif_carrier_off(netdev);
+	WRITE_ONCE(sdev->rings_up, false);
+	/*
+	 * NAPI first: its TX clean would wake the queue. Then no transmit may be under way or
+	 * start: an MTU change stops the rings with the qdisc still running.
+	 */
 	napi_disable(&sdev->napi);
+	netif_tx_disable(netdev);
+	netif_carrier_off(netdev);
 	/* Once the rings are destroyed the device touches neither them nor their buffers. */
 	ring_destroy(sdev, SOFTIRDMA_ETH_RX);
 	ring_destroy(sdev, SOFTIRDMA_ETH_TX);

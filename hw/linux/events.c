@@ -194,7 +194,7 @@ static irqreturn_t sirdma_async_irq(int irq, void *data)
 		case IB_EVENT_PORT_ERR:
 			/* The Ethernet function's carrier is the port's. */
 			if (type == IB_EVENT_PORT_ACTIVE && netif_running(sdev->netdev) &&
-			    !READ_ONCE(sdev->failed))
+			    READ_ONCE(sdev->rings_up) && !READ_ONCE(sdev->failed))
 				netif_carrier_on(sdev->netdev);
 			else if (type != IB_EVENT_PORT_ACTIVE)
 				netif_carrier_off(sdev->netdev);

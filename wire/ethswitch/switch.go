@@ -107,7 +107,8 @@ type Port struct {
 
 	mu     sync.Mutex
 	ready  sync.Cond // a frame queued, or the port closed
-	queue  [][]byte  // frames for the reader, in order, each in a buffer of the switch's
+	queue  [][]byte  // frames for the reader from queue[head] on, in order, each in a buffer of the switch's
+	head   int
 	closed bool
 	stats  roce.LinkStats
 	// Dropped counts frames for this port the switch dropped because its queue was full.
@@ -269,13 +270,20 @@ func (p *Port) deliver(f []byte) {
 		return
 	}
 	p.mu.Lock()
-	if p.closed || len(p.queue) >= QueueFrames {
+	if p.closed || len(p.queue)-p.head >= QueueFrames {
 		if !p.closed {
 			p.dropped++
 		}
 		p.mu.Unlock()
 		p.sw.recycle(f)
 		return
+	}
+	if len(p.queue) == cap(p.queue) && p.head >= len(p.queue)/2 {
+		// At least half the array is taken: what is left moves to the front rather than the
+		// array growing.
+		n := copy(p.queue, p.queue[p.head:])
+		clear(p.queue[n:])
+		p.queue, p.head = p.queue[:n], 0
 	}
 	p.queue = append(p.queue, f)
 	p.ready.Signal()
@@ -290,16 +298,17 @@ func (p *Port) deliver(f []byte) {
 func (p *Port) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for len(p.queue) == 0 && !p.closed {
+	for p.head == len(p.queue) && !p.closed {
 		p.ready.Wait()
 	}
-	if len(p.queue) == 0 {
+	if p.head == len(p.queue) {
 		return 0, ErrClosed
 	}
-	n, taken := 0, 0
-	for n < len(bufs) && taken < len(p.queue) {
-		f := p.queue[taken]
-		taken++
+	n := 0
+	for n < len(bufs) && p.head < len(p.queue) {
+		f := p.queue[p.head]
+		p.queue[p.head] = nil
+		p.head++
 		if len(f) > len(bufs[n]) {
 			p.stats.RxDropped++
 			p.sw.recycle(f)
@@ -316,10 +325,9 @@ func (p *Port) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 		p.sw.recycle(f)
 		n++
 	}
-	// What is left moves to the front: the queue's array serves for the port's life.
-	left := copy(p.queue, p.queue[taken:])
-	clear(p.queue[left:])
-	p.queue = p.queue[:left]
+	if p.head == len(p.queue) {
+		p.queue, p.head = p.queue[:0], 0 // the array serves again from its start
+	}
 	return n, nil
 }
 
@@ -337,7 +345,7 @@ func (p *Port) Close() error {
 	s.mu.Unlock()
 	p.mu.Lock()
 	p.closed = true
-	p.queue = nil
+	p.queue, p.head = nil, 0
 	p.ready.Broadcast()
 	p.mu.Unlock()
 	if p.out != nil {
@@ -357,5 +365,5 @@ func (p *Port) Stats() (roce.LinkStats, uint64) {
 func (p *Port) Queued() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.queue)
+	return len(p.queue) - p.head
 }
