@@ -139,13 +139,20 @@ VM_SCRIPT="$OUT/b.sh" VM_SOCKET=$SB VM_MAC0=52:54:00:00:0b:10 timeout 900 bash v
 bpid=$!; pids+=($bpid)
 VM_SCRIPT="$OUT/a.sh" VM_SOCKET=$SA VM_MAC0=52:54:00:00:0a:10 timeout 900 bash vm/run.sh vm.softirdma=$A/24 > "$OUT/a.log" 2>&1 &
 apid=$!; pids+=($apid)
+# probed NAME: the probe fault NAME has fired. (The list is read whole first: grep -q ending the
+# pipe early would cut the list's writer off, and pipefail take that for a failure.)
+probed() {
+  local faults
+  faults=$(bin/softirdma fault -socket "$OUT/ctl.sock" list) || return 1
+  grep -q "fired=1 .*name=$1\$" <<< "$faults"
+}
 # The flap: once a's long transfer moves (a probe fault, a 1 ms delay of one of its WRITE
 # packets, has fired), b's link goes down for 20 s.
 flap=
 if waitfor "$OUT/a.log" "VM: flap next" 600 $apid; then
   bin/softirdma fault -socket "$OUT/ctl.sock" add delay from=a opcode=RDMA_WRITE_MIDDLE delay=1ms count=1 name=probe > /dev/null
   for i in $(seq 1200); do
-    bin/softirdma fault -socket "$OUT/ctl.sock" list | grep -q "fired=1 .*name=probe" && break
+    probed probe && break
     kill -0 $apid 2>/dev/null || break
     sleep 0.1
   done
@@ -154,8 +161,6 @@ fi
 # Isolation: once a's pingpong and b's write to r both move (a probe fault on each has fired),
 # a's QEMU goes (SIGKILL); then a new QEMU on a's socket.
 killed=
-# probed NAME: the probe fault NAME has fired (or a's VM ended: no use waiting).
-probed() { bin/softirdma fault -socket "$OUT/ctl.sock" list | grep -q "fired=1 .*name=$1\$"; }
 if waitfor "$OUT/a.log" "VM: isolation next" 600 $apid; then
   bin/softirdma fault -socket "$OUT/ctl.sock" add delay from=a opcode=SEND_MIDDLE delay=1ms count=1 name=iso-a > /dev/null
   bin/softirdma fault -socket "$OUT/ctl.sock" add delay from=b opcode=RDMA_WRITE_MIDDLE delay=1ms count=1 name=iso-b > /dev/null
