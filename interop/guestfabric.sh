@@ -187,6 +187,8 @@ wait $rpid || true
 wait $bpid || true
 bin/softirdma fault -socket "$OUT/ctl.sock" list > "$OUT/faults.txt" 2>&1 || true
 sed 's/^/faults: /' "$OUT/faults.txt"
+bin/softirdma fault -socket "$OUT/ctl.sock" ports > "$OUT/ports.txt" 2>&1 || true
+sed 's/^/ports: /' "$OUT/ports.txt"
 
 fail=0
 results=$(while IFS='|' read -r t opts result; do
@@ -244,6 +246,14 @@ if [ -n "$killed" ] && grep -q 'msg="client gone" function=a ' "$OUT/serve.log" 
 else
   grep -a "new a" "$OUT/a2.log" "$OUT/b.log" 2>/dev/null | tail -3
   echo "FAIL fabric2_isolation_new_qemu_finds_reset_function"; fail=1
+fi
+# Every port of the fabric carried frames both ways, as the switch counted them: a (and the
+# new a on its function), b, and the uplink to r.
+moved=$(awk '$1 == "port" && $3 ~ /^in_frames=[1-9]/ && $5 ~ /^out_frames=[1-9]/ { print $2 }' "$OUT/ports.txt" | sort | tr '\n' ' ')
+if [ "$moved" = "a b uplink " ]; then
+  echo "PASS fabric2_ports_counted ($(awk '$1 == "port" { printf "%s %s %s %s; ", $2, $3, $5, $7 }' "$OUT/ports.txt"))"
+else
+  echo "FAIL fabric2_ports_counted (ports that moved frames both ways: '$moved')"; fail=1
 fi
 for g in a a2 b; do
   KERNEL_LOG=$OUT/$g.log kernel_clean "fabric2_${g}_no_kernel_warning" "" "VM: dmesg checked"

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/softirdma/softirdma/wire/ethswitch"
 	"github.com/softirdma/softirdma/wire/faultplan"
 	"golang.org/x/sys/unix"
 )
@@ -48,12 +49,14 @@ func checkFaultNames(f faultplan.Fault, names []string) error {
 	return nil
 }
 
-// controlServer answers fault commands on a Unix socket, mode 0600, from processes of serve's
-// own user only (their credentials are checked on each connection).
+// controlServer answers fault commands, and what the fabric's ports carried, on a Unix socket,
+// mode 0600, from processes of serve's own user only (their credentials are checked on each
+// connection).
 type controlServer struct {
 	ln    *net.UnixListener
 	path  string
 	plan  *faultplan.Live
+	sw    *ethswitch.Switch
 	names []string
 	log   *slog.Logger
 	owner atomic.Int64 // the user whose processes may connect: serve's
@@ -61,7 +64,7 @@ type controlServer struct {
 
 // listenControl makes the control socket at path (checked with the flags, checkSocketPath),
 // replacing a socket file nobody listens on.
-func listenControl(path string, plan *faultplan.Live, names []string, log *slog.Logger) (*controlServer, error) {
+func listenControl(path string, plan *faultplan.Live, sw *ethswitch.Switch, names []string, log *slog.Logger) (*controlServer, error) {
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		if c, err := net.Dial("unix", path); err == nil {
 			c.Close()
@@ -78,7 +81,7 @@ func listenControl(path string, plan *faultplan.Live, names []string, log *slog.
 		ln.Close()
 		return nil, err
 	}
-	c := &controlServer{ln: ln, path: path, plan: plan, names: names, log: log}
+	c := &controlServer{ln: ln, path: path, plan: plan, sw: sw, names: names, log: log}
 	c.owner.Store(int64(os.Geteuid()))
 	return c, nil
 }
@@ -165,6 +168,17 @@ func (c *controlServer) command(w io.Writer, line string) {
 			fmt.Fprintf(w, "%d fired=%d seen=%d %s\n", e.ID, e.Fired, e.Seen, e.Spec)
 		}
 		fmt.Fprintln(w, "ok")
+	case "ports":
+		if rest != "" {
+			fmt.Fprintln(w, "error ports takes nothing")
+			return
+		}
+		for _, p := range c.sw.Ports() {
+			n := p.Counters()
+			fmt.Fprintf(w, "port %s in_frames=%d in_bytes=%d out_frames=%d out_bytes=%d dropped=%d queued=%d\n",
+				p.Name(), n.InFrames, n.InBytes, n.OutFrames, n.OutBytes, n.Dropped, n.Queued)
+		}
+		fmt.Fprintln(w, "ok")
 	case "remove":
 		id, err := strconv.Atoi(rest)
 		switch {
@@ -177,20 +191,23 @@ func (c *controlServer) command(w io.Writer, line string) {
 			fmt.Fprintln(w, "ok")
 		}
 	default:
-		fmt.Fprintf(w, "error unknown command %q: add FAULT, list, remove N\n", verb)
+		fmt.Fprintf(w, "error unknown command %q: add FAULT, list, remove N, ports\n", verb)
 	}
 }
 
-// runFault is `softirdma fault -socket CTL add FAULT...|list|remove N`.
+// runFault is `softirdma fault -socket CTL add FAULT...|list|remove N|ports`.
 func runFault(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("fault", stderr)
 	socket := fs.String("socket", "", "serve's control socket (serve -control PATH)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up on serve's answer after this long (1ms..10m)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma fault -socket CTL add FAULT | list | remove N")
+		fmt.Fprintln(stderr, "usage: softirdma fault -socket CTL add FAULT | list | remove N | ports")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "Breaks the fabric of a `softirdma serve -function ... -control CTL` while it runs: add a fault")
-		fmt.Fprintln(stderr, "(its number printed), list the faults with how often each matched and fired, remove one.")
+		fmt.Fprintln(stderr, "(its number printed), list the faults with how often each matched and fired, remove one;")
+		fmt.Fprintln(stderr, "ports shows what each port of the fabric carried, as the switch saw it: frames and bytes in")
+		fmt.Fprintln(stderr, "from the function (or the uplink's link) and out to it, frames dropped for it (its queue full:")
+		fmt.Fprintln(stderr, "a guest that does not keep up), frames queued.")
 		fmt.Fprintln(stderr, "A fault:")
 		fmt.Fprintln(stderr, "  "+strings.ReplaceAll(faultplan.Syntax, "\n", "\n  "))
 		fmt.Fprintln(stderr, "e.g. softirdma fault -socket /tmp/ctl.sock add drop from=a opcode=RDMA_READ_RESPONSE_MIDDLE nth=3")
@@ -215,8 +232,8 @@ func runFault(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		line = "add " + strings.Join(cmd[1:], " ")
-	case len(cmd) == 1 && cmd[0] == "list":
-		line = "list"
+	case len(cmd) == 1 && (cmd[0] == "list" || cmd[0] == "ports"):
+		line = cmd[0]
 	case len(cmd) == 2 && cmd[0] == "remove":
 		if n, err := strconv.Atoi(cmd[1]); err != nil || n < 1 {
 			fmt.Fprintf(stderr, "softirdma fault: remove takes a fault's number, not %q\n", cmd[1])
@@ -224,7 +241,7 @@ func runFault(args []string, stdout, stderr io.Writer) int {
 		}
 		line = "remove " + cmd[1]
 	default:
-		fmt.Fprintln(stderr, "softirdma fault: give add FAULT, list or remove N")
+		fmt.Fprintln(stderr, "softirdma fault: give add FAULT, list, remove N or ports")
 		return 2
 	}
 	conn, err := net.DialTimeout("unix", *socket, *timeout)

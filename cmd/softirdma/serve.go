@@ -50,7 +50,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	lc.register(fs)
 	var functions functionFlags
 	var faults faultFlags
-	control := fs.String("control", "", "with -function: a control socket (mode 0600, its owner's user only) on which `softirdma fault` adds, lists and removes faults while serve runs")
+	control := fs.String("control", "", "with -function: a control socket (mode 0600, its owner's user only) on which `softirdma fault` adds, lists and removes faults and reads the ports' counters while serve runs")
 	fs.Var(&faults, "fault", "with -function, repeated: a fault in the fabric from the start, e.g. 'drop from=a opcode=RDMA_READ_RESPONSE_MIDDLE nth=3' (softirdma fault -h has the syntax)")
 	fs.Var(&functions, "function", "a function of its own for one more VM, repeated: name=NAME,socket=PATH[,ip=ADDR][,mac=MAC] (instead of -socket); the functions share an in-process fabric, -link is its uplink, -pcap captures all of it")
 	fs.Usage = func() {
@@ -72,7 +72,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "  softirdma serve -function name=a,socket=/tmp/a.sock,ip=192.168.77.1 -function name=b,socket=/tmp/b.sock,ip=192.168.77.2")
 		fmt.Fprintln(stderr, "Faults break the fabric's frames on purpose, from the start (-fault) or while it runs")
 		fmt.Fprintln(stderr, "(-control CTL, then softirdma fault -socket CTL add|list|remove); each window counts from")
-		fmt.Fprintln(stderr, "when its fault was added. A fault:")
+		fmt.Fprintln(stderr, "when its fault was added. `softirdma fault -socket CTL ports` shows what each port carried and")
+		fmt.Fprintln(stderr, "what the fabric dropped for it. A fault:")
 		fmt.Fprintln(stderr, "  "+strings.ReplaceAll(faultplan.Syntax, "\n", "\n  "))
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()

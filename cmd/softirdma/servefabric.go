@@ -224,14 +224,14 @@ func serveFabric(ctx context.Context, o fabricOptions, stdout, stderr io.Writer)
 		sw.SetFaults(plan)
 	}
 	if o.control != "" {
-		ctl, err := listenControl(o.control, plan, o.senders(), log)
+		ctl, err := listenControl(o.control, plan, sw, o.senders(), log)
 		if err != nil {
 			return fail("cannot make the control socket", err, "control", o.control)
 		}
 		defer ctl.close()
 		go ctl.serve()
 		log.Info("control socket", "control", o.control)
-		fmt.Fprintf(stdout, "softirdma serve: control socket %s (softirdma fault -socket %s add|list|remove)\n", o.control, o.control)
+		fmt.Fprintf(stdout, "softirdma serve: control socket %s (softirdma fault -socket %s add|list|remove|ports)\n", o.control, o.control)
 	}
 	guard, guardErr := sockguard.Start()
 	if guardErr == nil {

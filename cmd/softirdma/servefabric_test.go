@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"github.com/softirdma/softirdma/hw/vfiouser"
 	"github.com/softirdma/softirdma/internal/vfiobus"
 	"github.com/softirdma/softirdma/wire/decode"
+	"github.com/softirdma/softirdma/wire/ethswitch"
 	"github.com/softirdma/softirdma/wire/faultplan"
 )
 
@@ -285,6 +287,24 @@ func TestServeFabricFaults(t *testing.T) {
 	if _, list, _ = fault(ctl, "list"); strings.HasPrefix(list, "1 ") || !strings.HasPrefix(list, "2 ") {
 		t.Fatalf("after remove: %q", list)
 	}
+	// What the ports carried: each function sent and took frames (the dropped WRITE and the
+	// corrupted one among them, the faults' and not the switch's), the switch dropped none.
+	code, ports, errs := fault(ctl, "ports")
+	t.Logf("softirdma fault ports:\n%s", ports)
+	lines := strings.Split(strings.TrimSpace(ports), "\n")
+	if code != 0 || len(lines) != 2 {
+		t.Fatalf("ports: %d %q %q", code, ports, errs)
+	}
+	for i, name := range []string{"a", "b"} {
+		var in, inBytes, out, outBytes, dropped, queued uint64
+		if _, err := fmt.Sscanf(lines[i], "port "+name+" in_frames=%d in_bytes=%d out_frames=%d out_bytes=%d dropped=%d queued=%d",
+			&in, &inBytes, &out, &outBytes, &dropped, &queued); err != nil {
+			t.Fatalf("ports line %q: %v", lines[i], err)
+		}
+		if in < 3 || out < 2 || inBytes < 512+in*54 || dropped != 0 {
+			t.Errorf("port %s: %q", name, lines[i])
+		}
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -292,7 +312,7 @@ func TestServeFabricFaults(t *testing.T) {
 		{[]string{"add", "drop", "from=c"}, "from=c: the fabric has a, b"},
 		{[]string{"add", "explode"}, "is not an action"},
 		{[]string{"remove", "x"}, "remove takes a fault's number"},
-		{[]string{"frobnicate"}, "give add FAULT, list or remove N"},
+		{[]string{"frobnicate"}, "give add FAULT, list, remove N or ports"},
 	} {
 		if code, _, errs := fault(ctl, c.args...); code == 0 || !strings.Contains(errs, c.want) {
 			t.Errorf("fault %q: %d %q, want %q", c.args, code, errs, c.want)
@@ -307,7 +327,13 @@ func TestControlSocketInput(t *testing.T) {
 	ctl := filepath.Join(t.TempDir(), "ctl.sock")
 	plan := &faultplan.Live{}
 	var logBuf lockedBuffer
-	c, err := listenControl(ctl, plan, []string{"a", "b"}, slog.New(slog.NewTextHandler(&logBuf, nil)))
+	sw := ethswitch.New()
+	pa, pb := sw.NewPort("a"), sw.NewPort("b")
+	broadcast := append(bytes.Repeat([]byte{0xff}, 6), make([]byte, 54)...) // 60 bytes from a, for b's reader
+	if _, err := pa.SendBatch([][]byte{broadcast}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := listenControl(ctl, plan, sw, []string{"a", "b"}, slog.New(slog.NewTextHandler(&logBuf, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,9 +354,11 @@ func TestControlSocketInput(t *testing.T) {
 		b, _ := io.ReadAll(conn)
 		return string(b)
 	}
-	got := talk("hello\nadd\nadd drop nth=0\nremove\nlist extra\n\x00\xff\nadd drop from=a\nlist\n")
+	got := talk("hello\nadd\nadd drop nth=0\nremove\nlist extra\n\x00\xff\nadd drop from=a\nlist\nports x\nports\n")
 	want := []string{`error unknown command "hello"`, "error empty fault", "error nth=0: a count is 1", "error remove takes a fault's number",
-		"error list takes nothing", "error unknown command", "ok 1", "1 fired=0 seen=0 drop from=a", "ok"}
+		"error list takes nothing", "error unknown command", "ok 1", "1 fired=0 seen=0 drop from=a", "ok", "error ports takes nothing",
+		"port a in_frames=1 in_bytes=60 out_frames=0 out_bytes=0 dropped=0 queued=0",
+		"port b in_frames=0 in_bytes=0 out_frames=0 out_bytes=0 dropped=0 queued=1", "ok"}
 	lines := strings.Split(strings.TrimSpace(got), "\n")
 	if len(lines) != len(want) {
 		t.Fatalf("answers %q", got)
@@ -352,5 +380,8 @@ func TestControlSocketInput(t *testing.T) {
 	}
 	if len(plan.List()) != 1 {
 		t.Fatalf("the plan holds %v", plan.List())
+	}
+	if pb.Queued() != 1 {
+		t.Fatalf("the control socket changed the ports: b holds %d frames", pb.Queued())
 	}
 }

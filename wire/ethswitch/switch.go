@@ -8,6 +8,8 @@ package ethswitch
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -352,6 +354,44 @@ func (p *Port) Close() error {
 		return p.out.Close()
 	}
 	return nil
+}
+
+// Counters are what crossed a port, seen from the switch: In the frames it took from whatever
+// stands on the port (a function's transmits, what an uplink's link brought), Out those it
+// handed over to it.
+type Counters struct {
+	InFrames, InBytes, OutFrames, OutBytes uint64
+	// Dropped counts frames for the port that the switch could not hand over: its queue was
+	// full (a reader that does not keep up), a frame was longer than the reader's buffer, or an
+	// uplink's link refused it. A fault's drops are the fault's, not counted here.
+	Dropped uint64
+	// Queued is how many frames wait for the port's reader.
+	Queued int
+}
+
+// Counters reports what crossed the port so far, from the switch's side.
+func (p *Port) Counters() Counters {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := Counters{InFrames: p.stats.TxFrames, InBytes: p.stats.TxBytes, OutFrames: p.stats.RxFrames, OutBytes: p.stats.RxBytes,
+		Dropped: p.dropped + p.stats.RxDropped, Queued: len(p.queue) - p.head}
+	if p.out != nil {
+		// An uplink's stats are its link's: what it received went into the switch.
+		c.InFrames, c.InBytes, c.OutFrames, c.OutBytes = p.stats.RxFrames, p.stats.RxBytes, p.stats.TxFrames, p.stats.TxBytes
+	}
+	return c
+}
+
+// Ports are the switch's ports, by name.
+func (s *Switch) Ports() []*Port {
+	s.mu.Lock()
+	ports := make([]*Port, 0, len(s.ports))
+	for p := range s.ports {
+		ports = append(ports, p)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(ports, func(a, b *Port) int { return strings.Compare(a.name, b.name) })
+	return ports
 }
 
 // Stats reports what crossed the port, and how many frames for it the switch dropped.

@@ -111,6 +111,32 @@ func TestFullQueueDrops(t *testing.T) {
 	if st.RxFrames != ethswitch.QueueFrames {
 		t.Fatalf("stats %+v", st)
 	}
+	// From the switch's side: what a sent came in, what b's reader took went out, the rest
+	// dropped; frames are 14 bytes of header and their tag.
+	var sent uint64
+	for i := range ethswitch.QueueFrames + 5 {
+		sent += uint64(14 + len(fmt.Sprint(i)))
+	}
+	if got, want := a.Counters(), (ethswitch.Counters{InFrames: ethswitch.QueueFrames + 5, InBytes: sent, OutFrames: 1, OutBytes: 14 + 7}); got != want {
+		t.Errorf("a's counters %+v, want %+v", got, want)
+	}
+	if got := b.Counters(); got.InFrames != 1 || got.OutFrames != ethswitch.QueueFrames || got.Dropped != 5 || got.Queued != 0 {
+		t.Errorf("b's counters %+v", got)
+	}
+	// A frame longer than the reader's buffer is dropped at the reader, counted with the rest.
+	send(t, a, frame(2, 1, "too long for 20 bytes"))
+	if b.Counters().Queued != 1 {
+		t.Fatalf("b's counters %+v", b.Counters())
+	}
+	if n, err := b.RecvBatch([][]byte{make([]byte, 20)}, make([]int, 1)); n != 0 || err != nil {
+		t.Fatalf("RecvBatch into a short buffer: %d %v", n, err)
+	}
+	if got := b.Counters(); got.Dropped != 6 || got.Queued != 0 {
+		t.Errorf("b's counters %+v", got)
+	}
+	if ports := sw.Ports(); len(ports) != 2 || ports[0] != a || ports[1] != b {
+		t.Errorf("Ports: %v", ports)
+	}
 }
 
 // Closing a port wakes its blocked reader with ErrClosed and the switch forgets its MACs:
@@ -167,6 +193,14 @@ func TestUplink(t *testing.T) {
 	st, _ := up.Stats()
 	if st.TxFrames != 1 || st.RxFrames != 1 {
 		t.Fatalf("uplink stats %+v", st)
+	}
+	// The uplink's counters are the switch's view: "and back" came in from the link, "over
+	// the uplink" went out on it.
+	if got, want := up.Counters(), (ethswitch.Counters{InFrames: 1, InBytes: 14 + 8, OutFrames: 1, OutBytes: 14 + 15}); got != want {
+		t.Errorf("uplink counters %+v, want %+v", got, want)
+	}
+	if ports := left.Ports(); len(ports) != 2 || ports[0] != a || ports[1] != up {
+		t.Errorf("Ports: %v", ports)
 	}
 	if err := up.Close(); err != nil {
 		t.Fatal(err)
