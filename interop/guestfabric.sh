@@ -259,14 +259,16 @@ for g in a a2 b; do
   KERNEL_LOG=$OUT/$g.log kernel_clean "fabric2_${g}_no_kernel_warning" "" "VM: dmesg checked"
 done
 kill $spid 2>/dev/null; wait $spid 2>/dev/null || true
-# The capture: nothing malformed, the one frame the corruption fault changed the only one with a
-# bad ICRC, the CM exchange named; b's dropped READ response sent again (a retransmission on a
-# flow from b).
+# The capture: every frame the switch took from a port (the ports' in_frames, the guests all
+# gone when they were read), nothing malformed, the one frame the corruption fault changed the
+# only one with a bad ICRC, the CM exchange named; b's dropped READ response sent again (a
+# retransmission on a flow from b).
 bin/softirdma decode -flows "$OUT/fabric.pcap" > "$OUT/fabric.txt" 2>&1 || true
-if grep -q "^summary: .* icrc_bad=1 malformed=0" "$OUT/fabric.txt" && grep -q "^cm .*(disconnected)" "$OUT/fabric.txt"; then
+took=$(awk '$1 == "port" { sub("in_frames=", "", $3); n += $3 } END { print n + 0 }' "$OUT/ports.txt")
+if grep -q "^summary: frames=$took .* icrc_bad=1 malformed=0" "$OUT/fabric.txt" && grep -q "^cm .*(disconnected)" "$OUT/fabric.txt"; then
   echo "PASS fabric2_pcap_decodes_clean ($(tail -1 "$OUT/fabric.txt"))"
 else
-  tail -3 "$OUT/fabric.txt"; echo "FAIL fabric2_pcap_decodes_clean"; fail=1
+  tail -3 "$OUT/fabric.txt"; echo "FAIL fabric2_pcap_decodes_clean (the ports took $took frames)"; fail=1
 fi
 fired() { grep -qE "^[0-9]+ fired=$2 .*name=$1\$" "$OUT/faults.txt"; }
 # a asked again for what the dropped response carried: its READ flow (the one whose rkey did
