@@ -18,6 +18,19 @@ var (
 	addedLine = regexp.MustCompile(`^ok [1-9][0-9]*$`)
 )
 
+// fabricWithAQueuedFrame is a switch with ports a and b, a's one frame (a 60-byte broadcast)
+// queued for b's reader: ports then has counts to print on both sides.
+func fabricWithAQueuedFrame(tb testing.TB) (*ethswitch.Switch, *ethswitch.Port) {
+	tb.Helper()
+	sw := ethswitch.New()
+	pa, pb := sw.NewPort("a"), sw.NewPort("b")
+	broadcast := append(bytes.Repeat([]byte{0xff}, 6), make([]byte, 54)...)
+	if _, err := pa.SendBatch([][]byte{broadcast}); err != nil {
+		tb.Fatal(err)
+	}
+	return sw, pb
+}
+
 // FuzzControlCommand: whatever line a peer of the owner sends, the control socket answers it
 // and ends with exactly one "ok" or "error" line; an error is the whole answer and changes no
 // fault; only "ok" to add or remove changes the plan, by one; a listing's lines are well formed.
@@ -32,19 +45,14 @@ func FuzzControlCommand(f *testing.F) {
 		if strings.ContainsRune(line, '\n') {
 			return // the socket reads lines: a newline splits a command in two
 		}
-		sw := ethswitch.New()
-		pa := sw.NewPort("a")
-		sw.NewPort("b")
-		broadcast := append(bytes.Repeat([]byte{0xff}, 6), make([]byte, 54)...)
-		if _, err := pa.SendBatch([][]byte{broadcast}); err != nil {
-			t.Fatal(err)
-		}
+		sw, _ := fabricWithAQueuedFrame(t)
 		plan := &faultplan.Live{}
 		plan.Add(faultplan.Fault{Src: "a", Nth: 1}) // fault 1, so that remove and list have something
 		c := &controlServer{plan: plan, sw: sw, names: []string{"a", "b"}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 		before := len(plan.List())
 		var out bytes.Buffer
-		c.command(&out, strings.TrimSpace(line))
+		cmd := strings.TrimSpace(line)
+		c.command(&out, cmd)
 		answer := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 		if !strings.HasSuffix(out.String(), "\n") {
 			t.Fatalf("%q: answer %q does not end its last line", line, out.String())
@@ -57,7 +65,7 @@ func FuzzControlCommand(f *testing.F) {
 				t.Fatalf("%q: an error after %d lines, faults %d -> %d: %q", line, len(listing), before, after, out.String())
 			}
 		case last == "ok":
-			verb, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+			verb, _, _ := strings.Cut(cmd, " ")
 			want := before
 			if verb == "remove" {
 				want--

@@ -18,7 +18,6 @@ import (
 	"github.com/softirdma/softirdma/hw/vfiouser"
 	"github.com/softirdma/softirdma/internal/vfiobus"
 	"github.com/softirdma/softirdma/wire/decode"
-	"github.com/softirdma/softirdma/wire/ethswitch"
 	"github.com/softirdma/softirdma/wire/faultplan"
 )
 
@@ -327,12 +326,7 @@ func TestControlSocketInput(t *testing.T) {
 	ctl := filepath.Join(t.TempDir(), "ctl.sock")
 	plan := &faultplan.Live{}
 	var logBuf lockedBuffer
-	sw := ethswitch.New()
-	pa, pb := sw.NewPort("a"), sw.NewPort("b")
-	broadcast := append(bytes.Repeat([]byte{0xff}, 6), make([]byte, 54)...) // 60 bytes from a, for b's reader
-	if _, err := pa.SendBatch([][]byte{broadcast}); err != nil {
-		t.Fatal(err)
-	}
+	sw, pb := fabricWithAQueuedFrame(t)
 	c, err := listenControl(ctl, plan, sw, []string{"a", "b"}, slog.New(slog.NewTextHandler(&logBuf, nil)))
 	if err != nil {
 		t.Fatal(err)
