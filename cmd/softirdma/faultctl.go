@@ -165,7 +165,7 @@ func (c *controlServer) command(w io.Writer, line string) {
 			return
 		}
 		for _, e := range c.plan.List() {
-			fmt.Fprintf(w, "%d fired=%d seen=%d %s\n", e.ID, e.Fired, e.Seen, e.Spec)
+			fmt.Fprintf(w, "%d fired=%d seen=%d frames=%s %s\n", e.ID, e.Fired, e.Seen, firedFrames(e), e.Spec)
 		}
 		fmt.Fprintln(w, "ok")
 	case "ports":
@@ -204,7 +204,8 @@ func runFault(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: softirdma fault -socket CTL add FAULT | list | remove N | ports")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "Breaks the fabric of a `softirdma serve -function ... -control CTL` while it runs: add a fault")
-		fmt.Fprintln(stderr, "(its number printed), list the faults with how often each matched and fired, remove one;")
+		fmt.Fprintln(stderr, "(its number printed), list the faults with how often each matched and fired and the numbers of")
+		fmt.Fprintln(stderr, "the frames it fired on in serve's -pcap capture, remove one;")
 		fmt.Fprintln(stderr, "ports shows what each port of the fabric carried, as the switch saw it: frames and bytes in")
 		fmt.Fprintln(stderr, "from the function (or the uplink's link) and out to it, frames dropped for it (its queue full:")
 		fmt.Fprintln(stderr, "a guest that does not keep up), frames queued.")
@@ -273,4 +274,23 @@ func runFault(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "softirdma fault: serve ended the connection without an answer (%v)\n", sc.Err())
 	return 1
+}
+
+// firedFrames is the frames= field of a fault's list line: the capture's numbers of the frames
+// it fired on, "..." after them when it fired on more than are kept, "none" before it fires.
+func firedFrames(e faultplan.Entry) string {
+	if len(e.Frames) == 0 {
+		return "none"
+	}
+	var b strings.Builder
+	for i, n := range e.Frames {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatUint(n, 10))
+	}
+	if e.Fired > len(e.Frames) {
+		b.WriteString(",...")
+	}
+	return b.String()
 }

@@ -17,8 +17,10 @@ import (
 	"github.com/softirdma/softirdma/hw/driver"
 	"github.com/softirdma/softirdma/hw/vfiouser"
 	"github.com/softirdma/softirdma/internal/vfiobus"
+	"github.com/softirdma/softirdma/wire"
 	"github.com/softirdma/softirdma/wire/decode"
 	"github.com/softirdma/softirdma/wire/faultplan"
+	"github.com/softirdma/softirdma/wire/roce"
 )
 
 // -function's syntax: each mistake is refused with the key or the clash it is about.
@@ -237,6 +239,31 @@ func startFabric(t *testing.T, o fabricOptions) (sockA, sockB string, out, errs 
 	return sockA, sockB, out, errs, stop
 }
 
+// captured is every frame of a pcap file so far.
+func captured(t *testing.T, path string) [][]byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := wire.NewPcapReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames [][]byte
+	for {
+		data, _, err := r.Next()
+		if err == io.EOF {
+			return frames
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames = append(frames, append([]byte(nil), data...))
+	}
+}
+
 // fault runs `softirdma fault -socket ctl ARGS...`.
 func fault(ctl string, args ...string) (int, string, string) {
 	return runCLI(append([]string{"fault", "-socket", ctl}, args...)...)
@@ -244,13 +271,14 @@ func fault(ctl string, args ...string) (int, string, string) {
 
 // A fault given at the start drops a's first WRITE, which a sends again after its ACK timeout:
 // the WRITE completes and lands, and the control socket lists the fault as fired once, having
-// seen both. Faults
-// added, listed and removed at run time; a corruption added through the socket is dropped by
-// the receiver's ICRC check and the WRITE completes all the same.
+// seen both, on the capture's frame that holds the first WRITE; the capture holds the WRITE sent
+// again after it. Faults added, listed and removed at run time; a corruption added through the
+// socket is dropped by the receiver's ICRC check and the WRITE completes all the same.
 func TestServeFabricFaults(t *testing.T) {
 	ctl := filepath.Join(t.TempDir(), "ctl.sock")
 	var o fabricOptions
 	o.control = ctl
+	o.pcap = filepath.Join(t.TempDir(), "fabric.pcap")
 	if err := o.faults.Set("drop from=a opcode=RDMA_WRITE_ONLY nth=1 name=first-write"); err != nil {
 		t.Fatal(err)
 	}
@@ -266,8 +294,30 @@ func TestServeFabricFaults(t *testing.T) {
 	b.connectTo(t, a)
 	a.write(t, b, bytes.Repeat([]byte{0xa5}, 512), 0)
 	code, list, errs := fault(ctl, "list")
-	if code != 0 || list != "1 fired=1 seen=2 drop from=a opcode=RC_RDMA_WRITE_ONLY nth=1 name=first-write\n" {
-		t.Fatalf("list: %d %q %q", code, list, errs)
+	var n int
+	if _, err := fmt.Sscanf(list, "1 fired=1 seen=2 frames=%d drop from=a opcode=RC_RDMA_WRITE_ONLY nth=1 name=first-write\n", &n); code != 0 || err != nil {
+		t.Fatalf("list: %d %q %q (%v)", code, list, errs, err)
+	}
+	// The capture's frame n is a's first WRITE; the next WRITE from a carries the same PSN.
+	frames := captured(t, o.pcap)
+	var dropped, again *roce.Frame
+	for i := n - 1; i < len(frames); i++ {
+		var f roce.Frame
+		if err := new(roce.Parser).Parse(&f, frames[i]); err != nil || f.Opcode != roce.RCWriteOnly || f.SrcIP() != netip.MustParseAddr("192.0.2.11") {
+			if i == n-1 {
+				t.Fatalf("frame %d of the capture is not a's WRITE (%v): %x", n, err, frames[i])
+			}
+			continue
+		}
+		if dropped == nil {
+			dropped = &f
+		} else {
+			again = &f
+			break
+		}
+	}
+	if again == nil || again.BTH.PSN() != dropped.BTH.PSN() || again.BTH.DestQP() != dropped.BTH.DestQP() {
+		t.Fatalf("the dropped WRITE (frame %d) was not sent again: %v", n, again)
 	}
 	code, added, errs := fault(ctl, "add", "corrupt", "from=b", "opcode=RDMA_WRITE_ONLY", "count=1")
 	if code != 0 || added != "fault 2 added\n" {
@@ -350,7 +400,7 @@ func TestControlSocketInput(t *testing.T) {
 	}
 	got := talk("hello\nadd\nadd drop nth=0\nremove\nlist extra\n\x00\xff\nadd drop from=a\nlist\nports x\nports\n")
 	want := []string{`error unknown command "hello"`, "error empty fault", "error nth=0: a count is 1", "error remove takes a fault's number",
-		"error list takes nothing", "error unknown command", "ok 1", "1 fired=0 seen=0 drop from=a", "ok", "error ports takes nothing",
+		"error list takes nothing", "error unknown command", "ok 1", "1 fired=0 seen=0 frames=none drop from=a", "ok", "error ports takes nothing",
 		"port a in_frames=1 in_bytes=60 out_frames=0 out_bytes=0 dropped=0 queued=0",
 		"port b in_frames=0 in_bytes=0 out_frames=0 out_bytes=0 dropped=0 queued=1", "ok"}
 	lines := strings.Split(strings.TrimSpace(got), "\n")

@@ -265,13 +265,11 @@ func (p *fabricPort) SendBuffer(buf []byte) {
 	// Targeted faults first, then the link's random ones, always drawing the random numbers in
 	// the same order so a seed means the same thing whatever fires.
 	for _, ft := range f.faults {
-		if !ft.Match(p.dev.Name(), &info, now) {
-			continue
+		var fired bool
+		if copies, delay, fired = ft.Take(p.dev.Name(), &info, buf, now, copies, delay); fired {
+			f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.DestQP, PSN: info.PSN, Kind: engine.EvFault,
+				Msg: fmt.Sprintf("fault %q: %s %s psn %d", ft.Name, ft.Action, info.Op, info.PSN)})
 		}
-		ft.Fire()
-		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.DestQP, PSN: info.PSN, Kind: engine.EvFault,
-			Msg: fmt.Sprintf("fault %q: %s %s psn %d", ft.Name, ft.Action, info.Op, info.PSN)})
-		copies, delay = ft.Apply(buf, &info, copies, delay)
 	}
 	rl, rd, rr, rc := f.rnd.Float64(), f.rnd.Float64(), f.rnd.Float64(), f.rnd.Float64()
 	if rc < p.cfg.Corrupt {

@@ -34,9 +34,12 @@ type Tap func(src string, t time.Time, frame []byte)
 type Faults interface {
 	// Frame is asked once about each frame a port sends, before the tap sees it and under the
 	// switch's lock: how many copies go on (0 drops it) and after how long. It may change the
-	// frame (a corruption).
+	// frame (a corruption). The frames it is asked about are the frames the tap sees, in the
+	// same order.
 	Frame(src string, frame []byte) (copies int, delay time.Duration)
-	// Down says whether a port's link is down: frames for it are not delivered.
+	// Down says whether a port's link is down: frames for it are not delivered. It is asked,
+	// under the switch's lock, about each port the frame Frame was asked about last would go
+	// to, and only when that frame goes on (Frame gave it copies).
 	Down(port string) bool
 }
 
@@ -214,26 +217,33 @@ func (s *Switch) forward(src *Port, f []byte, owned bool) {
 	if s.tap != nil {
 		s.tap(src.name, time.Now(), f)
 	}
-	if q, ok := s.byMAC[dst]; ok && dst[0]&1 == 0 {
-		if q != src {
-			to = append(to, q)
-		}
-	} else {
-		for q := range s.ports {
+	if copies > 0 {
+		if q, ok := s.byMAC[dst]; ok && dst[0]&1 == 0 {
 			if q != src {
 				to = append(to, q)
 			}
+		} else {
+			for q := range s.ports {
+				if q != src {
+					to = append(to, q)
+				}
+			}
 		}
+	}
+	if faults != nil {
+		// Asked here, with the frame the faults were shown last, so that a flap counts the
+		// frames it stopped as the ones the capture numbers.
+		live := to[:0]
+		for _, q := range to {
+			if !faults.Down(q.name) {
+				live = append(live, q)
+			}
+		}
+		to = live
 	}
 	s.mu.Unlock()
-	live := to[:0]
-	for _, q := range to {
-		if faults == nil || !faults.Down(q.name) {
-			live = append(live, q)
-		}
-	}
-	n := len(live) * copies
-	for i, q := range live {
+	n := len(to) * copies
+	for i, q := range to {
 		for c := range copies {
 			b := f
 			if !owned || i*copies+c < n-1 {

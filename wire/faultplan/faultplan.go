@@ -6,7 +6,6 @@
 package faultplan
 
 import (
-	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -87,6 +86,20 @@ func (f *Fault) Match(src string, fr *Frame, now time.Duration) bool {
 // Fire counts a firing.
 func (f *Fault) Fire() { f.fired++ }
 
+// Take shows the fault a frame src sent at time now, as the faults before it left it: copies of
+// it go on (0: an earlier fault dropped it) after delay. A fault that matches the frame counts it
+// as seen; one that fires on it does what its Action says, counts it as fired and reports true.
+// A frame already dropped is seen but not fired on: fired counts only frames the fault changed,
+// dropped, duplicated or delayed, so that it says what the fault did to the traffic.
+func (f *Fault) Take(src string, fr *Frame, frame []byte, now time.Duration, copies int, delay time.Duration) (int, time.Duration, bool) {
+	if !f.Match(src, fr, now) || copies == 0 {
+		return copies, delay, false
+	}
+	f.Fire()
+	copies, delay = f.Apply(frame, fr, copies, delay)
+	return copies, delay, true
+}
+
 // Apply does what a drop, duplicate, corrupt or delay fault does to a frame it fired on: the
 // copies that go on and their delay, as they stand after the faults before it; a corruption
 // changes frame in place.
@@ -119,33 +132,21 @@ type Frame struct {
 	OK         bool // a RoCEv2 frame with a whole BTH
 }
 
-// ParseFrame reads an Ethernet frame's BTH (after IPv4 or IPv6 and UDP, a VLAN tag allowed).
-// Anything else gives a Frame that is not OK, which no fault matches.
+// ParseFrame reads a RoCEv2 frame's BTH: a frame a receiver would take for RoCEv2 by its headers
+// (Ethernet with up to two VLAN tags, IPv4 or IPv6, UDP to port 4791, a BTH and the extension
+// headers of its opcode, lengths that agree), whatever its ICRC. Anything else (ARP, TCP, UDP to
+// another port, a fragment, a truncated frame) gives a Frame that is not OK, which no fault
+// matches: the bytes where a BTH would be in a TCP segment are not an opcode.
 func ParseFrame(b []byte) Frame {
 	var fr Frame
-	off := 12
-	if len(b) >= 14 && binary.BigEndian.Uint16(b[12:]) == roce.EtherTypeVLAN {
-		off = 16
-	}
-	if len(b) < off+2 {
+	var f roce.Frame
+	var p roce.Parser
+	if p.ParseHeaders(&f, b) != nil {
 		return fr
 	}
-	var bth int
-	switch binary.BigEndian.Uint16(b[off:]) {
-	case roce.EtherTypeIPv4:
-		bth = off + 2 + roce.IPv4Len + roce.UDPLen
-	case roce.EtherTypeIPv6:
-		bth = off + 2 + roce.IPv6Len + roce.UDPLen
-	default:
-		return fr
-	}
-	if len(b) < bth+roce.BTHLen {
-		return fr
-	}
-	h := roce.BTH(b[bth : bth+roce.BTHLen])
-	fr.Op, fr.DestQP, fr.PSN, fr.OK = h.Opcode(), h.DestQP(), h.PSN(), true
-	if info := fr.Op.Info(); info != nil && info.HasPayload() {
-		fr.PayloadOff = bth + roce.BTHLen + info.Ext.Len()
+	fr.Op, fr.DestQP, fr.PSN, fr.OK = f.Opcode, f.BTH.DestQP(), f.BTH.PSN(), true
+	if f.Info.HasPayload() {
+		fr.PayloadOff = f.BTHOff + roce.BTHLen + f.Info.Ext.Len()
 	}
 	return fr
 }

@@ -48,6 +48,44 @@ func TestParseFrame(t *testing.T) {
 	if !ack.OK || ack.PayloadOff != 0 {
 		t.Errorf("ACK: %+v", ack)
 	}
+	// Frames that carry an opcode's byte where a BTH would stand but are not RoCEv2: a TCP
+	// segment, UDP to another port, a later fragment, a header whose lengths disagree.
+	for name, change := range map[string]func(f []byte){
+		"tcp":          func(f []byte) { f[14+9] = 6 },
+		"udp-4790":     func(f []byte) { f[14+20+3] = 0xb6 },
+		"fragment":     func(f []byte) { f[14+6], f[14+7] = 0, 185 },
+		"ipv4-options": func(f []byte) { f[14] = 0x46 },
+		"udp-length":   func(f []byte) { f[14+20+5]++ },
+	} {
+		f := build(t, roce.RCReadResponseMiddle, 0x11, 3, 256, false)
+		change(f)
+		if fr := faultplan.ParseFrame(f); fr.OK {
+			t.Errorf("%s: taken for RoCEv2: %+v", name, fr)
+		}
+	}
+}
+
+// Take: a fault that matches a frame counts it seen; it fires (and counts) only where it changes
+// the frame's fate or bytes, not on a frame an earlier fault dropped.
+func TestTakeFiresOnlyOnWhatItChanges(t *testing.T) {
+	f := build(t, roce.RCWriteMiddle, 0x11, 3, 64, false)
+	fr := faultplan.ParseFrame(f)
+	drop := faultplan.Fault{Action: faultplan.Drop, Nth: 1}
+	corrupt := faultplan.Fault{Action: faultplan.Corrupt}
+	copies, delay, fired := drop.Take("a", &fr, f, 0, 1, 0)
+	if copies != 0 || delay != 0 || !fired || drop.Fired() != 1 || drop.Seen() != 1 {
+		t.Fatalf("drop: copies=%d fired=%v (%d of %d)", copies, fired, drop.Fired(), drop.Seen())
+	}
+	before := slices.Clone(f)
+	if copies, _, fired = corrupt.Take("a", &fr, f, 0, copies, delay); copies != 0 || fired || corrupt.Fired() != 0 || corrupt.Seen() != 1 {
+		t.Errorf("corrupt after the drop: copies=%d fired=%v (%d of %d)", copies, fired, corrupt.Fired(), corrupt.Seen())
+	}
+	if !slices.Equal(f, before) {
+		t.Error("a fault that did not fire changed the frame")
+	}
+	if _, _, fired = corrupt.Take("a", &fr, f, 0, 1, 0); !fired || slices.Equal(f, before) {
+		t.Error("corrupt on a frame that goes on: not fired, or the frame unchanged")
+	}
 }
 
 // The syntax: every key, in and back out; each mistake refused with what is wrong.

@@ -111,6 +111,17 @@ type Parser struct{}
 // verifies its ICRC. It returns nil or one of the package's *Error values. On KindBadICRC every
 // field of f is filled in; on other errors f holds what was parsed before the failure.
 func (p *Parser) Parse(f *Frame, b []byte) error {
+	if err := p.ParseHeaders(f, b); err != nil {
+		return err
+	}
+	return checkICRC(f)
+}
+
+// ParseHeaders is Parse without the ICRC check: the frame is what a receiver would take for
+// RoCEv2 by its headers (Ethernet, IP, UDP to port 4791, BTH and the opcode's extension headers,
+// lengths that agree), whatever its ICRC says. It is for what looks at frames on their way, such
+// as a fault deciding whether a frame is the one it is after.
+func (p *Parser) ParseHeaders(f *Frame, b []byte) error {
 	*f = Frame{Buf: b}
 	if len(b) < EthernetLen {
 		return errShortEthernet
@@ -143,7 +154,18 @@ func (p *Parser) ParseIP(f *Frame, b []byte) error {
 	if len(b) < 1 {
 		return errShortIPv4
 	}
-	return p.parseIP(f, 0, b[0]>>4 == 6)
+	if err := p.parseIP(f, 0, b[0]>>4 == 6); err != nil {
+		return err
+	}
+	return checkICRC(f)
+}
+
+// checkICRC compares the ICRC a parsed frame carries with the one its bytes give.
+func checkICRC(f *Frame) error {
+	if icrc(f.Buf, f.L3, f.BTHOff, f.End-ICRCLen, f.IPv6) != f.ICRC {
+		return errICRC
+	}
+	return nil
 }
 
 func (p *Parser) parseIP(f *Frame, l3 int, ipv6 bool) error {
@@ -220,13 +242,7 @@ func (p *Parser) parseIP(f *Frame, l3 int, ipv6 bool) error {
 	if int(binary.BigEndian.Uint16(b[l4+4:])) != end-l4 {
 		return errUDPLength
 	}
-	if err := ParseTransport(f, l4+UDPLen, end); err != nil {
-		return err
-	}
-	if icrc(b, l3, l4+UDPLen, end-ICRCLen, ipv6) != f.ICRC {
-		return errICRC
-	}
-	return nil
+	return ParseTransport(f, l4+UDPLen, end)
 }
 
 // ParseTransport parses the InfiniBand part, f.Buf[bth:end]: BTH, extension headers, payload, pad
