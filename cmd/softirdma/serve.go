@@ -52,6 +52,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	var faults faultFlags
 	control := fs.String("control", "", "with -function: a control socket (mode 0600, its owner's user only) on which `softirdma fault` adds, lists and removes faults and reads the ports' counters while serve runs")
 	fs.Var(&faults, "fault", "with -function, repeated: a fault in the fabric from the start, e.g. 'drop from=a opcode=RDMA_READ_RESPONSE_MIDDLE nth=3' (softirdma fault -h has the syntax)")
+	rate := fs.String("rate", "", "with -function and -link: the uplink's rate toward its link in bits per second (e.g. 8M, 1.5G; none by default): frames wait for it rather than being lost, their senders with them; shape a fabric to its slowest peer (an rxe guest under TCG takes about 8M of UD)")
 	fs.Var(&functions, "function", "a function of its own for one more VM, repeated: name=NAME,socket=PATH[,ip=ADDR][,mac=MAC] (instead of -socket); the functions share an in-process fabric, -link is its uplink, -pcap captures all of it")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: softirdma serve -socket PATH [-link LINK -ip ADDR [-pcap FILE]] [-mac MAC] [-debug] [-cpuprofile FILE]")
@@ -97,7 +98,23 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		defer stopProfile()
 	}
 	if len(functions) > 0 {
-		return runServeFabric(fabricOptions{functions: functions, faults: faults, control: *control, debug: *debug}, *socket, lc, stdout, stderr)
+		o := fabricOptions{functions: functions, faults: faults, control: *control, debug: *debug}
+		if *rate != "" {
+			var err error
+			if o.uplinkRate, err = parseRate(*rate); err != nil {
+				fmt.Fprintf(stderr, "softirdma serve: -rate: %v\n", err)
+				return 2
+			}
+			if lc.link == "" {
+				fmt.Fprintln(stderr, "softirdma serve: -rate is the uplink's: give the uplink with -link dgram:... or stream:...")
+				return 2
+			}
+		}
+		return runServeFabric(o, *socket, lc, stdout, stderr)
+	}
+	if *rate != "" {
+		fmt.Fprintln(stderr, "softirdma serve: -rate shapes the uplink of -function's fabric: give the functions with -function name=NAME,socket=PATH and the uplink with -link")
+		return 2
 	}
 	if len(faults) > 0 || *control != "" {
 		fmt.Fprintln(stderr, "softirdma serve: -fault and -control break the fabric of -function's: give the functions with -function name=NAME,socket=PATH")

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"os"
 	"os/signal"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -119,6 +121,8 @@ func (f *functionFlags) Set(v string) error {
 type fabricOptions struct {
 	functions functionFlags
 	uplink    string // a dgram or stream link, or ""
+	// uplinkRate is the uplink's rate in bits per second (ethswitch.Port.SetRate), 0 for none.
+	uplinkRate float64
 	pcap      string
 	loss      float64
 	faults    faultFlags // in the fabric from the start
@@ -206,13 +210,16 @@ func serveFabric(ctx context.Context, o fabricOptions, stdout, stderr io.Writer)
 		}
 		up := sw.Uplink("uplink", link)
 		defer up.Close()
+		if err := up.SetRate(o.uplinkRate); err != nil {
+			return fail("cannot shape the uplink", err, "rate", o.uplinkRate)
+		}
 		go func() {
 			if err := up.Run(); err != nil && !errors.Is(err, ethswitch.ErrClosed) && ctx.Err() == nil {
 				log.Warn("uplink stopped", "err", err)
 			}
 		}()
 		mtu = activeMTU(1500)
-		log.Info("uplink", "link", o.uplink)
+		log.Info("uplink", "link", o.uplink, "rate", o.uplinkRate)
 	}
 	// The faults: the ones given at the start, and whatever the control socket adds.
 	plan := &faultplan.Live{}
@@ -296,4 +303,26 @@ func serveFabric(ctx context.Context, o fabricOptions, stdout, stderr io.Writer)
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// parseRate reads a rate in bits per second: a number with an optional SI suffix (k, M, G:
+// thousands, millions, billions), from 1k to ethswitch.MaxRate.
+func parseRate(v string) (float64, error) {
+	num, mult := v, 1.0
+	switch {
+	case strings.HasSuffix(v, "k"):
+		num, mult = v[:len(v)-1], 1e3
+	case strings.HasSuffix(v, "M"):
+		num, mult = v[:len(v)-1], 1e6
+	case strings.HasSuffix(v, "G"):
+		num, mult = v[:len(v)-1], 1e9
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%q is not a rate: bits per second, a number with k, M or G after it (e.g. 8M, 1.5G)", v)
+	}
+	if r := f * mult; r < 1e3 || r > ethswitch.MaxRate {
+		return 0, fmt.Errorf("%s is out of range: 1k to 400G bits per second", v)
+	}
+	return f * mult, nil
 }

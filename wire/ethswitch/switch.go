@@ -123,6 +123,11 @@ type Port struct {
 	// from it enter the switch.
 	out   roce.Link
 	outMu sync.Mutex
+
+	// The port's rate (SetRate) and when the frames handed to it so far have had their time.
+	paceMu sync.Mutex
+	rate   float64
+	busy   time.Time
 }
 
 // NewPort adds a port named name (the tap's src for what it sends).
@@ -276,6 +281,7 @@ func (p *Port) deliverAfter(delay time.Duration, f []byte) {
 // deliver queues f, a buffer of the switch's that the port now owns, for the port's reader;
 // the uplink's goes out on its link.
 func (p *Port) deliver(f []byte) {
+	p.pace(len(f))
 	if p.out != nil {
 		p.sendOut(f)
 		p.sw.recycle(f)
