@@ -123,11 +123,11 @@ type fabricOptions struct {
 	uplink    string // a dgram or stream link, or ""
 	// uplinkRate is the uplink's rate in bits per second (ethswitch.Port.SetRate), 0 for none.
 	uplinkRate float64
-	pcap      string
-	loss      float64
-	faults    faultFlags // in the fabric from the start
-	control   string     // the control socket's path, or ""
-	debug     bool
+	pcap       string
+	loss       float64
+	faults     faultFlags // in the fabric from the start
+	control    string     // the control socket's path, or ""
+	debug      bool
 }
 
 // runServeFabric checks the flags that go with -function and serves the functions.
