@@ -19,13 +19,17 @@ cd "$(dirname "$0")/.."
 guest_setup fabric2_module_build
 echo "interop two VMs on one serve; logs in $OUT"
 A=192.168.77.1 B=192.168.77.2 R=192.168.77.3 NQN=softirdma.fabric
+# UD between b and the rxe guest on the uplink: this many 1 KiB datagrams each way, the uplink
+# shaped to UPLINK_RATE (serve -rate; FABRIC_UPLINK_RATE= leaves it unshaped).
+UD_N=2000 UPLINK_RATE=${FABRIC_UPLINK_RATE-12M}
+UD="ib_send_bw -d softirdma0 -x 1 -F -c UD -s 1024 -n $UD_N"
 SA=$(mktemp -u /tmp/softirdma-a-XXXXXX.sock) SB=$(mktemp -u /tmp/softirdma-b-XXXXXX.sock)
 read -r UP RP < <(free_udp_ports 2) # the uplink's end, r's end
 # Two faults from the start, each firing once on the traffic of one case: a READ response in the
 # middle of b's answer to a's ib_read_bw dropped (a asks again), a WRITE packet of a's ib_write_bw
 # corrupted (b drops it by its ICRC and NAKs, a sends again). Both transfers must complete.
 bin/softirdma serve -function name=a,socket=$SA,ip=$A -function name=b,socket=$SB,ip=$B \
-  -link "dgram:127.0.0.1:$UP,127.0.0.1:$RP" \
+  -link "dgram:127.0.0.1:$UP,127.0.0.1:$RP" ${UPLINK_RATE:+-rate $UPLINK_RATE} \
   -fault "drop from=b opcode=RDMA_READ_RESPONSE_MIDDLE nth=3 name=read-middle" \
   -fault "corrupt from=a opcode=RDMA_WRITE_MIDDLE nth=5 name=write-middle" \
   -pcap "$OUT/fabric.pcap" -control "$OUT/ctl.sock" > "$OUT/serve.out" 2> "$OUT/serve.log" &
@@ -112,6 +116,11 @@ else
   grep -E '^ +65536 +[0-9]+ ' /tmp/out | sed 's/^/VM: uplink client: /'
   kill \$pp 2> /dev/null
   timeout 300 ibv_rc_pingpong -g 1 -n 50 > /tmp/srv 2>&1; echo "VM: new a server rc=\$?"
+  # UD to and from the rxe guest on the uplink, which serve shapes to that guest's pace (-rate):
+  # a datagram is never sent again, so one the guest cannot take in is lost and its server waits.
+  until_served 120 0.5 timeout 120 $UD $R
+  grep -E "^ +1024 +$UD_N " /tmp/out | sed 's/^/VM: uplink UD client: /'
+  timeout 300 $UD > /tmp/srv 2>&1; echo "VM: uplink UD server rc=\$?"
 fi
 if [ $me = b ]; then
   dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|softirdma' | sed 's/^/VM: dmesg: /'
@@ -121,9 +130,14 @@ SCRIPT
 }
 guest_script b $B $A server > "$OUT/b.sh"
 guest_script a $A $B client > "$OUT/a.sh"
-# r: Linux rxe on the uplink, the server of b's write in the isolation case.
+# r: Linux rxe on the uplink, the server of b's write in the isolation case, then of b's UD
+# sends, then their client.
 cat interop/guest/lib.sh - > "$OUT/r.sh" <<SCRIPT
 timeout 900 ib_write_bw -d rxe0 -x \$GIDX -F -s 65536 -D 10 > /tmp/srv 2>&1; echo "VM: uplink server rc=\$?"
+U="ib_send_bw -d rxe0 -x \$GIDX -F -c UD -s 1024 -n $UD_N"
+timeout 300 \$U > /tmp/srv 2>&1; echo "VM: uplink UD server rc=\$?"
+until_served 240 0.5 timeout 120 \$U $B
+grep -E "^ +1024 +$UD_N " /tmp/out | sed 's/^/VM: uplink UD client: /'
 SCRIPT
 # The new QEMU on a's socket after the kill: its function reset, it pingpongs with b.
 cat interop/guest/lib.sh - > "$OUT/a2.sh" <<SCRIPT
@@ -224,6 +238,17 @@ else
   grep -a "uplink" "$OUT/b.log" "$OUT/r.log" | tail -3
   echo "FAIL fabric2_uplink_rxe_ib_write_bw_b_to_r"; fail=1
 fi
+# UD with the rxe guest on the shaped uplink, both roles: every datagram arrived (the server
+# ended well) and the client printed its line.
+for dir in b_to_r r_to_b; do
+  c=${dir%%_to_*} s=${dir##*_to_}
+  if grep -aqE "VM: uplink UD client: +1024 +$UD_N " "$OUT/$c.log" && grep -aq "VM: uplink UD server rc=0" "$OUT/$s.log"; then
+    echo "PASS fabric2_uplink_rxe_ib_send_bw_UD_$dir ($(grep -a "VM: uplink UD client:" "$OUT/$c.log" | tr -d '\r' | awk '{print $8}') MB/s, uplink ${UPLINK_RATE:-unshaped})"
+  else
+    grep -a "uplink UD" "$OUT/b.log" "$OUT/r.log" | tail -4
+    echo "FAIL fabric2_uplink_rxe_ib_send_bw_UD_$dir (uplink ${UPLINK_RATE:-unshaped})"; fail=1
+  fi
+done
 if grep -aq "VM: jumbo ping ok" "$OUT/a.log" && grep -aqE "VM: jumbo client: +Mtu +: 4096" "$OUT/a.log" &&
   grep -aqE "VM: jumbo client: +65536 +2000 " "$OUT/a.log" && grep -aq "VM: jumbo server rc=0" "$OUT/b.log"; then
   echo "PASS fabric2_jumbo_mtu4096_ib_write_bw_a_to_b ($(grep -a "VM: jumbo client: .*65536" "$OUT/a.log" | tr -d '\r' | awk '{print $7}') MB/s)"
@@ -261,8 +286,8 @@ done
 kill $spid 2>/dev/null; wait $spid 2>/dev/null || true
 # The capture: every frame the switch took from a port (the ports' in_frames, the guests all
 # gone when they were read), nothing malformed, the one frame the corruption fault changed the
-# only one with a bad ICRC, the CM exchange named; b's dropped READ response sent again (a
-# retransmission on a flow from b).
+# only one with a bad ICRC, the CM exchange named. Then what each fault did, read from the
+# capture at the frames the fault list names.
 bin/softirdma decode -flows "$OUT/fabric.pcap" > "$OUT/fabric.txt" 2>&1 || true
 took=$(awk '$1 == "port" { sub("in_frames=", "", $3); n += $3 } END { print n + 0 }' "$OUT/ports.txt")
 if grep -q "^summary: frames=$took .* icrc_bad=1 malformed=0" "$OUT/fabric.txt" && grep -q "^cm .*(disconnected)" "$OUT/fabric.txt"; then
@@ -271,19 +296,42 @@ else
   tail -3 "$OUT/fabric.txt"; echo "FAIL fabric2_pcap_decodes_clean (the ports took $took frames)"; fail=1
 fi
 fired() { grep -qE "^[0-9]+ fired=$2 .*name=$1\$" "$OUT/faults.txt"; }
-# a asked again for what the dropped response carried: its READ flow (the one whose rkey did
-# READs) shows a retransmitted request.
-reread=$(awk -v f="  $A -> $B " '/^  [0-9]/ { r = index($0, f) == 1 && $0 ~ / retransmits=[1-9]/; next }
-  /^    rkey .* ops=READ/ && r { print "yes"; exit } /^conn / { r = 0 }' "$OUT/fabric.txt")
-if fired read-middle 1 && grep -q "PASS fabric2_ib_read_bw_a_to_b" <<< "$results" && [ "$reread" = yes ]; then
-  echo "PASS fault_drop_fired"
-else
-  echo "FAIL fault_drop_fired"; fail=1
+# frames_of NAME: the capture's numbers of the frames fault NAME fired on (list's frames=).
+frames_of() { sed -nE "s/^[0-9]+ fired=[0-9]+ seen=[0-9]+ frames=([0-9,.]+) .*name=$1\$/\1/p" "$OUT/faults.txt"; }
+# frame_line N: decode's line for frame N of the capture.
+frame_line() { awk -v n="#$1" '$2 == n { print; exit }' "$OUT/fabric.txt"; }
+# after N FROM TO OPCODES PSN: the first frame after frame N from FROM to TO of one of OPCODES (a
+# regular expression) with PSN PSN and a good ICRC, as decode printed it.
+after() {
+  awk -v n="$1" -v from="$2" -v to="$3" -v ops="^($4)\$" -v psn="psn=$5" \
+    'substr($2, 2) + 0 > n && $3 == from && $5 == to && $7 ~ ops && $9 == psn && / icrc=ok$/ { print; exit }' "$OUT/fabric.txt"
+}
+# The drop: the frame it took is one of b's READ responses to a (a middle one), and a asked again
+# for it: a READ request from a after it, from that response's PSN on.
+n=$(frames_of read-middle) line= asked=
+if [[ $n =~ ^[0-9]+$ ]]; then
+  line=$(frame_line "$n")
+  psn=$(sed -nE 's/.* psn=([0-9]+) .*/\1/p' <<< "$line")
+  [[ $line == *" $B -> $A "*" RC_RDMA_READ_RESPONSE_MIDDLE "* ]] && asked=$(after "$n" "$A" "$B" RC_RDMA_READ_REQUEST "$psn")
 fi
-if fired write-middle 1 && grep -q "PASS fabric2_ib_write_bw_a_to_b" <<< "$results"; then
-  echo "PASS fault_corrupt_fired"
+if fired read-middle 1 && grep -q "PASS fabric2_ib_read_bw_a_to_b" <<< "$results" && [ -n "$asked" ]; then
+  echo "PASS fault_drop_fired (dropped #$n: ${line#* #$n }; asked again: ${asked#* })"
 else
-  echo "FAIL fault_corrupt_fired"; fail=1
+  echo "FAIL fault_drop_fired (frames='$n' dropped: '$line', asked again: '$asked')"; fail=1
+fi
+# The corruption: the frame it changed is one of a's WRITE packets to b, the one bad ICRC of the
+# capture; b dropped it and a sent that PSN again, intact.
+n=$(frames_of write-middle) line= again=
+if [[ $n =~ ^[0-9]+$ ]]; then
+  line=$(frame_line "$n")
+  psn=$(sed -nE 's/.* psn=([0-9]+) .*/\1/p' <<< "$line")
+  [[ $line == *" $A -> $B "*" RC_RDMA_WRITE_MIDDLE "*" icrc=bad"* ]] &&
+    again=$(after "$n" "$A" "$B" "RC_RDMA_WRITE_(FIRST|MIDDLE|LAST|ONLY)" "$psn")
+fi
+if fired write-middle 1 && grep -q "PASS fabric2_ib_write_bw_a_to_b" <<< "$results" && [ -n "$again" ]; then
+  echo "PASS fault_corrupt_fired (corrupted #$n: ${line#* #$n }; sent again: ${again#* })"
+else
+  echo "FAIL fault_corrupt_fired (frames='$n' corrupted: '$line', sent again: '$again')"; fail=1
 fi
 if [ -n "$flap" ] && grep -qE "^[0-9]+ fired=[1-9][0-9]* .*name=flap\$" "$OUT/faults.txt" &&
   grep -aq "VM: flap client: .*Failed status 12" "$OUT/a.log" &&
