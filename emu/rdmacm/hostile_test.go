@@ -618,6 +618,11 @@ func FuzzCMInput(f *testing.F) {
 		f.Add(cmMAD(1, attr, make([]byte, cm.DataLen)))
 	}
 	f.Add([]byte{1, 7, 2, 3})
+	var flood []byte // past the backlog: the last one refused
+	for i := range uint32(hostileBacklog + 2) {
+		flood = append(flood, cmMAD(uint64(i), cm.AttrREQ, request(cm.AttrREQ, svc, 10+i))...)
+	}
+	f.Add(flood)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 64*mad.Len {
 			return
