@@ -11,10 +11,10 @@
 // LAP/APR (path migration), and UC.
 //
 // What a peer's messages can make it hold is bounded: requests its consumer has not answered and
-// SIDR answers kept for duplicates by Config.Backlog, address handles by maxAHs, and every ID
-// ends on the device's clock whatever the peer does or fails to do: a request nobody answers
-// when its sender would have stopped waiting, every message sent when its retries are spent, a
-// time wait when it is over.
+// SIDR answers kept for duplicates by Config.Backlog, QP1's address handles kept to 4096 peers.
+// Every ID ends on the device's clock whatever the peer does or fails to do: a request nobody
+// answers when its sender would have stopped waiting, every message sent when its retries are
+// spent, a time wait when it is over.
 package rdmacm
 
 import (
