@@ -246,7 +246,9 @@ func ctrlCases() []ctrlCase {
 		add(op, "pages", pages, inval, 0, u32max)
 		add(op, "shift", shift, inval, 0, 11, 13, 20, 22, 63, 64, u8max)
 		add(op, "levels", levels, inval, 3, u8max)
-		add(op, "table_misaligned", addr, inval, 8, math.MaxUint64)
+		// Misaligned and outside guest memory: EFAULT (TestPageListOutsideGuestMemory has
+		// misaligned tables in it).
+		add(op, "table_unmapped_misaligned", addr, syscall.EFAULT, 8, math.MaxUint64)
 		add(op, "table_unmapped", addr, syscall.EFAULT, 0, 0xfffffffffffff000)
 	}
 	regMR := func(op uint16, at int) {
@@ -256,10 +258,12 @@ func ctrlCases() []ctrlCase {
 		add(op, "length", field{at + abi.RegMRLength, 8}, inval, 0, 8193, math.MaxUint64)
 		add(op, "offset", field{at + abi.RegMROffset, 8}, inval, 4096, math.MaxUint64)
 		addr, pages, shift, levels := plFields(at + abi.RegMRPages)
-		add(op, "pages", pages, inval, 0, 1, 3, abi.MaxMRPages+1, u32max)
+		add(op, "pages", pages, inval, 0, 1, abi.MaxMRPages+1, u32max)
+		// A third page the table does not list: its entry, 0, is outside guest memory.
+		add(op, "pages", pages, syscall.EFAULT, 3)
 		add(op, "shift", shift, inval, 0, 11, 13, 63, 64, u8max)
 		add(op, "levels", levels, inval, 0, 3, u8max)
-		add(op, "table_misaligned", addr, inval, 8, math.MaxUint64)
+		add(op, "table_unmapped_misaligned", addr, syscall.EFAULT, 8, math.MaxUint64)
 		add(op, "table_unmapped", addr, syscall.EFAULT, 0, 0xfffffffffffff000)
 	}
 	num := field{abi.NumArgsNum, 4}

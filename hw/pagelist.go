@@ -35,17 +35,29 @@ func errf(errno syscall.Errno, format string, args ...any) error {
 
 // resolvePages reads the page addresses a page list names, through guest memory, checking
 // everything a guest could get wrong: the page size, the levels, the count against the levels'
-// capacity and against max, the tables' alignment and presence (EFAULT), each page's alignment.
-// Every number is checked, and every table found, before the list sizes anything: what it
-// allocates is the list itself, 8 bytes a page, and one table page of scratch. Whether the
-// pages themselves are mapped is for the caller (emu checks it on registration).
+// capacity and against max (EINVAL, read without memory), then that every table and every page
+// is in mapped guest memory (EFAULT), then their alignment (EINVAL). A list that reaches outside
+// guest memory is EFAULT whatever else is wrong with where it points, as docs/device.md says,
+// for every command that takes one. Every number is checked, and every table found, before the
+// list sizes anything: what it allocates is the list itself, 8 bytes a page, and one table page
+// of scratch.
 func resolvePages(mem *emu.GuestMemory, pl pageList, max uint32) (pageSize uint64, pages []uint64, err error) {
 	if pageSize, err = checkPageList(pl, max); err != nil {
 		return 0, nil, err
 	}
+	// The first misaligned table or page, reported once everything is known to be mapped.
+	var misaligned error
+	align := func(what string, addr, to uint64) {
+		if misaligned == nil && addr%to != 0 {
+			misaligned = errf(syscall.EINVAL, "page list: %s 0x%x not aligned to %d", what, addr, to)
+		}
+	}
 	if pl.levels == 0 {
-		if pl.addr%pageSize != 0 {
-			return 0, nil, errf(syscall.EINVAL, "page list: page 0x%x not aligned to %d", pl.addr, pageSize)
+		if !mem.Mapped(pl.addr, pageSize) {
+			return 0, nil, errf(syscall.EFAULT, "page list: page 0x%x is not mapped", pl.addr)
+		}
+		if align("page", pl.addr, pageSize); misaligned != nil {
+			return 0, nil, misaligned
 		}
 		return pageSize, []uint64{pl.addr}, nil
 	}
@@ -60,18 +72,17 @@ func resolvePages(mem *emu.GuestMemory, pl pageList, max uint32) (pageSize uint6
 		if err := readTable(mem, pl.addr, scratch[:8*n]); err != nil {
 			return 0, nil, err
 		}
+		align("table", pl.addr, tablePage)
 		tables = tableBuf[:n]
 		for i := range tables {
 			tables[i] = binary.LittleEndian.Uint64(scratch[8*i:])
 		}
 	}
 	for _, t := range tables {
-		if t%tablePage != 0 {
-			return 0, nil, errf(syscall.EINVAL, "page list: table 0x%x not aligned to 4 KiB", t)
-		}
 		if !mem.Mapped(t, tablePage) {
 			return 0, nil, errf(syscall.EFAULT, "page list: table 0x%x is not mapped", t)
 		}
+		align("table", t, tablePage)
 	}
 	pages = make([]uint64, 0, pl.pages)
 	for _, t := range tables {
@@ -82,11 +93,15 @@ func resolvePages(mem *emu.GuestMemory, pl pageList, max uint32) (pageSize uint6
 		}
 		for i := range n {
 			p := binary.LittleEndian.Uint64(b[8*i:])
-			if p%pageSize != 0 {
-				return 0, nil, errf(syscall.EINVAL, "page list: page 0x%x not aligned to %d", p, pageSize)
+			if !mem.Mapped(p, pageSize) {
+				return 0, nil, errf(syscall.EFAULT, "page list: page 0x%x is not mapped", p)
 			}
+			align("page", p, pageSize)
 			pages = append(pages, p)
 		}
+	}
+	if misaligned != nil {
+		return 0, nil, misaligned
 	}
 	return pageSize, pages, nil
 }
@@ -119,10 +134,11 @@ func checkPageList(pl pageList, max uint32) (pageSize uint64, err error) {
 	return uint64(1) << pl.shift, nil
 }
 
-// readTable reads len(b) bytes of page addresses from the table page at addr.
+// readTable reads len(b) bytes of page addresses from the table page at addr: EFAULT if it is
+// not mapped (its alignment is the caller's to check, after).
 func readTable(mem *emu.GuestMemory, addr uint64, b []byte) error {
-	if addr%tablePage != 0 {
-		return errf(syscall.EINVAL, "page list: table 0x%x not aligned to 4 KiB", addr)
+	if !mem.Mapped(addr, tablePage) {
+		return errf(syscall.EFAULT, "page list: table 0x%x is not mapped", addr)
 	}
 	return readGuest(mem, addr, b)
 }

@@ -30,7 +30,11 @@ func putTable(ram []byte, addr uint64, pages []uint64) {
 
 func TestResolvePages(t *testing.T) {
 	g, ram := guestWith(t)
-	l1 := []uint64{0x200000, 0x201000, 0x7f000}
+	// 4 MiB more at 0x4000_0000, for 2 MiB pages and the many pages of two levels.
+	if err := g.Map(0x4000_0000, make([]byte, 4<<20)); err != nil {
+		t.Fatal(err)
+	}
+	l1 := []uint64{0x180000, 0x181000, 0x17f000}
 	putTable(ram, 0x110000, l1)
 	// Two levels, 600 pages: the top table names two tables of up to 512.
 	var many []uint64
@@ -40,32 +44,45 @@ func TestResolvePages(t *testing.T) {
 	putTable(ram, 0x120000, []uint64{0x121000, 0x122000})
 	putTable(ram, 0x121000, many[:512])
 	putTable(ram, 0x122000, many[512:])
-	putTable(ram, 0x130000, []uint64{0x200000, 0x200800}) // the second is not page-aligned
+	putTable(ram, 0x130000, []uint64{0x180000, 0x180800}) // the second is not page-aligned
 	putTable(ram, 0x140000, []uint64{0x4000_0000, 0x4020_0000})
+	putTable(ram, 0x150000, []uint64{0x4000_0000, 0x4000_1000}) // the second is not 2 MiB-aligned
+	putTable(ram, 0x160000, []uint64{0x180000, 0x800000})       // the second is not mapped
+	putTable(ram, 0x170000, []uint64{0x180800, 0x800800})       // both misaligned, the second not mapped
+	for i := range 512 {
+		putTable(ram, 0x1ff000+uint64(8*i), []uint64{0x180000})
+	}
 	for _, c := range []struct {
 		name  string
 		pl    pageList
 		want  []uint64
 		errno syscall.Errno
 	}{
-		{"one_page", pageList{addr: 0x300000, pages: 1, shift: 12}, []uint64{0x300000}, 0},
+		{"one_page", pageList{addr: 0x180000, pages: 1, shift: 12}, []uint64{0x180000}, 0},
 		{"one_level", pageList{addr: 0x110000, pages: 3, shift: 12, levels: 1}, l1, 0},
 		{"two_levels", pageList{addr: 0x120000, pages: 600, shift: 12, levels: 2}, many, 0},
 		{"huge_pages", pageList{addr: 0x140000, pages: 2, shift: 21, levels: 1}, []uint64{0x4000_0000, 0x4020_0000}, 0},
-		{"page_misaligned", pageList{addr: 0x300800, pages: 1, shift: 12}, nil, syscall.EINVAL},
+		{"page_misaligned", pageList{addr: 0x180800, pages: 1, shift: 12}, nil, syscall.EINVAL},
 		{"listed_page_misaligned", pageList{addr: 0x130000, pages: 2, shift: 12, levels: 1}, nil, syscall.EINVAL},
-		{"huge_page_misaligned", pageList{addr: 0x110000, pages: 2, shift: 21, levels: 1}, nil, syscall.EINVAL},
-		{"page_size_8k", pageList{addr: 0x300000, pages: 1, shift: 13}, nil, syscall.EINVAL},
+		{"huge_page_misaligned", pageList{addr: 0x150000, pages: 2, shift: 21, levels: 1}, nil, syscall.EINVAL},
+		// Outside guest memory is EFAULT, whatever else is wrong with where the list points.
+		{"page_unmapped", pageList{addr: 0x300000, pages: 1, shift: 12}, nil, syscall.EFAULT},
+		{"page_unmapped_misaligned", pageList{addr: 0x300800, pages: 1, shift: 12}, nil, syscall.EFAULT},
+		{"huge_page_half_mapped", pageList{addr: 0, pages: 1, shift: 21}, nil, syscall.EFAULT},
+		{"listed_page_unmapped", pageList{addr: 0x160000, pages: 2, shift: 12, levels: 1}, nil, syscall.EFAULT},
+		{"listed_pages_misaligned_one_unmapped", pageList{addr: 0x170000, pages: 2, shift: 12, levels: 1}, nil, syscall.EFAULT},
+		{"table_unmapped_misaligned", pageList{addr: 0x800008, pages: 2, shift: 12, levels: 1}, nil, syscall.EFAULT},
+		{"page_size_8k", pageList{addr: 0x180000, pages: 1, shift: 13}, nil, syscall.EINVAL},
 		{"page_size_2^64", pageList{addr: 0, pages: 1, shift: 64}, nil, syscall.EINVAL},
 		{"three_levels", pageList{addr: 0x110000, pages: 1, shift: 12, levels: 3}, nil, syscall.EINVAL},
 		{"no_pages", pageList{addr: 0x110000, pages: 0, shift: 12, levels: 1}, nil, syscall.EINVAL},
-		{"two_pages_no_table", pageList{addr: 0x300000, pages: 2, shift: 12}, nil, syscall.EINVAL},
+		{"two_pages_no_table", pageList{addr: 0x180000, pages: 2, shift: 12}, nil, syscall.EINVAL},
 		{"more_than_a_table", pageList{addr: 0x110000, pages: 513, shift: 12, levels: 1}, nil, syscall.EINVAL},
 		{"more_than_allowed", pageList{addr: 0x120000, pages: 600, shift: 12, levels: 2}, nil, syscall.EINVAL},
 		{"table_misaligned", pageList{addr: 0x110008, pages: 2, shift: 12, levels: 1}, nil, syscall.EINVAL},
 		{"table_unmapped", pageList{addr: 0x800000, pages: 2, shift: 12, levels: 1}, nil, syscall.EFAULT},
 		{"table_at_the_end_of_ram", pageList{addr: 0x1ff000, pages: 512, shift: 12, levels: 1}, []uint64{}, 0},
-		{"second_level_unmapped", pageList{addr: 0x150000, pages: 2, shift: 12, levels: 2}, nil, syscall.EFAULT},
+		{"second_level_unmapped", pageList{addr: 0x1a0000, pages: 2, shift: 12, levels: 2}, nil, syscall.EFAULT},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			max := uint32(1 << 20)
@@ -73,7 +90,7 @@ func TestResolvePages(t *testing.T) {
 				max = 599
 			}
 			if c.name == "second_level_unmapped" {
-				putTable(ram, 0x150000, []uint64{0x900000})
+				putTable(ram, 0x1a0000, []uint64{0x900000})
 			}
 			_, pages, err := resolvePages(g, c.pl, max)
 			if c.errno != 0 {

@@ -53,12 +53,7 @@ func newRing(mem *emu.GuestMemory, args []byte, minElem int, maxLog uint8) (*rin
 	if err != nil {
 		return nil, err
 	}
-	r.pages, r.pageSize = pages, pageSize
-	for _, p := range pages {
-		if !mem.Mapped(p, pageSize) {
-			return nil, errf(syscall.EFAULT, "queue page 0x%x is not mapped", p)
-		}
-	}
+	r.pages, r.pageSize = pages, pageSize // resolvePages found every one mapped
 	return r, nil
 }
 

@@ -9,6 +9,12 @@
 // It connects RC QPs in the TCP port space, resolves UD services in the UDP port space (SIDR), and
 // tells a peer to wait (MRA) while its consumer has not answered a request. What it does not do:
 // LAP/APR (path migration), and UC.
+//
+// What a peer's messages can make it hold is bounded: requests its consumer has not answered and
+// SIDR answers kept for duplicates by Config.Backlog, QP1's address handles kept to 4096 peers.
+// Every ID ends on the device's clock whatever the peer does or fails to do: a request nobody
+// answers when its sender would have stopped waiting, every message sent when its retries are
+// spent, a time wait when it is over.
 package rdmacm
 
 import (
@@ -97,7 +103,19 @@ type Config struct {
 	// ServiceTimeout is the code an MRA sends (4.096 us x 2^n): how much longer the peer is asked
 	// to wait for an answer its consumer has not given yet [24: 69 s, rdma_cm's CMA_CM_MRA_SETTING].
 	ServiceTimeout uint8
+	// Backlog is how many requests (REQs and SIDR_REQs) the consumer has not answered yet are
+	// kept, and how many SIDR answers are kept to send again [1024]. Past it a REQ is refused
+	// with REJ NO_RESOURCES and a SIDR_REQ dropped, and an answer is not kept (Stats.Overflow):
+	// a peer that sends requests with ever new communication IDs holds no more than that.
+	Backlog int
 }
+
+// DefaultBacklog is Config.Backlog's default.
+const DefaultBacklog = 1024
+
+// maxAHs is how many peers' address handles QP1 keeps; past it a handle is made for the
+// message that needs it and not kept, so that sources a peer makes up hold nothing.
+const maxAHs = 4096
 
 // state is a connection's state in IBTA chapter 12's machine.
 type state uint8
@@ -127,6 +145,9 @@ var stateNames = [...]string{"IDLE", "LISTEN", "REQ_SENT", "REQ_RCVD", "REP_SENT
 func (s state) waitsREP() bool   { return s == stREQSent || s == stMRAReqRcvd }
 func (s state) owesAnswer() bool { return s == stREQRcvd || s == stMRAReqSent }
 func (s state) waitsRTU() bool   { return s == stREPSent || s == stMRARepRcvd }
+
+// waitsConsumer is a request whose answer the consumer owes.
+func (s state) waitsConsumer() bool { return s.owesAnswer() || s == stSIDRReqRcvd }
 
 func (s state) String() string { return stateNames[s] }
 
@@ -190,16 +211,22 @@ type Manager struct {
 	conns     map[uint32]*ID // by local communication ID
 	ahs       map[netip.Addr]*engine.AH
 	hiTID     uint64
-	events    []Event  // to deliver once the lock is released
-	after     []func() // what calls into the device, run once the lock is released
-	polling   atomic.Bool
-	stats     Stats
+	// waiting counts the IDs whose request the consumer has not answered, answers those of
+	// SIDR_REPs kept to send again: what a peer's requests hold, bounded by the backlog.
+	waiting, answers int
+	events           []Event  // to deliver once the lock is released
+	after            []func() // what calls into the device, run once the lock is released
+	polling          atomic.Bool
+	stats            Stats
 }
 
 // Stats counts the MADs the manager sent and received.
 type Stats struct {
 	Sent, Received, Resent, Dropped uint64
 	MRAs                            uint64 // MRAs sent
+	// Overflow counts requests refused, and SIDR answers not kept, over Config.Backlog;
+	// Expired the requests given up because the consumer did not answer while the peer waited.
+	Overflow, Expired uint64
 }
 
 // The GSI QP's buffers: receive slots of the GRH area and a MAD (512, as Linux's MAD layer
@@ -221,9 +248,12 @@ func New(dev *engine.Device, cfg Config) (*Manager, error) {
 	if cfg.ServiceTimeout == 0 {
 		cfg.ServiceTimeout = 24
 	}
-	if cfg.ResponseTimeout > 31 || cfg.MaxRetries > 15 || cfg.ServiceTimeout > 31 {
-		return nil, fmt.Errorf("rdmacm: response timeout %d, max retries %d, service timeout %d: %w",
-			cfg.ResponseTimeout, cfg.MaxRetries, cfg.ServiceTimeout, syscall.EINVAL)
+	if cfg.Backlog == 0 {
+		cfg.Backlog = DefaultBacklog
+	}
+	if cfg.ResponseTimeout > 31 || cfg.MaxRetries > 15 || cfg.ServiceTimeout > 31 || cfg.Backlog < 0 {
+		return nil, fmt.Errorf("rdmacm: response timeout %d, max retries %d, service timeout %d, backlog %d: %w",
+			cfg.ResponseTimeout, cfg.MaxRetries, cfg.ServiceTimeout, cfg.Backlog, syscall.EINVAL)
 	}
 	src := cfg.Rand
 	if src == nil {
@@ -339,7 +369,7 @@ func (m *Manager) Connect(qp *engine.QP, dst netip.Addr, port uint16, p ConnPara
 	copy(q.Private[cm.HeaderLen:], p.Private)
 	id.req = q
 	msg := encode(q.Put)
-	id.state = stREQSent
+	m.setState(id, stREQSent)
 	m.send(id, cm.AttrREQ, msg, true)
 	m.mu.Unlock()
 	m.deliver()
@@ -413,7 +443,9 @@ func (m *Manager) ah(dst netip.Addr) (*engine.AH, error) {
 		return nil, fmt.Errorf("rdmacm: %w", err)
 	}
 	m.mu.Lock()
-	m.ahs[dst] = ah
+	if len(m.ahs) < maxAHs {
+		m.ahs[dst] = ah
+	}
 	m.mu.Unlock()
 	return ah, nil
 }
@@ -442,11 +474,55 @@ func (m *Manager) send(id *ID, attr uint16, msg []byte, retry bool) {
 	m.arm(id)
 }
 
-func (m *Manager) arm(id *ID) {
+func (m *Manager) arm(id *ID) { m.armFor(id, m.responseTimeout()) }
+
+// armFor sets id's timer to run timeout after d. m.mu is held.
+func (m *Manager) armFor(id *ID, d time.Duration) {
 	if id.timer == nil {
 		id.timer = m.clock.NewTimer(func() { m.timeout(id) })
 	}
-	id.timer.Reset(m.responseTimeout())
+	id.timer.Reset(d)
+}
+
+// cmTime is a CM timeout code's time, 4.096 us x 2^code.
+func cmTime(code uint8) time.Duration { return time.Duration(4096<<min(code, 31)) * time.Nanosecond }
+
+// answerWait is how long a request the consumer has not answered is kept: as long as its sender
+// would go on waiting. That is its retries of the response timeout its REQ asks of this side (a
+// SIDR_REQ, which names none, is taken to be sent with this side's own timeouts), or, once an
+// MRA told it to, the service timeout and a round trip; each duplicate starts it again. A
+// peer's response timeout counts for no more than the service timeout, which an MRA would ask
+// for anyway.
+func (m *Manager) answerWait(q *cm.REQ) time.Duration {
+	d := m.responseTimeout() * time.Duration(m.cfg.MaxRetries+1)
+	if q != nil {
+		d = max(d, 2*cmTime(min(q.RemoteCMResponseTimeout, m.cfg.ServiceTimeout))*time.Duration(q.MaxCMRetries+1))
+	}
+	return max(d, cmTime(m.cfg.ServiceTimeout)+m.responseTimeout())
+}
+
+// setState moves id to s, counting what its peer's requests hold. m.mu is held.
+func (m *Manager) setState(id *ID, s state) {
+	if id.state.waitsConsumer() {
+		m.waiting--
+	}
+	if id.state == stSIDRRepSent {
+		m.answers--
+	}
+	if s.waitsConsumer() {
+		m.waiting++
+	}
+	if s == stSIDRRepSent {
+		m.answers++
+	}
+	id.state = s
+}
+
+// forget ends id: DONE, its timer stopped, out of the table. m.mu is held.
+func (m *Manager) forget(id *ID) {
+	id.stop()
+	m.setState(id, stDone)
+	delete(m.conns, id.local)
 }
 
 func (id *ID) stop() {
@@ -459,7 +535,24 @@ func (id *ID) stop() {
 // timeout sends the unanswered message again, or gives the connection up.
 func (m *Manager) timeout(id *ID) {
 	m.mu.Lock()
-	if len(id.last) == 0 {
+	switch {
+	case id.state.waitsConsumer():
+		// The peer stopped waiting for the consumer's answer: so does this side. A REJ
+		// TIMEOUT tells a peer still there; a SIDR request has no such answer.
+		m.stats.Expired++
+		if id.ps != cm.PSUDP {
+			m.reject(id, cm.RejTimeout, nil)
+		}
+		m.fail(id, Unreachable)
+		m.mu.Unlock()
+		m.deliver()
+		return
+	case id.state == stSIDRRepSent:
+		// A peer of our timeouts asks no more: the answer kept for it goes.
+		m.forget(id)
+		m.mu.Unlock()
+		return
+	case len(id.last) == 0:
 		m.mu.Unlock()
 		return
 	}
@@ -490,9 +583,7 @@ func (m *Manager) timeout(id *ID) {
 // fail ends a connection that never got going: its QP to ERR (a UD QP, which serves any peer,
 // stays as it is), an event, forgotten. m.mu is held.
 func (m *Manager) fail(id *ID, t EventType) {
-	id.stop()
-	id.state = stDone
-	delete(m.conns, id.local)
+	m.forget(id)
 	if id.ps != cm.PSUDP {
 		m.toError(id)
 	}
@@ -611,7 +702,7 @@ func (m *Manager) receive(slot []byte, wc engine.WC) {
 	case cm.AttrRTU:
 		m.onRTU(msg)
 	case cm.AttrREJ:
-		m.onREJ(msg)
+		m.onREJ(src, msg)
 	case cm.AttrDREQ:
 		m.onDREQ(src, h.TID, msg)
 	case cm.AttrDREP:
@@ -660,8 +751,16 @@ func (m *Manager) onREQ(src netip.Addr, tid uint64, msg []byte) {
 		m.sendMAD(ah, tid, cm.AttrREJ, encode(rej.Put))
 		return
 	}
+	if m.waiting >= m.cfg.Backlog {
+		m.stats.Overflow++
+		rej := cm.REJ{RemoteCommID: q.LocalCommID, MessageRejected: 0, Reason: cm.RejNoResources}
+		m.sendMAD(ah, tid, cm.AttrREJ, encode(rej.Put))
+		return
+	}
 	id := m.newConn(nil, src, ah, ConnParam{})
-	id.remote, id.tid, id.req, id.state = q.LocalCommID, tid, q, stREQRcvd
+	id.remote, id.tid, id.req = q.LocalCommID, tid, q
+	m.setState(id, stREQRcvd)
+	m.armFor(id, m.answerWait(&q))
 	m.events = append(m.events, Event{Type: ConnectRequest, ID: id, Private: append([]byte(nil), q.Private[cm.HeaderLen:]...)})
 }
 
@@ -675,6 +774,10 @@ func (m *Manager) ahLocked(dst netip.Addr) (*engine.AH, error) {
 	m.mu.Lock()
 	return ah, err
 }
+
+// testHookAccept runs in Accept between readying the QP and answering, for a test to end the
+// request there.
+var testHookAccept func()
 
 // Accept accepts a ConnectRequest with qp, an RC QP in RESET or INIT (rdma_accept): the QP goes
 // to RTR and RTS on the REQ's terms, and the REP goes out.
@@ -719,14 +822,24 @@ func (id *ID) Accept(qp *engine.QP, p ConnParam) error {
 			return fmt.Errorf("rdmacm: accept: %w", err)
 		}
 	}
+	if testHookAccept != nil {
+		testHookAccept()
+	}
 	m.mu.Lock()
+	if !id.state.owesAnswer() {
+		// The request ended while its QP was readied: the peer rejected it or gave up.
+		st := id.state
+		m.mu.Unlock()
+		_ = qp.Modify(engine.QPAttr{State: engine.QPSErr}, engine.AttrState)
+		return fmt.Errorf("rdmacm: accept: the request ended (%s) before the answer: %w", st, syscall.ECONNABORTED)
+	}
 	id.qp, id.param = qp, p
 	rep := cm.REP{LocalCommID: id.local, RemoteCommID: id.remote, LocalQPN: qp.Num(), StartingPSN: id.psn,
 		ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth, TargetACKDelay: 15,
 		RNRRetryCount: p.RNRRetryCount, LocalCAGUID: m.guid()}
 	copy(rep.Private[:], p.Private)
 	msg := encode(rep.Put)
-	id.state = stREPSent
+	m.setState(id, stREPSent)
 	m.send(id, cm.AttrREP, msg, true)
 	m.mu.Unlock()
 	m.deliver()
@@ -752,8 +865,7 @@ func (id *ID) Reject(private []byte) error {
 		return fmt.Errorf("rdmacm: reject in %s: %w", id.state, syscall.EINVAL)
 	}
 	m.reject(id, cm.RejConsumerDefined, private)
-	id.state = stDone
-	delete(m.conns, id.local)
+	m.forget(id)
 	return nil
 }
 
@@ -790,7 +902,7 @@ func (m *Manager) onREP(msg []byte) {
 	}
 	id.stop()
 	id.remote = r.LocalCommID
-	id.state = stEstablished // a REP again from now on only asks for the RTU again
+	m.setState(id, stEstablished) // a REP again from now on only asks for the RTU again
 	p, q, qp := id.param, id.req, id.qp
 	m.after = append(m.after, func() {
 		err := qp.Modify(engine.QPAttr{State: engine.QPSRTR, AH: engine.AHAttr{DGID: id.peer, HopLimit: 64}, PathMTU: engine.MTU(q.PathMTU),
@@ -830,20 +942,30 @@ func (m *Manager) onRTU(msg []byte) {
 		return
 	}
 	id.stop()
-	id.state = stEstablished
+	m.setState(id, stEstablished)
 	m.events = append(m.events, Event{Type: Established, ID: id})
 }
 
-func (m *Manager) onREJ(msg []byte) {
+// onREJ takes a REJ of a request this side sent or answered, or of one its consumer still owes
+// an answer to: a peer that gave up waiting says so with REJ TIMEOUT, naming the request by its
+// own communication ID when it never heard ours (ib_cm's cm_acquire_rejected_id).
+func (m *Manager) onREJ(src netip.Addr, msg []byte) {
 	r, _ := cm.ParseREJ(msg)
 	id := m.conns[r.RemoteCommID]
-	if id == nil || !(id.state.waitsREP() || id.state.waitsRTU()) {
+	if id == nil && r.Reason == cm.RejTimeout {
+		id = m.byRemote(src, r.LocalCommID)
+	}
+	switch {
+	case id == nil:
+		m.stats.Dropped++
+		return
+	case id.state.waitsREP():
+	case (id.state.waitsRTU() || id.state.owesAnswer()) && id.remote == r.LocalCommID && id.ps != cm.PSUDP:
+	default:
 		m.stats.Dropped++
 		return
 	}
-	id.stop()
-	id.state = stDone
-	delete(m.conns, id.local)
+	m.forget(id)
 	m.toError(id)
 	m.events = append(m.events, Event{Type: Rejected, ID: id, Reason: r.Reason, Private: append([]byte(nil), r.Private[:]...)})
 }
@@ -864,7 +986,7 @@ func (id *ID) Disconnect() error {
 	id.tid = m.tidFor(id)
 	dreq := cm.Pair{LocalCommID: id.local, RemoteCommID: id.remote, RemoteQPN: id.remoteQPN()}
 	msg := encode(dreq.PutDREQ)
-	id.state = stDREQSent
+	m.setState(id, stDREQSent)
 	m.send(id, cm.AttrDREQ, msg, true)
 	m.events = append(m.events, Event{Type: Disconnected, ID: id})
 	m.mu.Unlock()
@@ -916,12 +1038,11 @@ func (m *Manager) onDREP(msg []byte) {
 // ends, then TimewaitExit. m.mu is held.
 func (m *Manager) enterTimewait(id *ID) {
 	id.stop()
-	id.state = stTimewait
+	m.setState(id, stTimewait)
 	m.clock.AfterFunc(timewait, func() {
 		m.mu.Lock()
 		if id.state == stTimewait {
-			id.state = stDone
-			delete(m.conns, id.local)
+			m.forget(id)
 			m.events = append(m.events, Event{Type: TimewaitExit, ID: id})
 		}
 		m.mu.Unlock()
@@ -938,7 +1059,8 @@ func (m *Manager) dupREQ(id *ID) {
 		mra := cm.MRA{LocalCommID: id.local, RemoteCommID: id.remote, MessageMRAed: 0, ServiceTimeout: m.cfg.ServiceTimeout}
 		m.sendMAD(id.ah, id.tid, cm.AttrMRA, encode(mra.Put))
 		m.stats.MRAs++
-		id.state = stMRAReqSent
+		m.setState(id, stMRAReqSent)
+		m.armFor(id, m.answerWait(&id.req)) // the peer is still there: it waits again
 	case id.state == stREPSent && len(id.last) > 0:
 		m.sendMAD(id.ah, id.tid, cm.AttrREP, id.last)
 	}
@@ -956,9 +1078,9 @@ func (m *Manager) onMRA(msg []byte) {
 		return
 	case r.MessageMRAed == 0 && id.state == stREQSent:
 		id.remote = r.LocalCommID
-		id.state = stMRAReqRcvd
+		m.setState(id, stMRAReqRcvd)
 	case r.MessageMRAed == 1 && id.state == stREPSent && id.remote == r.LocalCommID:
-		id.state = stMRARepRcvd
+		m.setState(id, stMRARepRcvd)
 	default:
 		m.stats.Dropped++ // another MRA for the same message, or one for a message we did not send
 		return
@@ -994,7 +1116,7 @@ func (m *Manager) ConnectUD(qp *engine.QP, dst netip.Addr, port uint16, private 
 	}
 	copy(q.Private[cm.HeaderLen:], private)
 	msg := encode(q.Put)
-	id.state = stSIDRReqSent
+	m.setState(id, stSIDRReqSent)
 	m.send(id, cm.AttrSIDRREQ, msg, true)
 	m.mu.Unlock()
 	m.deliver()
@@ -1036,9 +1158,13 @@ func ReadyUD(qp *engine.QP) error {
 func (m *Manager) onSIDRREQ(src netip.Addr, tid uint64, msg []byte) {
 	q, _ := cm.ParseSIDRREQ(msg)
 	if id := m.byRemote(src, q.RequestID); id != nil {
-		// The same request again: the answer again if it went (it may be the one lost).
-		if id.state == stSIDRRepSent {
+		// The same request again: the answer again if it went (it may be the one lost); one
+		// the consumer still owes is kept as long again.
+		switch id.state {
+		case stSIDRRepSent:
 			m.sendMAD(id.ah, id.tid, cm.AttrSIDRREP, id.last)
+		case stSIDRReqRcvd:
+			m.armFor(id, m.answerWait(nil))
 		}
 		return
 	}
@@ -1055,8 +1181,14 @@ func (m *Manager) onSIDRREQ(src netip.Addr, tid uint64, msg []byte) {
 		m.sendMAD(ah, tid, cm.AttrSIDRREP, encode(rep.Put))
 		return
 	}
+	if m.waiting >= m.cfg.Backlog {
+		m.stats.Overflow++ // dropped: its sender asks again
+		return
+	}
 	id := m.newConn(nil, src, ah, ConnParam{})
-	id.ps, id.remote, id.tid, id.sidr, id.state = cm.PSUDP, q.RequestID, tid, q, stSIDRReqRcvd
+	id.ps, id.remote, id.tid, id.sidr = cm.PSUDP, q.RequestID, tid, q
+	m.setState(id, stSIDRReqRcvd)
+	m.armFor(id, m.answerWait(nil))
 	m.events = append(m.events, Event{Type: ConnectRequest, ID: id, Private: append([]byte(nil), q.Private[cm.HeaderLen:]...)})
 }
 
@@ -1086,14 +1218,15 @@ func (m *Manager) sidrReply(id *ID, status cm.SIDRStatus, qpn, qkey uint32, priv
 	copy(rep.Private[:], private)
 	msg := encode(rep.Put)
 	m.sendMAD(id.ah, id.tid, cm.AttrSIDRREP, msg)
+	if m.answers >= m.cfg.Backlog {
+		m.stats.Overflow++ // not kept: a request that comes again is a new one
+		m.forget(id)
+		return
+	}
+	id.stop()
 	id.last = append(id.last[:0], msg...)
-	id.state = stSIDRRepSent
-	m.clock.AfterFunc(m.responseTimeout()*time.Duration(m.cfg.MaxRetries+1), func() {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		id.state = stDone
-		delete(m.conns, id.local)
-	})
+	m.setState(id, stSIDRRepSent)
+	m.armFor(id, m.responseTimeout()*time.Duration(m.cfg.MaxRetries+1))
 }
 
 func (m *Manager) onSIDRREP(msg []byte) {
@@ -1103,9 +1236,7 @@ func (m *Manager) onSIDRREP(msg []byte) {
 		m.stats.Dropped++
 		return
 	}
-	id.stop()
-	id.state = stDone
-	delete(m.conns, id.local)
+	m.forget(id)
 	private := append([]byte(nil), r.Private[:]...)
 	if r.Status != cm.SIDRSuccess {
 		m.events = append(m.events, Event{Type: Unreachable, ID: id, Status: r.Status, Private: private})
