@@ -244,10 +244,11 @@ func (s *SRQ) PostRecv(wrs ...RecvWR) error {
 	defer d.unlock()
 	for i := range wrs {
 		if len(wrs[i].SGL) > s.maxSGE {
-			return &PostError{Index: i, Err: syscall.EINVAL, Reason: "too many SGEs"}
+			return postError("post_srq_recv", i, len(wrs), wrs[i].ID, syscall.EINVAL,
+				fmt.Sprintf("%d SGEs, the SRQ takes %d", len(wrs[i].SGL), s.maxSGE))
 		}
 		if !s.queue.push(&wrs[i]) {
-			return &PostError{Index: i, Err: syscall.ENOMEM, Reason: "shared receive queue full"}
+			return postError("post_srq_recv", i, len(wrs), wrs[i].ID, syscall.ENOMEM, "shared receive queue full")
 		}
 	}
 	return nil
@@ -313,14 +314,32 @@ func (q *recvQueue) pop() {
 }
 
 // PostError says which work request of a post failed and why; the ones before it were posted.
+// It names the request by its ID, as its poster knows it, and by its place in the batch.
 type PostError struct {
-	Index  int
+	Index  int // the request's place in the batch, from 0
 	Err    syscall.Errno
 	Reason string
+	ID     uint64 // the request's ID (SendWR.ID, RecvWR.ID)
+
+	verb  string // post_send, post_recv, post_srq_recv
+	batch int    // how many requests the call posted
 }
 
 func (e *PostError) Error() string {
-	return fmt.Sprintf("post: work request %d: %v: %s", e.Index, e.Err, e.Reason)
+	verb := e.verb
+	if verb == "" {
+		verb = "post"
+	}
+	where := fmt.Sprintf("work request id 0x%x", e.ID)
+	if e.batch > 1 {
+		where += fmt.Sprintf(" (index %d of %d)", e.Index, e.batch)
+	}
+	return fmt.Sprintf("%s: %s: %v: %s", verb, where, e.Err, e.Reason)
+}
+
+// postError names the i-th of a post's n requests, whose ID is id, as the one that failed.
+func postError(verb string, i, n int, id uint64, errno syscall.Errno, reason string) *PostError {
+	return &PostError{Index: i, Err: errno, Reason: reason, ID: id, verb: verb, batch: n}
 }
 
 func (e *PostError) Unwrap() error { return e.Err }

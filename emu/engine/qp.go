@@ -357,16 +357,19 @@ func (qp *QP) PostRecv(wrs ...RecvWR) error {
 	d.mu.Lock()
 	defer d.unlock()
 	for i := range wrs {
+		fail := func(errno syscall.Errno, reason string) error {
+			return postError("post_recv", i, len(wrs), wrs[i].ID, errno, reason)
+		}
 		switch {
 		case qp.srq != nil:
-			return &PostError{Index: i, Err: syscall.EINVAL, Reason: "the QP uses a shared receive queue"}
+			return fail(syscall.EINVAL, "the QP uses a shared receive queue")
 		case qp.state == QPSReset:
-			return &PostError{Index: i, Err: syscall.EINVAL, Reason: "the QP is in RESET"}
+			return fail(syscall.EINVAL, "the QP is in RESET")
 		case len(wrs[i].SGL) > qp.cap.MaxRecvSGE:
-			return &PostError{Index: i, Err: syscall.EINVAL, Reason: fmt.Sprintf("%d SGEs, the QP takes %d", len(wrs[i].SGL), qp.cap.MaxRecvSGE)}
+			return fail(syscall.EINVAL, fmt.Sprintf("%d SGEs, the QP takes %d", len(wrs[i].SGL), qp.cap.MaxRecvSGE))
 		}
 		if !qp.rq.push(&wrs[i]) {
-			return &PostError{Index: i, Err: syscall.ENOMEM, Reason: "receive queue full"}
+			return fail(syscall.ENOMEM, "receive queue full")
 		}
 		if qp.state == QPSErr {
 			qp.flushRecv()

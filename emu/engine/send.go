@@ -215,7 +215,7 @@ func (qp *QP) PostSend(wrs ...SendWR) error {
 	defer d.unlock()
 	for i := range wrs {
 		if err := qp.postSend(&wrs[i]); err != nil {
-			err.Index = i
+			err.Index, err.ID, err.verb, err.batch = i, wrs[i].ID, "post_send", len(wrs)
 			return err
 		}
 	}
@@ -424,11 +424,11 @@ func (qp *QP) PostSendError(e PostedError) error {
 	defer d.unlock()
 	switch qp.state {
 	case QPSReset, QPSInit, QPSRTR:
-		return &PostError{Err: syscall.EINVAL, Reason: fmt.Sprintf("the QP is in %s", qp.state)}
+		return postError("post_send", 0, 1, e.ID, syscall.EINVAL, fmt.Sprintf("the QP is in %s", qp.state))
 	}
 	q := &qp.sq
 	if q.n == len(q.ring) {
-		return &PostError{Err: syscall.ENOMEM, Reason: "send queue full"}
+		return postError("post_send", 0, 1, e.ID, syscall.ENOMEM, "send queue full")
 	}
 	w := q.at(q.n)
 	w.wr = SendWR{ID: e.ID, Opcode: e.Opcode, Flags: SendSignaled}
