@@ -100,12 +100,9 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 		return nil, fmt.Errorf("create_qp: type %s: %w", init.Type, syscall.EOPNOTSUPP)
 	case init.SendCQ == nil || init.RecvCQ == nil:
 		return nil, fmt.Errorf("create_qp: a send and a receive CQ are needed: %w", syscall.EINVAL)
-	case c.MaxSendWR < 1 || c.MaxSendWR > d.limits.MaxQPWR || c.MaxSendSGE > d.limits.MaxSGE || c.MaxRecvSGE > d.limits.MaxSGE:
-		return nil, fmt.Errorf("create_qp: capabilities %+v exceed the device's: %w", c, syscall.EINVAL)
-	case init.SRQ == nil && (c.MaxRecvWR < 1 || c.MaxRecvWR > d.limits.MaxQPWR):
-		return nil, fmt.Errorf("create_qp: %d receive requests: %w", c.MaxRecvWR, syscall.EINVAL)
-	case c.MaxInlineData > d.limits.MaxInline:
-		return nil, fmt.Errorf("create_qp: %d bytes inline: %w", c.MaxInlineData, syscall.EINVAL)
+	}
+	if err := checkCap(c, d.limits, init.SRQ != nil); err != nil {
+		return nil, err
 	}
 	d.mu.Lock()
 	defer d.unlock()
@@ -133,6 +130,34 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 	d.qps[qp.qpn] = qp
 	d.event(Event{QP: qp.qpn, Kind: EvQPState, Msg: "created in RESET"})
 	return qp, nil
+}
+
+// checkCap checks a QP's capabilities as the kernel's rxe does (rxe_qp_chk_cap): each at most
+// the device's limit, the receive ones only for a QP without an SRQ (with one they are not
+// used), and none negative. Zero is taken for every field, as rxe takes it ("num_elem == 0 is
+// allowed, but uninteresting", rxe_queue_init): a QP with max_send_wr 0 only receives and one
+// with max_recv_wr 0 only sends, each refusing posts to its empty queue with ENOMEM; zero SGEs
+// leave work requests that carry no data (a zero-length SEND or WRITE, a bind).
+func checkCap(c QPCap, l Limits, srq bool) error {
+	type field struct {
+		name       string
+		v, max     int
+		limitsName string
+	}
+	fields := []field{{"max_send_wr", c.MaxSendWR, l.MaxQPWR, "max_qp_wr"}, {"max_send_sge", c.MaxSendSGE, l.MaxSGE, "max_sge"}}
+	if !srq {
+		fields = append(fields, field{"max_recv_wr", c.MaxRecvWR, l.MaxQPWR, "max_qp_wr"}, field{"max_recv_sge", c.MaxRecvSGE, l.MaxSGE, "max_sge"})
+	}
+	fields = append(fields, field{"max_inline_data", c.MaxInlineData, l.MaxInline, "max_inline_data"})
+	for _, f := range fields {
+		switch {
+		case f.v < 0:
+			return fmt.Errorf("create_qp: %s %d is negative: %w", f.name, f.v, syscall.EINVAL)
+		case f.v > f.max:
+			return fmt.Errorf("create_qp: %s %d is more than the device's %s, %d: %w", f.name, f.v, f.limitsName, f.max, syscall.EINVAL)
+		}
+	}
+	return nil
 }
 
 // Num is the QP number.
@@ -369,6 +394,9 @@ func (qp *QP) PostRecv(wrs ...RecvWR) error {
 			return fail(syscall.EINVAL, fmt.Sprintf("%d SGEs, the QP takes %d", len(wrs[i].SGL), qp.cap.MaxRecvSGE))
 		}
 		if !qp.rq.push(&wrs[i]) {
+			if len(qp.rq.ring) == 0 {
+				return fail(syscall.ENOMEM, "the QP has no receive queue (max_recv_wr 0)")
+			}
 			return fail(syscall.ENOMEM, "receive queue full")
 		}
 		if qp.state == QPSErr {

@@ -173,6 +173,14 @@ type sendQueue struct {
 
 func newSendQueue(n int) sendQueue { return sendQueue{ring: make([]sendWQE, n)} }
 
+// full says why a post found no room.
+func (q *sendQueue) full() string {
+	if len(q.ring) == 0 {
+		return "the QP has no send queue (max_send_wr 0)"
+	}
+	return "send queue full"
+}
+
 func (q *sendQueue) at(i int) *sendWQE {
 	// i < len(q.ring) and head < len(q.ring): one subtraction instead of a division.
 	j := q.head + i
@@ -300,7 +308,7 @@ func (qp *QP) postSend(wr *SendWR) *PostError {
 	}
 	q := &qp.sq
 	if q.n == len(q.ring) {
-		return fail(syscall.ENOMEM, "send queue full")
+		return fail(syscall.ENOMEM, "%s", q.full())
 	}
 	w := q.at(q.n)
 	// Field by field: building a whole sendWQE and copying it in was a good part of posting.
@@ -393,7 +401,7 @@ func (qp *QP) postBind1(wr *SendWR, old uint32) error {
 	}
 	q := &qp.sq
 	if q.n == len(q.ring) {
-		return fmt.Errorf("bind_mw: send queue full: %w", syscall.ENOMEM)
+		return fmt.Errorf("bind_mw: %s: %w", q.full(), syscall.ENOMEM)
 	}
 	w := q.at(q.n)
 	*w = sendWQE{wr: *wr, sgl: w.sgl[:0], inline: w.inline[:0], wqeProgress: wqeProgress{type1: true, mwKey: old}}
@@ -428,7 +436,7 @@ func (qp *QP) PostSendError(e PostedError) error {
 	}
 	q := &qp.sq
 	if q.n == len(q.ring) {
-		return postError("post_send", 0, 1, e.ID, syscall.ENOMEM, "send queue full")
+		return postError("post_send", 0, 1, e.ID, syscall.ENOMEM, q.full())
 	}
 	w := q.at(q.n)
 	w.wr = SendWR{ID: e.ID, Opcode: e.Opcode, Flags: SendSignaled}
