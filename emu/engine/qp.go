@@ -75,8 +75,11 @@ type QP struct {
 	attr     QPAttr
 
 	overflowed bool // a completion was lost; the QP is on its way to ERR
-	local      bool // the peer is the device itself: every frame goes to the loopback
-	async      qpAsync
+	// flushed is why the QP is in ERR, the reason its flushed completions carry: one error
+	// made at the move, shared by all of them.
+	flushed error
+	local   bool // the peer is the device itself: every frame goes to the loopback
+	async   qpAsync
 
 	builder roce.Builder
 	ud      struct {
@@ -359,9 +362,18 @@ func (qp *QP) setState(s QPState, why string) {
 	qp.state = s
 	qp.dev.event(Event{QP: qp.qpn, Kind: EvQPState, Msg: fmt.Sprintf("%s -> %s (%s)", old, s, why)})
 	if s == QPSErr {
+		qp.flushed = flushReason(qp.qpn, why)
 		qp.flush()
 	}
 	qp.stateChanged(s)
+}
+
+// flushReason is what the flushed completions of QP qpn say: why it moved to ERR.
+func flushReason(qpn uint32, why string) error {
+	if why == "modify_qp" {
+		return fmt.Errorf("flushed: QP 0x%06x was moved to ERR by modify_qp", qpn)
+	}
+	return fmt.Errorf("flushed: QP 0x%06x went to ERR: %s", qpn, why)
 }
 
 // toError moves the QP to ERR after a failure, flushing what is left, and raises QP_FATAL.
@@ -490,7 +502,7 @@ func (qp *QP) flush() {
 func (qp *QP) flushRecv() {
 	if r := &qp.resp; r.recv != nil {
 		// The receive a message in progress had taken belongs to this QP even from an SRQ.
-		qp.complete(qp.recvCQ, WC{WRID: r.recv.id, Status: WCWRFlushErr, Opcode: WCRecv})
+		qp.complete(qp.recvCQ, WC{WRID: r.recv.id, Status: WCWRFlushErr, Opcode: WCRecv, Err: qp.flushed})
 		r.recv = nil
 	}
 	if qp.srq != nil {
@@ -508,7 +520,7 @@ func (qp *QP) flushRecv() {
 		if w == nil {
 			return
 		}
-		qp.complete(qp.recvCQ, WC{WRID: w.id, Status: WCWRFlushErr, Opcode: WCRecv})
+		qp.complete(qp.recvCQ, WC{WRID: w.id, Status: WCWRFlushErr, Opcode: WCRecv, Err: qp.flushed})
 		qp.rq.pop()
 	}
 }
@@ -523,6 +535,7 @@ func (qp *QP) resetQueues() {
 	qp.req = requester{}
 	qp.resp = responder{}
 	qp.overflowed = false
+	qp.flushed = nil
 }
 
 // Destroy destroys the QP. Its outstanding work requests are dropped without completions.

@@ -207,7 +207,7 @@ func (q *sendQueue) flush(qp *QP) {
 	for q.n > 0 {
 		w := q.at(0)
 		if w.state != wqeDone || w.status == WCSuccess {
-			w.state, w.status, w.err = wqeDone, WCWRFlushErr, nil
+			w.state, w.status, w.err = wqeDone, WCWRFlushErr, qp.flushed
 		}
 		qp.retireHead()
 	}
@@ -340,7 +340,7 @@ func (qp *QP) postSend(wr *SendWR) *PostError {
 		qp.dev.event(Event{QP: qp.qpn, Kind: EvPost, WRID: wr.ID, Msg: fmt.Sprintf("post %s len %d", wr.Opcode, length)})
 	}
 	if qp.state == QPSErr {
-		w.state, w.status = wqeDone, WCWRFlushErr
+		w.state, w.status, w.err = wqeDone, WCWRFlushErr, qp.flushed
 		qp.retire()
 	}
 	return nil
@@ -408,7 +408,7 @@ func (qp *QP) postBind1(wr *SendWR, old uint32) error {
 	wr.Bind.MW.posted++
 	q.n++
 	if qp.state == QPSErr {
-		w.state, w.status = wqeDone, WCWRFlushErr
+		w.state, w.status, w.err = wqeDone, WCWRFlushErr, qp.flushed
 		qp.retire()
 	}
 	return nil
@@ -444,7 +444,7 @@ func (qp *QP) PostSendError(e PostedError) error {
 	w.wqeProgress = wqeProgress{poison: &e}
 	q.n++
 	if qp.state == QPSErr {
-		w.state, w.status = wqeDone, WCWRFlushErr
+		w.state, w.status, w.err = wqeDone, WCWRFlushErr, qp.flushed
 		qp.retire()
 		return nil
 	}
