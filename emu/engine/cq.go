@@ -38,6 +38,9 @@ const (
 
 // CreateCQ creates a completion queue with room for cqe completions.
 func (d *Device) CreateCQ(cqe int) (*CQ, error) {
+	if err := d.check("create_cq"); err != nil {
+		return nil, err
+	}
 	if cqe < 1 || cqe > d.limits.MaxCQE {
 		return nil, fmt.Errorf("create_cq: %d entries: %w", cqe, syscall.EINVAL)
 	}
@@ -58,6 +61,9 @@ func (d *Device) CreateCQ(cqe int) (*CQ, error) {
 // it reports false when the CQ has no room, which is an overflow as for a full CQ (the QP goes
 // to ERR, CQ_ERR is raised). Arming and OnCompletion work as for any CQ.
 func (d *Device) CreateCQSink(sink func(WC) bool) (*CQ, error) {
+	if err := d.check("create_cq"); err != nil {
+		return nil, err
+	}
 	if sink == nil {
 		return nil, fmt.Errorf("create_cq: no sink: %w", syscall.EINVAL)
 	}
@@ -80,6 +86,9 @@ func (cq *CQ) Num() uint32 { return cq.num }
 // be given again. It fails with EBUSY while a QP uses it, and with EINVAL if it is destroyed
 // already.
 func (cq *CQ) Destroy() error {
+	if err := cq.check("destroy_cq"); err != nil {
+		return err
+	}
 	d := cq.dev
 	d.mu.Lock()
 	defer d.unlock()
@@ -143,6 +152,9 @@ func (cq *CQ) OnCompletion(f func()) {
 // once more before waiting, so that none is missed. Arming for any completion while armed for
 // solicited ones widens the arm; arming for solicited ones while armed for any leaves it as it is.
 func (cq *CQ) ReqNotify(solicitedOnly bool) error {
+	if err := cq.check("req_notify_cq"); err != nil {
+		return err
+	}
 	cq.dev.mu.Lock()
 	defer cq.dev.unlock()
 	want := armNext
@@ -197,6 +209,9 @@ type SRQ struct {
 // CreateSRQ creates a shared receive queue for up to maxWR receive requests of up to maxSGE
 // elements each.
 func (pd *PD) CreateSRQ(maxWR, maxSGE int) (*SRQ, error) {
+	if err := pd.check("create_srq"); err != nil {
+		return nil, err
+	}
 	d := pd.dev
 	if maxWR < 1 || maxWR > d.limits.MaxSRQWR || maxSGE < 1 || maxSGE > d.limits.MaxSGE {
 		return nil, fmt.Errorf("create_srq: %w", syscall.EINVAL)
@@ -222,6 +237,9 @@ func (s *SRQ) Num() uint32 { return s.num }
 // be given again. It fails with EBUSY while a QP uses it, and with EINVAL if it is destroyed
 // already.
 func (s *SRQ) Destroy() error {
+	if err := s.check("destroy_srq"); err != nil {
+		return err
+	}
 	d := s.pd.dev
 	d.mu.Lock()
 	defer d.unlock()
@@ -239,6 +257,9 @@ func (s *SRQ) Destroy() error {
 
 // PostRecv posts receive requests to the shared queue.
 func (s *SRQ) PostRecv(wrs ...RecvWR) error {
+	if err := s.check("post_srq_recv"); err != nil {
+		return err
+	}
 	d := s.pd.dev
 	d.mu.Lock()
 	defer d.unlock()

@@ -95,6 +95,9 @@ type QP struct {
 
 // CreateQP creates a queue pair in RESET.
 func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
+	if err := pd.check("create_qp"); err != nil {
+		return nil, err
+	}
 	d := pd.dev
 	c := init.Cap
 	tr := transportOf(init.Type)
@@ -192,6 +195,9 @@ func (qp *QP) Query() QPAttr {
 // attributes the transition requires plus any it allows; anything else is EINVAL and changes
 // nothing.
 func (qp *QP) Modify(attr QPAttr, mask AttrMask) error {
+	if err := qp.check("modify_qp", "QP"); err != nil {
+		return err
+	}
 	d := qp.dev
 	// The peer's link address is looked up before the device is locked: on a real link that
 	// may mean waiting for an ARP reply, which must not hold up the device.
@@ -390,6 +396,9 @@ func (qp *QP) Fail(why string) {
 
 // PostRecv posts receive requests. On a QP with an SRQ it is EINVAL.
 func (qp *QP) PostRecv(wrs ...RecvWR) error {
+	if err := qp.check("post_recv", "QP"); err != nil {
+		return err
+	}
 	d := qp.dev
 	d.mu.Lock()
 	defer d.unlock()
@@ -540,6 +549,9 @@ func (qp *QP) resetQueues() {
 
 // Destroy destroys the QP. Its outstanding work requests are dropped without completions.
 func (qp *QP) Destroy() error {
+	if err := qp.check("destroy_qp", "QP"); err != nil {
+		return err
+	}
 	d := qp.dev
 	d.mu.Lock()
 	defer d.unlock()

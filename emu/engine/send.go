@@ -218,6 +218,9 @@ func (q *sendQueue) flush(qp *QP) {
 // *PostError naming it; the ones before it were posted. On a QP in ERR the requests are posted
 // and complete at once with WR_FLUSH_ERR.
 func (qp *QP) PostSend(wrs ...SendWR) error {
+	if err := qp.check("post_send", "QP"); err != nil {
+		return err
+	}
 	d := qp.dev
 	d.mu.Lock()
 	defer d.unlock()
@@ -291,6 +294,9 @@ func (qp *QP) postSend(wr *SendWR) *PostError {
 		if wr.Bind.MW == nil || wr.Bind.MW.typ == MWType1 {
 			return fail(syscall.EINVAL, "BIND_MW work requests bind type 2 windows; use QP.BindMW for type 1")
 		}
+		if wr.Bind.MW.pd == nil {
+			return fail(syscall.EINVAL, "the window was not made by AllocMW")
+		}
 	case WRRegMR:
 		if wr.Reg.MR == nil {
 			return fail(syscall.EINVAL, "REG_MR without an MR")
@@ -360,6 +366,12 @@ type MWBind struct {
 // rolls back if the bind completes in error. A zero-length bind invalidates the window. It
 // fails with EINVAL or EPERM, posting nothing, where rxe's provider does.
 func (qp *QP) BindMW(mw *MW, b MWBind) error {
+	if err := qp.check("bind_mw", "QP"); err != nil {
+		return err
+	}
+	if err := mw.check("bind_mw"); err != nil {
+		return err
+	}
 	d := qp.dev
 	d.mu.Lock()
 	defer d.unlock()
@@ -427,6 +439,9 @@ type PostedError struct {
 // PostSendError posts a work request that fails: see PostedError. It fails with EINVAL on a QP
 // not yet in RTS and ENOMEM when the send queue is full, as PostSend does.
 func (qp *QP) PostSendError(e PostedError) error {
+	if err := qp.check("post_send", "QP"); err != nil {
+		return err
+	}
 	d := qp.dev
 	d.mu.Lock()
 	defer d.unlock()

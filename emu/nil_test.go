@@ -1,0 +1,27 @@
+package emu_test
+
+import (
+	"errors"
+	"syscall"
+	"testing"
+
+	"github.com/softirdma/softirdma/emu"
+)
+
+// TestFacadeNilArguments: emu's forwarding functions pass a nil on to the engine, which refuses
+// it with EINVAL naming it instead of panicking.
+func TestFacadeNilArguments(t *testing.T) {
+	fab := emu.NewFabric(emu.NewSim(), 1)
+	a := fab.AddDevice("A", emu.LinkConfig{})
+	pd := must(a.AllocPD())
+	cq := must(a.CreateCQ(4))
+	qp := must(pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: cq, RecvCQ: cq}))
+	for name, err := range map[string]error{
+		"ConnectRC(qp, nil)": emu.ConnectRC(qp, nil, emu.ConnectOptions{}),
+		"ConnectUC(nil, qp)": emu.ConnectUC(nil, qp, emu.MTU1024),
+	} {
+		if !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("%s: %v, want EINVAL", name, err)
+		}
+	}
+}
