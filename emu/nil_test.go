@@ -25,3 +25,19 @@ func TestFacadeNilArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestFacadeAddDeviceChecked: the simulator's checked AddDevice is emu's too, refusing what
+// AddDevice clamps or takes twice.
+func TestFacadeAddDeviceChecked(t *testing.T) {
+	fab := emu.NewFabric(emu.NewSim(), 1)
+	if _, err := fab.AddDeviceChecked("A", emu.LinkConfig{Loss: 2}); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("loss 2: %v", err)
+	}
+	must(fab.AddDeviceChecked("A", emu.LinkConfig{}))
+	if _, err := fab.AddDeviceChecked("A", emu.LinkConfig{}); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("a second A: %v", err)
+	}
+	if err := (emu.LinkConfig{Rate: -1}).Validate(); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("rate -1: %v", err)
+	}
+}
