@@ -84,6 +84,102 @@ func Example_accessError() {
 	// 1 9 REM_ACCESS_ERR ERR ERR
 }
 
+// A memory window (type 2) over part of B's memory: B binds it with a key8 of its choosing
+// through its send queue, A writes through the window's rkey, B invalidates the window and
+// binds it again with a new key8, and A's WRITE through the old rkey is refused.
+func Example_memoryWindow() {
+	sim := emu.NewSim()
+	fab := emu.NewFabric(sim, 1)
+	fab.OnEvent(func(e emu.Event) {
+		if e.Kind == emu.EvAccess && e.Device == "B" { // B's refusal, with the key's history
+			fmt.Println(e)
+		}
+	})
+	a, b := fab.AddDevice("A", emu.LinkConfig{}), fab.AddDevice("B", emu.LinkConfig{})
+	pdA, pdB := must(a.AllocPD()), must(b.AllocPD())
+	src, dst := []byte("through the window"), make([]byte, 64)
+	mrA := must(pdA.RegMR(src, emu.AccessLocalWrite))
+	mrB := must(pdB.RegMR(dst, emu.AccessLocalWrite|emu.AccessMWBind)) // no remote rights of its own
+	cqA, cqB := must(a.CreateCQ(16)), must(b.CreateCQ(16))
+	caps := emu.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
+	qa := must(pdA.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: cqA, RecvCQ: cqA, Cap: caps}))
+	qb := must(pdB.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: cqB, RecvCQ: cqB, Cap: caps}))
+	check(emu.ConnectRC(qa, qb, emu.ConnectOptions{}))
+	mw := must(pdB.AllocMW(emu.MWType2))
+	wc := make([]emu.WC, 4)
+
+	// bind gives the window bytes [16, 48) of B's MR, remote write only, under key8.
+	bind := func(id uint64, key8 uint32) {
+		check(qb.PostSend(emu.SendWR{ID: id, Opcode: emu.WRBindMW, Flags: emu.SendSignaled,
+			Bind: emu.BindInfo{MW: mw, RKey: mw.RKey()&^0xff | key8, MR: mrB, Addr: mrB.Addr() + 16, Length: 32,
+				Access: emu.AccessRemoteWrite}}))
+		sim.RunUntilIdle(0)
+		n := cqB.Poll(wc)
+		fmt.Printf("B: %d %s %s, rkey 0x%08x\n", n, wc[0].Opcode, wc[0].Status, mw.RKey())
+	}
+	write := func(id uint64, rkey uint32) {
+		check(qa.PostSend(emu.SendWR{ID: id, Opcode: emu.WRRDMAWrite, Flags: emu.SendSignaled,
+			SGL:        []emu.SGE{{Addr: mrA.Addr(), Length: uint32(len(src)), LKey: mrA.LKey()}},
+			RemoteAddr: mrB.Addr() + 16, RKey: rkey}))
+		sim.RunUntilIdle(0)
+		n := cqA.Poll(wc)
+		fmt.Printf("A: %d wr %d %s %s\n", n, wc[0].WRID, wc[0].Opcode, wc[0].Status)
+	}
+
+	bind(1, 0x2a)
+	first := mw.RKey()
+	write(10, first)
+	fmt.Printf("B's memory: %q\n", dst[16:16+len(src)])
+
+	// A type 2 window is invalidated before it is bound again (o10-37.2.30).
+	check(qb.PostSend(emu.SendWR{ID: 2, Opcode: emu.WRLocalInv, Imm: first}))
+	bind(3, 0x2b)
+	write(11, first) // the old rkey
+	// Output:
+	// B: 1 BIND_MW SUCCESS, rkey 0x8000002a
+	// A: 1 wr 10 RDMA_WRITE SUCCESS
+	// B's memory: "through the window"
+	// B: 1 BIND_MW SUCCESS, rkey 0x8000002b
+	// t=3µs          B      qp=0x000011 access   request psn 1 refused: remote access with key 0x8000002a failed check key: current key is 0x8000002b (key 0x8000002a was revoked by LOCAL_INV on QP 0x000011 at t=2µs) -> REM_ACCESS_ERR, NAK 0x62 remote access error
+	// A: 1 wr 11 RDMA_WRITE REM_ACCESS_ERR
+}
+
+// SEND and RECV: B posts a receive, A sends into it, and each side polls its completion.
+func Example_sendRecv() {
+	sim := emu.NewSim()
+	fab := emu.NewFabric(sim, 1)
+	a, b := fab.AddDevice("A", emu.LinkConfig{}), fab.AddDevice("B", emu.LinkConfig{})
+	pdA, pdB := must(a.AllocPD()), must(b.AllocPD())
+	msg, inbox := []byte("a message for B"), make([]byte, 64)
+	mrA := must(pdA.RegMR(msg, 0))
+	mrB := must(pdB.RegMR(inbox, emu.AccessLocalWrite)) // a receive writes locally
+	cqA, cqB := must(a.CreateCQ(16)), must(b.CreateCQ(16))
+	caps := emu.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
+	qa := must(pdA.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: cqA, RecvCQ: cqA, Cap: caps}))
+	qb := must(pdB.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: cqB, RecvCQ: cqB, Cap: caps}))
+	check(emu.ConnectRC(qa, qb, emu.ConnectOptions{}))
+
+	check(qb.PostRecv(emu.RecvWR{ID: 7, SGL: []emu.SGE{{Addr: mrB.Addr(), Length: uint32(len(inbox)), LKey: mrB.LKey()}}}))
+	check(qa.PostSend(emu.SendWR{ID: 8, Opcode: emu.WRSend, Flags: emu.SendSignaled,
+		SGL: []emu.SGE{{Addr: mrA.Addr(), Length: uint32(len(msg)), LKey: mrA.LKey()}}}))
+	sim.RunUntilIdle(0)
+
+	wc := make([]emu.WC, 4)
+	for _, side := range []struct {
+		name string
+		cq   *emu.CQ
+	}{{"A", cqA}, {"B", cqB}} {
+		n := side.cq.Poll(wc)
+		w := wc[0]
+		fmt.Printf("%s: %d wr %d %s %s len %d qp 0x%x src qp 0x%x\n", side.name, n, w.WRID, w.Opcode, w.Status, w.ByteLen, w.QPNum, w.SrcQP)
+	}
+	fmt.Printf("B received %q\n", inbox[:wc[0].ByteLen])
+	// Output:
+	// A: 1 wr 8 SEND SUCCESS len 15 qp 0x11 src qp 0x0
+	// B: 1 wr 7 RECV SUCCESS len 15 qp 0x11 src qp 0x11
+	// B received "a message for B"
+}
+
 // TestREADMEExample keeps the README's Go example compiling and true: its lines must be lines of
 // Example, in the same order, where Example may have more (a README line "// ..." marks a cut).
 func TestREADMEExample(t *testing.T) {

@@ -209,11 +209,13 @@ func TestQPAttributes(t *testing.T) {
 }
 
 // TestMTUMismatch: the side that refuses a packet longer than its path MTU says its QP went to
-// the error state (not a bare WR_FLUSH_ERR), the other reports the NAK with a hint at -m.
+// the error state and why (its flushed completion's reason), the other reports the NAK, both
+// with a hint at -m.
 func TestMTUMismatch(t *testing.T) {
 	s, c := pair(t, Options{Port: freePort(t), Iters: 10, MTU: 1024}, Options{Iters: 10, MTU: 4096})
-	if !errors.Is(s.err, ctrl.ErrFlushed) || s.err.Error() != "pingpong: failed status WR_FLUSH_ERR (5) for wr_id 1: the QP went to the error state and no completion says why "+
-		"(did the peer send a packet longer than this side's path MTU? is -m the same on both sides?)" {
+	if !errors.Is(s.err, ctrl.ErrFlushed) ||
+		!strings.HasPrefix(s.err.Error(), "pingpong: failed status WR_FLUSH_ERR (5) for wr_id 1: the QP went to the error state: flushed: QP 0x000011 went to ERR: responder refused psn ") ||
+		!strings.HasSuffix(s.err.Error(), " with NAK_INV_REQ: RC_SEND_ONLY with 4096 bytes, the path MTU is 1024 (is -m the same on both sides?)") {
 		t.Fatalf("server: %v", s.err)
 	}
 	if c.err == nil || !strings.HasPrefix(c.err.Error(), "pingpong: failed status REM_INV_REQ_ERR (9) for wr_id 2: the responder answered psn ") ||

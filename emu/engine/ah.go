@@ -24,6 +24,9 @@ type AH struct {
 // a multicast GID, one of the device's own addresses, or one Resolve knows; otherwise
 // EHOSTUNREACH.
 func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
+	if err := pd.check("create_ah"); err != nil {
+		return nil, err
+	}
 	d := pd.dev
 	dst := attr.DGID.Unmap()
 	if !dst.IsValid() {
@@ -59,6 +62,9 @@ func (ah *AH) Attr() AHAttr { return ah.attr }
 // Destroy destroys the handle (ibv_destroy_ah); work requests posted with it later are refused.
 // One already posted still goes where it said.
 func (ah *AH) Destroy() error {
+	if err := ah.check("destroy_ah"); err != nil {
+		return err
+	}
 	d := ah.pd.dev
 	d.mu.Lock()
 	defer d.unlock()
@@ -90,6 +96,9 @@ const (
 // the datagrams sent to the group's address, with its own Q_Key. Only UD QPs attach; attaching
 // twice is no error.
 func (qp *QP) AttachMcast(gid netip.Addr) error {
+	if err := qp.check("attach_mcast", "QP"); err != nil {
+		return err
+	}
 	d := qp.dev
 	g := gid.Unmap()
 	if !g.IsMulticast() || qp.typ != QPTypeUD {
@@ -114,6 +123,9 @@ func (qp *QP) AttachMcast(gid netip.Addr) error {
 
 // DetachMcast detaches the QP from the group (ibv_detach_mcast); EINVAL if it is not attached.
 func (qp *QP) DetachMcast(gid netip.Addr) error {
+	if err := qp.check("detach_mcast", "QP"); err != nil {
+		return err
+	}
 	d := qp.dev
 	g := gid.Unmap()
 	d.mu.Lock()

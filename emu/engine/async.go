@@ -244,6 +244,9 @@ const (
 // already posted: the event fires when the device takes a receive and fewer than the limit
 // are left, as in rxe, which checks when it takes one (posting a receive is no system call).
 func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
+	if err := s.check("modify_srq"); err != nil {
+		return err
+	}
 	d := s.pd.dev
 	d.mu.Lock()
 	defer d.unlock()

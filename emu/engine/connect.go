@@ -23,6 +23,12 @@ type ConnectOptions struct {
 // once. What it sends it also receives, so its receive PSN is its send PSN, o.PSNA; o.PSNB is
 // not used.
 func ConnectRC(a, b *QP, o ConnectOptions) error {
+	if err := a.check("connect_rc", "QP a"); err != nil {
+		return err
+	}
+	if err := b.check("connect_rc", "QP b"); err != nil {
+		return err
+	}
 	if !o.NoDefaults {
 		if o.MTU == 0 {
 			o.MTU = MTU1024

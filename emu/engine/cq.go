@@ -38,6 +38,9 @@ const (
 
 // CreateCQ creates a completion queue with room for cqe completions.
 func (d *Device) CreateCQ(cqe int) (*CQ, error) {
+	if err := d.check("create_cq"); err != nil {
+		return nil, err
+	}
 	if cqe < 1 || cqe > d.limits.MaxCQE {
 		return nil, fmt.Errorf("create_cq: %d entries: %w", cqe, syscall.EINVAL)
 	}
@@ -58,6 +61,9 @@ func (d *Device) CreateCQ(cqe int) (*CQ, error) {
 // it reports false when the CQ has no room, which is an overflow as for a full CQ (the QP goes
 // to ERR, CQ_ERR is raised). Arming and OnCompletion work as for any CQ.
 func (d *Device) CreateCQSink(sink func(WC) bool) (*CQ, error) {
+	if err := d.check("create_cq"); err != nil {
+		return nil, err
+	}
 	if sink == nil {
 		return nil, fmt.Errorf("create_cq: no sink: %w", syscall.EINVAL)
 	}
@@ -80,6 +86,9 @@ func (cq *CQ) Num() uint32 { return cq.num }
 // be given again. It fails with EBUSY while a QP uses it, and with EINVAL if it is destroyed
 // already.
 func (cq *CQ) Destroy() error {
+	if err := cq.check("destroy_cq"); err != nil {
+		return err
+	}
 	d := cq.dev
 	d.mu.Lock()
 	defer d.unlock()
@@ -143,6 +152,9 @@ func (cq *CQ) OnCompletion(f func()) {
 // once more before waiting, so that none is missed. Arming for any completion while armed for
 // solicited ones widens the arm; arming for solicited ones while armed for any leaves it as it is.
 func (cq *CQ) ReqNotify(solicitedOnly bool) error {
+	if err := cq.check("req_notify_cq"); err != nil {
+		return err
+	}
 	cq.dev.mu.Lock()
 	defer cq.dev.unlock()
 	want := armNext
@@ -197,6 +209,9 @@ type SRQ struct {
 // CreateSRQ creates a shared receive queue for up to maxWR receive requests of up to maxSGE
 // elements each.
 func (pd *PD) CreateSRQ(maxWR, maxSGE int) (*SRQ, error) {
+	if err := pd.check("create_srq"); err != nil {
+		return nil, err
+	}
 	d := pd.dev
 	if maxWR < 1 || maxWR > d.limits.MaxSRQWR || maxSGE < 1 || maxSGE > d.limits.MaxSGE {
 		return nil, fmt.Errorf("create_srq: %w", syscall.EINVAL)
@@ -222,6 +237,9 @@ func (s *SRQ) Num() uint32 { return s.num }
 // be given again. It fails with EBUSY while a QP uses it, and with EINVAL if it is destroyed
 // already.
 func (s *SRQ) Destroy() error {
+	if err := s.check("destroy_srq"); err != nil {
+		return err
+	}
 	d := s.pd.dev
 	d.mu.Lock()
 	defer d.unlock()
@@ -239,15 +257,19 @@ func (s *SRQ) Destroy() error {
 
 // PostRecv posts receive requests to the shared queue.
 func (s *SRQ) PostRecv(wrs ...RecvWR) error {
+	if err := s.check("post_srq_recv"); err != nil {
+		return err
+	}
 	d := s.pd.dev
 	d.mu.Lock()
 	defer d.unlock()
 	for i := range wrs {
 		if len(wrs[i].SGL) > s.maxSGE {
-			return &PostError{Index: i, Err: syscall.EINVAL, Reason: "too many SGEs"}
+			return postError("post_srq_recv", i, len(wrs), wrs[i].ID, syscall.EINVAL,
+				fmt.Sprintf("%d SGEs, the SRQ takes %d", len(wrs[i].SGL), s.maxSGE))
 		}
 		if !s.queue.push(&wrs[i]) {
-			return &PostError{Index: i, Err: syscall.ENOMEM, Reason: "shared receive queue full"}
+			return postError("post_srq_recv", i, len(wrs), wrs[i].ID, syscall.ENOMEM, "shared receive queue full")
 		}
 	}
 	return nil
@@ -313,14 +335,32 @@ func (q *recvQueue) pop() {
 }
 
 // PostError says which work request of a post failed and why; the ones before it were posted.
+// It names the request by its ID, as its poster knows it, and by its place in the batch.
 type PostError struct {
-	Index  int
+	Index  int // the request's place in the batch, from 0
 	Err    syscall.Errno
 	Reason string
+	ID     uint64 // the request's ID (SendWR.ID, RecvWR.ID)
+
+	verb  string // post_send, post_recv, post_srq_recv
+	batch int    // how many requests the call posted
 }
 
 func (e *PostError) Error() string {
-	return fmt.Sprintf("post: work request %d: %v: %s", e.Index, e.Err, e.Reason)
+	verb := e.verb
+	if verb == "" {
+		verb = "post"
+	}
+	where := fmt.Sprintf("work request id 0x%x", e.ID)
+	if e.batch > 1 {
+		where += fmt.Sprintf(" (index %d of %d)", e.Index, e.batch)
+	}
+	return fmt.Sprintf("%s: %s: %v: %s", verb, where, e.Err, e.Reason)
+}
+
+// postError names the i-th of a post's n requests, whose ID is id, as the one that failed.
+func postError(verb string, i, n int, id uint64, errno syscall.Errno, reason string) *PostError {
+	return &PostError{Index: i, Err: errno, Reason: reason, ID: id, verb: verb, batch: n}
 }
 
 func (e *PostError) Unwrap() error { return e.Err }

@@ -366,6 +366,9 @@ type PD struct {
 
 // AllocPD allocates a protection domain.
 func (d *Device) AllocPD() (*PD, error) {
+	if err := d.check("alloc_pd"); err != nil {
+		return nil, err
+	}
 	d.mu.Lock()
 	defer d.unlock()
 	if int(d.nextPD) >= d.limits.MaxPD {
@@ -408,6 +411,9 @@ func (mr *MR) Buf() []byte { return mr.buf }
 // virtual addresses; it is the same for the same sequence of registrations, which keeps
 // simulated runs repeatable. Addr says what it is.
 func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
+	if err := pd.check("reg_mr"); err != nil {
+		return nil, err
+	}
 	d := pd.dev
 	d.mu.Lock()
 	va := d.nextVA
@@ -422,6 +428,9 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 
 // RegMRIova registers buf at the wire address iova (ibv_reg_mr_iova).
 func (pd *PD) RegMRIova(buf []byte, iova uint64, access Access) (*MR, error) {
+	if err := pd.check("reg_mr"); err != nil {
+		return nil, err
+	}
 	d := pd.dev
 	d.mu.Lock()
 	defer d.unlock()
@@ -437,6 +446,9 @@ func (pd *PD) RegMRIova(buf []byte, iova uint64, access Access) (*MR, error) {
 
 // Dereg deregisters the MR. It fails with EBUSY while memory windows are bound to it.
 func (mr *MR) Dereg() error {
+	if err := mr.check("dereg_mr"); err != nil {
+		return err
+	}
 	d := mr.pd.dev
 	d.mu.Lock()
 	defer d.unlock()
@@ -465,6 +477,14 @@ type translation struct {
 
 // rereg runs a rereg whose new memory, when flags change it, next gives under the device lock.
 func (mr *MR) rereg(flags keys.ReregFlags, pd *PD, access Access, next func() (translation, error)) error {
+	if err := mr.check("rereg_mr"); err != nil {
+		return err
+	}
+	if flags&keys.ChangePD != 0 {
+		if err := pd.check("rereg_mr"); err != nil {
+			return err
+		}
+	}
 	d := mr.pd.dev
 	d.mu.Lock()
 	defer d.unlock()
@@ -533,6 +553,9 @@ func (mw *MW) Type() MWType { return mw.typ }
 
 // AllocMW allocates a memory window of type 1, 2 (2B) or 2A.
 func (pd *PD) AllocMW(typ MWType) (*MW, error) {
+	if err := pd.check("alloc_mw"); err != nil {
+		return nil, err
+	}
 	d := pd.dev
 	d.mu.Lock()
 	defer d.unlock()
@@ -548,6 +571,9 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 
 // Dealloc frees the window, unbinding it.
 func (mw *MW) Dealloc() error {
+	if err := mw.check("dealloc_mw"); err != nil {
+		return err
+	}
 	d := mw.pd.dev
 	d.mu.Lock()
 	defer d.unlock()
@@ -563,6 +589,9 @@ func (mw *MW) Dealloc() error {
 
 // AllocFastRegMR allocates an MR for fast registration (REG_MR work requests), FREE until then.
 func (pd *PD) AllocFastRegMR(maxLen uint64) (*MR, error) {
+	if err := pd.check("alloc_mr"); err != nil {
+		return nil, err
+	}
 	d := pd.dev
 	d.mu.Lock()
 	defer d.unlock()
@@ -577,6 +606,12 @@ func (pd *PD) AllocFastRegMR(maxLen uint64) (*MR, error) {
 
 // QueryMW reports what the device knows of a window.
 func (d *Device) QueryMW(mw *MW) (keys.MWInfo, error) {
+	if err := d.check("query_mw"); err != nil {
+		return keys.MWInfo{}, err
+	}
+	if err := mw.check("query_mw"); err != nil {
+		return keys.MWInfo{}, err
+	}
 	d.mu.Lock()
 	defer d.unlock()
 	return d.keys.QueryMW(mw.key())

@@ -85,10 +85,18 @@ type guestMapping struct {
 	revoked  bool
 }
 
-// checkSpace refuses an address space RevokeRange could not find again: it is compared with ==.
+// checkSpace refuses a nil address space (a nil pointer of a type that implements it, too:
+// its methods would have nothing to look in) and one RevokeRange could not find again: it is
+// compared with ==.
 func checkSpace(as keys.AddressSpace) error {
-	if as == nil || !reflect.TypeOf(as).Comparable() {
-		return &keys.VerbError{Verb: "reg_mr", Errno: syscall.EINVAL, Reason: fmt.Sprintf("address space %T is nil or not comparable (use a pointer)", as)}
+	if as == nil {
+		return &keys.VerbError{Verb: "reg_mr", Errno: syscall.EINVAL, Reason: "address space <nil> is nil"}
+	}
+	if v := reflect.ValueOf(as); v.Kind() == reflect.Pointer && v.IsNil() {
+		return &keys.VerbError{Verb: "reg_mr", Errno: syscall.EINVAL, Reason: fmt.Sprintf("address space %T is nil", as)}
+	}
+	if !reflect.TypeOf(as).Comparable() {
+		return &keys.VerbError{Verb: "reg_mr", Errno: syscall.EINVAL, Reason: fmt.Sprintf("address space %T is not comparable (use a pointer)", as)}
 	}
 	return nil
 }
@@ -103,6 +111,9 @@ func checkSpace(as keys.AddressSpace) error {
 // address space that implements keys.RegionSpace (GuestMemory does) the MR costs a few
 // regions beyond that list, whatever the number of pages.
 func (pd *PD) RegGuestMR(as keys.AddressSpace, pages PageList, iova uint64, access Access) (*MR, error) {
+	if err := pd.check("reg_mr"); err != nil {
+		return nil, err
+	}
 	if err := checkSpace(as); err != nil {
 		return nil, err
 	}
@@ -171,6 +182,9 @@ func resolveGuest(as keys.AddressSpace, pages *PageList) (keys.Memory, *guestMap
 // map fails (LOC_PROT_ERR through the lkey, REM_ACCESS_ERR and NAK 0x62 through the rkey). Its
 // Addr is 0, its Len 2^64-1 and its Buf nil.
 func (pd *PD) RegImplicitMR(as keys.AddressSpace, access Access) (*MR, error) {
+	if err := pd.check("reg_mr"); err != nil {
+		return nil, err
+	}
 	if err := checkSpace(as); err != nil {
 		return nil, err
 	}

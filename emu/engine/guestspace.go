@@ -13,7 +13,8 @@ import (
 // GuestMemory is an address space of regions of Go memory mapped at guest-physical addresses:
 // a guest's RAM as a device model sees it, where regions come and go while the guest runs
 // (vfio-user's DMA map and unmap). It implements keys.AddressSpace (and keys.RegionSpace) for
-// RegGuestMR, RegImplicitMR and RevokeRange, and is safe for concurrent use.
+// RegGuestMR, RegImplicitMR and RevokeRange, and is safe for concurrent use. Its zero value is
+// an empty space, ready to map; a nil *GuestMemory maps nothing and refuses Map and Unmap.
 type GuestMemory struct {
 	mu      sync.RWMutex
 	regions []guestRegion // sorted by start, disjoint
@@ -29,6 +30,9 @@ func (r *guestRegion) last() uint64 { return r.start + uint64(len(r.mem)-1) }
 // Map maps mem at start. It fails with EINVAL for empty memory or a region past the top of the
 // address space and EEXIST for one overlapping a mapped region.
 func (g *GuestMemory) Map(start uint64, mem []byte) error {
+	if g == nil {
+		return nilObject("map", "guest memory")
+	}
 	n := uint64(len(mem))
 	if n == 0 || n-1 > math.MaxUint64-start {
 		return fmt.Errorf("map [0x%x, +%d): %w", start, n, syscall.EINVAL)
@@ -49,6 +53,9 @@ func (g *GuestMemory) Map(start uint64, mem []byte) error {
 // mapped; ENOENT if there is none. It only stops new lookups: see Device.RevokeRange for what
 // must happen before the memory is freed.
 func (g *GuestMemory) Unmap(start, length uint64) error {
+	if g == nil {
+		return nilObject("unmap", "guest memory")
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	i := sort.Search(len(g.regions), func(i int) bool { return g.regions[i].start >= start })
@@ -68,7 +75,7 @@ func (g *GuestMemory) whileMapped(addr, n uint64, then func()) bool {
 	if n == 0 {
 		return true
 	}
-	if n-1 > math.MaxUint64-addr {
+	if n-1 > math.MaxUint64-addr || g == nil {
 		return false
 	}
 	g.mu.RLock()
@@ -86,7 +93,7 @@ func (g *GuestMemory) whileMapped(addr, n uint64, then func()) bool {
 // the range does. If the range is not all mapped (unmapped since Mapped said it was), it stops
 // at the first gap.
 func (g *GuestMemory) Segments(addr, n uint64, dst [][]byte) [][]byte {
-	if n == 0 || n-1 > math.MaxUint64-addr {
+	if n == 0 || n-1 > math.MaxUint64-addr || g == nil {
 		return dst
 	}
 	g.mu.RLock()
@@ -98,6 +105,9 @@ func (g *GuestMemory) Segments(addr, n uint64, dst [][]byte) [][]byte {
 // RegionAt returns the region mapped at addr (keys.RegionSpace): a registration over the
 // address space keeps the few regions its pages lie in rather than a slice for each page.
 func (g *GuestMemory) RegionAt(addr uint64) (keys.Region, bool) {
+	if g == nil {
+		return keys.Region{}, false
+	}
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	i := g.find(addr)

@@ -75,8 +75,11 @@ type QP struct {
 	attr     QPAttr
 
 	overflowed bool // a completion was lost; the QP is on its way to ERR
-	local      bool // the peer is the device itself: every frame goes to the loopback
-	async      qpAsync
+	// flushed is why the QP is in ERR, the reason its flushed completions carry: one error
+	// made at the move, shared by all of them.
+	flushed error
+	local   bool // the peer is the device itself: every frame goes to the loopback
+	async   qpAsync
 
 	builder roce.Builder
 	ud      struct {
@@ -92,6 +95,9 @@ type QP struct {
 
 // CreateQP creates a queue pair in RESET.
 func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
+	if err := pd.check("create_qp"); err != nil {
+		return nil, err
+	}
 	d := pd.dev
 	c := init.Cap
 	tr := transportOf(init.Type)
@@ -100,12 +106,9 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 		return nil, fmt.Errorf("create_qp: type %s: %w", init.Type, syscall.EOPNOTSUPP)
 	case init.SendCQ == nil || init.RecvCQ == nil:
 		return nil, fmt.Errorf("create_qp: a send and a receive CQ are needed: %w", syscall.EINVAL)
-	case c.MaxSendWR < 1 || c.MaxSendWR > d.limits.MaxQPWR || c.MaxSendSGE > d.limits.MaxSGE || c.MaxRecvSGE > d.limits.MaxSGE:
-		return nil, fmt.Errorf("create_qp: capabilities %+v exceed the device's: %w", c, syscall.EINVAL)
-	case init.SRQ == nil && (c.MaxRecvWR < 1 || c.MaxRecvWR > d.limits.MaxQPWR):
-		return nil, fmt.Errorf("create_qp: %d receive requests: %w", c.MaxRecvWR, syscall.EINVAL)
-	case c.MaxInlineData > d.limits.MaxInline:
-		return nil, fmt.Errorf("create_qp: %d bytes inline: %w", c.MaxInlineData, syscall.EINVAL)
+	}
+	if err := checkCap(c, d.limits, init.SRQ != nil); err != nil {
+		return nil, err
 	}
 	d.mu.Lock()
 	defer d.unlock()
@@ -133,6 +136,34 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 	d.qps[qp.qpn] = qp
 	d.event(Event{QP: qp.qpn, Kind: EvQPState, Msg: "created in RESET"})
 	return qp, nil
+}
+
+// checkCap checks a QP's capabilities as the kernel's rxe does (rxe_qp_chk_cap): each at most
+// the device's limit, the receive ones only for a QP without an SRQ (with one they are not
+// used), and none negative. Zero is taken for every field, as rxe takes it ("num_elem == 0 is
+// allowed, but uninteresting", rxe_queue_init): a QP with max_send_wr 0 only receives and one
+// with max_recv_wr 0 only sends, each refusing posts to its empty queue with ENOMEM; zero SGEs
+// leave work requests that carry no data (a zero-length SEND or WRITE, a bind).
+func checkCap(c QPCap, l Limits, srq bool) error {
+	type field struct {
+		name       string
+		v, max     int
+		limitsName string
+	}
+	fields := []field{{"max_send_wr", c.MaxSendWR, l.MaxQPWR, "max_qp_wr"}, {"max_send_sge", c.MaxSendSGE, l.MaxSGE, "max_sge"}}
+	if !srq {
+		fields = append(fields, field{"max_recv_wr", c.MaxRecvWR, l.MaxQPWR, "max_qp_wr"}, field{"max_recv_sge", c.MaxRecvSGE, l.MaxSGE, "max_sge"})
+	}
+	fields = append(fields, field{"max_inline_data", c.MaxInlineData, l.MaxInline, "max_inline_data"})
+	for _, f := range fields {
+		switch {
+		case f.v < 0:
+			return fmt.Errorf("create_qp: %s %d is negative: %w", f.name, f.v, syscall.EINVAL)
+		case f.v > f.max:
+			return fmt.Errorf("create_qp: %s %d is more than the device's %s, %d: %w", f.name, f.v, f.limitsName, f.max, syscall.EINVAL)
+		}
+	}
+	return nil
 }
 
 // Num is the QP number.
@@ -164,6 +195,9 @@ func (qp *QP) Query() QPAttr {
 // attributes the transition requires plus any it allows; anything else is EINVAL and changes
 // nothing.
 func (qp *QP) Modify(attr QPAttr, mask AttrMask) error {
+	if err := qp.check("modify_qp", "QP"); err != nil {
+		return err
+	}
 	d := qp.dev
 	// The peer's link address is looked up before the device is locked: on a real link that
 	// may mean waiting for an ARP reply, which must not hold up the device.
@@ -334,9 +368,18 @@ func (qp *QP) setState(s QPState, why string) {
 	qp.state = s
 	qp.dev.event(Event{QP: qp.qpn, Kind: EvQPState, Msg: fmt.Sprintf("%s -> %s (%s)", old, s, why)})
 	if s == QPSErr {
+		qp.flushed = flushReason(qp.qpn, why)
 		qp.flush()
 	}
 	qp.stateChanged(s)
+}
+
+// flushReason is what the flushed completions of QP qpn say: why it moved to ERR.
+func flushReason(qpn uint32, why string) error {
+	if why == "modify_qp" {
+		return fmt.Errorf("flushed: QP 0x%06x was moved to ERR by modify_qp", qpn)
+	}
+	return fmt.Errorf("flushed: QP 0x%06x went to ERR: %s", qpn, why)
 }
 
 // toError moves the QP to ERR after a failure, flushing what is left, and raises QP_FATAL.
@@ -353,20 +396,29 @@ func (qp *QP) Fail(why string) {
 
 // PostRecv posts receive requests. On a QP with an SRQ it is EINVAL.
 func (qp *QP) PostRecv(wrs ...RecvWR) error {
+	if err := qp.check("post_recv", "QP"); err != nil {
+		return err
+	}
 	d := qp.dev
 	d.mu.Lock()
 	defer d.unlock()
 	for i := range wrs {
+		fail := func(errno syscall.Errno, reason string) error {
+			return postError("post_recv", i, len(wrs), wrs[i].ID, errno, reason)
+		}
 		switch {
 		case qp.srq != nil:
-			return &PostError{Index: i, Err: syscall.EINVAL, Reason: "the QP uses a shared receive queue"}
+			return fail(syscall.EINVAL, "the QP uses a shared receive queue")
 		case qp.state == QPSReset:
-			return &PostError{Index: i, Err: syscall.EINVAL, Reason: "the QP is in RESET"}
+			return fail(syscall.EINVAL, "the QP is in RESET")
 		case len(wrs[i].SGL) > qp.cap.MaxRecvSGE:
-			return &PostError{Index: i, Err: syscall.EINVAL, Reason: fmt.Sprintf("%d SGEs, the QP takes %d", len(wrs[i].SGL), qp.cap.MaxRecvSGE)}
+			return fail(syscall.EINVAL, fmt.Sprintf("%d SGEs, the QP takes %d", len(wrs[i].SGL), qp.cap.MaxRecvSGE))
 		}
 		if !qp.rq.push(&wrs[i]) {
-			return &PostError{Index: i, Err: syscall.ENOMEM, Reason: "receive queue full"}
+			if len(qp.rq.ring) == 0 {
+				return fail(syscall.ENOMEM, "the QP has no receive queue (max_recv_wr 0)")
+			}
+			return fail(syscall.ENOMEM, "receive queue full")
 		}
 		if qp.state == QPSErr {
 			qp.flushRecv()
@@ -459,7 +511,7 @@ func (qp *QP) flush() {
 func (qp *QP) flushRecv() {
 	if r := &qp.resp; r.recv != nil {
 		// The receive a message in progress had taken belongs to this QP even from an SRQ.
-		qp.complete(qp.recvCQ, WC{WRID: r.recv.id, Status: WCWRFlushErr, Opcode: WCRecv})
+		qp.complete(qp.recvCQ, WC{WRID: r.recv.id, Status: WCWRFlushErr, Opcode: WCRecv, Err: qp.flushed})
 		r.recv = nil
 	}
 	if qp.srq != nil {
@@ -477,7 +529,7 @@ func (qp *QP) flushRecv() {
 		if w == nil {
 			return
 		}
-		qp.complete(qp.recvCQ, WC{WRID: w.id, Status: WCWRFlushErr, Opcode: WCRecv})
+		qp.complete(qp.recvCQ, WC{WRID: w.id, Status: WCWRFlushErr, Opcode: WCRecv, Err: qp.flushed})
 		qp.rq.pop()
 	}
 }
@@ -492,10 +544,14 @@ func (qp *QP) resetQueues() {
 	qp.req = requester{}
 	qp.resp = responder{}
 	qp.overflowed = false
+	qp.flushed = nil
 }
 
 // Destroy destroys the QP. Its outstanding work requests are dropped without completions.
 func (qp *QP) Destroy() error {
+	if err := qp.check("destroy_qp", "QP"); err != nil {
+		return err
+	}
 	d := qp.dev
 	d.mu.Lock()
 	defer d.unlock()

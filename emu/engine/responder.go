@@ -795,5 +795,5 @@ func (qp *QP) respFail(f *roce.Frame, psn uint32, e *respError) {
 		w := r.recv
 		qp.finishRecv(WC{WRID: w.id, Status: status, Opcode: WCRecv, Err: e.err}, false)
 	}
-	qp.fail(responderEvent(e.syn), fmt.Sprintf("responder refused psn %d", psn))
+	qp.fail(responderEvent(e.syn), fmt.Sprintf("responder refused psn %d with %s: %v", psn, e.syn, e.err))
 }

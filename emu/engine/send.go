@@ -173,6 +173,14 @@ type sendQueue struct {
 
 func newSendQueue(n int) sendQueue { return sendQueue{ring: make([]sendWQE, n)} }
 
+// full says why a post found no room.
+func (q *sendQueue) full() string {
+	if len(q.ring) == 0 {
+		return "the QP has no send queue (max_send_wr 0)"
+	}
+	return "send queue full"
+}
+
 func (q *sendQueue) at(i int) *sendWQE {
 	// i < len(q.ring) and head < len(q.ring): one subtraction instead of a division.
 	j := q.head + i
@@ -199,7 +207,7 @@ func (q *sendQueue) flush(qp *QP) {
 	for q.n > 0 {
 		w := q.at(0)
 		if w.state != wqeDone || w.status == WCSuccess {
-			w.state, w.status, w.err = wqeDone, WCWRFlushErr, nil
+			w.state, w.status, w.err = wqeDone, WCWRFlushErr, qp.flushed
 		}
 		qp.retireHead()
 	}
@@ -210,12 +218,15 @@ func (q *sendQueue) flush(qp *QP) {
 // *PostError naming it; the ones before it were posted. On a QP in ERR the requests are posted
 // and complete at once with WR_FLUSH_ERR.
 func (qp *QP) PostSend(wrs ...SendWR) error {
+	if err := qp.check("post_send", "QP"); err != nil {
+		return err
+	}
 	d := qp.dev
 	d.mu.Lock()
 	defer d.unlock()
 	for i := range wrs {
 		if err := qp.postSend(&wrs[i]); err != nil {
-			err.Index = i
+			err.Index, err.ID, err.verb, err.batch = i, wrs[i].ID, "post_send", len(wrs)
 			return err
 		}
 	}
@@ -283,6 +294,9 @@ func (qp *QP) postSend(wr *SendWR) *PostError {
 		if wr.Bind.MW == nil || wr.Bind.MW.typ == MWType1 {
 			return fail(syscall.EINVAL, "BIND_MW work requests bind type 2 windows; use QP.BindMW for type 1")
 		}
+		if wr.Bind.MW.pd == nil {
+			return fail(syscall.EINVAL, "the window was not made by AllocMW")
+		}
 	case WRRegMR:
 		if wr.Reg.MR == nil {
 			return fail(syscall.EINVAL, "REG_MR without an MR")
@@ -300,7 +314,7 @@ func (qp *QP) postSend(wr *SendWR) *PostError {
 	}
 	q := &qp.sq
 	if q.n == len(q.ring) {
-		return fail(syscall.ENOMEM, "send queue full")
+		return fail(syscall.ENOMEM, "%s", q.full())
 	}
 	w := q.at(q.n)
 	// Field by field: building a whole sendWQE and copying it in was a good part of posting.
@@ -332,7 +346,7 @@ func (qp *QP) postSend(wr *SendWR) *PostError {
 		qp.dev.event(Event{QP: qp.qpn, Kind: EvPost, WRID: wr.ID, Msg: fmt.Sprintf("post %s len %d", wr.Opcode, length)})
 	}
 	if qp.state == QPSErr {
-		w.state, w.status = wqeDone, WCWRFlushErr
+		w.state, w.status, w.err = wqeDone, WCWRFlushErr, qp.flushed
 		qp.retire()
 	}
 	return nil
@@ -352,6 +366,12 @@ type MWBind struct {
 // rolls back if the bind completes in error. A zero-length bind invalidates the window. It
 // fails with EINVAL or EPERM, posting nothing, where rxe's provider does.
 func (qp *QP) BindMW(mw *MW, b MWBind) error {
+	if err := qp.check("bind_mw", "QP"); err != nil {
+		return err
+	}
+	if err := mw.check("bind_mw"); err != nil {
+		return err
+	}
 	d := qp.dev
 	d.mu.Lock()
 	defer d.unlock()
@@ -393,14 +413,14 @@ func (qp *QP) postBind1(wr *SendWR, old uint32) error {
 	}
 	q := &qp.sq
 	if q.n == len(q.ring) {
-		return fmt.Errorf("bind_mw: send queue full: %w", syscall.ENOMEM)
+		return fmt.Errorf("bind_mw: %s: %w", q.full(), syscall.ENOMEM)
 	}
 	w := q.at(q.n)
 	*w = sendWQE{wr: *wr, sgl: w.sgl[:0], inline: w.inline[:0], wqeProgress: wqeProgress{type1: true, mwKey: old}}
 	wr.Bind.MW.posted++
 	q.n++
 	if qp.state == QPSErr {
-		w.state, w.status = wqeDone, WCWRFlushErr
+		w.state, w.status, w.err = wqeDone, WCWRFlushErr, qp.flushed
 		qp.retire()
 	}
 	return nil
@@ -419,16 +439,19 @@ type PostedError struct {
 // PostSendError posts a work request that fails: see PostedError. It fails with EINVAL on a QP
 // not yet in RTS and ENOMEM when the send queue is full, as PostSend does.
 func (qp *QP) PostSendError(e PostedError) error {
+	if err := qp.check("post_send", "QP"); err != nil {
+		return err
+	}
 	d := qp.dev
 	d.mu.Lock()
 	defer d.unlock()
 	switch qp.state {
 	case QPSReset, QPSInit, QPSRTR:
-		return &PostError{Err: syscall.EINVAL, Reason: fmt.Sprintf("the QP is in %s", qp.state)}
+		return postError("post_send", 0, 1, e.ID, syscall.EINVAL, fmt.Sprintf("the QP is in %s", qp.state))
 	}
 	q := &qp.sq
 	if q.n == len(q.ring) {
-		return &PostError{Err: syscall.ENOMEM, Reason: "send queue full"}
+		return postError("post_send", 0, 1, e.ID, syscall.ENOMEM, q.full())
 	}
 	w := q.at(q.n)
 	w.wr = SendWR{ID: e.ID, Opcode: e.Opcode, Flags: SendSignaled}
@@ -436,7 +459,7 @@ func (qp *QP) PostSendError(e PostedError) error {
 	w.wqeProgress = wqeProgress{poison: &e}
 	q.n++
 	if qp.state == QPSErr {
-		w.state, w.status = wqeDone, WCWRFlushErr
+		w.state, w.status, w.err = wqeDone, WCWRFlushErr, qp.flushed
 		qp.retire()
 		return nil
 	}

@@ -7,6 +7,12 @@
 //
 // Names follow libibverbs (AllocPD, RegMR, CreateQP, Modify, PostSend, Poll ...) and every enum
 // has libibverbs' numeric values, so RDMA programmers find what they expect.
+//
+// A verb that fails returns an error wrapping its errno (errors.Is(err, syscall.EINVAL)) and
+// saying what was wrong. That includes a nil object where a verb takes a pointer, as its
+// receiver or an argument (ConnectRC(qp, nil, o), a nil *QP's PostSend): EINVAL naming it,
+// never a panic; and a zero object the engine did not make (&QP{}). Methods with no error to
+// return (Num, State, Poll ...) need an object the engine made.
 package engine
 
 import (

@@ -40,6 +40,12 @@ var ucTransitions = map[[2]QPState][2]AttrMask{
 // as ibv_uc_pingpong does after its exchange: path MTU mtu, both sending from PSN 0, the remote
 // write right granted.
 func ConnectUC(a, b *QP, mtu MTU) error {
+	if err := a.check("connect_uc", "QP a"); err != nil {
+		return err
+	}
+	if err := b.check("connect_uc", "QP b"); err != nil {
+		return err
+	}
 	for _, e := range [][2]*QP{{a, b}, {b, a}} {
 		qp, peer := e[0], e[1]
 		steps := []struct {

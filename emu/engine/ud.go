@@ -85,6 +85,8 @@ func udPostCheck(qp *QP, wr SendWR) error {
 	switch {
 	case wr.AH == nil:
 		return fmt.Errorf("a %s work request needs an address handle: %w", qp.tr.name, syscall.EINVAL)
+	case wr.AH.pd == nil:
+		return fmt.Errorf("the address handle was not made by CreateAH: %w", syscall.EINVAL)
 	case wr.AH.pd.dev != qp.dev:
 		return fmt.Errorf("the address handle is another device's: %w", syscall.EINVAL)
 	case wr.AH.destroyed:

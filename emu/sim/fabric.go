@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
+	"net"
 	"net/netip"
+	"syscall"
 	"time"
 
 	"github.com/google/gopacket"
@@ -29,7 +31,50 @@ type LinkConfig struct {
 	Rate float64
 }
 
+// Validate says whether the simulator can run the link as it is: every probability from 0 to 1,
+// no negative latency or reorder delay, a rate of zero or more (none NaN). The error, EINVAL,
+// names the first field that is not.
+func (c LinkConfig) Validate() error {
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"Loss", c.Loss}, {"Duplicate", c.Duplicate}, {"Reorder", c.Reorder}, {"Corrupt", c.Corrupt}} {
+		if !(p.v >= 0 && p.v <= 1) { // NaN fails both
+			return fmt.Errorf("sim: link %s %v is not a probability from 0 to 1: %w", p.name, p.v, syscall.EINVAL)
+		}
+	}
+	switch {
+	case c.Latency < 0:
+		return fmt.Errorf("sim: link Latency %v is negative: %w", c.Latency, syscall.EINVAL)
+	case c.ReorderDelay < 0:
+		return fmt.Errorf("sim: link ReorderDelay %v is negative: %w", c.ReorderDelay, syscall.EINVAL)
+	case !(c.Rate >= 0):
+		return fmt.Errorf("sim: link Rate %v bits per second is not a speed (0 for no limit): %w", c.Rate, syscall.EINVAL)
+	}
+	return nil
+}
+
+// clamped is c brought into range as AddDevice and SetLink take it: a probability above 1 is 1,
+// one below 0 or NaN is 0; a negative latency, reorder delay or rate, or a NaN rate, is 0, which
+// means its default.
+func (c LinkConfig) clamped() LinkConfig {
+	for _, p := range []*float64{&c.Loss, &c.Duplicate, &c.Reorder, &c.Corrupt} {
+		switch {
+		case *p > 1:
+			*p = 1
+		case !(*p >= 0):
+			*p = 0
+		}
+	}
+	c.Latency, c.ReorderDelay = max(c.Latency, 0), max(c.ReorderDelay, 0)
+	if !(c.Rate >= 0) {
+		c.Rate = 0
+	}
+	return c
+}
+
 func (c LinkConfig) withDefaults() LinkConfig {
+	c = c.clamped()
 	if c.Latency == 0 {
 		c.Latency = time.Microsecond
 	}
@@ -146,17 +191,91 @@ func (f *Fabric) CapturePcap(w io.Writer) error {
 
 // AddDevice makes a device on the fabric with the next address (MAC 02:00:00:00:00:NN, IP
 // 192.0.2.NN), a random source drawn from the fabric's, and a link with cfg.
+//
+// AddDevice refuses nothing: it clamps a link out of range (a probability above 1 is 1, a
+// negative one or NaN is 0, a negative latency, reorder delay or rate is 0, its default) and
+// takes a name already on the fabric as it is (a fault or event naming it then means both
+// devices). AddDeviceChecked refuses both with an error.
 func (f *Fabric) AddDevice(name string, cfg LinkConfig) *engine.Device {
+	mac, ip := f.nextAddress()
+	return f.AddDeviceAt(name, mac, ip, cfg)
+}
+
+// nextAddress is the address of the next device AddDevice makes.
+func (f *Fabric) nextAddress() ([6]byte, netip.Addr) {
 	n := len(f.ports) + 1
 	mac := [6]byte{0x02, 0, 0, 0, byte(n >> 8), byte(n)}
 	ip := netip.AddrFrom4([4]byte{192, 0, 2, byte(n)})
 	if n > 254 {
 		ip = netip.AddrFrom4([4]byte{198, 18, byte(n >> 8), byte(n)})
 	}
-	return f.AddDeviceAt(name, mac, ip, cfg)
+	return mac, ip
 }
 
-// AddDeviceAt makes a device with the given addresses.
+// maxDevices is how many devices AddDevice has addresses for.
+const maxDevices = 0xffff
+
+// AddDeviceChecked is AddDevice refusing what AddDevice takes as it is: a link that fails
+// Validate, an empty name or one already on the fabric, a fabric with no addresses left (65535
+// devices), a nil fabric or one without a simulator. The error wraps EINVAL; a refusal adds
+// nothing.
+func (f *Fabric) AddDeviceChecked(name string, cfg LinkConfig) (*engine.Device, error) {
+	if f != nil && len(f.ports) >= maxDevices {
+		return nil, fmt.Errorf("sim: add device %q: the fabric has %d devices, all its addresses: %w", name, len(f.ports), syscall.EINVAL)
+	}
+	var mac [6]byte
+	var ip netip.Addr
+	if f != nil {
+		mac, ip = f.nextAddress()
+	}
+	return f.AddDeviceAtChecked(name, mac, ip, cfg)
+}
+
+// AddDeviceAtChecked is AddDeviceAt with the checks of AddDeviceChecked, and of the addresses:
+// a unicast MAC and IP address, neither another device's on the fabric.
+func (f *Fabric) AddDeviceAtChecked(name string, mac [6]byte, ip netip.Addr, cfg LinkConfig) (*engine.Device, error) {
+	if err := f.checkDevice(name, mac, ip, cfg); err != nil {
+		return nil, fmt.Errorf("sim: add device %q: %w", name, err)
+	}
+	return f.AddDeviceAt(name, mac, ip, cfg), nil
+}
+
+// checkDevice says what is wrong with a device to add, if anything.
+func (f *Fabric) checkDevice(name string, mac [6]byte, ip netip.Addr, cfg LinkConfig) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf(format+": %w", append(args, syscall.EINVAL)...)
+	}
+	switch {
+	case f == nil:
+		return bad("the fabric is nil")
+	case f.sim == nil:
+		return bad("the fabric has no simulator (NewFabric was given nil)")
+	case name == "":
+		return bad("a device needs a name")
+	case mac[0]&1 != 0 || mac == [6]byte{}:
+		return bad("MAC %s is not a unicast address", net.HardwareAddr(mac[:]))
+	case !ip.IsValid() || ip.IsUnspecified() || ip.IsMulticast():
+		return bad("IP %s is not a unicast address", ip)
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	for _, p := range f.ports {
+		switch {
+		case p.dev.Name() == name:
+			return bad("the fabric has a device named %q", name)
+		case p.dev.MAC() == mac:
+			return bad("MAC %s is device %q's", net.HardwareAddr(mac[:]), p.dev.Name())
+		case p.dev.IP().Unmap() == ip.Unmap():
+			return bad("IP %s is device %q's", ip.Unmap(), p.dev.Name())
+		}
+	}
+	return nil
+}
+
+// AddDeviceAt makes a device with the given addresses. Like AddDevice it refuses nothing (it
+// clamps the link, and takes addresses already on the fabric: frames to them reach the device
+// added last); AddDeviceAtChecked refuses.
 func (f *Fabric) AddDeviceAt(name string, mac [6]byte, ip netip.Addr, cfg LinkConfig) *engine.Device {
 	p := &fabricPort{fab: f, cfg: cfg.withDefaults()}
 	dev := engine.NewDevice(engine.DeviceConfig{
@@ -172,11 +291,28 @@ func (f *Fabric) AddDeviceAt(name string, mac [6]byte, ip netip.Addr, cfg LinkCo
 	return dev
 }
 
-// SetLink changes a device's link behaviour.
+// SetLink changes a device's link behaviour. It clamps a link out of range as AddDevice does,
+// and does nothing for a device not on the fabric; SetLinkChecked refuses both.
 func (f *Fabric) SetLink(dev *engine.Device, cfg LinkConfig) {
 	if p := f.portOf(dev); p != nil {
 		p.cfg = cfg.withDefaults()
 	}
+}
+
+// SetLinkChecked is SetLink refusing, with an error wrapping EINVAL, a link that fails Validate
+// and a device that is nil or not on the fabric.
+func (f *Fabric) SetLinkChecked(dev *engine.Device, cfg LinkConfig) error {
+	if dev == nil {
+		return fmt.Errorf("sim: set link: the device is nil: %w", syscall.EINVAL)
+	}
+	if f == nil || f.portOf(dev) == nil {
+		return fmt.Errorf("sim: set link of %q: the device is not on this fabric: %w", dev.Name(), syscall.EINVAL)
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("sim: set link of %q: %w", dev.Name(), err)
+	}
+	f.SetLink(dev, cfg)
+	return nil
 }
 
 // LinkDown takes a device's link down from now for d: every frame it sends or is sent is lost.

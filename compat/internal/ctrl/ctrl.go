@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -307,6 +308,10 @@ func Why(wc emu.WC) error {
 	switch {
 	case wc.Status == emu.WCWRFlushErr && wc.Err == nil:
 		return fmt.Errorf("%w and no completion says why (did the peer send a packet longer than this side's path MTU? is -m the same on both sides?)", ErrFlushed)
+	case wc.Status == emu.WCWRFlushErr && strings.Contains(wc.Err.Error(), "path MTU"):
+		return fmt.Errorf("%w: %w (is -m the same on both sides?)", ErrFlushed, wc.Err)
+	case wc.Status == emu.WCWRFlushErr:
+		return fmt.Errorf("%w: %w", ErrFlushed, wc.Err)
 	case wc.Status == emu.WCRemInvReqErr:
 		return fmt.Errorf("%v (the peer refused a request: is its path MTU, -m, the same as this side's?)", wc.Err)
 	case wc.Err == nil:

@@ -1,0 +1,128 @@
+package sim_test
+
+import (
+	"errors"
+	"math"
+	"net/netip"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/softirdma/softirdma/emu/engine"
+	"github.com/softirdma/softirdma/emu/sim"
+)
+
+func TestLinkConfigValidate(t *testing.T) {
+	for _, c := range []struct {
+		cfg  sim.LinkConfig
+		want string // "" for valid
+	}{
+		{sim.LinkConfig{}, ""},
+		{sim.LinkConfig{Latency: time.Millisecond, Loss: 1, Duplicate: 0.5, Reorder: 0, Corrupt: 1e-9, ReorderDelay: time.Second, Rate: 10e9}, ""},
+		{sim.LinkConfig{Loss: 2}, "sim: link Loss 2 is not a probability from 0 to 1"},
+		{sim.LinkConfig{Loss: -0.1}, "sim: link Loss -0.1 is not a probability from 0 to 1"},
+		{sim.LinkConfig{Duplicate: math.NaN()}, "sim: link Duplicate NaN is not a probability from 0 to 1"},
+		{sim.LinkConfig{Reorder: 1.5}, "sim: link Reorder 1.5 is not a probability from 0 to 1"},
+		{sim.LinkConfig{Corrupt: math.Inf(1)}, "sim: link Corrupt +Inf is not a probability from 0 to 1"},
+		{sim.LinkConfig{Latency: -time.Microsecond}, "sim: link Latency -1µs is negative"},
+		{sim.LinkConfig{ReorderDelay: -1}, "sim: link ReorderDelay -1ns is negative"},
+		{sim.LinkConfig{Rate: -1}, "sim: link Rate -1 bits per second is not a speed (0 for no limit)"},
+		{sim.LinkConfig{Rate: math.NaN()}, "sim: link Rate NaN bits per second is not a speed (0 for no limit)"},
+	} {
+		err := c.cfg.Validate()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%+v: %v", c.cfg, err)
+		case c.want != "" && (err == nil || err.Error() != c.want+": invalid argument" || !errors.Is(err, syscall.EINVAL)):
+			t.Errorf("%+v: %v\nwant %s", c.cfg, err, c.want)
+		}
+	}
+}
+
+// TestAddDeviceChecked: the checked variants refuse what AddDevice takes as it is, and a refusal
+// adds nothing: the next device still gets the next address.
+func TestAddDeviceChecked(t *testing.T) {
+	fab := sim.NewFabric(sim.NewSim(), 1)
+	a, err := fab.AddDeviceChecked("A", sim.LinkConfig{})
+	if err != nil || a.Name() != "A" || a.IP() != netip.MustParseAddr("192.0.2.1") {
+		t.Fatalf("A: %v %v", a, err)
+	}
+	var nilFab *sim.Fabric
+	for _, c := range []struct {
+		name string
+		add  func() (*engine.Device, error)
+		want string
+	}{
+		{"duplicate name", func() (*engine.Device, error) { return fab.AddDeviceChecked("A", sim.LinkConfig{}) },
+			`sim: add device "A": the fabric has a device named "A"`},
+		{"no name", func() (*engine.Device, error) { return fab.AddDeviceChecked("", sim.LinkConfig{}) },
+			`sim: add device "": a device needs a name`},
+		{"loss 2", func() (*engine.Device, error) { return fab.AddDeviceChecked("B", sim.LinkConfig{Loss: 2}) },
+			`sim: add device "B": sim: link Loss 2 is not a probability from 0 to 1`},
+		{"duplicate MAC", func() (*engine.Device, error) {
+			return fab.AddDeviceAtChecked("B", a.MAC(), netip.MustParseAddr("192.0.2.9"), sim.LinkConfig{})
+		}, `sim: add device "B": MAC 02:00:00:00:00:01 is device "A"'s`},
+		{"duplicate IP", func() (*engine.Device, error) {
+			return fab.AddDeviceAtChecked("B", [6]byte{2, 0, 0, 0, 0, 9}, netip.MustParseAddr("::ffff:192.0.2.1"), sim.LinkConfig{})
+		}, `sim: add device "B": IP 192.0.2.1 is device "A"'s`},
+		{"group MAC", func() (*engine.Device, error) {
+			return fab.AddDeviceAtChecked("B", [6]byte{1, 0, 0x5e, 0, 0, 1}, netip.MustParseAddr("192.0.2.9"), sim.LinkConfig{})
+		}, `sim: add device "B": MAC 01:00:5e:00:00:01 is not a unicast address`},
+		{"no IP", func() (*engine.Device, error) {
+			return fab.AddDeviceAtChecked("B", [6]byte{2, 0, 0, 0, 0, 9}, netip.Addr{}, sim.LinkConfig{})
+		}, `sim: add device "B": IP invalid IP is not a unicast address`},
+		{"nil fabric", func() (*engine.Device, error) { return nilFab.AddDeviceChecked("B", sim.LinkConfig{}) },
+			`sim: add device "B": the fabric is nil`},
+		{"no simulator", func() (*engine.Device, error) { return sim.NewFabric(nil, 1).AddDeviceChecked("B", sim.LinkConfig{}) },
+			`sim: add device "B": the fabric has no simulator (NewFabric was given nil)`},
+	} {
+		dev, err := c.add()
+		if dev != nil || err == nil || err.Error() != c.want+": invalid argument" || !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("%s: %v %v\nwant %s", c.name, dev, err, c.want)
+		}
+	}
+	b, err := fab.AddDeviceChecked("B", sim.LinkConfig{})
+	if err != nil || b.IP() != netip.MustParseAddr("192.0.2.2") {
+		t.Fatalf("B after the refusals: %v %v", b, err)
+	}
+
+	other := sim.NewFabric(sim.NewSim(), 1).AddDevice("X", sim.LinkConfig{})
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"bad config", fab.SetLinkChecked(b, sim.LinkConfig{Corrupt: -1}), "sim: set link of \"B\": sim: link Corrupt -1 is not a probability from 0 to 1"},
+		{"another fabric's", fab.SetLinkChecked(other, sim.LinkConfig{}), "sim: set link of \"X\": the device is not on this fabric"},
+		{"nil device", fab.SetLinkChecked(nil, sim.LinkConfig{}), "sim: set link: the device is nil"},
+	} {
+		if c.err == nil || c.err.Error() != c.want+": invalid argument" {
+			t.Errorf("SetLinkChecked %s: %v\nwant %s", c.name, c.err, c.want)
+		}
+	}
+	if err := fab.SetLinkChecked(b, sim.LinkConfig{Loss: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAddDeviceClampsBadInput: AddDevice, which has no error to return, clamps a bad link as
+// its documentation says: a negative latency is the default 1 µs, not frames that arrive
+// before they were sent (or at once), and a loss above 1 loses every frame.
+func TestAddDeviceClampsBadInput(t *testing.T) {
+	s := sim.NewSim()
+	fab := sim.NewFabric(s, 1)
+	a := fab.AddDevice("A", sim.LinkConfig{Latency: -5 * time.Microsecond})
+	b := fab.AddDevice("B", sim.LinkConfig{})
+	lossy := fab.AddDevice("L", sim.LinkConfig{Loss: 2})
+	var arrived []time.Duration
+	b.OnOtherFrame(func([]byte) { arrived = append(arrived, s.Now()) })
+	mac := b.MAC()
+	frame := append(mac[:], 2, 0, 0, 0, 0, 1, 0x88, 0xb5) // an Ethernet header of a local experimental type
+	frame = append(frame, make([]byte, 46)...)
+	a.SendFrame(frame)
+	lossy.SendFrame(frame)
+	s.RunUntilIdle(0)
+	if len(arrived) != 1 || arrived[0] != time.Microsecond {
+		t.Fatalf("frames arrived at %v, want one at 1µs", arrived)
+	}
+}
