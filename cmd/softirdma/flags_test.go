@@ -94,9 +94,6 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%s -h: exit %d, stdout %q, stderr %q", name, code, out, errOut)
 		}
 	}
-	if code, _, errOut := runCLI("help", "frobnicate"); code != 2 || !strings.Contains(errOut, `unknown command "frobnicate"`) {
-		t.Errorf("help frobnicate: exit %d, %q", code, errOut)
-	}
 }
 
 // TestPeerUsageMessages: what is missing is named, with an example.
