@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -144,6 +145,19 @@ func TestPeerUnreachable(t *testing.T) {
 		"softirdma perf: couldn't connect to 127.0.0.1:%s: connection refused\n", port, port)
 	if code != 1 || errOut != want || time.Since(start) < 500*time.Millisecond {
 		t.Errorf("-wait: exit %d after %v, %q; want %q", code, time.Since(start), errOut, want)
+	}
+}
+
+// A -timeout shorter than -wait ends the wait; the line says how long it tried, never "0s".
+func TestShortTimeoutNeverReadsZero(t *testing.T) {
+	port := fmt.Sprint(freeTCPPort(t))
+	within := regexp.MustCompile(`within [1-9][0-9]*(µs|ms|s)\n$`)
+	for _, cmd := range [][]string{{"pingpong", "127.0.0.1", "-wait", "10s"}, {"perf", "write", "127.0.0.1", "-wait", "10s"},
+		{"pingpong", "-server"}, {"perf", "write", "-server"}} {
+		code, _, errOut := runCLI(peerArgs(t, append(cmd, "-p", port, "-timeout", "1ms")...)...)
+		if code != 1 || !within.MatchString(errOut) {
+			t.Errorf("%v -timeout 1ms: exit %d, %q", cmd, code, errOut)
+		}
 	}
 }
 
