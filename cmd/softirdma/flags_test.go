@@ -118,6 +118,35 @@ func TestPeerUsageMessages(t *testing.T) {
 	}
 }
 
+// perf's test word may stand anywhere among its flags, before or after the host; what is
+// missing or doubled is named.
+func TestPerfTestWordAnywhere(t *testing.T) {
+	link := []string{"-link", "dgram:127.0.0.1:9,127.0.0.1:9", "-ip", "192.0.2.1"}
+	noLink := "softirdma perf: no link: give -link, " + linkExample + "\n"
+	usage := " (softirdma perf write|read|atomic|send [-server | HOST] [flags])\n"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-server", "write"}, noLink},
+		{[]string{"-server", "-n", "10", "read"}, noLink},
+		{[]string{"-server", "atomic", "-s", "8"}, noLink},
+		{[]string{"127.0.0.1", "send"}, noLink},
+		{append([]string{"-server", "-x", "2", "write"}, link...), "softirdma perf: -x 2 is out of range (0..1)\n"},
+		{append([]string{"-s", "16", "-server", "atomic"}, link...), "softirdma perf: -s 16 is out of range (atomic messages are always 8 bytes)\n"},
+		{[]string{"-server"}, "softirdma perf: no test given: write, read, atomic or send" + usage},
+		{[]string{"-server", "bogus"}, `softirdma perf: no test "bogus": write, read, atomic or send` + usage},
+		{[]string{"127.0.0.1", "192.0.2.9"}, `softirdma perf: no test among "127.0.0.1" and "192.0.2.9": write, read, atomic or send` + usage},
+		{[]string{"write", "read"}, `softirdma perf: one test at a time, got "write" and "read"` + usage},
+		{[]string{"write", "127.0.0.1", "192.0.2.9"}, `softirdma perf: more than one host: "127.0.0.1" and "192.0.2.9"` + usage},
+	} {
+		code, out, errOut := runCLI(append([]string{"perf"}, c.args...)...)
+		if code != 2 || out != "" || errOut != c.want {
+			t.Errorf("perf %q: exit %d, stdout %q, stderr %q; want 2 and %q", c.args, code, out, errOut, c.want)
+		}
+	}
+}
+
 // peerArgs is a peer's link on its own UDP socket, to nobody.
 func peerArgs(t *testing.T, args ...string) []string {
 	return append(args, "-link", "dgram:"+freeUDP(t)+","+freeUDP(t), "-ip", "192.0.2.2")

@@ -206,19 +206,31 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 
 // parseWithOneArg parses flags before and after at most one positional argument.
 func parseWithOneArg(fs flagSet, args []string) (arg string, code int, done bool) {
+	words, code, done := parseWithArgs(fs, args)
+	switch {
+	case done:
+		return "", code, true
+	case len(words) > 1:
+		fmt.Fprintf(fs.Output(), "%s: more than one argument: %q and %q\n", fs.Name(), words[0], words[1])
+		return "", 2, true
+	case len(words) == 1:
+		return words[0], 0, false
+	}
+	return "", 0, false
+}
+
+// parseWithArgs parses flags before, between and after the positional arguments, which it
+// returns in order.
+func parseWithArgs(fs flagSet, args []string) (words []string, code int, done bool) {
 	for {
 		if c, d := parseFlags(fs, args); d {
-			return "", c, true
+			return nil, c, true
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
-			return arg, 0, false
+			return words, 0, false
 		}
-		if arg != "" {
-			fmt.Fprintf(fs.Output(), "%s: more than one argument: %q and %q\n", fs.Name(), arg, rest[0])
-			return "", 2, true
-		}
-		arg, args = rest[0], rest[1:]
+		words, args = append(words, rest[0]), rest[1:]
 	}
 }
 
