@@ -6,6 +6,8 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -108,7 +110,7 @@ func TestPeerUsageMessages(t *testing.T) {
 		{[]string{"pingpong", "-server", "-link", "dgram:127.0.0.1:9,127.0.0.1:9"},
 			"softirdma pingpong: no -ip: give softirdma's IPv4 address on the link, its RoCE GID, e.g. -ip 192.168.77.1\n"},
 		{[]string{"pingpong", "-server", "-link", "dgram:127.0.0.1:9,127.0.0.1:9", "-ip", "x"},
-			"softirdma pingpong: -ip \"x\" is not an IP address, e.g. -ip 192.168.77.1\n"},
+			"softirdma pingpong: -ip \"x\" is not an IPv4 address: give softirdma's own unicast IPv4 address on the link, e.g. -ip 192.168.77.1\n"},
 		{[]string{"pingpong", "-server", "-link", "udp:1"}, "softirdma pingpong: -link \"udp:1\": the kinds are dgram, stream and afpacket, " + linkExample + "\n"},
 		{[]string{"pingpong", "-link", "dgram:127.0.0.1:9,127.0.0.1:9"}, "softirdma pingpong: give a server's host name, or -server\n"},
 	} {
@@ -144,6 +146,52 @@ func TestPerfTestWordAnywhere(t *testing.T) {
 		if code != 2 || out != "" || errOut != c.want {
 			t.Errorf("perf %q: exit %d, stdout %q, stderr %q; want 2 and %q", c.args, code, out, errOut, c.want)
 		}
+	}
+}
+
+// Every command that takes softirdma's own address (-ip, and serve's -function ip=) refuses one
+// no NIC can have on a link, with one line saying what the address is.
+func TestOwnAddressChecked(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ ip, shown, what string }{
+		{"x", `"x"`, "is not an IPv4 address"},
+		{"192.0.2.300", `"192.0.2.300"`, "is not an IPv4 address"},
+		{"0.0.0.0", "0.0.0.0", "is the unspecified address"},
+		{"0.1.2.3", "0.1.2.3", "is in 0.0.0.0/8, which names this network and no host"},
+		{"255.255.255.255", "255.255.255.255", "is the broadcast address"},
+		{"224.0.0.1", "224.0.0.1", "is a multicast address (224.0.0.0/4)"},
+		{"239.1.2.3", "239.1.2.3", "is a multicast address (224.0.0.0/4)"},
+		{"240.0.0.1", "240.0.0.1", "is reserved (240.0.0.0/4)"},
+		{"127.0.0.1", "127.0.0.1", "is a loopback address (127.0.0.0/8), which never crosses a link"},
+		{"fe80::1", "fe80::1", "is an IPv6 address; softirdma's IPv6 GID is the link-local address its MAC gives"},
+		{"::ffff:192.0.2.1", "::ffff:192.0.2.1", "is an IPv4-mapped IPv6 address: write it 192.0.2.1"},
+	} {
+		link := "dgram:127.0.0.1:9,127.0.0.1:9"
+		for _, args := range [][]string{
+			{"pingpong", "-server"}, {"perf", "write", "-server"}, {"rping", "-s", "-a", "192.0.2.1"},
+			{"ucmatose"}, {"udaddy"}, {"serve", "-socket", filepath.Join(dir, "no", "s.sock")},
+		} {
+			args = append(args, "-link", link, "-ip", c.ip)
+			if args[0] != "serve" {
+				args = append(args, "-timeout", "1s") // a command that took the address would not wait long
+			}
+			if args[0] == "serve" && c.ip == "x" {
+				args = append(args[:len(args)-4], "-ip", c.ip) // also without a link
+			}
+			want := fmt.Sprintf("softirdma %s: -ip %s %s: give softirdma's own unicast IPv4 address on the link, e.g. -ip 192.168.77.1\n", args[0], c.shown, c.what)
+			if code, out, errOut := runCLI(args...); code != 2 || out != "" || errOut != want {
+				t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and %q", args, code, out, errOut, want)
+			}
+		}
+		fn := "name=a,socket=" + filepath.Join(dir, "a.sock") + ",ip=" + c.ip
+		want := fmt.Sprintf("function a: ip=%s %s: give the function's own unicast IPv4 address, e.g. ip=192.168.77.1\n", c.shown, c.what)
+		// The control socket's directory does not exist: a serve that took the address stops there.
+		if code, out, errOut := runCLI("serve", "-function", fn, "-control", filepath.Join(dir, "no", "ctl.sock")); code != 2 || out != "" || !strings.Contains(errOut, want) {
+			t.Errorf("-function %s: exit %d, stdout %q, stderr %q; want 2 and %q", fn, code, out, errOut, want)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("made %v before refusing", ents)
 	}
 }
 

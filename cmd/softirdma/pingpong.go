@@ -267,8 +267,8 @@ func (l *linkFlags) check() error {
 		return errors.New("no -ip: give softirdma's IPv4 address on the link, its RoCE GID, e.g. -ip 192.168.77.1")
 	}
 	if l.ip != "" {
-		if _, err := netip.ParseAddr(l.ip); err != nil {
-			return fmt.Errorf("-ip %q is not an IP address, e.g. -ip 192.168.77.1", l.ip)
+		if _, err := ipFlag(l.ip); err != nil {
+			return err
 		}
 	}
 	if _, err := l.macAddr(); err != nil {

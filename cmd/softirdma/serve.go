@@ -127,8 +127,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		ip = "192.0.2.1"
 	}
 	var err error
-	if o.ip, err = netip.ParseAddr(ip); err != nil {
-		fmt.Fprintf(stderr, "softirdma serve: -ip %q is not an IP address\n", ip)
+	if o.ip, err = ipFlag(ip); err != nil {
+		fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
 		return 2
 	}
 	lc.ip = ip // the default MAC comes from the address

@@ -90,9 +90,9 @@ func (f *functionFlags) Set(v string) error {
 	if ipText == "" {
 		ipText = fmt.Sprintf("192.0.2.%d", len(*f)+1)
 	}
-	ip, err := netip.ParseAddr(ipText)
-	if err != nil || !ip.Is4() {
-		return fmt.Errorf("function %s: ip=%q is not an IPv4 address", s.name, ipText)
+	ip, err := ownIPv4("ip=", ipText, "the function's own unicast IPv4 address")
+	if err != nil {
+		return fmt.Errorf("function %s: %v", s.name, err)
 	}
 	s.ip = ip
 	lf := linkFlags{ip: ipText, mac: macText}
