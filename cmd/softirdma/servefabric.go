@@ -60,11 +60,21 @@ func (f *functionFlags) Set(v string) error {
 	}
 	var s functionSpec
 	var ipText, macText string
+	given := map[string]string{}
 	for _, kv := range strings.Split(v, ",") {
 		k, val, ok := strings.Cut(kv, "=")
 		if !ok || val == "" {
 			return fmt.Errorf("%q is not KEY=VALUE (%s)", kv, functionExample)
 		}
+		if first, twice := given[k]; twice {
+			// The last one winning would hide a typo (name=a,name=b: which is it?).
+			err := fmt.Errorf("%s= given twice (%s=%s and %s=%s)", k, k, first, k, val)
+			if s.name != "" {
+				err = fmt.Errorf("function %s: %w", s.name, err)
+			}
+			return err
+		}
+		given[k] = val
 		switch k {
 		case "name":
 			s.name = val
