@@ -195,6 +195,17 @@ func TestOwnAddressChecked(t *testing.T) {
 	}
 }
 
+// rping's server listens on -a, which must be its own -ip, as its help says: another address is
+// refused, naming both.
+func TestRpingServerAddress(t *testing.T) {
+	link := []string{"-link", "dgram:127.0.0.1:9,127.0.0.1:9", "-ip", "192.0.2.1", "-timeout", "1s"}
+	code, out, errOut := runCLI(append([]string{"rping", "-s", "-a", "192.0.2.9"}, link...)...)
+	want := "softirdma rping: -s -a 192.0.2.9: a server listens on its own address, and -ip is 192.0.2.1: give -a 192.0.2.1 (or -ip 192.0.2.9)\n"
+	if code != 2 || out != "" || errOut != want {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, out, errOut, want)
+	}
+}
+
 // peerArgs is a peer's link on its own UDP socket, to nobody.
 func peerArgs(t *testing.T, args ...string) []string {
 	return append(args, "-link", "dgram:"+freeUDP(t)+","+freeUDP(t), "-ip", "192.0.2.2")
