@@ -96,6 +96,22 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		}
 		defer stopProfile()
 	}
+	if *control != "" {
+		// serve would make the control socket, then fail on the function's as on another
+		// server's ("already listening"): the clash is the flags'.
+		type named struct{ path, what string }
+		sockets := []named{{*socket, "-socket's too"}}
+		for _, f := range functions {
+			sockets = append(sockets, named{f.socket, "function " + f.name + "'s socket"})
+		}
+		for _, s := range sockets {
+			if s.path != "" && samePath(s.path, *control) {
+				fmt.Fprintf(stderr, "softirdma serve: -control %s is %s: the control socket and a function's socket must differ, e.g. -control %s\n",
+					*control, s.what, filepath.Join(filepath.Dir(*control), "ctl.sock"))
+				return 2
+			}
+		}
+	}
 	if len(functions) > 0 {
 		return runServeFabric(fabricOptions{functions: functions, faults: faults, control: *control, debug: *debug}, *socket, lc, stdout, stderr)
 	}
@@ -143,6 +159,22 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return serve(ctx, o, stdout, stderr)
+}
+
+// samePath says whether a and b name one file, whether or not it exists yet: the same path
+// once cleaned, absolute and with its directory's symbolic links resolved.
+func samePath(a, b string) bool {
+	canon := func(p string) string {
+		p, err := filepath.Abs(p)
+		if err != nil {
+			return filepath.Clean(p)
+		}
+		if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+			return filepath.Join(dir, filepath.Base(p))
+		}
+		return p
+	}
+	return canon(a) == canon(b)
 }
 
 // startCPUProfile profiles the process into path until the returned stop runs.
