@@ -312,6 +312,13 @@ func TestServeFabricFaults(t *testing.T) {
 			t.Errorf("port %s: %q", name, lines[i])
 		}
 	}
+	// A function's vfio-user socket given for the control socket: named for what it is, at once.
+	start := time.Now()
+	if code, _, errs := fault(sockA, "list"); code != 1 || errs != "softirdma fault: "+sockA+" is not a softirdma control socket (it answered nothing within 2s: a function's vfio-user socket?)\n" {
+		t.Errorf("fault -socket %s list: exit %d, %q", sockA, code, errs)
+	} else if d := time.Since(start); d > 8*time.Second {
+		t.Errorf("fault -socket %s took %v", sockA, d)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
