@@ -241,11 +241,11 @@ type linkFlags struct {
 }
 
 func (l *linkFlags) register(fs flagSet) {
-	fs.StringVar(&l.link, "link", "", "the link: dgram:LOCAL,REMOTE (QEMU -netdev dgram: receive on LOCAL, send to REMOTE), stream:tcp:ADDR or stream:unix:PATH (QEMU -netdev stream, server=on), afpacket:IFNAME (a real adapter; root or CAP_NET_RAW)")
-	fs.StringVar(&l.ip, "ip", "", "softirdma's IPv4 address on the link (its RoCE GID); on a socket link it answers ARP for it; on an adapter the default is the adapter's")
-	fs.StringVar(&l.mac, "mac", "", "softirdma's MAC address on the link (default 02:00 and the four bytes of -ip, e.g. 02:00:c0:a8:4d:01 for 192.168.77.1)")
+	fs.StringVar(&l.link, "link", "", "the `LINK`: dgram:LOCAL,REMOTE (QEMU -netdev dgram: receive on LOCAL, send to REMOTE), stream:tcp:ADDR or stream:unix:PATH (QEMU -netdev stream, server=on), afpacket:IFNAME (a real adapter; root or CAP_NET_RAW)")
+	fs.StringVar(&l.ip, "ip", "", "`ADDR`, softirdma's IPv4 address on the link (its RoCE GID); on a socket link it answers ARP for it; on an adapter the default is the adapter's")
+	fs.StringVar(&l.mac, "mac", "", "`MAC`, softirdma's MAC address on the link (default 02:00 and the four bytes of -ip, e.g. 02:00:c0:a8:4d:01 for 192.168.77.1)")
 	fs.Float64Var(&l.loss, "loss", 0, "drop this fraction of the RoCE frames received (to meet the peer's retransmissions)")
-	fs.StringVar(&l.pcap, "pcap", "", "write both directions of the link to this pcap")
+	fs.StringVar(&l.pcap, "pcap", "", "write both directions of the link to `FILE`, a pcap")
 }
 
 // linkExample is what a missing or wrong -link is answered with.
