@@ -34,3 +34,22 @@ func TestCMToolCommands(t *testing.T) {
 		}
 	}
 }
+
+// A client of rping, ucmatose or udaddy aimed at its own address, or at one nothing on the link
+// answers for, is told which, not "INVALID_SERVICE_ID" or "create_ah: no link address".
+func TestCMClientAddressNamed(t *testing.T) {
+	for _, tool := range [][]string{{"rping", "-c", "-a"}, {"ucmatose", "-s"}, {"udaddy", "-s"}} {
+		for _, c := range []struct{ addr, want string }{
+			{"192.0.2.1", "192.0.2.1 is this device's own address: a client connects to a server elsewhere on the link (the server's -ip), not to itself"},
+			{"fe80::ff:fe00:1", "fe80::ff:fe00:1 is this device's own address: a client connects to a server elsewhere on the link (the server's -ip), not to itself"},
+			{"192.0.2.7", "no route/neighbour to 192.0.2.7 on the link: nothing on it answers for that address (is the peer up, is -link right?)"},
+		} {
+			args := append(append([]string(nil), tool...), c.addr, "-timeout", "10s", "-ip", "192.0.2.1", "-mac", "02:00:00:00:00:01",
+				"-link", "dgram:"+freeUDP(t)+","+freeUDP(t))
+			code, _, errOut := runCLI(args...)
+			if want := "softirdma " + tool[0] + ": " + c.want + "\n"; code != 1 || errOut != want {
+				t.Errorf("%q: exit %d, %q; want 1 and %q", args, code, errOut, want)
+			}
+		}
+	}
+}

@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/softirdma/softirdma/wire/ethswitch"
@@ -195,10 +197,11 @@ func (c *controlServer) command(w io.Writer, line string) {
 	}
 }
 
-// runFault is `softirdma fault -socket CTL add FAULT...|list|remove N|ports`.
+// runFault is `softirdma fault -socket CTL add FAULT...|list|remove N|ports`, its flags before,
+// after or among the words of its command.
 func runFault(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("fault", stderr)
-	socket := fs.String("socket", "", "serve's control socket (serve -control PATH)")
+	socket := fs.String("socket", "", "serve's control socket (serve -control `PATH`)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up on serve's answer after this long (1ms..10m)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: softirdma fault -socket CTL add FAULT | list | remove N | ports")
@@ -208,15 +211,16 @@ func runFault(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "the frames it fired on in serve's -pcap capture, remove one;")
 		fmt.Fprintln(stderr, "ports shows what each port of the fabric carried, as the switch saw it: frames and bytes in")
 		fmt.Fprintln(stderr, "from the function (or the uplink's link) and out to it, frames dropped for it (its queue full:")
-		fmt.Fprintln(stderr, "a guest that does not keep up), frames queued.")
+		fmt.Fprintln(stderr, "a guest that does not keep up), frames queued. The flags may come before or after the command.")
 		fmt.Fprintln(stderr, "A fault:")
 		fmt.Fprintln(stderr, "  "+strings.ReplaceAll(faultplan.Syntax, "\n", "\n  "))
 		fmt.Fprintln(stderr, "e.g. softirdma fault -socket /tmp/ctl.sock add drop from=a opcode=RDMA_READ_RESPONSE_MIDDLE nth=3")
 		fmt.Fprintln(stderr)
 		fs.PrintDefaults()
 	}
-	if exit, done := parseFlags(fs, args); done {
-		return exit
+	cmd, code, done := parseWithArgs(fs, args)
+	if done {
+		return code
 	}
 	if code := checkFlags(stderr, "fault", durationRange("timeout", *timeout, time.Millisecond, 10*time.Minute)); code != 0 {
 		return code
@@ -226,7 +230,7 @@ func runFault(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var line string
-	switch cmd := fs.Args(); {
+	switch {
 	case len(cmd) >= 2 && cmd[0] == "add":
 		if _, err := faultplan.Parse(strings.Join(cmd[1:], " ")); err != nil {
 			fmt.Fprintf(stderr, "softirdma fault: %v\n", err)
@@ -245,35 +249,120 @@ func runFault(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "softirdma fault: give add FAULT, list, remove N or ports")
 		return 2
 	}
-	conn, err := net.DialTimeout("unix", *socket, *timeout)
+	if err := checkControlPath(*socket); err != nil {
+		fmt.Fprintf(stderr, "softirdma fault: %v\n", err)
+		return 2
+	}
+	answer, err := askControl(*socket, line, *timeout, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "softirdma fault: %v\n", err)
 		return 1
 	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(*timeout))
-	if _, err := fmt.Fprintln(conn, line); err != nil {
-		fmt.Fprintf(stderr, "softirdma fault: %v\n", err)
+	switch {
+	case strings.HasPrefix(answer, "error "):
+		fmt.Fprintf(stderr, "softirdma fault: %s\n", strings.TrimPrefix(answer, "error "))
 		return 1
+	case cmd[0] == "add":
+		fmt.Fprintf(stdout, "fault %s added\n", strings.TrimPrefix(answer, "ok "))
+	case cmd[0] == "remove":
+		fmt.Fprintf(stdout, "fault %s removed\n", cmd[1])
+	}
+	return 0
+}
+
+// checkControlPath refuses a -socket that is no socket at all, naming what it is; connect alone
+// says "connection refused" of a file or a directory.
+func checkControlPath(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil // dialing says why, in words of its own (askControl)
+	}
+	var what string
+	switch m := fi.Mode(); {
+	case m&os.ModeSocket != 0:
+		return nil
+	case m.IsDir():
+		what = "a directory"
+	case m.IsRegular():
+		what = "a regular file"
+	case m&os.ModeNamedPipe != 0:
+		what = "a named pipe"
+	case m&os.ModeDevice != 0:
+		what = "a device"
+	default:
+		what = "not a socket"
+	}
+	return fmt.Errorf("-socket %s is %s, not serve's control socket (serve -control PATH)", path, what)
+}
+
+// firstAnswer bounds the wait for the first line of serve's answer, which its control socket
+// writes at once: a server of another kind (a function's vfio-user socket, which waits for QEMU
+// to speak first) is told apart in this long, not in -timeout's.
+const firstAnswer = 2 * time.Second
+
+// controlAnswer is a line serve's control socket answers with: ok (a fault's number after
+// add), error and why, or a listing's line (a fault's, which starts with its number, or a
+// port's).
+var controlAnswer = regexp.MustCompile(`^(ok|ok [0-9]+|error .+|[0-9]+ .+|port .+)$`)
+
+// askControl sends line to serve's control socket and copies the listing that answers it to
+// stdout; it returns the answer's last line, "ok..." or "error ...". A socket that is not serve's
+// control socket is an error that says so.
+func askControl(path, line string, timeout time.Duration, stdout io.Writer) (string, error) {
+	conn, err := net.DialTimeout("unix", path, timeout)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("-socket %s does not exist: is serve running with -control %s?", path, path)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "", fmt.Errorf("-socket %s is a socket nobody listens on: has serve stopped?", path)
+	case errors.Is(err, syscall.EPROTOTYPE):
+		return "", fmt.Errorf("%s is not a softirdma control socket (a datagram socket)", path)
+	case err != nil:
+		return "", fmt.Errorf("-socket %s: %v", path, err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	_ = conn.SetDeadline(start.Add(min(firstAnswer, timeout)))
+	if _, err := fmt.Fprintln(conn, line); err != nil {
+		return "", fmt.Errorf("-socket %s: %v", path, err)
 	}
 	sc := bufio.NewScanner(conn)
-	for sc.Scan() {
+	sc.Buffer(make([]byte, 256), maxControlLine)
+	read := 0
+	for ; sc.Scan(); read++ {
 		l := sc.Text()
-		switch {
-		case l == "ok":
-			return 0
-		case strings.HasPrefix(l, "ok "):
-			fmt.Fprintf(stdout, "fault %s added\n", strings.TrimPrefix(l, "ok "))
-			return 0
-		case strings.HasPrefix(l, "error "):
-			fmt.Fprintf(stderr, "softirdma fault: %s\n", strings.TrimPrefix(l, "error "))
-			return 1
-		default:
-			fmt.Fprintln(stdout, l)
+		if read == 0 {
+			if !controlAnswer.MatchString(l) {
+				return "", fmt.Errorf("%s is not a softirdma control socket (it answered %q)", path, clip(l, 60))
+			}
+			_ = conn.SetDeadline(start.Add(timeout)) // serve answers; the rest of a listing may take longer
 		}
+		if l == "ok" || strings.HasPrefix(l, "ok ") || strings.HasPrefix(l, "error ") {
+			return l, nil
+		}
+		fmt.Fprintln(stdout, l)
 	}
-	fmt.Fprintf(stderr, "softirdma fault: serve ended the connection without an answer (%v)\n", sc.Err())
-	return 1
+	var ne net.Error
+	timedOut := errors.As(sc.Err(), &ne) && ne.Timeout()
+	switch {
+	case read == 0 && timedOut:
+		return "", fmt.Errorf("%s is not a softirdma control socket (it answered nothing within %v: a function's vfio-user socket?)", path, min(firstAnswer, timeout))
+	case read == 0 && errors.Is(sc.Err(), bufio.ErrTooLong):
+		return "", fmt.Errorf("%s is not a softirdma control socket (it answered a line longer than %d bytes)", path, maxControlLine)
+	case read == 0:
+		return "", fmt.Errorf("%s is not a softirdma control socket (it closed the connection without answering)", path)
+	case timedOut:
+		return "", fmt.Errorf("serve's answer did not end within %v", timeout)
+	}
+	return "", fmt.Errorf("serve ended the connection before its answer did (%v)", sc.Err())
+}
+
+// clip is s cut to at most n bytes.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }
 
 // firedFrames is the frames= field of a fault's list line: the capture's numbers of the frames

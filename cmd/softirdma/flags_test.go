@@ -6,6 +6,9 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -94,9 +97,6 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%s -h: exit %d, stdout %q, stderr %q", name, code, out, errOut)
 		}
 	}
-	if code, _, errOut := runCLI("help", "frobnicate"); code != 2 || !strings.Contains(errOut, `unknown command "frobnicate"`) {
-		t.Errorf("help frobnicate: exit %d, %q", code, errOut)
-	}
 }
 
 // TestPeerUsageMessages: what is missing is named, with an example.
@@ -110,13 +110,99 @@ func TestPeerUsageMessages(t *testing.T) {
 		{[]string{"pingpong", "-server", "-link", "dgram:127.0.0.1:9,127.0.0.1:9"},
 			"softirdma pingpong: no -ip: give softirdma's IPv4 address on the link, its RoCE GID, e.g. -ip 192.168.77.1\n"},
 		{[]string{"pingpong", "-server", "-link", "dgram:127.0.0.1:9,127.0.0.1:9", "-ip", "x"},
-			"softirdma pingpong: -ip \"x\" is not an IP address, e.g. -ip 192.168.77.1\n"},
+			"softirdma pingpong: -ip \"x\" is not an IPv4 address: give softirdma's own unicast IPv4 address on the link, e.g. -ip 192.168.77.1\n"},
 		{[]string{"pingpong", "-server", "-link", "udp:1"}, "softirdma pingpong: -link \"udp:1\": the kinds are dgram, stream and afpacket, " + linkExample + "\n"},
 		{[]string{"pingpong", "-link", "dgram:127.0.0.1:9,127.0.0.1:9"}, "softirdma pingpong: give a server's host name, or -server\n"},
 	} {
 		if code, _, errOut := runCLI(c.args...); code != 2 || errOut != c.want {
 			t.Errorf("%v: exit %d, %q; want %q", c.args, code, errOut, c.want)
 		}
+	}
+}
+
+// perf's test word may stand anywhere among its flags, before or after the host; what is
+// missing or doubled is named.
+func TestPerfTestWordAnywhere(t *testing.T) {
+	link := []string{"-link", "dgram:127.0.0.1:9,127.0.0.1:9", "-ip", "192.0.2.1"}
+	noLink := "softirdma perf: no link: give -link, " + linkExample + "\n"
+	usage := " (softirdma perf write|read|atomic|send [-server | HOST] [flags])\n"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-server", "write"}, noLink},
+		{[]string{"-server", "-n", "10", "read"}, noLink},
+		{[]string{"-server", "atomic", "-s", "8"}, noLink},
+		{[]string{"127.0.0.1", "send"}, noLink},
+		{append([]string{"-server", "-x", "2", "write"}, link...), "softirdma perf: -x 2 is out of range (0..1)\n"},
+		{append([]string{"-s", "16", "-server", "atomic"}, link...), "softirdma perf: -s 16 is out of range (atomic messages are always 8 bytes)\n"},
+		{[]string{"-server"}, "softirdma perf: no test given: write, read, atomic or send" + usage},
+		{[]string{"-server", "bogus"}, `softirdma perf: no test "bogus": write, read, atomic or send` + usage},
+		{[]string{"127.0.0.1", "192.0.2.9"}, `softirdma perf: no test among "127.0.0.1" and "192.0.2.9": write, read, atomic or send` + usage},
+		{[]string{"write", "read"}, `softirdma perf: one test at a time, got "write" and "read"` + usage},
+		{[]string{"write", "127.0.0.1", "192.0.2.9"}, `softirdma perf: more than one host: "127.0.0.1" and "192.0.2.9"` + usage},
+	} {
+		code, out, errOut := runCLI(append([]string{"perf"}, c.args...)...)
+		if code != 2 || out != "" || errOut != c.want {
+			t.Errorf("perf %q: exit %d, stdout %q, stderr %q; want 2 and %q", c.args, code, out, errOut, c.want)
+		}
+	}
+}
+
+// Every command that takes softirdma's own address (-ip, and serve's -function ip=) refuses one
+// no NIC can have on a link, with one line saying what the address is.
+func TestOwnAddressChecked(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ ip, shown, what string }{
+		{"x", `"x"`, "is not an IPv4 address"},
+		{"192.0.2.300", `"192.0.2.300"`, "is not an IPv4 address"},
+		{"0.0.0.0", "0.0.0.0", "is the unspecified address"},
+		{"0.1.2.3", "0.1.2.3", "is in 0.0.0.0/8, which names this network and no host"},
+		{"255.255.255.255", "255.255.255.255", "is the broadcast address"},
+		{"224.0.0.1", "224.0.0.1", "is a multicast address (224.0.0.0/4)"},
+		{"239.1.2.3", "239.1.2.3", "is a multicast address (224.0.0.0/4)"},
+		{"240.0.0.1", "240.0.0.1", "is reserved (240.0.0.0/4)"},
+		{"127.0.0.1", "127.0.0.1", "is a loopback address (127.0.0.0/8), which never crosses a link"},
+		{"fe80::1", "fe80::1", "is an IPv6 address; softirdma's IPv6 GID is the link-local address its MAC gives"},
+		{"::ffff:192.0.2.1", "::ffff:192.0.2.1", "is an IPv4-mapped IPv6 address: write it 192.0.2.1"},
+	} {
+		link := "dgram:127.0.0.1:9,127.0.0.1:9"
+		for _, args := range [][]string{
+			{"pingpong", "-server"}, {"perf", "write", "-server"}, {"rping", "-s", "-a", "192.0.2.1"},
+			{"ucmatose"}, {"udaddy"}, {"serve", "-socket", filepath.Join(dir, "no", "s.sock")},
+		} {
+			args = append(args, "-link", link, "-ip", c.ip)
+			if args[0] != "serve" {
+				args = append(args, "-timeout", "1s") // a command that took the address would not wait long
+			}
+			if args[0] == "serve" && c.ip == "x" {
+				args = append(args[:len(args)-4], "-ip", c.ip) // also without a link
+			}
+			want := fmt.Sprintf("softirdma %s: -ip %s %s: give softirdma's own unicast IPv4 address on the link, e.g. -ip 192.168.77.1\n", args[0], c.shown, c.what)
+			if code, out, errOut := runCLI(args...); code != 2 || out != "" || errOut != want {
+				t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and %q", args, code, out, errOut, want)
+			}
+		}
+		fn := "name=a,socket=" + filepath.Join(dir, "a.sock") + ",ip=" + c.ip
+		want := fmt.Sprintf("function a: ip=%s %s: give the function's own unicast IPv4 address, e.g. ip=192.168.77.1\n", c.shown, c.what)
+		// The control socket's directory does not exist: a serve that took the address stops there.
+		if code, out, errOut := runCLI("serve", "-function", fn, "-control", filepath.Join(dir, "no", "ctl.sock")); code != 2 || out != "" || !strings.Contains(errOut, want) {
+			t.Errorf("-function %s: exit %d, stdout %q, stderr %q; want 2 and %q", fn, code, out, errOut, want)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("made %v before refusing", ents)
+	}
+}
+
+// rping's server listens on -a, which must be its own -ip, as its help says: another address is
+// refused, naming both.
+func TestRpingServerAddress(t *testing.T) {
+	link := []string{"-link", "dgram:127.0.0.1:9,127.0.0.1:9", "-ip", "192.0.2.1", "-timeout", "1s"}
+	code, out, errOut := runCLI(append([]string{"rping", "-s", "-a", "192.0.2.9"}, link...)...)
+	want := "softirdma rping: -s -a 192.0.2.9: a server listens on its own address, and -ip is 192.0.2.1: give -a 192.0.2.1 (or -ip 192.0.2.9)\n"
+	if code != 2 || out != "" || errOut != want {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, out, errOut, want)
 	}
 }
 
@@ -147,6 +233,19 @@ func TestPeerUnreachable(t *testing.T) {
 		"softirdma perf: couldn't connect to 127.0.0.1:%s: connection refused\n", port, port)
 	if code != 1 || errOut != want || time.Since(start) < 500*time.Millisecond {
 		t.Errorf("-wait: exit %d after %v, %q; want %q", code, time.Since(start), errOut, want)
+	}
+}
+
+// A -timeout shorter than -wait ends the wait; the line says how long it tried, never "0s".
+func TestShortTimeoutNeverReadsZero(t *testing.T) {
+	port := fmt.Sprint(freeTCPPort(t))
+	within := regexp.MustCompile(`within [1-9][0-9]*(µs|ms|s)\n$`)
+	for _, cmd := range [][]string{{"pingpong", "127.0.0.1", "-wait", "10s"}, {"perf", "write", "127.0.0.1", "-wait", "10s"},
+		{"pingpong", "-server"}, {"perf", "write", "-server"}} {
+		code, _, errOut := runCLI(peerArgs(t, append(cmd, "-p", port, "-timeout", "1ms")...)...)
+		if code != 1 || !within.MatchString(errOut) {
+			t.Errorf("%v -timeout 1ms: exit %d, %q", cmd, code, errOut)
+		}
 	}
 }
 

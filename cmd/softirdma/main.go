@@ -44,17 +44,7 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "help":
-		if len(args) > 1 { // help COMMAND is COMMAND -h, on stdout
-			if cmd, ok := commands[args[1]]; ok {
-				cmd.run([]string{"-h"}, stdout, stdout)
-				return 0
-			}
-			fmt.Fprintf(stderr, "softirdma: unknown command %q\n\n", args[1])
-			usage(stderr)
-			return 2
-		}
-		usage(stdout)
-		return 0
+		return help(args[1:], stdout, stderr)
 	case "-h", "-help", "--help":
 		usage(stdout)
 		return 0
@@ -70,18 +60,47 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	return cmd.run(args[1:], stdout, stderr)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "softirdma — a software RDMA NIC (RoCEv2, memory regions and windows, RC transport)")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "usage: softirdma <command> [flags]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "commands:")
+// help is `softirdma help [COMMAND]`: the banner, or COMMAND -h on stdout.
+func help(args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 0:
+		usage(stdout)
+		return 0
+	case len(args) > 1:
+		fmt.Fprintf(stderr, "softirdma help: one command at a time, got %q and %q\n", args[0], args[1])
+		return 2
+	case args[0] == "help":
+		fmt.Fprintln(stdout, "usage: softirdma help [COMMAND]")
+		fmt.Fprintln(stdout, "Without COMMAND, lists the commands; with one, shows its usage and flags on standard output")
+		fmt.Fprintln(stdout, "(as 'softirdma COMMAND -h' does on standard error).")
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "softirdma help: no command %q; the commands are %s\n", args[0], strings.Join(commandNames(), ", "))
+		return 2
+	}
+	cmd.run([]string{"-h"}, stdout, stdout)
+	return 0
+}
+
+// commandNames are the commands' names, sorted.
+func commandNames() []string {
 	names := make([]string, 0, len(commands))
 	for name := range commands {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	for _, name := range names {
+	return names
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "softirdma — a software RDMA NIC (RoCEv2; memory regions and windows; the RC, UC and UD transports and the GSI QP)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "usage: softirdma <command> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	for _, name := range commandNames() {
 		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
 	}
 	fmt.Fprintln(w)

@@ -34,6 +34,33 @@ func TestHelpAndVersion(t *testing.T) {
 	}
 }
 
+// The banner names every transport the card has, not RC alone.
+func TestBannerTransports(t *testing.T) {
+	_, out, _ := runCLI("help")
+	banner, _, _ := strings.Cut(out, "\n")
+	if strings.Contains(banner, "RC transport") || !strings.Contains(banner, "RC, UC and UD") || !strings.Contains(banner, "GSI") {
+		t.Fatalf("banner %q", banner)
+	}
+}
+
+// help takes help as any other command, and an unknown command gets one line that lists the
+// commands rather than the whole banner.
+func TestHelpOfHelp(t *testing.T) {
+	code, out, errOut := runCLI("help", "help")
+	if code != 0 || errOut != "" || !strings.HasPrefix(out, "usage: softirdma help [COMMAND]\n") {
+		t.Errorf("help help: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = runCLI("help", "frobnicate")
+	want := `softirdma help: no command "frobnicate"; the commands are decode, demo, doctor, fault, links, perf, pingpong, rping, serve, ucmatose, udaddy, version` + "\n"
+	if code != 2 || out != "" || errOut != want {
+		t.Errorf("help frobnicate: exit %d, stdout %q, stderr %q; want %q", code, out, errOut, want)
+	}
+	code, _, errOut = runCLI("help", "serve", "fault")
+	if code != 2 || errOut != "softirdma help: one command at a time, got \"serve\" and \"fault\"\n" {
+		t.Errorf("help serve fault: exit %d, stderr %q", code, errOut)
+	}
+}
+
 func TestDemo(t *testing.T) {
 	code, out, errOut := runCLI("demo")
 	if code != 0 || strings.Contains(out, "FAIL") || !strings.Contains(out, "steps got the expected result") {

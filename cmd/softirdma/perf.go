@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -36,27 +37,25 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	pf.register(fs, "x", "GID index: 0 the IPv6 link-local GID, 1 the IPv4-mapped one (as rxe numbers them)", "(0 for none)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: softirdma perf write|read|atomic|send [-server | HOST] -link KIND:ADDRS -ip ADDR [flags]")
-		fmt.Fprintln(stderr, "Speaks perftest's exchange and runs its traffic, e.g. against ib_write_bw in a QEMU guest:")
+		fmt.Fprintln(stderr, "Speaks perftest's exchange and runs its traffic (the flags may come before or after the test")
+		fmt.Fprintln(stderr, "and HOST), e.g. against ib_write_bw in a QEMU guest:")
 		fmt.Fprintln(stderr, "  softirdma perf write -server -link dgram:127.0.0.1:9002,127.0.0.1:9001 -ip 192.168.77.1")
 		fs.PrintDefaults()
 	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+	if len(args) == 0 {
 		fs.Usage()
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	test, err := perftest.ParseTest(args[0])
-	if err != nil {
-		fmt.Fprintf(stderr, "softirdma perf: %v\n", strings.TrimPrefix(err.Error(), "perftest: "))
 		return 2
 	}
-	o.Test = test
-	host, code, done := parseWithOneArg(fs, args[1:])
+	words, code, done := parseWithArgs(fs, args)
 	if done {
 		return code
 	}
+	test, host, err := perfWords(words)
+	if err != nil {
+		fmt.Fprintf(stderr, "softirdma perf: %v (softirdma perf write|read|atomic|send [-server | HOST] [flags])\n", err)
+		return 2
+	}
+	o.Test = test
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	checks := append(pf.checks(),
@@ -108,4 +107,34 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		res, err := perftest.Run(ctx, dev, o, stdout)
 		return res.QP, err
 	})
+}
+
+// perfWords finds the test and the host among perf's arguments: the test word may stand before
+// or after the host, and the flags anywhere around them.
+func perfWords(words []string) (test perftest.Test, host string, err error) {
+	var tests, hosts []string
+	for _, w := range words {
+		if _, err := perftest.ParseTest(w); err == nil {
+			tests = append(tests, w)
+		} else {
+			hosts = append(hosts, w)
+		}
+	}
+	switch {
+	case len(tests) > 1:
+		return 0, "", fmt.Errorf("one test at a time, got %q and %q", tests[0], tests[1])
+	case len(tests) == 0 && len(hosts) == 0:
+		return 0, "", errors.New("no test given: write, read, atomic or send")
+	case len(tests) == 0 && len(hosts) == 1:
+		return 0, "", fmt.Errorf("no test %q: write, read, atomic or send", hosts[0])
+	case len(tests) == 0:
+		return 0, "", fmt.Errorf("no test among %q and %q: write, read, atomic or send", hosts[0], hosts[1])
+	case len(hosts) > 1:
+		return 0, "", fmt.Errorf("more than one host: %q and %q", hosts[0], hosts[1])
+	}
+	test, _ = perftest.ParseTest(tests[0])
+	if len(hosts) == 1 {
+		host = hosts[0]
+	}
+	return test, host, nil
 }

@@ -206,19 +206,31 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 
 // parseWithOneArg parses flags before and after at most one positional argument.
 func parseWithOneArg(fs flagSet, args []string) (arg string, code int, done bool) {
+	words, code, done := parseWithArgs(fs, args)
+	switch {
+	case done:
+		return "", code, true
+	case len(words) > 1:
+		fmt.Fprintf(fs.Output(), "%s: more than one argument: %q and %q\n", fs.Name(), words[0], words[1])
+		return "", 2, true
+	case len(words) == 1:
+		return words[0], 0, false
+	}
+	return "", 0, false
+}
+
+// parseWithArgs parses flags before, between and after the positional arguments, which it
+// returns in order.
+func parseWithArgs(fs flagSet, args []string) (words []string, code int, done bool) {
 	for {
 		if c, d := parseFlags(fs, args); d {
-			return "", c, true
+			return nil, c, true
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
-			return arg, 0, false
+			return words, 0, false
 		}
-		if arg != "" {
-			fmt.Fprintf(fs.Output(), "%s: more than one argument: %q and %q\n", fs.Name(), arg, rest[0])
-			return "", 2, true
-		}
-		arg, args = rest[0], rest[1:]
+		words, args = append(words, rest[0]), rest[1:]
 	}
 }
 
@@ -229,11 +241,11 @@ type linkFlags struct {
 }
 
 func (l *linkFlags) register(fs flagSet) {
-	fs.StringVar(&l.link, "link", "", "the link: dgram:LOCAL,REMOTE (QEMU -netdev dgram: receive on LOCAL, send to REMOTE), stream:tcp:ADDR or stream:unix:PATH (QEMU -netdev stream, server=on), afpacket:IFNAME (a real adapter; root or CAP_NET_RAW)")
-	fs.StringVar(&l.ip, "ip", "", "softirdma's IPv4 address on the link (its RoCE GID); on a socket link it answers ARP for it; on an adapter the default is the adapter's")
-	fs.StringVar(&l.mac, "mac", "", "softirdma's MAC address on the link (default 02:00 and the four bytes of -ip, e.g. 02:00:c0:a8:4d:01 for 192.168.77.1)")
+	fs.StringVar(&l.link, "link", "", "the `LINK`: dgram:LOCAL,REMOTE (QEMU -netdev dgram: receive on LOCAL, send to REMOTE), stream:tcp:ADDR or stream:unix:PATH (QEMU -netdev stream, server=on), afpacket:IFNAME (a real adapter; root or CAP_NET_RAW)")
+	fs.StringVar(&l.ip, "ip", "", "`ADDR`, softirdma's IPv4 address on the link (its RoCE GID); on a socket link it answers ARP for it; on an adapter the default is the adapter's")
+	fs.StringVar(&l.mac, "mac", "", "`MAC`, softirdma's MAC address on the link (default 02:00 and the four bytes of -ip, e.g. 02:00:c0:a8:4d:01 for 192.168.77.1)")
 	fs.Float64Var(&l.loss, "loss", 0, "drop this fraction of the RoCE frames received (to meet the peer's retransmissions)")
-	fs.StringVar(&l.pcap, "pcap", "", "write both directions of the link to this pcap")
+	fs.StringVar(&l.pcap, "pcap", "", "write both directions of the link to `FILE`, a pcap")
 }
 
 // linkExample is what a missing or wrong -link is answered with.
@@ -255,8 +267,8 @@ func (l *linkFlags) check() error {
 		return errors.New("no -ip: give softirdma's IPv4 address on the link, its RoCE GID, e.g. -ip 192.168.77.1")
 	}
 	if l.ip != "" {
-		if _, err := netip.ParseAddr(l.ip); err != nil {
-			return fmt.Errorf("-ip %q is not an IP address, e.g. -ip 192.168.77.1", l.ip)
+		if _, err := ipFlag(l.ip); err != nil {
+			return err
 		}
 	}
 	if _, err := l.macAddr(); err != nil {

@@ -57,8 +57,27 @@ func runRping(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softirdma rping: -a %q: an IP address is needed\n", *addr)
 		return 2
 	}
+	// rping's server binds -a: softirdma's is the device's own address, and peers that connect
+	// to another one would find nobody.
+	notOwn := func(own netip.Addr, whose string) bool {
+		if !*server || a.Unmap() == own.Unmap() {
+			return false
+		}
+		or := ""
+		if _, err := ipFlag(a.String()); err == nil {
+			or = fmt.Sprintf(" (or -ip %s)", a)
+		}
+		fmt.Fprintf(stderr, "softirdma rping: -s -a %s: a server listens on its own address, and %s is %s: give -a %s%s\n", a, whose, own, own, or)
+		return true
+	}
+	if own, err := ipFlag(lc.ip); err == nil && notOwn(own, "-ip") {
+		return 2
+	}
 	o.Server, o.Addr, o.Port = *server, a, uint16(*port)
 	return onLink("rping", &lc, *timeout, stderr, func(ctx context.Context, h *emu.Host) int {
+		if notOwn(h.Device().IP(), "the adapter's address") { // -ip not given: the adapter's own
+			return 2
+		}
 		o.Listening = func() { fmt.Fprintf(stderr, "softirdma rping: listening on %s port %d\n", o.Addr, o.Port) }
 		if _, err := rping.Run(ctx, h.Device(), o, stdout); err != nil {
 			fmt.Fprintf(stderr, "softirdma rping: %s\n", strings.TrimPrefix(err.Error(), "rping: "))

@@ -43,37 +43,41 @@ type serveOptions struct {
 
 func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", stderr)
-	socket := fs.String("socket", "", "the vfio-user socket to listen on (required)")
+	socket := fs.String("socket", "", "one function (one VM): the vfio-user socket to listen on, at `PATH`; for several VMs, -function instead")
 	debug := fs.Bool("debug", false, "log every vfio-user request")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of serve to this file when it ends (go tool pprof reads it): where the function's time goes")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of serve to `FILE` when it ends (go tool pprof reads it): where the function's time goes")
 	var lc linkFlags
 	lc.register(fs)
 	var functions functionFlags
 	var faults faultFlags
-	control := fs.String("control", "", "with -function: a control socket (mode 0600, its owner's user only) on which `softirdma fault` adds, lists and removes faults and reads the ports' counters while serve runs")
-	fs.Var(&faults, "fault", "with -function, repeated: a fault in the fabric from the start, e.g. 'drop from=a opcode=RDMA_READ_RESPONSE_MIDDLE nth=3' (softirdma fault -h has the syntax)")
-	rate := fs.String("rate", "", "with -function and -link: the uplink's rate toward its link in bits per second (e.g. 8M, 1.5G; none by default): frames wait for it rather than being lost, their senders with them; shape a fabric to its slowest peer (an rxe guest under TCG takes about 8M of UD)")
-	fs.Var(&functions, "function", "a function of its own for one more VM, repeated: name=NAME,socket=PATH[,ip=ADDR][,mac=MAC] (instead of -socket); the functions share an in-process fabric, -link is its uplink, -pcap captures all of it")
+	control := fs.String("control", "", "with -function: a control socket at `PATH` (mode 0600, its owner's user only) on which softirdma fault adds, lists and removes faults and reads the ports' counters while serve runs")
+	fs.Var(&faults, "fault", "with -function, repeated: a `FAULT` in the fabric from the start, e.g. 'drop from=a opcode=RDMA_READ_RESPONSE_MIDDLE nth=3' (softirdma fault -h has the syntax)")
+	rate := fs.String("rate", "", "with -function and -link: the uplink's `RATE` toward its link in bits per second (e.g. 8M, 1.5G; none by default): frames wait for it rather than being lost, their senders with them; shape a fabric to its slowest peer (an rxe guest under TCG takes about 8M of UD)")
+	fs.Var(&functions, "function", "a function of its own for one more VM, repeated, as `name=NAME,socket=PATH[,ip=ADDR][,mac=MAC]` (instead of -socket); the functions share an in-process fabric, -link is its uplink, -pcap captures all of it")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: softirdma serve -socket PATH [-link LINK -ip ADDR [-pcap FILE]] [-mac MAC] [-debug] [-cpuprofile FILE]")
-		fmt.Fprintln(stderr, "       softirdma serve -function name=a,socket=PATH[,ip=ADDR][,mac=MAC] -function ... [-link LINK] [-pcap FILE] [-loss F]")
-		fmt.Fprintln(stderr, "                       [-fault FAULT]... [-control CTL] [-debug]")
+		fmt.Fprintln(stderr, "       softirdma serve -function name=a,socket=PATH[,ip=ADDR][,mac=MAC] -function ... [-link LINK [-rate RATE]] [-pcap FILE] [-loss F]")
+		fmt.Fprintln(stderr, "                       [-fault FAULT]... [-control PATH] [-debug]")
 		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Serves the softirdma PCI function (docs/device.md) to QEMU's vfio-user-pci on PATH, one")
-		fmt.Fprintln(stderr, "QEMU at a time, until SIGINT or SIGTERM, and prints a QEMU command line that attaches it. With")
-		fmt.Fprintln(stderr, "-link the device stands on that link (as pingpong and perf do); without, on its embedded")
-		fmt.Fprintln(stderr, "default: the guest's QPs reach each other over the device's loopback. -ip and -mac are the")
-		fmt.Fprintln(stderr, "device's until a guest driver programs its GID table and MAC. Should serve die, a second process")
-		fmt.Fprintln(stderr, "it starts, softirdma-sockguard, ends QEMU's connection cleanly so that QEMU and its guest live on.")
+		fmt.Fprintln(stderr, "-socket serves one function (one VM): the softirdma PCI function (docs/device.md) to QEMU's")
+		fmt.Fprintln(stderr, "vfio-user-pci on PATH, one QEMU at a time, until SIGINT or SIGTERM, and prints a QEMU command")
+		fmt.Fprintln(stderr, "line that attaches it. With -link the device stands on that link (as pingpong and perf do);")
+		fmt.Fprintln(stderr, "without, on its embedded default: the guest's QPs reach each other over the device's loopback.")
+		fmt.Fprintln(stderr, "-ip and -mac are the device's until a guest driver programs its GID table and MAC. Should serve")
+		fmt.Fprintln(stderr, "die, a second process it starts, softirdma-sockguard, ends QEMU's connection cleanly so that")
+		fmt.Fprintln(stderr, "QEMU and its guest live on.")
 		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "With -function, once per VM, each function has its own socket, name, address and MAC, and all of")
-		fmt.Fprintln(stderr, "them stand on one fabric inside serve: frames between the VMs are handed over in memory. -link")
-		fmt.Fprintln(stderr, "(dgram or stream) joins the fabric to a link, so the VMs also reach what is there (an rxe guest,")
-		fmt.Fprintln(stderr, "a host peer); -pcap captures every frame the fabric forwards, with the time it did. e.g.")
+		fmt.Fprintln(stderr, "-function, once per VM, serves several (one serve, several VMs): each function has its own")
+		fmt.Fprintln(stderr, "socket, name, address and MAC, and all of them stand on one fabric inside serve: frames between")
+		fmt.Fprintln(stderr, "the VMs are handed over in memory. -link (dgram or stream) joins the fabric to a link, so the")
+		fmt.Fprintln(stderr, "VMs also reach what is there (an rxe guest, a host peer); -pcap captures every frame the fabric")
+		fmt.Fprintln(stderr, "forwards, with the time it did. e.g.")
 		fmt.Fprintln(stderr, "  softirdma serve -function name=a,socket=/tmp/a.sock,ip=192.168.77.1 -function name=b,socket=/tmp/b.sock,ip=192.168.77.2")
+		fmt.Fprintln(stderr, "-rate RATE paces what goes out on the uplink to a slow peer's speed (an rxe guest under TCG: 12M),")
+		fmt.Fprintln(stderr, "holding its senders back rather than losing frames, which UD would never send again.")
 		fmt.Fprintln(stderr, "Faults break the fabric's frames on purpose, from the start (-fault) or while it runs")
-		fmt.Fprintln(stderr, "(-control CTL, then softirdma fault -socket CTL add|list|remove); each window counts from")
-		fmt.Fprintln(stderr, "when its fault was added. `softirdma fault -socket CTL ports` shows what each port carried and")
+		fmt.Fprintln(stderr, "(-control PATH, then softirdma fault -socket PATH add|list|remove); each window counts from")
+		fmt.Fprintln(stderr, "when its fault was added. softirdma fault -socket PATH ports shows what each port carried and")
 		fmt.Fprintln(stderr, "what the fabric dropped for it. A fault:")
 		fmt.Fprintln(stderr, "  "+strings.ReplaceAll(faultplan.Syntax, "\n", "\n  "))
 		fmt.Fprintln(stderr)
@@ -96,6 +100,22 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		defer stopProfile()
+	}
+	if *control != "" {
+		// serve would make the control socket, then fail on the function's as on another
+		// server's ("already listening"): the clash is the flags'.
+		type named struct{ path, what string }
+		sockets := []named{{*socket, "-socket's too"}}
+		for _, f := range functions {
+			sockets = append(sockets, named{f.socket, "function " + f.name + "'s socket"})
+		}
+		for _, s := range sockets {
+			if s.path != "" && samePath(s.path, *control) {
+				fmt.Fprintf(stderr, "softirdma serve: -control %s is %s: the control socket and a function's socket must differ, e.g. -control %s\n",
+					*control, s.what, filepath.Join(filepath.Dir(*control), "ctl.sock"))
+				return 2
+			}
+		}
 	}
 	if len(functions) > 0 {
 		o := fabricOptions{functions: functions, faults: faults, control: *control, debug: *debug}
@@ -144,8 +164,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		ip = "192.0.2.1"
 	}
 	var err error
-	if o.ip, err = netip.ParseAddr(ip); err != nil {
-		fmt.Fprintf(stderr, "softirdma serve: -ip %q is not an IP address\n", ip)
+	if o.ip, err = ipFlag(ip); err != nil {
+		fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
 		return 2
 	}
 	lc.ip = ip // the default MAC comes from the address
@@ -160,6 +180,22 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return serve(ctx, o, stdout, stderr)
+}
+
+// samePath says whether a and b name one file, whether or not it exists yet: the same path
+// once cleaned, absolute and with its directory's symbolic links resolved.
+func samePath(a, b string) bool {
+	canon := func(p string) string {
+		p, err := filepath.Abs(p)
+		if err != nil {
+			return filepath.Clean(p)
+		}
+		if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+			return filepath.Join(dir, filepath.Base(p))
+		}
+		return p
+	}
+	return canon(a) == canon(b)
 }
 
 // startCPUProfile profiles the process into path until the returned stop runs.

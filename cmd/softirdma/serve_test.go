@@ -386,3 +386,21 @@ func TestServeStartFailureIsOneLine(t *testing.T) {
 		}
 	}
 }
+
+// serve's help shows what each flag takes, and which of -socket and -function to use.
+func TestServeHelp(t *testing.T) {
+	code, out, _ := runCLI("help", "serve")
+	for _, want := range []string{
+		"\n  -socket PATH\n", "\n  -function name=NAME,socket=PATH[,ip=ADDR][,mac=MAC]\n", "\n  -pcap FILE\n",
+		"\n  -control PATH\n", "\n  -fault FAULT\n", "\n  -link LINK\n", "\n  -ip ADDR\n", "\n  -mac MAC\n", "\n  -cpuprofile FILE\n",
+		"-socket serves one function (one VM)", "-function, once per VM, serves several (one serve, several VMs)",
+		"from=    the sender: a function's name, or uplink",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("serve's help has no %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "-control softirdma fault") {
+		t.Errorf("-control's argument is named after the command that uses it:\n%s", out)
+	}
+}

@@ -62,11 +62,21 @@ func (f *functionFlags) Set(v string) error {
 	}
 	var s functionSpec
 	var ipText, macText string
+	given := map[string]string{}
 	for _, kv := range strings.Split(v, ",") {
 		k, val, ok := strings.Cut(kv, "=")
 		if !ok || val == "" {
 			return fmt.Errorf("%q is not KEY=VALUE (%s)", kv, functionExample)
 		}
+		if first, twice := given[k]; twice {
+			// The last one winning would hide a typo (name=a,name=b: which is it?).
+			err := fmt.Errorf("%s= given twice (%s=%s and %s=%s)", k, k, first, k, val)
+			if s.name != "" {
+				err = fmt.Errorf("function %s: %w", s.name, err)
+			}
+			return err
+		}
+		given[k] = val
 		switch k {
 		case "name":
 			s.name = val
@@ -92,9 +102,9 @@ func (f *functionFlags) Set(v string) error {
 	if ipText == "" {
 		ipText = fmt.Sprintf("192.0.2.%d", len(*f)+1)
 	}
-	ip, err := netip.ParseAddr(ipText)
-	if err != nil || !ip.Is4() {
-		return fmt.Errorf("function %s: ip=%q is not an IPv4 address", s.name, ipText)
+	ip, err := ownIPv4("ip=", ipText, "the function's own unicast IPv4 address")
+	if err != nil {
+		return fmt.Errorf("function %s: %v", s.name, err)
 	}
 	s.ip = ip
 	lf := linkFlags{ip: ipText, mac: macText}

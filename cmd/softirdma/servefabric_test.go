@@ -34,6 +34,9 @@ func TestServeFunctionFlags(t *testing.T) {
 		{[]string{"-function", "name=a"}, "has no socket"},
 		{[]string{"-function", "socket=/tmp/x.sock"}, "a name is 1 to 32"},
 		{[]string{"-function", a + ",colour=red"}, `unknown key "colour"`},
+		{[]string{"-function", "name=a,name=b,socket=" + filepath.Join(dir, "a.sock")}, "function a: name= given twice (name=a and name=b)"},
+		{[]string{"-function", a + ",ip=10.0.0.1,ip=10.0.0.2"}, "function a: ip= given twice (ip=10.0.0.1 and ip=10.0.0.2)"},
+		{[]string{"-function", a + ",socket=" + filepath.Join(dir, "c.sock")}, "function a: socket= given twice"},
 		{[]string{"-function", a + ",ip"}, "is not KEY=VALUE"},
 		{[]string{"-function", a + ",ip=300.1.1.1"}, "is not an IPv4 address"},
 		{[]string{"-function", a + ",mac=01:00:00:00:00:01"}, "mac=01:00:00:00:00:01 is a multicast"},
@@ -42,6 +45,11 @@ func TestServeFunctionFlags(t *testing.T) {
 		{[]string{"-function", a, "-function", "name=b,socket=" + filepath.Join(dir, "a.sock")}, "on one socket"},
 		{[]string{"-function", "name=a,socket=" + dir}, "is a directory"},
 		{[]string{"-function", a, "-socket", filepath.Join(dir, "s.sock")}, "-socket and -function exclude each other"},
+		{[]string{"-function", a, "-function", b, "-control", filepath.Join(dir, "b.sock")},
+			"softirdma serve: -control " + filepath.Join(dir, "b.sock") + " is function b's socket: the control socket and a function's socket must differ, e.g. -control " + filepath.Join(dir, "ctl.sock") + "\n"},
+		{[]string{"-function", a, "-control", dir + "/../" + filepath.Base(dir) + "/./a.sock"}, "is function a's socket: the control socket and a function's socket must differ"},
+		{[]string{"-socket", filepath.Join(dir, "s.sock"), "-control", filepath.Join(dir, "s.sock")},
+			"softirdma serve: -control " + filepath.Join(dir, "s.sock") + " is -socket's too: the control socket and a function's socket must differ, e.g. -control " + filepath.Join(dir, "ctl.sock") + "\n"},
 		{[]string{"-function", a, "-ip", "10.0.0.1"}, "-ip and -mac are each function's"},
 		{[]string{"-function", a, "-link", "afpacket:eth0"}, "the fabric's uplink is a dgram or stream link"},
 		{[]string{"-function", a, "-link", "dgram:127.0.0.1:1"}, "dgram:LOCAL,REMOTE"},
@@ -353,6 +361,13 @@ func TestServeFabricFaults(t *testing.T) {
 		if in < 3 || out < 2 || inBytes < 512+in*54 || dropped != 0 {
 			t.Errorf("port %s: %q", name, lines[i])
 		}
+	}
+	// A function's vfio-user socket given for the control socket: named for what it is, at once.
+	start := time.Now()
+	if code, _, errs := fault(sockA, "list"); code != 1 || errs != "softirdma fault: "+sockA+" is not a softirdma control socket (it answered nothing within 2s: a function's vfio-user socket?)\n" {
+		t.Errorf("fault -socket %s list: exit %d, %q", sockA, code, errs)
+	} else if d := time.Since(start); d > 8*time.Second {
+		t.Errorf("fault -socket %s took %v", sockA, d)
 	}
 	for _, c := range []struct {
 		args []string

@@ -257,7 +257,7 @@ func (t *test) client(m *rdmacm.Manager, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		e, err := t.ev.Dial(t.o.Wait, t.o.Timeout, func() (*rdmacm.ID, error) { return m.Connect(n.qp, t.o.Addr, t.o.Port, param) },
+		e, err := t.ev.Dial(t.o.Addr, t.o.Wait, t.o.Timeout, func() (*rdmacm.ID, error) { return m.Connect(n.qp, t.o.Addr, t.o.Port, param) },
 			func() error { return t.fresh(n) })
 		if err != nil {
 			return err

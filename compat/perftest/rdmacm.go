@@ -154,7 +154,7 @@ func connectCM(ctx context.Context, dev *emu.Device, o Options, testQP *emu.QP, 
 			return c, h, fmt.Errorf("perftest: accept: %w", err)
 		}
 	} else {
-		e, err := ev.Dial(o.Wait, o.Timeout, func() (*rdmacm.ID, error) { return m.Connect(c.qp, host, uint16(o.Port), param) }, fresh)
+		e, err := ev.Dial(host, o.Wait, o.Timeout, func() (*rdmacm.ID, error) { return m.Connect(c.qp, host, uint16(o.Port), param) }, fresh)
 		if err != nil {
 			return c, h, err
 		}
@@ -182,7 +182,7 @@ func connectCM(ctx context.Context, dev *emu.Device, o Options, testQP *emu.QP, 
 	} else {
 		// perftest's server listens for the test's connection again only once it sent its
 		// answer to the zeros: a refusal for want of a listener is tried again, a while.
-		e, err := ev.Dial(o.Timeout, o.Timeout, func() (*rdmacm.ID, error) { return m.Connect(testQP, host, uint16(o.Port), testParam) },
+		e, err := ev.Dial(host, o.Timeout, o.Timeout, func() (*rdmacm.ID, error) { return m.Connect(testQP, host, uint16(o.Port), testParam) },
 			func() error { return testQP.Modify(emu.QPAttr{State: emu.QPSReset}, emu.AttrState) })
 		if err != nil {
 			return c, h, err

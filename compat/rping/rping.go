@@ -183,7 +183,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 			return res, err
 		}
 	} else {
-		e, err := p.ev.Dial(o.Wait, o.Timeout, func() (*rdmacm.ID, error) { return m.Connect(p.qp, o.Addr, o.Port, param) }, fresh)
+		e, err := p.ev.Dial(o.Addr, o.Wait, o.Timeout, func() (*rdmacm.ID, error) { return m.Connect(p.qp, o.Addr, o.Port, param) }, fresh)
 		if err != nil {
 			return res, err
 		}

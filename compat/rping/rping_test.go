@@ -47,3 +47,14 @@ func TestRping(t *testing.T) {
 		t.Fatalf("server output:\n%s", sout.String())
 	}
 }
+
+// A client aimed at its own device's address is told so at once, not rejected by its own
+// loopback with "INVALID_SERVICE_ID".
+func TestClientOwnAddress(t *testing.T) {
+	_, hc := loophosts.Pair(t, 0, 9)
+	_, err := Run(context.Background(), hc.Device(), Options{Addr: hc.Device().IP(), Timeout: 5 * time.Second}, &bytes.Buffer{})
+	want := "rping: 192.0.2.2 is this device's own address: a client connects to a server elsewhere on the link (the server's -ip), not to itself"
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+}

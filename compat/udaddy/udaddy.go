@@ -222,7 +222,7 @@ func (t *test) client(m *rdmacm.Manager, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		e, err := t.ev.Dial(t.o.Wait, t.o.Timeout, func() (*rdmacm.ID, error) { return m.ConnectUD(n.qp, t.o.Addr, t.o.Port, nil) },
+		e, err := t.ev.Dial(t.o.Addr, t.o.Wait, t.o.Timeout, func() (*rdmacm.ID, error) { return m.ConnectUD(n.qp, t.o.Addr, t.o.Port, nil) },
 			func() error { return nil })
 		if err != nil {
 			return err

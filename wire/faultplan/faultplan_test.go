@@ -107,6 +107,11 @@ func TestParse(t *testing.T) {
 		{"delay delay=20ms for=2s", faultplan.Fault{Action: faultplan.Delay, Delay: 20 * time.Millisecond, Until: 2 * time.Second},
 			"delay for=2s delay=20ms"},
 		{"flap from=a for=30s", faultplan.Fault{Action: faultplan.Flap, Src: "a", Until: 30 * time.Second}, "flap from=a for=30s"},
+		// after=0s is the default the syntax documents.
+		{"drop from=a after=0s", faultplan.Fault{Action: faultplan.Drop, Src: "a"}, "drop from=a"},
+		{"drop after=0 for=1s", faultplan.Fault{Action: faultplan.Drop, Until: time.Second}, "drop for=1s"},
+		{"drop name=x1", faultplan.Fault{Action: faultplan.Drop, Name: "x1"}, "drop name=x1"},
+		{"drop from=uplink", faultplan.Fault{Action: faultplan.Drop, Src: "uplink"}, "drop from=uplink"},
 	} {
 		f, err := faultplan.Parse(c.spec)
 		if err != nil {
@@ -136,8 +141,19 @@ func TestParse(t *testing.T) {
 		{"drop psn=-1", "a PSN is 0 to 0xffffff"},
 		{"drop nth=0", "a count is 1"},
 		{"drop nth=1 count=2", "exclude each other"},
-		{"drop from=a from=b", "given twice"},
-		{"drop after=-1s", "a duration above 0"},
+		{"drop from=a from=b", "from= given twice"},
+		{"drop name=x name=y", "name= given twice"},
+		{"drop nth=1 nth=1", "nth= given twice"},
+		{"drop name=3", "name=3 reads as a number, which fault remove takes for a fault's number: give a name with a letter, e.g. name=f3"},
+		{"drop name=0x10", "name=0x10 reads as a number"},
+		{"drop name=-2", "name=-2 reads as a number"},
+		{"drop name=99999999999999999999999", "reads as a number"},
+		{"drop,from=a,nth=3", "the words of a fault are separated by spaces, not commas: drop from=a nth=3"},
+		{"drop from=a,nth=3", "the words of a fault are separated by spaces, not commas: drop from=a nth=3"},
+		{"corrupt from=b opcode=RC_SEND_ONLY,count=2", "the words of a fault are separated by spaces, not commas: corrupt from=b opcode=RC_SEND_ONLY count=2"},
+		{"drop for=0s", "for=0s: a duration above 0"},
+		{"delay delay=0s", "delay=0s: a duration above 0"},
+		{"drop after=-1s", "after=-1s: a duration from 0 to 1h0m0s"},
 		{"drop for=2h", "at most 1h0m0s"},
 		{"delay", "delay needs delay="},
 		{"drop delay=5ms", "delay= is for the delay action"},
@@ -228,7 +244,8 @@ func TestLive(t *testing.T) {
 // to a spec it accepts again, the same.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{"drop from=a opcode=RDMA_READ_RESPONSE_MIDDLE nth=3", "flap from=a for=30s",
-		"delay delay=20ms qp=0x11 psn=5 after=1s for=2s name=x", "corrupt opcode=ACKNOWLEDGE,RC_SEND_ONLY count=3", "drop qp=0x"} {
+		"delay delay=20ms qp=0x11 psn=5 after=1s for=2s name=x", "corrupt opcode=ACKNOWLEDGE,RC_SEND_ONLY count=3", "drop qp=0x",
+		"drop,from=a,nth=3", "drop name=3", "drop after=0s name=x", "flap from=uplink for=1s"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, spec string) {

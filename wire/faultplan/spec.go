@@ -1,7 +1,9 @@
 package faultplan
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -10,9 +12,10 @@ import (
 )
 
 // Syntax is the one-line form of a fault that Parse reads and Spec writes.
-const Syntax = `ACTION [KEY=VALUE ...]
+const Syntax = `ACTION [KEY=VALUE ...]   (words separated by spaces)
   ACTION   drop, duplicate, corrupt, delay or flap
-  from=    the sending function's name (flap: required, the function whose link goes down)
+  from=    the sender: a function's name, or uplink for frames that come in on serve's -link
+           (flap: required, the port whose link goes down)
   opcode=  BTH opcodes, comma-separated, as decode prints them (RC_RDMA_READ_RESPONSE_MIDDLE;
            the RC_ may be left out)
   qp=      destination QP number (decimal or 0x hex)
@@ -22,7 +25,7 @@ const Syntax = `ACTION [KEY=VALUE ...]
   after=   the window opens this long after the fault is added (e.g. 500ms; default 0)
   for=     the window lasts this long (default: for ever; flap: required)
   delay=   how long delay holds each frame (delay: required)
-  name=    a name for list (default: its number)`
+  name=    a name for list, not a number (default: its number)`
 
 // maxWindow bounds every duration a fault takes: longer than a test would wait is a mistake.
 const maxWindow = time.Hour
@@ -35,6 +38,9 @@ func Parse(spec string) (Fault, error) {
 	words := strings.Fields(spec)
 	if len(words) == 0 {
 		return f, fmt.Errorf("empty fault: %s", firstLine(Syntax))
+	}
+	if spaced := spaceSeparated(words); !slices.Equal(spaced, words) {
+		return f, fmt.Errorf("the words of a fault are separated by spaces, not commas: %s", strings.Join(spaced, " "))
 	}
 	for a := Drop; a <= Flap; a++ {
 		if words[0] == a.String() {
@@ -60,6 +66,9 @@ func Parse(spec string) (Fault, error) {
 		case "from":
 			f.Src = v
 		case "name":
+			if _, err := strconv.ParseInt(v, 0, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+				return f, fmt.Errorf("name=%s reads as a number, which fault remove takes for a fault's number: give a name with a letter, e.g. name=f%s", v, v)
+			}
 			f.Name = v
 		case "opcode":
 			for _, name := range strings.Split(v, ",") {
@@ -91,17 +100,19 @@ func Parse(spec string) (Fault, error) {
 			} else {
 				f.Count = n
 			}
-		case "after", "for", "delay":
+		case "after":
+			// 0, the default, is what Syntax documents: the window opens when the fault is added.
+			if after, err = time.ParseDuration(v); err != nil || after < 0 || after > maxWindow {
+				return f, fmt.Errorf("%s=%s: a duration from 0 to %v, e.g. 500ms or 2s", k, v, maxWindow)
+			}
+		case "for", "delay":
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 || d > maxWindow {
 				return f, fmt.Errorf("%s=%s: a duration above 0 and at most %v, e.g. 500ms or 2s", k, v, maxWindow)
 			}
-			switch k {
-			case "after":
-				after = d
-			case "for":
+			if k == "for" {
 				span = d
-			default:
+			} else {
 				f.Delay = d
 			}
 		default:
@@ -181,6 +192,23 @@ func opcodeByName(name string) (roce.Opcode, bool) {
 		}
 	}
 	return 0, false
+}
+
+// spaceSeparated is words with every comma that separates KEY=VALUE pairs (or the action from
+// the first pair) made a space: "drop,from=a,nth=3" is "drop from=a nth=3". A comma inside a
+// value, as between opcode='s opcodes, stays.
+func spaceSeparated(words []string) []string {
+	var out []string
+	for _, w := range words {
+		for i, piece := range strings.Split(w, ",") {
+			if i == 0 || strings.Contains(piece, "=") {
+				out = append(out, piece)
+			} else {
+				out[len(out)-1] += "," + piece
+			}
+		}
+	}
+	return out
 }
 
 func firstLine(s string) string {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"sync"
 	"syscall"
 	"time"
@@ -16,11 +17,13 @@ import (
 	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/emu/rdmacm"
 	"github.com/softirdma/softirdma/wire/cm"
+	"github.com/softirdma/softirdma/wire/neigh"
 )
 
 // Events is a connection manager's event stream, queued as they come.
 type Events struct {
 	tool string
+	dev  *emu.Device
 	ctx  context.Context
 	mu   sync.Mutex
 	q    []rdmacm.Event
@@ -29,7 +32,7 @@ type Events struct {
 
 // New gives dev a connection manager whose events are queued for tool (its name starts errors).
 func New(ctx context.Context, dev *emu.Device, tool string) (*rdmacm.Manager, *Events, error) {
-	ev := &Events{tool: tool, ctx: ctx, wake: make(chan struct{}, 1)}
+	ev := &Events{tool: tool, dev: dev, ctx: ctx, wake: make(chan struct{}, 1)}
 	m, err := rdmacm.New(dev, rdmacm.Config{Events: ev.push})
 	return m, ev, err
 }
@@ -81,6 +84,21 @@ func (ev *Events) Next(d time.Duration) (rdmacm.Event, error) {
 	}
 }
 
+// own says whether addr is one of the device's addresses: its IP, or the link-local address its
+// MAC gives (its IPv6 GID).
+func (ev *Events) own(addr netip.Addr) bool {
+	return addr.Unmap() == ev.dev.IP().Unmap() || addr == neigh.LinkLocal(ev.dev.MAC())
+}
+
+// worded is err said in words of the tool's own, err still underneath (errors.Is finds it).
+type worded struct {
+	msg string
+	err error
+}
+
+func (w worded) Error() string { return w.msg }
+func (w worded) Unwrap() error { return w.err }
+
 // ErrDisconnected is a wait ended by the peer's disconnection.
 var ErrDisconnected = errors.New("the peer disconnected")
 
@@ -117,17 +135,26 @@ func (ev *Events) Wait(t rdmacm.EventType, d time.Duration) (rdmacm.Event, error
 	}
 }
 
-// Dial makes one connection: connect sends the request, fresh readies the QP again after a
-// refused attempt. While nobody listens at the server's port yet (REJ invalid service ID, SIDR
-// UNSUPPORTED, or no answer) it tries again until wait has passed; wait 0 tries once, as the
-// tools do. It returns the Established event.
-func (ev *Events) Dial(wait, timeout time.Duration, connect func() (*rdmacm.ID, error), fresh func() error) (rdmacm.Event, error) {
+// Dial makes one connection to the server at addr: connect sends the request, fresh readies the
+// QP again after a refused attempt. While nobody listens at the server's port yet (REJ invalid
+// service ID, SIDR UNSUPPORTED, or no answer) it tries again until wait has passed; wait 0 tries
+// once, as the tools do. It returns the Established event. addr being the device's own, or one
+// nothing on the link answers for, is an error that says so: the device's loopback would answer
+// the first with "invalid service ID" (nothing of its own listens), create_ah the second with
+// "no link address".
+func (ev *Events) Dial(addr netip.Addr, wait, timeout time.Duration, connect func() (*rdmacm.ID, error), fresh func() error) (rdmacm.Event, error) {
+	if ev.own(addr) {
+		return rdmacm.Event{}, fmt.Errorf("%s: %s is this device's own address: a client connects to a server elsewhere on the link (the server's -ip), not to itself", ev.tool, addr)
+	}
 	deadline := time.Now().Add(wait)
 	for {
 		var e rdmacm.Event
 		_, err := connect()
 		if err != nil {
-			if !errors.Is(err, syscall.EHOSTUNREACH) || time.Now().After(deadline) {
+			if errors.Is(err, syscall.EHOSTUNREACH) && time.Now().After(deadline) {
+				return e, worded{fmt.Sprintf("%s: no route/neighbour to %s on the link: nothing on it answers for that address (is the peer up, is -link right?)", ev.tool, addr), err}
+			}
+			if !errors.Is(err, syscall.EHOSTUNREACH) {
 				return e, fmt.Errorf("%s: connect: %w", ev.tool, err)
 			}
 			e.Type = rdmacm.Unreachable // nobody answers for the address yet

@@ -274,12 +274,19 @@ func Stopped(ctx context.Context, d time.Duration) error {
 	return errors.New("interrupted")
 }
 
-// Round rounds a duration for people: to the second from a second on, else to 10 ms.
+// Round rounds a duration for people: to the second from a second on, to 10 ms from 10 ms on,
+// and below that to the unit of its first digit, so that a short time that passed (a -timeout of
+// 1ms) never reads as 0s.
 func Round(d time.Duration) time.Duration {
-	if d >= time.Second {
-		return d.Round(time.Second)
+	for _, unit := range []struct{ from, to time.Duration }{
+		{time.Second, time.Second}, {10 * time.Millisecond, 10 * time.Millisecond},
+		{time.Millisecond, time.Millisecond}, {time.Microsecond, time.Microsecond},
+	} {
+		if d >= unit.from {
+			return d.Round(unit.to)
+		}
 	}
-	return d.Round(10 * time.Millisecond)
+	return d
 }
 
 // ErrFlushed marks a failure whose only error completions were flushes: the QP went to the error
