@@ -117,8 +117,8 @@ func TestFaultFlagsAfterVerb(t *testing.T) {
 		code    int
 	}{
 		{[]string{"fault", "add", "drop", "from=a", "nth=3", "-socket", ctl}, "fault 1 added\n", "", 0},
-		{[]string{"fault", "list", "-socket", ctl}, "1 fired=0 seen=0 drop from=a nth=3\n", "", 0},
-		{[]string{"fault", "-timeout", "5s", "list", "-socket", ctl}, "1 fired=0 seen=0 drop from=a nth=3\n", "", 0},
+		{[]string{"fault", "list", "-socket", ctl}, "1 fired=0 seen=0 frames=none drop from=a nth=3\n", "", 0},
+		{[]string{"fault", "-timeout", "5s", "list", "-socket", ctl}, "1 fired=0 seen=0 frames=none drop from=a nth=3\n", "", 0},
 		{[]string{"fault", "remove", "-socket", ctl, "1"}, "fault 1 removed\n", "", 0},
 		{[]string{"fault", "-socket", ctl, "list"}, "", "", 0},
 		{[]string{"fault", "add", "drop", "-socket", ctl, "from=b"}, "fault 2 added\n", "", 0},
