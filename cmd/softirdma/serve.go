@@ -53,10 +53,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	control := fs.String("control", "", "with -function: a control socket at `PATH` (mode 0600, its owner's user only) on which softirdma fault adds, lists and removes faults and reads the ports' counters while serve runs")
 	fs.Var(&faults, "fault", "with -function, repeated: a `FAULT` in the fabric from the start, e.g. 'drop from=a opcode=RDMA_READ_RESPONSE_MIDDLE nth=3' (softirdma fault -h has the syntax)")
 	rate := fs.String("rate", "", "with -function and -link: the uplink's `RATE` toward its link in bits per second (e.g. 8M, 1.5G; none by default): frames wait for it rather than being lost, their senders with them; shape a fabric to its slowest peer (an rxe guest under TCG takes about 8M of UD)")
-	fs.Var(&functions, "function", "a function of its own for one more VM, repeated, as `name=NAME,socket=PATH[,ip=ADDR][,mac=MAC]` (instead of -socket); the functions share an in-process fabric, -link is its uplink, -pcap captures all of it")
+	fs.Var(&functions, "function", "a function of its own for one more VM, repeated, as `name=NAME,socket=PATH[,ip=ADDR][,mac=MAC][,rate=RATE]` (instead of -socket); the functions share an in-process fabric, -link is its uplink, -pcap captures all of it; rate= paces what the fabric hands the function, as -rate the uplink's")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: softirdma serve -socket PATH [-link LINK -ip ADDR [-pcap FILE]] [-mac MAC] [-debug] [-cpuprofile FILE]")
-		fmt.Fprintln(stderr, "       softirdma serve -function name=a,socket=PATH[,ip=ADDR][,mac=MAC] -function ... [-link LINK [-rate RATE]] [-pcap FILE] [-loss F]")
+		fmt.Fprintln(stderr, "       softirdma serve -function name=a,socket=PATH[,ip=ADDR][,mac=MAC][,rate=RATE] -function ... [-link LINK [-rate RATE]] [-pcap FILE] [-loss F]")
 		fmt.Fprintln(stderr, "                       [-fault FAULT]... [-control PATH] [-debug]")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "-socket serves one function (one VM): the softirdma PCI function (docs/device.md) to QEMU's")

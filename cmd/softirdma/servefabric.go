@@ -37,6 +37,7 @@ type functionSpec struct {
 	name, socket string
 	ip           netip.Addr
 	mac          [6]byte
+	rate         float64 // the function's port's rate (rate=), 0 for none
 }
 
 // functionFlags collects the -function flags, each checked as it is given.
@@ -54,14 +55,14 @@ func (f *functionFlags) String() string {
 	return strings.Join(names, ",")
 }
 
-// Set parses name=NAME,socket=PATH[,ip=ADDR][,mac=MAC]. Without ip the function gets
+// Set parses name=NAME,socket=PATH[,ip=ADDR][,mac=MAC][,rate=RATE]. Without ip the function gets
 // 192.0.2.N (N its position); without mac, 02:00 and the four bytes of its address.
 func (f *functionFlags) Set(v string) error {
 	if len(*f) == maxFunctions {
 		return fmt.Errorf("at most %d functions", maxFunctions)
 	}
 	var s functionSpec
-	var ipText, macText string
+	var ipText, macText, rateText string
 	given := map[string]string{}
 	for _, kv := range strings.Split(v, ",") {
 		k, val, ok := strings.Cut(kv, "=")
@@ -86,8 +87,10 @@ func (f *functionFlags) Set(v string) error {
 			ipText = val
 		case "mac":
 			macText = val
+		case "rate":
+			rateText = val
 		default:
-			return fmt.Errorf("unknown key %q: the keys are name, socket, ip and mac (%s)", k, functionExample)
+			return fmt.Errorf("unknown key %q: the keys are name, socket, ip, mac and rate (%s)", k, functionExample)
 		}
 	}
 	if !functionName.MatchString(s.name) {
@@ -107,6 +110,11 @@ func (f *functionFlags) Set(v string) error {
 		return fmt.Errorf("function %s: %v", s.name, err)
 	}
 	s.ip = ip
+	if rateText != "" {
+		if s.rate, err = parseRate(rateText); err != nil {
+			return fmt.Errorf("function %s: rate=: %v", s.name, err)
+		}
+	}
 	lf := linkFlags{ip: ipText, mac: macText}
 	if s.mac, err = lf.macAddr(); err != nil {
 		return fmt.Errorf("function %s: %v", s.name, strings.Replace(err.Error(), "-mac ", "mac=", 1))
@@ -264,7 +272,11 @@ func serveFabric(ctx context.Context, o fabricOptions, stdout, stderr io.Writer)
 	var all []served
 	for _, s := range o.functions {
 		flog := log.With("function", s.name)
-		h, err := emu.NewHost(emu.HostConfig{Name: s.name, Link: sw.NewPort(s.name), MAC: s.mac, IP: s.ip,
+		port := sw.NewPort(s.name)
+		if err := port.SetRate(s.rate); err != nil {
+			return fail("cannot shape the function's port", err, "function", s.name)
+		}
+		h, err := emu.NewHost(emu.HostConfig{Name: s.name, Link: port, MAC: s.mac, IP: s.ip,
 			IPs: []netip.Addr{neigh.LinkLocal(s.mac)}, Answer: true, RxLoss: o.loss, ActiveMTU: mtu})
 		if err != nil {
 			return fail("cannot make the function's host", err, "function", s.name)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -30,6 +31,20 @@ func TestServeRateFlag(t *testing.T) {
 		if code != 2 || errOut != c.want || out != "" {
 			t.Errorf("%v: exit %d, stderr %q, stdout %q; want 2 and %q", c.args, code, errOut, out, c.want)
 		}
+	}
+	for _, c := range []struct{ value, want string }{
+		{fn + ",rate=fast", "function a: rate=: \"fast\" is not a rate"},
+		{fn + ",rate=1G,rate=2G", "function a: rate= given twice (rate=1G and rate=2G)"},
+		{fn + ",rate=500", "function a: rate=: 500 is out of range: 1k to 400G bits per second"},
+	} {
+		var f functionFlags
+		if err := f.Set(c.value); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("-function %s: %v, want %q", c.value, err, c.want)
+		}
+	}
+	var f functionFlags
+	if err := f.Set(fn + ",rate=1.5G"); err != nil || f[0].rate != 1.5e9 {
+		t.Errorf("-function %s,rate=1.5G: %v, rate %g", fn, err, f[0].rate)
 	}
 	for in, want := range map[string]float64{"8M": 8e6, "1.5G": 1.5e9, "64k": 64e3, "400G": 400e9, "2500": 2500} {
 		if got, err := parseRate(in); err != nil || got != want {
