@@ -324,7 +324,7 @@ func unidentified(f *wire.Frame, cut string, n int, ci gopacket.CaptureInfo) *Re
 		Status: StatusUnidentified, Cut: cut}
 	switch {
 	case cut == "UDP header": // the IP header is whole
-	case cut == "IPv4 header" && f.L3 > 0 && len(f.Buf) >= f.L3+wire.IPv4Len && !f.IPv6:
+	case cut == "IPv4 header" && len(f.Buf) >= f.L3+wire.IPv4Len: // cut in its options
 	default:
 		return rec
 	}

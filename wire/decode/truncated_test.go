@@ -285,3 +285,30 @@ func TestDecodeHeaderOnlyFlows(t *testing.T) {
 		t.Errorf("summary %+v (whole %+v)", sum, wsum)
 	}
 }
+
+// TestDecodeCutInIPOptions: a raw IPv4 capture cut inside the header's options still shows the
+// addresses, which come before them.
+func TestDecodeCutInIPOptions(t *testing.T) {
+	b := wire.NewBuilder(wire.Path{SrcIP: netip.MustParseAddr("10.0.0.1"), DstIP: netip.MustParseAddr("10.0.0.2"), SrcPort: 50001})
+	fr, err := b.Build(make([]byte, 2048), &wire.Header{Opcode: wire.RCSendOnly, DestQP: 0x11, PSN: 1}, make([]byte, 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := fr[wire.EthernetLen:]
+	opt := append(append(append([]byte(nil), ip[:wire.IPv4Len]...), 1, 1, 1, 0), ip[wire.IPv4Len:]...) // NOP NOP NOP EOL
+	opt[0] = 0x46
+	opt[3] += 4
+	var out bytes.Buffer
+	w, err := wire.NewPcapWriterLink(&out, wire.LinkTypeIPv4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(0, 0), CaptureLength: 22, Length: len(opt)}, opt[:22]); err != nil {
+		t.Fatal(err)
+	}
+	got, sum, _ := runText(t, out.Bytes(), Options{})
+	want := "1970-01-01T00:00:00.000000Z #1 10.0.0.1 -> 10.0.0.2 not analysed: the capture ends inside the IPv4 header (22 of 112 bytes): cannot tell whether it is RoCEv2\n"
+	if !strings.HasPrefix(got, want) || sum != (Summary{Frames: 1, Unidentified: 1}) {
+		t.Errorf("%q %+v, want %q", got, sum, want)
+	}
+}
