@@ -90,8 +90,9 @@ const (
 	StatusUnidentified = "unidentified"
 )
 
-// Record is what the decoder reports about one RoCEv2 frame. Header fields are present only
-// when the frame carries them.
+// Record is what the decoder reports about one RoCEv2 frame, or about a frame a capture cut
+// too short to tell (StatusUnidentified). Header fields are present only when the frame carries
+// them and the capture holds them.
 type Record struct {
 	Frame  int       `json:"frame"`
 	Time   time.Time `json:"time"`
