@@ -15,6 +15,8 @@ func init() {
 
 // runDecode exits 0 when every RoCEv2 frame is well-formed with a valid ICRC, 1 when one is not,
 // and 2 when the file cannot be read (or is cut in the middle of a record) or the usage is wrong.
+// A capture with a snap length (tcpdump -s 128) is read for the headers it holds: a frame cut after
+// them is analysed with its ICRC unchecked and exits 0; one cut inside them exits 1.
 func runDecode(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("decode", stderr)
 	var opt decode.Options
@@ -25,7 +27,12 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "FILE - reads the capture from standard input (tcpdump -w - ... | softirdma decode -).")
 		fmt.Fprintln(stderr, "Prints one line per RoCEv2 frame of a pcap or pcapng capture, then")
 		fmt.Fprintln(stderr, "  summary: frames=N rocev2=N icrc_ok=N icrc_bad=N malformed=N")
-		fmt.Fprintln(stderr, "Exit status: 0 all RoCEv2 frames good, 1 any bad ICRC or malformed, 2 unreadable file.")
+		fmt.Fprintln(stderr, "and, when the capture cut frames short (tcpdump -s 128), at its end")
+		fmt.Fprintln(stderr, "  icrc_unchecked=N headers_cut=N unidentified=N")
+		fmt.Fprintln(stderr, "A frame cut after its headers is analysed (icrc=n/a: its ICRC is not in the capture);")
+		fmt.Fprintln(stderr, "one cut inside them says where and is not analysed.")
+		fmt.Fprintln(stderr, "Exit status: 0 all RoCEv2 frames good (or cut after their headers), 1 any bad ICRC,")
+		fmt.Fprintln(stderr, "malformed frame or frame cut inside its headers, 2 unreadable file.")
 		fs.PrintDefaults()
 	}
 	// Flags may come before or after FILE: parse, take the first positional, parse the rest.

@@ -170,8 +170,9 @@ func TestDecodeJSON(t *testing.T) {
 	}
 }
 
-// TestDecodeBadFrames: a flipped payload bit is icrc_bad, a frame cut by the capture is
-// malformed, and either makes the exit status 1.
+// TestDecodeBadFrames: a flipped payload bit is icrc_bad, a UDP length that disagrees with the IP
+// one is malformed, and either makes the exit status 1. A frame the capture cut after its headers
+// is analysed with its ICRC unchecked; one cut inside its headers says which and is not analysed.
 func TestDecodeBadFrames(t *testing.T) {
 	ps := readPackets(t, captures+"rxe-pingpong.pcap")
 	ps[0].data[60] ^= 0x10 // payload of the first SEND_ONLY
@@ -179,18 +180,25 @@ func TestDecodeBadFrames(t *testing.T) {
 	ps[2].data = ps[2].data[:70]
 	ps[2].ci.CaptureLength = 70 // cut by a snap length: Length stays
 	ps[3].data[15] ^= 0xFF      // TOS: masked, still fine
+	ps[4].data = ps[4].data[:50]
+	ps[4].ci.CaptureLength = 50
+	ps[5].data[14+20+5]++ // UDP length
 	code, out, _ := runDecodeArgs(t, writePcap(t, layers.LinkTypeEthernet, ps))
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
-	if got, want := lastLine(out), "summary: frames=112 rocev2=112 icrc_ok=109 icrc_bad=2 malformed=1"; got != want {
+	if got, want := lastLine(out), "summary: frames=112 rocev2=112 icrc_ok=107 icrc_bad=2 malformed=1 icrc_unchecked=1 headers_cut=1 unidentified=0"; got != want {
 		t.Errorf("%q, want %q", got, want)
 	}
-	if !strings.Contains(out, "#1 192.168.77.2 -> 192.168.77.1 sport=54099 RC_SEND_ONLY qp=0x000123 psn=3753198 ackreq payload=64 icrc=bad(carried 0xdfd48238 computed 0xa8826e8e)") {
-		t.Errorf("no icrc=bad line for frame 1:\n%s", out[:400])
-	}
-	if !strings.Contains(out, "#3 192.168.77.2 -> 192.168.77.1 sport=54099 RC_SEND_ONLY qp=0x000123 psn=3753199 ackreq malformed: cut short by the capture: 70 of 122 bytes") {
-		t.Errorf("no malformed line for frame 3")
+	for _, want := range []string{
+		"#1 192.168.77.2 -> 192.168.77.1 sport=54099 RC_SEND_ONLY qp=0x000123 psn=3753198 ackreq payload=64 icrc=bad(carried 0xdfd48238 computed 0xa8826e8e)\n",
+		"#3 192.168.77.2 -> 192.168.77.1 sport=54099 RC_SEND_ONLY qp=0x000123 psn=3753199 ackreq payload=64 icrc=n/a (truncated to 70 of 122 bytes)\n",
+		"#5 192.168.77.2 -> 192.168.77.1 sport=54099 not analysed: the capture ends inside the BTH (50 of 122 bytes)\n",
+		"#6 192.168.77.2 -> 192.168.77.1 sport=54099 RC_ACKNOWLEDGE qp=0x000123 psn=43983 malformed: wire: bad UDP length: differs from the IP payload length\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no line %q in\n%s", want, out[:800])
+		}
 	}
 }
 
@@ -399,5 +407,51 @@ func TestDecodeJSON64(t *testing.T) {
 	}
 	if !origs["0x123456789abcdef"] || !origs["0xfedcba9876543211"] || len(origs) != 2 {
 		t.Errorf("atomic_orig values %v", origs)
+	}
+}
+
+// snap cuts every record of the capture to its first n bytes, as tcpdump -s n writes it.
+func snap(ps []packet, n int) []packet {
+	out := make([]packet, len(ps))
+	for i, p := range ps {
+		out[i] = p
+		if len(p.data) > n {
+			out[i].data = p.data[:n]
+			out[i].ci.CaptureLength = n
+		}
+	}
+	return out
+}
+
+// TestDecodeHeaderOnlyCapture: tcpdump -s 128, the usual way to capture RDMA, keeps every header:
+// the frames are analysed, flows included, their ICRC reported as not checkable, and the exit
+// status is 0. Cut inside the headers (-s 64, -s 54 over IPv4), the frames that lose a header
+// say which, and the exit status is 1.
+func TestDecodeHeaderOnlyCapture(t *testing.T) {
+	ps := readPackets(t, captures+"rxe-perftest-pair.pcap")
+	code, out, errs := runDecodeArgs(t, "-flows", writePcap(t, layers.LinkTypeEthernet, snap(ps, 128)))
+	if code != 0 || errs != "" {
+		t.Errorf("-s 128: exit %d, stderr %q", code, errs)
+	}
+	if got, want := lastLine(out), "summary: frames=241 rocev2=61 icrc_ok=25 icrc_bad=0 malformed=0 icrc_unchecked=36 headers_cut=0 unidentified=0"; got != want {
+		t.Errorf("-s 128: %q, want %q", got, want)
+	}
+	for _, want := range []string{
+		"#39 192.168.77.3 -> 192.168.77.2 sport=49441 RC_RDMA_WRITE_FIRST qp=0x000011 psn=6960847 va=0x55aa6c626000 rkey=0x000002a6 len=2048 payload=1024 icrc=n/a (truncated to 128 of 1098 bytes)\n",
+		"flows: 4 RC connections\n",
+		"  192.168.77.3 -> 192.168.77.2 qp=0x000011 sport=49441: packets=10 bytes=10900 requests=10 responses=0 messages=5 psn=6960847..6960856 retransmits=0 gaps=0 missing_psns=0",
+		"    rkey 0x000003fe uses=5 ops=READ ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("-s 128: no %q", want)
+		}
+	}
+	code, out, _ = runDecodeArgs(t, writePcap(t, layers.LinkTypeEthernet, snap(ps, 64)))
+	if code != 1 || !strings.Contains(out, "#39 192.168.77.3 -> 192.168.77.2 sport=49441 RC_RDMA_WRITE_FIRST qp=0x000011 psn=6960847 not analysed: the capture ends inside the RETH (64 of 1098 bytes)\n") {
+		t.Errorf("-s 64: exit %d\n%s", code, out)
+	}
+	code, out, _ = runDecodeArgs(t, writePcap(t, layers.LinkTypeEthernet, snap(ps, 54)))
+	if got, want := lastLine(out), "summary: frames=241 rocev2=61 icrc_ok=0 icrc_bad=0 malformed=0 icrc_unchecked=15 headers_cut=46 unidentified=0"; code != 1 || got != want {
+		t.Errorf("-s 54: exit %d, %q, want %q", code, got, want)
 	}
 }

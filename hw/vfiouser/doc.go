@@ -7,7 +7,11 @@
 //
 // # What the server does
 //
-// One client at a time. Every message QEMU 11.1 sends is answered: VERSION (the reply no
+// One client at a time, and it must begin as QEMU does, with a VERSION the server accepts, whole
+// within Config.HandshakeTimeout (3 s by default, inside QEMU's own 5 s wait for the reply): a
+// client that says nothing, or something that is not vfio-user, gets an error reply when it
+// sent a header to reply to, and is dropped, so the next client (QEMU) is served. After VERSION
+// there is no deadline: QEMU may stay idle. Every message QEMU 11.1 sends is answered: VERSION (the reply no
 // larger than the request: QEMU sizes its buffer from its own message), DMA_MAP (never refused
 // for memory it cannot map: QEMU treats a failed map as fatal, so such memory is handed to the
 // device as present but not accessible), DMA_UNMAP (exact match or unmap-all; the device hears

@@ -147,9 +147,19 @@ func socketpair(t testing.TB) (*net.UnixConn, *net.UnixConn) {
 	return a, b
 }
 
-// serve starts srv on one end of a socketpair and returns a client on the other end and a
-// function that waits for the server to finish with the connection.
+// serve starts srv on one end of a socketpair and returns a client on the other end, past the
+// VERSION exchange, and a function that waits for the server to finish with the connection.
 func serve(t testing.TB, srv *Server) (*Client, func() error) {
+	t.Helper()
+	c, wait := serveFresh(t, srv)
+	if _, err := c.Version(); err != nil {
+		t.Fatal(err)
+	}
+	return c, wait
+}
+
+// serveFresh is serve without the VERSION exchange: the client's first message is the test's.
+func serveFresh(t testing.TB, srv *Server) (*Client, func() error) {
 	a, b := socketpair(t)
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeConn(context.Background(), a) }()

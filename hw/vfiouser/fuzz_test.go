@@ -15,7 +15,8 @@ import (
 var updateCorpus = flag.Bool("vfiouser.update-corpus", false, "rewrite testdata/fuzz/FuzzServer from the seed messages")
 
 // seedStreams are valid messages of every command, alone and as QEMU's start-up sequence,
-// each with the descriptor mode it needs (see FuzzServer).
+// each with the descriptor mode it needs (see FuzzServer), and first messages of clients that
+// are not vfio-user.
 func seedStreams() []struct {
 	name   string
 	stream []byte
@@ -80,6 +81,11 @@ func seedStreams() []struct {
 			rawMsg(9, CmdIRQInfo, 0, u32s(16, 0, PCIMSIXIRQ, 0)),
 			rawMsg(10, CmdDeviceReset, 0, nil)), 1 | 4},
 		{"short-header-then-valid", cat(rawMsg(1, CmdDeviceGetInfo, 0, nil)[:HeaderSize-4], []byte{8, 0, 0, 0}, rawMsg(2, CmdDeviceGetInfo, 0, u32s(16, 0, 0, 0))), 0},
+		// The connection's first bytes (fds bit 3): QEMU's VERSION, then what stray clients send.
+		{"first-version", cat(rawMsg(1, CmdVersion, 0, version), rawMsg(2, CmdDeviceGetInfo, 0, u32s(16, 0, 0, 0))), firstBytes},
+		{"first-not-version", rawMsg(1, CmdDeviceGetInfo, 0, u32s(16, 0, 0, 0)), firstBytes},
+		{"first-version-with-fd", rawMsg(1, CmdVersion, 0, version), firstBytes | 1},
+		{"first-text", []byte("status\n"), firstBytes},
 	}
 }
 
@@ -126,10 +132,15 @@ func TestFuzzCorpusHasEverySeed(t *testing.T) {
 	}
 }
 
+// firstBytes in FuzzServer's fds: the stream is the connection's first bytes, with no VERSION
+// exchange before it.
+const firstBytes = 8
+
 // FuzzServer feeds a byte stream, with descriptors on its first bytes (fds: bits 0-1 how
 // many, bit 2 the first is a memfd of 8 KiB, the others eventfds), to a server over a
-// socketpair, then hangs up. Whatever the bytes, the server must not panic, must leave no
-// descriptor open and no DMA region with the device once the client is gone.
+// socketpair, after QEMU's VERSION (unless bit 3, firstBytes, is set), then hangs up. Whatever
+// the bytes, the server must not panic, must leave no descriptor open and no DMA region with
+// the device once the client is gone.
 func FuzzServer(f *testing.F) {
 	for _, s := range seedStreams() {
 		f.Add(s.stream, s.fds)
@@ -165,6 +176,9 @@ func FuzzServer(f *testing.F) {
 		if len(send) > 0 {
 			oob = unix.UnixRights(send...)
 		}
+		if fds&firstBytes == 0 {
+			writeMsg(b, rawMsg(0xffff, CmdVersion, 0, append(append(make([]byte, 4), QEMUVersionJSON...), 0)), nil)
+		}
 		if len(stream) > 0 || len(oob) > 0 {
 			if len(stream) == 0 {
 				stream = []byte{0} // descriptors need a byte to ride on
@@ -190,14 +204,19 @@ func FuzzServer(f *testing.F) {
 	})
 }
 
-// The seeds are valid: every message in them (but the one meant to be malformed) is answered
+// The seeds are valid: every message in them (but in those meant to be refused) is answered
 // without error, so the fuzzer starts from the paths that do work.
 func TestFuzzSeedsAreValid(t *testing.T) {
+	refused := map[string]bool{"short-header-then-valid": true, "first-not-version": true, "first-text": true, "first-version-with-fd": true}
 	for _, s := range seedStreams() {
-		if s.name == "short-header-then-valid" {
+		if refused[s.name] {
 			continue
 		}
 		t.Run(s.name, func(t *testing.T) {
+			serve := serve
+			if s.fds&firstBytes != 0 {
+				serve = serveFresh
+			}
 			c, _ := serve(t, newServer(t, newFakeDev(t)))
 			var fds []int
 			for i := range int(s.fds & 3) {

@@ -166,7 +166,7 @@ type descDev struct {
 func (d descDev) Describe() Description { return d.d }
 
 // serveCancelable serves srv on one end of a socketpair until cancel; it returns a client on
-// the other end, that end itself, and where ServeConn's result arrives.
+// the other end (past VERSION), that end itself, and where ServeConn's result arrives.
 func serveCancelable(t *testing.T, srv *Server) (*Client, *net.UnixConn, context.CancelFunc, <-chan error) {
 	a, b := socketpair(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -175,6 +175,9 @@ func serveCancelable(t *testing.T, srv *Server) (*Client, *net.UnixConn, context
 	go func() { done <- srv.ServeConn(ctx, a) }()
 	c := NewClient(b)
 	t.Cleanup(func() { c.Close() })
+	if _, err := c.Version(); err != nil {
+		t.Fatal(err)
+	}
 	return c, b, cancel, done
 }
 
@@ -217,6 +220,9 @@ func TestClientGoneAfterRelease(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeConn(context.Background(), a) }()
 	c := NewClient(b)
+	if _, err := c.Version(); err != nil {
+		t.Fatal(err)
+	}
 	ram := memfd(t, 1<<20, nil)
 	defer unix.Close(ram)
 	if err := c.DMAMap(0, 1<<20, ram, 0, DMARead|DMAWrite); err != nil {

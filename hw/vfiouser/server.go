@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/softirdma/softirdma/internal/sockguard"
 	"golang.org/x/sys/unix"
@@ -37,7 +38,21 @@ type Config struct {
 	// process die: a sockguard.Guard. Without one, a server killed with a request unread resets
 	// the connection, and QEMU 11.1 aborts on the reset (see internal/sockguard).
 	Guard ConnGuard
+	// HandshakeTimeout is how long a client that connected has to complete the VERSION
+	// exchange; one that has not by then is dropped, so that a client that says nothing (or
+	// nothing in vfio-user) cannot keep the one client slot from QEMU. 0 means
+	// DefaultHandshakeTimeout. Once the exchange is done the client may idle for ever.
+	HandshakeTimeout time.Duration
 }
+
+// DefaultHandshakeTimeout is HandshakeTimeout's default. QEMU sends VERSION as soon as it has
+// connected and gives up on a reply after its x-msg-timeout of 5 s; a QEMU queued behind a
+// silent client is served before then.
+const DefaultHandshakeTimeout = 3 * time.Second
+
+// ErrNoVersion is what ends the connection of a client that did not begin with a VERSION the
+// server accepts, in time (ServeConn's error, and ClientGone's): wrapped with what it sent.
+var ErrNoVersion = errors.New("vfiouser: the client did not begin with a vfio-user VERSION")
 
 // ConnGuard holds a copy of a connection from Hold until release is called.
 type ConnGuard interface {
@@ -55,6 +70,8 @@ type Server struct {
 	maxMsg      int
 	clientGone  func(error)
 	guard       ConnGuard
+	// handshakeTimeout is Config.HandshakeTimeout, defaulted.
+	handshakeTimeout time.Duration
 
 	irqs *irqTable
 
@@ -87,6 +104,12 @@ func New(cfg Config, dev Device) (*Server, error) {
 	if cfg.MaxMsgFDs < 1 || cfg.MaxMsgFDs > 253 || cfg.MaxDataXfer < 8 || cfg.MaxDataXfer > 64<<20 {
 		return nil, fmt.Errorf("vfiouser: MaxMsgFDs %d (1..253) or MaxDataXfer %d (8..64 MiB) out of range", cfg.MaxMsgFDs, cfg.MaxDataXfer)
 	}
+	if cfg.HandshakeTimeout < 0 {
+		return nil, fmt.Errorf("vfiouser: HandshakeTimeout %v is negative", cfg.HandshakeTimeout)
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = DefaultHandshakeTimeout
+	}
 	desc := dev.Describe()
 	if len(desc.Regions) > maxRegions || len(desc.IRQs) > maxIRQs {
 		return nil, fmt.Errorf("vfiouser: %d regions, %d IRQ indices: QEMU accepts at most %d and %d", len(desc.Regions), len(desc.IRQs), maxRegions, maxIRQs)
@@ -111,10 +134,11 @@ func New(cfg Config, dev Device) (*Server, error) {
 	return &Server{
 		dev: dev, desc: desc, log: log, path: cfg.SocketPath,
 		maxFDs: cfg.MaxMsgFDs, maxDataXfer: cfg.MaxDataXfer,
-		maxMsg:     HeaderSize + regionRWSize + cfg.MaxDataXfer + 4096,
-		clientGone: cfg.ClientGone,
-		guard:      cfg.Guard,
-		irqs:       newIRQTable(desc.IRQs),
+		maxMsg:           HeaderSize + regionRWSize + cfg.MaxDataXfer + 4096,
+		clientGone:       cfg.ClientGone,
+		guard:            cfg.Guard,
+		handshakeTimeout: cfg.HandshakeTimeout,
+		irqs:             newIRQTable(desc.IRQs),
 	}, nil
 }
 
@@ -215,7 +239,9 @@ func (s *Server) Close() error {
 
 // ServeConn serves one client on conn until it goes (EOF, error) or ctx ends, then releases
 // everything the client gave: every DMA region (the device is told first), every eventfd; and
-// resets the device.
+// resets the device. The client's first message must be a VERSION the server accepts, whole
+// within HandshakeTimeout: else it gets an error reply (when it sent a header to reply to) and
+// is dropped, with an error wrapping ErrNoVersion.
 // It closes conn, shut down and drained first, so that the client reads end of file and not a
 // reset. Connections are served one at a time: a second ServeConn waits for the first.
 // It returns nil when the client hung up.
@@ -258,6 +284,7 @@ type session struct {
 	oob     []byte
 	hdr     [HeaderSize]byte
 	buf     []byte
+	got     int // bytes read from the client so far
 }
 
 // release gives back what the client gave and resets the device: a client that goes leaves
@@ -275,6 +302,9 @@ func (c *session) release() {
 
 func (c *session) loop() error {
 	c.oob = make([]byte, unix.CmsgSpace(4*(c.s.maxFDs+8)))
+	if err := c.handshake(); err != nil {
+		return err
+	}
 	for {
 		h, body, fds, bad, err := c.read()
 		if err != nil {
@@ -292,6 +322,74 @@ func (c *session) loop() error {
 			return err
 		}
 	}
+}
+
+// handshake serves the client's first message, which must be a VERSION the server accepts,
+// read and answered within the handshake timeout. It returns nil once the exchange is done (and
+// the deadline lifted), the connection's error if the client went, or an ErrNoVersion.
+func (c *session) handshake() error {
+	timeout := c.s.handshakeTimeout
+	if err := c.conn.SetDeadline(time.Now().Add(timeout)); err != nil {
+		return err
+	}
+	fds, err := c.readFull(c.hdr[:], nil)
+	var h Header
+	var body []byte
+	var bad error
+	if err == nil {
+		h = parseHeader(c.hdr[:])
+		switch {
+		case h.Size < HeaderSize:
+			bad = refuse(syscall.EINVAL, "message size %d is shorter than its header", h.Size)
+		case int64(h.Size) > int64(c.s.maxMsg):
+			bad = refuse(syscall.E2BIG, "message size %d is over the limit %d", h.Size, c.s.maxMsg)
+		default:
+			if cap(c.buf) < int(h.Size)-HeaderSize {
+				c.buf = make([]byte, int(h.Size)-HeaderSize)
+			}
+			body = c.buf[:int(h.Size)-HeaderSize]
+			fds, err = c.readFull(body, fds)
+		}
+	}
+	if err != nil {
+		sockguard.CloseFDs(fds)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return fmt.Errorf("%w: none within %v, and it sent %s", ErrNoVersion, timeout, c.sent())
+		}
+		return err
+	}
+	var reply []byte
+	switch {
+	case bad != nil:
+		sockguard.CloseFDs(fds)
+	case h.Cmd != CmdVersion:
+		sockguard.CloseFDs(fds)
+		bad = refuse(syscall.EINVAL, "%s before VERSION: the first message must be VERSION", h.Cmd)
+	case h.Flags&FlagNoReply != 0:
+		sockguard.CloseFDs(fds)
+		bad = refuse(syscall.EINVAL, "VERSION asking for no reply")
+	default:
+		reply, _, bad = c.s.handle(&c.dma, h, body, fds)
+	}
+	if err := c.respond(h, reply, -1, bad); err != nil && bad == nil {
+		return err
+	}
+	if bad != nil {
+		return fmt.Errorf("%w: its first message (%s, id %d) was refused: %v", ErrNoVersion, h.Cmd, h.ID, bad)
+	}
+	return c.conn.SetDeadline(time.Time{})
+}
+
+// sent describes what the client has sent so far, for the log of a client dropped before its
+// VERSION.
+func (c *session) sent() string {
+	switch {
+	case c.got == 0:
+		return "nothing"
+	case c.got <= HeaderSize:
+		return fmt.Sprintf("%d bytes, %q", c.got, c.hdr[:c.got])
+	}
+	return fmt.Sprintf("%d bytes, beginning %q", c.got, c.hdr[:])
 }
 
 // respond sends the reply to h, or the error reply for bad, unless the client asked for none.
@@ -369,6 +467,9 @@ func (c *session) readFull(b []byte, fds []int) ([]int, error) {
 		n, oobn, flags, _, err := c.conn.ReadMsgUnix(b, c.oob)
 		if oobn > 0 {
 			fds = append(fds, sockguard.Rights(c.oob[:oobn])...)
+		}
+		if n > 0 {
+			c.got += n
 		}
 		if err != nil {
 			return fds, err

@@ -26,7 +26,7 @@ func wantErrno(t *testing.T, what string, err error, errno syscall.Errno) {
 // QEMU's start-up order, message for message, against the fake device.
 func TestQEMUStartupSequence(t *testing.T) {
 	dev := newFakeDev(t)
-	c, wait := serve(t, newServer(t, dev))
+	c, wait := serveFresh(t, newServer(t, dev))
 
 	caps, err := c.Version()
 	if err != nil {

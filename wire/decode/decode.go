@@ -3,6 +3,11 @@
 // the ICRC verdict, per-flow statistics (-flows: RC connections, UC streams, UD QP pairs), the
 // closing summary, and the human and JSON renderings of all three. It reads through wire and never
 // panics on a truncated or garbage file.
+//
+// A capture with a snap length (tcpdump -s 128, usual for RDMA) keeps each frame's headers and
+// drops its payload and ICRC. Such a frame is analysed, flows included, from the headers it holds,
+// with the lengths the IP and UDP headers give; its ICRC is reported as not checkable. A frame cut
+// inside its headers is reported with the header the capture ends in, and not analysed.
 package decode
 
 import (
@@ -28,23 +33,41 @@ type Options struct {
 }
 
 // Summary counts the frames of a capture. RoCEv2 counts every frame to UDP port 4791, malformed
-// ones included, so ICRCOK + ICRCBad + Malformed == RoCEv2.
+// ones included, so ICRCOK + ICRCBad + Malformed + ICRCUnchecked + HeadersCut == RoCEv2.
+//
+// The last three count frames a capture's snap length cut short (tcpdump -s 128): ICRCUnchecked
+// those analysed from the headers the capture holds, whose ICRC it does not; HeadersCut the
+// RoCEv2 frames it cut inside the BTH or an extension header; Unidentified the frames it cut
+// before their UDP destination port, which may or may not be RoCEv2.
 type Summary struct {
-	Frames    int `json:"frames"`
-	RoCEv2    int `json:"rocev2"`
-	ICRCOK    int `json:"icrc_ok"`
-	ICRCBad   int `json:"icrc_bad"`
-	Malformed int `json:"malformed"`
+	Frames        int `json:"frames"`
+	RoCEv2        int `json:"rocev2"`
+	ICRCOK        int `json:"icrc_ok"`
+	ICRCBad       int `json:"icrc_bad"`
+	Malformed     int `json:"malformed"`
+	ICRCUnchecked int `json:"icrc_unchecked,omitempty"`
+	HeadersCut    int `json:"headers_cut,omitempty"`
+	Unidentified  int `json:"unidentified,omitempty"`
 }
 
-// String is the last line of the human output.
+// String is the last line of the human output. The counts of cut frames follow the others, and
+// only for a capture that cut some: the line for whole frames stays what scripts match.
 func (s Summary) String() string {
-	return fmt.Sprintf("summary: frames=%d rocev2=%d icrc_ok=%d icrc_bad=%d malformed=%d",
+	l := fmt.Sprintf("summary: frames=%d rocev2=%d icrc_ok=%d icrc_bad=%d malformed=%d",
 		s.Frames, s.RoCEv2, s.ICRCOK, s.ICRCBad, s.Malformed)
+	if s.ICRCUnchecked+s.HeadersCut+s.Unidentified > 0 {
+		l += fmt.Sprintf(" icrc_unchecked=%d headers_cut=%d unidentified=%d", s.ICRCUnchecked, s.HeadersCut, s.Unidentified)
+	}
+	return l
 }
 
-// Clean says whether every RoCEv2 frame was well-formed with a valid ICRC.
-func (s Summary) Clean() bool { return s.ICRCBad == 0 && s.Malformed == 0 }
+// Clean says whether every RoCEv2 frame was well-formed with a valid ICRC, where the capture
+// holds the frame whole, and every frame the capture cut kept the headers that say what it is:
+// a header-only capture is clean, one cut inside the headers is not, since nothing can be said of
+// the frames it cut there.
+func (s Summary) Clean() bool {
+	return s.ICRCBad == 0 && s.Malformed == 0 && s.HeadersCut == 0 && s.Unidentified == 0
+}
 
 // ErrUnreadable wraps every error that keeps Run from reading the capture at all (not a capture,
 // a link type it cannot decode). Errors met later, after some frames, are returned unwrapped with
@@ -56,21 +79,34 @@ const (
 	StatusOK        = "ok"
 	StatusICRCBad   = "icrc_bad"
 	StatusMalformed = "malformed"
+	// StatusICRCUnchecked: the capture cut the frame after its headers; it is analysed, and its
+	// ICRC, not in the capture, is not checked.
+	StatusICRCUnchecked = "icrc_unchecked"
+	// StatusHeadersCut: the capture cut the frame inside its BTH or an extension header (named
+	// in Record.Cut); it is not analysed.
+	StatusHeadersCut = "headers_cut"
+	// StatusUnidentified: the capture cut the frame before its UDP destination port, so whether
+	// it is RoCEv2 is not known. Such records are not counted as RoCEv2 frames.
+	StatusUnidentified = "unidentified"
 )
 
-// Record is what the decoder reports about one RoCEv2 frame. Header fields are present only
-// when the frame carries them.
+// Record is what the decoder reports about one RoCEv2 frame, or about a frame a capture cut
+// too short to tell (StatusUnidentified). Header fields are present only when the frame carries
+// them and the capture holds them.
 type Record struct {
-	Frame   int       `json:"frame"`
-	Time    time.Time `json:"time"`
-	Length  int       `json:"len"`
-	CapLen  int       `json:"caplen"`
-	Status  string    `json:"status"`
-	Error   string    `json:"error,omitempty"`
-	Src     string    `json:"src,omitempty"`
-	Dst     string    `json:"dst,omitempty"`
-	SrcPort uint16    `json:"sport,omitempty"`
-	VLAN    *uint16   `json:"vlan,omitempty"`
+	Frame  int       `json:"frame"`
+	Time   time.Time `json:"time"`
+	Length int       `json:"len"`
+	CapLen int       `json:"caplen"`
+	Status string    `json:"status"`
+	Error  string    `json:"error,omitempty"`
+	// Cut is the header inside which the capture ends, for StatusHeadersCut and
+	// StatusUnidentified: "BTH", "RETH", "UDP header", ...
+	Cut     string  `json:"cut,omitempty"`
+	Src     string  `json:"src,omitempty"`
+	Dst     string  `json:"dst,omitempty"`
+	SrcPort uint16  `json:"sport,omitempty"`
+	VLAN    *uint16 `json:"vlan,omitempty"`
 
 	Opcode      string  `json:"opcode,omitempty"`
 	OpcodeValue *uint8  `json:"opcode_value,omitempty"`
@@ -196,8 +232,12 @@ func Run(r io.Reader, w io.Writer, opt Options) (Summary, error) {
 			break
 		}
 		sum.Frames++
-		perr := parse(&p, &f, data)
+		perr := parse(&p, &f, data, ci.Length)
 		if !f.RoCE {
+			if cut := cutInside(perr); cut != "" && ci.CaptureLength < ci.Length {
+				sum.Unidentified++
+				out.record(unidentified(&f, cut, sum.Frames, ci))
+			}
 			continue // not addressed to UDP 4791: not ours to judge
 		}
 		sum.RoCEv2++
@@ -207,11 +247,15 @@ func Run(r io.Reader, w io.Writer, opt Options) (Summary, error) {
 			sum.ICRCOK++
 		case StatusICRCBad:
 			sum.ICRCBad++
+		case StatusICRCUnchecked:
+			sum.ICRCUnchecked++
+		case StatusHeadersCut:
+			sum.HeadersCut++
 		default:
 			sum.Malformed++
 		}
-		if opt.Flows && rec.Status != StatusMalformed {
-			flows.Add(&f, ci.Timestamp, ci.Length, rec.Status == StatusOK)
+		if opt.Flows && (rec.Status == StatusOK || rec.Status == StatusICRCBad || rec.Status == StatusICRCUnchecked) {
+			flows.Add(&f, ci.Timestamp, ci.Length, rec.Status != StatusICRCBad)
 		}
 		out.record(rec)
 	}
@@ -225,15 +269,16 @@ func Run(r io.Reader, w io.Writer, opt Options) (Summary, error) {
 	return sum, readErr
 }
 
-type parseFunc func(p *wire.Parser, f *wire.Frame, data []byte) error
+// parseFunc parses data, the part of a frame of wireLen bytes that the capture holds.
+type parseFunc func(p *wire.Parser, f *wire.Frame, data []byte, wireLen int) error
 
 // linkParser returns how to find the IP packet in a frame of the link type.
 func linkParser(lt wire.LinkType) (parseFunc, error) {
 	switch lt {
 	case wire.LinkTypeEthernet:
-		return (*wire.Parser).Parse, nil
+		return (*wire.Parser).ParseCaptured, nil
 	case wire.LinkTypeRaw, wire.LinkTypeIPv4, wire.LinkTypeIPv6, wire.LinkTypeRawBSD, wire.LinkTypeRawBSD14:
-		return (*wire.Parser).ParseIP, nil
+		return (*wire.Parser).ParseCapturedIP, nil
 	case wire.LinkTypeLinuxSLL:
 		return cooked(wire.SLLLen, wire.SLLProtoOff), nil
 	case wire.LinkTypeLinuxSLL2:
@@ -250,18 +295,42 @@ var (
 // cooked parses Linux cooked capture: a pseudo header of n bytes whose protocol field, at
 // protoOff, is the EtherType of the packet that follows.
 func cooked(n, protoOff int) parseFunc {
-	return func(p *wire.Parser, f *wire.Frame, data []byte) error {
+	return func(p *wire.Parser, f *wire.Frame, data []byte, wireLen int) error {
 		if len(data) < n {
 			f.Reset()
 			return errShortCooked
 		}
 		switch et := binary.BigEndian.Uint16(data[protoOff:]); et {
 		case wire.EtherTypeIPv4, wire.EtherTypeIPv6:
-			return p.ParseIP(f, data[n:])
+			return p.ParseCapturedIP(f, data[n:], wireLen-n)
 		}
 		f.Reset()
 		return errCookedNotIP
 	}
+}
+
+// cutInside names the header inside which a frame's captured bytes end, or "" when the parse
+// failed otherwise (or did not fail).
+func cutInside(err error) string {
+	if err == errShortCooked {
+		return "cooked header"
+	}
+	return wire.CutInside(err)
+}
+
+// unidentified describes a frame the capture cut before its UDP destination port: its addresses
+// if the capture holds them, and where the capture ends.
+func unidentified(f *wire.Frame, cut string, n int, ci gopacket.CaptureInfo) *Record {
+	rec := &Record{Frame: n, Time: ci.Timestamp.UTC(), Length: ci.Length, CapLen: ci.CaptureLength,
+		Status: StatusUnidentified, Cut: cut}
+	switch {
+	case cut == "UDP header": // the IP header is whole
+	case cut == "IPv4 header" && len(f.Buf) >= f.L3+wire.IPv4Len: // cut in its options
+	default:
+		return rec
+	}
+	rec.Src, rec.Dst = f.SrcIP().String(), f.DstIP().String()
+	return rec
 }
 
 // record describes one frame the parser found addressed to UDP 4791.
@@ -273,21 +342,27 @@ func record(p *wire.Parser, f *wire.Frame, perr error, n int, ci gopacket.Captur
 		v := f.VLAN & 0x0FFF
 		rec.VLAN = &v
 	}
+	cut := ci.CaptureLength < ci.Length
 	switch {
-	case ci.CaptureLength < ci.Length:
-		rec.Status = StatusMalformed
-		rec.Error = fmt.Sprintf("cut short by the capture: %d of %d bytes", ci.CaptureLength, ci.Length)
+	case perr == nil && f.Truncated():
+		rec.Status = StatusICRCUnchecked
 	case perr == nil:
 		rec.Status = StatusOK
 	case wire.KindOf(perr) == wire.KindBadICRC:
 		rec.Status = StatusICRCBad
+	case cut && cutInside(perr) != "":
+		rec.Status = StatusHeadersCut
+		rec.Cut = cutInside(perr)
 	default:
 		rec.Status = StatusMalformed
 		rec.Error = perr.Error()
+		if cut {
+			rec.Error += fmt.Sprintf(" (the capture holds %d of %d bytes)", ci.CaptureLength, ci.Length)
+		}
 	}
 	h := f.BTH
 	if h == nil {
-		// Cut short or inconsistent lengths: still show the BTH if the capture holds it.
+		// Inconsistent lengths: still show the BTH if the capture holds it.
 		bth := f.L4 + wire.UDPLen
 		if len(f.Buf) < bth+wire.BTHLen {
 			return rec
@@ -338,13 +413,17 @@ func record(p *wire.Parser, f *wire.Frame, perr error, n int, ci gopacket.Captur
 		x := v.Raw()
 		rec.FETH = &x
 	}
-	if rec.Status != StatusMalformed {
-		n := len(f.Payload)
+	switch rec.Status {
+	case StatusOK, StatusICRCBad, StatusICRCUnchecked:
+		n := f.PayloadLen()
 		rec.Payload = &n
 		rec.ICRC = "ok"
-		if rec.Status == StatusICRCBad {
+		switch rec.Status {
+		case StatusICRCBad:
 			rec.ICRC = "bad"
 			rec.ICRCCarried, rec.ICRCComputed = hex32(f.ICRC), hex32(p.ICRC(f))
+		case StatusICRCUnchecked:
+			rec.ICRC = "n/a"
 		}
 	}
 	return rec
@@ -365,7 +444,16 @@ func pad(s string, n int) string {
 func (r *Record) Text() string {
 	var b strings.Builder
 	b.WriteString(r.Time.Format(timeFormat))
-	fmt.Fprintf(&b, " #%d %s -> %s sport=%d", r.Frame, r.Src, r.Dst, r.SrcPort)
+	fmt.Fprintf(&b, " #%d", r.Frame)
+	if r.Status == StatusUnidentified {
+		if r.Src != "" {
+			fmt.Fprintf(&b, " %s -> %s", r.Src, r.Dst)
+		}
+		fmt.Fprintf(&b, " not analysed: the capture ends inside the %s (%d of %d bytes): cannot tell whether it is RoCEv2",
+			r.Cut, r.CapLen, r.Length)
+		return b.String()
+	}
+	fmt.Fprintf(&b, " %s -> %s sport=%d", r.Src, r.Dst, r.SrcPort)
 	if r.VLAN != nil {
 		fmt.Fprintf(&b, " vlan=%d", *r.VLAN)
 	}
@@ -429,6 +517,10 @@ func (r *Record) Text() string {
 		b.WriteString(" icrc=ok")
 	case StatusICRCBad:
 		fmt.Fprintf(&b, " icrc=bad(carried %s computed %s)", r.ICRCCarried, r.ICRCComputed)
+	case StatusICRCUnchecked:
+		fmt.Fprintf(&b, " icrc=n/a (truncated to %d of %d bytes)", r.CapLen, r.Length)
+	case StatusHeadersCut:
+		fmt.Fprintf(&b, " not analysed: the capture ends inside the %s (%d of %d bytes)", r.Cut, r.CapLen, r.Length)
 	default:
 		b.WriteString(" malformed: " + r.Error)
 	}

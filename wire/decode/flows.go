@@ -166,8 +166,9 @@ func (fl *Flows) Add(f *wire.Frame, ts time.Time, wireLen int, icrcOK bool) {
 	}
 	psn := h.PSN()
 	info := f.Info
-	if (info.Class == wire.First || info.Class == wire.Middle) && len(f.Payload) > fl.mtu {
-		fl.mtu = len(f.Payload)
+	// The length on the wire: a header-only capture holds less of the payload.
+	if n := f.PayloadLen(); (info.Class == wire.First || info.Class == wire.Middle) && n > fl.mtu {
+		fl.mtu = n
 	}
 	if info.Response {
 		d.Responses++
