@@ -17,7 +17,6 @@ import (
 	"github.com/softirdma/softirdma/hw/driver"
 	"github.com/softirdma/softirdma/hw/vfiouser"
 	"github.com/softirdma/softirdma/internal/vfiobus"
-	"github.com/softirdma/softirdma/wire"
 	"github.com/softirdma/softirdma/wire/decode"
 	"github.com/softirdma/softirdma/wire/faultplan"
 	"github.com/softirdma/softirdma/wire/roce"
@@ -247,31 +246,6 @@ func startFabric(t *testing.T, o fabricOptions) (sockA, sockB string, out, errs 
 	return sockA, sockB, out, errs, stop
 }
 
-// captured is every frame of a pcap file so far.
-func captured(t *testing.T, path string) [][]byte {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := wire.NewPcapReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var frames [][]byte
-	for {
-		data, _, err := r.Next()
-		if err == io.EOF {
-			return frames
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		frames = append(frames, append([]byte(nil), data...))
-	}
-}
-
 // fault runs `softirdma fault -socket ctl ARGS...`.
 func fault(ctl string, args ...string) (int, string, string) {
 	return runCLI(append([]string{"fault", "-socket", ctl}, args...)...)
@@ -307,13 +281,13 @@ func TestServeFabricFaults(t *testing.T) {
 		t.Fatalf("list: %d %q %q (%v)", code, list, errs, err)
 	}
 	// The capture's frame n is a's first WRITE; the next WRITE from a carries the same PSN.
-	frames := captured(t, o.pcap)
+	frames := readPackets(t, o.pcap)
 	var dropped, again *roce.Frame
 	for i := n - 1; i < len(frames); i++ {
 		var f roce.Frame
-		if err := new(roce.Parser).Parse(&f, frames[i]); err != nil || f.Opcode != roce.RCWriteOnly || f.SrcIP() != netip.MustParseAddr("192.0.2.11") {
+		if err := new(roce.Parser).Parse(&f, frames[i].data); err != nil || f.Opcode != roce.RCWriteOnly || f.SrcIP() != netip.MustParseAddr("192.0.2.11") {
 			if i == n-1 {
-				t.Fatalf("frame %d of the capture is not a's WRITE (%v): %x", n, err, frames[i])
+				t.Fatalf("frame %d of the capture is not a's WRITE (%v): %x", n, err, frames[i].data)
 			}
 			continue
 		}

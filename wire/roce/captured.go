@@ -1,9 +1,6 @@
 package roce
 
-import (
-	"encoding/binary"
-	"math/bits"
-)
+import "encoding/binary"
 
 // Captures of RDMA traffic usually keep only the first bytes of each frame (tcpdump -s 128): the
 // BTH and its extension headers are there, the payload and the ICRC are not. ParseCaptured reads
@@ -97,88 +94,7 @@ func (p *Parser) captured(f *Frame, ipLen int) error {
 	if int(binary.BigEndian.Uint16(b[l4+4:])) != end-l4 {
 		return errUDPLength
 	}
-	return parseCapturedTransport(f, l4+UDPLen, end)
-}
-
-// parseCapturedTransport is ParseTransport for a frame of which f.Buf holds less than end bytes:
-// the lengths are checked as ParseTransport checks them, then the headers the capture holds are
-// read.
-func parseCapturedTransport(f *Frame, bth, end int) error {
-	b := f.Buf
-	f.BTHOff, f.End = bth, end
-	if end-bth < BTHLen+ICRCLen {
-		return errShortBTH
-	}
-	if len(b) < bth+BTHLen {
-		return errCutBTH
-	}
-	h := BTH(b[bth : bth+BTHLen : bth+BTHLen])
-	f.BTH = h
-	f.Opcode = h.Opcode()
-	info := f.Opcode.Info()
-	if info == nil {
-		return errOpcode
-	}
-	f.Info = info
-	if h.TVer() != 0 {
-		return errTVer
-	}
-	off := bth + BTHLen
-	icrcOff := end - ICRCLen
-	if off+info.Ext.Len() > icrcOff {
-		return errExtHeaders
-	}
-	rest := icrcOff - off - info.Ext.Len()
-	pad := h.PadCnt()
-	f.Pad = pad
-	if pad > rest || rest%4 != 0 {
-		return errPad
-	}
-	switch info.payload {
-	case noPayload:
-		if pad != 0 {
-			return errPad
-		}
-		if rest != 0 {
-			return errPayload
-		}
-	case fixedPayload:
-		if rest-pad != atomicWritePayloadBytes {
-			return errAtomicWrite
-		}
-	}
-	for e := info.Ext; e != 0; e &= e - 1 {
-		i := bits.TrailingZeros16(uint16(e))
-		x := extOrder[i]
-		if len(b) < off+x.len {
-			return errCutExt[i]
-		}
-		v := b[off : off+x.len : off+x.len]
-		switch x.ext {
-		case ExtDETH:
-			f.DETH = v
-		case ExtFETH:
-			f.FETH = v
-		case ExtRETH:
-			f.RETH = v
-		case ExtAtomicETH:
-			f.AtomicETH = v
-		case ExtAETH:
-			f.AETH = v
-		case ExtAtomicAckETH:
-			f.AtomicAckETH = v
-		case ExtImmDt:
-			f.ImmDt = v
-		case ExtIETH:
-			f.IETH = v
-		case ExtCNP:
-			f.CNPReserved = v
-		}
-		off += x.len
-	}
-	held := min(len(b), icrcOff-pad)
-	f.Payload = b[off:held:held]
-	return nil
+	return ParseTransport(f, l4+UDPLen, end)
 }
 
 // Truncated says whether f.Buf ends before the frame's IP packet does: a frame ParseCaptured read

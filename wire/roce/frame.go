@@ -247,14 +247,20 @@ func (p *Parser) parseIP(f *Frame, l3 int, ipv6 bool) error {
 
 // ParseTransport parses the InfiniBand part, f.Buf[bth:end]: BTH, extension headers, payload, pad
 // and ICRC field. It checks everything but the ICRC value, which needs the IP header; the gopacket
-// layer shares it, so both decoders accept exactly the same packets.
+// layer shares it, so both decoders accept exactly the same packets. f.Buf may end before end (a
+// capture that kept the first bytes of the frame, ParseCaptured): the lengths are checked all the
+// same, the headers it holds are read, f.Payload is the part of the payload it holds and f.ICRC
+// is 0; if it ends inside a header, that header's KindShort error says which (CutInside).
 func ParseTransport(f *Frame, bth, end int) error {
 	b := f.Buf
 	f.BTHOff, f.End = bth, end
 	if end-bth < BTHLen+ICRCLen {
 		return errShortBTH
 	}
-	h := BTH(b[bth : bth+BTHLen])
+	if len(b) < bth+BTHLen {
+		return errCutBTH
+	}
+	h := BTH(b[bth : bth+BTHLen : bth+BTHLen])
 	f.BTH = h
 	f.Opcode = h.Opcode()
 	info := f.Opcode.Info()
@@ -270,35 +276,7 @@ func ParseTransport(f *Frame, bth, end int) error {
 	if off+info.Ext.Len() > icrcOff {
 		return errExtHeaders
 	}
-	if info.Ext != 0 {
-		// extOrder is in bit order, so the set bits, lowest first, are the headers in wire order.
-		for e := info.Ext; e != 0; e &= e - 1 {
-			x := extOrder[bits.TrailingZeros16(uint16(e))]
-			v := b[off : off+x.len : off+x.len]
-			switch x.ext {
-			case ExtDETH:
-				f.DETH = v
-			case ExtFETH:
-				f.FETH = v
-			case ExtRETH:
-				f.RETH = v
-			case ExtAtomicETH:
-				f.AtomicETH = v
-			case ExtAETH:
-				f.AETH = v
-			case ExtAtomicAckETH:
-				f.AtomicAckETH = v
-			case ExtImmDt:
-				f.ImmDt = v
-			case ExtIETH:
-				f.IETH = v
-			case ExtCNP:
-				f.CNPReserved = v
-			}
-			off += x.len
-		}
-	}
-	rest := icrcOff - off
+	rest := icrcOff - off - info.Ext.Len()
 	pad := h.PadCnt()
 	f.Pad = pad
 	if pad > rest || rest%4 != 0 {
@@ -306,7 +284,6 @@ func ParseTransport(f *Frame, bth, end int) error {
 		// between the headers and the ICRC is always a multiple of 4.
 		return errPad
 	}
-	f.Payload = b[off : icrcOff-pad : icrcOff-pad]
 	switch info.payload {
 	case noPayload:
 		if pad != 0 {
@@ -316,11 +293,45 @@ func ParseTransport(f *Frame, bth, end int) error {
 			return errPayload
 		}
 	case fixedPayload:
-		if len(f.Payload) != atomicWritePayloadBytes {
+		if rest-pad != atomicWritePayloadBytes {
 			return errAtomicWrite
 		}
 	}
-	f.ICRC = binary.LittleEndian.Uint32(b[icrcOff:end])
+	// extOrder is in bit order, so the set bits, lowest first, are the headers in wire order.
+	for e := info.Ext; e != 0; e &= e - 1 {
+		i := bits.TrailingZeros16(uint16(e))
+		x := extOrder[i]
+		if len(b) < off+x.len {
+			return errCutExt[i]
+		}
+		v := b[off : off+x.len : off+x.len]
+		switch x.ext {
+		case ExtDETH:
+			f.DETH = v
+		case ExtFETH:
+			f.FETH = v
+		case ExtRETH:
+			f.RETH = v
+		case ExtAtomicETH:
+			f.AtomicETH = v
+		case ExtAETH:
+			f.AETH = v
+		case ExtAtomicAckETH:
+			f.AtomicAckETH = v
+		case ExtImmDt:
+			f.ImmDt = v
+		case ExtIETH:
+			f.IETH = v
+		case ExtCNP:
+			f.CNPReserved = v
+		}
+		off += x.len
+	}
+	held := min(len(b), icrcOff-pad)
+	f.Payload = b[off:held:held]
+	if end <= len(b) {
+		f.ICRC = binary.LittleEndian.Uint32(b[icrcOff:end])
+	}
 	return nil
 }
 
