@@ -5,7 +5,8 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/hw/abi"
 )
 
@@ -82,7 +83,7 @@ func (e *eq) postFor(typ uint8, num uint32, last *uint64) bool {
 // happen (emu.CreateCQSink), in the ib_uverbs_wc layout.
 type cq struct {
 	f    *Function
-	emu  *emu.CQ
+	emu  *engine.CQ
 	slot uint32
 	eq   *eq
 
@@ -96,7 +97,7 @@ type cq struct {
 
 // sink writes one completion; false means the ring is full (an overflow for the engine).
 // It runs with the engine locked.
-func (c *cq) sink(wc emu.WC) bool {
+func (c *cq) sink(wc engine.WC) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gone {
@@ -118,13 +119,13 @@ func (c *cq) sink(wc emu.WC) bool {
 
 // encodeCQE writes wc as struct ib_uverbs_wc: immediate data in network order, an invalidated
 // rkey as it is.
-func encodeCQE(b []byte, wc *emu.WC) {
+func encodeCQE(b []byte, wc *engine.WC) {
 	le := binary.LittleEndian
 	le.PutUint64(b[abi.CQEWRID:], wc.WRID)
 	le.PutUint32(b[abi.CQEStatus:], uint32(wc.Status))
 	le.PutUint32(b[abi.CQEOpcode:], uint32(wc.Opcode))
 	le.PutUint32(b[abi.CQEByteLen:], wc.ByteLen)
-	if wc.Flags&emu.WCWithImm != 0 {
+	if wc.Flags&engine.WCWithImm != 0 {
 		binary.BigEndian.PutUint32(b[abi.CQEImm:], wc.Imm)
 	} else {
 		le.PutUint32(b[abi.CQEImm:], wc.Imm)
@@ -133,7 +134,7 @@ func encodeCQE(b []byte, wc *emu.WC) {
 	le.PutUint32(b[abi.CQESrcQP:], wc.SrcQP)
 	le.PutUint32(b[abi.CQEWCFlags:], uint32(wc.Flags))
 	b[abi.CQEPortNum] = 1
-	if wc.Flags&emu.WCWithGRH != 0 {
+	if wc.Flags&engine.WCWithGRH != 0 {
 		b[abi.CQENetHdr] = byte(wc.NetworkHdrType)
 	}
 }

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"syscall"
 
-	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/hw/abi"
 	"github.com/softirdma/softirdma/keys"
 )
@@ -65,7 +66,7 @@ func (f *Function) fatalLocked(code uint32) []int {
 	f.regs.status |= abi.DevStatusFatal
 	f.regs.status &^= abi.DevStatusReady
 	f.regs.fatal = code
-	if e := f.asyncEQ; e != nil && f.busMasterLocked() && e.post(uint8(emu.AsyncDeviceFatal), 0) {
+	if e := f.asyncEQ; e != nil && f.busMasterLocked() && e.post(uint8(engine.AsyncDeviceFatal), 0) {
 		return []int{e.vector}
 	}
 	return nil
@@ -94,7 +95,7 @@ func (f *Function) execLocked(e []byte) error {
 		}
 		result(abi.ResultPortState, f.readRegLocked(abi.RegPortState))
 		result(abi.ResultPortMaxMTU, f.readRegLocked(abi.RegMaxMTU))
-		result(abi.ResultPortActiveMTU, uint32(cmp.Or(f.cfg.ActiveMTU, emu.MTU4096)))
+		result(abi.ResultPortActiveMTU, uint32(cmp.Or(f.cfg.ActiveMTU, engine.MTU4096)))
 		result(abi.ResultPortGIDLen, abi.GIDTableLen)
 		return nil
 	case abi.OpQueryGID:
@@ -142,7 +143,7 @@ func (f *Function) execLocked(e []byte) error {
 	case abi.OpDeallocSTag:
 		return f.deallocSTagLocked(u32(abi.NumArgsNum))
 	case abi.OpRegDMAMR:
-		return f.regDMAMRLocked(u32(abi.RegDMAPD), emu.Access(u32(abi.RegDMAAccess)), result)
+		return f.regDMAMRLocked(u32(abi.RegDMAPD), engine.Access(u32(abi.RegDMAAccess)), result)
 	case abi.OpAttachMcast, abi.OpDetachMcast:
 		return f.mcastLocked(op == abi.OpAttachMcast, u32(abi.McastQPN), [16]byte(args[abi.McastGID:abi.McastGID+16]))
 	case abi.OpCreateEthRing:
@@ -222,7 +223,7 @@ func (f *Function) allocSTagLocked(pdn, kind, maxPages uint32, result func(int, 
 		if err := f.roomForSTagLocked(true); err != nil {
 			return err
 		}
-		typ := map[uint32]emu.MWType{abi.STagMWType1: emu.MWType1, abi.STagMWType2A: emu.MWType2A, abi.STagMWType2B: emu.MWType2}[kind]
+		typ := map[uint32]engine.MWType{abi.STagMWType1: engine.MWType1, abi.STagMWType2A: engine.MWType2A, abi.STagMWType2B: engine.MWType2}[kind]
 		mw, err := p.pd.AllocMW(typ)
 		if err != nil {
 			return err
@@ -273,9 +274,9 @@ func (f *Function) reservePagesLocked(n uint32) error {
 // mrArgs are REG_MR's arguments, also REREG_MR's from its offset 8.
 type mrArgs struct {
 	pdn    uint32
-	access emu.Access
+	access engine.Access
 	iova   uint64
-	pages  emu.PageList
+	pages  engine.PageList
 }
 
 // decodeMRArgs reads REG_MR's arguments and resolves their page list, whose pages it counts
@@ -283,7 +284,7 @@ type mrArgs struct {
 // reserved pages.
 func (f *Function) decodeMRArgs(args []byte) (mrArgs, error) {
 	le := binary.LittleEndian
-	a := mrArgs{pdn: le.Uint32(args[abi.RegMRPD:]), access: emu.Access(le.Uint32(args[abi.RegMRAccess:])), iova: le.Uint64(args[abi.RegMRIOVA:])}
+	a := mrArgs{pdn: le.Uint32(args[abi.RegMRPD:]), access: engine.Access(le.Uint32(args[abi.RegMRAccess:])), iova: le.Uint64(args[abi.RegMRIOVA:])}
 	pl := decodePageList(args[abi.RegMRPages:])
 	if _, err := checkPageList(pl, abi.MaxMRPages); err != nil {
 		return mrArgs{}, err // a malformed list is EINVAL, not ENOMEM for its count
@@ -296,7 +297,7 @@ func (f *Function) decodeMRArgs(args []byte) (mrArgs, error) {
 		f.regPages -= uint64(pl.pages)
 		return mrArgs{}, err
 	}
-	a.pages = emu.PageList{PageSize: pageSize, Offset: le.Uint64(args[abi.RegMROffset:]), Length: le.Uint64(args[abi.RegMRLength:]), Pages: pages}
+	a.pages = engine.PageList{PageSize: pageSize, Offset: le.Uint64(args[abi.RegMROffset:]), Length: le.Uint64(args[abi.RegMRLength:]), Pages: pages}
 	return a, nil
 }
 
@@ -336,8 +337,8 @@ func (f *Function) reregMRLocked(stag uint32, flags keys.ReregFlags, args []byte
 	}
 	var a mrArgs
 	le := binary.LittleEndian
-	a.pdn, a.access = le.Uint32(args[abi.RegMRPD:]), emu.Access(le.Uint32(args[abi.RegMRAccess:]))
-	var pd *emu.PD
+	a.pdn, a.access = le.Uint32(args[abi.RegMRPD:]), engine.Access(le.Uint32(args[abi.RegMRAccess:]))
+	var pd *engine.PD
 	if flags&keys.ChangePD != 0 {
 		p, err := f.pdLocked(a.pdn)
 		if err != nil {

@@ -15,37 +15,38 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/hw/abi"
 )
 
 // Config sets up a Function.
 type Config struct {
 	Name  string
-	Clock emu.Clock     // required
-	Rand  mrand.Source  // nil: unpredictable
-	Link  emu.Link      // nil: the device reaches only itself (loopback)
-	MAC   [6]byte       // until the driver writes one
-	IP    netip.Addr    // the device's address when the driver programs no GID
-	Event emu.EventSink // the engine's trace; nil: none
+	Clock engine.Clock     // required
+	Rand  mrand.Source     // nil: unpredictable
+	Link  engine.Link      // nil: the device reaches only itself (loopback)
+	MAC   [6]byte          // until the driver writes one
+	IP    netip.Addr       // the device's address when the driver programs no GID
+	Event engine.EventSink // the engine's trace; nil: none
 	// Resolve maps a peer's address to its link address.
 	Resolve func(netip.Addr) ([6]byte, bool)
 	// IRQ signals an MSI-X vector; nil drops interrupts. It is called without the function's
 	// lock held.
 	IRQ func(vector int)
 	// Engine, when set, makes the function's engine when the driver enables it, with the link
-	// address and IP addresses the driver programmed: a device on a real link (emu.Host's
+	// address and IP addresses the driver programmed: a device on a real link (realtime.Host's
 	// Rebind). Otherwise the function makes its own on Link.
-	Engine func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device
+	Engine func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *engine.Device
 	// Readdress, when set, gives an engine made by Engine the addresses the driver programs
-	// while it runs (emu.Host's SetAddresses); otherwise the engine's SetAddresses is called.
+	// while it runs (realtime.Host's SetAddresses); otherwise the engine's SetAddresses is called.
 	Readdress func(mac [6]byte, ip netip.Addr, ips []netip.Addr)
 	// Log, when set, hears of every control command (debug) and of each one that fails (info,
 	// with the device's reason): what a driver's author needs when a verb returns an errno.
 	Log *slog.Logger
 	// ActiveMTU is the largest path MTU the link carries (an adapter's MTU less RoCEv2's
 	// headers), what QUERY_PORT reports as active; 0: 4096, as socket links carry.
-	ActiveMTU emu.MTU
+	ActiveMTU engine.MTU
 	// MaxRegisteredPages caps the pages of all the function's MRs together (their page lists,
 	// and a fast-register MR's most pages), which is what registered memory costs the device:
 	// past it a registration fails with ENOMEM. 0: DefaultMaxRegisteredPages.
@@ -76,21 +77,21 @@ const DefaultMaxSTags = 1 << 19
 func (f *Function) maxSTags(mw bool) int {
 	n := int(cmp.Or(f.cfg.MaxSTags, DefaultMaxSTags))
 	if mw {
-		return min(n, emu.DefaultLimits.MaxMW)
+		return min(n, engine.DefaultLimits.MaxMW)
 	}
-	return min(n, emu.DefaultLimits.MaxMR)
+	return min(n, engine.DefaultLimits.MaxMR)
 }
 
 // Function is one softirdma PCI function. Its methods are safe for concurrent use: the bus
 // calls them from its connection, the engine's callbacks from its own goroutines.
 type Function struct {
 	cfg Config
-	mem emu.GuestMemory
+	mem engine.GuestMemory
 
 	mu     sync.Mutex // the registers and the object tables
 	config [configSize]byte
 	regs   registers
-	dev    *emu.Device // made when the driver enables the function
+	dev    *engine.Device // made when the driver enables the function
 	pds    map[uint32]*pdEntry
 	nextPD uint32
 	// mrs and mws change under mu and keysMu both; the send path reads them under keysMu
@@ -117,7 +118,7 @@ type Function struct {
 	// ahs, the engine's address handles made for UD work requests, under avMu.
 	av   *avTable
 	avMu sync.Mutex
-	ahs  map[ahKey]*emu.AH
+	ahs  map[ahKey]*engine.AH
 }
 
 type avTable struct {
@@ -126,7 +127,7 @@ type avTable struct {
 }
 
 type mrEntry struct {
-	mr  *emu.MR
+	mr  *engine.MR
 	pdn uint32
 	// pages is what the MR counts against the device's cap: its page list's length, or a
 	// fast-register MR's most pages, which also bound its REG_MR work requests.
@@ -134,12 +135,12 @@ type mrEntry struct {
 }
 
 type mwEntry struct {
-	mw  *emu.MW
+	mw  *engine.MW
 	pdn uint32
 }
 
 type pdEntry struct {
-	pd   *emu.PD
+	pd   *engine.PD
 	uses int // MRs and windows in it: a PD in use is not deallocated (EBUSY)
 }
 
@@ -164,7 +165,7 @@ func New(cfg Config) *Function {
 }
 
 // Memory is the guest memory the function reaches: the regions the bus mapped.
-func (f *Function) Memory() *emu.GuestMemory { return &f.mem }
+func (f *Function) Memory() *engine.GuestMemory { return &f.mem }
 
 // MapDMA makes guest memory [iova, iova+len(mem)) reachable. A region the bus could not map
 // (no file descriptor, read-only ROM) is not given to the function at all.
@@ -291,7 +292,7 @@ func (f *Function) resetLocked() {
 	}
 	f.qps, f.qpSlots, f.srqs = map[uint32]*qp{}, [abi.MaxQPSlots]*qp{}, map[uint32]*srq{}
 	f.avMu.Lock()
-	f.av, f.ahs = nil, map[ahKey]*emu.AH{}
+	f.av, f.ahs = nil, map[ahKey]*engine.AH{}
 	f.avMu.Unlock()
 	for i, e := range f.eth {
 		if e != nil {
@@ -355,7 +356,7 @@ func (f *Function) enableLocked() {
 			// Only the device's own addresses resolve (the engine answers those itself).
 			resolve = func(netip.Addr) ([6]byte, bool) { return [6]byte{}, false }
 		}
-		f.dev = emu.NewDevice(emu.DeviceConfig{Name: f.cfg.Name, Clock: f.cfg.Clock, Rand: f.cfg.Rand, MAC: mac,
+		f.dev = engine.NewDevice(engine.DeviceConfig{Name: f.cfg.Name, Clock: f.cfg.Clock, Rand: f.cfg.Rand, MAC: mac,
 			IP: ip, IPs: ips, Events: f.cfg.Event, Resolve: resolve})
 		link := f.cfg.Link
 		if link == nil {
@@ -369,7 +370,7 @@ func (f *Function) enableLocked() {
 
 // asyncEvent puts one of the engine's async events in the async EQ, if the driver made one.
 // It runs on the engine's clock, never with the engine or the function locked.
-func (f *Function) asyncEvent(ev emu.AsyncEvent) {
+func (f *Function) asyncEvent(ev engine.AsyncEvent) {
 	f.mu.Lock()
 	e := f.asyncEQ
 	f.mu.Unlock()
@@ -379,7 +380,7 @@ func (f *Function) asyncEvent(ev emu.AsyncEvent) {
 }
 
 // Device is the engine behind the function while it is enabled, nil otherwise.
-func (f *Function) Device() *emu.Device {
+func (f *Function) Device() *engine.Device {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.dev

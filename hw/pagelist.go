@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"syscall"
 
-	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/hw/abi"
 )
 
@@ -41,7 +42,7 @@ func errf(errno syscall.Errno, format string, args ...any) error {
 // for every command that takes one. Every number is checked, and every table found, before the
 // list sizes anything: what it allocates is the list itself, 8 bytes a page, and one table page
 // of scratch.
-func resolvePages(mem *emu.GuestMemory, pl pageList, max uint32) (pageSize uint64, pages []uint64, err error) {
+func resolvePages(mem *engine.GuestMemory, pl pageList, max uint32) (pageSize uint64, pages []uint64, err error) {
 	if pageSize, err = checkPageList(pl, max); err != nil {
 		return 0, nil, err
 	}
@@ -136,7 +137,7 @@ func checkPageList(pl pageList, max uint32) (pageSize uint64, err error) {
 
 // readTable reads len(b) bytes of page addresses from the table page at addr: EFAULT if it is
 // not mapped (its alignment is the caller's to check, after).
-func readTable(mem *emu.GuestMemory, addr uint64, b []byte) error {
+func readTable(mem *engine.GuestMemory, addr uint64, b []byte) error {
 	if !mem.Mapped(addr, tablePage) {
 		return errf(syscall.EFAULT, "page list: table 0x%x is not mapped", addr)
 	}
@@ -145,7 +146,7 @@ func readTable(mem *emu.GuestMemory, addr uint64, b []byte) error {
 
 // readGuest copies guest memory at addr into p, or fails with EFAULT if any of it is unmapped.
 // The copy holds the lock GuestMemory.Unmap takes, so an unmap waits for it.
-func readGuest(mem *emu.GuestMemory, addr uint64, p []byte) error {
+func readGuest(mem *engine.GuestMemory, addr uint64, p []byte) error {
 	if !mem.Read(addr, p) {
 		return errf(syscall.EFAULT, "guest memory [0x%x, +%d) is not mapped", addr, len(p))
 	}
@@ -154,7 +155,7 @@ func readGuest(mem *emu.GuestMemory, addr uint64, p []byte) error {
 
 // writeGuest copies p into guest memory at addr, or fails with EFAULT. Like readGuest, it
 // copies under the lock an unmap waits for.
-func writeGuest(mem *emu.GuestMemory, addr uint64, p []byte) error {
+func writeGuest(mem *engine.GuestMemory, addr uint64, p []byte) error {
 	if !mem.Write(addr, p) {
 		return errf(syscall.EFAULT, "guest memory [0x%x, +%d) is not mapped", addr, len(p))
 	}

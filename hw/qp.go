@@ -9,7 +9,8 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/hw/abi"
 )
 
@@ -22,7 +23,7 @@ import (
 // calling into the engine except rqMu inside the engine's own call.
 type qp struct {
 	f    *Function
-	emu  *emu.QP
+	emu  *engine.QP
 	slot uint32
 	pdn  uint32
 	ud   bool // UD or GSI: its SENDs are addressed by an AH number or an rxe_av in the WQE
@@ -49,7 +50,7 @@ type qp struct {
 }
 
 // qpTypes are the QP types CREATE_QP takes, by their ABI numbers.
-var qpTypes = map[uint8]emu.QPType{abi.QPTypeRC: emu.QPTypeRC, abi.QPTypeUC: emu.QPTypeUC, abi.QPTypeUD: emu.QPTypeUD, abi.QPTypeGSI: emu.QPTypeGSI}
+var qpTypes = map[uint8]engine.QPType{abi.QPTypeRC: engine.QPTypeRC, abi.QPTypeUC: engine.QPTypeUC, abi.QPTypeUD: engine.QPTypeUD, abi.QPTypeGSI: engine.QPTypeGSI}
 
 func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 	le := binary.LittleEndian
@@ -77,7 +78,7 @@ func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 	}
 	maxInline := int(le.Uint32(args[abi.CreateQPMaxInline:]))
 	sendSGE, recvSGE := int(le.Uint16(args[abi.CreateQPSendSGE:])), int(le.Uint16(args[abi.CreateQPRecvSGE:]))
-	lim := emu.DefaultLimits
+	lim := engine.DefaultLimits
 	if sendSGE > lim.MaxSGE || recvSGE > lim.MaxSGE || maxInline > lim.MaxInline {
 		return errf(syscall.EINVAL, "%d send SGEs, %d receive SGEs, %d bytes inline", sendSGE, recvSGE, maxInline)
 	}
@@ -111,8 +112,8 @@ func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 	if err := f.reserveWRsLocked(slots); err != nil {
 		return err
 	}
-	init := emu.QPInitAttr{Type: typ, SendCQ: scq.emu, RecvCQ: rcq.emu, SigAll: args[abi.CreateQPSigAll] != 0,
-		Cap: emu.QPCap{MaxSendWR: int(sq.count() - 1), MaxRecvWR: 1, MaxSendSGE: sendSGE, MaxRecvSGE: recvSGE, MaxInlineData: maxInline}}
+	init := engine.QPInitAttr{Type: typ, SendCQ: scq.emu, RecvCQ: rcq.emu, SigAll: args[abi.CreateQPSigAll] != 0,
+		Cap: engine.QPCap{MaxSendWR: int(sq.count() - 1), MaxRecvWR: 1, MaxSendSGE: sendSGE, MaxRecvSGE: recvSGE, MaxInlineData: maxInline}}
 	if rq != nil {
 		init.Cap.MaxRecvWR = int(rq.count() - 1)
 	} else {
@@ -123,7 +124,7 @@ func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 		f.wrSlots -= uint64(slots)
 		return err
 	}
-	q := &qp{f: f, emu: eqp, slot: uint32(slot), pdn: pdn, ud: typ == emu.QPTypeUD || typ == emu.QPTypeGSI, sq: sq, rq: rq, wrSlots: slots,
+	q := &qp{f: f, emu: eqp, slot: uint32(slot), pdn: pdn, ud: typ == engine.QPTypeUD || typ == engine.QPTypeGSI, sq: sq, rq: rq, wrSlots: slots,
 		maxSendSGE: sendSGE, maxRecvSGE: recvSGE, maxInline: maxInline,
 		sqWQE: make([]byte, sendWQEBytes(sq, sendSGE, maxInline))}
 	if rq != nil {
@@ -178,25 +179,25 @@ func (f *Function) modifyQPLocked(n, mask uint32, a []byte) error {
 	if !ok {
 		return errf(syscall.ENOENT, "QP %d", n)
 	}
-	if err := checkQPAttr(emu.AttrMask(mask), a); err != nil {
+	if err := checkQPAttr(engine.AttrMask(mask), a); err != nil {
 		return err
 	}
 	le := binary.LittleEndian
-	attr := emu.QPAttr{
-		State: emu.QPState(a[abi.QPAttrState]), CurState: emu.QPState(a[abi.QPAttrCurState]),
-		PathMTU: emu.MTU(a[abi.QPAttrPathMTU]), Timeout: a[abi.QPAttrTimeout], RetryCnt: a[abi.QPAttrRetryCnt],
+	attr := engine.QPAttr{
+		State: engine.QPState(a[abi.QPAttrState]), CurState: engine.QPState(a[abi.QPAttrCurState]),
+		PathMTU: engine.MTU(a[abi.QPAttrPathMTU]), Timeout: a[abi.QPAttrTimeout], RetryCnt: a[abi.QPAttrRetryCnt],
 		RNRRetry: a[abi.QPAttrRNRRetry], MinRNRTimer: a[abi.QPAttrMinRNRTimer], MaxRdAtomic: a[abi.QPAttrMaxRdAtomic],
 		MaxDestRdAtomic: a[abi.QPAttrMaxDestRdAtom], Port: a[abi.QPAttrPortNum],
 		EnSQDAsyncNotify: a[abi.QPAttrSQDrainNotify] != 0, PKeyIndex: le.Uint16(a[abi.QPAttrPKeyIndex:]),
-		AccessFlags: emu.Access(le.Uint32(a[abi.QPAttrAccessFlags:])), DestQPN: le.Uint32(a[abi.QPAttrDestQPN:]),
+		AccessFlags: engine.Access(le.Uint32(a[abi.QPAttrAccessFlags:])), DestQPN: le.Uint32(a[abi.QPAttrDestQPN:]),
 		RQPSN: le.Uint32(a[abi.QPAttrRQPSN:]), SQPSN: le.Uint32(a[abi.QPAttrSQPSN:]), QKey: le.Uint32(a[abi.QPAttrQKey:]),
-		AH: emu.AHAttr{DGID: netip.AddrFrom16([16]byte(a[abi.QPAttrDGID:])).Unmap(), HopLimit: a[abi.QPAttrHopLimit],
+		AH: engine.AHAttr{DGID: netip.AddrFrom16([16]byte(a[abi.QPAttrDGID:])).Unmap(), HopLimit: a[abi.QPAttrHopLimit],
 			TrafficClass: a[abi.QPAttrTrafficClass], FlowLabel: le.Uint32(a[abi.QPAttrFlowLabel:])},
 	}
-	if err := q.emu.Modify(attr, emu.AttrMask(mask)); err != nil {
+	if err := q.emu.Modify(attr, engine.AttrMask(mask)); err != nil {
 		return err
 	}
-	if emu.AttrMask(mask)&emu.AttrState != 0 && attr.State == emu.QPSReset {
+	if engine.AttrMask(mask)&engine.AttrState != 0 && attr.State == engine.QPSReset {
 		// Back to RESET the queues start over empty, as a new QP's: the indices in the rings'
 		// headers too, as rxe's kernel zeroes them (the provider reads them from there).
 		q.posting.Lock()
@@ -223,18 +224,18 @@ func (f *Function) modifyQPLocked(n, mask uint32, a []byte) error {
 // checkQPAttr refuses what the engine's verbs leave to the caller, which a guest may write
 // anyway: a port other than the function's one, a P_Key index past its one-entry table, a GID
 // index past the GID table, a flow label wider than 20 bits, a flag that is neither 0 nor 1.
-func checkQPAttr(mask emu.AttrMask, a []byte) error {
+func checkQPAttr(mask engine.AttrMask, a []byte) error {
 	le := binary.LittleEndian
 	switch {
-	case mask&emu.AttrPort != 0 && a[abi.QPAttrPortNum] != 1:
+	case mask&engine.AttrPort != 0 && a[abi.QPAttrPortNum] != 1:
 		return errf(syscall.EINVAL, "port %d (the function has port 1)", a[abi.QPAttrPortNum])
-	case mask&emu.AttrPKeyIndex != 0 && le.Uint16(a[abi.QPAttrPKeyIndex:]) != 0:
+	case mask&engine.AttrPKeyIndex != 0 && le.Uint16(a[abi.QPAttrPKeyIndex:]) != 0:
 		return errf(syscall.EINVAL, "P_Key index %d (the table has one entry)", le.Uint16(a[abi.QPAttrPKeyIndex:]))
-	case mask&emu.AttrAV != 0 && a[abi.QPAttrSGIDIndex] >= abi.GIDTableLen:
+	case mask&engine.AttrAV != 0 && a[abi.QPAttrSGIDIndex] >= abi.GIDTableLen:
 		return errf(syscall.EINVAL, "GID index %d of %d", a[abi.QPAttrSGIDIndex], abi.GIDTableLen)
-	case mask&emu.AttrAV != 0 && le.Uint32(a[abi.QPAttrFlowLabel:]) > 0xfffff:
+	case mask&engine.AttrAV != 0 && le.Uint32(a[abi.QPAttrFlowLabel:]) > 0xfffff:
 		return errf(syscall.EINVAL, "flow label 0x%x is wider than 20 bits", le.Uint32(a[abi.QPAttrFlowLabel:]))
-	case mask&emu.AttrEnSQDAsyncNotify != 0 && a[abi.QPAttrSQDrainNotify] > 1:
+	case mask&engine.AttrEnSQDAsyncNotify != 0 && a[abi.QPAttrSQDrainNotify] > 1:
 		return errf(syscall.EINVAL, "en_sqd_async_notify %d", a[abi.QPAttrSQDrainNotify])
 	}
 	return nil
@@ -291,7 +292,7 @@ func (q *qp) retired(n int) {
 // advancing the receive queue's consumer index past them (the device has its copy). It runs
 // with the engine locked. A WQE naming more SGEs than the QP takes becomes a receive through
 // an invalid lkey, which fails the message that uses it with an error completion.
-func (q *qp) fetchRecv(limit int) []emu.RecvWR {
+func (q *qp) fetchRecv(limit int) []engine.RecvWR {
 	q.rqMu.Lock()
 	defer q.rqMu.Unlock()
 	if q.rqGone {
@@ -302,7 +303,7 @@ func (q *qp) fetchRecv(limit int) []emu.RecvWR {
 		return nil
 	}
 	prod &= q.rq.mask()
-	var out []emu.RecvWR
+	var out []engine.RecvWR
 	for q.rqCons != prod && len(out) < limit {
 		if q.rq.access(q.rq.elemOff(q.rqCons), q.rqWQE, false) != nil {
 			break
@@ -336,7 +337,7 @@ func (q *qp) ring() {
 			return
 		}
 		if err := q.post(elem); err != nil {
-			var pe *emu.PostError
+			var pe *engine.PostError
 			if errors.As(err, &pe) && pe.Err == syscall.ENOMEM {
 				return // the engine's queue is full: the next doorbell or retirement goes on
 			}
@@ -346,8 +347,8 @@ func (q *qp) ring() {
 				l.Info("send WQE refused", "qpn", q.emu.Num(), "wr_id", le.Uint64(elem[abi.SendWRID:]),
 					"opcode", raw, "err", err)
 			}
-			if q.emu.PostSendError(emu.PostedError{ID: le.Uint64(elem[abi.SendWRID:]), Opcode: errOpcode(raw),
-				Status: emu.WCLocQPOpErr, Err: err}) != nil {
+			if q.emu.PostSendError(engine.PostedError{ID: le.Uint64(elem[abi.SendWRID:]), Opcode: errOpcode(raw),
+				Status: engine.WCLocQPOpErr, Err: err}) != nil {
 				return
 			}
 		}
@@ -359,7 +360,7 @@ func (q *qp) ring() {
 // verbs say (the kernel's ib_drain_rq waits for one): the receive queue has no doorbell, so a
 // driver posting to a QP in ERR rings the send queue's. posting is held.
 func (q *qp) flushPostedRecvs() {
-	if q.rq == nil || q.gone || q.emu.State() != emu.QPSErr {
+	if q.rq == nil || q.gone || q.emu.State() != engine.QPSErr {
 		return
 	}
 	for {
@@ -385,11 +386,11 @@ func recvWQEBytes(r *ring, sges int) int {
 // errOpcode is the opcode a refused WQE's error completion reports: the guest's own if it is a
 // byte, else one that is no opcode (its completion is an error, whose opcode verbs leave
 // undefined), never the low byte of a larger number.
-func errOpcode(raw uint32) emu.WROpcode {
+func errOpcode(raw uint32) engine.WROpcode {
 	if raw > 0xff {
 		return 0xff
 	}
-	return emu.WROpcode(raw)
+	return engine.WROpcode(raw)
 }
 
 // post turns one rxe_send_wqe into the engine's work request. The opcode is the guest's u32:
@@ -400,61 +401,61 @@ func (q *qp) post(e []byte) error {
 	if raw > 0xff {
 		return fmt.Errorf("send WQE opcode %d is not supported: %w", raw, syscall.EOPNOTSUPP)
 	}
-	wr := emu.SendWR{ID: le.Uint64(e[abi.SendWRID:]), Opcode: emu.WROpcode(raw),
-		Flags: emu.SendFlags(le.Uint32(e[abi.SendFlags:]))}
+	wr := engine.SendWR{ID: le.Uint64(e[abi.SendWRID:]), Opcode: engine.WROpcode(raw),
+		Flags: engine.SendFlags(le.Uint32(e[abi.SendFlags:]))}
 	switch wr.Opcode {
-	case emu.WRRDMAWriteWithImm, emu.WRSendWithImm:
+	case engine.WRRDMAWriteWithImm, engine.WRSendWithImm:
 		wr.Imm = binary.BigEndian.Uint32(e[abi.SendImm:]) // imm_data is in network order
-	case emu.WRSendWithInv, emu.WRLocalInv:
+	case engine.WRSendWithInv, engine.WRLocalInv:
 		wr.Imm = le.Uint32(e[abi.SendImm:])
 	}
 	switch wr.Opcode {
-	case emu.WRRDMAWrite, emu.WRRDMAWriteWithImm, emu.WRRDMARead:
+	case engine.WRRDMAWrite, engine.WRRDMAWriteWithImm, engine.WRRDMARead:
 		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendRKey:])
-	case emu.WRAtomicCmpAndSwp, emu.WRAtomicFetchAndAdd:
+	case engine.WRAtomicCmpAndSwp, engine.WRAtomicFetchAndAdd:
 		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendAtomRKey:])
 		wr.CompareAdd, wr.Swap = le.Uint64(e[abi.SendCompare:]), le.Uint64(e[abi.SendSwap:])
-	case emu.WRSend, emu.WRSendWithImm, emu.WRSendWithInv, emu.WRLocalInv:
-		if q.ud && wr.Opcode != emu.WRLocalInv {
+	case engine.WRSend, engine.WRSendWithImm, engine.WRSendWithInv, engine.WRLocalInv:
+		if q.ud && wr.Opcode != engine.WRLocalInv {
 			if err := q.address(e, &wr); err != nil {
 				return err
 			}
 		}
-	case emu.WRFlush:
+	case engine.WRFlush:
 		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendFlushRKey:])
-		wr.Flush = emu.FlushInfo{Type: emu.FlushType(e[abi.SendFlushType]), Level: emu.FlushLevel(e[abi.SendFlushLvl]),
+		wr.Flush = engine.FlushInfo{Type: engine.FlushType(e[abi.SendFlushType]), Level: engine.FlushLevel(e[abi.SendFlushLvl]),
 			Length: cmp.Or(le.Uint32(e[abi.SendDMALength:]), le.Uint32(e[abi.SendFlushLen:]))}
 		return q.emu.PostSend(wr)
-	case emu.WRAtomicWrite:
+	case engine.WRAtomicWrite:
 		// The 8 bytes travel in the WQE (dma.atomic_wr), as rxe's provider puts them.
 		if len(e) < abi.SendAtomicWr+8 {
 			return fmt.Errorf("an ATOMIC_WRITE in a %d-byte WQE slot: %w", len(e), syscall.EINVAL)
 		}
 		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendRKey:])
-		wr.Flags |= emu.SendInline
+		wr.Flags |= engine.SendInline
 		wr.InlineData = append([]byte{}, e[abi.SendAtomicWr:abi.SendAtomicWr+8]...)
 		return q.emu.PostSend(wr)
-	case emu.WRBindMW:
+	case engine.WRBindMW:
 		return q.bind(e, &wr)
-	case emu.WRRegMR:
+	case engine.WRRegMR:
 		return q.regMR(e, &wr)
 	default:
 		return fmt.Errorf("send WQE opcode %d is not supported: %w", wr.Opcode, syscall.EOPNOTSUPP)
 	}
-	if wr.Flags&emu.SendInline != 0 {
+	if wr.Flags&engine.SendInline != 0 {
 		n := int(le.Uint32(e[abi.SendDMALength:]))
 		if n > q.maxInline || abi.SendSGEs+n > len(e) {
 			return fmt.Errorf("%d bytes inline, the QP takes %d: %w", n, q.maxInline, syscall.EINVAL)
 		}
 		wr.InlineData = append([]byte{}, e[abi.SendSGEs:abi.SendSGEs+n]...)
-	} else if wr.Opcode != emu.WRLocalInv {
+	} else if wr.Opcode != engine.WRLocalInv {
 		n := int(le.Uint32(e[abi.SendDMANumSGE:]))
 		if n > q.maxSendSGE || abi.SendSGEs+n*abi.SGESize > len(e) {
 			return fmt.Errorf("%d SGEs, the QP takes %d: %w", n, q.maxSendSGE, syscall.EINVAL)
 		}
 		for i := range n {
 			s := e[abi.SendSGEs+i*abi.SGESize:]
-			wr.SGL = append(wr.SGL, emu.SGE{Addr: le.Uint64(s[abi.SGEAddr:]), Length: le.Uint32(s[abi.SGELength:]), LKey: le.Uint32(s[abi.SGELKey:])})
+			wr.SGL = append(wr.SGL, engine.SGE{Addr: le.Uint64(s[abi.SGEAddr:]), Length: le.Uint32(s[abi.SGELength:]), LKey: le.Uint32(s[abi.SGELKey:])})
 		}
 	}
 	return q.emu.PostSend(wr)
@@ -462,7 +463,7 @@ func (q *qp) post(e []byte) error {
 
 // bind posts a BIND_MW WQE: a type 2 window by the work request, a type 1 by the bind verb (the
 // provider's ibv_bind_mw posts one with rkey = ibv_inc_rkey(old), which is the verb's rule).
-func (q *qp) bind(e []byte, wr *emu.SendWR) error {
+func (q *qp) bind(e []byte, wr *engine.SendWR) error {
 	le := binary.LittleEndian
 	mwKey, mrKey := le.Uint32(e[abi.SendMWRKey:]), le.Uint32(e[abi.SendMWMRLKey:])
 	q.f.keysMu.Lock()
@@ -472,21 +473,21 @@ func (q *qp) bind(e []byte, wr *emu.SendWR) error {
 	if !okW {
 		return fmt.Errorf("BIND_MW of unknown window 0x%x: %w", mwKey, syscall.EINVAL)
 	}
-	var mr *emu.MR
+	var mr *engine.MR
 	if okM {
 		mr = m.mr
 	}
-	addr, length, access := le.Uint64(e[abi.SendMWAddr:]), le.Uint64(e[abi.SendMWLength:]), emu.Access(le.Uint32(e[abi.SendMWAccess:]))
-	if w.mw.Type() == emu.MWType1 {
-		return q.emu.BindMW(w.mw, emu.MWBind{ID: wr.ID, Flags: wr.Flags, MR: mr, Addr: addr, Length: length, Access: access})
+	addr, length, access := le.Uint64(e[abi.SendMWAddr:]), le.Uint64(e[abi.SendMWLength:]), engine.Access(le.Uint32(e[abi.SendMWAccess:]))
+	if w.mw.Type() == engine.MWType1 {
+		return q.emu.BindMW(w.mw, engine.MWBind{ID: wr.ID, Flags: wr.Flags, MR: mr, Addr: addr, Length: length, Access: access})
 	}
-	wr.Bind = emu.BindInfo{MW: w.mw, RKey: le.Uint32(e[abi.SendMWNewRKey:]), MR: mr, Addr: addr, Length: length, Access: access}
+	wr.Bind = engine.BindInfo{MW: w.mw, RKey: le.Uint32(e[abi.SendMWNewRKey:]), MR: mr, Addr: addr, Length: length, Access: access}
 	return q.emu.PostSend(*wr)
 }
 
 // regMR posts the kernel-only REG_MR WQE (abi.WROpRegMR): the fast-register MR named by the
 // new key's index takes the pages the WQE's page list names in guest memory.
-func (q *qp) regMR(e []byte, wr *emu.SendWR) error {
+func (q *qp) regMR(e []byte, wr *engine.SendWR) error {
 	le := binary.LittleEndian
 	key := le.Uint32(e[abi.RegWRKey:])
 	q.f.keysMu.Lock()
@@ -504,11 +505,11 @@ func (q *qp) regMR(e []byte, wr *emu.SendWR) error {
 	}
 	offset, length := le.Uint64(e[abi.RegWROffset:]), le.Uint64(e[abi.RegWRLength:])
 	mem := &q.f.mem
-	read := func() (emu.PageList, error) {
+	read := func() (engine.PageList, error) {
 		pageSize, pages, err := resolvePages(mem, pl, m.pages)
-		return emu.PageList{PageSize: pageSize, Offset: offset, Length: length, Pages: pages}, err
+		return engine.PageList{PageSize: pageSize, Offset: offset, Length: length, Pages: pages}, err
 	}
-	wr.Reg = emu.RegInfo{MR: m.mr, Key: key, IOVA: le.Uint64(e[abi.RegWRIOVA:]), Access: emu.Access(le.Uint32(e[abi.RegWRAccess:])),
-		Guest: &emu.GuestPages{Space: mem, Read: read}}
+	wr.Reg = engine.RegInfo{MR: m.mr, Key: key, IOVA: le.Uint64(e[abi.RegWRIOVA:]), Access: engine.Access(le.Uint32(e[abi.RegWRAccess:])),
+		Guest: &engine.GuestPages{Space: mem, Read: read}}
 	return q.emu.PostSend(*wr)
 }

@@ -4,7 +4,8 @@ import (
 	"encoding/binary"
 	"syscall"
 
-	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/hw/abi"
 )
 
@@ -65,7 +66,7 @@ const caps = abi.CapMWType1 | abi.CapMWType2A | abi.CapMWType2B | abi.CapAtomics
 	abi.CapAtomicWrite | abi.CapFastReg | abi.CapZeroBased | abi.CapEthernet | abi.CapUD
 
 func (f *Function) readRegLocked(off uint32) uint32 {
-	l := emu.DefaultLimits
+	l := engine.DefaultLimits
 	r := &f.regs
 	switch {
 	case off >= abi.RegGIDTable && off < abi.RegGIDTable+16*abi.GIDTableLen:
@@ -108,7 +109,7 @@ func (f *Function) readRegLocked(off uint32) uint32 {
 	case abi.RegMaxMsgSize:
 		return uint32(l.MaxMsgSize)
 	case abi.RegMaxMTU:
-		return uint32(emu.MTU4096)
+		return uint32(engine.MTU4096)
 	case abi.RegMaxEQ:
 		return abi.NumVectors
 	case abi.RegMaxAH:

@@ -4,7 +4,8 @@ import (
 	"encoding/binary"
 	"syscall"
 
-	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/hw/abi"
 )
 
@@ -13,7 +14,7 @@ import (
 // straddle pages; every access is split where a page ends and fails with EFAULT if the page is
 // gone.
 type ring struct {
-	mem      *emu.GuestMemory
+	mem      *engine.GuestMemory
 	pages    []uint64
 	pageSize uint64
 	logCount uint8
@@ -30,7 +31,7 @@ func (r *ring) bytes() uint64 {
 
 // newRing checks a queue's arguments (abi.QueueArgs) and resolves its pages. minElem is the
 // least element the queue's entries need, maxLog the most slots it may have (log2).
-func newRing(mem *emu.GuestMemory, args []byte, minElem int, maxLog uint8) (*ring, error) {
+func newRing(mem *engine.GuestMemory, args []byte, minElem int, maxLog uint8) (*ring, error) {
 	logCount, logElem := args[abi.QueueLogCount], args[abi.QueueLogElem]
 	switch {
 	case logCount == 0 || logCount > min(maxLog, abi.QueueMaxLog):

@@ -6,7 +6,8 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/hw/abi"
 )
 
@@ -16,7 +17,7 @@ import (
 // it when it takes a receive.
 type srq struct {
 	f      *Function
-	emu    *emu.SRQ
+	emu    *engine.SRQ
 	pdn    uint32
 	maxSGE int
 
@@ -28,7 +29,7 @@ type srq struct {
 	wqe   []byte // what a receive WQE can hold (recvWQEBytes), read under mu
 }
 
-func (s *srq) fetch(limit int) []emu.RecvWR {
+func (s *srq) fetch(limit int) []engine.RecvWR {
 	s.mu.Lock()
 	if s.gone || limit == 0 {
 		s.mu.Unlock()
@@ -58,17 +59,17 @@ func (s *srq) fetch(limit int) []emu.RecvWR {
 	s.mu.Unlock()
 	if fire {
 		// The engine is locked here: the event is posted from the clock, outside it.
-		s.f.cfg.Clock.Post(0, func() { s.f.asyncEvent(emu.AsyncEvent{Type: emu.AsyncSRQLimitReached, Num: s.emu.Num()}) })
+		s.f.cfg.Clock.Post(0, func() { s.f.asyncEvent(engine.AsyncEvent{Type: engine.AsyncSRQLimitReached, Num: s.emu.Num()}) })
 	}
-	return []emu.RecvWR{wr}
+	return []engine.RecvWR{wr}
 }
 
 // decodeRecv reads an rxe_recv_wqe. One naming more SGEs than the queue takes, or than its slot
 // holds, is a receive the engine fails: the message that takes it completes LOC_QP_OP_ERR
-// (emu.RecvWR's Err), whatever its length.
-func decodeRecv(elem []byte, maxSGE int) emu.RecvWR {
+// (engine.RecvWR's Err), whatever its length.
+func decodeRecv(elem []byte, maxSGE int) engine.RecvWR {
 	le := binary.LittleEndian
-	wr := emu.RecvWR{ID: le.Uint64(elem[abi.RecvWRID:])}
+	wr := engine.RecvWR{ID: le.Uint64(elem[abi.RecvWRID:])}
 	n := le.Uint32(elem[abi.RecvDMANumSGE:])
 	if n > uint32(maxSGE) || abi.RecvSGEs+int(n)*abi.SGESize > len(elem) {
 		wr.Err = fmt.Errorf("%d SGEs, the queue takes %d: %w", n, maxSGE, syscall.EINVAL)
@@ -76,7 +77,7 @@ func decodeRecv(elem []byte, maxSGE int) emu.RecvWR {
 	}
 	for i := range int(n) {
 		s := elem[abi.RecvSGEs+i*abi.SGESize:]
-		wr.SGL = append(wr.SGL, emu.SGE{Addr: le.Uint64(s[abi.SGEAddr:]), Length: le.Uint32(s[abi.SGELength:]), LKey: le.Uint32(s[abi.SGELKey:])})
+		wr.SGL = append(wr.SGL, engine.SGE{Addr: le.Uint64(s[abi.SGEAddr:]), Length: le.Uint32(s[abi.SGELength:]), LKey: le.Uint32(s[abi.SGELKey:])})
 	}
 	return wr
 }
@@ -88,11 +89,11 @@ func (f *Function) createSRQLocked(args []byte, result func(int, uint32)) error 
 	if err != nil {
 		return err
 	}
-	if maxSGE < 1 || maxSGE > uint32(emu.DefaultLimits.MaxSGE) {
-		return errf(syscall.EINVAL, "%d SGEs, 1 to %d", maxSGE, emu.DefaultLimits.MaxSGE)
+	if maxSGE < 1 || maxSGE > uint32(engine.DefaultLimits.MaxSGE) {
+		return errf(syscall.EINVAL, "%d SGEs, 1 to %d", maxSGE, engine.DefaultLimits.MaxSGE)
 	}
 	r, err := newRing(&f.mem, args[abi.CreateSRQQueue:abi.CreateSRQQueue+abi.QueueArgsSize],
-		abi.RecvWQESize+abi.SGESize*int(maxSGE), ringLog(emu.DefaultLimits.MaxSRQWR))
+		abi.RecvWQESize+abi.SGESize*int(maxSGE), ringLog(engine.DefaultLimits.MaxSRQWR))
 	if err != nil {
 		return err
 	}
@@ -135,7 +136,7 @@ func (f *Function) modifySRQLocked(n, mask, limit uint32, queue []byte) error {
 	r := s.r
 	var posted uint32
 	if mask&abi.SRQModifyMaxWR != 0 {
-		nr, err := newRing(&f.mem, queue, abi.RecvWQESize+abi.SGESize*s.maxSGE, ringLog(emu.DefaultLimits.MaxSRQWR))
+		nr, err := newRing(&f.mem, queue, abi.RecvWQESize+abi.SGESize*s.maxSGE, ringLog(engine.DefaultLimits.MaxSRQWR))
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,8 @@ import (
 	"net/netip"
 	"syscall"
 
-	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/hw/abi"
 )
 
@@ -19,14 +20,14 @@ import (
 // ahKey is what an engine address handle is made of, per PD: the handles are made once and
 // kept, as many as the AV table has entries at most.
 type ahKey struct {
-	pd   *emu.PD
-	attr emu.AHAttr
+	pd   *engine.PD
+	attr engine.AHAttr
 }
 
 // address fills a UD SEND's destination from its WQE.
-func (q *qp) address(e []byte, wr *emu.SendWR) error {
+func (q *qp) address(e []byte, wr *engine.SendWR) error {
 	le := binary.LittleEndian
-	var attr emu.AHAttr
+	var attr engine.AHAttr
 	if n := le.Uint32(e[abi.SendAHNum:]); n != 0 {
 		a, err := q.f.readAV(n, q.pdn)
 		if err != nil {
@@ -35,7 +36,7 @@ func (q *qp) address(e []byte, wr *emu.SendWR) error {
 		attr = a
 	} else {
 		av := e[abi.SendAV : abi.SendAV+abi.RXEAVSize]
-		attr = emu.AHAttr{DGID: netip.AddrFrom16([16]byte(av[abi.RXEAVDGID:])).Unmap(), FlowLabel: le.Uint32(av[abi.RXEAVFlowLabel:]),
+		attr = engine.AHAttr{DGID: netip.AddrFrom16([16]byte(av[abi.RXEAVDGID:])).Unmap(), FlowLabel: le.Uint32(av[abi.RXEAVFlowLabel:]),
 			HopLimit: av[abi.RXEAVHopLimit], TrafficClass: av[abi.RXEAVTrafficClass]}
 	}
 	if attr.FlowLabel > 0xfffff {
@@ -50,32 +51,32 @@ func (q *qp) address(e []byte, wr *emu.SendWR) error {
 }
 
 // readAV reads entry n of the AV table: valid, of the QP's PD.
-func (f *Function) readAV(n, pdn uint32) (emu.AHAttr, error) {
+func (f *Function) readAV(n, pdn uint32) (engine.AHAttr, error) {
 	f.avMu.Lock()
 	t := f.av
 	f.avMu.Unlock()
 	if t == nil || n >= t.entries {
-		return emu.AHAttr{}, fmt.Errorf("AH %d: no such address vector: %w", n, syscall.EINVAL)
+		return engine.AHAttr{}, fmt.Errorf("AH %d: no such address vector: %w", n, syscall.EINVAL)
 	}
 	perPage := uint32(4096 / abi.AVEntrySize)
 	var b [abi.AVEntrySize]byte
 	if !f.mem.Read(t.pages[n/perPage]+uint64(n%perPage)*abi.AVEntrySize, b[:]) {
-		return emu.AHAttr{}, fmt.Errorf("AH %d: its table page is not mapped: %w", n, syscall.EFAULT)
+		return engine.AHAttr{}, fmt.Errorf("AH %d: its table page is not mapped: %w", n, syscall.EFAULT)
 	}
 	le := binary.LittleEndian
 	if le.Uint32(b[abi.AVFlags:])&abi.AVValid == 0 {
-		return emu.AHAttr{}, fmt.Errorf("AH %d is not valid: %w", n, syscall.EINVAL)
+		return engine.AHAttr{}, fmt.Errorf("AH %d is not valid: %w", n, syscall.EINVAL)
 	}
 	if p := le.Uint32(b[abi.AVPD:]); p != pdn {
-		return emu.AHAttr{}, fmt.Errorf("AH %d is of PD %d, the QP of PD %d: %w", n, p, pdn, syscall.EINVAL)
+		return engine.AHAttr{}, fmt.Errorf("AH %d is of PD %d, the QP of PD %d: %w", n, p, pdn, syscall.EINVAL)
 	}
-	return emu.AHAttr{DGID: netip.AddrFrom16([16]byte(b[abi.AVDGID:])).Unmap(), FlowLabel: le.Uint32(b[abi.AVFlowLabel:]),
+	return engine.AHAttr{DGID: netip.AddrFrom16([16]byte(b[abi.AVDGID:])).Unmap(), FlowLabel: le.Uint32(b[abi.AVFlowLabel:]),
 		HopLimit: b[abi.AVHopLimit], TrafficClass: b[abi.AVTrafficClass]}, nil
 }
 
 // ah is the engine's address handle for attr in pd, made the first time it is asked for. The
 // cache is bounded: past MaxAH handles it starts over.
-func (f *Function) ah(pd *emu.PD, attr emu.AHAttr) (*emu.AH, error) {
+func (f *Function) ah(pd *engine.PD, attr engine.AHAttr) (*engine.AH, error) {
 	k := ahKey{pd, attr}
 	f.avMu.Lock()
 	ah := f.ahs[k]
@@ -97,7 +98,7 @@ func (f *Function) ah(pd *emu.PD, attr emu.AHAttr) (*emu.AH, error) {
 }
 
 // forgetAHs drops the cached handles of a PD that goes.
-func (f *Function) forgetAHs(pd *emu.PD) {
+func (f *Function) forgetAHs(pd *engine.PD) {
 	f.avMu.Lock()
 	defer f.avMu.Unlock()
 	for k := range f.ahs {
@@ -110,12 +111,12 @@ func (f *Function) forgetAHs(pd *emu.PD) {
 // regDMAMRLocked registers a PD's DMA MR: all of guest memory, as the memory the bus mapped
 // stands at each access (an implicit MR), for a kernel PD's local DMA lkey. A DMA MR grants local
 // access only: the kernel gives remote access through MRs of its own.
-func (f *Function) regDMAMRLocked(pdn uint32, access emu.Access, result func(int, uint32)) error {
+func (f *Function) regDMAMRLocked(pdn uint32, access engine.Access, result func(int, uint32)) error {
 	p, err := f.pdLocked(pdn)
 	if err != nil {
 		return err
 	}
-	if access&^emu.AccessLocalWrite != 0 {
+	if access&^engine.AccessLocalWrite != 0 {
 		return errf(syscall.EINVAL, "DMA MR access 0x%x: local write at most", uint32(access))
 	}
 	if err := f.roomForSTagLocked(false); err != nil {

@@ -7,9 +7,10 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/softirdma/softirdma/emu/realtime"
+
 	"github.com/softirdma/softirdma/compat/cmatose"
 	"github.com/softirdma/softirdma/compat/udaddy"
-	"github.com/softirdma/softirdma/emu"
 )
 
 func init() {
@@ -57,7 +58,7 @@ func runCmatose(args []string, stdout, stderr io.Writer) int {
 		}
 		o.Addr = a
 	}
-	return onLink("ucmatose", &lc, *timeout, stderr, func(ctx context.Context, h *emu.Host) int {
+	return onLink("ucmatose", &lc, *timeout, stderr, func(ctx context.Context, h *realtime.Host) int {
 		if !o.Addr.IsValid() {
 			o.Server, o.Addr = true, h.Device().IP()
 			o.Listening = func() { fmt.Fprintf(stderr, "softirdma ucmatose: listening on %s port %d\n", o.Addr, o.Port) }
@@ -108,7 +109,7 @@ func runUdaddy(args []string, stdout, stderr io.Writer) int {
 		}
 		o.Addr = a
 	}
-	return onLink("udaddy", &lc, *timeout, stderr, func(ctx context.Context, h *emu.Host) int {
+	return onLink("udaddy", &lc, *timeout, stderr, func(ctx context.Context, h *realtime.Host) int {
 		if !o.Addr.IsValid() {
 			o.Server, o.Addr = true, h.Device().IP()
 			o.Listening = func() { fmt.Fprintf(stderr, "softirdma udaddy: listening on %s port %d\n", o.Addr, d.Port) }

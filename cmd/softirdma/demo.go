@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/emu/engine"
+	"github.com/softirdma/softirdma/emu/sim"
+
 	"github.com/softirdma/softirdma/keys"
 )
 
@@ -106,25 +108,25 @@ type demo struct {
 	steps, failed int
 	lost          int // connections that ended in RETRY_EXC_ERR and were replaced
 
-	sim      *emu.Sim
-	fab      *emu.Fabric
-	a, b     *emu.Device
-	pdA, pdB *emu.PD
-	cqA, cqB *emu.CQ
-	qa, qb   *emu.QP
+	sim      *sim.Sim
+	fab      *sim.Fabric
+	a, b     *engine.Device
+	pdA, pdB *engine.PD
+	cqA, cqB *engine.CQ
+	qa, qb   *engine.QP
 	bufA     []byte
 	bufB     []byte
-	mrA, mrB *emu.MR
-	w1, w2   *emu.MW
+	mrA, mrB *engine.MR
+	w1, w2   *engine.MW
 	w2Bound  bool // the type 2 window is bound, and so tied to qb
-	events   []emu.Event
+	events   []engine.Event
 }
 
 // The connection's settings. The local ACK timeout costs no wall-clock time in the simulator;
 // retry_cnt is the most IBTA allows.
 const (
 	demoTimeout  = 10 // 4.096 µs × 2^10: 4.2 ms
-	demoRetryCnt = emu.DefaultRetryCnt
+	demoRetryCnt = engine.DefaultRetryCnt
 )
 
 // maxConnections bounds how many connections one step uses. At -loss 0.5 each way a request and
@@ -134,9 +136,9 @@ const (
 const maxConnections = 20
 
 func (d *demo) setup(seed uint64, loss float64, pcap io.Writer) error {
-	d.sim = emu.NewSim()
-	d.fab = emu.NewFabric(d.sim, seed)
-	d.fab.OnEvent(func(e emu.Event) {
+	d.sim = sim.NewSim()
+	d.fab = sim.NewFabric(d.sim, seed)
+	d.fab.OnEvent(func(e engine.Event) {
 		d.events = append(d.events, e)
 		if d.trace {
 			fmt.Fprintf(d.out, "          . %s\n", e)
@@ -147,7 +149,7 @@ func (d *demo) setup(seed uint64, loss float64, pcap io.Writer) error {
 			return err
 		}
 	}
-	link := emu.LinkConfig{Loss: loss, Rate: 10e9}
+	link := sim.LinkConfig{Loss: loss, Rate: 10e9}
 	d.a = d.fab.AddDevice("A", link)
 	d.b = d.fab.AddDevice("B", link)
 	var err error
@@ -167,20 +169,20 @@ func (d *demo) setup(seed uint64, loss float64, pcap io.Writer) error {
 		return err
 	}
 	d.bufA, d.bufB = make([]byte, 64<<10), make([]byte, 64<<10)
-	d.mrA, err = d.pdA.RegMR(d.bufA, emu.AccessLocalWrite)
+	d.mrA, err = d.pdA.RegMR(d.bufA, engine.AccessLocalWrite)
 	return err
 }
 
 // connect creates an RC QP on each device and connects them.
-func (d *demo) connect() (qa, qb *emu.QP, err error) {
-	caps := emu.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
-	if qa, err = d.pdA.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: d.cqA, RecvCQ: d.cqA, Cap: caps}); err != nil {
+func (d *demo) connect() (qa, qb *engine.QP, err error) {
+	caps := engine.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2}
+	if qa, err = d.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: d.cqA, RecvCQ: d.cqA, Cap: caps}); err != nil {
 		return nil, nil, err
 	}
-	if qb, err = d.pdB.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: d.cqB, RecvCQ: d.cqB, Cap: caps}); err != nil {
+	if qb, err = d.pdB.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: d.cqB, RecvCQ: d.cqB, Cap: caps}); err != nil {
 		return nil, nil, err
 	}
-	err = emu.ConnectRC(qa, qb, emu.ConnectOptions{MTU: emu.MTU1024, Timeout: demoTimeout, RetryCnt: demoRetryCnt})
+	err = engine.ConnectRC(qa, qb, engine.ConnectOptions{MTU: engine.MTU1024, Timeout: demoTimeout, RetryCnt: demoRetryCnt})
 	return qa, qb, err
 }
 
@@ -200,35 +202,35 @@ func (d *demo) explain(format string, args ...any) {
 }
 
 // complete runs the simulator until cq has a completion and returns it.
-func (d *demo) complete(cq *emu.CQ) (emu.WC, bool) {
-	var wc [1]emu.WC
+func (d *demo) complete(cq *engine.CQ) (engine.WC, bool) {
+	var wc [1]engine.WC
 	ok := d.sim.RunUntil(func() bool { return cq.Len() > 0 })
 	if !ok {
-		return emu.WC{}, false
+		return engine.WC{}, false
 	}
 	cq.Poll(wc[:])
 	return wc[0], true
 }
 
 // post posts one send WR on qp, runs until it completes on cq, and returns the completion.
-func (d *demo) post(qp *emu.QP, cq *emu.CQ, wr emu.SendWR) emu.WC {
-	wr.Flags |= emu.SendSignaled
+func (d *demo) post(qp *engine.QP, cq *engine.CQ, wr engine.SendWR) engine.WC {
+	wr.Flags |= engine.SendSignaled
 	if err := qp.PostSend(wr); err != nil {
-		return emu.WC{Status: emu.WCGeneralErr, Err: err}
+		return engine.WC{Status: engine.WCGeneralErr, Err: err}
 	}
 	wc, ok := d.complete(cq)
 	if !ok {
-		return emu.WC{Status: emu.WCGeneralErr, Err: fmt.Errorf("no completion for wr %d", wr.ID)}
+		return engine.WC{Status: engine.WCGeneralErr, Err: fmt.Errorf("no completion for wr %d", wr.ID)}
 	}
 	return wc
 }
 
-func (d *demo) sgeA(off uint64, n uint32) []emu.SGE {
-	return []emu.SGE{{Addr: d.mrA.Addr() + off, Length: n, LKey: d.mrA.LKey()}}
+func (d *demo) sgeA(off uint64, n uint32) []engine.SGE {
+	return []engine.SGE{{Addr: d.mrA.Addr() + off, Length: n, LKey: d.mrA.LKey()}}
 }
 
 // since counts the events of kind on device dev (and QP qpn, unless 0) from index mark on.
-func (d *demo) since(mark int, dev string, qpn uint32, kind emu.EventKind) int {
+func (d *demo) since(mark int, dev string, qpn uint32, kind engine.EventKind) int {
 	n := 0
 	for _, e := range d.events[mark:] {
 		if e.Kind == kind && e.Device == dev && (qpn == 0 || e.QP == qpn) {
@@ -248,16 +250,16 @@ func (d *demo) settle() { d.sim.RunUntilIdle(0) }
 // what an application must: lost reports what the lost try did at B and says whether to try again
 // (an operation that is not idempotent may need B to undo it first), and A and B connect a fresh
 // QP pair. The completion returned is the last try's.
-func (d *demo) onWire(try func() emu.WC, lost func() (again bool)) emu.WC {
+func (d *demo) onWire(try func() engine.WC, lost func() (again bool)) engine.WC {
 	for n := 1; ; n++ {
 		mark := len(d.events)
 		wc := try()
-		if wc.Status != emu.WCRetryExcErr || n == maxConnections {
+		if wc.Status != engine.WCRetryExcErr || n == maxConnections {
 			return wc
 		}
 		d.settle()
 		d.explain("the connection is lost: %s (%v) after the wire lost %d frames; A's QP 0x%06x is in %s",
-			wc.Status, wc.Err, d.since(mark, "A", 0, emu.EvFault)+d.since(mark, "B", 0, emu.EvFault), d.qa.Num(), d.qa.State())
+			wc.Status, wc.Err, d.since(mark, "A", 0, engine.EvFault)+d.since(mark, "B", 0, engine.EvFault), d.qa.Num(), d.qa.State())
 		again := lost == nil || lost()
 		d.reconnect(true, again)
 		if !again {
@@ -287,12 +289,12 @@ func (d *demo) reconnect(lost, again bool) {
 	}
 	if d.w2Bound {
 		old := d.w2.RKey()
-		inv := d.post(d.qb, d.cqB, emu.SendWR{ID: 100, Opcode: emu.WRLocalInv, Imm: old})
+		inv := d.post(d.qb, d.cqB, engine.SendWR{ID: 100, Opcode: engine.WRLocalInv, Imm: old})
 		want := uint32(keys.Key(old).Inc())
 		bind := d.post(d.qb, d.cqB, d.bindW2(101, want))
 		d.explain("B's type 2 window was tied to QP 0x%06x: LOCAL_INV %s, BIND_MW on QP 0x%06x %s: rkey 0x%08x -> 0x%08x",
 			oldB.Num(), inv.Status, d.qb.Num(), bind.Status, old, d.w2.RKey())
-		if inv.Status != emu.WCSuccess || bind.Status != emu.WCSuccess || d.w2.RKey() != want {
+		if inv.Status != engine.WCSuccess || bind.Status != engine.WCSuccess || d.w2.RKey() != want {
 			d.step(false, "B moves its type 2 window to QP 0x%06x", d.qb.Num())
 		}
 	}
@@ -304,9 +306,9 @@ func (d *demo) reconnect(lost, again bool) {
 }
 
 // bindW2 is the BIND_MW work request that binds the type 2 window over B's 8-byte word.
-func (d *demo) bindW2(id uint64, rkey uint32) emu.SendWR {
-	return emu.SendWR{ID: id, Opcode: emu.WRBindMW, Bind: emu.BindInfo{MW: d.w2, RKey: rkey, MR: d.mrB,
-		Addr: d.mrB.Addr() + wordOff, Length: 8, Access: emu.AccessRemoteAtomic | emu.AccessRemoteRead}}
+func (d *demo) bindW2(id uint64, rkey uint32) engine.SendWR {
+	return engine.SendWR{ID: id, Opcode: engine.WRBindMW, Bind: engine.BindInfo{MW: d.w2, RKey: rkey, MR: d.mrB,
+		Addr: d.mrB.Addr() + wordOff, Length: 8, Access: engine.AccessRemoteAtomic | engine.AccessRemoteRead}}
 }
 
 // wordOff is where B's 8-byte word for the atomics lives.
@@ -319,7 +321,7 @@ func (d *demo) setWord(v uint64) { binary.LittleEndian.PutUint64(d.bufB[wordOff:
 func (d *demo) run() {
 	var err error
 	// B's memory: LOCAL_WRITE|MW_BIND and no remote rights of its own; windows grant them.
-	d.mrB, err = d.pdB.RegMR(d.bufB, emu.AccessLocalWrite|emu.AccessMWBind)
+	d.mrB, err = d.pdB.RegMR(d.bufB, engine.AccessLocalWrite|engine.AccessMWBind)
 	if err != nil {
 		d.step(false, "B: reg_mr 64 KiB: %v", err)
 		return
@@ -328,107 +330,107 @@ func (d *demo) run() {
 		d.mrB.Addr(), d.mrB.RKey())
 
 	// A type 1 window, bound by the bind verb: key8 + 1. It belongs to B's PD, not to a QP.
-	if d.w1, err = d.pdB.AllocMW(emu.MWType1); err != nil {
+	if d.w1, err = d.pdB.AllocMW(engine.MWType1); err != nil {
 		d.step(false, "B: alloc_mw type 1: %v", err)
 		return
 	}
 	old := d.w1.RKey()
-	err = d.qb.BindMW(d.w1, emu.MWBind{ID: 1, Flags: emu.SendSignaled, MR: d.mrB, Addr: d.mrB.Addr(), Length: 16 << 10,
-		Access: emu.AccessRemoteWrite | emu.AccessRemoteRead})
+	err = d.qb.BindMW(d.w1, engine.MWBind{ID: 1, Flags: engine.SendSignaled, MR: d.mrB, Addr: d.mrB.Addr(), Length: 16 << 10,
+		Access: engine.AccessRemoteWrite | engine.AccessRemoteRead})
 	wc, _ := d.complete(d.cqB)
-	d.step(err == nil && wc.Status == emu.WCSuccess && d.w1.RKey() == uint32(keys.Key(old).Inc()),
+	d.step(err == nil && wc.Status == engine.WCSuccess && d.w1.RKey() == uint32(keys.Key(old).Inc()),
 		"B: type 1 window over [0, 16 KiB) REMOTE_WRITE|REMOTE_READ: ibv_bind_mw rotates rkey 0x%08x -> 0x%08x", old, d.w1.RKey())
 
 	// WRITE and READ through it. Both can simply be tried again on a fresh connection.
 	msg := "through a type 1 window"
 	copy(d.bufA, msg)
-	wc = d.onWire(func() emu.WC {
-		return d.post(d.qa, d.cqA, emu.SendWR{ID: 2, Opcode: emu.WRRDMAWrite, SGL: d.sgeA(0, 4096), RemoteAddr: d.mrB.Addr() + 256, RKey: d.w1.RKey()})
+	wc = d.onWire(func() engine.WC {
+		return d.post(d.qa, d.cqA, engine.SendWR{ID: 2, Opcode: engine.WRRDMAWrite, SGL: d.sgeA(0, 4096), RemoteAddr: d.mrB.Addr() + 256, RKey: d.w1.RKey()})
 	}, nil)
-	d.step(wc.Status == emu.WCSuccess && string(d.bufB[256:256+len(msg)]) == msg, "A: RDMA WRITE 4 KiB through rkey 0x%08x: %s, %q landed in B", d.w1.RKey(), wc.Status, msg)
-	wc = d.onWire(func() emu.WC {
-		return d.post(d.qa, d.cqA, emu.SendWR{ID: 3, Opcode: emu.WRRDMARead, SGL: d.sgeA(8192, 4096), RemoteAddr: d.mrB.Addr() + 256, RKey: d.w1.RKey()})
+	d.step(wc.Status == engine.WCSuccess && string(d.bufB[256:256+len(msg)]) == msg, "A: RDMA WRITE 4 KiB through rkey 0x%08x: %s, %q landed in B", d.w1.RKey(), wc.Status, msg)
+	wc = d.onWire(func() engine.WC {
+		return d.post(d.qa, d.cqA, engine.SendWR{ID: 3, Opcode: engine.WRRDMARead, SGL: d.sgeA(8192, 4096), RemoteAddr: d.mrB.Addr() + 256, RKey: d.w1.RKey()})
 	}, nil)
-	d.step(wc.Status == emu.WCSuccess && string(d.bufA[8192:8192+len(msg)]) == msg, "A: RDMA READ 4 KiB back (4 response packets): %s", wc.Status)
+	d.step(wc.Status == engine.WCSuccess && string(d.bufA[8192:8192+len(msg)]) == msg, "A: RDMA READ 4 KiB back (4 response packets): %s", wc.Status)
 
 	// A type 2 window, bound by a BIND_MW work request with the consumer's key8.
-	if d.w2, err = d.pdB.AllocMW(emu.MWType2); err != nil {
+	if d.w2, err = d.pdB.AllocMW(engine.MWType2); err != nil {
 		d.step(false, "B: alloc_mw type 2: %v", err)
 		return
 	}
 	old = d.w2.RKey()
 	want := uint32(keys.Key(old).Inc())
 	wc = d.post(d.qb, d.cqB, d.bindW2(4, want))
-	d.w2Bound = wc.Status == emu.WCSuccess
-	d.step(wc.Status == emu.WCSuccess && d.w2.RKey() == want, "B: type 2 window over one 8-byte word, REMOTE_ATOMIC: BIND_MW with key8 0x%02x: rkey 0x%08x -> 0x%08x (tied to QP 0x%06x)",
+	d.w2Bound = wc.Status == engine.WCSuccess
+	d.step(wc.Status == engine.WCSuccess && d.w2.RKey() == want, "B: type 2 window over one 8-byte word, REMOTE_ATOMIC: BIND_MW with key8 0x%02x: rkey 0x%08x -> 0x%08x (tied to QP 0x%06x)",
 		uint8(want), old, d.w2.RKey(), d.qb.Num())
 
 	// Atomics through it. An atomic is not idempotent: when its response is lost, A cannot tell
 	// whether it ran, so before A tries again B looks and puts its word back.
 	d.setWord(40)
-	wc = d.onWire(func() emu.WC {
+	wc = d.onWire(func() engine.WC {
 		binary.LittleEndian.PutUint64(d.bufA[16384:], 0)
-		return d.post(d.qa, d.cqA, emu.SendWR{ID: 5, Opcode: emu.WRAtomicFetchAndAdd, SGL: d.sgeA(16384, 8), RemoteAddr: d.mrB.Addr() + wordOff, RKey: d.w2.RKey(), CompareAdd: 2})
+		return d.post(d.qa, d.cqA, engine.SendWR{ID: 5, Opcode: engine.WRAtomicFetchAndAdd, SGL: d.sgeA(16384, 8), RemoteAddr: d.mrB.Addr() + wordOff, RKey: d.w2.RKey(), CompareAdd: 2})
 	}, func() bool {
 		d.undoAtomic(40, 42, "add")
 		return true
 	})
 	got := binary.LittleEndian.Uint64(d.bufA[16384:])
-	d.step(wc.Status == emu.WCSuccess && got == 40 && d.word() == 42, "A: FETCH_AND_ADD 2: %s, returned %d", wc.Status, got)
-	wc = d.onWire(func() emu.WC {
+	d.step(wc.Status == engine.WCSuccess && got == 40 && d.word() == 42, "A: FETCH_AND_ADD 2: %s, returned %d", wc.Status, got)
+	wc = d.onWire(func() engine.WC {
 		binary.LittleEndian.PutUint64(d.bufA[16392:], 0)
-		return d.post(d.qa, d.cqA, emu.SendWR{ID: 6, Opcode: emu.WRAtomicCmpAndSwp, SGL: d.sgeA(16392, 8), RemoteAddr: d.mrB.Addr() + wordOff, RKey: d.w2.RKey(), CompareAdd: 42, Swap: 7})
+		return d.post(d.qa, d.cqA, engine.SendWR{ID: 6, Opcode: engine.WRAtomicCmpAndSwp, SGL: d.sgeA(16392, 8), RemoteAddr: d.mrB.Addr() + wordOff, RKey: d.w2.RKey(), CompareAdd: 42, Swap: 7})
 	}, func() bool {
 		d.undoAtomic(42, 7, "swap")
 		return true
 	})
 	got = binary.LittleEndian.Uint64(d.bufA[16392:])
-	d.step(wc.Status == emu.WCSuccess && got == 42 && d.word() == 7,
+	d.step(wc.Status == engine.WCSuccess && got == 42 && d.word() == 7,
 		"A: CMP_AND_SWP 42 -> 7: %s, returned %d; B's word is now %d", wc.Status, got, d.word())
 
 	// SEND_WITH_INV invalidates the window from A's side. When only the ACKs are lost, B has the
 	// message and the window is invalid; sending it again would be refused, so A does not.
-	var rwc emu.WC
+	var rwc engine.WC
 	var received bool
 	rkey2 := d.w2.RKey()
 	copy(d.bufA[20000:], "done with your window")
-	wc = d.onWire(func() emu.WC {
-		if err := d.qb.PostRecv(emu.RecvWR{ID: 7, SGL: []emu.SGE{{Addr: d.mrB.Addr() + 48<<10, Length: 64, LKey: d.mrB.LKey()}}}); err != nil {
-			return emu.WC{Status: emu.WCGeneralErr, Err: err}
+	wc = d.onWire(func() engine.WC {
+		if err := d.qb.PostRecv(engine.RecvWR{ID: 7, SGL: []engine.SGE{{Addr: d.mrB.Addr() + 48<<10, Length: 64, LKey: d.mrB.LKey()}}}); err != nil {
+			return engine.WC{Status: engine.WCGeneralErr, Err: err}
 		}
 		rkey2 = d.w2.RKey()
-		wc := d.post(d.qa, d.cqA, emu.SendWR{ID: 8, Opcode: emu.WRSendWithInv, SGL: d.sgeA(20000, 21), Imm: rkey2})
-		if wc.Status == emu.WCSuccess {
+		wc := d.post(d.qa, d.cqA, engine.SendWR{ID: 8, Opcode: engine.WRSendWithInv, SGL: d.sgeA(20000, 21), Imm: rkey2})
+		if wc.Status == engine.WCSuccess {
 			rwc, received = d.complete(d.cqB)
 		}
 		return wc
 	}, func() bool {
 		if d.cqB.Len() > 0 {
 			rwc, received = d.complete(d.cqB)
-			d.w2Bound = rwc.Status != emu.WCSuccess || rwc.Flags&emu.WCWithInv == 0
+			d.w2Bound = rwc.Status != engine.WCSuccess || rwc.Flags&engine.WCWithInv == 0
 			d.explain("B got the message and invalidated rkey 0x%08x; only A's acknowledgements were lost, so A does not send it again", rkey2)
 			return false
 		}
 		d.explain("B never got the message: its receive goes with the old QP, and B posts another on the new one")
 		return true
 	})
-	ok := received && rwc.Status == emu.WCSuccess && rwc.Flags&emu.WCWithInv != 0 && rwc.InvalidatedRKey() == rkey2
+	ok := received && rwc.Status == engine.WCSuccess && rwc.Flags&engine.WCWithInv != 0 && rwc.InvalidatedRKey() == rkey2
 	if ok {
 		d.w2Bound = false
 	}
 	acks := ""
-	if wc.Status != emu.WCSuccess {
+	if wc.Status != engine.WCSuccess {
 		acks = fmt.Sprintf("; A's send completed %s", wc.Status)
 	}
-	d.step(ok && (wc.Status == emu.WCSuccess || wc.Status == emu.WCRetryExcErr),
+	d.step(ok && (wc.Status == engine.WCSuccess || wc.Status == engine.WCRetryExcErr),
 		"A: SEND_WITH_INV rkey 0x%08x: B's receive completes %s with WITH_INV, invalidated rkey 0x%08x%s", rkey2, rwc.Status, rwc.InvalidatedRKey(), acks)
 
 	// Rebind with a new key8, then LOCAL_INV from B's side.
 	want = uint32(keys.Key(rkey2).Inc())
 	wc = d.post(d.qb, d.cqB, d.bindW2(9, want))
-	d.step(wc.Status == emu.WCSuccess && d.w2.RKey() == want, "B: rebind the type 2 window with a new key8: rkey 0x%08x -> 0x%08x", rkey2, d.w2.RKey())
-	wc = d.post(d.qb, d.cqB, emu.SendWR{ID: 10, Opcode: emu.WRLocalInv, Imm: d.w2.RKey()})
-	d.step(wc.Status == emu.WCSuccess, "B: LOCAL_INV rkey 0x%08x: %s", d.w2.RKey(), wc.Status)
+	d.step(wc.Status == engine.WCSuccess && d.w2.RKey() == want, "B: rebind the type 2 window with a new key8: rkey 0x%08x -> 0x%08x", rkey2, d.w2.RKey())
+	wc = d.post(d.qb, d.cqB, engine.SendWR{ID: 10, Opcode: engine.WRLocalInv, Imm: d.w2.RKey()})
+	d.step(wc.Status == engine.WCSuccess, "B: LOCAL_INV rkey 0x%08x: %s", d.w2.RKey(), wc.Status)
 
 	d.staleRKey(rkey2)
 
@@ -437,10 +439,10 @@ func (d *demo) run() {
 	d.reconnect(false, false)
 	msg = "over a fresh connection"
 	copy(d.bufA[4096:], msg)
-	wc = d.onWire(func() emu.WC {
-		return d.post(d.qa, d.cqA, emu.SendWR{ID: 12, Opcode: emu.WRRDMAWrite, SGL: d.sgeA(4096, 64), RemoteAddr: d.mrB.Addr() + 1024, RKey: d.w1.RKey()})
+	wc = d.onWire(func() engine.WC {
+		return d.post(d.qa, d.cqA, engine.SendWR{ID: 12, Opcode: engine.WRRDMAWrite, SGL: d.sgeA(4096, 64), RemoteAddr: d.mrB.Addr() + 1024, RKey: d.w1.RKey()})
 	}, nil)
-	d.step(wc.Status == emu.WCSuccess && string(d.bufB[1024:1024+len(msg)]) == msg,
+	d.step(wc.Status == engine.WCSuccess && string(d.bufB[1024:1024+len(msg)]) == msg,
 		"A: a fresh QP pair, 0x%06x -> 0x%06x, then RDMA WRITE through rkey 0x%08x again: %s, %q landed in B",
 		d.qa.Num(), d.qb.Num(), d.w1.RKey(), wc.Status, msg)
 }
@@ -466,16 +468,16 @@ func (d *demo) undoAtomic(before, after uint64, what string) {
 // answer, and A's QP gives up with RETRY_EXC_ERR: what a real NIC does, and the one other
 // legitimate outcome. A READ that never reached B at all is tried again on a fresh connection.
 func (d *demo) staleRKey(stale uint32) {
-	var wc emu.WC
+	var wc engine.WC
 	var mark int
 	for n := 1; ; n++ {
 		mark = len(d.events)
-		wc = d.post(d.qa, d.cqA, emu.SendWR{ID: 11, Opcode: emu.WRRDMARead, SGL: d.sgeA(24000, 8), RemoteAddr: d.mrB.Addr() + wordOff, RKey: stale})
-		if wc.Status != emu.WCRetryExcErr || n == maxConnections {
+		wc = d.post(d.qa, d.cqA, engine.SendWR{ID: 11, Opcode: engine.WRRDMARead, SGL: d.sgeA(24000, 8), RemoteAddr: d.mrB.Addr() + wordOff, RKey: stale})
+		if wc.Status != engine.WCRetryExcErr || n == maxConnections {
 			break
 		}
 		d.settle()
-		if d.qb.State() == emu.QPSErr {
+		if d.qb.State() == engine.QPSErr {
 			break
 		}
 		d.explain("the connection is lost: %s (%v) before the READ reached B, whose QP 0x%06x is still %s",
@@ -484,38 +486,38 @@ func (d *demo) staleRKey(stale uint32) {
 	}
 	var refusals []error
 	for _, e := range d.events[mark:] {
-		if e.Kind == emu.EvAccess && e.Device == "B" && e.QP == d.qb.Num() && e.Err != nil {
+		if e.Kind == engine.EvAccess && e.Device == "B" && e.QP == d.qb.Num() && e.Err != nil {
 			refusals = append(refusals, e.Err)
 		}
 	}
 	switch wc.Status {
-	case emu.WCRetryExcErr:
-		d.step(len(refusals) == 1 && d.qb.State() == emu.QPSErr && d.since(mark, "B", 0, emu.EvFault) > 0,
+	case engine.WCRetryExcErr:
+		d.step(len(refusals) == 1 && d.qb.State() == engine.QPSErr && d.since(mark, "B", 0, engine.EvFault) > 0,
 			"A: RDMA READ with the stale rkey 0x%08x: %s, because the wire lost B's NAK", stale, wc.Status)
 	default:
-		d.step(wc.Status == emu.WCRemAccessErr && len(refusals) == 1, "A: RDMA READ with the stale rkey 0x%08x: %s", stale, wc.Status)
+		d.step(wc.Status == engine.WCRemAccessErr && len(refusals) == 1, "A: RDMA READ with the stale rkey 0x%08x: %s", stale, wc.Status)
 	}
 	for _, err := range refusals {
 		d.explain("B refused it: %v", err)
 	}
-	if wc.Status == emu.WCRetryExcErr {
+	if wc.Status == engine.WCRetryExcErr {
 		d.explain("B's QP went to ERR when it sent the NAK, and dropped the %d retries of A's that reached it;",
-			d.since(mark, "B", d.qb.Num(), emu.EvDrop))
+			d.since(mark, "B", d.qb.Num(), engine.EvDrop))
 		d.explain("A's QP gave up (%v), as a real NIC does:", wc.Err)
 		d.explain("whether A sees REM_ACCESS_ERR or RETRY_EXC_ERR depends on whether the NAK gets through")
 	}
-	d.step(d.qa.State() == emu.QPSErr && d.qb.State() == emu.QPSErr, "both QPs are in %s, as RC requires after a remote access error", d.qa.State())
+	d.step(d.qa.State() == engine.QPSErr && d.qb.State() == engine.QPSErr, "both QPs are in %s, as RC requires after a remote access error", d.qa.State())
 }
 
 // cost prints what the run took: frames and bytes on the wire, virtual and wall time, and what
 // the faults cost.
 func (d *demo) cost(wall time.Duration, self, pcapPath string) {
 	var frames, bytes uint64
-	for _, dev := range []*emu.Device{d.a, d.b} {
+	for _, dev := range []*engine.Device{d.a, d.b} {
 		frames += dev.Stats().TxFrames
 		bytes += dev.Stats().TxBytes
 	}
-	count := map[emu.EventKind]int{}
+	count := map[engine.EventKind]int{}
 	for _, e := range d.events {
 		count[e.Kind]++
 	}
@@ -523,7 +525,7 @@ func (d *demo) cost(wall time.Duration, self, pcapPath string) {
 	// NAKs are counted where they are sent, not from the events, which report each NAK at both
 	// ends: so the count is the one decode -flows finds in the capture, lost NAKs included.
 	fmt.Fprintf(d.out, "      faults %d, retransmissions %d, timeouts %d, NAKs %d (sequence %d, RNR %d), connections lost to RETRY_EXC_ERR %d\n",
-		count[emu.EvFault], d.a.Stats().Retransmits+d.b.Stats().Retransmits, d.a.Stats().Timeouts+d.b.Stats().Timeouts, d.a.Stats().NAKsSent+d.b.Stats().NAKsSent,
+		count[engine.EvFault], d.a.Stats().Retransmits+d.b.Stats().Retransmits, d.a.Stats().Timeouts+d.b.Stats().Timeouts, d.a.Stats().NAKsSent+d.b.Stats().NAKsSent,
 		d.a.Stats().SeqNAKsSent+d.b.Stats().SeqNAKsSent, d.a.Stats().RNRNAKsSent+d.b.Stats().RNRNAKsSent, d.lost)
 	if pcapPath != "" {
 		fmt.Fprintf(d.out, "      every frame is in %s: %s, or open it in Wireshark\n", pcapPath, decodeHint(self, pcapPath))

@@ -15,7 +15,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/softirdma/softirdma/wire"
+	"github.com/softirdma/softirdma/wire/roce"
+
 	"github.com/softirdma/softirdma/wire/afpacket"
 )
 
@@ -171,14 +172,14 @@ func doctorAdapter(stdout io.Writer, a afpacket.Adapter, rdma []string) (problem
 	}
 	if len(rdma) > 0 {
 		say(false, "kernel RDMA device %s owns UDP %d here: remove it (rdma link delete %s) or use another adapter",
-			strings.Join(rdma, ","), wire.UDPPort, rdma[0])
+			strings.Join(rdma, ","), roce.UDPPort, rdma[0])
 	}
 	if has4 {
-		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: ip.AsSlice(), Port: wire.UDPPort})
+		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: ip.AsSlice(), Port: roce.UDPPort})
 		if err == nil {
 			c.Close()
 		}
-		say(err == nil, "UDP %d on %s is free (softirdma holds it so the kernel does not answer RoCE with port unreachable)%s", wire.UDPPort, ip, errText(err))
+		say(err == nil, "UDP %d on %s is free (softirdma holds it so the kernel does not answer RoCE with port unreachable)%s", roce.UDPPort, ip, errText(err))
 	}
 	l, err := afpacket.Open(a, netip.Addr{})
 	if err == nil {

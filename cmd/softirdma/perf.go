@@ -10,8 +10,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/compat/perftest"
-	"github.com/softirdma/softirdma/emu"
 )
 
 func init() {
@@ -77,18 +78,18 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	}
 	switch strings.ToUpper(conn) {
 	case "RC":
-		o.Conn = emu.QPTypeRC
+		o.Conn = engine.QPTypeRC
 	case "UD":
-		o.Conn = emu.QPTypeUD
+		o.Conn = engine.QPTypeUD
 	default:
 		fmt.Fprintf(stderr, "softirdma perf: -c %q: RC or UD\n", conn)
 		return 2
 	}
-	if o.Conn == emu.QPTypeUD && test != perftest.Send {
+	if o.Conn == engine.QPTypeUD && test != perftest.Send {
 		fmt.Fprintln(stderr, "softirdma perf: -c UD: UD connection only possible in SEND verb")
 		return 2
 	}
-	if o.Conn == emu.QPTypeUD && o.RDMACM {
+	if o.Conn == engine.QPTypeUD && o.RDMACM {
 		fmt.Fprintln(stderr, "softirdma perf: -R connects RC QPs (UD through rdma_cm is not supported)")
 		return 2
 	}
@@ -99,7 +100,7 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		o.Host = host
 	}
 	o.Server, o.Wait, o.Idle, o.QPTimeout, o.RetryCount = pf.server, pf.wait, serverIdle, &pf.qpTimeout, &pf.retry
-	return runPeer("perf", host, &lc, &pf, stderr, func(ctx context.Context, dev *emu.Device, gid netip.Addr, log io.Writer) (emu.QPAttr, error) {
+	return runPeer("perf", host, &lc, &pf, stderr, func(ctx context.Context, dev *engine.Device, gid netip.Addr, log io.Writer) (engine.QPAttr, error) {
 		o.GID, o.Log = gid, log
 		if o.RDMACM {
 			o.Listening = func() { fmt.Fprintf(stderr, "softirdma perf: listening through rdma_cm on port %d\n", o.Port) }

@@ -15,9 +15,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/softirdma/softirdma/emu/engine"
+	"github.com/softirdma/softirdma/emu/realtime"
+	"github.com/softirdma/softirdma/wire/roce"
+
 	"github.com/softirdma/softirdma/compat/pingpong"
-	"github.com/softirdma/softirdma/emu"
-	"github.com/softirdma/softirdma/wire"
 	"github.com/softirdma/softirdma/wire/afpacket"
 	"github.com/softirdma/softirdma/wire/neigh"
 	"github.com/softirdma/softirdma/wire/qemu"
@@ -54,7 +56,7 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 	if done {
 		return code
 	}
-	types := map[string]emu.QPType{"RC": emu.QPTypeRC, "UC": emu.QPTypeUC, "UD": emu.QPTypeUD}
+	types := map[string]engine.QPType{"RC": engine.QPTypeRC, "UC": engine.QPTypeUC, "UD": engine.QPTypeUD}
 	o.Type = types[strings.ToUpper(transport)]
 	if o.Type == 0 {
 		fmt.Fprintf(stderr, "softirdma pingpong: -transport %q is not RC, UC or UD\n", transport)
@@ -62,7 +64,7 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 	}
 	sizeGiven := false
 	fs.Visit(func(f *flag.Flag) { sizeGiven = sizeGiven || f.Name == "s" })
-	if o.Type == emu.QPTypeUD && !sizeGiven {
+	if o.Type == engine.QPTypeUD && !sizeGiven {
 		o.Size = 1024 // ibv_ud_pingpong's default
 	}
 	if code := checkFlags(stderr, "pingpong", append(pf.checks(),
@@ -78,7 +80,7 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 		o.Host = host
 	}
 	o.Server, o.Wait, o.Idle, o.QPTimeout, o.RetryCount = pf.server, pf.wait, serverIdle, &pf.qpTimeout, &pf.retry
-	return runPeer("pingpong", host, &lc, &pf, stderr, func(ctx context.Context, dev *emu.Device, gid netip.Addr, log io.Writer) (emu.QPAttr, error) {
+	return runPeer("pingpong", host, &lc, &pf, stderr, func(ctx context.Context, dev *engine.Device, gid netip.Addr, log io.Writer) (engine.QPAttr, error) {
 		o.GID, o.Log = gid, log
 		res, err := pingpong.Run(ctx, dev, o, stdout)
 		return res.QP, err
@@ -86,7 +88,7 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 }
 
 // ranPeer, when set, gets the attributes of the QP a pingpong or perf run connected (tests).
-var ranPeer func(emu.QPAttr)
+var ranPeer func(engine.QPAttr)
 
 // serverIdle is how long a server gives a connection to send its first message; 0 is the
 // packages' default (10s). Tests shorten it.
@@ -107,8 +109,8 @@ func (p *peerFlags) register(fs flagSet, gidFlag, gidUsage, timeoutNote string) 
 	fs.IntVar(&p.gidIndex, gidFlag, 1, gidUsage)
 	fs.DurationVar(&p.timeout, "timeout", 0, "give up after this long "+timeoutNote)
 	fs.DurationVar(&p.wait, "wait", 0, "as a client, keep trying this long while the server is not up yet (connection refused, or closed before the server answered, as QEMU's forward does); 0 tries once")
-	fs.IntVar(&p.qpTimeout, "u", emu.DefaultTimeout, "QP timeout exponent: the local ACK timeout is 4.096 us x 2^u, 0..31 (0 waits forever)")
-	fs.IntVar(&p.retry, "retry", emu.DefaultRetryCnt, "QP retry count: retransmissions after an ACK timeout before the QP fails, 0..7")
+	fs.IntVar(&p.qpTimeout, "u", engine.DefaultTimeout, "QP timeout exponent: the local ACK timeout is 4.096 us x 2^u, 0..31 (0 waits forever)")
+	fs.IntVar(&p.retry, "retry", engine.DefaultRetryCnt, "QP retry count: retransmissions after an ACK timeout before the QP fails, 0..7")
 }
 
 func (p *peerFlags) checks() []flagCheck {
@@ -126,7 +128,7 @@ func (p *peerFlags) checks() []flagCheck {
 // IPv4-mapped one), a context that ends on an interrupt or after the timeout, and the notes of
 // the exchange (connections dropped, waiting for the server) on stderr.
 func runPeer(cmd, host string, lc *linkFlags, pf *peerFlags, stderr io.Writer,
-	run func(ctx context.Context, dev *emu.Device, gid netip.Addr, log io.Writer) (emu.QPAttr, error)) int {
+	run func(ctx context.Context, dev *engine.Device, gid netip.Addr, log io.Writer) (engine.QPAttr, error)) int {
 	if !pf.server && host == "" {
 		fmt.Fprintf(stderr, "softirdma %s: give a server's host name, or -server\n", cmd)
 		return 2
@@ -138,7 +140,7 @@ func runPeer(cmd, host string, lc *linkFlags, pf *peerFlags, stderr io.Writer,
 		fmt.Fprintf(stderr, "softirdma %s: -server and a host name (%q) both given: a server listens on every address and takes no host name; a client takes one and no -server\n", cmd, host)
 		return 2
 	}
-	return onLink(cmd, lc, pf.timeout, stderr, func(ctx context.Context, h *emu.Host) int {
+	return onLink(cmd, lc, pf.timeout, stderr, func(ctx context.Context, h *realtime.Host) int {
 		gid := h.Device().IP()
 		if pf.gidIndex == 0 {
 			gid = neigh.LinkLocal(h.Device().MAC())
@@ -150,7 +152,7 @@ func runPeer(cmd, host string, lc *linkFlags, pf *peerFlags, stderr io.Writer,
 
 // onLink runs run with a host on the link lc names, running, and a context that ends on an
 // interrupt or after timeout (0: none); a link that cannot be opened is exit status 2.
-func onLink(cmd string, lc *linkFlags, timeout time.Duration, stderr io.Writer, run func(ctx context.Context, h *emu.Host) int) int {
+func onLink(cmd string, lc *linkFlags, timeout time.Duration, stderr io.Writer, run func(ctx context.Context, h *realtime.Host) int) int {
 	if err := lc.check(); err != nil {
 		fmt.Fprintf(stderr, "softirdma %s: %v\n", cmd, err)
 		return 2
@@ -173,7 +175,7 @@ func onLink(cmd string, lc *linkFlags, timeout time.Duration, stderr io.Writer, 
 }
 
 // peerExit is the exit status of a peer of rdma-core's tools that returned err, which it reports.
-func peerExit(cmd string, pf *peerFlags, stderr io.Writer, qp emu.QPAttr, err error) int {
+func peerExit(cmd string, pf *peerFlags, stderr io.Writer, qp engine.QPAttr, err error) int {
 	if ranPeer != nil {
 		ranPeer(qp)
 	}
@@ -319,7 +321,7 @@ func (l *linkFlags) macAddr() ([6]byte, error) {
 	}
 }
 
-func (l *linkFlags) host(name string) (*emu.Host, error) {
+func (l *linkFlags) host(name string) (*realtime.Host, error) {
 	if ifname, ok := strings.CutPrefix(l.link, "afpacket:"); ok {
 		return l.adapterHost(name, ifname)
 	}
@@ -336,13 +338,13 @@ func (l *linkFlags) host(name string) (*emu.Host, error) {
 		return nil, err
 	}
 	// The guest's end of the socket is an Ethernet of 1500 bytes, as QEMU's NICs are.
-	cfg := emu.HostConfig{Name: name, Link: link, MAC: mac, IP: ip, IPs: []netip.Addr{neigh.LinkLocal(mac)}, Answer: true, RxLoss: l.loss,
+	cfg := realtime.HostConfig{Name: name, Link: link, MAC: mac, IP: ip, IPs: []netip.Addr{neigh.LinkLocal(mac)}, Answer: true, RxLoss: l.loss,
 		ActiveMTU: activeMTU(1500)}
 	return l.newHost(cfg)
 }
 
 // openSocketLink opens a -link of kind dgram or stream: QEMU's socket netdevs.
-func openSocketLink(spec string) (wire.Link, error) {
+func openSocketLink(spec string) (roce.Link, error) {
 	kind, addrs, _ := strings.Cut(spec, ":")
 	switch kind {
 	case "dgram":
@@ -364,9 +366,9 @@ func openSocketLink(spec string) (wire.Link, error) {
 
 // activeMTU is the port MTU rxe gives a netdev of Ethernet MTU eth (eth_mtu_int_to_enum): the
 // largest IB MTU that fits with 80 bytes of headers; 1024 for 1500, 4096 for 9000.
-func activeMTU(eth int) emu.MTU {
-	best := emu.MTU256
-	for _, m := range []emu.MTU{emu.MTU256, emu.MTU512, emu.MTU1024, emu.MTU2048, emu.MTU4096} {
+func activeMTU(eth int) engine.MTU {
+	best := engine.MTU256
+	for _, m := range []engine.MTU{engine.MTU256, engine.MTU512, engine.MTU1024, engine.MTU2048, engine.MTU4096} {
 		if m.Bytes() <= eth-80 {
 			best = m
 		}
@@ -374,7 +376,7 @@ func activeMTU(eth int) emu.MTU {
 	return best
 }
 
-func (l *linkFlags) newHost(cfg emu.HostConfig) (*emu.Host, error) {
+func (l *linkFlags) newHost(cfg realtime.HostConfig) (*realtime.Host, error) {
 	if l.pcap != "" {
 		f, err := os.Create(l.pcap)
 		if err != nil {
@@ -382,12 +384,12 @@ func (l *linkFlags) newHost(cfg emu.HostConfig) (*emu.Host, error) {
 		}
 		cfg.Pcap = f // closed when the process exits
 	}
-	return emu.NewHost(cfg)
+	return realtime.NewHost(cfg)
 }
 
 // adapterHost stands the device on a real adapter: the kernel keeps the address and answers
 // ARP/ND, softirdma uses its MAC and address and asks the kernel's neighbour table for peers.
-func (l *linkFlags) adapterHost(name, ifname string) (*emu.Host, error) {
+func (l *linkFlags) adapterHost(name, ifname string) (*realtime.Host, error) {
 	ad, err := afpacket.Lookup(ifname)
 	if err != nil {
 		return nil, err
@@ -410,7 +412,7 @@ func (l *linkFlags) adapterHost(name, ifname string) (*emu.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := emu.HostConfig{Name: name, Link: link, MAC: ad.MAC, IP: ip, IPs: more, RxLoss: l.loss, ActiveMTU: activeMTU(ad.MTU),
+	cfg := realtime.HostConfig{Name: name, Link: link, MAC: ad.MAC, IP: ip, IPs: more, RxLoss: l.loss, ActiveMTU: activeMTU(ad.MTU),
 		Resolve: func(peer netip.Addr) ([6]byte, bool) { return afpacket.Neighbor(ad, peer, 3*time.Second) }}
 	return l.newHost(cfg)
 }

@@ -7,8 +7,9 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/softirdma/softirdma/emu/realtime"
+
 	"github.com/softirdma/softirdma/compat/rping"
-	"github.com/softirdma/softirdma/emu"
 )
 
 func init() {
@@ -74,7 +75,7 @@ func runRping(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.Server, o.Addr, o.Port = *server, a, uint16(*port)
-	return onLink("rping", &lc, *timeout, stderr, func(ctx context.Context, h *emu.Host) int {
+	return onLink("rping", &lc, *timeout, stderr, func(ctx context.Context, h *realtime.Host) int {
 		if notOwn(h.Device().IP(), "the adapter's address") { // -ip not given: the adapter's own
 			return 2
 		}

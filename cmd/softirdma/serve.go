@@ -19,7 +19,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/emu/engine"
+	"github.com/softirdma/softirdma/emu/realtime"
+
 	"github.com/softirdma/softirdma/hw"
 	"github.com/softirdma/softirdma/hw/vfioserve"
 	"github.com/softirdma/softirdma/hw/vfiouser"
@@ -279,7 +281,7 @@ func serveLog(debug bool, stderr io.Writer) (log *slog.Logger, fail func(msg str
 // serve runs the device until ctx ends.
 func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	log, fail := serveLog(o.debug, stderr)
-	fcfg := hw.Config{Name: "softirdma0", Clock: emu.NewWallClock(), MAC: o.mac, IP: o.ip, Log: log}
+	fcfg := hw.Config{Name: "softirdma0", Clock: realtime.NewWallClock(), MAC: o.mac, IP: o.ip, Log: log}
 	if o.link != nil {
 		h, err := o.link.host("softirdma0")
 		var perr pcapError
@@ -292,16 +294,16 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		go h.Run()
 		defer h.Close()
 		// The host carries the engine the function makes when its driver enables it.
-		fcfg.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device { return h.Rebind(mac, ip, ips) }
+		fcfg.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *engine.Device { return h.Rebind(mac, ip, ips) }
 		fcfg.Readdress = h.SetAddresses
 		if ifname, ok := strings.CutPrefix(o.link.link, "afpacket:"); ok {
 			ad, err := afpacket.Lookup(ifname)
 			if err != nil {
 				return fail("cannot find the adapter", err, "adapter", ifname)
 			}
-			fcfg.ActiveMTU, _ = emu.MTUOf(pathMTU(ad.MTU))
+			fcfg.ActiveMTU, _ = engine.MTUOf(pathMTU(ad.MTU))
 		}
-		log.Info("link", "link", o.link.link, "active_mtu", cmp.Or(fcfg.ActiveMTU, emu.MTU4096).Bytes())
+		log.Info("link", "link", o.link.link, "active_mtu", cmp.Or(fcfg.ActiveMTU, engine.MTU4096).Bytes())
 	}
 	// Each client that goes (a QEMU that quit or was killed) leaves a line with what the process
 	// holds once its release is done: figures that stay level from one client to the next say

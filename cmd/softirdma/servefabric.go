@@ -17,8 +17,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/softirdma/softirdma/emu/engine"
+	"github.com/softirdma/softirdma/emu/realtime"
+
 	"github.com/google/gopacket"
-	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/hw"
 	"github.com/softirdma/softirdma/hw/vfioserve"
 	"github.com/softirdma/softirdma/hw/vfiouser"
@@ -220,7 +222,7 @@ func serveFabric(ctx context.Context, o fabricOptions, stdout, stderr io.Writer)
 	}
 	// A guest's netdev on the uplink is a 1500-byte Ethernet, as QEMU's NICs are; between the
 	// functions alone frames of a 4096-byte path MTU cross.
-	var mtu emu.MTU
+	var mtu engine.MTU
 	if o.uplink != "" {
 		link, err := openSocketLink(o.uplink)
 		if err != nil {
@@ -276,15 +278,15 @@ func serveFabric(ctx context.Context, o fabricOptions, stdout, stderr io.Writer)
 		if err := port.SetRate(s.rate); err != nil {
 			return fail("cannot shape the function's port", err, "function", s.name)
 		}
-		h, err := emu.NewHost(emu.HostConfig{Name: s.name, Link: port, MAC: s.mac, IP: s.ip,
+		h, err := realtime.NewHost(realtime.HostConfig{Name: s.name, Link: port, MAC: s.mac, IP: s.ip,
 			IPs: []netip.Addr{neigh.LinkLocal(s.mac)}, Answer: true, RxLoss: o.loss, ActiveMTU: mtu})
 		if err != nil {
 			return fail("cannot make the function's host", err, "function", s.name)
 		}
 		go h.Run()
 		defer h.Close()
-		fcfg := hw.Config{Name: s.name, Clock: emu.NewWallClock(), MAC: s.mac, IP: s.ip, Log: flog, ActiveMTU: mtu,
-			Engine:    func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *emu.Device { return h.Rebind(mac, ip, ips) },
+		fcfg := hw.Config{Name: s.name, Clock: realtime.NewWallClock(), MAC: s.mac, IP: s.ip, Log: flog, ActiveMTU: mtu,
+			Engine:    func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *engine.Device { return h.Rebind(mac, ip, ips) },
 			Readdress: h.SetAddresses}
 		gone := func(err error) { flog.Info("client gone", "err", err) }
 		vcfg := vfiouser.Config{SocketPath: s.socket, Logger: flog, ClientGone: gone}

@@ -14,8 +14,9 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/compat/internal/cmpeer"
-	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/emu/rdmacm"
 )
 
@@ -83,17 +84,17 @@ func (o *Options) check() error {
 // node is one connection: ucmatose's struct cmatest_node.
 type node struct {
 	id     *rdmacm.ID
-	qp     *emu.QP
-	sendCQ *emu.CQ
-	recvCQ *emu.CQ
-	mr     *emu.MR
+	qp     *engine.QP
+	sendCQ *engine.CQ
+	recvCQ *engine.CQ
+	mr     *engine.MR
 }
 
 type test struct {
 	o      Options
 	ctx    context.Context
-	dev    *emu.Device
-	pd     *emu.PD
+	dev    *engine.Device
+	pd     *engine.PD
 	ev     *cmpeer.Events
 	wake   chan struct{}
 	nodes  []*node
@@ -101,7 +102,7 @@ type test struct {
 }
 
 // Run runs one side of ucmatose on dev, printing what ucmatose prints to out.
-func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) error {
+func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) error {
 	o.defaults()
 	if err := o.check(); err != nil {
 		return err
@@ -140,7 +141,7 @@ func (t *test) newNode() (*node, error) {
 	if n.recvCQ, err = t.dev.CreateCQ(depth); err != nil {
 		return nil, err
 	}
-	for _, cq := range []*emu.CQ{n.sendCQ, n.recvCQ} {
+	for _, cq := range []*engine.CQ{n.sendCQ, n.recvCQ} {
 		cq.OnCompletion(func() {
 			select {
 			case t.wake <- struct{}{}:
@@ -148,8 +149,8 @@ func (t *test) newNode() (*node, error) {
 			}
 		})
 	}
-	if n.qp, err = t.pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: n.sendCQ, RecvCQ: n.recvCQ,
-		Cap: emu.QPCap{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+	if n.qp, err = t.pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: n.sendCQ, RecvCQ: n.recvCQ,
+		Cap: engine.QPCap{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		return nil, err
 	}
 	t.nodes = append(t.nodes, n)
@@ -157,7 +158,7 @@ func (t *test) newNode() (*node, error) {
 	for i := range buf {
 		buf[i] = byte(i)
 	}
-	if n.mr, err = t.pd.RegMR(buf, emu.AccessLocalWrite); err != nil {
+	if n.mr, err = t.pd.RegMR(buf, engine.AccessLocalWrite); err != nil {
 		return nil, err
 	}
 	return n, t.fresh(n)
@@ -168,7 +169,7 @@ func (t *test) newNode() (*node, error) {
 func (t *test) fresh(n *node) error {
 	return cmpeer.Renew(n.qp, func() error {
 		for i := range t.o.Count {
-			if err := n.qp.PostRecv(emu.RecvWR{ID: uint64(i), SGL: []emu.SGE{{Addr: n.mr.Addr(), Length: uint32(t.o.Size), LKey: n.mr.LKey()}}}); err != nil {
+			if err := n.qp.PostRecv(engine.RecvWR{ID: uint64(i), SGL: []engine.SGE{{Addr: n.mr.Addr(), Length: uint32(t.o.Size), LKey: n.mr.LKey()}}}); err != nil {
 				return err
 			}
 		}
@@ -288,8 +289,8 @@ func (t *test) client(m *rdmacm.Manager, out io.Writer) error {
 // sends posts Count SENDs of Size on a connection.
 func (t *test) sends(n *node) error {
 	for i := range t.o.Count {
-		if err := n.qp.PostSend(emu.SendWR{ID: uint64(i), Opcode: emu.WRSend, Flags: emu.SendSignaled,
-			SGL: []emu.SGE{{Addr: n.mr.Addr(), Length: uint32(t.o.Size), LKey: n.mr.LKey()}}}); err != nil {
+		if err := n.qp.PostSend(engine.SendWR{ID: uint64(i), Opcode: engine.WRSend, Flags: engine.SendSignaled,
+			SGL: []engine.SGE{{Addr: n.mr.Addr(), Length: uint32(t.o.Size), LKey: n.mr.LKey()}}}); err != nil {
 			return fmt.Errorf("failed to post sends: %w", err)
 		}
 	}
@@ -297,7 +298,7 @@ func (t *test) sends(n *node) error {
 }
 
 // whole checks that a receive holds a whole message.
-func (t *test) whole(wc emu.WC) error {
+func (t *test) whole(wc engine.WC) error {
 	if wc.ByteLen != uint32(t.o.Size) {
 		return fmt.Errorf("cmatose: received %d bytes, sent %d", wc.ByteLen, t.o.Size)
 	}

@@ -12,8 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/compat/internal/ctrl"
-	"github.com/softirdma/softirdma/emu"
 )
 
 // Test is which bandwidth test runs.
@@ -48,8 +49,8 @@ func (t Test) title() string {
 // Options are perftest's, with its defaults in brackets; a zero field takes its default.
 type Options struct {
 	Test Test
-	// Conn is the connection type (-c): emu.QPTypeRC, or QPTypeUD for the send test [RC].
-	Conn    emu.QPType
+	// Conn is the connection type (-c): engine.QPTypeRC, or QPTypeUD for the send test [RC].
+	Conn    engine.QPType
 	Server  bool
 	Host    string
 	Port    int // [18515]
@@ -108,11 +109,11 @@ const (
 const QKey = 0x11111111
 
 // udAddition is what a UD receive holds beyond the message: the GRH area.
-const udAddition = emu.GRHLen
+const udAddition = engine.GRHLen
 
 func (o *Options) defaults() {
 	if o.Conn == 0 {
-		o.Conn = emu.QPTypeRC
+		o.Conn = engine.QPTypeRC
 	}
 	if o.Port == 0 {
 		o.Port = 18515
@@ -133,7 +134,7 @@ func (o *Options) defaults() {
 	}
 	if o.RxDepth == 0 {
 		o.RxDepth = 512
-		if o.Conn == emu.QPTypeUD { // perftest's force_dependecies: a datagram lost is not sent again
+		if o.Conn == engine.QPTypeUD { // perftest's force_dependecies: a datagram lost is not sent again
 			o.RxDepth = min(o.Iters, 16000)
 		}
 	}
@@ -153,11 +154,11 @@ func (o *Options) check() error {
 	switch {
 	case o.Test < Write || o.Test > Send:
 		return errors.New("perftest: no test chosen")
-	case o.Conn != emu.QPTypeRC && o.Conn != emu.QPTypeUD:
+	case o.Conn != engine.QPTypeRC && o.Conn != engine.QPTypeUD:
 		return fmt.Errorf("perftest: connection type %s: RC or UD", o.Conn)
-	case o.Conn == emu.QPTypeUD && o.Test != Send:
+	case o.Conn == engine.QPTypeUD && o.Test != Send:
 		return errors.New("perftest: UD connection only possible in SEND verb")
-	case o.RDMACM && o.Conn == emu.QPTypeUD:
+	case o.RDMACM && o.Conn == engine.QPTypeUD:
 		return errors.New("perftest: -R connects RC QPs here (UD through rdma_cm is not supported)")
 	case !o.Server && o.Host == "":
 		return errors.New("perftest: a client needs a server to connect to")
@@ -182,7 +183,7 @@ func (o *Options) check() error {
 	case o.Timeout < 0 || o.Wait < 0 || o.Idle < 0:
 		return errors.New("perftest: negative timeout")
 	}
-	if _, ok := emu.MTUOf(o.MTU); o.MTU != 0 && !ok {
+	if _, ok := engine.MTUOf(o.MTU); o.MTU != 0 && !ok {
 		return fmt.Errorf("perftest: MTU %d is not one of 256, 512, 1024, 2048, 4096", o.MTU)
 	}
 	return nil
@@ -197,14 +198,14 @@ type Result struct {
 	Report
 	Elapsed time.Duration
 	// QP is the queue pair's attributes once it was connected (ibv_query_qp).
-	QP emu.QPAttr
+	QP engine.QPAttr
 }
 
 // Run runs one side of the test on dev and prints perftest's lines to out.
-func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result, error) {
+func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) (Result, error) {
 	sizeGiven := o.Size != 0
 	o.defaults()
-	ud := o.Conn == emu.QPTypeUD
+	ud := o.Conn == engine.QPTypeUD
 	var res Result
 	if err := o.check(); err != nil {
 		return res, err
@@ -214,7 +215,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	o.RxDepth += o.RxDepth % 2
 	localMTU := 3
 	if o.MTU != 0 {
-		m, _ := emu.MTUOf(o.MTU)
+		m, _ := engine.MTUOf(o.MTU)
 		localMTU = int(m)
 	}
 	if ud {
@@ -225,23 +226,23 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 
 	// The QP first: it depends on nothing the peer says. The buffer follows the peer's page size,
 	// so it is registered once the preamble has given it.
-	access := emu.AccessLocalWrite
-	qpAccess := emu.Access(0)
+	access := engine.AccessLocalWrite
+	qpAccess := engine.Access(0)
 	outReads := 1
 	switch o.Test {
 	case Write:
-		access |= emu.AccessRemoteWrite
-		qpAccess = emu.AccessRemoteWrite
+		access |= engine.AccessRemoteWrite
+		qpAccess = engine.AccessRemoteWrite
 	case Read:
-		access |= emu.AccessRemoteRead
-		qpAccess = emu.AccessRemoteRead
+		access |= engine.AccessRemoteRead
+		qpAccess = engine.AccessRemoteRead
 		outReads = o.OutReads
 	case Atomic:
-		access |= emu.AccessRemoteAtomic
-		qpAccess = emu.AccessRemoteAtomic
+		access |= engine.AccessRemoteAtomic
+		qpAccess = engine.AccessRemoteAtomic
 		outReads = o.OutReads
 	case Send:
-		qpAccess = emu.AccessRemoteWrite | emu.AccessLocalWrite
+		qpAccess = engine.AccessRemoteWrite | engine.AccessLocalWrite
 	}
 	pd, err := dev.AllocPD()
 	if err != nil {
@@ -258,17 +259,17 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		default:
 		}
 	})
-	qp, err := pd.CreateQP(emu.QPInitAttr{Type: o.Conn, SendCQ: cq, RecvCQ: cq,
-		Cap: emu.QPCap{MaxSendWR: o.TxDepth, MaxRecvWR: o.RxDepth + 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	qp, err := pd.CreateQP(engine.QPInitAttr{Type: o.Conn, SendCQ: cq, RecvCQ: cq,
+		Cap: engine.QPCap{MaxSendWR: o.TxDepth, MaxRecvWR: o.RxDepth + 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		return res, err
 	}
 	defer qp.Destroy()
-	initMask := emu.AttrState | emu.AttrPKeyIndex | emu.AttrPort | emu.AttrAccessFlags
+	initMask := engine.AttrState | engine.AttrPKeyIndex | engine.AttrPort | engine.AttrAccessFlags
 	if ud {
-		initMask = emu.AttrState | emu.AttrPKeyIndex | emu.AttrPort | emu.AttrQKey
+		initMask = engine.AttrState | engine.AttrPKeyIndex | engine.AttrPort | engine.AttrQKey
 	}
-	if err := qp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1, AccessFlags: qpAccess, QKey: QKey}, initMask); err != nil {
+	if err := qp.Modify(engine.QPAttr{State: engine.QPSInit, Port: 1, AccessFlags: qpAccess, QKey: QKey}, initMask); err != nil {
 		return res, err
 	}
 	rnd := mrand.New(seed(o.Rand))
@@ -279,7 +280,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 
 	const cacheLine = 64
 	inc := func(n int) int { return max(cacheLine, (n+cacheLine-1)/cacheLine*cacheLine) }
-	var mr *emu.MR
+	var mr *engine.MR
 	half := 0
 	defer func() {
 		if mr != nil {
@@ -347,7 +348,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		return res, err
 	}
 	ch.setTimeout(o.Timeout)
-	mtu := emu.MTU(h.mtu)
+	mtu := engine.MTU(h.mtu)
 	if ud && o.Size > mtu.Bytes() {
 		if sizeGiven {
 			return res, fmt.Errorf("perftest: max message size in UD cannot be greater than MTU (%d)", mtu.Bytes())
@@ -368,25 +369,25 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	dgid := netip.AddrFrom16(h.peer.GID).Unmap()
 	// perftest's AV says hop limit 0xFF, but the kernel resolves a RoCE unicast path's hop limit
 	// from its route (ib_resolve_eth_dmac): rxe's frames carry TTL 64, and so do these.
-	av := emu.AHAttr{DGID: dgid, HopLimit: 64}
-	attr := emu.QPAttr{State: emu.QPSRTR, AH: av, PathMTU: mtu, DestQPN: h.peer.QPN,
-		RQPSN: h.peer.PSN, MaxDestRdAtomic: uint8(min(outReads, 128)), MinRNRTimer: emu.DefaultMinRNRTimer}
-	rtrMask := emu.AttrState | emu.AttrAV | emu.AttrPathMTU | emu.AttrDestQPN | emu.AttrRQPSN | emu.AttrMaxDestRdAtomic | emu.AttrMinRNRTimer
+	av := engine.AHAttr{DGID: dgid, HopLimit: 64}
+	attr := engine.QPAttr{State: engine.QPSRTR, AH: av, PathMTU: mtu, DestQPN: h.peer.QPN,
+		RQPSN: h.peer.PSN, MaxDestRdAtomic: uint8(min(outReads, 128)), MinRNRTimer: engine.DefaultMinRNRTimer}
+	rtrMask := engine.AttrState | engine.AttrAV | engine.AttrPathMTU | engine.AttrDestQPN | engine.AttrRQPSN | engine.AttrMaxDestRdAtomic | engine.AttrMinRNRTimer
 	if ud {
-		rtrMask = emu.AttrState
+		rtrMask = engine.AttrState
 	}
 	if !o.RDMACM {
 		if err := qp.Modify(attr, rtrMask); err != nil {
 			return res, fmt.Errorf("perftest: %w", ctrl.RTRFailed(err, dgid))
 		}
 	}
-	var ah *emu.AH
+	var ah *engine.AH
 	if !o.Server && !o.RDMACM {
-		attr = emu.QPAttr{State: emu.QPSRTS, SQPSN: local.PSN, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, emu.DefaultTimeout)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, emu.DefaultRetryCnt)), RNRRetry: emu.DefaultRNRRetry,
+		attr = engine.QPAttr{State: engine.QPSRTS, SQPSN: local.PSN, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, engine.DefaultTimeout)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, engine.DefaultRetryCnt)), RNRRetry: engine.DefaultRNRRetry,
 			MaxRdAtomic: uint8(min(max(int(h.peer.OutReads), 1), dev.Limits().MaxQPInitRdAtom))}
-		rtsMask := emu.AttrState | emu.AttrSQPSN | emu.AttrTimeout | emu.AttrRetryCnt | emu.AttrRNRRetry | emu.AttrMaxQPRdAtomic
+		rtsMask := engine.AttrState | engine.AttrSQPSN | engine.AttrTimeout | engine.AttrRetryCnt | engine.AttrRNRRetry | engine.AttrMaxQPRdAtomic
 		if ud {
-			rtsMask = emu.AttrState | emu.AttrSQPSN
+			rtsMask = engine.AttrState | engine.AttrSQPSN
 		}
 		if err := qp.Modify(attr, rtsMask); err != nil {
 			return res, fmt.Errorf("perftest: failed to modify QP to RTS: %w", err)
@@ -519,7 +520,7 @@ func connect(ctx context.Context, o Options, localMTU int, out io.Writer, hello 
 	return c, h, nil
 }
 
-func printHeader(out io.Writer, o Options, mtu emu.MTU, outReads int) {
+func printHeader(out io.Writer, o Options, mtu engine.MTU, outReads int) {
 	fmt.Fprintln(out, resultLine)
 	fmt.Fprintf(out, "                    %s\n", o.Test.title())
 	fmt.Fprintf(out, " Number of qps   : 1\t\tTransport type : IB\n")

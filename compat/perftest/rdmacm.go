@@ -8,8 +8,9 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/compat/internal/cmpeer"
-	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/emu/rdmacm"
 )
 
@@ -73,9 +74,9 @@ type cmConn struct {
 	m       *rdmacm.Manager
 	comm    *rdmacm.ID // the exchange's connection
 	test    *rdmacm.ID // the test QP's
-	qp      *emu.QP
-	cq      *emu.CQ
-	mr      *emu.MR
+	qp      *engine.QP
+	cq      *engine.CQ
+	mr      *engine.MR
 	buf     []byte // the receive, then the send
 	wake    chan struct{}
 	client  bool
@@ -86,7 +87,7 @@ type cmConn struct {
 
 // connectCM runs the start of -R: the exchange's connection, the preamble, register (given the
 // peer's page size), the test QP's connection, and H1 with local, whose QPN it fills in.
-func connectCM(ctx context.Context, dev *emu.Device, o Options, testQP *emu.QP, outReads, localMTU int, out io.Writer,
+func connectCM(ctx context.Context, dev *engine.Device, o Options, testQP *engine.QP, outReads, localMTU int, out io.Writer,
 	register func(int) error, local *Record) (*cmConn, handshake, error) {
 	var h handshake
 	var host netip.Addr
@@ -115,11 +116,11 @@ func connectCM(ctx context.Context, dev *emu.Device, o Options, testQP *emu.QP, 
 		default:
 		}
 	})
-	if c.qp, err = pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: c.cq, RecvCQ: c.cq,
-		Cap: emu.QPCap{MaxSendWR: 2, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+	if c.qp, err = pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: c.cq, RecvCQ: c.cq,
+		Cap: engine.QPCap{MaxSendWR: 2, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		return nil, h, err
 	}
-	if c.mr, err = pd.RegMR(c.buf, emu.AccessLocalWrite); err != nil {
+	if c.mr, err = pd.RegMR(c.buf, engine.AccessLocalWrite); err != nil {
 		return c, h, err
 	}
 	// As rdma_create_qp leaves it, with its receive posted before the connection; again after
@@ -183,7 +184,7 @@ func connectCM(ctx context.Context, dev *emu.Device, o Options, testQP *emu.QP, 
 		// perftest's server listens for the test's connection again only once it sent its
 		// answer to the zeros: a refusal for want of a listener is tried again, a while.
 		e, err := ev.Dial(host, o.Timeout, o.Timeout, func() (*rdmacm.ID, error) { return m.Connect(testQP, host, uint16(o.Port), testParam) },
-			func() error { return testQP.Modify(emu.QPAttr{State: emu.QPSReset}, emu.AttrState) })
+			func() error { return testQP.Modify(engine.QPAttr{State: engine.QPSReset}, engine.AttrState) })
 		if err != nil {
 			return c, h, err
 		}
@@ -197,7 +198,7 @@ func connectCM(ctx context.Context, dev *emu.Device, o Options, testQP *emu.QP, 
 }
 
 func (c *cmConn) postRecv() error {
-	return c.qp.PostRecv(emu.RecvWR{ID: 5, SGL: []emu.SGE{{Addr: c.mr.Addr(), Length: cmRecordMax, LKey: c.mr.LKey()}}})
+	return c.qp.PostRecv(engine.RecvWR{ID: 5, SGL: []engine.SGE{{Addr: c.mr.Addr(), Length: cmRecordMax, LKey: c.mr.LKey()}}})
 }
 
 func (c *cmConn) setTimeout(d time.Duration) { c.timeout = d }
@@ -233,8 +234,8 @@ func (c *cmConn) xchg(out []byte, inLen int) ([]byte, error) {
 
 func (c *cmConn) send(out []byte) error {
 	n := copy(c.buf[cmRecordMax:], out)
-	if err := c.qp.PostSend(emu.SendWR{ID: 6, Opcode: emu.WRSend, Flags: emu.SendSignaled,
-		SGL: []emu.SGE{{Addr: c.mr.Addr() + cmRecordMax, Length: uint32(n), LKey: c.mr.LKey()}}}); err != nil {
+	if err := c.qp.PostSend(engine.SendWR{ID: 6, Opcode: engine.WRSend, Flags: engine.SendSignaled,
+		SGL: []engine.SGE{{Addr: c.mr.Addr() + cmRecordMax, Length: uint32(n), LKey: c.mr.LKey()}}}); err != nil {
 		return fmt.Errorf("perftest: couldn't post send: %w", err)
 	}
 	_, err := c.wait(6)
@@ -262,11 +263,11 @@ func (c *cmConn) wait(wrid uint64) ([]byte, error) {
 		defer t.Stop()
 		timeout = t.C
 	}
-	var wcs [1]emu.WC // one at a time: a completion after the one waited for stays in the CQ
+	var wcs [1]engine.WC // one at a time: a completion after the one waited for stays in the CQ
 	for {
 		n := c.cq.Poll(wcs[:])
 		for _, wc := range wcs[:n] {
-			if wc.Status != emu.WCSuccess {
+			if wc.Status != engine.WCSuccess {
 				return nil, fmt.Errorf("perftest: the exchange's QP: completion with status %s: %v", wc.Status, wc.Err)
 			}
 			var in []byte

@@ -7,16 +7,17 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/compat/internal/ctrl"
-	"github.com/softirdma/softirdma/emu"
 )
 
 type runner struct {
 	o     Options
-	qp    *emu.QP
-	cq    *emu.CQ
+	qp    *engine.QP
+	cq    *engine.CQ
 	wake  chan struct{}
-	mr    *emu.MR
+	mr    *engine.MR
 	half  int
 	inc   func(int) int
 	peer  Record
@@ -24,11 +25,11 @@ type runner struct {
 	ctx   context.Context
 	start time.Time // of the run, for timeout messages
 	c     *conn
-	ah    *emu.AH // UD: the server's address
+	ah    *engine.AH // UD: the server's address
 	// late, once set, replaces the timeout of a poll: a UD server whose client has finished
 	// waits this long for datagrams still on their way, then calls the rest lost.
 	late time.Duration
-	wcs  [64]emu.WC
+	wcs  [64]engine.WC
 	// peerMoved is the watch on the control connection while the traffic runs (conn.watch).
 	peerMoved <-chan error
 	// moved holds the peer's move until the CQ has been looked at once more.
@@ -51,11 +52,11 @@ func (r *runner) watch() <-chan error {
 
 // poll waits for completions and returns them; any error completion ends the test. done is
 // how far the test got, for the messages.
-func (r *runner) poll(done string) ([]emu.WC, error) {
+func (r *runner) poll(done string) ([]engine.WC, error) {
 	for {
 		if n := r.cq.Poll(r.wcs[:]); n > 0 {
 			if wc, failed := ctrl.FirstFailure(r.wcs[:n]); failed {
-				if wc.Status == emu.WCWRFlushErr { // look for the completion that says why
+				if wc.Status == engine.WCWRFlushErr { // look for the completion that says why
 					n += r.cq.Poll(r.wcs[n:])
 					wc, _ = ctrl.FirstFailure(r.wcs[:n])
 				}
@@ -94,8 +95,8 @@ func (r *runner) poll(done string) ([]emu.WC, error) {
 // path MTU is negotiated in the exchange, so it is not a difference of -m. A server's QP and
 // buffer grant remote access for its own test only, so a refused WRITE, READ or atomic means the
 // peer runs another test; a SEND is refused when it is longer than the receive the server posted.
-func (r *runner) why(wc emu.WC) error {
-	if r.o.Server || wc.Err == nil || (wc.Status != emu.WCRemInvReqErr && wc.Status != emu.WCRemAccessErr) {
+func (r *runner) why(wc engine.WC) error {
+	if r.o.Server || wc.Err == nil || (wc.Status != engine.WCRemInvReqErr && wc.Status != engine.WCRemAccessErr) {
 		return ctrl.Why(wc)
 	}
 	if r.o.Test == Send {
@@ -134,19 +135,19 @@ func (r *runner) initiate() (Result, error) {
 				time.Sleep(time.Until(start.Add(time.Duration(int64(posted) * int64(time.Second) / int64(o.RateLimit)))))
 			}
 			k := posted % wrap
-			wr := emu.SendWR{ID: uint64(posted), SGL: []emu.SGE{{Addr: r.mr.Addr() + uint64(k*step), Length: uint32(o.Size), LKey: r.mr.LKey()}}}
+			wr := engine.SendWR{ID: uint64(posted), SGL: []engine.SGE{{Addr: r.mr.Addr() + uint64(k*step), Length: uint32(o.Size), LKey: r.mr.LKey()}}}
 			if posted%cqMod == cqMod-1 || posted == o.Iters-1 {
-				wr.Flags = emu.SendSignaled
+				wr.Flags = engine.SendSignaled
 			}
 			switch o.Test {
 			case Write:
-				wr.Opcode, wr.RemoteAddr, wr.RKey = emu.WRRDMAWrite, r.peer.VAddr+uint64(k*step), r.peer.RKey
+				wr.Opcode, wr.RemoteAddr, wr.RKey = engine.WRRDMAWrite, r.peer.VAddr+uint64(k*step), r.peer.RKey
 			case Read:
-				wr.Opcode, wr.RemoteAddr, wr.RKey = emu.WRRDMARead, r.peer.VAddr+uint64(k*step), r.peer.RKey
+				wr.Opcode, wr.RemoteAddr, wr.RKey = engine.WRRDMARead, r.peer.VAddr+uint64(k*step), r.peer.RKey
 			case Atomic:
-				wr.Opcode, wr.RemoteAddr, wr.RKey, wr.CompareAdd = emu.WRAtomicFetchAndAdd, r.peer.VAddr+uint64(k*step), r.peer.RKey, 1
+				wr.Opcode, wr.RemoteAddr, wr.RKey, wr.CompareAdd = engine.WRAtomicFetchAndAdd, r.peer.VAddr+uint64(k*step), r.peer.RKey, 1
 			case Send:
-				wr.Opcode = emu.WRSend
+				wr.Opcode = engine.WRSend
 				if r.ah != nil {
 					wr.AH, wr.RemoteQPN, wr.RemoteQKey = r.ah, r.peer.QPN, QKey
 				}
@@ -207,12 +208,12 @@ func (r *runner) postRecvs(n int) error {
 	// A UD receive starts 40 bytes before a cache line, so the message lands on it (perftest's
 	// cache_line_size - UD_ADDITION), and holds the GRH area too.
 	at, n0 := 0, r.o.Size
-	if r.o.Conn == emu.QPTypeUD {
+	if r.o.Conn == engine.QPTypeUD {
 		at, n0 = 64-udAddition, r.o.Size+udAddition
 	}
 	for i := 0; i < n; i++ {
 		k := i % wrap
-		wr := emu.RecvWR{ID: uint64(i), SGL: []emu.SGE{{Addr: r.mr.Addr() + uint64(r.half+k*step+at), Length: uint32(n0), LKey: r.mr.LKey()}}}
+		wr := engine.RecvWR{ID: uint64(i), SGL: []engine.SGE{{Addr: r.mr.Addr() + uint64(r.half+k*step+at), Length: uint32(n0), LKey: r.mr.LKey()}}}
 		if err := r.qp.PostRecv(wr); err != nil {
 			return err
 		}
@@ -243,7 +244,7 @@ func (r *runner) sendServer() (Result, error) {
 			if moved.err != nil {
 				return res, fmt.Errorf("perftest: the client closed the control connection after %d of the %d messages this side expects (see its output)", received, o.Iters)
 			}
-			if o.Conn == emu.QPTypeUD && r.late == 0 {
+			if o.Conn == engine.QPTypeUD && r.late == 0 {
 				// A UD client is done when its datagrams have left, not when they arrived:
 				// the rest may still be on the link.
 				r.late = udLate
@@ -261,7 +262,7 @@ func (r *runner) sendServer() (Result, error) {
 			// A shorter SEND fits the receive and completes; counted, it would make a result
 			// line of this side's -s that measures nothing. (A longer one fails as LOC_LEN_ERR.)
 			n := int(wc.ByteLen)
-			if o.Conn == emu.QPTypeUD {
+			if o.Conn == engine.QPTypeUD {
 				n -= udAddition
 			}
 			if n != o.Size {

@@ -17,15 +17,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/compat/internal/ctrl"
-	"github.com/softirdma/softirdma/emu"
 )
 
 // Options are the tools', with their defaults in brackets; a zero field takes its default.
 type Options struct {
-	// Type is the transport: emu.QPTypeRC (ibv_rc_pingpong), QPTypeUC (ibv_uc_pingpong) or
+	// Type is the transport: engine.QPTypeRC (ibv_rc_pingpong), QPTypeUC (ibv_uc_pingpong) or
 	// QPTypeUD (ibv_ud_pingpong) [RC].
-	Type    emu.QPType
+	Type    engine.QPType
 	Server  bool   // wait for a client [client]
 	Host    string // the server to connect to, as a client
 	Port    int    // TCP port [18515]
@@ -67,14 +68,14 @@ const (
 
 func (o *Options) defaults() {
 	if o.Type == 0 {
-		o.Type = emu.QPTypeRC
+		o.Type = engine.QPTypeRC
 	}
 	if o.Port == 0 {
 		o.Port = 18515
 	}
 	if o.Size == 0 {
 		o.Size = 4096
-		if o.Type == emu.QPTypeUD {
+		if o.Type == engine.QPTypeUD {
 			o.Size = 1024
 		}
 	}
@@ -98,7 +99,7 @@ func (o *Options) check() error {
 		return fmt.Errorf("pingpong: %s %v is out of range (%s)", what, v, want)
 	}
 	switch {
-	case o.Type != emu.QPTypeRC && o.Type != emu.QPTypeUC && o.Type != emu.QPTypeUD:
+	case o.Type != engine.QPTypeRC && o.Type != engine.QPTypeUC && o.Type != engine.QPTypeUD:
 		return fmt.Errorf("pingpong: transport %s is not RC, UC or UD", o.Type)
 	case o.Port < 1 || o.Port > 65535:
 		return bad("port", o.Port, "1..65535")
@@ -115,7 +116,7 @@ func (o *Options) check() error {
 	case o.Timeout < 0 || o.Wait < 0 || o.Idle < 0:
 		return errors.New("pingpong: negative timeout")
 	}
-	if _, ok := emu.MTUOf(o.MTU); !ok {
+	if _, ok := engine.MTUOf(o.MTU); !ok {
 		return fmt.Errorf("pingpong: MTU %d is not one of 256, 512, 1024, 2048, 4096", o.MTU)
 	}
 	if !o.Server && o.Host == "" {
@@ -193,24 +194,24 @@ type Result struct {
 	// PageErrors counts the pages that failed -c validation (server only).
 	PageErrors int
 	// QP is the queue pair's attributes once it was connected (ibv_query_qp).
-	QP emu.QPAttr
+	QP engine.QPAttr
 }
 
 // Run runs one side of the ping-pong on dev, printing what ibv_rc_pingpong prints to out.
-func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result, error) {
+func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) (Result, error) {
 	o.defaults()
 	var res Result
 	if err := o.check(); err != nil {
 		return res, err
 	}
-	mtu, _ := emu.MTUOf(o.MTU)
-	ud := o.Type == emu.QPTypeUD
+	mtu, _ := engine.MTUOf(o.MTU)
+	ud := o.Type == engine.QPTypeUD
 	if active := dev.ActiveMTU().Bytes(); ud && o.Size > active {
 		return res, fmt.Errorf("pingpong: requested size larger than port MTU (%d)", active)
 	}
 	grh := 0 // where a message starts in the buffer: UD receives put the GRH area first
 	if ud {
-		grh = emu.GRHLen
+		grh = engine.GRHLen
 	}
 	start := time.Now()
 	pd, err := dev.AllocPD()
@@ -228,8 +229,8 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		default:
 		}
 	})
-	qp, err := pd.CreateQP(emu.QPInitAttr{Type: o.Type, SendCQ: cq, RecvCQ: cq,
-		Cap: emu.QPCap{MaxSendWR: 1, MaxRecvWR: o.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	qp, err := pd.CreateQP(engine.QPInitAttr{Type: o.Type, SendCQ: cq, RecvCQ: cq,
+		Cap: engine.QPCap{MaxSendWR: 1, MaxRecvWR: o.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		return res, err
 	}
@@ -238,25 +239,25 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	for i := range buf {
 		buf[i] = 0x7b
 	}
-	mr, err := pd.RegMR(buf, emu.AccessLocalWrite)
+	mr, err := pd.RegMR(buf, engine.AccessLocalWrite)
 	if err != nil {
 		return res, err
 	}
-	init := emu.AttrState | emu.AttrPKeyIndex | emu.AttrPort | emu.AttrAccessFlags
+	init := engine.AttrState | engine.AttrPKeyIndex | engine.AttrPort | engine.AttrAccessFlags
 	if ud {
-		init = emu.AttrState | emu.AttrPKeyIndex | emu.AttrPort | emu.AttrQKey
+		init = engine.AttrState | engine.AttrPKeyIndex | engine.AttrPort | engine.AttrQKey
 	}
-	if err := qp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1, QKey: QKey}, init); err != nil {
+	if err := qp.Modify(engine.QPAttr{State: engine.QPSInit, Port: 1, QKey: QKey}, init); err != nil {
 		return res, err
 	}
 	// Receives take the whole buffer (with the GRH area for UD); SENDs go from the message.
-	sgl := []emu.SGE{{Addr: mr.Addr(), Length: uint32(grh + o.Size), LKey: mr.LKey()}}
-	sendSGL := []emu.SGE{{Addr: mr.Addr() + uint64(grh), Length: uint32(o.Size), LKey: mr.LKey()}}
+	sgl := []engine.SGE{{Addr: mr.Addr(), Length: uint32(grh + o.Size), LKey: mr.LKey()}}
+	sendSGL := []engine.SGE{{Addr: mr.Addr() + uint64(grh), Length: uint32(o.Size), LKey: mr.LKey()}}
 	const recvID, sendID = 1, 2
 	posted := 0
 	postRecvs := func(n int) error {
 		for ; n > 0; n-- {
-			if err := qp.PostRecv(emu.RecvWR{ID: recvID, SGL: sgl}); err != nil {
+			if err := qp.PostRecv(engine.RecvWR{ID: recvID, SGL: sgl}); err != nil {
 				return err
 			}
 			posted++
@@ -280,7 +281,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		sep = ":" // ibv_ud_pingpong's own spelling
 	}
 	fmt.Fprintf(out, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x%s GID %s\n", local.LID, local.QPN, local.PSN, sep, GIDString(local.GID))
-	var ah *emu.AH
+	var ah *engine.AH
 
 	connectQP := func(rem Dest) error {
 		dgid := netip.AddrFrom16(rem.GID).Unmap()
@@ -292,20 +293,20 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		}
 		// The tool's AV says hop limit 1, but the kernel resolves a RoCE unicast path's hop
 		// limit from its route (ib_resolve_eth_dmac): rxe's frames carry TTL 64, and so do these.
-		av := emu.AHAttr{DGID: dgid, HopLimit: 64}
-		rtr := emu.QPAttr{State: emu.QPSRTR, AH: av, PathMTU: mtu, DestQPN: rem.QPN, RQPSN: rem.PSN, MaxDestRdAtomic: 1, MinRNRTimer: emu.DefaultMinRNRTimer}
-		rts := emu.QPAttr{State: emu.QPSRTS, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, emu.DefaultTimeout)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, emu.DefaultRetryCnt)),
-			RNRRetry: emu.DefaultRNRRetry, SQPSN: local.PSN, MaxRdAtomic: 1}
+		av := engine.AHAttr{DGID: dgid, HopLimit: 64}
+		rtr := engine.QPAttr{State: engine.QPSRTR, AH: av, PathMTU: mtu, DestQPN: rem.QPN, RQPSN: rem.PSN, MaxDestRdAtomic: 1, MinRNRTimer: engine.DefaultMinRNRTimer}
+		rts := engine.QPAttr{State: engine.QPSRTS, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, engine.DefaultTimeout)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, engine.DefaultRetryCnt)),
+			RNRRetry: engine.DefaultRNRRetry, SQPSN: local.PSN, MaxRdAtomic: 1}
 		// The attributes each tool gives: UC's leave out READ resources and timeouts, UD's
 		// everything but the state and PSN (its peer is in each SEND, through an AH).
-		rtrMask := emu.AttrState | emu.AttrAV | emu.AttrPathMTU | emu.AttrDestQPN | emu.AttrRQPSN | emu.AttrMaxDestRdAtomic | emu.AttrMinRNRTimer
-		rtsMask := emu.AttrState | emu.AttrTimeout | emu.AttrRetryCnt | emu.AttrRNRRetry | emu.AttrSQPSN | emu.AttrMaxQPRdAtomic
+		rtrMask := engine.AttrState | engine.AttrAV | engine.AttrPathMTU | engine.AttrDestQPN | engine.AttrRQPSN | engine.AttrMaxDestRdAtomic | engine.AttrMinRNRTimer
+		rtsMask := engine.AttrState | engine.AttrTimeout | engine.AttrRetryCnt | engine.AttrRNRRetry | engine.AttrSQPSN | engine.AttrMaxQPRdAtomic
 		switch o.Type {
-		case emu.QPTypeUC:
-			rtrMask = emu.AttrState | emu.AttrAV | emu.AttrPathMTU | emu.AttrDestQPN | emu.AttrRQPSN
-			rtsMask = emu.AttrState | emu.AttrSQPSN
-		case emu.QPTypeUD:
-			rtrMask, rtsMask = emu.AttrState, emu.AttrState|emu.AttrSQPSN
+		case engine.QPTypeUC:
+			rtrMask = engine.AttrState | engine.AttrAV | engine.AttrPathMTU | engine.AttrDestQPN | engine.AttrRQPSN
+			rtsMask = engine.AttrState | engine.AttrSQPSN
+		case engine.QPTypeUD:
+			rtrMask, rtsMask = engine.AttrState, engine.AttrState|engine.AttrSQPSN
 		}
 		if err := qp.Modify(rtr, rtrMask); err != nil {
 			return fmt.Errorf("pingpong: %w", ctrl.RTRFailed(err, dgid))
@@ -352,7 +353,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		pending = sendDone | recvDone
 	}
 	send := func() error {
-		wr := emu.SendWR{ID: sendID, Opcode: emu.WRSend, Flags: emu.SendSignaled, SGL: sendSGL}
+		wr := engine.SendWR{ID: sendID, Opcode: engine.WRSend, Flags: engine.SendSignaled, SGL: sendSGL}
 		if ud {
 			wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, rem.QPN, QKey
 		}
@@ -365,7 +366,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		}
 	}
 	rcnt, scnt := 0, 0
-	wcs := make([]emu.WC, 16)
+	wcs := make([]engine.WC, 16)
 	for rcnt < o.Iters || scnt < o.Iters {
 		n := cq.Poll(wcs)
 		if n == 0 {
@@ -378,7 +379,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 			continue
 		}
 		if wc, failed := ctrl.FirstFailure(wcs[:n]); failed {
-			if wc.Status == emu.WCWRFlushErr { // look for the completion that says why
+			if wc.Status == engine.WCWRFlushErr { // look for the completion that says why
 				n += cq.Poll(wcs[n:])
 				wc, _ = ctrl.FirstFailure(wcs[:n])
 			}
@@ -429,10 +430,10 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 	// RETRY_EXC_ERR. So the QP stays until the link has been quiet for twice this side's ACK
 	// timeout (the peer's is not exchanged; tools set both alike), at most lingerMax.
 	// UC and UD send nothing again.
-	if o.Type == emu.QPTypeRC {
-		exp := ctrl.OrDefault(o.QPTimeout, emu.DefaultTimeout)
+	if o.Type == engine.QPTypeRC {
+		exp := ctrl.OrDefault(o.QPTimeout, engine.DefaultTimeout)
 		if exp == 0 {
-			exp = emu.DefaultTimeout
+			exp = engine.DefaultTimeout
 		}
 		lingerQuiet(ctx, dev, 2*(4096*time.Nanosecond<<exp), lingerMax)
 	}
@@ -443,7 +444,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 const lingerMax = 2 * time.Second
 
 // lingerQuiet returns once dev has received nothing for quiet, after max, or when ctx ends.
-func lingerQuiet(ctx context.Context, dev *emu.Device, quiet, max time.Duration) {
+func lingerQuiet(ctx context.Context, dev *engine.Device, quiet, max time.Duration) {
 	quiet = min(quiet, max)
 	deadline := time.Now().Add(max)
 	last := dev.Stats().RxFrames

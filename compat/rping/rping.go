@@ -15,8 +15,9 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/compat/internal/cmpeer"
-	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/emu/rdmacm"
 )
 
@@ -91,8 +92,8 @@ type Result struct {
 // peer is one side's resources: the QP and rping's four buffers.
 type peer struct {
 	o        Options
-	cq       *emu.CQ
-	qp       *emu.QP
+	cq       *engine.CQ
+	qp       *engine.QP
 	wake     chan struct{}
 	ev       *cmpeer.Events
 	ctx      context.Context
@@ -100,15 +101,15 @@ type peer struct {
 	recv     []byte
 	start    []byte // the client's ping text
 	rdma     []byte // the server's copy, the client's sink
-	sendMR   *emu.MR
-	recvMR   *emu.MR
-	startMR  *emu.MR
-	rdmaMR   *emu.MR
+	sendMR   *engine.MR
+	recvMR   *engine.MR
+	startMR  *engine.MR
+	rdmaMR   *engine.MR
 	lastPeer [infoLen]byte
 }
 
 // Run runs one side of rping on dev, printing what rping prints to out.
-func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result, error) {
+func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) (Result, error) {
 	o.defaults()
 	var res Result
 	if err := o.check(); err != nil {
@@ -134,21 +135,21 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 		}
 	})
 	// rping's QP: RPING_SQ_DEPTH 16 sends, 2 receives, one SGE each.
-	if p.qp, err = pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: p.cq, RecvCQ: p.cq,
-		Cap: emu.QPCap{MaxSendWR: 16, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: infoLen}}); err != nil {
+	if p.qp, err = pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cq, RecvCQ: p.cq,
+		Cap: engine.QPCap{MaxSendWR: 16, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: infoLen}}); err != nil {
 		return res, err
 	}
 	defer p.qp.Destroy()
-	reg := func(n int, a emu.Access) ([]byte, *emu.MR, error) {
+	reg := func(n int, a engine.Access) ([]byte, *engine.MR, error) {
 		b := make([]byte, n)
 		mr, err := pd.RegMR(b, a)
 		return b, mr, err
 	}
-	all := emu.AccessLocalWrite | emu.AccessRemoteRead | emu.AccessRemoteWrite
+	all := engine.AccessLocalWrite | engine.AccessRemoteRead | engine.AccessRemoteWrite
 	if p.send, p.sendMR, err = reg(infoLen, 0); err != nil {
 		return res, err
 	}
-	if p.recv, p.recvMR, err = reg(infoLen, emu.AccessLocalWrite); err != nil {
+	if p.recv, p.recvMR, err = reg(infoLen, engine.AccessLocalWrite); err != nil {
 		return res, err
 	}
 	if p.rdma, p.rdmaMR, err = reg(o.Size, all); err != nil {
@@ -213,25 +214,25 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) (Result
 }
 
 func (p *peer) postRecv() error {
-	return p.qp.PostRecv(emu.RecvWR{ID: 1, SGL: []emu.SGE{{Addr: p.recvMR.Addr(), Length: infoLen, LKey: p.recvMR.LKey()}}})
+	return p.qp.PostRecv(engine.RecvWR{ID: 1, SGL: []engine.SGE{{Addr: p.recvMR.Addr(), Length: infoLen, LKey: p.recvMR.LKey()}}})
 }
 
 // sendInfo SENDs the address, rkey and length of buf (registered as mr).
-func (p *peer) sendInfo(mr *emu.MR, n int) error {
+func (p *peer) sendInfo(mr *engine.MR, n int) error {
 	putInfo(p.send, mr.Addr(), mr.RKey(), n)
-	return p.qp.PostSend(emu.SendWR{ID: 2, Opcode: emu.WRSend, Flags: emu.SendSignaled | emu.SendInline, InlineData: p.send})
+	return p.qp.PostSend(engine.SendWR{ID: 2, Opcode: engine.WRSend, Flags: engine.SendSignaled | engine.SendInline, InlineData: p.send})
 }
 
 // wait waits for the completion of wrid (1: a receive, which it posts again; other: a send or
 // RDMA operation), taking the others it meets.
 func (p *peer) wait(wrid uint64) error {
-	var wcs [8]emu.WC
+	var wcs [8]engine.WC
 	deadline := time.NewTimer(p.o.Timeout)
 	defer deadline.Stop()
 	for {
 		n := p.cq.Poll(wcs[:])
 		for _, wc := range wcs[:n] {
-			if wc.Status != emu.WCSuccess {
+			if wc.Status != engine.WCSuccess {
 				return fmt.Errorf("rping: completion with status %s for wr %d: %v", wc.Status, wc.WRID, wc.Err)
 			}
 			if wc.WRID == 1 {
@@ -318,8 +319,8 @@ func (p *peer) server(out io.Writer) (int, error) {
 		}
 		addr, rkey, n := binary.BigEndian.Uint64(p.lastPeer[:]), binary.BigEndian.Uint32(p.lastPeer[8:]), int(binary.BigEndian.Uint32(p.lastPeer[12:]))
 		n = min(n, len(p.rdma))
-		if err := p.qp.PostSend(emu.SendWR{ID: 3, Opcode: emu.WRRDMARead, Flags: emu.SendSignaled, RemoteAddr: addr, RKey: rkey,
-			SGL: []emu.SGE{{Addr: p.rdmaMR.Addr(), Length: uint32(n), LKey: p.rdmaMR.LKey()}}}); err != nil {
+		if err := p.qp.PostSend(engine.SendWR{ID: 3, Opcode: engine.WRRDMARead, Flags: engine.SendSignaled, RemoteAddr: addr, RKey: rkey,
+			SGL: []engine.SGE{{Addr: p.rdmaMR.Addr(), Length: uint32(n), LKey: p.rdmaMR.LKey()}}}); err != nil {
 			return pings, err
 		}
 		if err := p.wait(3); err != nil {
@@ -336,8 +337,8 @@ func (p *peer) server(out io.Writer) (int, error) {
 		}
 		addr, rkey = binary.BigEndian.Uint64(p.lastPeer[:]), binary.BigEndian.Uint32(p.lastPeer[8:])
 		w := len(cstring(p.rdma)) + 1 // rping writes the text and its 0
-		if err := p.qp.PostSend(emu.SendWR{ID: 4, Opcode: emu.WRRDMAWrite, Flags: emu.SendSignaled, RemoteAddr: addr, RKey: rkey,
-			SGL: []emu.SGE{{Addr: p.rdmaMR.Addr(), Length: uint32(min(w, len(p.rdma))), LKey: p.rdmaMR.LKey()}}}); err != nil {
+		if err := p.qp.PostSend(engine.SendWR{ID: 4, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, RemoteAddr: addr, RKey: rkey,
+			SGL: []engine.SGE{{Addr: p.rdmaMR.Addr(), Length: uint32(min(w, len(p.rdma))), LKey: p.rdmaMR.LKey()}}}); err != nil {
 			return pings, err
 		}
 		if err := p.wait(4); err != nil {

@@ -14,8 +14,9 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/compat/internal/cmpeer"
-	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/emu/rdmacm"
 )
 
@@ -82,11 +83,11 @@ func (o *Options) check(mtu int) error {
 
 // node is one client's UD QP and where its peer is: udaddy's struct cmatest_node.
 type node struct {
-	qp   *emu.QP
-	cq   *emu.CQ
-	mr   *emu.MR
+	qp   *engine.QP
+	cq   *engine.CQ
+	mr   *engine.MR
 	buf  []byte // the message sent, then a slot of the GRH area and a message per receive
-	ah   *emu.AH
+	ah   *engine.AH
 	qpn  uint32
 	qkey uint32
 }
@@ -94,8 +95,8 @@ type node struct {
 type test struct {
 	o      Options
 	ctx    context.Context
-	dev    *emu.Device
-	pd     *emu.PD
+	dev    *engine.Device
+	pd     *engine.PD
 	ev     *cmpeer.Events
 	wake   chan struct{}
 	nodes  []*node
@@ -103,7 +104,7 @@ type test struct {
 }
 
 // Run runs one side of udaddy on dev, printing what udaddy prints to out.
-func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) error {
+func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) error {
 	o.defaults()
 	if err := o.check(dev.ActiveMTU().Bytes()); err != nil {
 		return err
@@ -131,7 +132,7 @@ func Run(ctx context.Context, dev *emu.Device, o Options, out io.Writer) error {
 }
 
 // slot is a receive's size: the GRH area and a message.
-func (t *test) slot() int { return emu.GRHLen + t.o.Size }
+func (t *test) slot() int { return engine.GRHLen + t.o.Size }
 
 // recvOff is where receive i's slot starts in a node's buffer.
 func (t *test) recvOff(i int) int { return t.o.Size + i*t.slot() }
@@ -153,19 +154,19 @@ func (t *test) newNode() (*node, error) {
 		default:
 		}
 	})
-	if n.qp, err = t.pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeUD, SendCQ: n.cq, RecvCQ: n.cq,
-		Cap: emu.QPCap{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+	if n.qp, err = t.pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeUD, SendCQ: n.cq, RecvCQ: n.cq,
+		Cap: engine.QPCap{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		return nil, err
 	}
 	t.nodes = append(t.nodes, n)
-	if n.mr, err = t.pd.RegMR(n.buf, emu.AccessLocalWrite); err != nil {
+	if n.mr, err = t.pd.RegMR(n.buf, engine.AccessLocalWrite); err != nil {
 		return nil, err
 	}
 	if err := rdmacm.ReadyUD(n.qp); err != nil {
 		return nil, err
 	}
 	for i := range t.o.Count {
-		if err := n.qp.PostRecv(emu.RecvWR{ID: uint64(i), SGL: []emu.SGE{{Addr: n.mr.Addr() + uint64(t.recvOff(i)), Length: uint32(t.slot()), LKey: n.mr.LKey()}}}); err != nil {
+		if err := n.qp.PostRecv(engine.RecvWR{ID: uint64(i), SGL: []engine.SGE{{Addr: n.mr.Addr() + uint64(t.recvOff(i)), Length: uint32(t.slot()), LKey: n.mr.LKey()}}}); err != nil {
 			return nil, fmt.Errorf("failed to post receives: %w", err)
 		}
 	}
@@ -251,13 +252,13 @@ func (t *test) client(m *rdmacm.Manager, out io.Writer) error {
 // sends sends Count SEND_WITH_IMMs of Size carrying the QP's own number, as udaddy; the
 // server's are signaled and waited for, the client's not (udaddy's sq_sig_all 0).
 func (t *test) sends(n *node, signaled bool) error {
-	flags := emu.SendFlags(0)
+	flags := engine.SendFlags(0)
 	if signaled {
-		flags = emu.SendSignaled
+		flags = engine.SendSignaled
 	}
 	for i := range t.o.Count {
-		if err := n.qp.PostSend(emu.SendWR{ID: uint64(i), Opcode: emu.WRSendWithImm, Flags: flags, Imm: n.qp.Num(),
-			SGL: []emu.SGE{{Addr: n.mr.Addr(), Length: uint32(t.o.Size), LKey: n.mr.LKey()}},
+		if err := n.qp.PostSend(engine.SendWR{ID: uint64(i), Opcode: engine.WRSendWithImm, Flags: flags, Imm: n.qp.Num(),
+			SGL: []engine.SGE{{Addr: n.mr.Addr(), Length: uint32(t.o.Size), LKey: n.mr.LKey()}},
 			AH:  n.ah, RemoteQPN: n.qpn, RemoteQKey: n.qkey}); err != nil {
 			return fmt.Errorf("failed to post sends: %w", err)
 		}
@@ -271,18 +272,18 @@ func (t *test) sends(n *node, signaled bool) error {
 // receive waits for Count datagrams; the server takes where to reply from the first: the
 // address in its GRH area and the QPN its immediate data carries (udaddy's create_reply_ah).
 func (t *test) receive(n *node, reply bool) error {
-	return t.poller.Poll(n.cq, t.o.Count, func(wc emu.WC) error {
-		if wc.ByteLen != uint32(emu.GRHLen+t.o.Size) || wc.Flags&emu.WCWithImm == 0 {
-			return fmt.Errorf("udaddy: received %d bytes (imm %v), sent %d", wc.ByteLen, wc.Flags&emu.WCWithImm != 0, t.o.Size)
+	return t.poller.Poll(n.cq, t.o.Count, func(wc engine.WC) error {
+		if wc.ByteLen != uint32(engine.GRHLen+t.o.Size) || wc.Flags&engine.WCWithImm == 0 {
+			return fmt.Errorf("udaddy: received %d bytes (imm %v), sent %d", wc.ByteLen, wc.Flags&engine.WCWithImm != 0, t.o.Size)
 		}
 		if !reply || n.ah != nil {
 			return nil
 		}
-		src, ok := emu.SourceAddr(n.buf[t.recvOff(int(wc.WRID)):], wc.NetworkHdrType)
+		src, ok := engine.SourceAddr(n.buf[t.recvOff(int(wc.WRID)):], wc.NetworkHdrType)
 		if !ok {
 			return errors.New("udaddy: failed to create reply AH")
 		}
-		ah, err := t.pd.CreateAH(emu.AHAttr{DGID: src, HopLimit: 64})
+		ah, err := t.pd.CreateAH(engine.AHAttr{DGID: src, HopLimit: 64})
 		if err != nil {
 			return fmt.Errorf("udaddy: failed to create reply AH: %w", err)
 		}

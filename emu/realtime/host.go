@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/softirdma/softirdma/wire/roce"
+
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/pcapgo"
 	"github.com/softirdma/softirdma/emu/engine"
@@ -23,7 +25,7 @@ import (
 // HostConfig sets up a Host.
 type HostConfig struct {
 	Name string
-	Link wire.Link
+	Link roce.Link
 	MAC  [6]byte
 	// IP is the device's RoCE address; IPs are more it owns (an IPv6 link-local one, say).
 	// The host answers ARP and neighbour solicitations for all of them.
@@ -213,7 +215,7 @@ func (h *Host) Run() error {
 	const batch = 32
 	bufs := make([][]byte, batch)
 	for i := range bufs {
-		bufs[i] = engine.NewFrameBuffer(wire.MaxFrameLen)
+		bufs[i] = engine.NewFrameBuffer(roce.MaxFrameLen)
 	}
 	sizes := make([]int, batch)
 	var reply []byte

@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/hw/abi"
 	"github.com/softirdma/softirdma/hw/driver"
 	"github.com/softirdma/softirdma/wire/decode"
@@ -31,7 +32,7 @@ type Env struct {
 	Wait   func() error
 	// Peer is the softirdma device at the other end of the function's link, at PeerIP; the
 	// function is at FunctionIP.
-	Peer       *emu.Device
+	Peer       *engine.Device
 	PeerIP     netip.Addr
 	FunctionIP netip.Addr
 	// Pcap, if set, gives the capture of the function's link once the scenario ran.
@@ -94,15 +95,15 @@ func Run(t *testing.T, env Env) {
 	ppd, _ := peer.AllocPD()
 	pcq, _ := peer.CreateCQ(64)
 	src := pattern(4096)
-	pmr, err := ppd.RegMR(src, emu.AccessLocalWrite|emu.AccessRemoteRead|emu.AccessRemoteAtomic)
+	pmr, err := ppd.RegMR(src, engine.AccessLocalWrite|engine.AccessRemoteRead|engine.AccessRemoteAtomic)
 	must(err)
-	peerQPs := map[*driver.QP]*emu.QP{}
+	peerQPs := map[*driver.QP]*engine.QP{}
 	// connect makes a fresh peer QP for gq and takes both through INIT, RTR and RTS (again,
 	// after an error failed both).
 	connect := func(gq *driver.QP) {
 		t.Helper()
-		pqp, err := ppd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: pcq, RecvCQ: pcq,
-			Cap: emu.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		pqp, err := ppd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: pcq, RecvCQ: pcq,
+			Cap: engine.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		must(err)
 		peerQPs[gq] = pqp
 		must(gq.Modify(driver.QPAttr{State: 0}, 1))
@@ -148,19 +149,19 @@ func Run(t *testing.T, env Env) {
 		}
 		return wc
 	}
-	peerDone := func() emu.WC {
+	peerDone := func() engine.WC {
 		t.Helper()
 		return WaitPeerStep(t, pcq, env.Step)
 	}
 	// peerWriteAt WRITEs 64 bytes through rkey at addr and returns the status; peerWrite at the
 	// MR's second page.
-	peerWriteAt := func(addr uint64, rkey uint32) emu.WCStatus {
+	peerWriteAt := func(addr uint64, rkey uint32) engine.WCStatus {
 		t.Helper()
-		must(peerQPs[q].PostSend(emu.SendWR{ID: 7, Opcode: emu.WRRDMAWrite, Flags: emu.SendSignaled,
-			SGL: []emu.SGE{{Addr: pmr.Addr(), Length: 64, LKey: pmr.LKey()}}, RemoteAddr: addr, RKey: rkey}))
+		must(peerQPs[q].PostSend(engine.SendWR{ID: 7, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled,
+			SGL: []engine.SGE{{Addr: pmr.Addr(), Length: 64, LKey: pmr.LKey()}}, RemoteAddr: addr, RKey: rkey}))
 		return peerDone().Status
 	}
-	peerWrite := func(rkey uint32) emu.WCStatus { return peerWriteAt(mr.Addr+4096, rkey) }
+	peerWrite := func(rkey uint32) engine.WCStatus { return peerWriteAt(mr.Addr+4096, rkey) }
 	window := driver.Bind{MRLKey: mr.Key, Addr: mr.Addr + 4096, Length: 4096, Access: 2}
 	bind := func(mw, key uint32) {
 		t.Helper()
@@ -176,7 +177,7 @@ func Run(t *testing.T, env Env) {
 	mw2, err := d.AllocMW(pd, abi.STagMWType2B)
 	must(err)
 	bind(mw2, key8(mw2, 1))
-	if st := peerWrite(key8(mw2, 1)); st != emu.WCSuccess {
+	if st := peerWrite(key8(mw2, 1)); st != engine.WCSuccess {
 		t.Fatalf("WRITE through the bound window: %s", st)
 	}
 	got := make([]byte, 64)
@@ -192,24 +193,24 @@ func Run(t *testing.T, env Env) {
 	if wc := post(driver.SendWR{ID: 61, Opcode: driver.WRLocalInv, Flags: driver.SendSignaled, Imm: key8(mw2, 1)}); wc.Status != 0 {
 		t.Fatalf("LOCAL_INV completion %+v", wc)
 	}
-	if st := peerWrite(key8(mw2, 1)); st != emu.WCRemAccessErr {
+	if st := peerWrite(key8(mw2, 1)); st != engine.WCRemAccessErr {
 		t.Fatalf("WRITE after LOCAL_INV: %s, want REM_ACCESS_ERR", st)
 	}
 	// A rebind with a new key8 works again (the refusal failed both QPs: they start over).
 	connect(q)
 	bind(mw2, key8(mw2, 2))
-	if st := peerWrite(key8(mw2, 2)); st != emu.WCSuccess {
+	if st := peerWrite(key8(mw2, 2)); st != engine.WCSuccess {
 		t.Fatalf("WRITE after the rebind: %s", st)
 	}
 	// SEND_WITH_INV from the peer invalidates it remotely; the guest's receive says which key.
 	arm()
 	must(q.PostRecv(70, driver.SGE{Addr: mr.Addr, Length: 256, Key: mr.Key}))
-	must(peerQPs[q].PostSend(emu.SendWR{ID: 8, Opcode: emu.WRSendWithInv, Imm: key8(mw2, 2),
-		SGL: []emu.SGE{{Addr: pmr.Addr(), Length: 16, LKey: pmr.LKey()}}}))
+	must(peerQPs[q].PostSend(engine.SendWR{ID: 8, Opcode: engine.WRSendWithInv, Imm: key8(mw2, 2),
+		SGL: []engine.SGE{{Addr: pmr.Addr(), Length: 16, LKey: pmr.LKey()}}}))
 	if wc := done(); wc.WRID != 70 || wc.Status != 0 || wc.Flags&8 == 0 || wc.Imm != key8(mw2, 2) {
 		t.Fatalf("receive of SEND_WITH_INV %+v", wc)
 	}
-	if st := peerWrite(key8(mw2, 2)); st != emu.WCRemAccessErr {
+	if st := peerWrite(key8(mw2, 2)); st != engine.WCRemAccessErr {
 		t.Fatalf("WRITE after SEND_WITH_INV: %s, want REM_ACCESS_ERR", st)
 	}
 
@@ -218,7 +219,7 @@ func Run(t *testing.T, env Env) {
 	mw1, err := d.AllocMW(pd, abi.STagMWType1)
 	must(err)
 	bind(mw1, key8(mw1, 1))
-	if st := peerWrite(key8(mw1, 1)); st != emu.WCSuccess {
+	if st := peerWrite(key8(mw1, 1)); st != engine.WCSuccess {
 		t.Fatalf("WRITE through the type 1 window: %s", st)
 	}
 
@@ -248,7 +249,7 @@ func Run(t *testing.T, env Env) {
 	// A SEND from the peer into a receive on the SRQ, taken by the QP on it.
 	arm()
 	must(srq.PostRecv(90, driver.SGE{Addr: mr.Addr + 12800, Length: 64, Key: mr.Key}))
-	must(peerQPs[qs].PostSend(emu.SendWR{ID: 9, Opcode: emu.WRSend, SGL: []emu.SGE{{Addr: pmr.Addr(), Length: 32, LKey: pmr.LKey()}}}))
+	must(peerQPs[qs].PostSend(engine.SendWR{ID: 9, Opcode: engine.WRSend, SGL: []engine.SGE{{Addr: pmr.Addr(), Length: 32, LKey: pmr.LKey()}}}))
 	if wc := done(); wc.WRID != 90 || wc.Status != 0 || wc.ByteLen != 32 || wc.QPNum != qs.Num {
 		t.Fatalf("SRQ receive %+v", wc)
 	}
@@ -259,7 +260,7 @@ func Run(t *testing.T, env Env) {
 	must(err)
 	moved, err := d.ReregMR(mr2, abi.ReregTranslation, pd, 8192, 1|2)
 	must(err)
-	if st := peerWriteAt(moved.Addr+4096, moved.Key); st != emu.WCSuccess {
+	if st := peerWriteAt(moved.Addr+4096, moved.Key); st != engine.WCSuccess {
 		t.Fatalf("WRITE through the reregistered MR: %s", st)
 	}
 	must(d.ReadMem(moved.Addr+4096, got))
@@ -268,7 +269,7 @@ func Run(t *testing.T, env Env) {
 	}
 	_, err = d.ReregMR(moved, abi.ReregAccess, pd, 0, 1)
 	must(err)
-	if st := peerWriteAt(moved.Addr+4096, moved.Key); st != emu.WCRemAccessErr {
+	if st := peerWriteAt(moved.Addr+4096, moved.Key); st != engine.WCRemAccessErr {
 		t.Fatalf("WRITE after REREG_MR took REMOTE_WRITE away: %s, want REM_ACCESS_ERR", st)
 	}
 }
@@ -290,7 +291,7 @@ func pattern(n int) []byte {
 // ConnectPeer takes the function's QP gq and the peer's pqp through INIT, RTR and RTS to each
 // other (the peer at peerIP, the function at fnIP), at path MTU mtu (ibv_mtu), each granting
 // the other remote write, read and atomics.
-func ConnectPeer(tb testing.TB, gq *driver.QP, pqp *emu.QP, peerIP, fnIP netip.Addr, mtu uint8) {
+func ConnectPeer(tb testing.TB, gq *driver.QP, pqp *engine.QP, peerIP, fnIP netip.Addr, mtu uint8) {
 	tb.Helper()
 	must := func(err error) {
 		tb.Helper()
@@ -299,29 +300,29 @@ func ConnectPeer(tb testing.TB, gq *driver.QP, pqp *emu.QP, peerIP, fnIP netip.A
 		}
 	}
 	must(gq.Modify(driver.QPAttr{State: 1, PortNum: 1, AccessFlags: 2 | 4 | 8}, 1|8|16|32))
-	must(gq.Modify(driver.QPAttr{State: 2, PathMTU: mtu, DestQPN: pqp.Num(), MaxDestRdAtomic: 4, MinRNRTimer: emu.DefaultMinRNRTimer, HopLimit: 64,
+	must(gq.Modify(driver.QPAttr{State: 2, PathMTU: mtu, DestQPN: pqp.Num(), MaxDestRdAtomic: 4, MinRNRTimer: engine.DefaultMinRNRTimer, HopLimit: 64,
 		DGID: peerIP.As16()}, 1|128|256|1<<20|1<<12|1<<17|1<<15))
-	must(gq.Modify(driver.QPAttr{State: 3, Timeout: emu.DefaultTimeout, RetryCnt: emu.DefaultRetryCnt, RNRRetry: emu.DefaultRNRRetry, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
-	must(pqp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1, AccessFlags: emu.AccessRemoteWrite | emu.AccessRemoteRead | emu.AccessRemoteAtomic},
-		emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags))
-	must(pqp.Modify(emu.QPAttr{State: emu.QPSRTR, AH: emu.AHAttr{DGID: fnIP, HopLimit: 64},
-		PathMTU: emu.MTU(mtu), DestQPN: gq.Num, MaxDestRdAtomic: 4, MinRNRTimer: emu.DefaultMinRNRTimer},
-		emu.AttrState|emu.AttrAV|emu.AttrPathMTU|emu.AttrDestQPN|emu.AttrRQPSN|emu.AttrMaxDestRdAtomic|emu.AttrMinRNRTimer))
-	must(pqp.Modify(emu.QPAttr{State: emu.QPSRTS, Timeout: emu.DefaultTimeout, RetryCnt: emu.DefaultRetryCnt, RNRRetry: emu.DefaultRNRRetry, MaxRdAtomic: 4},
-		emu.AttrState|emu.AttrSQPSN|emu.AttrTimeout|emu.AttrRetryCnt|emu.AttrRNRRetry|emu.AttrMaxQPRdAtomic))
+	must(gq.Modify(driver.QPAttr{State: 3, Timeout: engine.DefaultTimeout, RetryCnt: engine.DefaultRetryCnt, RNRRetry: engine.DefaultRNRRetry, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
+	must(pqp.Modify(engine.QPAttr{State: engine.QPSInit, Port: 1, AccessFlags: engine.AccessRemoteWrite | engine.AccessRemoteRead | engine.AccessRemoteAtomic},
+		engine.AttrState|engine.AttrPKeyIndex|engine.AttrPort|engine.AttrAccessFlags))
+	must(pqp.Modify(engine.QPAttr{State: engine.QPSRTR, AH: engine.AHAttr{DGID: fnIP, HopLimit: 64},
+		PathMTU: engine.MTU(mtu), DestQPN: gq.Num, MaxDestRdAtomic: 4, MinRNRTimer: engine.DefaultMinRNRTimer},
+		engine.AttrState|engine.AttrAV|engine.AttrPathMTU|engine.AttrDestQPN|engine.AttrRQPSN|engine.AttrMaxDestRdAtomic|engine.AttrMinRNRTimer))
+	must(pqp.Modify(engine.QPAttr{State: engine.QPSRTS, Timeout: engine.DefaultTimeout, RetryCnt: engine.DefaultRetryCnt, RNRRetry: engine.DefaultRNRRetry, MaxRdAtomic: 4},
+		engine.AttrState|engine.AttrSQPSN|engine.AttrTimeout|engine.AttrRetryCnt|engine.AttrRNRRetry|engine.AttrMaxQPRdAtomic))
 }
 
 // WaitPeer polls a peer's CQ, the engine's own, until it has a completion, and returns it.
-func WaitPeer(t testing.TB, cq *emu.CQ) emu.WC {
+func WaitPeer(t testing.TB, cq *engine.CQ) engine.WC {
 	t.Helper()
 	return WaitPeerStep(t, cq, nil)
 }
 
 // WaitPeerStep is WaitPeer with step (if not nil) run before each poll: the clock of a
 // simulated link.
-func WaitPeerStep(t testing.TB, cq *emu.CQ, step func()) emu.WC {
+func WaitPeerStep(t testing.TB, cq *engine.CQ, step func()) engine.WC {
 	t.Helper()
-	wc := make([]emu.WC, 1)
+	wc := make([]engine.WC, 1)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if step != nil {
@@ -360,9 +361,9 @@ func LoopbackPair(tb testing.TB, d *driver.Driver, ip netip.Addr) (*driver.QP, *
 	must(err)
 	for _, p := range [][2]*driver.QP{{q1, q2}, {q2, q1}} {
 		must(p[0].Modify(driver.QPAttr{State: 1, PortNum: 1, AccessFlags: 2 | 4}, 1|8|16|32))
-		must(p[0].Modify(driver.QPAttr{State: 2, PathMTU: 5, DestQPN: p[1].Num, MaxDestRdAtomic: 4, MinRNRTimer: emu.DefaultMinRNRTimer, HopLimit: 64,
+		must(p[0].Modify(driver.QPAttr{State: 2, PathMTU: 5, DestQPN: p[1].Num, MaxDestRdAtomic: 4, MinRNRTimer: engine.DefaultMinRNRTimer, HopLimit: 64,
 			DGID: ip.As16()}, 1|128|256|1<<20|1<<12|1<<17|1<<15))
-		must(p[0].Modify(driver.QPAttr{State: 3, Timeout: emu.DefaultTimeout, RetryCnt: emu.DefaultRetryCnt, RNRRetry: emu.DefaultRNRRetry, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
+		must(p[0].Modify(driver.QPAttr{State: 3, Timeout: engine.DefaultTimeout, RetryCnt: engine.DefaultRetryCnt, RNRRetry: engine.DefaultRNRRetry, MaxRdAtomic: 4}, 1|1<<16|1<<9|1<<10|1<<11|1<<13))
 	}
 	return q1, cq, mr
 }

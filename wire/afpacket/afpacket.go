@@ -15,7 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/softirdma/softirdma/wire"
+	"github.com/softirdma/softirdma/wire/roce"
+
 	"github.com/vishvananda/netlink"
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
@@ -176,14 +177,14 @@ func Open(ad Adapter, hold netip.Addr) (*Link, error) {
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	l := &Link{fd: fd, ad: ad}
 	if hold.IsValid() {
-		addr := &net.UDPAddr{IP: hold.AsSlice(), Port: wire.UDPPort}
+		addr := &net.UDPAddr{IP: hold.AsSlice(), Port: roce.UDPPort}
 		if hold.IsLinkLocalUnicast() {
 			addr.Zone = ad.Name
 		}
 		c, err := net.ListenUDP("udp", addr)
 		if err != nil {
 			unix.Close(fd)
-			return nil, fmt.Errorf("afpacket: holding UDP port %d on %s (is a kernel RDMA device using it?): %w", wire.UDPPort, hold, err)
+			return nil, fmt.Errorf("afpacket: holding UDP port %d on %s (is a kernel RDMA device using it?): %w", roce.UDPPort, hold, err)
 		}
 		l.hold = c
 	}
@@ -196,8 +197,8 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 func (l *Link) Adapter() Adapter { return l.ad }
 
 // Stats reports what the link did.
-func (l *Link) Stats() wire.LinkStats {
-	return wire.LinkStats{TxFrames: l.stats.tx.Load(), TxBytes: l.stats.txb.Load(), RxFrames: l.stats.rx.Load(),
+func (l *Link) Stats() roce.LinkStats {
+	return roce.LinkStats{TxFrames: l.stats.tx.Load(), TxBytes: l.stats.txb.Load(), RxFrames: l.stats.rx.Load(),
 		RxBytes: l.stats.rxb.Load(), RxDropped: l.stats.drop.Load()}
 }
 
@@ -235,7 +236,7 @@ func (l *Link) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 			}
 			return k, fmt.Errorf("afpacket: receive on %s: %w", l.ad.Name, err)
 		}
-		if n > len(bufs[k]) || n < wire.EthernetLen {
+		if n > len(bufs[k]) || n < roce.EthernetLen {
 			l.stats.drop.Add(1)
 			continue
 		}

@@ -7,7 +7,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/softirdma/softirdma/wire"
+	"github.com/softirdma/softirdma/wire/roce"
+
 	"github.com/softirdma/softirdma/wire/mad"
 )
 
@@ -71,19 +72,19 @@ type unreliable struct {
 	cms     cmExchanges // the CM exchanges the GSI QPs' MADs carry (cmflows.go)
 }
 
-func (u *unreliable) add(f *wire.Frame, wireLen int, icrcOK bool) {
+func (u *unreliable) add(f *roce.Frame, wireLen int, icrcOK bool) {
 	if u.ud == nil {
 		u.ud, u.uc = map[udKey]*DatagramFlow{}, map[ucKey]*UCStream{}
 	}
 	switch f.Info.Transport {
-	case wire.UD:
+	case roce.UD:
 		u.addUD(f, wireLen, icrcOK)
-	case wire.UC:
+	case roce.UC:
 		u.addUC(f, wireLen, icrcOK)
 	}
 }
 
-func (u *unreliable) addUD(f *wire.Frame, wireLen int, icrcOK bool) {
+func (u *unreliable) addUD(f *roce.Frame, wireLen int, icrcOK bool) {
 	k := udKey{f.SrcIP(), f.DstIP(), f.DETH.SrcQP(), f.BTH.DestQP()}
 	d := u.ud[k]
 	if d == nil {
@@ -112,7 +113,7 @@ func (u *unreliable) addUD(f *wire.Frame, wireLen int, icrcOK bool) {
 	}
 }
 
-func (u *unreliable) addUC(f *wire.Frame, wireLen int, icrcOK bool) {
+func (u *unreliable) addUC(f *roce.Frame, wireLen int, icrcOK bool) {
 	k := ucKey{f.SrcIP(), f.DstIP(), f.BTH.DestQP()}
 	s := u.uc[k]
 	psn := f.BTH.PSN()
@@ -138,15 +139,15 @@ func (u *unreliable) addUC(f *wire.Frame, wireLen int, icrcOK bool) {
 		s.Behind++
 		return
 	}
-	s.LastPSN, s.next = psn, (psn+1)&wire.PSNMask
-	if f.Info.Is(wire.FlagEnd) {
+	s.LastPSN, s.next = psn, (psn+1)&roce.PSNMask
+	if f.Info.Is(roce.FlagEnd) {
 		s.Messages++
 	}
 }
 
 // madOf reads the MAD a UD frame carries, if it is one: to or from a GSI QP (QP1), with the GSI
 // Q_Key and at least a MAD header of payload.
-func madOf(f *wire.Frame) (mad.Header, bool) {
+func madOf(f *roce.Frame) (mad.Header, bool) {
 	if f.DETH == nil || f.DETH.QKey() != mad.GSIQKey || (f.BTH.DestQP() != 1 && f.DETH.SrcQP() != 1) {
 		return mad.Header{}, false
 	}

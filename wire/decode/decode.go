@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/softirdma/softirdma/wire/roce"
+
 	"github.com/google/gopacket"
 	"github.com/softirdma/softirdma/wire"
 )
@@ -217,8 +219,8 @@ func Run(r io.Reader, w io.Writer, opt Options) (Summary, error) {
 	}
 	out := newOutput(w, opt.JSON)
 	var (
-		p     wire.Parser
-		f     wire.Frame
+		p     roce.Parser
+		f     roce.Frame
 		flows = NewFlows()
 	)
 	var readErr error
@@ -270,15 +272,15 @@ func Run(r io.Reader, w io.Writer, opt Options) (Summary, error) {
 }
 
 // parseFunc parses data, the part of a frame of wireLen bytes that the capture holds.
-type parseFunc func(p *wire.Parser, f *wire.Frame, data []byte, wireLen int) error
+type parseFunc func(p *roce.Parser, f *roce.Frame, data []byte, wireLen int) error
 
 // linkParser returns how to find the IP packet in a frame of the link type.
 func linkParser(lt wire.LinkType) (parseFunc, error) {
 	switch lt {
 	case wire.LinkTypeEthernet:
-		return (*wire.Parser).ParseCaptured, nil
+		return (*roce.Parser).ParseCaptured, nil
 	case wire.LinkTypeRaw, wire.LinkTypeIPv4, wire.LinkTypeIPv6, wire.LinkTypeRawBSD, wire.LinkTypeRawBSD14:
-		return (*wire.Parser).ParseCapturedIP, nil
+		return (*roce.Parser).ParseCapturedIP, nil
 	case wire.LinkTypeLinuxSLL:
 		return cooked(wire.SLLLen, wire.SLLProtoOff), nil
 	case wire.LinkTypeLinuxSLL2:
@@ -295,13 +297,13 @@ var (
 // cooked parses Linux cooked capture: a pseudo header of n bytes whose protocol field, at
 // protoOff, is the EtherType of the packet that follows.
 func cooked(n, protoOff int) parseFunc {
-	return func(p *wire.Parser, f *wire.Frame, data []byte, wireLen int) error {
+	return func(p *roce.Parser, f *roce.Frame, data []byte, wireLen int) error {
 		if len(data) < n {
 			f.Reset()
 			return errShortCooked
 		}
 		switch et := binary.BigEndian.Uint16(data[protoOff:]); et {
-		case wire.EtherTypeIPv4, wire.EtherTypeIPv6:
+		case roce.EtherTypeIPv4, roce.EtherTypeIPv6:
 			return p.ParseCapturedIP(f, data[n:], wireLen-n)
 		}
 		f.Reset()
@@ -315,17 +317,17 @@ func cutInside(err error) string {
 	if err == errShortCooked {
 		return "cooked header"
 	}
-	return wire.CutInside(err)
+	return roce.CutInside(err)
 }
 
 // unidentified describes a frame the capture cut before its UDP destination port: its addresses
 // if the capture holds them, and where the capture ends.
-func unidentified(f *wire.Frame, cut string, n int, ci gopacket.CaptureInfo) *Record {
+func unidentified(f *roce.Frame, cut string, n int, ci gopacket.CaptureInfo) *Record {
 	rec := &Record{Frame: n, Time: ci.Timestamp.UTC(), Length: ci.Length, CapLen: ci.CaptureLength,
 		Status: StatusUnidentified, Cut: cut}
 	switch {
 	case cut == "UDP header": // the IP header is whole
-	case cut == "IPv4 header" && len(f.Buf) >= f.L3+wire.IPv4Len: // cut in its options
+	case cut == "IPv4 header" && len(f.Buf) >= f.L3+roce.IPv4Len: // cut in its options
 	default:
 		return rec
 	}
@@ -334,7 +336,7 @@ func unidentified(f *wire.Frame, cut string, n int, ci gopacket.CaptureInfo) *Re
 }
 
 // record describes one frame the parser found addressed to UDP 4791.
-func record(p *wire.Parser, f *wire.Frame, perr error, n int, ci gopacket.CaptureInfo) *Record {
+func record(p *roce.Parser, f *roce.Frame, perr error, n int, ci gopacket.CaptureInfo) *Record {
 	rec := &Record{Frame: n, Time: ci.Timestamp.UTC(), Length: ci.Length, CapLen: ci.CaptureLength}
 	rec.Src, rec.Dst = f.SrcIP().String(), f.DstIP().String()
 	rec.SrcPort = f.SrcPort()
@@ -348,7 +350,7 @@ func record(p *wire.Parser, f *wire.Frame, perr error, n int, ci gopacket.Captur
 		rec.Status = StatusICRCUnchecked
 	case perr == nil:
 		rec.Status = StatusOK
-	case wire.KindOf(perr) == wire.KindBadICRC:
+	case roce.KindOf(perr) == roce.KindBadICRC:
 		rec.Status = StatusICRCBad
 	case cut && cutInside(perr) != "":
 		rec.Status = StatusHeadersCut
@@ -363,11 +365,11 @@ func record(p *wire.Parser, f *wire.Frame, perr error, n int, ci gopacket.Captur
 	h := f.BTH
 	if h == nil {
 		// Inconsistent lengths: still show the BTH if the capture holds it.
-		bth := f.L4 + wire.UDPLen
-		if len(f.Buf) < bth+wire.BTHLen {
+		bth := f.L4 + roce.UDPLen
+		if len(f.Buf) < bth+roce.BTHLen {
 			return rec
 		}
-		h = wire.BTH(f.Buf[bth : bth+wire.BTHLen])
+		h = roce.BTH(f.Buf[bth : bth+roce.BTHLen])
 	}
 	op := uint8(h.Opcode())
 	qp, psn := h.DestQP(), h.PSN()
@@ -491,7 +493,7 @@ func (r *Record) Text() string {
 	}
 	if v := r.AtomicETH; v != nil {
 		fmt.Fprintf(&b, " va=%s rkey=%s", v.VA, hex32(v.RKey))
-		if r.OpcodeValue != nil && wire.Opcode(*r.OpcodeValue) == wire.RCCompareSwap {
+		if r.OpcodeValue != nil && roce.Opcode(*r.OpcodeValue) == roce.RCCompareSwap {
 			fmt.Fprintf(&b, " swap=%s compare=%s", v.SwapAdd, v.Compare)
 		} else {
 			fmt.Fprintf(&b, " add=%s", v.SwapAdd)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/softirdma/softirdma/wire"
+	"github.com/softirdma/softirdma/wire/roce"
 )
 
 // An RC connection joins two queue pairs, (A, qa) and (B, qb). Every frame from A to B carries qb
@@ -137,15 +137,15 @@ func NewFlows() *Flows {
 // to their stream (CNPs are ignored). icrcOK false means the receiver would drop it: it is counted
 // on its flow, but its PSN is not trusted, and it starts no flow of its own, since a flipped bit
 // may be in the addresses or the QP number.
-func (fl *Flows) Add(f *wire.Frame, ts time.Time, wireLen int, icrcOK bool) {
+func (fl *Flows) Add(f *roce.Frame, ts time.Time, wireLen int, icrcOK bool) {
 	if f.Info == nil {
 		return
 	}
-	if t := f.Info.Transport; t == wire.UD || t == wire.UC {
+	if t := f.Info.Transport; t == roce.UD || t == roce.UC {
 		fl.unrel.add(f, wireLen, icrcOK)
 		return
 	}
-	if f.Info.Transport != wire.RC {
+	if f.Info.Transport != roce.RC {
 		return
 	}
 	h := f.BTH
@@ -167,7 +167,7 @@ func (fl *Flows) Add(f *wire.Frame, ts time.Time, wireLen int, icrcOK bool) {
 	psn := h.PSN()
 	info := f.Info
 	// The length on the wire: a header-only capture holds less of the payload.
-	if n := f.PayloadLen(); (info.Class == wire.First || info.Class == wire.Middle) && n > fl.mtu {
+	if n := f.PayloadLen(); (info.Class == roce.First || info.Class == roce.Middle) && n > fl.mtu {
 		fl.mtu = n
 	}
 	if info.Response {
@@ -185,7 +185,7 @@ func (fl *Flows) Add(f *wire.Frame, ts time.Time, wireLen int, icrcOK bool) {
 	d.request(f, psn, ts, fl.mtu)
 }
 
-func (d *Direction) request(f *wire.Frame, psn uint32, ts time.Time, mtu int) {
+func (d *Direction) request(f *roce.Frame, psn uint32, ts time.Time, mtu int) {
 	info := f.Info
 	if t, ok := d.rnr[psn]; ok {
 		d.peerRNRObserved(ts.Sub(t))
@@ -209,10 +209,10 @@ func (d *Direction) request(f *wire.Frame, psn uint32, ts time.Time, mtu int) {
 		d.MissingPSNs += int(psnDiff(psn, d.expMax))
 	}
 	d.LastPSN = psn
-	d.expMin, d.expMax = (psn+1)&wire.PSNMask, (psn+1)&wire.PSNMask
+	d.expMin, d.expMax = (psn+1)&roce.PSNMask, (psn+1)&roce.PSNMask
 	op := f.Opcode
 	switch {
-	case op == wire.RCReadRequest:
+	case op == roce.RCReadRequest:
 		d.reads = append(d.reads, psn)
 		// A READ uses one PSN per response packet: ceil(len/MTU), at least one. Before the MTU is
 		// known, accept anything an IB MTU (256..4096) allows.
@@ -222,11 +222,11 @@ func (d *Direction) request(f *wire.Frame, psn uint32, ts time.Time, mtu int) {
 			lo = readSpan(n, uint32(mtu))
 			hi = lo
 		}
-		d.expMin, d.expMax = (psn+lo)&wire.PSNMask, (psn+hi)&wire.PSNMask
-	case op == wire.RCCompareSwap || op == wire.RCFetchAdd:
+		d.expMin, d.expMax = (psn+lo)&roce.PSNMask, (psn+hi)&roce.PSNMask
+	case op == roce.RCCompareSwap || op == roce.RCFetchAdd:
 		d.atomics = append(d.atomics, psn)
 	}
-	if info.Class == wire.Last || info.Class == wire.Only {
+	if info.Class == roce.Last || info.Class == roce.Only {
 		d.Messages++
 	}
 	d.useRKey(f, ts)
@@ -246,7 +246,7 @@ func (d *Direction) peerRNRObserved(w time.Duration) {
 	}
 }
 
-func (d *Direction) useRKey(f *wire.Frame, ts time.Time) {
+func (d *Direction) useRKey(f *roce.Frame, ts time.Time) {
 	var key uint32
 	var op string
 	switch {
@@ -257,11 +257,11 @@ func (d *Direction) useRKey(f *wire.Frame, ts time.Time) {
 	case f.RETH != nil:
 		key = f.RETH.RKey()
 		switch f.Opcode {
-		case wire.RCReadRequest:
+		case roce.RCReadRequest:
 			op = "READ"
-		case wire.RCFlush:
+		case roce.RCFlush:
 			op = "FLUSH"
-		case wire.RCAtomicWrite:
+		case roce.RCAtomicWrite:
 			op = "ATOMIC_WRITE"
 		default:
 			op = "WRITE"
@@ -289,13 +289,13 @@ func (d *Direction) useRKey(f *wire.Frame, ts time.Time) {
 }
 
 // response accounts a response d carries for its peer's requests.
-func (fl *Flows) response(d *Direction, f *wire.Frame, psn uint32, ts time.Time) {
+func (fl *Flows) response(d *Direction, f *roce.Frame, psn uint32, ts time.Time) {
 	req := d.peer
 	if f.AETH != nil {
 		s := f.AETH.Syndrome()
 		switch s.Type() {
-		case wire.SyndromeACK:
-			if f.Opcode == wire.RCAcknowledge {
+		case roce.SyndromeACK:
+			if f.Opcode == roce.RCAcknowledge {
 				// The MSN only grows on a QP; one going backwards means a new QP with the same
 				// number. Otherwise an ACK that acknowledges no new PSN is a re-ACK of a duplicate.
 				msn := f.AETH.MSN()
@@ -307,9 +307,9 @@ func (fl *Flows) response(d *Direction, f *wire.Frame, psn uint32, ts time.Time)
 				}
 				d.lastAck, d.lastMSN, d.hasAck = psn, msn, true
 			}
-		case wire.SyndromeRNR:
+		case roce.SyndromeRNR:
 			d.countNAK("RNR")
-			d.RNRWaitAdvertised += time.Duration(wire.RNRTimerMicros(s.Value())) * time.Microsecond
+			d.RNRWaitAdvertised += time.Duration(roce.RNRTimerMicros(s.Value())) * time.Microsecond
 			if req != nil {
 				if req.rnr == nil {
 					req.rnr = map[uint32]time.Time{}
@@ -329,7 +329,7 @@ func (fl *Flows) response(d *Direction, f *wire.Frame, psn uint32, ts time.Time)
 		return
 	}
 	switch f.Opcode {
-	case wire.RCReadResponseLast, wire.RCReadResponseOnly:
+	case roce.RCReadResponseLast, roce.RCReadResponseOnly:
 		// The READ this answers is the latest one sent at or before this PSN.
 		best, found := -1, false
 		for i, p := range req.reads {
@@ -340,7 +340,7 @@ func (fl *Flows) response(d *Direction, f *wire.Frame, psn uint32, ts time.Time)
 		if found {
 			req.reads = append(req.reads[:best], req.reads[best+1:]...)
 		}
-	case wire.RCAtomicAcknowledge:
+	case roce.RCAtomicAcknowledge:
 		req.atomics = removePSN(req.atomics, psn)
 	}
 }

@@ -9,7 +9,8 @@ import (
 	"net"
 	"sync/atomic"
 
-	"github.com/softirdma/softirdma/wire"
+	"github.com/softirdma/softirdma/wire/roce"
+
 	"golang.org/x/net/ipv4"
 )
 
@@ -28,8 +29,8 @@ type stats struct {
 	txFrames, txBytes, rxFrames, rxBytes, rxDropped atomic.Uint64
 }
 
-func (s *stats) snapshot() wire.LinkStats {
-	return wire.LinkStats{TxFrames: s.txFrames.Load(), TxBytes: s.txBytes.Load(), RxFrames: s.rxFrames.Load(),
+func (s *stats) snapshot() roce.LinkStats {
+	return roce.LinkStats{TxFrames: s.txFrames.Load(), TxBytes: s.txBytes.Load(), RxFrames: s.rxFrames.Load(),
 		RxBytes: s.rxBytes.Load(), RxDropped: s.rxDropped.Load()}
 }
 
@@ -71,7 +72,7 @@ func (d *Dgram) SetRemote(remote string) error {
 func (d *Dgram) LocalAddr() *net.UDPAddr { return d.conn.LocalAddr().(*net.UDPAddr) }
 
 // Stats reports what the link did.
-func (d *Dgram) Stats() wire.LinkStats { return d.stats.snapshot() }
+func (d *Dgram) Stats() roce.LinkStats { return d.stats.snapshot() }
 
 // SendBatch sends each frame as one datagram, with sendmmsg where it can.
 func (d *Dgram) SendBatch(frames [][]byte) (int, error) {
@@ -159,7 +160,7 @@ func (d *Dgram) recv(bufs [][]byte, sizes []int) (int, error) {
 func (d *Dgram) keep(bufs [][]byte, sizes []int, lens []int, trunc []bool) int {
 	k := 0
 	for i := range bufs {
-		if trunc[i] || lens[i] < wire.EthernetLen || lens[i] > len(bufs[i]) {
+		if trunc[i] || lens[i] < roce.EthernetLen || lens[i] > len(bufs[i]) {
 			d.stats.rxDropped.Add(1)
 			continue
 		}

@@ -9,7 +9,7 @@ import (
 	"net"
 	"sync"
 
-	"github.com/softirdma/softirdma/wire"
+	"github.com/softirdma/softirdma/wire/roce"
 )
 
 // Stream is the far end of "-netdev stream": frames over a TCP or UNIX stream connection, each
@@ -39,7 +39,7 @@ func DialStream(network, addr string) (*Stream, error) {
 }
 
 // Stats reports what the link did, including frames the reader dropped.
-func (s *Stream) Stats() wire.LinkStats {
+func (s *Stream) Stats() roce.LinkStats {
 	st := s.stats.snapshot()
 	st.RxDropped += s.r.Dropped()
 	return st
@@ -51,8 +51,8 @@ func (s *Stream) SendBatch(frames [][]byte) (int, error) {
 	defer s.wmu.Unlock()
 	var hdr [4]byte
 	for i, f := range frames {
-		if len(f) > wire.MaxFrameLen {
-			return i, fmt.Errorf("qemu stream: frame of %d bytes exceeds %d", len(f), wire.MaxFrameLen)
+		if len(f) > roce.MaxFrameLen {
+			return i, fmt.Errorf("qemu stream: frame of %d bytes exceeds %d", len(f), roce.MaxFrameLen)
 		}
 		binary.BigEndian.PutUint32(hdr[:], uint32(len(f)))
 		if _, err := s.w.Write(hdr[:]); err != nil {
@@ -124,7 +124,7 @@ func (f *FrameReader) Next(buf []byte) (int, error) {
 			return 0, err
 		}
 		n := binary.BigEndian.Uint32(hdr[:])
-		if n < wire.EthernetLen || n > wire.MaxFrameLen || int(n) > len(buf) {
+		if n < roce.EthernetLen || n > roce.MaxFrameLen || int(n) > len(buf) {
 			f.dropped++
 			if _, err := f.r.Discard(int(n)); err != nil {
 				if errors.Is(err, io.EOF) {

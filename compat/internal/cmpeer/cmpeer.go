@@ -14,7 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/emu/engine"
+
 	"github.com/softirdma/softirdma/emu/rdmacm"
 	"github.com/softirdma/softirdma/wire/cm"
 	"github.com/softirdma/softirdma/wire/neigh"
@@ -23,7 +24,7 @@ import (
 // Events is a connection manager's event stream, queued as they come.
 type Events struct {
 	tool string
-	dev  *emu.Device
+	dev  *engine.Device
 	ctx  context.Context
 	mu   sync.Mutex
 	q    []rdmacm.Event
@@ -31,7 +32,7 @@ type Events struct {
 }
 
 // New gives dev a connection manager whose events are queued for tool (its name starts errors).
-func New(ctx context.Context, dev *emu.Device, tool string) (*rdmacm.Manager, *Events, error) {
+func New(ctx context.Context, dev *engine.Device, tool string) (*rdmacm.Manager, *Events, error) {
 	ev := &Events{tool: tool, dev: dev, ctx: ctx, wake: make(chan struct{}, 1)}
 	m, err := rdmacm.New(dev, rdmacm.Config{Events: ev.push})
 	return m, ev, err
@@ -203,14 +204,14 @@ type Poller struct {
 
 // Poll waits for want successful completions on cq, handing each to each (if not nil); a
 // completion in error, or none for the timeout, ends it.
-func (p Poller) Poll(cq *emu.CQ, want int, each func(emu.WC) error) error {
-	var wcs [8]emu.WC
+func (p Poller) Poll(cq *engine.CQ, want int, each func(engine.WC) error) error {
+	var wcs [8]engine.WC
 	deadline := time.NewTimer(p.Timeout)
 	defer deadline.Stop()
 	for want > 0 {
 		got := cq.Poll(wcs[:min(want, len(wcs))])
 		for _, wc := range wcs[:got] {
-			if wc.Status != emu.WCSuccess {
+			if wc.Status != engine.WCSuccess {
 				return fmt.Errorf("%s: completion with status %s: %v", p.Tool, wc.Status, wc.Err)
 			}
 			if each != nil {
@@ -237,16 +238,16 @@ func (p Poller) Poll(cq *emu.CQ, want int, each func(emu.WC) error) error {
 // Renew readies qp for a connection as rdma_create_qp leaves one, again after a refused attempt:
 // to RESET and INIT on port 1, the completions a refused attempt left in cqs (its flushed
 // receives) taken away, then post puts its receives back.
-func Renew(qp *emu.QP, post func() error, cqs ...*emu.CQ) error {
-	if err := qp.Modify(emu.QPAttr{State: emu.QPSReset}, emu.AttrState); err != nil {
+func Renew(qp *engine.QP, post func() error, cqs ...*engine.CQ) error {
+	if err := qp.Modify(engine.QPAttr{State: engine.QPSReset}, engine.AttrState); err != nil {
 		return err
 	}
-	wcs := make([]emu.WC, 16)
+	wcs := make([]engine.WC, 16)
 	for _, cq := range cqs {
 		for cq.Poll(wcs) > 0 {
 		}
 	}
-	if err := qp.Modify(emu.QPAttr{State: emu.QPSInit, Port: 1}, emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags); err != nil {
+	if err := qp.Modify(engine.QPAttr{State: engine.QPSInit, Port: 1}, engine.AttrState|engine.AttrPKeyIndex|engine.AttrPort|engine.AttrAccessFlags); err != nil {
 		return err
 	}
 	return post()

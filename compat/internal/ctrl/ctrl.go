@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/softirdma/softirdma/emu"
+	"github.com/softirdma/softirdma/emu/engine"
 )
 
 // DefaultIdle is how long a server waits for the first message of a connection before it drops
@@ -295,31 +295,31 @@ var ErrFlushed = errors.New("the QP went to the error state")
 
 // FirstFailure picks the completion to report among wcs: the first error that is not a flush,
 // else the first flush; ok is false when every completion succeeded.
-func FirstFailure(wcs []emu.WC) (wc emu.WC, ok bool) {
+func FirstFailure(wcs []engine.WC) (wc engine.WC, ok bool) {
 	for _, w := range wcs {
-		if w.Status != emu.WCSuccess && w.Status != emu.WCWRFlushErr {
+		if w.Status != engine.WCSuccess && w.Status != engine.WCWRFlushErr {
 			return w, true
 		}
 	}
 	for _, w := range wcs {
-		if w.Status != emu.WCSuccess {
+		if w.Status != engine.WCSuccess {
 			return w, true
 		}
 	}
-	return emu.WC{}, false
+	return engine.WC{}, false
 }
 
 // Why is what a failed completion says about itself, with a hint where the usual cause is a
 // setting that differs between the two sides.
-func Why(wc emu.WC) error {
+func Why(wc engine.WC) error {
 	switch {
-	case wc.Status == emu.WCWRFlushErr && wc.Err == nil:
+	case wc.Status == engine.WCWRFlushErr && wc.Err == nil:
 		return fmt.Errorf("%w and no completion says why (did the peer send a packet longer than this side's path MTU? is -m the same on both sides?)", ErrFlushed)
-	case wc.Status == emu.WCWRFlushErr && strings.Contains(wc.Err.Error(), "path MTU"):
+	case wc.Status == engine.WCWRFlushErr && strings.Contains(wc.Err.Error(), "path MTU"):
 		return fmt.Errorf("%w: %w (is -m the same on both sides?)", ErrFlushed, wc.Err)
-	case wc.Status == emu.WCWRFlushErr:
+	case wc.Status == engine.WCWRFlushErr:
 		return fmt.Errorf("%w: %w", ErrFlushed, wc.Err)
-	case wc.Status == emu.WCRemInvReqErr:
+	case wc.Status == engine.WCRemInvReqErr:
 		return fmt.Errorf("%v (the peer refused a request: is its path MTU, -m, the same as this side's?)", wc.Err)
 	case wc.Err == nil:
 		return errors.New("no reason given")
