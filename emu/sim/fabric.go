@@ -392,42 +392,59 @@ func (p *fabricPort) SendBuffer(buf []byte) {
 		p.busy = start + time.Duration(float64(len(buf)+24)*8/p.cfg.Rate*1e9)
 		delay += p.busy - now
 	}
+	copies, delay := p.faults(buf, now, delay)
+	if p.down(now) {
+		copies = 0
+	}
+	p.forward(buf, now, copies, delay)
+}
+
+// faults runs the fabric's targeted faults and then the link's random ones over a frame sent at
+// now, capturing it as they leave it: how many copies go on and after how long.
+func (p *fabricPort) faults(buf []byte, now, delay time.Duration) (int, time.Duration) {
+	f := p.fab
 	copies := 1
 	var info faultplan.Frame
 	if len(f.faults) > 0 || p.cfg.Loss > 0 || p.cfg.Duplicate > 0 || p.cfg.Reorder > 0 || p.cfg.Corrupt > 0 {
 		info = faultplan.ParseFrame(buf) // what faults match on and report; a clean link needs none of it
 	}
-
+	ev := func(msg string) {
+		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.DestQP, PSN: info.PSN, Kind: engine.EvFault, Msg: msg})
+	}
 	// Targeted faults first, then the link's random ones, always drawing the random numbers in
 	// the same order so a seed means the same thing whatever fires.
 	for _, ft := range f.faults {
 		var fired bool
 		if copies, delay, fired = ft.Take(p.dev.Name(), &info, buf, now, copies, delay); fired {
-			f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.DestQP, PSN: info.PSN, Kind: engine.EvFault,
-				Msg: fmt.Sprintf("fault %q: %s %s psn %d", ft.Name, ft.Action, info.Op, info.PSN)})
+			ev(fmt.Sprintf("fault %q: %s %s psn %d", ft.Name, ft.Action, info.Op, info.PSN))
 		}
 	}
 	rl, rd, rr, rc := f.rnd.Float64(), f.rnd.Float64(), f.rnd.Float64(), f.rnd.Float64()
 	if rc < p.cfg.Corrupt {
 		faultplan.CorruptFrame(buf, info.PayloadOff)
-		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.DestQP, PSN: info.PSN, Kind: engine.EvFault, Msg: fmt.Sprintf("link corrupted %s psn %d", info.Op, info.PSN)})
+		ev(fmt.Sprintf("link corrupted %s psn %d", info.Op, info.PSN))
 	}
 	f.capture(now, buf)
 	if rl < p.cfg.Loss {
 		copies = 0
-		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.DestQP, PSN: info.PSN, Kind: engine.EvFault, Msg: fmt.Sprintf("link lost %s psn %d", info.Op, info.PSN)})
+		ev(fmt.Sprintf("link lost %s psn %d", info.Op, info.PSN))
 	}
 	if copies > 0 && rd < p.cfg.Duplicate {
 		copies++
-		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.DestQP, PSN: info.PSN, Kind: engine.EvFault, Msg: fmt.Sprintf("link duplicated %s psn %d", info.Op, info.PSN)})
+		ev(fmt.Sprintf("link duplicated %s psn %d", info.Op, info.PSN))
 	}
 	if copies > 0 && rr < p.cfg.Reorder {
 		delay += p.cfg.ReorderDelay
-		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.DestQP, PSN: info.PSN, Kind: engine.EvFault, Msg: fmt.Sprintf("link reordered %s psn %d", info.Op, info.PSN)})
+		ev(fmt.Sprintf("link reordered %s psn %d", info.Op, info.PSN))
 	}
-	if p.down(now) {
-		copies = 0
-	}
+	return copies, delay
+}
+
+// forward delivers copies of a frame sent at now after delay: to every other port for an
+// Ethernet group address, else to the port of its destination MAC; the buffer goes back to the
+// pool if no delivery takes it.
+func (p *fabricPort) forward(buf []byte, now time.Duration, copies int, delay time.Duration) {
+	f := p.fab
 	if len(buf) >= 6 && buf[0]&1 != 0 && copies > 0 {
 		// An Ethernet group address (multicast, broadcast): every other port gets a copy,
 		// in the order they joined the fabric, and keeps what its device listens for.

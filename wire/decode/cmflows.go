@@ -59,39 +59,26 @@ func (c *cmExchanges) add(src, dst netip.Addr, h mad.Header, data []byte) {
 	if c.byActive == nil {
 		c.byActive = map[cmKey]*CMExchange{}
 	}
-	b := data[mad.HeaderLen : mad.HeaderLen+cm.DataLen]
-	// Which exchange: a REQ opens one; the passive side's messages name the active side's ID as
-	// their remote one, the active side's as their local one.
-	var x *CMExchange
-	find := func(active netip.Addr, id uint32) {
-		x = c.byActive[cmKey{active, id}]
+	if x := c.exchangeOf(src, dst, h.AttrID, data[mad.HeaderLen:mad.HeaderLen+cm.DataLen]); x != nil {
+		x.Messages = append(x.Messages, h.AttrName())
 	}
-	switch h.AttrID {
+}
+
+// exchangeOf finds (a REQ or SIDR_REQ opens) the exchange a CM message of attribute attr from src
+// to dst belongs to, and notes what the message settles. The passive side's messages name the
+// active side's ID as their remote one, the active side's as their local one.
+func (c *cmExchanges) exchangeOf(src, dst netip.Addr, attr uint16, b []byte) *CMExchange {
+	switch attr {
 	case cm.AttrREQ:
 		q, _ := cm.ParseREQ(b)
-		find(src, q.LocalCommID)
-		if x == nil {
-			x = &CMExchange{Active: src, ActiveQPN: q.LocalQPN, ActiveID: q.LocalCommID, Passive: dst, ServiceID: Hex64(q.ServiceID)}
-			if ps, port, ok := cm.SplitServiceID(q.ServiceID); ok {
-				x.PortSpace, x.Port = ps.String(), port
-			}
-			c.byActive[cmKey{src, q.LocalCommID}] = x
-			c.order = append(c.order, x)
-		}
+		return c.open(src, q.LocalCommID, CMExchange{Active: src, ActiveQPN: q.LocalQPN, ActiveID: q.LocalCommID, Passive: dst}, q.ServiceID)
 	case cm.AttrSIDRREQ:
 		q, _ := cm.ParseSIDRREQ(b)
-		find(src, q.RequestID)
-		if x == nil {
-			x = &CMExchange{SIDR: true, Active: src, ActiveID: q.RequestID, Passive: dst, ServiceID: Hex64(q.ServiceID)}
-			if ps, port, ok := cm.SplitServiceID(q.ServiceID); ok {
-				x.PortSpace, x.Port = ps.String(), port
-			}
-			c.byActive[cmKey{src, q.RequestID}] = x
-			c.order = append(c.order, x)
-		}
+		return c.open(src, q.RequestID, CMExchange{SIDR: true, Active: src, ActiveID: q.RequestID, Passive: dst}, q.ServiceID)
 	case cm.AttrSIDRREP:
 		r, _ := cm.ParseSIDRREP(b)
-		if find(dst, r.RequestID); x != nil && x.SIDR {
+		x := c.byActive[cmKey{dst, r.RequestID}]
+		if x != nil && x.SIDR {
 			x.rep = true
 			if r.Status == cm.SIDRSuccess {
 				x.PassiveQPN, x.QKey = r.QPN, r.QKey
@@ -99,40 +86,57 @@ func (c *cmExchanges) add(src, dst netip.Addr, h mad.Header, data []byte) {
 				x.Reason = r.Status.String()
 			}
 		}
+		return x
 	case cm.AttrREP:
 		r, _ := cm.ParseREP(b)
-		if find(dst, r.RemoteCommID); x != nil {
+		x := c.byActive[cmKey{dst, r.RemoteCommID}]
+		if x != nil {
 			x.PassiveQPN, x.PassiveID, x.rep = r.LocalQPN, r.LocalCommID, true
 		}
+		return x
 	case cm.AttrREJ:
 		r, _ := cm.ParseREJ(b)
 		// From the passive side it names the REQ's ID as remote; from the active side (a REP
 		// refused) as local.
-		if find(dst, r.RemoteCommID); x == nil {
-			find(src, r.LocalCommID)
-		}
+		x := c.either(dst, r.RemoteCommID, src, r.LocalCommID)
 		if x != nil {
 			x.Reason = r.Reason.String()
 		}
+		return x
 	case cm.AttrRTU, cm.AttrDREQ, cm.AttrDREP, cm.AttrMRA:
 		p, _ := cm.ParseRTU(b) // the same two IDs lead each of these
-		if find(src, p.LocalCommID); x == nil {
-			find(dst, p.RemoteCommID)
-		}
+		x := c.either(src, p.LocalCommID, dst, p.RemoteCommID)
 		if x != nil {
-			switch h.AttrID {
-			case cm.AttrRTU:
-				x.rtu = true
-			case cm.AttrDREQ:
-				x.dreq = true
-			case cm.AttrDREP:
-				x.drep = true
-			}
+			x.rtu = x.rtu || attr == cm.AttrRTU
+			x.dreq = x.dreq || attr == cm.AttrDREQ
+			x.drep = x.drep || attr == cm.AttrDREP
 		}
+		return x
 	}
-	if x != nil {
-		x.Messages = append(x.Messages, h.AttrName())
+	return nil
+}
+
+// open is the exchange whose request active sent with ID id, made from x (its service from
+// serviceID) if this is the first time the request is seen.
+func (c *cmExchanges) open(active netip.Addr, id uint32, x CMExchange, serviceID uint64) *CMExchange {
+	if old := c.byActive[cmKey{active, id}]; old != nil {
+		return old
 	}
+	x.ServiceID = Hex64(serviceID)
+	if ps, port, ok := cm.SplitServiceID(serviceID); ok {
+		x.PortSpace, x.Port = ps.String(), port
+	}
+	c.byActive[cmKey{active, id}] = &x
+	c.order = append(c.order, &x)
+	return &x
+}
+
+// either is the exchange of active a's ID idA, or else of active b's ID idB.
+func (c *cmExchanges) either(a netip.Addr, idA uint32, b netip.Addr, idB uint32) *CMExchange {
+	if x := c.byActive[cmKey{a, idA}]; x != nil {
+		return x
+	}
+	return c.byActive[cmKey{b, idB}]
 }
 
 // exchanges returns the exchanges in order of their REQs, their outcomes settled.

@@ -344,6 +344,39 @@ func record(p *roce.Parser, f *roce.Frame, perr error, n int, ci gopacket.Captur
 		v := f.VLAN & 0x0FFF
 		rec.VLAN = &v
 	}
+	rec.status(f, perr, ci)
+	h := f.BTH
+	if h == nil {
+		// Inconsistent lengths: still show the BTH if the capture holds it.
+		bth := f.L4 + roce.UDPLen
+		if len(f.Buf) < bth+roce.BTHLen {
+			return rec
+		}
+		h = roce.BTH(f.Buf[bth : bth+roce.BTHLen])
+	}
+	rec.bth(h)
+	if f.Info == nil || f.Payload == nil && rec.Status == StatusMalformed {
+		return rec // headers past the BTH were not found
+	}
+	rec.extHeaders(f)
+	switch rec.Status {
+	case StatusOK, StatusICRCBad, StatusICRCUnchecked:
+		n := f.PayloadLen()
+		rec.Payload = &n
+		rec.ICRC = "ok"
+		switch rec.Status {
+		case StatusICRCBad:
+			rec.ICRC = "bad"
+			rec.ICRCCarried, rec.ICRCComputed = hex32(f.ICRC), hex32(p.ICRC(f))
+		case StatusICRCUnchecked:
+			rec.ICRC = "n/a"
+		}
+	}
+	return rec
+}
+
+// status sorts a frame by what the parser said of it, perr, and whether the capture cut it.
+func (rec *Record) status(f *roce.Frame, perr error, ci gopacket.CaptureInfo) {
 	cut := ci.CaptureLength < ci.Length
 	switch {
 	case perr == nil && f.Truncated():
@@ -362,15 +395,10 @@ func record(p *roce.Parser, f *roce.Frame, perr error, n int, ci gopacket.Captur
 			rec.Error += fmt.Sprintf(" (the capture holds %d of %d bytes)", ci.CaptureLength, ci.Length)
 		}
 	}
-	h := f.BTH
-	if h == nil {
-		// Inconsistent lengths: still show the BTH if the capture holds it.
-		bth := f.L4 + roce.UDPLen
-		if len(f.Buf) < bth+roce.BTHLen {
-			return rec
-		}
-		h = roce.BTH(f.Buf[bth : bth+roce.BTHLen])
-	}
+}
+
+// bth fills in what the BTH says.
+func (rec *Record) bth(h roce.BTH) {
 	op := uint8(h.Opcode())
 	qp, psn := h.DestQP(), h.PSN()
 	rec.Opcode, rec.OpcodeValue, rec.DestQP, rec.PSN = h.Opcode().String(), &op, &qp, &psn
@@ -378,9 +406,10 @@ func record(p *roce.Parser, f *roce.Frame, perr error, n int, ci gopacket.Captur
 	if k := h.PKey(); k != 0xFFFF {
 		rec.PKey = k
 	}
-	if f.Info == nil || f.Payload == nil && rec.Status == StatusMalformed {
-		return rec // headers past the BTH were not found
-	}
+}
+
+// extHeaders fills in what the extension headers the frame carries say, and a datagram's MAD.
+func (rec *Record) extHeaders(f *roce.Frame) {
 	if v := f.RETH; v != nil {
 		rec.RETH = &RETH{VA: Hex64(v.VA()), RKey: v.RKey(), DMALen: v.DMALen()}
 	}
@@ -415,20 +444,6 @@ func record(p *roce.Parser, f *roce.Frame, perr error, n int, ci gopacket.Captur
 		x := v.Raw()
 		rec.FETH = &x
 	}
-	switch rec.Status {
-	case StatusOK, StatusICRCBad, StatusICRCUnchecked:
-		n := f.PayloadLen()
-		rec.Payload = &n
-		rec.ICRC = "ok"
-		switch rec.Status {
-		case StatusICRCBad:
-			rec.ICRC = "bad"
-			rec.ICRCCarried, rec.ICRCComputed = hex32(f.ICRC), hex32(p.ICRC(f))
-		case StatusICRCUnchecked:
-			rec.ICRC = "n/a"
-		}
-	}
-	return rec
 }
 
 func hex32(v uint32) string { return "0x" + pad(strconv.FormatUint(uint64(v), 16), 8) }
@@ -439,6 +454,48 @@ func pad(s string, n int) string {
 		return s
 	}
 	return strings.Repeat("0", n-len(s)) + s
+}
+
+// writeExtHeaders writes what the extension headers (and a datagram's MAD) say, in Text's form.
+func (r *Record) writeExtHeaders(b *strings.Builder) {
+	if v := r.DETH; v != nil {
+		fmt.Fprintf(b, " qkey=%s src_qp=%s", hex32(v.QKey), hex24(v.SrcQP))
+	}
+	if v := r.MAD; v != nil {
+		fmt.Fprintf(b, " mad=%s tid=%s", strings.ReplaceAll(v.Name, " ", ":"), v.TID)
+		if v.Status != 0 {
+			fmt.Fprintf(b, " mad_status=0x%04x", v.Status)
+		}
+	}
+	if r.CM != nil {
+		b.WriteString(r.CM.text())
+	}
+	if v := r.FETH; v != nil {
+		fmt.Fprintf(b, " feth=%s", hex32(*v))
+	}
+	if v := r.RETH; v != nil {
+		fmt.Fprintf(b, " va=%s rkey=%s len=%d", v.VA, hex32(v.RKey), v.DMALen)
+	}
+	if v := r.AtomicETH; v != nil {
+		fmt.Fprintf(b, " va=%s rkey=%s", v.VA, hex32(v.RKey))
+		if r.OpcodeValue != nil && roce.Opcode(*r.OpcodeValue) == roce.RCCompareSwap {
+			fmt.Fprintf(b, " swap=%s compare=%s", v.SwapAdd, v.Compare)
+		} else {
+			fmt.Fprintf(b, " add=%s", v.SwapAdd)
+		}
+	}
+	if v := r.AETH; v != nil {
+		fmt.Fprintf(b, " aeth=%s msn=%d", v.Text, v.MSN)
+	}
+	if v := r.AtomicOrig; v != nil {
+		fmt.Fprintf(b, " orig=%s", *v)
+	}
+	if v := r.Imm; v != nil {
+		fmt.Fprintf(b, " imm=%s", hex32(*v))
+	}
+	if v := r.InvRKey; v != nil {
+		fmt.Fprintf(b, " inv_rkey=%s", hex32(*v))
+	}
 }
 
 // Text renders a record as one line: time, addresses, UDP source port, opcode, QP, PSN, flags,
@@ -473,44 +530,7 @@ func (r *Record) Text() string {
 	if r.PKey != 0 {
 		fmt.Fprintf(&b, " pkey=0x%04x", r.PKey)
 	}
-	if v := r.DETH; v != nil {
-		fmt.Fprintf(&b, " qkey=%s src_qp=%s", hex32(v.QKey), hex24(v.SrcQP))
-	}
-	if v := r.MAD; v != nil {
-		fmt.Fprintf(&b, " mad=%s tid=%s", strings.ReplaceAll(v.Name, " ", ":"), v.TID)
-		if v.Status != 0 {
-			fmt.Fprintf(&b, " mad_status=0x%04x", v.Status)
-		}
-	}
-	if r.CM != nil {
-		b.WriteString(r.CM.text())
-	}
-	if v := r.FETH; v != nil {
-		fmt.Fprintf(&b, " feth=%s", hex32(*v))
-	}
-	if v := r.RETH; v != nil {
-		fmt.Fprintf(&b, " va=%s rkey=%s len=%d", v.VA, hex32(v.RKey), v.DMALen)
-	}
-	if v := r.AtomicETH; v != nil {
-		fmt.Fprintf(&b, " va=%s rkey=%s", v.VA, hex32(v.RKey))
-		if r.OpcodeValue != nil && roce.Opcode(*r.OpcodeValue) == roce.RCCompareSwap {
-			fmt.Fprintf(&b, " swap=%s compare=%s", v.SwapAdd, v.Compare)
-		} else {
-			fmt.Fprintf(&b, " add=%s", v.SwapAdd)
-		}
-	}
-	if v := r.AETH; v != nil {
-		fmt.Fprintf(&b, " aeth=%s msn=%d", v.Text, v.MSN)
-	}
-	if v := r.AtomicOrig; v != nil {
-		fmt.Fprintf(&b, " orig=%s", *v)
-	}
-	if v := r.Imm; v != nil {
-		fmt.Fprintf(&b, " imm=%s", hex32(*v))
-	}
-	if v := r.InvRKey; v != nil {
-		fmt.Fprintf(&b, " inv_rkey=%s", hex32(*v))
-	}
+	r.writeExtHeaders(&b)
 	if v := r.Payload; v != nil {
 		fmt.Fprintf(&b, " payload=%d", *v)
 	}

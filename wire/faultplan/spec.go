@@ -34,108 +34,142 @@ const maxWindow = time.Hour
 // "drop from=a opcode=RDMA_READ_RESPONSE_MIDDLE nth=3". Its window (after=, for=) becomes
 // From and Until, counted from whenever the fault is added.
 func Parse(spec string) (Fault, error) {
-	var f Fault
+	var p specParse
 	words := strings.Fields(spec)
 	if len(words) == 0 {
-		return f, fmt.Errorf("empty fault: %s", firstLine(Syntax))
+		return p.f, fmt.Errorf("empty fault: %s", firstLine(Syntax))
 	}
 	if spaced := spaceSeparated(words); !slices.Equal(spaced, words) {
-		return f, fmt.Errorf("the words of a fault are separated by spaces, not commas: %s", strings.Join(spaced, " "))
+		return p.f, fmt.Errorf("the words of a fault are separated by spaces, not commas: %s", strings.Join(spaced, " "))
 	}
 	for a := Drop; a <= Flap; a++ {
 		if words[0] == a.String() {
-			f.Action = a
+			p.f.Action = a
 		}
 	}
-	if f.Action == 0 {
-		return f, fmt.Errorf("%q is not an action: drop, duplicate, corrupt, delay or flap", words[0])
+	if p.f.Action == 0 {
+		return p.f, fmt.Errorf("%q is not an action: drop, duplicate, corrupt, delay or flap", words[0])
 	}
-	var after, span time.Duration
 	seen := map[string]bool{}
 	for _, w := range words[1:] {
 		k, v, ok := strings.Cut(w, "=")
 		if !ok || v == "" {
-			return f, fmt.Errorf("%q is not KEY=VALUE", w)
+			return p.f, fmt.Errorf("%q is not KEY=VALUE", w)
 		}
 		if seen[k] {
-			return f, fmt.Errorf("%s= given twice", k)
+			return p.f, fmt.Errorf("%s= given twice", k)
 		}
 		seen[k] = true
-		var err error
-		switch k {
-		case "from":
-			f.Src = v
-		case "name":
-			if _, err := strconv.ParseInt(v, 0, 64); err == nil || errors.Is(err, strconv.ErrRange) {
-				return f, fmt.Errorf("name=%s reads as a number, which fault remove takes for a fault's number: give a name with a letter, e.g. name=f%s", v, v)
-			}
-			f.Name = v
-		case "opcode":
-			for _, name := range strings.Split(v, ",") {
-				op, ok := opcodeByName(name)
-				if !ok {
-					return f, fmt.Errorf("opcode %q is not a RoCE opcode (e.g. RC_SEND_ONLY, RDMA_READ_RESPONSE_MIDDLE, ACKNOWLEDGE)", name)
-				}
-				f.Opcodes = append(f.Opcodes, op)
-			}
-		case "qp":
-			var n uint64
-			if n, err = strconv.ParseUint(v, 0, 24); err != nil || n == 0 {
-				return f, fmt.Errorf("qp=%s: a QP number is 1 to 0xffffff", v)
-			}
-			f.DestQP = uint32(n)
-		case "psn":
-			var n uint64
-			if n, err = strconv.ParseUint(v, 0, 24); err != nil {
-				return f, fmt.Errorf("psn=%s: a PSN is 0 to 0xffffff", v)
-			}
-			f.MatchPSN, f.PSN = true, uint32(n)
-		case "nth", "count":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > 1<<30 {
-				return f, fmt.Errorf("%s=%s: a count is 1 to %d", k, v, 1<<30)
-			}
-			if k == "nth" {
-				f.Nth = n
-			} else {
-				f.Count = n
-			}
-		case "after":
-			// 0, the default, is what Syntax documents: the window opens when the fault is added.
-			if after, err = time.ParseDuration(v); err != nil || after < 0 || after > maxWindow {
-				return f, fmt.Errorf("%s=%s: a duration from 0 to %v, e.g. 500ms or 2s", k, v, maxWindow)
-			}
-		case "for", "delay":
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 || d > maxWindow {
-				return f, fmt.Errorf("%s=%s: a duration above 0 and at most %v, e.g. 500ms or 2s", k, v, maxWindow)
-			}
-			if k == "for" {
-				span = d
-			} else {
-				f.Delay = d
-			}
-		default:
-			return f, fmt.Errorf("unknown key %q: from, opcode, qp, psn, nth, count, after, for, delay, name", k)
+		set, ok := specKeys[k]
+		if !ok {
+			return p.f, fmt.Errorf("unknown key %q: from, opcode, qp, psn, nth, count, after, for, delay, name", k)
+		}
+		if err := set(&p, k, v); err != nil {
+			return p.f, err
 		}
 	}
+	if err := p.f.checkKeys(p.span); err != nil {
+		return p.f, err
+	}
+	p.f.From = p.after
+	if p.span > 0 {
+		p.f.Until = p.after + p.span
+	}
+	return p.f, nil
+}
+
+// specParse is a fault being read, with its window's parts.
+type specParse struct {
+	f           Fault
+	after, span time.Duration
+}
+
+// specKeys reads each key of a fault's KEY=VALUE words.
+var specKeys = map[string]func(p *specParse, k, v string) error{
+	"from": func(p *specParse, _, v string) error { p.f.Src = v; return nil },
+	"name": func(p *specParse, _, v string) error {
+		if _, err := strconv.ParseInt(v, 0, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+			return fmt.Errorf("name=%s reads as a number, which fault remove takes for a fault's number: give a name with a letter, e.g. name=f%s", v, v)
+		}
+		p.f.Name = v
+		return nil
+	},
+	"opcode": func(p *specParse, _, v string) error {
+		for _, name := range strings.Split(v, ",") {
+			op, ok := opcodeByName(name)
+			if !ok {
+				return fmt.Errorf("opcode %q is not a RoCE opcode (e.g. RC_SEND_ONLY, RDMA_READ_RESPONSE_MIDDLE, ACKNOWLEDGE)", name)
+			}
+			p.f.Opcodes = append(p.f.Opcodes, op)
+		}
+		return nil
+	},
+	"qp": func(p *specParse, _, v string) error {
+		n, err := strconv.ParseUint(v, 0, 24)
+		if err != nil || n == 0 {
+			return fmt.Errorf("qp=%s: a QP number is 1 to 0xffffff", v)
+		}
+		p.f.DestQP = uint32(n)
+		return nil
+	},
+	"psn": func(p *specParse, _, v string) error {
+		n, err := strconv.ParseUint(v, 0, 24)
+		if err != nil {
+			return fmt.Errorf("psn=%s: a PSN is 0 to 0xffffff", v)
+		}
+		p.f.MatchPSN, p.f.PSN = true, uint32(n)
+		return nil
+	},
+	"nth":   func(p *specParse, k, v string) error { return parseCount(k, v, &p.f.Nth) },
+	"count": func(p *specParse, k, v string) error { return parseCount(k, v, &p.f.Count) },
+	"after": func(p *specParse, k, v string) error {
+		// 0, the default, is what Syntax documents: the window opens when the fault is added.
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > maxWindow {
+			return fmt.Errorf("%s=%s: a duration from 0 to %v, e.g. 500ms or 2s", k, v, maxWindow)
+		}
+		p.after = d
+		return nil
+	},
+	"for":   func(p *specParse, k, v string) error { return parseSpan(k, v, &p.span) },
+	"delay": func(p *specParse, k, v string) error { return parseSpan(k, v, &p.f.Delay) },
+}
+
+// parseCount reads nth= or count=.
+func parseCount(k, v string, n *int) error {
+	c, err := strconv.Atoi(v)
+	if err != nil || c < 1 || c > 1<<30 {
+		return fmt.Errorf("%s=%s: a count is 1 to %d", k, v, 1<<30)
+	}
+	*n = c
+	return nil
+}
+
+// parseSpan reads for= or delay=: a duration above 0.
+func parseSpan(k, v string, d *time.Duration) error {
+	t, err := time.ParseDuration(v)
+	if err != nil || t <= 0 || t > maxWindow {
+		return fmt.Errorf("%s=%s: a duration above 0 and at most %v, e.g. 500ms or 2s", k, v, maxWindow)
+	}
+	*d = t
+	return nil
+}
+
+// checkKeys checks the keys a fault was given go together, its window lasting span.
+func (f *Fault) checkKeys(span time.Duration) error {
 	switch {
 	case f.Nth > 0 && f.Count > 0:
-		return f, fmt.Errorf("nth= and count= exclude each other: nth fires once, on that match")
+		return fmt.Errorf("nth= and count= exclude each other: nth fires once, on that match")
 	case f.Action == Delay && f.Delay == 0:
-		return f, fmt.Errorf("delay needs delay=DURATION, e.g. delay=20ms")
+		return fmt.Errorf("delay needs delay=DURATION, e.g. delay=20ms")
 	case f.Action != Delay && f.Delay != 0:
-		return f, fmt.Errorf("delay= is for the delay action")
+		return fmt.Errorf("delay= is for the delay action")
 	case f.Action == Flap && (f.Src == "" || span == 0):
-		return f, fmt.Errorf("flap needs from=FUNCTION and for=DURATION: that function's link is down for that long")
+		return fmt.Errorf("flap needs from=FUNCTION and for=DURATION: that function's link is down for that long")
 	case f.Action == Flap && (len(f.Opcodes) > 0 || f.DestQP != 0 || f.MatchPSN || f.Nth > 0 || f.Count > 0):
-		return f, fmt.Errorf("flap takes only from=, after=, for= and name=: the whole link goes down")
+		return fmt.Errorf("flap takes only from=, after=, for= and name=: the whole link goes down")
 	}
-	f.From = after
-	if span > 0 {
-		f.Until = after + span
-	}
-	return f, nil
+	return nil
 }
 
 // Spec writes f in Parse's syntax (its window as after= and for=).

@@ -297,12 +297,28 @@ func ParseTransport(f *Frame, bth, end int) error {
 			return errAtomicWrite
 		}
 	}
+	off, err := f.extHeaders(info.Ext, off)
+	if err != nil {
+		return err
+	}
+	held := min(len(b), icrcOff-pad)
+	f.Payload = b[off:held:held]
+	if end <= len(b) {
+		f.ICRC = binary.LittleEndian.Uint32(b[icrcOff:end])
+	}
+	return nil
+}
+
+// extHeaders sets the views of the extension headers ext names, from off in f.Buf on, and returns
+// the offset after them; the bytes may end inside one (a capture's snap length).
+func (f *Frame) extHeaders(ext Ext, off int) (int, error) {
+	b := f.Buf
 	// extOrder is in bit order, so the set bits, lowest first, are the headers in wire order.
-	for e := info.Ext; e != 0; e &= e - 1 {
+	for e := ext; e != 0; e &= e - 1 {
 		i := bits.TrailingZeros16(uint16(e))
 		x := extOrder[i]
 		if len(b) < off+x.len {
-			return errCutExt[i]
+			return off, errCutExt[i]
 		}
 		v := b[off : off+x.len : off+x.len]
 		switch x.ext {
@@ -327,12 +343,7 @@ func ParseTransport(f *Frame, bth, end int) error {
 		}
 		off += x.len
 	}
-	held := min(len(b), icrcOff-pad)
-	f.Payload = b[off:held:held]
-	if end <= len(b) {
-		f.ICRC = binary.LittleEndian.Uint32(b[icrcOff:end])
-	}
-	return nil
+	return off, nil
 }
 
 // Header returns the BTH and extension header fields of a parsed frame as a Header, the form
