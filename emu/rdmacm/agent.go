@@ -1,12 +1,14 @@
 package rdmacm
 
 import (
-	"encoding/binary"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
+	"sync"
+	"sync/atomic"
 
 	"github.com/softirdma/softirdma/emu/engine"
-	"github.com/softirdma/softirdma/wire/cm"
 	"github.com/softirdma/softirdma/wire/mad"
 )
 
@@ -22,135 +24,297 @@ const (
 	sendSlots = 1024
 )
 
-func (m *Manager) postRecv(i int) error {
-	return m.qp1.PostRecv(engine.RecvWR{ID: uint64(i), SGL: []engine.SGE{{Addr: m.mr.Addr() + uint64(i*recvSlot), Length: recvSlot, LKey: m.mr.LKey()}}})
+// agent is the manager's MAD agent on its device's GSI QP (QP1), what Linux's mad.c is to ib_cm:
+// the QP, its CQ and the memory both directions use; receives posted, and posted again once their
+// MAD is handled; MADs sent from slots that free as their sends complete; and QP1's address
+// handles, one a peer. It knows nothing of connections.
+type agent struct {
+	clock engine.Clock
+	log   *slog.Logger
+	// recv takes each MAD that arrives, or why one that arrived cannot be read; idle runs once
+	// the MADs that were waiting are taken.
+	recv func(received, error)
+	idle func()
+
+	pd  *engine.PD
+	cq  *engine.CQ
+	qp  *engine.QP
+	mr  *engine.MR
+	buf []byte
+
+	polling atomic.Bool
+
+	mu       sync.Mutex
+	sendNext int
+	inflight int  // send slots whose MAD has not completed
+	closed   bool // nothing more is sent or taken; the resources go once no send is in flight
+	released bool
+	recvLost uint64 // receives that could not be posted again
+	ahs      map[netip.Addr]*engine.AH
+	// testHookMakeAH runs before a handle is made, for a test to hold its maker there.
+	testHookMakeAH func()
 }
 
-// ah is the address handle of QP1 on dst, made once.
-func (m *Manager) ah(dst netip.Addr) (*engine.AH, error) {
-	m.mu.Lock()
-	ah := m.ahs[dst]
-	m.mu.Unlock()
-	if ah != nil {
-		return ah, nil
+// received is one MAD that came to QP1: who sent it, its common header and the class's data
+// after the header, which aliases the receive buffer until the handler returns.
+type received struct {
+	src  netip.Addr
+	hdr  mad.Header
+	body []byte
+}
+
+var (
+	// ErrClosed is what a closed Manager answers.
+	ErrClosed = errors.New("rdmacm: the connection manager is closed")
+	// errNoSlot is a MAD that found every send slot on its way: it is lost, and its timer, if
+	// it has one, sends it again.
+	errNoSlot = errors.New("every send slot of QP1 is in flight")
+	// errNoSource is a received MAD whose GRH area names no sender.
+	errNoSource = errors.New("no source address in the GRH area")
+)
+
+// newAgent makes dev's GSI QP and its memory, moves the QP to RTS and posts its receives.
+func newAgent(dev *engine.Device, log *slog.Logger, recv func(received, error), idle func()) (*agent, error) {
+	a := &agent{clock: dev.Clock(), log: log, recv: recv, idle: idle, ahs: map[netip.Addr]*engine.AH{}}
+	if err := a.open(dev); err != nil {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return nil, errors.Join(err, a.release())
 	}
-	ah, err := m.pd.CreateAH(engine.AHAttr{DGID: dst, HopLimit: 64})
+	// The completion callback runs in whatever goroutine released the device's lock, maybe one
+	// holding the manager's: the MADs are taken in a step of the clock of their own.
+	a.cq.OnCompletion(func() {
+		if a.polling.CompareAndSwap(false, true) {
+			a.clock.Post(0, a.poll)
+		}
+	})
+	return a, nil
+}
+
+func (a *agent) open(dev *engine.Device) error {
+	var err error
+	if a.pd, err = dev.AllocPD(); err != nil {
+		return err
+	}
+	if a.cq, err = dev.CreateCQ(recvSlots + sendSlots + 1); err != nil {
+		return err
+	}
+	a.qp, err = a.pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeGSI, SendCQ: a.cq, RecvCQ: a.cq,
+		Cap: engine.QPCap{MaxSendWR: sendSlots, MaxRecvWR: recvSlots, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
-		return nil, fmt.Errorf("rdmacm: %w", err)
+		return err
 	}
-	m.mu.Lock()
-	if len(m.ahs) < maxAHs {
-		m.ahs[dst] = ah
+	if err := modify(a.qp, datagramSteps(mad.GSIQKey, 0)); err != nil {
+		return err
 	}
-	m.mu.Unlock()
-	return ah, nil
+	a.buf = make([]byte, recvSlots*recvSlot+sendSlots*mad.Len)
+	if a.mr, err = a.pd.RegMR(a.buf, engine.AccessLocalWrite); err != nil {
+		return err
+	}
+	for i := range recvSlots {
+		if err := a.postRecv(i); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// encode is a CM message's DataLen bytes as put writes them (into a buffer of that size, which
-// no Put refuses).
-func encode(put func([]byte) error) []byte {
-	msg := make([]byte, cm.DataLen)
-	_ = put(msg)
-	return msg
+func (a *agent) postRecv(i int) error {
+	return a.qp.PostRecv(engine.RecvWR{ID: uint64(i), SGL: []engine.SGE{{Addr: a.mr.Addr() + uint64(i*recvSlot), Length: recvSlot, LKey: a.mr.LKey()}}})
 }
 
-// sendMAD sends one CM MAD on QP1. m.mu is held.
-func (m *Manager) sendMAD(ah *engine.AH, tid uint64, attr uint16, msg []byte) {
-	if m.inflight == sendSlots {
-		m.stats.Dropped++ // every slot is on its way: this one is lost, its timer sends it again
-		return
+// send sends one MAD, h and body, to QP1 at ah.
+func (a *agent) send(ah *engine.AH, h mad.Header, body []byte) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.closed:
+		return ErrClosed
+	case a.inflight == sendSlots:
+		return errNoSlot
 	}
-	slot := m.sendNext
-	off := recvSlots*recvSlot + slot*mad.Len
-	b := m.buf[off : off+mad.Len]
-	clear(b[:mad.HeaderLen])
-	b[0], b[1], b[2], b[3] = 1, byte(mad.ClassCM), 2, byte(mad.MethodSend)
-	binary.BigEndian.PutUint64(b[8:], tid)
-	binary.BigEndian.PutUint16(b[16:], attr)
-	copy(b[mad.HeaderLen:], msg)
+	off := recvSlots*recvSlot + a.sendNext*mad.Len
+	b := a.buf[off : off+mad.Len]
+	if err := h.Put(b); err != nil {
+		return err
+	}
+	clear(b[mad.HeaderLen+copy(b[mad.HeaderLen:], body):])
 	// Slots are used in order and free in order: a GSI QP's sends complete in posting order.
-	if err := m.qp1.PostSend(engine.SendWR{Opcode: engine.WRSend, Flags: engine.SendSignaled, SGL: []engine.SGE{{Addr: m.mr.Addr() + uint64(off), Length: mad.Len, LKey: m.mr.LKey()}},
-		AH: ah, RemoteQPN: 1, RemoteQKey: engine.GSIQKey}); err != nil {
-		m.stats.Dropped++
-		return
+	if err := a.qp.PostSend(engine.SendWR{Opcode: engine.WRSend, Flags: engine.SendSignaled, SGL: []engine.SGE{{Addr: a.mr.Addr() + uint64(off), Length: mad.Len, LKey: a.mr.LKey()}},
+		AH: ah, RemoteQPN: 1, RemoteQKey: mad.GSIQKey}); err != nil {
+		return err
 	}
-	m.sendNext = (m.sendNext + 1) % sendSlots
-	m.inflight++
-	m.stats.Sent++
+	a.sendNext = (a.sendNext + 1) % sendSlots
+	a.inflight++
+	return nil
 }
 
-// poll takes the GSI QP's completions: each received MAD is handled and its receive posted again.
-func (m *Manager) poll() {
-	m.polling.Store(false)
+// poll takes the GSI QP's completions: each received MAD is handed to recv and its receive
+// posted again.
+func (a *agent) poll() {
+	a.polling.Store(false)
 	var wcs [16]engine.WC
-	for {
-		n := m.cq.Poll(wcs[:])
+	for a.live() {
+		n := a.cq.Poll(wcs[:])
 		if n == 0 {
 			break
 		}
 		for _, wc := range wcs[:n] {
-			if wc.Opcode != engine.WCRecv {
-				m.mu.Lock()
-				m.inflight--
-				m.mu.Unlock()
-				continue
-			}
-			if wc.Status == engine.WCSuccess && wc.ByteLen >= recvSlot {
-				slot := m.buf[int(wc.WRID)*recvSlot : (int(wc.WRID)+1)*recvSlot]
-				m.receive(slot, wc)
-			}
-			if wc.Status != engine.WCWRFlushErr {
-				_ = m.postRecv(int(wc.WRID))
+			if wc.Opcode == engine.WCRecv {
+				a.received(wc)
+			} else {
+				a.sent()
 			}
 		}
 	}
-	m.deliver()
+	a.idle()
 }
 
-// receive handles one MAD that arrived with its GRH area.
-func (m *Manager) receive(slot []byte, wc engine.WC) {
-	src, _ := engine.SourceAddr(slot, wc.NetworkHdrType)
-	b := slot[engine.GRHLen:]
-	h, err := mad.Parse(b)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.stats.Received++
-	if err != nil || h.MgmtClass != mad.ClassCM || h.Method != mad.MethodSend {
-		m.stats.Dropped++
+func (a *agent) live() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return !a.released
+}
+
+// received takes one receive completion: its MAD to recv, its buffer back to the QP.
+func (a *agent) received(wc engine.WC) {
+	a.mu.Lock()
+	closed := a.closed
+	a.mu.Unlock()
+	if closed {
 		return
 	}
-	msg := b[mad.HeaderLen : mad.HeaderLen+cm.DataLen]
-	switch h.AttrID {
-	case cm.AttrREQ:
-		m.onREQ(src, h.TID, msg)
-	case cm.AttrREP:
-		m.onREP(msg)
-	case cm.AttrRTU:
-		m.onRTU(msg)
-	case cm.AttrREJ:
-		m.onREJ(src, msg)
-	case cm.AttrDREQ:
-		m.onDREQ(src, h.TID, msg)
-	case cm.AttrDREP:
-		m.onDREP(msg)
-	case cm.AttrMRA:
-		m.onMRA(msg)
-	case cm.AttrSIDRREQ:
-		m.onSIDRREQ(src, h.TID, msg)
-	case cm.AttrSIDRREP:
-		m.onSIDRREP(msg)
-	default:
-		m.stats.Dropped++
+	if wc.Status == engine.WCSuccess && wc.ByteLen >= recvSlot {
+		slot := a.buf[int(wc.WRID)*recvSlot : (int(wc.WRID)+1)*recvSlot]
+		a.recv(parseReceived(slot, wc))
+	}
+	if wc.Status == engine.WCWRFlushErr {
+		return
+	}
+	if err := a.postRecv(int(wc.WRID)); err != nil {
+		// The QP takes one MAD fewer at once from now on: said, and counted in Stats.RecvLost.
+		a.mu.Lock()
+		a.recvLost++
+		lost := a.recvLost
+		a.mu.Unlock()
+		a.log.Warn("rdmacm: a receive buffer of QP1 could not be posted again", "slot", wc.WRID, "lost", lost, "err", err)
 	}
 }
 
-// ahLocked is ah with m.mu held: it releases the lock while the handle is made.
-func (m *Manager) ahLocked(dst netip.Addr) (*engine.AH, error) {
-	if ah := m.ahs[dst]; ah != nil {
-		return ah, nil
+// parseReceived reads a received slot: the sender from its GRH area, then the MAD's header.
+func parseReceived(slot []byte, wc engine.WC) (received, error) {
+	src, ok := engine.SourceAddr(slot, wc.NetworkHdrType)
+	if !ok {
+		return received{}, errNoSource
 	}
-	m.mu.Unlock()
-	ah, err := m.ah(dst)
-	m.mu.Lock()
-	return ah, err
+	b := slot[engine.GRHLen:]
+	h, err := mad.Parse(b)
+	if err != nil {
+		return received{}, err
+	}
+	return received{src: src, hdr: h, body: b[mad.HeaderLen:]}, nil
+}
+
+// sent frees the oldest send slot; the last one of a closed agent releases its resources.
+func (a *agent) sent() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.inflight--
+	if a.closed && a.inflight == 0 && !a.released {
+		if err := a.release(); err != nil {
+			a.log.Warn("rdmacm: releasing QP1", "err", err)
+		}
+	}
+}
+
+// close stops the agent: nothing more is sent, nothing more taken, and its resources go once
+// the sends already posted have left (now, when none is in flight). a.mu is not held.
+func (a *agent) close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closed = true
+	if a.inflight > 0 || a.released {
+		return nil
+	}
+	return a.release()
+}
+
+// release destroys what open made: the address handles kept, QP1, its CQ, its memory's
+// registration. The PD stays: the device has no verb to free one. a.mu is held.
+func (a *agent) release() error {
+	var errs []error
+	for dst, ah := range a.ahs {
+		errs = append(errs, ah.Destroy())
+		delete(a.ahs, dst)
+	}
+	if a.qp != nil {
+		errs = append(errs, a.qp.Destroy())
+	}
+	if a.cq != nil {
+		errs = append(errs, a.cq.Destroy())
+	}
+	if a.mr != nil {
+		errs = append(errs, a.mr.Dereg())
+	}
+	a.released = true
+	return errors.Join(errs...)
+}
+
+// ah is QP1's address handle to dst, kept for the next message; past maxAHs peers, one made for
+// the caller alone, which drop gives back.
+func (a *agent) ah(dst netip.Addr) (*engine.AH, error) {
+	a.mu.Lock()
+	ah := a.ahs[dst]
+	closed, hook := a.closed, a.testHookMakeAH
+	a.mu.Unlock()
+	switch {
+	case ah != nil:
+		return ah, nil
+	case closed:
+		return nil, ErrClosed
+	}
+	if hook != nil {
+		hook()
+	}
+	ah, err := a.makeAH(dst)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	if len(a.ahs) < maxAHs {
+		a.ahs[dst] = ah
+	}
+	a.mu.Unlock()
+	return ah, nil
+}
+
+func (a *agent) makeAH(dst netip.Addr) (*engine.AH, error) {
+	ah, err := a.pd.CreateAH(engine.AHAttr{DGID: dst, HopLimit: 64})
+	if err != nil {
+		return nil, fmt.Errorf("rdmacm: %w", err)
+	}
+	return ah, nil
+}
+
+// drop gives back a handle ah made for one caller; one kept for its peer stays, until release.
+func (a *agent) drop(ah *engine.AH) {
+	if ah == nil {
+		return
+	}
+	a.mu.Lock()
+	kept := a.released || a.ahs[ah.Attr().DGID] == ah
+	a.mu.Unlock()
+	if kept {
+		return
+	}
+	if err := ah.Destroy(); err != nil {
+		a.log.Warn("rdmacm: destroying an address handle of QP1", "peer", ah.Attr().DGID, "err", err)
+	}
+}
+
+// lostReceives is how many receives could not be posted again.
+func (a *agent) lostReceives() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.recvLost
 }

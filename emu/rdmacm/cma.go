@@ -2,7 +2,6 @@ package rdmacm
 
 import (
 	"fmt"
-	"math/bits"
 	"net/netip"
 	"syscall"
 
@@ -92,6 +91,8 @@ type ID struct {
 	param ConnParam
 	// A SIDR request's: what was asked (passive), and the QP that answers it.
 	sidr cm.SIDRREQ
+	// destroyed is an ID its consumer destroyed: no event of its is delivered any more.
+	destroyed bool
 }
 
 // State is the connection's state, for tests and tracing.
@@ -118,6 +119,9 @@ func (m *Manager) ListenUD(port uint16) (*ID, error) { return m.listen(cm.PSUDP,
 func (m *Manager) listen(ps cm.PortSpace, port uint16) (*ID, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
 	sid := cm.ServiceID(ps, port)
 	if m.listeners[sid] != nil {
 		return nil, fmt.Errorf("rdmacm: %s port %d: %w", ps, port, syscall.EADDRINUSE)
@@ -130,95 +134,77 @@ func (m *Manager) listen(ps cm.PortSpace, port uint16) (*ID, error) {
 // Connect asks the listener at dst and port for a connection for qp, an RC QP in RESET or INIT
 // (rdma_connect): it goes to INIT now, and to RTR and RTS when the REP comes.
 func (m *Manager) Connect(qp *engine.QP, dst netip.Addr, port uint16, p ConnParam) (*ID, error) {
-	if len(p.Private) > cm.REQPrivateLen-cm.HeaderLen {
-		return nil, fmt.Errorf("rdmacm: %d bytes of private data, a REQ holds %d: %w", len(p.Private), cm.REQPrivateLen-cm.HeaderLen, syscall.EINVAL)
+	if err := fits(p.Private, "REQ", cm.REQPrivateLen-cm.HeaderLen); err != nil {
+		return nil, err
 	}
 	p = withDefaults(p)
-	ah, err := m.ah(dst)
+	return m.dial(qp, dst, p, func() error { return toInit(qp, p) }, func(id *ID, hdr cm.Header) (uint16, []byte, error) {
+		q := cm.REQ{LocalCommID: id.local, ServiceID: cm.ServiceID(cm.PSTCP, port), LocalCAGUID: m.guid(), LocalQPN: qp.Num(),
+			ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth, RemoteCMResponseTimeout: m.cfg.ResponseTimeout,
+			StartingPSN: id.psn, LocalCMResponseTimeout: m.cfg.ResponseTimeout, RetryCount: p.RetryCount, PKey: 0xffff,
+			PathMTU: uint8(p.MTU), RNRRetryCount: p.RNRRetryCount, MaxCMRetries: m.cfg.MaxRetries,
+			// The path as Linux's rdma_cm fills it on RoCE (the captured REQs): permissive LIDs,
+			// hop limit 64, local ACK timeout 17.
+			Primary: cm.Path{LocalLID: 0xffff, RemoteLID: 0xffff, LocalGID: hdr.Src.As16(), RemoteGID: dst.As16(), HopLimit: 64, LocalACKTimeout: 17}}
+		if err := withHeader(q.Private[:], hdr, p.Private); err != nil {
+			return 0, nil, err
+		}
+		id.req = q
+		m.setState(id, stREQSent)
+		msg, err := encode(q.Put)
+		return cm.AttrREQ, msg, err
+	})
+}
+
+// dial is what Connect and ConnectUD share: QP1's handle to dst, the consumer's QP readied, a
+// new ID for it with its transaction and rdma_cm's header, and the request that start makes of
+// them sent until it is answered.
+func (m *Manager) dial(qp *engine.QP, dst netip.Addr, p ConnParam, ready func() error,
+	start func(*ID, cm.Header) (uint16, []byte, error)) (*ID, error) {
+	ah, err := m.agent.ah(dst)
 	if err != nil {
 		return nil, err
 	}
-	if err := toInit(qp, p); err != nil {
+	if err := ready(); err != nil {
+		m.agent.drop(ah)
 		return nil, fmt.Errorf("rdmacm: %w", err)
 	}
 	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		m.agent.drop(ah)
+		return nil, ErrClosed
+	}
 	id := m.newConn(qp, dst, ah, p)
 	id.tid = m.tidFor(id)
-	src := ah.Source()
-	hdr := cm.Header{SrcPort: uint16(49152 + m.rnd.IntN(16384)), Src: src, Dst: dst}
-	q := cm.REQ{LocalCommID: id.local, ServiceID: cm.ServiceID(cm.PSTCP, port), LocalCAGUID: m.guid(), LocalQPN: qp.Num(),
-		ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth, RemoteCMResponseTimeout: m.cfg.ResponseTimeout,
-		StartingPSN: id.psn, LocalCMResponseTimeout: m.cfg.ResponseTimeout, RetryCount: p.RetryCount, PKey: 0xffff,
-		PathMTU: uint8(p.MTU), RNRRetryCount: p.RNRRetryCount, MaxCMRetries: m.cfg.MaxRetries,
-		// The path as Linux's rdma_cm fills it on RoCE (the captured REQs): permissive LIDs,
-		// hop limit 64, local ACK timeout 17.
-		Primary: cm.Path{LocalLID: 0xffff, RemoteLID: 0xffff, LocalGID: src.As16(), RemoteGID: dst.As16(), HopLimit: 64, LocalACKTimeout: 17}}
-	if err := hdr.Put(q.Private[:]); err != nil {
+	hdr := cm.Header{SrcPort: uint16(49152 + m.rnd.IntN(16384)), Src: ah.Source(), Dst: dst}
+	attr, msg, err := start(id, hdr)
+	if err != nil {
+		m.forget(id)
 		m.mu.Unlock()
-		return nil, err
+		return nil, fmt.Errorf("rdmacm: %w", err)
 	}
-	copy(q.Private[cm.HeaderLen:], p.Private)
-	id.req = q
-	msg := encode(q.Put)
-	m.setState(id, stREQSent)
-	m.send(id, cm.AttrREQ, msg, true)
+	m.send(id, attr, msg)
 	m.mu.Unlock()
 	m.deliver()
 	return id, nil
 }
 
-// toInit takes a QP in RESET, or in INIT (where rdma_create_qp leaves one, so that receives can
-// be posted before the connection), to INIT with the access rdma_cm grants.
-func toInit(qp *engine.QP, p ConnParam) error {
-	mask := engine.AttrState | engine.AttrPKeyIndex | engine.AttrPort | engine.AttrAccessFlags
-	if qp.State() == engine.QPSInit {
-		mask = engine.AttrState | engine.AttrAccessFlags
+// withHeader writes rdma_cm's header, then the consumer's private data, into a request's.
+func withHeader(private []byte, hdr cm.Header, data []byte) error {
+	if err := hdr.Put(private); err != nil {
+		return err
 	}
-	return qp.Modify(engine.QPAttr{State: engine.QPSInit, Port: 1, AccessFlags: accessFor(p)}, mask)
+	copy(private[cm.HeaderLen:], data)
+	return nil
 }
 
-func withDefaults(p ConnParam) ConnParam {
-	if p.RetryCount == 0 {
-		p.RetryCount = 7
+// fits says whether private data fits the message that carries it.
+func fits(private []byte, msg string, max int) error {
+	if len(private) > max {
+		return fmt.Errorf("rdmacm: %d bytes of private data, a %s holds %d: %w", len(private), msg, max, syscall.EINVAL)
 	}
-	if p.RNRRetryCount == 0 {
-		p.RNRRetryCount = 7
-	}
-	if p.MTU == 0 {
-		p.MTU = engine.MTU1024
-	}
-	return p
-}
-
-// accessFor is the remote access rdma_cm grants a QP it connects: READs when it takes them, and
-// WRITEs always (rdma_cm's IB_ACCESS_REMOTE_WRITE | IB_ACCESS_LOCAL_WRITE, and REMOTE_READ with
-// responder resources).
-func accessFor(p ConnParam) engine.Access {
-	a := engine.AccessRemoteWrite | engine.AccessLocalWrite
-	if p.ResponderResources > 0 {
-		a |= engine.AccessRemoteRead | engine.AccessRemoteAtomic
-	}
-	return a
-}
-
-// tidFor is the transaction ID of the messages a connection starts: the manager's high half and
-// the communication ID as ib_cm forms it (cm_form_tid: the big-endian ID read as a host integer).
-func (m *Manager) tidFor(id *ID) uint64 { return m.hiTID<<32 | uint64(bits.ReverseBytes32(id.local)) }
-
-// guid is the device's node GUID: its MAC as an EUI-64, as rxe derives it.
-func (m *Manager) guid() uint64 {
-	mac := m.dev.MAC()
-	return uint64(mac[0]^2)<<56 | uint64(mac[1])<<48 | uint64(mac[2])<<40 | 0xff<<32 | 0xfe<<24 |
-		uint64(mac[3])<<16 | uint64(mac[4])<<8 | uint64(mac[5])
-}
-
-func (m *Manager) newConn(qp *engine.QP, peer netip.Addr, ah *engine.AH, p ConnParam) *ID {
-	id := &ID{m: m, qp: qp, peer: peer, ah: ah, param: p, psn: m.rnd.Uint32() & 0xffffff}
-	for id.local == 0 || m.conns[id.local] != nil {
-		id.local = m.rnd.Uint32()
-	}
-	m.conns[id.local] = id
-	return id
+	return nil
 }
 
 // testHookAccept runs in Accept between readying the QP and answering, for a test to end the
@@ -229,44 +215,24 @@ var testHookAccept func()
 // to RTR and RTS on the REQ's terms, and the REP goes out.
 func (id *ID) Accept(qp *engine.QP, p ConnParam) error {
 	m := id.m
-	if len(p.Private) > cm.REPPrivateLen {
-		return fmt.Errorf("rdmacm: %d bytes of private data, a REP holds %d: %w", len(p.Private), cm.REPPrivateLen, syscall.EINVAL)
+	if err := fits(p.Private, "REP", cm.REPPrivateLen); err != nil {
+		return err
 	}
 	p = withDefaults(p)
 	m.mu.Lock()
-	if id.state == stSIDRReqRcvd {
-		m.mu.Unlock()
-		return id.acceptUD(qp, p)
-	}
-	if !id.state.owesAnswer() {
-		m.mu.Unlock()
-		return fmt.Errorf("rdmacm: accept in %s: %w", id.state, syscall.EINVAL)
-	}
-	q := id.req
+	st, q := id.state, id.req
+	closed := m.closed
 	m.mu.Unlock()
-	mtu := engine.MTU(q.PathMTU)
-	if mtu.Bytes() == 0 {
-		mtu = engine.MTU1024
+	switch {
+	case closed:
+		return ErrClosed
+	case st == stSIDRReqRcvd:
+		return id.acceptUD(qp, p)
+	case !st.owesAnswer():
+		return fmt.Errorf("rdmacm: accept in %s: %w", st, syscall.EINVAL)
 	}
-	mtu = min(mtu, p.MTU)
-	if err := toInit(qp, p); err != nil {
+	if err := id.readyAccepted(qp, p, q); err != nil {
 		return fmt.Errorf("rdmacm: accept: %w", err)
-	}
-	steps := []struct {
-		a    engine.QPAttr
-		mask engine.AttrMask
-	}{
-		{engine.QPAttr{State: engine.QPSRTR, AH: engine.AHAttr{DGID: id.peer, HopLimit: 64}, PathMTU: mtu, DestQPN: q.LocalQPN, RQPSN: id.psn,
-			MaxDestRdAtomic: min(p.ResponderResources, q.InitiatorDepth), MinRNRTimer: engine.DefaultMinRNRTimer},
-			engine.AttrState | engine.AttrAV | engine.AttrPathMTU | engine.AttrDestQPN | engine.AttrRQPSN | engine.AttrMaxDestRdAtomic | engine.AttrMinRNRTimer},
-		{engine.QPAttr{State: engine.QPSRTS, SQPSN: q.StartingPSN, Timeout: q.Primary.LocalACKTimeout, RetryCnt: q.RetryCount, RNRRetry: q.RNRRetryCount,
-			MaxRdAtomic: min(p.InitiatorDepth, q.ResponderResources)},
-			engine.AttrState | engine.AttrSQPSN | engine.AttrTimeout | engine.AttrRetryCnt | engine.AttrRNRRetry | engine.AttrMaxQPRdAtomic},
-	}
-	for _, s := range steps {
-		if err := qp.Modify(s.a, s.mask); err != nil {
-			return fmt.Errorf("rdmacm: accept: %w", err)
-		}
 	}
 	if testHookAccept != nil {
 		testHookAccept()
@@ -276,38 +242,62 @@ func (id *ID) Accept(qp *engine.QP, p ConnParam) error {
 		// The request ended while its QP was readied: the peer rejected it or gave up.
 		st := id.state
 		m.mu.Unlock()
-		_ = qp.Modify(engine.QPAttr{State: engine.QPSErr}, engine.AttrState)
-		return fmt.Errorf("rdmacm: accept: the request ended (%s) before the answer: %w", st, syscall.ECONNABORTED)
+		err := fmt.Errorf("rdmacm: accept: the request ended (%s) before the answer: %w", st, syscall.ECONNABORTED)
+		if qerr := qp.Modify(engine.QPAttr{State: engine.QPSErr}, engine.AttrState); qerr != nil {
+			err = fmt.Errorf("%w; its QP %#x did not go to ERR: %w", err, qp.Num(), qerr)
+		}
+		return err
 	}
 	id.qp, id.param = qp, p
 	rep := cm.REP{LocalCommID: id.local, RemoteCommID: id.remote, LocalQPN: qp.Num(), StartingPSN: id.psn,
 		ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth, TargetACKDelay: 15,
 		RNRRetryCount: p.RNRRetryCount, LocalCAGUID: m.guid()}
 	copy(rep.Private[:], p.Private)
-	msg := encode(rep.Put)
+	msg, err := encode(rep.Put)
+	if err != nil {
+		m.mu.Unlock()
+		return fmt.Errorf("rdmacm: accept: %w", err)
+	}
 	m.setState(id, stREPSent)
-	m.send(id, cm.AttrREP, msg, true)
+	m.send(id, cm.AttrREP, msg)
 	m.mu.Unlock()
 	m.deliver()
 	return nil
 }
 
+// readyAccepted takes the QP that accepts q through INIT, RTR and RTS on the REQ's terms.
+func (id *ID) readyAccepted(qp *engine.QP, p ConnParam, q cm.REQ) error {
+	mtu := engine.MTU(q.PathMTU)
+	if mtu.Bytes() == 0 {
+		mtu = engine.MTU1024
+	}
+	if err := toInit(qp, p); err != nil {
+		return err
+	}
+	path := rcPath{peer: id.peer, mtu: min(mtu, p.MTU), destQPN: q.LocalQPN, rqPSN: id.psn, sqPSN: q.StartingPSN,
+		maxDestRdAtomic: min(p.ResponderResources, q.InitiatorDepth), maxRdAtomic: min(p.InitiatorDepth, q.ResponderResources),
+		timeout: q.Primary.LocalACKTimeout, retry: q.RetryCount, rnrRetry: q.RNRRetryCount}
+	return path.connect(qp)
+}
+
 // Reject refuses a ConnectRequest with private data (rdma_reject): REJ, consumer defined.
 func (id *ID) Reject(private []byte) error {
 	m := id.m
-	if len(private) > cm.REJPrivateLen {
-		return fmt.Errorf("rdmacm: %d bytes of private data, a REJ holds %d: %w", len(private), cm.REJPrivateLen, syscall.EINVAL)
+	if err := fits(private, "REJ", cm.REJPrivateLen); err != nil {
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if id.state == stSIDRReqRcvd {
-		if len(private) > cm.SIDRREPPrivateLen {
-			return fmt.Errorf("rdmacm: %d bytes of private data, a SIDR_REP holds %d: %w", len(private), cm.SIDRREPPrivateLen, syscall.EINVAL)
+	switch {
+	case m.closed:
+		return ErrClosed
+	case id.state == stSIDRReqRcvd:
+		if err := fits(private, "SIDR_REP", cm.SIDRREPPrivateLen); err != nil {
+			return err
 		}
 		m.sidrReply(id, cm.SIDRReject, 0, 0, private)
 		return nil
-	}
-	if !id.state.owesAnswer() {
+	case !id.state.owesAnswer():
 		return fmt.Errorf("rdmacm: reject in %s: %w", id.state, syscall.EINVAL)
 	}
 	m.reject(id, cm.RejConsumerDefined, private)
@@ -320,24 +310,51 @@ func (id *ID) Reject(private []byte) error {
 func (id *ID) Disconnect() error {
 	m := id.m
 	m.mu.Lock()
-	if id.state != stEstablished {
-		st := id.state
-		m.mu.Unlock()
+	st, closed := id.state, m.closed
+	m.mu.Unlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case st != stEstablished:
 		return fmt.Errorf("rdmacm: disconnect in %s: %w", st, syscall.EINVAL)
 	}
-	m.mu.Unlock()
-	_ = id.qp.Modify(engine.QPAttr{State: engine.QPSErr}, engine.AttrState)
+	m.qpToError(id.qp)
 	m.mu.Lock()
-	id.tid = m.tidFor(id)
-	dreq := cm.Pair{LocalCommID: id.local, RemoteCommID: id.remote, RemoteQPN: id.remoteQPN()}
-	msg := encode(dreq.PutDREQ)
-	m.setState(id, stDREQSent)
-	m.send(id, cm.AttrDREQ, msg, true)
+	if id.state != stEstablished {
+		// Ended meanwhile, by the peer's DREQ: nothing is left to say.
+		m.mu.Unlock()
+		return nil
+	}
+	if err := m.disconnect(id, true); err != nil {
+		m.mu.Unlock()
+		return err
+	}
 	m.events = append(m.events, Event{Type: Disconnected, ID: id})
 	m.mu.Unlock()
 	m.deliver()
 	return nil
 }
 
-// remoteQPN is the peer's QP number, as the connection's QP has it.
-func (id *ID) remoteQPN() uint32 { return id.qp.Query().DestQPN }
+// Destroy releases the ID (rdma_destroy_id): a listener stops listening; a connection that is
+// established is disconnected first, with one DREQ, and one being made is refused or withdrawn
+// with a REJ (a UD request's with a SIDR_REP that refuses it), as Linux's ib_cm does for an ID
+// destroyed; its RC QP goes to ERR. It leaves the manager's tables at once, its timers stopped,
+// with no time wait of its own, and no event of its is delivered after. The QP is the
+// consumer's to destroy, and so is the address handle of a UD service's Established event.
+// Destroying an ID twice is an error.
+func (id *ID) Destroy() error {
+	m := id.m
+	m.mu.Lock()
+	switch {
+	case m.closed:
+		m.mu.Unlock()
+		return ErrClosed
+	case id.destroyed:
+		m.mu.Unlock()
+		return fmt.Errorf("rdmacm: destroy: the ID is destroyed already: %w", syscall.EINVAL)
+	}
+	m.destroy(id)
+	m.mu.Unlock()
+	m.deliver()
+	return nil
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"io"
 	mrand "math/rand/v2"
 	"net/netip"
 	"slices"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/softirdma/softirdma/emu/engine"
 	"github.com/softirdma/softirdma/emu/sim"
-	"github.com/softirdma/softirdma/wire"
 	"github.com/softirdma/softirdma/wire/cm"
 	"github.com/softirdma/softirdma/wire/mad"
 )
@@ -92,7 +90,7 @@ func newHostileNet(t tb) *hostileNet {
 	n.h, err = pdH.CreateQP(engine.QPInitAttr{Type: engine.QPTypeGSI, SendCQ: cqH, RecvCQ: cqH,
 		Cap: engine.QPCap{MaxSendWR: 1024, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	hmust(t, err)
-	hmust(t, n.h.Modify(engine.QPAttr{State: engine.QPSInit, QKey: engine.GSIQKey}, engine.AttrState|engine.AttrPKeyIndex|engine.AttrQKey))
+	hmust(t, n.h.Modify(engine.QPAttr{State: engine.QPSInit, QKey: mad.GSIQKey}, engine.AttrState|engine.AttrPKeyIndex|engine.AttrQKey))
 	hmust(t, n.h.Modify(engine.QPAttr{State: engine.QPSRTR}, engine.AttrState))
 	hmust(t, n.h.Modify(engine.QPAttr{State: engine.QPSRTS}, engine.AttrState|engine.AttrSQPSN))
 	n.hBuf = make([]byte, 1024*512)
@@ -100,7 +98,7 @@ func newHostileNet(t tb) *hostileNet {
 	hmust(t, err)
 	n.hAH, err = pdH.CreateAH(engine.AHAttr{DGID: n.devA.IP(), HopLimit: 64})
 	hmust(t, err)
-	n.bToA, err = n.b.ah(n.devA.IP())
+	n.bToA, err = n.b.agent.ah(n.devA.IP())
 	hmust(t, err)
 	// H's send completions are taken as they come, so that its queue never fills.
 	cqH.OnCompletion(func() {
@@ -196,15 +194,15 @@ func (n *hostileNet) raw(b []byte) {
 	n.hNext = (n.hNext + 1) % 1024
 	copy(n.hBuf[off:off+512], b)
 	hmust(n.t, n.h.PostSend(engine.SendWR{Opcode: engine.WRSend, SGL: []engine.SGE{{Addr: n.hMR.Addr() + uint64(off), Length: uint32(len(b)), LKey: n.hMR.LKey()}},
-		AH: n.hAH, RemoteQPN: 1, RemoteQKey: engine.GSIQKey}))
+		AH: n.hAH, RemoteQPN: 1, RemoteQKey: mad.GSIQKey}))
 }
 
 // cmMAD is a CM MAD of attr with msg, as a peer's CM sends it.
 func cmMAD(tid uint64, attr uint16, msg []byte) []byte {
 	b := make([]byte, mad.Len)
-	b[0], b[1], b[2], b[3] = 1, byte(mad.ClassCM), 2, byte(mad.MethodSend)
-	binary.BigEndian.PutUint64(b[8:], tid)
-	binary.BigEndian.PutUint16(b[16:], attr)
+	if err := cm.MADHeader(tid, attr).Put(b); err != nil {
+		panic(err) // a MAD's length always holds the header
+	}
 	copy(b[mad.HeaderLen:], msg)
 	return b
 }
@@ -236,9 +234,12 @@ type live struct {
 }
 
 func (m *Manager) liveCount() live {
+	m.agent.mu.Lock()
+	ahs := len(m.agent.ahs)
+	m.agent.mu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	l := live{conns: len(m.conns), ahs: len(m.ahs)}
+	l := live{conns: len(m.conns), ahs: ahs}
 	for _, id := range m.conns {
 		switch {
 		case id.state.owesAnswer() || id.state == stSIDRReqRcvd:
@@ -446,29 +447,20 @@ func TestHostilePeer(t *testing.T) {
 
 // sentByA lists the CM messages A sent, as attribute names and, for a REJ, its reason.
 func (n *hostileNet) sentByA() []string {
-	r, err := wire.NewPcapReader(bytes.NewReader(n.pcap.Bytes()))
-	hmust(n.t, err)
 	var out []string
-	var p wire.Parser
-	var f wire.Frame
-	for {
-		data, _, err := r.Next()
-		if err == io.EOF {
-			return out
-		}
-		hmust(n.t, err)
-		if p.Parse(&f, data) != nil || f.DETH == nil || f.BTH.DestQP() != 1 || f.SrcIP() != n.devA.IP() {
+	for _, c := range CapturedMADs(n.t, n.pcap.Bytes()) {
+		if c.Src != n.devA.IP() {
 			continue
 		}
-		h, err := mad.Parse(f.Payload)
-		hmust(n.t, err)
-		name := h.AttrName()
-		if h.AttrID == cm.AttrREJ {
-			rej, _ := cm.ParseREJ(f.Payload[mad.HeaderLen:])
+		name := c.Hdr.AttrName()
+		if c.Hdr.AttrID == cm.AttrREJ {
+			rej, err := cm.ParseREJ(c.Body)
+			hmust(n.t, err)
 			name += "(" + strconv.Itoa(int(rej.Reason)) + ")"
 		}
 		out = append(out, name)
 	}
+	return out
 }
 
 // TestConformanceCMHostile holds C14 and C15: what a peer's requests may hold of the manager,

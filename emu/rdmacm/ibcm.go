@@ -1,11 +1,13 @@
 package rdmacm
 
 import (
+	"math/bits"
 	"net/netip"
 	"time"
 
 	"github.com/softirdma/softirdma/emu/engine"
 	"github.com/softirdma/softirdma/wire/cm"
+	"github.com/softirdma/softirdma/wire/mad"
 )
 
 // state is a connection's state in IBTA chapter 12's machine.
@@ -44,6 +46,112 @@ func (s state) waitsConsumer() bool { return s.owesAnswer() || s == stSIDRReqRcv
 
 func (s state) String() string { return stateNames[s] }
 
+// handlers take the CM messages by attribute, each parsed before its handler sees it.
+var handlers = map[uint16]func(*Manager, received) error{
+	cm.AttrREQ:     handler(cm.ParseREQ, (*Manager).onREQ),
+	cm.AttrREP:     handler(cm.ParseREP, (*Manager).onREP),
+	cm.AttrRTU:     handler(cm.ParseRTU, (*Manager).onRTU),
+	cm.AttrREJ:     handler(cm.ParseREJ, (*Manager).onREJ),
+	cm.AttrDREQ:    handler(cm.ParseDREQ, (*Manager).onDREQ),
+	cm.AttrDREP:    handler(cm.ParseDREP, (*Manager).onDREP),
+	cm.AttrMRA:     handler(cm.ParseMRA, (*Manager).onMRA),
+	cm.AttrSIDRREQ: handler(cm.ParseSIDRREQ, (*Manager).onSIDRREQ),
+	cm.AttrSIDRREP: handler(cm.ParseSIDRREP, (*Manager).onSIDRREP),
+}
+
+func handler[T any](parse func([]byte) (T, error), on func(*Manager, received, T)) func(*Manager, received) error {
+	return func(m *Manager, in received) error {
+		msg, err := parse(in.body)
+		if err != nil {
+			return err
+		}
+		on(m, in, msg)
+		return nil
+	}
+}
+
+// receive takes one MAD from the agent: a CM message to its handler, anything else dropped.
+func (m *Manager) receive(in received, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stats.Received++
+	if err != nil || m.closed || in.hdr.MgmtClass != mad.ClassCM || in.hdr.Method != mad.MethodSend {
+		m.stats.Dropped++
+		return
+	}
+	if h := handlers[in.hdr.AttrID]; h == nil || h(m, in) != nil {
+		m.stats.Dropped++
+	}
+}
+
+// sendMAD sends one CM message on QP1, counted in Stats: one that cannot go is lost, as on the
+// wire, and sent again by its timer where it has one. m.mu is held.
+func (m *Manager) sendMAD(ah *engine.AH, tid uint64, attr uint16, msg []byte) {
+	h := cm.MADHeader(tid, attr)
+	switch err := m.agent.send(ah, h, msg); err {
+	case nil:
+		m.stats.Sent++
+	case errNoSlot, ErrClosed:
+		m.stats.Dropped++
+	default:
+		m.stats.Dropped++
+		m.log.Warn("rdmacm: sending a MAD", "msg", h.AttrName(), "peer", ah.Attr().DGID, "err", err)
+	}
+}
+
+// encode is a CM message's DataLen bytes as put writes them.
+func encode(put func([]byte) error) ([]byte, error) {
+	msg := make([]byte, cm.DataLen)
+	if err := put(msg); err != nil {
+		return nil, err
+	}
+	return msg, nil
+}
+
+// sendOnce sends a message that no timer sends again, as put writes it, and returns it. A Put
+// refuses only a buffer of another length, so a refusal is this package's mistake, with no
+// caller to return it to: it is counted with the MADs dropped, and logged. m.mu is held.
+func (m *Manager) sendOnce(ah *engine.AH, tid uint64, attr uint16, put func([]byte) error) []byte {
+	msg, err := encode(put)
+	if err != nil {
+		m.stats.Dropped++
+		m.log.Error("rdmacm: writing a CM message", "msg", cm.MADHeader(tid, attr).AttrName(), "err", err)
+		return nil
+	}
+	m.sendMAD(ah, tid, attr, msg)
+	return msg
+}
+
+// tidFor is the transaction ID of the messages a connection starts: the manager's high half and
+// the communication ID as ib_cm forms it (cm_form_tid: the big-endian ID read as a host integer).
+func (m *Manager) tidFor(id *ID) uint64 { return m.hiTID<<32 | uint64(bits.ReverseBytes32(id.local)) }
+
+// guid is the device's node GUID: its MAC as an EUI-64, as rxe derives it.
+func (m *Manager) guid() uint64 {
+	mac := m.dev.MAC()
+	return uint64(mac[0]^2)<<56 | uint64(mac[1])<<48 | uint64(mac[2])<<40 | 0xff<<32 | 0xfe<<24 |
+		uint64(mac[3])<<16 | uint64(mac[4])<<8 | uint64(mac[5])
+}
+
+func (m *Manager) newConn(qp *engine.QP, peer netip.Addr, ah *engine.AH, p ConnParam) *ID {
+	id := &ID{m: m, qp: qp, peer: peer, ah: ah, param: p, psn: m.rnd.Uint32() & 0xffffff}
+	for id.local == 0 || m.conns[id.local] != nil {
+		id.local = m.rnd.Uint32()
+	}
+	m.conns[id.local] = id
+	return id
+}
+
+// byRemote finds the connection with the peer's communication ID, for a duplicate REQ.
+func (m *Manager) byRemote(peer netip.Addr, remote uint32) *ID {
+	for _, id := range m.conns {
+		if id.remote == remote && id.peer == peer {
+			return id
+		}
+	}
+	return nil
+}
+
 // setState moves id to s, counting what its peer's requests hold. m.mu is held.
 func (m *Manager) setState(id *ID, s state) {
 	if id.state.waitsConsumer() {
@@ -61,11 +169,15 @@ func (m *Manager) setState(id *ID, s state) {
 	id.state = s
 }
 
-// forget ends id: DONE, its timer stopped, out of the table. m.mu is held.
+// forget ends id: DONE, its timer stopped, out of the table, QP1's handle to its peer given back
+// if it was made for it alone. m.mu is held.
 func (m *Manager) forget(id *ID) {
 	id.stop()
 	m.setState(id, stDone)
-	delete(m.conns, id.local)
+	if m.conns[id.local] == id {
+		delete(m.conns, id.local)
+		m.agent.drop(id.ah)
+	}
 }
 
 func (id *ID) stop() {
@@ -89,54 +201,21 @@ func (m *Manager) fail(id *ID, t EventType) {
 // consumer's completion callbacks, which may call the manager.
 func (m *Manager) toError(id *ID) {
 	if qp := id.qp; qp != nil {
-		m.after = append(m.after, func() { _ = qp.Modify(engine.QPAttr{State: engine.QPSErr}, engine.AttrState) })
+		m.after = append(m.after, func() { m.qpToError(qp) })
 	}
 }
 
-// byRemote finds the connection with the peer's communication ID, for a duplicate REQ.
-func (m *Manager) byRemote(peer netip.Addr, remote uint32) *ID {
-	for _, id := range m.conns {
-		if id.remote == remote && id.peer == peer {
-			return id
-		}
-	}
-	return nil
-}
-
-func (m *Manager) onREQ(src netip.Addr, tid uint64, msg []byte) {
-	q, _ := cm.ParseREQ(msg)
-	if id := m.byRemote(src, q.LocalCommID); id != nil {
-		m.dupREQ(id)
+// qpToError moves a consumer's QP to ERR. No caller waits for the answer, so one that will not
+// go is counted (Stats.QPErrors) and logged. m.mu is not held.
+func (m *Manager) qpToError(qp *engine.QP) {
+	err := qp.Modify(engine.QPAttr{State: engine.QPSErr}, engine.AttrState)
+	if err == nil {
 		return
 	}
-	ah, err := m.ahLocked(src)
-	if err != nil {
-		m.stats.Dropped++
-		return
-	}
-	ps, _, ok := cm.SplitServiceID(q.ServiceID)
-	l := m.listeners[q.ServiceID]
-	_, herr := cm.ParseHeader(q.Private[:])
-	if !ok || ps != cm.PSTCP || l == nil || herr != nil || q.TransportServiceType != 0 {
-		// No listener: REJ, as ib_cm answers a REQ for a service nobody listens on.
-		rej := cm.REJ{RemoteCommID: q.LocalCommID, MessageRejected: 0, Reason: cm.RejInvalidServiceID}
-		if ok && l != nil {
-			rej.Reason = cm.RejInvalidTransportType
-		}
-		m.sendMAD(ah, tid, cm.AttrREJ, encode(rej.Put))
-		return
-	}
-	if m.waiting >= m.cfg.Backlog {
-		m.stats.Overflow++
-		rej := cm.REJ{RemoteCommID: q.LocalCommID, MessageRejected: 0, Reason: cm.RejNoResources}
-		m.sendMAD(ah, tid, cm.AttrREJ, encode(rej.Put))
-		return
-	}
-	id := m.newConn(nil, src, ah, ConnParam{})
-	id.remote, id.tid, id.req = q.LocalCommID, tid, q
-	m.setState(id, stREQRcvd)
-	m.armFor(id, m.answerWait(&q))
-	m.events = append(m.events, Event{Type: ConnectRequest, ID: id, Private: append([]byte(nil), q.Private[cm.HeaderLen:]...)})
+	m.mu.Lock()
+	m.stats.QPErrors++
+	m.mu.Unlock()
+	m.log.Warn("rdmacm: a connection's QP did not go to ERR", "qp", qp.Num(), "err", err)
 }
 
 // reject sends a REJ for id's connection. m.mu is held.
@@ -148,172 +227,30 @@ func (m *Manager) reject(id *ID, reason cm.RejectReason, private []byte) {
 		rej.MessageRejected = 1 // the REP
 	}
 	copy(rej.Private[:], private)
-	m.sendMAD(id.ah, id.tid, cm.AttrREJ, encode(rej.Put))
+	m.sendOnce(id.ah, id.tid, cm.AttrREJ, rej.Put)
 }
-
-func (m *Manager) onREP(msg []byte) {
-	r, _ := cm.ParseREP(msg)
-	id := m.conns[r.RemoteCommID]
-	if id == nil {
-		m.stats.Dropped++
-		return
-	}
-	switch id.state {
-	case stEstablished:
-		// Our RTU was lost: the peer sent its REP again. Answer it again.
-		if id.remote == r.LocalCommID {
-			m.sendRTU(id)
-		}
-		return
-	case stREQSent, stMRAReqRcvd:
-	default:
-		m.stats.Dropped++
-		return
-	}
-	id.stop()
-	id.remote = r.LocalCommID
-	m.setState(id, stEstablished) // a REP again from now on only asks for the RTU again
-	p, q, qp := id.param, id.req, id.qp
-	m.after = append(m.after, func() {
-		err := qp.Modify(engine.QPAttr{State: engine.QPSRTR, AH: engine.AHAttr{DGID: id.peer, HopLimit: 64}, PathMTU: engine.MTU(q.PathMTU),
-			DestQPN: r.LocalQPN, RQPSN: id.psn, MaxDestRdAtomic: min(p.ResponderResources, r.InitiatorDepth), MinRNRTimer: engine.DefaultMinRNRTimer},
-			engine.AttrState|engine.AttrAV|engine.AttrPathMTU|engine.AttrDestQPN|engine.AttrRQPSN|engine.AttrMaxDestRdAtomic|engine.AttrMinRNRTimer)
-		if err == nil {
-			err = qp.Modify(engine.QPAttr{State: engine.QPSRTS, SQPSN: r.StartingPSN, Timeout: q.Primary.LocalACKTimeout, RetryCnt: p.RetryCount,
-				RNRRetry: r.RNRRetryCount, MaxRdAtomic: min(p.InitiatorDepth, r.ResponderResources)},
-				engine.AttrState|engine.AttrSQPSN|engine.AttrTimeout|engine.AttrRetryCnt|engine.AttrRNRRetry|engine.AttrMaxQPRdAtomic)
-		}
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if err != nil {
-			m.reject(id, cm.RejConsumerDefined, nil)
-			m.fail(id, Rejected)
-			return
-		}
-		m.sendRTU(id)
-		m.events = append(m.events, Event{Type: Established, ID: id, Private: append([]byte(nil), r.Private[:]...)})
-	})
-}
-
-func (m *Manager) sendRTU(id *ID) { m.sendIDs(id.ah, id.tid, cm.AttrRTU, id.local, id.remote) }
 
 // sendIDs sends an RTU or a DREP (attr): the two communication IDs and no private data, the
 // layout both messages share.
 func (m *Manager) sendIDs(ah *engine.AH, tid uint64, attr uint16, local, remote uint32) {
 	p := cm.Pair{LocalCommID: local, RemoteCommID: remote}
-	m.sendMAD(ah, tid, attr, encode(p.PutRTU))
+	m.sendOnce(ah, tid, attr, p.PutRTU)
 }
 
-func (m *Manager) onRTU(msg []byte) {
-	r, _ := cm.ParseRTU(msg)
-	id := m.conns[r.RemoteCommID]
-	if id == nil || !id.state.waitsRTU() || id.remote != r.LocalCommID {
-		m.stats.Dropped++
-		return
-	}
-	id.stop()
-	m.setState(id, stEstablished)
-	m.events = append(m.events, Event{Type: Established, ID: id})
-}
+func (m *Manager) sendRTU(id *ID) { m.sendIDs(id.ah, id.tid, cm.AttrRTU, id.local, id.remote) }
 
-// onREJ takes a REJ of a request this side sent or answered, or of one its consumer still owes
-// an answer to: a peer that gave up waiting says so with REJ TIMEOUT, naming the request by its
-// own communication ID when it never heard ours (ib_cm's cm_acquire_rejected_id).
-func (m *Manager) onREJ(src netip.Addr, msg []byte) {
-	r, _ := cm.ParseREJ(msg)
-	id := m.conns[r.RemoteCommID]
-	if id == nil && r.Reason == cm.RejTimeout {
-		id = m.byRemote(src, r.LocalCommID)
-	}
-	switch {
-	case id == nil:
-		m.stats.Dropped++
-		return
-	case id.state.waitsREP():
-	case (id.state.waitsRTU() || id.state.owesAnswer()) && id.remote == r.LocalCommID && id.ps != cm.PSUDP:
-	default:
-		m.stats.Dropped++
-		return
-	}
-	m.forget(id)
-	m.toError(id)
-	m.events = append(m.events, Event{Type: Rejected, ID: id, Reason: r.Reason, Private: append([]byte(nil), r.Private[:]...)})
-}
-
-func (m *Manager) onDREQ(src netip.Addr, tid uint64, msg []byte) {
-	d, _ := cm.ParseDREQ(msg)
-	id := m.conns[d.RemoteCommID]
-	if id == nil || id.remote != d.LocalCommID {
-		// Not ours, or gone: a DREP anyway, so that the peer stops asking (IBTA 12.9.8.1).
-		if ah, err := m.ahLocked(src); err == nil {
-			m.sendIDs(ah, tid, cm.AttrDREP, d.RemoteCommID, d.LocalCommID)
-		}
-		return
-	}
-	id.tid = tid
-	switch id.state {
-	case stEstablished, stREPSent, stMRARepRcvd:
-		id.stop()
-		m.toError(id)
-		m.events = append(m.events, Event{Type: Disconnected, ID: id})
-		m.enterTimewait(id)
-	case stDREQSent:
-		// Both ends disconnected at once: answer, and wait for our own DREP.
-	case stTimewait:
-	default:
-		return
-	}
-	m.sendIDs(id.ah, tid, cm.AttrDREP, id.local, id.remote)
-}
-
-func (m *Manager) onDREP(msg []byte) {
-	d, _ := cm.ParseDREP(msg)
-	id := m.conns[d.RemoteCommID]
-	if id == nil || id.state != stDREQSent {
-		m.stats.Dropped++
-		return
-	}
-	id.stop()
-	m.enterTimewait(id)
-}
-
-// enterTimewait starts a connection's time wait: its QP number stays the connection's until it
-// ends, then TimewaitExit. m.mu is held.
-func (m *Manager) enterTimewait(id *ID) {
-	id.stop()
-	m.setState(id, stTimewait)
-	m.clock.AfterFunc(timewait, func() {
-		m.mu.Lock()
-		if id.state == stTimewait {
-			m.forget(id)
-			m.events = append(m.events, Event{Type: TimewaitExit, ID: id})
-		}
-		m.mu.Unlock()
-		m.deliver()
-	})
-}
-
-// dupREQ answers a REQ that came again (ib_cm's cm_dup_req_handler): an MRA while the consumer
-// still owes its answer, so that the peer waits its service timeout rather than give up (ib_cm
-// sends one only when its consumer asks), and the REP again once it went out.
-func (m *Manager) dupREQ(id *ID) {
-	switch {
-	case id.state.owesAnswer():
-		mra := cm.MRA{LocalCommID: id.local, RemoteCommID: id.remote, MessageMRAed: 0, ServiceTimeout: m.cfg.ServiceTimeout}
-		m.sendMAD(id.ah, id.tid, cm.AttrMRA, encode(mra.Put))
-		m.stats.MRAs++
-		m.setState(id, stMRAReqSent)
-		m.armFor(id, m.answerWait(&id.req)) // the peer is still there: it waits again
-	case id.state == stREPSent && len(id.last) > 0:
-		m.sendMAD(id.ah, id.tid, cm.AttrREP, id.last)
-	}
+// ahLocked is the agent's handle to dst with m.mu held: the lock is released while the handle
+// is made.
+func (m *Manager) ahLocked(dst netip.Addr) (*engine.AH, error) {
+	m.mu.Unlock()
+	defer m.mu.Lock()
+	return m.agent.ah(dst)
 }
 
 // onMRA takes a peer's MRA: the answer to the REQ or REP it names comes within its service
 // timeout, so the message is sent again only after that and the path's round trip
 // (cm_mra_handler), its retries unspent.
-func (m *Manager) onMRA(msg []byte) {
-	r, _ := cm.ParseMRA(msg)
+func (m *Manager) onMRA(_ received, r cm.MRA) {
 	id := m.conns[r.RemoteCommID]
 	switch {
 	case id == nil:

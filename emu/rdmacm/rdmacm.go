@@ -19,15 +19,13 @@ package rdmacm
 
 import (
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
-	"net/netip"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/softirdma/softirdma/emu/engine"
-	"github.com/softirdma/softirdma/wire/mad"
 )
 
 // Config sets up a Manager.
@@ -49,6 +47,9 @@ type Config struct {
 	// with REJ NO_RESOURCES and a SIDR_REQ dropped, and an answer is not kept (Stats.Overflow):
 	// a peer that sends requests with ever new communication IDs holds no more than that.
 	Backlog int
+	// Logger hears what went wrong with no caller to tell: a receive buffer QP1 could not take
+	// back, a QP that would not go to ERR. Nil is slog.Default().
+	Logger *slog.Logger
 }
 
 // DefaultBacklog is Config.Backlog's default.
@@ -59,27 +60,21 @@ type Manager struct {
 	dev   *engine.Device
 	clock engine.Clock
 	cfg   Config
+	log   *slog.Logger
+	agent *agent
 
 	mu        sync.Mutex
-	pd        *engine.PD
-	cq        *engine.CQ
-	qp1       *engine.QP
-	mr        *engine.MR
-	buf       []byte
-	sendNext  int
-	inflight  int // send slots whose MAD has not completed
 	rnd       *mrand.Rand
 	listeners map[uint64]*ID // by service ID
 	conns     map[uint32]*ID // by local communication ID
-	ahs       map[netip.Addr]*engine.AH
 	hiTID     uint64
 	// waiting counts the IDs whose request the consumer has not answered, answers those of
 	// SIDR_REPs kept to send again: what a peer's requests hold, bounded by the backlog.
 	waiting, answers int
 	events           []Event  // to deliver once the lock is released
 	after            []func() // what calls into the device, run once the lock is released
-	polling          atomic.Bool
 	stats            Stats
+	closed           bool
 }
 
 // Stats counts the MADs the manager sent and received.
@@ -89,6 +84,10 @@ type Stats struct {
 	// Overflow counts requests refused, and SIDR answers not kept, over Config.Backlog;
 	// Expired the requests given up because the consumer did not answer while the peer waited.
 	Overflow, Expired uint64
+	// RecvLost counts receives of QP1 that could not be posted again once their MAD was taken:
+	// each is a MAD fewer QP1 holds at once. QPErrors counts connections' QPs that would not go
+	// to ERR when the connection ended. Each is logged.
+	RecvLost, QPErrors uint64
 }
 
 // New gives dev a connection manager: its GSI QP, created and moved to RTS, with receives posted.
@@ -113,61 +112,53 @@ func New(dev *engine.Device, cfg Config) (*Manager, error) {
 	if src == nil {
 		src = mrand.NewPCG(uint64(time.Now().UnixNano()), 0xc0ffee)
 	}
-	m := &Manager{dev: dev, clock: dev.Clock(), cfg: cfg, rnd: mrand.New(src), listeners: map[uint64]*ID{},
-		conns: map[uint32]*ID{}, ahs: map[netip.Addr]*engine.AH{}}
+	m := &Manager{dev: dev, clock: dev.Clock(), cfg: cfg, log: cfg.Logger, rnd: mrand.New(src), listeners: map[uint64]*ID{},
+		conns: map[uint32]*ID{}}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
 	m.hiTID = uint64(m.rnd.Uint32()&0xff) | 1
 	var err error
-	if m.pd, err = dev.AllocPD(); err != nil {
+	if m.agent, err = newAgent(dev, m.log, m.receive, m.deliver); err != nil {
 		return nil, err
 	}
-	if m.cq, err = dev.CreateCQ(recvSlots + sendSlots + 1); err != nil {
-		return nil, err
-	}
-	m.qp1, err = m.pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeGSI, SendCQ: m.cq, RecvCQ: m.cq,
-		Cap: engine.QPCap{MaxSendWR: sendSlots, MaxRecvWR: recvSlots, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range []struct {
-		a    engine.QPAttr
-		mask engine.AttrMask
-	}{
-		{engine.QPAttr{State: engine.QPSInit, QKey: engine.GSIQKey}, engine.AttrState | engine.AttrPKeyIndex | engine.AttrQKey},
-		{engine.QPAttr{State: engine.QPSRTR}, engine.AttrState},
-		{engine.QPAttr{State: engine.QPSRTS}, engine.AttrState | engine.AttrSQPSN},
-	} {
-		if err := m.qp1.Modify(s.a, s.mask); err != nil {
-			return nil, err
-		}
-	}
-	m.buf = make([]byte, recvSlots*recvSlot+sendSlots*mad.Len)
-	if m.mr, err = m.pd.RegMR(m.buf, engine.AccessLocalWrite); err != nil {
-		return nil, err
-	}
-	for i := range recvSlots {
-		if err := m.postRecv(i); err != nil {
-			return nil, err
-		}
-	}
-	// The completion callback runs in whatever goroutine released the device's lock, maybe one
-	// holding the manager's: the MADs are taken in a step of the clock of their own.
-	m.cq.OnCompletion(func() {
-		if m.polling.CompareAndSwap(false, true) {
-			m.clock.Post(0, m.poll)
-		}
-	})
 	return m, nil
 }
 
 // Stats reports the MADs sent and received.
 func (m *Manager) Stats() Stats {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.stats
+	st := m.stats
+	m.mu.Unlock()
+	st.RecvLost = m.agent.lostReceives()
+	return st
+}
+
+// Close ends the manager: every ID is destroyed as Destroy does (a connection disconnected, a
+// request refused, a listener stopped, each saying so to its peer), its timers stopped, its
+// listeners, connections and address handles released, and no event delivered after. QP1, its
+// CQ and its memory go once the messages already posted have left. Every call after, Close's
+// too, answers ErrClosed; Stats still reports.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	for _, id := range m.listeners {
+		m.destroy(id)
+	}
+	for _, id := range m.conns {
+		m.destroy(id)
+	}
+	m.closed = true
+	m.mu.Unlock()
+	m.deliver()
+	return m.agent.close()
 }
 
 // deliver runs what waited for the lock to be released, then hands the events gathered under it
-// to the consumer.
+// to the consumer: those of IDs destroyed meanwhile are not.
 func (m *Manager) deliver() {
 	for {
 		m.mu.Lock()
@@ -181,9 +172,16 @@ func (m *Manager) deliver() {
 			f()
 		}
 		for _, e := range ev {
-			if m.cfg.Events != nil {
+			if m.cfg.Events != nil && m.live(e.ID) {
 				m.cfg.Events(e)
 			}
 		}
 	}
+}
+
+// live says whether an ID's events are still delivered: it is not destroyed.
+func (m *Manager) live(id *ID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !id.destroyed
 }

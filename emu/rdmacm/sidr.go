@@ -15,69 +15,28 @@ import (
 // to send with rdma_cm's Q_Key (UDPQKey) if it is not yet. Established carries the service's QPN,
 // Q_Key and an address handle in qp's PD; a refusal or silence is Unreachable.
 func (m *Manager) ConnectUD(qp *engine.QP, dst netip.Addr, port uint16, private []byte) (*ID, error) {
-	if len(private) > cm.SIDRREQPrivateLen-cm.HeaderLen {
-		return nil, fmt.Errorf("rdmacm: %d bytes of private data, a SIDR_REQ holds %d: %w", len(private), cm.SIDRREQPrivateLen-cm.HeaderLen, syscall.EINVAL)
-	}
-	ah, err := m.ah(dst)
-	if err != nil {
+	if err := fits(private, "SIDR_REQ", cm.SIDRREQPrivateLen-cm.HeaderLen); err != nil {
 		return nil, err
 	}
-	if err := ReadyUD(qp); err != nil {
-		return nil, fmt.Errorf("rdmacm: %w", err)
-	}
-	m.mu.Lock()
-	id := m.newConn(qp, dst, ah, ConnParam{})
-	id.ps, id.tid = cm.PSUDP, m.tidFor(id)
-	hdr := cm.Header{SrcPort: uint16(49152 + m.rnd.IntN(16384)), Src: ah.Source(), Dst: dst}
-	q := cm.SIDRREQ{RequestID: id.local, PKey: 0xffff, ServiceID: cm.ServiceID(cm.PSUDP, port)}
-	if err := hdr.Put(q.Private[:]); err != nil {
-		m.mu.Unlock()
-		return nil, err
-	}
-	copy(q.Private[cm.HeaderLen:], private)
-	msg := encode(q.Put)
-	m.setState(id, stSIDRReqSent)
-	m.send(id, cm.AttrSIDRREQ, msg, true)
-	m.mu.Unlock()
-	m.deliver()
-	return id, nil
-}
-
-// ReadyUD takes a UD QP in RESET or INIT to RTS with rdma_cm's Q_Key, as librdmacm's
-// rdma_create_qp does for a UD ID, so that receives may be posted before ConnectUD or Accept;
-// one in RTS is left as it is.
-func ReadyUD(qp *engine.QP) error {
-	if qp.Type() != engine.QPTypeUD {
-		return fmt.Errorf("QP %#x is not UD: %w", qp.Num(), syscall.EINVAL)
-	}
-	steps := []struct {
-		a    engine.QPAttr
-		mask engine.AttrMask
-	}{
-		{engine.QPAttr{State: engine.QPSInit, Port: 1, QKey: UDPQKey}, engine.AttrState | engine.AttrPKeyIndex | engine.AttrPort | engine.AttrQKey},
-		{engine.QPAttr{State: engine.QPSRTR}, engine.AttrState},
-		{engine.QPAttr{State: engine.QPSRTS}, engine.AttrState | engine.AttrSQPSN},
-	}
-	switch qp.State() {
-	case engine.QPSRTS:
-		return nil
-	case engine.QPSInit:
-		steps = steps[1:]
-	case engine.QPSReset:
-	default:
-		return fmt.Errorf("UD QP %#x in %s: %w", qp.Num(), qp.State(), syscall.EINVAL)
-	}
-	for _, s := range steps {
-		if err := qp.Modify(s.a, s.mask); err != nil {
-			return err
+	return m.dial(qp, dst, ConnParam{}, func() error { return ReadyUD(qp) }, func(id *ID, hdr cm.Header) (uint16, []byte, error) {
+		id.ps = cm.PSUDP
+		q := cm.SIDRREQ{RequestID: id.local, PKey: 0xffff, ServiceID: cm.ServiceID(cm.PSUDP, port)}
+		if err := withHeader(q.Private[:], hdr, private); err != nil {
+			return 0, nil, err
 		}
-	}
-	return nil
+		m.setState(id, stSIDRReqSent)
+		msg, err := encode(q.Put)
+		return cm.AttrSIDRREQ, msg, err
+	})
 }
 
-func (m *Manager) onSIDRREQ(src netip.Addr, tid uint64, msg []byte) {
-	q, _ := cm.ParseSIDRREQ(msg)
-	if id := m.byRemote(src, q.RequestID); id != nil {
+func (m *Manager) onSIDRREQ(in received, q cm.SIDRREQ) {
+	r := incoming{remote: q.RequestID, service: q.ServiceID, ps: cm.PSUDP, private: q.Private[:], served: true}
+	id, ah, v := m.admit(in, r, stSIDRReqRcvd, nil)
+	switch v {
+	case admitted:
+		id.sidr = q
+	case duplicate:
 		// The same request again: the answer again if it went (it may be the one lost); one
 		// the consumer still owes is kept as long again.
 		switch id.state {
@@ -86,36 +45,22 @@ func (m *Manager) onSIDRREQ(src netip.Addr, tid uint64, msg []byte) {
 		case stSIDRReqRcvd:
 			m.armFor(id, m.answerWait(nil))
 		}
-		return
-	}
-	ah, err := m.ahLocked(src)
-	if err != nil {
+	case unreachable:
 		m.stats.Dropped++
-		return
-	}
-	ps, _, ok := cm.SplitServiceID(q.ServiceID)
-	l := m.listeners[q.ServiceID]
-	if _, herr := cm.ParseHeader(q.Private[:]); !ok || ps != cm.PSUDP || l == nil || herr != nil {
+	case unserved, unfit:
 		// Nobody serves it: UNSUPPORTED, as ib_cm answers (cm_reject_sidr_req).
 		rep := cm.SIDRREP{RequestID: q.RequestID, Status: cm.SIDRUnsupported, ServiceID: q.ServiceID}
-		m.sendMAD(ah, tid, cm.AttrSIDRREP, encode(rep.Put))
-		return
+		m.sendOnce(ah, in.hdr.TID, cm.AttrSIDRREP, rep.Put)
+		m.agent.drop(ah)
+	case full:
+		m.agent.drop(ah) // dropped: its sender asks again
 	}
-	if m.waiting >= m.cfg.Backlog {
-		m.stats.Overflow++ // dropped: its sender asks again
-		return
-	}
-	id := m.newConn(nil, src, ah, ConnParam{})
-	id.ps, id.remote, id.tid, id.sidr = cm.PSUDP, q.RequestID, tid, q
-	m.setState(id, stSIDRReqRcvd)
-	m.armFor(id, m.answerWait(nil))
-	m.events = append(m.events, Event{Type: ConnectRequest, ID: id, Private: append([]byte(nil), q.Private[cm.HeaderLen:]...)})
 }
 
 // acceptUD answers a SIDR_REQ with qp, a UD QP, made ready with rdma_cm's Q_Key if it is not.
 func (id *ID) acceptUD(qp *engine.QP, p ConnParam) error {
-	if len(p.Private) > cm.SIDRREPPrivateLen {
-		return fmt.Errorf("rdmacm: %d bytes of private data, a SIDR_REP holds %d: %w", len(p.Private), cm.SIDRREPPrivateLen, syscall.EINVAL)
+	if err := fits(p.Private, "SIDR_REP", cm.SIDRREPPrivateLen); err != nil {
+		return err
 	}
 	if err := ReadyUD(qp); err != nil {
 		return fmt.Errorf("rdmacm: accept: %w", err)
@@ -136,10 +81,11 @@ func (id *ID) acceptUD(qp *engine.QP, p ConnParam) error {
 func (m *Manager) sidrReply(id *ID, status cm.SIDRStatus, qpn, qkey uint32, private []byte) {
 	rep := cm.SIDRREP{RequestID: id.remote, Status: status, QPN: qpn, ServiceID: id.sidr.ServiceID, QKey: qkey}
 	copy(rep.Private[:], private)
-	msg := encode(rep.Put)
-	m.sendMAD(id.ah, id.tid, cm.AttrSIDRREP, msg)
-	if m.answers >= m.cfg.Backlog {
-		m.stats.Overflow++ // not kept: a request that comes again is a new one
+	msg := m.sendOnce(id.ah, id.tid, cm.AttrSIDRREP, rep.Put)
+	if msg == nil || m.answers >= m.cfg.Backlog {
+		if msg != nil {
+			m.stats.Overflow++ // not kept: a request that comes again is a new one
+		}
 		m.forget(id)
 		return
 	}
@@ -149,8 +95,7 @@ func (m *Manager) sidrReply(id *ID, status cm.SIDRStatus, qpn, qkey uint32, priv
 	m.armFor(id, m.responseTimeout()*time.Duration(m.cfg.MaxRetries+1))
 }
 
-func (m *Manager) onSIDRREP(msg []byte) {
-	r, _ := cm.ParseSIDRREP(msg)
+func (m *Manager) onSIDRREP(_ received, r cm.SIDRREP) {
 	id := m.conns[r.RequestID]
 	if id == nil || id.state != stSIDRReqSent {
 		m.stats.Dropped++
@@ -167,10 +112,18 @@ func (m *Manager) onSIDRREP(msg []byte) {
 		ah, err := id.qp.PD().CreateAH(engine.AHAttr{DGID: id.peer, HopLimit: 64})
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if err != nil {
+		switch {
+		case err != nil:
+			// The service answered, but its address is of no use here: as if it had not.
+			m.log.Warn("rdmacm: an address handle to a UD service", "peer", id.peer, "err", err)
 			m.events = append(m.events, Event{Type: Unreachable, ID: id, Status: r.Status, Private: private})
-			return
+		case id.destroyed:
+			// Destroyed meanwhile: nobody takes the handle.
+			if err := ah.Destroy(); err != nil {
+				m.log.Warn("rdmacm: destroying a UD service's address handle", "err", err)
+			}
+		default:
+			m.events = append(m.events, Event{Type: Established, ID: id, Private: private, UD: UDParam{QPN: r.QPN, QKey: r.QKey, AH: ah}})
 		}
-		m.events = append(m.events, Event{Type: Established, ID: id, Private: private, UD: UDParam{QPN: r.QPN, QKey: r.QKey, AH: ah}})
 	})
 }

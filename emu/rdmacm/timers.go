@@ -16,14 +16,10 @@ func (m *Manager) responseTimeout() time.Duration {
 // timeouts of the default 14 (IBTA 12.9.8.3's reasoning: stray packets die out).
 const timewait = 2 * 4096 * time.Nanosecond << 14
 
-// send sends a CM message of attribute attr to id's peer; with retry, it is sent again on the
-// response timeout until answered (stop) or MaxRetries, after which the connection fails. m.mu
-// is held.
-func (m *Manager) send(id *ID, attr uint16, msg []byte, retry bool) {
+// send sends a CM message of attribute attr to id's peer, and again on the response timeout
+// until answered (stop) or MaxRetries, after which the connection fails. m.mu is held.
+func (m *Manager) send(id *ID, attr uint16, msg []byte) {
 	m.sendMAD(id.ah, id.tid, attr, msg)
-	if !retry {
-		return
-	}
 	id.last = append(id.last[:0], msg...)
 	id.lastAttrID = attr
 	id.retries = 0
@@ -57,10 +53,17 @@ func (m *Manager) answerWait(q *cm.REQ) time.Duration {
 	return max(d, cmTime(m.cfg.ServiceTimeout)+m.responseTimeout())
 }
 
-// timeout sends the unanswered message again, or gives the connection up.
+// timeout sends the unanswered message again, or gives the connection up, or ends its time
+// wait.
 func (m *Manager) timeout(id *ID) {
 	m.mu.Lock()
 	switch {
+	case id.state == stTimewait:
+		m.forget(id)
+		m.events = append(m.events, Event{Type: TimewaitExit, ID: id})
+		m.mu.Unlock()
+		m.deliver()
+		return
 	case id.state.waitsConsumer():
 		// The peer stopped waiting for the consumer's answer: so does this side. A REJ
 		// TIMEOUT tells a peer still there; a SIDR request has no such answer.
