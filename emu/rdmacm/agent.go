@@ -51,6 +51,7 @@ type agent struct {
 	released bool
 	recvLost uint64 // receives that could not be posted again
 	ahs      map[netip.Addr]*engine.AH
+	making   map[netip.Addr]*ahCall // handles being made, for whoever asks meanwhile
 	// testHookMakeAH runs before a handle is made, for a test to hold its maker there.
 	testHookMakeAH func()
 }
@@ -61,6 +62,14 @@ type received struct {
 	src  netip.Addr
 	hdr  mad.Header
 	body []byte
+}
+
+// ahCall is a handle being made for a peer, which those who ask for the same peer wait for.
+type ahCall struct {
+	done    chan struct{}
+	ah      *engine.AH
+	err     error
+	waiters int
 }
 
 var (
@@ -75,7 +84,7 @@ var (
 
 // newAgent makes dev's GSI QP and its memory, moves the QP to RTS and posts its receives.
 func newAgent(dev *engine.Device, log *slog.Logger, recv func(received, error), idle func()) (*agent, error) {
-	a := &agent{clock: dev.Clock(), log: log, recv: recv, idle: idle, ahs: map[netip.Addr]*engine.AH{}}
+	a := &agent{clock: dev.Clock(), log: log, recv: recv, idle: idle, ahs: map[netip.Addr]*engine.AH{}, making: map[netip.Addr]*ahCall{}}
 	if err := a.open(dev); err != nil {
 		a.mu.Lock()
 		defer a.mu.Unlock()
@@ -260,32 +269,50 @@ func (a *agent) release() error {
 	return errors.Join(errs...)
 }
 
-// ah is QP1's address handle to dst, kept for the next message; past maxAHs peers, one made for
-// the caller alone, which drop gives back.
+// ah is QP1's address handle to dst: the one kept for dst, made once however many ask at once;
+// past maxAHs peers, one made for the caller alone, which drop gives back.
 func (a *agent) ah(dst netip.Addr) (*engine.AH, error) {
 	a.mu.Lock()
-	ah := a.ahs[dst]
-	closed, hook := a.closed, a.testHookMakeAH
-	a.mu.Unlock()
-	switch {
-	case ah != nil:
+	if ah := a.ahs[dst]; ah != nil {
+		a.mu.Unlock()
 		return ah, nil
-	case closed:
+	}
+	if a.closed {
+		a.mu.Unlock()
 		return nil, ErrClosed
 	}
+	if c := a.making[dst]; c != nil {
+		c.waiters++
+		a.mu.Unlock()
+		<-c.done
+		return c.ah, c.err
+	}
+	if len(a.ahs)+len(a.making) >= maxAHs {
+		a.mu.Unlock()
+		return a.makeAH(dst)
+	}
+	c := &ahCall{done: make(chan struct{})}
+	a.making[dst] = c
+	hook := a.testHookMakeAH
+	a.mu.Unlock()
 	if hook != nil {
 		hook()
 	}
-	ah, err := a.makeAH(dst)
-	if err != nil {
-		return nil, err
-	}
+	// Made outside the lock: resolving the peer's link address may wait for the network.
+	c.ah, c.err = a.makeAH(dst)
 	a.mu.Lock()
-	if len(a.ahs) < maxAHs {
-		a.ahs[dst] = ah
+	delete(a.making, dst)
+	switch {
+	case c.err != nil:
+	case a.closed:
+		c.err = errors.Join(ErrClosed, c.ah.Destroy())
+		c.ah = nil
+	default:
+		a.ahs[dst] = c.ah
 	}
 	a.mu.Unlock()
-	return ah, nil
+	close(c.done)
+	return c.ah, c.err
 }
 
 func (a *agent) makeAH(dst netip.Addr) (*engine.AH, error) {
@@ -310,6 +337,16 @@ func (a *agent) drop(ah *engine.AH) {
 	if err := ah.Destroy(); err != nil {
 		a.log.Warn("rdmacm: destroying an address handle of QP1", "peer", ah.Attr().DGID, "err", err)
 	}
+}
+
+// ahWaiters is how many wait for dst's handle to be made, for a test.
+func (a *agent) ahWaiters(dst netip.Addr) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c := a.making[dst]; c != nil {
+		return c.waiters
+	}
+	return 0
 }
 
 // lostReceives is how many receives could not be posted again.
