@@ -68,14 +68,7 @@ func TestConformanceCM(t *testing.T) {
 	})
 
 	t.Run("C3_lost_REQ_sent_again", func(t *testing.T) {
-		n := newNet(t, rdmacm.Config{ResponseTimeout: 14})
-		_, err := n.b.m.Listen(7174)
-		must(t, err)
-		n.accept()
-		n.fab.AddFault(sim.Fault{Src: "A", Opcodes: []wire.Opcode{wire.UDSendOnly}, Nth: 1, Action: sim.FaultDrop})
-		_, err = n.a.m.Connect(n.a.qp, n.b.dev.IP(), 7174, rdmacm.ConnParam{})
-		must(t, err)
-		n.run()
+		n := connectLosing(t, "A", 1)
 		if n.a.types() != "ESTABLISHED" || n.b.types() != "CONNECT_REQUEST ESTABLISHED" || n.a.m.Stats().Resent != 1 {
 			t.Fatalf("events A %q, B %q, A resent %d", n.a.types(), n.b.types(), n.a.m.Stats().Resent)
 		}
@@ -87,14 +80,7 @@ func TestConformanceCM(t *testing.T) {
 	})
 
 	t.Run("C4_lost_REP_sent_again", func(t *testing.T) {
-		n := newNet(t, rdmacm.Config{ResponseTimeout: 14})
-		_, err := n.b.m.Listen(7174)
-		must(t, err)
-		n.accept()
-		n.fab.AddFault(sim.Fault{Src: "B", Opcodes: []wire.Opcode{wire.UDSendOnly}, Nth: 1, Action: sim.FaultDrop})
-		_, err = n.a.m.Connect(n.a.qp, n.b.dev.IP(), 7174, rdmacm.ConnParam{})
-		must(t, err)
-		n.run()
+		n := connectLosing(t, "B", 1)
 		if n.a.types() != "ESTABLISHED" || n.b.types() != "CONNECT_REQUEST ESTABLISHED" || n.b.m.Stats().Resent != 1 {
 			t.Fatalf("events A %q, B %q, B resent %d", n.a.types(), n.b.types(), n.b.m.Stats().Resent)
 		}
@@ -102,14 +88,7 @@ func TestConformanceCM(t *testing.T) {
 	})
 
 	t.Run("C5_lost_RTU_REP_again_RTU_again", func(t *testing.T) {
-		n := newNet(t, rdmacm.Config{ResponseTimeout: 14})
-		_, err := n.b.m.Listen(7174)
-		must(t, err)
-		n.accept()
-		n.fab.AddFault(sim.Fault{Src: "A", Opcodes: []wire.Opcode{wire.UDSendOnly}, Nth: 2, Action: sim.FaultDrop})
-		_, err = n.a.m.Connect(n.a.qp, n.b.dev.IP(), 7174, rdmacm.ConnParam{})
-		must(t, err)
-		n.run()
+		n := connectLosing(t, "A", 2)
 		if got := strings.Join(n.cmFrames(), " "); got != "1:REQ 2:REP 1:RTU 2:REP 1:RTU" {
 			t.Fatalf("CM messages %s", got)
 		}
@@ -121,12 +100,7 @@ func TestConformanceCM(t *testing.T) {
 
 	t.Run("C6_disconnect_DREQ_DREP_timewait", func(t *testing.T) {
 		n := newNet(t, rdmacm.Config{})
-		_, err := n.b.m.Listen(7174)
-		must(t, err)
-		n.accept()
-		idA, err := n.a.m.Connect(n.a.qp, n.b.dev.IP(), 7174, rdmacm.ConnParam{})
-		must(t, err)
-		n.run()
+		idA := n.connected(rdmacm.ConnParam{})
 		must(t, idA.Disconnect())
 		n.run()
 		if n.a.types() != "ESTABLISHED DISCONNECTED TIMEWAIT_EXIT" || n.b.types() != "CONNECT_REQUEST ESTABLISHED DISCONNECTED TIMEWAIT_EXIT" {
@@ -163,4 +137,13 @@ func TestConformanceCM(t *testing.T) {
 			t.Fatalf("A's events %q, resent %d, QP %s", n.a.types(), n.a.m.Stats().Resent, n.a.qp.State())
 		}
 	})
+}
+
+// connectLosing connects A to B, which accepts, on a response timeout of 4.096 us x 2^14, with
+// the nth CM message that side src sends lost.
+func connectLosing(t *testing.T, src string, nth int) *net2 {
+	n := newNet(t, rdmacm.Config{ResponseTimeout: 14})
+	n.fab.AddFault(sim.Fault{Src: src, Opcodes: []wire.Opcode{wire.UDSendOnly}, Nth: nth, Action: sim.FaultDrop})
+	n.connected(rdmacm.ConnParam{})
+	return n
 }

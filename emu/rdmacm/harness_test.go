@@ -91,6 +91,19 @@ func (s *side) types() string {
 	return strings.Join(out, " ")
 }
 
+// connected has B listen on port 7174 and accept, and A connect with p, and runs until both
+// ends are established; it returns A's ID.
+func (n *net2) connected(p rdmacm.ConnParam) *rdmacm.ID {
+	n.t.Helper()
+	_, err := n.b.m.Listen(7174)
+	must(n.t, err)
+	n.accept()
+	idA, err := n.a.m.Connect(n.a.qp, n.b.dev.IP(), 7174, p)
+	must(n.t, err)
+	n.run()
+	return idA
+}
+
 // accept makes b accept every request with its QP and private data "world".
 func (n *net2) accept() {
 	n.b.onRequest = func(e rdmacm.Event) { must(n.t, e.ID.Accept(n.b.qp, rdmacm.ConnParam{Private: []byte("world")})) }

@@ -16,13 +16,8 @@ import (
 func TestConformanceCMClose(t *testing.T) {
 	t.Run("C17_close_disconnects_releases_refuses", func(t *testing.T) {
 		n := newNet(t, rdmacm.Config{})
-		_, err := n.b.m.Listen(7174)
-		must(t, err)
-		n.accept()
-		idA, err := n.a.m.Connect(n.a.qp, n.b.dev.IP(), 7174, rdmacm.ConnParam{})
-		must(t, err)
-		n.run()
-		_, err = n.a.m.Listen(7175)
+		idA := n.connected(rdmacm.ConnParam{})
+		_, err := n.a.m.Listen(7175)
 		must(t, err)
 		must(t, n.a.m.Close())
 		if h := rdmacm.HeldBy(n.a.m); h.Conns != 0 || h.Listeners != 0 || h.Released {

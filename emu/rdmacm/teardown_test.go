@@ -26,12 +26,7 @@ func holdsNothing(t *testing.T, name string, m *rdmacm.Manager) {
 func TestConformanceCMDestroy(t *testing.T) {
 	t.Run("C16_destroy_established_disconnects_once", func(t *testing.T) {
 		n := newNet(t, rdmacm.Config{})
-		_, err := n.b.m.Listen(7174)
-		must(t, err)
-		n.accept()
-		idA, err := n.a.m.Connect(n.a.qp, n.b.dev.IP(), 7174, rdmacm.ConnParam{})
-		must(t, err)
-		n.run()
+		idA := n.connected(rdmacm.ConnParam{})
 		must(t, idA.Destroy())
 		holdsNothing(t, "A", n.a.m)
 		n.run()
@@ -132,12 +127,7 @@ func TestConformanceCMDestroy(t *testing.T) {
 
 	t.Run("C16_destroy_in_timewait_no_exit", func(t *testing.T) {
 		n := newNet(t, rdmacm.Config{})
-		_, err := n.b.m.Listen(7174)
-		must(t, err)
-		n.accept()
-		idA, err := n.a.m.Connect(n.a.qp, n.b.dev.IP(), 7174, rdmacm.ConnParam{Private: []byte("x")})
-		must(t, err)
-		n.run()
+		idA := n.connected(rdmacm.ConnParam{Private: []byte("x")})
 		must(t, idA.Disconnect())
 		n.sim.RunFor(time.Millisecond)
 		if idA.State() != "TIMEWAIT" {

@@ -152,8 +152,7 @@ func ParseHeader(p []byte) (Header, error) {
 		return h, fmt.Errorf("%w: IP version %d", ErrHeader, p[1]>>4)
 	}
 	src, dst := addrsAt(p, h.IPv6)
-	h.Src, _ = netip.AddrFromSlice(src)
-	h.Dst, _ = netip.AddrFromSlice(dst)
+	h.Src, h.Dst = addrFrom(src), addrFrom(dst)
 	if h.Version != 0 {
 		return h, fmt.Errorf("%w: version %d", ErrHeader, h.Version)
 	}
@@ -183,6 +182,14 @@ func (h *Header) Put(p []byte) error {
 	copy(a, src.AsSlice())
 	copy(b, dst.AsSlice())
 	return nil
+}
+
+// addrFrom reads an address of the 4 or 16 bytes addrsAt gives.
+func addrFrom(b []byte) netip.Addr {
+	if len(b) == 4 {
+		return netip.AddrFrom4([4]byte(b))
+	}
+	return netip.AddrFrom16([16]byte(b))
 }
 
 // addrsAt is where the header keeps its source and destination addresses: all sixteen bytes
