@@ -2,7 +2,6 @@ package rdmacm
 
 import (
 	"bytes"
-	"encoding/binary"
 	mrand "math/rand/v2"
 	"net/netip"
 	"slices"
@@ -382,8 +381,10 @@ func TestHostilePeer(t *testing.T) {
 				b := cmMAD(rapid.Uint64().Draw(rt, "tid"), attr, hostileMessage(rt, attr, local, remote))
 				if rapid.IntRange(0, 4).Draw(rt, "from") == 0 {
 					// From the legitimate peer's address: B's manager sends it.
+					h, err := mad.Parse(b)
+					hmust(t, err)
 					n.b.mu.Lock()
-					n.b.sendMAD(n.bToA, binary.BigEndian.Uint64(b[8:]), attr, b[mad.HeaderLen:])
+					n.b.sendMAD(n.bToA, h.TID, attr, b[mad.HeaderLen:])
 					n.b.mu.Unlock()
 				} else {
 					n.raw(b)

@@ -2,7 +2,7 @@
 // Linux's ib_cm speaks it on RoCEv2, with rdma_cm's addressing on top (IP addresses and ports,
 // the TCP port space's service IDs, rdma_cm's header first in a REQ's private data), and a Go API
 // in the spirit of librdmacm: listen, connect with private data and connection parameters, accept,
-// reject, disconnect, and an event stream. It moves the QPs it connects through INIT, RTR and RTS
+// reject, disconnect, destroy an ID, close the manager, and an event stream. It moves the QPs it connects through INIT, RTR and RTS
 // itself, as the kernel's rdma_cm does. Every timeout runs on the device's clock, so in the
 // simulator a connection is set up deterministically in virtual time.
 //
@@ -15,6 +15,11 @@
 // Every ID ends on the device's clock whatever the peer does or fails to do: a request nobody
 // answers when its sender would have stopped waiting, every message sent when its retries are
 // spent, a time wait when it is over.
+//
+// Its files follow Linux's split of the same work: agent.go is the MAD agent on QP1 (mad.c);
+// ibcm.go, establish.go, teardown.go and timers.go the IB CM's state machine (cm.c), sidr.go its
+// service ID resolution; cma.go the rdma_cm API (cma.c), and qp.go the moves it makes of its
+// consumers' QPs.
 package rdmacm
 
 import (
