@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	mrand "math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 
@@ -154,5 +155,74 @@ func TestConnectionsUnderLoss(t *testing.T) {
 				t.Fatalf("seed %d: %v", seed, count)
 			}
 		}
+	}
+}
+
+// TestConnectDestroyHeapFlat: 10,000 connections made and destroyed, 100 at a time, each side
+// destroying its ID and its QP (the connecting side first, the other on its DISCONNECTED),
+// leave the heap where the first 1,000 left it, and neither manager holds an ID after.
+func TestConnectDestroyHeapFlat(t *testing.T) {
+	const batch, bound = 100, 256 << 10
+	f := newFleet(7, sim.LinkConfig{})
+	accepted := map[*rdmacm.ID]*engine.QP{}
+	established := 0
+	mA, err := rdmacm.New(f.devA, rdmacm.Config{Rand: mrand.NewPCG(7, 1), Events: func(e rdmacm.Event) {
+		if e.Type == rdmacm.Established {
+			established++
+		}
+	}})
+	must(t, err)
+	mB, err := rdmacm.New(f.devB, rdmacm.Config{Rand: mrand.NewPCG(7, 2), Events: func(e rdmacm.Event) {
+		switch e.Type {
+		case rdmacm.ConnectRequest:
+			qp := f.qp(t, false)
+			accepted[e.ID] = qp
+			must(t, e.ID.Accept(qp, rdmacm.ConnParam{}))
+		case rdmacm.Disconnected:
+			must(t, e.ID.Destroy())
+			must(t, accepted[e.ID].Destroy())
+			delete(accepted, e.ID)
+		}
+	}})
+	must(t, err)
+	_, err = mB.Listen(7174)
+	must(t, err)
+	ids, qps := make([]*rdmacm.ID, batch), make([]*engine.QP, batch)
+	rounds := func(n int) {
+		for range n {
+			for i := range batch {
+				qps[i] = f.qp(t, true)
+				ids[i], err = mA.Connect(qps[i], f.devB.IP(), 7174, rdmacm.ConnParam{})
+				must(t, err)
+			}
+			f.sim.RunUntilIdle(0)
+			for i := range batch {
+				must(t, ids[i].Destroy())
+			}
+			f.sim.RunUntilIdle(0)
+			for i := range batch {
+				must(t, qps[i].Destroy())
+			}
+		}
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	rounds(1000 / batch)
+	after1k := heap()
+	rounds(9000 / batch)
+	after10k := heap()
+	t.Logf("heap after 1,000 connections %d bytes, after 10,000 %d", after1k, after10k)
+	if established != 10000 || len(accepted) != 0 {
+		t.Fatalf("%d established, %d accepted left", established, len(accepted))
+	}
+	if a, b := rdmacm.HeldBy(mA), rdmacm.HeldBy(mB); a.Conns != 0 || a.Listeners != 0 || b.Conns != 0 || b.Listeners != 1 {
+		t.Fatalf("A holds %+v, B %+v", a, b)
+	}
+	if after10k > after1k+bound {
+		t.Fatalf("the heap grew by %d bytes from 1,000 connections to 10,000", after10k-after1k)
 	}
 }

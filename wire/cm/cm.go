@@ -2,32 +2,45 @@
 // chapter 12) as Linux's ib_cm puts them in MADs on RoCEv2: REQ, MRA, REJ, REP, RTU, DREQ, DREP,
 // SIDR_REQ and SIDR_REP, and the header rdma_cm puts first in a REQ's or SIDR_REQ's private data
 // (cma_hdr) with the service IDs of its port spaces. Each message is the 232 bytes after the MAD's
-// 24-byte common header (see wire/mad); fields are big-endian, and packed fields take their bits
-// from the most significant down, as the tables of chapter 12 lay them out. It imports nothing of
-// softirdma and holds no state: the connection manager that sends them is elsewhere.
+// 24-byte common header (see wire/mad, whose attribute IDs and lengths it shares); fields are
+// big-endian, and packed fields take their bits from the most significant down, as the tables of
+// chapter 12 lay them out. It imports nothing of softirdma but wire/mad and holds no state: the
+// connection manager that sends them is elsewhere.
 package cm
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/softirdma/softirdma/wire/mad"
 )
 
 // DataLen is the length of a CM message: a 256-byte MAD less its common header.
-const DataLen = 232
+const DataLen = mad.Len - mad.HeaderLen
 
-// Attribute IDs of the connection manager's messages (the MAD header's AttrID).
+// Attribute IDs of the connection manager's messages (the MAD header's AttrID): wire/mad's, by
+// the names of this package's messages.
 const (
-	AttrREQ     uint16 = 0x0010
-	AttrMRA     uint16 = 0x0011
-	AttrREJ     uint16 = 0x0012
-	AttrREP     uint16 = 0x0013
-	AttrRTU     uint16 = 0x0014
-	AttrDREQ    uint16 = 0x0015
-	AttrDREP    uint16 = 0x0016
-	AttrSIDRREQ uint16 = 0x0017
-	AttrSIDRREP uint16 = 0x0018
+	AttrREQ     = mad.CMREQ
+	AttrMRA     = mad.CMMRA
+	AttrREJ     = mad.CMREJ
+	AttrREP     = mad.CMREP
+	AttrRTU     = mad.CMRTU
+	AttrDREQ    = mad.CMDREQ
+	AttrDREP    = mad.CMDREP
+	AttrSIDRREQ = mad.CMSIDRREQ
+	AttrSIDRREP = mad.CMSIDRREP
 )
+
+// ClassVersion is the connection manager class version Linux's ib_cm sends (IB_CM_CLASS_VERSION).
+const ClassVersion = 2
+
+// MADHeader is the common MAD header of a CM message of attribute attr in transaction tid, as
+// ib_cm sends one: base version 1, the CM class of version 2, method Send.
+func MADHeader(tid uint64, attr uint16) mad.Header {
+	return mad.Header{BaseVersion: mad.BaseVersion, MgmtClass: mad.ClassCM, ClassVersion: ClassVersion, Method: mad.MethodSend, TID: tid, AttrID: attr}
+}
 
 // Private data lengths (IBTA table 105).
 const (
@@ -52,6 +65,26 @@ func check(b []byte) error {
 		return fmt.Errorf("%w, not %d", ErrLen, len(b))
 	}
 	return nil
+}
+
+// begin readies b for a Put: DataLen bytes, all zero, so that reserved bits are.
+func begin(b []byte) error {
+	if err := check(b); err != nil {
+		return err
+	}
+	clear(b)
+	return nil
+}
+
+// ids reads the two communication IDs most messages start with: the sender's, then the
+// receiver's.
+func ids(b []byte) (local, remote uint32) {
+	return binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:])
+}
+
+func putIDs(b []byte, local, remote uint32) {
+	binary.BigEndian.PutUint32(b, local)
+	binary.BigEndian.PutUint32(b[4:], remote)
 }
 
 // get24 reads the 24 bits at the top of the big-endian word at b.
@@ -174,10 +207,9 @@ func ParseREQ(b []byte) (REQ, error) {
 
 // Put writes the REQ into b, which must be DataLen bytes; reserved bits are zero.
 func (m *REQ) Put(b []byte) error {
-	if err := check(b); err != nil {
+	if err := begin(b); err != nil {
 		return err
 	}
-	clear(b)
 	binary.BigEndian.PutUint32(b, m.LocalCommID)
 	binary.BigEndian.PutUint64(b[8:], m.ServiceID)
 	binary.BigEndian.PutUint64(b[16:], m.LocalCAGUID)
@@ -221,7 +253,7 @@ func ParseMRA(b []byte) (MRA, error) {
 	if err := check(b); err != nil {
 		return m, err
 	}
-	m.LocalCommID, m.RemoteCommID = binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:])
+	m.LocalCommID, m.RemoteCommID = ids(b)
 	m.MessageMRAed, m.ServiceTimeout = bits(b[8], 0, 2), bits(b[9], 0, 5)
 	copy(m.Private[:], b[10:])
 	return m, nil
@@ -229,12 +261,10 @@ func ParseMRA(b []byte) (MRA, error) {
 
 // Put writes the MRA into b.
 func (m *MRA) Put(b []byte) error {
-	if err := check(b); err != nil {
+	if err := begin(b); err != nil {
 		return err
 	}
-	clear(b)
-	binary.BigEndian.PutUint32(b, m.LocalCommID)
-	binary.BigEndian.PutUint32(b[4:], m.RemoteCommID)
+	putIDs(b, m.LocalCommID, m.RemoteCommID)
 	setBits(&b[8], 0, 2, m.MessageMRAed)
 	setBits(&b[9], 0, 5, m.ServiceTimeout)
 	copy(b[10:], m.Private[:])
@@ -257,7 +287,7 @@ func ParseREJ(b []byte) (REJ, error) {
 	if err := check(b); err != nil {
 		return m, err
 	}
-	m.LocalCommID, m.RemoteCommID = binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:])
+	m.LocalCommID, m.RemoteCommID = ids(b)
 	m.MessageRejected, m.RejectedInfoLength = bits(b[8], 0, 2), bits(b[9], 0, 7)
 	m.Reason = RejectReason(binary.BigEndian.Uint16(b[10:]))
 	copy(m.ARI[:], b[12:84])
@@ -267,12 +297,10 @@ func ParseREJ(b []byte) (REJ, error) {
 
 // Put writes the REJ into b.
 func (m *REJ) Put(b []byte) error {
-	if err := check(b); err != nil {
+	if err := begin(b); err != nil {
 		return err
 	}
-	clear(b)
-	binary.BigEndian.PutUint32(b, m.LocalCommID)
-	binary.BigEndian.PutUint32(b[4:], m.RemoteCommID)
+	putIDs(b, m.LocalCommID, m.RemoteCommID)
 	setBits(&b[8], 0, 2, m.MessageRejected)
 	setBits(&b[9], 0, 7, m.RejectedInfoLength)
 	binary.BigEndian.PutUint16(b[10:], uint16(m.Reason))
@@ -305,7 +333,7 @@ func ParseREP(b []byte) (REP, error) {
 	if err := check(b); err != nil {
 		return m, err
 	}
-	m.LocalCommID, m.RemoteCommID = binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:])
+	m.LocalCommID, m.RemoteCommID = ids(b)
 	m.LocalQKey = binary.BigEndian.Uint32(b[8:])
 	m.LocalQPN, m.LocalEECN, m.StartingPSN = get24(b[12:]), get24(b[16:]), get24(b[20:])
 	m.ResponderResources, m.InitiatorDepth = b[24], b[25]
@@ -318,12 +346,10 @@ func ParseREP(b []byte) (REP, error) {
 
 // Put writes the REP into b.
 func (m *REP) Put(b []byte) error {
-	if err := check(b); err != nil {
+	if err := begin(b); err != nil {
 		return err
 	}
-	clear(b)
-	binary.BigEndian.PutUint32(b, m.LocalCommID)
-	binary.BigEndian.PutUint32(b[4:], m.RemoteCommID)
+	putIDs(b, m.LocalCommID, m.RemoteCommID)
 	binary.BigEndian.PutUint32(b[8:], m.LocalQKey)
 	put24(b[12:], m.LocalQPN)
 	put24(b[16:], m.LocalEECN)
@@ -357,7 +383,7 @@ func parsePair(b []byte, priv int, qpn bool) (Pair, error) {
 	if err := check(b); err != nil {
 		return m, err
 	}
-	m.LocalCommID, m.RemoteCommID = binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:])
+	m.LocalCommID, m.RemoteCommID = ids(b)
 	if qpn {
 		m.RemoteQPN = get24(b[8:])
 	}
@@ -379,8 +405,7 @@ func (m *Pair) put(b []byte, priv int, qpn bool) error {
 		return fmt.Errorf("cm: %d bytes of private data, the message holds %d", len(m.Private), DataLen-priv)
 	}
 	clear(b)
-	binary.BigEndian.PutUint32(b, m.LocalCommID)
-	binary.BigEndian.PutUint32(b[4:], m.RemoteCommID)
+	putIDs(b, m.LocalCommID, m.RemoteCommID)
 	if qpn {
 		put24(b[8:], m.RemoteQPN)
 	}
@@ -409,10 +434,9 @@ func ParseSIDRREQ(b []byte) (SIDRREQ, error) {
 
 // Put writes the SIDR_REQ into b.
 func (m *SIDRREQ) Put(b []byte) error {
-	if err := check(b); err != nil {
+	if err := begin(b); err != nil {
 		return err
 	}
-	clear(b)
 	binary.BigEndian.PutUint32(b, m.RequestID)
 	binary.BigEndian.PutUint16(b[4:], m.PKey)
 	binary.BigEndian.PutUint64(b[8:], m.ServiceID)
@@ -447,10 +471,9 @@ func ParseSIDRREP(b []byte) (SIDRREP, error) {
 
 // Put writes the SIDR_REP into b.
 func (m *SIDRREP) Put(b []byte) error {
-	if err := check(b); err != nil {
+	if err := begin(b); err != nil {
 		return err
 	}
-	clear(b)
 	binary.BigEndian.PutUint32(b, m.RequestID)
 	b[4], b[5] = byte(m.Status), m.AddInfoLen
 	put24(b[8:], m.QPN)

@@ -146,15 +146,13 @@ func ParseHeader(p []byte) (Header, error) {
 	h.Version = p[0]
 	switch p[1] >> 4 {
 	case 4:
-		h.Src = netip.AddrFrom4([4]byte(p[16:20]))
-		h.Dst = netip.AddrFrom4([4]byte(p[32:36]))
 	case 6:
 		h.IPv6 = true
-		h.Src = netip.AddrFrom16([16]byte(p[4:20]))
-		h.Dst = netip.AddrFrom16([16]byte(p[20:36]))
 	default:
 		return h, fmt.Errorf("%w: IP version %d", ErrHeader, p[1]>>4)
 	}
+	src, dst := addrsAt(p, h.IPv6)
+	h.Src, h.Dst = addrFrom(src), addrFrom(dst)
 	if h.Version != 0 {
 		return h, fmt.Errorf("%w: version %d", ErrHeader, h.Version)
 	}
@@ -172,19 +170,33 @@ func (h *Header) Put(p []byte) error {
 	p[0] = h.Version
 	binary.BigEndian.PutUint16(p[2:], h.SrcPort)
 	src, dst := h.Src.Unmap(), h.Dst.Unmap()
-	switch {
-	case src.Is4() && dst.Is4() && !h.IPv6:
-		p[1] = 4 << 4
-		a, b := src.As4(), dst.As4()
-		copy(p[16:20], a[:])
-		copy(p[32:36], b[:])
-	case src.IsValid() && dst.IsValid():
-		p[1] = 6 << 4
-		a, b := h.Src.As16(), h.Dst.As16()
-		copy(p[4:20], a[:])
-		copy(p[20:36], b[:])
-	default:
+	if !src.IsValid() || !dst.IsValid() {
 		return errors.New("cm: a header needs both addresses")
 	}
+	p[1] = 4 << 4
+	if v6 := h.IPv6 || !src.Is4() || !dst.Is4(); v6 {
+		p[1] = 6 << 4
+		src, dst = netip.AddrFrom16(src.As16()), netip.AddrFrom16(dst.As16())
+	}
+	a, b := addrsAt(p, p[1] == 6<<4)
+	copy(a, src.AsSlice())
+	copy(b, dst.AsSlice())
 	return nil
+}
+
+// addrFrom reads an address of the 4 or 16 bytes addrsAt gives.
+func addrFrom(b []byte) netip.Addr {
+	if len(b) == 4 {
+		return netip.AddrFrom4([4]byte(b))
+	}
+	return netip.AddrFrom16([16]byte(b))
+}
+
+// addrsAt is where the header keeps its source and destination addresses: all sixteen bytes
+// of each for IPv6, the last four for IPv4.
+func addrsAt(p []byte, v6 bool) (src, dst []byte) {
+	if v6 {
+		return p[4:20], p[20:36]
+	}
+	return p[16:20], p[32:36]
 }

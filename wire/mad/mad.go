@@ -1,7 +1,8 @@
-// Package mad reads the common header of InfiniBand management datagrams (MADs, IBTA 13.4.2): the
-// 256-byte datagrams the GSI QP (QP1) carries, such as the connection manager's REQ, REP and RTU.
-// It names management classes, methods and the connection manager's attributes, for tools that
-// show what crossed the wire. It reads; it answers nothing.
+// Package mad reads and writes the common header of InfiniBand management datagrams (MADs, IBTA
+// 13.4.2): the 256-byte datagrams the GSI QP (QP1) carries, such as the connection manager's REQ,
+// REP and RTU. It names management classes, methods and the connection manager's attributes, for
+// tools that show what crossed the wire and for the connection manager that sends them. It holds
+// no state and answers nothing.
 package mad
 
 import (
@@ -16,8 +17,11 @@ const (
 	HeaderLen = 24
 )
 
-// GSIQKey is the Q_Key of every datagram to or from a GSI QP.
+// GSIQKey is the Q_Key of every datagram to or from a GSI QP (IBTA 13.5.3.1).
 const GSIQKey = 0x80010000
+
+// BaseVersion is the base version of every MAD this package knows (IBTA 13.4.2).
+const BaseVersion = 1
 
 // Header is the common MAD header.
 type Header struct {
@@ -54,6 +58,22 @@ func Parse(b []byte) (Header, error) {
 	}, nil
 }
 
+// Put writes h as the common header at the start of b, which must hold at least HeaderLen bytes;
+// the rest of b is left as it is.
+func (h Header) Put(b []byte) error {
+	if len(b) < HeaderLen {
+		return fmt.Errorf("mad: %d bytes for the %d-byte common header", len(b), HeaderLen)
+	}
+	b[0], b[1], b[2], b[3] = h.BaseVersion, byte(h.MgmtClass), h.ClassVersion, byte(h.Method)
+	binary.BigEndian.PutUint16(b[4:], h.Status)
+	binary.BigEndian.PutUint16(b[6:], h.ClassSpecific)
+	binary.BigEndian.PutUint64(b[8:], h.TID)
+	binary.BigEndian.PutUint16(b[16:], h.AttrID)
+	binary.BigEndian.PutUint16(b[18:], 0) // reserved
+	binary.BigEndian.PutUint32(b[20:], h.AttrModifier)
+	return nil
+}
+
 // Class is a management class (IBTA table 135).
 type Class uint8
 
@@ -77,13 +97,10 @@ var classNames = map[Class]string{
 
 // String is the class's short name, or its number.
 func (c Class) String() string {
-	if s, ok := classNames[c]; ok {
-		return s
-	}
-	if c >= 0x30 && c <= 0x4f || c >= 0x09 && c <= 0x0f {
+	if _, known := classNames[c]; !known && (c >= 0x30 && c <= 0x4f || c >= 0x09 && c <= 0x0f) {
 		return fmt.Sprintf("Vendor(0x%02x)", uint8(c))
 	}
-	return fmt.Sprintf("0x%02x", uint8(c))
+	return nameOr(classNames, c, "0x%02x")
 }
 
 // Method is a MAD's method; the high bit marks a response.
@@ -107,12 +124,7 @@ var methodNames = map[Method]string{
 }
 
 // String is the method's name, or its number.
-func (m Method) String() string {
-	if s, ok := methodNames[m]; ok {
-		return s
-	}
-	return fmt.Sprintf("0x%02x", uint8(m))
-}
+func (m Method) String() string { return nameOr(methodNames, m, "0x%02x") }
 
 // Connection manager attributes (IBTA table 104): the messages of connection establishment.
 const (
@@ -142,11 +154,17 @@ func (h Header) AttrName() string {
 		return "ClassPortInfo"
 	}
 	if h.MgmtClass == ClassCM {
-		if s, ok := cmAttrNames[h.AttrID]; ok {
-			return s
-		}
+		return nameOr(cmAttrNames, h.AttrID, "0x%04x")
 	}
 	return fmt.Sprintf("0x%04x", h.AttrID)
+}
+
+// nameOr is k's name in names, or k formatted as a number.
+func nameOr[K ~uint8 | ~uint16](names map[K]string, k K, format string) string {
+	if s, ok := names[k]; ok {
+		return s
+	}
+	return fmt.Sprintf(format, uint64(k)) // as a number: k's own String would come back here
 }
 
 // String is "class/attribute method", as "CM/REQ Send".

@@ -1,6 +1,7 @@
 package mad
 
 import (
+	"bytes"
 	"encoding/binary"
 	"testing"
 )
@@ -63,5 +64,39 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("% x: %+v %v", b[:HeaderLen], h, err)
 		}
 		_ = h.String()
+		// Written back, the header is the bytes it was read from, but for the reserved field.
+		out := make([]byte, HeaderLen)
+		if err := h.Put(out); err != nil {
+			t.Fatal(err)
+		}
+		in := bytes.Clone(b[:HeaderLen])
+		in[18], in[19] = 0, 0
+		if !bytes.Equal(out, in) {
+			t.Fatalf("% x written as % x", in, out)
+		}
 	})
+}
+
+// TestPut: the header Parse reads writes back to the same bytes, the reserved field zero, and
+// the bytes after the header are left alone.
+func TestPut(t *testing.T) {
+	h := Header{BaseVersion: BaseVersion, MgmtClass: ClassCM, ClassVersion: 2, Method: MethodSend, Status: 0x0102,
+		ClassSpecific: 0x0304, TID: 0x0506_0708_090a_0b0c, AttrID: CMREP, AttrModifier: 0x0d0e0f10}
+	b := make([]byte, Len)
+	for i := range b {
+		b[i] = 0xee
+	}
+	if err := h.Put(b); err != nil {
+		t.Fatal(err)
+	}
+	want := []byte{1, 7, 2, 3, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0, 0x13, 0, 0, 0x0d, 0x0e, 0x0f, 0x10, 0xee}
+	if !bytes.Equal(b[:HeaderLen+1], want) {
+		t.Fatalf("% x", b[:HeaderLen+1])
+	}
+	if g, err := Parse(b); err != nil || g != h {
+		t.Fatalf("%+v %v", g, err)
+	}
+	if err := h.Put(b[:HeaderLen-1]); err == nil || err.Error() != "mad: 23 bytes for the 24-byte common header" {
+		t.Fatalf("short: %v", err)
+	}
 }
