@@ -332,6 +332,7 @@ func (a QPAttr) SetSQPSN(v uint32)          { put32(a[QPAttrSQPSN:], v) }
 func (a QPAttr) FlowLabel() uint32          { return get32(a[QPAttrFlowLabel:]) }
 func (a QPAttr) SetFlowLabel(v uint32)      { put32(a[QPAttrFlowLabel:], v) }
 func (a QPAttr) DGID() []byte               { return part(a, QPAttrDGID, 16) }
+func (a QPAttr) DMAC() []byte               { return part(a, QPAttrDMAC, 6) }
 func (a QPAttr) MaxSendWR() uint32          { return get32(a[QPAttrMaxSendWR:]) }
 func (a QPAttr) SetMaxSendWR(v uint32)      { put32(a[QPAttrMaxSendWR:], v) }
 func (a QPAttr) MaxRecvWR() uint32          { return get32(a[QPAttrMaxRecvWR:]) }
