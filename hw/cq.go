@@ -181,18 +181,20 @@ func (c *cq) unpolled() bool {
 // eqElemLog is log2 of abi.EQEntrySize: an EQ's elements are its entries.
 const eqElemLog = 4
 
-func (f *Function) createEQLocked(args []byte, result func(int, uint32)) error {
-	kind, vector := args[abi.CreateEQKind], binary.LittleEndian.Uint16(args[abi.CreateEQVector:])
+func (f *Function) createEQLocked(args abi.CreateEQArgs, result func(int, uint32)) error {
+	kind, vector := args.Kind(), args.Vector()
 	if kind > abi.EQAsync || vector >= abi.NumVectors {
 		return errf(syscall.EINVAL, "EQ kind %d, vector %d", kind, vector)
 	}
 	if len(f.eqs) >= abi.NumVectors { // what RegMaxEQ says
 		return errf(syscall.ENOMEM, "all %d EQs in use", abi.NumVectors)
 	}
-	var q [abi.QueueArgsSize]byte
-	q[abi.QueueLogCount], q[abi.QueueLogElem] = args[abi.CreateEQLogCount], eqElemLog
-	copy(q[abi.QueuePages:], args[abi.CreateEQPages:abi.CreateEQPages+abi.PageListSize])
-	r, err := newRing(&f.mem, q[:], abi.EQEntrySize, abi.EQMaxLog)
+	var qb [abi.QueueArgsSize]byte
+	q := abi.QueueArgs(qb[:])
+	q.SetLogCount(args.LogCount())
+	q.SetLogElem(eqElemLog)
+	copy(q.Pages(), args.Pages())
+	r, err := newRing(&f.mem, q, abi.EQEntrySize, abi.EQMaxLog)
 	if err != nil {
 		return err
 	}
@@ -229,25 +231,19 @@ func (f *Function) destroyEQLocked(n uint32) error {
 	return nil
 }
 
-func (f *Function) createCQLocked(args []byte, result func(int, uint32)) error {
-	r, err := newRing(&f.mem, args[abi.CreateCQQueue:abi.CreateCQQueue+abi.QueueArgsSize], abi.CQESize, abi.CQMaxLog)
+func (f *Function) createCQLocked(args abi.CreateCQArgs, result func(int, uint32)) error {
+	r, err := newRing(&f.mem, args.Queue(), abi.CQESize, abi.CQMaxLog)
 	if err != nil {
 		return err
 	}
 	var e *eq
-	if n := binary.LittleEndian.Uint32(args[abi.CreateCQEQ:]); n != abi.CQNoEQ {
+	if n := args.EQ(); n != abi.CQNoEQ {
 		var ok bool
 		if e, ok = f.eqs[n]; !ok || e.kind != abi.EQCompletion {
 			return errf(syscall.ENOENT, "completion EQ %d", n)
 		}
 	}
-	slot := -1
-	for i, c := range f.cqSlots {
-		if c == nil {
-			slot = i
-			break
-		}
-	}
+	slot := freeSlot(f.cqSlots[:])
 	if slot < 0 {
 		return errf(syscall.ENOMEM, "all %d CQ slots in use", len(f.cqSlots))
 	}
@@ -283,7 +279,7 @@ func (f *Function) destroyCQLocked(n uint32) error {
 
 // resizeCQLocked moves the CQ to a new ring, carrying over the completions not yet polled:
 // they start the new ring, whose producer index is their count.
-func (f *Function) resizeCQLocked(n uint32, args []byte) error {
+func (f *Function) resizeCQLocked(n uint32, args abi.QueueArgs) error {
 	c, ok := f.cqs[n]
 	if !ok {
 		return errf(syscall.ENOENT, "CQ %d", n)

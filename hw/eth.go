@@ -26,9 +26,8 @@ type ethRing struct {
 
 // createEthRingLocked makes the TX or RX ring (one of each). An RX ring takes the engine's
 // frames that are not RoCEv2 for it from then on.
-func (f *Function) createEthRingLocked(args []byte) error {
-	kind, vector := args[abi.EthRingKind], int(binary.LittleEndian.Uint16(args[abi.EthRingVector:]))
-	flags := binary.LittleEndian.Uint32(args[abi.EthRingFlags:])
+func (f *Function) createEthRingLocked(args abi.EthRingArgs) error {
+	kind, vector, flags := args.Kind(), int(args.Vector()), args.Flags()
 	switch {
 	case kind != abi.EthTX && kind != abi.EthRX:
 		return errf(syscall.EINVAL, "Ethernet ring kind %d", kind)
@@ -39,7 +38,7 @@ func (f *Function) createEthRingLocked(args []byte) error {
 	case flags&^abi.EthRingPromisc != 0:
 		return errf(syscall.EINVAL, "Ethernet ring flags 0x%x", flags)
 	}
-	r, err := newRing(&f.mem, args[abi.EthRingQueue:abi.EthRingQueue+abi.QueueArgsSize], abi.EthDescSize, abi.EthMaxLog)
+	r, err := newRing(&f.mem, args.Queue(), abi.EthDescSize, abi.EthMaxLog)
 	if err != nil {
 		return err
 	}

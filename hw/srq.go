@@ -82,9 +82,8 @@ func decodeRecv(elem []byte, maxSGE int) engine.RecvWR {
 	return wr
 }
 
-func (f *Function) createSRQLocked(args []byte, result func(int, uint32)) error {
-	le := binary.LittleEndian
-	pdn, maxSGE, limit := le.Uint32(args[abi.CreateSRQPD:]), le.Uint32(args[abi.CreateSRQMaxSGE:]), le.Uint32(args[abi.CreateSRQLimit:])
+func (f *Function) createSRQLocked(args abi.CreateSRQArgs, result func(int, uint32)) error {
+	pdn, maxSGE, limit := args.PD(), args.MaxSGE(), args.Limit()
 	p, err := f.pdLocked(pdn)
 	if err != nil {
 		return err
@@ -92,7 +91,7 @@ func (f *Function) createSRQLocked(args []byte, result func(int, uint32)) error 
 	if maxSGE < 1 || maxSGE > uint32(engine.DefaultLimits.MaxSGE) {
 		return errf(syscall.EINVAL, "%d SGEs, 1 to %d", maxSGE, engine.DefaultLimits.MaxSGE)
 	}
-	r, err := newRing(&f.mem, args[abi.CreateSRQQueue:abi.CreateSRQQueue+abi.QueueArgsSize],
+	r, err := newRing(&f.mem, args.Queue(),
 		abi.RecvWQESize+abi.SGESize*int(maxSGE), ringLog(engine.DefaultLimits.MaxSRQWR))
 	if err != nil {
 		return err
@@ -120,7 +119,7 @@ func (f *Function) createSRQLocked(args []byte, result func(int, uint32)) error 
 // as ibv_modify_srq's IBV_SRQ_MAX_WR): the receives posted and not yet taken are copied to the
 // start of the new ring, in order, and its producer and consumer indices set for them, as rxe
 // resizes a queue. A ring too small for them is EINVAL, and a refused modify changes nothing.
-func (f *Function) modifySRQLocked(n, mask, limit uint32, queue []byte) error {
+func (f *Function) modifySRQLocked(n, mask, limit uint32, queue abi.QueueArgs) error {
 	s, ok := f.srqs[n]
 	switch {
 	case !ok:
