@@ -54,19 +54,19 @@ func (d *Driver) createQP(pd uint32, scq, rcq *CQ, srq *SRQ, c QPCaps) (*QP, err
 			return nil, err
 		}
 	}
-	a := make([]byte, abi.CreateQPArgsSize)
-	le.PutUint32(a[abi.CreateQPPD:], pd)
-	a[abi.CreateQPType] = abi.QPTypeRC
-	le.PutUint32(a[abi.CreateQPSendCQ:], scq.Num)
-	le.PutUint32(a[abi.CreateQPRecvCQ:], rcq.Num)
-	le.PutUint32(a[abi.CreateQPMaxInline:], uint32(c.MaxInline))
-	le.PutUint16(a[abi.CreateQPSendSGE:], uint16(c.MaxSendSGE))
-	le.PutUint16(a[abi.CreateQPRecvSGE:], uint16(c.MaxRecvSGE))
-	sq.putArgs(a[abi.CreateQPSQ:])
+	a := make(abi.CreateQPArgs, abi.CreateQPArgsSize)
+	a.SetPD(pd)
+	a.SetType(abi.QPTypeRC)
+	a.SetSendCQ(scq.Num)
+	a.SetRecvCQ(rcq.Num)
+	a.SetMaxInline(uint32(c.MaxInline))
+	a.SetSendSGE(uint16(c.MaxSendSGE))
+	a.SetRecvSGE(uint16(c.MaxRecvSGE))
+	sq.putArgs(a.SQ())
 	if srq != nil {
-		le.PutUint32(a[abi.CreateQPSRQ:], srq.Num)
+		a.SetSRQ(srq.Num)
 	} else {
-		rq.putArgs(a[abi.CreateQPRQ:])
+		rq.putArgs(a.RQ())
 	}
 	res, err := d.Command(abi.OpCreateQP, a)
 	if err != nil {
@@ -101,11 +101,11 @@ func (d *Driver) CreateSRQ(pd uint32, logCount uint8, maxSGE int, limit uint32) 
 	if err != nil {
 		return nil, err
 	}
-	args := make([]byte, abi.CreateSRQArgsSize)
-	le.PutUint32(args[abi.CreateSRQPD:], pd)
-	le.PutUint32(args[abi.CreateSRQMaxSGE:], uint32(maxSGE))
-	le.PutUint32(args[abi.CreateSRQLimit:], limit)
-	r.putArgs(args[abi.CreateSRQQueue:])
+	args := make(abi.CreateSRQArgs, abi.CreateSRQArgsSize)
+	args.SetPD(pd)
+	args.SetMaxSGE(uint32(maxSGE))
+	args.SetLimit(limit)
+	r.putArgs(args.Queue())
 	res, err := d.Command(abi.OpCreateSRQ, args)
 	if err != nil {
 		r.free()
@@ -134,17 +134,17 @@ const (
 // posted; the driver posts on from the new ring's producer index.
 func (s *SRQ) Modify(a SRQAttr, mask uint32) error {
 	var r *ring
-	args := make([]byte, abi.ModifySRQArgsSize)
-	le.PutUint32(args[abi.ModifySRQNum:], s.Num)
-	le.PutUint32(args[abi.ModifySRQMask:], mask)
-	le.PutUint32(args[abi.ModifySRQLimit:], a.Limit)
+	args := make(abi.ModifySRQArgs, abi.ModifySRQArgsSize)
+	args.SetNum(s.Num)
+	args.SetMask(mask)
+	args.SetLimit(a.Limit)
 	if mask&SRQAttrMaxWR != 0 {
 		logCount := uint8(bits.Len32(a.MaxWR))
 		var err error
 		if r, err = s.d.newRing(logCount, recvElemLog); err != nil {
 			return err
 		}
-		r.putArgs(args[abi.ModifySRQQueue:])
+		r.putArgs(args.Queue())
 	}
 	if _, err := s.d.Command(abi.OpModifySRQ, args); err != nil {
 		if r != nil {
@@ -196,21 +196,28 @@ type QPAttr struct {
 
 // Modify runs MODIFY_QP.
 func (q *QP) Modify(a QPAttr, mask uint32) error {
-	b := make([]byte, abi.ModifyQPArgsSize)
-	le.PutUint32(b[abi.ModifyQPNum:], q.Num)
-	le.PutUint32(b[abi.ModifyQPMask:], mask)
-	x := b[abi.ModifyQPAttr:]
-	x[abi.QPAttrState], x[abi.QPAttrPathMTU], x[abi.QPAttrTimeout], x[abi.QPAttrRetryCnt] = a.State, a.PathMTU, a.Timeout, a.RetryCnt
-	x[abi.QPAttrRNRRetry], x[abi.QPAttrMinRNRTimer], x[abi.QPAttrMaxRdAtomic] = a.RNRRetry, a.MinRNRTimer, a.MaxRdAtomic
-	x[abi.QPAttrMaxDestRdAtom], x[abi.QPAttrHopLimit], x[abi.QPAttrPortNum] = a.MaxDestRdAtomic, a.HopLimit, a.PortNum
-	x[abi.QPAttrTrafficClass] = a.TrafficClass
-	le.PutUint16(x[abi.QPAttrPKeyIndex:], a.PKeyIndex)
-	le.PutUint32(x[abi.QPAttrAccessFlags:], a.AccessFlags)
-	le.PutUint32(x[abi.QPAttrDestQPN:], a.DestQPN)
-	le.PutUint32(x[abi.QPAttrRQPSN:], a.RQPSN)
-	le.PutUint32(x[abi.QPAttrSQPSN:], a.SQPSN)
-	le.PutUint32(x[abi.QPAttrFlowLabel:], a.FlowLabel)
-	copy(x[abi.QPAttrDGID:], a.DGID[:])
+	b := make(abi.ModifyQPArgs, abi.ModifyQPArgsSize)
+	b.SetNum(q.Num)
+	b.SetMask(mask)
+	x := b.Attr()
+	x.SetState(a.State)
+	x.SetPathMTU(a.PathMTU)
+	x.SetTimeout(a.Timeout)
+	x.SetRetryCnt(a.RetryCnt)
+	x.SetRNRRetry(a.RNRRetry)
+	x.SetMinRNRTimer(a.MinRNRTimer)
+	x.SetMaxRdAtomic(a.MaxRdAtomic)
+	x.SetMaxDestRdAtomic(a.MaxDestRdAtomic)
+	x.SetHopLimit(a.HopLimit)
+	x.SetPortNum(a.PortNum)
+	x.SetTrafficClass(a.TrafficClass)
+	x.SetPKeyIndex(a.PKeyIndex)
+	x.SetAccessFlags(a.AccessFlags)
+	x.SetDestQPN(a.DestQPN)
+	x.SetRQPSN(a.RQPSN)
+	x.SetSQPSN(a.SQPSN)
+	x.SetFlowLabel(a.FlowLabel)
+	copy(x.DGID(), a.DGID[:])
 	if _, err := q.d.Command(abi.OpModifyQP, b); err != nil {
 		return err
 	}
@@ -222,23 +229,23 @@ func (q *QP) Modify(a QPAttr, mask uint32) error {
 
 // Query runs QUERY_QP: the device writes the attributes into the command's arguments.
 func (q *QP) Query() (QPAttr, error) {
-	args := make([]byte, abi.QueryQPArgsSize)
-	le.PutUint32(args[abi.QueryQPNum:], q.Num)
+	args := make(abi.QueryQPArgs, abi.QueryQPArgsSize)
+	args.SetNum(q.Num)
 	_, answer, err := q.d.Query(abi.OpQueryQP, args)
 	if err != nil {
 		return QPAttr{}, err
 	}
-	x := answer[abi.QueryQPAttr : abi.QueryQPAttr+abi.QPAttrSize]
+	x := abi.QueryQPArgs(answer).Attr()
 	return QPAttr{
-		State: x[abi.QPAttrState], PathMTU: x[abi.QPAttrPathMTU], Timeout: x[abi.QPAttrTimeout], RetryCnt: x[abi.QPAttrRetryCnt],
-		RNRRetry: x[abi.QPAttrRNRRetry], MinRNRTimer: x[abi.QPAttrMinRNRTimer], MaxRdAtomic: x[abi.QPAttrMaxRdAtomic],
-		MaxDestRdAtomic: x[abi.QPAttrMaxDestRdAtom], HopLimit: x[abi.QPAttrHopLimit], PortNum: x[abi.QPAttrPortNum],
-		TrafficClass: x[abi.QPAttrTrafficClass], PKeyIndex: le.Uint16(x[abi.QPAttrPKeyIndex:]),
-		AccessFlags: le.Uint32(x[abi.QPAttrAccessFlags:]), DestQPN: le.Uint32(x[abi.QPAttrDestQPN:]),
-		RQPSN: le.Uint32(x[abi.QPAttrRQPSN:]), SQPSN: le.Uint32(x[abi.QPAttrSQPSN:]), FlowLabel: le.Uint32(x[abi.QPAttrFlowLabel:]),
-		DGID:      [16]byte(x[abi.QPAttrDGID:]),
-		MaxSendWR: le.Uint32(x[abi.QPAttrMaxSendWR:]), MaxRecvWR: le.Uint32(x[abi.QPAttrMaxRecvWR:]), MaxInline: le.Uint32(x[abi.QPAttrMaxInline:]),
-		MaxSendSGE: le.Uint16(x[abi.QPAttrMaxSendSGE:]), MaxRecvSGE: le.Uint16(x[abi.QPAttrMaxRecvSGE:]),
+		State: x.State(), PathMTU: x.PathMTU(), Timeout: x.Timeout(), RetryCnt: x.RetryCnt(),
+		RNRRetry: x.RNRRetry(), MinRNRTimer: x.MinRNRTimer(), MaxRdAtomic: x.MaxRdAtomic(),
+		MaxDestRdAtomic: x.MaxDestRdAtomic(), HopLimit: x.HopLimit(), PortNum: x.PortNum(),
+		TrafficClass: x.TrafficClass(), PKeyIndex: x.PKeyIndex(),
+		AccessFlags: x.AccessFlags(), DestQPN: x.DestQPN(),
+		RQPSN: x.RQPSN(), SQPSN: x.SQPSN(), FlowLabel: x.FlowLabel(),
+		DGID:      [16]byte(x.DGID()),
+		MaxSendWR: x.MaxSendWR(), MaxRecvWR: x.MaxRecvWR(), MaxInline: x.MaxInline(),
+		MaxSendSGE: x.MaxSendSGE(), MaxRecvSGE: x.MaxRecvSGE(),
 	}, nil
 }
 
@@ -397,7 +404,7 @@ func (q *QP) regWQE(e []byte, r *Reg) error {
 	le.PutUint64(e[abi.RegWRIOVA:], r.IOVA)
 	le.PutUint64(e[abi.RegWRLength:], r.Length)
 	le.PutUint64(e[abi.RegWROffset:], r.Offset)
-	putPageList(e[abi.RegWRPages:], r.MR.table, uint32(len(r.Pages)))
+	putPageList(e[abi.RegWRPages:abi.RegWRPages+abi.PageListSize], r.MR.table, uint32(len(r.Pages)))
 	return nil
 }
 

@@ -44,10 +44,11 @@ func (r *ring) free() {
 
 func (r *ring) mask() uint32 { return 1<<r.logCount - 1 }
 
-// putArgs writes the ring's abi.QueueArgs into q.
-func (r *ring) putArgs(q []byte) {
-	q[abi.QueueLogCount], q[abi.QueueLogElem] = r.logCount, r.logE
-	putPageList(q[abi.QueuePages:], r.table, r.pages)
+// putArgs describes the ring in q.
+func (r *ring) putArgs(q abi.QueueArgs) {
+	q.SetLogCount(r.logCount)
+	q.SetLogElem(r.logE)
+	putPageList(q.Pages(), r.table, r.pages)
 }
 
 func (r *ring) get(off uint64) (uint32, error) {
@@ -96,10 +97,11 @@ func (d *Driver) CreateEQ(logCount uint8, kind uint8, vector uint16) (*EQ, error
 	if err != nil {
 		return nil, err
 	}
-	args := make([]byte, abi.CreateEQArgsSize)
-	putPageList(args[abi.CreateEQPages:], r.table, r.pages)
-	args[abi.CreateEQLogCount], args[abi.CreateEQKind] = logCount, kind
-	le.PutUint16(args[abi.CreateEQVector:], vector)
+	args := make(abi.CreateEQArgs, abi.CreateEQArgsSize)
+	putPageList(args.Pages(), r.table, r.pages)
+	args.SetLogCount(logCount)
+	args.SetKind(kind)
+	args.SetVector(vector)
 	res, err := d.Command(abi.OpCreateEQ, args)
 	if err != nil {
 		r.free()
@@ -170,9 +172,9 @@ func (d *Driver) CreateCQ(logCount uint8, eq *EQ) (*CQ, error) {
 	if eq != nil {
 		eqn = eq.Num
 	}
-	args := make([]byte, abi.CreateCQArgsSize)
-	r.putArgs(args[abi.CreateCQQueue:])
-	le.PutUint32(args[abi.CreateCQEQ:], eqn)
+	args := make(abi.CreateCQArgs, abi.CreateCQArgsSize)
+	r.putArgs(args.Queue())
+	args.SetEQ(eqn)
 	res, err := d.Command(abi.OpCreateCQ, args)
 	if err != nil {
 		r.free()
@@ -196,9 +198,9 @@ func (c *CQ) Resize(logCount uint8) error {
 	if err != nil {
 		return err
 	}
-	args := make([]byte, abi.ResizeCQArgsSize)
-	le.PutUint32(args[abi.ResizeCQNum:], c.Num)
-	r.putArgs(args[abi.ResizeCQQueue:])
+	args := make(abi.ResizeCQArgs, abi.ResizeCQArgsSize)
+	args.SetNum(c.Num)
+	r.putArgs(args.Queue())
 	if _, err := d.Command(abi.OpResizeCQ, args); err != nil {
 		r.free()
 		return err
