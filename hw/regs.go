@@ -66,13 +66,20 @@ const caps = abi.CapMWType1 | abi.CapMWType2A | abi.CapMWType2B | abi.CapAtomics
 	abi.CapAtomicWrite | abi.CapFastReg | abi.CapZeroBased | abi.CapEthernet | abi.CapUD
 
 func (f *Function) readRegLocked(off uint32) uint32 {
-	l := engine.DefaultLimits
-	r := &f.regs
 	switch {
 	case off >= abi.RegGIDTable && off < abi.RegGIDTable+16*abi.GIDTableLen:
 		i := (off - abi.RegGIDTable) / 16
-		return binary.LittleEndian.Uint32(r.gids[i][(off-abi.RegGIDTable)%16:])
+		return binary.LittleEndian.Uint32(f.regs.gids[i][(off-abi.RegGIDTable)%16:])
+	case off <= abi.RegCtrlQMax:
+		return f.describingReg(off)
 	}
+	return f.stateRegLocked(off)
+}
+
+// describingReg reads the registers that describe the function, from RegMagic to RegCtrlQMax:
+// its identity, capabilities and limits, which no driver changes.
+func (f *Function) describingReg(off uint32) uint32 {
+	l := engine.DefaultLimits
 	switch off {
 	case abi.RegMagic:
 		return abi.MagicValue
@@ -118,6 +125,15 @@ func (f *Function) readRegLocked(off uint32) uint32 {
 		return abi.GIDTableLen
 	case abi.RegCtrlQMax:
 		return abi.CtrlQMaxLog
+	}
+	return 0
+}
+
+// stateRegLocked reads the registers of the function's state: control and status, the port,
+// the MAC, the control queue's, the GIDs' validity.
+func (f *Function) stateRegLocked(off uint32) uint32 {
+	r := &f.regs
+	switch off {
 	case abi.RegDevCtrl:
 		return r.ctrl
 	case abi.RegDevStatus:
