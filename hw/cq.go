@@ -212,9 +212,9 @@ func (f *Function) createEQLocked(args abi.CreateEQArgs, result func(int, uint32
 }
 
 func (f *Function) destroyEQLocked(n uint32) error {
-	e, ok := f.eqs[n]
-	if !ok {
-		return errf(syscall.ENOENT, "EQ %d", n)
+	e, err := find(f.eqs, n, "EQ")
+	if err != nil {
+		return err
 	}
 	for _, c := range f.cqSlots {
 		if c != nil && c.eq == e {
@@ -262,9 +262,9 @@ func (f *Function) createCQLocked(args abi.CreateCQArgs, result func(int, uint32
 }
 
 func (f *Function) destroyCQLocked(n uint32) error {
-	c, ok := f.cqs[n]
-	if !ok {
-		return errf(syscall.ENOENT, "CQ %d", n)
+	c, err := find(f.cqs, n, "CQ")
+	if err != nil {
+		return err
 	}
 	if err := c.emu.Destroy(); err != nil {
 		return err
@@ -280,9 +280,9 @@ func (f *Function) destroyCQLocked(n uint32) error {
 // resizeCQLocked moves the CQ to a new ring, carrying over the completions not yet polled:
 // they start the new ring, whose producer index is their count.
 func (f *Function) resizeCQLocked(n uint32, args abi.QueueArgs) error {
-	c, ok := f.cqs[n]
-	if !ok {
-		return errf(syscall.ENOENT, "CQ %d", n)
+	c, err := find(f.cqs, n, "CQ")
+	if err != nil {
+		return err
 	}
 	r, err := newRing(&f.mem, args, abi.CQESize, abi.CQMaxLog)
 	if err != nil {

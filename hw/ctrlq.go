@@ -224,12 +224,15 @@ func (f *Function) deallocPDLocked(pdn uint32) error {
 	return nil
 }
 
-func (f *Function) pdLocked(pdn uint32) (*pdEntry, error) {
-	p, ok := f.pds[pdn]
+func (f *Function) pdLocked(pdn uint32) (*pdEntry, error) { return find(f.pds, pdn, "PD") }
+
+// find is the object numbered n in objs, or ENOENT naming it as what.
+func find[T any](objs map[uint32]*T, n uint32, what string) (*T, error) {
+	o, ok := objs[n]
 	if !ok {
-		return nil, errf(syscall.ENOENT, "PD %d", pdn)
+		return nil, errf(syscall.ENOENT, "%s %d", what, n)
 	}
-	return p, nil
+	return o, nil
 }
 
 func (f *Function) allocSTagLocked(pdn, kind, maxPages uint32, result func(int, uint32)) error {

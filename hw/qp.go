@@ -171,9 +171,9 @@ func freeSlot[T any](slots []*T) int {
 }
 
 func (f *Function) destroyQPLocked(n uint32) error {
-	q, ok := f.qps[n]
-	if !ok {
-		return errf(syscall.ENOENT, "QP %d", n)
+	q, err := find(f.qps, n, "QP")
+	if err != nil {
+		return err
 	}
 	if err := q.emu.Destroy(); err != nil {
 		return err
@@ -203,9 +203,9 @@ func (q *qp) markGone() {
 
 // modifyQPLocked applies ibv_modify_qp's attributes under its mask.
 func (f *Function) modifyQPLocked(n, mask uint32, a abi.QPAttr) error {
-	q, ok := f.qps[n]
-	if !ok {
-		return errf(syscall.ENOENT, "QP %d", n)
+	q, err := find(f.qps, n, "QP")
+	if err != nil {
+		return err
 	}
 	if err := checkQPAttr(engine.AttrMask(mask), a); err != nil {
 		return err
@@ -279,9 +279,9 @@ func checkQPAttr(mask engine.AttrMask, a abi.QPAttr) error {
 
 // queryQPLocked writes the QP's attributes into a.
 func (f *Function) queryQPLocked(n uint32, a abi.QPAttr) error {
-	q, ok := f.qps[n]
-	if !ok {
-		return errf(syscall.ENOENT, "QP %d", n)
+	q, err := find(f.qps, n, "QP")
+	if err != nil {
+		return err
 	}
 	attr := q.emu.Query()
 	clear(a)

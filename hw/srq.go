@@ -120,11 +120,11 @@ func (f *Function) createSRQLocked(args abi.CreateSRQArgs, result func(int, uint
 // start of the new ring, in order, and its producer and consumer indices set for them, as rxe
 // resizes a queue. A ring too small for them is EINVAL, and a refused modify changes nothing.
 func (f *Function) modifySRQLocked(n, mask, limit uint32, queue abi.QueueArgs) error {
-	s, ok := f.srqs[n]
-	switch {
-	case !ok:
-		return errf(syscall.ENOENT, "SRQ %d", n)
-	case mask == 0 || mask&^(abi.SRQModifyMaxWR|abi.SRQModifyLimit) != 0:
+	s, err := find(f.srqs, n, "SRQ")
+	if err != nil {
+		return err
+	}
+	if mask == 0 || mask&^(abi.SRQModifyMaxWR|abi.SRQModifyLimit) != 0 {
 		return errf(syscall.EINVAL, "SRQ modify mask 0x%x", mask)
 	}
 	s.mu.Lock()
@@ -194,9 +194,9 @@ func (s *srq) moveTo(nr *ring, posted uint32) error {
 }
 
 func (f *Function) querySRQLocked(n uint32, result func(int, uint32)) error {
-	s, ok := f.srqs[n]
-	if !ok {
-		return errf(syscall.ENOENT, "SRQ %d", n)
+	s, err := find(f.srqs, n, "SRQ")
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -207,9 +207,9 @@ func (f *Function) querySRQLocked(n uint32, result func(int, uint32)) error {
 }
 
 func (f *Function) destroySRQLocked(n uint32) error {
-	s, ok := f.srqs[n]
-	if !ok {
-		return errf(syscall.ENOENT, "SRQ %d", n)
+	s, err := find(f.srqs, n, "SRQ")
+	if err != nil {
+		return err
 	}
 	if err := s.emu.Destroy(); err != nil {
 		return err

@@ -136,9 +136,9 @@ func (f *Function) regDMAMRLocked(pdn uint32, access engine.Access, result func(
 
 // mcastLocked attaches a UD QP to the multicast group gid, or detaches it.
 func (f *Function) mcastLocked(attach bool, qpn uint32, gid [16]byte) error {
-	q, ok := f.qps[qpn]
-	if !ok {
-		return errf(syscall.ENOENT, "QP %d", qpn)
+	q, err := find(f.qps, qpn, "QP")
+	if err != nil {
+		return err
 	}
 	g := netip.AddrFrom16(gid).Unmap()
 	if !g.IsMulticast() {
