@@ -46,6 +46,9 @@ func (e CtrlEntry) Result(i int) uint32 { return get32(e[CtrlResult+4*i:]) }
 // SetResult writes result i (0 to 3: Result*).
 func (e CtrlEntry) SetResult(i int, v uint32) { put32(e[CtrlResult+4*i:], v) }
 
+// Results are the four results' 16 bytes.
+func (e CtrlEntry) Results() []byte { return part(e, CtrlResult, 16) }
+
 // StatusBytes are the status's 4 bytes, which the device writes back after the rest.
 func (e CtrlEntry) StatusBytes() []byte { return part(e, CtrlStatus, 4) }
 

@@ -2,186 +2,86 @@ package abi
 
 import (
 	"bytes"
+	"fmt"
+	"reflect"
+	"slices"
 	"testing"
 )
 
-// accessor is one field of a view: set writes v truncated to the field, get reads it back.
-type accessor struct {
-	set func(b []byte, v uint64)
-	get func(b []byte) uint64
+// viewFields name, for each control layout, the view over its bytes and, by field name, the
+// accessor of each field: Name() and SetName(v) for a number, Name() []byte for an array or
+// a part.
+var viewFields = map[string]struct {
+	view    func(b []byte) any
+	methods map[string]string
+}{
+	"ctrl_entry": {func(b []byte) any { return CtrlEntry(b) }, map[string]string{
+		"opcode": "Opcode", "flags": "Flags", "status": "Status", "cookie": "Cookie", "result": "Results", "args": "Args"}},
+	"page_list": {func(b []byte) any { return PageList(b) }, map[string]string{
+		"addr": "Addr", "pages": "Pages", "shift": "Shift", "levels": "Levels"}},
+	"num_args":        {func(b []byte) any { return NumArgs(b) }, map[string]string{"num": "Num"}},
+	"query_port_args": {func(b []byte) any { return QueryPortArgs(b) }, map[string]string{"port": "Port"}},
+	"query_gid_args": {func(b []byte) any { return QueryGIDArgs(b) }, map[string]string{
+		"port": "Port", "index": "Index", "gid": "GID"}},
+	"create_eq_args": {func(b []byte) any { return CreateEQArgs(b) }, map[string]string{
+		"pages": "Pages", "log_count": "LogCount", "kind": "Kind", "vector": "Vector"}},
+	"set_av_args": {func(b []byte) any { return SetAVArgs(b) }, map[string]string{"pages": "Pages", "entries": "Entries"}},
+	"alloc_stag_args": {func(b []byte) any { return AllocSTagArgs(b) }, map[string]string{
+		"pd": "PD", "kind": "Kind", "max_pages": "MaxPages"}},
+	"rereg_mr_args": {func(b []byte) any { return ReregMRArgs(b) }, map[string]string{
+		"stag": "STag", "flags": "Flags", "reg": "Reg"}},
+	"create_cq_args": {func(b []byte) any { return CreateCQArgs(b) }, map[string]string{"queue": "Queue", "eqn": "EQ"}},
+	"resize_cq_args": {func(b []byte) any { return ResizeCQArgs(b) }, map[string]string{"cqn": "Num", "queue": "Queue"}},
+	"modify_qp_args": {func(b []byte) any { return ModifyQPArgs(b) }, map[string]string{
+		"qpn": "Num", "mask": "Mask", "attr": "Attr"}},
+	"query_qp_args": {func(b []byte) any { return QueryQPArgs(b) }, map[string]string{"qpn": "Num", "attr": "Attr"}},
+	"create_srq_args": {func(b []byte) any { return CreateSRQArgs(b) }, map[string]string{
+		"pd": "PD", "max_sge": "MaxSGE", "limit": "Limit", "queue": "Queue"}},
+	"modify_srq_args": {func(b []byte) any { return ModifySRQArgs(b) }, map[string]string{
+		"srqn": "Num", "mask": "Mask", "limit": "Limit", "queue": "Queue"}},
+	"reg_mr_args": {func(b []byte) any { return RegMRArgs(b) }, map[string]string{
+		"pd": "PD", "access": "Access", "iova": "IOVA", "length": "Length", "offset": "Offset", "pages": "Pages"}},
+	"queue_args": {func(b []byte) any { return QueueArgs(b) }, map[string]string{
+		"log_count": "LogCount", "log_elem": "LogElem", "pages": "Pages"}},
+	"create_qp_args": {func(b []byte) any { return CreateQPArgs(b) }, map[string]string{
+		"pd": "PD", "type": "Type", "sig_all": "SigAll", "send_cq": "SendCQ", "recv_cq": "RecvCQ", "srq": "SRQ",
+		"max_inline": "MaxInline", "max_send_sge": "SendSGE", "max_recv_sge": "RecvSGE", "sq": "SQ", "rq": "RQ"}},
+	"qp_attr": {func(b []byte) any { return QPAttr(b) }, map[string]string{
+		"state": "State", "cur_state": "CurState", "path_mtu": "PathMTU", "timeout": "Timeout", "retry_cnt": "RetryCnt",
+		"rnr_retry": "RNRRetry", "min_rnr_timer": "MinRNRTimer", "max_rd_atomic": "MaxRdAtomic",
+		"max_dest_rd_atomic": "MaxDestRdAtomic", "sgid_index": "SGIDIndex", "hop_limit": "HopLimit",
+		"traffic_class": "TrafficClass", "port_num": "PortNum", "sq_drain_notify": "SQDrainNotify",
+		"pkey_index": "PKeyIndex", "access_flags": "AccessFlags", "dest_qpn": "DestQPN", "rq_psn": "RQPSN",
+		"sq_psn": "SQPSN", "flow_label": "FlowLabel", "dgid": "DGID", "dmac": "DMAC", "max_send_wr": "MaxSendWR",
+		"max_recv_wr": "MaxRecvWR", "max_send_sge": "MaxSendSGE", "max_recv_sge": "MaxRecvSGE",
+		"max_inline": "MaxInline", "qkey": "QKey"}},
+	"reg_dma_args": {func(b []byte) any { return RegDMAArgs(b) }, map[string]string{"pd": "PD", "access": "Access"}},
+	"mcast_args":   {func(b []byte) any { return McastArgs(b) }, map[string]string{"qpn": "QPN", "gid": "GID"}},
+	"eth_ring_args": {func(b []byte) any { return EthRingArgs(b) }, map[string]string{
+		"kind": "Kind", "vector": "Vector", "flags": "Flags", "queue": "Queue"}},
 }
 
-func u8f(get func([]byte) uint8, set func([]byte, uint8)) accessor {
-	return accessor{func(b []byte, v uint64) { set(b, uint8(v)) }, func(b []byte) uint64 { return uint64(get(b)) }}
-}
-
-func u16f(get func([]byte) uint16, set func([]byte, uint16)) accessor {
-	return accessor{func(b []byte, v uint64) { set(b, uint16(v)) }, func(b []byte) uint64 { return uint64(get(b)) }}
-}
-
-func u32f(get func([]byte) uint32, set func([]byte, uint32)) accessor {
-	return accessor{func(b []byte, v uint64) { set(b, uint32(v)) }, func(b []byte) uint64 { return uint64(get(b)) }}
-}
-
-func u64f(get func([]byte) uint64, set func([]byte, uint64)) accessor {
-	return accessor{func(b []byte, v uint64) { set(b, v) }, get}
-}
-
-// bytesf is a byte-array field or a part's view: it fills the part with v's low byte.
-func bytesf(part func([]byte) []byte) accessor {
-	return accessor{func(b []byte, v uint64) {
-		for i := range part(b) {
-			part(b)[i] = byte(v)
+// setField writes v, truncated to the field, through the view's accessor: SetName for a
+// number; for an array or a part, every byte of what Name returns gets v's low byte.
+func setField(view any, name string, v uint64) (got func() uint64, err error) {
+	r := reflect.ValueOf(view)
+	get := r.MethodByName(name)
+	if !get.IsValid() || get.Type().NumIn() != 0 || get.Type().NumOut() != 1 {
+		return nil, fmt.Errorf("no accessor %s()", name)
+	}
+	if out := get.Type().Out(0); out.Kind() == reflect.Slice {
+		part := get.Call(nil)[0]
+		for i := range part.Len() {
+			part.Index(i).SetUint(v & 0xff)
 		}
-	}, func(b []byte) uint64 { return uint64(part(b)[0]) }}
-}
-
-// viewAccessors are every field of every control layout, by layout and field name.
-var viewAccessors = map[string]map[string]accessor{
-	"ctrl_entry": {
-		"opcode": u16f(func(b []byte) uint16 { return CtrlEntry(b).Opcode() }, func(b []byte, v uint16) { CtrlEntry(b).SetOpcode(v) }),
-		"flags":  u16f(func(b []byte) uint16 { return CtrlEntry(b).Flags() }, func(b []byte, v uint16) { CtrlEntry(b).SetFlags(v) }),
-		"status": u32f(func(b []byte) uint32 { return CtrlEntry(b).Status() }, func(b []byte, v uint32) { CtrlEntry(b).SetStatus(v) }),
-		"cookie": u64f(func(b []byte) uint64 { return CtrlEntry(b).Cookie() }, func(b []byte, v uint64) { CtrlEntry(b).SetCookie(v) }),
-		"result": bytesf(func(b []byte) []byte { return CtrlEntry(b).ResultBytes()[:16] }),
-		"args":   bytesf(func(b []byte) []byte { return CtrlEntry(b).Args() }),
-	},
-	"page_list": {
-		"addr":   u64f(func(b []byte) uint64 { return PageList(b).Addr() }, func(b []byte, v uint64) { PageList(b).SetAddr(v) }),
-		"pages":  u32f(func(b []byte) uint32 { return PageList(b).Pages() }, func(b []byte, v uint32) { PageList(b).SetPages(v) }),
-		"shift":  u8f(func(b []byte) uint8 { return PageList(b).Shift() }, func(b []byte, v uint8) { PageList(b).SetShift(v) }),
-		"levels": u8f(func(b []byte) uint8 { return PageList(b).Levels() }, func(b []byte, v uint8) { PageList(b).SetLevels(v) }),
-	},
-	"num_args": {
-		"num": u32f(func(b []byte) uint32 { return NumArgs(b).Num() }, func(b []byte, v uint32) { NumArgs(b).SetNum(v) }),
-	},
-	"query_port_args": {
-		"port": u32f(func(b []byte) uint32 { return QueryPortArgs(b).Port() }, func(b []byte, v uint32) { QueryPortArgs(b).SetPort(v) }),
-	},
-	"query_gid_args": {
-		"port":  u32f(func(b []byte) uint32 { return QueryGIDArgs(b).Port() }, func(b []byte, v uint32) { QueryGIDArgs(b).SetPort(v) }),
-		"index": u32f(func(b []byte) uint32 { return QueryGIDArgs(b).Index() }, func(b []byte, v uint32) { QueryGIDArgs(b).SetIndex(v) }),
-		"gid":   bytesf(func(b []byte) []byte { return QueryGIDArgs(b).GID() }),
-	},
-	"create_eq_args": {
-		"pages":     bytesf(func(b []byte) []byte { return CreateEQArgs(b).Pages() }),
-		"log_count": u8f(func(b []byte) uint8 { return CreateEQArgs(b).LogCount() }, func(b []byte, v uint8) { CreateEQArgs(b).SetLogCount(v) }),
-		"kind":      u8f(func(b []byte) uint8 { return CreateEQArgs(b).Kind() }, func(b []byte, v uint8) { CreateEQArgs(b).SetKind(v) }),
-		"vector":    u16f(func(b []byte) uint16 { return CreateEQArgs(b).Vector() }, func(b []byte, v uint16) { CreateEQArgs(b).SetVector(v) }),
-	},
-	"set_av_args": {
-		"pages":   bytesf(func(b []byte) []byte { return SetAVArgs(b).Pages() }),
-		"entries": u32f(func(b []byte) uint32 { return SetAVArgs(b).Entries() }, func(b []byte, v uint32) { SetAVArgs(b).SetEntries(v) }),
-	},
-	"alloc_stag_args": {
-		"pd":        u32f(func(b []byte) uint32 { return AllocSTagArgs(b).PD() }, func(b []byte, v uint32) { AllocSTagArgs(b).SetPD(v) }),
-		"kind":      u32f(func(b []byte) uint32 { return AllocSTagArgs(b).Kind() }, func(b []byte, v uint32) { AllocSTagArgs(b).SetKind(v) }),
-		"max_pages": u32f(func(b []byte) uint32 { return AllocSTagArgs(b).MaxPages() }, func(b []byte, v uint32) { AllocSTagArgs(b).SetMaxPages(v) }),
-	},
-	"rereg_mr_args": {
-		"stag":  u32f(func(b []byte) uint32 { return ReregMRArgs(b).STag() }, func(b []byte, v uint32) { ReregMRArgs(b).SetSTag(v) }),
-		"flags": u32f(func(b []byte) uint32 { return ReregMRArgs(b).Flags() }, func(b []byte, v uint32) { ReregMRArgs(b).SetFlags(v) }),
-		"reg":   bytesf(func(b []byte) []byte { return ReregMRArgs(b).Reg() }),
-	},
-	"create_cq_args": {
-		"queue": bytesf(func(b []byte) []byte { return CreateCQArgs(b).Queue() }),
-		"eqn":   u32f(func(b []byte) uint32 { return CreateCQArgs(b).EQ() }, func(b []byte, v uint32) { CreateCQArgs(b).SetEQ(v) }),
-	},
-	"resize_cq_args": {
-		"cqn":   u32f(func(b []byte) uint32 { return ResizeCQArgs(b).Num() }, func(b []byte, v uint32) { ResizeCQArgs(b).SetNum(v) }),
-		"queue": bytesf(func(b []byte) []byte { return ResizeCQArgs(b).Queue() }),
-	},
-	"modify_qp_args": {
-		"qpn":  u32f(func(b []byte) uint32 { return ModifyQPArgs(b).Num() }, func(b []byte, v uint32) { ModifyQPArgs(b).SetNum(v) }),
-		"mask": u32f(func(b []byte) uint32 { return ModifyQPArgs(b).Mask() }, func(b []byte, v uint32) { ModifyQPArgs(b).SetMask(v) }),
-		"attr": bytesf(func(b []byte) []byte { return ModifyQPArgs(b).Attr() }),
-	},
-	"query_qp_args": {
-		"qpn":  u32f(func(b []byte) uint32 { return QueryQPArgs(b).Num() }, func(b []byte, v uint32) { QueryQPArgs(b).SetNum(v) }),
-		"attr": bytesf(func(b []byte) []byte { return QueryQPArgs(b).Attr() }),
-	},
-	"create_srq_args": {
-		"pd":      u32f(func(b []byte) uint32 { return CreateSRQArgs(b).PD() }, func(b []byte, v uint32) { CreateSRQArgs(b).SetPD(v) }),
-		"max_sge": u32f(func(b []byte) uint32 { return CreateSRQArgs(b).MaxSGE() }, func(b []byte, v uint32) { CreateSRQArgs(b).SetMaxSGE(v) }),
-		"limit":   u32f(func(b []byte) uint32 { return CreateSRQArgs(b).Limit() }, func(b []byte, v uint32) { CreateSRQArgs(b).SetLimit(v) }),
-		"queue":   bytesf(func(b []byte) []byte { return CreateSRQArgs(b).Queue() }),
-	},
-	"modify_srq_args": {
-		"srqn":  u32f(func(b []byte) uint32 { return ModifySRQArgs(b).Num() }, func(b []byte, v uint32) { ModifySRQArgs(b).SetNum(v) }),
-		"mask":  u32f(func(b []byte) uint32 { return ModifySRQArgs(b).Mask() }, func(b []byte, v uint32) { ModifySRQArgs(b).SetMask(v) }),
-		"limit": u32f(func(b []byte) uint32 { return ModifySRQArgs(b).Limit() }, func(b []byte, v uint32) { ModifySRQArgs(b).SetLimit(v) }),
-		"queue": bytesf(func(b []byte) []byte { return ModifySRQArgs(b).Queue() }),
-	},
-	"reg_mr_args": {
-		"pd":     u32f(func(b []byte) uint32 { return RegMRArgs(b).PD() }, func(b []byte, v uint32) { RegMRArgs(b).SetPD(v) }),
-		"access": u32f(func(b []byte) uint32 { return RegMRArgs(b).Access() }, func(b []byte, v uint32) { RegMRArgs(b).SetAccess(v) }),
-		"iova":   u64f(func(b []byte) uint64 { return RegMRArgs(b).IOVA() }, func(b []byte, v uint64) { RegMRArgs(b).SetIOVA(v) }),
-		"length": u64f(func(b []byte) uint64 { return RegMRArgs(b).Length() }, func(b []byte, v uint64) { RegMRArgs(b).SetLength(v) }),
-		"offset": u64f(func(b []byte) uint64 { return RegMRArgs(b).Offset() }, func(b []byte, v uint64) { RegMRArgs(b).SetOffset(v) }),
-		"pages":  bytesf(func(b []byte) []byte { return RegMRArgs(b).Pages() }),
-	},
-	"queue_args": {
-		"log_count": u8f(func(b []byte) uint8 { return QueueArgs(b).LogCount() }, func(b []byte, v uint8) { QueueArgs(b).SetLogCount(v) }),
-		"log_elem":  u8f(func(b []byte) uint8 { return QueueArgs(b).LogElem() }, func(b []byte, v uint8) { QueueArgs(b).SetLogElem(v) }),
-		"pages":     bytesf(func(b []byte) []byte { return QueueArgs(b).Pages() }),
-	},
-	"create_qp_args": {
-		"pd":           u32f(func(b []byte) uint32 { return CreateQPArgs(b).PD() }, func(b []byte, v uint32) { CreateQPArgs(b).SetPD(v) }),
-		"type":         u8f(func(b []byte) uint8 { return CreateQPArgs(b).Type() }, func(b []byte, v uint8) { CreateQPArgs(b).SetType(v) }),
-		"sig_all":      u8f(func(b []byte) uint8 { return CreateQPArgs(b).SigAll() }, func(b []byte, v uint8) { CreateQPArgs(b).SetSigAll(v) }),
-		"send_cq":      u32f(func(b []byte) uint32 { return CreateQPArgs(b).SendCQ() }, func(b []byte, v uint32) { CreateQPArgs(b).SetSendCQ(v) }),
-		"recv_cq":      u32f(func(b []byte) uint32 { return CreateQPArgs(b).RecvCQ() }, func(b []byte, v uint32) { CreateQPArgs(b).SetRecvCQ(v) }),
-		"srq":          u32f(func(b []byte) uint32 { return CreateQPArgs(b).SRQ() }, func(b []byte, v uint32) { CreateQPArgs(b).SetSRQ(v) }),
-		"max_inline":   u32f(func(b []byte) uint32 { return CreateQPArgs(b).MaxInline() }, func(b []byte, v uint32) { CreateQPArgs(b).SetMaxInline(v) }),
-		"max_send_sge": u16f(func(b []byte) uint16 { return CreateQPArgs(b).SendSGE() }, func(b []byte, v uint16) { CreateQPArgs(b).SetSendSGE(v) }),
-		"max_recv_sge": u16f(func(b []byte) uint16 { return CreateQPArgs(b).RecvSGE() }, func(b []byte, v uint16) { CreateQPArgs(b).SetRecvSGE(v) }),
-		"sq":           bytesf(func(b []byte) []byte { return CreateQPArgs(b).SQ() }),
-		"rq":           bytesf(func(b []byte) []byte { return CreateQPArgs(b).RQ() }),
-	},
-	"qp_attr": {
-		"state":              u8f(func(b []byte) uint8 { return QPAttr(b).State() }, func(b []byte, v uint8) { QPAttr(b).SetState(v) }),
-		"cur_state":          u8f(func(b []byte) uint8 { return QPAttr(b).CurState() }, func(b []byte, v uint8) { QPAttr(b).SetCurState(v) }),
-		"path_mtu":           u8f(func(b []byte) uint8 { return QPAttr(b).PathMTU() }, func(b []byte, v uint8) { QPAttr(b).SetPathMTU(v) }),
-		"timeout":            u8f(func(b []byte) uint8 { return QPAttr(b).Timeout() }, func(b []byte, v uint8) { QPAttr(b).SetTimeout(v) }),
-		"retry_cnt":          u8f(func(b []byte) uint8 { return QPAttr(b).RetryCnt() }, func(b []byte, v uint8) { QPAttr(b).SetRetryCnt(v) }),
-		"rnr_retry":          u8f(func(b []byte) uint8 { return QPAttr(b).RNRRetry() }, func(b []byte, v uint8) { QPAttr(b).SetRNRRetry(v) }),
-		"min_rnr_timer":      u8f(func(b []byte) uint8 { return QPAttr(b).MinRNRTimer() }, func(b []byte, v uint8) { QPAttr(b).SetMinRNRTimer(v) }),
-		"max_rd_atomic":      u8f(func(b []byte) uint8 { return QPAttr(b).MaxRdAtomic() }, func(b []byte, v uint8) { QPAttr(b).SetMaxRdAtomic(v) }),
-		"max_dest_rd_atomic": u8f(func(b []byte) uint8 { return QPAttr(b).MaxDestRdAtomic() }, func(b []byte, v uint8) { QPAttr(b).SetMaxDestRdAtomic(v) }),
-		"sgid_index":         u8f(func(b []byte) uint8 { return QPAttr(b).SGIDIndex() }, func(b []byte, v uint8) { QPAttr(b).SetSGIDIndex(v) }),
-		"hop_limit":          u8f(func(b []byte) uint8 { return QPAttr(b).HopLimit() }, func(b []byte, v uint8) { QPAttr(b).SetHopLimit(v) }),
-		"traffic_class":      u8f(func(b []byte) uint8 { return QPAttr(b).TrafficClass() }, func(b []byte, v uint8) { QPAttr(b).SetTrafficClass(v) }),
-		"port_num":           u8f(func(b []byte) uint8 { return QPAttr(b).PortNum() }, func(b []byte, v uint8) { QPAttr(b).SetPortNum(v) }),
-		"sq_drain_notify":    u8f(func(b []byte) uint8 { return QPAttr(b).SQDrainNotify() }, func(b []byte, v uint8) { QPAttr(b).SetSQDrainNotify(v) }),
-		"pkey_index":         u16f(func(b []byte) uint16 { return QPAttr(b).PKeyIndex() }, func(b []byte, v uint16) { QPAttr(b).SetPKeyIndex(v) }),
-		"access_flags":       u32f(func(b []byte) uint32 { return QPAttr(b).AccessFlags() }, func(b []byte, v uint32) { QPAttr(b).SetAccessFlags(v) }),
-		"dest_qpn":           u32f(func(b []byte) uint32 { return QPAttr(b).DestQPN() }, func(b []byte, v uint32) { QPAttr(b).SetDestQPN(v) }),
-		"rq_psn":             u32f(func(b []byte) uint32 { return QPAttr(b).RQPSN() }, func(b []byte, v uint32) { QPAttr(b).SetRQPSN(v) }),
-		"sq_psn":             u32f(func(b []byte) uint32 { return QPAttr(b).SQPSN() }, func(b []byte, v uint32) { QPAttr(b).SetSQPSN(v) }),
-		"flow_label":         u32f(func(b []byte) uint32 { return QPAttr(b).FlowLabel() }, func(b []byte, v uint32) { QPAttr(b).SetFlowLabel(v) }),
-		"dgid":               bytesf(func(b []byte) []byte { return QPAttr(b).DGID() }),
-		"dmac":               bytesf(func(b []byte) []byte { return QPAttr(b).DMAC() }),
-		"max_send_wr":        u32f(func(b []byte) uint32 { return QPAttr(b).MaxSendWR() }, func(b []byte, v uint32) { QPAttr(b).SetMaxSendWR(v) }),
-		"max_recv_wr":        u32f(func(b []byte) uint32 { return QPAttr(b).MaxRecvWR() }, func(b []byte, v uint32) { QPAttr(b).SetMaxRecvWR(v) }),
-		"max_send_sge":       u16f(func(b []byte) uint16 { return QPAttr(b).MaxSendSGE() }, func(b []byte, v uint16) { QPAttr(b).SetMaxSendSGE(v) }),
-		"max_recv_sge":       u16f(func(b []byte) uint16 { return QPAttr(b).MaxRecvSGE() }, func(b []byte, v uint16) { QPAttr(b).SetMaxRecvSGE(v) }),
-		"max_inline":         u32f(func(b []byte) uint32 { return QPAttr(b).MaxInline() }, func(b []byte, v uint32) { QPAttr(b).SetMaxInline(v) }),
-		"qkey":               u32f(func(b []byte) uint32 { return QPAttr(b).QKey() }, func(b []byte, v uint32) { QPAttr(b).SetQKey(v) }),
-	},
-	"reg_dma_args": {
-		"pd":     u32f(func(b []byte) uint32 { return RegDMAArgs(b).PD() }, func(b []byte, v uint32) { RegDMAArgs(b).SetPD(v) }),
-		"access": u32f(func(b []byte) uint32 { return RegDMAArgs(b).Access() }, func(b []byte, v uint32) { RegDMAArgs(b).SetAccess(v) }),
-	},
-	"mcast_args": {
-		"qpn": u32f(func(b []byte) uint32 { return McastArgs(b).QPN() }, func(b []byte, v uint32) { McastArgs(b).SetQPN(v) }),
-		"gid": bytesf(func(b []byte) []byte { return McastArgs(b).GID() }),
-	},
-	"eth_ring_args": {
-		"kind":   u8f(func(b []byte) uint8 { return EthRingArgs(b).Kind() }, func(b []byte, v uint8) { EthRingArgs(b).SetKind(v) }),
-		"vector": u16f(func(b []byte) uint16 { return EthRingArgs(b).Vector() }, func(b []byte, v uint16) { EthRingArgs(b).SetVector(v) }),
-		"flags":  u32f(func(b []byte) uint32 { return EthRingArgs(b).Flags() }, func(b []byte, v uint32) { EthRingArgs(b).SetFlags(v) }),
-		"queue":  bytesf(func(b []byte) []byte { return EthRingArgs(b).Queue() }),
-	},
+		return func() uint64 { return get.Call(nil)[0].Index(0).Uint() }, nil
+	}
+	set := r.MethodByName("Set" + name)
+	if !set.IsValid() || set.Type().NumIn() != 1 {
+		return nil, fmt.Errorf("no setter Set%s", name)
+	}
+	set.Call([]reflect.Value{reflect.ValueOf(v).Convert(set.Type().In(0))})
+	return func() uint64 { return get.Call(nil)[0].Uint() }, nil
 }
 
 // Every view reads and writes each field at the offset and width Layouts gives it (and so the
@@ -190,18 +90,17 @@ var viewAccessors = map[string]map[string]accessor{
 func TestViewsMatchLayouts(t *testing.T) {
 	var v uint64 = 0x8877665544332211
 	for _, l := range Layouts {
-		fields, ok := viewAccessors[l.Name]
+		vf, ok := viewFields[l.Name]
 		if !ok {
 			continue
 		}
 		for _, f := range l.Fields {
-			a, ok := fields[f.Name]
-			if !ok {
-				t.Errorf("%s.%s has no view accessor", l.Name, f.Name)
+			b := make([]byte, l.Size)
+			get, err := setField(vf.view(b), vf.methods[f.Name], v)
+			if err != nil {
+				t.Errorf("%s.%s: %v", l.Name, f.Name, err)
 				continue
 			}
-			b := make([]byte, l.Size)
-			a.set(b, v)
 			want := make([]byte, l.Size)
 			for i := range f.Size {
 				want[f.Off+i] = byte(v >> (8 * i))
@@ -212,17 +111,13 @@ func TestViewsMatchLayouts(t *testing.T) {
 			if !bytes.Equal(b, want) {
 				t.Errorf("%s.%s: setting it wrote % x, want % x", l.Name, f.Name, b, want)
 			}
-			if got, wantV := a.get(b), v&(1<<(8*min(f.Size, 8))-1); !f.Array && got != wantV {
+			if got, wantV := get(), v&(1<<(8*min(f.Size, 8))-1); !f.Array && got != wantV {
 				t.Errorf("%s.%s reads 0x%x, want 0x%x", l.Name, f.Name, got, wantV)
 			}
 		}
 	}
-	for name := range viewAccessors {
-		found := false
-		for _, l := range Layouts {
-			found = found || l.Name == name
-		}
-		if !found {
+	for name := range viewFields {
+		if !slices.ContainsFunc(Layouts, func(l Layout) bool { return l.Name == name }) {
 			t.Errorf("views of %s, which Layouts does not list", name)
 		}
 	}
