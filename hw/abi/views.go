@@ -348,3 +348,205 @@ func (a QPAttr) MaxInline() uint32          { return get32(a[QPAttrMaxInline:]) 
 func (a QPAttr) SetMaxInline(v uint32)      { put32(a[QPAttrMaxInline:], v) }
 func (a QPAttr) QKey() uint32               { return get32(a[QPAttrQKey:]) }
 func (a QPAttr) SetQKey(v uint32)           { put32(a[QPAttrQKey:], v) }
+
+// Views of the rings' elements: the work queues' WQEs and SGEs in rxe's layout, the CQEs, the
+// event queues' entries, the address-vector table's entries and the Ethernet descriptors. The
+// device reads a guest's WQE into a buffer of what its slot holds at least (SendWQESize or
+// RecvWQESize and the SGEs or inline bytes the QP takes), and checks an SGE count against that
+// before it reads the SGEs.
+
+// SendWQE is a view of a struct rxe_send_wqe and what follows it in its slot.
+type SendWQE []byte
+
+func (w SendWQE) WRID() uint64            { return get64(w[SendWRID:]) }
+func (w SendWQE) SetWRID(v uint64)        { put64(w[SendWRID:], v) }
+func (w SendWQE) Opcode() uint32          { return get32(w[SendOpcode:]) }
+func (w SendWQE) SetOpcode(v uint32)      { put32(w[SendOpcode:], v) }
+func (w SendWQE) Flags() uint32           { return get32(w[SendFlags:]) }
+func (w SendWQE) SetFlags(v uint32)       { put32(w[SendFlags:], v) }
+func (w SendWQE) Imm() uint32             { return get32(w[SendImm:]) }
+func (w SendWQE) SetImm(v uint32)         { put32(w[SendImm:], v) }
+func (w SendWQE) RemoteAddr() uint64      { return get64(w[SendRemote:]) }
+func (w SendWQE) SetRemoteAddr(v uint64)  { put64(w[SendRemote:], v) }
+func (w SendWQE) RKey() uint32            { return get32(w[SendRKey:]) }
+func (w SendWQE) SetRKey(v uint32)        { put32(w[SendRKey:], v) }
+func (w SendWQE) CompareAdd() uint64      { return get64(w[SendCompare:]) }
+func (w SendWQE) SetCompareAdd(v uint64)  { put64(w[SendCompare:], v) }
+func (w SendWQE) Swap() uint64            { return get64(w[SendSwap:]) }
+func (w SendWQE) SetSwap(v uint64)        { put64(w[SendSwap:], v) }
+func (w SendWQE) AtomicRKey() uint32      { return get32(w[SendAtomRKey:]) }
+func (w SendWQE) SetAtomicRKey(v uint32)  { put32(w[SendAtomRKey:], v) }
+func (w SendWQE) RemoteQPN() uint32       { return get32(w[SendRemoteQPN:]) }
+func (w SendWQE) SetRemoteQPN(v uint32)   { put32(w[SendRemoteQPN:], v) }
+func (w SendWQE) RemoteQKey() uint32      { return get32(w[SendRemoteQKey:]) }
+func (w SendWQE) SetRemoteQKey(v uint32)  { put32(w[SendRemoteQKey:], v) }
+func (w SendWQE) PKeyIndex() uint16       { return get16(w[SendPKeyIndex:]) }
+func (w SendWQE) SetPKeyIndex(v uint16)   { put16(w[SendPKeyIndex:], v) }
+func (w SendWQE) AHNum() uint32           { return get32(w[SendAHNum:]) }
+func (w SendWQE) SetAHNum(v uint32)       { put32(w[SendAHNum:], v) }
+func (w SendWQE) AV() RXEAV               { return RXEAV(part(w, SendAV, RXEAVSize)) }
+func (w SendWQE) MWAddr() uint64          { return get64(w[SendMWAddr:]) }
+func (w SendWQE) SetMWAddr(v uint64)      { put64(w[SendMWAddr:], v) }
+func (w SendWQE) MWLength() uint64        { return get64(w[SendMWLength:]) }
+func (w SendWQE) SetMWLength(v uint64)    { put64(w[SendMWLength:], v) }
+func (w SendWQE) MWMRLKey() uint32        { return get32(w[SendMWMRLKey:]) }
+func (w SendWQE) SetMWMRLKey(v uint32)    { put32(w[SendMWMRLKey:], v) }
+func (w SendWQE) MWRKey() uint32          { return get32(w[SendMWRKey:]) }
+func (w SendWQE) SetMWRKey(v uint32)      { put32(w[SendMWRKey:], v) }
+func (w SendWQE) MWNewRKey() uint32       { return get32(w[SendMWNewRKey:]) }
+func (w SendWQE) SetMWNewRKey(v uint32)   { put32(w[SendMWNewRKey:], v) }
+func (w SendWQE) MWAccess() uint32        { return get32(w[SendMWAccess:]) }
+func (w SendWQE) SetMWAccess(v uint32)    { put32(w[SendMWAccess:], v) }
+func (w SendWQE) FlushLength() uint32     { return get32(w[SendFlushLen:]) }
+func (w SendWQE) SetFlushLength(v uint32) { put32(w[SendFlushLen:], v) }
+func (w SendWQE) FlushRKey() uint32       { return get32(w[SendFlushRKey:]) }
+func (w SendWQE) SetFlushRKey(v uint32)   { put32(w[SendFlushRKey:], v) }
+func (w SendWQE) FlushType() uint8        { return w[SendFlushType] }
+func (w SendWQE) SetFlushType(v uint8)    { w[SendFlushType] = v }
+func (w SendWQE) FlushLevel() uint8       { return w[SendFlushLvl] }
+func (w SendWQE) SetFlushLevel(v uint8)   { w[SendFlushLvl] = v }
+func (w SendWQE) RegKey() uint32          { return get32(w[RegWRKey:]) }
+func (w SendWQE) SetRegKey(v uint32)      { put32(w[RegWRKey:], v) }
+func (w SendWQE) RegAccess() uint32       { return get32(w[RegWRAccess:]) }
+func (w SendWQE) SetRegAccess(v uint32)   { put32(w[RegWRAccess:], v) }
+func (w SendWQE) RegIOVA() uint64         { return get64(w[RegWRIOVA:]) }
+func (w SendWQE) SetRegIOVA(v uint64)     { put64(w[RegWRIOVA:], v) }
+func (w SendWQE) RegLength() uint64       { return get64(w[RegWRLength:]) }
+func (w SendWQE) SetRegLength(v uint64)   { put64(w[RegWRLength:], v) }
+func (w SendWQE) RegOffset() uint64       { return get64(w[RegWROffset:]) }
+func (w SendWQE) SetRegOffset(v uint64)   { put64(w[RegWROffset:], v) }
+func (w SendWQE) RegPages() PageList      { return pageList(w, RegWRPages) }
+func (w SendWQE) IOVA() uint64            { return get64(w[SendIOVA:]) }
+func (w SendWQE) SetIOVA(v uint64)        { put64(w[SendIOVA:], v) }
+func (w SendWQE) DMALength() uint32       { return get32(w[SendDMALength:]) }
+func (w SendWQE) SetDMALength(v uint32)   { put32(w[SendDMALength:], v) }
+func (w SendWQE) DMAResid() uint32        { return get32(w[SendDMAResid:]) }
+func (w SendWQE) SetDMAResid(v uint32)    { put32(w[SendDMAResid:], v) }
+func (w SendWQE) NumSGE() uint32          { return get32(w[SendDMANumSGE:]) }
+func (w SendWQE) SetNumSGE(v uint32)      { put32(w[SendDMANumSGE:], v) }
+
+// AtomicWrite is an ATOMIC_WRITE's 8 bytes (dma.atomic_wr), where SGEs would start.
+func (w SendWQE) AtomicWrite() []byte { return part(w, SendAtomicWr, 8) }
+
+// Payload is what follows the WQE in its slot: the inline data or the SGEs.
+func (w SendWQE) Payload() []byte { return w[SendSGEs:] }
+
+// SGE is SGE i of the WQE's list.
+func (w SendWQE) SGE(i int) SGE { return SGE(part(w, SendSGEs+i*SGESize, SGESize)) }
+
+// RecvWQE is a view of a struct rxe_recv_wqe and its SGEs.
+type RecvWQE []byte
+
+func (w RecvWQE) WRID() uint64          { return get64(w[RecvWRID:]) }
+func (w RecvWQE) SetWRID(v uint64)      { put64(w[RecvWRID:], v) }
+func (w RecvWQE) DMALength() uint32     { return get32(w[RecvDMALength:]) }
+func (w RecvWQE) SetDMALength(v uint32) { put32(w[RecvDMALength:], v) }
+func (w RecvWQE) NumSGE() uint32        { return get32(w[RecvDMANumSGE:]) }
+func (w RecvWQE) SetNumSGE(v uint32)    { put32(w[RecvDMANumSGE:], v) }
+
+// SGE is SGE i of the WQE's list.
+func (w RecvWQE) SGE(i int) SGE { return SGE(part(w, RecvSGEs+i*SGESize, SGESize)) }
+
+// SGE is a view of a struct rxe_sge.
+type SGE []byte
+
+func (s SGE) Addr() uint64       { return get64(s[SGEAddr:]) }
+func (s SGE) SetAddr(v uint64)   { put64(s[SGEAddr:], v) }
+func (s SGE) Length() uint32     { return get32(s[SGELength:]) }
+func (s SGE) SetLength(v uint32) { put32(s[SGELength:], v) }
+func (s SGE) LKey() uint32       { return get32(s[SGELKey:]) }
+func (s SGE) SetLKey(v uint32)   { put32(s[SGELKey:], v) }
+
+// RXEAV is a view of a struct rxe_av.
+type RXEAV []byte
+
+func (a RXEAV) PortNum() uint8          { return a[RXEAVPortNum] }
+func (a RXEAV) SetPortNum(v uint8)      { a[RXEAVPortNum] = v }
+func (a RXEAV) NetworkType() uint8      { return a[RXEAVNetworkType] }
+func (a RXEAV) SetNetworkType(v uint8)  { a[RXEAVNetworkType] = v }
+func (a RXEAV) DMAC() []byte            { return part(a, RXEAVDMAC, 6) }
+func (a RXEAV) DGID() []byte            { return part(a, RXEAVDGID, 16) }
+func (a RXEAV) FlowLabel() uint32       { return get32(a[RXEAVFlowLabel:]) }
+func (a RXEAV) SetFlowLabel(v uint32)   { put32(a[RXEAVFlowLabel:], v) }
+func (a RXEAV) SGIDIndex() uint8        { return a[RXEAVSGIDIndex] }
+func (a RXEAV) SetSGIDIndex(v uint8)    { a[RXEAVSGIDIndex] = v }
+func (a RXEAV) HopLimit() uint8         { return a[RXEAVHopLimit] }
+func (a RXEAV) SetHopLimit(v uint8)     { a[RXEAVHopLimit] = v }
+func (a RXEAV) TrafficClass() uint8     { return a[RXEAVTrafficClass] }
+func (a RXEAV) SetTrafficClass(v uint8) { a[RXEAVTrafficClass] = v }
+func (a RXEAV) SGIDAddr() []byte        { return part(a, RXEAVSGIDAddr, 28) }
+func (a RXEAV) DGIDAddr() []byte        { return part(a, RXEAVDGIDAddr, 28) }
+
+// CQE is a view of a struct ib_uverbs_wc.
+type CQE []byte
+
+func (c CQE) WRID() uint64              { return get64(c[CQEWRID:]) }
+func (c CQE) SetWRID(v uint64)          { put64(c[CQEWRID:], v) }
+func (c CQE) Status() uint32            { return get32(c[CQEStatus:]) }
+func (c CQE) SetStatus(v uint32)        { put32(c[CQEStatus:], v) }
+func (c CQE) Opcode() uint32            { return get32(c[CQEOpcode:]) }
+func (c CQE) SetOpcode(v uint32)        { put32(c[CQEOpcode:], v) }
+func (c CQE) VendorErr() uint32         { return get32(c[CQEVendorErr:]) }
+func (c CQE) SetVendorErr(v uint32)     { put32(c[CQEVendorErr:], v) }
+func (c CQE) ByteLen() uint32           { return get32(c[CQEByteLen:]) }
+func (c CQE) SetByteLen(v uint32)       { put32(c[CQEByteLen:], v) }
+func (c CQE) Imm() uint32               { return get32(c[CQEImm:]) }
+func (c CQE) SetImm(v uint32)           { put32(c[CQEImm:], v) }
+func (c CQE) QPNum() uint32             { return get32(c[CQEQPNum:]) }
+func (c CQE) SetQPNum(v uint32)         { put32(c[CQEQPNum:], v) }
+func (c CQE) SrcQP() uint32             { return get32(c[CQESrcQP:]) }
+func (c CQE) SetSrcQP(v uint32)         { put32(c[CQESrcQP:], v) }
+func (c CQE) WCFlags() uint32           { return get32(c[CQEWCFlags:]) }
+func (c CQE) SetWCFlags(v uint32)       { put32(c[CQEWCFlags:], v) }
+func (c CQE) PKeyIndex() uint16         { return get16(c[CQEPKeyIndex:]) }
+func (c CQE) SetPKeyIndex(v uint16)     { put16(c[CQEPKeyIndex:], v) }
+func (c CQE) SLID() uint16              { return get16(c[CQESLID:]) }
+func (c CQE) SetSLID(v uint16)          { put16(c[CQESLID:], v) }
+func (c CQE) SL() uint8                 { return c[CQESL] }
+func (c CQE) SetSL(v uint8)             { c[CQESL] = v }
+func (c CQE) DLIDPathBits() uint8       { return c[CQEDLIDPath] }
+func (c CQE) SetDLIDPathBits(v uint8)   { c[CQEDLIDPath] = v }
+func (c CQE) PortNum() uint8            { return c[CQEPortNum] }
+func (c CQE) SetPortNum(v uint8)        { c[CQEPortNum] = v }
+func (c CQE) NetworkHdrType() uint8     { return c[CQENetHdr] }
+func (c CQE) SetNetworkHdrType(v uint8) { c[CQENetHdr] = v }
+
+// EQEntry is a view of an event queue's entry.
+type EQEntry []byte
+
+func (e EQEntry) Type() uint8     { return e[EQType] }
+func (e EQEntry) SetType(v uint8) { e[EQType] = v }
+func (e EQEntry) Num() uint32     { return get32(e[EQNum:]) }
+func (e EQEntry) SetNum(v uint32) { put32(e[EQNum:], v) }
+func (e EQEntry) Seq() uint64     { return get64(e[EQSeq:]) }
+func (e EQEntry) SetSeq(v uint64) { put64(e[EQSeq:], v) }
+
+// AVEntry is a view of an entry of the address-vector table.
+type AVEntry []byte
+
+func (a AVEntry) Flags() uint32           { return get32(a[AVFlags:]) }
+func (a AVEntry) SetFlags(v uint32)       { put32(a[AVFlags:], v) }
+func (a AVEntry) PD() uint32              { return get32(a[AVPD:]) }
+func (a AVEntry) SetPD(v uint32)          { put32(a[AVPD:], v) }
+func (a AVEntry) DGID() []byte            { return part(a, AVDGID, 16) }
+func (a AVEntry) FlowLabel() uint32       { return get32(a[AVFlowLabel:]) }
+func (a AVEntry) SetFlowLabel(v uint32)   { put32(a[AVFlowLabel:], v) }
+func (a AVEntry) SGIDIndex() uint8        { return a[AVSGIDIndex] }
+func (a AVEntry) SetSGIDIndex(v uint8)    { a[AVSGIDIndex] = v }
+func (a AVEntry) HopLimit() uint8         { return a[AVHopLimit] }
+func (a AVEntry) SetHopLimit(v uint8)     { a[AVHopLimit] = v }
+func (a AVEntry) TrafficClass() uint8     { return a[AVTrafficClass] }
+func (a AVEntry) SetTrafficClass(v uint8) { a[AVTrafficClass] = v }
+func (a AVEntry) NetworkType() uint8      { return a[AVNetworkType] }
+func (a AVEntry) SetNetworkType(v uint8)  { a[AVNetworkType] = v }
+func (a AVEntry) DMAC() []byte            { return part(a, AVDMAC, 6) }
+
+// EthDesc is a view of an Ethernet ring's descriptor.
+type EthDesc []byte
+
+func (d EthDesc) Addr() uint64      { return get64(d[EthDescAddr:]) }
+func (d EthDesc) SetAddr(v uint64)  { put64(d[EthDescAddr:], v) }
+func (d EthDesc) Len() uint32       { return get32(d[EthDescLen:]) }
+func (d EthDesc) SetLen(v uint32)   { put32(d[EthDescLen:], v) }
+func (d EthDesc) Flags() uint32     { return get32(d[EthDescFlags:]) }
+func (d EthDesc) SetFlags(v uint32) { put32(d[EthDescFlags:], v) }
