@@ -1,7 +1,7 @@
 package hw
 
 import (
-	"encoding/binary"
+	"math/bits"
 	"sync"
 	"syscall"
 
@@ -61,9 +61,10 @@ func (e *eq) postFor(typ uint8, num uint32, last *uint64) bool {
 		return true
 	}
 	var b [abi.EQEntrySize]byte
-	b[abi.EQType] = typ
-	binary.LittleEndian.PutUint32(b[abi.EQNum:], num)
-	binary.LittleEndian.PutUint64(b[abi.EQSeq:], e.seq)
+	entry := abi.EQEntry(b[:])
+	entry.SetType(typ)
+	entry.SetNum(num)
+	entry.SetSeq(e.seq)
 	if e.r.access(e.r.elemOff(e.prod), b[:], true) != nil {
 		e.gone = true
 		return false
@@ -119,23 +120,22 @@ func (c *cq) sink(wc engine.WC) bool {
 
 // encodeCQE writes wc as struct ib_uverbs_wc: immediate data in network order, an invalidated
 // rkey as it is.
-func encodeCQE(b []byte, wc *engine.WC) {
-	le := binary.LittleEndian
-	le.PutUint64(b[abi.CQEWRID:], wc.WRID)
-	le.PutUint32(b[abi.CQEStatus:], uint32(wc.Status))
-	le.PutUint32(b[abi.CQEOpcode:], uint32(wc.Opcode))
-	le.PutUint32(b[abi.CQEByteLen:], wc.ByteLen)
+func encodeCQE(c abi.CQE, wc *engine.WC) {
+	c.SetWRID(wc.WRID)
+	c.SetStatus(uint32(wc.Status))
+	c.SetOpcode(uint32(wc.Opcode))
+	c.SetByteLen(wc.ByteLen)
 	if wc.Flags&engine.WCWithImm != 0 {
-		binary.BigEndian.PutUint32(b[abi.CQEImm:], wc.Imm)
+		c.SetImm(bits.ReverseBytes32(wc.Imm)) // imm_data: its bytes in network order
 	} else {
-		le.PutUint32(b[abi.CQEImm:], wc.Imm)
+		c.SetImm(wc.Imm)
 	}
-	le.PutUint32(b[abi.CQEQPNum:], wc.QPNum)
-	le.PutUint32(b[abi.CQESrcQP:], wc.SrcQP)
-	le.PutUint32(b[abi.CQEWCFlags:], uint32(wc.Flags))
-	b[abi.CQEPortNum] = 1
+	c.SetQPNum(wc.QPNum)
+	c.SetSrcQP(wc.SrcQP)
+	c.SetWCFlags(uint32(wc.Flags))
+	c.SetPortNum(1)
 	if wc.Flags&engine.WCWithGRH != 0 {
-		b[abi.CQENetHdr] = byte(wc.NetworkHdrType)
+		c.SetNetworkHdrType(byte(wc.NetworkHdrType))
 	}
 }
 

@@ -2,9 +2,9 @@ package hw
 
 import (
 	"cmp"
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net/netip"
 	"sync"
 	"syscall"
@@ -383,13 +383,12 @@ func (q *qp) ring() {
 			if errors.As(err, &pe) && pe.Err == syscall.ENOMEM {
 				return // the engine's queue is full: the next doorbell or retirement goes on
 			}
-			le := binary.LittleEndian
-			raw := le.Uint32(elem[abi.SendOpcode:])
+			w := abi.SendWQE(elem)
+			raw := w.Opcode()
 			if l := q.f.cfg.Log; l != nil {
-				l.Info("send WQE refused", "qpn", q.emu.Num(), "wr_id", le.Uint64(elem[abi.SendWRID:]),
-					"opcode", raw, "err", err)
+				l.Info("send WQE refused", "qpn", q.emu.Num(), "wr_id", w.WRID(), "opcode", raw, "err", err)
 			}
-			if q.emu.PostSendError(engine.PostedError{ID: le.Uint64(elem[abi.SendWRID:]), Opcode: errOpcode(raw),
+			if q.emu.PostSendError(engine.PostedError{ID: w.WRID(), Opcode: errOpcode(raw),
 				Status: engine.WCLocQPOpErr, Err: err}) != nil {
 				return
 			}
@@ -437,26 +436,24 @@ func errOpcode(raw uint32) engine.WROpcode {
 
 // post turns one rxe_send_wqe into the engine's work request. The opcode is the guest's u32:
 // checked whole before it becomes the engine's byte.
-func (q *qp) post(e []byte) error {
-	le := binary.LittleEndian
-	raw := le.Uint32(e[abi.SendOpcode:])
+func (q *qp) post(e abi.SendWQE) error {
+	raw := e.Opcode()
 	if raw > 0xff {
 		return fmt.Errorf("send WQE opcode %d is not supported: %w", raw, syscall.EOPNOTSUPP)
 	}
-	wr := engine.SendWR{ID: le.Uint64(e[abi.SendWRID:]), Opcode: engine.WROpcode(raw),
-		Flags: engine.SendFlags(le.Uint32(e[abi.SendFlags:]))}
+	wr := engine.SendWR{ID: e.WRID(), Opcode: engine.WROpcode(raw), Flags: engine.SendFlags(e.Flags())}
 	switch wr.Opcode {
 	case engine.WRRDMAWriteWithImm, engine.WRSendWithImm:
-		wr.Imm = binary.BigEndian.Uint32(e[abi.SendImm:]) // imm_data is in network order
+		wr.Imm = bits.ReverseBytes32(e.Imm()) // imm_data is in network order
 	case engine.WRSendWithInv, engine.WRLocalInv:
-		wr.Imm = le.Uint32(e[abi.SendImm:])
+		wr.Imm = e.Imm()
 	}
 	switch wr.Opcode {
 	case engine.WRRDMAWrite, engine.WRRDMAWriteWithImm, engine.WRRDMARead:
-		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendRKey:])
+		wr.RemoteAddr, wr.RKey = e.RemoteAddr(), e.RKey()
 	case engine.WRAtomicCmpAndSwp, engine.WRAtomicFetchAndAdd:
-		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendAtomRKey:])
-		wr.CompareAdd, wr.Swap = le.Uint64(e[abi.SendCompare:]), le.Uint64(e[abi.SendSwap:])
+		wr.RemoteAddr, wr.RKey = e.RemoteAddr(), e.AtomicRKey()
+		wr.CompareAdd, wr.Swap = e.CompareAdd(), e.Swap()
 	case engine.WRSend, engine.WRSendWithImm, engine.WRSendWithInv, engine.WRLocalInv:
 		if q.ud && wr.Opcode != engine.WRLocalInv {
 			if err := q.address(e, &wr); err != nil {
@@ -464,18 +461,18 @@ func (q *qp) post(e []byte) error {
 			}
 		}
 	case engine.WRFlush:
-		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendFlushRKey:])
-		wr.Flush = engine.FlushInfo{Type: engine.FlushType(e[abi.SendFlushType]), Level: engine.FlushLevel(e[abi.SendFlushLvl]),
-			Length: cmp.Or(le.Uint32(e[abi.SendDMALength:]), le.Uint32(e[abi.SendFlushLen:]))}
+		wr.RemoteAddr, wr.RKey = e.RemoteAddr(), e.FlushRKey()
+		wr.Flush = engine.FlushInfo{Type: engine.FlushType(e.FlushType()), Level: engine.FlushLevel(e.FlushLevel()),
+			Length: cmp.Or(e.DMALength(), e.FlushLength())}
 		return q.emu.PostSend(wr)
 	case engine.WRAtomicWrite:
 		// The 8 bytes travel in the WQE (dma.atomic_wr), as rxe's provider puts them.
 		if len(e) < abi.SendAtomicWr+8 {
 			return fmt.Errorf("an ATOMIC_WRITE in a %d-byte WQE slot: %w", len(e), syscall.EINVAL)
 		}
-		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendRKey:])
+		wr.RemoteAddr, wr.RKey = e.RemoteAddr(), e.RKey()
 		wr.Flags |= engine.SendInline
-		wr.InlineData = append([]byte{}, e[abi.SendAtomicWr:abi.SendAtomicWr+8]...)
+		wr.InlineData = append([]byte{}, e.AtomicWrite()...)
 		return q.emu.PostSend(wr)
 	case engine.WRBindMW:
 		return q.bind(e, &wr)
@@ -484,30 +481,36 @@ func (q *qp) post(e []byte) error {
 	default:
 		return fmt.Errorf("send WQE opcode %d is not supported: %w", wr.Opcode, syscall.EOPNOTSUPP)
 	}
-	if wr.Flags&engine.SendInline != 0 {
-		n := int(le.Uint32(e[abi.SendDMALength:]))
-		if n > q.maxInline || abi.SendSGEs+n > len(e) {
-			return fmt.Errorf("%d bytes inline, the QP takes %d: %w", n, q.maxInline, syscall.EINVAL)
-		}
-		wr.InlineData = append([]byte{}, e[abi.SendSGEs:abi.SendSGEs+n]...)
-	} else if wr.Opcode != engine.WRLocalInv {
-		n := int(le.Uint32(e[abi.SendDMANumSGE:]))
-		if n > q.maxSendSGE || abi.SendSGEs+n*abi.SGESize > len(e) {
-			return fmt.Errorf("%d SGEs, the QP takes %d: %w", n, q.maxSendSGE, syscall.EINVAL)
-		}
-		for i := range n {
-			s := e[abi.SendSGEs+i*abi.SGESize:]
-			wr.SGL = append(wr.SGL, engine.SGE{Addr: le.Uint64(s[abi.SGEAddr:]), Length: le.Uint32(s[abi.SGELength:]), LKey: le.Uint32(s[abi.SGELKey:])})
-		}
+	if err := q.payload(e, &wr); err != nil {
+		return err
 	}
 	return q.emu.PostSend(wr)
 }
 
+// payload reads a send WQE's inline data or SGEs into wr (a LOCAL_INV has neither).
+func (q *qp) payload(e abi.SendWQE, wr *engine.SendWR) error {
+	if wr.Flags&engine.SendInline != 0 {
+		n := int(e.DMALength())
+		if n > q.maxInline || abi.SendSGEs+n > len(e) {
+			return fmt.Errorf("%d bytes inline, the QP takes %d: %w", n, q.maxInline, syscall.EINVAL)
+		}
+		wr.InlineData = append([]byte{}, e.Payload()[:n]...)
+	} else if wr.Opcode != engine.WRLocalInv {
+		n := int(e.NumSGE())
+		if n > q.maxSendSGE || abi.SendSGEs+n*abi.SGESize > len(e) {
+			return fmt.Errorf("%d SGEs, the QP takes %d: %w", n, q.maxSendSGE, syscall.EINVAL)
+		}
+		for i := range n {
+			wr.SGL = append(wr.SGL, decodeSGE(e.SGE(i)))
+		}
+	}
+	return nil
+}
+
 // bind posts a BIND_MW WQE: a type 2 window by the work request, a type 1 by the bind verb (the
 // provider's ibv_bind_mw posts one with rkey = ibv_inc_rkey(old), which is the verb's rule).
-func (q *qp) bind(e []byte, wr *engine.SendWR) error {
-	le := binary.LittleEndian
-	mwKey, mrKey := le.Uint32(e[abi.SendMWRKey:]), le.Uint32(e[abi.SendMWMRLKey:])
+func (q *qp) bind(e abi.SendWQE, wr *engine.SendWR) error {
+	mwKey, mrKey := e.MWRKey(), e.MWMRLKey()
 	q.f.keysMu.Lock()
 	w, okW := q.f.mws[mwKey>>8]
 	m, okM := q.f.mrs[mrKey>>8]
@@ -519,19 +522,18 @@ func (q *qp) bind(e []byte, wr *engine.SendWR) error {
 	if okM {
 		mr = m.mr
 	}
-	addr, length, access := le.Uint64(e[abi.SendMWAddr:]), le.Uint64(e[abi.SendMWLength:]), engine.Access(le.Uint32(e[abi.SendMWAccess:]))
+	addr, length, access := e.MWAddr(), e.MWLength(), engine.Access(e.MWAccess())
 	if w.mw.Type() == engine.MWType1 {
 		return q.emu.BindMW(w.mw, engine.MWBind{ID: wr.ID, Flags: wr.Flags, MR: mr, Addr: addr, Length: length, Access: access})
 	}
-	wr.Bind = engine.BindInfo{MW: w.mw, RKey: le.Uint32(e[abi.SendMWNewRKey:]), MR: mr, Addr: addr, Length: length, Access: access}
+	wr.Bind = engine.BindInfo{MW: w.mw, RKey: e.MWNewRKey(), MR: mr, Addr: addr, Length: length, Access: access}
 	return q.emu.PostSend(*wr)
 }
 
 // regMR posts the kernel-only REG_MR WQE (abi.WROpRegMR): the fast-register MR named by the
 // new key's index takes the pages the WQE's page list names in guest memory.
-func (q *qp) regMR(e []byte, wr *engine.SendWR) error {
-	le := binary.LittleEndian
-	key := le.Uint32(e[abi.RegWRKey:])
+func (q *qp) regMR(e abi.SendWQE, wr *engine.SendWR) error {
+	key := e.RegKey()
 	q.f.keysMu.Lock()
 	m, ok := q.f.mrs[key>>8]
 	q.f.keysMu.Unlock()
@@ -541,17 +543,17 @@ func (q *qp) regMR(e []byte, wr *engine.SendWR) error {
 	// The MR's own most pages bound the list, not the device's. The list's fields are checked
 	// now; its pages are read when the work request runs, as a NIC reads a fast-register page
 	// list, so a send queue full of REG_MRs holds no lists, only their 16-byte descriptors.
-	pl := decodePageList(abi.PageList(e[abi.RegWRPages : abi.RegWRPages+abi.PageListSize]))
+	pl := decodePageList(e.RegPages())
 	if _, err := checkPageList(pl, m.pages); err != nil {
 		return err
 	}
-	offset, length := le.Uint64(e[abi.RegWROffset:]), le.Uint64(e[abi.RegWRLength:])
+	offset, length := e.RegOffset(), e.RegLength()
 	mem := &q.f.mem
 	read := func() (engine.PageList, error) {
 		pageSize, pages, err := resolvePages(mem, pl, m.pages)
 		return engine.PageList{PageSize: pageSize, Offset: offset, Length: length, Pages: pages}, err
 	}
-	wr.Reg = engine.RegInfo{MR: m.mr, Key: key, IOVA: le.Uint64(e[abi.RegWRIOVA:]), Access: engine.Access(le.Uint32(e[abi.RegWRAccess:])),
+	wr.Reg = engine.RegInfo{MR: m.mr, Key: key, IOVA: e.RegIOVA(), Access: engine.Access(e.RegAccess()),
 		Guest: &engine.GuestPages{Space: mem, Read: read}}
 	return q.emu.PostSend(*wr)
 }

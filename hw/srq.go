@@ -1,7 +1,6 @@
 package hw
 
 import (
-	"encoding/binary"
 	"fmt"
 	"sync"
 	"syscall"
@@ -67,19 +66,21 @@ func (s *srq) fetch(limit int) []engine.RecvWR {
 // decodeRecv reads an rxe_recv_wqe. One naming more SGEs than the queue takes, or than its slot
 // holds, is a receive the engine fails: the message that takes it completes LOC_QP_OP_ERR
 // (engine.RecvWR's Err), whatever its length.
-func decodeRecv(elem []byte, maxSGE int) engine.RecvWR {
-	le := binary.LittleEndian
-	wr := engine.RecvWR{ID: le.Uint64(elem[abi.RecvWRID:])}
-	n := le.Uint32(elem[abi.RecvDMANumSGE:])
-	if n > uint32(maxSGE) || abi.RecvSGEs+int(n)*abi.SGESize > len(elem) {
+func decodeRecv(w abi.RecvWQE, maxSGE int) engine.RecvWR {
+	wr := engine.RecvWR{ID: w.WRID()}
+	n := w.NumSGE()
+	if n > uint32(maxSGE) || abi.RecvSGEs+int(n)*abi.SGESize > len(w) {
 		wr.Err = fmt.Errorf("%d SGEs, the queue takes %d: %w", n, maxSGE, syscall.EINVAL)
 		return wr
 	}
 	for i := range int(n) {
-		s := elem[abi.RecvSGEs+i*abi.SGESize:]
-		wr.SGL = append(wr.SGL, engine.SGE{Addr: le.Uint64(s[abi.SGEAddr:]), Length: le.Uint32(s[abi.SGELength:]), LKey: le.Uint32(s[abi.SGELKey:])})
+		wr.SGL = append(wr.SGL, decodeSGE(w.SGE(i)))
 	}
 	return wr
+}
+
+func decodeSGE(s abi.SGE) engine.SGE {
+	return engine.SGE{Addr: s.Addr(), Length: s.Length(), LKey: s.LKey()}
 }
 
 func (f *Function) createSRQLocked(args abi.CreateSRQArgs, result func(int, uint32)) error {
