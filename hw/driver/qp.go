@@ -330,46 +330,47 @@ func (q *QP) PostSend(wrs ...SendWR) error {
 	return q.d.bus.WriteReg(abi.BARDoorbell, abi.SQDoorbell(q.Slot), q.sqProd)
 }
 
-func (q *QP) sendWQE(w *SendWR) ([]byte, error) {
-	e := make([]byte, 1<<sendElemLog)
-	le.PutUint64(e[abi.SendWRID:], w.ID)
-	le.PutUint32(e[abi.SendOpcode:], w.Opcode)
-	le.PutUint32(e[abi.SendFlags:], w.Flags)
+func (q *QP) sendWQE(w *SendWR) (abi.SendWQE, error) {
+	e := make(abi.SendWQE, 1<<sendElemLog)
+	e.SetWRID(w.ID)
+	e.SetOpcode(w.Opcode)
+	e.SetFlags(w.Flags)
 	imm := w.Imm
 	if w.Opcode == WRRDMAWriteWithImm || w.Opcode == WRSendWithImm {
-		imm = imm>>24 | imm>>8&0xff00 | imm<<8&0xff0000 | imm<<24 // imm_data goes in network order
+		imm = bits.ReverseBytes32(imm) // imm_data goes in network order
 	}
-	le.PutUint32(e[abi.SendImm:], imm)
+	e.SetImm(imm)
 	// iova and dma.resid as rxe's provider fills them, for a device that reads the WQE as
 	// rxe's kernel does rather than as this one does (it takes the union and dma.length).
-	le.PutUint64(e[abi.SendIOVA:], w.RemoteAddr)
+	e.SetIOVA(w.RemoteAddr)
 	payload := true // the message's data is the SGEs' or inline
 	var total uint32
 	switch w.Opcode {
 	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
-		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
-		le.PutUint64(e[abi.SendCompare:], w.CompareAdd)
-		le.PutUint64(e[abi.SendSwap:], w.Swap)
-		le.PutUint32(e[abi.SendAtomRKey:], w.RKey)
+		e.SetRemoteAddr(w.RemoteAddr)
+		e.SetCompareAdd(w.CompareAdd)
+		e.SetSwap(w.Swap)
+		e.SetAtomicRKey(w.RKey)
 	case WRBindMW:
-		le.PutUint64(e[abi.SendMWAddr:], w.Bind.Addr)
-		le.PutUint64(e[abi.SendMWLength:], w.Bind.Length)
-		le.PutUint32(e[abi.SendMWMRLKey:], w.Bind.MRLKey)
-		le.PutUint32(e[abi.SendMWRKey:], w.Bind.MWRKey)
-		le.PutUint32(e[abi.SendMWNewRKey:], w.Bind.NewRKey)
-		le.PutUint32(e[abi.SendMWAccess:], w.Bind.Access)
+		e.SetMWAddr(w.Bind.Addr)
+		e.SetMWLength(w.Bind.Length)
+		e.SetMWMRLKey(w.Bind.MRLKey)
+		e.SetMWRKey(w.Bind.MWRKey)
+		e.SetMWNewRKey(w.Bind.NewRKey)
+		e.SetMWAccess(w.Bind.Access)
 	case WRFlush:
 		// rxe's provider leaves flush.length 0 and puts the length in dma.length; the rkey is
 		// flush.rkey, not rdma.rkey, which would sit where flush.length is.
-		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
-		le.PutUint32(e[abi.SendFlushRKey:], w.RKey)
-		e[abi.SendFlushType], e[abi.SendFlushLvl] = w.Flush.Type, w.Flush.Level
+		e.SetRemoteAddr(w.RemoteAddr)
+		e.SetFlushRKey(w.RKey)
+		e.SetFlushType(w.Flush.Type)
+		e.SetFlushLevel(w.Flush.Level)
 		payload, total = false, w.Flush.Length
 	case WRAtomicWrite:
 		// The value travels in the WQE (dma.atomic_wr, where SGEs would be), not through an lkey.
-		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
-		le.PutUint32(e[abi.SendRKey:], w.RKey)
-		copy(e[abi.SendAtomicWr:], w.AtomicWrite[:])
+		e.SetRemoteAddr(w.RemoteAddr)
+		e.SetRKey(w.RKey)
+		copy(e.AtomicWrite(), w.AtomicWrite[:])
 		payload, total = false, 8
 	case WRRegMR:
 		if err := q.regWQE(e, &w.Reg); err != nil {
@@ -377,8 +378,8 @@ func (q *QP) sendWQE(w *SendWR) ([]byte, error) {
 		}
 		payload = false
 	default:
-		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
-		le.PutUint32(e[abi.SendRKey:], w.RKey)
+		e.SetRemoteAddr(w.RemoteAddr)
+		e.SetRKey(w.RKey)
 	}
 	if payload {
 		var err error
@@ -386,52 +387,52 @@ func (q *QP) sendWQE(w *SendWR) ([]byte, error) {
 			return nil, err
 		}
 	}
-	le.PutUint32(e[abi.SendDMALength:], total)
-	le.PutUint32(e[abi.SendDMAResid:], total)
+	e.SetDMALength(total)
+	e.SetDMAResid(total)
 	return e, nil
 }
 
 // regWQE writes a REG_MR's fields, and the pages into its MR's table, which the WQE names.
-func (q *QP) regWQE(e []byte, r *Reg) error {
+func (q *QP) regWQE(e abi.SendWQE, r *Reg) error {
 	if r.MR == nil || len(r.Pages) == 0 || len(r.Pages) > int(r.MR.MaxPages) {
 		return fmt.Errorf("a REG_MR of %d pages: %w", len(r.Pages), syscall.EINVAL)
 	}
 	if err := q.d.writePages(r.MR.table, r.Pages); err != nil {
 		return err
 	}
-	le.PutUint32(e[abi.RegWRKey:], r.Key)
-	le.PutUint32(e[abi.RegWRAccess:], r.Access)
-	le.PutUint64(e[abi.RegWRIOVA:], r.IOVA)
-	le.PutUint64(e[abi.RegWRLength:], r.Length)
-	le.PutUint64(e[abi.RegWROffset:], r.Offset)
-	putPageList(e[abi.RegWRPages:abi.RegWRPages+abi.PageListSize], r.MR.table, uint32(len(r.Pages)))
+	e.SetRegKey(r.Key)
+	e.SetRegAccess(r.Access)
+	e.SetRegIOVA(r.IOVA)
+	e.SetRegLength(r.Length)
+	e.SetRegOffset(r.Offset)
+	putPageList(e.RegPages(), r.MR.table, uint32(len(r.Pages)))
 	return nil
 }
 
 // payload writes a WQE's inline data or SGEs and returns the message's length.
-func (q *QP) payload(e []byte, w *SendWR) (uint32, error) {
+func (q *QP) payload(e abi.SendWQE, w *SendWR) (uint32, error) {
 	if w.Flags&SendInline != 0 {
 		if len(w.Inline) > q.maxInl {
 			return 0, fmt.Errorf("%d bytes inline, the QP takes %d: %w", len(w.Inline), q.maxInl, syscall.EINVAL)
 		}
-		copy(e[abi.SendSGEs:], w.Inline)
+		copy(e.Payload(), w.Inline)
 		return uint32(len(w.Inline)), nil
 	}
 	if len(w.SGL) > q.maxSGE {
 		return 0, fmt.Errorf("%d SGEs, the QP takes %d: %w", len(w.SGL), q.maxSGE, syscall.EINVAL)
 	}
-	le.PutUint32(e[abi.SendDMANumSGE:], uint32(len(w.SGL)))
-	return putSGEs(e[abi.SendSGEs:], w.SGL), nil
+	e.SetNumSGE(uint32(len(w.SGL)))
+	return putSGEs(e.SGE, w.SGL), nil
 }
 
-// putSGEs writes sgl as rxe_sge entries and returns their total length.
-func putSGEs(b []byte, sgl []SGE) uint32 {
+// putSGEs writes sgl into the WQE's SGEs (sge(i) is the i-th) and returns their total length.
+func putSGEs(sge func(i int) abi.SGE, sgl []SGE) uint32 {
 	var total uint32
 	for i, s := range sgl {
-		o := i * abi.SGESize
-		le.PutUint64(b[o+abi.SGEAddr:], s.Addr)
-		le.PutUint32(b[o+abi.SGELength:], s.Length)
-		le.PutUint32(b[o+abi.SGELKey:], s.Key)
+		e := sge(i)
+		e.SetAddr(s.Addr)
+		e.SetLength(s.Length)
+		e.SetLKey(s.Key)
 		total += s.Length
 	}
 	return total
@@ -457,10 +458,10 @@ func postRecv(d *Driver, r *ring, prod *uint32, maxSGE int, id uint64, sgl []SGE
 	if (*prod+1)&r.mask() == cons&r.mask() {
 		return fmt.Errorf("driver: receive queue full: %w", syscall.ENOMEM)
 	}
-	e := make([]byte, 1<<recvElemLog)
-	le.PutUint64(e[abi.RecvWRID:], id)
-	le.PutUint32(e[abi.RecvDMALength:], putSGEs(e[abi.RecvSGEs:], sgl))
-	le.PutUint32(e[abi.RecvDMANumSGE:], uint32(len(sgl)))
+	e := make(abi.RecvWQE, 1<<recvElemLog)
+	e.SetWRID(id)
+	e.SetDMALength(putSGEs(e.SGE, sgl))
+	e.SetNumSGE(uint32(len(sgl)))
 	if err := d.bus.WriteMem(r.elem(*prod), e); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"fmt"
+	"math/bits"
 	"syscall"
 
 	"github.com/softirdma/softirdma/hw/abi"
@@ -148,12 +149,12 @@ func (e *EQ) Poll() ([]Event, error) {
 		return nil, err
 	}
 	var out []Event
-	b := make([]byte, abi.EQEntrySize)
+	b := make(abi.EQEntry, abi.EQEntrySize)
 	for e.cons != prod&e.r.mask() {
 		if err := e.r.d.bus.ReadMem(e.r.elem(e.cons), b); err != nil {
 			return out, err
 		}
-		out = append(out, Event{Type: b[abi.EQType], Num: le.Uint32(b[abi.EQNum:])})
+		out = append(out, Event{Type: b.Type(), Num: b.Num()})
 		e.cons = (e.cons + 1) & e.r.mask()
 	}
 	return out, e.r.put(abi.QHConsumer, e.cons)
@@ -233,16 +234,15 @@ func (c *CQ) Poll(max int) ([]WC, error) {
 		return nil, err
 	}
 	var out []WC
-	b := make([]byte, abi.CQESize)
+	b := make(abi.CQE, abi.CQESize)
 	for c.cons != prod&c.r.mask() && len(out) < max {
 		if err := c.r.d.bus.ReadMem(c.r.elem(c.cons), b); err != nil {
 			return out, err
 		}
-		wc := WC{WRID: le.Uint64(b[abi.CQEWRID:]), Status: le.Uint32(b[abi.CQEStatus:]), Opcode: le.Uint32(b[abi.CQEOpcode:]),
-			ByteLen: le.Uint32(b[abi.CQEByteLen:]), Imm: le.Uint32(b[abi.CQEImm:]), QPNum: le.Uint32(b[abi.CQEQPNum:]),
-			SrcQP: le.Uint32(b[abi.CQESrcQP:]), Flags: le.Uint32(b[abi.CQEWCFlags:])}
+		wc := WC{WRID: b.WRID(), Status: b.Status(), Opcode: b.Opcode(), ByteLen: b.ByteLen(), Imm: b.Imm(),
+			QPNum: b.QPNum(), SrcQP: b.SrcQP(), Flags: b.WCFlags()}
 		if wc.Flags&2 != 0 { // IBV_WC_WITH_IMM: imm_data is in network order
-			wc.Imm = wc.Imm>>24 | wc.Imm>>8&0xff00 | wc.Imm<<8&0xff0000 | wc.Imm<<24
+			wc.Imm = bits.ReverseBytes32(wc.Imm)
 		}
 		out = append(out, wc)
 		c.cons = (c.cons + 1) & c.r.mask()
