@@ -78,9 +78,7 @@ type sparseCapMsg []byte
 
 func (v sparseCapMsg) id() uint16          { return le.Uint16(v[0:]) }
 func (v sparseCapMsg) setID(x uint16)      { le.PutUint16(v[0:], x) }
-func (v sparseCapMsg) version() uint16     { return le.Uint16(v[2:]) }
 func (v sparseCapMsg) setVersion(x uint16) { le.PutUint16(v[2:], x) }
-func (v sparseCapMsg) next() uint32        { return le.Uint32(v[4:]) }
 func (v sparseCapMsg) setNext(x uint32)    { le.PutUint32(v[4:], x) }
 func (v sparseCapMsg) nrAreas() uint32     { return le.Uint32(v[8:]) }
 func (v sparseCapMsg) setNrAreas(x uint32) { le.PutUint32(v[8:], x) }
