@@ -1,7 +1,7 @@
 package hw
 
 import (
-	"encoding/binary"
+	"math/bits"
 	"sync"
 	"syscall"
 
@@ -61,9 +61,10 @@ func (e *eq) postFor(typ uint8, num uint32, last *uint64) bool {
 		return true
 	}
 	var b [abi.EQEntrySize]byte
-	b[abi.EQType] = typ
-	binary.LittleEndian.PutUint32(b[abi.EQNum:], num)
-	binary.LittleEndian.PutUint64(b[abi.EQSeq:], e.seq)
+	entry := abi.EQEntry(b[:])
+	entry.SetType(typ)
+	entry.SetNum(num)
+	entry.SetSeq(e.seq)
 	if e.r.access(e.r.elemOff(e.prod), b[:], true) != nil {
 		e.gone = true
 		return false
@@ -119,23 +120,22 @@ func (c *cq) sink(wc engine.WC) bool {
 
 // encodeCQE writes wc as struct ib_uverbs_wc: immediate data in network order, an invalidated
 // rkey as it is.
-func encodeCQE(b []byte, wc *engine.WC) {
-	le := binary.LittleEndian
-	le.PutUint64(b[abi.CQEWRID:], wc.WRID)
-	le.PutUint32(b[abi.CQEStatus:], uint32(wc.Status))
-	le.PutUint32(b[abi.CQEOpcode:], uint32(wc.Opcode))
-	le.PutUint32(b[abi.CQEByteLen:], wc.ByteLen)
+func encodeCQE(c abi.CQE, wc *engine.WC) {
+	c.SetWRID(wc.WRID)
+	c.SetStatus(uint32(wc.Status))
+	c.SetOpcode(uint32(wc.Opcode))
+	c.SetByteLen(wc.ByteLen)
 	if wc.Flags&engine.WCWithImm != 0 {
-		binary.BigEndian.PutUint32(b[abi.CQEImm:], wc.Imm)
+		c.SetImm(bits.ReverseBytes32(wc.Imm)) // imm_data: its bytes in network order
 	} else {
-		le.PutUint32(b[abi.CQEImm:], wc.Imm)
+		c.SetImm(wc.Imm)
 	}
-	le.PutUint32(b[abi.CQEQPNum:], wc.QPNum)
-	le.PutUint32(b[abi.CQESrcQP:], wc.SrcQP)
-	le.PutUint32(b[abi.CQEWCFlags:], uint32(wc.Flags))
-	b[abi.CQEPortNum] = 1
+	c.SetQPNum(wc.QPNum)
+	c.SetSrcQP(wc.SrcQP)
+	c.SetWCFlags(uint32(wc.Flags))
+	c.SetPortNum(1)
 	if wc.Flags&engine.WCWithGRH != 0 {
-		b[abi.CQENetHdr] = byte(wc.NetworkHdrType)
+		c.SetNetworkHdrType(byte(wc.NetworkHdrType))
 	}
 }
 
@@ -181,18 +181,20 @@ func (c *cq) unpolled() bool {
 // eqElemLog is log2 of abi.EQEntrySize: an EQ's elements are its entries.
 const eqElemLog = 4
 
-func (f *Function) createEQLocked(args []byte, result func(int, uint32)) error {
-	kind, vector := args[abi.CreateEQKind], binary.LittleEndian.Uint16(args[abi.CreateEQVector:])
+func (f *Function) createEQLocked(args abi.CreateEQArgs, result func(int, uint32)) error {
+	kind, vector := args.Kind(), args.Vector()
 	if kind > abi.EQAsync || vector >= abi.NumVectors {
 		return errf(syscall.EINVAL, "EQ kind %d, vector %d", kind, vector)
 	}
 	if len(f.eqs) >= abi.NumVectors { // what RegMaxEQ says
 		return errf(syscall.ENOMEM, "all %d EQs in use", abi.NumVectors)
 	}
-	var q [abi.QueueArgsSize]byte
-	q[abi.QueueLogCount], q[abi.QueueLogElem] = args[abi.CreateEQLogCount], eqElemLog
-	copy(q[abi.QueuePages:], args[abi.CreateEQPages:abi.CreateEQPages+abi.PageListSize])
-	r, err := newRing(&f.mem, q[:], abi.EQEntrySize, abi.EQMaxLog)
+	var qb [abi.QueueArgsSize]byte
+	q := abi.QueueArgs(qb[:])
+	q.SetLogCount(args.LogCount())
+	q.SetLogElem(eqElemLog)
+	copy(q.Pages(), args.Pages())
+	r, err := newRing(&f.mem, q, abi.EQEntrySize, abi.EQMaxLog)
 	if err != nil {
 		return err
 	}
@@ -210,9 +212,9 @@ func (f *Function) createEQLocked(args []byte, result func(int, uint32)) error {
 }
 
 func (f *Function) destroyEQLocked(n uint32) error {
-	e, ok := f.eqs[n]
-	if !ok {
-		return errf(syscall.ENOENT, "EQ %d", n)
+	e, err := find(f.eqs, n, "EQ")
+	if err != nil {
+		return err
 	}
 	for _, c := range f.cqSlots {
 		if c != nil && c.eq == e {
@@ -229,25 +231,19 @@ func (f *Function) destroyEQLocked(n uint32) error {
 	return nil
 }
 
-func (f *Function) createCQLocked(args []byte, result func(int, uint32)) error {
-	r, err := newRing(&f.mem, args[abi.CreateCQQueue:abi.CreateCQQueue+abi.QueueArgsSize], abi.CQESize, abi.CQMaxLog)
+func (f *Function) createCQLocked(args abi.CreateCQArgs, result func(int, uint32)) error {
+	r, err := newRing(&f.mem, args.Queue(), abi.CQESize, abi.CQMaxLog)
 	if err != nil {
 		return err
 	}
 	var e *eq
-	if n := binary.LittleEndian.Uint32(args[abi.CreateCQEQ:]); n != abi.CQNoEQ {
+	if n := args.EQ(); n != abi.CQNoEQ {
 		var ok bool
 		if e, ok = f.eqs[n]; !ok || e.kind != abi.EQCompletion {
 			return errf(syscall.ENOENT, "completion EQ %d", n)
 		}
 	}
-	slot := -1
-	for i, c := range f.cqSlots {
-		if c == nil {
-			slot = i
-			break
-		}
-	}
+	slot := freeSlot(f.cqSlots[:])
 	if slot < 0 {
 		return errf(syscall.ENOMEM, "all %d CQ slots in use", len(f.cqSlots))
 	}
@@ -266,9 +262,9 @@ func (f *Function) createCQLocked(args []byte, result func(int, uint32)) error {
 }
 
 func (f *Function) destroyCQLocked(n uint32) error {
-	c, ok := f.cqs[n]
-	if !ok {
-		return errf(syscall.ENOENT, "CQ %d", n)
+	c, err := find(f.cqs, n, "CQ")
+	if err != nil {
+		return err
 	}
 	if err := c.emu.Destroy(); err != nil {
 		return err
@@ -283,10 +279,10 @@ func (f *Function) destroyCQLocked(n uint32) error {
 
 // resizeCQLocked moves the CQ to a new ring, carrying over the completions not yet polled:
 // they start the new ring, whose producer index is their count.
-func (f *Function) resizeCQLocked(n uint32, args []byte) error {
-	c, ok := f.cqs[n]
-	if !ok {
-		return errf(syscall.ENOENT, "CQ %d", n)
+func (f *Function) resizeCQLocked(n uint32, args abi.QueueArgs) error {
+	c, err := find(f.cqs, n, "CQ")
+	if err != nil {
+		return err
 	}
 	r, err := newRing(&f.mem, args, abi.CQESize, abi.CQMaxLog)
 	if err != nil {

@@ -2,7 +2,6 @@ package hw
 
 import (
 	"cmp"
-	"encoding/binary"
 	"fmt"
 	"syscall"
 
@@ -30,24 +29,7 @@ func (f *Function) ringCtrlQLocked(prod uint32) []int {
 	r.ctrlQProd = prod & mask
 	ran := false
 	for r.ctrlQCons != r.ctrlQProd {
-		addr := r.ctrlQBase + uint64(r.ctrlQCons)*abi.CtrlEntrySize
-		var e [abi.CtrlEntrySize]byte
-		if err := readGuest(&f.mem, addr, e[:]); err != nil {
-			return f.fatalLocked(abi.FatalCtrlQDMA)
-		}
-		err := f.execLocked(e[:])
-		if l := f.cfg.Log; l != nil {
-			op := binary.LittleEndian.Uint16(e[abi.CtrlOpcode:])
-			if err != nil {
-				l.Info("control command failed", "op", fmt.Sprintf("0x%02x", op), "errno", errnoOf(err), "err", err)
-			} else {
-				l.Debug("control command", "op", fmt.Sprintf("0x%02x", op))
-			}
-		}
-		binary.LittleEndian.PutUint32(e[abi.CtrlStatus:], abi.CtrlDone|errnoOf(err))
-		// Results (and a query's answer) first, then the status that says they are there.
-		if writeGuest(&f.mem, addr+abi.CtrlResult, e[abi.CtrlResult:]) != nil ||
-			writeGuest(&f.mem, addr+abi.CtrlStatus, e[abi.CtrlStatus:abi.CtrlStatus+4]) != nil {
+		if !f.runEntryLocked(r.ctrlQBase + uint64(r.ctrlQCons)*abi.CtrlEntrySize) {
 			return f.fatalLocked(abi.FatalCtrlQDMA)
 		}
 		r.ctrlQCons = (r.ctrlQCons + 1) & mask
@@ -57,6 +39,29 @@ func (f *Function) ringCtrlQLocked(prod uint32) []int {
 		return []int{abi.CtrlVector}
 	}
 	return nil
+}
+
+// runEntryLocked runs the command in the entry at addr and writes its completion back: false
+// if the entry is not in mapped guest memory.
+func (f *Function) runEntryLocked(addr uint64) bool {
+	var b [abi.CtrlEntrySize]byte
+	if err := readGuest(&f.mem, addr, b[:]); err != nil {
+		return false
+	}
+	e := abi.CtrlEntry(b[:])
+	err := f.execLocked(e)
+	if l := f.cfg.Log; l != nil {
+		op := fmt.Sprintf("0x%02x", e.Opcode())
+		if err != nil {
+			l.Info("control command failed", "op", op, "errno", errnoOf(err), "err", err)
+		} else {
+			l.Debug("control command", "op", op)
+		}
+	}
+	e.SetStatus(abi.CtrlDone | errnoOf(err))
+	// Results (and a query's answer) first, then the status that says they are there.
+	return writeGuest(&f.mem, addr+abi.CtrlResult, e.ResultBytes()) == nil &&
+		writeGuest(&f.mem, addr+abi.CtrlStatus, e.StatusBytes()) == nil
 }
 
 // fatalLocked stops the function with code and reports DEVICE_FATAL (libibverbs'
@@ -72,124 +77,162 @@ func (f *Function) fatalLocked(code uint32) []int {
 	return nil
 }
 
-// execLocked runs one command, writing its results into the entry.
-func (f *Function) execLocked(e []byte) error {
-	args := e[abi.CtrlArgs:]
-	u32 := func(off int) uint32 { return binary.LittleEndian.Uint32(args[off:]) }
-	result := func(i int, v uint32) { binary.LittleEndian.PutUint32(e[abi.CtrlResult+4*i:], v) }
-	if fl := binary.LittleEndian.Uint16(e[abi.CtrlFlags:]); fl != 0 {
+// execLocked runs one command, writing its results (and a query's answer) into the entry.
+func (f *Function) execLocked(e abi.CtrlEntry) error {
+	if fl := e.Flags(); fl != 0 {
 		return errf(syscall.EINVAL, "control entry flags 0x%x (reserved, 0)", fl)
 	}
-	switch op := binary.LittleEndian.Uint16(e[abi.CtrlOpcode:]); op {
-	case abi.OpNop:
-		return nil
-	case abi.OpQueryDevice:
-		for i := range abi.QueryDeviceWords {
-			binary.LittleEndian.PutUint32(args[4*i:], f.readRegLocked(abi.RegCaps+4*uint32(i)))
-		}
-		result(abi.ResultVersion, abi.Version)
-		return nil
-	case abi.OpQueryPort:
-		if port := u32(abi.QueryPortPort); port != 1 {
-			return errf(syscall.EINVAL, "port %d (the function has port 1)", port)
-		}
-		result(abi.ResultPortState, f.readRegLocked(abi.RegPortState))
-		result(abi.ResultPortMaxMTU, f.readRegLocked(abi.RegMaxMTU))
-		result(abi.ResultPortActiveMTU, uint32(cmp.Or(f.cfg.ActiveMTU, engine.MTU4096)))
-		result(abi.ResultPortGIDLen, abi.GIDTableLen)
-		return nil
-	case abi.OpQueryGID:
-		port, i := u32(abi.QueryGIDPort), u32(abi.QueryGIDIndex)
-		switch {
-		case port != 1:
-			return errf(syscall.EINVAL, "port %d (the function has port 1)", port)
-		case i >= abi.GIDTableLen:
-			return errf(syscall.EINVAL, "GID index %d of %d", i, abi.GIDTableLen)
-		}
-		gid := args[abi.QueryGIDGID : abi.QueryGIDGID+16]
-		clear(gid)
-		if f.regs.gidValid&(1<<i) != 0 {
-			copy(gid, f.regs.gids[i][:])
-			result(abi.ResultGIDValid, 1)
-		}
-		return nil
-	case abi.OpAllocPD:
-		pd, err := f.dev.AllocPD()
-		if err != nil {
-			return err
-		}
-		f.nextPD++
-		f.pds[f.nextPD] = &pdEntry{pd: pd}
-		result(abi.ResultNum, f.nextPD)
-		return nil
-	case abi.OpDeallocPD:
-		pdn := u32(abi.NumArgsNum)
-		p, ok := f.pds[pdn]
-		switch {
-		case !ok:
-			return errf(syscall.ENOENT, "PD %d", pdn)
-		case p.uses > 0:
-			return errf(syscall.EBUSY, "PD %d has %d objects", pdn, p.uses)
-		}
-		delete(f.pds, pdn)
-		f.forgetAHs(p.pd)
-		return nil
-	case abi.OpAllocSTag:
-		return f.allocSTagLocked(u32(abi.AllocSTagPD), u32(abi.AllocSTagKind), u32(abi.AllocSTagMaxPages), result)
-	case abi.OpRegMR:
-		return f.regMRLocked(args, result)
-	case abi.OpReregMR:
-		return f.reregMRLocked(u32(abi.ReregMRSTag), keys.ReregFlags(u32(abi.ReregMRFlags)), args[abi.ReregMRReg:abi.ReregMRArgsSize])
-	case abi.OpDeallocSTag:
-		return f.deallocSTagLocked(u32(abi.NumArgsNum))
-	case abi.OpRegDMAMR:
-		return f.regDMAMRLocked(u32(abi.RegDMAPD), engine.Access(u32(abi.RegDMAAccess)), result)
-	case abi.OpAttachMcast, abi.OpDetachMcast:
-		return f.mcastLocked(op == abi.OpAttachMcast, u32(abi.McastQPN), [16]byte(args[abi.McastGID:abi.McastGID+16]))
-	case abi.OpCreateEthRing:
-		return f.createEthRingLocked(args[:abi.EthRingArgsSize])
-	case abi.OpDestroyEthRing:
-		return f.destroyEthRingLocked(args[abi.EthRingKind], result)
-	case abi.OpSetAVTable:
-		return f.setAVTableLocked(args[:abi.SetAVArgsSize])
-	case abi.OpCreateEQ:
-		return f.createEQLocked(args[:abi.CreateEQArgsSize], result)
-	case abi.OpDestroyEQ:
-		return f.destroyEQLocked(u32(abi.NumArgsNum))
-	case abi.OpCreateCQ:
-		return f.createCQLocked(args[:abi.CreateCQArgsSize], result)
-	case abi.OpResizeCQ:
-		return f.resizeCQLocked(u32(abi.ResizeCQNum), args[abi.ResizeCQQueue:abi.ResizeCQQueue+abi.QueueArgsSize])
-	case abi.OpDestroyCQ:
-		return f.destroyCQLocked(u32(abi.NumArgsNum))
-	case abi.OpCreateQP:
-		return f.createQPLocked(args[:abi.CreateQPArgsSize], result)
-	case abi.OpModifyQP:
-		return f.modifyQPLocked(u32(abi.ModifyQPNum), u32(abi.ModifyQPMask), args[abi.ModifyQPAttr:abi.ModifyQPArgsSize])
-	case abi.OpQueryQP:
-		return f.queryQPLocked(u32(abi.QueryQPNum), args[abi.QueryQPAttr:abi.QueryQPArgsSize])
-	case abi.OpDestroyQP:
-		return f.destroyQPLocked(u32(abi.NumArgsNum))
-	case abi.OpCreateSRQ:
-		return f.createSRQLocked(args[:abi.CreateSRQArgsSize], result)
-	case abi.OpModifySRQ:
-		return f.modifySRQLocked(u32(abi.ModifySRQNum), u32(abi.ModifySRQMask), u32(abi.ModifySRQLimit),
-			args[abi.ModifySRQQueue:abi.ModifySRQQueue+abi.QueueArgsSize])
-	case abi.OpQuerySRQ:
-		return f.querySRQLocked(u32(abi.NumArgsNum), result)
-	case abi.OpDestroySRQ:
-		return f.destroySRQLocked(u32(abi.NumArgsNum))
-	default:
-		return errf(syscall.EOPNOTSUPP, "control command 0x%x", op)
+	run, ok := ctrlCommands[e.Opcode()]
+	if !ok {
+		return errf(syscall.EOPNOTSUPP, "control command 0x%x", e.Opcode())
+	}
+	return run(f, e)
+}
+
+// ctrlCommand runs one control command on its entry: it reads its arguments there and writes
+// its results there.
+type ctrlCommand func(f *Function, e abi.CtrlEntry) error
+
+// ctrlCommands are the commands the function runs, by opcode; any other is EOPNOTSUPP.
+var ctrlCommands = map[uint16]ctrlCommand{
+	abi.OpNop:         func(*Function, abi.CtrlEntry) error { return nil },
+	abi.OpQueryDevice: (*Function).queryDeviceLocked,
+	abi.OpQueryPort:   (*Function).queryPortLocked,
+	abi.OpQueryGID:    (*Function).queryGIDLocked,
+	abi.OpAllocPD:     (*Function).allocPDLocked,
+	abi.OpDeallocPD:   byNum((*Function).deallocPDLocked),
+	abi.OpAllocSTag: func(f *Function, e abi.CtrlEntry) error {
+		a := e.AllocSTagArgs()
+		return f.allocSTagLocked(a.PD(), a.Kind(), a.MaxPages(), e.SetResult)
+	},
+	abi.OpRegMR: func(f *Function, e abi.CtrlEntry) error { return f.regMRLocked(e.RegMRArgs(), e.SetResult) },
+	abi.OpReregMR: func(f *Function, e abi.CtrlEntry) error {
+		a := e.ReregMRArgs()
+		return f.reregMRLocked(a.STag(), keys.ReregFlags(a.Flags()), a.Reg())
+	},
+	abi.OpDeallocSTag: byNum((*Function).deallocSTagLocked),
+	abi.OpRegDMAMR: func(f *Function, e abi.CtrlEntry) error {
+		a := e.RegDMAArgs()
+		return f.regDMAMRLocked(a.PD(), engine.Access(a.Access()), e.SetResult)
+	},
+	abi.OpAttachMcast:   mcastCommand(true),
+	abi.OpDetachMcast:   mcastCommand(false),
+	abi.OpCreateEthRing: func(f *Function, e abi.CtrlEntry) error { return f.createEthRingLocked(e.EthRingArgs()) },
+	abi.OpDestroyEthRing: func(f *Function, e abi.CtrlEntry) error {
+		return f.destroyEthRingLocked(e.EthRingArgs().Kind(), e.SetResult)
+	},
+	abi.OpSetAVTable: func(f *Function, e abi.CtrlEntry) error { return f.setAVTableLocked(e.SetAVArgs()) },
+	abi.OpCreateEQ:   func(f *Function, e abi.CtrlEntry) error { return f.createEQLocked(e.CreateEQArgs(), e.SetResult) },
+	abi.OpDestroyEQ:  byNum((*Function).destroyEQLocked),
+	abi.OpCreateCQ:   func(f *Function, e abi.CtrlEntry) error { return f.createCQLocked(e.CreateCQArgs(), e.SetResult) },
+	abi.OpResizeCQ: func(f *Function, e abi.CtrlEntry) error {
+		a := e.ResizeCQArgs()
+		return f.resizeCQLocked(a.Num(), a.Queue())
+	},
+	abi.OpDestroyCQ: byNum((*Function).destroyCQLocked),
+	abi.OpCreateQP:  func(f *Function, e abi.CtrlEntry) error { return f.createQPLocked(e.CreateQPArgs(), e.SetResult) },
+	abi.OpModifyQP: func(f *Function, e abi.CtrlEntry) error {
+		a := e.ModifyQPArgs()
+		return f.modifyQPLocked(a.Num(), a.Mask(), a.Attr())
+	},
+	abi.OpQueryQP: func(f *Function, e abi.CtrlEntry) error {
+		a := e.QueryQPArgs()
+		return f.queryQPLocked(a.Num(), a.Attr())
+	},
+	abi.OpDestroyQP: byNum((*Function).destroyQPLocked),
+	abi.OpCreateSRQ: func(f *Function, e abi.CtrlEntry) error { return f.createSRQLocked(e.CreateSRQArgs(), e.SetResult) },
+	abi.OpModifySRQ: func(f *Function, e abi.CtrlEntry) error {
+		a := e.ModifySRQArgs()
+		return f.modifySRQLocked(a.Num(), a.Mask(), a.Limit(), a.Queue())
+	},
+	abi.OpQuerySRQ:   func(f *Function, e abi.CtrlEntry) error { return f.querySRQLocked(e.NumArgs().Num(), e.SetResult) },
+	abi.OpDestroySRQ: byNum((*Function).destroySRQLocked),
+}
+
+// byNum is a command whose arguments name one object (abi.NumArgs) and that answers nothing.
+func byNum(run func(f *Function, num uint32) error) ctrlCommand {
+	return func(f *Function, e abi.CtrlEntry) error { return run(f, e.NumArgs().Num()) }
+}
+
+// mcastCommand attaches a QP to a multicast group (attach) or detaches it.
+func mcastCommand(attach bool) ctrlCommand {
+	return func(f *Function, e abi.CtrlEntry) error {
+		a := e.McastArgs()
+		return f.mcastLocked(attach, a.QPN(), [16]byte(a.GID()))
 	}
 }
 
-func (f *Function) pdLocked(pdn uint32) (*pdEntry, error) {
-	p, ok := f.pds[pdn]
-	if !ok {
-		return nil, errf(syscall.ENOENT, "PD %d", pdn)
+// queryDeviceLocked answers the registers CAPS to CTRLQ_MAX, in order, in the arguments.
+func (f *Function) queryDeviceLocked(e abi.CtrlEntry) error {
+	for i := range abi.QueryDeviceWords {
+		e.SetQueryDeviceWord(i, f.readRegLocked(abi.RegCaps+4*uint32(i)))
 	}
-	return p, nil
+	e.SetResult(abi.ResultVersion, abi.Version)
+	return nil
+}
+
+func (f *Function) queryPortLocked(e abi.CtrlEntry) error {
+	if port := e.QueryPortArgs().Port(); port != 1 {
+		return errf(syscall.EINVAL, "port %d (the function has port 1)", port)
+	}
+	e.SetResult(abi.ResultPortState, f.readRegLocked(abi.RegPortState))
+	e.SetResult(abi.ResultPortMaxMTU, f.readRegLocked(abi.RegMaxMTU))
+	e.SetResult(abi.ResultPortActiveMTU, uint32(cmp.Or(f.cfg.ActiveMTU, engine.MTU4096)))
+	e.SetResult(abi.ResultPortGIDLen, abi.GIDTableLen)
+	return nil
+}
+
+func (f *Function) queryGIDLocked(e abi.CtrlEntry) error {
+	a := e.QueryGIDArgs()
+	port, i := a.Port(), a.Index()
+	switch {
+	case port != 1:
+		return errf(syscall.EINVAL, "port %d (the function has port 1)", port)
+	case i >= abi.GIDTableLen:
+		return errf(syscall.EINVAL, "GID index %d of %d", i, abi.GIDTableLen)
+	}
+	gid := a.GID()
+	clear(gid)
+	if f.regs.gidValid&(1<<i) != 0 {
+		copy(gid, f.regs.gids[i][:])
+		e.SetResult(abi.ResultGIDValid, 1)
+	}
+	return nil
+}
+
+func (f *Function) allocPDLocked(e abi.CtrlEntry) error {
+	pd, err := f.dev.AllocPD()
+	if err != nil {
+		return err
+	}
+	f.nextPD++
+	f.pds[f.nextPD] = &pdEntry{pd: pd}
+	e.SetResult(abi.ResultNum, f.nextPD)
+	return nil
+}
+
+func (f *Function) deallocPDLocked(pdn uint32) error {
+	p, ok := f.pds[pdn]
+	switch {
+	case !ok:
+		return errf(syscall.ENOENT, "PD %d", pdn)
+	case p.uses > 0:
+		return errf(syscall.EBUSY, "PD %d has %d objects", pdn, p.uses)
+	}
+	delete(f.pds, pdn)
+	f.forgetAHs(p.pd)
+	return nil
+}
+
+func (f *Function) pdLocked(pdn uint32) (*pdEntry, error) { return find(f.pds, pdn, "PD") }
+
+// find is the object numbered n in objs, or ENOENT naming it as what.
+func find[T any](objs map[uint32]*T, n uint32, what string) (*T, error) {
+	o, ok := objs[n]
+	if !ok {
+		return nil, errf(syscall.ENOENT, "%s %d", what, n)
+	}
+	return o, nil
 }
 
 func (f *Function) allocSTagLocked(pdn, kind, maxPages uint32, result func(int, uint32)) error {
@@ -282,10 +325,9 @@ type mrArgs struct {
 // decodeMRArgs reads REG_MR's arguments and resolves their page list, whose pages it counts
 // against the device's cap (reservePagesLocked): on success the caller owns len(a.pages.Pages)
 // reserved pages.
-func (f *Function) decodeMRArgs(args []byte) (mrArgs, error) {
-	le := binary.LittleEndian
-	a := mrArgs{pdn: le.Uint32(args[abi.RegMRPD:]), access: engine.Access(le.Uint32(args[abi.RegMRAccess:])), iova: le.Uint64(args[abi.RegMRIOVA:])}
-	pl := decodePageList(args[abi.RegMRPages:])
+func (f *Function) decodeMRArgs(args abi.RegMRArgs) (mrArgs, error) {
+	a := mrArgs{pdn: args.PD(), access: engine.Access(args.Access()), iova: args.IOVA()}
+	pl := decodePageList(args.Pages())
 	if _, err := checkPageList(pl, abi.MaxMRPages); err != nil {
 		return mrArgs{}, err // a malformed list is EINVAL, not ENOMEM for its count
 	}
@@ -297,12 +339,12 @@ func (f *Function) decodeMRArgs(args []byte) (mrArgs, error) {
 		f.regPages -= uint64(pl.pages)
 		return mrArgs{}, err
 	}
-	a.pages = engine.PageList{PageSize: pageSize, Offset: le.Uint64(args[abi.RegMROffset:]), Length: le.Uint64(args[abi.RegMRLength:]), Pages: pages}
+	a.pages = engine.PageList{PageSize: pageSize, Offset: args.Offset(), Length: args.Length(), Pages: pages}
 	return a, nil
 }
 
-func (f *Function) regMRLocked(args []byte, result func(int, uint32)) error {
-	p, err := f.pdLocked(binary.LittleEndian.Uint32(args[abi.RegMRPD:]))
+func (f *Function) regMRLocked(args abi.RegMRArgs, result func(int, uint32)) error {
+	p, err := f.pdLocked(args.PD())
 	if err != nil {
 		return err
 	}
@@ -330,14 +372,12 @@ func (f *Function) regMRLocked(args []byte, result func(int, uint32)) error {
 // reregMRLocked changes an MR's translation, PD or access. The stag must be the MR's current
 // one (a rereg keeps the keys); the arguments flags do not name are not read, so their page
 // list need not be valid.
-func (f *Function) reregMRLocked(stag uint32, flags keys.ReregFlags, args []byte) error {
+func (f *Function) reregMRLocked(stag uint32, flags keys.ReregFlags, args abi.RegMRArgs) error {
 	m, ok := f.mrs[stag>>8]
 	if !ok || m.mr.LKey() != stag {
 		return errf(syscall.EINVAL, "no MR with STag 0x%x", stag)
 	}
-	var a mrArgs
-	le := binary.LittleEndian
-	a.pdn, a.access = le.Uint32(args[abi.RegMRPD:]), engine.Access(le.Uint32(args[abi.RegMRAccess:]))
+	a := mrArgs{pdn: args.PD(), access: engine.Access(args.Access())}
 	var pd *engine.PD
 	if flags&keys.ChangePD != 0 {
 		p, err := f.pdLocked(a.pdn)
@@ -406,8 +446,8 @@ func (f *Function) deallocSTagLocked(stag uint32) error {
 
 // setAVTableLocked keeps the address-vector table the driver gave: whole 4 KiB pages of
 // abi.AVEntrySize-byte entries, every page mapped. Zero entries removes it.
-func (f *Function) setAVTableLocked(args []byte) error {
-	n := binary.LittleEndian.Uint32(args[abi.SetAVEntries:])
+func (f *Function) setAVTableLocked(args abi.SetAVArgs) error {
+	n := args.Entries()
 	if n == 0 {
 		f.avMu.Lock()
 		f.av = nil
@@ -417,7 +457,7 @@ func (f *Function) setAVTableLocked(args []byte) error {
 	if n > abi.MaxAH {
 		return errf(syscall.EINVAL, "%d address vectors, at most %d", n, abi.MaxAH)
 	}
-	pl := decodePageList(args[abi.SetAVPages:])
+	pl := decodePageList(args.Pages())
 	if pl.shift != 12 {
 		return errf(syscall.EINVAL, "an AV table in pages of 2^%d bytes (4 KiB only)", pl.shift)
 	}

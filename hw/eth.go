@@ -1,7 +1,6 @@
 package hw
 
 import (
-	"encoding/binary"
 	"sync"
 	"syscall"
 
@@ -26,9 +25,8 @@ type ethRing struct {
 
 // createEthRingLocked makes the TX or RX ring (one of each). An RX ring takes the engine's
 // frames that are not RoCEv2 for it from then on.
-func (f *Function) createEthRingLocked(args []byte) error {
-	kind, vector := args[abi.EthRingKind], int(binary.LittleEndian.Uint16(args[abi.EthRingVector:]))
-	flags := binary.LittleEndian.Uint32(args[abi.EthRingFlags:])
+func (f *Function) createEthRingLocked(args abi.EthRingArgs) error {
+	kind, vector, flags := args.Kind(), int(args.Vector()), args.Flags()
 	switch {
 	case kind != abi.EthTX && kind != abi.EthRX:
 		return errf(syscall.EINVAL, "Ethernet ring kind %d", kind)
@@ -39,7 +37,7 @@ func (f *Function) createEthRingLocked(args []byte) error {
 	case flags&^abi.EthRingPromisc != 0:
 		return errf(syscall.EINVAL, "Ethernet ring flags 0x%x", flags)
 	}
-	r, err := newRing(&f.mem, args[abi.EthRingQueue:abi.EthRingQueue+abi.QueueArgsSize], abi.EthDescSize, abi.EthMaxLog)
+	r, err := newRing(&f.mem, args.Queue(), abi.EthDescSize, abi.EthMaxLog)
 	if err != nil {
 		return err
 	}
@@ -89,14 +87,14 @@ func (f *Function) ethTransmitLocked(prod uint32) []int {
 		return nil
 	}
 	prod &= e.r.mask()
-	var desc [abi.EthDescSize]byte
+	var b [abi.EthDescSize]byte
+	desc := abi.EthDesc(b[:])
 	sent := false
 	for e.cons != prod {
-		if e.r.access(e.r.elemOff(e.cons), desc[:], false) != nil {
+		if e.r.access(e.r.elemOff(e.cons), desc, false) != nil {
 			return nil // the ring's memory went: nothing more to send from it
 		}
-		addr := binary.LittleEndian.Uint64(desc[abi.EthDescAddr:])
-		n := binary.LittleEndian.Uint32(desc[abi.EthDescLen:])
+		addr, n := desc.Addr(), desc.Len()
 		// The length is the guest's: checked before it sizes anything.
 		if n < abi.EthMinFrame || n > abi.EthMaxFrame {
 			e.dropped++
@@ -148,21 +146,21 @@ func (e *ethRing) fill(f *Function, frame []byte) bool {
 		e.dropped++
 		return false
 	}
-	var desc [abi.EthDescSize]byte
+	var b [abi.EthDescSize]byte
+	desc := abi.EthDesc(b[:])
 	off := e.r.elemOff(e.cons)
-	if e.r.access(off, desc[:], false) != nil {
+	if e.r.access(off, desc, false) != nil {
 		e.dropped++
 		return false
 	}
-	addr, room := binary.LittleEndian.Uint64(desc[abi.EthDescAddr:]), binary.LittleEndian.Uint32(desc[abi.EthDescLen:])
-	if uint32(len(frame)) > room || writeGuest(&f.mem, addr, frame) != nil {
+	if addr, room := desc.Addr(), desc.Len(); uint32(len(frame)) > room || writeGuest(&f.mem, addr, frame) != nil {
 		// The buffer is used up all the same: the driver sees it come back empty.
-		binary.LittleEndian.PutUint32(desc[abi.EthDescLen:], 0)
+		desc.SetLen(0)
 		e.dropped++
 	} else {
-		binary.LittleEndian.PutUint32(desc[abi.EthDescLen:], uint32(len(frame)))
+		desc.SetLen(uint32(len(frame)))
 	}
-	binary.LittleEndian.PutUint32(desc[abi.EthDescFlags:], abi.EthDescDone)
+	desc.SetFlags(abi.EthDescDone)
 	if e.r.access(off+abi.EthDescLen, desc[abi.EthDescLen:], true) != nil {
 		return false
 	}

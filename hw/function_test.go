@@ -121,6 +121,16 @@ func (b *bench) cmd(op uint16, args []byte) (syscall.Errno, [4]uint32) {
 }
 
 // ok runs a command that must succeed and returns its first result.
+// modifyQP runs MODIFY_QP on q under mask, with the attributes set fills in.
+func (b *bench) modifyQP(q *guestQP, mask emu.AttrMask, set func(attr []byte)) {
+	b.t.Helper()
+	a := make([]byte, 8+abi.QPAttrSize)
+	binary.LittleEndian.PutUint32(a, q.qpn)
+	binary.LittleEndian.PutUint32(a[4:], uint32(mask))
+	set(a[8:])
+	b.ok(abi.OpModifyQP, a)
+}
+
 func (b *bench) ok(op uint16, args []byte) uint32 {
 	b.t.Helper()
 	errno, res := b.cmd(op, args)

@@ -113,13 +113,7 @@ func TestFunctionOnALink(t *testing.T) {
 // connectTo takes a guest QP through INIT, RTR and RTS to a peer QP at dgid, granting access.
 func (b *bench) connectTo(q *guestQP, dest uint32, dgid string, access emu.Access) {
 	b.t.Helper()
-	set := func(mask emu.AttrMask, f func(a []byte)) {
-		a := make([]byte, 8+abi.QPAttrSize)
-		binary.LittleEndian.PutUint32(a, q.qpn)
-		binary.LittleEndian.PutUint32(a[4:], uint32(mask))
-		f(a[8:])
-		b.ok(abi.OpModifyQP, a)
-	}
+	set := func(mask emu.AttrMask, f func(a []byte)) { b.modifyQP(q, mask, f) }
 	set(emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags, func(a []byte) {
 		a[abi.QPAttrState], a[abi.QPAttrPortNum] = byte(emu.QPSInit), 1
 		binary.LittleEndian.PutUint32(a[abi.QPAttrAccessFlags:], uint32(access))

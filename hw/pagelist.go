@@ -24,9 +24,10 @@ type pageList struct {
 	levels uint8
 }
 
-func decodePageList(b []byte) pageList {
-	return pageList{addr: binary.LittleEndian.Uint64(b[abi.PLAddr:]), pages: binary.LittleEndian.Uint32(b[abi.PLPages:]),
-		shift: b[abi.PLShift], levels: b[abi.PLLevels]}
+// decodePageList copies a page list's fields: a REG_MR work request's list is read when the
+// request runs, after its WQE slot may have been written again.
+func decodePageList(p abi.PageList) pageList {
+	return pageList{addr: p.Addr(), pages: p.Pages(), shift: p.Shift(), levels: p.Levels()}
 }
 
 // errf is a failure a driver sees as errno.

@@ -2,9 +2,9 @@ package hw
 
 import (
 	"cmp"
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net/netip"
 	"sync"
 	"syscall"
@@ -52,56 +52,27 @@ type qp struct {
 // qpTypes are the QP types CREATE_QP takes, by their ABI numbers.
 var qpTypes = map[uint8]engine.QPType{abi.QPTypeRC: engine.QPTypeRC, abi.QPTypeUC: engine.QPTypeUC, abi.QPTypeUD: engine.QPTypeUD, abi.QPTypeGSI: engine.QPTypeGSI}
 
-func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
-	le := binary.LittleEndian
-	pdn := le.Uint32(args[abi.CreateQPPD:])
-	p, err := f.pdLocked(pdn)
+// qpRequest is what CREATE_QP asks for, checked against the function's objects and limits.
+type qpRequest struct {
+	p                           *pdEntry
+	pdn                         uint32
+	typ                         engine.QPType
+	sigAll                      bool
+	shared                      *srq // nil: the QP has its own receive queue
+	scq, rcq                    *cq
+	sendSGE, recvSGE, maxInline int
+}
+
+func (f *Function) createQPLocked(args abi.CreateQPArgs, result func(int, uint32)) error {
+	req, err := f.checkCreateQPLocked(args)
 	if err != nil {
 		return err
 	}
-	typ, ok := qpTypes[args[abi.CreateQPType]]
-	if !ok {
-		return errf(syscall.EOPNOTSUPP, "QP type %d (RC, UC, UD or GSI)", args[abi.CreateQPType])
-	}
-	if s := args[abi.CreateQPSigAll]; s > 1 {
-		return errf(syscall.EINVAL, "sq_sig_all %d", s)
-	}
-	var shared *srq
-	if n := le.Uint32(args[abi.CreateQPSRQ:]); n != 0 {
-		if shared = f.srqs[n]; shared == nil {
-			return errf(syscall.ENOENT, "SRQ %d", n)
-		}
-	}
-	scq, rcq := f.cqs[le.Uint32(args[abi.CreateQPSendCQ:])], f.cqs[le.Uint32(args[abi.CreateQPRecvCQ:])]
-	if scq == nil || rcq == nil {
-		return errf(syscall.ENOENT, "CQ %d or %d", le.Uint32(args[abi.CreateQPSendCQ:]), le.Uint32(args[abi.CreateQPRecvCQ:]))
-	}
-	maxInline := int(le.Uint32(args[abi.CreateQPMaxInline:]))
-	sendSGE, recvSGE := int(le.Uint16(args[abi.CreateQPSendSGE:])), int(le.Uint16(args[abi.CreateQPRecvSGE:]))
-	lim := engine.DefaultLimits
-	if sendSGE > lim.MaxSGE || recvSGE > lim.MaxSGE || maxInline > lim.MaxInline {
-		return errf(syscall.EINVAL, "%d send SGEs, %d receive SGEs, %d bytes inline", sendSGE, recvSGE, maxInline)
-	}
-	sq, err := newRing(&f.mem, args[abi.CreateQPSQ:abi.CreateQPSQ+abi.QueueArgsSize],
-		abi.SendWQESize+max(abi.SGESize*sendSGE, maxInline), ringLog(lim.MaxQPWR))
+	sq, rq, err := f.qpRings(args, req)
 	if err != nil {
 		return err
 	}
-	var rq *ring
-	if shared == nil { // a QP on an SRQ has no receive queue of its own
-		rq, err = newRing(&f.mem, args[abi.CreateQPRQ:abi.CreateQPRQ+abi.QueueArgsSize],
-			abi.RecvWQESize+abi.SGESize*recvSGE, ringLog(lim.MaxQPWR))
-		if err != nil {
-			return err
-		}
-	}
-	slot := -1
-	for i, q := range f.qpSlots {
-		if q == nil {
-			slot = i
-			break
-		}
-	}
+	slot := freeSlot(f.qpSlots[:])
 	if slot < 0 {
 		return errf(syscall.ENOMEM, "all %d QP slots in use", len(f.qpSlots))
 	}
@@ -112,40 +83,97 @@ func (f *Function) createQPLocked(args []byte, result func(int, uint32)) error {
 	if err := f.reserveWRsLocked(slots); err != nil {
 		return err
 	}
-	init := engine.QPInitAttr{Type: typ, SendCQ: scq.emu, RecvCQ: rcq.emu, SigAll: args[abi.CreateQPSigAll] != 0,
-		Cap: engine.QPCap{MaxSendWR: int(sq.count() - 1), MaxRecvWR: 1, MaxSendSGE: sendSGE, MaxRecvSGE: recvSGE, MaxInlineData: maxInline}}
-	if rq != nil {
-		init.Cap.MaxRecvWR = int(rq.count() - 1)
-	} else {
-		init.SRQ = shared.emu
-	}
-	eqp, err := p.pd.CreateQP(init)
+	eqp, err := req.p.pd.CreateQP(req.initAttr(sq, rq))
 	if err != nil {
 		f.wrSlots -= uint64(slots)
 		return err
 	}
-	q := &qp{f: f, emu: eqp, slot: uint32(slot), pdn: pdn, ud: typ == engine.QPTypeUD || typ == engine.QPTypeGSI, sq: sq, rq: rq, wrSlots: slots,
-		maxSendSGE: sendSGE, maxRecvSGE: recvSGE, maxInline: maxInline,
-		sqWQE: make([]byte, sendWQEBytes(sq, sendSGE, maxInline))}
-	if rq != nil {
-		q.rqWQE = make([]byte, recvWQEBytes(rq, recvSGE))
-	}
+	q := &qp{f: f, emu: eqp, slot: uint32(slot), pdn: req.pdn, ud: req.typ == engine.QPTypeUD || req.typ == engine.QPTypeGSI,
+		sq: sq, rq: rq, wrSlots: slots, maxSendSGE: req.sendSGE, maxRecvSGE: req.recvSGE, maxInline: req.maxInline,
+		sqWQE: make([]byte, sendWQEBytes(sq, req.sendSGE, req.maxInline))}
 	eqp.OnRetire(q.retired)
 	if rq != nil {
+		q.rqWQE = make([]byte, recvWQEBytes(rq, req.recvSGE))
 		eqp.SetRecvSource(q.fetchRecv)
 	}
 	f.qpSlots[slot] = q
 	f.qps[eqp.Num()] = q
-	p.uses++
+	req.p.uses++
 	result(abi.ResultNum, eqp.Num())
 	result(abi.ResultSlot, uint32(slot))
 	return nil
 }
 
+// checkCreateQPLocked checks CREATE_QP's numbers, in the order their errors take precedence:
+// the PD, the type, sq_sig_all, the SRQ, the CQs, then the SGE and inline sizes.
+func (f *Function) checkCreateQPLocked(a abi.CreateQPArgs) (qpRequest, error) {
+	req := qpRequest{pdn: a.PD()}
+	var err error
+	if req.p, err = f.pdLocked(req.pdn); err != nil {
+		return req, err
+	}
+	var ok bool
+	if req.typ, ok = qpTypes[a.Type()]; !ok {
+		return req, errf(syscall.EOPNOTSUPP, "QP type %d (RC, UC, UD or GSI)", a.Type())
+	}
+	if s := a.SigAll(); s > 1 {
+		return req, errf(syscall.EINVAL, "sq_sig_all %d", s)
+	}
+	req.sigAll = a.SigAll() != 0
+	if n := a.SRQ(); n != 0 {
+		if req.shared = f.srqs[n]; req.shared == nil {
+			return req, errf(syscall.ENOENT, "SRQ %d", n)
+		}
+	}
+	req.scq, req.rcq = f.cqs[a.SendCQ()], f.cqs[a.RecvCQ()]
+	if req.scq == nil || req.rcq == nil {
+		return req, errf(syscall.ENOENT, "CQ %d or %d", a.SendCQ(), a.RecvCQ())
+	}
+	req.maxInline, req.sendSGE, req.recvSGE = int(a.MaxInline()), int(a.SendSGE()), int(a.RecvSGE())
+	lim := engine.DefaultLimits
+	if req.sendSGE > lim.MaxSGE || req.recvSGE > lim.MaxSGE || req.maxInline > lim.MaxInline {
+		return req, errf(syscall.EINVAL, "%d send SGEs, %d receive SGEs, %d bytes inline", req.sendSGE, req.recvSGE, req.maxInline)
+	}
+	return req, nil
+}
+
+// qpRings resolves the QP's send queue and, without an SRQ, its receive queue.
+func (f *Function) qpRings(a abi.CreateQPArgs, req qpRequest) (sq, rq *ring, err error) {
+	maxLog := ringLog(engine.DefaultLimits.MaxQPWR)
+	sq, err = newRing(&f.mem, a.SQ(), abi.SendWQESize+max(abi.SGESize*req.sendSGE, req.maxInline), maxLog)
+	if err != nil || req.shared != nil { // a QP on an SRQ has no receive queue of its own
+		return sq, nil, err
+	}
+	rq, err = newRing(&f.mem, a.RQ(), abi.RecvWQESize+abi.SGESize*req.recvSGE, maxLog)
+	return sq, rq, err
+}
+
+// initAttr is the engine's QP for the request on rings sq and rq (nil with an SRQ).
+func (req *qpRequest) initAttr(sq, rq *ring) engine.QPInitAttr {
+	init := engine.QPInitAttr{Type: req.typ, SendCQ: req.scq.emu, RecvCQ: req.rcq.emu, SigAll: req.sigAll,
+		Cap: engine.QPCap{MaxSendWR: int(sq.count() - 1), MaxRecvWR: 1, MaxSendSGE: req.sendSGE, MaxRecvSGE: req.recvSGE, MaxInlineData: req.maxInline}}
+	if rq != nil {
+		init.Cap.MaxRecvWR = int(rq.count() - 1)
+	} else {
+		init.SRQ = req.shared.emu
+	}
+	return init
+}
+
+// freeSlot is the first free slot of a doorbell or arm table, or -1 if all are taken.
+func freeSlot[T any](slots []*T) int {
+	for i, s := range slots {
+		if s == nil {
+			return i
+		}
+	}
+	return -1
+}
+
 func (f *Function) destroyQPLocked(n uint32) error {
-	q, ok := f.qps[n]
-	if !ok {
-		return errf(syscall.ENOENT, "QP %d", n)
+	q, err := find(f.qps, n, "QP")
+	if err != nil {
+		return err
 	}
 	if err := q.emu.Destroy(); err != nil {
 		return err
@@ -173,106 +201,120 @@ func (q *qp) markGone() {
 	q.rqMu.Unlock()
 }
 
-// modifyQPLocked applies ibv_modify_qp's attributes (abi QPAttr) under its mask.
-func (f *Function) modifyQPLocked(n, mask uint32, a []byte) error {
-	q, ok := f.qps[n]
-	if !ok {
-		return errf(syscall.ENOENT, "QP %d", n)
+// modifyQPLocked applies ibv_modify_qp's attributes under its mask.
+func (f *Function) modifyQPLocked(n, mask uint32, a abi.QPAttr) error {
+	q, err := find(f.qps, n, "QP")
+	if err != nil {
+		return err
 	}
 	if err := checkQPAttr(engine.AttrMask(mask), a); err != nil {
 		return err
 	}
-	le := binary.LittleEndian
-	attr := engine.QPAttr{
-		State: engine.QPState(a[abi.QPAttrState]), CurState: engine.QPState(a[abi.QPAttrCurState]),
-		PathMTU: engine.MTU(a[abi.QPAttrPathMTU]), Timeout: a[abi.QPAttrTimeout], RetryCnt: a[abi.QPAttrRetryCnt],
-		RNRRetry: a[abi.QPAttrRNRRetry], MinRNRTimer: a[abi.QPAttrMinRNRTimer], MaxRdAtomic: a[abi.QPAttrMaxRdAtomic],
-		MaxDestRdAtomic: a[abi.QPAttrMaxDestRdAtom], Port: a[abi.QPAttrPortNum],
-		EnSQDAsyncNotify: a[abi.QPAttrSQDrainNotify] != 0, PKeyIndex: le.Uint16(a[abi.QPAttrPKeyIndex:]),
-		AccessFlags: engine.Access(le.Uint32(a[abi.QPAttrAccessFlags:])), DestQPN: le.Uint32(a[abi.QPAttrDestQPN:]),
-		RQPSN: le.Uint32(a[abi.QPAttrRQPSN:]), SQPSN: le.Uint32(a[abi.QPAttrSQPSN:]), QKey: le.Uint32(a[abi.QPAttrQKey:]),
-		AH: engine.AHAttr{DGID: netip.AddrFrom16([16]byte(a[abi.QPAttrDGID:])).Unmap(), HopLimit: a[abi.QPAttrHopLimit],
-			TrafficClass: a[abi.QPAttrTrafficClass], FlowLabel: le.Uint32(a[abi.QPAttrFlowLabel:])},
-	}
+	attr := decodeQPAttr(a)
 	if err := q.emu.Modify(attr, engine.AttrMask(mask)); err != nil {
 		return err
 	}
 	if engine.AttrMask(mask)&engine.AttrState != 0 && attr.State == engine.QPSReset {
-		// Back to RESET the queues start over empty, as a new QP's: the indices in the rings'
-		// headers too, as rxe's kernel zeroes them (the provider reads them from there).
-		q.posting.Lock()
-		q.sqNext = 0
-		q.posting.Unlock()
-		q.sqMu.Lock()
-		q.sqCons = 0
-		if !q.sqGone {
-			_ = q.sq.writeU32(abi.QHProducer, 0)
-			_ = q.sq.writeU32(abi.QHConsumer, 0)
-		}
-		q.sqMu.Unlock()
-		q.rqMu.Lock()
-		q.rqCons = 0
-		if q.rq != nil && !q.rqGone {
-			_ = q.rq.writeU32(abi.QHProducer, 0)
-			_ = q.rq.writeU32(abi.QHConsumer, 0)
-		}
-		q.rqMu.Unlock()
+		q.resetRings()
 	}
 	return nil
+}
+
+// decodeQPAttr reads the attributes a modify carries.
+func decodeQPAttr(a abi.QPAttr) engine.QPAttr {
+	return engine.QPAttr{
+		State: engine.QPState(a.State()), CurState: engine.QPState(a.CurState()),
+		PathMTU: engine.MTU(a.PathMTU()), Timeout: a.Timeout(), RetryCnt: a.RetryCnt(),
+		RNRRetry: a.RNRRetry(), MinRNRTimer: a.MinRNRTimer(), MaxRdAtomic: a.MaxRdAtomic(),
+		MaxDestRdAtomic: a.MaxDestRdAtomic(), Port: a.PortNum(),
+		EnSQDAsyncNotify: a.SQDrainNotify() != 0, PKeyIndex: a.PKeyIndex(),
+		AccessFlags: engine.Access(a.AccessFlags()), DestQPN: a.DestQPN(),
+		RQPSN: a.RQPSN(), SQPSN: a.SQPSN(), QKey: a.QKey(),
+		AH: engine.AHAttr{DGID: netip.AddrFrom16([16]byte(a.DGID())).Unmap(), HopLimit: a.HopLimit(),
+			TrafficClass: a.TrafficClass(), FlowLabel: a.FlowLabel()},
+	}
+}
+
+// resetRings starts the queues over empty, as a new QP's, when the QP goes back to RESET: the
+// indices in the rings' headers too, as rxe's kernel zeroes them (the provider reads them from
+// there).
+func (q *qp) resetRings() {
+	q.posting.Lock()
+	q.sqNext = 0
+	q.posting.Unlock()
+	q.sqMu.Lock()
+	q.sqCons = 0
+	if !q.sqGone {
+		_ = q.sq.writeU32(abi.QHProducer, 0)
+		_ = q.sq.writeU32(abi.QHConsumer, 0)
+	}
+	q.sqMu.Unlock()
+	q.rqMu.Lock()
+	q.rqCons = 0
+	if q.rq != nil && !q.rqGone {
+		_ = q.rq.writeU32(abi.QHProducer, 0)
+		_ = q.rq.writeU32(abi.QHConsumer, 0)
+	}
+	q.rqMu.Unlock()
 }
 
 // checkQPAttr refuses what the engine's verbs leave to the caller, which a guest may write
 // anyway: a port other than the function's one, a P_Key index past its one-entry table, a GID
 // index past the GID table, a flow label wider than 20 bits, a flag that is neither 0 nor 1.
-func checkQPAttr(mask engine.AttrMask, a []byte) error {
-	le := binary.LittleEndian
+func checkQPAttr(mask engine.AttrMask, a abi.QPAttr) error {
 	switch {
-	case mask&engine.AttrPort != 0 && a[abi.QPAttrPortNum] != 1:
-		return errf(syscall.EINVAL, "port %d (the function has port 1)", a[abi.QPAttrPortNum])
-	case mask&engine.AttrPKeyIndex != 0 && le.Uint16(a[abi.QPAttrPKeyIndex:]) != 0:
-		return errf(syscall.EINVAL, "P_Key index %d (the table has one entry)", le.Uint16(a[abi.QPAttrPKeyIndex:]))
-	case mask&engine.AttrAV != 0 && a[abi.QPAttrSGIDIndex] >= abi.GIDTableLen:
-		return errf(syscall.EINVAL, "GID index %d of %d", a[abi.QPAttrSGIDIndex], abi.GIDTableLen)
-	case mask&engine.AttrAV != 0 && le.Uint32(a[abi.QPAttrFlowLabel:]) > 0xfffff:
-		return errf(syscall.EINVAL, "flow label 0x%x is wider than 20 bits", le.Uint32(a[abi.QPAttrFlowLabel:]))
-	case mask&engine.AttrEnSQDAsyncNotify != 0 && a[abi.QPAttrSQDrainNotify] > 1:
-		return errf(syscall.EINVAL, "en_sqd_async_notify %d", a[abi.QPAttrSQDrainNotify])
+	case mask&engine.AttrPort != 0 && a.PortNum() != 1:
+		return errf(syscall.EINVAL, "port %d (the function has port 1)", a.PortNum())
+	case mask&engine.AttrPKeyIndex != 0 && a.PKeyIndex() != 0:
+		return errf(syscall.EINVAL, "P_Key index %d (the table has one entry)", a.PKeyIndex())
+	case mask&engine.AttrAV != 0 && a.SGIDIndex() >= abi.GIDTableLen:
+		return errf(syscall.EINVAL, "GID index %d of %d", a.SGIDIndex(), abi.GIDTableLen)
+	case mask&engine.AttrAV != 0 && a.FlowLabel() > 0xfffff:
+		return errf(syscall.EINVAL, "flow label 0x%x is wider than 20 bits", a.FlowLabel())
+	case mask&engine.AttrEnSQDAsyncNotify != 0 && a.SQDrainNotify() > 1:
+		return errf(syscall.EINVAL, "en_sqd_async_notify %d", a.SQDrainNotify())
 	}
 	return nil
 }
 
-// queryQPLocked writes the QP's attributes (abi QPAttr) into a.
-func (f *Function) queryQPLocked(n uint32, a []byte) error {
-	q, ok := f.qps[n]
-	if !ok {
-		return errf(syscall.ENOENT, "QP %d", n)
+// queryQPLocked writes the QP's attributes into a.
+func (f *Function) queryQPLocked(n uint32, a abi.QPAttr) error {
+	q, err := find(f.qps, n, "QP")
+	if err != nil {
+		return err
 	}
 	attr := q.emu.Query()
-	le := binary.LittleEndian
-	clear(a[:abi.QPAttrSize])
-	a[abi.QPAttrState], a[abi.QPAttrCurState] = byte(attr.State), byte(attr.State)
-	a[abi.QPAttrPathMTU], a[abi.QPAttrTimeout], a[abi.QPAttrRetryCnt] = byte(attr.PathMTU), attr.Timeout, attr.RetryCnt
-	a[abi.QPAttrRNRRetry], a[abi.QPAttrMinRNRTimer] = attr.RNRRetry, attr.MinRNRTimer
-	a[abi.QPAttrMaxRdAtomic], a[abi.QPAttrMaxDestRdAtom] = attr.MaxRdAtomic, attr.MaxDestRdAtomic
-	a[abi.QPAttrHopLimit], a[abi.QPAttrTrafficClass], a[abi.QPAttrPortNum] = attr.AH.HopLimit, attr.AH.TrafficClass, attr.Port
-	le.PutUint16(a[abi.QPAttrPKeyIndex:], attr.PKeyIndex)
-	le.PutUint32(a[abi.QPAttrAccessFlags:], uint32(attr.AccessFlags))
-	le.PutUint32(a[abi.QPAttrDestQPN:], attr.DestQPN)
-	le.PutUint32(a[abi.QPAttrRQPSN:], attr.RQPSN)
-	le.PutUint32(a[abi.QPAttrSQPSN:], attr.SQPSN)
-	le.PutUint32(a[abi.QPAttrFlowLabel:], attr.AH.FlowLabel)
+	clear(a)
+	a.SetState(byte(attr.State))
+	a.SetCurState(byte(attr.State))
+	a.SetPathMTU(byte(attr.PathMTU))
+	a.SetTimeout(attr.Timeout)
+	a.SetRetryCnt(attr.RetryCnt)
+	a.SetRNRRetry(attr.RNRRetry)
+	a.SetMinRNRTimer(attr.MinRNRTimer)
+	a.SetMaxRdAtomic(attr.MaxRdAtomic)
+	a.SetMaxDestRdAtomic(attr.MaxDestRdAtomic)
+	a.SetHopLimit(attr.AH.HopLimit)
+	a.SetTrafficClass(attr.AH.TrafficClass)
+	a.SetPortNum(attr.Port)
+	a.SetPKeyIndex(attr.PKeyIndex)
+	a.SetAccessFlags(uint32(attr.AccessFlags))
+	a.SetDestQPN(attr.DestQPN)
+	a.SetRQPSN(attr.RQPSN)
+	a.SetSQPSN(attr.SQPSN)
+	a.SetFlowLabel(attr.AH.FlowLabel)
 	if attr.AH.DGID.IsValid() {
 		g := attr.AH.DGID.As16()
-		copy(a[abi.QPAttrDGID:], g[:])
+		copy(a.DGID(), g[:])
 	}
-	le.PutUint32(a[abi.QPAttrMaxSendWR:], q.sq.count()-1)
+	a.SetMaxSendWR(q.sq.count() - 1)
 	if q.rq != nil {
-		le.PutUint32(a[abi.QPAttrMaxRecvWR:], q.rq.count()-1)
+		a.SetMaxRecvWR(q.rq.count() - 1)
 	}
-	le.PutUint16(a[abi.QPAttrMaxSendSGE:], uint16(q.maxSendSGE))
-	le.PutUint16(a[abi.QPAttrMaxRecvSGE:], uint16(q.maxRecvSGE))
-	le.PutUint32(a[abi.QPAttrMaxInline:], uint32(q.maxInline))
-	le.PutUint32(a[abi.QPAttrQKey:], attr.QKey)
+	a.SetMaxSendSGE(uint16(q.maxSendSGE))
+	a.SetMaxRecvSGE(uint16(q.maxRecvSGE))
+	a.SetMaxInline(uint32(q.maxInline))
+	a.SetQKey(attr.QKey)
 	return nil
 }
 
@@ -341,13 +383,12 @@ func (q *qp) ring() {
 			if errors.As(err, &pe) && pe.Err == syscall.ENOMEM {
 				return // the engine's queue is full: the next doorbell or retirement goes on
 			}
-			le := binary.LittleEndian
-			raw := le.Uint32(elem[abi.SendOpcode:])
+			w := abi.SendWQE(elem)
+			raw := w.Opcode()
 			if l := q.f.cfg.Log; l != nil {
-				l.Info("send WQE refused", "qpn", q.emu.Num(), "wr_id", le.Uint64(elem[abi.SendWRID:]),
-					"opcode", raw, "err", err)
+				l.Info("send WQE refused", "qpn", q.emu.Num(), "wr_id", w.WRID(), "opcode", raw, "err", err)
 			}
-			if q.emu.PostSendError(engine.PostedError{ID: le.Uint64(elem[abi.SendWRID:]), Opcode: errOpcode(raw),
+			if q.emu.PostSendError(engine.PostedError{ID: w.WRID(), Opcode: errOpcode(raw),
 				Status: engine.WCLocQPOpErr, Err: err}) != nil {
 				return
 			}
@@ -395,26 +436,24 @@ func errOpcode(raw uint32) engine.WROpcode {
 
 // post turns one rxe_send_wqe into the engine's work request. The opcode is the guest's u32:
 // checked whole before it becomes the engine's byte.
-func (q *qp) post(e []byte) error {
-	le := binary.LittleEndian
-	raw := le.Uint32(e[abi.SendOpcode:])
+func (q *qp) post(e abi.SendWQE) error {
+	raw := e.Opcode()
 	if raw > 0xff {
 		return fmt.Errorf("send WQE opcode %d is not supported: %w", raw, syscall.EOPNOTSUPP)
 	}
-	wr := engine.SendWR{ID: le.Uint64(e[abi.SendWRID:]), Opcode: engine.WROpcode(raw),
-		Flags: engine.SendFlags(le.Uint32(e[abi.SendFlags:]))}
+	wr := engine.SendWR{ID: e.WRID(), Opcode: engine.WROpcode(raw), Flags: engine.SendFlags(e.Flags())}
 	switch wr.Opcode {
 	case engine.WRRDMAWriteWithImm, engine.WRSendWithImm:
-		wr.Imm = binary.BigEndian.Uint32(e[abi.SendImm:]) // imm_data is in network order
+		wr.Imm = bits.ReverseBytes32(e.Imm()) // imm_data is in network order
 	case engine.WRSendWithInv, engine.WRLocalInv:
-		wr.Imm = le.Uint32(e[abi.SendImm:])
+		wr.Imm = e.Imm()
 	}
 	switch wr.Opcode {
 	case engine.WRRDMAWrite, engine.WRRDMAWriteWithImm, engine.WRRDMARead:
-		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendRKey:])
+		wr.RemoteAddr, wr.RKey = e.RemoteAddr(), e.RKey()
 	case engine.WRAtomicCmpAndSwp, engine.WRAtomicFetchAndAdd:
-		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendAtomRKey:])
-		wr.CompareAdd, wr.Swap = le.Uint64(e[abi.SendCompare:]), le.Uint64(e[abi.SendSwap:])
+		wr.RemoteAddr, wr.RKey = e.RemoteAddr(), e.AtomicRKey()
+		wr.CompareAdd, wr.Swap = e.CompareAdd(), e.Swap()
 	case engine.WRSend, engine.WRSendWithImm, engine.WRSendWithInv, engine.WRLocalInv:
 		if q.ud && wr.Opcode != engine.WRLocalInv {
 			if err := q.address(e, &wr); err != nil {
@@ -422,18 +461,18 @@ func (q *qp) post(e []byte) error {
 			}
 		}
 	case engine.WRFlush:
-		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendFlushRKey:])
-		wr.Flush = engine.FlushInfo{Type: engine.FlushType(e[abi.SendFlushType]), Level: engine.FlushLevel(e[abi.SendFlushLvl]),
-			Length: cmp.Or(le.Uint32(e[abi.SendDMALength:]), le.Uint32(e[abi.SendFlushLen:]))}
+		wr.RemoteAddr, wr.RKey = e.RemoteAddr(), e.FlushRKey()
+		wr.Flush = engine.FlushInfo{Type: engine.FlushType(e.FlushType()), Level: engine.FlushLevel(e.FlushLevel()),
+			Length: cmp.Or(e.DMALength(), e.FlushLength())}
 		return q.emu.PostSend(wr)
 	case engine.WRAtomicWrite:
 		// The 8 bytes travel in the WQE (dma.atomic_wr), as rxe's provider puts them.
 		if len(e) < abi.SendAtomicWr+8 {
 			return fmt.Errorf("an ATOMIC_WRITE in a %d-byte WQE slot: %w", len(e), syscall.EINVAL)
 		}
-		wr.RemoteAddr, wr.RKey = le.Uint64(e[abi.SendRemote:]), le.Uint32(e[abi.SendRKey:])
+		wr.RemoteAddr, wr.RKey = e.RemoteAddr(), e.RKey()
 		wr.Flags |= engine.SendInline
-		wr.InlineData = append([]byte{}, e[abi.SendAtomicWr:abi.SendAtomicWr+8]...)
+		wr.InlineData = append([]byte{}, e.AtomicWrite()...)
 		return q.emu.PostSend(wr)
 	case engine.WRBindMW:
 		return q.bind(e, &wr)
@@ -442,30 +481,36 @@ func (q *qp) post(e []byte) error {
 	default:
 		return fmt.Errorf("send WQE opcode %d is not supported: %w", wr.Opcode, syscall.EOPNOTSUPP)
 	}
-	if wr.Flags&engine.SendInline != 0 {
-		n := int(le.Uint32(e[abi.SendDMALength:]))
-		if n > q.maxInline || abi.SendSGEs+n > len(e) {
-			return fmt.Errorf("%d bytes inline, the QP takes %d: %w", n, q.maxInline, syscall.EINVAL)
-		}
-		wr.InlineData = append([]byte{}, e[abi.SendSGEs:abi.SendSGEs+n]...)
-	} else if wr.Opcode != engine.WRLocalInv {
-		n := int(le.Uint32(e[abi.SendDMANumSGE:]))
-		if n > q.maxSendSGE || abi.SendSGEs+n*abi.SGESize > len(e) {
-			return fmt.Errorf("%d SGEs, the QP takes %d: %w", n, q.maxSendSGE, syscall.EINVAL)
-		}
-		for i := range n {
-			s := e[abi.SendSGEs+i*abi.SGESize:]
-			wr.SGL = append(wr.SGL, engine.SGE{Addr: le.Uint64(s[abi.SGEAddr:]), Length: le.Uint32(s[abi.SGELength:]), LKey: le.Uint32(s[abi.SGELKey:])})
-		}
+	if err := q.payload(e, &wr); err != nil {
+		return err
 	}
 	return q.emu.PostSend(wr)
 }
 
+// payload reads a send WQE's inline data or SGEs into wr (a LOCAL_INV has neither).
+func (q *qp) payload(e abi.SendWQE, wr *engine.SendWR) error {
+	if wr.Flags&engine.SendInline != 0 {
+		n := int(e.DMALength())
+		if n > q.maxInline || abi.SendSGEs+n > len(e) {
+			return fmt.Errorf("%d bytes inline, the QP takes %d: %w", n, q.maxInline, syscall.EINVAL)
+		}
+		wr.InlineData = append([]byte{}, e.Payload()[:n]...)
+	} else if wr.Opcode != engine.WRLocalInv {
+		n := int(e.NumSGE())
+		if n > q.maxSendSGE || abi.SendSGEs+n*abi.SGESize > len(e) {
+			return fmt.Errorf("%d SGEs, the QP takes %d: %w", n, q.maxSendSGE, syscall.EINVAL)
+		}
+		for i := range n {
+			wr.SGL = append(wr.SGL, decodeSGE(e.SGE(i)))
+		}
+	}
+	return nil
+}
+
 // bind posts a BIND_MW WQE: a type 2 window by the work request, a type 1 by the bind verb (the
 // provider's ibv_bind_mw posts one with rkey = ibv_inc_rkey(old), which is the verb's rule).
-func (q *qp) bind(e []byte, wr *engine.SendWR) error {
-	le := binary.LittleEndian
-	mwKey, mrKey := le.Uint32(e[abi.SendMWRKey:]), le.Uint32(e[abi.SendMWMRLKey:])
+func (q *qp) bind(e abi.SendWQE, wr *engine.SendWR) error {
+	mwKey, mrKey := e.MWRKey(), e.MWMRLKey()
 	q.f.keysMu.Lock()
 	w, okW := q.f.mws[mwKey>>8]
 	m, okM := q.f.mrs[mrKey>>8]
@@ -477,19 +522,18 @@ func (q *qp) bind(e []byte, wr *engine.SendWR) error {
 	if okM {
 		mr = m.mr
 	}
-	addr, length, access := le.Uint64(e[abi.SendMWAddr:]), le.Uint64(e[abi.SendMWLength:]), engine.Access(le.Uint32(e[abi.SendMWAccess:]))
+	addr, length, access := e.MWAddr(), e.MWLength(), engine.Access(e.MWAccess())
 	if w.mw.Type() == engine.MWType1 {
 		return q.emu.BindMW(w.mw, engine.MWBind{ID: wr.ID, Flags: wr.Flags, MR: mr, Addr: addr, Length: length, Access: access})
 	}
-	wr.Bind = engine.BindInfo{MW: w.mw, RKey: le.Uint32(e[abi.SendMWNewRKey:]), MR: mr, Addr: addr, Length: length, Access: access}
+	wr.Bind = engine.BindInfo{MW: w.mw, RKey: e.MWNewRKey(), MR: mr, Addr: addr, Length: length, Access: access}
 	return q.emu.PostSend(*wr)
 }
 
 // regMR posts the kernel-only REG_MR WQE (abi.WROpRegMR): the fast-register MR named by the
 // new key's index takes the pages the WQE's page list names in guest memory.
-func (q *qp) regMR(e []byte, wr *engine.SendWR) error {
-	le := binary.LittleEndian
-	key := le.Uint32(e[abi.RegWRKey:])
+func (q *qp) regMR(e abi.SendWQE, wr *engine.SendWR) error {
+	key := e.RegKey()
 	q.f.keysMu.Lock()
 	m, ok := q.f.mrs[key>>8]
 	q.f.keysMu.Unlock()
@@ -499,17 +543,17 @@ func (q *qp) regMR(e []byte, wr *engine.SendWR) error {
 	// The MR's own most pages bound the list, not the device's. The list's fields are checked
 	// now; its pages are read when the work request runs, as a NIC reads a fast-register page
 	// list, so a send queue full of REG_MRs holds no lists, only their 16-byte descriptors.
-	pl := decodePageList(e[abi.RegWRPages:])
+	pl := decodePageList(e.RegPages())
 	if _, err := checkPageList(pl, m.pages); err != nil {
 		return err
 	}
-	offset, length := le.Uint64(e[abi.RegWROffset:]), le.Uint64(e[abi.RegWRLength:])
+	offset, length := e.RegOffset(), e.RegLength()
 	mem := &q.f.mem
 	read := func() (engine.PageList, error) {
 		pageSize, pages, err := resolvePages(mem, pl, m.pages)
 		return engine.PageList{PageSize: pageSize, Offset: offset, Length: length, Pages: pages}, err
 	}
-	wr.Reg = engine.RegInfo{MR: m.mr, Key: key, IOVA: le.Uint64(e[abi.RegWRIOVA:]), Access: engine.Access(le.Uint32(e[abi.RegWRAccess:])),
+	wr.Reg = engine.RegInfo{MR: m.mr, Key: key, IOVA: e.RegIOVA(), Access: engine.Access(e.RegAccess()),
 		Guest: &engine.GuestPages{Space: mem, Read: read}}
 	return q.emu.PostSend(*wr)
 }

@@ -66,58 +66,42 @@ const caps = abi.CapMWType1 | abi.CapMWType2A | abi.CapMWType2B | abi.CapAtomics
 	abi.CapAtomicWrite | abi.CapFastReg | abi.CapZeroBased | abi.CapEthernet | abi.CapUD
 
 func (f *Function) readRegLocked(off uint32) uint32 {
-	l := engine.DefaultLimits
-	r := &f.regs
 	switch {
 	case off >= abi.RegGIDTable && off < abi.RegGIDTable+16*abi.GIDTableLen:
 		i := (off - abi.RegGIDTable) / 16
-		return binary.LittleEndian.Uint32(r.gids[i][(off-abi.RegGIDTable)%16:])
+		return binary.LittleEndian.Uint32(f.regs.gids[i][(off-abi.RegGIDTable)%16:])
+	case off <= abi.RegCtrlQMax:
+		return f.describingReg(off)
 	}
+	return f.stateRegLocked(off)
+}
+
+// describingReg reads the registers that describe the function, from RegMagic to RegCtrlQMax:
+// its identity, capabilities and limits, which no driver changes.
+func (f *Function) describingReg(off uint32) uint32 {
+	if off%4 != 0 {
+		return 0
+	}
+	l := engine.DefaultLimits
+	regs := [abi.RegCtrlQMax/4 + 1]uint32{
+		abi.RegMagic / 4: abi.MagicValue, abi.RegVersion / 4: abi.Version, abi.RegCaps / 4: caps, abi.RegPageSizes / 4: pageSizes,
+		abi.RegMaxQP / 4: abi.MaxQPSlots, abi.RegMaxQPWR / 4: ringable(l.MaxQPWR, l.MaxQPWR+1),
+		abi.RegMaxSGE / 4: uint32(l.MaxSGE), abi.RegMaxInline / 4: uint32(l.MaxInline),
+		abi.RegMaxCQ / 4: abi.MaxCQSlots, abi.RegMaxCQE / 4: ringable(l.MaxCQE, 1<<abi.CQMaxLog),
+		abi.RegMaxSRQ / 4: uint32(l.MaxSRQ), abi.RegMaxSRQWR / 4: ringable(l.MaxSRQWR, l.MaxSRQWR+1),
+		abi.RegMaxMR / 4: uint32(f.maxSTags(false)), abi.RegMaxMW / 4: uint32(f.maxSTags(true)),
+		abi.RegMaxPD / 4: uint32(l.MaxPD), abi.RegMaxRdAtom / 4: uint32(l.MaxQPRdAtom), abi.RegMaxMsgSize / 4: uint32(l.MaxMsgSize),
+		abi.RegMaxMTU / 4: uint32(engine.MTU4096), abi.RegMaxEQ / 4: abi.NumVectors, abi.RegMaxAH / 4: abi.MaxAH,
+		abi.RegGIDTblLen / 4: abi.GIDTableLen, abi.RegCtrlQMax / 4: abi.CtrlQMaxLog,
+	}
+	return regs[off/4]
+}
+
+// stateRegLocked reads the registers of the function's state: control and status, the port,
+// the MAC, the control queue's, the GIDs' validity.
+func (f *Function) stateRegLocked(off uint32) uint32 {
+	r := &f.regs
 	switch off {
-	case abi.RegMagic:
-		return abi.MagicValue
-	case abi.RegVersion:
-		return abi.Version
-	case abi.RegCaps:
-		return caps
-	case abi.RegPageSizes:
-		return pageSizes
-	case abi.RegMaxQP:
-		return abi.MaxQPSlots
-	case abi.RegMaxQPWR:
-		return ringable(l.MaxQPWR, l.MaxQPWR+1)
-	case abi.RegMaxSGE:
-		return uint32(l.MaxSGE)
-	case abi.RegMaxInline:
-		return uint32(l.MaxInline)
-	case abi.RegMaxCQ:
-		return abi.MaxCQSlots
-	case abi.RegMaxCQE:
-		return ringable(l.MaxCQE, 1<<abi.CQMaxLog)
-	case abi.RegMaxSRQ:
-		return uint32(l.MaxSRQ)
-	case abi.RegMaxSRQWR:
-		return ringable(l.MaxSRQWR, l.MaxSRQWR+1)
-	case abi.RegMaxMR:
-		return uint32(f.maxSTags(false))
-	case abi.RegMaxMW:
-		return uint32(f.maxSTags(true))
-	case abi.RegMaxPD:
-		return uint32(l.MaxPD)
-	case abi.RegMaxRdAtom:
-		return uint32(l.MaxQPRdAtom)
-	case abi.RegMaxMsgSize:
-		return uint32(l.MaxMsgSize)
-	case abi.RegMaxMTU:
-		return uint32(engine.MTU4096)
-	case abi.RegMaxEQ:
-		return abi.NumVectors
-	case abi.RegMaxAH:
-		return abi.MaxAH
-	case abi.RegGIDTblLen:
-		return abi.GIDTableLen
-	case abi.RegCtrlQMax:
-		return abi.CtrlQMaxLog
 	case abi.RegDevCtrl:
 		return r.ctrl
 	case abi.RegDevStatus:

@@ -29,10 +29,10 @@ func (r *ring) bytes() uint64 {
 	return abi.QueueHeaderSize + uint64(r.count())<<r.logElem
 }
 
-// newRing checks a queue's arguments (abi.QueueArgs) and resolves its pages. minElem is the
-// least element the queue's entries need, maxLog the most slots it may have (log2).
-func newRing(mem *engine.GuestMemory, args []byte, minElem int, maxLog uint8) (*ring, error) {
-	logCount, logElem := args[abi.QueueLogCount], args[abi.QueueLogElem]
+// newRing checks a queue's arguments and resolves its pages. minElem is the least element the
+// queue's entries need, maxLog the most slots it may have (log2).
+func newRing(mem *engine.GuestMemory, args abi.QueueArgs, minElem int, maxLog uint8) (*ring, error) {
+	logCount, logElem := args.LogCount(), args.LogElem()
 	switch {
 	case logCount == 0 || logCount > min(maxLog, abi.QueueMaxLog):
 		return nil, errf(syscall.EINVAL, "queue of 2^%d elements, 2^1 to 2^%d", logCount, min(maxLog, abi.QueueMaxLog))
@@ -40,7 +40,7 @@ func newRing(mem *engine.GuestMemory, args []byte, minElem int, maxLog uint8) (*
 		return nil, errf(syscall.EINVAL, "queue elements of 2^%d bytes, %d to 2^%d", logElem, minElem, abi.ElemMaxLog)
 	}
 	r := &ring{mem: mem, logCount: logCount, logElem: logElem}
-	pl := decodePageList(args[abi.QueuePages:])
+	pl := decodePageList(args.Pages())
 	pageSize, err := checkPageList(pl, abi.MaxMRPages)
 	if err != nil {
 		return nil, err

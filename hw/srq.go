@@ -1,7 +1,6 @@
 package hw
 
 import (
-	"encoding/binary"
 	"fmt"
 	"sync"
 	"syscall"
@@ -67,24 +66,25 @@ func (s *srq) fetch(limit int) []engine.RecvWR {
 // decodeRecv reads an rxe_recv_wqe. One naming more SGEs than the queue takes, or than its slot
 // holds, is a receive the engine fails: the message that takes it completes LOC_QP_OP_ERR
 // (engine.RecvWR's Err), whatever its length.
-func decodeRecv(elem []byte, maxSGE int) engine.RecvWR {
-	le := binary.LittleEndian
-	wr := engine.RecvWR{ID: le.Uint64(elem[abi.RecvWRID:])}
-	n := le.Uint32(elem[abi.RecvDMANumSGE:])
-	if n > uint32(maxSGE) || abi.RecvSGEs+int(n)*abi.SGESize > len(elem) {
+func decodeRecv(w abi.RecvWQE, maxSGE int) engine.RecvWR {
+	wr := engine.RecvWR{ID: w.WRID()}
+	n := w.NumSGE()
+	if n > uint32(maxSGE) || abi.RecvSGEs+int(n)*abi.SGESize > len(w) {
 		wr.Err = fmt.Errorf("%d SGEs, the queue takes %d: %w", n, maxSGE, syscall.EINVAL)
 		return wr
 	}
 	for i := range int(n) {
-		s := elem[abi.RecvSGEs+i*abi.SGESize:]
-		wr.SGL = append(wr.SGL, engine.SGE{Addr: le.Uint64(s[abi.SGEAddr:]), Length: le.Uint32(s[abi.SGELength:]), LKey: le.Uint32(s[abi.SGELKey:])})
+		wr.SGL = append(wr.SGL, decodeSGE(w.SGE(i)))
 	}
 	return wr
 }
 
-func (f *Function) createSRQLocked(args []byte, result func(int, uint32)) error {
-	le := binary.LittleEndian
-	pdn, maxSGE, limit := le.Uint32(args[abi.CreateSRQPD:]), le.Uint32(args[abi.CreateSRQMaxSGE:]), le.Uint32(args[abi.CreateSRQLimit:])
+func decodeSGE(s abi.SGE) engine.SGE {
+	return engine.SGE{Addr: s.Addr(), Length: s.Length(), LKey: s.LKey()}
+}
+
+func (f *Function) createSRQLocked(args abi.CreateSRQArgs, result func(int, uint32)) error {
+	pdn, maxSGE, limit := args.PD(), args.MaxSGE(), args.Limit()
 	p, err := f.pdLocked(pdn)
 	if err != nil {
 		return err
@@ -92,7 +92,7 @@ func (f *Function) createSRQLocked(args []byte, result func(int, uint32)) error 
 	if maxSGE < 1 || maxSGE > uint32(engine.DefaultLimits.MaxSGE) {
 		return errf(syscall.EINVAL, "%d SGEs, 1 to %d", maxSGE, engine.DefaultLimits.MaxSGE)
 	}
-	r, err := newRing(&f.mem, args[abi.CreateSRQQueue:abi.CreateSRQQueue+abi.QueueArgsSize],
+	r, err := newRing(&f.mem, args.Queue(),
 		abi.RecvWQESize+abi.SGESize*int(maxSGE), ringLog(engine.DefaultLimits.MaxSRQWR))
 	if err != nil {
 		return err
@@ -120,12 +120,12 @@ func (f *Function) createSRQLocked(args []byte, result func(int, uint32)) error 
 // as ibv_modify_srq's IBV_SRQ_MAX_WR): the receives posted and not yet taken are copied to the
 // start of the new ring, in order, and its producer and consumer indices set for them, as rxe
 // resizes a queue. A ring too small for them is EINVAL, and a refused modify changes nothing.
-func (f *Function) modifySRQLocked(n, mask, limit uint32, queue []byte) error {
-	s, ok := f.srqs[n]
-	switch {
-	case !ok:
-		return errf(syscall.ENOENT, "SRQ %d", n)
-	case mask == 0 || mask&^(abi.SRQModifyMaxWR|abi.SRQModifyLimit) != 0:
+func (f *Function) modifySRQLocked(n, mask, limit uint32, queue abi.QueueArgs) error {
+	s, err := find(f.srqs, n, "SRQ")
+	if err != nil {
+		return err
+	}
+	if mask == 0 || mask&^(abi.SRQModifyMaxWR|abi.SRQModifyLimit) != 0 {
 		return errf(syscall.EINVAL, "SRQ modify mask 0x%x", mask)
 	}
 	s.mu.Lock()
@@ -195,9 +195,9 @@ func (s *srq) moveTo(nr *ring, posted uint32) error {
 }
 
 func (f *Function) querySRQLocked(n uint32, result func(int, uint32)) error {
-	s, ok := f.srqs[n]
-	if !ok {
-		return errf(syscall.ENOENT, "SRQ %d", n)
+	s, err := find(f.srqs, n, "SRQ")
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -208,9 +208,9 @@ func (f *Function) querySRQLocked(n uint32, result func(int, uint32)) error {
 }
 
 func (f *Function) destroySRQLocked(n uint32) error {
-	s, ok := f.srqs[n]
-	if !ok {
-		return errf(syscall.ENOENT, "SRQ %d", n)
+	s, err := find(f.srqs, n, "SRQ")
+	if err != nil {
+		return err
 	}
 	if err := s.emu.Destroy(); err != nil {
 		return err

@@ -1,7 +1,6 @@
 package hw
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"syscall"
@@ -25,19 +24,18 @@ type ahKey struct {
 }
 
 // address fills a UD SEND's destination from its WQE.
-func (q *qp) address(e []byte, wr *engine.SendWR) error {
-	le := binary.LittleEndian
+func (q *qp) address(e abi.SendWQE, wr *engine.SendWR) error {
 	var attr engine.AHAttr
-	if n := le.Uint32(e[abi.SendAHNum:]); n != 0 {
+	if n := e.AHNum(); n != 0 {
 		a, err := q.f.readAV(n, q.pdn)
 		if err != nil {
 			return err
 		}
 		attr = a
 	} else {
-		av := e[abi.SendAV : abi.SendAV+abi.RXEAVSize]
-		attr = engine.AHAttr{DGID: netip.AddrFrom16([16]byte(av[abi.RXEAVDGID:])).Unmap(), FlowLabel: le.Uint32(av[abi.RXEAVFlowLabel:]),
-			HopLimit: av[abi.RXEAVHopLimit], TrafficClass: av[abi.RXEAVTrafficClass]}
+		av := e.AV()
+		attr = engine.AHAttr{DGID: netip.AddrFrom16([16]byte(av.DGID())).Unmap(), FlowLabel: av.FlowLabel(),
+			HopLimit: av.HopLimit(), TrafficClass: av.TrafficClass()}
 	}
 	if attr.FlowLabel > 0xfffff {
 		return fmt.Errorf("flow label 0x%x is wider than 20 bits: %w", attr.FlowLabel, syscall.EINVAL)
@@ -46,7 +44,7 @@ func (q *qp) address(e []byte, wr *engine.SendWR) error {
 	if err != nil {
 		return err
 	}
-	wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, le.Uint32(e[abi.SendRemoteQPN:])&0xffffff, le.Uint32(e[abi.SendRemoteQKey:])
+	wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, e.RemoteQPN()&0xffffff, e.RemoteQKey()
 	return nil
 }
 
@@ -63,15 +61,15 @@ func (f *Function) readAV(n, pdn uint32) (engine.AHAttr, error) {
 	if !f.mem.Read(t.pages[n/perPage]+uint64(n%perPage)*abi.AVEntrySize, b[:]) {
 		return engine.AHAttr{}, fmt.Errorf("AH %d: its table page is not mapped: %w", n, syscall.EFAULT)
 	}
-	le := binary.LittleEndian
-	if le.Uint32(b[abi.AVFlags:])&abi.AVValid == 0 {
+	av := abi.AVEntry(b[:])
+	if av.Flags()&abi.AVValid == 0 {
 		return engine.AHAttr{}, fmt.Errorf("AH %d is not valid: %w", n, syscall.EINVAL)
 	}
-	if p := le.Uint32(b[abi.AVPD:]); p != pdn {
+	if p := av.PD(); p != pdn {
 		return engine.AHAttr{}, fmt.Errorf("AH %d is of PD %d, the QP of PD %d: %w", n, p, pdn, syscall.EINVAL)
 	}
-	return engine.AHAttr{DGID: netip.AddrFrom16([16]byte(b[abi.AVDGID:])).Unmap(), FlowLabel: le.Uint32(b[abi.AVFlowLabel:]),
-		HopLimit: b[abi.AVHopLimit], TrafficClass: b[abi.AVTrafficClass]}, nil
+	return engine.AHAttr{DGID: netip.AddrFrom16([16]byte(av.DGID())).Unmap(), FlowLabel: av.FlowLabel(),
+		HopLimit: av.HopLimit(), TrafficClass: av.TrafficClass()}, nil
 }
 
 // ah is the engine's address handle for attr in pd, made the first time it is asked for. The
@@ -136,9 +134,9 @@ func (f *Function) regDMAMRLocked(pdn uint32, access engine.Access, result func(
 
 // mcastLocked attaches a UD QP to the multicast group gid, or detaches it.
 func (f *Function) mcastLocked(attach bool, qpn uint32, gid [16]byte) error {
-	q, ok := f.qps[qpn]
-	if !ok {
-		return errf(syscall.ENOENT, "QP %d", qpn)
+	q, err := find(f.qps, qpn, "QP")
+	if err != nil {
+		return err
 	}
 	g := netip.AddrFrom16(gid).Unmap()
 	if !g.IsMulticast() {

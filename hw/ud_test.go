@@ -15,13 +15,7 @@ import (
 // kernel do: INIT with the P_Key index, port and Q_Key, RTR, RTS with a send PSN.
 func (b *bench) readyUD(q *guestQP, qkey uint32) {
 	b.t.Helper()
-	set := func(mask emu.AttrMask, f func(a []byte)) {
-		a := make([]byte, 8+abi.QPAttrSize)
-		binary.LittleEndian.PutUint32(a, q.qpn)
-		binary.LittleEndian.PutUint32(a[4:], uint32(mask))
-		f(a[8:])
-		b.ok(abi.OpModifyQP, a)
-	}
+	set := func(mask emu.AttrMask, f func(a []byte)) { b.modifyQP(q, mask, f) }
 	set(emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrQKey, func(a []byte) {
 		a[abi.QPAttrState], a[abi.QPAttrPortNum] = byte(emu.QPSInit), 1
 		binary.LittleEndian.PutUint32(a[abi.QPAttrQKey:], qkey)

@@ -112,9 +112,9 @@ func (d *Driver) Query(op uint16, args []byte) ([4]uint32, []byte, error) {
 	if len(args) > abi.CtrlEntrySize-abi.CtrlArgs {
 		return res, nil, fmt.Errorf("driver: %d bytes of arguments", len(args))
 	}
-	e := make([]byte, abi.CtrlEntrySize)
-	le.PutUint16(e[abi.CtrlOpcode:], op)
-	copy(e[abi.CtrlArgs:], args)
+	e := abi.CtrlEntry(make([]byte, abi.CtrlEntrySize))
+	e.SetOpcode(op)
+	copy(e.Args(), args)
 	at := d.ctrlQ + uint64(d.prod)*abi.CtrlEntrySize
 	if err := d.bus.WriteMem(at, e); err != nil {
 		return res, nil, err
@@ -144,16 +144,16 @@ func (d *Driver) Query(op uint16, args []byte) ([4]uint32, []byte, error) {
 		return res, nil, err
 	}
 	for i := range res {
-		res[i] = le.Uint32(e[abi.CtrlResult+4*i:])
+		res[i] = e.Result(i)
 	}
-	st := le.Uint32(e[abi.CtrlStatus:])
+	st := e.Status()
 	if st&abi.CtrlDone == 0 {
 		return res, nil, fmt.Errorf("driver: command 0x%x consumed but not done", op)
 	}
 	if errno := syscall.Errno(st &^ abi.CtrlDone); errno != 0 {
 		return res, nil, fmt.Errorf("driver: command 0x%x: %w", op, errno)
 	}
-	return res, e[abi.CtrlArgs:], nil
+	return res, e.Args(), nil
 }
 
 // Port is what QUERY_PORT answers.
@@ -163,8 +163,8 @@ type Port struct {
 
 // QueryPort asks the device about its port through the control queue.
 func (d *Driver) QueryPort() (Port, error) {
-	args := make([]byte, abi.QueryPortArgsSize)
-	le.PutUint32(args[abi.QueryPortPort:], 1)
+	args := make(abi.QueryPortArgs, abi.QueryPortArgsSize)
+	args.SetPort(1)
 	r, err := d.Command(abi.OpQueryPort, args)
 	return Port{State: r[abi.ResultPortState], MaxMTU: r[abi.ResultPortMaxMTU], ActiveMTU: r[abi.ResultPortActiveMTU],
 		GIDTableLen: r[abi.ResultPortGIDLen]}, err
@@ -172,14 +172,14 @@ func (d *Driver) QueryPort() (Port, error) {
 
 // QueryGID returns GID table entry i and whether it is valid.
 func (d *Driver) QueryGID(i uint32) ([16]byte, bool, error) {
-	args := make([]byte, abi.QueryGIDArgsSize)
-	le.PutUint32(args[abi.QueryGIDPort:], 1)
-	le.PutUint32(args[abi.QueryGIDIndex:], i)
+	args := make(abi.QueryGIDArgs, abi.QueryGIDArgsSize)
+	args.SetPort(1)
+	args.SetIndex(i)
 	r, answer, err := d.Query(abi.OpQueryGID, args)
 	if err != nil {
 		return [16]byte{}, false, err
 	}
-	return [16]byte(answer[abi.QueryGIDGID:]), r[abi.ResultGIDValid] == 1, nil
+	return [16]byte(abi.QueryGIDArgs(answer).GID()), r[abi.ResultGIDValid] == 1, nil
 }
 
 // AllocPD allocates a protection domain.
@@ -203,7 +203,7 @@ type MR struct {
 // RegMR allocates length bytes of the arena and registers them at their own address, from a
 // one-level page list, with the access flags given (ibv_access_flags).
 func (d *Driver) RegMR(pd uint32, length uint64, access uint32) (MR, error) {
-	args := make([]byte, abi.RegMRArgsSize)
+	args := make(abi.RegMRArgs, abi.RegMRArgsSize)
 	addr, err := d.mrArgs(args, pd, length, access)
 	if err != nil {
 		return MR{}, err
@@ -215,12 +215,12 @@ func (d *Driver) RegMR(pd uint32, length uint64, access uint32) (MR, error) {
 // ReregMR changes mr's translation, PD or access as flags say (abi.Rereg*): a new translation
 // is length fresh bytes of the arena at their own address. The key stays.
 func (d *Driver) ReregMR(mr MR, flags, pd uint32, length uint64, access uint32) (MR, error) {
-	args := make([]byte, abi.ReregMRArgsSize)
-	le.PutUint32(args[abi.ReregMRSTag:], mr.Key)
-	le.PutUint32(args[abi.ReregMRFlags:], flags)
-	reg := args[abi.ReregMRReg:]
-	le.PutUint32(reg[abi.RegMRPD:], pd)
-	le.PutUint32(reg[abi.RegMRAccess:], access)
+	args := make(abi.ReregMRArgs, abi.ReregMRArgsSize)
+	args.SetSTag(mr.Key)
+	args.SetFlags(flags)
+	reg := args.Reg()
+	reg.SetPD(pd)
+	reg.SetAccess(access)
 	if flags&abi.ReregTranslation != 0 {
 		addr, err := d.mrArgs(reg, pd, length, access)
 		if err != nil {
@@ -234,7 +234,7 @@ func (d *Driver) ReregMR(mr MR, flags, pd uint32, length uint64, access uint32) 
 
 // mrArgs allocates length bytes of the arena and writes REG_MR's arguments registering them at
 // their own address from a one-level page list; it returns the address.
-func (d *Driver) mrArgs(args []byte, pd uint32, length uint64, access uint32) (uint64, error) {
+func (d *Driver) mrArgs(args abi.RegMRArgs, pd uint32, length uint64, access uint32) (uint64, error) {
 	pages := (length + 4095) / 4096
 	if pages == 0 || pages > abi.PLEntriesPerPage {
 		return 0, fmt.Errorf("driver: an MR of %d bytes: %w", length, syscall.EINVAL)
@@ -247,11 +247,11 @@ func (d *Driver) mrArgs(args []byte, pd uint32, length uint64, access uint32) (u
 	if err != nil {
 		return 0, err
 	}
-	le.PutUint32(args[abi.RegMRPD:], pd)
-	le.PutUint32(args[abi.RegMRAccess:], access)
-	le.PutUint64(args[abi.RegMRIOVA:], addr)
-	le.PutUint64(args[abi.RegMRLength:], length)
-	putPageList(args[abi.RegMRPages:], table, uint32(pages))
+	args.SetPD(pd)
+	args.SetAccess(access)
+	args.SetIOVA(addr)
+	args.SetLength(length)
+	putPageList(args.Pages(), table, uint32(pages))
 	return addr, nil
 }
 
@@ -277,10 +277,12 @@ func (d *Driver) writePages(t uint64, pages []uint64) error {
 	return d.bus.WriteMem(t, b)
 }
 
-func putPageList(b []byte, table uint64, pages uint32) {
-	le.PutUint64(b[abi.PLAddr:], table)
-	le.PutUint32(b[abi.PLPages:], pages)
-	b[abi.PLShift], b[abi.PLLevels] = 12, 1
+// putPageList describes pages 4 KiB pages by a one-level list whose table is at table.
+func putPageList(p abi.PageList, table uint64, pages uint32) {
+	p.SetAddr(table)
+	p.SetPages(pages)
+	p.SetShift(12)
+	p.SetLevels(1)
 }
 
 // AllocMW allocates a memory window (abi.STagMWType1, STagMWType2A, STagMWType2B) and returns
@@ -334,16 +336,16 @@ func (d *Driver) DeallocSTag(stag uint32) error {
 }
 
 // numArgs are the arguments of a command naming one object (abi.NumArgs).
-func numArgs(num uint32) []byte {
-	b := make([]byte, abi.NumArgsSize)
-	le.PutUint32(b[abi.NumArgsNum:], num)
-	return b
+func numArgs(num uint32) abi.NumArgs {
+	a := make(abi.NumArgs, abi.NumArgsSize)
+	a.SetNum(num)
+	return a
 }
 
-func allocSTagArgs(pd, kind, maxPages uint32) []byte {
-	b := make([]byte, abi.AllocSTagArgsSize)
-	le.PutUint32(b[abi.AllocSTagPD:], pd)
-	le.PutUint32(b[abi.AllocSTagKind:], kind)
-	le.PutUint32(b[abi.AllocSTagMaxPages:], maxPages)
-	return b
+func allocSTagArgs(pd, kind, maxPages uint32) abi.AllocSTagArgs {
+	a := make(abi.AllocSTagArgs, abi.AllocSTagArgsSize)
+	a.SetPD(pd)
+	a.SetKind(kind)
+	a.SetMaxPages(maxPages)
+	return a
 }

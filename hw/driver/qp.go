@@ -54,19 +54,19 @@ func (d *Driver) createQP(pd uint32, scq, rcq *CQ, srq *SRQ, c QPCaps) (*QP, err
 			return nil, err
 		}
 	}
-	a := make([]byte, abi.CreateQPArgsSize)
-	le.PutUint32(a[abi.CreateQPPD:], pd)
-	a[abi.CreateQPType] = abi.QPTypeRC
-	le.PutUint32(a[abi.CreateQPSendCQ:], scq.Num)
-	le.PutUint32(a[abi.CreateQPRecvCQ:], rcq.Num)
-	le.PutUint32(a[abi.CreateQPMaxInline:], uint32(c.MaxInline))
-	le.PutUint16(a[abi.CreateQPSendSGE:], uint16(c.MaxSendSGE))
-	le.PutUint16(a[abi.CreateQPRecvSGE:], uint16(c.MaxRecvSGE))
-	sq.putArgs(a[abi.CreateQPSQ:])
+	a := make(abi.CreateQPArgs, abi.CreateQPArgsSize)
+	a.SetPD(pd)
+	a.SetType(abi.QPTypeRC)
+	a.SetSendCQ(scq.Num)
+	a.SetRecvCQ(rcq.Num)
+	a.SetMaxInline(uint32(c.MaxInline))
+	a.SetSendSGE(uint16(c.MaxSendSGE))
+	a.SetRecvSGE(uint16(c.MaxRecvSGE))
+	sq.putArgs(a.SQ())
 	if srq != nil {
-		le.PutUint32(a[abi.CreateQPSRQ:], srq.Num)
+		a.SetSRQ(srq.Num)
 	} else {
-		rq.putArgs(a[abi.CreateQPRQ:])
+		rq.putArgs(a.RQ())
 	}
 	res, err := d.Command(abi.OpCreateQP, a)
 	if err != nil {
@@ -101,11 +101,11 @@ func (d *Driver) CreateSRQ(pd uint32, logCount uint8, maxSGE int, limit uint32) 
 	if err != nil {
 		return nil, err
 	}
-	args := make([]byte, abi.CreateSRQArgsSize)
-	le.PutUint32(args[abi.CreateSRQPD:], pd)
-	le.PutUint32(args[abi.CreateSRQMaxSGE:], uint32(maxSGE))
-	le.PutUint32(args[abi.CreateSRQLimit:], limit)
-	r.putArgs(args[abi.CreateSRQQueue:])
+	args := make(abi.CreateSRQArgs, abi.CreateSRQArgsSize)
+	args.SetPD(pd)
+	args.SetMaxSGE(uint32(maxSGE))
+	args.SetLimit(limit)
+	r.putArgs(args.Queue())
 	res, err := d.Command(abi.OpCreateSRQ, args)
 	if err != nil {
 		r.free()
@@ -134,17 +134,17 @@ const (
 // posted; the driver posts on from the new ring's producer index.
 func (s *SRQ) Modify(a SRQAttr, mask uint32) error {
 	var r *ring
-	args := make([]byte, abi.ModifySRQArgsSize)
-	le.PutUint32(args[abi.ModifySRQNum:], s.Num)
-	le.PutUint32(args[abi.ModifySRQMask:], mask)
-	le.PutUint32(args[abi.ModifySRQLimit:], a.Limit)
+	args := make(abi.ModifySRQArgs, abi.ModifySRQArgsSize)
+	args.SetNum(s.Num)
+	args.SetMask(mask)
+	args.SetLimit(a.Limit)
 	if mask&SRQAttrMaxWR != 0 {
 		logCount := uint8(bits.Len32(a.MaxWR))
 		var err error
 		if r, err = s.d.newRing(logCount, recvElemLog); err != nil {
 			return err
 		}
-		r.putArgs(args[abi.ModifySRQQueue:])
+		r.putArgs(args.Queue())
 	}
 	if _, err := s.d.Command(abi.OpModifySRQ, args); err != nil {
 		if r != nil {
@@ -196,21 +196,28 @@ type QPAttr struct {
 
 // Modify runs MODIFY_QP.
 func (q *QP) Modify(a QPAttr, mask uint32) error {
-	b := make([]byte, abi.ModifyQPArgsSize)
-	le.PutUint32(b[abi.ModifyQPNum:], q.Num)
-	le.PutUint32(b[abi.ModifyQPMask:], mask)
-	x := b[abi.ModifyQPAttr:]
-	x[abi.QPAttrState], x[abi.QPAttrPathMTU], x[abi.QPAttrTimeout], x[abi.QPAttrRetryCnt] = a.State, a.PathMTU, a.Timeout, a.RetryCnt
-	x[abi.QPAttrRNRRetry], x[abi.QPAttrMinRNRTimer], x[abi.QPAttrMaxRdAtomic] = a.RNRRetry, a.MinRNRTimer, a.MaxRdAtomic
-	x[abi.QPAttrMaxDestRdAtom], x[abi.QPAttrHopLimit], x[abi.QPAttrPortNum] = a.MaxDestRdAtomic, a.HopLimit, a.PortNum
-	x[abi.QPAttrTrafficClass] = a.TrafficClass
-	le.PutUint16(x[abi.QPAttrPKeyIndex:], a.PKeyIndex)
-	le.PutUint32(x[abi.QPAttrAccessFlags:], a.AccessFlags)
-	le.PutUint32(x[abi.QPAttrDestQPN:], a.DestQPN)
-	le.PutUint32(x[abi.QPAttrRQPSN:], a.RQPSN)
-	le.PutUint32(x[abi.QPAttrSQPSN:], a.SQPSN)
-	le.PutUint32(x[abi.QPAttrFlowLabel:], a.FlowLabel)
-	copy(x[abi.QPAttrDGID:], a.DGID[:])
+	b := make(abi.ModifyQPArgs, abi.ModifyQPArgsSize)
+	b.SetNum(q.Num)
+	b.SetMask(mask)
+	x := b.Attr()
+	x.SetState(a.State)
+	x.SetPathMTU(a.PathMTU)
+	x.SetTimeout(a.Timeout)
+	x.SetRetryCnt(a.RetryCnt)
+	x.SetRNRRetry(a.RNRRetry)
+	x.SetMinRNRTimer(a.MinRNRTimer)
+	x.SetMaxRdAtomic(a.MaxRdAtomic)
+	x.SetMaxDestRdAtomic(a.MaxDestRdAtomic)
+	x.SetHopLimit(a.HopLimit)
+	x.SetPortNum(a.PortNum)
+	x.SetTrafficClass(a.TrafficClass)
+	x.SetPKeyIndex(a.PKeyIndex)
+	x.SetAccessFlags(a.AccessFlags)
+	x.SetDestQPN(a.DestQPN)
+	x.SetRQPSN(a.RQPSN)
+	x.SetSQPSN(a.SQPSN)
+	x.SetFlowLabel(a.FlowLabel)
+	copy(x.DGID(), a.DGID[:])
 	if _, err := q.d.Command(abi.OpModifyQP, b); err != nil {
 		return err
 	}
@@ -222,23 +229,23 @@ func (q *QP) Modify(a QPAttr, mask uint32) error {
 
 // Query runs QUERY_QP: the device writes the attributes into the command's arguments.
 func (q *QP) Query() (QPAttr, error) {
-	args := make([]byte, abi.QueryQPArgsSize)
-	le.PutUint32(args[abi.QueryQPNum:], q.Num)
+	args := make(abi.QueryQPArgs, abi.QueryQPArgsSize)
+	args.SetNum(q.Num)
 	_, answer, err := q.d.Query(abi.OpQueryQP, args)
 	if err != nil {
 		return QPAttr{}, err
 	}
-	x := answer[abi.QueryQPAttr : abi.QueryQPAttr+abi.QPAttrSize]
+	x := abi.QueryQPArgs(answer).Attr()
 	return QPAttr{
-		State: x[abi.QPAttrState], PathMTU: x[abi.QPAttrPathMTU], Timeout: x[abi.QPAttrTimeout], RetryCnt: x[abi.QPAttrRetryCnt],
-		RNRRetry: x[abi.QPAttrRNRRetry], MinRNRTimer: x[abi.QPAttrMinRNRTimer], MaxRdAtomic: x[abi.QPAttrMaxRdAtomic],
-		MaxDestRdAtomic: x[abi.QPAttrMaxDestRdAtom], HopLimit: x[abi.QPAttrHopLimit], PortNum: x[abi.QPAttrPortNum],
-		TrafficClass: x[abi.QPAttrTrafficClass], PKeyIndex: le.Uint16(x[abi.QPAttrPKeyIndex:]),
-		AccessFlags: le.Uint32(x[abi.QPAttrAccessFlags:]), DestQPN: le.Uint32(x[abi.QPAttrDestQPN:]),
-		RQPSN: le.Uint32(x[abi.QPAttrRQPSN:]), SQPSN: le.Uint32(x[abi.QPAttrSQPSN:]), FlowLabel: le.Uint32(x[abi.QPAttrFlowLabel:]),
-		DGID:      [16]byte(x[abi.QPAttrDGID:]),
-		MaxSendWR: le.Uint32(x[abi.QPAttrMaxSendWR:]), MaxRecvWR: le.Uint32(x[abi.QPAttrMaxRecvWR:]), MaxInline: le.Uint32(x[abi.QPAttrMaxInline:]),
-		MaxSendSGE: le.Uint16(x[abi.QPAttrMaxSendSGE:]), MaxRecvSGE: le.Uint16(x[abi.QPAttrMaxRecvSGE:]),
+		State: x.State(), PathMTU: x.PathMTU(), Timeout: x.Timeout(), RetryCnt: x.RetryCnt(),
+		RNRRetry: x.RNRRetry(), MinRNRTimer: x.MinRNRTimer(), MaxRdAtomic: x.MaxRdAtomic(),
+		MaxDestRdAtomic: x.MaxDestRdAtomic(), HopLimit: x.HopLimit(), PortNum: x.PortNum(),
+		TrafficClass: x.TrafficClass(), PKeyIndex: x.PKeyIndex(),
+		AccessFlags: x.AccessFlags(), DestQPN: x.DestQPN(),
+		RQPSN: x.RQPSN(), SQPSN: x.SQPSN(), FlowLabel: x.FlowLabel(),
+		DGID:      [16]byte(x.DGID()),
+		MaxSendWR: x.MaxSendWR(), MaxRecvWR: x.MaxRecvWR(), MaxInline: x.MaxInline(),
+		MaxSendSGE: x.MaxSendSGE(), MaxRecvSGE: x.MaxRecvSGE(),
 	}, nil
 }
 
@@ -323,46 +330,47 @@ func (q *QP) PostSend(wrs ...SendWR) error {
 	return q.d.bus.WriteReg(abi.BARDoorbell, abi.SQDoorbell(q.Slot), q.sqProd)
 }
 
-func (q *QP) sendWQE(w *SendWR) ([]byte, error) {
-	e := make([]byte, 1<<sendElemLog)
-	le.PutUint64(e[abi.SendWRID:], w.ID)
-	le.PutUint32(e[abi.SendOpcode:], w.Opcode)
-	le.PutUint32(e[abi.SendFlags:], w.Flags)
+func (q *QP) sendWQE(w *SendWR) (abi.SendWQE, error) {
+	e := make(abi.SendWQE, 1<<sendElemLog)
+	e.SetWRID(w.ID)
+	e.SetOpcode(w.Opcode)
+	e.SetFlags(w.Flags)
 	imm := w.Imm
 	if w.Opcode == WRRDMAWriteWithImm || w.Opcode == WRSendWithImm {
-		imm = imm>>24 | imm>>8&0xff00 | imm<<8&0xff0000 | imm<<24 // imm_data goes in network order
+		imm = bits.ReverseBytes32(imm) // imm_data goes in network order
 	}
-	le.PutUint32(e[abi.SendImm:], imm)
+	e.SetImm(imm)
 	// iova and dma.resid as rxe's provider fills them, for a device that reads the WQE as
 	// rxe's kernel does rather than as this one does (it takes the union and dma.length).
-	le.PutUint64(e[abi.SendIOVA:], w.RemoteAddr)
+	e.SetIOVA(w.RemoteAddr)
 	payload := true // the message's data is the SGEs' or inline
 	var total uint32
 	switch w.Opcode {
 	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
-		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
-		le.PutUint64(e[abi.SendCompare:], w.CompareAdd)
-		le.PutUint64(e[abi.SendSwap:], w.Swap)
-		le.PutUint32(e[abi.SendAtomRKey:], w.RKey)
+		e.SetRemoteAddr(w.RemoteAddr)
+		e.SetCompareAdd(w.CompareAdd)
+		e.SetSwap(w.Swap)
+		e.SetAtomicRKey(w.RKey)
 	case WRBindMW:
-		le.PutUint64(e[abi.SendMWAddr:], w.Bind.Addr)
-		le.PutUint64(e[abi.SendMWLength:], w.Bind.Length)
-		le.PutUint32(e[abi.SendMWMRLKey:], w.Bind.MRLKey)
-		le.PutUint32(e[abi.SendMWRKey:], w.Bind.MWRKey)
-		le.PutUint32(e[abi.SendMWNewRKey:], w.Bind.NewRKey)
-		le.PutUint32(e[abi.SendMWAccess:], w.Bind.Access)
+		e.SetMWAddr(w.Bind.Addr)
+		e.SetMWLength(w.Bind.Length)
+		e.SetMWMRLKey(w.Bind.MRLKey)
+		e.SetMWRKey(w.Bind.MWRKey)
+		e.SetMWNewRKey(w.Bind.NewRKey)
+		e.SetMWAccess(w.Bind.Access)
 	case WRFlush:
 		// rxe's provider leaves flush.length 0 and puts the length in dma.length; the rkey is
 		// flush.rkey, not rdma.rkey, which would sit where flush.length is.
-		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
-		le.PutUint32(e[abi.SendFlushRKey:], w.RKey)
-		e[abi.SendFlushType], e[abi.SendFlushLvl] = w.Flush.Type, w.Flush.Level
+		e.SetRemoteAddr(w.RemoteAddr)
+		e.SetFlushRKey(w.RKey)
+		e.SetFlushType(w.Flush.Type)
+		e.SetFlushLevel(w.Flush.Level)
 		payload, total = false, w.Flush.Length
 	case WRAtomicWrite:
 		// The value travels in the WQE (dma.atomic_wr, where SGEs would be), not through an lkey.
-		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
-		le.PutUint32(e[abi.SendRKey:], w.RKey)
-		copy(e[abi.SendAtomicWr:], w.AtomicWrite[:])
+		e.SetRemoteAddr(w.RemoteAddr)
+		e.SetRKey(w.RKey)
+		copy(e.AtomicWrite(), w.AtomicWrite[:])
 		payload, total = false, 8
 	case WRRegMR:
 		if err := q.regWQE(e, &w.Reg); err != nil {
@@ -370,8 +378,8 @@ func (q *QP) sendWQE(w *SendWR) ([]byte, error) {
 		}
 		payload = false
 	default:
-		le.PutUint64(e[abi.SendRemote:], w.RemoteAddr)
-		le.PutUint32(e[abi.SendRKey:], w.RKey)
+		e.SetRemoteAddr(w.RemoteAddr)
+		e.SetRKey(w.RKey)
 	}
 	if payload {
 		var err error
@@ -379,52 +387,52 @@ func (q *QP) sendWQE(w *SendWR) ([]byte, error) {
 			return nil, err
 		}
 	}
-	le.PutUint32(e[abi.SendDMALength:], total)
-	le.PutUint32(e[abi.SendDMAResid:], total)
+	e.SetDMALength(total)
+	e.SetDMAResid(total)
 	return e, nil
 }
 
 // regWQE writes a REG_MR's fields, and the pages into its MR's table, which the WQE names.
-func (q *QP) regWQE(e []byte, r *Reg) error {
+func (q *QP) regWQE(e abi.SendWQE, r *Reg) error {
 	if r.MR == nil || len(r.Pages) == 0 || len(r.Pages) > int(r.MR.MaxPages) {
 		return fmt.Errorf("a REG_MR of %d pages: %w", len(r.Pages), syscall.EINVAL)
 	}
 	if err := q.d.writePages(r.MR.table, r.Pages); err != nil {
 		return err
 	}
-	le.PutUint32(e[abi.RegWRKey:], r.Key)
-	le.PutUint32(e[abi.RegWRAccess:], r.Access)
-	le.PutUint64(e[abi.RegWRIOVA:], r.IOVA)
-	le.PutUint64(e[abi.RegWRLength:], r.Length)
-	le.PutUint64(e[abi.RegWROffset:], r.Offset)
-	putPageList(e[abi.RegWRPages:], r.MR.table, uint32(len(r.Pages)))
+	e.SetRegKey(r.Key)
+	e.SetRegAccess(r.Access)
+	e.SetRegIOVA(r.IOVA)
+	e.SetRegLength(r.Length)
+	e.SetRegOffset(r.Offset)
+	putPageList(e.RegPages(), r.MR.table, uint32(len(r.Pages)))
 	return nil
 }
 
 // payload writes a WQE's inline data or SGEs and returns the message's length.
-func (q *QP) payload(e []byte, w *SendWR) (uint32, error) {
+func (q *QP) payload(e abi.SendWQE, w *SendWR) (uint32, error) {
 	if w.Flags&SendInline != 0 {
 		if len(w.Inline) > q.maxInl {
 			return 0, fmt.Errorf("%d bytes inline, the QP takes %d: %w", len(w.Inline), q.maxInl, syscall.EINVAL)
 		}
-		copy(e[abi.SendSGEs:], w.Inline)
+		copy(e.Payload(), w.Inline)
 		return uint32(len(w.Inline)), nil
 	}
 	if len(w.SGL) > q.maxSGE {
 		return 0, fmt.Errorf("%d SGEs, the QP takes %d: %w", len(w.SGL), q.maxSGE, syscall.EINVAL)
 	}
-	le.PutUint32(e[abi.SendDMANumSGE:], uint32(len(w.SGL)))
-	return putSGEs(e[abi.SendSGEs:], w.SGL), nil
+	e.SetNumSGE(uint32(len(w.SGL)))
+	return putSGEs(e.SGE, w.SGL), nil
 }
 
-// putSGEs writes sgl as rxe_sge entries and returns their total length.
-func putSGEs(b []byte, sgl []SGE) uint32 {
+// putSGEs writes sgl into the WQE's SGEs (sge(i) is the i-th) and returns their total length.
+func putSGEs(sge func(i int) abi.SGE, sgl []SGE) uint32 {
 	var total uint32
 	for i, s := range sgl {
-		o := i * abi.SGESize
-		le.PutUint64(b[o+abi.SGEAddr:], s.Addr)
-		le.PutUint32(b[o+abi.SGELength:], s.Length)
-		le.PutUint32(b[o+abi.SGELKey:], s.Key)
+		e := sge(i)
+		e.SetAddr(s.Addr)
+		e.SetLength(s.Length)
+		e.SetLKey(s.Key)
 		total += s.Length
 	}
 	return total
@@ -450,10 +458,10 @@ func postRecv(d *Driver, r *ring, prod *uint32, maxSGE int, id uint64, sgl []SGE
 	if (*prod+1)&r.mask() == cons&r.mask() {
 		return fmt.Errorf("driver: receive queue full: %w", syscall.ENOMEM)
 	}
-	e := make([]byte, 1<<recvElemLog)
-	le.PutUint64(e[abi.RecvWRID:], id)
-	le.PutUint32(e[abi.RecvDMALength:], putSGEs(e[abi.RecvSGEs:], sgl))
-	le.PutUint32(e[abi.RecvDMANumSGE:], uint32(len(sgl)))
+	e := make(abi.RecvWQE, 1<<recvElemLog)
+	e.SetWRID(id)
+	e.SetDMALength(putSGEs(e.SGE, sgl))
+	e.SetNumSGE(uint32(len(sgl)))
 	if err := d.bus.WriteMem(r.elem(*prod), e); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"fmt"
+	"math/bits"
 	"syscall"
 
 	"github.com/softirdma/softirdma/hw/abi"
@@ -44,10 +45,11 @@ func (r *ring) free() {
 
 func (r *ring) mask() uint32 { return 1<<r.logCount - 1 }
 
-// putArgs writes the ring's abi.QueueArgs into q.
-func (r *ring) putArgs(q []byte) {
-	q[abi.QueueLogCount], q[abi.QueueLogElem] = r.logCount, r.logE
-	putPageList(q[abi.QueuePages:], r.table, r.pages)
+// putArgs describes the ring in q.
+func (r *ring) putArgs(q abi.QueueArgs) {
+	q.SetLogCount(r.logCount)
+	q.SetLogElem(r.logE)
+	putPageList(q.Pages(), r.table, r.pages)
 }
 
 func (r *ring) get(off uint64) (uint32, error) {
@@ -96,10 +98,11 @@ func (d *Driver) CreateEQ(logCount uint8, kind uint8, vector uint16) (*EQ, error
 	if err != nil {
 		return nil, err
 	}
-	args := make([]byte, abi.CreateEQArgsSize)
-	putPageList(args[abi.CreateEQPages:], r.table, r.pages)
-	args[abi.CreateEQLogCount], args[abi.CreateEQKind] = logCount, kind
-	le.PutUint16(args[abi.CreateEQVector:], vector)
+	args := make(abi.CreateEQArgs, abi.CreateEQArgsSize)
+	putPageList(args.Pages(), r.table, r.pages)
+	args.SetLogCount(logCount)
+	args.SetKind(kind)
+	args.SetVector(vector)
 	res, err := d.Command(abi.OpCreateEQ, args)
 	if err != nil {
 		r.free()
@@ -146,12 +149,12 @@ func (e *EQ) Poll() ([]Event, error) {
 		return nil, err
 	}
 	var out []Event
-	b := make([]byte, abi.EQEntrySize)
+	b := make(abi.EQEntry, abi.EQEntrySize)
 	for e.cons != prod&e.r.mask() {
 		if err := e.r.d.bus.ReadMem(e.r.elem(e.cons), b); err != nil {
 			return out, err
 		}
-		out = append(out, Event{Type: b[abi.EQType], Num: le.Uint32(b[abi.EQNum:])})
+		out = append(out, Event{Type: b.Type(), Num: b.Num()})
 		e.cons = (e.cons + 1) & e.r.mask()
 	}
 	return out, e.r.put(abi.QHConsumer, e.cons)
@@ -170,9 +173,9 @@ func (d *Driver) CreateCQ(logCount uint8, eq *EQ) (*CQ, error) {
 	if eq != nil {
 		eqn = eq.Num
 	}
-	args := make([]byte, abi.CreateCQArgsSize)
-	r.putArgs(args[abi.CreateCQQueue:])
-	le.PutUint32(args[abi.CreateCQEQ:], eqn)
+	args := make(abi.CreateCQArgs, abi.CreateCQArgsSize)
+	r.putArgs(args.Queue())
+	args.SetEQ(eqn)
 	res, err := d.Command(abi.OpCreateCQ, args)
 	if err != nil {
 		r.free()
@@ -196,9 +199,9 @@ func (c *CQ) Resize(logCount uint8) error {
 	if err != nil {
 		return err
 	}
-	args := make([]byte, abi.ResizeCQArgsSize)
-	le.PutUint32(args[abi.ResizeCQNum:], c.Num)
-	r.putArgs(args[abi.ResizeCQQueue:])
+	args := make(abi.ResizeCQArgs, abi.ResizeCQArgsSize)
+	args.SetNum(c.Num)
+	r.putArgs(args.Queue())
 	if _, err := d.Command(abi.OpResizeCQ, args); err != nil {
 		r.free()
 		return err
@@ -231,16 +234,15 @@ func (c *CQ) Poll(max int) ([]WC, error) {
 		return nil, err
 	}
 	var out []WC
-	b := make([]byte, abi.CQESize)
+	b := make(abi.CQE, abi.CQESize)
 	for c.cons != prod&c.r.mask() && len(out) < max {
 		if err := c.r.d.bus.ReadMem(c.r.elem(c.cons), b); err != nil {
 			return out, err
 		}
-		wc := WC{WRID: le.Uint64(b[abi.CQEWRID:]), Status: le.Uint32(b[abi.CQEStatus:]), Opcode: le.Uint32(b[abi.CQEOpcode:]),
-			ByteLen: le.Uint32(b[abi.CQEByteLen:]), Imm: le.Uint32(b[abi.CQEImm:]), QPNum: le.Uint32(b[abi.CQEQPNum:]),
-			SrcQP: le.Uint32(b[abi.CQESrcQP:]), Flags: le.Uint32(b[abi.CQEWCFlags:])}
+		wc := WC{WRID: b.WRID(), Status: b.Status(), Opcode: b.Opcode(), ByteLen: b.ByteLen(), Imm: b.Imm(),
+			QPNum: b.QPNum(), SrcQP: b.SrcQP(), Flags: b.WCFlags()}
 		if wc.Flags&2 != 0 { // IBV_WC_WITH_IMM: imm_data is in network order
-			wc.Imm = wc.Imm>>24 | wc.Imm>>8&0xff00 | wc.Imm<<8&0xff0000 | wc.Imm<<24
+			wc.Imm = bits.ReverseBytes32(wc.Imm)
 		}
 		out = append(out, wc)
 		c.cons = (c.cons + 1) & c.r.mask()

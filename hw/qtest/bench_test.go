@@ -6,19 +6,7 @@ import "testing"
 // this is the price of a doorbell or a ring update made by a driver over this transport.
 // go test -run '^$' -bench . ./hw/qtest
 func BenchmarkQtest(b *testing.B) {
-	m := startQEMU(b, Config{Devices: []string{`{"driver":"virtio-rng-pci","addr":"0x3"}`}})
-	p := NewPCI(m)
-	f, err := p.Find(0, 0x1af4, 0x1005)
-	if err != nil {
-		b.Fatal(err)
-	}
-	bars, err := f.AssignBARs()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := f.Enable(false); err != nil {
-		b.Fatal(err)
-	}
+	m, _, bars := virtioRNG(b, false)
 	// The MSI-X table is emulated by QEMU's PCI code: an MMIO access that reaches a device model.
 	mmio := bars[1].Addr
 	page := make([]byte, 4096)

@@ -345,70 +345,39 @@ func checkRange(op string, addr uint64, n int) error {
 
 // Read fills p from guest physical memory at addr (b64read, in chunks of at most 256 KiB).
 func (c *Client) Read(addr uint64, p []byte) error {
-	if err := checkRange("read", addr, len(p)); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for len(p) > 0 {
-		n := min(len(p), maxChunk)
-		c.start("b64read")
-		c.arg(addr)
-		c.arg(uint64(n))
+	return c.chunked("read", "b64read", addr, p, func(chunk []byte) error {
 		r, err := c.roundTrip()
 		if err != nil {
 			return err
 		}
 		c.dec = c.dec[:0]
 		c.dec, err = base64.StdEncoding.AppendDecode(c.dec, r)
-		if err != nil || len(c.dec) != n {
-			return c.fail(fmt.Errorf("%w: %s: %d bytes of base64 for %d", ErrProtocol, cmdName(c.cmd[:len(c.cmd)-1]), len(c.dec), n))
+		if err != nil || len(c.dec) != len(chunk) {
+			return c.fail(fmt.Errorf("%w: %s: %d bytes of base64 for %d", ErrProtocol, cmdName(c.cmd[:len(c.cmd)-1]), len(c.dec), len(chunk)))
 		}
-		copy(p, c.dec)
-		p, addr = p[n:], addr+uint64(n)
-	}
-	return nil
+		copy(chunk, c.dec)
+		return nil
+	})
 }
 
 // Write copies p to guest physical memory at addr (b64write, in chunks of at most 256 KiB).
 func (c *Client) Write(addr uint64, p []byte) error {
-	if err := checkRange("write", addr, len(p)); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for len(p) > 0 {
-		n := min(len(p), maxChunk)
-		c.start("b64write")
-		c.arg(addr)
-		c.arg(uint64(n))
+	return c.chunked("write", "b64write", addr, p, func(chunk []byte) error {
 		c.cmd = append(c.cmd, ' ')
-		c.cmd = base64.StdEncoding.AppendEncode(c.cmd, p[:n])
-		if err := c.empty(); err != nil {
-			return err
-		}
-		p, addr = p[n:], addr+uint64(n)
-	}
-	return nil
+		c.cmd = base64.StdEncoding.AppendEncode(c.cmd, chunk)
+		return c.empty()
+	})
 }
 
 // ReadHex is Read through the hex-encoded "read" command: twice the bytes on the wire, kept
 // to compare the encodings and for QEMUs without b64read.
 func (c *Client) ReadHex(addr uint64, p []byte) error {
-	if err := checkRange("read", addr, len(p)); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for len(p) > 0 {
-		n := min(len(p), maxChunk)
-		c.start("read")
-		c.arg(addr)
-		c.arg(uint64(n))
+	return c.chunked("read", "read", addr, p, func(chunk []byte) error {
 		r, err := c.roundTrip()
 		if err != nil {
 			return err
 		}
+		n := len(chunk)
 		if len(r) != 2+2*n || r[0] != '0' || r[1] != 'x' {
 			return c.fail(fmt.Errorf("%w: %s: %d characters of hex for %d bytes", ErrProtocol, cmdName(c.cmd[:len(c.cmd)-1]), len(r), n))
 		}
@@ -418,31 +387,39 @@ func (c *Client) ReadHex(addr uint64, p []byte) error {
 			if !ok1 || !ok2 {
 				return c.fail(fmt.Errorf("%w: %s: bad hex", ErrProtocol, cmdName(c.cmd[:len(c.cmd)-1])))
 			}
-			p[i] = hi<<4 | lo
+			chunk[i] = hi<<4 | lo
 		}
-		p, addr = p[n:], addr+uint64(n)
-	}
-	return nil
+		return nil
+	})
 }
 
 // WriteHex is Write through the hex-encoded "write" command.
 func (c *Client) WriteHex(addr uint64, p []byte) error {
-	if err := checkRange("write", addr, len(p)); err != nil {
+	const digits = "0123456789abcdef"
+	return c.chunked("write", "write", addr, p, func(chunk []byte) error {
+		c.cmd = append(c.cmd, ' ', '0', 'x')
+		for _, b := range chunk {
+			c.cmd = append(c.cmd, digits[b>>4], digits[b&15])
+		}
+		return c.empty()
+	})
+}
+
+// chunked runs the memory command name over p from addr, one command a chunk of at most
+// maxChunk bytes, under the client's lock: each command is begun as "name addr n" and run
+// finishes it for its chunk. op names the access in the error for a range that wraps.
+func (c *Client) chunked(op, name string, addr uint64, p []byte, run func(chunk []byte) error) error {
+	if err := checkRange(op, addr, len(p)); err != nil {
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	const digits = "0123456789abcdef"
 	for len(p) > 0 {
 		n := min(len(p), maxChunk)
-		c.start("write")
+		c.start(name)
 		c.arg(addr)
 		c.arg(uint64(n))
-		c.cmd = append(c.cmd, ' ', '0', 'x')
-		for _, b := range p[:n] {
-			c.cmd = append(c.cmd, digits[b>>4], digits[b&15])
-		}
-		if err := c.empty(); err != nil {
+		if err := run(p[:n]); err != nil {
 			return err
 		}
 		p, addr = p[n:], addr+uint64(n)

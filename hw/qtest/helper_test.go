@@ -59,3 +59,22 @@ func startQEMU(t testing.TB, cfg Config) *Machine {
 	t.Cleanup(func() { m.Close() })
 	return m
 }
+
+// virtioRNG starts QEMU with a virtio-rng-pci at slot 3 and returns it found, its BARs
+// assigned and decoding enabled (bus mastering as master says).
+func virtioRNG(tb testing.TB, master bool) (*Machine, *Function, [6]BAR) {
+	tb.Helper()
+	m := startQEMU(tb, Config{Devices: []string{`{"driver":"virtio-rng-pci","addr":"0x3"}`}})
+	f, err := NewPCI(m).Find(0, 0x1af4, 0x1005)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	bars, err := f.AssignBARs()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.Enable(master); err != nil {
+		tb.Fatal(err)
+	}
+	return m, f, bars
+}

@@ -84,16 +84,9 @@ func (cfg *Config) args(qtestPath, qmpPath string) []string {
 // up and answering. QEMU connects to sockets Start listens on, so there is nothing to poll for.
 // ctx bounds the start only. If QEMU exits instead, the error carries its standard error.
 func Start(ctx context.Context, cfg Config) (*Machine, error) {
-	if cfg.QEMU == "" || cfg.Dir == "" {
-		return nil, errors.New("qtest: Config.QEMU and Config.Dir are required")
-	}
-	if cfg.Memory%(1<<20) != 0 {
-		return nil, fmt.Errorf("qtest: Config.Memory %d is not a multiple of 1 MiB", cfg.Memory)
-	}
-	qtestPath := filepath.Join(cfg.Dir, "qtest.sock")
-	qmpPath := filepath.Join(cfg.Dir, "qmp.sock")
-	if len(qmpPath) > 107 || len(qtestPath) > 107 {
-		return nil, fmt.Errorf("qtest: socket path %s is longer than a unix socket allows", qtestPath)
+	qtestPath, qmpPath, err := cfg.sockets()
+	if err != nil {
+		return nil, err
 	}
 	qtestLn, err := listen(qtestPath)
 	if err != nil {
@@ -105,7 +98,44 @@ func Start(ctx context.Context, cfg Config) (*Machine, error) {
 		return nil, err
 	}
 	defer qmpLn.Close()
+	m, err := cfg.launch(qtestPath, qmpPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.accept(ctx, qtestLn, qmpLn); err != nil {
+		m.Close()
+		return nil, err
+	}
+	os.Remove(qtestPath)
+	os.Remove(qmpPath)
+	m.Client = NewClient(m.qtest)
+	m.qmpDec = json.NewDecoder(m.qmp)
 
+	if err := m.handshake(ctx); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// sockets checks cfg and names the qtest and QMP sockets in its Dir.
+func (cfg *Config) sockets() (qtestPath, qmpPath string, err error) {
+	if cfg.QEMU == "" || cfg.Dir == "" {
+		return "", "", errors.New("qtest: Config.QEMU and Config.Dir are required")
+	}
+	if cfg.Memory%(1<<20) != 0 {
+		return "", "", fmt.Errorf("qtest: Config.Memory %d is not a multiple of 1 MiB", cfg.Memory)
+	}
+	qtestPath = filepath.Join(cfg.Dir, "qtest.sock")
+	qmpPath = filepath.Join(cfg.Dir, "qmp.sock")
+	if len(qmpPath) > 107 || len(qtestPath) > 107 {
+		return "", "", fmt.Errorf("qtest: socket path %s is longer than a unix socket allows", qtestPath)
+	}
+	return qtestPath, qmpPath, nil
+}
+
+// launch starts QEMU, to connect to the sockets, and reaps it when it exits.
+func (cfg *Config) launch(qtestPath, qmpPath string) (*Machine, error) {
 	m := &Machine{stderr: &tailBuffer{max: stderrKeep, copy: cfg.Stderr}, exited: make(chan struct{})}
 	m.cmd = exec.Command(cfg.QEMU, cfg.args(qtestPath, qmpPath)...)
 	m.cmd.Stderr = m.stderr
@@ -118,63 +148,53 @@ func Start(ctx context.Context, cfg Config) (*Machine, error) {
 		m.waitErr = m.cmd.Wait()
 		close(m.exited)
 	}()
+	return m, nil
+}
 
-	type accepted struct {
-		c   net.Conn
-		err error
-	}
-	qtestCh, qmpCh := make(chan accepted, 1), make(chan accepted, 1)
-	go func() { c, err := qtestLn.Accept(); qtestCh <- accepted{c, err} }()
-	go func() { c, err := qmpLn.Accept(); qmpCh <- accepted{c, err} }()
+// accepted is what an Accept returned.
+type accepted struct {
+	c   net.Conn
+	err error
+}
+
+// acceptOnce accepts one connection on ln, on its own goroutine.
+func acceptOnce(ln net.Listener) chan accepted {
+	ch := make(chan accepted, 1)
+	go func() { c, err := ln.Accept(); ch <- accepted{c, err} }()
+	return ch
+}
+
+// accept waits for QEMU's qtest and QMP connections, until QEMU exits or ctx ends. On failure
+// it closes the listeners and every connection that came.
+func (m *Machine) accept(ctx context.Context, qtestLn, qmpLn net.Listener) error {
+	qtestCh, qmpCh := acceptOnce(qtestLn), acceptOnce(qmpLn)
 	var fail error
-	for m.qtest == nil || m.qmp == nil {
+	for (m.qtest == nil || m.qmp == nil) && fail == nil {
 		select {
 		case a := <-qtestCh:
-			if a.err != nil {
-				fail = a.err
-			}
-			m.qtest, qtestCh = a.c, nil
+			m.qtest, qtestCh, fail = a.c, nil, a.err
 		case a := <-qmpCh:
-			if a.err != nil {
-				fail = a.err
-			}
-			m.qmp, qmpCh = a.c, nil
+			m.qmp, qmpCh, fail = a.c, nil, a.err
 		case <-m.exited:
 			fail = m.exitError("before connecting")
 		case <-ctx.Done():
 			fail = fmt.Errorf("qtest: waiting for QEMU to connect: %w", ctx.Err())
-		}
-		if fail != nil {
-			break
 		}
 	}
 	if fail != nil {
 		// Closing the listeners ends the accepts still waiting.
 		qtestLn.Close()
 		qmpLn.Close()
-		if qtestCh != nil {
-			if a := <-qtestCh; a.c != nil {
+		for _, ch := range []chan accepted{qtestCh, qmpCh} {
+			if ch == nil {
+				continue
+			}
+			if a := <-ch; a.c != nil {
 				a.c.Close()
 			}
 		}
-		if qmpCh != nil {
-			if a := <-qmpCh; a.c != nil {
-				a.c.Close()
-			}
-		}
-		m.Close()
-		return nil, fail
 	}
-	os.Remove(qtestPath)
-	os.Remove(qmpPath)
-	m.Client = NewClient(m.qtest)
-	m.qmpDec = json.NewDecoder(m.qmp)
-
-	if err := m.handshake(ctx); err != nil {
-		m.Close()
-		return nil, err
-	}
-	return m, nil
+	return fail
 }
 
 func listen(path string) (net.Listener, error) {

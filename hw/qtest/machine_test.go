@@ -215,19 +215,7 @@ func queryPCI(t *testing.T, m *Machine) []qmpPCIDev {
 // BARs of a real device are sized and placed where QEMU then maps them, and its MSI-X
 // capability and table are found and programmed through MMIO.
 func TestPCIBARsAndMSIX(t *testing.T) {
-	m := startQEMU(t, Config{Devices: []string{`{"driver":"virtio-rng-pci","addr":"0x3"}`}})
-	p := NewPCI(m)
-	f, err := p.Find(0, 0x1af4, 0x1005)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bars, err := f.AssignBARs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Enable(true); err != nil {
-		t.Fatal(err)
-	}
+	m, f, bars := virtioRNG(t, true)
 	// virtio-rng-pci: BAR0 32 I/O ports, BAR1 the MSI-X page, BAR4 the 64-bit prefetchable modern BAR.
 	want := [6]BAR{
 		{Index: 0, Size: 32, IO: true, Addr: IOWindowStart},

@@ -11,19 +11,7 @@ import (
 // queue, and its used-buffer interrupt on vector 0 = address 0x5000, data 0xabcd. The vector starts
 // masked: the interrupt must then wait in the PBA, and land only once the vector is unmasked.
 func TestMSIXInterruptBecomesMemoryWrite(t *testing.T) {
-	m := startQEMU(t, Config{Devices: []string{`{"driver":"virtio-rng-pci","addr":"0x3"}`}})
-	p := NewPCI(m)
-	f, err := p.Find(0, 0x1af4, 0x1005)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bars, err := f.AssignBARs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Enable(true); err != nil {
-		t.Fatal(err)
-	}
+	m, f, bars := virtioRNG(t, true)
 	x, err := f.MSIX()
 	if err != nil {
 		t.Fatal(err)

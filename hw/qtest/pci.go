@@ -115,68 +115,68 @@ func checkOff(a Addr, off uint16, size uint16) error {
 
 // ConfigRead8 reads a byte of configuration space.
 func (f *Function) ConfigRead8(off uint16) (uint8, error) {
-	if err := checkOff(f.Addr, off, 1); err != nil {
+	port, err := f.selectConfig(off, 1)
+	if err != nil {
 		return 0, err
 	}
-	if err := f.pci.cf8(f.Addr, off); err != nil {
-		return 0, err
-	}
-	return f.pci.bus.Inb(0xcfc + off&3)
+	return f.pci.bus.Inb(port)
 }
 
 // ConfigRead16 reads an aligned 16-bit value of configuration space.
 func (f *Function) ConfigRead16(off uint16) (uint16, error) {
-	if err := checkOff(f.Addr, off, 2); err != nil {
+	port, err := f.selectConfig(off, 2)
+	if err != nil {
 		return 0, err
 	}
-	if err := f.pci.cf8(f.Addr, off); err != nil {
-		return 0, err
-	}
-	return f.pci.bus.Inw(0xcfc + off&2)
+	return f.pci.bus.Inw(port)
 }
 
 // ConfigRead32 reads an aligned 32-bit value of configuration space.
 func (f *Function) ConfigRead32(off uint16) (uint32, error) {
-	if err := checkOff(f.Addr, off, 4); err != nil {
+	port, err := f.selectConfig(off, 4)
+	if err != nil {
 		return 0, err
 	}
-	if err := f.pci.cf8(f.Addr, off); err != nil {
-		return 0, err
-	}
-	return f.pci.bus.Inl(0xcfc)
+	return f.pci.bus.Inl(port)
 }
 
 // ConfigWrite8 writes a byte of configuration space.
 func (f *Function) ConfigWrite8(off uint16, v uint8) error {
-	if err := checkOff(f.Addr, off, 1); err != nil {
+	port, err := f.selectConfig(off, 1)
+	if err != nil {
 		return err
 	}
-	if err := f.pci.cf8(f.Addr, off); err != nil {
-		return err
-	}
-	return f.pci.bus.Outb(0xcfc+off&3, v)
+	return f.pci.bus.Outb(port, v)
 }
 
 // ConfigWrite16 writes an aligned 16-bit value of configuration space.
 func (f *Function) ConfigWrite16(off uint16, v uint16) error {
-	if err := checkOff(f.Addr, off, 2); err != nil {
+	port, err := f.selectConfig(off, 2)
+	if err != nil {
 		return err
 	}
-	if err := f.pci.cf8(f.Addr, off); err != nil {
-		return err
-	}
-	return f.pci.bus.Outw(0xcfc+off&2, v)
+	return f.pci.bus.Outw(port, v)
 }
 
 // ConfigWrite32 writes an aligned 32-bit value of configuration space.
 func (f *Function) ConfigWrite32(off uint16, v uint32) error {
-	if err := checkOff(f.Addr, off, 4); err != nil {
+	port, err := f.selectConfig(off, 4)
+	if err != nil {
 		return err
+	}
+	return f.pci.bus.Outl(port, v)
+}
+
+// selectConfig checks off for a size-byte access (1, 2 or 4) and points port 0xCF8 at its
+// dword; it returns the data port the access goes to, 0xCFC plus off's place in the dword.
+func (f *Function) selectConfig(off, size uint16) (uint16, error) {
+	if err := checkOff(f.Addr, off, size); err != nil {
+		return 0, err
 	}
 	if err := f.pci.cf8(f.Addr, off); err != nil {
-		return err
+		return 0, err
 	}
-	return f.pci.bus.Outl(0xcfc, v)
+	return 0xcfc + off&(4-size), nil
 }
 
 // Scan lists the functions present on bus, in slot and function order.

@@ -63,7 +63,7 @@ func (c *Client) Version() (Caps, error) {
 		return Caps{}, fmt.Errorf("vfio-user VERSION: %w", err)
 	}
 	caps := v.Capabilities
-	caps.Major, caps.Minor = le.Uint16(r), le.Uint16(r[2:])
+	caps.Major, caps.Minor = versionMsg(r).major(), versionMsg(r).minor()
 	if caps.Major != 0 || caps.Pgsizes == 0 {
 		return caps, fmt.Errorf("vfio-user VERSION: major %d, pgsizes %d", caps.Major, caps.Pgsizes)
 	}
@@ -78,30 +78,30 @@ func (c *Client) Version() (Caps, error) {
 // DMAMap offers [iova, iova+size) of the client's memory, backed by fd at offset (fd -1: no
 // file, as QEMU sends ROM). prot is DMARead|DMAWrite.
 func (c *Client) DMAMap(iova, size uint64, fd int, offset uint64, prot uint32) error {
-	b := make([]byte, dmaMapSize)
-	le.PutUint32(b[0:], dmaMapSize)
-	le.PutUint32(b[4:], prot)
-	le.PutUint64(b[8:], offset)
-	le.PutUint64(b[16:], iova)
-	le.PutUint64(b[24:], size)
+	m := dmaMapMsg{make(argszView, dmaMapSize)}
+	m.setArgsz(dmaMapSize)
+	m.setFlags(prot)
+	m.setOffset(offset)
+	m.setIOVA(iova)
+	m.setSize(size)
 	var fds []int
 	if fd >= 0 {
 		fds = []int{fd}
 	}
-	_, _, err := c.Call(CmdDMAMap, 0, b, fds)
+	_, _, err := c.Call(CmdDMAMap, 0, m.argszView, fds)
 	return err
 }
 
 // DMAUnmap withdraws an earlier map exactly, or every map with all (iova and size 0).
 func (c *Client) DMAUnmap(iova, size uint64, all bool) error {
-	b := make([]byte, dmaUnmapSize)
-	le.PutUint32(b[0:], dmaUnmapSize)
+	m := dmaUnmapMsg{make(argszView, dmaUnmapSize)}
+	m.setArgsz(dmaUnmapSize)
 	if all {
-		le.PutUint32(b[4:], DMAUnmapAll)
+		m.setFlags(DMAUnmapAll)
 	}
-	le.PutUint64(b[8:], iova)
-	le.PutUint64(b[16:], size)
-	r, _, err := c.Call(CmdDMAUnmap, 0, b, nil)
+	m.setIOVA(iova)
+	m.setSize(size)
+	r, _, err := c.Call(CmdDMAUnmap, 0, m.argszView, nil)
 	if err == nil && len(r) != dmaUnmapSize {
 		err = fmt.Errorf("vfio-user DMA_UNMAP: reply of %d bytes, want %d", len(r), dmaUnmapSize)
 	}
@@ -115,8 +115,8 @@ type DeviceInfo struct {
 
 // GetDeviceInfo asks for the device's flags and counts, refusing what QEMU refuses.
 func (c *Client) GetDeviceInfo() (DeviceInfo, error) {
-	b := make([]byte, deviceInfoSize)
-	le.PutUint32(b, deviceInfoSize)
+	b := make(argszView, deviceInfoSize)
+	b.setArgsz(deviceInfoSize)
 	r, _, err := c.Call(CmdDeviceGetInfo, 0, b, nil)
 	if err != nil {
 		return DeviceInfo{}, err
@@ -124,7 +124,8 @@ func (c *Client) GetDeviceInfo() (DeviceInfo, error) {
 	if len(r) < deviceInfoSize {
 		return DeviceInfo{}, fmt.Errorf("vfio-user DEVICE_GET_INFO: reply of %d bytes", len(r))
 	}
-	d := DeviceInfo{Flags: le.Uint32(r[4:]), NumRegions: le.Uint32(r[8:]), NumIRQs: le.Uint32(r[12:])}
+	m := deviceInfoMsg{argszView(r)}
+	d := DeviceInfo{Flags: m.flags(), NumRegions: m.numRegions(), NumIRQs: m.numIRQs()}
 	if d.NumRegions > maxRegions || d.NumIRQs > maxIRQs {
 		return d, fmt.Errorf("vfio-user DEVICE_GET_INFO: %d regions, %d irqs", d.NumRegions, d.NumIRQs)
 	}
@@ -146,10 +147,10 @@ type RegionInfo struct {
 func (c *Client) GetRegionInfo(index uint32) (RegionInfo, error) {
 	asked := uint32(regionInfoSize)
 	for try := 0; try < 2; try++ {
-		b := make([]byte, regionInfoSize)
-		le.PutUint32(b[0:], asked)
-		le.PutUint32(b[8:], index)
-		r, fds, err := c.Call(CmdRegionInfo, 0, b, nil)
+		m := regionInfoMsg{make(argszView, regionInfoSize)}
+		m.setArgsz(asked)
+		m.setIndex(index)
+		r, fds, err := c.Call(CmdRegionInfo, 0, m.argszView, nil)
 		if err != nil {
 			return RegionInfo{}, err
 		}
@@ -179,42 +180,43 @@ func parseRegionInfo(r []byte, asked uint32) (RegionInfo, uint32, error) {
 	if len(r) < regionInfoSize || uint32(len(r)) > asked {
 		return RegionInfo{}, 0, fmt.Errorf("vfio-user DEVICE_GET_REGION_INFO: reply of %d bytes for argsz %d", len(r), asked)
 	}
-	ri := RegionInfo{Flags: le.Uint32(r[4:]), Index: le.Uint32(r[8:]), Size: le.Uint64(r[16:]), Offset: le.Uint64(r[24:])}
-	need, capOff := le.Uint32(r), le.Uint32(r[12:])
+	m := regionInfoMsg{argszView(r)}
+	ri := RegionInfo{Flags: m.flags(), Index: m.index(), Size: m.size(), Offset: m.offset()}
+	need, capOff := m.argsz(), m.capOffset()
 	if need > asked || capOff == 0 || ri.Flags&RegionFlagCaps == 0 {
 		return ri, need, nil
 	}
 	if uint64(capOff)+sparseCapHeader > uint64(len(r)) {
 		return ri, need, fmt.Errorf("vfio-user DEVICE_GET_REGION_INFO: capability at %d past the reply", capOff)
 	}
-	c := r[capOff:]
-	if le.Uint16(c) != capSparseMmap {
+	c := sparseCapMsg(r[capOff:])
+	if c.id() != capSparseMmap {
 		return ri, need, nil
 	}
-	n := le.Uint32(c[8:])
+	n := c.nrAreas()
 	if uint64(n)*sparseAreaSize > uint64(len(c)-sparseCapHeader) {
 		return ri, need, fmt.Errorf("vfio-user DEVICE_GET_REGION_INFO: %d sparse areas past the reply", n)
 	}
 	for i := range int(n) {
-		a := c[sparseCapHeader+i*sparseAreaSize:]
-		ri.Sparse = append(ri.Sparse, SparseArea{Offset: le.Uint64(a), Size: le.Uint64(a[8:])})
+		ri.Sparse = append(ri.Sparse, c.area(i))
 	}
 	return ri, need, nil
 }
 
 // GetIRQInfo asks for IRQ index's count and flags.
 func (c *Client) GetIRQInfo(index uint32) (IRQ, error) {
-	b := make([]byte, irqInfoSize)
-	le.PutUint32(b[0:], irqInfoSize)
-	le.PutUint32(b[8:], index)
-	r, _, err := c.Call(CmdIRQInfo, 0, b, nil)
+	m := irqInfoMsg{make(argszView, irqInfoSize)}
+	m.setArgsz(irqInfoSize)
+	m.setIndex(index)
+	r, _, err := c.Call(CmdIRQInfo, 0, m.argszView, nil)
 	if err != nil {
 		return IRQ{}, err
 	}
 	if len(r) < irqInfoSize {
 		return IRQ{}, fmt.Errorf("vfio-user DEVICE_GET_IRQ_INFO: reply of %d bytes", len(r))
 	}
-	return IRQ{Flags: le.Uint32(r[4:]), Count: le.Uint32(r[12:])}, nil
+	a := irqInfoMsg{argszView(r)}
+	return IRQ{Flags: a.flags(), Count: a.count()}, nil
 }
 
 // SetIRQEventfds assigns fds to vectors start.. of index (an fd of -1 deassigns its vector),
@@ -243,48 +245,51 @@ func (c *Client) SetIRQEventfds(index, start uint32, fds []int) error {
 // SetIRQs sends one DEVICE_SET_IRQS as given: flags, the vector range, DATA_BOOL bytes in
 // data, eventfds in fds. DATA_NONE|ACTION_TRIGGER with start 0 count 0 disables the index.
 func (c *Client) SetIRQs(flags, index, start, count uint32, data []byte, fds []int) error {
-	b := make([]byte, irqSetSize+len(data))
-	le.PutUint32(b[0:], uint32(len(b)))
-	le.PutUint32(b[4:], flags)
-	le.PutUint32(b[8:], index)
-	le.PutUint32(b[12:], start)
-	le.PutUint32(b[16:], count)
-	copy(b[irqSetSize:], data)
-	_, _, err := c.Call(CmdSetIRQs, 0, b, fds)
+	m := irqSetMsg{make(argszView, irqSetSize+len(data))}
+	m.setArgsz(uint32(irqSetSize + len(data)))
+	m.setFlags(flags)
+	m.setIndex(index)
+	m.setStart(start)
+	m.setCount(count)
+	copy(m.data(), data)
+	_, _, err := c.Call(CmdSetIRQs, 0, m.argszView, fds)
 	return err
 }
 
 // RegionRead reads len(data) bytes of region index at offset.
 func (c *Client) RegionRead(index uint32, offset uint64, data []byte) error {
-	b := make([]byte, regionRWSize)
-	le.PutUint64(b[0:], offset)
-	le.PutUint32(b[8:], index)
-	le.PutUint32(b[12:], uint32(len(data)))
-	r, _, err := c.Call(CmdRegionRead, 0, b, nil)
+	r, _, err := c.Call(CmdRegionRead, 0, regionRW(index, offset, len(data)), nil)
 	if err != nil {
 		return err
 	}
-	if len(r) < regionRWSize || le.Uint32(r[12:]) != uint32(len(data)) || len(r)-regionRWSize != len(data) {
+	if len(r) < regionRWSize || regionRWMsg(r).count() != uint32(len(data)) || len(regionRWMsg(r).data()) != len(data) {
 		return fmt.Errorf("vfio-user REGION_READ: reply of %d bytes for %d", len(r), len(data))
 	}
-	copy(data, r[regionRWSize:])
+	copy(data, regionRWMsg(r).data())
 	return nil
 }
 
 // RegionWrite writes data at offset of region index. A posted write (QEMU's BAR writes) asks
 // for no reply and returns once sent.
 func (c *Client) RegionWrite(index uint32, offset uint64, data []byte, posted bool) error {
-	b := make([]byte, regionRWSize+len(data))
-	le.PutUint64(b[0:], offset)
-	le.PutUint32(b[8:], index)
-	le.PutUint32(b[12:], uint32(len(data)))
-	copy(b[regionRWSize:], data)
+	b := regionRW(index, offset, len(data))
+	b = append(b, data...)
 	var flags uint32
 	if posted {
 		flags = FlagNoReply
 	}
 	_, _, err := c.Call(CmdRegionWrite, flags, b, nil)
 	return err
+}
+
+// regionRW is the fixed part of a REGION_READ or REGION_WRITE of count bytes at offset of
+// region index, with room for a write's data after it.
+func regionRW(index uint32, offset uint64, count int) regionRWMsg {
+	m := make(regionRWMsg, regionRWSize, regionRWSize+count)
+	m.setOffset(offset)
+	m.setRegion(index)
+	m.setCount(uint32(count))
+	return m
 }
 
 // Write is one entry of a REGION_WRITE_MULTI: at most 8 bytes.
@@ -300,17 +305,17 @@ func (c *Client) WriteMulti(ws []Write) error {
 	if len(ws) == 0 || len(ws) > maxMultiWr {
 		return fmt.Errorf("vfio-user REGION_WRITE_MULTI of %d writes: %w", len(ws), syscall.EINVAL)
 	}
-	b := make([]byte, 8+multiWrEntry*len(ws))
-	le.PutUint64(b, uint64(len(ws)))
+	b := make(writeMultiMsg, 8+multiWrEntry*len(ws))
+	b.setCount(uint64(len(ws)))
 	for i, w := range ws {
 		if len(w.Data) > multiWrData {
 			return fmt.Errorf("vfio-user REGION_WRITE_MULTI entry of %d bytes: %w", len(w.Data), syscall.EINVAL)
 		}
-		e := b[8+i*multiWrEntry:]
-		le.PutUint64(e, w.Offset)
-		le.PutUint32(e[8:], w.Region)
-		le.PutUint32(e[12:], uint32(len(w.Data)))
-		copy(e[16:], w.Data)
+		e := b.entry(i)
+		e.setOffset(w.Offset)
+		e.setRegion(w.Region)
+		e.setCount(uint32(len(w.Data)))
+		copy(e.data(), w.Data)
 	}
 	_, _, err := c.Call(CmdRegionWriteMulti, FlagNoReply, b, nil)
 	return err

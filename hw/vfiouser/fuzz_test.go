@@ -2,6 +2,7 @@ package vfiouser
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -98,38 +99,33 @@ func TestFuzzCorpusHasEverySeed(t *testing.T) {
 	dir := filepath.Join("testdata", "fuzz", "FuzzServer")
 	for _, s := range seedStreams() {
 		path := filepath.Join(dir, s.name)
-		want := corpusFile(s.stream, s.fds)
-		if *updateCorpus {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		got, err := os.ReadFile(path)
-		if err != nil || string(got) != want {
+		if err := corpusEntry(path, corpusFile(s.stream, s.fds)); err != nil {
 			t.Errorf("%s is missing or stale (go test ./hw/vfiouser -run TestFuzzCorpus -vfiouser.update-corpus): %v", path, err)
 		}
 	}
 	dir = filepath.Join("testdata", "fuzz", "FuzzParseRegionInfo")
 	for _, s := range regionInfoSeeds() {
 		path := filepath.Join(dir, s.name)
-		want := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\nuint32(%d)\n", s.reply, s.asked)
-		if *updateCorpus {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if got, err := os.ReadFile(path); err != nil || string(got) != want {
+		if err := corpusEntry(path, fmt.Sprintf("go test fuzz v1\n[]byte(%q)\nuint32(%d)\n", s.reply, s.asked)); err != nil {
 			t.Errorf("%s is missing or stale: %v", path, err)
 		}
 	}
+}
+
+// corpusEntry writes want to path with -vfiouser.update-corpus; without, it fails unless path
+// holds want.
+func corpusEntry(path, want string) error {
+	if *updateCorpus {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(path, []byte(want), 0o644)
+	}
+	got, err := os.ReadFile(path)
+	if err == nil && string(got) != want {
+		err = errors.New("stale")
+	}
+	return err
 }
 
 // firstBytes in FuzzServer's fds: the stream is the connection's first bytes, with no VERSION

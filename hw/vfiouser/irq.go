@@ -67,12 +67,23 @@ func (t *irqTable) closeAll() {
 	defer t.mu.Unlock()
 	for _, vs := range t.vectors {
 		for j := range vs {
-			if vs[j].fd >= 0 {
-				unix.Close(vs[j].fd)
-			}
-			vs[j] = irqVector{fd: -1}
+			vs[j].reset()
 		}
 	}
+}
+
+// close closes v's eventfd, if it has one. Called with mu held.
+func (v *irqVector) close() {
+	if v.fd >= 0 {
+		unix.Close(v.fd)
+	}
+	v.fd = -1
+}
+
+// reset closes v's eventfd and clears its mask: a vector no client set up. Called with mu held.
+func (v *irqVector) reset() {
+	v.close()
+	*v = irqVector{fd: -1}
 }
 
 // isEventfd says whether fd is an eventfd: any other file (a full pipe, a socket) could
@@ -82,83 +93,102 @@ func isEventfd(fd int) bool {
 	return err == nil && target == "anon_inode:[eventfd]"
 }
 
-// setIRQs handles DEVICE_SET_IRQS. data is what follows the 20-byte struct; fds are the
-// message's descriptors, which setIRQs either keeps in the table or leaves to the caller to
-// close (it returns how many it kept: all or none).
-func (s *Server) setIRQs(flags, index, start, count uint32, data []byte, fds []int) (kept bool, err error) {
+// setIRQs handles DEVICE_SET_IRQS, whose body m holds (its data, DATA_BOOL's bytes, after the
+// fixed part); fds are the message's descriptors, which setIRQs either keeps in the table or
+// leaves to the caller to close (it says whether it kept them: all or none).
+func (s *Server) setIRQs(m irqSetMsg, fds []int) (kept bool, err error) {
+	flags, index, start, count, data := m.flags(), m.index(), m.start(), m.count(), m.data()
+	if err := s.checkSetIRQs(flags, index, start, count, len(data), len(fds)); err != nil {
+		return false, err
+	}
+	t := s.irqs
+	switch dataType, action := flags&irqDataMask, flags&irqActionMask; {
+	case dataType == IRQDataEventfd:
+		if action != IRQActionTrig {
+			return false, refuse(syscall.EINVAL, "SET_IRQS eventfds for mask/unmask (resample) are not supported")
+		}
+		return t.assign(index, start, count, fds)
+	case dataType == IRQDataNone && action == IRQActionTrig && count == 0:
+		t.disable(index) // start 0 count 0: disable the whole index
+		return false, nil
+	case count == 0:
+		return false, refuse(syscall.EINVAL, "SET_IRQS with no vectors")
+	default:
+		t.apply(action, index, start, count, data, dataType == IRQDataBool)
+		return false, nil
+	}
+}
+
+// checkSetIRQs checks SET_IRQS's flags, range and what comes with it against the IRQ indices.
+func (s *Server) checkSetIRQs(flags, index, start, count uint32, ndata, nfds int) error {
 	desc := s.desc.IRQs
 	dataType, action := flags&irqDataMask, flags&irqActionMask
 	switch {
 	case flags&^(irqDataMask|irqActionMask) != 0:
-		return false, refuse(syscall.EINVAL, "SET_IRQS flags 0x%x", flags)
+		return refuse(syscall.EINVAL, "SET_IRQS flags 0x%x", flags)
 	case dataType != IRQDataNone && dataType != IRQDataBool && dataType != IRQDataEventfd:
-		return false, refuse(syscall.EINVAL, "SET_IRQS flags 0x%x: not one data type", flags)
+		return refuse(syscall.EINVAL, "SET_IRQS flags 0x%x: not one data type", flags)
 	case action != IRQActionMask && action != IRQActionUnmask && action != IRQActionTrig:
-		return false, refuse(syscall.EINVAL, "SET_IRQS flags 0x%x: not one action", flags)
+		return refuse(syscall.EINVAL, "SET_IRQS flags 0x%x: not one action", flags)
 	case int(index) >= len(desc) || desc[index].Count == 0:
-		return false, refuse(syscall.EINVAL, "SET_IRQS index %d: no such IRQ", index)
+		return refuse(syscall.EINVAL, "SET_IRQS index %d: no such IRQ", index)
 	case uint64(start)+uint64(count) > uint64(desc[index].Count):
-		return false, refuse(syscall.EINVAL, "SET_IRQS index %d vectors [%d, +%d) beyond its %d", index, start, count, desc[index].Count)
-	case dataType != IRQDataEventfd && len(fds) != 0:
-		return false, refuse(syscall.EINVAL, "SET_IRQS without DATA_EVENTFD carries %d fds", len(fds))
-	case dataType == IRQDataBool && len(data) != int(count):
-		return false, refuse(syscall.EINVAL, "SET_IRQS DATA_BOOL with %d bytes for %d vectors", len(data), count)
-	case dataType != IRQDataBool && len(data) != 0:
-		return false, refuse(syscall.EINVAL, "SET_IRQS carries %d data bytes", len(data))
+		return refuse(syscall.EINVAL, "SET_IRQS index %d vectors [%d, +%d) beyond its %d", index, start, count, desc[index].Count)
+	case dataType != IRQDataEventfd && nfds != 0:
+		return refuse(syscall.EINVAL, "SET_IRQS without DATA_EVENTFD carries %d fds", nfds)
+	case dataType == IRQDataBool && ndata != int(count):
+		return refuse(syscall.EINVAL, "SET_IRQS DATA_BOOL with %d bytes for %d vectors", ndata, count)
+	case dataType != IRQDataBool && ndata != 0:
+		return refuse(syscall.EINVAL, "SET_IRQS carries %d data bytes", ndata)
 	case action != IRQActionTrig && desc[index].Flags&IRQMaskable == 0:
-		return false, refuse(syscall.EINVAL, "SET_IRQS mask/unmask of index %d, which is not maskable", index)
+		return refuse(syscall.EINVAL, "SET_IRQS mask/unmask of index %d, which is not maskable", index)
 	}
-	t := s.irqs
-	if dataType == IRQDataEventfd {
-		if action != IRQActionTrig {
-			return false, refuse(syscall.EINVAL, "SET_IRQS eventfds for mask/unmask (resample) are not supported")
-		}
-		// QEMU sends all valid or all invalid fds in one message: none deassigns the range.
-		if len(fds) != 0 && len(fds) != int(count) {
-			return false, refuse(syscall.EINVAL, "SET_IRQS %d fds for %d vectors", len(fds), count)
-		}
-		for _, fd := range fds {
-			if !isEventfd(fd) {
-				return false, refuse(syscall.EINVAL, "SET_IRQS fd %d is not an eventfd", fd)
-			}
-			if err := unix.SetNonblock(fd, true); err != nil {
-				return false, refuse(syscall.EINVAL, "SET_IRQS fd %d: %v", fd, err)
-			}
-		}
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		for i := range count {
-			v := &t.vectors[index][start+i]
-			if v.fd >= 0 {
-				unix.Close(v.fd)
-			}
-			v.fd = -1
-			if len(fds) != 0 {
-				v.fd = fds[i]
-			}
-		}
-		return len(fds) != 0, nil
+	return nil
+}
+
+// assign gives vectors [start, +count) of index the eventfds fds, closing those they had; no
+// fds deassigns the range. QEMU sends all valid or all invalid fds in one message. It says
+// whether it kept fds.
+func (t *irqTable) assign(index, start, count uint32, fds []int) (kept bool, err error) {
+	if len(fds) != 0 && len(fds) != int(count) {
+		return false, refuse(syscall.EINVAL, "SET_IRQS %d fds for %d vectors", len(fds), count)
 	}
-	if dataType == IRQDataNone && action == IRQActionTrig && count == 0 {
-		// start 0 count 0: disable the whole index.
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		for j := range t.vectors[index] {
-			v := &t.vectors[index][j]
-			if v.fd >= 0 {
-				unix.Close(v.fd)
-			}
-			*v = irqVector{fd: -1}
+	for _, fd := range fds {
+		if !isEventfd(fd) {
+			return false, refuse(syscall.EINVAL, "SET_IRQS fd %d is not an eventfd", fd)
 		}
-		return false, nil
-	}
-	if count == 0 {
-		return false, refuse(syscall.EINVAL, "SET_IRQS with no vectors")
+		if err := unix.SetNonblock(fd, true); err != nil {
+			return false, refuse(syscall.EINVAL, "SET_IRQS fd %d: %v", fd, err)
+		}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i := range count {
-		if dataType == IRQDataBool && data[i] == 0 {
+		v := &t.vectors[index][start+i]
+		v.close()
+		if len(fds) != 0 {
+			v.fd = fds[i]
+		}
+	}
+	return len(fds) != 0, nil
+}
+
+// disable closes every eventfd of index and clears its masks.
+func (t *irqTable) disable(index uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for j := range t.vectors[index] {
+		t.vectors[index][j].reset()
+	}
+}
+
+// apply masks, unmasks or triggers vectors [start, +count) of index: with DATA_BOOL (bools)
+// only those whose byte in data is not 0.
+func (t *irqTable) apply(action, index, start, count uint32, data []byte, bools bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range count {
+		if bools && data[i] == 0 {
 			continue
 		}
 		v := &t.vectors[index][start+i]
@@ -175,5 +205,4 @@ func (s *Server) setIRQs(flags, index, start, count uint32, data []byte, fds []i
 			v.signal()
 		}
 	}
-	return false, nil
 }

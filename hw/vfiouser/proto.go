@@ -1,7 +1,6 @@
 package vfiouser
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"syscall"
@@ -67,21 +66,17 @@ type Header struct {
 }
 
 func (h Header) put(b []byte) {
-	binary.LittleEndian.PutUint16(b[0:], h.ID)
-	binary.LittleEndian.PutUint16(b[2:], uint16(h.Cmd))
-	binary.LittleEndian.PutUint32(b[4:], h.Size)
-	binary.LittleEndian.PutUint32(b[8:], h.Flags)
-	binary.LittleEndian.PutUint32(b[12:], h.Errno)
+	v := headerView(b[:HeaderSize])
+	v.setID(h.ID)
+	v.setCmd(h.Cmd)
+	v.setSize(h.Size)
+	v.setFlags(h.Flags)
+	v.setErrno(h.Errno)
 }
 
 func parseHeader(b []byte) Header {
-	return Header{
-		ID:    binary.LittleEndian.Uint16(b[0:]),
-		Cmd:   Command(binary.LittleEndian.Uint16(b[2:])),
-		Size:  binary.LittleEndian.Uint32(b[4:]),
-		Flags: binary.LittleEndian.Uint32(b[8:]),
-		Errno: binary.LittleEndian.Uint32(b[12:]),
-	}
+	v := headerView(b[:HeaderSize])
+	return Header{ID: v.id(), Cmd: v.cmd(), Size: v.size(), Flags: v.flags(), Errno: v.errno()}
 }
 
 // DMA_MAP and DMA_UNMAP flags.
@@ -197,6 +192,3 @@ func (e *msgError) Unwrap() error { return e.errno }
 func refuse(errno syscall.Errno, format string, args ...any) error {
 	return &msgError{errno: errno, reason: fmt.Sprintf(format, args...)}
 }
-
-// le is shorthand for the byte order of every field.
-var le = binary.LittleEndian

@@ -513,140 +513,196 @@ func (s *Server) versionJSON() [][]byte {
 // send with it (-1 for none), or the error for an error reply. It owns fds: each is either
 // kept (an eventfd assigned to a vector) or closed before it returns.
 func (s *Server) handle(t *dmaTable, h Header, body []byte, fds []int) (reply []byte, replyFD int, bad error) {
-	replyFD = -1
-	kept := false
+	r := &request{t: t, cmd: h.Cmd, body: body, fds: fds}
 	defer func() {
-		if !kept {
+		if !r.kept {
 			sockguard.CloseFDs(fds)
 		}
 	}()
-	if h.Flags&FlagTypeMask != FlagCommand {
-		return nil, -1, refuse(syscall.EINVAL, "message type %d from the client is not a command", h.Flags&FlagTypeMask)
+	if err := checkCommand(h, len(fds)); err != nil {
+		return nil, -1, err
 	}
-	if h.Flags&^(FlagTypeMask|FlagNoReply) != 0 {
-		return nil, -1, refuse(syscall.EINVAL, "header flags 0x%x", h.Flags)
+	run, ok := commands[h.Cmd]
+	if !ok {
+		return nil, -1, refuse(syscall.ENOSYS, "unsupported command %s", h.Cmd)
 	}
-	if len(fds) > 0 && h.Cmd != CmdDMAMap && h.Cmd != CmdSetIRQs {
-		return nil, -1, refuse(syscall.EINVAL, "%s carries %d fds", h.Cmd, len(fds))
+	return run(s, r)
+}
+
+// checkCommand refuses a message that is not a command, flags it cannot have, and
+// descriptors with a command that takes none.
+func checkCommand(h Header, nfds int) error {
+	switch {
+	case h.Flags&FlagTypeMask != FlagCommand:
+		return refuse(syscall.EINVAL, "message type %d from the client is not a command", h.Flags&FlagTypeMask)
+	case h.Flags&^(FlagTypeMask|FlagNoReply) != 0:
+		return refuse(syscall.EINVAL, "header flags 0x%x", h.Flags)
+	case nfds > 0 && h.Cmd != CmdDMAMap && h.Cmd != CmdSetIRQs:
+		return refuse(syscall.EINVAL, "%s carries %d fds", h.Cmd, nfds)
 	}
-	switch h.Cmd {
-	case CmdVersion:
-		return s.version(body)
-	case CmdDMAMap:
-		if len(body) != dmaMapSize || le.Uint32(body) != dmaMapSize {
-			return nil, -1, refuse(syscall.EINVAL, "DMA_MAP of %d bytes, argsz %d", len(body), argsz(body))
-		}
-		if len(fds) > 1 {
-			return nil, -1, refuse(syscall.EINVAL, "DMA_MAP with %d fds", len(fds))
-		}
-		fd := -1
-		if len(fds) == 1 {
-			fd, kept = fds[0], true // mapDMA closes it
-		}
-		return nil, -1, s.mapDMA(t, le.Uint64(body[16:]), le.Uint64(body[24:]), le.Uint64(body[8:]), le.Uint32(body[4:]), fd)
-	case CmdDMAUnmap:
-		if len(body) != dmaUnmapSize || le.Uint32(body) != dmaUnmapSize {
-			return nil, -1, refuse(syscall.EINVAL, "DMA_UNMAP of %d bytes, argsz %d", len(body), argsz(body))
-		}
-		if err := s.unmapDMA(t, le.Uint64(body[8:]), le.Uint64(body[16:]), le.Uint32(body[4:])); err != nil {
+	return nil
+}
+
+// request is one command being handled.
+type request struct {
+	t    *dmaTable
+	cmd  Command
+	body []byte
+	fds  []int
+	kept bool // the command kept fds: handle does not close them
+}
+
+// command carries out one command: the reply's body, a descriptor to send with it (-1 for
+// none), or the error for an error reply.
+type command func(s *Server, r *request) (reply []byte, replyFD int, err error)
+
+// commands are the commands the server answers; any other gets ENOSYS.
+var commands = map[Command]command{
+	CmdVersion: func(s *Server, r *request) ([]byte, int, error) { return s.version(r.body) },
+	CmdDMAMap:  (*Server).dmaMap,
+	CmdDMAUnmap: func(s *Server, r *request) ([]byte, int, error) {
+		if err := r.sized(dmaUnmapSize, true); err != nil {
 			return nil, -1, err
 		}
-		return body, -1, nil
-	case CmdDeviceGetInfo:
-		if len(body) != deviceInfoSize || le.Uint32(body) < deviceInfoSize {
-			return nil, -1, refuse(syscall.EINVAL, "DEVICE_GET_INFO of %d bytes, argsz %d", len(body), argsz(body))
+		m := dmaUnmapMsg{argszView(r.body)}
+		if err := s.unmapDMA(r.t, m.iova(), m.size(), m.flags()); err != nil {
+			return nil, -1, err
 		}
-		r := make([]byte, deviceInfoSize)
-		le.PutUint32(r[0:], deviceInfoSize)
-		le.PutUint32(r[4:], s.desc.Flags)
-		le.PutUint32(r[8:], uint32(len(s.desc.Regions)))
-		le.PutUint32(r[12:], uint32(len(s.desc.IRQs)))
-		return r, -1, nil
-	case CmdRegionInfo:
-		return s.regionInfo(body)
-	case CmdIRQInfo:
-		if len(body) != irqInfoSize || le.Uint32(body) < irqInfoSize {
-			return nil, -1, refuse(syscall.EINVAL, "DEVICE_GET_IRQ_INFO of %d bytes, argsz %d", len(body), argsz(body))
+		return r.body, -1, nil
+	},
+	CmdDeviceGetInfo: func(s *Server, r *request) ([]byte, int, error) {
+		if err := r.sized(deviceInfoSize, false); err != nil {
+			return nil, -1, err
 		}
-		index := le.Uint32(body[8:])
-		if int(index) >= len(s.desc.IRQs) {
-			return nil, -1, refuse(syscall.EINVAL, "DEVICE_GET_IRQ_INFO index %d of %d", index, len(s.desc.IRQs))
-		}
-		irq := s.desc.IRQs[index]
-		r := make([]byte, irqInfoSize)
-		le.PutUint32(r[0:], irqInfoSize)
-		le.PutUint32(r[4:], irq.Flags&irqInfoFlags)
-		le.PutUint32(r[8:], index)
-		le.PutUint32(r[12:], irq.Count)
-		return r, -1, nil
-	case CmdSetIRQs:
-		if len(body) < irqSetSize || int(le.Uint32(body)) != len(body) {
-			return nil, -1, refuse(syscall.EINVAL, "DEVICE_SET_IRQS of %d bytes, argsz %d", len(body), argsz(body))
+		m := deviceInfoMsg{make(argszView, deviceInfoSize)}
+		m.setArgsz(deviceInfoSize)
+		m.setFlags(s.desc.Flags)
+		m.setNumRegions(uint32(len(s.desc.Regions)))
+		m.setNumIRQs(uint32(len(s.desc.IRQs)))
+		return m.argszView, -1, nil
+	},
+	CmdRegionInfo: (*Server).regionInfo,
+	CmdIRQInfo:    (*Server).irqInfo,
+	CmdSetIRQs: func(s *Server, r *request) ([]byte, int, error) {
+		if len(r.body) < irqSetSize || int(argsz(r.body)) != len(r.body) {
+			return nil, -1, refuse(syscall.EINVAL, "DEVICE_SET_IRQS of %d bytes, argsz %d", len(r.body), argsz(r.body))
 		}
 		var err error
-		kept, err = s.setIRQs(le.Uint32(body[4:]), le.Uint32(body[8:]), le.Uint32(body[12:]), le.Uint32(body[16:]), body[irqSetSize:], fds)
+		r.kept, err = s.setIRQs(irqSetMsg{argszView(r.body)}, r.fds)
 		return nil, -1, err
-	case CmdRegionRead:
-		if len(body) != regionRWSize {
-			return nil, -1, refuse(syscall.EINVAL, "REGION_READ of %d bytes", len(body))
-		}
-		off, index, count := le.Uint64(body), le.Uint32(body[8:]), le.Uint32(body[12:])
-		if err := s.checkAccess(index, off, uint64(count), RegionFlagRead); err != nil {
-			return nil, -1, err
-		}
-		r := make([]byte, regionRWSize+int(count))
-		copy(r, body)
-		if err := s.dev.RegionRead(index, off, r[regionRWSize:]); err != nil {
-			return nil, -1, refuse(errnoOf(err), "REGION_READ region %d [0x%x, +%d): %v", index, off, count, err)
-		}
-		return r, -1, nil
-	case CmdRegionWrite:
-		if len(body) < regionRWSize {
-			return nil, -1, refuse(syscall.EINVAL, "REGION_WRITE of %d bytes", len(body))
-		}
-		off, index, count := le.Uint64(body), le.Uint32(body[8:]), le.Uint32(body[12:])
-		if uint64(count) != uint64(len(body)-regionRWSize) {
-			return nil, -1, refuse(syscall.EINVAL, "REGION_WRITE count %d with %d data bytes", count, len(body)-regionRWSize)
-		}
-		if err := s.checkAccess(index, off, uint64(count), RegionFlagWrite); err != nil {
-			return nil, -1, err
-		}
-		if err := s.dev.RegionWrite(index, off, body[regionRWSize:]); err != nil {
-			return nil, -1, refuse(errnoOf(err), "REGION_WRITE region %d [0x%x, +%d): %v", index, off, count, err)
-		}
-		return body[:regionRWSize], -1, nil
-	case CmdRegionWriteMulti:
-		return nil, -1, s.writeMulti(body)
-	case CmdDeviceReset:
-		if len(body) != 0 {
-			return nil, -1, refuse(syscall.EINVAL, "DEVICE_RESET with %d bytes", len(body))
-		}
-		if s.desc.Flags&DeviceFlagReset == 0 {
-			return nil, -1, refuse(syscall.ENOTSUP, "DEVICE_RESET: the device has no reset")
-		}
-		if err := s.dev.Reset(); err != nil {
-			return nil, -1, refuse(errnoOf(err), "DEVICE_RESET: %v", err)
-		}
-		return nil, -1, nil
+	},
+	CmdRegionRead:       (*Server).regionRead,
+	CmdRegionWrite:      (*Server).regionWrite,
+	CmdRegionWriteMulti: func(s *Server, r *request) ([]byte, int, error) { return nil, -1, s.writeMulti(r.body) },
+	CmdDeviceReset:      (*Server).reset,
+}
+
+// sized refuses a request whose body is not size bytes, or whose argsz is not size (exact) or
+// is less than it.
+func (r *request) sized(size int, exact bool) error {
+	n := argsz(r.body)
+	if len(r.body) != size || exact && n != uint32(size) || !exact && n < uint32(size) {
+		return refuse(syscall.EINVAL, "%s of %d bytes, argsz %d", r.cmd, len(r.body), n)
 	}
-	return nil, -1, refuse(syscall.ENOSYS, "unsupported command %s", h.Cmd)
+	return nil
+}
+
+// dmaMap takes DMA_MAP's descriptor, if any, for mapDMA, which closes it.
+func (s *Server) dmaMap(r *request) ([]byte, int, error) {
+	if err := r.sized(dmaMapSize, true); err != nil {
+		return nil, -1, err
+	}
+	if len(r.fds) > 1 {
+		return nil, -1, refuse(syscall.EINVAL, "DMA_MAP with %d fds", len(r.fds))
+	}
+	fd := -1
+	if len(r.fds) == 1 {
+		fd, r.kept = r.fds[0], true
+	}
+	m := dmaMapMsg{argszView(r.body)}
+	return nil, -1, s.mapDMA(r.t, m.iova(), m.size(), m.offset(), m.flags(), fd)
+}
+
+func (s *Server) irqInfo(r *request) ([]byte, int, error) {
+	if err := r.sized(irqInfoSize, false); err != nil {
+		return nil, -1, err
+	}
+	index := irqInfoMsg{argszView(r.body)}.index()
+	if int(index) >= len(s.desc.IRQs) {
+		return nil, -1, refuse(syscall.EINVAL, "DEVICE_GET_IRQ_INFO index %d of %d", index, len(s.desc.IRQs))
+	}
+	irq := s.desc.IRQs[index]
+	m := irqInfoMsg{make(argszView, irqInfoSize)}
+	m.setArgsz(irqInfoSize)
+	m.setFlags(irq.Flags & irqInfoFlags)
+	m.setIndex(index)
+	m.setCount(irq.Count)
+	return m.argszView, -1, nil
+}
+
+func (s *Server) regionRead(r *request) ([]byte, int, error) {
+	if len(r.body) != regionRWSize {
+		return nil, -1, refuse(syscall.EINVAL, "REGION_READ of %d bytes", len(r.body))
+	}
+	m := regionRWMsg(r.body)
+	off, index, count := m.offset(), m.region(), m.count()
+	if err := s.checkAccess(index, off, uint64(count), RegionFlagRead); err != nil {
+		return nil, -1, err
+	}
+	reply := make(regionRWMsg, regionRWSize+int(count))
+	copy(reply, r.body)
+	if err := s.dev.RegionRead(index, off, reply.data()); err != nil {
+		return nil, -1, refuse(errnoOf(err), "REGION_READ region %d [0x%x, +%d): %v", index, off, count, err)
+	}
+	return reply, -1, nil
+}
+
+func (s *Server) regionWrite(r *request) ([]byte, int, error) {
+	if len(r.body) < regionRWSize {
+		return nil, -1, refuse(syscall.EINVAL, "REGION_WRITE of %d bytes", len(r.body))
+	}
+	m := regionRWMsg(r.body)
+	off, index, count := m.offset(), m.region(), m.count()
+	if uint64(count) != uint64(len(m.data())) {
+		return nil, -1, refuse(syscall.EINVAL, "REGION_WRITE count %d with %d data bytes", count, len(m.data()))
+	}
+	if err := s.checkAccess(index, off, uint64(count), RegionFlagWrite); err != nil {
+		return nil, -1, err
+	}
+	if err := s.dev.RegionWrite(index, off, m.data()); err != nil {
+		return nil, -1, refuse(errnoOf(err), "REGION_WRITE region %d [0x%x, +%d): %v", index, off, count, err)
+	}
+	return r.body[:regionRWSize], -1, nil
+}
+
+func (s *Server) reset(r *request) ([]byte, int, error) {
+	if len(r.body) != 0 {
+		return nil, -1, refuse(syscall.EINVAL, "DEVICE_RESET with %d bytes", len(r.body))
+	}
+	if s.desc.Flags&DeviceFlagReset == 0 {
+		return nil, -1, refuse(syscall.ENOTSUP, "DEVICE_RESET: the device has no reset")
+	}
+	if err := s.dev.Reset(); err != nil {
+		return nil, -1, refuse(errnoOf(err), "DEVICE_RESET: %v", err)
+	}
+	return nil, -1, nil
 }
 
 func argsz(body []byte) uint32 {
 	if len(body) < 4 {
 		return 0
 	}
-	return le.Uint32(body)
+	return argszView(body).argsz()
 }
 
 func (s *Server) version(body []byte) ([]byte, int, error) {
 	if len(body) < 4 {
 		return nil, -1, refuse(syscall.EINVAL, "VERSION of %d bytes", len(body))
 	}
-	if major := le.Uint16(body); major != 0 {
+	if major := versionMsg(body).major(); major != 0 {
 		return nil, -1, refuse(syscall.ENOTSUP, "VERSION major %d (only 0)", major)
 	}
-	if js := body[4:]; len(js) > 0 {
+	if js := versionMsg(body).json(); len(js) > 0 {
 		if js[len(js)-1] != 0 {
 			return nil, -1, refuse(syscall.EINVAL, "VERSION JSON not NUL-terminated")
 		}
@@ -679,11 +735,12 @@ func (s *Server) checkAccess(index uint32, off, count uint64, need uint32) error
 	return nil
 }
 
-func (s *Server) regionInfo(body []byte) ([]byte, int, error) {
-	if len(body) != regionInfoSize || le.Uint32(body) < regionInfoSize {
-		return nil, -1, refuse(syscall.EINVAL, "DEVICE_GET_REGION_INFO of %d bytes, argsz %d", len(body), argsz(body))
+func (s *Server) regionInfo(q *request) ([]byte, int, error) {
+	if err := q.sized(regionInfoSize, false); err != nil {
+		return nil, -1, err
 	}
-	asked, index := le.Uint32(body), le.Uint32(body[8:])
+	req := regionInfoMsg{argszView(q.body)}
+	asked, index := req.argsz(), req.index()
 	if int(index) >= len(s.desc.Regions) {
 		return nil, -1, refuse(syscall.EINVAL, "DEVICE_GET_REGION_INFO index %d of %d", index, len(s.desc.Regions))
 	}
@@ -694,54 +751,55 @@ func (s *Server) regionInfo(body []byte) ([]byte, int, error) {
 		flags |= RegionFlagMmap | RegionFlagCaps
 		need += sparseCapHeader + sparseAreaSize*uint32(len(reg.Mmap.Areas))
 	}
-	r := make([]byte, regionInfoSize, need)
-	le.PutUint32(r[0:], need)
-	le.PutUint32(r[4:], flags)
-	le.PutUint32(r[8:], index)
-	le.PutUint64(r[16:], reg.Size)
+	r := regionInfoMsg{make(argszView, regionInfoSize, need)}
+	r.setArgsz(need)
+	r.setFlags(flags)
+	r.setIndex(index)
+	r.setSize(reg.Size)
 	if reg.Mmap == nil {
-		return r, -1, nil
+		return r.argszView, -1, nil
 	}
-	le.PutUint64(r[24:], reg.Mmap.FileOffset)
+	r.setOffset(reg.Mmap.FileOffset)
 	if asked < need {
 		// The client asks again with argsz = need; the reply must fit what it asked for.
-		return r, -1, nil
+		return r.argszView, -1, nil
 	}
-	le.PutUint32(r[12:], regionInfoSize) // cap_offset
-	r = r[:need]
-	c := r[regionInfoSize:]
-	le.PutUint16(c[0:], capSparseMmap)
-	le.PutUint16(c[2:], capSparseMmapVer)
-	le.PutUint32(c[4:], 0) // next
-	le.PutUint32(c[8:], uint32(len(reg.Mmap.Areas)))
+	r.setCapOffset(regionInfoSize)
+	full := r.argszView[:need]
+	c := sparseCapMsg(full[regionInfoSize:])
+	c.setID(capSparseMmap)
+	c.setVersion(capSparseMmapVer)
+	c.setNext(0)
+	c.setNrAreas(uint32(len(reg.Mmap.Areas)))
 	for i, a := range reg.Mmap.Areas {
-		le.PutUint64(c[sparseCapHeader+i*sparseAreaSize:], a.Offset)
-		le.PutUint64(c[sparseCapHeader+i*sparseAreaSize+8:], a.Size)
+		c.setArea(i, a)
 	}
-	return r, int(reg.Mmap.File.Fd()), nil
+	return full, int(reg.Mmap.File.Fd()), nil
 }
 
 func (s *Server) writeMulti(body []byte) error {
 	if len(body) < 8 {
 		return refuse(syscall.EINVAL, "REGION_WRITE_MULTI of %d bytes", len(body))
 	}
-	n := le.Uint64(body)
+	m := writeMultiMsg(body)
+	n := m.count()
 	if n == 0 || n > maxMultiWr || uint64(len(body)-8) != n*multiWrEntry {
 		return refuse(syscall.EINVAL, "REGION_WRITE_MULTI of %d writes in %d bytes", n, len(body))
 	}
 	// Check every write before doing any, so a bad one leaves the device as it was.
-	for e := body[8:]; len(e) > 0; e = e[multiWrEntry:] {
-		off, index, count := le.Uint64(e), le.Uint32(e[8:]), le.Uint32(e[12:])
-		if count > multiWrData {
-			return refuse(syscall.EINVAL, "REGION_WRITE_MULTI entry of %d bytes", count)
+	for i := range int(n) {
+		w := m.entry(i)
+		if w.count() > multiWrData {
+			return refuse(syscall.EINVAL, "REGION_WRITE_MULTI entry of %d bytes", w.count())
 		}
-		if err := s.checkAccess(index, off, uint64(count), RegionFlagWrite); err != nil {
+		if err := s.checkAccess(w.region(), w.offset(), uint64(w.count()), RegionFlagWrite); err != nil {
 			return err
 		}
 	}
-	for e := body[8:]; len(e) > 0; e = e[multiWrEntry:] {
-		off, index, count := le.Uint64(e), le.Uint32(e[8:]), le.Uint32(e[12:])
-		if err := s.dev.RegionWrite(index, off, e[16:16+count]); err != nil {
+	for i := range int(n) {
+		w := m.entry(i)
+		off, index, count := w.offset(), w.region(), w.count()
+		if err := s.dev.RegionWrite(index, off, w.data()[:count]); err != nil {
 			return refuse(errnoOf(err), "REGION_WRITE_MULTI region %d [0x%x, +%d): %v", index, off, count, err)
 		}
 	}

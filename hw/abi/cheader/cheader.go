@@ -54,52 +54,9 @@ type Const struct {
 func writeStruct(b *strings.Builder, l abi.Layout) error {
 	fields := append([]abi.Field(nil), l.Fields...)
 	sort.SliceStable(fields, func(i, j int) bool { return fields[i].Off < fields[j].Off })
-	// A union is the arms whose spans overlap; each arm is all the fields that name it.
-	type group struct {
-		off, end int
-		plain    *abi.Field
-		order    []string
-		arms     map[string][]abi.Field
-	}
-	arms := map[string][]abi.Field{}
-	var armOrder []string
-	var groups []*group
-	for i, f := range fields {
-		if f.Union == "" {
-			groups = append(groups, &group{off: f.Off, end: f.Off + f.Size, plain: &fields[i]})
-			continue
-		}
-		if _, ok := arms[f.Union]; !ok {
-			armOrder = append(armOrder, f.Union)
-		}
-		arms[f.Union] = append(arms[f.Union], f)
-	}
-	var unions []*group
-	for _, name := range armOrder {
-		fs := arms[name]
-		off, end := fs[0].Off, 0
-		for _, f := range fs {
-			end = max(end, f.Off+f.Size)
-		}
-		var g *group
-		for _, u := range unions {
-			if off < u.end && u.off < end {
-				g = u
-			}
-		}
-		if g == nil {
-			g = &group{off: off, end: end, arms: map[string][]abi.Field{}}
-			unions = append(unions, g)
-		}
-		g.off, g.end = min(g.off, off), max(g.end, end)
-		g.order = append(g.order, name)
-		g.arms[name] = fs
-	}
-	groups = append(groups, unions...)
-	sort.SliceStable(groups, func(i, j int) bool { return groups[i].off < groups[j].off })
 	fmt.Fprintf(b, "struct softirdma_%s {\n", l.Name)
 	pos, pad := 0, 0
-	for _, g := range groups {
+	for _, g := range groupFields(fields) {
 		if g.off < pos {
 			return fmt.Errorf("%s: fields overlap at %d", l.Name, g.off)
 		}
@@ -107,27 +64,7 @@ func writeStruct(b *strings.Builder, l abi.Layout) error {
 			fmt.Fprintf(b, "\t__u8 rsvd%d[%d];\n", pad, g.off-pos)
 			pad++
 		}
-		if g.plain != nil {
-			b.WriteString("\t" + cField(*g.plain) + ";\n")
-			pos = g.end
-			continue
-		}
-		// Every arm starts where the union does, padded to its first field.
-		b.WriteString("\tunion {\n")
-		for _, arm := range g.order {
-			b.WriteString("\t\tstruct {\n")
-			apos, apad := g.off, 0
-			for _, f := range g.arms[arm] {
-				if f.Off > apos {
-					fmt.Fprintf(b, "\t\t\t__u8 rsvd%d[%d];\n", apad, f.Off-apos)
-					apad++
-				}
-				b.WriteString("\t\t\t" + cField(f) + ";\n")
-				apos = f.Off + f.Size
-			}
-			fmt.Fprintf(b, "\t\t} %s;\n", arm)
-		}
-		b.WriteString("\t};\n")
+		g.write(b)
 		pos = g.end
 	}
 	if pos < l.Size {
@@ -143,6 +80,80 @@ func writeStruct(b *strings.Builder, l abi.Layout) error {
 		fmt.Fprintf(b, "static_assert(offsetof(struct softirdma_%s, %s) == %d);\n", l.Name, path, f.Off)
 	}
 	return nil
+}
+
+// fieldGroup is what a structure lays out at one place: a plain field, or a union of arms.
+type fieldGroup struct {
+	off, end int
+	plain    *abi.Field
+	order    []string               // the union's arms, in the order the fields name them
+	arms     map[string][]abi.Field // each arm's fields
+}
+
+// groupFields groups fields (sorted by offset) in offset order: each plain field alone, and
+// the arms whose spans overlap in one union; an arm is all the fields that name it.
+func groupFields(fields []abi.Field) []*fieldGroup {
+	arms := map[string][]abi.Field{}
+	var armOrder []string
+	var groups []*fieldGroup
+	for i, f := range fields {
+		if f.Union == "" {
+			groups = append(groups, &fieldGroup{off: f.Off, end: f.Off + f.Size, plain: &fields[i]})
+			continue
+		}
+		if _, ok := arms[f.Union]; !ok {
+			armOrder = append(armOrder, f.Union)
+		}
+		arms[f.Union] = append(arms[f.Union], f)
+	}
+	var unions []*fieldGroup
+	for _, name := range armOrder {
+		fs := arms[name]
+		off, end := fs[0].Off, 0
+		for _, f := range fs {
+			end = max(end, f.Off+f.Size)
+		}
+		var g *fieldGroup
+		for _, u := range unions {
+			if off < u.end && u.off < end {
+				g = u
+			}
+		}
+		if g == nil {
+			g = &fieldGroup{off: off, end: end, arms: map[string][]abi.Field{}}
+			unions = append(unions, g)
+		}
+		g.off, g.end = min(g.off, off), max(g.end, end)
+		g.order = append(g.order, name)
+		g.arms[name] = fs
+	}
+	groups = append(groups, unions...)
+	sort.SliceStable(groups, func(i, j int) bool { return groups[i].off < groups[j].off })
+	return groups
+}
+
+// write lays the group out: a plain field's line, or a union of one struct per arm, each arm
+// starting where the union does, padded to its first field.
+func (g *fieldGroup) write(b *strings.Builder) {
+	if g.plain != nil {
+		b.WriteString("\t" + cField(*g.plain) + ";\n")
+		return
+	}
+	b.WriteString("\tunion {\n")
+	for _, arm := range g.order {
+		b.WriteString("\t\tstruct {\n")
+		apos, apad := g.off, 0
+		for _, f := range g.arms[arm] {
+			if f.Off > apos {
+				fmt.Fprintf(b, "\t\t\t__u8 rsvd%d[%d];\n", apad, f.Off-apos)
+				apad++
+			}
+			b.WriteString("\t\t\t" + cField(f) + ";\n")
+			apos = f.Off + f.Size
+		}
+		fmt.Fprintf(b, "\t\t} %s;\n", arm)
+	}
+	b.WriteString("\t};\n")
 }
 
 func cField(f abi.Field) string {
