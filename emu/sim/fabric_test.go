@@ -1,9 +1,12 @@
 package sim_test
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"math"
 	"net/netip"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -158,5 +161,29 @@ func TestCaptureErrCountsFramesNotWritten(t *testing.T) {
 	s.RunUntilIdle(0)
 	if err := fab.CaptureErr(); err == nil || err.Error() != "the capture: 3 frames from frame 3 on not written: no space left on device" || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("CaptureErr: %v", err)
+	}
+}
+
+// A pcap that stops taking frames says so once, as a warning on slog's default logger, with the
+// number of the first frame it misses.
+func TestCaptureFailureWarns(t *testing.T) {
+	var log bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&log, nil)))
+	s := sim.NewSim()
+	fab := sim.NewFabric(s, 1)
+	if err := fab.CapturePcap(&fullAfter{n: 24 + 2*(16+60)}); err != nil {
+		t.Fatal(err)
+	}
+	a, b := fab.AddDevice("A", sim.LinkConfig{}), fab.AddDevice("B", sim.LinkConfig{})
+	mac := b.MAC()
+	frame := append(mac[:], 2, 0, 0, 0, 0, 1, 0x88, 0xb5)
+	frame = append(frame, make([]byte, 46)...)
+	for range 5 {
+		a.SendFrame(frame)
+	}
+	s.RunUntilIdle(0)
+	if got := log.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, `level=WARN msg="cannot write the pcap: the frames from here on are not in it" pcap="" frame=3 err="no space left on device"`) {
+		t.Fatalf("log: %q", got)
 	}
 }
