@@ -67,6 +67,7 @@ func ListenFunction(cfg FunctionConfig) (*Function, error) {
 		return nil, &Error{Msg: "cannot make the function", Err: err}
 	}
 	if err := srv.Listen(); err != nil {
+		srv.Close()
 		return nil, &Error{Msg: "cannot listen", Attrs: []any{"socket", cfg.Socket}, Err: err}
 	}
 	return &Function{socket: cfg.Socket, log: log, srv: srv}, nil
