@@ -21,9 +21,7 @@ import (
 
 	"github.com/softirdma/softirdma/emu/engine"
 	"github.com/softirdma/softirdma/emu/realtime"
-
-	"github.com/softirdma/softirdma/hw"
-	"github.com/softirdma/softirdma/hw/vfioserve"
+	"github.com/softirdma/softirdma/fabric"
 	"github.com/softirdma/softirdma/hw/vfiouser"
 	"github.com/softirdma/softirdma/internal/sockguard"
 	"github.com/softirdma/softirdma/wire/afpacket"
@@ -34,7 +32,137 @@ func init() {
 	register("serve", "the device: softirdma as a PCI RDMA NIC for QEMU over a vfio-user socket", runServe)
 }
 
-// serveOptions are serve's flags, checked.
+// serveFlags are serve's flags as given.
+type serveFlags struct {
+	socket, cpuprofile, control, rate string
+	debug                             bool
+	link                              linkFlags
+	functions                         functionFlags
+	faults                            faultFlags
+}
+
+func (f *serveFlags) register(fs flagSet) {
+	fs.StringVar(&f.socket, "socket", "", "one function (one VM): the vfio-user socket to listen on, at `PATH`; for several VMs, -function instead")
+	fs.BoolVar(&f.debug, "debug", false, "log every vfio-user request")
+	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of serve to `FILE` when it ends (go tool pprof reads it): where the function's time goes")
+	f.link.register(fs)
+	fs.StringVar(&f.control, "control", "", "with -function: a control socket at `PATH` (mode 0600, its owner's user only) on which softirdma fault adds, lists and removes faults and reads the ports' counters while serve runs")
+	fs.Var(&f.faults, "fault", "with -function, repeated: a `FAULT` in the fabric from the start, e.g. 'drop from=a opcode=RDMA_READ_RESPONSE_MIDDLE nth=3' (softirdma fault -h has the syntax)")
+	fs.StringVar(&f.rate, "rate", "", "with -function and -link: the uplink's `RATE` toward its link in bits per second (e.g. 8M, 1.5G; none by default): frames wait for it rather than being lost, their senders with them; shape a fabric to its slowest peer (an rxe guest under TCG takes about 8M of UD)")
+	fs.Var(&f.functions, "function", "a function of its own for one more VM, repeated, as `name=NAME,socket=PATH[,ip=ADDR][,mac=MAC][,rate=RATE]` (instead of -socket); the functions share an in-process fabric, -link is its uplink, -pcap captures all of it; rate= paces what the fabric hands the function, as -rate the uplink's")
+}
+
+// serveUsage is serve's -h before its flags; FAULT_SYNTAX stands for faultplan.Syntax.
+const serveUsage = `usage: softirdma serve -socket PATH [-link LINK -ip ADDR [-pcap FILE]] [-mac MAC] [-debug] [-cpuprofile FILE]
+       softirdma serve -function name=a,socket=PATH[,ip=ADDR][,mac=MAC][,rate=RATE] -function ... [-link LINK [-rate RATE]] [-pcap FILE] [-loss F]
+                       [-fault FAULT]... [-control PATH] [-debug]
+
+-socket serves one function (one VM): the softirdma PCI function (docs/device.md) to QEMU's
+vfio-user-pci on PATH, one QEMU at a time, until SIGINT or SIGTERM, and prints a QEMU command
+line that attaches it. With -link the device stands on that link (as pingpong and perf do);
+without, on its embedded default: the guest's QPs reach each other over the device's loopback.
+-ip and -mac are the device's until a guest driver programs its GID table and MAC. Should serve
+die, a second process it starts, softirdma-sockguard, ends QEMU's connection cleanly so that
+QEMU and its guest live on.
+
+-function, once per VM, serves several (one serve, several VMs): each function has its own
+socket, name, address and MAC, and all of them stand on one fabric inside serve: frames between
+the VMs are handed over in memory. -link (dgram or stream) joins the fabric to a link, so the
+VMs also reach what is there (an rxe guest, a host peer); -pcap captures every frame the fabric
+forwards, with the time it did. e.g.
+  softirdma serve -function name=a,socket=/tmp/a.sock,ip=192.168.77.1 -function name=b,socket=/tmp/b.sock,ip=192.168.77.2
+-rate RATE paces what goes out on the uplink to a slow peer's speed (an rxe guest under TCG: 12M),
+holding its senders back rather than losing frames, which UD would never send again.
+Faults break the fabric's frames on purpose, from the start (-fault) or while it runs
+(-control PATH, then softirdma fault -socket PATH add|list|remove); each window counts from
+when its fault was added. softirdma fault -socket PATH ports shows what each port carried and
+what the fabric dropped for it. A fault:
+  FAULT_SYNTAX
+
+`
+
+// withFaultSyntax is usage with FAULT_SYNTAX replaced by faultplan.Syntax, indented as the line
+// it stands on.
+func withFaultSyntax(usage string) string {
+	return strings.Replace(usage, "FAULT_SYNTAX", strings.ReplaceAll(faultplan.Syntax, "\n", "\n  "), 1)
+}
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("serve", stderr)
+	var f serveFlags
+	f.register(fs)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, withFaultSyntax(serveUsage))
+		fs.PrintDefaults()
+	}
+	if exit, done := parseFlags(fs, args); done {
+		return exit
+	}
+	if fs.NArg() > 0 {
+		return refuse(stderr, "unexpected argument %q", fs.Arg(0))
+	}
+	if code := checkFlags(stderr, "serve", floatRange("loss", f.link.loss, 0, 0.5)); code != 0 {
+		return code
+	}
+	if f.cpuprofile != "" {
+		stopProfile, err := startCPUProfile(f.cpuprofile)
+		if err != nil {
+			return refuse(stderr, "-cpuprofile: %v", err)
+		}
+		defer stopProfile()
+	}
+	if code := f.checkControlClash(stderr); code != 0 {
+		return code
+	}
+	if len(f.functions) > 0 {
+		o, code := f.fabricOptions(stderr)
+		if code != 0 {
+			return code
+		}
+		return untilSignal(func(ctx context.Context) int { return serveFabric(ctx, o, stdout, stderr) })
+	}
+	o, code := f.serveOptions(stderr)
+	if code != 0 {
+		return code
+	}
+	return untilSignal(func(ctx context.Context) int { return serve(ctx, o, stdout, stderr) })
+}
+
+// untilSignal runs serve until SIGINT or SIGTERM ends its context.
+func untilSignal(serve func(ctx context.Context) int) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return serve(ctx)
+}
+
+// refuse says on stderr, in one line, why serve does not start, and gives exit status 2.
+func refuse(stderr io.Writer, format string, a ...any) int {
+	fmt.Fprintf(stderr, "softirdma serve: "+format+"\n", a...)
+	return 2
+}
+
+// checkControlClash refuses a -control that is a function's socket: serve would make the
+// control socket, then fail on the function's as on another server's ("already listening"),
+// and the clash is the flags'.
+func (f *serveFlags) checkControlClash(stderr io.Writer) int {
+	if f.control == "" {
+		return 0
+	}
+	type named struct{ path, what string }
+	sockets := []named{{f.socket, "-socket's too"}}
+	for _, fn := range f.functions {
+		sockets = append(sockets, named{fn.Socket, "function " + fn.Name + "'s socket"})
+	}
+	for _, s := range sockets {
+		if s.path != "" && samePath(s.path, f.control) {
+			return refuse(stderr, "-control %s is %s: the control socket and a function's socket must differ, e.g. -control %s",
+				f.control, s.what, filepath.Join(filepath.Dir(f.control), "ctl.sock"))
+		}
+	}
+	return 0
+}
+
+// serveOptions are serve's flags for one function (-socket), checked.
 type serveOptions struct {
 	socket string
 	ip     netip.Addr
@@ -43,145 +171,40 @@ type serveOptions struct {
 	link   *linkFlags // nil: the embedded default, the device's loopback only
 }
 
-func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("serve", stderr)
-	socket := fs.String("socket", "", "one function (one VM): the vfio-user socket to listen on, at `PATH`; for several VMs, -function instead")
-	debug := fs.Bool("debug", false, "log every vfio-user request")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of serve to `FILE` when it ends (go tool pprof reads it): where the function's time goes")
-	var lc linkFlags
-	lc.register(fs)
-	var functions functionFlags
-	var faults faultFlags
-	control := fs.String("control", "", "with -function: a control socket at `PATH` (mode 0600, its owner's user only) on which softirdma fault adds, lists and removes faults and reads the ports' counters while serve runs")
-	fs.Var(&faults, "fault", "with -function, repeated: a `FAULT` in the fabric from the start, e.g. 'drop from=a opcode=RDMA_READ_RESPONSE_MIDDLE nth=3' (softirdma fault -h has the syntax)")
-	rate := fs.String("rate", "", "with -function and -link: the uplink's `RATE` toward its link in bits per second (e.g. 8M, 1.5G; none by default): frames wait for it rather than being lost, their senders with them; shape a fabric to its slowest peer (an rxe guest under TCG takes about 8M of UD)")
-	fs.Var(&functions, "function", "a function of its own for one more VM, repeated, as `name=NAME,socket=PATH[,ip=ADDR][,mac=MAC][,rate=RATE]` (instead of -socket); the functions share an in-process fabric, -link is its uplink, -pcap captures all of it; rate= paces what the fabric hands the function, as -rate the uplink's")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma serve -socket PATH [-link LINK -ip ADDR [-pcap FILE]] [-mac MAC] [-debug] [-cpuprofile FILE]")
-		fmt.Fprintln(stderr, "       softirdma serve -function name=a,socket=PATH[,ip=ADDR][,mac=MAC][,rate=RATE] -function ... [-link LINK [-rate RATE]] [-pcap FILE] [-loss F]")
-		fmt.Fprintln(stderr, "                       [-fault FAULT]... [-control PATH] [-debug]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "-socket serves one function (one VM): the softirdma PCI function (docs/device.md) to QEMU's")
-		fmt.Fprintln(stderr, "vfio-user-pci on PATH, one QEMU at a time, until SIGINT or SIGTERM, and prints a QEMU command")
-		fmt.Fprintln(stderr, "line that attaches it. With -link the device stands on that link (as pingpong and perf do);")
-		fmt.Fprintln(stderr, "without, on its embedded default: the guest's QPs reach each other over the device's loopback.")
-		fmt.Fprintln(stderr, "-ip and -mac are the device's until a guest driver programs its GID table and MAC. Should serve")
-		fmt.Fprintln(stderr, "die, a second process it starts, softirdma-sockguard, ends QEMU's connection cleanly so that")
-		fmt.Fprintln(stderr, "QEMU and its guest live on.")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "-function, once per VM, serves several (one serve, several VMs): each function has its own")
-		fmt.Fprintln(stderr, "socket, name, address and MAC, and all of them stand on one fabric inside serve: frames between")
-		fmt.Fprintln(stderr, "the VMs are handed over in memory. -link (dgram or stream) joins the fabric to a link, so the")
-		fmt.Fprintln(stderr, "VMs also reach what is there (an rxe guest, a host peer); -pcap captures every frame the fabric")
-		fmt.Fprintln(stderr, "forwards, with the time it did. e.g.")
-		fmt.Fprintln(stderr, "  softirdma serve -function name=a,socket=/tmp/a.sock,ip=192.168.77.1 -function name=b,socket=/tmp/b.sock,ip=192.168.77.2")
-		fmt.Fprintln(stderr, "-rate RATE paces what goes out on the uplink to a slow peer's speed (an rxe guest under TCG: 12M),")
-		fmt.Fprintln(stderr, "holding its senders back rather than losing frames, which UD would never send again.")
-		fmt.Fprintln(stderr, "Faults break the fabric's frames on purpose, from the start (-fault) or while it runs")
-		fmt.Fprintln(stderr, "(-control PATH, then softirdma fault -socket PATH add|list|remove); each window counts from")
-		fmt.Fprintln(stderr, "when its fault was added. softirdma fault -socket PATH ports shows what each port carried and")
-		fmt.Fprintln(stderr, "what the fabric dropped for it. A fault:")
-		fmt.Fprintln(stderr, "  "+strings.ReplaceAll(faultplan.Syntax, "\n", "\n  "))
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
-	}
-	if exit, done := parseFlags(fs, args); done {
-		return exit
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "softirdma serve: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	if code := checkFlags(stderr, "serve", floatRange("loss", lc.loss, 0, 0.5)); code != 0 {
-		return code
-	}
-	if *cpuprofile != "" {
-		stopProfile, err := startCPUProfile(*cpuprofile)
-		if err != nil {
-			fmt.Fprintf(stderr, "softirdma serve: -cpuprofile: %v\n", err)
-			return 2
-		}
-		defer stopProfile()
-	}
-	if *control != "" {
-		// serve would make the control socket, then fail on the function's as on another
-		// server's ("already listening"): the clash is the flags'.
-		type named struct{ path, what string }
-		sockets := []named{{*socket, "-socket's too"}}
-		for _, f := range functions {
-			sockets = append(sockets, named{f.socket, "function " + f.name + "'s socket"})
-		}
-		for _, s := range sockets {
-			if s.path != "" && samePath(s.path, *control) {
-				fmt.Fprintf(stderr, "softirdma serve: -control %s is %s: the control socket and a function's socket must differ, e.g. -control %s\n",
-					*control, s.what, filepath.Join(filepath.Dir(*control), "ctl.sock"))
-				return 2
-			}
-		}
-	}
-	if len(functions) > 0 {
-		o := fabricOptions{functions: functions, faults: faults, control: *control, debug: *debug}
-		if *rate != "" {
-			var err error
-			if o.uplinkRate, err = parseRate(*rate); err != nil {
-				fmt.Fprintf(stderr, "softirdma serve: -rate: %v\n", err)
-				return 2
-			}
-			if lc.link == "" {
-				fmt.Fprintln(stderr, "softirdma serve: -rate is the uplink's: give the uplink with -link dgram:... or stream:...")
-				return 2
-			}
-		}
-		return runServeFabric(o, *socket, lc, stdout, stderr)
-	}
-	if *rate != "" {
-		fmt.Fprintln(stderr, "softirdma serve: -rate shapes the uplink of -function's fabric: give the functions with -function name=NAME,socket=PATH and the uplink with -link")
-		return 2
-	}
-	if len(faults) > 0 || *control != "" {
-		fmt.Fprintln(stderr, "softirdma serve: -fault and -control break the fabric of -function's: give the functions with -function name=NAME,socket=PATH")
-		return 2
-	}
-	o := serveOptions{socket: *socket, debug: *debug}
-	if o.socket == "" {
-		fmt.Fprintln(stderr, "softirdma serve: -socket PATH is required")
-		return 2
-	}
-	if lc.pcap != "" && lc.link == "" {
+// serveOptions checks the flags of -socket's one function.
+func (f *serveFlags) serveOptions(stderr io.Writer) (serveOptions, int) {
+	switch {
+	case f.rate != "":
+		return serveOptions{}, refuse(stderr, "-rate shapes the uplink of -function's fabric: give the functions with -function name=NAME,socket=PATH and the uplink with -link")
+	case len(f.faults) > 0 || f.control != "":
+		return serveOptions{}, refuse(stderr, "-fault and -control break the fabric of -function's: give the functions with -function name=NAME,socket=PATH")
+	case f.socket == "":
+		return serveOptions{}, refuse(stderr, "-socket PATH is required")
+	case f.link.pcap != "" && f.link.link == "":
 		// Without a link the guest's QPs reach each other over the engine's loopback, whose
-		// frames never reach a link (as rxe's never reach its netdev), and neither hw.Config nor
-		// the engine has a tap for them: a pcap would stay empty.
-		fmt.Fprintln(stderr, "softirdma serve: -pcap needs -link: without a link the device's frames go over its loopback, which is not captured")
-		return 2
+		// frames never reach a link (as rxe's never reach its netdev), and neither hw.Config
+		// nor the engine has a tap for them: a pcap would stay empty.
+		return serveOptions{}, refuse(stderr, "-pcap needs -link: without a link the device's frames go over its loopback, which is not captured")
 	}
+	o := serveOptions{socket: f.socket, debug: f.debug}
+	lc := f.link
 	if lc.link != "" {
 		if err := lc.check(); err != nil {
-			fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
-			return 2
+			return o, refuse(stderr, "%v", err)
 		}
 		o.link = &lc
 	}
-	ip := lc.ip
-	if ip == "" {
-		ip = "192.0.2.1"
-	}
+	lc.ip = cmp.Or(lc.ip, "192.0.2.1") // the default MAC comes from the address
 	var err error
-	if o.ip, err = ipFlag(ip); err != nil {
-		fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
-		return 2
+	if o.ip, err = ipFlag(lc.ip); err == nil {
+		if o.mac, err = lc.macAddr(); err == nil {
+			err = checkSocketPath(o.socket)
+		}
 	}
-	lc.ip = ip // the default MAC comes from the address
-	if o.mac, err = lc.macAddr(); err != nil {
-		fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
-		return 2
+	if err != nil {
+		return o, refuse(stderr, "%v", err)
 	}
-	if err := checkSocketPath(o.socket); err != nil {
-		fmt.Fprintf(stderr, "softirdma serve: %v\n", err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	return serve(ctx, o, stdout, stderr)
+	return o, 0
 }
 
 // samePath says whether a and b name one file, whether or not it exists yet: the same path
@@ -263,87 +286,137 @@ func qemuCommandLine(socket string) string {
 		shellQuote(string(dev))
 }
 
-// serveLog is serve's logger on stderr (debug: with every vfio-user request) and fail, which
-// logs what stopped serve and gives its exit status: from here on errors are log records too,
-// for whoever reads serve's log, and the exit status still says serve failed.
-func serveLog(debug bool, stderr io.Writer) (log *slog.Logger, fail func(msg string, err error, attrs ...any) int) {
+// serveLog is serve's logger on stderr (debug: with every vfio-user request). From here on
+// errors are log records too, for whoever reads serve's log (failed), and the exit status still
+// says serve failed.
+func serveLog(debug bool, stderr io.Writer) *slog.Logger {
 	level := slog.LevelInfo
 	if debug {
 		level = slog.LevelDebug
 	}
-	log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	return log, func(msg string, err error, attrs ...any) int {
-		log.Error(msg, append(attrs, "err", err)...)
-		return 1
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// failed logs what stopped serve, with what it is about when it is a *fabric.Error, and gives
+// exit status 1.
+func failed(log *slog.Logger, err error) int {
+	var fe *fabric.Error
+	if errors.As(err, &fe) {
+		log.Error(fe.Msg, append(fe.Attrs, "err", fe.Err)...)
+	} else {
+		log.Error("cannot serve", "err", err)
+	}
+	return 1
+}
+
+// socketGuard is serve's second process, which keeps each client's connection to end it
+// cleanly should serve die (QEMU 11.1 aborts, guest and all, on the reset a dead server's
+// connection would give it), or why serve has none.
+type socketGuard struct {
+	g   *sockguard.Guard
+	err error
+}
+
+func startSocketGuard() socketGuard {
+	g, err := sockguard.Start()
+	return socketGuard{g, err}
+}
+
+// conns is what the functions lend their connections to: nil without a guard.
+func (s socketGuard) conns() vfiouser.ConnGuard {
+	if s.err != nil {
+		return nil
+	}
+	return s.g
+}
+
+// report logs the guard, or that there is none.
+func (s socketGuard) report(log *slog.Logger) {
+	if s.err != nil {
+		log.Warn("no socket guard: should serve die with a request unread, QEMU 11.1 aborts", "err", s.err)
+	} else {
+		log.Info("socket guard", "pid", s.g.Pid())
 	}
 }
 
-// serve runs the device until ctx ends.
-func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
-	log, fail := serveLog(o.debug, stderr)
-	fcfg := hw.Config{Name: "softirdma0", Clock: realtime.NewWallClock(), MAC: o.mac, IP: o.ip, Log: log}
-	if o.link != nil {
-		h, err := o.link.host("softirdma0")
-		var perr pcapError
-		if errors.As(err, &perr) {
-			return fail("cannot create the pcap", perr.err, "pcap", o.link.pcap)
-		}
-		if err != nil {
-			return fail("cannot open the link", err, "link", o.link.link)
-		}
-		go h.Run()
-		defer h.Close()
-		// The host carries the engine the function makes when its driver enables it.
-		fcfg.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *engine.Device { return h.Rebind(mac, ip, ips) }
-		fcfg.Readdress = h.SetAddresses
-		if ifname, ok := strings.CutPrefix(o.link.link, "afpacket:"); ok {
-			ad, err := afpacket.Lookup(ifname)
-			if err != nil {
-				return fail("cannot find the adapter", err, "adapter", ifname)
-			}
-			fcfg.ActiveMTU, _ = engine.MTUOf(pathMTU(ad.MTU))
-		}
-		log.Info("link", "link", o.link.link, "active_mtu", cmp.Or(fcfg.ActiveMTU, engine.MTU4096).Bytes())
+func (s socketGuard) close() {
+	if s.err == nil {
+		s.g.Close()
 	}
-	// Each client that goes (a QEMU that quit or was killed) leaves a line with what the process
-	// holds once its release is done: figures that stay level from one client to the next say
-	// nothing leaks.
-	gone := func(err error) {
-		log.Info("client gone", "err", err, "goroutines", runtime.NumGoroutine(), "fds", openFDs())
-	}
-	vcfg := vfiouser.Config{SocketPath: o.socket, Logger: log, ClientGone: gone}
-	// A second process keeps each client's connection, to end it cleanly should serve die:
-	// QEMU 11.1 aborts, guest and all, on the reset a dead server's connection would give it.
-	// The guard's line waits until serve listens, so that a serve that cannot start says
-	// only why.
-	guard, guardErr := sockguard.Start()
-	if guardErr == nil {
-		defer guard.Close()
-		vcfg.Guard = guard
-	}
-	srv, _, err := vfioserve.New(vcfg, fcfg)
-	if err != nil {
-		return fail("cannot make the function", err)
-	}
-	if err := srv.Listen(); err != nil {
-		return fail("cannot listen", err, "socket", o.socket)
-	}
-	if guardErr != nil {
-		log.Warn("no socket guard: should serve die with a request unread, QEMU 11.1 aborts", "err", guardErr)
-	} else {
-		log.Info("socket guard", "pid", guard.Pid())
-	}
-	log.Info("listening", "socket", o.socket, "ip", o.ip, "mac", net.HardwareAddr(o.mac[:]).String())
-	fmt.Fprintf(stdout, "softirdma serve: listening on %s; attach it to QEMU with:\n", o.socket)
-	fmt.Fprintf(stdout, "  %s\n", qemuCommandLine(o.socket))
-	fmt.Fprintln(stdout, "  # then add the guest's own options to that line: its disk, or -kernel/-initrd/-append, its console")
-	err = srv.Serve(ctx)
-	_ = srv.Close()
-	if err != nil && ctx.Err() == nil {
-		return fail("serving failed", err, "socket", o.socket)
+}
+
+// announce says that a function listens: in the log, and on stdout with a QEMU command line
+// that attaches it. who is "" for serve's one function, "function NAME (ADDR) " for a fabric's.
+func announce(log *slog.Logger, stdout io.Writer, who, socket string, ip netip.Addr, mac [6]byte) {
+	log.Info("listening", "socket", socket, "ip", ip, "mac", net.HardwareAddr(mac[:]).String())
+	fmt.Fprintf(stdout, "softirdma serve: %slistening on %s; attach it to QEMU with:\n", who, socket)
+	fmt.Fprintf(stdout, "  %s\n", qemuCommandLine(socket))
+}
+
+// serveFunctions serves the functions until ctx ends: exit status 0, or 1 when one failed.
+func serveFunctions(ctx context.Context, log *slog.Logger, fns ...*fabric.Function) int {
+	if fabric.Serve(ctx, fns...) != nil {
+		return 1 // each failure is logged as it happens
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// serve runs one function until ctx ends, on its link or its embedded default.
+func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
+	log := serveLog(o.debug, stderr)
+	// Each client that goes (a QEMU that quit or was killed) leaves a line with what the process
+	// holds once its release is done: figures that stay level from one client to the next say
+	// nothing leaks.
+	cfg := fabric.FunctionConfig{Name: "softirdma0", Socket: o.socket, IP: o.ip, MAC: o.mac, Log: log,
+		ClientGone: func(err error) {
+			log.Info("client gone", "err", err, "goroutines", runtime.NumGoroutine(), "fds", openFDs())
+		}}
+	if o.link != nil {
+		h, err := standOnLink(log, o.link, &cfg)
+		if err != nil {
+			return failed(log, err)
+		}
+		defer h.Close()
+	}
+	// The guard's line waits until serve listens, so that a serve that cannot start says only
+	// why.
+	guard := startSocketGuard()
+	defer guard.close()
+	cfg.Guard = guard.conns()
+	fn, err := fabric.ListenFunction(cfg)
+	if err != nil {
+		return failed(log, err)
+	}
+	guard.report(log)
+	announce(log, stdout, "", o.socket, o.ip, o.mac)
+	fmt.Fprintln(stdout, "  # then add the guest's own options to that line: its disk, or -kernel/-initrd/-append, its console")
+	return serveFunctions(ctx, log, fn)
+}
+
+// standOnLink opens the function's link: a host on it that carries the engine the function
+// makes when its driver enables it, running, and on an adapter the path MTU its netdev allows.
+func standOnLink(log *slog.Logger, l *linkFlags, cfg *fabric.FunctionConfig) (*realtime.Host, error) {
+	h, err := l.host("softirdma0")
+	var perr pcapError
+	if errors.As(err, &perr) {
+		return nil, &fabric.Error{Msg: "cannot create the pcap", Attrs: []any{"pcap", l.pcap}, Err: perr.err}
+	}
+	if err != nil {
+		return nil, &fabric.Error{Msg: "cannot open the link", Attrs: []any{"link", l.link}, Err: err}
+	}
+	go h.Run()
+	cfg.Host = h
+	if ifname, ok := strings.CutPrefix(l.link, "afpacket:"); ok {
+		ad, err := afpacket.Lookup(ifname)
+		if err != nil {
+			h.Close()
+			return nil, &fabric.Error{Msg: "cannot find the adapter", Attrs: []any{"adapter", ifname}, Err: err}
+		}
+		cfg.ActiveMTU, _ = engine.MTUOf(pathMTU(ad.MTU))
+	}
+	log.Info("link", "link", l.link, "active_mtu", cmp.Or(cfg.ActiveMTU, engine.MTU4096).Bytes())
+	return h, nil
 }
 
 // openFDs counts the process's open descriptors (the one that reads them included), -1 where

@@ -5,45 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
-	"net/netip"
-	"os"
-	"os/signal"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
-	"time"
 
-	"github.com/softirdma/softirdma/emu/engine"
-	"github.com/softirdma/softirdma/emu/realtime"
-
-	"github.com/google/gopacket"
-	"github.com/softirdma/softirdma/hw"
-	"github.com/softirdma/softirdma/hw/vfioserve"
+	"github.com/softirdma/softirdma/fabric"
+	"github.com/softirdma/softirdma/fabric/control"
 	"github.com/softirdma/softirdma/hw/vfiouser"
-	"github.com/softirdma/softirdma/internal/sockguard"
-	"github.com/softirdma/softirdma/wire"
 	"github.com/softirdma/softirdma/wire/ethswitch"
-	"github.com/softirdma/softirdma/wire/faultplan"
-	"github.com/softirdma/softirdma/wire/neigh"
 )
 
 // maxFunctions bounds -function: each is a socket, a goroutine set and an engine.
 const maxFunctions = 64
 
-// functionSpec is one -function: a PCI function of its own, on its own socket, on the fabric.
-type functionSpec struct {
-	name, socket string
-	ip           netip.Addr
-	mac          [6]byte
-	rate         float64 // the function's port's rate (rate=), 0 for none
-}
-
-// functionFlags collects the -function flags, each checked as it is given.
-type functionFlags []functionSpec
+// functionFlags collects the -function flags, each checked as it is given: the functions of
+// serve's fabric.
+type functionFlags []fabric.FunctionSpec
 
 const functionExample = "e.g. -function name=a,socket=/tmp/a.sock,ip=192.168.77.1"
 
@@ -52,7 +32,7 @@ var functionName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 func (f *functionFlags) String() string {
 	var names []string
 	for _, s := range *f {
-		names = append(names, s.name)
+		names = append(names, s.Name)
 	}
 	return strings.Join(names, ",")
 }
@@ -63,81 +43,89 @@ func (f *functionFlags) Set(v string) error {
 	if len(*f) == maxFunctions {
 		return fmt.Errorf("at most %d functions", maxFunctions)
 	}
-	var s functionSpec
-	var ipText, macText, rateText string
-	given := map[string]string{}
-	for _, kv := range strings.Split(v, ",") {
-		k, val, ok := strings.Cut(kv, "=")
-		if !ok || val == "" {
-			return fmt.Errorf("%q is not KEY=VALUE (%s)", kv, functionExample)
-		}
-		if first, twice := given[k]; twice {
-			// The last one winning would hide a typo (name=a,name=b: which is it?).
-			err := fmt.Errorf("%s= given twice (%s=%s and %s=%s)", k, k, first, k, val)
-			if s.name != "" {
-				err = fmt.Errorf("function %s: %w", s.name, err)
-			}
-			return err
-		}
-		given[k] = val
-		switch k {
-		case "name":
-			s.name = val
-		case "socket":
-			s.socket = val
-		case "ip":
-			ipText = val
-		case "mac":
-			macText = val
-		case "rate":
-			rateText = val
-		default:
-			return fmt.Errorf("unknown key %q: the keys are name, socket, ip, mac and rate (%s)", k, functionExample)
-		}
-	}
-	if !functionName.MatchString(s.name) {
-		return fmt.Errorf("name=%q: a name is 1 to 32 letters, digits, - or _ (%s)", s.name, functionExample)
-	}
-	if s.socket == "" {
-		return fmt.Errorf("function %s has no socket=PATH (%s)", s.name, functionExample)
-	}
-	if err := checkSocketPath(s.socket); err != nil {
-		return fmt.Errorf("function %s: %v", s.name, strings.Replace(err.Error(), "-socket ", "socket=", 1))
-	}
-	if ipText == "" {
-		ipText = fmt.Sprintf("192.0.2.%d", len(*f)+1)
-	}
-	ip, err := ownIPv4("ip=", ipText, "the function's own unicast IPv4 address")
+	given, err := functionKeys(v)
 	if err != nil {
-		return fmt.Errorf("function %s: %v", s.name, err)
+		return err
 	}
-	s.ip = ip
-	if rateText != "" {
-		if s.rate, err = parseRate(rateText); err != nil {
-			return fmt.Errorf("function %s: rate=: %v", s.name, err)
-		}
-	}
-	lf := linkFlags{ip: ipText, mac: macText}
-	if s.mac, err = lf.macAddr(); err != nil {
-		return fmt.Errorf("function %s: %v", s.name, strings.Replace(err.Error(), "-mac ", "mac=", 1))
+	s, err := functionSpec(given, len(*f)+1)
+	if err != nil {
+		return err
 	}
 	for _, o := range *f {
 		switch {
-		case o.name == s.name:
-			return fmt.Errorf("two functions named %s", s.name)
-		case o.socket == s.socket:
-			return fmt.Errorf("functions %s and %s on one socket %s", o.name, s.name, s.socket)
-		case o.ip == s.ip:
-			return fmt.Errorf("functions %s and %s with one address %s", o.name, s.name, s.ip)
-		case o.mac == s.mac:
-			return fmt.Errorf("functions %s and %s with one MAC %s", o.name, s.name, net.HardwareAddr(s.mac[:]))
+		case o.Name == s.Name:
+			return fmt.Errorf("two functions named %s", s.Name)
+		case o.Socket == s.Socket:
+			return fmt.Errorf("functions %s and %s on one socket %s", o.Name, s.Name, s.Socket)
+		case o.IP == s.IP:
+			return fmt.Errorf("functions %s and %s with one address %s", o.Name, s.Name, s.IP)
+		case o.MAC == s.MAC:
+			return fmt.Errorf("functions %s and %s with one MAC %s", o.Name, s.Name, net.HardwareAddr(s.MAC[:]))
 		}
 	}
 	*f = append(*f, s)
 	return nil
 }
 
-// fabricOptions are serve's flags for several functions on one fabric.
+// functionKeys are the KEY=VALUE pairs of a -function, each key given once and known.
+func functionKeys(v string) (map[string]string, error) {
+	given := map[string]string{}
+	for _, kv := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok || val == "" {
+			return nil, fmt.Errorf("%q is not KEY=VALUE (%s)", kv, functionExample)
+		}
+		if first, twice := given[k]; twice {
+			// The last one winning would hide a typo (name=a,name=b: which is it?).
+			err := fmt.Errorf("%s= given twice (%s=%s and %s=%s)", k, k, first, k, val)
+			if name := given["name"]; name != "" {
+				err = fmt.Errorf("function %s: %w", name, err)
+			}
+			return nil, err
+		}
+		switch k {
+		case "name", "socket", "ip", "mac", "rate":
+			given[k] = val
+		default:
+			return nil, fmt.Errorf("unknown key %q: the keys are name, socket, ip, mac and rate (%s)", k, functionExample)
+		}
+	}
+	return given, nil
+}
+
+// functionSpec checks the keys of the nth -function and makes its function of them.
+func functionSpec(given map[string]string, nth int) (fabric.FunctionSpec, error) {
+	s := fabric.FunctionSpec{Name: given["name"], Socket: given["socket"]}
+	if !functionName.MatchString(s.Name) {
+		return s, fmt.Errorf("name=%q: a name is 1 to 32 letters, digits, - or _ (%s)", s.Name, functionExample)
+	}
+	if s.Socket == "" {
+		return s, fmt.Errorf("function %s has no socket=PATH (%s)", s.Name, functionExample)
+	}
+	if err := checkSocketPath(s.Socket); err != nil {
+		return s, fmt.Errorf("function %s: %v", s.Name, strings.Replace(err.Error(), "-socket ", "socket=", 1))
+	}
+	ipText := given["ip"]
+	if ipText == "" {
+		ipText = fmt.Sprintf("192.0.2.%d", nth)
+	}
+	var err error
+	if s.IP, err = ownIPv4("ip=", ipText, "the function's own unicast IPv4 address"); err != nil {
+		return s, fmt.Errorf("function %s: %v", s.Name, err)
+	}
+	if rate := given["rate"]; rate != "" {
+		if s.Rate, err = parseRate(rate); err != nil {
+			return s, fmt.Errorf("function %s: rate=: %v", s.Name, err)
+		}
+	}
+	lf := linkFlags{ip: ipText, mac: given["mac"]}
+	if s.MAC, err = lf.macAddr(); err != nil {
+		return s, fmt.Errorf("function %s: %v", s.Name, strings.Replace(err.Error(), "-mac ", "mac=", 1))
+	}
+	return s, nil
+}
+
+// fabricOptions are serve's flags for several functions on one fabric, checked.
 type fabricOptions struct {
 	functions functionFlags
 	uplink    string // a dgram or stream link, or ""
@@ -150,47 +138,52 @@ type fabricOptions struct {
 	debug      bool
 }
 
-// runServeFabric checks the flags that go with -function and serves the functions.
-func runServeFabric(o fabricOptions, socket string, lc linkFlags, stdout, stderr io.Writer) int {
-	bad := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "softirdma serve: "+format+"\n", a...)
-		return 2
+// fabricOptions checks the flags that go with -function.
+func (f *serveFlags) fabricOptions(stderr io.Writer) (fabricOptions, int) {
+	o := fabricOptions{functions: f.functions, faults: f.faults, control: f.control, debug: f.debug}
+	lc := f.link
+	if f.rate != "" {
+		var err error
+		if o.uplinkRate, err = parseRate(f.rate); err != nil {
+			return o, refuse(stderr, "-rate: %v", err)
+		}
+		if lc.link == "" {
+			return o, refuse(stderr, "-rate is the uplink's: give the uplink with -link dgram:... or stream:...")
+		}
 	}
 	switch {
-	case socket != "":
-		return bad("-socket and -function exclude each other: give the socket as -function name=NAME,socket=%s", socket)
+	case f.socket != "":
+		return o, refuse(stderr, "-socket and -function exclude each other: give the socket as -function name=NAME,socket=%s", f.socket)
 	case lc.ip != "" || lc.mac != "":
-		return bad("-ip and -mac are each function's with -function: -function name=NAME,socket=PATH,ip=ADDR,mac=MAC")
+		return o, refuse(stderr, "-ip and -mac are each function's with -function: -function name=NAME,socket=PATH,ip=ADDR,mac=MAC")
 	case lc.link != "" && !strings.HasPrefix(lc.link, "dgram:") && !strings.HasPrefix(lc.link, "stream:"):
-		return bad("-link %q: the fabric's uplink is a dgram or stream link", lc.link)
+		return o, refuse(stderr, "-link %q: the fabric's uplink is a dgram or stream link", lc.link)
 	}
 	if lc.link != "" {
 		lc.ip = "192.0.2.1" // the uplink has no address of its own; check wants one
 		if err := lc.check(); err != nil {
-			return bad("%v", err)
+			return o, refuse(stderr, "%v", err)
 		}
 	}
 	o.uplink, o.pcap, o.loss = lc.link, lc.pcap, lc.loss
-	for _, f := range o.faults {
-		if err := checkFaultNames(f, o.senders()); err != nil {
-			return bad("-fault %s: %v", f.Spec(), err)
+	for _, ft := range o.faults {
+		if err := fabric.CheckFault(ft, o.senders()); err != nil {
+			return o, refuse(stderr, "-fault %s: %v", ft.Spec(), err)
 		}
 	}
 	if o.control != "" {
 		if err := checkSocketPath(o.control); err != nil {
-			return bad("%s", strings.Replace(err.Error(), "-socket", "-control", 1))
+			return o, refuse(stderr, "%s", strings.Replace(err.Error(), "-socket", "-control", 1))
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	return serveFabric(ctx, o, stdout, stderr)
+	return o, 0
 }
 
 // senders are the names a fault's from= may take: the functions', and the uplink's.
 func (o *fabricOptions) senders() []string {
 	var names []string
 	for _, f := range o.functions {
-		names = append(names, f.name)
+		names = append(names, f.Name)
 	}
 	if o.uplink != "" {
 		names = append(names, "uplink")
@@ -198,135 +191,85 @@ func (o *fabricOptions) senders() []string {
 	return names
 }
 
-// serveFabric serves each function on its own socket, all of them on one in-process switch
-// (wire/ethswitch) that hands their frames to each other in memory, with the uplink, if any, as
-// one more port, until ctx ends.
+// serveFabric serves each function on its own socket, all of them on one fabric (package
+// fabric) that hands their frames to each other in memory, with the uplink, if any, as one more
+// port, until ctx ends.
 func serveFabric(ctx context.Context, o fabricOptions, stdout, stderr io.Writer) int {
-	log, fail := serveLog(o.debug, stderr)
-	sw := ethswitch.New()
-	if o.pcap != "" {
-		f, err := os.Create(o.pcap)
-		if err != nil {
-			return fail("cannot create the pcap", err, "pcap", o.pcap)
-		}
-		defer f.Close()
-		pw, err := wire.NewPcapWriter(f)
-		if err != nil {
-			return fail("cannot write the pcap", err, "pcap", o.pcap)
-		}
-		// The switch calls its tap under its lock, one frame at a time, in the order it
-		// forwards them: the writer needs no lock of its own.
-		sw.SetTap(func(_ string, t time.Time, frame []byte) {
-			_ = pw.WritePacket(gopacket.CaptureInfo{Timestamp: t, CaptureLength: len(frame), Length: len(frame)}, frame)
-		})
+	log := serveLog(o.debug, stderr)
+	guard := startSocketGuard()
+	defer guard.close()
+	fab, err := buildFabric(o, log, guard.conns())
+	if err != nil {
+		return failed(log, err)
 	}
-	// A guest's netdev on the uplink is a 1500-byte Ethernet, as QEMU's NICs are; between the
-	// functions alone frames of a 4096-byte path MTU cross.
-	var mtu engine.MTU
-	if o.uplink != "" {
-		link, err := openSocketLink(o.uplink)
-		if err != nil {
-			return fail("cannot open the uplink", err, "link", o.uplink)
-		}
-		up := sw.Uplink("uplink", link)
-		defer up.Close()
-		if err := up.SetRate(o.uplinkRate); err != nil {
-			return fail("cannot shape the uplink", err, "rate", o.uplinkRate)
-		}
-		go func() {
-			if err := up.Run(); err != nil && !errors.Is(err, ethswitch.ErrClosed) && ctx.Err() == nil {
-				log.Warn("uplink stopped", "err", err)
-			}
-		}()
-		mtu = activeMTU(1500)
-		log.Info("uplink", "link", o.uplink, "rate", o.uplinkRate)
-	}
-	// The faults: the ones given at the start, and whatever the control socket adds.
-	plan := &faultplan.Live{}
-	for _, f := range o.faults {
-		id := plan.Add(f)
-		log.Info("fault added", "id", id, "fault", f.Spec())
-	}
-	if len(o.faults) > 0 || o.control != "" {
-		sw.SetFaults(plan)
-	}
+	defer fab.Close()
 	if o.control != "" {
-		ctl, err := listenControl(o.control, plan, sw, o.senders(), log)
+		ctl, err := serveControl(o, fab, log, stdout)
 		if err != nil {
-			return fail("cannot make the control socket", err, "control", o.control)
+			return failed(log, err)
 		}
-		defer ctl.close()
-		go ctl.serve()
-		log.Info("control socket", "control", o.control)
-		fmt.Fprintf(stdout, "softirdma serve: control socket %s (softirdma fault -socket %s add|list|remove|ports)\n", o.control, o.control)
+		defer ctl.Close()
 	}
-	guard, guardErr := sockguard.Start()
-	if guardErr == nil {
-		defer guard.Close()
-		log.Info("socket guard", "pid", guard.Pid())
-	} else {
-		log.Warn("no socket guard: should serve die with a request unread, QEMU 11.1 aborts", "err", guardErr)
-	}
-	type served struct {
-		spec functionSpec
-		srv  *vfiouser.Server
-	}
-	var all []served
+	guard.report(log)
+	var fns []*fabric.Function
 	for _, s := range o.functions {
-		flog := log.With("function", s.name)
-		port := sw.NewPort(s.name)
-		if err := port.SetRate(s.rate); err != nil {
-			return fail("cannot shape the function's port", err, "function", s.name)
-		}
-		h, err := realtime.NewHost(realtime.HostConfig{Name: s.name, Link: port, MAC: s.mac, IP: s.ip,
-			IPs: []netip.Addr{neigh.LinkLocal(s.mac)}, Answer: true, RxLoss: o.loss, ActiveMTU: mtu})
+		fn, err := fab.AddFunction(s)
 		if err != nil {
-			return fail("cannot make the function's host", err, "function", s.name)
+			return failed(log, err)
 		}
-		go h.Run()
-		defer h.Close()
-		fcfg := hw.Config{Name: s.name, Clock: realtime.NewWallClock(), MAC: s.mac, IP: s.ip, Log: flog, ActiveMTU: mtu,
-			Engine:    func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *engine.Device { return h.Rebind(mac, ip, ips) },
-			Readdress: h.SetAddresses}
-		gone := func(err error) { flog.Info("client gone", "err", err) }
-		vcfg := vfiouser.Config{SocketPath: s.socket, Logger: flog, ClientGone: gone}
-		if guardErr == nil {
-			vcfg.Guard = guard
-		}
-		srv, _, err := vfioserve.New(vcfg, fcfg)
-		if err != nil {
-			return fail("cannot make the function", err, "function", s.name)
-		}
-		if err := srv.Listen(); err != nil {
-			return fail("cannot listen", err, "function", s.name, "socket", s.socket)
-		}
-		defer srv.Close()
-		all = append(all, served{s, srv})
-		flog.Info("listening", "socket", s.socket, "ip", s.ip, "mac", net.HardwareAddr(s.mac[:]).String())
-		fmt.Fprintf(stdout, "softirdma serve: function %s (%s) listening on %s; attach it to QEMU with:\n", s.name, s.ip, s.socket)
-		fmt.Fprintf(stdout, "  %s\n", qemuCommandLine(s.socket))
+		fns = append(fns, fn)
+		announce(log.With("function", s.Name), stdout, fmt.Sprintf("function %s (%s) ", s.Name, s.IP), s.Socket, s.IP, s.MAC)
 	}
 	fmt.Fprintln(stdout, "  # then add each guest's own options to its line: its disk, or -kernel/-initrd/-append, its console")
-	// Each function serves its QEMU on its own; one that fails takes only itself down.
-	var wg sync.WaitGroup
-	failed := make(chan string, len(all))
-	for _, a := range all {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := a.srv.Serve(ctx); err != nil && ctx.Err() == nil {
-				log.Error("serving failed", "function", a.spec.name, "socket", a.spec.socket, "err", err)
-				failed <- a.spec.name
-			}
-		}()
+	return serveFunctions(ctx, log, fns...)
+}
+
+// buildFabric makes serve's fabric: its capture, its uplink, and the faults given at the start.
+// The plan sees every frame from the start when faults may come (-fault, -control), so that
+// their frame numbers are the capture's.
+func buildFabric(o fabricOptions, log *slog.Logger, guard vfiouser.ConnGuard) (*fabric.Fabric, error) {
+	fab, err := fabric.New(fabric.Config{Log: log, Pcap: o.pcap, Faults: len(o.faults) > 0 || o.control != "", Loss: o.loss, Guard: guard})
+	if err != nil {
+		return nil, err
 	}
-	wg.Wait()
-	close(failed)
-	if len(failed) > 0 {
-		return 1
+	if o.uplink != "" {
+		if err := addUplink(fab, o, log); err != nil {
+			fab.Close()
+			return nil, err
+		}
 	}
-	log.Info("stopped")
-	return 0
+	for _, ft := range o.faults {
+		fab.AddFault(ft)
+	}
+	return fab, nil
+}
+
+// addUplink joins the fabric to -link.
+func addUplink(fab *fabric.Fabric, o fabricOptions, log *slog.Logger) error {
+	link, err := openSocketLink(o.uplink)
+	if err != nil {
+		return &fabric.Error{Msg: "cannot open the uplink", Attrs: []any{"link", o.uplink}, Err: err}
+	}
+	if err := fab.AddUplink("uplink", link, o.uplinkRate); err != nil {
+		return err
+	}
+	log.Info("uplink", "link", o.uplink, "rate", o.uplinkRate)
+	return nil
+}
+
+// serveControl makes -control's socket on the fabric and serves it.
+func serveControl(o fabricOptions, fab *fabric.Fabric, log *slog.Logger, stdout io.Writer) (*control.Server, error) {
+	ctl, err := control.Listen(o.control, fab, o.senders(), log)
+	if errors.Is(err, control.ErrInUse) {
+		err = fmt.Errorf("-control %w", err)
+	}
+	if err != nil {
+		return nil, &fabric.Error{Msg: "cannot make the control socket", Attrs: []any{"control", o.control}, Err: err}
+	}
+	go ctl.Serve()
+	log.Info("control socket", "control", o.control)
+	fmt.Fprintf(stdout, "softirdma serve: control socket %s (softirdma fault -socket %s add|list|remove|ports)\n", o.control, o.control)
+	return ctl, nil
 }
 
 // parseRate reads a rate in bits per second: a number with an optional SI suffix (k, M, G:

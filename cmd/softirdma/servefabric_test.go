@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -18,7 +16,6 @@ import (
 	"github.com/softirdma/softirdma/hw/vfiouser"
 	"github.com/softirdma/softirdma/internal/vfiobus"
 	"github.com/softirdma/softirdma/wire/decode"
-	"github.com/softirdma/softirdma/wire/faultplan"
 	"github.com/softirdma/softirdma/wire/roce"
 )
 
@@ -355,66 +352,5 @@ func TestServeFabricFaults(t *testing.T) {
 		if code, _, errs := fault(ctl, c.args...); code == 0 || !strings.Contains(errs, c.want) {
 			t.Errorf("fault %q: %d %q, want %q", c.args, code, errs, c.want)
 		}
-	}
-}
-
-// The control socket answers whatever a peer writes with an error line and stays up; a line
-// longer than a command may be ends that connection with one; a peer of another user (here:
-// the socket's owner made someone else) is refused by its credentials.
-func TestControlSocketInput(t *testing.T) {
-	ctl := filepath.Join(t.TempDir(), "ctl.sock")
-	plan := &faultplan.Live{}
-	var logBuf lockedBuffer
-	sw, pb := fabricWithAQueuedFrame(t)
-	c, err := listenControl(ctl, plan, sw, []string{"a", "b"}, slog.New(slog.NewTextHandler(&logBuf, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.close()
-	go c.serve()
-	talk := func(input string) string {
-		t.Helper()
-		conn, err := net.Dial("unix", ctl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-		// serve may answer and hang up before it read everything (a line too long): what it
-		// said is what counts.
-		_, _ = io.WriteString(conn, input)
-		_ = conn.(*net.UnixConn).CloseWrite()
-		b, _ := io.ReadAll(conn)
-		return string(b)
-	}
-	got := talk("hello\nadd\nadd drop nth=0\nremove\nlist extra\n\x00\xff\nadd drop from=a\nlist\nports x\nports\n")
-	want := []string{`error unknown command "hello"`, "error empty fault", "error nth=0: a count is 1", "error remove takes a fault's number",
-		"error list takes nothing", "error unknown command", "ok 1", "1 fired=0 seen=0 frames=none drop from=a", "ok", "error ports takes nothing",
-		"port a in_frames=1 in_bytes=60 out_frames=0 out_bytes=0 dropped=0 queued=0",
-		"port b in_frames=0 in_bytes=0 out_frames=0 out_bytes=0 dropped=0 queued=1", "ok"}
-	lines := strings.Split(strings.TrimSpace(got), "\n")
-	if len(lines) != len(want) {
-		t.Fatalf("answers %q", got)
-	}
-	for i, w := range want {
-		if !strings.HasPrefix(lines[i], w) {
-			t.Errorf("answer %d: %q, want %q...", i, lines[i], w)
-		}
-	}
-	if got := talk(strings.Repeat("x", maxControlLine+10) + "\n"); !strings.Contains(got, "error a command is one line of at most") {
-		t.Fatalf("a long line: %q", got)
-	}
-	c.owner.Store(int64(os.Geteuid()) + 1)
-	if got := talk("list\n"); !strings.HasPrefix(got, "error refused: the control socket is its owner's") {
-		t.Fatalf("another user's peer: %q", got)
-	}
-	if !strings.Contains(logBuf.String(), "control: peer refused") {
-		t.Fatalf("the refusal was not logged: %s", logBuf.String())
-	}
-	if len(plan.List()) != 1 {
-		t.Fatalf("the plan holds %v", plan.List())
-	}
-	if pb.Queued() != 1 {
-		t.Fatalf("the control socket changed the ports: b holds %d frames", pb.Queued())
 	}
 }

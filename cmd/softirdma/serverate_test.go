@@ -43,8 +43,8 @@ func TestServeRateFlag(t *testing.T) {
 		}
 	}
 	var f functionFlags
-	if err := f.Set(fn + ",rate=1.5G"); err != nil || f[0].rate != 1.5e9 {
-		t.Errorf("-function %s,rate=1.5G: %v, rate %g", fn, err, f[0].rate)
+	if err := f.Set(fn + ",rate=1.5G"); err != nil || f[0].Rate != 1.5e9 {
+		t.Errorf("-function %s,rate=1.5G: %v, rate %g", fn, err, f[0].Rate)
 	}
 	for in, want := range map[string]float64{"8M": 8e6, "1.5G": 1.5e9, "64k": 64e3, "400G": 400e9, "2500": 2500} {
 		if got, err := parseRate(in); err != nil || got != want {

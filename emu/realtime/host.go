@@ -15,10 +15,8 @@ import (
 
 	"github.com/softirdma/softirdma/wire/roce"
 
-	"github.com/google/gopacket"
-	"github.com/google/gopacket/pcapgo"
 	"github.com/softirdma/softirdma/emu/engine"
-	"github.com/softirdma/softirdma/wire"
+	"github.com/softirdma/softirdma/internal/pcapfile"
 	"github.com/softirdma/softirdma/wire/neigh"
 )
 
@@ -46,7 +44,9 @@ type HostConfig struct {
 	RxLoss float64
 	// Pcap, if set, receives every frame sent and received on the link. Frames the device
 	// sends to one of its own addresses never reach the link (the device loops them back), so
-	// they are not in it, as tcpdump on rxe's netdev does not see rxe's loopback.
+	// they are not in it, as tcpdump on rxe's netdev does not see rxe's loopback. A frame Pcap
+	// does not take stops the capture: that is logged once, as a warning on slog's default
+	// logger, and the host's CaptureErr says how many frames are missing.
 	Pcap io.Writer
 }
 
@@ -60,7 +60,7 @@ type Host struct {
 	resp      *neigh.Responder
 	mu        sync.Mutex // serialises sends and the pcap
 	one       [1][]byte  // the batch of one frame send hands the link, kept: no allocation per frame
-	pcap      *pcapgo.Writer
+	pcap      *pcapfile.Writer
 	loss      *mrand.Rand
 	done      chan struct{}
 	err       error
@@ -80,7 +80,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	h := &Host{cfg: cfg, done: make(chan struct{})}
 	h.resp = &neigh.Responder{MAC: cfg.MAC, IPs: append([]netip.Addr{cfg.IP}, cfg.IPs...), Table: neigh.NewTable()}
 	if cfg.Pcap != nil {
-		pw, err := wire.NewPcapWriter(cfg.Pcap)
+		pw, err := pcapfile.New(cfg.Pcap, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -205,8 +205,19 @@ func (h *Host) send(frame []byte) error {
 
 func (h *Host) capture(frame []byte) {
 	if h.pcap != nil {
-		_ = h.pcap.WritePacket(gopacket.CaptureInfo{Timestamp: time.Now(), CaptureLength: len(frame), Length: len(frame)}, frame)
+		h.pcap.Write(time.Now(), frame)
+		h.pcap.Flush()
 	}
+}
+
+// CaptureErr is nil while the pcap (HostConfig.Pcap) holds every frame sent and received (or
+// there is none); otherwise it says from which frame on and how many are missing, and why the
+// first is.
+func (h *Host) CaptureErr() error {
+	if h.pcap == nil {
+		return nil
+	}
+	return h.pcap.Err()
 }
 
 // Run receives until the link fails or is closed, and returns why.

@@ -9,10 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/gopacket"
-	"github.com/google/gopacket/pcapgo"
 	"github.com/softirdma/softirdma/emu/engine"
-	"github.com/softirdma/softirdma/wire"
+	"github.com/softirdma/softirdma/internal/pcapfile"
 	"github.com/softirdma/softirdma/wire/faultplan"
 )
 
@@ -112,7 +110,7 @@ type Fabric struct {
 	byIP   map[netip.Addr]*fabricPort
 	faults []*Fault
 	events engine.EventSink
-	pcap   *pcapgo.Writer
+	pcap   *pcapfile.Writer
 	epoch  time.Time
 	free   [][]byte // frame buffers to reuse
 	// deliveries to reuse
@@ -179,14 +177,25 @@ func (f *Fabric) deviceSink() engine.EventSink {
 }
 
 // CapturePcap writes every frame that enters the wire, from every device, to w as a pcap. A
-// device's frames to itself do not enter the wire and are not written.
+// device's frames to itself do not enter the wire and are not written. A frame w does not take
+// stops the capture: that is logged once, as a warning on slog's default logger, and CaptureErr
+// says how many frames are missing.
 func (f *Fabric) CapturePcap(w io.Writer) error {
-	pw, err := wire.NewPcapWriter(w)
+	pw, err := pcapfile.New(w, nil)
 	if err != nil {
 		return err
 	}
 	f.pcap = pw
 	return nil
+}
+
+// CaptureErr is nil while the pcap holds every frame that entered the wire (or there is none);
+// otherwise it says from which frame on and how many are missing, and why the first is.
+func (f *Fabric) CaptureErr() error {
+	if f.pcap == nil {
+		return nil
+	}
+	return f.pcap.Err()
 }
 
 // AddDevice makes a device on the fabric with the next address (MAC 02:00:00:00:00:NN, IP
@@ -555,6 +564,6 @@ func (f *Fabric) capture(now time.Duration, frame []byte) {
 	if f.pcap == nil {
 		return
 	}
-	ci := gopacket.CaptureInfo{Timestamp: f.epoch.Add(now), CaptureLength: len(frame), Length: len(frame)}
-	_ = f.pcap.WritePacket(ci, frame)
+	f.pcap.Write(f.epoch.Add(now), frame)
+	f.pcap.Flush()
 }

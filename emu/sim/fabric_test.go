@@ -1,9 +1,12 @@
 package sim_test
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"math"
 	"net/netip"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -124,5 +127,63 @@ func TestAddDeviceClampsBadInput(t *testing.T) {
 	s.RunUntilIdle(0)
 	if len(arrived) != 1 || arrived[0] != time.Microsecond {
 		t.Fatalf("frames arrived at %v, want one at 1µs", arrived)
+	}
+}
+
+// fullAfter takes n bytes, then fails every write as a full disk does.
+type fullAfter struct{ n int }
+
+func (f *fullAfter) Write(p []byte) (int, error) {
+	if len(p) > f.n {
+		k := f.n
+		f.n = 0
+		return k, syscall.ENOSPC
+	}
+	f.n -= len(p)
+	return len(p), nil
+}
+
+// A pcap that stops taking frames is not lost silently: CaptureErr says from which frame on and
+// how many frames are missing, and why.
+func TestCaptureErrCountsFramesNotWritten(t *testing.T) {
+	s := sim.NewSim()
+	fab := sim.NewFabric(s, 1)
+	if err := fab.CapturePcap(&fullAfter{n: 24 + 2*(16+60)}); err != nil { // the header and two frames
+		t.Fatal(err)
+	}
+	a, b := fab.AddDevice("A", sim.LinkConfig{}), fab.AddDevice("B", sim.LinkConfig{})
+	mac := b.MAC()
+	frame := append(mac[:], 2, 0, 0, 0, 0, 1, 0x88, 0xb5)
+	frame = append(frame, make([]byte, 46)...)
+	for range 5 {
+		a.SendFrame(frame)
+	}
+	s.RunUntilIdle(0)
+	if err := fab.CaptureErr(); err == nil || err.Error() != "the capture: 3 frames from frame 3 on not written: no space left on device" || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("CaptureErr: %v", err)
+	}
+}
+
+// A pcap that stops taking frames says so once, as a warning on slog's default logger, with the
+// number of the first frame it misses.
+func TestCaptureFailureWarns(t *testing.T) {
+	var log bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&log, nil)))
+	s := sim.NewSim()
+	fab := sim.NewFabric(s, 1)
+	if err := fab.CapturePcap(&fullAfter{n: 24 + 2*(16+60)}); err != nil {
+		t.Fatal(err)
+	}
+	a, b := fab.AddDevice("A", sim.LinkConfig{}), fab.AddDevice("B", sim.LinkConfig{})
+	mac := b.MAC()
+	frame := append(mac[:], 2, 0, 0, 0, 0, 1, 0x88, 0xb5)
+	frame = append(frame, make([]byte, 46)...)
+	for range 5 {
+		a.SendFrame(frame)
+	}
+	s.RunUntilIdle(0)
+	if got := log.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, `level=WARN msg="cannot write the pcap: the frames from here on are not in it" pcap="" frame=3 err="no space left on device"`) {
+		t.Fatalf("log: %q", got)
 	}
 }

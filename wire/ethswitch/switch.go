@@ -26,7 +26,10 @@ const QueueFrames = 8192
 var ErrClosed = errors.New("ethswitch: port closed")
 
 // Tap sees each frame the switch forwards, from the port named src, at time t; the frame is
-// valid only during the call.
+// valid only during the call. The switch calls it under its lock, so that it sees the frames in
+// the order the faults do: a tap that writes a file should copy the frame for a writer of its
+// own rather than write it there, or every port waits on the file (package fabric's capture
+// queues it).
 type Tap func(src string, t time.Time, frame []byte)
 
 // Faults decide what happens to frames on their way through the switch (wire/faultplan's Live
