@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softirdma/softirdma/compat/internal/cmpeer"
 	"github.com/softirdma/softirdma/internal/loophosts"
 )
 
@@ -24,11 +25,11 @@ func TestRping(t *testing.T) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		sres, serr = Run(ctx, hs.Device(), Options{Server: true, Addr: hs.Device().IP(), Count: 10, Verbose: true}, &sout)
+		sres, serr = Run(ctx, hs.Device(), Options{Options: cmpeer.Options{Server: true, Addr: hs.Device().IP(), Count: 10}, Verbose: true}, &sout)
 	}()
 	go func() {
 		defer wg.Done()
-		cres, cerr = Run(ctx, hc.Device(), Options{Addr: hs.Device().IP(), Count: 10, Verbose: true, Validate: true}, &cout)
+		cres, cerr = Run(ctx, hc.Device(), Options{Options: cmpeer.Options{Addr: hs.Device().IP(), Count: 10}, Verbose: true, Validate: true}, &cout)
 	}()
 	wg.Wait()
 	if serr != nil || cerr != nil {
@@ -52,7 +53,7 @@ func TestRping(t *testing.T) {
 // loopback with "INVALID_SERVICE_ID".
 func TestClientOwnAddress(t *testing.T) {
 	_, hc := loophosts.Pair(t, 0, 9)
-	_, err := Run(context.Background(), hc.Device(), Options{Addr: hc.Device().IP(), Timeout: 5 * time.Second}, &bytes.Buffer{})
+	_, err := Run(context.Background(), hc.Device(), Options{Options: cmpeer.Options{Addr: hc.Device().IP(), Timeout: 5 * time.Second}}, &bytes.Buffer{})
 	want := "rping: 192.0.2.2 is this device's own address: a client connects to a server elsewhere on the link (the server's -ip), not to itself"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %s", err, want)
