@@ -16,10 +16,10 @@ import (
 )
 
 func init() {
-	register("perf", "perftest's peer: write|read|atomic|send like ib_write_bw, ib_read_bw, ib_atomic_bw, ib_send_bw", runPerf)
+	registerPeer("perf", "perftest's peer: write|read|atomic|send like ib_write_bw, ib_read_bw, ib_atomic_bw, ib_send_bw", runPerf)
 }
 
-func runPerf(args []string, stdout, stderr io.Writer) int {
+func runPerf(args []string, stdout, stderr io.Writer, run peerRun) int {
 	fs := newFlagSet("perf", stderr)
 	var o perftest.Options
 	var lc linkFlags
@@ -99,8 +99,8 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	if !pf.server {
 		o.Host = host
 	}
-	o.Server, o.Wait, o.Idle, o.QPTimeout, o.RetryCount = pf.server, pf.wait, serverIdle, &pf.qpTimeout, &pf.retry
-	return runPeer("perf", host, &lc, &pf, stderr, func(ctx context.Context, dev *engine.Device, gid netip.Addr, log io.Writer) (engine.QPAttr, error) {
+	o.Server, o.Wait, o.Idle, o.QPTimeout, o.RetryCount = pf.server, pf.wait, run.idle, &pf.qpTimeout, &pf.retry
+	return runPeer("perf", host, &lc, &pf, run, stderr, func(ctx context.Context, dev *engine.Device, gid netip.Addr, log io.Writer) (engine.QPAttr, error) {
 		o.GID, o.Log = gid, log
 		if o.RDMACM {
 			o.Listening = func() { fmt.Fprintf(stderr, "softirdma perf: listening through rdma_cm on port %d\n", o.Port) }
