@@ -58,17 +58,7 @@ type test struct {
 
 // Run runs one side of ucmatose on dev, printing what ucmatose prints to out.
 func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) error {
-	p, err := Tool.Start(ctx, dev, o)
-	if err != nil {
-		return err
-	}
-	t := &test{Peer: p}
-	defer func() {
-		for _, n := range t.nodes {
-			_ = n.qp.Destroy()
-		}
-	}()
-	return t.Main(out, func() error { return t.server(out) }, func() error { return t.client(out) })
+	return Tool.Run(ctx, dev, o, out, func(p *cmpeer.Peer) cmpeer.Side { return &test{Peer: p} })
 }
 
 // newNode makes a connection's QP (RC, Count sends and receives, CQs of Count) and buffer, and
@@ -85,7 +75,7 @@ func (t *test) newNode() (*node, error) {
 	}
 	t.Notify(n.sendCQ)
 	t.Notify(n.recvCQ)
-	if n.qp, err = t.PD.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: n.sendCQ, RecvCQ: n.recvCQ,
+	if n.qp, err = t.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: n.sendCQ, RecvCQ: n.recvCQ,
 		Cap: engine.QPCap{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		return nil, err
 	}
@@ -116,10 +106,38 @@ func (t *test) fresh(n *node) error {
 // param is ucmatose's rdma_conn_param: one READ each way, retry count 5.
 var param = rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 5, RNRRetryCount: 7}
 
-func (t *test) server(out io.Writer) error {
+// Server accepts Connections clients, sends first, takes the replies and disconnects.
+func (t *test) Server() error {
 	if err := t.Listen(t.CM.Listen); err != nil {
 		return err
 	}
+	if err := t.accept(); err != nil {
+		return err
+	}
+	if t.O.Count > 0 {
+		if err := cmpeer.Transfers(t.Out, t.nodes,
+			cmpeer.Step[*node]{Line: "initiating data transfers", Do: t.sends},
+			cmpeer.Step[*node]{Line: "completing sends", Do: func(n *node) error { return t.Poller.Poll(n.sendCQ, t.O.Count, nil) }},
+			cmpeer.Step[*node]{Line: "receiving data transfers", Do: t.receive}); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(t.Out, "cmatose: disconnecting")
+	for _, n := range t.nodes {
+		if err := n.id.Disconnect(); err != nil {
+			return fmt.Errorf("cmatose: disconnect: %w", err)
+		}
+	}
+	if err := t.closed(); err != nil {
+		return err
+	}
+	fmt.Fprintln(t.Out, "disconnected")
+	return nil
+}
+
+// accept accepts connection requests until Connections are established, refusing any beyond
+// them.
+func (t *test) accept() error {
 	for established := 0; established < t.O.Connections; {
 		wait := t.O.Timeout
 		if len(t.nodes) == 0 {
@@ -132,7 +150,7 @@ func (t *test) server(out io.Writer) error {
 		switch e.Type {
 		case rdmacm.ConnectRequest:
 			if len(t.nodes) == t.O.Connections {
-				fmt.Fprintln(out, "cmatose: failing connection request")
+				fmt.Fprintln(t.Out, "cmatose: failing connection request")
 				_ = e.ID.Reject(nil)
 				continue
 			}
@@ -150,42 +168,13 @@ func (t *test) server(out io.Writer) error {
 			return fmt.Errorf("cmatose: event: %s while connecting", e.Type)
 		}
 	}
-	if t.O.Count > 0 {
-		fmt.Fprintln(out, "initiating data transfers")
-		for _, n := range t.nodes {
-			if err := t.sends(n); err != nil {
-				return err
-			}
-		}
-		fmt.Fprintln(out, "completing sends")
-		for _, n := range t.nodes {
-			if err := t.Poller.Poll(n.sendCQ, t.O.Count, nil); err != nil {
-				return err
-			}
-		}
-		fmt.Fprintln(out, "receiving data transfers")
-		for _, n := range t.nodes {
-			if err := t.Poller.Poll(n.recvCQ, t.O.Count, t.whole); err != nil {
-				return err
-			}
-		}
-		fmt.Fprintln(out, "data transfers complete")
-	}
-	fmt.Fprintln(out, "cmatose: disconnecting")
-	for _, n := range t.nodes {
-		if err := n.id.Disconnect(); err != nil {
-			return fmt.Errorf("cmatose: disconnect: %w", err)
-		}
-	}
-	if err := t.closed(); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "disconnected")
 	return nil
 }
 
-func (t *test) client(out io.Writer) error {
-	fmt.Fprintln(out, "cmatose: connecting")
+// Client connects Connections times, takes the server's messages, replies, and waits for the
+// server to disconnect.
+func (t *test) Client() error {
+	fmt.Fprintln(t.Out, "cmatose: connecting")
 	for range t.O.Connections {
 		n, err := t.newNode()
 		if err != nil {
@@ -198,22 +187,14 @@ func (t *test) client(out io.Writer) error {
 		}
 		n.id = e.ID
 	}
+	// ucmatose does not wait for its sends; they are acknowledged before the server
+	// disconnects, which is what is waited for next.
 	if t.O.Count > 0 {
-		fmt.Fprintln(out, "receiving data transfers")
-		for _, n := range t.nodes {
-			if err := t.Poller.Poll(n.recvCQ, t.O.Count, t.whole); err != nil {
-				return err
-			}
+		if err := cmpeer.Transfers(t.Out, t.nodes,
+			cmpeer.Step[*node]{Line: "receiving data transfers", Do: t.receive},
+			cmpeer.Step[*node]{Line: "sending replies", Do: t.sends}); err != nil {
+			return err
 		}
-		fmt.Fprintln(out, "sending replies")
-		for _, n := range t.nodes {
-			if err := t.sends(n); err != nil {
-				return err
-			}
-		}
-		// ucmatose does not wait for its sends; they are acknowledged before the server
-		// disconnects, which is what is waited for next.
-		fmt.Fprintln(out, "data transfers complete")
 	}
 	// The server disconnects each connection; each side's time wait ends before the device goes.
 	return t.closed()
@@ -230,12 +211,14 @@ func (t *test) sends(n *node) error {
 	return nil
 }
 
-// whole checks that a receive holds a whole message.
-func (t *test) whole(wc engine.WC) error {
-	if wc.ByteLen != uint32(t.O.Size) {
-		return fmt.Errorf("cmatose: received %d bytes, sent %d", wc.ByteLen, t.O.Size)
-	}
-	return nil
+// receive waits for Count messages on a connection, each whole.
+func (t *test) receive(n *node) error {
+	return t.Poller.Poll(n.recvCQ, t.O.Count, func(wc engine.WC) error {
+		if wc.ByteLen != uint32(t.O.Size) {
+			return fmt.Errorf("cmatose: received %d bytes, sent %d", wc.ByteLen, t.O.Size)
+		}
+		return nil
+	})
 }
 
 // closed waits until every connection is disconnected and out of its time wait.

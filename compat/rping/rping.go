@@ -86,15 +86,15 @@ func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) (Res
 	if err := Tool.CheckSize(o.Options, 0); err != nil { // rping names a bad size first
 		return res, err
 	}
-	cp, err := Tool.Start(ctx, dev, o.Options)
+	cp, err := Tool.Start(ctx, dev, o.Options, out)
 	if err != nil {
 		return res, err
 	}
+	defer cp.Close()
 	p := &peer{Peer: cp, verbose: o.Verbose, validate: o.Validate}
 	if err := p.createQP(); err != nil {
 		return res, err
 	}
-	defer p.qp.Destroy()
 	if err := p.register(); err != nil {
 		return res, err
 	}
@@ -107,10 +107,10 @@ func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) (Res
 		return res, err
 	}
 	if p.O.Server {
-		res.Pings, err = p.server(out)
+		res.Pings, err = p.server()
 		return res, err
 	}
-	res.Pings, err = p.client(out)
+	res.Pings, err = p.client()
 	return res, p.hangUp(id, err)
 }
 
@@ -121,7 +121,7 @@ func (p *peer) createQP() error {
 		return err
 	}
 	p.Notify(p.cq)
-	p.qp, err = p.PD.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cq, RecvCQ: p.cq,
+	p.qp, err = p.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cq, RecvCQ: p.cq,
 		Cap: engine.QPCap{MaxSendWR: 16, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: infoLen}})
 	return err
 }
@@ -247,7 +247,7 @@ func (p *peer) wait(wrid uint64) error {
 }
 
 // client runs the client's pings.
-func (p *peer) client(out io.Writer) (int, error) {
+func (p *peer) client() (int, error) {
 	start := byte(65)
 	for ping := 0; p.O.Count == 0 || ping < p.O.Count; ping++ {
 		// rping's text: "rdma-ping-N: " and letters from start on, A to z, the last byte 0.
@@ -280,7 +280,7 @@ func (p *peer) client(out io.Writer) (int, error) {
 			return ping, errors.New("rping: data mismatch")
 		}
 		if p.verbose {
-			fmt.Fprintf(out, "ping data: %s\n", cstring(p.rdma))
+			fmt.Fprintf(p.Out, "ping data: %s\n", cstring(p.rdma))
 		}
 	}
 	if p.O.Count == 0 {
@@ -290,7 +290,7 @@ func (p *peer) client(out io.Writer) (int, error) {
 }
 
 // server answers pings until the client disconnects, or Count of them.
-func (p *peer) server(out io.Writer) (int, error) {
+func (p *peer) server() (int, error) {
 	pings := 0
 	for p.O.Count == 0 || pings < p.O.Count {
 		if err := p.wait(1); err != nil { // the client's buffer
@@ -309,7 +309,7 @@ func (p *peer) server(out io.Writer) (int, error) {
 			return pings, err
 		}
 		if p.verbose {
-			fmt.Fprintf(out, "server ping data: %s\n", cstring(p.rdma))
+			fmt.Fprintf(p.Out, "server ping data: %s\n", cstring(p.rdma))
 		}
 		if err := p.sendInfo(p.rdmaMR, len(p.rdma)); err != nil { // go ahead
 			return pings, err

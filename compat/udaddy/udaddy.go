@@ -62,17 +62,7 @@ type test struct {
 
 // Run runs one side of udaddy on dev, printing what udaddy prints to out.
 func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) error {
-	p, err := Tool.Start(ctx, dev, o)
-	if err != nil {
-		return err
-	}
-	t := &test{Peer: p}
-	defer func() {
-		for _, n := range t.nodes {
-			_ = n.qp.Destroy()
-		}
-	}()
-	return t.Main(out, func() error { return t.server(out) }, func() error { return t.client(out) })
+	return Tool.Run(ctx, dev, o, out, func(p *cmpeer.Peer) cmpeer.Side { return &test{Peer: p} })
 }
 
 // slot is a receive's size: the GRH area and a message.
@@ -93,7 +83,7 @@ func (t *test) newNode() (*node, error) {
 		return nil, err
 	}
 	t.Notify(n.cq)
-	if n.qp, err = t.PD.CreateQP(engine.QPInitAttr{Type: engine.QPTypeUD, SendCQ: n.cq, RecvCQ: n.cq,
+	if n.qp, err = t.CreateQP(engine.QPInitAttr{Type: engine.QPTypeUD, SendCQ: n.cq, RecvCQ: n.cq,
 		Cap: engine.QPCap{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		return nil, err
 	}
@@ -112,7 +102,8 @@ func (t *test) newNode() (*node, error) {
 	return n, nil
 }
 
-func (t *test) server(out io.Writer) error {
+// Server answers Connections clients' requests, takes each one's messages, and replies.
+func (t *test) Server() error {
 	if err := t.Listen(t.CM.ListenUD); err != nil {
 		return err
 	}
@@ -136,24 +127,14 @@ func (t *test) server(out io.Writer) error {
 	if t.O.Count == 0 {
 		return nil
 	}
-	fmt.Fprintln(out, "receiving data transfers")
-	for _, n := range t.nodes {
-		if err := t.receive(n, true); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(out, "sending replies")
-	for _, n := range t.nodes {
-		if err := t.sends(n, true); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(out, "data transfers complete")
-	return nil
+	return cmpeer.Transfers(t.Out, t.nodes,
+		cmpeer.Step[*node]{Line: "receiving data transfers", Do: func(n *node) error { return t.receive(n, true) }},
+		cmpeer.Step[*node]{Line: "sending replies", Do: func(n *node) error { return t.sends(n, true) }})
 }
 
-func (t *test) client(out io.Writer) error {
-	fmt.Fprintln(out, "udaddy: connecting")
+// Client asks the server for its QP Connections times, sends, and takes the replies.
+func (t *test) Client() error {
+	fmt.Fprintln(t.Out, "udaddy: connecting")
 	for range t.O.Connections {
 		n, err := t.newNode()
 		if err != nil {
@@ -169,20 +150,9 @@ func (t *test) client(out io.Writer) error {
 	if t.O.Count == 0 {
 		return nil
 	}
-	fmt.Fprintln(out, "initiating data transfers")
-	for _, n := range t.nodes {
-		if err := t.sends(n, false); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(out, "receiving data transfers")
-	for _, n := range t.nodes {
-		if err := t.receive(n, false); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(out, "data transfers complete")
-	return nil
+	return cmpeer.Transfers(t.Out, t.nodes,
+		cmpeer.Step[*node]{Line: "initiating data transfers", Do: func(n *node) error { return t.sends(n, false) }},
+		cmpeer.Step[*node]{Line: "receiving data transfers", Do: func(n *node) error { return t.receive(n, false) }})
 }
 
 // sends sends Count SEND_WITH_IMMs of Size carrying the QP's own number, as udaddy; the
