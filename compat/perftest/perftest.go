@@ -149,9 +149,6 @@ func (o *Options) defaults() {
 
 // check refuses what the run cannot do, before it allocates anything.
 func (o *Options) check() error {
-	bad := func(what string, v any, want string) error {
-		return fmt.Errorf("perftest: %s %v is out of range (%s)", what, v, want)
-	}
 	switch {
 	case o.Test < Write || o.Test > Send:
 		return errors.New("perftest: no test chosen")
@@ -163,25 +160,19 @@ func (o *Options) check() error {
 		return errors.New("perftest: -R connects RC QPs here (UD through rdma_cm is not supported)")
 	case !o.Server && o.Host == "":
 		return errors.New("perftest: a client needs a server to connect to")
-	case o.Port < 1 || o.Port > 65535:
-		return bad("port", o.Port, "1..65535")
-	case o.Size < 1 || o.Size > MaxSize:
-		return bad("size", o.Size, fmt.Sprintf("1..%d", MaxSize))
-	case o.Iters < MinIters || o.Iters > MaxIters:
-		return bad("iterations", o.Iters, fmt.Sprintf("%d..%d", MinIters, MaxIters))
-	case o.TxDepth < 1 || o.TxDepth > MaxTxDepth:
-		return bad("TX depth", o.TxDepth, fmt.Sprintf("1..%d", MaxTxDepth))
-	case o.RxDepth < 1 || o.RxDepth > MaxRxDepth:
-		return bad("RX depth", o.RxDepth, fmt.Sprintf("1..%d", MaxRxDepth))
-	case o.OutReads < 1 || o.OutReads > MaxOutReads:
-		return bad("outstanding reads", o.OutReads, fmt.Sprintf("1..%d", MaxOutReads))
-	case o.RateLimit < 0 || o.RateLimit > MaxRateLimit:
-		return bad("rate limit", o.RateLimit, fmt.Sprintf("0..%d", MaxRateLimit))
-	case o.QPTimeout != nil && (*o.QPTimeout < 0 || *o.QPTimeout > 31):
-		return bad("QP timeout", *o.QPTimeout, "0..31")
-	case o.RetryCount != nil && (*o.RetryCount < 0 || *o.RetryCount > 7):
-		return bad("retry count", *o.RetryCount, "0..7")
-	case o.Timeout < 0 || o.Wait < 0 || o.Idle < 0:
+	}
+	if err := ctrl.OutOfRange("perftest", append([]ctrl.Range{
+		{What: "port", V: o.Port, Lo: 1, Hi: 65535},
+		{What: "size", V: o.Size, Lo: 1, Hi: MaxSize},
+		{What: "iterations", V: o.Iters, Lo: MinIters, Hi: MaxIters},
+		{What: "TX depth", V: o.TxDepth, Lo: 1, Hi: MaxTxDepth},
+		{What: "RX depth", V: o.RxDepth, Lo: 1, Hi: MaxRxDepth},
+		{What: "outstanding reads", V: o.OutReads, Lo: 1, Hi: MaxOutReads},
+		{What: "rate limit", V: o.RateLimit, Lo: 0, Hi: MaxRateLimit},
+	}, ctrl.QPRanges(o.QPTimeout, o.RetryCount)...)...); err != nil {
+		return err
+	}
+	if o.Timeout < 0 || o.Wait < 0 || o.Idle < 0 {
 		return errors.New("perftest: negative timeout")
 	}
 	if _, ok := engine.MTUOf(o.MTU); o.MTU != 0 && !ok {

@@ -95,25 +95,18 @@ func (o *Options) defaults() {
 
 // check refuses what the run cannot do, before it allocates anything.
 func (o *Options) check() error {
-	bad := func(what string, v any, want string) error {
-		return fmt.Errorf("pingpong: %s %v is out of range (%s)", what, v, want)
-	}
-	switch {
-	case o.Type != engine.QPTypeRC && o.Type != engine.QPTypeUC && o.Type != engine.QPTypeUD:
+	if o.Type != engine.QPTypeRC && o.Type != engine.QPTypeUC && o.Type != engine.QPTypeUD {
 		return fmt.Errorf("pingpong: transport %s is not RC, UC or UD", o.Type)
-	case o.Port < 1 || o.Port > 65535:
-		return bad("port", o.Port, "1..65535")
-	case o.Size < 1 || o.Size > MaxSize:
-		return bad("size", o.Size, fmt.Sprintf("1..%d", MaxSize))
-	case o.Iters < 1 || o.Iters > MaxIters:
-		return bad("iterations", o.Iters, fmt.Sprintf("1..%d", MaxIters))
-	case o.RxDepth < 1 || o.RxDepth > MaxRxDepth:
-		return bad("receive depth", o.RxDepth, fmt.Sprintf("1..%d", MaxRxDepth))
-	case o.QPTimeout != nil && (*o.QPTimeout < 0 || *o.QPTimeout > 31):
-		return bad("QP timeout", *o.QPTimeout, "0..31")
-	case o.RetryCount != nil && (*o.RetryCount < 0 || *o.RetryCount > 7):
-		return bad("retry count", *o.RetryCount, "0..7")
-	case o.Timeout < 0 || o.Wait < 0 || o.Idle < 0:
+	}
+	if err := ctrl.OutOfRange("pingpong", append([]ctrl.Range{
+		{What: "port", V: o.Port, Lo: 1, Hi: 65535},
+		{What: "size", V: o.Size, Lo: 1, Hi: MaxSize},
+		{What: "iterations", V: o.Iters, Lo: 1, Hi: MaxIters},
+		{What: "receive depth", V: o.RxDepth, Lo: 1, Hi: MaxRxDepth},
+	}, ctrl.QPRanges(o.QPTimeout, o.RetryCount)...)...); err != nil {
+		return err
+	}
+	if o.Timeout < 0 || o.Wait < 0 || o.Idle < 0 {
 		return errors.New("pingpong: negative timeout")
 	}
 	if _, ok := engine.MTUOf(o.MTU); !ok {
