@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softirdma/softirdma/compat/internal/ctrltest"
 	"github.com/softirdma/softirdma/emu/engine"
 )
 
@@ -28,11 +29,7 @@ func TestOptionsWorded(t *testing.T) {
 	} {
 		o := c.o
 		o.defaults()
-		got := ""
-		if err := o.check(); err != nil {
-			got = err.Error()
-		}
-		if got != c.want {
+		if got := ctrltest.Text(o.check()); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.o, got, c.want)
 		}
 	}

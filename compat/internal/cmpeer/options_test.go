@@ -7,6 +7,7 @@ import (
 
 	"github.com/softirdma/softirdma/compat/cmatose"
 	"github.com/softirdma/softirdma/compat/internal/cmpeer"
+	"github.com/softirdma/softirdma/compat/internal/ctrltest"
 	"github.com/softirdma/softirdma/compat/rping"
 	"github.com/softirdma/softirdma/compat/udaddy"
 )
@@ -40,11 +41,7 @@ func TestToolOptionsWorded(t *testing.T) {
 	} {
 		o := c.o
 		c.tool.Fill(&o)
-		got := ""
-		if err := c.tool.Check(o, 1024); err != nil {
-			got = err.Error()
-		}
-		if got != c.want {
+		if got := ctrltest.Text(c.tool.Check(o, 1024)); got != c.want {
 			t.Errorf("%s %+v: %q, want %q", c.tool.Name, c.o, got, c.want)
 		}
 	}
