@@ -165,12 +165,7 @@ func (c cmTool) main(args []string, stdout, stderr io.Writer) int {
 	var f cmFlags
 	f.register(fs, c.defaults, c.spec)
 	server := fs.String("s", "", c.serverUsage)
-	fs.Usage = func() {
-		for _, l := range c.usage {
-			fmt.Fprintln(stderr, l)
-		}
-		fs.PrintDefaults()
-	}
+	setUsage(fs, stderr, c.usage...)
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}

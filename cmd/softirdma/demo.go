@@ -36,27 +36,22 @@ func demoMain(args []string, stdout, stderr io.Writer, env demoEnv) (code int) {
 	loss := fs.Float64("loss", 0, "probability that the simulated wire loses a frame, each way (0 to 0.5)")
 	pcapPath := fs.String("pcap", "", "write every frame on the wire to this pcap file")
 	trace := fs.Bool("trace", false, "print every event of the engine (QP states, packets, NAKs, retries, faults)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma demo [-seed N] [-loss P] [-pcap FILE] [-trace]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Two softirdma devices, A and B, on a simulated RoCEv2 wire with one RC connection.")
-		fmt.Fprintln(stderr, "B registers memory and binds type 1 and type 2 memory windows (watch the rkeys rotate);")
-		fmt.Fprintln(stderr, "A writes, reads and runs atomics through them, invalidates a window with SEND_WITH_INV,")
-		fmt.Fprintln(stderr, "and meets a stale rkey. Exits 0 only when every step got the expected result.")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "With -loss, RC resends what the wire loses. When the wire loses all retry_cnt (7) resends, the")
-		fmt.Fprintln(stderr, "QP gives up with RETRY_EXC_ERR, as a real NIC does; the demo says what the lost try did, connects")
-		fmt.Fprintln(stderr, "a fresh QP pair and goes on. The stale rkey ends in REM_ACCESS_ERR, or in RETRY_EXC_ERR when the")
-		fmt.Fprintln(stderr, "wire loses B's NAK: B's QP is in ERR by then and answers no retry.")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
-	}
-	if code, done := parseFlags(fs, args); done {
+	setUsage(fs, stderr,
+		"usage: softirdma demo [-seed N] [-loss P] [-pcap FILE] [-trace]",
+		"",
+		"Two softirdma devices, A and B, on a simulated RoCEv2 wire with one RC connection.",
+		"B registers memory and binds type 1 and type 2 memory windows (watch the rkeys rotate);",
+		"A writes, reads and runs atomics through them, invalidates a window with SEND_WITH_INV,",
+		"and meets a stale rkey. Exits 0 only when every step got the expected result.",
+		"",
+		"With -loss, RC resends what the wire loses. When the wire loses all retry_cnt (7) resends, the",
+		"QP gives up with RETRY_EXC_ERR, as a real NIC does; the demo says what the lost try did, connects",
+		"a fresh QP pair and goes on. The stale rkey ends in REM_ACCESS_ERR, or in RETRY_EXC_ERR when the",
+		"wire loses B's NAK: B's QP is in ERR by then and answers no retry.",
+		"",
+	)
+	if code, done := parseNoArgs(fs, args); done {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "softirdma demo: unexpected argument %q\n", fs.Arg(0))
-		return 2
 	}
 	if !(*loss >= 0 && *loss <= 0.5) { // also refuses NaN, which every comparison rejects
 		fmt.Fprintf(stderr, "softirdma demo: -loss must be a probability from 0 to 0.5, not %g\n", *loss)

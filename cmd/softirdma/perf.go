@@ -76,13 +76,12 @@ func (f *perfFlags) register(fs flagSet, stderr io.Writer) {
 	fs.IntVar(&o.RateLimit, "rate_limit", 0, fmt.Sprintf("client: at most this many messages per second, 0..%d, 0 for no limit (perftest's --rate_limit N --rate_units p --rate_limit_type SW)", perftest.MaxRateLimit))
 	fs.IntVar(&o.OutReads, "o", 16, fmt.Sprintf("READs and atomics outstanding this side accepts, 1..%d", perftest.MaxOutReads))
 	f.pf.register(fs, "x", "GID index: 0 the IPv6 link-local GID, 1 the IPv4-mapped one (as rxe numbers them)", "(0 for none)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma perf write|read|atomic|send [-server | HOST] -link KIND:ADDRS -ip ADDR [flags]")
-		fmt.Fprintln(stderr, "Speaks perftest's exchange and runs its traffic (the flags may come before or after the test")
-		fmt.Fprintln(stderr, "and HOST), e.g. against ib_write_bw in a QEMU guest:")
-		fmt.Fprintln(stderr, "  softirdma perf write -server -link dgram:127.0.0.1:9002,127.0.0.1:9001 -ip 192.168.77.1")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, stderr,
+		"usage: softirdma perf write|read|atomic|send [-server | HOST] -link KIND:ADDRS -ip ADDR [flags]",
+		"Speaks perftest's exchange and runs its traffic (the flags may come before or after the test",
+		"and HOST), e.g. against ib_write_bw in a QEMU guest:",
+		"  softirdma perf write -server -link dgram:127.0.0.1:9002,127.0.0.1:9001 -ip 192.168.77.1",
+	)
 }
 
 // check checks the numbers given, and the connection type against the test and -R; 0 when all is

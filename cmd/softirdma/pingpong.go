@@ -68,13 +68,12 @@ func runPingpong(args []string, stdout, stderr io.Writer, run peerRun) int {
 	fs.BoolVar(&o.Validate, "c", false, "validate the buffer (the server checks page starts)")
 	pf.register(fs, "g", "GID index to advertise: 0 the IPv6 link-local GID, 1 the IPv4-mapped one (as rxe numbers them)",
 		"(ibv_rc_pingpong has no limit; 0 for none)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma pingpong [-server | HOST] -link KIND:ADDRS -ip ADDR [flags]")
-		fmt.Fprintln(stderr, "Runs ibv_rc_pingpong's exchange and traffic (or with -transport UC or UD, ibv_uc_pingpong's or")
-		fmt.Fprintln(stderr, "ibv_ud_pingpong's) over a link, e.g. to a QEMU guest:")
-		fmt.Fprintln(stderr, "  softirdma pingpong -server -link dgram:127.0.0.1:9002,127.0.0.1:9001 -ip 192.168.77.1")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, stderr,
+		"usage: softirdma pingpong [-server | HOST] -link KIND:ADDRS -ip ADDR [flags]",
+		"Runs ibv_rc_pingpong's exchange and traffic (or with -transport UC or UD, ibv_uc_pingpong's or",
+		"ibv_ud_pingpong's) over a link, e.g. to a QEMU guest:",
+		"  softirdma pingpong -server -link dgram:127.0.0.1:9002,127.0.0.1:9001 -ip 192.168.77.1",
+	)
 	host, code, done := parseWithOneArg(fs, args)
 	if done {
 		return code
@@ -220,6 +219,28 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return len(b), nil
+}
+
+// setUsage makes fs's usage, on w, the lines given and then its flags.
+func setUsage(fs flagSet, w io.Writer, lines ...string) {
+	fs.Usage = func() {
+		for _, l := range lines {
+			fmt.Fprintln(w, l)
+		}
+		fs.PrintDefaults()
+	}
+}
+
+// parseNoArgs parses flags, and refuses an argument besides them (exit status 2).
+func parseNoArgs(fs flagSet, args []string) (code int, done bool) {
+	if code, done := parseFlags(fs, args); done {
+		return code, true
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return 2, true
+	}
+	return 0, false
 }
 
 // parseWithOneArg parses flags before and after at most one positional argument.

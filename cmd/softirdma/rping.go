@@ -32,12 +32,11 @@ func runRping(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("a", "", "the server's address (a client's peer; a server's own, which must be -ip)")
 	verbose := fs.Bool("v", false, "print each ping's data")
 	validate := fs.Bool("V", false, "client: check that what came back is what was sent")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma rping -s|-c -a ADDR -link KIND:ADDRS -ip ADDR [flags]")
-		fmt.Fprintln(stderr, "Connects through rdma_cm and runs rping's ping-pong, e.g. with rping in a QEMU guest:")
-		fmt.Fprintln(stderr, "  softirdma rping -s -a 192.168.77.1 -v -C 10 -link dgram:127.0.0.1:9002,127.0.0.1:9001 -ip 192.168.77.1")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, stderr,
+		"usage: softirdma rping -s|-c -a ADDR -link KIND:ADDRS -ip ADDR [flags]",
+		"Connects through rdma_cm and runs rping's ping-pong, e.g. with rping in a QEMU guest:",
+		"  softirdma rping -s -a 192.168.77.1 -v -C 10 -link dgram:127.0.0.1:9002,127.0.0.1:9001 -ip 192.168.77.1",
+	)
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
