@@ -26,7 +26,7 @@ var rpingSpec = cmSpec{
 func runRping(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("rping", stderr)
 	var f cmFlags
-	f.register(fs, rping.Tool.Defaults, rpingSpec)
+	f.register(fs, rping.Defaults().Options, rpingSpec)
 	server := fs.Bool("s", false, "server: listen for a client")
 	client := fs.Bool("c", false, "client: connect to the server at -a")
 	addr := fs.String("a", "", "the server's address (a client's peer; a server's own, which must be -ip)")

@@ -30,8 +30,8 @@ const (
 	MaxSize        = 1 << 20
 )
 
-// Tool is ucmatose among the rdma_cm tools: one connection to port 7471, ten messages of 100 bytes.
-var Tool = cmpeer.Tool{
+// tool is ucmatose among the rdma_cm tools: its defaults and limits.
+var tool = cmpeer.Tool{
 	Name:           "cmatose",
 	Defaults:       Options{Port: 7471, Connections: 1, Count: 10, Size: 100, Timeout: 30 * time.Second},
 	MaxConnections: MaxConnections,
@@ -40,7 +40,7 @@ var Tool = cmpeer.Tool{
 }
 
 // Defaults are ucmatose's options: one connection to port 7471, ten messages of 100 bytes.
-func Defaults() Options { return Tool.Defaults }
+func Defaults() Options { return tool.Defaults }
 
 // node is one connection: ucmatose's struct cmatest_node.
 type node struct {
@@ -58,7 +58,7 @@ type test struct {
 
 // Run runs one side of ucmatose on dev, printing what ucmatose prints to out.
 func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) error {
-	return Tool.Run(ctx, dev, o, out, func(p *cmpeer.Peer) cmpeer.Side { return &test{Peer: p} })
+	return tool.Run(ctx, dev, o, out, func(p *cmpeer.Peer) cmpeer.Side { return &test{Peer: p} })
 }
 
 // newNode makes a connection's QP (RC, Count sends and receives, CQs of Count) and buffer, and

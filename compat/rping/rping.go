@@ -38,8 +38,8 @@ const (
 	MaxCount = 100_000_000
 )
 
-// Tool is rping among the rdma_cm tools: its defaults and limits.
-var Tool = cmpeer.Tool{
+// tool is rping among the rdma_cm tools: its defaults and limits.
+var tool = cmpeer.Tool{
 	Name:     "rping",
 	Defaults: cmpeer.Options{Port: 7174, Size: 64, Timeout: 30 * time.Second},
 	MaxCount: MaxCount,
@@ -47,6 +47,9 @@ var Tool = cmpeer.Tool{
 	MaxSize:  MaxSize,
 	AddrHint: " (-a)",
 }
+
+// Defaults are rping's options: port 7174, a ping buffer of 64 bytes, pings until the peer stops.
+func Defaults() Options { return Options{Options: tool.Defaults} }
 
 // infoLen is struct rping_rdma_info: a buffer's address (64 bits), rkey and length, big-endian.
 const infoLen = 16
@@ -82,11 +85,11 @@ type peer struct {
 // Run runs one side of rping on dev, printing what rping prints to out.
 func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) (Result, error) {
 	var res Result
-	Tool.Fill(&o.Options)
-	if err := Tool.CheckSize(o.Options, 0); err != nil { // rping names a bad size first
+	tool.Fill(&o.Options)
+	if err := tool.CheckSize(o.Options, 0); err != nil { // rping names a bad size first
 		return res, err
 	}
-	cp, err := Tool.Start(ctx, dev, o.Options, out)
+	cp, err := tool.Start(ctx, dev, o.Options, out)
 	if err != nil {
 		return res, err
 	}

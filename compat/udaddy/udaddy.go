@@ -31,8 +31,8 @@ const (
 	MaxSize        = 4096
 )
 
-// Tool is udaddy among the rdma_cm tools: one client, ten messages of 100 bytes, port 7174.
-var Tool = cmpeer.Tool{
+// tool is udaddy among the rdma_cm tools: its defaults and limits.
+var tool = cmpeer.Tool{
 	Name:           "udaddy",
 	Defaults:       Options{Port: 7174, Connections: 1, Count: 10, Size: 100, Timeout: 30 * time.Second},
 	MaxConnections: MaxConnections,
@@ -42,7 +42,7 @@ var Tool = cmpeer.Tool{
 }
 
 // Defaults are udaddy's options: one client, ten messages of 100 bytes, port 7174.
-func Defaults() Options { return Tool.Defaults }
+func Defaults() Options { return tool.Defaults }
 
 // node is one client's UD QP and where its peer is: udaddy's struct cmatest_node.
 type node struct {
@@ -62,7 +62,7 @@ type test struct {
 
 // Run runs one side of udaddy on dev, printing what udaddy prints to out.
 func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) error {
-	return Tool.Run(ctx, dev, o, out, func(p *cmpeer.Peer) cmpeer.Side { return &test{Peer: p} })
+	return tool.Run(ctx, dev, o, out, func(p *cmpeer.Peer) cmpeer.Side { return &test{Peer: p} })
 }
 
 // slot is a receive's size: the GRH area and a message.

@@ -1,6 +1,8 @@
 package cmpeer_test
 
 import (
+	"context"
+	"io"
 	"net/netip"
 	"testing"
 	"time"
@@ -10,56 +12,66 @@ import (
 	"github.com/softirdma/softirdma/compat/internal/ctrltest"
 	"github.com/softirdma/softirdma/compat/rping"
 	"github.com/softirdma/softirdma/compat/udaddy"
+	"github.com/softirdma/softirdma/internal/loophosts"
 )
 
-// Each tool fills in its own defaults and words a refusal as it always has, whichever of its
-// options is out of range first; udaddy's size is bounded by the port's MTU (1024 here).
+// Each tool refuses options out of its range before it does anything, worded as it always has,
+// naming the first that is out of range; udaddy's size is bounded by the port's MTU (4096 on
+// these hosts).
 func TestToolOptionsWorded(t *testing.T) {
+	h, _ := loophosts.Pair(t, 0, 9)
+	dev := h.Device()
 	addr := netip.MustParseAddr("192.0.2.1")
+	ucmatose := func(o cmpeer.Options) error { return cmatose.Run(context.Background(), dev, o, io.Discard) }
+	uudaddy := func(o cmpeer.Options) error { return udaddy.Run(context.Background(), dev, o, io.Discard) }
+	rpingRun := func(o cmpeer.Options) error {
+		_, err := rping.Run(context.Background(), dev, rping.Options{Options: o}, io.Discard)
+		return err
+	}
 	for _, c := range []struct {
-		tool cmpeer.Tool
+		run  func(cmpeer.Options) error
 		o    cmpeer.Options
 		want string
 	}{
-		{cmatose.Tool, cmpeer.Options{Addr: addr, Connections: 1025}, "cmatose: 1025 connections is out of range (1..1024)"},
-		{cmatose.Tool, cmpeer.Options{Addr: addr, Count: -1, Size: 10}, "cmatose: count -1 is out of range (0..16384)"},
-		{cmatose.Tool, cmpeer.Options{Addr: addr, Size: 1<<20 + 1}, "cmatose: size 1048577 is out of range (0..1048576)"},
-		{cmatose.Tool, cmpeer.Options{Size: 10}, "cmatose: an address is needed"},
-		{cmatose.Tool, cmpeer.Options{Addr: addr, Wait: -time.Second}, "cmatose: negative timeout"},
-		{cmatose.Tool, cmpeer.Options{Addr: addr, Count: 20000}, ""}, // no size: no messages
-		{udaddy.Tool, cmpeer.Options{Addr: addr, Connections: -1}, "udaddy: -1 connections is out of range (1..1024)"},
-		{udaddy.Tool, cmpeer.Options{Addr: addr, Count: 1 << 15, Size: 1}, "udaddy: count 32768 is out of range (0..16384)"},
-		{udaddy.Tool, cmpeer.Options{Addr: addr, Size: -1}, "udaddy: size -1 is negative"},
-		{udaddy.Tool, cmpeer.Options{Addr: addr, Size: 1025}, "udaddy: message_size 1025 is larger than active mtu 1024"},
-		{udaddy.Tool, cmpeer.Options{Size: 1024}, "udaddy: an address is needed"},
-		{udaddy.Tool, cmpeer.Options{Addr: addr, Timeout: -time.Second}, "udaddy: negative timeout"},
-		{rping.Tool, cmpeer.Options{Addr: addr, Size: 15}, "rping: size 15 is out of range (16..65536)"},
-		{rping.Tool, cmpeer.Options{Addr: addr, Count: -1}, "rping: count -1 is out of range (0..100000000)"},
-		{rping.Tool, cmpeer.Options{}, "rping: an address is needed (-a)"},
-		{rping.Tool, cmpeer.Options{Addr: addr, Wait: -time.Second}, "rping: negative timeout"},
-		{rping.Tool, cmpeer.Options{Addr: addr, Connections: 5000}, ""}, // one connection, not an option
+		{ucmatose, cmpeer.Options{Addr: addr, Connections: 1025}, "cmatose: 1025 connections is out of range (1..1024)"},
+		{ucmatose, cmpeer.Options{Addr: addr, Count: -1, Size: 10}, "cmatose: count -1 is out of range (0..16384)"},
+		{ucmatose, cmpeer.Options{Addr: addr, Size: 1<<20 + 1}, "cmatose: size 1048577 is out of range (0..1048576)"},
+		{ucmatose, cmpeer.Options{Size: 10}, "cmatose: an address is needed"},
+		{ucmatose, cmpeer.Options{Addr: addr, Wait: -time.Second}, "cmatose: negative timeout"},
+		{uudaddy, cmpeer.Options{Addr: addr, Connections: -1}, "udaddy: -1 connections is out of range (1..1024)"},
+		{uudaddy, cmpeer.Options{Addr: addr, Count: 1 << 15, Size: 1}, "udaddy: count 32768 is out of range (0..16384)"},
+		{uudaddy, cmpeer.Options{Addr: addr, Size: -1}, "udaddy: size -1 is negative"},
+		{uudaddy, cmpeer.Options{Addr: addr, Size: 4097}, "udaddy: message_size 4097 is larger than active mtu 4096"},
+		{uudaddy, cmpeer.Options{Size: 1024}, "udaddy: an address is needed"},
+		{uudaddy, cmpeer.Options{Addr: addr, Timeout: -time.Second}, "udaddy: negative timeout"},
+		{rpingRun, cmpeer.Options{Addr: addr, Size: 15, Count: -1}, "rping: size 15 is out of range (16..65536)"},
+		{rpingRun, cmpeer.Options{Addr: addr, Count: -1}, "rping: count -1 is out of range (0..100000000)"},
+		{rpingRun, cmpeer.Options{}, "rping: an address is needed (-a)"},
+		{rpingRun, cmpeer.Options{Addr: addr, Wait: -time.Second}, "rping: negative timeout"},
 	} {
-		o := c.o
-		c.tool.Fill(&o)
-		if got := ctrltest.Text(c.tool.Check(o, 1024)); got != c.want {
-			t.Errorf("%s %+v: %q, want %q", c.tool.Name, c.o, got, c.want)
+		if got := ctrltest.Text(c.run(c.o)); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.o, got, c.want)
 		}
 	}
 }
 
-func TestToolDefaults(t *testing.T) {
+// A tool's defaults fill the options left zero; a zero size sends nothing where the tool takes
+// one, and is the default size where it does not.
+func TestFill(t *testing.T) {
+	d := cmpeer.Options{Port: 7, Connections: 2, Count: 3, Size: 4, Timeout: time.Second}
 	for _, c := range []struct {
-		tool cmpeer.Tool
-		want cmpeer.Options
+		minSize int
+		o, want cmpeer.Options
 	}{
-		{cmatose.Tool, cmpeer.Options{Port: 7471, Connections: 1, Timeout: 30 * time.Second}},
-		{udaddy.Tool, cmpeer.Options{Port: 7174, Connections: 1, Timeout: 30 * time.Second}},
-		{rping.Tool, cmpeer.Options{Port: 7174, Size: 64, Timeout: 30 * time.Second}},
+		{0, cmpeer.Options{Count: 5}, cmpeer.Options{Port: 7, Connections: 2, Timeout: time.Second}},
+		{0, cmpeer.Options{Count: 5, Size: 6}, cmpeer.Options{Port: 7, Connections: 2, Count: 5, Size: 6, Timeout: time.Second}},
+		{1, cmpeer.Options{Count: 5}, cmpeer.Options{Port: 7, Connections: 2, Count: 5, Size: 4, Timeout: time.Second}},
+		{1, cmpeer.Options{Port: 8, Connections: 9, Timeout: time.Minute}, cmpeer.Options{Port: 8, Connections: 9, Size: 4, Timeout: time.Minute}},
 	} {
-		var o cmpeer.Options
-		c.tool.Fill(&o)
+		o := c.o
+		cmpeer.Tool{Defaults: d, MinSize: c.minSize}.Fill(&o)
 		if o.Port != c.want.Port || o.Connections != c.want.Connections || o.Count != c.want.Count || o.Size != c.want.Size || o.Timeout != c.want.Timeout {
-			t.Errorf("%s: zero options filled as %+v, want %+v", c.tool.Name, o, c.want)
+			t.Errorf("MinSize %d, %+v: filled %+v, want %+v", c.minSize, c.o, o, c.want)
 		}
 	}
 }
