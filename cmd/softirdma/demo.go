@@ -36,27 +36,22 @@ func demoMain(args []string, stdout, stderr io.Writer, env demoEnv) (code int) {
 	loss := fs.Float64("loss", 0, "probability that the simulated wire loses a frame, each way (0 to 0.5)")
 	pcapPath := fs.String("pcap", "", "write every frame on the wire to this pcap file")
 	trace := fs.Bool("trace", false, "print every event of the engine (QP states, packets, NAKs, retries, faults)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma demo [-seed N] [-loss P] [-pcap FILE] [-trace]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Two softirdma devices, A and B, on a simulated RoCEv2 wire with one RC connection.")
-		fmt.Fprintln(stderr, "B registers memory and binds type 1 and type 2 memory windows (watch the rkeys rotate);")
-		fmt.Fprintln(stderr, "A writes, reads and runs atomics through them, invalidates a window with SEND_WITH_INV,")
-		fmt.Fprintln(stderr, "and meets a stale rkey. Exits 0 only when every step got the expected result.")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "With -loss, RC resends what the wire loses. When the wire loses all retry_cnt (7) resends, the")
-		fmt.Fprintln(stderr, "QP gives up with RETRY_EXC_ERR, as a real NIC does; the demo says what the lost try did, connects")
-		fmt.Fprintln(stderr, "a fresh QP pair and goes on. The stale rkey ends in REM_ACCESS_ERR, or in RETRY_EXC_ERR when the")
-		fmt.Fprintln(stderr, "wire loses B's NAK: B's QP is in ERR by then and answers no retry.")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
-	}
-	if code, done := parseFlags(fs, args); done {
+	setUsage(fs, stderr,
+		"usage: softirdma demo [-seed N] [-loss P] [-pcap FILE] [-trace]",
+		"",
+		"Two softirdma devices, A and B, on a simulated RoCEv2 wire with one RC connection.",
+		"B registers memory and binds type 1 and type 2 memory windows (watch the rkeys rotate);",
+		"A writes, reads and runs atomics through them, invalidates a window with SEND_WITH_INV,",
+		"and meets a stale rkey. Exits 0 only when every step got the expected result.",
+		"",
+		"With -loss, RC resends what the wire loses. When the wire loses all retry_cnt (7) resends, the",
+		"QP gives up with RETRY_EXC_ERR, as a real NIC does; the demo says what the lost try did, connects",
+		"a fresh QP pair and goes on. The stale rkey ends in REM_ACCESS_ERR, or in RETRY_EXC_ERR when the",
+		"wire loses B's NAK: B's QP is in ERR by then and answers no retry.",
+		"",
+	)
+	if code, done := parseNoArgs(fs, args); done {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "softirdma demo: unexpected argument %q\n", fs.Arg(0))
-		return 2
 	}
 	if !(*loss >= 0 && *loss <= 0.5) { // also refuses NaN, which every comparison rejects
 		fmt.Fprintf(stderr, "softirdma demo: -loss must be a probability from 0 to 0.5, not %g\n", *loss)
@@ -319,20 +314,40 @@ func (d *demo) word() uint64 { return binary.LittleEndian.Uint64(d.bufB[wordOff:
 func (d *demo) setWord(v uint64) { binary.LittleEndian.PutUint64(d.bufB[wordOff:], v) }
 
 func (d *demo) run() {
+	if !d.registerB() || !d.bindType1() {
+		return
+	}
+	d.writeAndRead()
+	if !d.bindType2() {
+		return
+	}
+	d.atomics()
+	rkey2 := d.sendWithInv()
+	d.rebindAndInvalidate(rkey2)
+	d.staleRKey(rkey2)
+	d.freshConnection()
+}
+
+// registerB registers B's memory: LOCAL_WRITE|MW_BIND and no remote rights of its own; windows
+// grant them.
+func (d *demo) registerB() bool {
 	var err error
-	// B's memory: LOCAL_WRITE|MW_BIND and no remote rights of its own; windows grant them.
 	d.mrB, err = d.pdB.RegMR(d.bufB, engine.AccessLocalWrite|engine.AccessMWBind)
 	if err != nil {
 		d.step(false, "B: reg_mr 64 KiB: %v", err)
-		return
+		return false
 	}
 	d.step(true, "B: reg_mr 64 KiB at 0x%x, LOCAL_WRITE|MW_BIND: lkey = rkey = 0x%08x; the MR itself grants no remote access",
 		d.mrB.Addr(), d.mrB.RKey())
+	return true
+}
 
-	// A type 1 window, bound by the bind verb: key8 + 1. It belongs to B's PD, not to a QP.
+// bindType1 binds a type 1 window by the bind verb: key8 + 1. It belongs to B's PD, not to a QP.
+func (d *demo) bindType1() bool {
+	var err error
 	if d.w1, err = d.pdB.AllocMW(engine.MWType1); err != nil {
 		d.step(false, "B: alloc_mw type 1: %v", err)
-		return
+		return false
 	}
 	old := d.w1.RKey()
 	err = d.qb.BindMW(d.w1, engine.MWBind{ID: 1, Flags: engine.SendSignaled, MR: d.mrB, Addr: d.mrB.Addr(), Length: 16 << 10,
@@ -340,11 +355,15 @@ func (d *demo) run() {
 	wc, _ := d.complete(d.cqB)
 	d.step(err == nil && wc.Status == engine.WCSuccess && d.w1.RKey() == uint32(keys.Key(old).Inc()),
 		"B: type 1 window over [0, 16 KiB) REMOTE_WRITE|REMOTE_READ: ibv_bind_mw rotates rkey 0x%08x -> 0x%08x", old, d.w1.RKey())
+	return true
+}
 
-	// WRITE and READ through it. Both can simply be tried again on a fresh connection.
+// writeAndRead WRITEs and READs through the type 1 window. Both can simply be tried again on a
+// fresh connection.
+func (d *demo) writeAndRead() {
 	msg := "through a type 1 window"
 	copy(d.bufA, msg)
-	wc = d.onWire(func() engine.WC {
+	wc := d.onWire(func() engine.WC {
 		return d.post(d.qa, d.cqA, engine.SendWR{ID: 2, Opcode: engine.WRRDMAWrite, SGL: d.sgeA(0, 4096), RemoteAddr: d.mrB.Addr() + 256, RKey: d.w1.RKey()})
 	}, nil)
 	d.step(wc.Status == engine.WCSuccess && string(d.bufB[256:256+len(msg)]) == msg, "A: RDMA WRITE 4 KiB through rkey 0x%08x: %s, %q landed in B", d.w1.RKey(), wc.Status, msg)
@@ -352,23 +371,29 @@ func (d *demo) run() {
 		return d.post(d.qa, d.cqA, engine.SendWR{ID: 3, Opcode: engine.WRRDMARead, SGL: d.sgeA(8192, 4096), RemoteAddr: d.mrB.Addr() + 256, RKey: d.w1.RKey()})
 	}, nil)
 	d.step(wc.Status == engine.WCSuccess && string(d.bufA[8192:8192+len(msg)]) == msg, "A: RDMA READ 4 KiB back (4 response packets): %s", wc.Status)
+}
 
-	// A type 2 window, bound by a BIND_MW work request with the consumer's key8.
+// bindType2 binds a type 2 window by a BIND_MW work request with the consumer's key8.
+func (d *demo) bindType2() bool {
+	var err error
 	if d.w2, err = d.pdB.AllocMW(engine.MWType2); err != nil {
 		d.step(false, "B: alloc_mw type 2: %v", err)
-		return
+		return false
 	}
-	old = d.w2.RKey()
+	old := d.w2.RKey()
 	want := uint32(keys.Key(old).Inc())
-	wc = d.post(d.qb, d.cqB, d.bindW2(4, want))
+	wc := d.post(d.qb, d.cqB, d.bindW2(4, want))
 	d.w2Bound = wc.Status == engine.WCSuccess
 	d.step(wc.Status == engine.WCSuccess && d.w2.RKey() == want, "B: type 2 window over one 8-byte word, REMOTE_ATOMIC: BIND_MW with key8 0x%02x: rkey 0x%08x -> 0x%08x (tied to QP 0x%06x)",
 		uint8(want), old, d.w2.RKey(), d.qb.Num())
+	return true
+}
 
-	// Atomics through it. An atomic is not idempotent: when its response is lost, A cannot tell
-	// whether it ran, so before A tries again B looks and puts its word back.
+// atomics runs atomics through the type 2 window. An atomic is not idempotent: when its response
+// is lost, A cannot tell whether it ran, so before A tries again B looks and puts its word back.
+func (d *demo) atomics() {
 	d.setWord(40)
-	wc = d.onWire(func() engine.WC {
+	wc := d.onWire(func() engine.WC {
 		binary.LittleEndian.PutUint64(d.bufA[16384:], 0)
 		return d.post(d.qa, d.cqA, engine.SendWR{ID: 5, Opcode: engine.WRAtomicFetchAndAdd, SGL: d.sgeA(16384, 8), RemoteAddr: d.mrB.Addr() + wordOff, RKey: d.w2.RKey(), CompareAdd: 2})
 	}, func() bool {
@@ -387,14 +412,17 @@ func (d *demo) run() {
 	got = binary.LittleEndian.Uint64(d.bufA[16392:])
 	d.step(wc.Status == engine.WCSuccess && got == 42 && d.word() == 7,
 		"A: CMP_AND_SWP 42 -> 7: %s, returned %d; B's word is now %d", wc.Status, got, d.word())
+}
 
-	// SEND_WITH_INV invalidates the window from A's side. When only the ACKs are lost, B has the
-	// message and the window is invalid; sending it again would be refused, so A does not.
+// sendWithInv invalidates the type 2 window from A's side with SEND_WITH_INV, and returns the
+// rkey invalidated. When only the ACKs are lost, B has the message and the window is invalid;
+// sending it again would be refused, so A does not.
+func (d *demo) sendWithInv() uint32 {
 	var rwc engine.WC
 	var received bool
 	rkey2 := d.w2.RKey()
 	copy(d.bufA[20000:], "done with your window")
-	wc = d.onWire(func() engine.WC {
+	wc := d.onWire(func() engine.WC {
 		if err := d.qb.PostRecv(engine.RecvWR{ID: 7, SGL: []engine.SGE{{Addr: d.mrB.Addr() + 48<<10, Length: 64, LKey: d.mrB.LKey()}}}); err != nil {
 			return engine.WC{Status: engine.WCGeneralErr, Err: err}
 		}
@@ -424,22 +452,26 @@ func (d *demo) run() {
 	}
 	d.step(ok && (wc.Status == engine.WCSuccess || wc.Status == engine.WCRetryExcErr),
 		"A: SEND_WITH_INV rkey 0x%08x: B's receive completes %s with WITH_INV, invalidated rkey 0x%08x%s", rkey2, rwc.Status, rwc.InvalidatedRKey(), acks)
+	return rkey2
+}
 
-	// Rebind with a new key8, then LOCAL_INV from B's side.
-	want = uint32(keys.Key(rkey2).Inc())
-	wc = d.post(d.qb, d.cqB, d.bindW2(9, want))
+// rebindAndInvalidate rebinds the type 2 window with a new key8, then invalidates it from B's
+// side with LOCAL_INV.
+func (d *demo) rebindAndInvalidate(rkey2 uint32) {
+	want := uint32(keys.Key(rkey2).Inc())
+	wc := d.post(d.qb, d.cqB, d.bindW2(9, want))
 	d.step(wc.Status == engine.WCSuccess && d.w2.RKey() == want, "B: rebind the type 2 window with a new key8: rkey 0x%08x -> 0x%08x", rkey2, d.w2.RKey())
 	wc = d.post(d.qb, d.cqB, engine.SendWR{ID: 10, Opcode: engine.WRLocalInv, Imm: d.w2.RKey()})
 	d.step(wc.Status == engine.WCSuccess, "B: LOCAL_INV rkey 0x%08x: %s", d.w2.RKey(), wc.Status)
+}
 
-	d.staleRKey(rkey2)
-
-	// What an application does after an error: a fresh connection, and the type 1 window, which
-	// belongs to B's PD rather than to a QP, serves it.
+// freshConnection is what an application does after an error: a fresh connection, and the type
+// 1 window, which belongs to B's PD rather than to a QP, serves it.
+func (d *demo) freshConnection() {
 	d.reconnect(false, false)
-	msg = "over a fresh connection"
+	msg := "over a fresh connection"
 	copy(d.bufA[4096:], msg)
-	wc = d.onWire(func() engine.WC {
+	wc := d.onWire(func() engine.WC {
 		return d.post(d.qa, d.cqA, engine.SendWR{ID: 12, Opcode: engine.WRRDMAWrite, SGL: d.sgeA(4096, 64), RemoteAddr: d.mrB.Addr() + 1024, RKey: d.w1.RKey()})
 	}, nil)
 	d.step(wc.Status == engine.WCSuccess && string(d.bufB[1024:1024+len(msg)]) == msg,

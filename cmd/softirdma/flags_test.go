@@ -252,15 +252,13 @@ func TestShortTimeoutNeverReadsZero(t *testing.T) {
 // TestServerStrayAndTimeout: a server drops a connection that sends nothing, says so on
 // stderr, goes on waiting, and at its timeout says nobody came.
 func TestServerStrayAndTimeout(t *testing.T) {
-	serverIdle = 200 * time.Millisecond
-	defer func() { serverIdle = 0 }()
 	for _, cmd := range [][]string{{"pingpong"}, {"perf", "read"}} {
 		port := fmt.Sprint(freeTCPPort(t))
 		var out bytes.Buffer
 		errOut := &lockedBuffer{}
 		done := make(chan int)
 		go func() {
-			done <- dispatch(peerArgs(t, append(cmd, "-server", "-p", port, "-timeout", "2s")...), &out, errOut)
+			done <- dispatchWith(peerArgs(t, append(cmd, "-server", "-p", port, "-timeout", "2s")...), &out, errOut, peerRun{idle: 200 * time.Millisecond})
 		}()
 		for deadline := time.Now().Add(5 * time.Second); ; { // until the server listens
 			c, err := net.Dial("tcp", "127.0.0.1:"+port)

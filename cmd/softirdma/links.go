@@ -29,18 +29,13 @@ func runLinks(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("links", stderr)
 	watch := fs.String("watch", "", "print the named adapter's state changes as netlink reports them")
 	watchFor := fs.Duration("for", 0, "with -watch: stop after this long (0: until interrupted)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma links [-watch ADAPTER [-for DURATION]]")
-		fmt.Fprintln(stderr, "Lists the machine's adapters: state, MAC, MTU and RoCE path MTU, addresses, the RoCEv2 GIDs")
-		fmt.Fprintln(stderr, "softirdma would use on each (in rxe's order, for -g and -x), and kernel RDMA devices on them.")
-		fs.PrintDefaults()
-	}
-	if code, done := parseFlags(fs, args); done {
+	setUsage(fs, stderr,
+		"usage: softirdma links [-watch ADAPTER [-for DURATION]]",
+		"Lists the machine's adapters: state, MAC, MTU and RoCE path MTU, addresses, the RoCEv2 GIDs",
+		"softirdma would use on each (in rxe's order, for -g and -x), and kernel RDMA devices on them.",
+	)
+	if code, done := parseNoArgs(fs, args); done {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "softirdma links: unexpected argument %q\n", fs.Arg(0))
-		return 2
 	}
 	if code := checkFlags(stderr, "links", atLeast("for", *watchFor, 0)); code != 0 {
 		return code

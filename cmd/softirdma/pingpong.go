@@ -26,10 +26,33 @@ import (
 )
 
 func init() {
-	register("pingpong", "ibv_rc_pingpong's, ibv_uc_pingpong's and ibv_ud_pingpong's peer: either side can be rdma-core's tool", runPingpong)
+	registerPeer("pingpong", "ibv_rc_pingpong's, ibv_uc_pingpong's and ibv_ud_pingpong's peer: either side can be rdma-core's tool", runPingpong)
 }
 
-func runPingpong(args []string, stdout, stderr io.Writer) int {
+// peerRun is what a run of a peer of rdma-core's tools takes besides its arguments; a command
+// run from the command line takes the zero value.
+type peerRun struct {
+	// idle is how long a server gives a connection to send its first message; 0 is the
+	// packages' default (10s).
+	idle time.Duration
+	// ran, if set, gets the attributes of the QP the run connected.
+	ran func(engine.QPAttr)
+}
+
+// peerCommand is a peer of rdma-core's tools as a command.
+type peerCommand func(args []string, stdout, stderr io.Writer, run peerRun) int
+
+// peers are the peers of rdma-core's tools by name: the commands that take a peerRun.
+var peers = map[string]peerCommand{}
+
+// registerPeer registers a peer of rdma-core's tools, which runs from the command line with the
+// zero peerRun.
+func registerPeer(name, summary string, cmd peerCommand) {
+	peers[name] = cmd
+	register(name, summary, func(args []string, stdout, stderr io.Writer) int { return cmd(args, stdout, stderr, peerRun{}) })
+}
+
+func runPingpong(args []string, stdout, stderr io.Writer, run peerRun) int {
 	fs := newFlagSet("pingpong", stderr)
 	var o pingpong.Options
 	var lc linkFlags
@@ -45,13 +68,12 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.Validate, "c", false, "validate the buffer (the server checks page starts)")
 	pf.register(fs, "g", "GID index to advertise: 0 the IPv6 link-local GID, 1 the IPv4-mapped one (as rxe numbers them)",
 		"(ibv_rc_pingpong has no limit; 0 for none)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma pingpong [-server | HOST] -link KIND:ADDRS -ip ADDR [flags]")
-		fmt.Fprintln(stderr, "Runs ibv_rc_pingpong's exchange and traffic (or with -transport UC or UD, ibv_uc_pingpong's or")
-		fmt.Fprintln(stderr, "ibv_ud_pingpong's) over a link, e.g. to a QEMU guest:")
-		fmt.Fprintln(stderr, "  softirdma pingpong -server -link dgram:127.0.0.1:9002,127.0.0.1:9001 -ip 192.168.77.1")
-		fs.PrintDefaults()
-	}
+	setUsage(fs, stderr,
+		"usage: softirdma pingpong [-server | HOST] -link KIND:ADDRS -ip ADDR [flags]",
+		"Runs ibv_rc_pingpong's exchange and traffic (or with -transport UC or UD, ibv_uc_pingpong's or",
+		"ibv_ud_pingpong's) over a link, e.g. to a QEMU guest:",
+		"  softirdma pingpong -server -link dgram:127.0.0.1:9002,127.0.0.1:9001 -ip 192.168.77.1",
+	)
 	host, code, done := parseWithOneArg(fs, args)
 	if done {
 		return code
@@ -79,20 +101,13 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 	if !pf.server {
 		o.Host = host
 	}
-	o.Server, o.Wait, o.Idle, o.QPTimeout, o.RetryCount = pf.server, pf.wait, serverIdle, &pf.qpTimeout, &pf.retry
-	return runPeer("pingpong", host, &lc, &pf, stderr, func(ctx context.Context, dev *engine.Device, gid netip.Addr, log io.Writer) (engine.QPAttr, error) {
+	o.Server, o.Wait, o.Idle, o.QPTimeout, o.RetryCount = pf.server, pf.wait, run.idle, &pf.qpTimeout, &pf.retry
+	return runPeer("pingpong", host, &lc, &pf, run, stderr, func(ctx context.Context, dev *engine.Device, gid netip.Addr, log io.Writer) (engine.QPAttr, error) {
 		o.GID, o.Log = gid, log
 		res, err := pingpong.Run(ctx, dev, o, stdout)
 		return res.QP, err
 	})
 }
-
-// ranPeer, when set, gets the attributes of the QP a pingpong or perf run connected (tests).
-var ranPeer func(engine.QPAttr)
-
-// serverIdle is how long a server gives a connection to send its first message; 0 is the
-// packages' default (10s). Tests shorten it.
-var serverIdle time.Duration
 
 // peerFlags are the flags the peers of rdma-core's tools share besides the link's.
 type peerFlags struct {
@@ -127,7 +142,7 @@ func (p *peerFlags) checks() []flagCheck {
 // or a host to connect to, a host on the link, the GID to advertise by rxe's numbering (0 the IPv6 link-local one, 1 the
 // IPv4-mapped one), a context that ends on an interrupt or after the timeout, and the notes of
 // the exchange (connections dropped, waiting for the server) on stderr.
-func runPeer(cmd, host string, lc *linkFlags, pf *peerFlags, stderr io.Writer,
+func runPeer(cmd, host string, lc *linkFlags, pf *peerFlags, pr peerRun, stderr io.Writer,
 	run func(ctx context.Context, dev *engine.Device, gid netip.Addr, log io.Writer) (engine.QPAttr, error)) int {
 	if !pf.server && host == "" {
 		fmt.Fprintf(stderr, "softirdma %s: give a server's host name, or -server\n", cmd)
@@ -146,7 +161,10 @@ func runPeer(cmd, host string, lc *linkFlags, pf *peerFlags, stderr io.Writer,
 			gid = neigh.LinkLocal(h.Device().MAC())
 		}
 		qp, err := run(ctx, h.Device(), gid, prefixWriter{stderr, "softirdma " + cmd + ": "})
-		return peerExit(cmd, pf, stderr, qp, err)
+		if pr.ran != nil {
+			pr.ran(qp)
+		}
+		return peerExit(cmd, pf, stderr, err)
 	})
 }
 
@@ -175,10 +193,7 @@ func onLink(cmd string, lc *linkFlags, timeout time.Duration, stderr io.Writer, 
 }
 
 // peerExit is the exit status of a peer of rdma-core's tools that returned err, which it reports.
-func peerExit(cmd string, pf *peerFlags, stderr io.Writer, qp engine.QPAttr, err error) int {
-	if ranPeer != nil {
-		ranPeer(qp)
-	}
+func peerExit(cmd string, pf *peerFlags, stderr io.Writer, err error) int {
 	if err != nil {
 		msg := err.Error()
 		for _, p := range []string{"pingpong: ", "perftest: "} {
@@ -204,6 +219,28 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return len(b), nil
+}
+
+// setUsage makes fs's usage, on w, the lines given and then its flags.
+func setUsage(fs flagSet, w io.Writer, lines ...string) {
+	fs.Usage = func() {
+		for _, l := range lines {
+			fmt.Fprintln(w, l)
+		}
+		fs.PrintDefaults()
+	}
+}
+
+// parseNoArgs parses flags, and refuses an argument besides them (exit status 2).
+func parseNoArgs(fs flagSet, args []string) (code int, done bool) {
+	if code, done := parseFlags(fs, args); done {
+		return code, true
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return 2, true
+	}
+	return 0, false
 }
 
 // parseWithOneArg parses flags before and after at most one positional argument.

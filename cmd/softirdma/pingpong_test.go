@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"github.com/softirdma/softirdma/wire"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -36,9 +37,9 @@ func freeTCPPort(t *testing.T) int {
 // TestPingpongCommand runs the command twice in one process: a server and a client, each with
 // its own dgram link, wired to each other the way QEMU's -netdev dgram wires a guest.
 func TestPingpongCommand(t *testing.T) {
-	qps := recordQPs(t)
+	run, qps := recordQPs()
 	pcap := t.TempDir() + "/pp.pcap"
-	s, c := runPair(t, []string{"pingpong", "-server", "-n", "50", "-g", "0", "-pcap", pcap, "-u", "18", "-retry", "3"},
+	s, c := runPairWith(t, run, []string{"pingpong", "-server", "-n", "50", "-g", "0", "-pcap", pcap, "-u", "18", "-retry", "3"},
 		[]string{"pingpong", "127.0.0.1", "-n", "50", "-g", "0", "-loss", "0.02", "-u", "18", "-retry", "3"})
 	if s.code != 0 || c.code != 0 {
 		t.Fatalf("server %d: %s%s\nclient %d: %s%s", s.code, s.out, s.err, c.code, c.out, c.err)
@@ -150,8 +151,8 @@ func TestActiveMTU(t *testing.T) {
 
 // TestPerfCommand runs softirdma perf against itself, as ib_read_bw's two ends would run.
 func TestPerfCommand(t *testing.T) {
-	qps := recordQPs(t)
-	s, c := runPair(t, []string{"perf", "read", "-server", "-n", "200", "-s", "8192"},
+	run, qps := recordQPs()
+	s, c := runPairWith(t, run, []string{"perf", "read", "-server", "-n", "200", "-s", "8192"},
 		[]string{"perf", "read", "127.0.0.1", "-n", "200", "-s", "8192", "-u", "20", "-retry", "2"})
 	if s.code != 0 || c.code != 0 {
 		t.Fatalf("server %d: %s%s\nclient %d: %s%s", s.code, s.out, s.err, c.code, c.out, c.err)
@@ -174,21 +175,29 @@ func TestPerfCommand(t *testing.T) {
 	}
 }
 
-// recordQPs collects the attributes of the QPs the peers connect, until the test ends.
-func recordQPs(t *testing.T) func() []emu.QPAttr {
+// recordQPs gives the peers' runs an option that collects the attributes of the QPs they connect,
+// and what it collected.
+func recordQPs() (peerRun, func() []emu.QPAttr) {
 	var mu sync.Mutex
 	var qps []emu.QPAttr
-	ranPeer = func(a emu.QPAttr) {
+	run := peerRun{ran: func(a emu.QPAttr) {
 		mu.Lock()
 		defer mu.Unlock()
 		qps = append(qps, a)
-	}
-	t.Cleanup(func() { ranPeer = nil })
-	return func() []emu.QPAttr {
+	}}
+	return run, func() []emu.QPAttr {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]emu.QPAttr(nil), qps...)
 	}
+}
+
+// dispatchWith is dispatch with the peers of rdma-core's tools run with run.
+func dispatchWith(args []string, stdout, stderr io.Writer, run peerRun) int {
+	if cmd, ok := peers[args[0]]; ok {
+		return cmd(args[1:], stdout, stderr, run)
+	}
+	return dispatch(args, stdout, stderr)
 }
 
 type cliRun struct {
@@ -201,8 +210,14 @@ type cliRun struct {
 // to the other's the way QEMU's -netdev dgram wires a guest, with a fresh exchange port; the
 // client waits for the server to listen.
 func runPair(t *testing.T, server, client []string) (s, c *cliRun) {
-	return runPairOn(t, append(server, "-timeout", "30s", "-ip", "192.0.2.1", "-mac", "02:00:00:00:00:01"),
-		append(client, "-timeout", "30s", "-ip", "192.0.2.2", "-mac", "02:00:00:00:00:02"))
+	return runPairWith(t, peerRun{}, server, client)
+}
+
+// runPairWith is runPair with the peers of rdma-core's tools run with run.
+func runPairWith(t *testing.T, run peerRun, server, client []string) (s, c *cliRun) {
+	port := fmt.Sprint(freeTCPPort(t))
+	return runLinkedWith(t, run, append(server, "-timeout", "30s", "-ip", "192.0.2.1", "-mac", "02:00:00:00:00:01", "-p", port),
+		append(client, "-timeout", "30s", "-ip", "192.0.2.2", "-mac", "02:00:00:00:00:02", "-p", port, "-wait", "20s"))
 }
 
 // runPairOn is runPair with the addresses and the timeout left to the caller.
@@ -213,6 +228,11 @@ func runPairOn(t *testing.T, server, client []string) (s, c *cliRun) {
 
 // runLinked runs two commands in one process, each with its own dgram link, wired to each other.
 func runLinked(t *testing.T, server, client []string) (s, c *cliRun) {
+	return runLinkedWith(t, peerRun{}, server, client)
+}
+
+// runLinkedWith is runLinked with the peers of rdma-core's tools run with run.
+func runLinkedWith(t *testing.T, run peerRun, server, client []string) (s, c *cliRun) {
 	a, b := freeUDP(t), freeUDP(t)
 	s, c = new(cliRun), new(cliRun)
 	server = append(server, "-link", "dgram:"+a+","+b)
@@ -225,7 +245,7 @@ func runLinked(t *testing.T, server, client []string) (s, c *cliRun) {
 	}{{s, server}, {c, client}} {
 		go func() {
 			defer wg.Done()
-			r.run.code = dispatch(r.args, &r.run.bout, &r.run.berr)
+			r.run.code = dispatchWith(r.args, &r.run.bout, &r.run.berr, run)
 			r.run.out, r.run.err = r.run.bout.String(), r.run.berr.String()
 		}()
 	}
@@ -362,6 +382,35 @@ func TestRpingCommand(t *testing.T) {
 	for _, bad := range [][]string{{"rping", "-s", "-c", "-a", "1.2.3.4"}, {"rping", "-c", "-a", "nowhere"}, {"rping", "-c", "-a", "1.2.3.4", "-S", "8"}} {
 		if code, _, _ := runCLI(bad...); code != 2 {
 			t.Fatalf("%v: exit %d", bad, code)
+		}
+	}
+}
+
+// A server's idle run option reaches the exchange: a connection that stays silent that long is
+// dropped, and the server goes on waiting until its timeout.
+func TestPeerRunIdle(t *testing.T) {
+	for _, cmd := range [][]string{{"pingpong"}, {"perf", "read"}} {
+		port := fmt.Sprint(freeTCPPort(t))
+		errOut := &lockedBuffer{}
+		done := make(chan int)
+		go func() {
+			done <- dispatchWith(peerArgs(t, append(cmd, "-server", "-p", port, "-timeout", "2s")...), io.Discard, errOut, peerRun{idle: 100 * time.Millisecond})
+		}()
+		var c net.Conn
+		for deadline := time.Now().Add(5 * time.Second); ; { // until the server listens
+			var err error
+			if c, err = net.Dial("tcp", "127.0.0.1:"+port); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		code := <-done
+		c.Close()
+		if code != 1 || !strings.Contains(errOut.String(), ": it sent nothing for 100ms; still waiting for a client\n") {
+			t.Errorf("%v: exit %d\n%s", cmd, code, errOut.String())
 		}
 	}
 }

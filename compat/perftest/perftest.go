@@ -14,6 +14,7 @@ import (
 
 	"github.com/softirdma/softirdma/emu/engine"
 
+	"github.com/softirdma/softirdma/compat/internal/cmpeer"
 	"github.com/softirdma/softirdma/compat/internal/ctrl"
 )
 
@@ -148,9 +149,6 @@ func (o *Options) defaults() {
 
 // check refuses what the run cannot do, before it allocates anything.
 func (o *Options) check() error {
-	bad := func(what string, v any, want string) error {
-		return fmt.Errorf("perftest: %s %v is out of range (%s)", what, v, want)
-	}
 	switch {
 	case o.Test < Write || o.Test > Send:
 		return errors.New("perftest: no test chosen")
@@ -162,25 +160,19 @@ func (o *Options) check() error {
 		return errors.New("perftest: -R connects RC QPs here (UD through rdma_cm is not supported)")
 	case !o.Server && o.Host == "":
 		return errors.New("perftest: a client needs a server to connect to")
-	case o.Port < 1 || o.Port > 65535:
-		return bad("port", o.Port, "1..65535")
-	case o.Size < 1 || o.Size > MaxSize:
-		return bad("size", o.Size, fmt.Sprintf("1..%d", MaxSize))
-	case o.Iters < MinIters || o.Iters > MaxIters:
-		return bad("iterations", o.Iters, fmt.Sprintf("%d..%d", MinIters, MaxIters))
-	case o.TxDepth < 1 || o.TxDepth > MaxTxDepth:
-		return bad("TX depth", o.TxDepth, fmt.Sprintf("1..%d", MaxTxDepth))
-	case o.RxDepth < 1 || o.RxDepth > MaxRxDepth:
-		return bad("RX depth", o.RxDepth, fmt.Sprintf("1..%d", MaxRxDepth))
-	case o.OutReads < 1 || o.OutReads > MaxOutReads:
-		return bad("outstanding reads", o.OutReads, fmt.Sprintf("1..%d", MaxOutReads))
-	case o.RateLimit < 0 || o.RateLimit > MaxRateLimit:
-		return bad("rate limit", o.RateLimit, fmt.Sprintf("0..%d", MaxRateLimit))
-	case o.QPTimeout != nil && (*o.QPTimeout < 0 || *o.QPTimeout > 31):
-		return bad("QP timeout", *o.QPTimeout, "0..31")
-	case o.RetryCount != nil && (*o.RetryCount < 0 || *o.RetryCount > 7):
-		return bad("retry count", *o.RetryCount, "0..7")
-	case o.Timeout < 0 || o.Wait < 0 || o.Idle < 0:
+	}
+	if err := ctrl.OutOfRange("perftest", append([]ctrl.Range{
+		{What: "port", V: o.Port, Lo: 1, Hi: 65535},
+		{What: "size", V: o.Size, Lo: 1, Hi: MaxSize},
+		{What: "iterations", V: o.Iters, Lo: MinIters, Hi: MaxIters},
+		{What: "TX depth", V: o.TxDepth, Lo: 1, Hi: MaxTxDepth},
+		{What: "RX depth", V: o.RxDepth, Lo: 1, Hi: MaxRxDepth},
+		{What: "outstanding reads", V: o.OutReads, Lo: 1, Hi: MaxOutReads},
+		{What: "rate limit", V: o.RateLimit, Lo: 0, Hi: MaxRateLimit},
+	}, ctrl.QPRanges(o.QPTimeout, o.RetryCount)...)...); err != nil {
+		return err
+	}
+	if o.Timeout < 0 || o.Wait < 0 || o.Idle < 0 {
 		return errors.New("perftest: negative timeout")
 	}
 	if _, ok := engine.MTUOf(o.MTU); o.MTU != 0 && !ok {
@@ -205,268 +197,351 @@ type Result struct {
 func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) (Result, error) {
 	sizeGiven := o.Size != 0
 	o.defaults()
-	ud := o.Conn == engine.QPTypeUD
-	var res Result
 	if err := o.check(); err != nil {
-		return res, err
+		return Result{}, err
 	}
 	o.TxDepth = min(o.TxDepth, o.Iters)
 	o.RxDepth = min(o.RxDepth, o.Iters)
 	o.RxDepth += o.RxDepth % 2
-	localMTU := 3
-	if o.MTU != 0 {
-		m, _ := engine.MTUOf(o.MTU)
-		localMTU = int(m)
-	}
-	if ud {
-		// A datagram is one packet of at most the port's MTU, whatever -m says.
-		localMTU = min(localMTU, int(dev.ActiveMTU()))
-	}
-	start := time.Now()
-
+	r := &runner{o: o, ctx: ctx, dev: dev, out: out, localMTU: localMTU(o, dev), start: time.Now()}
 	// The QP first: it depends on nothing the peer says. The buffer follows the peer's page size,
 	// so it is registered once the preamble has given it.
-	access := engine.AccessLocalWrite
-	qpAccess := engine.Access(0)
-	outReads := 1
+	if err := r.createQP(); err != nil {
+		return Result{}, err
+	}
+	defer r.qp.Destroy()
+	defer r.dereg()
+	err := r.connect()
+	defer r.hangUp()
+	if err != nil {
+		return Result{}, err
+	}
+	if err := r.agree(sizeGiven); err != nil {
+		return Result{}, err
+	}
+	qpAttr, err := r.ready()
+	if err != nil {
+		return Result{}, err
+	}
+	fmt.Fprintln(out, resultLine)
+	fmt.Fprintln(out, " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]")
+	var res Result
+	if o.Test == Send {
+		res, err = r.sendTest(qpAttr)
+	} else {
+		res, err = r.remoteTest(qpAttr)
+	}
+	if err != nil {
+		return res, err
+	}
+	fmt.Fprintln(out, resultLine)
+	return res, r.finish()
+}
+
+// localMTU is the MTU this side offers (an ibv_mtu): -m, or 1024; for UD at most the port's.
+func localMTU(o Options, dev *engine.Device) int {
+	mtu := 3
+	if o.MTU != 0 {
+		m, _ := engine.MTUOf(o.MTU)
+		mtu = int(m)
+	}
+	if o.Conn == engine.QPTypeUD {
+		// A datagram is one packet of at most the port's MTU, whatever -m says.
+		mtu = min(mtu, int(dev.ActiveMTU()))
+	}
+	return mtu
+}
+
+// accessFor is what the test's buffer and QP grant the peer, and the READ/atomic depth this side
+// offers as a target.
+func accessFor(o Options) (buf, qp engine.Access, outReads int) {
+	buf, outReads = engine.AccessLocalWrite, 1
 	switch o.Test {
 	case Write:
-		access |= engine.AccessRemoteWrite
-		qpAccess = engine.AccessRemoteWrite
+		buf |= engine.AccessRemoteWrite
+		qp = engine.AccessRemoteWrite
 	case Read:
-		access |= engine.AccessRemoteRead
-		qpAccess = engine.AccessRemoteRead
+		buf |= engine.AccessRemoteRead
+		qp = engine.AccessRemoteRead
 		outReads = o.OutReads
 	case Atomic:
-		access |= engine.AccessRemoteAtomic
-		qpAccess = engine.AccessRemoteAtomic
+		buf |= engine.AccessRemoteAtomic
+		qp = engine.AccessRemoteAtomic
 		outReads = o.OutReads
 	case Send:
-		qpAccess = engine.AccessRemoteWrite | engine.AccessLocalWrite
+		qp = engine.AccessRemoteWrite | engine.AccessLocalWrite
 	}
-	pd, err := dev.AllocPD()
-	if err != nil {
-		return res, err
+	return buf, qp, outReads
+}
+
+// createQP makes the test's PD, CQ and QP, takes the QP to INIT, and fills in this side's record
+// but for the buffer.
+func (r *runner) createQP() error {
+	o := r.o
+	var qpAccess engine.Access
+	r.access, qpAccess, r.outReads = accessFor(o)
+	var err error
+	if r.pd, err = r.dev.AllocPD(); err != nil {
+		return err
 	}
-	cq, err := dev.CreateCQ(o.TxDepth + o.RxDepth + 2)
-	if err != nil {
-		return res, err
+	if r.cq, err = r.dev.CreateCQ(o.TxDepth + o.RxDepth + 2); err != nil {
+		return err
 	}
-	wake := make(chan struct{}, 1)
-	cq.OnCompletion(func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	})
-	qp, err := pd.CreateQP(engine.QPInitAttr{Type: o.Conn, SendCQ: cq, RecvCQ: cq,
-		Cap: engine.QPCap{MaxSendWR: o.TxDepth, MaxRecvWR: o.RxDepth + 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		return res, err
+	r.wake = make(chan struct{}, 1)
+	cmpeer.Signal(r.cq, r.wake)
+	if r.qp, err = r.pd.CreateQP(engine.QPInitAttr{Type: o.Conn, SendCQ: r.cq, RecvCQ: r.cq,
+		Cap: engine.QPCap{MaxSendWR: o.TxDepth, MaxRecvWR: o.RxDepth + 1, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		return err
 	}
-	defer qp.Destroy()
 	initMask := engine.AttrState | engine.AttrPKeyIndex | engine.AttrPort | engine.AttrAccessFlags
-	if ud {
+	if r.ud() {
 		initMask = engine.AttrState | engine.AttrPKeyIndex | engine.AttrPort | engine.AttrQKey
 	}
-	if err := qp.Modify(engine.QPAttr{State: engine.QPSInit, Port: 1, AccessFlags: qpAccess, QKey: QKey}, initMask); err != nil {
-		return res, err
+	if err := r.qp.Modify(engine.QPAttr{State: engine.QPSInit, Port: 1, AccessFlags: qpAccess, QKey: QKey}, initMask); err != nil {
+		r.qp.Destroy()
+		return err
 	}
-	rnd := mrand.New(seed(o.Rand))
-	local := Record{OutReads: uint16(outReads), QPN: qp.Num(), PSN: uint32(rnd.Uint64() & 0xffffff)}
+	r.rnd = mrand.New(seed(o.Rand))
+	r.local = Record{OutReads: uint16(r.outReads), QPN: r.qp.Num(), PSN: uint32(r.rnd.Uint64() & 0xffffff)}
 	if o.GID.IsValid() {
-		local.GID = o.GID.As16()
+		r.local.GID = o.GID.As16()
 	}
+	return nil
+}
 
-	const cacheLine = 64
-	inc := func(n int) int { return max(cacheLine, (n+cacheLine-1)/cacheLine*cacheLine) }
-	var mr *engine.MR
-	half := 0
-	defer func() {
-		if mr != nil {
-			mr.Dereg()
-		}
-	}()
-	// register gives the buffer the size the peer's page size asks for: two halves of
-	// max(size, page size), the second the remote target, filled with random bytes.
-	register := func(cycleBuffer int) error {
-		h := inc(max(o.Size, cycleBuffer))
-		if mr != nil && h == half {
-			return nil
-		}
-		if mr != nil {
-			if err := mr.Dereg(); err != nil {
-				return err
-			}
-			mr = nil
-		}
-		extra := 0
-		if ud {
-			extra = cacheLine // room for the GRH area before the last receive's message
-		}
-		buf := make([]byte, 2*h+extra)
-		for i := range buf {
-			buf[i] = byte(rnd.Uint32())
-		}
-		m, err := pd.RegMR(buf, access)
-		if err != nil {
-			return err
-		}
-		mr, half = m, h
-		local.RKey, local.VAddr = mr.RKey(), mr.Addr()+uint64(half)
+func (r *runner) ud() bool { return r.o.Conn == engine.QPTypeUD }
+
+// cacheLine is the cache line perftest assumes for the buffer's layout.
+const cacheLine = 64
+
+// cacheLines is n rounded up to whole cache lines, at least one.
+func cacheLines(n int) int { return max(cacheLine, (n+cacheLine-1)/cacheLine*cacheLine) }
+
+// register gives the buffer the size the peer's page size asks for: two halves of max(size, page
+// size), the second the remote target, filled with random bytes.
+func (r *runner) register(cycleBuffer int) error {
+	h := cacheLines(max(r.o.Size, cycleBuffer))
+	if r.mr != nil && h == r.half {
 		return nil
 	}
-
-	// The control connection up to H1: a server drops a client that fails it and waits for
-	// another. With -R it is a QP of its own, and the test's QP is connected through rdma_cm
-	// on the way.
-	var ch channel
-	var c *conn
-	var cmc *cmConn
-	var h handshake
-	if o.RDMACM {
-		cmc, h, err = connectCM(ctx, dev, o, qp, outReads, localMTU, out, register, &local)
-		if cmc != nil {
-			defer cmc.close()
+	if r.mr != nil {
+		if err := r.mr.Dereg(); err != nil {
+			return err
 		}
-		ch = cmc
+		r.mr = nil
+	}
+	extra := 0
+	if r.ud() {
+		extra = cacheLine // room for the GRH area before the last receive's message
+	}
+	buf := make([]byte, 2*h+extra)
+	for i := range buf {
+		buf[i] = byte(r.rnd.Uint32())
+	}
+	m, err := r.pd.RegMR(buf, r.access)
+	if err != nil {
+		return err
+	}
+	r.mr, r.half = m, h
+	r.local.RKey, r.local.VAddr = r.mr.RKey(), r.mr.Addr()+uint64(r.half)
+	return nil
+}
+
+func (r *runner) dereg() {
+	if r.mr != nil {
+		r.mr.Dereg()
+	}
+}
+
+// connect runs the control connection up to H1: a server drops a client that fails it and waits
+// for another. With -R it is a QP of its own, and the test's QP is connected through rdma_cm on
+// the way.
+func (r *runner) connect() error {
+	var err error
+	if r.o.RDMACM {
+		r.cmc, r.h, err = connectCM(r.ctx, r.dev, r.o, r.qp, r.outReads, r.localMTU, r.out, r.register, &r.local)
+		r.ch = r.cmc
 	} else {
-		c, h, err = connect(ctx, o, localMTU, out, func(c *conn, h *handshake) error {
-			if err := register(h.cycleBuffer); err != nil {
+		r.c, r.h, err = connect(r.ctx, r.o, r.localMTU, r.out, func(c *conn, h *handshake) error {
+			if err := r.register(h.cycleBuffer); err != nil {
 				return ctrl.Fatal(err)
 			}
 			var err error
-			h.peer, err = hello(c, local)
+			h.peer, err = hello(c, r.local)
 			return err
 		})
-		if c != nil {
-			defer c.close()
-		}
-		ch = c
+		r.ch = r.c
 	}
-	if err != nil {
-		return res, err
+	r.peer, r.cycle = r.h.peer, r.h.cycleBuffer
+	return err
+}
+
+// hangUp closes the control connection, or with -R the exchange's QP, once the run is over.
+func (r *runner) hangUp() {
+	if r.cmc != nil {
+		r.cmc.close()
 	}
-	ch.setTimeout(o.Timeout)
-	mtu := engine.MTU(h.mtu)
-	if ud && o.Size > mtu.Bytes() {
+	if r.c != nil {
+		r.c.close()
+	}
+}
+
+// agree settles what the handshake leaves open (a UD message is at most the MTU agreed) and
+// prints the header and both records.
+func (r *runner) agree(sizeGiven bool) error {
+	r.ch.setTimeout(r.o.Timeout)
+	mtu := engine.MTU(r.h.mtu)
+	if r.ud() && r.o.Size > mtu.Bytes() {
 		if sizeGiven {
-			return res, fmt.Errorf("perftest: max message size in UD cannot be greater than MTU (%d)", mtu.Bytes())
+			return fmt.Errorf("perftest: max message size in UD cannot be greater than MTU (%d)", mtu.Bytes())
 		}
 		// perftest's check_mtu: the default size becomes the MTU.
-		if o.Log != nil {
-			fmt.Fprintf(o.Log, " Max msg size in UD is MTU %d\n Changing to this MTU\n", mtu.Bytes())
+		if r.o.Log != nil {
+			fmt.Fprintf(r.o.Log, " Max msg size in UD is MTU %d\n Changing to this MTU\n", mtu.Bytes())
 		}
-		o.Size = mtu.Bytes()
+		r.o.Size = mtu.Bytes()
 	}
-	printHeader(out, o, mtu, outReads)
-	printRecord(out, "local", local, o.Test)
-	printRecord(out, "remote", h.peer, o.Test)
+	printHeader(r.out, r.o, mtu, r.outReads)
+	printRecord(r.out, "local", r.local, r.o.Test)
+	printRecord(r.out, "remote", r.h.peer, r.o.Test)
+	return nil
+}
 
-	// Connect: the server to RTR only, the client to RTS. A UD QP takes only its state (and
-	// PSN): its peer is in each SEND, through the address handle the client makes. rdma_cm
-	// connected it already.
-	dgid := netip.AddrFrom16(h.peer.GID).Unmap()
+// ready connects the QP, the server's to RTR only, the client's to RTS, and runs H2 and H3. A UD
+// QP takes only its state (and PSN): its peer is in each SEND, through the address handle the
+// client makes. rdma_cm connected it already.
+func (r *runner) ready() (engine.QPAttr, error) {
+	dgid := netip.AddrFrom16(r.h.peer.GID).Unmap()
 	// perftest's AV says hop limit 0xFF, but the kernel resolves a RoCE unicast path's hop limit
 	// from its route (ib_resolve_eth_dmac): rxe's frames carry TTL 64, and so do these.
 	av := engine.AHAttr{DGID: dgid, HopLimit: 64}
-	attr := engine.QPAttr{State: engine.QPSRTR, AH: av, PathMTU: mtu, DestQPN: h.peer.QPN,
-		RQPSN: h.peer.PSN, MaxDestRdAtomic: uint8(min(outReads, 128)), MinRNRTimer: engine.DefaultMinRNRTimer}
-	rtrMask := engine.AttrState | engine.AttrAV | engine.AttrPathMTU | engine.AttrDestQPN | engine.AttrRQPSN | engine.AttrMaxDestRdAtomic | engine.AttrMinRNRTimer
-	if ud {
-		rtrMask = engine.AttrState
-	}
-	if !o.RDMACM {
-		if err := qp.Modify(attr, rtrMask); err != nil {
-			return res, fmt.Errorf("perftest: %w", ctrl.RTRFailed(err, dgid))
+	if !r.o.RDMACM {
+		if err := r.qp.Modify(r.rtr(av), r.rtrMask()); err != nil {
+			return engine.QPAttr{}, fmt.Errorf("perftest: %w", ctrl.RTRFailed(err, dgid))
 		}
 	}
-	var ah *engine.AH
-	if !o.Server && !o.RDMACM {
-		attr = engine.QPAttr{State: engine.QPSRTS, SQPSN: local.PSN, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, engine.DefaultTimeout)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, engine.DefaultRetryCnt)), RNRRetry: engine.DefaultRNRRetry,
-			MaxRdAtomic: uint8(min(max(int(h.peer.OutReads), 1), dev.Limits().MaxQPInitRdAtom))}
-		rtsMask := engine.AttrState | engine.AttrSQPSN | engine.AttrTimeout | engine.AttrRetryCnt | engine.AttrRNRRetry | engine.AttrMaxQPRdAtomic
-		if ud {
-			rtsMask = engine.AttrState | engine.AttrSQPSN
-		}
-		if err := qp.Modify(attr, rtsMask); err != nil {
-			return res, fmt.Errorf("perftest: failed to modify QP to RTS: %w", err)
-		}
-		if ud {
-			if ah, err = pd.CreateAH(av); err != nil {
-				return res, fmt.Errorf("perftest: failed to create AH: %w", ctrl.RTRFailed(err, dgid))
-			}
+	if !r.o.Server && !r.o.RDMACM {
+		if err := r.toRTS(av); err != nil {
+			return engine.QPAttr{}, err
 		}
 	}
-	qpAttr := qp.Query()
+	qpAttr := r.qp.Query()
 	for range 2 { // H2, H3
-		if _, err := ch.record(local); err != nil {
-			return res, err
+		if _, err := r.ch.record(r.local); err != nil {
+			return qpAttr, err
 		}
 	}
-	run := runner{o: o, qp: qp, cq: cq, wake: wake, mr: mr, half: half, inc: inc, peer: h.peer, cycle: h.cycleBuffer, ctx: ctx, start: start, c: c, ah: ah}
-	fmt.Fprintln(out, resultLine)
-	fmt.Fprintln(out, " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]")
-	if o.Test == Send {
-		if o.Server {
-			if err := run.postRecvs(o.RxDepth); err != nil {
-				return res, err
-			}
+	return qpAttr, nil
+}
+
+// rtr is the QP's move to RTR toward av.
+func (r *runner) rtr(av engine.AHAttr) engine.QPAttr {
+	return engine.QPAttr{State: engine.QPSRTR, AH: av, PathMTU: engine.MTU(r.h.mtu), DestQPN: r.h.peer.QPN,
+		RQPSN: r.h.peer.PSN, MaxDestRdAtomic: uint8(min(r.outReads, 128)), MinRNRTimer: engine.DefaultMinRNRTimer}
+}
+
+func (r *runner) rtrMask() engine.AttrMask {
+	if r.ud() {
+		return engine.AttrState
+	}
+	return engine.AttrState | engine.AttrAV | engine.AttrPathMTU | engine.AttrDestQPN | engine.AttrRQPSN | engine.AttrMaxDestRdAtomic | engine.AttrMinRNRTimer
+}
+
+// toRTS takes a client's QP to RTS, and for UD makes the address handle of the server.
+func (r *runner) toRTS(av engine.AHAttr) error {
+	attr := engine.QPAttr{State: engine.QPSRTS, SQPSN: r.local.PSN, Timeout: uint8(ctrl.OrDefault(r.o.QPTimeout, engine.DefaultTimeout)), RetryCnt: uint8(ctrl.OrDefault(r.o.RetryCount, engine.DefaultRetryCnt)), RNRRetry: engine.DefaultRNRRetry,
+		MaxRdAtomic: uint8(min(max(int(r.h.peer.OutReads), 1), r.dev.Limits().MaxQPInitRdAtom))}
+	rtsMask := engine.AttrState | engine.AttrSQPSN | engine.AttrTimeout | engine.AttrRetryCnt | engine.AttrRNRRetry | engine.AttrMaxQPRdAtomic
+	if r.ud() {
+		rtsMask = engine.AttrState | engine.AttrSQPSN
+	}
+	if err := r.qp.Modify(attr, rtsMask); err != nil {
+		return fmt.Errorf("perftest: failed to modify QP to RTS: %w", err)
+	}
+	if r.ud() {
+		var err error
+		if r.ah, err = r.pd.CreateAH(av); err != nil {
+			return fmt.Errorf("perftest: failed to create AH: %w", ctrl.RTRFailed(err, av.DGID))
 		}
-		if _, err := ch.record(local); err != nil { // H4: both ready
-			return res, err
+	}
+	return nil
+}
+
+// sendTest is the send test after H3: the server posts its receives, H4 says both are ready, and
+// each side counts its own messages and prints its own result.
+func (r *runner) sendTest(qpAttr engine.QPAttr) (Result, error) {
+	if r.o.Server {
+		if err := r.postRecvs(r.o.RxDepth); err != nil {
+			return Result{}, err
 		}
-		if o.Server {
-			res, err = run.sendServer()
-		} else {
-			res, err = run.initiate()
-		}
+	}
+	if _, err := r.ch.record(r.local); err != nil { // H4: both ready
+		return Result{}, err
+	}
+	var res Result
+	var err error
+	if r.o.Server {
+		res, err = r.sendServer()
+	} else {
+		res, err = r.initiate()
+	}
+	res.QP = qpAttr
+	if err != nil {
+		return res, err
+	}
+	printResult(r.out, res.Report)
+	return res, nil
+}
+
+// remoteTest is a WRITE, READ or atomic test after H3: the client runs, then H4; the server
+// waits at H4 for the whole test, then prints the client's report.
+func (r *runner) remoteTest(qpAttr engine.QPAttr) (Result, error) {
+	var res Result
+	if !r.o.Server {
+		var err error
+		res, err = r.initiate()
 		res.QP = qpAttr
 		if err != nil {
 			return res, err
 		}
-		printResult(out, res.Report)
-	} else {
-		// The client runs, then H4; the server waits at H4 for the whole test, then prints
-		// the client's report.
-		if !o.Server {
-			res, err = run.initiate()
-			res.QP = qpAttr
-			if err != nil {
-				return res, err
-			}
-		}
-		if o.Server { // the server waits here for the whole test
-			ch.setTimeout(0)
-		}
-		if _, err := ch.record(local); err != nil {
-			return res, err
-		}
-		ch.setTimeout(o.Timeout)
-		peerReport, err := exchangeReport(ch, res.Report, h.peerVersion)
-		if err != nil {
-			return res, err
-		}
-		if o.Server {
-			res.Report = peerReport
-			res.QP = qpAttr
-		}
-		printResult(out, res.Report)
 	}
-	fmt.Fprintln(out, resultLine)
-	if _, err := ch.record(local); err != nil { // H5
-		if o.Test == Send && !o.Server && errors.Is(err, errPeerClosed) { // ib_send_bw's sides do not exchange -n
-			err = fmt.Errorf("perftest: the server closed the connection after this side sent its %d messages: it ended with an error (see its output; ib_send_bw's sides exchange neither -n nor -s)", o.Iters)
-		}
+	if r.o.Server { // the server waits here for the whole test
+		r.ch.setTimeout(0)
+	}
+	if _, err := r.ch.record(r.local); err != nil {
 		return res, err
 	}
-	if cmc != nil {
-		return res, cmc.disconnect()
+	r.ch.setTimeout(r.o.Timeout)
+	peerReport, err := exchangeReport(r.ch, res.Report, r.h.peerVersion)
+	if err != nil {
+		return res, err
 	}
+	if r.o.Server {
+		res.Report = peerReport
+		res.QP = qpAttr
+	}
+	printResult(r.out, res.Report)
 	return res, nil
 }
 
+// finish is H5, and with -R the end of the test's connection.
+func (r *runner) finish() error {
+	if _, err := r.ch.record(r.local); err != nil { // H5
+		if r.o.Test == Send && !r.o.Server && errors.Is(err, errPeerClosed) { // ib_send_bw's sides do not exchange -n
+			err = fmt.Errorf("perftest: the server closed the connection after this side sent its %d messages: it ended with an error (see its output; ib_send_bw's sides exchange neither -n nor -s)", r.o.Iters)
+		}
+		return err
+	}
+	if r.cmc != nil {
+		return r.cmc.disconnect()
+	}
+	return nil
+}
+
 const resultLine = "---------------------------------------------------------------------------------------"
+
+// waitingForClient is what a server prints before it waits for its client.
+const waitingForClient = "\n************************************\n* Waiting for client to connect... *\n************************************"
 
 func seed(src mrand.Source) mrand.Source {
 	if src != nil {
@@ -497,7 +572,7 @@ func connect(ctx context.Context, o Options, localMTU int, out io.Writer, hello 
 	}
 	var err error
 	if o.Server {
-		fmt.Fprintln(out, "\n************************************\n* Waiting for client to connect... *\n************************************")
+		fmt.Fprintln(out, waitingForClient)
 		var lc net.ListenConfig
 		l, lerr := lc.Listen(ctx, "tcp4", addr)
 		if lerr != nil {

@@ -1,15 +1,15 @@
 package perftest
 
 import (
-	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/softirdma/softirdma/compat/internal/ctrltest"
 	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/internal/loophosts"
 )
@@ -137,27 +137,17 @@ func TestTests(t *testing.T) {
 			qpTimeout := 18
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			var wg sync.WaitGroup
-			var sout, cout bytes.Buffer
-			var sres, cres Result
-			var serr, cerr error
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				sres, serr = Run(ctx, hs.Device(), Options{Test: c.test, Conn: c.conn, Server: true, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 300, GID: hs.Device().IP(), QPTimeout: &qpTimeout, RDMACM: c.cm}, &sout)
-			}()
 			host := "127.0.0.1"
 			if c.cm { // rdma_cm connects to the server's RoCE address
 				host = hs.Device().IP().String()
 			}
-			go func() {
-				defer wg.Done()
-				cres, cerr = Run(ctx, hc.Device(), Options{Test: c.test, Conn: c.conn, Host: host, Port: port, Size: c.size, Iters: 300, GID: hc.Device().IP(), Wait: 20 * time.Second, QPTimeout: &qpTimeout, RDMACM: c.cm}, &cout)
-			}()
-			wg.Wait()
-			if serr != nil || cerr != nil {
-				t.Fatalf("server: %v\n%s\nclient: %v\n%s", serr, sout.String(), cerr, cout.String())
-			}
+			s, cl := ctrltest.Both(func(out io.Writer) (Result, error) {
+				return Run(ctx, hs.Device(), Options{Test: c.test, Conn: c.conn, Server: true, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 300, GID: hs.Device().IP(), QPTimeout: &qpTimeout, RDMACM: c.cm}, out)
+			}, func(out io.Writer) (Result, error) {
+				return Run(ctx, hc.Device(), Options{Test: c.test, Conn: c.conn, Host: host, Port: port, Size: c.size, Iters: 300, GID: hc.Device().IP(), Wait: 20 * time.Second, QPTimeout: &qpTimeout, RDMACM: c.cm}, out)
+			})
+			ctrltest.BothSucceeded(t, s, cl)
+			sres, cres, sout, cout := s.Res, cl.Res, &s.Out, &cl.Out
 			for _, out := range []string{sout.String(), cout.String()} {
 				if !strings.Contains(out, c.title) || !strings.Contains(out, " #bytes     #iterations") || !strings.Contains(out, " GID: 00:00:00:00:00:00:00:00:00:00:255:255:192:00:02:0") {
 					t.Fatalf("output:\n%s", out)
@@ -194,23 +184,13 @@ func TestRateLimit(t *testing.T) {
 	l.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var wg sync.WaitGroup
-	var sout, cout bytes.Buffer
-	var cres Result
-	var serr, cerr error
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		_, serr = Run(ctx, hs.Device(), Options{Test: Send, Conn: emu.QPTypeUD, Server: true, Host: "127.0.0.1", Port: port, Iters: 100, GID: hs.Device().IP()}, &sout)
-	}()
-	go func() {
-		defer wg.Done()
-		cres, cerr = Run(ctx, hc.Device(), Options{Test: Send, Conn: emu.QPTypeUD, Host: "127.0.0.1", Port: port, Iters: 100, RateLimit: 1000, GID: hc.Device().IP(), Wait: 20 * time.Second}, &cout)
-	}()
-	wg.Wait()
-	if serr != nil || cerr != nil {
-		t.Fatalf("server: %v\n%s\nclient: %v\n%s", serr, sout.String(), cerr, cout.String())
-	}
+	s, c := ctrltest.Both(func(out io.Writer) (Result, error) {
+		return Run(ctx, hs.Device(), Options{Test: Send, Conn: emu.QPTypeUD, Server: true, Host: "127.0.0.1", Port: port, Iters: 100, GID: hs.Device().IP()}, out)
+	}, func(out io.Writer) (Result, error) {
+		return Run(ctx, hc.Device(), Options{Test: Send, Conn: emu.QPTypeUD, Host: "127.0.0.1", Port: port, Iters: 100, RateLimit: 1000, GID: hc.Device().IP(), Wait: 20 * time.Second}, out)
+	})
+	ctrltest.BothSucceeded(t, s, c)
+	cres := c.Res
 	// 100 messages at 1000 a second: the last leaves 99 ms in.
 	if cres.Elapsed < 99*time.Millisecond || cres.MsgRateMpps*1e6 > 1000*100/99.0 {
 		t.Fatalf("100 messages in %v (%.0f a second) with a limit of 1000 a second", cres.Elapsed, cres.MsgRateMpps*1e6)

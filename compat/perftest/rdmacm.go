@@ -98,68 +98,13 @@ func connectCM(ctx context.Context, dev *engine.Device, o Options, testQP *engin
 		}
 		host = a
 	}
-	m, ev, err := cmpeer.New(ctx, dev, "perftest")
+	c, err := newCMConn(ctx, dev, o)
 	if err != nil {
-		return nil, h, err
-	}
-	c := &cmConn{ctx: ctx, ev: ev, m: m, client: !o.Server, timeout: o.Timeout, wake: make(chan struct{}, 1), buf: make([]byte, 2*cmRecordMax)}
-	pd, err := dev.AllocPD()
-	if err != nil {
-		return nil, h, err
-	}
-	if c.cq, err = dev.CreateCQ(8); err != nil {
-		return nil, h, err
-	}
-	c.cq.OnCompletion(func() {
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
-	})
-	if c.qp, err = pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: c.cq, RecvCQ: c.cq,
-		Cap: engine.QPCap{MaxSendWR: 2, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
-		return nil, h, err
-	}
-	if c.mr, err = pd.RegMR(c.buf, engine.AccessLocalWrite); err != nil {
 		return c, h, err
 	}
-	// As rdma_create_qp leaves it, with its receive posted before the connection; again after
-	// a refused attempt.
-	fresh := func() error { return cmpeer.Renew(c.qp, c.postRecv, c.cq) }
-	if err := fresh(); err != nil {
+	param, testParam := cmParams(o, outReads)
+	if err := c.connectComm(o, host, param, out); err != nil {
 		return c, h, err
-	}
-	// The exchange's connection: no READs, retry counts 7 (perftest's).
-	param := rdmacm.ConnParam{RetryCount: 7, RNRRetryCount: 7}
-	if o.RetryCount != nil {
-		param.RetryCount = uint8(*o.RetryCount)
-	}
-	testParam := param
-	if o.Test == Read || o.Test == Atomic {
-		testParam.ResponderResources, testParam.InitiatorDepth = uint8(min(outReads, 255)), uint8(min(outReads, 255))
-	}
-	if o.Server {
-		fmt.Fprintln(out, "\n************************************\n* Waiting for client to connect... *\n************************************")
-		if _, err := m.Listen(uint16(o.Port)); err != nil {
-			return c, h, fmt.Errorf("perftest: couldn't listen on port %d through rdma_cm: %w", o.Port, err)
-		}
-		if o.Listening != nil {
-			o.Listening()
-		}
-		e, err := ev.Wait(rdmacm.ConnectRequest, 0)
-		if err != nil {
-			return c, h, err
-		}
-		c.comm = e.ID
-		if err := c.comm.Accept(c.qp, param); err != nil {
-			return c, h, fmt.Errorf("perftest: accept: %w", err)
-		}
-	} else {
-		e, err := ev.Dial(host, o.Wait, o.Timeout, func() (*rdmacm.ID, error) { return m.Connect(c.qp, host, uint16(o.Port), param) }, fresh)
-		if err != nil {
-			return c, h, err
-		}
-		c.comm = e.ID
 	}
 	if h, err = preamble(c, c.client, localMTU); err != nil {
 		return c, h, err
@@ -171,30 +116,99 @@ func connectCM(ctx context.Context, dev *engine.Device, o Options, testQP *engin
 	if _, err := c.xchg(zeros, CMRecordLen); err != nil {
 		return c, h, err
 	}
-	if o.Server {
-		e, err := ev.Wait(rdmacm.ConnectRequest, o.Timeout)
-		if err != nil {
-			return c, h, err
-		}
-		c.test = e.ID
-		if err := c.test.Accept(testQP, testParam); err != nil {
-			return c, h, fmt.Errorf("perftest: accept: %w", err)
-		}
-	} else {
-		// perftest's server listens for the test's connection again only once it sent its
-		// answer to the zeros: a refusal for want of a listener is tried again, a while.
-		e, err := ev.Dial(host, o.Timeout, o.Timeout, func() (*rdmacm.ID, error) { return m.Connect(testQP, host, uint16(o.Port), testParam) },
-			func() error { return testQP.Modify(engine.QPAttr{State: engine.QPSReset}, engine.AttrState) })
-		if err != nil {
-			return c, h, err
-		}
-		c.test = e.ID
+	if err := c.connectTest(o, host, testQP, testParam); err != nil {
+		return c, h, err
 	}
 	if _, err := c.xchg(zeros, CMRecordLen); err != nil {
 		return c, h, err
 	}
 	h.peer, err = hello(c, *local)
 	return c, h, err
+}
+
+// newCMConn makes a connection manager for both connections, and the exchange's QP as
+// rdma_create_qp leaves it. It is nil when it failed before the QP was made.
+func newCMConn(ctx context.Context, dev *engine.Device, o Options) (*cmConn, error) {
+	m, ev, err := cmpeer.New(ctx, dev, "perftest")
+	if err != nil {
+		return nil, err
+	}
+	c := &cmConn{ctx: ctx, ev: ev, m: m, client: !o.Server, timeout: o.Timeout, wake: make(chan struct{}, 1), buf: make([]byte, 2*cmRecordMax)}
+	pd, err := dev.AllocPD()
+	if err != nil {
+		return nil, err
+	}
+	if c.cq, err = dev.CreateCQ(8); err != nil {
+		return nil, err
+	}
+	cmpeer.Signal(c.cq, c.wake)
+	if c.qp, err = pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: c.cq, RecvCQ: c.cq,
+		Cap: engine.QPCap{MaxSendWR: 2, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		return nil, err
+	}
+	if c.mr, err = pd.RegMR(c.buf, engine.AccessLocalWrite); err != nil {
+		return c, err
+	}
+	return c, c.fresh()
+}
+
+// fresh readies the exchange's QP as rdma_create_qp leaves it, with its receive posted before the
+// connection; again after a refused attempt.
+func (c *cmConn) fresh() error { return cmpeer.Renew(c.qp, c.postRecv, c.cq) }
+
+// cmParams are the two connections' parameters: the exchange's with no READs and retry counts 7
+// (perftest's), the test's with the READ/atomic depth for those tests.
+func cmParams(o Options, outReads int) (param, testParam rdmacm.ConnParam) {
+	param = rdmacm.ConnParam{RetryCount: 7, RNRRetryCount: 7}
+	if o.RetryCount != nil {
+		param.RetryCount = uint8(*o.RetryCount)
+	}
+	testParam = param
+	if o.Test == Read || o.Test == Atomic {
+		testParam.ResponderResources, testParam.InitiatorDepth = uint8(min(outReads, 255)), uint8(min(outReads, 255))
+	}
+	return param, testParam
+}
+
+// connectComm connects the exchange's QP: a server listens on the port and accepts the first
+// request, a client connects to the server at host.
+func (c *cmConn) connectComm(o Options, host netip.Addr, param rdmacm.ConnParam, out io.Writer) error {
+	if !o.Server {
+		e, err := c.ev.Dial(host, o.Wait, o.Timeout, func() (*rdmacm.ID, error) { return c.m.Connect(c.qp, host, uint16(o.Port), param) }, c.fresh)
+		if err != nil {
+			return err
+		}
+		c.comm = e.ID
+		return nil
+	}
+	fmt.Fprintln(out, waitingForClient)
+	if _, err := c.m.Listen(uint16(o.Port)); err != nil {
+		return fmt.Errorf("perftest: couldn't listen on port %d through rdma_cm: %w", o.Port, err)
+	}
+	if o.Listening != nil {
+		o.Listening()
+	}
+	var err error
+	c.comm, err = c.ev.Accept(c.qp, param, 0)
+	return err
+}
+
+// connectTest connects the test's QP through rdma_cm to the same port.
+func (c *cmConn) connectTest(o Options, host netip.Addr, qp *engine.QP, param rdmacm.ConnParam) error {
+	if o.Server {
+		var err error
+		c.test, err = c.ev.Accept(qp, param, o.Timeout)
+		return err
+	}
+	// perftest's server listens for the test's connection again only once it sent its answer
+	// to the zeros: a refusal for want of a listener is tried again, a while.
+	e, err := c.ev.Dial(host, o.Timeout, o.Timeout, func() (*rdmacm.ID, error) { return c.m.Connect(qp, host, uint16(o.Port), param) },
+		func() error { return qp.Modify(engine.QPAttr{State: engine.QPSReset}, engine.AttrState) })
+	if err != nil {
+		return err
+	}
+	c.test = e.ID
+	return nil
 }
 
 func (c *cmConn) postRecv() error {

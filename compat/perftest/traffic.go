@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	mrand "math/rand/v2"
 	"time"
 
 	"github.com/softirdma/softirdma/emu/engine"
@@ -12,19 +14,34 @@ import (
 	"github.com/softirdma/softirdma/compat/internal/ctrl"
 )
 
+// runner is one side's run of the test, from its QP to the last handshake.
 type runner struct {
 	o     Options
-	qp    *engine.QP
-	cq    *engine.CQ
-	wake  chan struct{}
+	ctx   context.Context
+	dev   *engine.Device
+	out   io.Writer
+	start time.Time // of the run, for timeout messages
+	// localMTU is the MTU this side offers (an ibv_mtu).
+	localMTU int
+	pd       *engine.PD
+	qp       *engine.QP
+	cq       *engine.CQ
+	wake     chan struct{}
+	rnd      *mrand.Rand
+	// access is what the buffer grants the peer; outReads the READ/atomic depth offered.
+	access   engine.Access
+	outReads int
+	// local is this side's record, filled in as the QP and the buffer are made.
+	local Record
 	mr    *engine.MR
-	half  int
-	inc   func(int) int
+	half  int // the size of the buffer's two halves; the second is the peer's target
+	// ch is the exchange: c (TCP), or with -R cmc (a QP of its own); h what its start agreed.
+	ch    channel
+	c     *conn
+	cmc   *cmConn
+	h     handshake
 	peer  Record
 	cycle int
-	ctx   context.Context
-	start time.Time // of the run, for timeout messages
-	c     *conn
 	ah    *engine.AH // UD: the server's address
 	// late, once set, replaces the timeout of a poll: a UD server whose client has finished
 	// waits this long for datagrams still on their way, then calls the rest lost.
@@ -115,11 +132,7 @@ func (r *runner) initiate() (Result, error) {
 		cqMod = 1
 	}
 	cqMod = min(cqMod, o.TxDepth)
-	step, wrap := 0, 1
-	if o.Size <= r.cycle/2 {
-		step = r.inc(o.Size)
-		wrap = max(1, r.cycle/step)
-	}
+	step, wrap := r.layout()
 	var res Result
 	posted, completed, outstanding := 0, 0, 0
 	start := time.Now()
@@ -134,23 +147,9 @@ func (r *runner) initiate() (Result, error) {
 				// Software rate limiting: message n leaves no earlier than n/rate seconds in.
 				time.Sleep(time.Until(start.Add(time.Duration(int64(posted) * int64(time.Second) / int64(o.RateLimit)))))
 			}
-			k := posted % wrap
-			wr := engine.SendWR{ID: uint64(posted), SGL: []engine.SGE{{Addr: r.mr.Addr() + uint64(k*step), Length: uint32(o.Size), LKey: r.mr.LKey()}}}
+			wr := r.request(posted, uint64(posted%wrap*step))
 			if posted%cqMod == cqMod-1 || posted == o.Iters-1 {
 				wr.Flags = engine.SendSignaled
-			}
-			switch o.Test {
-			case Write:
-				wr.Opcode, wr.RemoteAddr, wr.RKey = engine.WRRDMAWrite, r.peer.VAddr+uint64(k*step), r.peer.RKey
-			case Read:
-				wr.Opcode, wr.RemoteAddr, wr.RKey = engine.WRRDMARead, r.peer.VAddr+uint64(k*step), r.peer.RKey
-			case Atomic:
-				wr.Opcode, wr.RemoteAddr, wr.RKey, wr.CompareAdd = engine.WRAtomicFetchAndAdd, r.peer.VAddr+uint64(k*step), r.peer.RKey, 1
-			case Send:
-				wr.Opcode = engine.WRSend
-				if r.ah != nil {
-					wr.AH, wr.RemoteQPN, wr.RemoteQKey = r.ah, r.peer.QPN, QKey
-				}
 			}
 			if err := r.qp.PostSend(wr); err != nil {
 				return res, err
@@ -193,18 +192,43 @@ func (r *runner) initiate() (Result, error) {
 	return res, nil
 }
 
+// request is the test's work request n, for the message at off in both sides' buffers.
+func (r *runner) request(n int, off uint64) engine.SendWR {
+	wr := engine.SendWR{ID: uint64(n), SGL: []engine.SGE{{Addr: r.mr.Addr() + off, Length: uint32(r.o.Size), LKey: r.mr.LKey()}}}
+	switch r.o.Test {
+	case Write:
+		wr.Opcode, wr.RemoteAddr, wr.RKey = engine.WRRDMAWrite, r.peer.VAddr+off, r.peer.RKey
+	case Read:
+		wr.Opcode, wr.RemoteAddr, wr.RKey = engine.WRRDMARead, r.peer.VAddr+off, r.peer.RKey
+	case Atomic:
+		wr.Opcode, wr.RemoteAddr, wr.RKey, wr.CompareAdd = engine.WRAtomicFetchAndAdd, r.peer.VAddr+off, r.peer.RKey, 1
+	case Send:
+		wr.Opcode = engine.WRSend
+		if r.ah != nil {
+			wr.AH, wr.RemoteQPN, wr.RemoteQKey = r.ah, r.peer.QPN, QKey
+		}
+	}
+	return wr
+}
+
 func report(size, iters int, el time.Duration, peak float64) Report {
 	s := max(el.Seconds(), 1e-9)
 	avg := float64(size) * float64(iters) / s / (1 << 20)
 	return Report{Size: uint64(size), Iters: uint64(iters), PeakMBs: max(peak, avg), AvgMBs: avg, MsgRateMpps: float64(iters) / s / 1e6}
 }
 
-func (r *runner) postRecvs(n int) error {
-	step, wrap := 0, 1
-	if r.o.Size <= r.cycle/2 {
-		step = r.inc(r.o.Size)
-		wrap = max(1, r.cycle/step)
+// layout is where the messages go in the buffer: a small message (up to half the peer's page) each
+// at the next cache line, wrapping after a page; a larger one all at the start.
+func (r *runner) layout() (step, wrap int) {
+	if r.o.Size > r.cycle/2 {
+		return 0, 1
 	}
+	step = cacheLines(r.o.Size)
+	return step, max(1, r.cycle/step)
+}
+
+func (r *runner) postRecvs(n int) error {
+	step, wrap := r.layout()
 	// A UD receive starts 40 bytes before a cache line, so the message lands on it (perftest's
 	// cache_line_size - UD_ADDITION), and holds the GRH area too.
 	at, n0 := 0, r.o.Size

@@ -95,25 +95,18 @@ func (o *Options) defaults() {
 
 // check refuses what the run cannot do, before it allocates anything.
 func (o *Options) check() error {
-	bad := func(what string, v any, want string) error {
-		return fmt.Errorf("pingpong: %s %v is out of range (%s)", what, v, want)
-	}
-	switch {
-	case o.Type != engine.QPTypeRC && o.Type != engine.QPTypeUC && o.Type != engine.QPTypeUD:
+	if o.Type != engine.QPTypeRC && o.Type != engine.QPTypeUC && o.Type != engine.QPTypeUD {
 		return fmt.Errorf("pingpong: transport %s is not RC, UC or UD", o.Type)
-	case o.Port < 1 || o.Port > 65535:
-		return bad("port", o.Port, "1..65535")
-	case o.Size < 1 || o.Size > MaxSize:
-		return bad("size", o.Size, fmt.Sprintf("1..%d", MaxSize))
-	case o.Iters < 1 || o.Iters > MaxIters:
-		return bad("iterations", o.Iters, fmt.Sprintf("1..%d", MaxIters))
-	case o.RxDepth < 1 || o.RxDepth > MaxRxDepth:
-		return bad("receive depth", o.RxDepth, fmt.Sprintf("1..%d", MaxRxDepth))
-	case o.QPTimeout != nil && (*o.QPTimeout < 0 || *o.QPTimeout > 31):
-		return bad("QP timeout", *o.QPTimeout, "0..31")
-	case o.RetryCount != nil && (*o.RetryCount < 0 || *o.RetryCount > 7):
-		return bad("retry count", *o.RetryCount, "0..7")
-	case o.Timeout < 0 || o.Wait < 0 || o.Idle < 0:
+	}
+	if err := ctrl.OutOfRange("pingpong", append([]ctrl.Range{
+		{What: "port", V: o.Port, Lo: 1, Hi: 65535},
+		{What: "size", V: o.Size, Lo: 1, Hi: MaxSize},
+		{What: "iterations", V: o.Iters, Lo: 1, Hi: MaxIters},
+		{What: "receive depth", V: o.RxDepth, Lo: 1, Hi: MaxRxDepth},
+	}, ctrl.QPRanges(o.QPTimeout, o.RetryCount)...)...); err != nil {
+		return err
+	}
+	if o.Timeout < 0 || o.Wait < 0 || o.Idle < 0 {
 		return errors.New("pingpong: negative timeout")
 	}
 	if _, ok := engine.MTUOf(o.MTU); !ok {
@@ -200,231 +193,33 @@ type Result struct {
 // Run runs one side of the ping-pong on dev, printing what ibv_rc_pingpong prints to out.
 func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) (Result, error) {
 	o.defaults()
-	var res Result
 	if err := o.check(); err != nil {
-		return res, err
+		return Result{}, err
 	}
 	mtu, _ := engine.MTUOf(o.MTU)
 	ud := o.Type == engine.QPTypeUD
 	if active := dev.ActiveMTU().Bytes(); ud && o.Size > active {
-		return res, fmt.Errorf("pingpong: requested size larger than port MTU (%d)", active)
+		return Result{}, fmt.Errorf("pingpong: requested size larger than port MTU (%d)", active)
 	}
-	grh := 0 // where a message starts in the buffer: UD receives put the GRH area first
+	s := &side{o: o, ctx: ctx, dev: dev, out: out, mtu: mtu, ud: ud, start: time.Now()}
 	if ud {
-		grh = engine.GRHLen
+		s.grh = engine.GRHLen
 	}
-	start := time.Now()
-	pd, err := dev.AllocPD()
+	if err := s.createQP(); err != nil {
+		return s.res, err
+	}
+	defer s.qp.Destroy()
+	if err := s.prepare(); err != nil {
+		return s.res, err
+	}
+	if err := s.exchange(); err != nil {
+		return s.res, err
+	}
+	elapsed, err := s.pingPong()
 	if err != nil {
-		return res, err
+		return s.res, err
 	}
-	cq, err := dev.CreateCQ(o.RxDepth + 1)
-	if err != nil {
-		return res, err
-	}
-	wake := make(chan struct{}, 1)
-	cq.OnCompletion(func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	})
-	qp, err := pd.CreateQP(engine.QPInitAttr{Type: o.Type, SendCQ: cq, RecvCQ: cq,
-		Cap: engine.QPCap{MaxSendWR: 1, MaxRecvWR: o.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		return res, err
-	}
-	defer qp.Destroy()
-	buf := make([]byte, grh+o.Size)
-	for i := range buf {
-		buf[i] = 0x7b
-	}
-	mr, err := pd.RegMR(buf, engine.AccessLocalWrite)
-	if err != nil {
-		return res, err
-	}
-	init := engine.AttrState | engine.AttrPKeyIndex | engine.AttrPort | engine.AttrAccessFlags
-	if ud {
-		init = engine.AttrState | engine.AttrPKeyIndex | engine.AttrPort | engine.AttrQKey
-	}
-	if err := qp.Modify(engine.QPAttr{State: engine.QPSInit, Port: 1, QKey: QKey}, init); err != nil {
-		return res, err
-	}
-	// Receives take the whole buffer (with the GRH area for UD); SENDs go from the message.
-	sgl := []engine.SGE{{Addr: mr.Addr(), Length: uint32(grh + o.Size), LKey: mr.LKey()}}
-	sendSGL := []engine.SGE{{Addr: mr.Addr() + uint64(grh), Length: uint32(o.Size), LKey: mr.LKey()}}
-	const recvID, sendID = 1, 2
-	posted := 0
-	postRecvs := func(n int) error {
-		for ; n > 0; n-- {
-			if err := qp.PostRecv(engine.RecvWR{ID: recvID, SGL: sgl}); err != nil {
-				return err
-			}
-			posted++
-		}
-		return nil
-	}
-	if err := postRecvs(o.RxDepth); err != nil {
-		return res, err
-	}
-
-	src := o.Rand
-	if src == nil {
-		src = mrand.NewPCG(uint64(time.Now().UnixNano()), uint64(qp.Num()))
-	}
-	local := Dest{QPN: qp.Num(), PSN: uint32(mrand.New(src).Uint64() & 0xffffff)}
-	if o.GID.IsValid() {
-		local.GID = o.GID.As16()
-	}
-	sep := ","
-	if ud {
-		sep = ":" // ibv_ud_pingpong's own spelling
-	}
-	fmt.Fprintf(out, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x%s GID %s\n", local.LID, local.QPN, local.PSN, sep, GIDString(local.GID))
-	var ah *engine.AH
-
-	connectQP := func(rem Dest) error {
-		dgid := netip.AddrFrom16(rem.GID).Unmap()
-		if rem.GID == ([16]byte{}) {
-			return errors.New("pingpong: the peer sent no GID; on RoCE both sides need -g")
-		}
-		if err := sameGID(local, rem); err != nil {
-			return err
-		}
-		// The tool's AV says hop limit 1, but the kernel resolves a RoCE unicast path's hop
-		// limit from its route (ib_resolve_eth_dmac): rxe's frames carry TTL 64, and so do these.
-		av := engine.AHAttr{DGID: dgid, HopLimit: 64}
-		rtr := engine.QPAttr{State: engine.QPSRTR, AH: av, PathMTU: mtu, DestQPN: rem.QPN, RQPSN: rem.PSN, MaxDestRdAtomic: 1, MinRNRTimer: engine.DefaultMinRNRTimer}
-		rts := engine.QPAttr{State: engine.QPSRTS, Timeout: uint8(ctrl.OrDefault(o.QPTimeout, engine.DefaultTimeout)), RetryCnt: uint8(ctrl.OrDefault(o.RetryCount, engine.DefaultRetryCnt)),
-			RNRRetry: engine.DefaultRNRRetry, SQPSN: local.PSN, MaxRdAtomic: 1}
-		// The attributes each tool gives: UC's leave out READ resources and timeouts, UD's
-		// everything but the state and PSN (its peer is in each SEND, through an AH).
-		rtrMask := engine.AttrState | engine.AttrAV | engine.AttrPathMTU | engine.AttrDestQPN | engine.AttrRQPSN | engine.AttrMaxDestRdAtomic | engine.AttrMinRNRTimer
-		rtsMask := engine.AttrState | engine.AttrTimeout | engine.AttrRetryCnt | engine.AttrRNRRetry | engine.AttrSQPSN | engine.AttrMaxQPRdAtomic
-		switch o.Type {
-		case engine.QPTypeUC:
-			rtrMask = engine.AttrState | engine.AttrAV | engine.AttrPathMTU | engine.AttrDestQPN | engine.AttrRQPSN
-			rtsMask = engine.AttrState | engine.AttrSQPSN
-		case engine.QPTypeUD:
-			rtrMask, rtsMask = engine.AttrState, engine.AttrState|engine.AttrSQPSN
-		}
-		if err := qp.Modify(rtr, rtrMask); err != nil {
-			return fmt.Errorf("pingpong: %w", ctrl.RTRFailed(err, dgid))
-		}
-		if err := qp.Modify(rts, rtsMask); err != nil {
-			return fmt.Errorf("pingpong: failed to modify QP to RTS: %w", err)
-		}
-		if ud {
-			var err error
-			if ah, err = pd.CreateAH(av); err != nil {
-				return fmt.Errorf("pingpong: failed to create AH: %w", ctrl.RTRFailed(err, dgid))
-			}
-		}
-		res.QP = qp.Query()
-		return nil
-	}
-	var rem Dest
-	if o.Server {
-		rem, err = serverExchange(ctx, o, local, connectQP)
-	} else {
-		rem, err = clientExchange(ctx, o, local)
-		if err == nil {
-			err = connectQP(rem)
-		}
-	}
-	if err != nil {
-		return res, err
-	}
-	fmt.Fprintf(out, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", rem.LID, rem.QPN, rem.PSN, GIDString(rem.GID))
-
-	if o.Validate && !o.Server {
-		for i := 0; i < o.Size; i += 4096 {
-			buf[grh+i] = 0 // the tool writes i / page_size % sizeof(char), which is always 0
-		}
-	}
-	// Strict ping-pong: one SEND outstanding; the next goes when it has completed and a
-	// receive has come in. The client starts; the server waits for a receive first.
-	const (
-		sendDone = 1 << iota
-		recvDone
-	)
-	pending := recvDone // the server has nothing outstanding and waits for a message
-	if !o.Server {
-		pending = sendDone | recvDone
-	}
-	send := func() error {
-		wr := engine.SendWR{ID: sendID, Opcode: engine.WRSend, Flags: engine.SendSignaled, SGL: sendSGL}
-		if ud {
-			wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, rem.QPN, QKey
-		}
-		return qp.PostSend(wr)
-	}
-	begin := time.Now()
-	if !o.Server {
-		if err := send(); err != nil {
-			return res, err
-		}
-	}
-	rcnt, scnt := 0, 0
-	wcs := make([]engine.WC, 16)
-	for rcnt < o.Iters || scnt < o.Iters {
-		n := cq.Poll(wcs)
-		if n == 0 {
-			select {
-			case <-wake:
-			case <-ctx.Done():
-				return res, fmt.Errorf("pingpong: %w with %d of %d messages sent and %d received", ctrl.Stopped(ctx, time.Since(start)), scnt, o.Iters, rcnt)
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		if wc, failed := ctrl.FirstFailure(wcs[:n]); failed {
-			if wc.Status == engine.WCWRFlushErr { // look for the completion that says why
-				n += cq.Poll(wcs[n:])
-				wc, _ = ctrl.FirstFailure(wcs[:n])
-			}
-			return res, fmt.Errorf("pingpong: failed status %s (%d) for wr_id %d: %w", wc.Status, wc.Status, wc.WRID, ctrl.Why(wc))
-		}
-		for _, wc := range wcs[:n] {
-			switch wc.WRID {
-			case sendID:
-				scnt++
-				pending &^= sendDone
-			case recvID:
-				pending &^= recvDone
-				rcnt++
-				posted--
-				if posted <= 1 {
-					if err := postRecvs(o.RxDepth - posted); err != nil {
-						return res, err
-					}
-				}
-			}
-			if scnt < o.Iters && pending == 0 {
-				if err := send(); err != nil {
-					return res, err
-				}
-				pending = recvDone | sendDone
-			}
-		}
-	}
-	res.Elapsed = time.Since(begin)
-	res.Iters = o.Iters
-	res.Bytes = int64(o.Size) * int64(o.Iters) * 2
-	usec := float64(res.Elapsed.Microseconds())
-	if usec == 0 {
-		usec = 1
-	}
-	fmt.Fprintf(out, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", res.Bytes, usec/1e6, float64(res.Bytes)*8/usec)
-	fmt.Fprintf(out, "%d iters in %.2f seconds = %.2f usec/iter\n", o.Iters, usec/1e6, usec/float64(o.Iters))
-	if o.Validate && o.Server {
-		for i := 0; i < o.Size; i += 4096 {
-			if buf[grh+i] != 0 {
-				fmt.Fprintf(out, "invalid data in page %d\n", i/4096)
-				res.PageErrors++
-			}
-		}
-	}
+	s.report(elapsed)
 	// The peer's last SEND was ACKed when it arrived, but the wire may have lost that ACK: the
 	// peer then sends again after its ACK timeout, and a QP already gone leaves it to fail with
 	// RETRY_EXC_ERR. So the QP stays until the link has been quiet for twice this side's ACK
@@ -437,7 +232,281 @@ func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) (Res
 		}
 		lingerQuiet(ctx, dev, 2*(4096*time.Nanosecond<<exp), lingerMax)
 	}
-	return res, nil
+	return s.res, nil
+}
+
+// side is one side's run of the ping-pong.
+type side struct {
+	o     Options
+	ctx   context.Context
+	dev   *engine.Device
+	out   io.Writer
+	mtu   engine.MTU
+	ud    bool
+	start time.Time // of the run, for the message when it is stopped
+	// grh is where a message starts in the buffer: UD receives put the GRH area first.
+	grh  int
+	pd   *engine.PD
+	cq   *engine.CQ
+	qp   *engine.QP
+	wake chan struct{}
+	buf  []byte
+	mr   *engine.MR
+	// recvSGL takes the whole buffer (with the GRH area for UD); sendSGL the message.
+	recvSGL, sendSGL []engine.SGE
+	posted           int // receives posted and not completed
+	local, rem       Dest
+	ah               *engine.AH // UD: the peer's address
+	res              Result
+}
+
+// The work requests' IDs.
+const recvID, sendID = 1, 2
+
+// createQP makes the PD, the CQ and the QP: one SEND outstanding, RxDepth receives.
+func (s *side) createQP() error {
+	var err error
+	if s.pd, err = s.dev.AllocPD(); err != nil {
+		return err
+	}
+	if s.cq, err = s.dev.CreateCQ(s.o.RxDepth + 1); err != nil {
+		return err
+	}
+	s.wake = make(chan struct{}, 1)
+	s.cq.OnCompletion(func() {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	})
+	s.qp, err = s.pd.CreateQP(engine.QPInitAttr{Type: s.o.Type, SendCQ: s.cq, RecvCQ: s.cq,
+		Cap: engine.QPCap{MaxSendWR: 1, MaxRecvWR: s.o.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	return err
+}
+
+// prepare registers the buffer, takes the QP to INIT, posts the receives, and prints this side's
+// address.
+func (s *side) prepare() error {
+	s.buf = make([]byte, s.grh+s.o.Size)
+	for i := range s.buf {
+		s.buf[i] = 0x7b
+	}
+	var err error
+	if s.mr, err = s.pd.RegMR(s.buf, engine.AccessLocalWrite); err != nil {
+		return err
+	}
+	init := engine.AttrState | engine.AttrPKeyIndex | engine.AttrPort | engine.AttrAccessFlags
+	if s.ud {
+		init = engine.AttrState | engine.AttrPKeyIndex | engine.AttrPort | engine.AttrQKey
+	}
+	if err := s.qp.Modify(engine.QPAttr{State: engine.QPSInit, Port: 1, QKey: QKey}, init); err != nil {
+		return err
+	}
+	s.recvSGL = []engine.SGE{{Addr: s.mr.Addr(), Length: uint32(s.grh + s.o.Size), LKey: s.mr.LKey()}}
+	s.sendSGL = []engine.SGE{{Addr: s.mr.Addr() + uint64(s.grh), Length: uint32(s.o.Size), LKey: s.mr.LKey()}}
+	if err := s.postRecvs(s.o.RxDepth); err != nil {
+		return err
+	}
+	src := s.o.Rand
+	if src == nil {
+		src = mrand.NewPCG(uint64(time.Now().UnixNano()), uint64(s.qp.Num()))
+	}
+	s.local = Dest{QPN: s.qp.Num(), PSN: uint32(mrand.New(src).Uint64() & 0xffffff)}
+	if s.o.GID.IsValid() {
+		s.local.GID = s.o.GID.As16()
+	}
+	sep := ","
+	if s.ud {
+		sep = ":" // ibv_ud_pingpong's own spelling
+	}
+	fmt.Fprintf(s.out, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x%s GID %s\n", s.local.LID, s.local.QPN, s.local.PSN, sep, GIDString(s.local.GID))
+	return nil
+}
+
+func (s *side) postRecvs(n int) error {
+	for ; n > 0; n-- {
+		if err := s.qp.PostRecv(engine.RecvWR{ID: recvID, SGL: s.recvSGL}); err != nil {
+			return err
+		}
+		s.posted++
+	}
+	return nil
+}
+
+// exchange swaps addresses with the peer and connects the QP to it (a server before it answers,
+// as the tool), then prints the peer's address.
+func (s *side) exchange() error {
+	var err error
+	if s.o.Server {
+		s.rem, err = serverExchange(s.ctx, s.o, s.local, s.connectQP)
+	} else {
+		s.rem, err = clientExchange(s.ctx, s.o, s.local)
+		if err == nil {
+			err = s.connectQP(s.rem)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.out, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", s.rem.LID, s.rem.QPN, s.rem.PSN, GIDString(s.rem.GID))
+	return nil
+}
+
+// connectQP takes the QP through RTR and RTS to rem with the attributes each tool gives, and for
+// UD makes the peer's address handle.
+func (s *side) connectQP(rem Dest) error {
+	dgid := netip.AddrFrom16(rem.GID).Unmap()
+	if rem.GID == ([16]byte{}) {
+		return errors.New("pingpong: the peer sent no GID; on RoCE both sides need -g")
+	}
+	if err := sameGID(s.local, rem); err != nil {
+		return err
+	}
+	// The tool's AV says hop limit 1, but the kernel resolves a RoCE unicast path's hop
+	// limit from its route (ib_resolve_eth_dmac): rxe's frames carry TTL 64, and so do these.
+	av := engine.AHAttr{DGID: dgid, HopLimit: 64}
+	rtr := engine.QPAttr{State: engine.QPSRTR, AH: av, PathMTU: s.mtu, DestQPN: rem.QPN, RQPSN: rem.PSN, MaxDestRdAtomic: 1, MinRNRTimer: engine.DefaultMinRNRTimer}
+	rts := engine.QPAttr{State: engine.QPSRTS, Timeout: uint8(ctrl.OrDefault(s.o.QPTimeout, engine.DefaultTimeout)), RetryCnt: uint8(ctrl.OrDefault(s.o.RetryCount, engine.DefaultRetryCnt)),
+		RNRRetry: engine.DefaultRNRRetry, SQPSN: s.local.PSN, MaxRdAtomic: 1}
+	rtrMask, rtsMask := connectMasks(s.o.Type)
+	if err := s.qp.Modify(rtr, rtrMask); err != nil {
+		return fmt.Errorf("pingpong: %w", ctrl.RTRFailed(err, dgid))
+	}
+	if err := s.qp.Modify(rts, rtsMask); err != nil {
+		return fmt.Errorf("pingpong: failed to modify QP to RTS: %w", err)
+	}
+	if s.ud {
+		var err error
+		if s.ah, err = s.pd.CreateAH(av); err != nil {
+			return fmt.Errorf("pingpong: failed to create AH: %w", ctrl.RTRFailed(err, dgid))
+		}
+	}
+	s.res.QP = s.qp.Query()
+	return nil
+}
+
+// connectMasks are the attributes each tool gives on the way to RTR and RTS: UC's leave out READ
+// resources and timeouts, UD's everything but the state and PSN (its peer is in each SEND,
+// through an AH).
+func connectMasks(t engine.QPType) (rtr, rts engine.AttrMask) {
+	switch t {
+	case engine.QPTypeUC:
+		return engine.AttrState | engine.AttrAV | engine.AttrPathMTU | engine.AttrDestQPN | engine.AttrRQPSN, engine.AttrState | engine.AttrSQPSN
+	case engine.QPTypeUD:
+		return engine.AttrState, engine.AttrState | engine.AttrSQPSN
+	}
+	return engine.AttrState | engine.AttrAV | engine.AttrPathMTU | engine.AttrDestQPN | engine.AttrRQPSN | engine.AttrMaxDestRdAtomic | engine.AttrMinRNRTimer,
+		engine.AttrState | engine.AttrTimeout | engine.AttrRetryCnt | engine.AttrRNRRetry | engine.AttrSQPSN | engine.AttrMaxQPRdAtomic
+}
+
+func (s *side) send() error {
+	wr := engine.SendWR{ID: sendID, Opcode: engine.WRSend, Flags: engine.SendSignaled, SGL: s.sendSGL}
+	if s.ud {
+		wr.AH, wr.RemoteQPN, wr.RemoteQKey = s.ah, s.rem.QPN, QKey
+	}
+	return s.qp.PostSend(wr)
+}
+
+// pingPong is the strict ping-pong: one SEND outstanding; the next goes when it has completed
+// and a receive has come in. The client starts; the server waits for a receive first. It returns
+// how long the messages took.
+func (s *side) pingPong() (time.Duration, error) {
+	if s.o.Validate && !s.o.Server {
+		for i := 0; i < s.o.Size; i += 4096 {
+			s.buf[s.grh+i] = 0 // the tool writes i / page_size % sizeof(char), which is always 0
+		}
+	}
+	const (
+		sendDone = 1 << iota
+		recvDone
+	)
+	pending := recvDone // the server has nothing outstanding and waits for a message
+	if !s.o.Server {
+		pending = sendDone | recvDone
+	}
+	begin := time.Now()
+	if !s.o.Server {
+		if err := s.send(); err != nil {
+			return 0, err
+		}
+	}
+	rcnt, scnt := 0, 0
+	wcs := make([]engine.WC, 16)
+	for rcnt < s.o.Iters || scnt < s.o.Iters {
+		n, err := s.poll(wcs, scnt, rcnt)
+		if err != nil {
+			return 0, err
+		}
+		for _, wc := range wcs[:n] {
+			switch wc.WRID {
+			case sendID:
+				scnt++
+				pending &^= sendDone
+			case recvID:
+				pending &^= recvDone
+				rcnt++
+				s.posted--
+				if s.posted <= 1 {
+					if err := s.postRecvs(s.o.RxDepth - s.posted); err != nil {
+						return 0, err
+					}
+				}
+			}
+			if scnt < s.o.Iters && pending == 0 {
+				if err := s.send(); err != nil {
+					return 0, err
+				}
+				pending = recvDone | sendDone
+			}
+		}
+	}
+	return time.Since(begin), nil
+}
+
+// poll takes the completions there are into wcs, waiting a second at most when there are none
+// (sent and received are how far the ping-pong got); a completion in error ends the run.
+func (s *side) poll(wcs []engine.WC, sent, received int) (int, error) {
+	n := s.cq.Poll(wcs)
+	if n == 0 {
+		select {
+		case <-s.wake:
+		case <-s.ctx.Done():
+			return 0, fmt.Errorf("pingpong: %w with %d of %d messages sent and %d received", ctrl.Stopped(s.ctx, time.Since(s.start)), sent, s.o.Iters, received)
+		case <-time.After(time.Second):
+		}
+		return 0, nil
+	}
+	if wc, failed := ctrl.FirstFailure(wcs[:n]); failed {
+		if wc.Status == engine.WCWRFlushErr { // look for the completion that says why
+			n += s.cq.Poll(wcs[n:])
+			wc, _ = ctrl.FirstFailure(wcs[:n])
+		}
+		return 0, fmt.Errorf("pingpong: failed status %s (%d) for wr_id %d: %w", wc.Status, wc.Status, wc.WRID, ctrl.Why(wc))
+	}
+	return n, nil
+}
+
+// report prints the tool's two result lines for a ping-pong that took elapsed, and as a
+// validating server the pages that came wrong.
+func (s *side) report(elapsed time.Duration) {
+	o := s.o
+	s.res.Elapsed = elapsed
+	s.res.Iters = o.Iters
+	s.res.Bytes = int64(o.Size) * int64(o.Iters) * 2
+	usec := float64(s.res.Elapsed.Microseconds())
+	if usec == 0 {
+		usec = 1
+	}
+	fmt.Fprintf(s.out, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", s.res.Bytes, usec/1e6, float64(s.res.Bytes)*8/usec)
+	fmt.Fprintf(s.out, "%d iters in %.2f seconds = %.2f usec/iter\n", o.Iters, usec/1e6, usec/float64(o.Iters))
+	if o.Validate && o.Server {
+		for i := 0; i < o.Size; i += 4096 {
+			if s.buf[s.grh+i] != 0 {
+				fmt.Fprintf(s.out, "invalid data in page %d\n", i/4096)
+				s.res.PageErrors++
+			}
+		}
+	}
 }
 
 // lingerMax bounds how long a finished side waits for its peer's retransmissions.

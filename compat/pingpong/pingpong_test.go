@@ -1,16 +1,16 @@
 package pingpong
 
 import (
-	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/softirdma/softirdma/compat/internal/ctrltest"
 	"github.com/softirdma/softirdma/emu"
 	"github.com/softirdma/softirdma/internal/loophosts"
 	"github.com/softirdma/softirdma/wire/neigh"
@@ -98,23 +98,13 @@ func TestPingPong(t *testing.T) {
 			port := freePort(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			var wg sync.WaitGroup
-			var sout, cout bytes.Buffer
-			var sres, cres Result
-			var serr, cerr error
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				sres, serr = Run(ctx, hs.Device(), Options{Type: c.typ, Server: true, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 200, GID: gid(hs), Validate: true, QPTimeout: &qpTimeout}, &sout)
-			}()
-			go func() {
-				defer wg.Done()
-				cres, cerr = Run(ctx, hc.Device(), Options{Type: c.typ, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 200, GID: gid(hc), Validate: true, Wait: 20 * time.Second, QPTimeout: &qpTimeout}, &cout)
-			}()
-			wg.Wait()
-			if serr != nil || cerr != nil {
-				t.Fatalf("server: %v\n%s\nclient: %v\n%s", serr, sout.String(), cerr, cout.String())
-			}
+			s, cl := ctrltest.Both(func(out io.Writer) (Result, error) {
+				return Run(ctx, hs.Device(), Options{Type: c.typ, Server: true, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 200, GID: gid(hs), Validate: true, QPTimeout: &qpTimeout}, out)
+			}, func(out io.Writer) (Result, error) {
+				return Run(ctx, hc.Device(), Options{Type: c.typ, Host: "127.0.0.1", Port: port, Size: c.size, Iters: 200, GID: gid(hc), Validate: true, Wait: 20 * time.Second, QPTimeout: &qpTimeout}, out)
+			})
+			ctrltest.BothSucceeded(t, s, cl)
+			sres, cres, sout, cout := s.Res, cl.Res, &s.Out, &cl.Out
 			want := strconv.Itoa(c.size*200*2) + " bytes in "
 			for _, out := range []string{sout.String(), cout.String()} {
 				if !strings.Contains(out, "  local address:  LID 0x0000, QPN 0x") || !strings.Contains(out, "remote address: LID 0x0000") ||

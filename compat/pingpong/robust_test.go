@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,28 +33,17 @@ func (l lines) next(t *testing.T) string {
 	}
 }
 
-type outcome struct {
-	res Result
-	err error
-	out bytes.Buffer
-}
-
 // pair runs a server and a client on two loopback hosts; start is called with the server's
 // options before it runs, and the client waits for the server to listen.
-func pair(t *testing.T, so, co Options) (s, c *outcome) {
+func pair(t *testing.T, so, co Options) (s, c *ctrltest.Outcome[Result]) {
 	t.Helper()
 	hs, hc := loophosts.Pair(t, 0, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	so.Server, so.Host, so.GID = true, "127.0.0.1", hs.Device().IP()
 	co.Host, co.Port, co.GID, co.Wait = "127.0.0.1", so.Port, hc.Device().IP(), 20*time.Second
-	s, c = new(outcome), new(outcome)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); s.res, s.err = Run(ctx, hs.Device(), so, &s.out) }()
-	go func() { defer wg.Done(); c.res, c.err = Run(ctx, hc.Device(), co, &c.out) }()
-	wg.Wait()
-	return s, c
+	return ctrltest.Both(func(out io.Writer) (Result, error) { return Run(ctx, hs.Device(), so, out) },
+		func(out io.Writer) (Result, error) { return Run(ctx, hc.Device(), co, out) })
 }
 
 // TestServerDropsStrayConnections: connections that close, stay silent, send too little or
@@ -194,17 +183,17 @@ func TestClientWaits(t *testing.T) {
 func TestQPAttributes(t *testing.T) {
 	timeout, retry := 18, 3
 	s, c := pair(t, Options{Port: freePort(t), Iters: 10, QPTimeout: &timeout, RetryCount: &retry}, Options{Iters: 10, QPTimeout: &timeout, RetryCount: &retry})
-	if s.err != nil || c.err != nil {
-		t.Fatalf("server %v, client %v", s.err, c.err)
+	if s.Err != nil || c.Err != nil {
+		t.Fatalf("server %v, client %v", s.Err, c.Err)
 	}
-	for _, r := range []Result{s.res, c.res} {
+	for _, r := range []Result{s.Res, c.Res} {
 		if r.QP.Timeout != 18 || r.QP.RetryCnt != 3 || r.QP.RNRRetry != 7 {
 			t.Fatalf("QP timeout %d, retry count %d, rnr retry %d", r.QP.Timeout, r.QP.RetryCnt, r.QP.RNRRetry)
 		}
 	}
 	s, c = pair(t, Options{Port: freePort(t), Iters: 10}, Options{Iters: 10})
-	if s.err != nil || c.err != nil || s.res.QP.Timeout != 14 || s.res.QP.RetryCnt != 7 || c.res.QP.Timeout != 14 || c.res.QP.RetryCnt != 7 {
-		t.Fatalf("defaults: server %v %+v, client %v %+v", s.err, s.res.QP, c.err, c.res.QP)
+	if s.Err != nil || c.Err != nil || s.Res.QP.Timeout != 14 || s.Res.QP.RetryCnt != 7 || c.Res.QP.Timeout != 14 || c.Res.QP.RetryCnt != 7 {
+		t.Fatalf("defaults: server %v %+v, client %v %+v", s.Err, s.Res.QP, c.Err, c.Res.QP)
 	}
 }
 
@@ -213,14 +202,14 @@ func TestQPAttributes(t *testing.T) {
 // with a hint at -m.
 func TestMTUMismatch(t *testing.T) {
 	s, c := pair(t, Options{Port: freePort(t), Iters: 10, MTU: 1024}, Options{Iters: 10, MTU: 4096})
-	if !errors.Is(s.err, ctrl.ErrFlushed) ||
-		!strings.HasPrefix(s.err.Error(), "pingpong: failed status WR_FLUSH_ERR (5) for wr_id 1: the QP went to the error state: flushed: QP 0x000011 went to ERR: responder refused psn ") ||
-		!strings.HasSuffix(s.err.Error(), " with NAK_INV_REQ: RC_SEND_ONLY with 4096 bytes, the path MTU is 1024 (is -m the same on both sides?)") {
-		t.Fatalf("server: %v", s.err)
+	if !errors.Is(s.Err, ctrl.ErrFlushed) ||
+		!strings.HasPrefix(s.Err.Error(), "pingpong: failed status WR_FLUSH_ERR (5) for wr_id 1: the QP went to the error state: flushed: QP 0x000011 went to ERR: responder refused psn ") ||
+		!strings.HasSuffix(s.Err.Error(), " with NAK_INV_REQ: RC_SEND_ONLY with 4096 bytes, the path MTU is 1024 (is -m the same on both sides?)") {
+		t.Fatalf("server: %v", s.Err)
 	}
-	if c.err == nil || !strings.HasPrefix(c.err.Error(), "pingpong: failed status REM_INV_REQ_ERR (9) for wr_id 2: the responder answered psn ") ||
-		!strings.HasSuffix(c.err.Error(), "with NAK_INV_REQ (the peer refused a request: is its path MTU, -m, the same as this side's?)") {
-		t.Fatalf("client: %v", c.err)
+	if c.Err == nil || !strings.HasPrefix(c.Err.Error(), "pingpong: failed status REM_INV_REQ_ERR (9) for wr_id 2: the responder answered psn ") ||
+		!strings.HasSuffix(c.Err.Error(), "with NAK_INV_REQ (the peer refused a request: is its path MTU, -m, the same as this side's?)") {
+		t.Fatalf("client: %v", c.Err)
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"time"
 
 	"github.com/softirdma/softirdma/emu/engine"
@@ -21,24 +20,14 @@ import (
 	"github.com/softirdma/softirdma/emu/rdmacm"
 )
 
-// Options are rping's, with its defaults in brackets.
+// Options are rping's: the options of the rdma_cm tools (cmpeer.Options, with rping's defaults in
+// brackets: Port [7174], Size, the ping buffer's, MinSize..MaxSize [64], Count, pings, 0 for until
+// the peer stops [0], Timeout [30s], and Wait, 0 trying once as rping does), and what it prints
+// and checks.
 type Options struct {
-	Server bool
-	// Addr is the server's address: what a client connects to, and what a server's peers
-	// connect to (it must be the device's).
-	Addr     netip.Addr
-	Port     uint16 // [7174]
-	Size     int    // ping buffer size, MinSize..MaxSize [64]
-	Count    int    // pings, 0 for until the peer stops [0]
-	Verbose  bool   // print each ping's data (-v)
-	Validate bool   // the client compares what came back with what it sent (-V)
-	// Timeout bounds each wait for the peer [30s].
-	Timeout time.Duration
-	// Wait keeps a client trying for this long while nobody listens at the server's port yet
-	// (REJ, invalid service ID) or nobody answers; 0 tries once, as rping does.
-	Wait time.Duration
-	// Listening, if set, is called once a server listens.
-	Listening func()
+	cmpeer.Options
+	Verbose  bool // print each ping's data (-v)
+	Validate bool // the client compares what came back with what it sent (-V)
 }
 
 // Limits of the options (rping's own: RPING_MIN_BUFSIZE is the ping text's size, and 64 KiB is
@@ -49,31 +38,18 @@ const (
 	MaxCount = 100_000_000
 )
 
-func (o *Options) defaults() {
-	if o.Port == 0 {
-		o.Port = 7174
-	}
-	if o.Size == 0 {
-		o.Size = 64
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 30 * time.Second
-	}
+// tool is rping among the rdma_cm tools: its defaults and limits.
+var tool = cmpeer.Tool{
+	Name:     "rping",
+	Defaults: cmpeer.Options{Port: 7174, Size: 64, Timeout: 30 * time.Second},
+	MaxCount: MaxCount,
+	MinSize:  MinSize,
+	MaxSize:  MaxSize,
+	AddrHint: " (-a)",
 }
 
-func (o *Options) check() error {
-	switch {
-	case o.Size < MinSize || o.Size > MaxSize:
-		return fmt.Errorf("rping: size %d is out of range (%d..%d)", o.Size, MinSize, MaxSize)
-	case o.Count < 0 || o.Count > MaxCount:
-		return fmt.Errorf("rping: count %d is out of range (0..%d)", o.Count, MaxCount)
-	case !o.Addr.IsValid():
-		return errors.New("rping: an address is needed (-a)")
-	case o.Timeout < 0 || o.Wait < 0:
-		return errors.New("rping: negative timeout")
-	}
-	return nil
-}
+// Defaults are rping's options: port 7174, a ping buffer of 64 bytes, pings until the peer stops.
+func Defaults() Options { return Options{Options: tool.Defaults} }
 
 // infoLen is struct rping_rdma_info: a buffer's address (64 bits), rkey and length, big-endian.
 const infoLen = 16
@@ -91,126 +67,135 @@ type Result struct {
 
 // peer is one side's resources: the QP and rping's four buffers.
 type peer struct {
-	o        Options
-	cq       *engine.CQ
-	qp       *engine.QP
-	wake     chan struct{}
-	ev       *cmpeer.Events
-	ctx      context.Context
-	send     []byte
-	recv     []byte
-	start    []byte // the client's ping text
-	rdma     []byte // the server's copy, the client's sink
-	sendMR   *engine.MR
-	recvMR   *engine.MR
-	startMR  *engine.MR
-	rdmaMR   *engine.MR
-	lastPeer [infoLen]byte
+	*cmpeer.Peer
+	verbose, validate bool
+	cq                *engine.CQ
+	qp                *engine.QP
+	send              []byte
+	recv              []byte
+	start             []byte // the client's ping text
+	rdma              []byte // the server's copy, the client's sink
+	sendMR            *engine.MR
+	recvMR            *engine.MR
+	startMR           *engine.MR
+	rdmaMR            *engine.MR
+	lastPeer          [infoLen]byte
 }
 
 // Run runs one side of rping on dev, printing what rping prints to out.
 func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) (Result, error) {
-	o.defaults()
 	var res Result
-	if err := o.check(); err != nil {
+	tool.Fill(&o.Options)
+	if err := tool.CheckSize(o.Options, 0); err != nil { // rping names a bad size first
 		return res, err
 	}
-	p := &peer{o: o, wake: make(chan struct{}, 1), ctx: ctx}
-	m, ev, err := cmpeer.New(ctx, dev, "rping")
-	p.ev = ev
+	cp, err := tool.Start(ctx, dev, o.Options, out)
 	if err != nil {
 		return res, err
 	}
-	pd, err := dev.AllocPD()
-	if err != nil {
+	defer cp.Close()
+	p := &peer{Peer: cp, verbose: o.Verbose, validate: o.Validate}
+	if err := p.createQP(); err != nil {
 		return res, err
 	}
-	if p.cq, err = dev.CreateCQ(32); err != nil {
-		return res, err
-	}
-	p.cq.OnCompletion(func() {
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
-	})
-	// rping's QP: RPING_SQ_DEPTH 16 sends, 2 receives, one SGE each.
-	if p.qp, err = pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cq, RecvCQ: p.cq,
-		Cap: engine.QPCap{MaxSendWR: 16, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: infoLen}}); err != nil {
-		return res, err
-	}
-	defer p.qp.Destroy()
-	reg := func(n int, a engine.Access) ([]byte, *engine.MR, error) {
-		b := make([]byte, n)
-		mr, err := pd.RegMR(b, a)
-		return b, mr, err
-	}
-	all := engine.AccessLocalWrite | engine.AccessRemoteRead | engine.AccessRemoteWrite
-	if p.send, p.sendMR, err = reg(infoLen, 0); err != nil {
-		return res, err
-	}
-	if p.recv, p.recvMR, err = reg(infoLen, engine.AccessLocalWrite); err != nil {
-		return res, err
-	}
-	if p.rdma, p.rdmaMR, err = reg(o.Size, all); err != nil {
-		return res, err
-	}
-	if p.start, p.startMR, err = reg(o.Size, all); err != nil {
+	if err := p.register(); err != nil {
 		return res, err
 	}
 	// As rdma_create_qp leaves it: in INIT, with its receive posted before the connection.
-	fresh := func() error { return cmpeer.Renew(p.qp, p.postRecv, p.cq) }
-	if err := fresh(); err != nil {
+	if err := p.fresh(); err != nil {
 		return res, err
 	}
-	param := rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
-	var id *rdmacm.ID
-	if o.Server {
-		if _, err := m.Listen(o.Port); err != nil {
-			return res, fmt.Errorf("rping: listen on %d: %w", o.Port, err)
-		}
-		if o.Listening != nil {
-			o.Listening()
-		}
-		e, err := p.ev.Wait(rdmacm.ConnectRequest, 0)
-		if err != nil {
-			return res, err
-		}
-		id = e.ID
-		if err := id.Accept(p.qp, param); err != nil {
-			return res, fmt.Errorf("rping: accept: %w", err)
-		}
-		if _, err := p.ev.Wait(rdmacm.Established, o.Timeout); err != nil {
-			return res, err
-		}
-	} else {
-		e, err := p.ev.Dial(o.Addr, o.Wait, o.Timeout, func() (*rdmacm.ID, error) { return m.Connect(p.qp, o.Addr, o.Port, param) }, fresh)
-		if err != nil {
-			return res, err
-		}
-		id = e.ID
+	id, err := p.connect()
+	if err != nil {
+		return res, err
 	}
-	if o.Server {
-		res.Pings, err = p.server(out)
-	} else {
-		res.Pings, err = p.client(out)
-		derr := id.Disconnect()
-		if derr != nil && err == nil {
-			err = derr
-		}
-		// The DREQ is answered, and the connection's time wait ends, before the device may go.
-		for derr == nil {
-			_, werr := p.ev.Wait(rdmacm.TimewaitExit, o.Timeout)
-			if errors.Is(werr, cmpeer.ErrDisconnected) {
-				continue // this side's own DISCONNECTED comes first
-			}
-			if werr != nil && err == nil {
-				err = werr
-			}
-			break
-		}
+	if p.O.Server {
+		res.Pings, err = p.server()
+		return res, err
 	}
-	return res, err
+	res.Pings, err = p.client()
+	return res, p.hangUp(id, err)
+}
+
+// createQP makes rping's CQ and QP: RPING_SQ_DEPTH 16 sends, 2 receives, one SGE each.
+func (p *peer) createQP() error {
+	var err error
+	if p.cq, err = p.Dev.CreateCQ(32); err != nil {
+		return err
+	}
+	p.Notify(p.cq)
+	p.qp, err = p.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cq, RecvCQ: p.cq,
+		Cap: engine.QPCap{MaxSendWR: 16, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: infoLen}})
+	return err
+}
+
+// register registers rping's buffers: the info sent and received, and two of Size the peer
+// reaches.
+func (p *peer) register() error {
+	reg := func(n int, a engine.Access) ([]byte, *engine.MR, error) {
+		b := make([]byte, n)
+		mr, err := p.PD.RegMR(b, a)
+		return b, mr, err
+	}
+	all := engine.AccessLocalWrite | engine.AccessRemoteRead | engine.AccessRemoteWrite
+	var err error
+	if p.send, p.sendMR, err = reg(infoLen, 0); err != nil {
+		return err
+	}
+	if p.recv, p.recvMR, err = reg(infoLen, engine.AccessLocalWrite); err != nil {
+		return err
+	}
+	if p.rdma, p.rdmaMR, err = reg(p.O.Size, all); err != nil {
+		return err
+	}
+	p.start, p.startMR, err = reg(p.O.Size, all)
+	return err
+}
+
+// fresh readies the QP as rdma_create_qp leaves it, again after a refused attempt.
+func (p *peer) fresh() error { return cmpeer.Renew(p.qp, p.postRecv, p.cq) }
+
+// param is rping's rdma_conn_param: one READ each way, retry counts 7.
+var param = rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
+
+// connect connects the QP through rdma_cm: a server listens and accepts the first request, a
+// client connects to the server.
+func (p *peer) connect() (*rdmacm.ID, error) {
+	if !p.O.Server {
+		e, err := p.Events.Dial(p.O.Addr, p.O.Wait, p.O.Timeout, func() (*rdmacm.ID, error) { return p.CM.Connect(p.qp, p.O.Addr, p.O.Port, param) }, p.fresh)
+		return e.ID, err
+	}
+	if err := p.Listen(p.CM.Listen); err != nil {
+		return nil, err
+	}
+	id, err := p.Events.Accept(p.qp, param, 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.Events.Wait(rdmacm.Established, p.O.Timeout); err != nil {
+		return nil, err
+	}
+	return id, nil
+}
+
+// hangUp ends a client's run as rping does: it disconnects, and the DREQ is answered and the
+// connection's time wait ends before the device may go. err, the pings' own, comes first.
+func (p *peer) hangUp(id *rdmacm.ID, err error) error {
+	derr := id.Disconnect()
+	if derr != nil && err == nil {
+		err = derr
+	}
+	for derr == nil {
+		_, werr := p.Events.Wait(rdmacm.TimewaitExit, p.O.Timeout)
+		if errors.Is(werr, cmpeer.ErrDisconnected) {
+			continue // this side's own DISCONNECTED comes first
+		}
+		if werr != nil && err == nil {
+			err = werr
+		}
+		break
+	}
+	return err
 }
 
 func (p *peer) postRecv() error {
@@ -227,7 +212,7 @@ func (p *peer) sendInfo(mr *engine.MR, n int) error {
 // RDMA operation), taking the others it meets.
 func (p *peer) wait(wrid uint64) error {
 	var wcs [8]engine.WC
-	deadline := time.NewTimer(p.o.Timeout)
+	deadline := time.NewTimer(p.O.Timeout)
 	defer deadline.Stop()
 	for {
 		n := p.cq.Poll(wcs[:])
@@ -249,25 +234,25 @@ func (p *peer) wait(wrid uint64) error {
 			continue
 		}
 		select {
-		case <-p.wake:
-		case <-p.ev.Wake():
-			for e, ok := p.ev.Take(); ok; e, ok = p.ev.Take() {
+		case <-p.Wake:
+		case <-p.Events.Wake():
+			for e, ok := p.Events.Take(); ok; e, ok = p.Events.Take() {
 				if e.Type == rdmacm.Disconnected {
 					return cmpeer.ErrDisconnected
 				}
 			}
 		case <-deadline.C:
-			return fmt.Errorf("rping: no completion for %v", p.o.Timeout)
-		case <-p.ctx.Done():
-			return p.ctx.Err()
+			return fmt.Errorf("rping: no completion for %v", p.O.Timeout)
+		case <-p.Ctx.Done():
+			return p.Ctx.Err()
 		}
 	}
 }
 
 // client runs the client's pings.
-func (p *peer) client(out io.Writer) (int, error) {
+func (p *peer) client() (int, error) {
 	start := byte(65)
-	for ping := 0; p.o.Count == 0 || ping < p.o.Count; ping++ {
+	for ping := 0; p.O.Count == 0 || ping < p.O.Count; ping++ {
 		// rping's text: "rdma-ping-N: " and letters from start on, A to z, the last byte 0.
 		cc := copy(p.start, fmt.Sprintf("rdma-ping-%d: ", ping))
 		c := start
@@ -294,23 +279,23 @@ func (p *peer) client(out io.Writer) (int, error) {
 		if err := p.wait(1); err != nil { // the server wrote it back
 			return ping, err
 		}
-		if p.o.Validate && string(p.start) != string(p.rdma) {
+		if p.validate && string(p.start) != string(p.rdma) {
 			return ping, errors.New("rping: data mismatch")
 		}
-		if p.o.Verbose {
-			fmt.Fprintf(out, "ping data: %s\n", cstring(p.rdma))
+		if p.verbose {
+			fmt.Fprintf(p.Out, "ping data: %s\n", cstring(p.rdma))
 		}
 	}
-	if p.o.Count == 0 {
+	if p.O.Count == 0 {
 		return 0, nil
 	}
-	return p.o.Count, nil
+	return p.O.Count, nil
 }
 
 // server answers pings until the client disconnects, or Count of them.
-func (p *peer) server(out io.Writer) (int, error) {
+func (p *peer) server() (int, error) {
 	pings := 0
-	for p.o.Count == 0 || pings < p.o.Count {
+	for p.O.Count == 0 || pings < p.O.Count {
 		if err := p.wait(1); err != nil { // the client's buffer
 			if errors.Is(err, cmpeer.ErrDisconnected) {
 				return pings, nil
@@ -326,8 +311,8 @@ func (p *peer) server(out io.Writer) (int, error) {
 		if err := p.wait(3); err != nil {
 			return pings, err
 		}
-		if p.o.Verbose {
-			fmt.Fprintf(out, "server ping data: %s\n", cstring(p.rdma))
+		if p.verbose {
+			fmt.Fprintf(p.Out, "server ping data: %s\n", cstring(p.rdma))
 		}
 		if err := p.sendInfo(p.rdmaMR, len(p.rdma)); err != nil { // go ahead
 			return pings, err
@@ -350,7 +335,7 @@ func (p *peer) server(out io.Writer) (int, error) {
 		pings++
 	}
 	// Count pings done: the client disconnects.
-	if _, err := p.ev.Wait(rdmacm.Disconnected, p.o.Timeout); err != nil {
+	if _, err := p.Events.Wait(rdmacm.Disconnected, p.O.Timeout); err != nil {
 		return pings, err
 	}
 	return pings, nil

@@ -3,11 +3,13 @@ package rping
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/softirdma/softirdma/compat/internal/cmpeer"
+	"github.com/softirdma/softirdma/compat/internal/ctrltest"
 	"github.com/softirdma/softirdma/internal/loophosts"
 )
 
@@ -17,23 +19,13 @@ func TestRping(t *testing.T) {
 	hs, hc := loophosts.Pair(t, 0, 9)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var wg sync.WaitGroup
-	var sout, cout bytes.Buffer
-	var sres, cres Result
-	var serr, cerr error
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		sres, serr = Run(ctx, hs.Device(), Options{Server: true, Addr: hs.Device().IP(), Count: 10, Verbose: true}, &sout)
-	}()
-	go func() {
-		defer wg.Done()
-		cres, cerr = Run(ctx, hc.Device(), Options{Addr: hs.Device().IP(), Count: 10, Verbose: true, Validate: true}, &cout)
-	}()
-	wg.Wait()
-	if serr != nil || cerr != nil {
-		t.Fatalf("server: %v\n%s\nclient: %v\n%s", serr, sout.String(), cerr, cout.String())
-	}
+	s, c := ctrltest.Both(func(out io.Writer) (Result, error) {
+		return Run(ctx, hs.Device(), Options{Options: cmpeer.Options{Server: true, Addr: hs.Device().IP(), Count: 10}, Verbose: true}, out)
+	}, func(out io.Writer) (Result, error) {
+		return Run(ctx, hc.Device(), Options{Options: cmpeer.Options{Addr: hs.Device().IP(), Count: 10}, Verbose: true, Validate: true}, out)
+	})
+	ctrltest.BothSucceeded(t, s, c)
+	sres, cres, sout, cout := s.Res, c.Res, &s.Out, &c.Out
 	if sres.Pings != 10 || cres.Pings != 10 {
 		t.Fatalf("pings: server %d, client %d", sres.Pings, cres.Pings)
 	}
@@ -52,7 +44,7 @@ func TestRping(t *testing.T) {
 // loopback with "INVALID_SERVICE_ID".
 func TestClientOwnAddress(t *testing.T) {
 	_, hc := loophosts.Pair(t, 0, 9)
-	_, err := Run(context.Background(), hc.Device(), Options{Addr: hc.Device().IP(), Timeout: 5 * time.Second}, &bytes.Buffer{})
+	_, err := Run(context.Background(), hc.Device(), Options{Options: cmpeer.Options{Addr: hc.Device().IP(), Timeout: 5 * time.Second}}, &bytes.Buffer{})
 	want := "rping: 192.0.2.2 is this device's own address: a client connects to a server elsewhere on the link (the server's -ip), not to itself"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %s", err, want)

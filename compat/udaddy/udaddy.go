@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"time"
 
 	"github.com/softirdma/softirdma/emu/engine"
@@ -20,66 +19,30 @@ import (
 	"github.com/softirdma/softirdma/emu/rdmacm"
 )
 
-// Options are udaddy's, with its defaults (Defaults) in brackets.
-type Options struct {
-	Server bool
-	// Addr is the server's address: what a client asks.
-	Addr        netip.Addr
-	Port        uint16 // [7174, the port udaddy always uses]
-	Connections int    // [1]
-	Count       int    // messages each way [10]
-	Size        int    // message size, at most the port's active MTU [100]; 0 sends none
-	// Timeout bounds each wait for the peer [30s].
-	Timeout time.Duration
-	// Wait keeps a client asking for this long while nobody serves the port yet; 0 asks once.
-	Wait time.Duration
-	// Listening, if set, is called once a server listens.
-	Listening func()
-}
+// Options are udaddy's (cmpeer.Options): Port [7174, the port udaddy always uses], Connections
+// [1], Count, the messages each way [10], Size, at most the port's active MTU [100] (0 sends
+// none), Timeout [30s], and Wait, 0 asking once.
+type Options = cmpeer.Options
 
-// Limits of the options.
+// Limits of the options. The port's active MTU bounds the size: MaxSize is the largest there is.
 const (
 	MaxConnections = 1024
 	MaxCount       = 1 << 14
+	MaxSize        = 4096
 )
 
+// tool is udaddy among the rdma_cm tools: its defaults and limits.
+var tool = cmpeer.Tool{
+	Name:           "udaddy",
+	Defaults:       Options{Port: 7174, Connections: 1, Count: 10, Size: 100, Timeout: 30 * time.Second},
+	MaxConnections: MaxConnections,
+	MaxCount:       MaxCount,
+	MaxSize:        MaxSize,
+	SizeWithinMTU:  true,
+}
+
 // Defaults are udaddy's options: one client, ten messages of 100 bytes, port 7174.
-func Defaults() Options {
-	return Options{Port: 7174, Connections: 1, Count: 10, Size: 100, Timeout: 30 * time.Second}
-}
-
-func (o *Options) defaults() {
-	if o.Port == 0 {
-		o.Port = 7174
-	}
-	if o.Connections == 0 {
-		o.Connections = 1
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 30 * time.Second
-	}
-	if o.Size == 0 {
-		o.Count = 0
-	}
-}
-
-func (o *Options) check(mtu int) error {
-	switch {
-	case o.Connections < 1 || o.Connections > MaxConnections:
-		return fmt.Errorf("udaddy: %d connections is out of range (1..%d)", o.Connections, MaxConnections)
-	case o.Count < 0 || o.Count > MaxCount:
-		return fmt.Errorf("udaddy: count %d is out of range (0..%d)", o.Count, MaxCount)
-	case o.Size < 0:
-		return fmt.Errorf("udaddy: size %d is negative", o.Size)
-	case o.Size > mtu:
-		return fmt.Errorf("udaddy: message_size %d is larger than active mtu %d", o.Size, mtu)
-	case !o.Addr.IsValid():
-		return errors.New("udaddy: an address is needed")
-	case o.Timeout < 0 || o.Wait < 0:
-		return errors.New("udaddy: negative timeout")
-	}
-	return nil
-}
+func Defaults() Options { return tool.Defaults }
 
 // node is one client's UD QP and where its peer is: udaddy's struct cmatest_node.
 type node struct {
@@ -93,79 +56,45 @@ type node struct {
 }
 
 type test struct {
-	o      Options
-	ctx    context.Context
-	dev    *engine.Device
-	pd     *engine.PD
-	ev     *cmpeer.Events
-	wake   chan struct{}
-	nodes  []*node
-	poller cmpeer.Poller
+	*cmpeer.Peer
+	nodes []*node
 }
 
 // Run runs one side of udaddy on dev, printing what udaddy prints to out.
 func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) error {
-	o.defaults()
-	if err := o.check(dev.ActiveMTU().Bytes()); err != nil {
-		return err
-	}
-	m, ev, err := cmpeer.New(ctx, dev, "udaddy")
-	if err != nil {
-		return err
-	}
-	t := &test{o: o, ctx: ctx, dev: dev, ev: ev, wake: make(chan struct{}, 1)}
-	t.poller = cmpeer.Poller{Tool: "udaddy", Ctx: ctx, Wake: t.wake, Timeout: o.Timeout}
-	if t.pd, err = dev.AllocPD(); err != nil {
-		return err
-	}
-	defer func() {
-		for _, n := range t.nodes {
-			_ = n.qp.Destroy()
-		}
-	}()
-	return cmpeer.Tool(out, "udaddy", o.Server, func() error {
-		if o.Server {
-			return t.server(m, out)
-		}
-		return t.client(m, out)
-	})
+	return tool.Run(ctx, dev, o, out, func(p *cmpeer.Peer) cmpeer.Side { return &test{Peer: p} })
 }
 
 // slot is a receive's size: the GRH area and a message.
-func (t *test) slot() int { return engine.GRHLen + t.o.Size }
+func (t *test) slot() int { return engine.GRHLen + t.O.Size }
 
 // recvOff is where receive i's slot starts in a node's buffer.
-func (t *test) recvOff(i int) int { return t.o.Size + i*t.slot() }
+func (t *test) recvOff(i int) int { return t.O.Size + i*t.slot() }
 
 // newNode makes a UD QP (Count sends and receives, one CQ of twice that) and a buffer of the GRH
 // area and a message, and posts the receives, as udaddy's init_node and post_recvs.
 func (t *test) newNode() (*node, error) {
-	depth := max(t.o.Count, 1)
+	depth := max(t.O.Count, 1)
 	// udaddy posts every receive on one buffer; a slot each keeps one datagram's GRH area from
 	// being written while an earlier one's is read.
-	n := &node{buf: make([]byte, t.o.Size+depth*t.slot())}
+	n := &node{buf: make([]byte, t.O.Size+depth*t.slot())}
 	var err error
-	if n.cq, err = t.dev.CreateCQ(2 * depth); err != nil {
+	if n.cq, err = t.Dev.CreateCQ(2 * depth); err != nil {
 		return nil, err
 	}
-	n.cq.OnCompletion(func() {
-		select {
-		case t.wake <- struct{}{}:
-		default:
-		}
-	})
-	if n.qp, err = t.pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeUD, SendCQ: n.cq, RecvCQ: n.cq,
+	t.Notify(n.cq)
+	if n.qp, err = t.CreateQP(engine.QPInitAttr{Type: engine.QPTypeUD, SendCQ: n.cq, RecvCQ: n.cq,
 		Cap: engine.QPCap{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		return nil, err
 	}
 	t.nodes = append(t.nodes, n)
-	if n.mr, err = t.pd.RegMR(n.buf, engine.AccessLocalWrite); err != nil {
+	if n.mr, err = t.PD.RegMR(n.buf, engine.AccessLocalWrite); err != nil {
 		return nil, err
 	}
 	if err := rdmacm.ReadyUD(n.qp); err != nil {
 		return nil, err
 	}
-	for i := range t.o.Count {
+	for i := range t.O.Count {
 		if err := n.qp.PostRecv(engine.RecvWR{ID: uint64(i), SGL: []engine.SGE{{Addr: n.mr.Addr() + uint64(t.recvOff(i)), Length: uint32(t.slot()), LKey: n.mr.LKey()}}}); err != nil {
 			return nil, fmt.Errorf("failed to post receives: %w", err)
 		}
@@ -173,16 +102,14 @@ func (t *test) newNode() (*node, error) {
 	return n, nil
 }
 
-func (t *test) server(m *rdmacm.Manager, out io.Writer) error {
-	if _, err := m.ListenUD(t.o.Port); err != nil {
-		return fmt.Errorf("udaddy: listen on %d: %w", t.o.Port, err)
-	}
-	if t.o.Listening != nil {
-		t.o.Listening()
+// Server answers Connections clients' requests, takes each one's messages, and replies.
+func (t *test) Server() error {
+	if err := t.Listen(t.CM.ListenUD); err != nil {
+		return err
 	}
 	// Each request is answered at once; the side that answers sees no ESTABLISHED.
-	for len(t.nodes) < t.o.Connections {
-		e, err := t.ev.Next(0)
+	for len(t.nodes) < t.O.Connections {
+		e, err := t.Events.Next(0)
 		if err != nil {
 			return err
 		}
@@ -197,56 +124,35 @@ func (t *test) server(m *rdmacm.Manager, out io.Writer) error {
 			return fmt.Errorf("udaddy: accept: %w", err)
 		}
 	}
-	if t.o.Count == 0 {
+	if t.O.Count == 0 {
 		return nil
 	}
-	fmt.Fprintln(out, "receiving data transfers")
-	for _, n := range t.nodes {
-		if err := t.receive(n, true); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(out, "sending replies")
-	for _, n := range t.nodes {
-		if err := t.sends(n, true); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(out, "data transfers complete")
-	return nil
+	return cmpeer.Transfers(t.Out, t.nodes,
+		cmpeer.Step[*node]{Line: "receiving data transfers", Do: func(n *node) error { return t.receive(n, true) }},
+		cmpeer.Step[*node]{Line: "sending replies", Do: func(n *node) error { return t.sends(n, true) }})
 }
 
-func (t *test) client(m *rdmacm.Manager, out io.Writer) error {
-	fmt.Fprintln(out, "udaddy: connecting")
-	for range t.o.Connections {
+// Client asks the server for its QP Connections times, sends, and takes the replies.
+func (t *test) Client() error {
+	fmt.Fprintln(t.Out, "udaddy: connecting")
+	for range t.O.Connections {
 		n, err := t.newNode()
 		if err != nil {
 			return err
 		}
-		e, err := t.ev.Dial(t.o.Addr, t.o.Wait, t.o.Timeout, func() (*rdmacm.ID, error) { return m.ConnectUD(n.qp, t.o.Addr, t.o.Port, nil) },
+		e, err := t.Events.Dial(t.O.Addr, t.O.Wait, t.O.Timeout, func() (*rdmacm.ID, error) { return t.CM.ConnectUD(n.qp, t.O.Addr, t.O.Port, nil) },
 			func() error { return nil })
 		if err != nil {
 			return err
 		}
 		n.ah, n.qpn, n.qkey = e.UD.AH, e.UD.QPN, e.UD.QKey
 	}
-	if t.o.Count == 0 {
+	if t.O.Count == 0 {
 		return nil
 	}
-	fmt.Fprintln(out, "initiating data transfers")
-	for _, n := range t.nodes {
-		if err := t.sends(n, false); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(out, "receiving data transfers")
-	for _, n := range t.nodes {
-		if err := t.receive(n, false); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(out, "data transfers complete")
-	return nil
+	return cmpeer.Transfers(t.Out, t.nodes,
+		cmpeer.Step[*node]{Line: "initiating data transfers", Do: func(n *node) error { return t.sends(n, false) }},
+		cmpeer.Step[*node]{Line: "receiving data transfers", Do: func(n *node) error { return t.receive(n, false) }})
 }
 
 // sends sends Count SEND_WITH_IMMs of Size carrying the QP's own number, as udaddy; the
@@ -256,15 +162,15 @@ func (t *test) sends(n *node, signaled bool) error {
 	if signaled {
 		flags = engine.SendSignaled
 	}
-	for i := range t.o.Count {
+	for i := range t.O.Count {
 		if err := n.qp.PostSend(engine.SendWR{ID: uint64(i), Opcode: engine.WRSendWithImm, Flags: flags, Imm: n.qp.Num(),
-			SGL: []engine.SGE{{Addr: n.mr.Addr(), Length: uint32(t.o.Size), LKey: n.mr.LKey()}},
+			SGL: []engine.SGE{{Addr: n.mr.Addr(), Length: uint32(t.O.Size), LKey: n.mr.LKey()}},
 			AH:  n.ah, RemoteQPN: n.qpn, RemoteQKey: n.qkey}); err != nil {
 			return fmt.Errorf("failed to post sends: %w", err)
 		}
 	}
 	if signaled {
-		return t.poller.Poll(n.cq, t.o.Count, nil)
+		return t.Poller.Poll(n.cq, t.O.Count, nil)
 	}
 	return nil
 }
@@ -272,9 +178,9 @@ func (t *test) sends(n *node, signaled bool) error {
 // receive waits for Count datagrams; the server takes where to reply from the first: the
 // address in its GRH area and the QPN its immediate data carries (udaddy's create_reply_ah).
 func (t *test) receive(n *node, reply bool) error {
-	return t.poller.Poll(n.cq, t.o.Count, func(wc engine.WC) error {
-		if wc.ByteLen != uint32(engine.GRHLen+t.o.Size) || wc.Flags&engine.WCWithImm == 0 {
-			return fmt.Errorf("udaddy: received %d bytes (imm %v), sent %d", wc.ByteLen, wc.Flags&engine.WCWithImm != 0, t.o.Size)
+	return t.Poller.Poll(n.cq, t.O.Count, func(wc engine.WC) error {
+		if wc.ByteLen != uint32(engine.GRHLen+t.O.Size) || wc.Flags&engine.WCWithImm == 0 {
+			return fmt.Errorf("udaddy: received %d bytes (imm %v), sent %d", wc.ByteLen, wc.Flags&engine.WCWithImm != 0, t.O.Size)
 		}
 		if !reply || n.ah != nil {
 			return nil
@@ -283,7 +189,7 @@ func (t *test) receive(n *node, reply bool) error {
 		if !ok {
 			return errors.New("udaddy: failed to create reply AH")
 		}
-		ah, err := t.pd.CreateAH(engine.AHAttr{DGID: src, HopLimit: 64})
+		ah, err := t.PD.CreateAH(engine.AHAttr{DGID: src, HopLimit: 64})
 		if err != nil {
 			return fmt.Errorf("udaddy: failed to create reply AH: %w", err)
 		}

@@ -5,8 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/softirdma/softirdma/compat/internal/ctrltest"
 	"github.com/softirdma/softirdma/compat/udaddy"
 	"github.com/softirdma/softirdma/internal/loophosts"
 )
@@ -14,27 +14,13 @@ import (
 // TestServerAndClient runs both sides against each other over a real-time link, four
 // connections, and checks what each prints, as uudaddy prints it.
 func TestServerAndClient(t *testing.T) {
-	a, b := loophosts.Pair(t, 0, 9)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	listening := make(chan struct{})
-	var sout, cout bytes.Buffer
-	done := make(chan error, 1)
 	so, co := udaddy.Defaults(), udaddy.Defaults()
-	so.Server, so.Addr, so.Connections, so.Listening = true, a.Device().IP(), 4, func() { close(listening) }
-	co.Addr, co.Connections = a.Device().IP(), 4
-	go func() { done <- udaddy.Run(ctx, a.Device(), so, &sout) }()
-	<-listening
-	if err := udaddy.Run(ctx, b.Device(), co, &cout); err != nil {
-		t.Fatalf("client: %v\n%s", err, cout.String())
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("server: %v\n%s", err, sout.String())
-	}
+	so.Connections, co.Connections = 4, 4
+	sout, cout := ctrltest.ToolPair(t, udaddy.Run, so, co)
 	wantS := "udaddy: starting server\nreceiving data transfers\nsending replies\ndata transfers complete\ntest complete\nreturn status 0\n"
 	wantC := "udaddy: starting client\nudaddy: connecting\ninitiating data transfers\nreceiving data transfers\ndata transfers complete\ntest complete\nreturn status 0\n"
-	if sout.String() != wantS || cout.String() != wantC {
-		t.Fatalf("server printed\n%s\nclient printed\n%s", sout.String(), cout.String())
+	if sout != wantS || cout != wantC {
+		t.Fatalf("server printed\n%s\nclient printed\n%s", sout, cout)
 	}
 }
 

@@ -59,172 +59,225 @@ func Run(t *testing.T, env Env) {
 	if env.Pcap != nil {
 		defer checkPcap(t, env.Pcap)
 	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
+	s := &scenario{t: t, env: env, d: env.Driver, peerQPs: map[*driver.QP]*engine.QP{}}
+	s.checkPort()
+	s.setup()
+	s.type2Window()
+	s.type1Window()
+	s.readAndAtomic()
+	s.srqReceive()
+	s.rereg()
+}
+
+// scenario is the run's state: the function's objects, made through the driver, and the peer's.
+type scenario struct {
+	t   *testing.T
+	env Env
+	d   *driver.Driver
+	// The function's: a completion EQ and CQ, a PD with an MR of 16 KiB, an SRQ, a QP with a
+	// receive queue of its own (q) and one on the SRQ (qs).
+	eq    *driver.EQ
+	cq    *driver.CQ
+	pd    uint32
+	mr    driver.MR
+	srq   *driver.SRQ
+	q, qs *driver.QP
+	// The peer's: a PD and CQ, an MR of the pattern, and a QP for each of the function's.
+	ppd     *engine.PD
+	pcq     *engine.CQ
+	pmr     *engine.MR
+	peerQPs map[*driver.QP]*engine.QP
+}
+
+func (s *scenario) must(err error) {
+	s.t.Helper()
+	if err != nil {
+		s.t.Fatal(err)
 	}
-	d := env.Driver
-	// The port as the control queue reports it: up, 4096-byte MTUs on a socket link, and no
-	// GID programmed (the device goes by the address it was given).
-	port, err := d.QueryPort()
-	must(err)
+}
+
+// checkPort checks the port as the control queue reports it: up, 4096-byte MTUs on a socket
+// link, and no GID programmed (the device goes by the address it was given).
+func (s *scenario) checkPort() {
+	t := s.t
+	port, err := s.d.QueryPort()
+	s.must(err)
 	if port != (driver.Port{State: 4, MaxMTU: 5, ActiveMTU: 5, GIDTableLen: abi.GIDTableLen}) {
 		t.Fatalf("QUERY_PORT: %+v", port)
 	}
-	if _, valid, err := d.QueryGID(0); err != nil || valid {
+	if _, valid, err := s.d.QueryGID(0); err != nil || valid {
 		t.Fatalf("QUERY_GID 0 with no GID programmed: valid %v, %v", valid, err)
 	}
-	eq, err := d.CreateEQ(4, abi.EQCompletion, env.Vector)
+}
+
+// setup makes both sides' objects and connects q and qs to peer QPs.
+func (s *scenario) setup() {
+	d, must := s.d, s.must
+	var err error
+	s.eq, err = d.CreateEQ(4, abi.EQCompletion, s.env.Vector)
 	must(err)
-	cq, err := d.CreateCQ(6, eq)
+	s.cq, err = d.CreateCQ(6, s.eq)
 	must(err)
-	pd, err := d.AllocPD()
+	s.pd, err = d.AllocPD()
 	must(err)
-	mr, err := d.RegMR(pd, 16384, 1|2|4|8|16) // local write, remote write/read/atomic, MW bind
+	s.mr, err = d.RegMR(s.pd, 16384, 1|2|4|8|16) // local write, remote write/read/atomic, MW bind
 	must(err)
-	srq, err := d.CreateSRQ(pd, 4, 1, 0)
+	s.srq, err = d.CreateSRQ(s.pd, 4, 1, 0)
 	must(err)
-	q, err := d.CreateQP(pd, cq, cq, driver.QPCaps{SendLog: 4, RecvLog: 4, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 64})
+	s.q, err = d.CreateQP(s.pd, s.cq, s.cq, driver.QPCaps{SendLog: 4, RecvLog: 4, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 64})
 	must(err)
-	qs, err := d.CreateQPOnSRQ(pd, cq, cq, srq, driver.QPCaps{SendLog: 4, MaxSendSGE: 1, MaxRecvSGE: 1})
+	s.qs, err = d.CreateQPOnSRQ(s.pd, s.cq, s.cq, s.srq, driver.QPCaps{SendLog: 4, MaxSendSGE: 1, MaxRecvSGE: 1})
 	must(err)
 
-	peer := env.Peer
-	ppd, _ := peer.AllocPD()
-	pcq, _ := peer.CreateCQ(64)
-	src := pattern(4096)
-	pmr, err := ppd.RegMR(src, engine.AccessLocalWrite|engine.AccessRemoteRead|engine.AccessRemoteAtomic)
+	peer := s.env.Peer
+	s.ppd, _ = peer.AllocPD()
+	s.pcq, _ = peer.CreateCQ(64)
+	s.pmr, err = s.ppd.RegMR(pattern(4096), engine.AccessLocalWrite|engine.AccessRemoteRead|engine.AccessRemoteAtomic)
 	must(err)
-	peerQPs := map[*driver.QP]*engine.QP{}
-	// connect makes a fresh peer QP for gq and takes both through INIT, RTR and RTS (again,
-	// after an error failed both).
-	connect := func(gq *driver.QP) {
-		t.Helper()
-		pqp, err := ppd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: pcq, RecvCQ: pcq,
-			Cap: engine.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		must(err)
-		peerQPs[gq] = pqp
-		must(gq.Modify(driver.QPAttr{State: 0}, 1))
-		ConnectPeer(t, gq, pqp, env.PeerIP, env.FunctionIP, 3)
-	}
-	connect(q)
-	connect(qs)
+	s.connect(s.q)
+	s.connect(s.qs)
+}
 
-	// done waits for the completion event the armed CQ sends and returns the completion.
-	arm := func() {
-		t.Helper()
-		env.Armed()
-		must(d.Arm(cq, false))
-	}
-	done := func() driver.WC {
-		t.Helper()
-		if err := env.Wait(); err != nil {
-			// Say what the device did: an event lost, or no completion at all.
-			ev, _ := eq.Poll()
-			wcs, _ := cq.Poll(8)
-			t.Fatalf("no completion event: %v (EQ entries %v, CQEs %+v)", err, ev, wcs)
-		}
-		ev, err := eq.Poll()
-		must(err)
-		if len(ev) == 0 || ev[0].Num != cq.Num {
-			t.Fatalf("EQ entries %v", ev)
-		}
-		wcs, err := cq.Poll(1)
-		must(err)
-		if len(wcs) != 1 {
-			t.Fatal("an event without its completion")
-		}
-		return wcs[0]
-	}
-	// post posts one WR on q with its completion awaited through the event.
-	post := func(wr driver.SendWR) driver.WC {
-		t.Helper()
-		arm()
-		must(q.PostSend(wr))
-		wc := done()
-		if wc.WRID != wr.ID {
-			t.Fatalf("completion %+v for wr %d", wc, wr.ID)
-		}
-		return wc
-	}
-	peerDone := func() engine.WC {
-		t.Helper()
-		return WaitPeerStep(t, pcq, env.Step)
-	}
-	// peerWriteAt WRITEs 64 bytes through rkey at addr and returns the status; peerWrite at the
-	// MR's second page.
-	peerWriteAt := func(addr uint64, rkey uint32) engine.WCStatus {
-		t.Helper()
-		must(peerQPs[q].PostSend(engine.SendWR{ID: 7, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled,
-			SGL: []engine.SGE{{Addr: pmr.Addr(), Length: 64, LKey: pmr.LKey()}}, RemoteAddr: addr, RKey: rkey}))
-		return peerDone().Status
-	}
-	peerWrite := func(rkey uint32) engine.WCStatus { return peerWriteAt(mr.Addr+4096, rkey) }
-	window := driver.Bind{MRLKey: mr.Key, Addr: mr.Addr + 4096, Length: 4096, Access: 2}
-	bind := func(mw, key uint32) {
-		t.Helper()
-		w := window
-		w.MWRKey, w.NewRKey = mw, key
-		if wc := post(driver.SendWR{ID: 60, Opcode: driver.WRBindMW, Flags: driver.SendSignaled, Bind: w}); wc.Status != 0 {
-			t.Fatalf("bind completion %+v", wc)
-		}
-	}
-	key8 := func(k uint32, n uint32) uint32 { return k&^0xff | (k+n)&0xff }
+// connect makes a fresh peer QP for gq and takes both through INIT, RTR and RTS (again, after an
+// error failed both).
+func (s *scenario) connect(gq *driver.QP) {
+	s.t.Helper()
+	pqp, err := s.ppd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: s.pcq, RecvCQ: s.pcq,
+		Cap: engine.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	s.must(err)
+	s.peerQPs[gq] = pqp
+	s.must(gq.Modify(driver.QPAttr{State: 0}, 1))
+	ConnectPeer(s.t, gq, pqp, s.env.PeerIP, s.env.FunctionIP, 3)
+}
 
-	// A type 2 window bound by a WQE; the peer writes through it and the bytes are in guest RAM.
-	mw2, err := d.AllocMW(pd, abi.STagMWType2B)
+// arm readies the CQ's completion event.
+func (s *scenario) arm() {
+	s.t.Helper()
+	s.env.Armed()
+	s.must(s.d.Arm(s.cq, false))
+}
+
+// done waits for the completion event the armed CQ sends and returns the completion.
+func (s *scenario) done() driver.WC {
+	t := s.t
+	t.Helper()
+	if err := s.env.Wait(); err != nil {
+		// Say what the device did: an event lost, or no completion at all.
+		ev, _ := s.eq.Poll()
+		wcs, _ := s.cq.Poll(8)
+		t.Fatalf("no completion event: %v (EQ entries %v, CQEs %+v)", err, ev, wcs)
+	}
+	ev, err := s.eq.Poll()
+	s.must(err)
+	if len(ev) == 0 || ev[0].Num != s.cq.Num {
+		t.Fatalf("EQ entries %v", ev)
+	}
+	wcs, err := s.cq.Poll(1)
+	s.must(err)
+	if len(wcs) != 1 {
+		t.Fatal("an event without its completion")
+	}
+	return wcs[0]
+}
+
+// post posts one WR on q with its completion awaited through the event.
+func (s *scenario) post(wr driver.SendWR) driver.WC {
+	s.t.Helper()
+	s.arm()
+	s.must(s.q.PostSend(wr))
+	wc := s.done()
+	if wc.WRID != wr.ID {
+		s.t.Fatalf("completion %+v for wr %d", wc, wr.ID)
+	}
+	return wc
+}
+
+// peerWriteAt WRITEs 64 bytes from the peer through rkey at addr and returns the status.
+func (s *scenario) peerWriteAt(addr uint64, rkey uint32) engine.WCStatus {
+	s.t.Helper()
+	s.must(s.peerQPs[s.q].PostSend(engine.SendWR{ID: 7, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled,
+		SGL: []engine.SGE{{Addr: s.pmr.Addr(), Length: 64, LKey: s.pmr.LKey()}}, RemoteAddr: addr, RKey: rkey}))
+	return WaitPeerStep(s.t, s.pcq, s.env.Step).Status
+}
+
+// peerWrite is peerWriteAt the MR's second page.
+func (s *scenario) peerWrite(rkey uint32) engine.WCStatus {
+	s.t.Helper()
+	return s.peerWriteAt(s.mr.Addr+4096, rkey)
+}
+
+// bind binds window mw with key over the MR's second page, remote write, by a BIND_MW WQE.
+func (s *scenario) bind(mw, key uint32) {
+	s.t.Helper()
+	w := driver.Bind{MRLKey: s.mr.Key, Addr: s.mr.Addr + 4096, Length: 4096, Access: 2, MWRKey: mw, NewRKey: key}
+	if wc := s.post(driver.SendWR{ID: 60, Opcode: driver.WRBindMW, Flags: driver.SendSignaled, Bind: w}); wc.Status != 0 {
+		s.t.Fatalf("bind completion %+v", wc)
+	}
+}
+
+// key8 is key k with its key8 advanced by n.
+func key8(k uint32, n uint32) uint32 { return k&^0xff | (k+n)&0xff }
+
+// type2Window: a type 2 window bound by a WQE; the peer writes through it and the bytes are in
+// guest RAM. The MR cannot go while it is bound, and it is invalidated from both ends.
+func (s *scenario) type2Window() {
+	t, d, must := s.t, s.d, s.must
+	mw2, err := d.AllocMW(s.pd, abi.STagMWType2B)
 	must(err)
-	bind(mw2, key8(mw2, 1))
-	if st := peerWrite(key8(mw2, 1)); st != engine.WCSuccess {
+	s.bind(mw2, key8(mw2, 1))
+	if st := s.peerWrite(key8(mw2, 1)); st != engine.WCSuccess {
 		t.Fatalf("WRITE through the bound window: %s", st)
 	}
 	got := make([]byte, 64)
-	must(d.ReadMem(mr.Addr+4096, got))
+	must(d.ReadMem(s.mr.Addr+4096, got))
 	if string(got) != string(pattern(64)) {
 		t.Fatalf("guest RAM after the peer's WRITE: % x", got[:8])
 	}
 	// The MR cannot be deregistered while a window is bound to it (EBUSY, as the verbs API).
-	if err := d.DeallocSTag(mr.Key); !errors.Is(err, syscall.EBUSY) {
+	if err := d.DeallocSTag(s.mr.Key); !errors.Is(err, syscall.EBUSY) {
 		t.Fatalf("dereg with a window bound: %v", err)
 	}
 	// LOCAL_INV by the guest: the next WRITE is refused.
-	if wc := post(driver.SendWR{ID: 61, Opcode: driver.WRLocalInv, Flags: driver.SendSignaled, Imm: key8(mw2, 1)}); wc.Status != 0 {
+	if wc := s.post(driver.SendWR{ID: 61, Opcode: driver.WRLocalInv, Flags: driver.SendSignaled, Imm: key8(mw2, 1)}); wc.Status != 0 {
 		t.Fatalf("LOCAL_INV completion %+v", wc)
 	}
-	if st := peerWrite(key8(mw2, 1)); st != engine.WCRemAccessErr {
+	if st := s.peerWrite(key8(mw2, 1)); st != engine.WCRemAccessErr {
 		t.Fatalf("WRITE after LOCAL_INV: %s, want REM_ACCESS_ERR", st)
 	}
 	// A rebind with a new key8 works again (the refusal failed both QPs: they start over).
-	connect(q)
-	bind(mw2, key8(mw2, 2))
-	if st := peerWrite(key8(mw2, 2)); st != engine.WCSuccess {
+	s.connect(s.q)
+	s.bind(mw2, key8(mw2, 2))
+	if st := s.peerWrite(key8(mw2, 2)); st != engine.WCSuccess {
 		t.Fatalf("WRITE after the rebind: %s", st)
 	}
 	// SEND_WITH_INV from the peer invalidates it remotely; the guest's receive says which key.
-	arm()
-	must(q.PostRecv(70, driver.SGE{Addr: mr.Addr, Length: 256, Key: mr.Key}))
-	must(peerQPs[q].PostSend(engine.SendWR{ID: 8, Opcode: engine.WRSendWithInv, Imm: key8(mw2, 2),
-		SGL: []engine.SGE{{Addr: pmr.Addr(), Length: 16, LKey: pmr.LKey()}}}))
-	if wc := done(); wc.WRID != 70 || wc.Status != 0 || wc.Flags&8 == 0 || wc.Imm != key8(mw2, 2) {
+	s.arm()
+	must(s.q.PostRecv(70, driver.SGE{Addr: s.mr.Addr, Length: 256, Key: s.mr.Key}))
+	must(s.peerQPs[s.q].PostSend(engine.SendWR{ID: 8, Opcode: engine.WRSendWithInv, Imm: key8(mw2, 2),
+		SGL: []engine.SGE{{Addr: s.pmr.Addr(), Length: 16, LKey: s.pmr.LKey()}}}))
+	if wc := s.done(); wc.WRID != 70 || wc.Status != 0 || wc.Flags&8 == 0 || wc.Imm != key8(mw2, 2) {
 		t.Fatalf("receive of SEND_WITH_INV %+v", wc)
 	}
-	if st := peerWrite(key8(mw2, 2)); st != engine.WCRemAccessErr {
+	if st := s.peerWrite(key8(mw2, 2)); st != engine.WCRemAccessErr {
 		t.Fatalf("WRITE after SEND_WITH_INV: %s, want REM_ACCESS_ERR", st)
 	}
+}
 
-	// A type 1 window, bound as the provider binds one: a BIND_MW WQE with key8 + 1.
-	connect(q)
-	mw1, err := d.AllocMW(pd, abi.STagMWType1)
-	must(err)
-	bind(mw1, key8(mw1, 1))
-	if st := peerWrite(key8(mw1, 1)); st != engine.WCSuccess {
-		t.Fatalf("WRITE through the type 1 window: %s", st)
+// type1Window: a type 1 window, bound as the provider binds one: a BIND_MW WQE with key8 + 1.
+func (s *scenario) type1Window() {
+	s.connect(s.q)
+	mw1, err := s.d.AllocMW(s.pd, abi.STagMWType1)
+	s.must(err)
+	s.bind(mw1, key8(mw1, 1))
+	if st := s.peerWrite(key8(mw1, 1)); st != engine.WCSuccess {
+		s.t.Fatalf("WRITE through the type 1 window: %s", st)
 	}
+}
 
-	// A READ and an atomic from the guest to the peer.
-	if wc := post(driver.SendWR{ID: 80, Opcode: driver.WRRDMARead, Flags: driver.SendSignaled,
+// readAndAtomic: a READ and an atomic from the guest to the peer.
+func (s *scenario) readAndAtomic() {
+	t, d, must, mr, pmr := s.t, s.d, s.must, s.mr, s.pmr
+	if wc := s.post(driver.SendWR{ID: 80, Opcode: driver.WRRDMARead, Flags: driver.SendSignaled,
 		SGL: []driver.SGE{{Addr: mr.Addr + 8192, Length: 4096, Key: mr.Key}}, RemoteAddr: pmr.Addr(), RKey: pmr.RKey()}); wc.Status != 0 || wc.ByteLen != 4096 {
 		t.Fatalf("READ completion %+v", wc)
 	}
@@ -233,10 +286,10 @@ func Run(t *testing.T, env Env) {
 	if string(back) != string(pattern(4096)) {
 		t.Fatal("the READ did not bring the peer's bytes")
 	}
-	// The peer's word before the atomic, from the pattern rather than from src: the peer's
-	// engine writes src, and the order the wire gives is one the race detector cannot see.
+	// The peer's word before the atomic, from the pattern rather than from its buffer: the
+	// peer's engine writes that, and the order the wire gives is one the race detector cannot see.
 	before := le64(pattern(72)[64:])
-	if wc := post(driver.SendWR{ID: 81, Opcode: driver.WRAtomicFetchAndAdd, Flags: driver.SendSignaled,
+	if wc := s.post(driver.SendWR{ID: 81, Opcode: driver.WRAtomicFetchAndAdd, Flags: driver.SendSignaled,
 		SGL: []driver.SGE{{Addr: mr.Addr + 12288, Length: 8, Key: mr.Key}}, RemoteAddr: pmr.Addr() + 64, RKey: pmr.RKey(), CompareAdd: 3}); wc.Status != 0 {
 		t.Fatalf("atomic completion %+v", wc)
 	}
@@ -245,31 +298,37 @@ func Run(t *testing.T, env Env) {
 	if got := le64(orig[:]); got != before {
 		t.Fatalf("fetch-and-add returned 0x%x, the word was 0x%x", got, before)
 	}
+}
 
-	// A SEND from the peer into a receive on the SRQ, taken by the QP on it.
-	arm()
-	must(srq.PostRecv(90, driver.SGE{Addr: mr.Addr + 12800, Length: 64, Key: mr.Key}))
-	must(peerQPs[qs].PostSend(engine.SendWR{ID: 9, Opcode: engine.WRSend, SGL: []engine.SGE{{Addr: pmr.Addr(), Length: 32, LKey: pmr.LKey()}}}))
-	if wc := done(); wc.WRID != 90 || wc.Status != 0 || wc.ByteLen != 32 || wc.QPNum != qs.Num {
-		t.Fatalf("SRQ receive %+v", wc)
+// srqReceive: a SEND from the peer into a receive on the SRQ, taken by the QP on it.
+func (s *scenario) srqReceive() {
+	s.arm()
+	s.must(s.srq.PostRecv(90, driver.SGE{Addr: s.mr.Addr + 12800, Length: 64, Key: s.mr.Key}))
+	s.must(s.peerQPs[s.qs].PostSend(engine.SendWR{ID: 9, Opcode: engine.WRSend, SGL: []engine.SGE{{Addr: s.pmr.Addr(), Length: 32, LKey: s.pmr.LKey()}}}))
+	if wc := s.done(); wc.WRID != 90 || wc.Status != 0 || wc.ByteLen != 32 || wc.QPNum != s.qs.Num {
+		s.t.Fatalf("SRQ receive %+v", wc)
 	}
+}
 
-	// REREG_MR: an MR moved to fresh pages keeps its key, and the peer's WRITE lands in them;
-	// with its remote rights taken away the next WRITE is refused.
-	mr2, err := d.RegMR(pd, 4096, 1|2)
+// rereg: an MR moved to fresh pages by REREG_MR keeps its key, and the peer's WRITE lands in
+// them; with its remote rights taken away the next WRITE is refused.
+func (s *scenario) rereg() {
+	t, d, must := s.t, s.d, s.must
+	mr2, err := d.RegMR(s.pd, 4096, 1|2)
 	must(err)
-	moved, err := d.ReregMR(mr2, abi.ReregTranslation, pd, 8192, 1|2)
+	moved, err := d.ReregMR(mr2, abi.ReregTranslation, s.pd, 8192, 1|2)
 	must(err)
-	if st := peerWriteAt(moved.Addr+4096, moved.Key); st != engine.WCSuccess {
+	if st := s.peerWriteAt(moved.Addr+4096, moved.Key); st != engine.WCSuccess {
 		t.Fatalf("WRITE through the reregistered MR: %s", st)
 	}
+	got := make([]byte, 64)
 	must(d.ReadMem(moved.Addr+4096, got))
 	if string(got) != string(pattern(64)) {
 		t.Fatalf("the reregistered MR's pages after the peer's WRITE: % x", got[:8])
 	}
-	_, err = d.ReregMR(moved, abi.ReregAccess, pd, 0, 1)
+	_, err = d.ReregMR(moved, abi.ReregAccess, s.pd, 0, 1)
 	must(err)
-	if st := peerWriteAt(moved.Addr+4096, moved.Key); st != engine.WCRemAccessErr {
+	if st := s.peerWriteAt(moved.Addr+4096, moved.Key); st != engine.WCRemAccessErr {
 		t.Fatalf("WRITE after REREG_MR took REMOTE_WRITE away: %s, want REM_ACCESS_ERR", st)
 	}
 }

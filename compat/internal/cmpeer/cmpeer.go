@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"sync"
 	"syscall"
@@ -136,6 +135,19 @@ func (ev *Events) Wait(t rdmacm.EventType, d time.Duration) (rdmacm.Event, error
 	}
 }
 
+// Accept waits for a connection request, d > 0 bounding the wait, and accepts it on qp. The
+// request's ID comes back even when accepting it failed.
+func (ev *Events) Accept(qp *engine.QP, param rdmacm.ConnParam, d time.Duration) (*rdmacm.ID, error) {
+	e, err := ev.Wait(rdmacm.ConnectRequest, d)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.ID.Accept(qp, param); err != nil {
+		return e.ID, fmt.Errorf("%s: accept: %w", ev.tool, err)
+	}
+	return e.ID, nil
+}
+
 // Dial makes one connection to the server at addr: connect sends the request, fresh readies the
 // QP again after a refused attempt. While nobody listens at the server's port yet (REJ invalid
 // service ID, SIDR UNSUPPORTED, or no answer) it tries again until wait has passed; wait 0 tries
@@ -176,22 +188,6 @@ func (ev *Events) Dial(addr netip.Addr, wait, timeout time.Duration, connect fun
 			return e, err
 		}
 	}
-}
-
-// Tool runs the body of ucmatose's or udaddy's main as they print it: "TOOL: starting server"
-// (or client) first, and after a run without error "test complete" and "return status 0".
-func Tool(out io.Writer, tool string, server bool, run func() error) error {
-	role := "client"
-	if server {
-		role = "server"
-	}
-	fmt.Fprintf(out, "%s: starting %s\n", tool, role)
-	if err := run(); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "test complete")
-	fmt.Fprintln(out, "return status 0")
-	return nil
 }
 
 // Poller waits for completions as the tools' poll_cqs do, with a bound on each wait.

@@ -1,8 +1,8 @@
 // Package ctrl is the TCP control connection rdma-core's tools open before any RDMA traffic, as
 // softirdma's peers of them run it: a server that is not ended by a stray or malformed connection
 // (a port scan, a client of another tool or version) and a client that fails at once when nobody
-// listens, or, when asked to wait, keeps trying while its server is not up yet; and how both report
-// a failed work completion.
+// listens, or, when asked to wait, keeps trying while its server is not up yet; how both report
+// a failed work completion; and the range checks their options share.
 package ctrl
 
 import (

@@ -1,14 +1,50 @@
 // Package ctrltest gives the tests of the compat packages the other end of a control connection
 // when it is not a peer: a server that answers anything with a fixed text, and a dial that waits
-// for a server to listen.
+// for a server to listen; and when it is, both sides run at once.
 package ctrltest
 
 import (
+	"bytes"
 	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 )
+
+// Outcome is what one side's run returned and printed.
+type Outcome[R any] struct {
+	Res R
+	Err error
+	Out bytes.Buffer
+}
+
+// Both runs a server and a client at once, each printing to its own Outcome's Out, and returns
+// once both have returned.
+func Both[R any](server, client func(out io.Writer) (R, error)) (s, c *Outcome[R]) {
+	s, c = new(Outcome[R]), new(Outcome[R])
+	var wg sync.WaitGroup
+	wg.Go(func() { s.Res, s.Err = server(&s.Out) })
+	wg.Go(func() { c.Res, c.Err = client(&c.Out) })
+	wg.Wait()
+	return s, c
+}
+
+// BothSucceeded fails the test, with what both sides said, unless both runs succeeded.
+func BothSucceeded[R any](t testing.TB, s, c *Outcome[R]) {
+	t.Helper()
+	if s.Err != nil || c.Err != nil {
+		t.Fatalf("server: %v\n%s\nclient: %v\n%s", s.Err, s.Out.String(), c.Err, c.Out.String())
+	}
+}
+
+// Text is err's text, "" for none: what a table of expected errors compares.
+func Text(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
 
 // Answering listens on loopback for one connection, writes answer to it (nothing when answer is
 // empty), then reads until the client closes. It returns the port; the listener closes when the
