@@ -129,6 +129,20 @@ start_serve() {
   waitfor "$OUT/serve.out" "listening on" 30 "$spid" || { cat "$OUT/serve.log"; abort "serve is not listening"; }
 }
 
+# serve_with_rxe_peer QEMU_PORT PEER_PORT MAC0 MAC1 < SCRIPT: start_serve on a dgram link to the
+# peer guest, Linux rxe at 192.168.77.2, which runs SCRIPT after interop/guest/lib.sh (its eth0
+# and eth1 at MAC0 and MAC1); the guest's console in $OUT/peer.log, its pid in bpid and pids. A
+# peer not up within 300 s ends the script.
+serve_with_rxe_peer() {
+  { cat interop/guest/lib.sh; echo 'echo "VM: peer up"'; cat; } > "$OUT/peer.sh"
+  start_serve -link "dgram:127.0.0.1:$2,127.0.0.1:$1" -ip 192.168.77.1
+  VM_SCRIPT="$OUT/peer.sh" VM_LINK=$1,$2 VM_MAC0=$3 VM_MAC1=$4 \
+    timeout 900 bash vm/run.sh vm.rxe=1 vm.eth1=192.168.77.2/24 > "$OUT/peer.log" 2>&1 &
+  bpid=$!
+  pids+=("$bpid")
+  waitfor "$OUT/peer.log" "VM: peer up" 300 "$bpid" || { tail -20 "$OUT/peer.log"; abort "the rxe peer guest did not come up"; }
+}
+
 # kernel_clean NAME EXTRA SENTINEL...: PASS when the guest printed every SENTINEL (so its dmesg
 # was looked at: a guest that hung or died before says nothing, which is no pass) and neither
 # the dmesg lines it printed ("VM: dmesg...") nor its console show a kernel warning, oops,
