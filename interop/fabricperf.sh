@@ -29,7 +29,7 @@ pair() {
     bin/softirdma serve -function name=a,socket=$sa,ip=$A -function name=b,socket=$sb,ip=$B \
       ${FABRIC_PROFILE:+-cpuprofile "$FABRIC_PROFILE"} > "$OUT/serve.out" 2> "$OUT/serve.log" &
     spid=$!; pids+=($spid)
-    waitfor "$OUT/serve.out" "function b .* listening on" 30 $spid || { cat "$OUT/serve.log"; echo "FAIL fabricperf_serve"; exit 1; }
+    waitfor "$OUT/serve.out" "function b .* listening on" 30 $spid || { cat "$OUT/serve.log"; abort fabricperf_serve; }
     a_env=(VM_SOCKET=$sa) b_env=(VM_SOCKET=$sb)
     a_args=(vm.softirdma=$A/24 vm.mtu=$MTU) b_args=(vm.softirdma=$B/24 vm.mtu=$MTU)
   else
@@ -64,7 +64,7 @@ SCRIPT
 # average DEVICE: the average MB/s of DEVICE's pair in $avg, or the script ends with FAIL.
 average() {
   avg=$(awk '{print $4}' "$OUT/$1.result")
-  [ -n "$avg" ] || { grep -a "VM: " "$OUT/$1.a.log" "$OUT/$1.b.log" | tail -5; echo "FAIL fabricperf_$1: no figure"; exit 1; }
+  [ -n "$avg" ] || { grep -a "VM: " "$OUT/$1.a.log" "$OUT/$1.b.log" | tail -5; abort "fabricperf_$1: no figure"; }
 }
 echo "guest-to-guest ib_write_bw, $SIZE B messages; logs in $OUT"
 pair softirdma0 "$N"

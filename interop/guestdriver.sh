@@ -13,18 +13,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . interop/guestlib.sh
 guest_setup device_guest_module_build
-echo "PASS device_guest_module_build"
+verdict device_guest_module_build true
 echo "interop guest driver; logs in $OUT"
-
-# Ports and MACs of their own, so a VM with vm/run.sh's defaults may be running beside.
-B_QEMU=9201 B_PEER=9202
-start_serve -link "dgram:127.0.0.1:$B_PEER,127.0.0.1:$B_QEMU" -ip 192.168.77.1
 
 # Guest B: Linux rxe at 192.168.77.2 on the link, up until this script is done with it.
 # It serves one ibv_rc_pingpong, is the client of the device guest's, then serves perftest's
-# bandwidth tools one by one.
-cat interop/guest/lib.sh - > "$OUT/peer.sh" <<'SCRIPT'
-echo "VM: peer up"
+# bandwidth tools one by one. Ports and MACs of their own, so a VM with vm/run.sh's defaults may
+# be running beside.
+serve_with_rxe_peer 9201 9202 52:54:00:00:05:10 52:54:00:00:77:52 <<'SCRIPT'
 # The device guest's pingpong runs plain, then with completion events (-e), both on the IPv4
 # GID, then over IPv6 link-local GIDs (index 0).
 for g in $GIDX $GIDX 0; do
@@ -48,18 +44,8 @@ for i in $(seq 60); do timeout 60 rping -c -a 192.168.77.1 -v -V -C 10 > /tmp/rp
 echo "VM: peer rping client rc=$rc"
 sed "s/^/VM: peer rping client: /" /tmp/rp
 # rdma_cm's other tools, perftest's UD and rdma_cm modes: serve the device guest's client, then
-# be the client of its server. Each is "NAME|CLIENT|SERVER".
-for v in "ucmatose|ucmatose -s 192.168.77.1 -c 4|ucmatose -c 4" "udaddy|udaddy -s 192.168.77.1|udaddy" \
-    "rdma_server_client|rdma_client -s 192.168.77.1|rdma_server" \
-    "ib_send_bw_UD|ib_send_bw -d rxe0 -x $GIDX -F -c UD -n 20 192.168.77.1|ib_send_bw -d rxe0 -x $GIDX -F -c UD -n 20" \
-    "ib_write_bw_R|ib_write_bw -d rxe0 -F -R -n 20 -s 4096 192.168.77.1|ib_write_bw -d rxe0 -F -R -n 20 -s 4096"; do
-  name=${v%%|*}; rest=${v#*|}; client=${rest%%|*}; server=${rest#*|}
-  # A server that fails (a Linux rxe server's rdma_accept has been seen to fail with EINVAL
-  # under load) or whose client gave up (perftest's -R client tries the test QP's connection ten
-  # times 100 ms apart, and a loaded guest's server may listen later) runs again, its client
-  # trying on meanwhile: one such failure must not put the two guests' scripts out of step.
-  serve_pair "VM: peer $name" "$client" "$server" server
-done
+# be the client of its server.
+cm_tools rxe0 $GIDX 192.168.77.1 "VM: peer" server
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
   s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
   timeout 120 $t -d rxe0 -x $GIDX -F -n 20 $s 2>&1 | sed "s/^/VM: peer $t: /"
@@ -72,10 +58,6 @@ for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
 done
 sleep 600
 SCRIPT
-VM_SCRIPT="$OUT/peer.sh" VM_LINK=$B_QEMU,$B_PEER VM_MAC0=52:54:00:00:05:10 VM_MAC1=52:54:00:00:77:52 \
-  timeout 900 bash vm/run.sh vm.rxe=1 vm.eth1=192.168.77.2/24 > "$OUT/peer.log" 2>&1 &
-bpid=$!; pids+=($bpid)
-waitfor "$OUT/peer.log" "VM: peer up" 300 $bpid || { tail -20 "$OUT/peer.log"; echo "FAIL the rxe peer guest did not come up"; exit 1; }
 
 # Guest A: the driver DKMS installed, rdma_rxe loaded beside it (it must leave softirdma0 alone).
 cat interop/guest/lib.sh - > "$OUT/guest.sh" <<'SCRIPT'
@@ -108,15 +90,8 @@ sed "s/^/VM: rping client: /" /tmp/rp
 timeout 120 rping -s -a 192.168.77.1 -v -C 10 > /tmp/rp 2>&1; echo "VM: rping server rc=$?"
 sed "s/^/VM: rping server: /" /tmp/rp
 # rdma_cm's other tools, perftest's UD and rdma_cm modes: the client of the rxe guest's server,
-# then the server of its client. Each is "NAME|CLIENT|SERVER".
-for v in "ucmatose|ucmatose -s 192.168.77.2 -c 4|ucmatose -c 4" "udaddy|udaddy -s 192.168.77.2|udaddy" \
-    "rdma_server_client|rdma_client -s 192.168.77.2|rdma_server" \
-    "ib_send_bw_UD|ib_send_bw -d softirdma0 -x 1 -F -c UD -n 20 192.168.77.2|ib_send_bw -d softirdma0 -x 1 -F -c UD -n 20" \
-    "ib_write_bw_R|ib_write_bw -d softirdma0 -F -R -n 20 -s 4096 192.168.77.2|ib_write_bw -d softirdma0 -F -R -n 20 -s 4096"; do
-  name=${v%%|*}; rest=${v#*|}; client=${rest%%|*}; server=${rest#*|}
-  # As in the rxe guest's script: a failed server runs again while its client keeps trying.
-  serve_pair "VM: $name" "$client" "$server" client
-done
+# then the server of its client.
+cm_tools softirdma0 1 192.168.77.2 VM: client
 # perftest's bandwidth tools on softirdma0 as clients of the rxe guest's servers.
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
   s="-s 4096"; [ $t = ib_atomic_bw ] && s=""
@@ -165,31 +140,28 @@ check device_guest_ibv_ud_pingpong_client_vs_rxe 'VM: ud client: 20 iters in'
 check device_guest_ibv_ud_pingpong_server_vs_rxe 'VM: ud server: 20 iters in'
 check device_guest_ibv_uc_pingpong_client_vs_rxe 'VM: uc client: 20 iters in'
 check device_guest_ibv_uc_pingpong_server_vs_rxe 'VM: uc server: 20 iters in'
-# rping: ten pings printed on the device guest's end, the client's validated, both ends exiting 0.
-pings() { [ "$(grep -c "$1" "$OUT/vm.txt")" = 10 ] && grep -q "$2" "$OUT/vm.txt"; }
-if pings '^VM: rping client: ping data: rdma-ping-' 'VM: rping client rc=0' && grep -q 'VM: peer rping server rc=0' "$OUT/peer.log" &&
-  [ "$(grep -c 'VM: peer rping server: server ping data: rdma-ping-' "$OUT/peer.log")" = 10 ]; then
-  echo "PASS device_guest_rping_client_vs_rxe"
-else
-  echo "FAIL device_guest_rping_client_vs_rxe"; fail=1
-fi
+# rping_ended FILE WHO ROLE: WHO's rping, the ROLE (client or server), printed its ten pings to
+# FILE (the client's validated) and ended with status 0.
+rping_ended() {
+  local data="ping data: "
+  [ "$3" = client ] || data="server $data"
+  [ "$(grep -c "VM: $2 $3: ${data}rdma-ping-" "$1")" = 10 ] && grep -q "VM: $2 $3 rc=0" "$1"
+}
+# vs_rxe TOOL ROLE OTHER: the device guest's TOOL as ROLE and the rxe guest's as OTHER ended well.
+vs_rxe() {
+  if [ "$1" = rping ]; then
+    rping_ended "$OUT/vm.txt" rping "$2" && rping_ended "$OUT/peer.log" "peer rping" "$3"
+    return
+  fi
+  has_lines "$OUT/vm.txt" "VM: $1 $2 rc=0" "$OUT/peer.log" "VM: peer $1 $3 rc=0" ||
+    { grep -E "VM: (peer )?$1 ($2|$3)" "$OUT/vm.txt" "$OUT/peer.log" | tail -4; return 1; }
+}
+verdict device_guest_rping_client_vs_rxe vs_rxe rping client server
 for t in ucmatose udaddy rdma_server_client ib_send_bw_UD ib_write_bw_R; do
-  for role in client server; do
-    other=server; [ $role = server ] && other=client
-    if grep -q "VM: $t $role rc=0" "$OUT/vm.txt" && grep -q "VM: peer $t $other rc=0" "$OUT/peer.log"; then
-      echo "PASS device_guest_${t}_${role}_vs_rxe"
-    else
-      grep -E "VM: (peer )?$t ($role|$other)" "$OUT/vm.txt" "$OUT/peer.log" | tail -4 || true
-      echo "FAIL device_guest_${t}_${role}_vs_rxe"; fail=1
-    fi
-  done
+  verdict "device_guest_${t}_client_vs_rxe" vs_rxe $t client server
+  verdict "device_guest_${t}_server_vs_rxe" vs_rxe $t server client
 done
-if pings '^VM: rping server: server ping data: rdma-ping-' 'VM: rping server rc=0' && [ "$(grep -c 'VM: peer rping client: ping data: rdma-ping-' "$OUT/peer.log")" = 10 ] &&
-  grep -q 'VM: peer rping client rc=0' "$OUT/peer.log"; then
-  echo "PASS device_guest_rping_server_vs_rxe"
-else
-  echo "FAIL device_guest_rping_server_vs_rxe"; fail=1
-fi
+verdict device_guest_rping_server_vs_rxe vs_rxe rping server client
 check device_guest_ib_write_bw_client_vs_rxe 'VM: perf ib_write_bw: +4096 +20 '
 check device_guest_ib_read_bw_client_vs_rxe 'VM: perf ib_read_bw: +4096 +20 '
 check device_guest_ib_send_bw_client_vs_rxe 'VM: perf ib_send_bw: +4096 +20 '
@@ -206,22 +178,16 @@ check device_guest_gid_ipv6_linklocal 'VM: gid 0 fe80:0000:0000:0000:[0-9a-f:]+ 
 check device_guest_gid_ipv4 'VM: gid 1 0000:0000:0000:0000:0000:ffff:c0a8:4d01 RoCE v2'
 check device_guest_module_reload 'VM: reloads pinging 5 of 5'
 check device_guest_rmmod 'VM: rmmod ok'
+# said_not FIRST NOT: the guest's VM lines have one matching FIRST and none matching NOT.
+said_not() { has_lines "$OUT/vm.txt" "$1" && no_lines "$OUT/vm.txt" "$2"; }
 # The MAD layer opens the port (a kernel PD with its DMA MR, a kernel CQ, the GSI QP): no
 # "Couldn't create ib_mad PD" or "Couldn't open port" at any of the loads.
-if grep -q 'VM: dmesg checked' "$OUT/vm.txt" && ! grep -qE "Couldn't (create ib_mad PD|open port)" "$OUT/vm.txt"; then
-  echo "PASS device_guest_mad_port_open"
-else
-  grep -E "Couldn't" "$OUT/vm.txt" | head -3; echo "FAIL device_guest_mad_port_open"; fail=1
-fi
+verdict device_guest_mad_port_open said_not 'VM: dmesg checked' "Couldn't (create ib_mad PD|open port)"
 # rdma_rxe, loaded beside the driver, must not take softirdma0 for one of its devices when the
 # netdev goes up and down (it would say "softirdma0: set active" and write into memory not its own).
-if grep -q 'VM: rdma_rxe loaded' "$OUT/vm.txt" && ! grep -qE 'VM: dmesg: .*softirdma[0-9]+: set (active|down)' "$OUT/vm.txt"; then
-  echo "PASS device_guest_not_taken_by_rdma_rxe"
-else
-  echo "FAIL device_guest_not_taken_by_rdma_rxe"; fail=1
-fi
+verdict device_guest_not_taken_by_rdma_rxe said_not 'VM: rdma_rxe loaded' 'VM: dmesg: .*softirdma[0-9]+: set (active|down)'
 kernel_clean device_guest_no_kernel_warning '' 'VM: dmesg checked'
 [ $fail = 0 ] || grep "VM: " "$OUT/guest.log" | tail -30
 kill -TERM $spid
-if wait $spid; then echo "PASS device_guest_serve_stops"; else echo "FAIL device_guest_serve_stops"; fail=1; fi
-exit $fail
+verdict device_guest_serve_stops wait $spid
+finish

@@ -36,7 +36,7 @@ bin/softirdma serve -function name=a,socket=$SA,ip=$A -function name=b,socket=$S
 spid=$!
 pids+=($spid)
 waitfor "$OUT/serve.out" "control socket" 30 $spid && waitfor "$OUT/serve.out" "function b .* listening on" 30 $spid ||
-  { cat "$OUT/serve.log"; echo "FAIL fabric2_serve"; exit 1; }
+  { cat "$OUT/serve.log"; abort fabric2_serve; }
 
 # Each tool as "NAME|OPTIONS|RESULT": RESULT is the line the client prints when it ran through.
 TOOLS="ibv_rc_pingpong|-g 1 -n 50|50 iters in
@@ -153,23 +153,19 @@ VM_SCRIPT="$OUT/b.sh" VM_SOCKET=$SB VM_MAC0=52:54:00:00:0b:10 timeout 900 bash v
 bpid=$!; pids+=($bpid)
 VM_SCRIPT="$OUT/a.sh" VM_SOCKET=$SA VM_MAC0=52:54:00:00:0a:10 timeout 900 bash vm/run.sh vm.softirdma=$A/24 > "$OUT/a.log" 2>&1 &
 apid=$!; pids+=($apid)
-# probed NAME: the probe fault NAME has fired. (The list is read whole first: grep -q ending the
-# pipe early would cut the list's writer off, and pipefail take that for a failure.)
+# probed NAME...: the probe faults NAME... have fired. (The list is read whole first: grep -q
+# ending the pipe early would cut the list's writer off, and pipefail take that for a failure.)
 probed() {
-  local faults
+  local faults n
   faults=$(bin/softirdma fault -socket "$OUT/ctl.sock" list) || return 1
-  grep -q "fired=1 .*name=$1\$" <<< "$faults"
+  for n in "$@"; do grep -q "fired=1 .*name=$n\$" <<< "$faults" || return 1; done
 }
 # The flap: once a's long transfer moves (a probe fault, a 1 ms delay of one of its WRITE
 # packets, has fired), b's link goes down for 20 s.
 flap=
 if waitfor "$OUT/a.log" "VM: flap next" 600 $apid; then
   bin/softirdma fault -socket "$OUT/ctl.sock" add delay from=a opcode=RDMA_WRITE_MIDDLE delay=1ms count=1 name=probe > /dev/null
-  for i in $(seq 1200); do
-    probed probe && break
-    kill -0 $apid 2>/dev/null || break
-    sleep 0.1
-  done
+  POLL=0.1 wait_until 120 $apid probed probe || true
   bin/softirdma fault -socket "$OUT/ctl.sock" add flap from=b for=20s name=flap > /dev/null && flap=1
 fi
 # Isolation: once a's pingpong and b's write to r both move (a probe fault on each has fired),
@@ -178,12 +174,7 @@ killed=
 if waitfor "$OUT/a.log" "VM: isolation next" 600 $apid; then
   bin/softirdma fault -socket "$OUT/ctl.sock" add delay from=a opcode=SEND_MIDDLE delay=1ms count=1 name=iso-a > /dev/null
   bin/softirdma fault -socket "$OUT/ctl.sock" add delay from=b opcode=RDMA_WRITE_MIDDLE delay=1ms count=1 name=iso-b > /dev/null
-  for i in $(seq 1200); do
-    probed iso-a && probed iso-b && break
-    kill -0 $apid 2>/dev/null || break
-    sleep 0.1
-  done
-  if probed iso-a && probed iso-b && pkill -9 -f "qemu-system.*$SA"; then
+  if POLL=0.1 wait_until 120 $apid probed iso-a iso-b && pkill -9 -f "qemu-system.*$SA"; then
     killed=$(wc -l < "$OUT/b.log")
     echo "a's QEMU killed"
   fi
@@ -204,82 +195,68 @@ sed 's/^/faults: /' "$OUT/faults.txt"
 bin/softirdma fault -socket "$OUT/ctl.sock" ports > "$OUT/ports.txt" 2>&1 || true
 sed 's/^/ports: /' "$OUT/ports.txt"
 
-fail=0
-results=$(while IFS='|' read -r t opts result; do
+# tool_ran TOOL DIR RESULT: the client of DIR (CLIENT_to_SERVER) printed TOOL's line RESULT and
+# the server's TOOL ended well.
+tool_ran() {
+  local c=${2%%_to_*} s=${2##*_to_}
+  has_lines "$OUT/$c.log" "VM: $c client $1: .*${3#^}" "$OUT/$s.log" "VM: $s server $1 rc=0" ||
+    { grep -aE "VM: ($c client|$s server) $1" "$OUT/$c.log" "$OUT/$s.log" | tail -3; return 1; }
+}
+while IFS='|' read -r t opts result; do
   for dir in a_to_b b_to_a; do
-    c=${dir%%_to_*} s=${dir##*_to_}
-    if grep -aqE "VM: $c client $t: .*${result#^}" "$OUT/$c.log" && grep -aq "VM: $s server $t rc=0" "$OUT/$s.log"; then
-      echo "PASS fabric2_${t}_$dir"
-    else
-      grep -aE "VM: ($c client|$s server) $t" "$OUT/$c.log" "$OUT/$s.log" | tail -3
-      echo "FAIL fabric2_${t}_$dir"
-    fi
+    verdict "fabric2_${t}_$dir" tool_ran "$t" $dir "$result"
   done
-done <<< "$TOOLS")
-echo "$results"
-grep -q "^FAIL" <<< "$results" && fail=1
-if grep -aq "VM: rping client rc=0" "$OUT/a.log" && grep -aq "VM: rping pings 10" "$OUT/a.log" && grep -aq "VM: rping server rc=0" "$OUT/b.log"; then
-  echo "PASS fabric2_rping_a_to_b"
-else
-  echo "FAIL fabric2_rping_a_to_b"; fail=1
-fi
-if grep -aq "VM: target ready" "$OUT/b.log" && grep -aq "VM: discover: .*subnqn: *$NQN" "$OUT/a.log" &&
-  grep -aq "VM: connect rc=0" "$OUT/a.log" && grep -aq "VM: randwrite rc=0" "$OUT/a.log" &&
-  grep -aq "VM: seqwrite rc=0" "$OUT/a.log" && grep -aq "VM: disconnect: .*disconnected 1 controller" "$OUT/a.log"; then
-  echo "PASS fabric2_nvmeof_a_to_b ($(grep -aoE "VM: (randwrite|seqwrite): +write: IOPS=[^,]*" "$OUT/a.log" | sed 's/VM: //' | tr '\n' ' '))"
-else
-  grep -aE "VM: (target|discover rc|connect|namespace|randwrite rc|seqwrite rc|disconnect)" "$OUT/a.log" "$OUT/b.log" | tail -8
-  echo "FAIL fabric2_nvmeof_a_to_b"; fail=1
-fi
+done <<< "$TOOLS"
+verdict fabric2_rping_a_to_b has_lines "$OUT/a.log" "VM: rping client rc=0" "$OUT/a.log" "VM: rping pings 10" \
+  "$OUT/b.log" "VM: rping server rc=0"
+# ran_or_show PATTERN COMMAND...: COMMAND succeeds, or the guests' last lines that match
+# PATTERN are shown.
+ran_or_show() {
+  local shown=$1
+  shift
+  "$@" || { grep -aE "$shown" "$OUT"/{a,a2,b,r}.log 2>/dev/null | tail -8; return 1; }
+}
+nvmeof_ran() {
+  note=$(grep -aoE "VM: (randwrite|seqwrite): +write: IOPS=[^,]*" "$OUT/a.log" | sed 's/VM: //' | tr '\n' ' ')
+  has_lines "$OUT/b.log" "VM: target ready" "$OUT/a.log" "VM: discover: .*subnqn: *$NQN" \
+    "$OUT/a.log" "VM: connect rc=0" "$OUT/a.log" "VM: randwrite rc=0" "$OUT/a.log" "VM: seqwrite rc=0" \
+    "$OUT/a.log" "VM: disconnect: .*disconnected 1 controller"
+}
+verdict fabric2_nvmeof_a_to_b ran_or_show "VM: (target|discover rc|connect|namespace|randwrite rc|seqwrite rc|disconnect)" nvmeof_ran
+# client_mbs LOG PREFIX FIELD: the MB/s field FIELD of the line PREFIX in LOG, for a note.
+client_mbs() { echo "$(grep -a "$2" "$1" | tr -d '\r' | awk -v f="$3" '{print $f}') MB/s"; }
 # The rxe guest on the uplink: b's 10 s write to r ran through (r's server ended well too).
-if grep -aqE "VM: uplink client: +65536 +[0-9]+ " "$OUT/b.log" && grep -aq "VM: uplink server rc=0" "$OUT/r.log"; then
-  echo "PASS fabric2_uplink_rxe_ib_write_bw_b_to_r ($(grep -a "VM: uplink client:" "$OUT/b.log" | tr -d '\r' | awk '{print $7}') MB/s)"
-else
-  grep -a "uplink" "$OUT/b.log" "$OUT/r.log" | tail -3
-  echo "FAIL fabric2_uplink_rxe_ib_write_bw_b_to_r"; fail=1
-fi
+note=$(client_mbs "$OUT/b.log" "VM: uplink client:" 7) verdict fabric2_uplink_rxe_ib_write_bw_b_to_r \
+  ran_or_show "uplink client|uplink server" has_lines "$OUT/b.log" "VM: uplink client: +65536 +[0-9]+ " "$OUT/r.log" "VM: uplink server rc=0"
 # UD with the rxe guest on the shaped uplink, both roles: every datagram arrived (the server
 # ended well) and the client printed its line.
 for dir in b_to_r r_to_b; do
   c=${dir%%_to_*} s=${dir##*_to_}
-  if grep -aqE "VM: uplink UD client: +1024 +$UD_N " "$OUT/$c.log" && grep -aq "VM: uplink UD server rc=0" "$OUT/$s.log"; then
-    echo "PASS fabric2_uplink_rxe_ib_send_bw_UD_$dir ($(grep -a "VM: uplink UD client:" "$OUT/$c.log" | tr -d '\r' | awk '{print $8}') MB/s, uplink ${UPLINK_RATE:-unshaped})"
-  else
-    grep -a "uplink UD" "$OUT/b.log" "$OUT/r.log" | tail -4
-    echo "FAIL fabric2_uplink_rxe_ib_send_bw_UD_$dir (uplink ${UPLINK_RATE:-unshaped})"; fail=1
-  fi
+  note="$(client_mbs "$OUT/$c.log" "VM: uplink UD client:" 8), uplink ${UPLINK_RATE:-unshaped}" why="uplink ${UPLINK_RATE:-unshaped}" \
+    verdict "fabric2_uplink_rxe_ib_send_bw_UD_$dir" ran_or_show "uplink UD" \
+    has_lines "$OUT/$c.log" "VM: uplink UD client: +1024 +$UD_N " "$OUT/$s.log" "VM: uplink UD server rc=0"
 done
-if grep -aq "VM: jumbo ping ok" "$OUT/a.log" && grep -aqE "VM: jumbo client: +Mtu +: 4096" "$OUT/a.log" &&
-  grep -aqE "VM: jumbo client: +65536 +2000 " "$OUT/a.log" && grep -aq "VM: jumbo server rc=0" "$OUT/b.log"; then
-  echo "PASS fabric2_jumbo_mtu4096_ib_write_bw_a_to_b ($(grep -a "VM: jumbo client: .*65536" "$OUT/a.log" | tr -d '\r' | awk '{print $7}') MB/s)"
-else
-  grep -a "jumbo" "$OUT/a.log" "$OUT/b.log" | tail -4
-  echo "FAIL fabric2_jumbo_mtu4096_ib_write_bw_a_to_b"; fail=1
-fi
+note=$(client_mbs "$OUT/a.log" "VM: jumbo client: .*65536" 7) verdict fabric2_jumbo_mtu4096_ib_write_bw_a_to_b ran_or_show jumbo \
+  has_lines "$OUT/a.log" "VM: jumbo ping ok" "$OUT/a.log" "VM: jumbo client: +Mtu +: 4096" \
+  "$OUT/a.log" "VM: jumbo client: +65536 +2000 " "$OUT/b.log" "VM: jumbo server rc=0"
 # Isolation: a's QEMU went while a's pingpong and b's write both moved, and b's write completed
 # after that (its result came after the kill), serve living on.
-if [ -n "$killed" ] && [ -n "$serve_alive" ] &&
-  tail -n +"$((killed + 1))" "$OUT/b.log" | grep -aqE "VM: uplink client: +65536 +[0-9]+ "; then
-  echo "PASS fabric2_isolation_qemu_killed_other_transfer_completes"
-else
-  echo "FAIL fabric2_isolation_qemu_killed_other_transfer_completes (killed='$killed' serve_alive='$serve_alive')"; fail=1
-fi
+isolated() {
+  [ -n "$killed" ] && [ -n "$serve_alive" ] &&
+    [ "$(tail -n +"$((killed + 1))" "$OUT/b.log" | grep -acE "VM: uplink client: +65536 +[0-9]+ ")" -gt 0 ]
+}
+why="killed='$killed' serve_alive='$serve_alive'" verdict fabric2_isolation_qemu_killed_other_transfer_completes isolated
 # The new QEMU found a's function reset (the old one's connection gone, serve said so) and ran.
-if [ -n "$killed" ] && grep -q 'msg="client gone" function=a ' "$OUT/serve.log" &&
-  grep -aq "VM: new a client: 50 iters in" "$OUT/a2.log" && grep -aq "VM: new a server rc=0" "$OUT/b.log"; then
-  echo "PASS fabric2_isolation_new_qemu_finds_reset_function"
-else
-  grep -a "new a" "$OUT/a2.log" "$OUT/b.log" 2>/dev/null | tail -3
-  echo "FAIL fabric2_isolation_new_qemu_finds_reset_function"; fail=1
-fi
+found_reset() {
+  [ -n "$killed" ] && has_lines "$OUT/serve.log" 'msg="client gone" function=a ' \
+    "$OUT/a2.log" "VM: new a client: 50 iters in" "$OUT/b.log" "VM: new a server rc=0"
+}
+verdict fabric2_isolation_new_qemu_finds_reset_function ran_or_show "new a" found_reset
 # Every port of the fabric carried frames both ways, as the switch counted them: a (and the
 # new a on its function), b, and the uplink to r.
 moved=$(awk '$1 == "port" && $3 ~ /^in_frames=[1-9]/ && $5 ~ /^out_frames=[1-9]/ { print $2 }' "$OUT/ports.txt" | sort | tr '\n' ' ')
-if [ "$moved" = "a b uplink " ]; then
-  echo "PASS fabric2_ports_counted ($(awk '$1 == "port" { printf "%s %s %s %s; ", $2, $3, $5, $7 }' "$OUT/ports.txt"))"
-else
-  echo "FAIL fabric2_ports_counted (ports that moved frames both ways: '$moved')"; fail=1
-fi
+note=$(awk '$1 == "port" { printf "%s %s %s %s; ", $2, $3, $5, $7 }' "$OUT/ports.txt") \
+  why="ports that moved frames both ways: '$moved'" verdict fabric2_ports_counted [ "$moved" = "a b uplink " ]
 for g in a a2 b; do
   KERNEL_LOG=$OUT/$g.log kernel_clean "fabric2_${g}_no_kernel_warning" "" "VM: dmesg checked"
 done
@@ -290,11 +267,11 @@ kill $spid 2>/dev/null; wait $spid 2>/dev/null || true
 # capture at the frames the fault list names.
 bin/softirdma decode -flows "$OUT/fabric.pcap" > "$OUT/fabric.txt" 2>&1 || true
 took=$(awk '$1 == "port" { sub("in_frames=", "", $3); n += $3 } END { print n + 0 }' "$OUT/ports.txt")
-if grep -q "^summary: frames=$took .* icrc_bad=1 malformed=0" "$OUT/fabric.txt" && grep -q "^cm .*(disconnected)" "$OUT/fabric.txt"; then
-  echo "PASS fabric2_pcap_decodes_clean ($(tail -1 "$OUT/fabric.txt"))"
-else
-  tail -3 "$OUT/fabric.txt"; echo "FAIL fabric2_pcap_decodes_clean (the ports took $took frames)"; fail=1
-fi
+decodes_clean() {
+  has_lines "$OUT/fabric.txt" "^summary: frames=$took .* icrc_bad=1 malformed=0" "$OUT/fabric.txt" "^cm .*\(disconnected\)" ||
+    { tail -3 "$OUT/fabric.txt"; return 1; }
+}
+note=$(tail -1 "$OUT/fabric.txt") why="the ports took $took frames" verdict fabric2_pcap_decodes_clean decodes_clean
 fired() { grep -qE "^[0-9]+ fired=$2 .*name=$1\$" "$OUT/faults.txt"; }
 # frames_of NAME: the capture's numbers of the frames fault NAME fired on (list's frames=).
 frames_of() { sed -nE "s/^[0-9]+ fired=[0-9]+ seen=[0-9]+ frames=([0-9,.]+) .*name=$1\$/\1/p" "$OUT/faults.txt"; }
@@ -306,6 +283,11 @@ after() {
   awk -v n="$1" -v from="$2" -v to="$3" -v ops="^($4)\$" -v psn="psn=$5" \
     'substr($2, 2) + 0 > n && $3 == from && $5 == to && $7 ~ ops && $9 == psn && / icrc=ok$/ { print; exit }' "$OUT/fabric.txt"
 }
+# fault_recovered FAULT TOOL LATER: FAULT fired once, on TOOL's a_to_b traffic, which ran through,
+# and LATER (the frame that made up for it) was found.
+fault_recovered() {
+  fired "$1" 1 && tool_ran "$2" a_to_b "^ +65536 +200 " > /dev/null && [ -n "$3" ]
+}
 # The drop: the frame it took is one of b's READ responses to a (a middle one), and a asked again
 # for it: a READ request from a after it, from that response's PSN on.
 n=$(frames_of read-middle) line= asked=
@@ -314,11 +296,8 @@ if [[ $n =~ ^[0-9]+$ ]]; then
   psn=$(sed -nE 's/.* psn=([0-9]+) .*/\1/p' <<< "$line")
   [[ $line == *" $B -> $A "*" RC_RDMA_READ_RESPONSE_MIDDLE "* ]] && asked=$(after "$n" "$A" "$B" RC_RDMA_READ_REQUEST "$psn")
 fi
-if fired read-middle 1 && grep -q "PASS fabric2_ib_read_bw_a_to_b" <<< "$results" && [ -n "$asked" ]; then
-  echo "PASS fault_drop_fired (dropped #$n: ${line#* #$n }; asked again: ${asked#* })"
-else
-  echo "FAIL fault_drop_fired (frames='$n' dropped: '$line', asked again: '$asked')"; fail=1
-fi
+note="dropped #$n: ${line#* #$n }; asked again: ${asked#* }" why="frames='$n' dropped: '$line', asked again: '$asked'" \
+  verdict fault_drop_fired fault_recovered read-middle ib_read_bw "$asked"
 # The corruption: the frame it changed is one of a's WRITE packets to b, the one bad ICRC of the
 # capture; b dropped it and a sent that PSN again, intact.
 n=$(frames_of write-middle) line= again=
@@ -328,17 +307,12 @@ if [[ $n =~ ^[0-9]+$ ]]; then
   [[ $line == *" $A -> $B "*" RC_RDMA_WRITE_MIDDLE "*" icrc=bad"* ]] &&
     again=$(after "$n" "$A" "$B" "RC_RDMA_WRITE_(FIRST|MIDDLE|LAST|ONLY)" "$psn")
 fi
-if fired write-middle 1 && grep -q "PASS fabric2_ib_write_bw_a_to_b" <<< "$results" && [ -n "$again" ]; then
-  echo "PASS fault_corrupt_fired (corrupted #$n: ${line#* #$n }; sent again: ${again#* })"
-else
-  echo "FAIL fault_corrupt_fired (frames='$n' corrupted: '$line', sent again: '$again')"; fail=1
-fi
-if [ -n "$flap" ] && grep -qE "^[0-9]+ fired=[1-9][0-9]* .*name=flap\$" "$OUT/faults.txt" &&
-  grep -aq "VM: flap client: .*Failed status 12" "$OUT/a.log" &&
-  grep -aqE "VM: after flap client: +65536 +200 " "$OUT/a.log" && grep -aq "VM: after flap server rc=0" "$OUT/b.log"; then
-  echo "PASS fault_flap_fired"
-else
-  grep -a "flap" "$OUT/a.log" "$OUT/b.log" | tail -5
-  echo "FAIL fault_flap_fired"; fail=1
-fi
-exit $fail
+note="corrupted #$n: ${line#* #$n }; sent again: ${again#* }" why="frames='$n' corrupted: '$line', sent again: '$again'" \
+  verdict fault_corrupt_fired fault_recovered write-middle ib_write_bw "$again"
+flapped() {
+  [ -n "$flap" ] && grep -qE "^[0-9]+ fired=[1-9][0-9]* .*name=flap\$" "$OUT/faults.txt" &&
+    has_lines "$OUT/a.log" "VM: flap client: .*Failed status 12" "$OUT/a.log" "VM: after flap client: +65536 +200 " \
+      "$OUT/b.log" "VM: after flap server rc=0"
+}
+verdict fault_flap_fired ran_or_show flap flapped
+finish

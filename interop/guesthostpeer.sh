@@ -59,44 +59,52 @@ VM_SCRIPT="$OUT/guest.sh" VM_SOCKET="$SOCK" VM_FWD=$FWD VM_MAC0=52:54:00:00:0c:1
 gpid=$!; pids+=($gpid)
 
 LINK="-link dgram:127.0.0.1:$PEER_PORT,127.0.0.1:$DEV_PORT -ip 192.168.77.2 -mac 02:00:00:00:77:02"
-result() { # result NAME RC GUESTLINE: PASS when the host's tool and the guest's both said so
-  local name=$1 rc=$2 guestline=$3
-  # The guest prints its tool's result once that has ended, which may be after the host's.
-  if [ "$rc" = 0 ] && waitfor "$OUT/guest.log" "$guestline" 120 $gpid; then echo "PASS $name"; else echo "FAIL $name"; fail=1; fi
-}
+# both_ran RC GUESTLINE: the host's tool ended with status RC 0 and the guest's printed GUESTLINE
+# (once it has ended, which may be after the host's).
+both_ran() { [ "$1" = 0 ] && waitfor "$OUT/guest.log" "$2" 120 $gpid; }
 host() { # host LOG CMD...: one host tool, its output kept
   local log=$1; shift
   "$@" > "$OUT/$log.log" 2>&1
 }
+# both_roles CASE LABEL RESULT SERVER... -- CLIENT...: the guest's tool LABEL as the client of
+# `softirdma SERVER...` (its output in LABEL_server.log), then as the server of `softirdma
+# CLIENT...` (in LABEL_client.log), once the guest says it serves; the verdicts
+# CASE_client_vs_softirdma and CASE_server_vs_softirdma, the guest's tool printing RESULT.
+both_roles() {
+  local case=$1 label=$2 result=$3 server=() rc=0
+  shift 3
+  while [ "$1" != -- ]; do server+=("$1"); shift; done
+  shift
+  host ${label}_server bin/softirdma "${server[@]}" -timeout 120s $LINK || rc=$?
+  verdict "${case}_client_vs_softirdma" both_ran $rc "VM: ${label}_client: $result"
+  rc=0
+  if waitfor "$OUT/guest.log" "VM: serving ${label}_server" 200 $gpid; then
+    host ${label}_client bin/softirdma "$@" -wait 60s -timeout 120s $LINK || rc=$?
+  else
+    rc=1
+  fi
+  verdict "${case}_server_vs_softirdma" both_ran $rc "VM: ${label}_server: $result"
+}
 for g in 1 0; do
   v=ipv4; [ $g = 0 ] && v=ipv6_linklocal
-  rc=0; host pp_g${g}_server bin/softirdma pingpong -server -p $TCP -n 20 -g $g -timeout 120s $LINK || rc=$?
-  result device_guest_ibv_rc_pingpong_${v}_client_vs_softirdma $rc "VM: pp_g${g}_client: 20 iters in"
-  rc=0
-  waitfor "$OUT/guest.log" "VM: serving pp_g${g}_server" 200 $gpid || rc=1
-  [ $rc = 0 ] && { host pp_g${g}_client bin/softirdma pingpong 127.0.0.1 -p $FWD -n 20 -g $g -wait 60s -timeout 120s $LINK || rc=$?; }
-  result device_guest_ibv_rc_pingpong_${v}_server_vs_softirdma $rc "VM: pp_g${g}_server: 20 iters in"
+  both_roles device_guest_ibv_rc_pingpong_$v pp_g$g "20 iters in" pingpong -server -p $TCP -n 20 -g $g -- \
+    pingpong 127.0.0.1 -p $FWD -n 20 -g $g
 done
 for t in write read send atomic; do
   s="-s 4096" sz=4096; [ $t = atomic ] && s="" sz=8
-  rc=0; host ${t}_server bin/softirdma perf $t -server -p $TCP -n 20 $s -timeout 120s $LINK || rc=$?
-  result device_guest_ib_${t}_bw_client_vs_softirdma $rc "VM: ${t}_client: +$sz +20 "
-  rc=0
-  waitfor "$OUT/guest.log" "VM: serving ${t}_server" 200 $gpid || rc=1
-  [ $rc = 0 ] && { host ${t}_client bin/softirdma perf $t 127.0.0.1 -p $FWD -n 20 $s -wait 60s -timeout 120s $LINK || rc=$?; }
-  result device_guest_ib_${t}_bw_server_vs_softirdma $rc "VM: ${t}_server: +$sz +20 "
+  both_roles device_guest_ib_${t}_bw $t "+$sz +20 " perf $t -server -p $TCP -n 20 $s -- perf $t 127.0.0.1 -p $FWD -n 20 $s
 done
 # rping: the host's validates the guest server's pings (-V), and both ends print ten.
 pings10() { [ "$(grep -c "$2" "$OUT/$1.log")" = 10 ]; }
 rc=0; host rping_server bin/softirdma rping -s -a 192.168.77.2 -v -C 10 -timeout 120s $LINK || rc=$?
 pings10 rping_server '^server ping data: rdma-ping-' || rc=1
-result device_guest_rping_client_vs_softirdma $rc "VM: rping client rc=0 pings 10"
+verdict device_guest_rping_client_vs_softirdma both_ran $rc "VM: rping client rc=0 pings 10"
 rc=0
 waitfor "$OUT/guest.log" "VM: serving rping" 200 $gpid || rc=1
 [ $rc = 0 ] && { host rping_client bin/softirdma rping -c -a 192.168.77.1 -v -V -C 10 -wait 60s -timeout 120s $LINK || rc=$?; }
 pings10 rping_client '^ping data: rdma-ping-' || rc=1
-result device_guest_rping_server_vs_softirdma $rc "VM: rping server rc=0 pings 10"
+verdict device_guest_rping_server_vs_softirdma both_ran $rc "VM: rping server rc=0 pings 10"
 waitfor "$OUT/guest.log" "VM: run rc=" 120 $gpid || true
 kernel_clean device_guest_hostpeer_no_kernel_warning '' 'VM: dmesg checked'
 [ $fail = 0 ] || grep "VM: " "$OUT/guest.log" | tail -40
-exit $fail
+finish

@@ -104,6 +104,13 @@ boot() {
   eval "${role}_pid=$!"
 }
 
+# ok CHECK REGEX: the verdict <case>_CHECK on the host guest's console showing a line REGEX.
+ok() { check "${n}_$1" "$2" "$h"; }
+# fio_failed: fio ended in error within limit seconds of the kill.
+fio_failed() {
+  waitfor "$h" "VM: fio ended rc=[1-9]" $limit "$host_pid" || { grep -a "VM: fio" "$h"; return 1; }
+  note="$((SECONDS - killed)) s"
+}
 declare -A iops mbs
 port=9301
 for case in "${cases[@]}"; do
@@ -119,10 +126,9 @@ for case in "${cases[@]}"; do
   mkdir -p "$OUT/$case.share"
   boot target "$target" $TIP $port $((port + 1)) 52:54:00:00:0a:10 "${serve_args[@]}" &&
     boot host "$host" $HIP $((port + 1)) $port 52:54:00:00:0a:20 "${serve_args[@]}" ||
-    { echo "FAIL device_guest_nvmeof_${case}_serve"; fail=1; continue; }
+    { verdict "device_guest_nvmeof_${case}_serve" false; continue; }
   port=$((port + 2))
   t="$OUT/$case.target.log" h="$OUT/$case.host.log" n=device_guest_nvmeof_$case
-  ok() { if grep -aqE "$2" "$h"; then echo "PASS ${n}_$1"; else echo "FAIL ${n}_$1"; fail=1; fi; }
   if [ -n "$KILL" ]; then
     # Under fio, the serve goes. The host's own: fio ends in error within 60 s. The target's:
     # the host tries again as often as its controller loss timeout allows (20 s / 10 s), then
@@ -132,13 +138,9 @@ for case in "${cases[@]}"; do
     if waitfor "$h" "VM: fio running" 300 "$host_pid"; then
       eval "kill -9 \$${KILL}_serve; wait \$${KILL}_serve 2>/dev/null"
       killed=$SECONDS
-      if waitfor "$h" "VM: fio ended rc=[1-9]" $limit "$host_pid"; then
-        echo "PASS ${n}_fio_fails_within_${limit}s ($((SECONDS - killed)) s)"
-      else
-        echo "FAIL ${n}_fio_fails_within_${limit}s"; grep -a "VM: fio" "$h"; fail=1
-      fi
+      verdict "${n}_fio_fails_within_${limit}s" fio_failed
     else
-      echo "FAIL ${n}_fio_running"; fail=1
+      verdict "${n}_fio_running" false
     fi
   fi
   wait "$host_pid"
@@ -161,11 +163,9 @@ for case in "${cases[@]}"; do
     ok host_stays_up "VM: alive 30 s after fio"
     ok controller_removed "VM: controllers left: 0"
     [ "$KILL" = host ] || ok host_gave_up_after_ctrl_loss_tmo "VM: dmesg: .*Failed reconnect attempt 2/2"
-    if grep -aq "VM: host done" "$t"; then echo "PASS ${n}_target_stays_up"; else echo "FAIL ${n}_target_stays_up"; fail=1; fi
+    check "${n}_target_stays_up" "VM: host done" "$t"
   fi
-  if [ $SRQ = 1 ]; then
-    if grep -aqE "VM: srq: .*nvmet" "$t"; then echo "PASS ${n}_target_srq"; else echo "FAIL ${n}_target_srq"; fail=1; fi
-  fi
+  [ $SRQ = 0 ] || check "${n}_target_srq" "VM: srq: .*nvmet" "$t"
   KERNEL_LOG=$t kernel_clean "${n}_target_no_kernel_warning" "" "VM: dmesg checked"
   KERNEL_LOG=$h kernel_clean "${n}_host_no_kernel_warning" "" "VM: dmesg checked"
 done
@@ -178,4 +178,4 @@ for tg in softirdma rxe; do
     "on rxe0 $(num "${iops[$b]}") IOPS, ${mbs[$b]} MB/s; ratios $(awk -v a="$(num "${iops[$a]}")" -v b="$(num "${iops[$b]}")" 'BEGIN { printf "%.2f", a / b }')" \
     "and $(awk -v a="${mbs[$a]}" -v b="${mbs[$b]}" 'BEGIN { printf "%.2f", a / b }')"
 done
-exit $fail
+finish

@@ -24,7 +24,7 @@ W=$(mktemp -d "$VM_ROOT/tmp/resize.XXXXXX")
 cp interop/guest/resize_fault.c "$W/"
 chroot "$VM_ROOT" gcc -O2 -Wall -o "/tmp/${W##*/}/resize_fault" "/tmp/${W##*/}/resize_fault.c" -libverbs &&
   mv "$W/resize_fault" "$OUT/share/" ||
-  { rm -rf "$W"; echo "FAIL device_guest_resize_fault_build"; exit 1; }
+  { rm -rf "$W"; abort device_guest_resize_fault_build; }
 rm -rf "$W"
 
 start_serve -ip 192.168.77.1
@@ -151,17 +151,10 @@ check device_guest_serve_killed_under_traffic_device_unregistered 'VM: serve gon
 check device_guest_serve_killed_under_traffic_ibdev_gone 'VM: serve gone, softirdma0 gone'
 check device_guest_serve_killed_under_traffic_guest_stays_up 'VM: serve gone, guest alive'
 check device_guest_serve_killed_under_traffic_rmmod 'VM: serve gone, rmmod ok'
-if grep -q "softirdma-sockguard: the server is gone; 1 connection(s) shut down" "$OUT/serve.log"; then
-  echo "PASS device_guest_serve_killed_guard_ended_connection"
-else
-  echo "FAIL device_guest_serve_killed_guard_ended_connection"; fail=1
-fi
-if grep -q "Assertion" "$OUT/guest.log"; then
-  echo "FAIL device_guest_serve_killed_qemu_lives"; grep "Assertion" "$OUT/guest.log"; fail=1
-else
-  echo "PASS device_guest_serve_killed_qemu_lives"
-fi
+check device_guest_serve_killed_guard_ended_connection \
+  'softirdma-sockguard: the server is gone; 1 connection\(s\) shut down' "$OUT/serve.log"
+verdict device_guest_serve_killed_qemu_lives no_lines "$OUT/guest.log" Assertion
 kernel_clean device_guest_robust_no_kernel_warning 'VM: dmesg[123]: .*softirdma[0-9]+: set (active|down)' \
   'VM: dmesg1 checked' 'VM: dmesg2 checked' 'VM: dmesg3 checked'
 [ $fail = 0 ] || tail -40 "$OUT/vm.txt"
-exit $fail
+finish

@@ -12,20 +12,17 @@ cd "$(dirname "$0")/.."
 KNAME=${1:?usage: interop/kernel.sh 6.1|6.12|newest}
 . interop/guestlib.sh
 vm_check_kernel_name "$KNAME"
-bash vm/provision.sh 6.12 "$KNAME" > "$OUT/provision.log" 2>&1 || { cat "$OUT/provision.log"; echo "FAIL provisioning $KNAME"; exit 1; }
+run_or_exit "$OUT/provision.log" "FAIL provisioning $KNAME" bash vm/provision.sh 6.12 "$KNAME"
 KV=$(vm_kernel_release "$KNAME")
 P=device_guest_k$(vm_series "$KV")
 go build -o bin/softirdma ./cmd/softirdma
-if bash vm/driver.sh "$KNAME" > "$OUT/build.log" 2>&1; then echo "PASS ${P}_dkms_build"; else cat "$OUT/build.log"; echo "FAIL ${P}_dkms_build"; exit 1; fi
+run_or_exit "$OUT/build.log" "FAIL ${P}_dkms_build" bash vm/driver.sh "$KNAME"
+verdict "${P}_dkms_build" true
 echo "interop guest driver on Linux $KV; logs in $OUT"
 cp interop/guest/rdma_core_suite.py "$OUT/share/"
 
-B_QEMU=9401 B_PEER=9402
-start_serve -link "dgram:127.0.0.1:$B_PEER,127.0.0.1:$B_QEMU" -ip 192.168.77.1
-
 # The rxe peer (Linux 6.12): ibv_rc_pingpong server then client, ib_write_bw server then client.
-cat interop/guest/lib.sh - > "$OUT/peer.sh" <<'SCRIPT'
-echo "VM: peer up"
+VM_KERNEL=6.12 serve_with_rxe_peer 9401 9402 52:54:00:00:15:10 52:54:00:00:77:15 <<'SCRIPT'
 timeout 300 ibv_rc_pingpong -d rxe0 -g $GIDX -n 20 2>&1 | sed "s/^/VM: peer pp server: /"
 until_served 120 1 timeout 60 ibv_rc_pingpong -d rxe0 -g $GIDX -n 20 192.168.77.1
 sed "s/^/VM: peer pp client: /" /tmp/out
@@ -34,10 +31,6 @@ until_served 120 0.5 timeout 60 ib_write_bw -d rxe0 -x $GIDX -F -n 20 -s 4096 19
 sed "s/^/VM: peer write client: /" /tmp/out
 sleep 600
 SCRIPT
-VM_KERNEL=6.12 VM_SCRIPT="$OUT/peer.sh" VM_LINK=$B_QEMU,$B_PEER VM_MAC0=52:54:00:00:15:10 VM_MAC1=52:54:00:00:77:15 \
-  timeout 900 bash vm/run.sh vm.rxe=1 vm.eth1=192.168.77.2/24 > "$OUT/peer.log" 2>&1 &
-bpid=$!; pids+=($bpid)
-waitfor "$OUT/peer.log" "VM: peer up" 300 $bpid || { tail -20 "$OUT/peer.log"; echo "FAIL the rxe peer guest did not come up"; exit 1; }
 
 cat interop/guest/lib.sh - > "$OUT/guest.sh" <<'SCRIPT'
 up() { softirdma_up 192.168.77.1/24; echo "VM: netdev $DEV"; }
@@ -71,11 +64,7 @@ tr -d '\r' < "$OUT/guest.log" | grep -aE '^(VM|RDMA-CORE)' > "$OUT/vm.txt" || tr
 
 check ${P}_uname "VM: ready .*Linux ${KV//+/\\+}\$"
 check ${P}_modprobe 'VM: modprobe ok'
-if grep -q 'VM: ib_uverbs unloaded' "$OUT/vm.txt" && grep -q 'VM: softdep loaded ib_uverbs' "$OUT/vm.txt"; then
-  echo "PASS ${P}_modprobe_loads_ib_uverbs"
-else
-  echo "FAIL ${P}_modprobe_loads_ib_uverbs"; fail=1
-fi
+verdict ${P}_modprobe_loads_ib_uverbs has_lines "$OUT/vm.txt" 'VM: ib_uverbs unloaded' "$OUT/vm.txt" 'VM: softdep loaded ib_uverbs'
 check ${P}_probe 'VM: dmesg: .*softirdma .*ABI 1\.1'
 check ${P}_netdev 'VM: netdev eth[0-9]+'
 check ${P}_ping_vs_rxe 'VM: ping: 3 packets transmitted, 3 received'
@@ -91,8 +80,8 @@ for t in $(grep -E '^RDMA-CORE: tests\.test_(mr|pd)\..* ok$' "$REF" | awk '{prin
   n=$((n + 1))
   check "${P}_rdma_core_$(echo "${t#tests.}" | tr . _)" "^RDMA-CORE: $t ok\$"
 done
-[ $n -gt 0 ] || { echo "FAIL ${P}_rdma_core_reference (no test_mr or test_pd tests in $REF)"; fail=1; }
+[ $n -gt 0 ] || why="no test_mr or test_pd tests in $REF" verdict ${P}_rdma_core_reference false
 kernel_clean ${P}_no_kernel_warning '' 'VM: dmesg checked'
 [ $fail = 0 ] || tail -40 "$OUT/vm.txt"
 kill -TERM $spid
-exit $fail
+finish

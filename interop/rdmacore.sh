@@ -11,10 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REF=${RDMA_CORE_REF:-interop/testdata/rdma-core-tests-rxe.txt}
 export INTEROP_OUT=${INTEROP_OUT:-$(mktemp -d)}
-OUT=$INTEROP_OUT
-fail=0
+. interop/guestlib.sh
 echo "interop rdma-core tests on softirdma0; logs in $OUT"
-mkdir -p "$OUT/share"
 cp interop/guest/resize_cq.py "$OUT/share/"
 export RDMA_CORE_MODULES=${RDMA_CORE_MODULES:-addr atomic cq cq_events cqex device mr odp parent_domain pd qp qpex rdmacm relaxed_ordering shared_pd srq tag_matching}
 bash interop/rdmacore-run.sh softirdma0 'timeout 120 python3 /share/resize_cq.py softirdma0 > /share/resize_cq.out 2>&1' \
@@ -47,18 +45,15 @@ required=$(grep -E '^RDMA-CORE: .* ok$' "$REF" | awk '{print $2}' | while read -
   fi
   echo "$t"
 done)
-[ -n "$required" ] || { echo "FAIL device_guest_rdma_core_reference (no tests in $REF)"; exit 1; }
+[ -n "$required" ] || abort "device_guest_rdma_core_reference (no tests in $REF)"
+passes() { [ "$(result "$1")" = ok ]; }
 n=0
 for t in $required; do
   n=$((n + 1))
-  name=device_guest_rdma_core_$(echo "${t#tests.}" | tr . _)
-  if [ "$(result "$t")" = ok ]; then echo "PASS $name"; else echo "FAIL $name"; fail=1; fi
+  verdict "device_guest_rdma_core_$(echo "${t#tests.}" | tr . _)" passes "$t"
 done
 echo "rdma-core tests required on softirdma0: $n"
 # ibv_resize_cq, which rdma-core's own test reaches only through UD QPs.
-if grep -q '^resize_cq: ok' "$OUT/share/resize_cq.out" 2>/dev/null; then
-  echo "PASS device_guest_resize_cq"
-else
-  echo "FAIL device_guest_resize_cq"; cat "$OUT/share/resize_cq.out" 2>/dev/null; fail=1
-fi
-exit $fail
+resized() { has_lines "$OUT/share/resize_cq.out" '^resize_cq: ok' || { cat "$OUT/share/resize_cq.out" 2>/dev/null; return 1; }; }
+verdict device_guest_resize_cq resized
+finish

@@ -5,14 +5,18 @@
 # pingpong done; the shell running ibv_devices on softirdma0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${INTEROP_OUT:-$(mktemp -d)}
-mkdir -p "$OUT"
+. interop/guestlib.sh
 # The first sh block after the section's heading.
 mapfile -t cmds < <(awk '/^## softirdma as the RDMA NIC of a VM/ { s = 1 } s && /^```sh/ { b = 1; next } b && /^```/ { exit } b' README.md |
   sed -E 's/[[:space:]]+# [^'"'"']*$//')
-[ ${#cmds[@]} = 3 ] || { echo "FAIL readme_vm_section (${#cmds[@]} commands, not 3)"; exit 1; }
+[ ${#cmds[@]} = 3 ] || abort "readme_vm_section (${#cmds[@]} commands, not 3)"
 want=('state:[[:space:]]+PORT_ACTIVE' 'iters in.*' 'softirdma0[[:space:]]+[0-9a-f]{16}')
-fail=0
+# shows I NEED: command I exited 0 and showed what it is for, NEED times (else its output's end).
+shows() {
+  why="status $rc"
+  [ $rc = 0 ] && [ "$(grep -cE "${want[$1]}" "$OUT/readme$1.log" || true)" -ge "$2" ] ||
+    { tail -20 "$OUT/readme$1.log"; return 1; }
+}
 for i in 0 1 2; do
   c=${cmds[$i]} rc=0
   echo "readme: $c"
@@ -22,7 +26,7 @@ for i in 0 1 2; do
     rm -f "$OUT/tty"; mkfifo "$OUT/tty"
     timeout 600 bash -c "$c" < "$OUT/tty" > "$OUT/readme$i.log" 2>&1 & p=$!
     exec 4> "$OUT/tty"
-    for _ in $(seq 6000); do grep -q 'softirdma-vm# ' "$OUT/readme$i.log" && break; kill -0 $p 2> /dev/null || break; sleep 0.05; done
+    waitfor "$OUT/readme$i.log" 'softirdma-vm# ' 300 $p > /dev/null || true
     # A make that died before its prompt reads nothing: write only to one that lives.
     if kill -0 $p 2> /dev/null; then printf 'ibv_devices\nexit\n' >&4 || true; fi
     wait $p || rc=$?
@@ -30,12 +34,7 @@ for i in 0 1 2; do
   else
     timeout 600 bash -c "$c" < /dev/null > "$OUT/readme$i.log" 2>&1 || rc=$?
   fi
-  n=$(grep -cE "${want[$i]}" "$OUT/readme$i.log" || true)
   need=1; [ $i = 1 ] && need=2
-  if [ $rc = 0 ] && [ "$n" -ge $need ]; then
-    echo "PASS readme_vm_$((i + 1))"
-  else
-    echo "FAIL readme_vm_$((i + 1)) (status $rc)"; tail -20 "$OUT/readme$i.log"; fail=1
-  fi
+  verdict "readme_vm_$((i + 1))" shows $i $need
 done
-exit $fail
+finish

@@ -60,3 +60,21 @@ serve_pair() {
     sed "s/^/$label $role: /" /tmp/out
   done
 }
+
+# cm_tools DEV GID PEER LABEL FIRST: rdma_cm's tools (ucmatose, udaddy, rdma_server with
+# rdma_client) and perftest's UD and rdma_cm modes (ib_send_bw -c UD on GID index GID,
+# ib_write_bw -R) on DEV against the other guest, at PEER: each a serve_pair labelled
+# "LABEL NAME", FIRST the role taken first. A server that fails (a Linux rxe server's rdma_accept
+# has been seen to fail with EINVAL under load) or whose client gave up (perftest's -R client
+# tries the test QP's connection ten times 100 ms apart, and a loaded guest's server may listen
+# later) runs again, its client trying on meanwhile: one such failure must not put the two
+# guests' scripts out of step.
+cm_tools() {
+  for v in "ucmatose|ucmatose -s $3 -c 4|ucmatose -c 4" "udaddy|udaddy -s $3|udaddy" \
+      "rdma_server_client|rdma_client -s $3|rdma_server" \
+      "ib_send_bw_UD|ib_send_bw -d $1 -x $2 -F -c UD -n 20 $3|ib_send_bw -d $1 -x $2 -F -c UD -n 20" \
+      "ib_write_bw_R|ib_write_bw -d $1 -F -R -n 20 -s 4096 $3|ib_write_bw -d $1 -F -R -n 20 -s 4096"; do
+    name=${v%%|*} rest=${v#*|}
+    serve_pair "$4 $name" "${rest%%|*}" "${rest#*|}" "$5"
+  done
+}
