@@ -12,16 +12,11 @@
 
 #include "softirdma.h"
 
-static struct sirdma_mr *to_smr(struct ib_mr *ibmr)
-{
-	return container_of(ibmr, struct sirdma_mr, ibmr);
-}
-
 struct ib_mr *sirdma_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type, u32 max_num_sg)
 {
 	struct sirdma_dev *sdev = to_sdev(ibpd->device);
 	struct softirdma_alloc_stag_args a = {
-		.pd = cpu_to_le32(container_of(ibpd, struct sirdma_pd, ibpd)->pdn),
+		.pd = cpu_to_le32(to_pdn(ibpd)),
 		.kind = cpu_to_le32(SOFTIRDMA_STAG_FAST_REG_MR),
 		.max_pages = cpu_to_le32(max_num_sg),
 	};

@@ -6,8 +6,8 @@
  * RDMA core builds the GID table from the netdev's addresses, and add_gid/del_gid program
  * them into the function, whose engine then answers to them.
  *
- * User space's RC QPs, CQs, MRs and MWs are in verbs.c, its SRQs in srq.c; kernel ones (and so
- * ib_mad's GSI QP) are not there yet: their verbs fail with EOPNOTSUPP.
+ * Each kind of object has its verbs in a file of its own (pd.c, cq.c, qp.c, srq.c, mr.c and
+ * fastreg.c, mw.c, ah.c); what they share is in object.c, the kernel's data path in kverbs.c.
  */
 #include <net/addrconf.h>
 #include <rdma/ib_verbs.h>
@@ -202,27 +202,6 @@ static void sirdma_dealloc_ucontext(struct ib_ucontext *uctx)
  */
 static void sirdma_disassociate_ucontext(struct ib_ucontext *uctx)
 {
-}
-
-static int sirdma_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
-{
-	struct sirdma_pd *pd = container_of(ibpd, struct sirdma_pd, ibpd);
-	u32 res[SOFTIRDMA_CMD_RESULTS];
-	int err;
-
-	err = sirdma_cmd(to_sdev(ibpd->device), SOFTIRDMA_OP_ALLOC_PD, NULL, 0, res, NULL, 0);
-	if (err)
-		return err;
-	pd->pdn = res[SOFTIRDMA_RESULT_NUM];
-	return 0;
-}
-
-static int sirdma_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
-{
-	struct sirdma_pd *pd = container_of(ibpd, struct sirdma_pd, ibpd);
-	int err = sirdma_num_cmd(to_sdev(ibpd->device), SOFTIRDMA_OP_DEALLOC_PD, pd->pdn);
-
-	return err == -EIO ? 0 : err; /* a failed device keeps nothing */
 }
 
 static const struct ib_device_ops sirdma_ib_ops = {

@@ -181,7 +181,7 @@ void sirdma_kick_cqs_work(struct work_struct *work)
  */
 int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc)
 {
-	struct sirdma_cq *cq = container_of(ibcq, struct sirdma_cq, ibcq);
+	struct sirdma_cq *cq = to_scq(ibcq);
 	struct sirdma_dev *sdev = to_sdev(ibcq->device);
 	struct sirdma_queue *q = cq->q;
 	struct softirdma_rxe_queue_buf *h = ring_hdr(q);
@@ -294,7 +294,7 @@ static int write_send(struct sirdma_qp *qp, struct softirdma_rxe_send_wqe *w,
 	case IB_WR_SEND_WITH_INV:
 		if (qp->type == IB_QPT_UD || qp->type == IB_QPT_GSI) {
 			const struct ib_ud_wr *ud = ud_wr(wr);
-			u32 num = container_of(ud->ah, struct sirdma_ah, ibah)->num;
+			u32 num = to_sah(ud->ah)->num;
 
 			if (!num)
 				return -EINVAL;
@@ -416,7 +416,7 @@ int sirdma_put_recvs(struct sirdma_queue *q, u32 *prod, u32 max_sge, const struc
 int sirdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		     const struct ib_recv_wr **bad)
 {
-	struct sirdma_qp *qp = container_of(ibqp, struct sirdma_qp, ibqp);
+	struct sirdma_qp *qp = to_sqp(ibqp);
 	unsigned long flags;
 	int err;
 
