@@ -10,126 +10,203 @@
 
 #include "softirdma.h"
 
-/*
- * The rings are mappable, and the process told where, before the device has them: what fails
- * after CREATE_QP (a doorbell slot outside the BAR, the event table) is unwound by DESTROY_QP.
- */
-int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata)
+/* qp_type is the device's type of QP for the one the verbs ask for, or -EOPNOTSUPP. */
+static int qp_type(struct sirdma_dev *sdev, enum ib_qp_type type, struct ib_udata *udata)
 {
-	struct sirdma_dev *sdev = to_sdev(ibqp->device);
-	struct sirdma_qp *qp = to_sqp(ibqp);
-	struct ib_qp_cap *cap = &init->cap;
-	struct softirdma_create_qp_args a = {};
-	struct rxe_create_qp_resp resp = {};
-	u32 res[SOFTIRDMA_CMD_RESULTS];
-	u32 payload, sq_count, rq_count, elem;
-	int err;
+	bool ud = sdev->caps.caps & SOFTIRDMA_CAP_UD;
 
-	switch (init->qp_type) {
+	switch (type) {
 	case IB_QPT_RC:
-		a.type = SOFTIRDMA_QP_TYPE_RC;
-		break;
+		return SOFTIRDMA_QP_TYPE_RC;
 	case IB_QPT_GSI: /* the MAD layer's, QPN 1 */
-		if (udata || !(sdev->caps.caps & SOFTIRDMA_CAP_UD))
-			return -EOPNOTSUPP;
-		a.type = SOFTIRDMA_QP_TYPE_GSI;
-		break;
+		return udata || !ud ? -EOPNOTSUPP : SOFTIRDMA_QP_TYPE_GSI;
 	case IB_QPT_UC:
+		return ud ? SOFTIRDMA_QP_TYPE_UC : -EOPNOTSUPP;
 	case IB_QPT_UD:
-		if (!(sdev->caps.caps & SOFTIRDMA_CAP_UD))
-			return -EOPNOTSUPP;
-		a.type = init->qp_type == IB_QPT_UC ? SOFTIRDMA_QP_TYPE_UC : SOFTIRDMA_QP_TYPE_UD;
-		break;
+		return ud ? SOFTIRDMA_QP_TYPE_UD : -EOPNOTSUPP;
 	default:
 		return -EOPNOTSUPP;
 	}
+}
+
+/* qp_check refuses creation flags and capabilities beyond the device's. */
+static int qp_check(struct sirdma_dev *sdev, const struct ib_qp_init_attr *init,
+		    struct ib_udata *udata)
+{
+	const struct ib_qp_cap *cap = &init->cap;
+	const struct sirdma_caps *c = &sdev->caps;
+
 	if (init->create_flags)
 		return -EOPNOTSUPP;
-	if ((udata && udata->outlen < sizeof(resp)) || cap->max_send_wr > sdev->caps.max_qp_wr ||
-	    cap->max_recv_wr > sdev->caps.max_qp_wr || cap->max_send_sge > sdev->caps.max_sge ||
-	    cap->max_recv_sge > sdev->caps.max_sge || cap->max_inline_data > sdev->caps.max_inline)
+	if ((udata && udata->outlen < sizeof(struct rxe_create_qp_resp)) ||
+	    cap->max_send_wr > c->max_qp_wr || cap->max_recv_wr > c->max_qp_wr ||
+	    cap->max_send_sge > c->max_sge || cap->max_recv_sge > c->max_sge ||
+	    cap->max_inline_data > c->max_inline)
 		return -EINVAL;
+	return 0;
+}
+
+/* The rings a QP's capabilities take: how many entries each has, and of what size. */
+struct qp_rings {
+	u32 sq_count, sq_elem, rq_count, rq_elem;
+};
+
+/*
+ * qp_grant turns the capabilities asked for into those the rings give (what create_qp answers
+ * with), and says what rings they are.
+ */
+static void qp_grant(struct sirdma_dev *sdev, struct ib_qp_init_attr *init, struct qp_rings *r)
+{
+	struct ib_qp_cap *cap = &init->cap;
+	u32 payload;
 
 	/* A send WQE holds its SGEs or its inline data: report what the slot takes, as rxe does. */
 	payload = max_t(u32, max(cap->max_send_sge, 1U) * sizeof(struct rxe_sge),
 			cap->max_inline_data);
 	cap->max_send_sge = min_t(u32, payload / sizeof(struct rxe_sge), sdev->caps.max_sge);
 	cap->max_inline_data = min(payload, sdev->caps.max_inline);
-	sq_count = roundup_pow_of_two(max(cap->max_send_wr, 1U) + 1);
-	rq_count = roundup_pow_of_two(max(cap->max_recv_wr, 1U) + 1);
-	cap->max_send_wr = sq_count - 1;
-	cap->max_recv_wr = rq_count - 1;
+	r->sq_count = roundup_pow_of_two(max(cap->max_send_wr, 1U) + 1);
+	r->rq_count = roundup_pow_of_two(max(cap->max_recv_wr, 1U) + 1);
+	cap->max_send_wr = r->sq_count - 1;
+	cap->max_recv_wr = r->rq_count - 1;
 	cap->max_recv_sge = max(cap->max_recv_sge, 1U);
+	r->sq_elem = roundup_pow_of_two(sizeof(struct rxe_send_wqe) + payload);
+	r->rq_elem = roundup_pow_of_two(sizeof(struct rxe_recv_wqe) +
+					cap->max_recv_sge * sizeof(struct rxe_sge));
 	if (init->srq) { /* its receives come from the SRQ */
 		cap->max_recv_wr = 0;
 		cap->max_recv_sge = 0;
 	}
+}
 
-	elem = roundup_pow_of_two(sizeof(struct rxe_send_wqe) + payload);
-	qp->sq = sirdma_queue_alloc(sdev, sq_count, elem);
+/* qp_alloc_rings allocates the send queue, and the receive queue unless the QP has an SRQ. */
+static int qp_alloc_rings(struct sirdma_dev *sdev, struct sirdma_qp *qp,
+			  const struct qp_rings *r, bool srq)
+{
+	int err;
+
+	qp->sq = sirdma_queue_alloc(sdev, r->sq_count, r->sq_elem);
 	if (IS_ERR(qp->sq))
 		return PTR_ERR(qp->sq);
-	if (!init->srq) {
-		elem = roundup_pow_of_two(sizeof(struct rxe_recv_wqe) +
-					  cap->max_recv_sge * sizeof(struct rxe_sge));
-		qp->rq = sirdma_queue_alloc(sdev, rq_count, elem);
-		if (IS_ERR(qp->rq)) {
-			err = PTR_ERR(qp->rq);
-			qp->rq = NULL;
-			goto err_sq;
-		}
+	if (srq)
+		return 0;
+	qp->rq = sirdma_queue_alloc(sdev, r->rq_count, r->rq_elem);
+	if (!IS_ERR(qp->rq))
+		return 0;
+	err = PTR_ERR(qp->rq);
+	qp->rq = NULL;
+	sirdma_queue_release(qp->sq);
+	return err;
+}
+
+static void qp_release_rings(struct sirdma_qp *qp)
+{
+	sirdma_queue_release(qp->rq);
+	sirdma_queue_release(qp->sq);
+}
+
+/*
+ * qp_expose makes a user QP's rings mappable and tells the process where. What fails is undone
+ * by qp_release_rings (a ring's mmap entry owns it).
+ */
+static int qp_expose(struct sirdma_qp *qp, struct ib_udata *udata)
+{
+	struct rxe_create_qp_resp resp = {};
+	int err;
+
+	err = sirdma_queue_expose(sirdma_uctx(udata), qp->sq, &resp.sq_mi);
+	if (err)
+		return err;
+	if (qp->rq) {
+		err = sirdma_queue_expose(sirdma_uctx(udata), qp->rq, &resp.rq_mi);
+		if (err)
+			return err;
 	}
+	return ib_copy_to_udata(udata, &resp, sizeof(resp));
+}
+
+/* qp_args describes the QP to CREATE_QP: its PD, CQs and SRQ, what it was granted, its rings. */
+static void qp_args(struct sirdma_qp *qp, const struct ib_qp_init_attr *init,
+		    struct softirdma_create_qp_args *a)
+{
+	const struct ib_qp_cap *cap = &init->cap;
+
+	a->pd = cpu_to_le32(to_pdn(qp->ibqp.pd));
+	a->sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
+	a->send_cq = cpu_to_le32(to_scq(init->send_cq)->cqn);
+	a->recv_cq = cpu_to_le32(to_scq(init->recv_cq)->cqn);
+	a->max_inline = cpu_to_le32(cap->max_inline_data);
+	a->max_send_sge = cpu_to_le16(cap->max_send_sge);
+	a->max_recv_sge = cpu_to_le16(cap->max_recv_sge);
+	if (init->srq)
+		a->srq = cpu_to_le32(to_ssrq(init->srq)->srqn);
+	sirdma_queue_args(qp->sq, a->sq);
+	if (qp->rq)
+		sirdma_queue_args(qp->rq, a->rq);
+}
+
+/*
+ * qp_make has the device make the QP and enters it in the event handlers' table. What fails
+ * after CREATE_QP (a doorbell slot outside the BAR, the table) is unwound by DESTROY_QP.
+ */
+static int qp_make(struct sirdma_dev *sdev, struct sirdma_qp *qp,
+		   const struct softirdma_create_qp_args *a)
+{
+	u32 res[SOFTIRDMA_CMD_RESULTS];
+	int err;
+
+	err = sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_QP, a, sizeof(*a), res, NULL, 0);
+	if (err)
+		return err;
+	qp->ibqp.qp_num = res[SOFTIRDMA_RESULT_NUM];
+	qp->slot = res[SOFTIRDMA_RESULT_SLOT];
+	if (!sirdma_slot_ok(sdev, SOFTIRDMA_SQ_DOORBELL_BASE, qp->slot, SOFTIRDMA_MAX_QP_SLOTS))
+		err = -EIO;
+	else
+		err = xa_insert(&sdev->qps, qp->ibqp.qp_num, qp, GFP_KERNEL);
+	if (err)
+		sirdma_unmake(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, qp->ibqp.qp_num, qp);
+	return err;
+}
+
+/* The rings are mappable, and the process told where, before the device has them. */
+int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata)
+{
+	struct sirdma_dev *sdev = to_sdev(ibqp->device);
+	struct sirdma_qp *qp = to_sqp(ibqp);
+	struct softirdma_create_qp_args a = {};
+	struct qp_rings rings;
+	int err, type;
+
+	type = qp_type(sdev, init->qp_type, udata);
+	if (type < 0)
+		return type;
+	err = qp_check(sdev, init, udata);
+	if (err)
+		return err;
+	qp_grant(sdev, init, &rings);
+	err = qp_alloc_rings(sdev, qp, &rings, init->srq);
+	if (err)
+		return err;
 	spin_lock_init(&qp->sq_lock);
 	spin_lock_init(&qp->rq_lock);
 	if (udata) { /* a kernel QP's rings are written here (kverbs.c) */
-		err = sirdma_queue_expose(sirdma_uctx(udata), qp->sq, &resp.sq_mi);
+		err = qp_expose(qp, udata);
 		if (err)
-			goto err_rq;
-		if (qp->rq) {
-			err = sirdma_queue_expose(sirdma_uctx(udata), qp->rq, &resp.rq_mi);
-			if (err)
-				goto err_rq;
-		}
-		err = ib_copy_to_udata(udata, &resp, sizeof(resp));
-		if (err)
-			goto err_rq;
+			goto err_rings;
 	}
-
-	a.pd = cpu_to_le32(to_pdn(ibqp->pd));
-	a.sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
-	a.send_cq = cpu_to_le32(to_scq(init->send_cq)->cqn);
-	a.recv_cq = cpu_to_le32(to_scq(init->recv_cq)->cqn);
-	a.max_inline = cpu_to_le32(cap->max_inline_data);
-	a.max_send_sge = cpu_to_le16(cap->max_send_sge);
-	a.max_recv_sge = cpu_to_le16(cap->max_recv_sge);
-	if (init->srq)
-		a.srq = cpu_to_le32(to_ssrq(init->srq)->srqn);
-	sirdma_queue_args(qp->sq, a.sq);
-	if (qp->rq)
-		sirdma_queue_args(qp->rq, a.rq);
-	err = sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_QP, &a, sizeof(a), res, NULL, 0);
+	a.type = type;
+	qp_args(qp, init, &a);
+	err = qp_make(sdev, qp, &a);
 	if (err)
-		goto err_rq;
-	ibqp->qp_num = res[SOFTIRDMA_RESULT_NUM];
-	qp->slot = res[SOFTIRDMA_RESULT_SLOT];
-	if (!sirdma_slot_ok(sdev, SOFTIRDMA_SQ_DOORBELL_BASE, qp->slot, SOFTIRDMA_MAX_QP_SLOTS)) {
-		err = -EIO;
-		goto err_unmake;
-	}
-	err = xa_insert(&sdev->qps, ibqp->qp_num, qp, GFP_KERNEL);
-	if (err)
-		goto err_unmake;
-	qp->cap = *cap;
+		goto err_rings;
+	qp->cap = init->cap;
 	qp->sig_all = a.sig_all;
 	qp->type = init->qp_type;
 	return 0;
 
-err_unmake:
-	sirdma_unmake(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num, qp);
-err_rq:
-	sirdma_queue_release(qp->rq);
-err_sq:
-	sirdma_queue_release(qp->sq);
+err_rings:
+	qp_release_rings(qp);
 	return err;
 }
 
