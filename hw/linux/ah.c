@@ -25,7 +25,7 @@ static int av_table_cmd(struct sirdma_dev *sdev, u32 entries)
 	if (entries) {
 		pl->addr = cpu_to_le64(sdev->av_dma);
 		pl->pages = cpu_to_le32(1);
-		pl->shift = 12;
+		pl->shift = ilog2(SZ_4K);
 	}
 	a.entries = cpu_to_le32(entries);
 	return sirdma_cmd(sdev, SOFTIRDMA_OP_SET_AV_TABLE, &a, sizeof(a), NULL, NULL, 0);
