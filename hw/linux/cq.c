@@ -43,6 +43,7 @@ int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	struct softirdma_create_cq_args a = {};
 	struct rxe_create_cq_resp resp = {};
 	u32 res[SOFTIRDMA_CMD_RESULTS], count;
+	bool usable;
 	int err;
 
 	if (attr->flags)
@@ -70,18 +71,13 @@ int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		goto err_release;
 	cq->cqn = res[SOFTIRDMA_RESULT_NUM];
 	cq->slot = res[SOFTIRDMA_RESULT_SLOT];
-	if (!sirdma_slot_ok(sdev, SOFTIRDMA_CQ_ARM_BASE, cq->slot, SOFTIRDMA_MAX_CQ_SLOTS)) {
-		err = -EIO;
-		goto err_unmake;
-	}
-	err = xa_insert(&sdev->cqs, cq->cqn, cq, GFP_KERNEL);
+	usable = sirdma_slot_ok(sdev, SOFTIRDMA_CQ_ARM_BASE, cq->slot, SOFTIRDMA_MAX_CQ_SLOTS);
+	err = sirdma_enter(sdev, &sdev->cqs, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn, cq, usable);
 	if (err)
-		goto err_unmake;
+		goto err_release;
 	ibcq->cqe = count - 1;
 	return 0;
 
-err_unmake:
-	sirdma_unmake(sdev, &sdev->cqs, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn, cq);
 err_release:
 	sirdma_queue_release(cq->q);
 	return err;

@@ -30,6 +30,21 @@ void sirdma_unmake(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num, 
 }
 
 /*
+ * sirdma_enter enters an object the device just made in the table the event handlers look it up
+ * in. One whose doorbell slot the driver cannot use (usable is false: -EIO), or that the table
+ * refuses, is unmade instead.
+ */
+int sirdma_enter(struct sirdma_dev *sdev, struct xarray *xa, u16 destroy, u32 num, void *obj,
+		 bool usable)
+{
+	int err = usable ? xa_insert(xa, num, obj, GFP_KERNEL) : -EIO;
+
+	if (err)
+		sirdma_unmake(sdev, xa, destroy, num, obj);
+	return err;
+}
+
+/*
  * sirdma_destroy_obj has the device destroy an object, then takes it out of the event
  * handlers' table and waits out a handler that may still hold it. A failed device keeps
  * nothing: its -EIO lets the object go all the same; any other error keeps it.

@@ -153,6 +153,7 @@ static int qp_make(struct sirdma_dev *sdev, struct sirdma_qp *qp,
 		   const struct softirdma_create_qp_args *a)
 {
 	u32 res[SOFTIRDMA_CMD_RESULTS];
+	bool usable;
 	int err;
 
 	err = sirdma_cmd(sdev, SOFTIRDMA_OP_CREATE_QP, a, sizeof(*a), res, NULL, 0);
@@ -160,13 +161,8 @@ static int qp_make(struct sirdma_dev *sdev, struct sirdma_qp *qp,
 		return err;
 	qp->ibqp.qp_num = res[SOFTIRDMA_RESULT_NUM];
 	qp->slot = res[SOFTIRDMA_RESULT_SLOT];
-	if (!sirdma_slot_ok(sdev, SOFTIRDMA_SQ_DOORBELL_BASE, qp->slot, SOFTIRDMA_MAX_QP_SLOTS))
-		err = -EIO;
-	else
-		err = xa_insert(&sdev->qps, qp->ibqp.qp_num, qp, GFP_KERNEL);
-	if (err)
-		sirdma_unmake(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, qp->ibqp.qp_num, qp);
-	return err;
+	usable = sirdma_slot_ok(sdev, SOFTIRDMA_SQ_DOORBELL_BASE, qp->slot, SOFTIRDMA_MAX_QP_SLOTS);
+	return sirdma_enter(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, qp->ibqp.qp_num, qp, usable);
 }
 
 /* The rings are mappable, and the process told where, before the device has them. */

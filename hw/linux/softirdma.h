@@ -363,6 +363,8 @@ int sirdma_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 			 const struct ib_recv_wr **bad);
 int sirdma_num_cmd(struct sirdma_dev *sdev, u16 op, u32 num);
 void sirdma_unmake(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num, void *obj);
+int sirdma_enter(struct sirdma_dev *sdev, struct xarray *xa, u16 destroy, u32 num, void *obj,
+		 bool usable);
 int sirdma_destroy_obj(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num, void *obj);
 bool sirdma_slot_ok(struct sirdma_dev *sdev, u32 base, u32 slot, u32 max);
 

@@ -69,9 +69,9 @@ int sirdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	if (err)
 		goto err_release;
 	srq->srqn = res[SOFTIRDMA_RESULT_NUM];
-	err = xa_insert(&sdev->srqs, srq->srqn, srq, GFP_KERNEL);
+	err = sirdma_enter(sdev, &sdev->srqs, SOFTIRDMA_OP_DESTROY_SRQ, srq->srqn, srq, true);
 	if (err)
-		goto err_unmake;
+		goto err_release;
 	if (!udata)
 		return 0;
 	resp.srq_num = srq->srqn;
