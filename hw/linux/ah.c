@@ -17,11 +17,6 @@
 /* One 4 KiB page of entries; number 0 is no entry (the address is in the work request). */
 #define SIRDMA_AV_ENTRIES (SZ_4K / sizeof(struct softirdma_av_entry))
 
-static struct sirdma_ah *to_sah(struct ib_ah *ibah)
-{
-	return container_of(ibah, struct sirdma_ah, ibah);
-}
-
 static int av_table_cmd(struct sirdma_dev *sdev, u32 entries)
 {
 	struct softirdma_set_av_args a = {};
@@ -30,7 +25,7 @@ static int av_table_cmd(struct sirdma_dev *sdev, u32 entries)
 	if (entries) {
 		pl->addr = cpu_to_le64(sdev->av_dma);
 		pl->pages = cpu_to_le32(1);
-		pl->shift = 12;
+		pl->shift = ilog2(SZ_4K);
 	}
 	a.entries = cpu_to_le32(entries);
 	return sirdma_cmd(sdev, SOFTIRDMA_OP_SET_AV_TABLE, &a, sizeof(a), NULL, NULL, 0);
@@ -94,7 +89,7 @@ int sirdma_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init, struct 
 	if (n) {
 		e = &sdev->av[n];
 		memset(e, 0, sizeof(*e));
-		e->pd = cpu_to_le32(container_of(ibah->pd, struct sirdma_pd, ibpd)->pdn);
+		e->pd = cpu_to_le32(to_pdn(ibah->pd));
 		memcpy(e->dgid, grh->dgid.raw, sizeof(e->dgid));
 		e->flow_label = cpu_to_le32(grh->flow_label);
 		e->sgid_index = grh->sgid_index;

@@ -12,16 +12,14 @@
 
 #include "softirdma.h"
 
-static struct sirdma_mr *to_smr(struct ib_mr *ibmr)
-{
-	return container_of(ibmr, struct sirdma_mr, ibmr);
-}
+/* A key's index: all but its low byte, the consumer's, which a registration may change. */
+#define KEY_INDEX(key) ((key) >> 8)
 
 struct ib_mr *sirdma_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type, u32 max_num_sg)
 {
 	struct sirdma_dev *sdev = to_sdev(ibpd->device);
 	struct softirdma_alloc_stag_args a = {
-		.pd = cpu_to_le32(container_of(ibpd, struct sirdma_pd, ibpd)->pdn),
+		.pd = cpu_to_le32(to_pdn(ibpd)),
 		.kind = cpu_to_le32(SOFTIRDMA_STAG_FAST_REG_MR),
 		.max_pages = cpu_to_le32(max_num_sg),
 	};
@@ -99,7 +97,7 @@ int sirdma_put_reg(struct softirdma_rxe_send_wqe *w, const struct ib_reg_wr *reg
 	struct sirdma_mr *mr = to_smr(reg->mr);
 	struct softirdma_page_list *pl = (void *)w->reg.reg_pages;
 
-	if (!mr->pl || !mr->npages || (reg->key >> 8) != (reg->mr->lkey >> 8))
+	if (!mr->pl || !mr->npages || KEY_INDEX(reg->key) != KEY_INDEX(reg->mr->lkey))
 		return -EINVAL;
 	w->opcode = cpu_to_le32(SOFTIRDMA_WR_OP_REG_MR);
 	w->reg.reg_key = cpu_to_le32(reg->key);

@@ -6,8 +6,8 @@
  * RDMA core builds the GID table from the netdev's addresses, and add_gid/del_gid program
  * them into the function, whose engine then answers to them.
  *
- * User space's RC QPs, CQs, MRs and MWs are in verbs.c, its SRQs in srq.c; kernel ones (and so
- * ib_mad's GSI QP) are not there yet: their verbs fail with EOPNOTSUPP.
+ * Each kind of object has its verbs in a file of its own (pd.c, cq.c, qp.c, srq.c, mr.c and
+ * fastreg.c, mw.c, ah.c); what they share is in object.c, the kernel's data path in kverbs.c.
  */
 #include <net/addrconf.h>
 #include <rdma/ib_verbs.h>
@@ -17,6 +17,10 @@
 #include "softirdma.h"
 
 #define SOFTIRDMA_UVERBS_ABI_VERSION 2 /* rxe's: what rdma-core's rxe provider accepts */
+/* The function's ACK delay and multicast limits: rxe's. */
+#define SIRDMA_LOCAL_CA_ACK_DELAY 15
+#define SIRDMA_MAX_MCAST_GRP 8192
+#define SIRDMA_MAX_MCAST_QP_ATTACH 56
 /* RoCEv2's headers around a payload at most (IPv6, UDP, BTH, RETH, ICRC), as rxe reckons them. */
 #define ROCE_V2_MAX_HEADERS 80
 
@@ -69,13 +73,13 @@ static int sirdma_query_device(struct ib_device *ibdev, struct ib_device_attr *a
 	attr->max_srq_sge = c->max_sge;
 	attr->max_fast_reg_page_list_len = SOFTIRDMA_PL_ENTRIES_PER_PAGE;
 	attr->max_pkeys = 1;
-	attr->local_ca_ack_delay = 15;
+	attr->local_ca_ack_delay = SIRDMA_LOCAL_CA_ACK_DELAY;
 	attr->atomic_cap = c->caps & SOFTIRDMA_CAP_ATOMICS ? IB_ATOMIC_HCA : IB_ATOMIC_NONE;
 	attr->max_ah = c->max_ah;
-	if (c->caps & SOFTIRDMA_CAP_UD) { /* the function's limits, rxe's */
-		attr->max_mcast_grp = 8192;
-		attr->max_mcast_qp_attach = 56;
-		attr->max_total_mcast_qp_attach = 8192 * 56;
+	if (c->caps & SOFTIRDMA_CAP_UD) {
+		attr->max_mcast_grp = SIRDMA_MAX_MCAST_GRP;
+		attr->max_mcast_qp_attach = SIRDMA_MAX_MCAST_QP_ATTACH;
+		attr->max_total_mcast_qp_attach = SIRDMA_MAX_MCAST_GRP * SIRDMA_MAX_MCAST_QP_ATTACH;
 	}
 	return 0;
 }
@@ -202,27 +206,6 @@ static void sirdma_dealloc_ucontext(struct ib_ucontext *uctx)
  */
 static void sirdma_disassociate_ucontext(struct ib_ucontext *uctx)
 {
-}
-
-static int sirdma_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
-{
-	struct sirdma_pd *pd = container_of(ibpd, struct sirdma_pd, ibpd);
-	u32 res[SOFTIRDMA_CMD_RESULTS];
-	int err;
-
-	err = sirdma_cmd(to_sdev(ibpd->device), SOFTIRDMA_OP_ALLOC_PD, NULL, 0, res, NULL, 0);
-	if (err)
-		return err;
-	pd->pdn = res[SOFTIRDMA_RESULT_NUM];
-	return 0;
-}
-
-static int sirdma_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
-{
-	struct sirdma_pd *pd = container_of(ibpd, struct sirdma_pd, ibpd);
-	int err = sirdma_num_cmd(to_sdev(ibpd->device), SOFTIRDMA_OP_DEALLOC_PD, pd->pdn);
-
-	return err == -EIO ? 0 : err; /* a failed device keeps nothing */
 }
 
 static const struct ib_device_ops sirdma_ib_ops = {

@@ -25,16 +25,24 @@ static struct softirdma_rxe_queue_buf *ring_hdr(struct sirdma_queue *q)
 	return q->mem;
 }
 
-/* The CQE's IBV_WC_* flags as the kernel's IB_WC_* (they number WITH_INV differently). */
+/*
+ * A CQE's flags are libibverbs' IBV_WC_*, which the kernel has no names for: its IB_WC_* number
+ * WITH_INV differently.
+ */
+#define SIRDMA_UWC_GRH BIT(0) /* IBV_WC_GRH */
+#define SIRDMA_UWC_WITH_IMM BIT(1) /* IBV_WC_WITH_IMM */
+#define SIRDMA_UWC_WITH_INV BIT(3) /* IBV_WC_WITH_INV */
+
+/* The CQE's IBV_WC_* flags as the kernel's IB_WC_*. */
 static int wc_flags(u32 f)
 {
 	int out = 0;
 
-	if (f & 1) /* IBV_WC_GRH */
+	if (f & SIRDMA_UWC_GRH)
 		out |= IB_WC_GRH;
-	if (f & 2) /* IBV_WC_WITH_IMM */
+	if (f & SIRDMA_UWC_WITH_IMM)
 		out |= IB_WC_WITH_IMM;
-	if (f & 8) /* IBV_WC_WITH_INV */
+	if (f & SIRDMA_UWC_WITH_INV)
 		out |= IB_WC_WITH_INVALIDATE;
 	return out;
 }
@@ -181,7 +189,7 @@ void sirdma_kick_cqs_work(struct work_struct *work)
  */
 int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc)
 {
-	struct sirdma_cq *cq = container_of(ibcq, struct sirdma_cq, ibcq);
+	struct sirdma_cq *cq = to_scq(ibcq);
 	struct sirdma_dev *sdev = to_sdev(ibcq->device);
 	struct sirdma_queue *q = cq->q;
 	struct softirdma_rxe_queue_buf *h = ring_hdr(q);
@@ -209,7 +217,7 @@ int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc)
 		w->vendor_err = le32_to_cpu(e->vendor_err);
 		w->byte_len = le32_to_cpu(e->byte_len);
 		w->qp = &qp->ibqp;
-		w->src_qp = le32_to_cpu(e->src_qp) & 0xffffff;
+		w->src_qp = le32_to_cpu(e->src_qp) & IB_QPN_MASK;
 		w->wc_flags = wc_flags(le32_to_cpu(e->wc_flags));
 		if (w->wc_flags & IB_WC_WITH_IMM)
 			memcpy(&w->ex.imm_data, &e->ex, sizeof(w->ex.imm_data)); /* network order */
@@ -294,7 +302,7 @@ static int write_send(struct sirdma_qp *qp, struct softirdma_rxe_send_wqe *w,
 	case IB_WR_SEND_WITH_INV:
 		if (qp->type == IB_QPT_UD || qp->type == IB_QPT_GSI) {
 			const struct ib_ud_wr *ud = ud_wr(wr);
-			u32 num = container_of(ud->ah, struct sirdma_ah, ibah)->num;
+			u32 num = to_sah(ud->ah)->num;
 
 			if (!num)
 				return -EINVAL;
@@ -416,7 +424,7 @@ int sirdma_put_recvs(struct sirdma_queue *q, u32 *prod, u32 max_sge, const struc
 int sirdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		     const struct ib_recv_wr **bad)
 {
-	struct sirdma_qp *qp = container_of(ibqp, struct sirdma_qp, ibqp);
+	struct sirdma_qp *qp = to_sqp(ibqp);
 	unsigned long flags;
 	int err;
 

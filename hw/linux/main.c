@@ -16,6 +16,10 @@ static const struct pci_device_id sirdma_pci_ids[] = {
 };
 MODULE_DEVICE_TABLE(pci, sirdma_pci_ids);
 
+/* The VERSION register: the ABI's major version in its high half, the minor in the low. */
+#define SIRDMA_ABI_MAJOR(version) ((version) >> 16)
+#define SIRDMA_ABI_MINOR(version) ((version) & 0xffff)
+
 /* sirdma_reset returns the function to power-on state and waits until it says it is there. */
 static int sirdma_reset(struct sirdma_dev *sdev)
 {
@@ -80,15 +84,13 @@ static void sirdma_health(struct work_struct *work)
 	}
 }
 
-static int sirdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+/* sirdma_dev_alloc gives the device its state, before anything of the function is touched. */
+static struct sirdma_dev *sirdma_dev_alloc(struct pci_dev *pdev)
 {
-	struct sirdma_dev *sdev;
-	u32 magic, version;
-	int err;
+	struct sirdma_dev *sdev = kzalloc(sizeof(*sdev), GFP_KERNEL);
 
-	sdev = kzalloc(sizeof(*sdev), GFP_KERNEL);
 	if (!sdev)
-		return -ENOMEM;
+		return NULL;
 	sdev->pdev = pdev;
 	mutex_init(&sdev->ctrl_lock);
 	mutex_init(&sdev->gid_lock);
@@ -96,10 +98,18 @@ static int sirdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	INIT_DELAYED_WORK(&sdev->health, sirdma_health);
 	sirdma_work_gate_init(&sdev->health_gate);
 	pci_set_drvdata(pdev, sdev);
+	return sdev;
+}
+
+/* sirdma_pci_init enables the PCI function and maps its register and doorbell BARs. */
+static int sirdma_pci_init(struct sirdma_dev *sdev)
+{
+	struct pci_dev *pdev = sdev->pdev;
+	int err;
 
 	err = pci_enable_device_mem(pdev);
 	if (err)
-		goto err_free;
+		return err;
 	err = pci_request_mem_regions(pdev, SOFTIRDMA_DRV_NAME);
 	if (err)
 		goto err_disable;
@@ -108,59 +118,147 @@ static int sirdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		goto err_regions;
 	sdev->regs = pci_iomap(pdev, SOFTIRDMA_BAR_REGS, 0);
 	sdev->db = pci_iomap(pdev, SOFTIRDMA_BAR_DOORBELL, 0);
-	if (!sdev->regs || !sdev->db) {
-		err = -ENOMEM;
-		goto err_unmap;
-	}
+	if (sdev->regs && sdev->db)
+		return 0;
+	err = -ENOMEM;
+	if (sdev->db)
+		pci_iounmap(pdev, sdev->db);
+	if (sdev->regs)
+		pci_iounmap(pdev, sdev->regs);
+err_regions:
+	pci_release_mem_regions(pdev);
+err_disable:
+	pci_disable_device(pdev);
+	return err;
+}
+
+static void sirdma_pci_fini(struct sirdma_dev *sdev)
+{
+	struct pci_dev *pdev = sdev->pdev;
+
+	pci_iounmap(pdev, sdev->db);
+	pci_iounmap(pdev, sdev->regs);
+	pci_release_mem_regions(pdev);
+	pci_disable_device(pdev);
+}
+
+/*
+ * sirdma_identify checks that the function speaks the driver's ABI (its major version; the
+ * version goes to *version), resets it and lets it master the bus.
+ */
+static int sirdma_identify(struct sirdma_dev *sdev, u32 *version)
+{
+	struct pci_dev *pdev = sdev->pdev;
+	u32 magic, major;
+	int err;
 
 	magic = sirdma_rd(sdev, SOFTIRDMA_REG_MAGIC);
-	version = sirdma_rd(sdev, SOFTIRDMA_REG_VERSION);
-	if (magic != SOFTIRDMA_MAGIC_VALUE || version >> 16 != SOFTIRDMA_VERSION_MAJOR) {
+	*version = sirdma_rd(sdev, SOFTIRDMA_REG_VERSION);
+	major = SIRDMA_ABI_MAJOR(*version);
+	if (magic != SOFTIRDMA_MAGIC_VALUE || major != SOFTIRDMA_VERSION_MAJOR) {
 		dev_err(&pdev->dev,
 			"not a softirdma function this driver knows: magic 0x%x, ABI %u.%u\n",
-			magic, version >> 16, version & 0xffff);
-		err = -ENODEV;
-		goto err_unmap;
+			magic, major, SIRDMA_ABI_MINOR(*version));
+		return -ENODEV;
 	}
 	err = sirdma_reset(sdev);
 	if (err) {
 		dev_err(&pdev->dev, "reset failed: %d\n", err);
-		goto err_unmap;
+		return err;
 	}
 	pci_set_master(pdev);
+	return 0;
+}
+
+/* sirdma_irq_init sets up MSI-X and the control queue's interrupt. */
+static int sirdma_irq_init(struct sirdma_dev *sdev)
+{
+	struct pci_dev *pdev = sdev->pdev;
+	int err;
 
 	sdev->nvec = pci_alloc_irq_vectors(pdev, SOFTIRDMA_MIN_VECTORS, SOFTIRDMA_NUM_VECTORS,
 					   PCI_IRQ_MSIX);
-	if (sdev->nvec < 0) {
-		err = sdev->nvec;
-		goto err_unmap;
-	}
+	if (sdev->nvec < 0)
+		return sdev->nvec;
 	err = request_irq(pci_irq_vector(pdev, SOFTIRDMA_CTRL_VECTOR), sirdma_ctrl_irq, 0,
 			  "softirdma-ctrl", sdev);
 	if (err)
-		goto err_vectors;
-	err = sirdma_ctrl_init(sdev);
-	if (err)
-		goto err_irq;
+		pci_free_irq_vectors(pdev);
+	return err;
+}
+
+static void sirdma_irq_fini(struct sirdma_dev *sdev)
+{
+	free_irq(pci_irq_vector(sdev->pdev, SOFTIRDMA_CTRL_VECTOR), sdev);
+	pci_free_irq_vectors(sdev->pdev);
+}
+
+/*
+ * sirdma_enable enables the function, whose control queue is set up, and asks it what it
+ * offers. What fails is unwound by sirdma_halt.
+ */
+static int sirdma_enable(struct sirdma_dev *sdev, u32 version)
+{
+	struct pci_dev *pdev = sdev->pdev;
+	int err;
 
 	sirdma_wr(sdev, SOFTIRDMA_REG_DEV_CTRL, SOFTIRDMA_DEV_CTRL_ENABLE);
 	if (!(sirdma_rd(sdev, SOFTIRDMA_REG_DEV_STATUS) & SOFTIRDMA_DEV_STATUS_READY)) {
 		dev_err(&pdev->dev, "the function did not become ready: status 0x%x\n",
 			sirdma_rd(sdev, SOFTIRDMA_REG_DEV_STATUS));
-		err = -EIO;
-		goto err_ctrl;
+		return -EIO;
 	}
 	err = sirdma_query_caps(sdev);
 	if (err) {
 		dev_err(&pdev->dev, "QUERY_DEVICE failed: %d\n", err);
-		goto err_ctrl;
+		return err;
 	}
 	dev_info(&pdev->dev,
 		 "ABI %u.%u, caps 0x%x, %u QPs, %u CQs, %u MRs, %u MWs, %d MSI-X vectors, port %s\n",
-		 version >> 16, version & 0xffff, sdev->caps.caps, sdev->caps.max_qp,
-		 sdev->caps.max_cq, sdev->caps.max_mr, sdev->caps.max_mw, sdev->nvec,
+		 SIRDMA_ABI_MAJOR(version), SIRDMA_ABI_MINOR(version), sdev->caps.caps,
+		 sdev->caps.max_qp, sdev->caps.max_cq, sdev->caps.max_mr, sdev->caps.max_mw,
+		 sdev->nvec,
 		 sirdma_rd(sdev, SOFTIRDMA_REG_PORT_STATE) == SOFTIRDMA_PORT_ACTIVE ?
 		 "active" : "down");
+	return 0;
+}
+
+/*
+ * sirdma_halt stops the function before the memory it was given goes: after the reset it
+ * touches none of it.
+ */
+static void sirdma_halt(struct sirdma_dev *sdev)
+{
+	sirdma_reset(sdev);
+	/* A reset that timed out leaves a function that may still write. */
+	pci_clear_master(sdev->pdev);
+	sirdma_av_free(sdev);
+}
+
+static int sirdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+{
+	struct sirdma_dev *sdev;
+	u32 version;
+	int err;
+
+	sdev = sirdma_dev_alloc(pdev);
+	if (!sdev)
+		return -ENOMEM;
+	err = sirdma_pci_init(sdev);
+	if (err)
+		goto err_free;
+	err = sirdma_identify(sdev, &version);
+	if (err)
+		goto err_pci;
+	err = sirdma_irq_init(sdev);
+	if (err)
+		goto err_pci;
+	err = sirdma_ctrl_init(sdev);
+	if (err)
+		goto err_irq;
+	err = sirdma_enable(sdev, version);
+	if (err)
+		goto err_ctrl;
 	err = sirdma_eth_init(sdev);
 	if (err) {
 		dev_err(&pdev->dev, "the Ethernet function failed: %d\n", err);
@@ -177,25 +275,13 @@ static int sirdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 err_eth:
 	sirdma_work_disable(&sdev->health_gate, &sdev->health); /* a DEVICE_FATAL may have queued it */
 	sirdma_eth_fini(sdev);
-
 err_ctrl:
-	sirdma_reset(sdev);
-	pci_clear_master(pdev); /* a reset that timed out leaves a function that may still write */
-	sirdma_av_free(sdev);
+	sirdma_halt(sdev);
 	sirdma_ctrl_fini(sdev);
 err_irq:
-	free_irq(pci_irq_vector(pdev, SOFTIRDMA_CTRL_VECTOR), sdev);
-err_vectors:
-	pci_free_irq_vectors(pdev);
-err_unmap:
-	if (sdev->db)
-		pci_iounmap(pdev, sdev->db);
-	if (sdev->regs)
-		pci_iounmap(pdev, sdev->regs);
-err_regions:
-	pci_release_mem_regions(pdev);
-err_disable:
-	pci_disable_device(pdev);
+	sirdma_irq_fini(sdev);
+err_pci:
+	sirdma_pci_fini(sdev);
 err_free:
 	kfree(sdev);
 	return err;
@@ -208,17 +294,10 @@ static void sirdma_remove(struct pci_dev *pdev)
 	sirdma_work_disable(&sdev->health_gate, &sdev->health); /* and no IRQ can queue it again */
 	sirdma_ib_fini(sdev);
 	sirdma_eth_fini(sdev);
-	/* Stop the function before its memory goes: after the reset it touches none of it. */
-	sirdma_reset(sdev);
-	pci_clear_master(pdev);
-	sirdma_av_free(sdev);
-	free_irq(pci_irq_vector(pdev, SOFTIRDMA_CTRL_VECTOR), sdev);
-	pci_free_irq_vectors(pdev);
+	sirdma_halt(sdev);
+	sirdma_irq_fini(sdev);
 	sirdma_ctrl_fini(sdev);
-	pci_iounmap(pdev, sdev->db);
-	pci_iounmap(pdev, sdev->regs);
-	pci_release_mem_regions(pdev);
-	pci_disable_device(pdev);
+	sirdma_pci_fini(sdev);
 	kfree(sdev);
 }
 

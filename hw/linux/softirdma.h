@@ -282,6 +282,44 @@ static inline struct sirdma_dev *to_sdev(struct ib_device *ibdev)
 	return container_of(ibdev, struct sirdma_ib, ibdev)->sdev;
 }
 
+/* The driver's object around each of the core's. */
+static inline struct sirdma_pd *to_spd(struct ib_pd *ibpd)
+{
+	return container_of(ibpd, struct sirdma_pd, ibpd);
+}
+
+static inline u32 to_pdn(struct ib_pd *ibpd)
+{
+	return to_spd(ibpd)->pdn;
+}
+
+static inline struct sirdma_cq *to_scq(struct ib_cq *ibcq)
+{
+	return container_of(ibcq, struct sirdma_cq, ibcq);
+}
+
+static inline struct sirdma_qp *to_sqp(struct ib_qp *ibqp)
+{
+	return container_of(ibqp, struct sirdma_qp, ibqp);
+}
+
+static inline struct sirdma_srq *to_ssrq(struct ib_srq *ibsrq)
+{
+	return container_of(ibsrq, struct sirdma_srq, ibsrq);
+}
+
+static inline struct sirdma_mr *to_smr(struct ib_mr *ibmr)
+{
+	return container_of(ibmr, struct sirdma_mr, ibmr);
+}
+
+static inline struct sirdma_ah *to_sah(struct ib_ah *ibah)
+{
+	return container_of(ibah, struct sirdma_ah, ibah);
+}
+
+int sirdma_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
+int sirdma_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
 int sirdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		     struct uverbs_attr_bundle *attrs);
 #ifdef SIRDMA_CREATE_CQ_UDATA
@@ -325,6 +363,8 @@ int sirdma_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 			 const struct ib_recv_wr **bad);
 int sirdma_num_cmd(struct sirdma_dev *sdev, u16 op, u32 num);
 void sirdma_unmake(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num, void *obj);
+int sirdma_enter(struct sirdma_dev *sdev, struct xarray *xa, u16 destroy, u32 num, void *obj,
+		 bool usable);
 int sirdma_destroy_obj(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num, void *obj);
 bool sirdma_slot_ok(struct sirdma_dev *sdev, u32 base, u32 slot, u32 max);
 

@@ -14,11 +14,6 @@
 
 #include "softirdma.h"
 
-static struct sirdma_srq *to_ssrq(struct ib_srq *ibsrq)
-{
-	return container_of(ibsrq, struct sirdma_srq, ibsrq);
-}
-
 /* srq_ring allocates a ring for max_wr receives of max_sge SGEs; max_wr becomes what it holds. */
 static struct sirdma_queue *srq_ring(struct sirdma_dev *sdev, u32 *max_wr, u32 max_sge)
 {
@@ -66,7 +61,7 @@ int sirdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 		if (err)
 			goto err_release;
 	}
-	a.pd = cpu_to_le32(container_of(ibsrq->pd, struct sirdma_pd, ibpd)->pdn);
+	a.pd = cpu_to_le32(to_pdn(ibsrq->pd));
 	a.max_sge = cpu_to_le32(attr->max_sge);
 	a.limit = cpu_to_le32(attr->srq_limit);
 	sirdma_queue_args(srq->q, a.queue);
@@ -74,9 +69,9 @@ int sirdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	if (err)
 		goto err_release;
 	srq->srqn = res[SOFTIRDMA_RESULT_NUM];
-	err = xa_insert(&sdev->srqs, srq->srqn, srq, GFP_KERNEL);
+	err = sirdma_enter(sdev, &sdev->srqs, SOFTIRDMA_OP_DESTROY_SRQ, srq->srqn, srq, true);
 	if (err)
-		goto err_unmake;
+		goto err_release;
 	if (!udata)
 		return 0;
 	resp.srq_num = srq->srqn;
