@@ -2,13 +2,12 @@ package cm_test
 
 import (
 	"bytes"
-	"io"
 	"net/netip"
-	"os"
 	"testing"
 
 	"github.com/softirdma/softirdma/wire"
 	"github.com/softirdma/softirdma/wire/cm"
+	"github.com/softirdma/softirdma/wire/internal/pcaptest"
 	"github.com/softirdma/softirdma/wire/mad"
 )
 
@@ -22,26 +21,10 @@ type captured struct {
 
 func capturedCM(t *testing.T) []captured {
 	t.Helper()
-	f, err := os.Open("../../testdata/pcap/rxe-rdmacm.pcap")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := wire.NewPcapReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []captured
 	var p wire.Parser
 	var fr wire.Frame
-	for {
-		data, _, err := r.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, data := range pcaptest.Frames(t, "../../testdata/pcap/rxe-rdmacm.pcap") {
 		if p.Parse(&fr, data) != nil || fr.DETH == nil || fr.BTH.DestQP() != 1 {
 			continue
 		}
@@ -51,6 +34,7 @@ func capturedCM(t *testing.T) []captured {
 		}
 		out = append(out, captured{fr.SrcIP(), fr.DstIP(), h.AttrID, bytes.Clone(fr.Payload[mad.HeaderLen:])})
 	}
+	return out
 }
 
 // TestLinuxMessages reads every CM message Linux sent in the capture, checks what rdma_cm and

@@ -3,13 +3,12 @@ package neigh
 import (
 	"bytes"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/softirdma/softirdma/wire"
+	"github.com/softirdma/softirdma/wire/internal/pcaptest"
 )
 
 var (
@@ -124,21 +123,8 @@ func TestRequestAndWait(t *testing.T) {
 // TestCapturedNeighbors parses the ARP and ND frames Linux sent in the recorded captures
 // (including duplicate address detection, sent from the unspecified address).
 func TestCapturedNeighbors(t *testing.T) {
-	f, err := os.Open("../../testdata/pcap/rxe-perftest-pair.pcap")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := wire.NewPcapReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	arps, nds := 0, 0
-	for {
-		data, _, err := r.Next()
-		if err != nil {
-			break
-		}
+	for _, data := range pcaptest.Frames(t, "../../testdata/pcap/rxe-perftest-pair.pcap") {
 		m, err := Parse(data)
 		if err == ErrNotNeighbor {
 			continue
