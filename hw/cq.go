@@ -262,17 +262,13 @@ func (f *Function) createCQLocked(args abi.CreateCQArgs, result func(int, uint32
 }
 
 func (f *Function) destroyCQLocked(n uint32) error {
-	c, err := find(f.cqs, n, "CQ")
+	c, err := destroyFound(f.cqs, n, "CQ", func(c *cq) error { return c.emu.Destroy() })
 	if err != nil {
-		return err
-	}
-	if err := c.emu.Destroy(); err != nil {
 		return err
 	}
 	c.mu.Lock()
 	c.gone = true
 	c.mu.Unlock()
-	delete(f.cqs, n)
 	f.cqSlots[c.slot] = nil
 	return nil
 }

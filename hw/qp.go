@@ -171,16 +171,12 @@ func freeSlot[T any](slots []*T) int {
 }
 
 func (f *Function) destroyQPLocked(n uint32) error {
-	q, err := find(f.qps, n, "QP")
+	q, err := destroyFound(f.qps, n, "QP", func(q *qp) error { return q.emu.Destroy() })
 	if err != nil {
-		return err
-	}
-	if err := q.emu.Destroy(); err != nil {
 		return err
 	}
 	// The driver frees the rings' pages once this completes: nothing may touch them after.
 	q.markGone()
-	delete(f.qps, n)
 	f.qpSlots[q.slot] = nil
 	f.pds[q.pdn].uses--
 	f.wrSlots -= uint64(q.wrSlots)

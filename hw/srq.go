@@ -208,18 +208,14 @@ func (f *Function) querySRQLocked(n uint32, result func(int, uint32)) error {
 }
 
 func (f *Function) destroySRQLocked(n uint32) error {
-	s, err := find(f.srqs, n, "SRQ")
+	s, err := destroyFound(f.srqs, n, "SRQ", func(s *srq) error { return s.emu.Destroy() })
 	if err != nil {
-		return err
-	}
-	if err := s.emu.Destroy(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	s.gone = true
 	f.wrSlots -= uint64(s.r.count() - 1)
 	s.mu.Unlock()
-	delete(f.srqs, n)
 	f.pds[s.pdn].uses--
 	return nil
 }

@@ -69,22 +69,22 @@ func (d *function) Describe() vfiouser.Description {
 
 // RegionRead reads a BAR or the config space.
 func (d *function) RegionRead(index uint32, off uint64, data []byte) error {
-	switch index {
-	case abi.BARRegs, abi.BARDoorbell, abi.MSIXBar:
-		return d.f.RegionRead(int(index), off, data)
-	case vfiouser.PCIConfigRegion:
-		return d.f.ConfigRead(off, data)
-	}
-	return fmt.Errorf("region %d is not the function's", index)
+	return regionAccess(index, off, data, d.f.RegionRead, d.f.ConfigRead)
 }
 
 // RegionWrite writes a BAR or the config space.
 func (d *function) RegionWrite(index uint32, off uint64, data []byte) error {
+	return regionAccess(index, off, data, d.f.RegionWrite, d.f.ConfigWrite)
+}
+
+// regionAccess sends an access to region index to the function's BAR access or its config
+// space access; any other region is not the function's.
+func regionAccess(index uint32, off uint64, data []byte, bar func(int, uint64, []byte) error, config func(uint64, []byte) error) error {
 	switch index {
 	case abi.BARRegs, abi.BARDoorbell, abi.MSIXBar:
-		return d.f.RegionWrite(int(index), off, data)
+		return bar(int(index), off, data)
 	case vfiouser.PCIConfigRegion:
-		return d.f.ConfigWrite(off, data)
+		return config(off, data)
 	}
 	return fmt.Errorf("region %d is not the function's", index)
 }
