@@ -84,16 +84,29 @@ func (u *unreliable) add(f *roce.Frame, wireLen int, icrcOK bool) {
 	}
 }
 
+// flowOf is the flow of m that k names; at its first frame it is made by mk and appended to
+// order, unless that frame's ICRC is bad (then it is nil): a flipped bit may be in the addresses
+// or the QPs.
+func flowOf[K comparable, V any](m map[K]*V, order *[]*V, k K, icrcOK bool, mk func() *V) *V {
+	v := m[k]
+	if v == nil {
+		if !icrcOK {
+			return nil
+		}
+		v = mk()
+		m[k] = v
+		*order = append(*order, v)
+	}
+	return v
+}
+
 func (u *unreliable) addUD(f *roce.Frame, wireLen int, icrcOK bool) {
 	k := udKey{f.SrcIP(), f.DstIP(), f.DETH.SrcQP(), f.BTH.DestQP()}
-	d := u.ud[k]
+	d := flowOf(u.ud, &u.udOrder, k, icrcOK, func() *DatagramFlow {
+		return &DatagramFlow{Src: k.src, SrcQP: k.srcQP, Dst: k.dst, DestQP: k.dstQ}
+	})
 	if d == nil {
-		if !icrcOK {
-			return // a flipped bit may be in the addresses or the QPs
-		}
-		d = &DatagramFlow{Src: k.src, SrcQP: k.srcQP, Dst: k.dst, DestQP: k.dstQ}
-		u.ud[k] = d
-		u.udOrder = append(u.udOrder, d)
+		return
 	}
 	d.Datagrams++
 	d.Bytes += wireLen
@@ -115,15 +128,12 @@ func (u *unreliable) addUD(f *roce.Frame, wireLen int, icrcOK bool) {
 
 func (u *unreliable) addUC(f *roce.Frame, wireLen int, icrcOK bool) {
 	k := ucKey{f.SrcIP(), f.DstIP(), f.BTH.DestQP()}
-	s := u.uc[k]
 	psn := f.BTH.PSN()
+	s := flowOf(u.uc, &u.ucOrder, k, icrcOK, func() *UCStream {
+		return &UCStream{Src: k.src, Dst: k.dst, DestQP: k.qp, SrcPort: f.SrcPort(), FirstPSN: psn, LastPSN: psn, next: psn}
+	})
 	if s == nil {
-		if !icrcOK {
-			return
-		}
-		s = &UCStream{Src: k.src, Dst: k.dst, DestQP: k.qp, SrcPort: f.SrcPort(), FirstPSN: psn, LastPSN: psn, next: psn}
-		u.uc[k] = s
-		u.ucOrder = append(u.ucOrder, s)
+		return
 	}
 	s.Packets++
 	s.Bytes += wireLen
