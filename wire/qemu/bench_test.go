@@ -21,41 +21,69 @@ func drain(c net.Conn) {
 	}
 }
 
-// BenchmarkDgramSend is the dgram link sending 4 KiB RoCEv2 frames in batches of 32
-// (sendmmsg), next to BenchmarkUDPSendBaseline, a plain WriteToUDP loop of the same frames.
-func BenchmarkDgramSend(b *testing.B) {
+// batch is the 32 frames each benchmark sends per iteration.
+const batch = 32
+
+// udpSink is a drained loopback UDP socket to send to.
+func udpSink(b *testing.B) *net.UDPConn {
 	sink, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer sink.Close()
+	b.Cleanup(func() { sink.Close() })
 	go drain(sink)
+	return sink
+}
+
+// sendBatches measures send, which sends one batch of frameLen-byte frames, in bytes and
+// frames a second.
+func sendBatches(b *testing.B, send func() error) {
+	b.SetBytes(frameLen * batch)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := send(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "frames/s")
+}
+
+// sendEach is send called once for each frame of a batch.
+func sendEach(send func() error) func() error {
+	return func() error {
+		for range batch {
+			if err := send(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// frames is a batch of zeroed frameLen-byte frames.
+func frames() [][]byte {
+	fs := make([][]byte, batch)
+	for i := range fs {
+		fs[i] = make([]byte, frameLen)
+	}
+	return fs
+}
+
+// BenchmarkDgramSend is the dgram link sending 4 KiB RoCEv2 frames in batches of 32
+// (sendmmsg), next to BenchmarkUDPSendBaseline, a plain WriteToUDP loop of the same frames.
+func BenchmarkDgramSend(b *testing.B) {
+	sink := udpSink(b)
 	d, err := ListenDgram("127.0.0.1:0", sink.LocalAddr().String())
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer d.Close()
-	frames := make([][]byte, 32)
-	for i := range frames {
-		frames[i] = make([]byte, frameLen)
-	}
-	b.SetBytes(frameLen * 32)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := d.SendBatch(frames); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.N*32)/b.Elapsed().Seconds(), "frames/s")
+	fs := frames()
+	sendBatches(b, func() error { _, err := d.SendBatch(fs); return err })
 }
 
 func BenchmarkUDPSendBaseline(b *testing.B) {
-	sink, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sink.Close()
-	go drain(sink)
+	sink := udpSink(b)
 	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		b.Fatal(err)
@@ -63,16 +91,7 @@ func BenchmarkUDPSendBaseline(b *testing.B) {
 	defer c.Close()
 	dst := sink.LocalAddr().(*net.UDPAddr)
 	frame := make([]byte, frameLen)
-	b.SetBytes(frameLen * 32)
-	b.ReportAllocs()
-	for b.Loop() {
-		for range 32 {
-			if _, err := c.WriteToUDP(frame, dst); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	b.ReportMetric(float64(b.N*32)/b.Elapsed().Seconds(), "frames/s")
+	sendBatches(b, sendEach(func() error { _, err := c.WriteToUDP(frame, dst); return err }))
 }
 
 // BenchmarkStreamSend is the stream link sending 4 KiB frames in batches of 32 over TCP, next
@@ -83,18 +102,8 @@ func BenchmarkStreamSend(b *testing.B) {
 	defer peer.Close()
 	go drain(peer)
 	s := NewStream(c)
-	frames := make([][]byte, 32)
-	for i := range frames {
-		frames[i] = make([]byte, frameLen)
-	}
-	b.SetBytes(frameLen * 32)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := s.SendBatch(frames); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.N*32)/b.Elapsed().Seconds(), "frames/s")
+	fs := frames()
+	sendBatches(b, func() error { _, err := s.SendBatch(fs); return err })
 }
 
 func BenchmarkTCPSendBaseline(b *testing.B) {
@@ -104,16 +113,7 @@ func BenchmarkTCPSendBaseline(b *testing.B) {
 	go drain(peer)
 	msg := make([]byte, 4+frameLen)
 	binary.BigEndian.PutUint32(msg, frameLen)
-	b.SetBytes(frameLen * 32)
-	b.ReportAllocs()
-	for b.Loop() {
-		for range 32 {
-			if _, err := c.Write(msg); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	b.ReportMetric(float64(b.N*32)/b.Elapsed().Seconds(), "frames/s")
+	sendBatches(b, sendEach(func() error { _, err := c.Write(msg); return err }))
 }
 
 func tcpPair(b *testing.B) (net.Conn, net.Conn) {
