@@ -81,22 +81,28 @@ func genHeader(t *rapid.T) (Header, []byte) {
 	return h, payload
 }
 
+// genFrame draws a path and a header, builds their frame into buf and parses it into f with p.
+func genFrame(t *rapid.T, buf []byte, p *Parser, f *Frame) (path Path, h Header, payload, frame []byte) {
+	path = genPath(t)
+	h, payload = genHeader(t)
+	frame, err := NewBuilder(path).Build(buf, &h, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Parse(f, frame); err != nil {
+		t.Fatal(err)
+	}
+	return path, h, payload, frame
+}
+
 // TestPropertyRoundTrip: any header over any path builds, parses back to the same fields and
 // payload, and decodes identically through the gopacket layer.
 func TestPropertyRoundTrip(t *testing.T) {
 	buf := make([]byte, 1024)
 	rapid.Check(t, func(t *rapid.T) {
-		path := genPath(t)
-		h, payload := genHeader(t)
-		frame, err := NewBuilder(path).Build(buf, &h, payload)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var p Parser
 		var f Frame
-		if err := p.Parse(&f, frame); err != nil {
-			t.Fatal(err)
-		}
+		path, h, payload, frame := genFrame(t, buf, &p, &f)
 		if f.Header() != h || !bytes.Equal(f.Payload, payload) || f.Path() != path {
 			t.Fatalf("round trip: %+v / %+v", f.Header(), h)
 		}
@@ -112,17 +118,9 @@ func TestPropertyRoundTrip(t *testing.T) {
 func TestPropertyT1(t *testing.T) {
 	buf := make([]byte, 1024)
 	rapid.Check(t, func(t *rapid.T) {
-		path := genPath(t)
-		h, payload := genHeader(t)
-		frame, err := NewBuilder(path).Build(buf, &h, payload)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var p Parser
 		var f Frame
-		if err := p.Parse(&f, frame); err != nil {
-			t.Fatal(err)
-		}
+		_, _, _, frame := genFrame(t, buf, &p, &f)
 		for off, mask := range maskedBits(&f) {
 			frame[off] ^= mask & rapid.Uint8().Draw(t, "rewrite")
 		}
