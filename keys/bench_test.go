@@ -1,21 +1,27 @@
 package keys
 
 import (
+	"errors"
 	"runtime"
 	"testing"
 	"time"
 )
 
+// benchAccess times check, reporting allocations; an error from it fails the benchmark.
+func benchAccess(b *testing.B, check func() error) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := check(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkRemoteLookupHit(b *testing.B) {
 	s := newSpace(b)
 	k, _ := reg(b, s, pdA, 1<<20, 0x100000, LocalWrite|RemoteWrite|RemoteRead)
 	a := RemoteAccess{Key: k, PD: pdA, QP: qp1, VA: 0x100000 + 4096, Len: 4096, Rights: RemoteWrite}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := s.Remote(a); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchAccess(b, func() error { _, err := s.Remote(a); return err })
 }
 
 func BenchmarkRemoteLookupHitWindow(b *testing.B) {
@@ -23,36 +29,26 @@ func BenchmarkRemoteLookupHitWindow(b *testing.B) {
 	mr, _ := reg(b, s, pdA, 1<<20, 0x100000, LocalWrite|MWBind)
 	w := bind(b, s, Bind{MW: allocMW(b, s, pdA, MWType2), Key8: 1, QP: qp1, PD: pdA, MR: mr, Addr: 0x100000, Len: 1 << 16, Access: RemoteWrite})
 	a := RemoteAccess{Key: w, PD: pdA, QP: qp1, VA: 0x100000 + 4096, Len: 4096, Rights: RemoteWrite}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := s.Remote(a); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchAccess(b, func() error { _, err := s.Remote(a); return err })
 }
 
 func BenchmarkLookupMiss(b *testing.B) {
 	s := newSpace(b)
 	k, _ := reg(b, s, pdA, 4096, 0x1000, LocalWrite|RemoteWrite)
 	a := RemoteAccess{Key: k.Inc(), PD: pdA, QP: qp1, VA: 0x1000, Len: 8, Rights: RemoteWrite}
-	b.ReportAllocs()
-	for b.Loop() {
+	benchAccess(b, func() error {
 		if _, err := s.Remote(a); err == nil {
-			b.Fatal("stale key accepted")
+			return errors.New("stale key accepted")
 		}
-	}
+		return nil
+	})
 }
 
 func BenchmarkLocalLookupHit(b *testing.B) {
 	s := newSpace(b)
 	k, _ := reg(b, s, pdA, 1<<16, 0x1000, LocalWrite)
 	a := LocalAccess{Key: k, PD: pdA, VA: 0x1000, Len: 4096, Rights: LocalWrite}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := s.Local(a); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchAccess(b, func() error { _, err := s.Local(a); return err })
 }
 
 func BenchmarkType2BindInvalidate(b *testing.B) {
