@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"slices"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/softirdma/softirdma/wire"
 	"github.com/softirdma/softirdma/wire/ethswitch"
 	"github.com/softirdma/softirdma/wire/faultplan"
+	"github.com/softirdma/softirdma/wire/internal/pcaptest"
 	"github.com/softirdma/softirdma/wire/roce"
 )
 
@@ -170,21 +169,7 @@ func TestFaultCountsAgreeWithCapture(t *testing.T) {
 	}
 
 	// The capture, parsed on its own: which faults each frame matches, in order.
-	r, err := wire.NewPcapReader(bytes.NewReader(pcap.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var captured [][]byte
-	for {
-		data, _, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		captured = append(captured, append([]byte(nil), data...))
-	}
+	captured := pcaptest.Read(t, bytes.NewReader(pcap.Bytes()))
 	if len(captured) != len(seq) || plan.Frames() != uint64(len(seq)) {
 		t.Fatalf("captured %d frames, the plan was shown %d, %d were sent", len(captured), plan.Frames(), len(seq))
 	}
