@@ -87,12 +87,9 @@ int sirdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 {
 	struct sirdma_dev *sdev = to_sdev(ibcq->device);
 	struct sirdma_cq *cq = to_scq(ibcq);
-	int err = sirdma_destroy_obj(sdev, &sdev->cqs, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn, cq);
 
-	if (err)
-		return err;
-	sirdma_queue_release(cq->q);
-	return 0;
+	return sirdma_destroy_queued(sdev, &sdev->cqs, SOFTIRDMA_OP_DESTROY_CQ, cq->cqn, cq, cq->q,
+				     NULL);
 }
 
 /*

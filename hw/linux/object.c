@@ -61,6 +61,22 @@ int sirdma_destroy_obj(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 n
 }
 
 /*
+ * sirdma_destroy_queued destroys an object as sirdma_destroy_obj does, then releases its rings
+ * (rq may be NULL): the device no longer touches them.
+ */
+int sirdma_destroy_queued(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num, void *obj,
+			  struct sirdma_queue *q, struct sirdma_queue *rq)
+{
+	int err = sirdma_destroy_obj(sdev, xa, op, num, obj);
+
+	if (err)
+		return err;
+	sirdma_queue_release(q);
+	sirdma_queue_release(rq);
+	return 0;
+}
+
+/*
  * sirdma_slot_ok says whether a doorbell slot the device gave lies in the doorbell BAR: the
  * driver writes there without further checks.
  */

@@ -310,13 +310,9 @@ int sirdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 {
 	struct sirdma_dev *sdev = to_sdev(ibqp->device);
 	struct sirdma_qp *qp = to_sqp(ibqp);
-	int err = sirdma_destroy_obj(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num, qp);
 
-	if (err)
-		return err;
-	sirdma_queue_release(qp->sq);
-	sirdma_queue_release(qp->rq);
-	return 0;
+	return sirdma_destroy_queued(sdev, &sdev->qps, SOFTIRDMA_OP_DESTROY_QP, ibqp->qp_num, qp,
+				     qp->sq, qp->rq);
 }
 
 int sirdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,

@@ -366,6 +366,8 @@ void sirdma_unmake(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num, 
 int sirdma_enter(struct sirdma_dev *sdev, struct xarray *xa, u16 destroy, u32 num, void *obj,
 		 bool usable);
 int sirdma_destroy_obj(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num, void *obj);
+int sirdma_destroy_queued(struct sirdma_dev *sdev, struct xarray *xa, u16 op, u32 num, void *obj,
+			  struct sirdma_queue *q, struct sirdma_queue *rq);
 bool sirdma_slot_ok(struct sirdma_dev *sdev, u32 base, u32 slot, u32 max);
 
 #endif /* SOFTIRDMA_H */

@@ -192,12 +192,9 @@ int sirdma_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 {
 	struct sirdma_dev *sdev = to_sdev(ibsrq->device);
 	struct sirdma_srq *srq = to_ssrq(ibsrq);
-	int err = sirdma_destroy_obj(sdev, &sdev->srqs, SOFTIRDMA_OP_DESTROY_SRQ, srq->srqn, srq);
 
-	if (err)
-		return err;
-	sirdma_queue_release(srq->q);
-	return 0;
+	return sirdma_destroy_queued(sdev, &sdev->srqs, SOFTIRDMA_OP_DESTROY_SRQ, srq->srqn, srq,
+				     srq->q, NULL);
 }
 
 int sirdma_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
