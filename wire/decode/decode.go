@@ -593,30 +593,10 @@ func (o *output) record(r *Record) {
 func (o *output) flows(fl *Flows) {
 	cs, ud, uc, cms := fl.Conns(), fl.Datagrams(), fl.UCStreams(), fl.CMExchanges()
 	if o.json {
-		for _, c := range cs {
-			o.object(struct {
-				Type string `json:"type"`
-				*Conn
-			}{"flow", c})
-		}
-		for _, s := range uc {
-			o.object(struct {
-				Type string `json:"type"`
-				*UCStream
-			}{"uc_flow", s})
-		}
-		for _, d := range ud {
-			o.object(struct {
-				Type string `json:"type"`
-				*DatagramFlow
-			}{"ud_flow", d})
-		}
-		for _, x := range cms {
-			o.object(struct {
-				Type string `json:"type"`
-				*CMExchange
-			}{"cm_flow", x})
-		}
+		typedObjects(o, "flow", cs)
+		typedObjects(o, "uc_flow", uc)
+		typedObjects(o, "ud_flow", ud)
+		typedObjects(o, "cm_flow", cms)
 		return
 	}
 	if len(cs)+len(ud)+len(uc)+len(cms) == 0 {
@@ -631,24 +611,49 @@ func (o *output) flows(fl *Flows) {
 			o.line(l)
 		}
 	}
-	if len(uc) > 0 {
-		o.line(fmt.Sprintf("flows: %d UC streams", len(uc)))
+	section(o, "flows: %d UC streams", uc)
+	section(o, "flows: %d UD QP pairs", ud)
+	section(o, "flows: %d CM exchanges", cms)
+}
+
+// section writes heading with the count of objs, when there are any, then each one's line.
+func section[T interface{ Line() string }](o *output, heading string, objs []T) {
+	if len(objs) > 0 {
+		o.line(fmt.Sprintf(heading, len(objs)))
 	}
-	for _, s := range uc {
-		o.line(s.Line())
+	for _, v := range objs {
+		o.line(v.Line())
 	}
-	if len(ud) > 0 {
-		o.line(fmt.Sprintf("flows: %d UD QP pairs", len(ud)))
+}
+
+// typedObjects writes each of objs as one JSON object led by "type": typ.
+func typedObjects[T any](o *output, typ string, objs []T) {
+	for _, v := range objs {
+		o.object(typed{typ, v})
 	}
-	for _, d := range ud {
-		o.line(d.Line())
+}
+
+// typed is v's JSON object with a first member "type": Type, as if v's struct were embedded
+// after a Type field (none of the flows has a member of that name).
+type typed struct {
+	Type string
+	V    any
+}
+
+func (t typed) MarshalJSON() ([]byte, error) {
+	typ, err := json.Marshal(t.Type)
+	if err != nil {
+		return nil, err
 	}
-	if len(cms) > 0 {
-		o.line(fmt.Sprintf("flows: %d CM exchanges", len(cms)))
+	body, err := json.Marshal(t.V)
+	if err != nil {
+		return nil, err
 	}
-	for _, x := range cms {
-		o.line(x.Line())
+	out := append([]byte(`{"type":`), typ...)
+	if len(body) > len("{}") {
+		out = append(out, ',')
 	}
+	return append(out, body[1:]...), nil
 }
 
 func (o *output) summary(s Summary) {
