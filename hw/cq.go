@@ -262,15 +262,12 @@ func (f *Function) createCQLocked(args abi.CreateCQArgs, result func(int, uint32
 }
 
 func (f *Function) destroyCQLocked(n uint32) error {
-	c, err := destroyFound(f.cqs, n, "CQ", func(c *cq) error { return c.emu.Destroy() })
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.gone = true
-	c.mu.Unlock()
-	f.cqSlots[c.slot] = nil
-	return nil
+	return destroyFound(f.cqs, n, "CQ", func(c *cq) error { return c.emu.Destroy() }, func(c *cq) {
+		c.mu.Lock()
+		c.gone = true
+		c.mu.Unlock()
+		f.cqSlots[c.slot] = nil
+	})
 }
 
 // resizeCQLocked moves the CQ to a new ring, carrying over the completions not yet polled:

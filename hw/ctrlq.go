@@ -235,18 +235,19 @@ func find[T any](objs map[uint32]*T, n uint32, what string) (*T, error) {
 	return o, nil
 }
 
-// destroyFound finds object n of objs, has the engine destroy it with destroy and forgets it,
-// returning it so that the caller can stop its accesses and give back what it held.
-func destroyFound[T any](objs map[uint32]*T, n uint32, what string, destroy func(*T) error) (*T, error) {
+// destroyFound finds object n of objs, has the engine destroy it with destroy and forgets it;
+// then gone stops the object's own accesses and gives back what it held.
+func destroyFound[T any](objs map[uint32]*T, n uint32, what string, destroy func(*T) error, gone func(*T)) error {
 	o, err := find(objs, n, what)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := destroy(o); err != nil {
-		return nil, err
+		return err
 	}
 	delete(objs, n)
-	return o, nil
+	gone(o)
+	return nil
 }
 
 func (f *Function) allocSTagLocked(pdn, kind, maxPages uint32, result func(int, uint32)) error {

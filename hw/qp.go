@@ -171,16 +171,13 @@ func freeSlot[T any](slots []*T) int {
 }
 
 func (f *Function) destroyQPLocked(n uint32) error {
-	q, err := destroyFound(f.qps, n, "QP", func(q *qp) error { return q.emu.Destroy() })
-	if err != nil {
-		return err
-	}
-	// The driver frees the rings' pages once this completes: nothing may touch them after.
-	q.markGone()
-	f.qpSlots[q.slot] = nil
-	f.pds[q.pdn].uses--
-	f.wrSlots -= uint64(q.wrSlots)
-	return nil
+	return destroyFound(f.qps, n, "QP", func(q *qp) error { return q.emu.Destroy() }, func(q *qp) {
+		// The driver frees the rings' pages once this completes: nothing may touch them after.
+		q.markGone()
+		f.qpSlots[q.slot] = nil
+		f.pds[q.pdn].uses--
+		f.wrSlots -= uint64(q.wrSlots)
+	})
 }
 
 // markGone stops every access to the QP's rings, waiting for one in progress: posting, the

@@ -208,14 +208,11 @@ func (f *Function) querySRQLocked(n uint32, result func(int, uint32)) error {
 }
 
 func (f *Function) destroySRQLocked(n uint32) error {
-	s, err := destroyFound(f.srqs, n, "SRQ", func(s *srq) error { return s.emu.Destroy() })
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.gone = true
-	f.wrSlots -= uint64(s.r.count() - 1)
-	s.mu.Unlock()
-	f.pds[s.pdn].uses--
-	return nil
+	return destroyFound(f.srqs, n, "SRQ", func(s *srq) error { return s.emu.Destroy() }, func(s *srq) {
+		s.mu.Lock()
+		s.gone = true
+		f.wrSlots -= uint64(s.r.count() - 1)
+		s.mu.Unlock()
+		f.pds[s.pdn].uses--
+	})
 }
