@@ -557,14 +557,20 @@ func TestControlQueueFatal(t *testing.T) {
 	}
 }
 
+// benchWithSecondRegion is an enabled bench with a PD and 64 KiB more guest memory mapped at
+// 0x4000_0000, for tests that unmap it again.
+func benchWithSecondRegion(t *testing.T) (b *bench, second []byte, pdn uint32) {
+	b = newBench(t)
+	b.enable()
+	second = make([]byte, 1<<16)
+	must(t, b.f.MapDMA(0x4000_0000, second))
+	return b, second, b.ok(abi.OpAllocPD, nil)
+}
+
 // UnmapDMA of memory an MR uses revokes the MR first: the next WRITE through its rkey fails
 // REM_ACCESS_ERR and the memory, once handed back, is not touched.
 func TestUnmapRevokesMRs(t *testing.T) {
-	b := newBench(t)
-	b.enable()
-	second := make([]byte, 1<<16)
-	must(t, b.f.MapDMA(0x4000_0000, second))
-	pdn := b.ok(abi.OpAllocPD, nil)
+	b, second, pdn := benchWithSecondRegion(t)
 	all := emu.AccessLocalWrite | emu.AccessRemoteWrite
 	stag := b.ok(abi.OpRegMR, regMRArgs(pdn, all, 0x9000, 4096, 0, pageListBytes(0x4000_1000, 1, 12, 0)))
 	mr, _ := b.f.Device().MR(stag)
@@ -814,11 +820,7 @@ func (b *bench) sawVector(v int) bool {
 // A CQ whose ring goes with an unmapped region takes no more completions: the next one is an
 // overflow (the QP fails) and the memory is not touched.
 func TestUnmapRevokesCQ(t *testing.T) {
-	b := newBench(t)
-	b.enable()
-	second := make([]byte, 1<<16)
-	must(t, b.f.MapDMA(0x4000_0000, second))
-	pdn := b.ok(abi.OpAllocPD, nil)
+	b, second, pdn := benchWithSecondRegion(t)
 	binary.LittleEndian.PutUint64(b.at(0x110000), 0x4000_0000)
 	binary.LittleEndian.PutUint32(second[abi.QHIndexMask:], 15)
 	binary.LittleEndian.PutUint32(second[abi.QHLogElemSize:], 6)

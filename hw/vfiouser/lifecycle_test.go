@@ -202,6 +202,20 @@ func TestServeConnContextEnds(t *testing.T) {
 	}
 }
 
+// mapRAM has c negotiate its version and map 1 MiB of fresh shared memory at address 0 for
+// reading and writing; the memory's descriptor is closed when the test ends.
+func mapRAM(t *testing.T, c *Client) {
+	t.Helper()
+	if _, err := c.Version(); err != nil {
+		t.Fatal(err)
+	}
+	ram := memfd(t, 1<<20, nil)
+	t.Cleanup(func() { unix.Close(ram) })
+	if err := c.DMAMap(0, 1<<20, ram, 0, DMARead|DMAWrite); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // ClientGone hears of each client that went once what it gave is back: its DMA regions unmapped
 // and the device reset by then, and the hang-up reported as no error.
 func TestClientGoneAfterRelease(t *testing.T) {
@@ -220,14 +234,7 @@ func TestClientGoneAfterRelease(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeConn(context.Background(), a) }()
 	c := NewClient(b)
-	if _, err := c.Version(); err != nil {
-		t.Fatal(err)
-	}
-	ram := memfd(t, 1<<20, nil)
-	defer unix.Close(ram)
-	if err := c.DMAMap(0, 1<<20, ram, 0, DMARead|DMAWrite); err != nil {
-		t.Fatal(err)
-	}
+	mapRAM(t, c)
 	c.Close()
 	if calls := <-gone; len(calls) != 3 || calls[1] != "unmap 0x0 0x100000" || calls[2] != "reset" {
 		t.Fatalf("device calls by the time ClientGone ran: %q", calls)

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/softirdma/softirdma/internal/sockguard"
-	"golang.org/x/sys/unix"
 )
 
 // rawMsg builds a request with the header's size field set to the real length.
@@ -47,14 +46,7 @@ func unmapBody(iova, size uint64, flags uint32) []byte {
 func TestMalformedMessages(t *testing.T) {
 	dev := newFakeDev(t)
 	c, _ := serve(t, newServer(t, dev))
-	if _, err := c.Version(); err != nil {
-		t.Fatal(err)
-	}
-	mfd := memfd(t, 1<<20, nil)
-	defer unix.Close(mfd)
-	if err := c.DMAMap(0, 1<<20, mfd, 0, DMARead|DMAWrite); err != nil {
-		t.Fatal(err)
-	}
+	mapRAM(t, c)
 	shortHeader := make([]byte, HeaderSize)
 	Header{ID: 7, Cmd: CmdDeviceGetInfo, Size: 8}.put(shortHeader)
 	overLimit := rawMsg(7, CmdRegionWrite, 0, rw(0, 0, 2<<20, make([]byte, 2<<20)))
