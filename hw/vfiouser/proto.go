@@ -28,6 +28,13 @@ const (
 	CmdRegionWriteMulti Command = 15
 )
 
+func (c Command) String() string {
+	if n, ok := cmdNames[c]; ok {
+		return n
+	}
+	return fmt.Sprintf("command(%d)", uint16(c))
+}
+
 var cmdNames = map[Command]string{
 	CmdVersion: "VERSION", CmdDMAMap: "DMA_MAP", CmdDMAUnmap: "DMA_UNMAP",
 	CmdDeviceGetInfo: "DEVICE_GET_INFO", CmdRegionInfo: "DEVICE_GET_REGION_INFO",
@@ -35,13 +42,6 @@ var cmdNames = map[Command]string{
 	CmdSetIRQs: "DEVICE_SET_IRQS", CmdRegionRead: "REGION_READ", CmdRegionWrite: "REGION_WRITE",
 	CmdDMARead: "DMA_READ", CmdDMAWrite: "DMA_WRITE", CmdDeviceReset: "DEVICE_RESET",
 	CmdRegionWriteMulti: "REGION_WRITE_MULTI",
-}
-
-func (c Command) String() string {
-	if n, ok := cmdNames[c]; ok {
-		return n
-	}
-	return fmt.Sprintf("command(%d)", uint16(c))
 }
 
 // Header flags.

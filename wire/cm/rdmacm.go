@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+
+	"github.com/softirdma/softirdma/wire/internal/names"
 )
 
 // RejectReason is a REJ's reason (IBTA table 109).
@@ -48,6 +50,9 @@ const (
 	RejVendorOptionNotSupported  RejectReason = 35
 )
 
+// String is the reason's name as Linux spells it (IB_CM_REJ_...), or its number.
+func (r RejectReason) String() string { return names.Or(rejectNames, r, "reason %d") }
+
 var rejectNames = map[RejectReason]string{
 	RejNoQP: "NO_QP", RejNoEEC: "NO_EEC", RejNoResources: "NO_RESOURCES", RejTimeout: "TIMEOUT",
 	RejUnsupported: "UNSUPPORTED", RejInvalidCommID: "INVALID_COMM_ID", RejInvalidCommInstance: "INVALID_COMM_INSTANCE",
@@ -62,14 +67,6 @@ var rejectNames = map[RejectReason]string{
 	RejInvalidFlowLabel: "INVALID_FLOW_LABEL", RejInvalidAltFlowLabel: "INVALID_ALT_FLOW_LABEL", RejVendorOptionNotSupported: "VENDOR_OPTION_NOT_SUPPORTED",
 }
 
-// String is the reason's name as Linux spells it (IB_CM_REJ_...), or its number.
-func (r RejectReason) String() string {
-	if s, ok := rejectNames[r]; ok {
-		return s
-	}
-	return fmt.Sprintf("reason %d", uint16(r))
-}
-
 // SIDRStatus is a SIDR_REP's status (IBTA table 121).
 type SIDRStatus uint8
 
@@ -82,14 +79,14 @@ const (
 	SIDRUnsupportedVersion SIDRStatus = 5
 )
 
-var sidrNames = [...]string{"SUCCESS", "UNSUPPORTED", "REJECT", "NO_QP", "REDIRECT", "UNSUPPORTED_VERSION"}
-
 func (s SIDRStatus) String() string {
 	if int(s) < len(sidrNames) {
 		return sidrNames[s]
 	}
 	return fmt.Sprintf("status %d", uint8(s))
 }
+
+var sidrNames = [...]string{"SUCCESS", "UNSUPPORTED", "REJECT", "NO_QP", "REDIRECT", "UNSUPPORTED_VERSION"}
 
 // PortSpace is an rdma_cm port space (enum rdma_ucm_port_space): with the port, it makes the
 // service ID of a listener.
@@ -102,14 +99,9 @@ const (
 	PSIB    PortSpace = 0x013F
 )
 
-var psNames = map[PortSpace]string{PSIPoIB: "IPOIB", PSTCP: "TCP", PSUDP: "UDP", PSIB: "IB"}
+func (p PortSpace) String() string { return names.Or(psNames, p, "0x%04x") }
 
-func (p PortSpace) String() string {
-	if s, ok := psNames[p]; ok {
-		return s
-	}
-	return fmt.Sprintf("0x%04x", uint16(p))
-}
+var psNames = map[PortSpace]string{PSIPoIB: "IPOIB", PSTCP: "TCP", PSUDP: "UDP", PSIB: "IB"}
 
 // ServiceID is the service ID rdma_cm gives port port in port space ps (cma_get_service_id).
 func ServiceID(ps PortSpace, port uint16) uint64 { return uint64(ps)<<16 | uint64(port) }

@@ -9,6 +9,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/softirdma/softirdma/wire/internal/names"
 )
 
 // Len is the size of every MAD on the GSI QP; HeaderLen that of the common header that starts it.
@@ -90,17 +92,17 @@ const (
 	ClassCongMgt Class = 0x21
 )
 
-var classNames = map[Class]string{
-	ClassSubnLID: "SMP", ClassSubnAdm: "SA", ClassPerf: "PerfMgt", ClassBM: "BM", ClassDevMgt: "DevMgt",
-	ClassCM: "CM", ClassSNMP: "SNMP", ClassSubnDR: "SMP(DR)", ClassCongMgt: "CongMgt",
-}
-
 // String is the class's short name, or its number.
 func (c Class) String() string {
 	if _, known := classNames[c]; !known && (c >= 0x30 && c <= 0x4f || c >= 0x09 && c <= 0x0f) {
 		return fmt.Sprintf("Vendor(0x%02x)", uint8(c))
 	}
-	return nameOr(classNames, c, "0x%02x")
+	return names.Or(classNames, c, "0x%02x")
+}
+
+var classNames = map[Class]string{
+	ClassSubnLID: "SMP", ClassSubnAdm: "SA", ClassPerf: "PerfMgt", ClassBM: "BM", ClassDevMgt: "DevMgt",
+	ClassCM: "CM", ClassSNMP: "SNMP", ClassSubnDR: "SMP(DR)", ClassCongMgt: "CongMgt",
 }
 
 // Method is a MAD's method; the high bit marks a response.
@@ -118,13 +120,13 @@ const (
 	MethodReportResp Method = 0x86
 )
 
+// String is the method's name, or its number.
+func (m Method) String() string { return names.Or(methodNames, m, "0x%02x") }
+
 var methodNames = map[Method]string{
 	MethodGet: "Get", MethodSet: "Set", MethodSend: "Send", MethodTrap: "Trap", MethodReport: "Report",
 	MethodTrapRepess: "TrapRepress", MethodGetResp: "GetResp", MethodReportResp: "ReportResp",
 }
-
-// String is the method's name, or its number.
-func (m Method) String() string { return nameOr(methodNames, m, "0x%02x") }
 
 // Connection manager attributes (IBTA table 104): the messages of connection establishment.
 const (
@@ -154,17 +156,9 @@ func (h Header) AttrName() string {
 		return "ClassPortInfo"
 	}
 	if h.MgmtClass == ClassCM {
-		return nameOr(cmAttrNames, h.AttrID, "0x%04x")
+		return names.Or(cmAttrNames, h.AttrID, "0x%04x")
 	}
 	return fmt.Sprintf("0x%04x", h.AttrID)
-}
-
-// nameOr is k's name in names, or k formatted as a number.
-func nameOr[K ~uint8 | ~uint16](names map[K]string, k K, format string) string {
-	if s, ok := names[k]; ok {
-		return s
-	}
-	return fmt.Sprintf(format, uint64(k)) // as a number: k's own String would come back here
 }
 
 // String is "class/attribute method", as "CM/REQ Send".
