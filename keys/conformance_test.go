@@ -8,12 +8,17 @@ import (
 	"time"
 )
 
+// onSpace runs check as subtest name on a fresh key space.
+func onSpace(t *testing.T, name string, check func(t *testing.T, s *Space)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) { check(t, newSpace(t)) })
+}
+
 // TestConformance holds the checks of the semantics reference (§9) that the key space decides
 // on its own. The QP-, completion- and wire-level halves of these checks, and the checks that
 // need the engine, are listed in docs/conformance.md.
 func TestConformance(t *testing.T) {
-	t.Run("K1_reg_mr_flags", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "K1_reg_mr_flags", func(t *testing.T, s *Space) {
 		mem := Contiguous(make([]byte, 64))
 		for _, c := range []struct {
 			access Access
@@ -42,8 +47,7 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	t.Run("K3_index_never_enters_mw_range", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "K3_index_never_enters_mw_range", func(t *testing.T, s *Space) {
 		w := allocMW(t, s, pdA, MWType1)
 		var k Key
 		for i := range 70000 {
@@ -66,8 +70,7 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	t.Run("K4_key8_plus_one", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "K4_key8_plus_one", func(t *testing.T, s *Space) {
 		k, _ := reg(t, s, pdA, 4096, 0x10000, LocalWrite|RemoteWrite)
 		e := remoteFails(t, s, RemoteAccess{Key: k.Inc(), PD: pdA, VA: 0x10000, Len: 8, Rights: RemoteWrite}, CheckKey)
 		if Key(e.Have) != k {
@@ -75,8 +78,7 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	t.Run("K5_range_without_wrap", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "K5_range_without_wrap", func(t *testing.T, s *Space) {
 		const va = 0x7000_0000_0000
 		k, _ := reg(t, s, pdA, 4096, va, LocalWrite|RemoteWrite)
 		remoteOK(t, s, RemoteAccess{Key: k, PD: pdA, VA: va + 4096 - 8, Len: 8, Rights: RemoteWrite})
@@ -102,8 +104,7 @@ func TestConformance(t *testing.T) {
 		wantErrno(t, err, syscall.EINVAL)
 	})
 
-	t.Run("K7_zero_length_not_checked", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "K7_zero_length_not_checked", func(t *testing.T, s *Space) {
 		for _, r := range []Access{RemoteRead, RemoteWrite} {
 			sp, err := s.Remote(RemoteAccess{Key: 0xdeadbeef, PD: pdA, QP: qp1, VA: 0x1234, Len: 0, Rights: r})
 			if err != nil || sp.Len() != 0 || len(sp.Segments(nil)) != 0 {
@@ -115,8 +116,7 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	t.Run("K8_pd_and_rights", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "K8_pd_and_rights", func(t *testing.T, s *Space) {
 		k, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|RemoteWrite)
 		e := remoteFails(t, s, RemoteAccess{Key: k, PD: pdB, VA: 0x1000, Len: 8, Rights: RemoteWrite}, CheckPD)
 		if PD(e.Have) != pdA || PD(e.Want) != pdB {
@@ -126,8 +126,7 @@ func TestConformance(t *testing.T) {
 		remoteFails(t, s, RemoteAccess{Key: lw, PD: pdA, VA: 0x1000, Len: 8, Rights: RemoteWrite}, CheckRights)
 	})
 
-	t.Run("K11_atomic_without_right", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "K11_atomic_without_right", func(t *testing.T, s *Space) {
 		k, _ := reg(t, s, pdA, 64, 0x1000, LocalWrite|RemoteWrite|RemoteRead)
 		e := remoteFails(t, s, RemoteAccess{Key: k, PD: pdA, VA: 0x1000, Len: 8, Rights: RemoteAtomic}, CheckRights)
 		if Access(e.Want) != RemoteAtomic {
@@ -135,8 +134,7 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	t.Run("K13_bad_lkey_is_loc_prot_err", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "K13_bad_lkey_is_loc_prot_err", func(t *testing.T, s *Space) {
 		k, _ := reg(t, s, pdA, 64, 0x1000, LocalWrite)
 		if _, err := s.Local(LocalAccess{Key: k, PD: pdA, VA: 0x1000, Len: 64}); err != nil {
 			t.Fatal(err)
@@ -149,8 +147,7 @@ func TestConformance(t *testing.T) {
 		wantAccess(t, err, CheckKind, StatusLocProtErr, SyndromeNone)
 	})
 
-	t.Run("K14_receive_mr_moved_to_another_pd", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "K14_receive_mr_moved_to_another_pd", func(t *testing.T, s *Space) {
 		k, _ := reg(t, s, pdA, 64, 0x1000, LocalWrite)
 		if err := s.ReregMR(k, ChangePD, MRSpec{PD: pdB}); err != nil {
 			t.Fatal(err)
@@ -166,8 +163,7 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	t.Run("K15_rereg_drops_atomic", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "K15_rereg_drops_atomic", func(t *testing.T, s *Space) {
 		k, _ := reg(t, s, pdA, 64, 0x1000, LocalWrite|RemoteAtomic)
 		at := RemoteAccess{Key: k, PD: pdA, VA: 0x1000, Len: 8, Rights: RemoteAtomic}
 		remoteOK(t, s, at)
@@ -181,8 +177,7 @@ func TestConformance(t *testing.T) {
 		remoteOK(t, s, at)
 	})
 
-	t.Run("K16_dereg_with_window_bound", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "K16_dereg_with_window_bound", func(t *testing.T, s *Space) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind|RemoteWrite)
 		w := allocMW(t, s, pdA, MWType1)
 		bind(t, s, Bind{MW: w, QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 4096, Access: RemoteWrite})
@@ -196,16 +191,14 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	t.Run("W1_alloc_mw_type_3", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W1_alloc_mw_type_3", func(t *testing.T, s *Space) {
 		for _, typ := range []MWType{0, 3, 0xff} {
 			_, err := s.AllocMW(pdA, typ)
 			wantErrno(t, err, syscall.EINVAL)
 		}
 	})
 
-	t.Run("W2_type1_bind_rotates_key8", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W2_type1_bind_rotates_key8", func(t *testing.T, s *Space) {
 		mr, buf := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
 		copy(buf[100:], "window")
 		w := allocMW(t, s, pdA, MWType1)
@@ -228,8 +221,7 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	t.Run("W3_mr_without_mw_bind", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W3_mr_without_mw_bind", func(t *testing.T, s *Space) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|RemoteWrite)
 		for _, typ := range []MWType{MWType1, MWType2, MWType2A} {
 			w := allocMW(t, s, pdA, typ)
@@ -242,8 +234,7 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	t.Run("W4_remote_write_needs_local_write", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W4_remote_write_needs_local_write", func(t *testing.T, s *Space) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, MWBind|RemoteRead)
 		w := allocMW(t, s, pdA, MWType1)
 		for _, a := range []Access{RemoteWrite, RemoteAtomic} {
@@ -253,8 +244,7 @@ func TestConformance(t *testing.T) {
 		bind(t, s, Bind{MW: w, QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 64, Access: RemoteRead})
 	})
 
-	t.Run("W5_window_rights_not_capped_by_mr", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W5_window_rights_not_capped_by_mr", func(t *testing.T, s *Space) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
 		w := allocMW(t, s, pdA, MWType1)
 		nk := bind(t, s, Bind{MW: w, QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 4096, Access: RemoteRead | RemoteWrite | RemoteAtomic})
@@ -264,8 +254,7 @@ func TestConformance(t *testing.T) {
 		remoteFails(t, s, RemoteAccess{Key: mr, PD: pdA, VA: 0x1000, Len: 8, Rights: RemoteRead}, CheckRights)
 	})
 
-	t.Run("W6_window_outside_mr", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W6_window_outside_mr", func(t *testing.T, s *Space) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
 		for _, typ := range []MWType{MWType1, MWType2} {
 			w := allocMW(t, s, pdA, typ)
@@ -279,8 +268,7 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	t.Run("W7_type1_zero_length_bind_invalidates", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W7_type1_zero_length_bind_invalidates", func(t *testing.T, s *Space) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
 		w := allocMW(t, s, pdA, MWType1)
 		k1 := bind(t, s, Bind{MW: w, QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 4096, Access: RemoteWrite})
@@ -299,8 +287,7 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	t.Run("W8_local_inv_on_type1", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W8_local_inv_on_type1", func(t *testing.T, s *Space) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
 		w := allocMW(t, s, pdA, MWType1)
 		k := bind(t, s, Bind{MW: w, QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 4096, Access: RemoteWrite})
@@ -309,8 +296,7 @@ func TestConformance(t *testing.T) {
 		remoteOK(t, s, RemoteAccess{Key: k, PD: pdA, VA: 0x1000, Len: 8, Rights: RemoteWrite})
 	})
 
-	t.Run("W9_bind_verb_prechecks", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W9_bind_verb_prechecks", func(t *testing.T, s *Space) {
 		mrA, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
 		mrB, _ := reg(t, s, pdB, 4096, 0x1000, LocalWrite|MWBind)
 		w := allocMW(t, s, pdA, MWType1)
@@ -328,8 +314,7 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	t.Run("W11_type2_bind_with_inc_rkey", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W11_type2_bind_with_inc_rkey", func(t *testing.T, s *Space) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
 		w := allocMW(t, s, pdA, MWType2)
 		res, err := s.BindMW(Bind{MW: w, Key8: w.Inc().Key8(), QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 4096, Access: RemoteWrite})
@@ -340,8 +325,7 @@ func TestConformance(t *testing.T) {
 		remoteFails(t, s, RemoteAccess{Key: w, PD: pdA, QP: qp1, VA: 0x1000, Len: 8, Rights: RemoteWrite}, CheckKey)
 	})
 
-	t.Run("W12_type2_bind_errors", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W12_type2_bind_errors", func(t *testing.T, s *Space) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
 		w := allocMW(t, s, pdA, MWType2)
 		k := bind(t, s, Bind{MW: w, Key8: 1, QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 4096, Access: RemoteWrite})
@@ -355,8 +339,7 @@ func TestConformance(t *testing.T) {
 		remoteOK(t, s, RemoteAccess{Key: k, PD: pdA, QP: qp1, VA: 0x1000, Len: 8, Rights: RemoteWrite})
 	})
 
-	t.Run("W15_type2B_other_qp", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W15_type2B_other_qp", func(t *testing.T, s *Space) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
 		k := bind(t, s, Bind{MW: allocMW(t, s, pdA, MWType2), Key8: 9, QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 4096, Access: RemoteWrite})
 		e := remoteFails(t, s, RemoteAccess{Key: k, PD: pdA, QP: qp2, VA: 0x1000, Len: 8, Rights: RemoteWrite}, CheckQP)
@@ -371,8 +354,7 @@ func TestConformance(t *testing.T) {
 		remoteFails(t, s, RemoteAccess{Key: k2a, PD: pdA, QP: qp2, VA: 0x1000, Len: 8, Rights: RemoteWrite}, CheckQP)
 	})
 
-	t.Run("W16_type2_local_inv_then_rebind", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W16_type2_local_inv_then_rebind", func(t *testing.T, s *Space) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
 		w := allocMW(t, s, pdA, MWType2)
 		k := bind(t, s, Bind{MW: w, Key8: w.Key8() + 1, QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 4096, Access: RemoteWrite})
@@ -391,8 +373,7 @@ func TestConformance(t *testing.T) {
 		remoteFails(t, s, RemoteAccess{Key: k, PD: pdA, QP: qp1, VA: 0x1000, Len: 8, Rights: RemoteWrite}, CheckKey)
 	})
 
-	t.Run("W17_send_with_inv", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W17_send_with_inv", func(t *testing.T, s *Space) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
 		k := bind(t, s, Bind{MW: allocMW(t, s, pdA, MWType2), Key8: 0x42, QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 4096, Access: RemoteWrite})
 		if err := s.Invalidate(Invalidate{Key: k, QP: qp1, Remote: true}); err != nil {
@@ -404,8 +385,7 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	t.Run("W18_send_with_inv_bad_rkey", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W18_send_with_inv_bad_rkey", func(t *testing.T, s *Space) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
 		free := allocMW(t, s, pdA, MWType2)
 		for _, c := range []struct {
@@ -423,8 +403,7 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	t.Run("W19_dealloc_bound_type2", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W19_dealloc_bound_type2", func(t *testing.T, s *Space) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
 		k := bind(t, s, Bind{MW: allocMW(t, s, pdA, MWType2), Key8: 3, QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 4096, Access: RemoteWrite})
 		wantErrno(t, s.DeregMR(mr, 0), syscall.EBUSY)
@@ -440,15 +419,13 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	t.Run("W20_type2_local_write_only", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W20_type2_local_write_only", func(t *testing.T, s *Space) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|MWBind)
 		k := bind(t, s, Bind{MW: allocMW(t, s, pdA, MWType2), Key8: 3, QP: qp1, PD: pdA, MR: mr, Addr: 0x1000, Len: 4096, Access: LocalWrite})
 		remoteFails(t, s, RemoteAccess{Key: k, PD: pdA, QP: qp1, VA: 0x1000, Len: 8, Rights: RemoteWrite}, CheckRights)
 	})
 
-	t.Run("W21_window_bounds", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W21_window_bounds", func(t *testing.T, s *Space) {
 		mr, buf := reg(t, s, pdA, 8192, 0x10000, LocalWrite|MWBind)
 		copy(buf[4096:], "inside")
 		for _, typ := range []MWType{MWType1, MWType2} {
@@ -466,8 +443,7 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	t.Run("W22_local_inv_on_user_mr", func(t *testing.T) {
-		s := newSpace(t)
+	onSpace(t, "W22_local_inv_on_user_mr", func(t *testing.T, s *Space) {
 		mr, _ := reg(t, s, pdA, 4096, 0x1000, LocalWrite|RemoteWrite)
 		wantAccess(t, s.Invalidate(Invalidate{Key: mr, QP: qp1}), CheckKind, StatusLocQPOpErr, SyndromeNone)
 		remoteOK(t, s, RemoteAccess{Key: mr, PD: pdA, VA: 0x1000, Len: 8, Rights: RemoteWrite})
