@@ -154,6 +154,33 @@ func pcapngOf(link uint16, recs [][]byte, ts []time.Time) []byte {
 	return b.Bytes()
 }
 
+// captureWriter writes frames to a classic pcap of Ethernet frames, each stamped step after
+// the one before, the first step after start.
+type captureWriter struct {
+	tb   testing.TB
+	pw   *pcapgo.Writer
+	now  time.Time
+	step time.Duration
+}
+
+func newCaptureWriter(tb testing.TB, w io.Writer, start time.Time, step time.Duration) *captureWriter {
+	tb.Helper()
+	pw, err := wire.NewPcapWriter(w)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &captureWriter{tb: tb, pw: pw, now: start, step: step}
+}
+
+// add writes frame whole.
+func (c *captureWriter) add(frame []byte) {
+	c.tb.Helper()
+	c.now = c.now.Add(c.step)
+	if err := c.pw.WritePacket(gopacket.CaptureInfo{Timestamp: c.now, CaptureLength: len(frame), Length: len(frame)}, frame); err != nil {
+		c.tb.Fatal(err)
+	}
+}
+
 func runText(t *testing.T, data []byte, opt Options) (string, Summary, error) {
 	t.Helper()
 	var out bytes.Buffer

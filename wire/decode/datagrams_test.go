@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/gopacket"
 	"github.com/softirdma/softirdma/wire"
 	"github.com/softirdma/softirdma/wire/cm"
 	"github.com/softirdma/softirdma/wire/mad"
@@ -21,21 +19,14 @@ func TestDecodeUDAndUC(t *testing.T) {
 	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 	bl := wire.NewBuilder(wire.Path{SrcIP: a, DstIP: b, SrcPort: 49500})
 	var pcap bytes.Buffer
-	w, err := wire.NewPcapWriter(&pcap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	w := newCaptureWriter(t, &pcap, time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC), time.Millisecond)
 	put := func(h wire.Header, payload []byte) {
 		t.Helper()
 		fr, err := bl.Build(make([]byte, 2048), &h, payload)
 		if err != nil {
 			t.Fatal(err)
 		}
-		now = now.Add(time.Millisecond)
-		if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: now, CaptureLength: len(fr), Length: len(fr)}, fr); err != nil {
-			t.Fatal(err)
-		}
+		w.add(fr)
 	}
 	ud := wire.Header{Opcode: wire.UDSendOnly, PKey: 0xffff, DestQP: 0x16, QKey: 0x11111111, SrcQP: 0x15}
 	put(ud, make([]byte, 40))
@@ -102,13 +93,8 @@ func TestDecodeUDAndUC(t *testing.T) {
 // TestDecodeRxeUDPingpong: the ibv_ud_pingpong exchange in the rxe capture is two UD QP pairs,
 // QP 0x15 to QP 0x15 each way, with ibv_ud_pingpong's Q_Key.
 func TestDecodeRxeUDPingpong(t *testing.T) {
-	f, err := os.Open("../../testdata/pcap/rxe-perftest-pair.pcap")
+	out, _, err := runText(t, readCapture(t, "rxe-perftest-pair.pcap"), Options{Flows: true})
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out bytes.Buffer
-	if _, err := Run(f, &out, Options{Flows: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -116,7 +102,7 @@ func TestDecodeRxeUDPingpong(t *testing.T) {
 		"ud 192.168.77.3 qp=0x000015 -> 192.168.77.2 qp=0x000015: datagrams=3 bytes=1734 qkeys=0x11111111 icrc_bad=0\n",
 		"ud 192.168.77.2 qp=0x000015 -> 192.168.77.3 qp=0x000015: datagrams=3 bytes=1734 qkeys=0x11111111 icrc_bad=0\n",
 	} {
-		if !strings.Contains(out.String(), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
@@ -126,13 +112,8 @@ func TestDecodeRxeUDPingpong(t *testing.T) {
 // ib_write_bw -R, each named with its communication IDs, service, QPN, starting PSN and rdma_cm's
 // addresses.
 func TestDecodeRxeRDMACM(t *testing.T) {
-	f, err := os.Open("../../testdata/pcap/rxe-rdmacm.pcap")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out bytes.Buffer
-	if sum, err := Run(f, &out, Options{Flows: true}); err != nil || !sum.Clean() {
+	out, sum, err := runText(t, readCapture(t, "rxe-rdmacm.pcap"), Options{Flows: true})
+	if err != nil || !sum.Clean() {
 		t.Fatalf("%v %+v", err, sum)
 	}
 	for _, want := range []string{
@@ -144,7 +125,7 @@ func TestDecodeRxeRDMACM(t *testing.T) {
 		"cm=SIDR_REP comm=0x13e077f7 service=0x1111c06(UDP:7174) cm_qpn=0x000014 cm_qkey=0x01234567 status=SUCCESS payload=256",
 		"mads: CM/DREP:Send=3 CM/DREQ:Send=2 CM/REQ:Send=5 CM/RTU:Send=5 CM/SIDR_REQ:Send=1",
 	} {
-		if !strings.Contains(out.String(), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
@@ -154,10 +135,7 @@ func TestDecodeRxeRDMACM(t *testing.T) {
 // connection it set up, and shows the exchanges of the same capture with every RTU taken out as
 // never completed.
 func TestCMExchangeFlows(t *testing.T) {
-	raw, err := os.ReadFile("../../testdata/pcap/rxe-rdmacm.pcap")
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := readCapture(t, "rxe-rdmacm.pcap")
 	var out bytes.Buffer
 	if _, err := Run(bytes.NewReader(raw), &out, Options{Flows: true}); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/gopacket"
 	"github.com/softirdma/softirdma/wire"
 )
 
@@ -37,22 +36,12 @@ func (m manyConns) port(i int) uint16 { return uint16(49152 + i%16384) }
 // pcap writes the capture as classic pcap with Ethernet frames.
 func (m manyConns) pcap(tb testing.TB, w io.Writer) {
 	tb.Helper()
-	pw, err := wire.NewPcapWriter(w)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	cw := newCaptureWriter(tb, w, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), time.Microsecond)
 	a, b := netip.MustParseAddr("10.1.0.1"), netip.MustParseAddr("10.1.0.2")
 	ab := wire.NewBuilder(wire.Path{SrcIP: a, DstIP: b})
 	ba := wire.NewBuilder(wire.Path{SrcIP: b, DstIP: a})
 	buf := make([]byte, 256)
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	write := func(fr []byte) {
-		now = now.Add(time.Microsecond)
-		ci := gopacket.CaptureInfo{Timestamp: now, CaptureLength: len(fr), Length: len(fr)}
-		if err := pw.WritePacket(ci, fr); err != nil {
-			tb.Fatal(err)
-		}
-	}
+	write := cw.add
 	build := func(bl *wire.Builder, h wire.Header, payload []byte) []byte {
 		fr, err := bl.Build(buf, &h, payload)
 		if err != nil {

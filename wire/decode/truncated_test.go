@@ -221,11 +221,7 @@ func TestDecodeHeaderOnlyFlows(t *testing.T) {
 	ab := wire.NewBuilder(wire.Path{SrcIP: a, DstIP: b, SrcPort: 50001})
 	ba := wire.NewBuilder(wire.Path{SrcIP: b, DstIP: a, SrcPort: 50001})
 	var whole bytes.Buffer
-	w, err := wire.NewPcapWriter(&whole)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	w := newCaptureWriter(t, &whole, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), time.Millisecond)
 	send := func(fromA bool, h wire.Header, payload int) {
 		bl := ba
 		h.DestQP = 0x11
@@ -236,10 +232,7 @@ func TestDecodeHeaderOnlyFlows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		now = now.Add(time.Millisecond)
-		if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: now, CaptureLength: len(fr), Length: len(fr)}, fr); err != nil {
-			t.Fatal(err)
-		}
+		w.add(fr)
 	}
 	ack := func(psn, msn uint32, s wire.Syndrome) {
 		send(false, wire.Header{Opcode: wire.RCAcknowledge, PSN: psn, Syndrome: s, MSN: msn}, 0)
