@@ -122,89 +122,76 @@ func (fx *fixture) regMRArgs() []byte {
 // validArgs are arguments a well-behaved driver gives each command; the cases change one
 // field of them.
 func (fx *fixture) validArgs(op uint16) []byte {
-	num := func(n uint32) []byte {
-		a := make([]byte, abi.NumArgsSize)
-		put(a, abi.NumArgsNum, 4, uint64(n))
+	num := func(n uint32) []byte { return args(abi.NumArgsSize, arg{abi.NumArgsNum, 4, uint64(n)}) }
+	with := func(a []byte, off int, b []byte) []byte {
+		copy(a[off:], b)
 		return a
 	}
 	switch op {
 	case abi.OpQueryPort:
 		return num(1)
 	case abi.OpQueryGID:
-		a := make([]byte, abi.QueryGIDArgsSize)
-		put(a, abi.QueryGIDPort, 4, 1)
-		return a
+		return args(abi.QueryGIDArgsSize, arg{abi.QueryGIDPort, 4, 1})
 	case abi.OpCreateEQ:
 		fx.ringAt(fx.ringPage(5), fx.table(5), 1, 4, 4)
-		a := make([]byte, abi.CreateEQArgsSize)
-		copy(a[abi.CreateEQPages:], pageListBytes(fx.table(5), 1, 12, 1))
-		a[abi.CreateEQLogCount], a[abi.CreateEQKind] = 4, abi.EQCompletion
-		put(a, abi.CreateEQVector, 2, 3)
-		return a
+		a := args(abi.CreateEQArgsSize, arg{abi.CreateEQLogCount, 1, 4}, arg{abi.CreateEQKind, 1, abi.EQCompletion},
+			arg{abi.CreateEQVector, 2, 3})
+		return with(a, abi.CreateEQPages, pageListBytes(fx.table(5), 1, 12, 1))
 	case abi.OpSetAVTable:
 		binary.LittleEndian.PutUint64(fx.at(fx.table(6)), fx.ringPage(6))
-		a := make([]byte, abi.SetAVArgsSize)
-		copy(a[abi.SetAVPages:], pageListBytes(fx.table(6), 1, 12, 1))
-		put(a, abi.SetAVEntries, 4, 64)
-		return a
+		return with(args(abi.SetAVArgsSize, arg{abi.SetAVEntries, 4, 64}), abi.SetAVPages, pageListBytes(fx.table(6), 1, 12, 1))
 	case abi.OpAllocSTag:
-		a := make([]byte, abi.AllocSTagArgsSize)
-		put(a, abi.AllocSTagPD, 4, uint64(fx.pdn))
-		put(a, abi.AllocSTagKind, 4, abi.STagFastRegMR)
-		put(a, abi.AllocSTagMaxPages, 4, 4)
-		return a
+		return args(abi.AllocSTagArgsSize, arg{abi.AllocSTagPD, 4, uint64(fx.pdn)}, arg{abi.AllocSTagKind, 4, abi.STagFastRegMR},
+			arg{abi.AllocSTagMaxPages, 4, 4})
 	case abi.OpRegMR:
 		return fx.regMRArgs()
 	case abi.OpRegDMAMR:
-		a := make([]byte, abi.RegDMAArgsSize)
-		put(a, abi.RegDMAPD, 4, uint64(fx.pdn))
-		put(a, abi.RegDMAAccess, 4, uint64(emu.AccessLocalWrite))
-		return a
+		return args(abi.RegDMAArgsSize, arg{abi.RegDMAPD, 4, uint64(fx.pdn)}, arg{abi.RegDMAAccess, 4, uint64(emu.AccessLocalWrite)})
 	case abi.OpReregMR:
-		a := make([]byte, abi.ReregMRArgsSize)
-		put(a, abi.ReregMRSTag, 4, uint64(fx.mrKey))
-		put(a, abi.ReregMRFlags, 4, abi.ReregAccess|abi.ReregTranslation|abi.ReregPD)
-		copy(a[abi.ReregMRReg:], fx.regMRArgs())
-		return a
+		a := args(abi.ReregMRArgsSize, arg{abi.ReregMRSTag, 4, uint64(fx.mrKey)},
+			arg{abi.ReregMRFlags, 4, abi.ReregAccess | abi.ReregTranslation | abi.ReregPD})
+		return with(a, abi.ReregMRReg, fx.regMRArgs())
 	case abi.OpCreateCQ:
 		return fx.createCQArgs()
 	case abi.OpResizeCQ:
-		a := make([]byte, abi.ResizeCQArgsSize)
-		put(a, abi.ResizeCQNum, 4, uint64(fx.cqn))
-		copy(a[abi.ResizeCQQueue:], fx.oneRing(7, 4, 6))
-		return a
+		return with(args(abi.ResizeCQArgsSize, arg{abi.ResizeCQNum, 4, uint64(fx.cqn)}), abi.ResizeCQQueue, fx.oneRing(7, 4, 6))
 	case abi.OpCreateQP:
 		return fx.createQPArgs()
 	case abi.OpModifyQP:
-		a := make([]byte, abi.ModifyQPArgsSize)
-		put(a, abi.ModifyQPNum, 4, uint64(fx.qpn))
 		// RESET (or INIT) to INIT: valid again and again.
-		put(a, abi.ModifyQPMask, 4, uint64(emu.AttrState|emu.AttrPKeyIndex|emu.AttrPort|emu.AttrAccessFlags))
-		a[abi.ModifyQPAttr+abi.QPAttrState], a[abi.ModifyQPAttr+abi.QPAttrPortNum] = byte(emu.QPSInit), 1
-		return a
+		return args(abi.ModifyQPArgsSize, arg{abi.ModifyQPNum, 4, uint64(fx.qpn)},
+			arg{abi.ModifyQPMask, 4, uint64(emu.AttrState | emu.AttrPKeyIndex | emu.AttrPort | emu.AttrAccessFlags)},
+			arg{abi.ModifyQPAttr + abi.QPAttrState, 1, uint64(emu.QPSInit)}, arg{abi.ModifyQPAttr + abi.QPAttrPortNum, 1, 1})
 	case abi.OpQueryQP:
-		a := make([]byte, abi.QueryQPArgsSize)
-		put(a, abi.QueryQPNum, 4, uint64(fx.qpn))
-		return a
+		return args(abi.QueryQPArgsSize, arg{abi.QueryQPNum, 4, uint64(fx.qpn)})
 	case abi.OpCreateSRQ:
 		return fx.createSRQArgs()
 	case abi.OpModifySRQ:
-		a := make([]byte, abi.ModifySRQArgsSize)
-		put(a, abi.ModifySRQNum, 4, uint64(fx.srqn))
-		put(a, abi.ModifySRQMask, 4, abi.SRQModifyLimit|abi.SRQModifyMaxWR)
-		put(a, abi.ModifySRQLimit, 4, 2)
-		copy(a[abi.ModifySRQQueue:], fx.oneRing(8, 4, rqLogElem))
-		return a
+		a := args(abi.ModifySRQArgsSize, arg{abi.ModifySRQNum, 4, uint64(fx.srqn)},
+			arg{abi.ModifySRQMask, 4, abi.SRQModifyLimit | abi.SRQModifyMaxWR}, arg{abi.ModifySRQLimit, 4, 2})
+		return with(a, abi.ModifySRQQueue, fx.oneRing(8, 4, rqLogElem))
 	case abi.OpQuerySRQ:
 		return num(fx.srqn)
 	case abi.OpCreateEthRing:
-		a := make([]byte, abi.EthRingArgsSize)
-		a[abi.EthRingKind] = abi.EthTX
-		put(a, abi.EthRingVector, 2, 4)
-		copy(a[abi.EthRingQueue:], fx.oneRing(9, 4, 4))
-		return a
+		a := args(abi.EthRingArgsSize, arg{abi.EthRingKind, 1, abi.EthTX}, arg{abi.EthRingVector, 2, 4})
+		return with(a, abi.EthRingQueue, fx.oneRing(9, 4, 4))
 	}
 	return nil
+}
+
+// arg is one field of a command's arguments and the value a test gives it.
+type arg struct {
+	off, size int
+	v         uint64
+}
+
+// args is size bytes of a command's arguments, zero but for the fields set.
+func args(size int, fields ...arg) []byte {
+	a := make([]byte, size)
+	for _, f := range fields {
+		put(a, f.off, f.size, f.v)
+	}
+	return a
 }
 
 // field is one guest-written number of a command's arguments.
