@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"testing"
@@ -152,17 +153,7 @@ func TestClose(t *testing.T) {
 		_, err := b.RecvBatch([][]byte{make([]byte, 64)}, make([]int, 1))
 		errc <- err
 	}()
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-errc:
-		if !errors.Is(err, ethswitch.ErrClosed) {
-			t.Fatalf("blocked RecvBatch: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("RecvBatch still blocked after Close")
-	}
+	closeEnds(t, b, errc, "blocked RecvBatch", "RecvBatch still blocked after Close")
 	send(t, a, frame(2, 1, "to gone b"))
 	if got := recvAll(t, c); !slices.Equal(got, []string{"to gone b"}) {
 		t.Fatalf("c got %q", got)
@@ -202,16 +193,23 @@ func TestUplink(t *testing.T) {
 	if ports := left.Ports(); len(ports) != 2 || ports[0] != a || ports[1] != up {
 		t.Errorf("Ports: %v", ports)
 	}
-	if err := up.Close(); err != nil {
+	closeEnds(t, up, done, "Run", "Run still running after Close")
+}
+
+// closeEnds closes c and waits for what was blocked on it to end with ErrClosed, reported on
+// ended; what failed names it as what, a wait past ten seconds fails with stuck.
+func closeEnds(t *testing.T, c io.Closer, ended <-chan error, what, stuck string) {
+	t.Helper()
+	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-done:
+	case err := <-ended:
 		if !errors.Is(err, ethswitch.ErrClosed) {
-			t.Fatalf("Run: %v", err)
+			t.Fatalf("%s: %v", what, err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("Run still running after Close")
+		t.Fatal(stuck)
 	}
 }
 
