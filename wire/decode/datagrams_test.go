@@ -97,15 +97,11 @@ func TestDecodeRxeUDPingpong(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{
+	outputHas(t, out,
 		"flows: 2 UD QP pairs\n",
 		"ud 192.168.77.3 qp=0x000015 -> 192.168.77.2 qp=0x000015: datagrams=3 bytes=1734 qkeys=0x11111111 icrc_bad=0\n",
 		"ud 192.168.77.2 qp=0x000015 -> 192.168.77.3 qp=0x000015: datagrams=3 bytes=1734 qkeys=0x11111111 icrc_bad=0\n",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q", want)
-		}
-	}
+	)
 }
 
 // TestDecodeRxeRDMACM: the CM messages of two rxe guests running rping, ucmatose, udaddy and
@@ -116,7 +112,7 @@ func TestDecodeRxeRDMACM(t *testing.T) {
 	if err != nil || !sum.Clean() {
 		t.Fatalf("%v %+v", err, sum)
 	}
-	for _, want := range []string{
+	outputHas(t, out,
 		"mad=CM/REQ:Send tid=0x2f777e010 cm=REQ comm=0x10e077f7 service=0x1061c06(TCP:7174) cm_qpn=0x000011 start_psn=13451419 rdma_cm=192.168.77.3:37514->192.168.77.2 payload=256",
 		"mad=CM/REP:Send tid=0x2f777e010 cm=REP comm=0x168378fd remote_comm=0x10e077f7 cm_qpn=0x000011 start_psn=10786805 payload=256",
 		"mad=CM/RTU:Send tid=0x2f777e010 cm=RTU comm=0x10e077f7 remote_comm=0x168378fd payload=256",
@@ -124,11 +120,7 @@ func TestDecodeRxeRDMACM(t *testing.T) {
 		"cm=SIDR_REQ comm=0x13e077f7 service=0x1111c06(UDP:7174) rdma_cm=192.168.77.3:54350->192.168.77.2 payload=256",
 		"cm=SIDR_REP comm=0x13e077f7 service=0x1111c06(UDP:7174) cm_qpn=0x000014 cm_qkey=0x01234567 status=SUCCESS payload=256",
 		"mads: CM/DREP:Send=3 CM/DREQ:Send=2 CM/REQ:Send=5 CM/RTU:Send=5 CM/SIDR_REQ:Send=1",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q", want)
-		}
-	}
+	)
 }
 
 // TestCMExchangeFlows: -flows ties each CM exchange of the Linux capture to the QPs of the RC
@@ -140,7 +132,7 @@ func TestCMExchangeFlows(t *testing.T) {
 	if _, err := Run(bytes.NewReader(raw), &out, Options{Flows: true}); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{
+	outputHas(t, out.String(),
 		"flows: 6 CM exchanges\n",
 		// udaddy's: the UD QP it found, and the datagrams to it.
 		"sidr 192.168.77.3 -> 192.168.77.2 qp=0x000014 qkey=0x01234567 service=UDP:7174: SIDR_REQ SIDR_REP (resolved)\n",
@@ -148,11 +140,7 @@ func TestCMExchangeFlows(t *testing.T) {
 		"cm 192.168.77.3 qp=0x000011 -> 192.168.77.2 qp=0x000011 service=TCP:7174: REQ REP RTU DREQ DREP (disconnected)\n",
 		"conn 192.168.77.2 qp=0x000011 <-> 192.168.77.3 qp=0x000011\n",
 		"cm 192.168.77.3 qp=0x000012 -> 192.168.77.2 qp=0x000012 service=TCP:7471: REQ REP RTU DREQ DREP (disconnected)\n",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q", want)
-		}
-	}
+	)
 	// The same capture without its RTUs.
 	r, err := wire.NewPcapReader(bytes.NewReader(raw))
 	if err != nil {
@@ -223,5 +211,15 @@ func TestSIDRExchangeOutcomes(t *testing.T) {
 	if got[7] != "sidr 192.0.2.1 -> 192.0.2.2 qp=? service=UDP:7174: SIDR_REQ SIDR_REP (refused: REJECT)" ||
 		got[8] != "sidr 192.0.2.1 -> 192.0.2.2 qp=? service=UDP:7174: SIDR_REQ (no SIDR_REP)" {
 		t.Fatalf("%v", got)
+	}
+}
+
+// outputHas fails t for each of wants that out lacks.
+func outputHas(t *testing.T, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
 	}
 }
