@@ -81,18 +81,28 @@ func genHeader(t *rapid.T) (Header, []byte) {
 	return h, payload
 }
 
-// genFrame draws a path and a header, builds their frame into buf and parses it into f with p.
-func genFrame(t *rapid.T, buf []byte, p *Parser, f *Frame) (path Path, h Header, payload, frame []byte) {
-	path = genPath(t)
-	h, payload = genHeader(t)
-	frame, err := NewBuilder(path).Build(buf, &h, payload)
+// drawn is a frame built from a drawn path and header, and the parse of it.
+type drawn struct {
+	path           Path
+	h              Header
+	payload, frame []byte
+	p              Parser
+	f              Frame
+}
+
+// genFrame draws a path and a header, builds their frame into buf and parses it.
+func genFrame(t *rapid.T, buf []byte) *drawn {
+	d := &drawn{path: genPath(t)}
+	d.h, d.payload = genHeader(t)
+	frame, err := NewBuilder(d.path).Build(buf, &d.h, d.payload)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Parse(f, frame); err != nil {
+	if err := d.p.Parse(&d.f, frame); err != nil {
 		t.Fatal(err)
 	}
-	return path, h, payload, frame
+	d.frame = frame
+	return d
 }
 
 // TestPropertyRoundTrip: any header over any path builds, parses back to the same fields and
@@ -100,14 +110,13 @@ func genFrame(t *rapid.T, buf []byte, p *Parser, f *Frame) (path Path, h Header,
 func TestPropertyRoundTrip(t *testing.T) {
 	buf := make([]byte, 1024)
 	rapid.Check(t, func(t *rapid.T) {
-		var p Parser
-		var f Frame
-		path, h, payload, frame := genFrame(t, buf, &p, &f)
-		if f.Header() != h || !bytes.Equal(f.Payload, payload) || f.Path() != path {
-			t.Fatalf("round trip: %+v / %+v", f.Header(), h)
+		d := genFrame(t, buf)
+		f := &d.f
+		if f.Header() != d.h || !bytes.Equal(f.Payload, d.payload) || f.Path() != d.path {
+			t.Fatalf("round trip: %+v / %+v", f.Header(), d.h)
 		}
 		var l RoCEv2
-		if err := l.DecodeFromBytes(frame[f.BTHOff:f.End], nil); err != nil || l.Header != h {
+		if err := l.DecodeFromBytes(d.frame[f.BTHOff:f.End], nil); err != nil || l.Header != d.h {
 			t.Fatalf("layer: %v %+v", err, l.Header)
 		}
 	})
@@ -118,18 +127,17 @@ func TestPropertyRoundTrip(t *testing.T) {
 func TestPropertyT1(t *testing.T) {
 	buf := make([]byte, 1024)
 	rapid.Check(t, func(t *rapid.T) {
-		var p Parser
-		var f Frame
-		_, _, _, frame := genFrame(t, buf, &p, &f)
-		for off, mask := range maskedBits(&f) {
+		d := genFrame(t, buf)
+		p, f, frame := &d.p, &d.f, d.frame
+		for off, mask := range maskedBits(f) {
 			frame[off] ^= mask & rapid.Uint8().Draw(t, "rewrite")
 		}
-		if err := p.Parse(&f, frame); err != nil {
+		if err := p.Parse(f, frame); err != nil {
 			t.Fatalf("after rewriting variant fields: %v", err)
 		}
 		i := rapid.IntRange(f.BTHOff+BTHLen, f.End-1).Draw(t, "byte")
 		frame[i] ^= 1 << rapid.IntRange(0, 7).Draw(t, "bit")
-		if err := p.Parse(&f, frame); KindOf(err) != KindBadICRC {
+		if err := p.Parse(f, frame); KindOf(err) != KindBadICRC {
 			t.Fatalf("bit flip at %d: %v", i, err)
 		}
 	})
