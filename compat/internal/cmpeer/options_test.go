@@ -1,11 +1,15 @@
 package cmpeer_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/softirdma/softirdma/emu/engine"
 
 	"github.com/softirdma/softirdma/compat/cmatose"
 	"github.com/softirdma/softirdma/compat/internal/cmpeer"
@@ -72,6 +76,59 @@ func TestFill(t *testing.T) {
 		cmpeer.Tool{Defaults: d, MinSize: c.minSize}.Fill(&o)
 		if o.Port != c.want.Port || o.Connections != c.want.Connections || o.Count != c.want.Count || o.Size != c.want.Size || o.Timeout != c.want.Timeout {
 			t.Errorf("MinSize %d, %+v: filled %+v, want %+v", c.minSize, c.o, o, c.want)
+		}
+	}
+}
+
+// ucmatose and udaddy run both sides against each other over a real-time link, four
+// connections, and print what the C tools print.
+func TestToolServerAndClient(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		run            func(context.Context, *engine.Device, cmpeer.Options, io.Writer) error
+		defaults       cmpeer.Options
+		server, client string
+	}{
+		{"cmatose", cmatose.Run, cmatose.Defaults(),
+			"cmatose: starting server\ninitiating data transfers\ncompleting sends\nreceiving data transfers\ndata transfers complete\ncmatose: disconnecting\ndisconnected\ntest complete\nreturn status 0\n",
+			"cmatose: starting client\ncmatose: connecting\nreceiving data transfers\nsending replies\ndata transfers complete\ntest complete\nreturn status 0\n"},
+		{"udaddy", udaddy.Run, udaddy.Defaults(),
+			"udaddy: starting server\nreceiving data transfers\nsending replies\ndata transfers complete\ntest complete\nreturn status 0\n",
+			"udaddy: starting client\nudaddy: connecting\ninitiating data transfers\nreceiving data transfers\ndata transfers complete\ntest complete\nreturn status 0\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			so, co := c.defaults, c.defaults
+			so.Connections, co.Connections = 4, 4
+			sout, cout := ctrltest.ToolPair(t, c.run, so, co)
+			if sout != c.server || cout != c.client {
+				t.Fatalf("server printed\n%s\nclient printed\n%s", sout, cout)
+			}
+		})
+	}
+}
+
+// ucmatose and udaddy refuse options out of range, and a missing address, with an error that
+// names the tool.
+func TestToolOptionsChecked(t *testing.T) {
+	h, _ := loophosts.Pair(t, 0, 9)
+	dev := h.Device()
+	ip := dev.IP()
+	for _, c := range []struct {
+		name string
+		run  func(context.Context, *engine.Device, cmpeer.Options, io.Writer) error
+		o    cmpeer.Options
+	}{
+		{"cmatose", cmatose.Run, cmpeer.Options{Addr: ip, Connections: cmatose.MaxConnections + 1}},
+		{"cmatose", cmatose.Run, cmpeer.Options{Addr: ip, Count: -1, Size: 10}},
+		{"cmatose", cmatose.Run, cmpeer.Options{Addr: ip, Size: cmatose.MaxSize + 1}},
+		{"cmatose", cmatose.Run, cmpeer.Options{}},
+		{"udaddy", udaddy.Run, cmpeer.Options{Addr: ip, Connections: udaddy.MaxConnections + 1}},
+		{"udaddy", udaddy.Run, cmpeer.Options{Addr: ip, Count: -1, Size: 10}},
+		{"udaddy", udaddy.Run, cmpeer.Options{Addr: ip, Count: 1, Size: 4097}},
+		{"udaddy", udaddy.Run, cmpeer.Options{}},
+	} {
+		if err := c.run(context.Background(), dev, c.o, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), c.name+":") {
+			t.Errorf("%s %+v: %v", c.name, c.o, err)
 		}
 	}
 }
