@@ -3,7 +3,6 @@ package pingpong
 import (
 	"context"
 	"io"
-	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -52,15 +51,6 @@ func FuzzParseDest(f *testing.F) {
 	})
 }
 
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestPingPong runs softirdma's pingpong against itself: server and client on two hosts over
 // real sockets, IPv4-mapped and IPv6 link-local GIDs, 64 B and multi-packet 4 KiB messages,
 // with 2% of received frames lost (RC alone recovers from that), and the UC and UD tools' runs.
@@ -95,7 +85,7 @@ func TestPingPong(t *testing.T) {
 			if c.loss > 0 {
 				qpTimeout = 16
 			}
-			port := freePort(t)
+			port := ctrltest.FreePort(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			s, cl := ctrltest.Both(func(out io.Writer) (Result, error) {

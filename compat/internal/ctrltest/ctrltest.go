@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,5 +82,39 @@ func DialUp(t testing.TB, addr string) net.Conn {
 			t.Fatal(err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// FreePort is a loopback TCP port nothing listens on (it did a moment ago).
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// RefusedAtOnce runs a tool with each of opts and checks that every run fails within a second,
+// before it allocates anything, with an error that starts with prefix.
+func RefusedAtOnce[O any](t testing.TB, prefix string, opts []O, run func(O) error) {
+	t.Helper()
+	for _, o := range opts {
+		start := time.Now()
+		if err := run(o); err == nil || !strings.HasPrefix(err.Error(), prefix) || time.Since(start) > time.Second {
+			t.Fatalf("%+v: %v", o, err)
+		}
+	}
+}
+
+// BadServers gives a client, for each answer, a server that accepts and answers it (Answering),
+// and checks that the client's run, given the server's port, fails with the error want.
+func BadServers(t testing.TB, answers map[string]string, run func(port int) error) {
+	t.Helper()
+	for answer, want := range answers {
+		if err := run(Answering(t, []byte(answer))); err == nil || err.Error() != want {
+			t.Errorf("answer %q: got %v, want %s", answer, err, want)
+		}
 	}
 }
