@@ -25,9 +25,34 @@ func runDecodeArgs(t *testing.T, args ...string) (code int, stdout, stderr strin
 	return code, o.String(), e.String()
 }
 
+// decodeClean runs decode with args, which must exit 0 with nothing on stderr, and returns its
+// output.
+func decodeClean(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, errs := runDecodeArgs(t, args...)
+	if code != 0 || errs != "" {
+		t.Errorf("decode %q: exit %d, stderr %q", args, code, errs)
+	}
+	return out
+}
+
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return lines[len(lines)-1]
+}
+
+// wantOutput checks that out ends with the line summary (unless it is empty) and holds each of
+// lines.
+func wantOutput(t *testing.T, out, summary string, lines ...string) {
+	t.Helper()
+	if got := lastLine(out); summary != "" && got != summary {
+		t.Errorf("last line %q, want %q", got, summary)
+	}
+	for _, want := range lines {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
 }
 
 type packet struct {
@@ -88,10 +113,7 @@ func TestDecodeCaptures(t *testing.T) {
 		"rxe-pingpong.pcap":      "summary: frames=112 rocev2=112 icrc_ok=112 icrc_bad=0 malformed=0",
 		"rxe-perftest-pair.pcap": "summary: frames=241 rocev2=61 icrc_ok=61 icrc_bad=0 malformed=0",
 	} {
-		code, out, errs := runDecodeArgs(t, captures+name)
-		if code != 0 || errs != "" {
-			t.Errorf("%s: exit %d, stderr %q", name, code, errs)
-		}
+		out := decodeClean(t, captures+name)
 		if got := lastLine(out); got != summary {
 			t.Errorf("%s: last line %q, want %q", name, got, summary)
 		}
@@ -104,17 +126,13 @@ func TestDecodeCaptures(t *testing.T) {
 // TestDecodeLine pins the text of one frame of each kind of header.
 func TestDecodeLine(t *testing.T) {
 	_, out, _ := runDecodeArgs(t, captures+"rxe-perftest-pair.pcap")
-	for _, want := range []string{
+	wantOutput(t, out, "",
 		"2026-11-29T10:09:36.583859Z #39 192.168.77.3 -> 192.168.77.2 sport=49441 RC_RDMA_WRITE_FIRST qp=0x000011 psn=6960847 va=0x55aa6c626000 rkey=0x000002a6 len=2048 payload=1024 icrc=ok\n",
 		" RC_ACKNOWLEDGE qp=0x000011 psn=6960848 aeth=ACK(credits=31) msn=1 payload=0 icrc=ok",
 		" RC_RDMA_READ_REQUEST qp=0x000012 psn=15338670 ackreq va=0x",
 		" RC_ATOMIC_ACKNOWLEDGE qp=0x000013 psn=155320 aeth=ACK(credits=31) msn=4 orig=0xb0b317f16f72e14c payload=0 icrc=ok",
 		" UD_SEND_ONLY qp=0x000015 psn=5120568 qkey=0x11111111 src_qp=0x000015 payload=512 icrc=ok",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("no line with %q", want)
-		}
-	}
+	)
 	if !regexp.MustCompile(`RC_FETCH_ADD qp=0x000013 psn=\d+ ackreq va=0x[0-9a-f]+ rkey=0x0000046c add=0x1 payload=0 icrc=ok`).MatchString(out) {
 		t.Error("no FETCH_ADD line")
 	}
@@ -187,19 +205,12 @@ func TestDecodeBadFrames(t *testing.T) {
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
-	if got, want := lastLine(out), "summary: frames=112 rocev2=112 icrc_ok=107 icrc_bad=2 malformed=1 icrc_unchecked=1 headers_cut=1 unidentified=0"; got != want {
-		t.Errorf("%q, want %q", got, want)
-	}
-	for _, want := range []string{
+	wantOutput(t, out, "summary: frames=112 rocev2=112 icrc_ok=107 icrc_bad=2 malformed=1 icrc_unchecked=1 headers_cut=1 unidentified=0",
 		"#1 192.168.77.2 -> 192.168.77.1 sport=54099 RC_SEND_ONLY qp=0x000123 psn=3753198 ackreq payload=64 icrc=bad(carried 0xdfd48238 computed 0xa8826e8e)\n",
 		"#3 192.168.77.2 -> 192.168.77.1 sport=54099 RC_SEND_ONLY qp=0x000123 psn=3753199 ackreq payload=64 icrc=n/a (truncated to 70 of 122 bytes)\n",
 		"#5 192.168.77.2 -> 192.168.77.1 sport=54099 not analysed: the capture ends inside the BTH (50 of 122 bytes)\n",
 		"#6 192.168.77.2 -> 192.168.77.1 sport=54099 RC_ACKNOWLEDGE qp=0x000123 psn=43983 malformed: wire: bad UDP length: differs from the IP payload length\n",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("no line %q in\n%s", want, out[:800])
-		}
-	}
+	)
 }
 
 func TestDecodeFormats(t *testing.T) {
@@ -338,22 +349,12 @@ func TestDecodeStdin(t *testing.T) {
 // TestDecodeCookedV2: a capture of tcpdump -i any since libpcap 1.10 is Linux cooked v2 (link
 // type 276); 64-bit values show in full.
 func TestDecodeCookedV2(t *testing.T) {
-	code, out, errs := runDecodeArgs(t, "-flows", captures+"cooked-v2.pcap")
-	if code != 0 || errs != "" {
-		t.Fatalf("exit %d, stderr %q", code, errs)
-	}
-	if got, want := lastLine(out), "summary: frames=12 rocev2=11 icrc_ok=11 icrc_bad=0 malformed=0"; got != want {
-		t.Errorf("%q, want %q", got, want)
-	}
-	for _, want := range []string{
+	out := decodeClean(t, "-flows", captures+"cooked-v2.pcap")
+	wantOutput(t, out, "summary: frames=12 rocev2=11 icrc_ok=11 icrc_bad=0 malformed=0",
 		"#5 10.0.7.1 -> 10.0.7.2 sport=49458 RC_COMPARE_SWAP qp=0x000012 psn=1002 ackreq va=0x7ffffffffffffff8 rkey=0x000002a7 swap=0xfedcba9876543210 compare=0x123456789abcdef payload=0 icrc=ok\n",
 		"#11 fd00:7::1 -> fd00:7::2 sport=49458 RC_SEND_ONLY_WITH_IMMEDIATE qp=0x000012 psn=77 ackreq imm=0xdeadbeef payload=32 icrc=ok\n",
 		"flows: 2 RC connections\n",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("no %q in\n%s", want, out)
-		}
-	}
+	)
 	// A link type the decoder does not read is named by its number.
 	name := writePcap(t, 147, nil)
 	want := "softirdma decode: " + name + ": unreadable capture: link type 147 is not one the decoder reads (Ethernet, raw IP, Linux cooked v1 or v2)\n"
@@ -429,24 +430,14 @@ func snap(ps []packet, n int) []packet {
 // say which, and the exit status is 1.
 func TestDecodeHeaderOnlyCapture(t *testing.T) {
 	ps := readPackets(t, captures+"rxe-perftest-pair.pcap")
-	code, out, errs := runDecodeArgs(t, "-flows", writePcap(t, layers.LinkTypeEthernet, snap(ps, 128)))
-	if code != 0 || errs != "" {
-		t.Errorf("-s 128: exit %d, stderr %q", code, errs)
-	}
-	if got, want := lastLine(out), "summary: frames=241 rocev2=61 icrc_ok=25 icrc_bad=0 malformed=0 icrc_unchecked=36 headers_cut=0 unidentified=0"; got != want {
-		t.Errorf("-s 128: %q, want %q", got, want)
-	}
-	for _, want := range []string{
+	out := decodeClean(t, "-flows", writePcap(t, layers.LinkTypeEthernet, snap(ps, 128)))
+	wantOutput(t, out, "summary: frames=241 rocev2=61 icrc_ok=25 icrc_bad=0 malformed=0 icrc_unchecked=36 headers_cut=0 unidentified=0",
 		"#39 192.168.77.3 -> 192.168.77.2 sport=49441 RC_RDMA_WRITE_FIRST qp=0x000011 psn=6960847 va=0x55aa6c626000 rkey=0x000002a6 len=2048 payload=1024 icrc=n/a (truncated to 128 of 1098 bytes)\n",
 		"flows: 4 RC connections\n",
 		"  192.168.77.3 -> 192.168.77.2 qp=0x000011 sport=49441: packets=10 bytes=10900 requests=10 responses=0 messages=5 psn=6960847..6960856 retransmits=0 gaps=0 missing_psns=0",
 		"    rkey 0x000003fe uses=5 ops=READ ",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("-s 128: no %q", want)
-		}
-	}
-	code, out, _ = runDecodeArgs(t, writePcap(t, layers.LinkTypeEthernet, snap(ps, 64)))
+	)
+	code, out, _ := runDecodeArgs(t, writePcap(t, layers.LinkTypeEthernet, snap(ps, 64)))
 	if code != 1 || !strings.Contains(out, "#39 192.168.77.3 -> 192.168.77.2 sport=49441 RC_RDMA_WRITE_FIRST qp=0x000011 psn=6960847 not analysed: the capture ends inside the RETH (64 of 1098 bytes)\n") {
 		t.Errorf("-s 64: exit %d\n%s", code, out)
 	}

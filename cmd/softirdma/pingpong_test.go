@@ -88,25 +88,14 @@ func TestPingpongTransports(t *testing.T) {
 			}
 			// Both ends' frames carry TTL 64, the route's hop limit, as rxe's do, whatever the
 			// tools' address vectors say.
-			f, err := os.Open(pcap)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			r, err := wire.NewPcapReader(f)
-			if err != nil {
-				t.Fatal(err)
+			frames := readPackets(t, pcap)
+			if len(frames) == 0 {
+				t.Fatal("no frames")
 			}
 			var p wire.Parser
 			var fr wire.Frame
-			for n := 0; ; n++ {
-				data, _, err := r.Next()
-				if err != nil {
-					if n == 0 {
-						t.Fatalf("no frames: %v", err)
-					}
-					break
-				}
+			for n, f := range frames {
+				data := f.data
 				if p.Parse(&fr, data) == nil && !fr.IPv6 && data[fr.L3+8] != 64 {
 					t.Fatalf("frame %d from %s with TTL %d", n, fr.SrcIP(), data[fr.L3+8])
 				}
