@@ -342,15 +342,24 @@ func (d *demo) registerB() bool {
 	return true
 }
 
+// allocMW allocates a window of type typ in B's PD, saying so when it cannot.
+func (d *demo) allocMW(typ engine.MWType) (*engine.MW, bool) {
+	w, err := d.pdB.AllocMW(typ)
+	if err != nil {
+		d.step(false, "B: alloc_mw type %d: %v", uint8(typ), err)
+		return nil, false
+	}
+	return w, true
+}
+
 // bindType1 binds a type 1 window by the bind verb: key8 + 1. It belongs to B's PD, not to a QP.
 func (d *demo) bindType1() bool {
-	var err error
-	if d.w1, err = d.pdB.AllocMW(engine.MWType1); err != nil {
-		d.step(false, "B: alloc_mw type 1: %v", err)
+	var ok bool
+	if d.w1, ok = d.allocMW(engine.MWType1); !ok {
 		return false
 	}
 	old := d.w1.RKey()
-	err = d.qb.BindMW(d.w1, engine.MWBind{ID: 1, Flags: engine.SendSignaled, MR: d.mrB, Addr: d.mrB.Addr(), Length: 16 << 10,
+	err := d.qb.BindMW(d.w1, engine.MWBind{ID: 1, Flags: engine.SendSignaled, MR: d.mrB, Addr: d.mrB.Addr(), Length: 16 << 10,
 		Access: engine.AccessRemoteWrite | engine.AccessRemoteRead})
 	wc, _ := d.complete(d.cqB)
 	d.step(err == nil && wc.Status == engine.WCSuccess && d.w1.RKey() == uint32(keys.Key(old).Inc()),
@@ -375,9 +384,8 @@ func (d *demo) writeAndRead() {
 
 // bindType2 binds a type 2 window by a BIND_MW work request with the consumer's key8.
 func (d *demo) bindType2() bool {
-	var err error
-	if d.w2, err = d.pdB.AllocMW(engine.MWType2); err != nil {
-		d.step(false, "B: alloc_mw type 2: %v", err)
+	var ok bool
+	if d.w2, ok = d.allocMW(engine.MWType2); !ok {
 		return false
 	}
 	old := d.w2.RKey()
