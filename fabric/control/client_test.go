@@ -3,7 +3,6 @@ package control
 import (
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,14 +16,8 @@ import (
 // A Client adds, lists and removes faults and reads the ports; a refusal is an *AnswerError
 // with the socket's reason.
 func TestClient(t *testing.T) {
-	ctl := filepath.Join(t.TempDir(), "ctl.sock")
 	fab, _ := fabricWithAQueuedFrame(t)
-	s, err := Listen(ctl, fab, []string{"a", "b"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	go s.Serve()
+	_, ctl := serving(t, fab, io.Discard)
 	c := Client{Path: ctl}
 	f, _ := faultplan.Parse("drop from=a opcode=RDMA_WRITE_ONLY nth=3")
 	if id, err := c.Add(f); id != 1 || err != nil {

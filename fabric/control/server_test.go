@@ -32,19 +32,31 @@ func fabricWithAQueuedFrame(tb testing.TB) (*fabric.Fabric, *ethswitch.Port) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	pa, err := fab.AddPort("a", 0)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	pb, err := fab.AddPort("b", 0)
-	if err != nil {
-		tb.Fatal(err)
+	var p [2]*ethswitch.Port
+	for i, name := range []string{"a", "b"} {
+		if p[i], err = fab.AddPort(name, 0); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	broadcast := append(bytes.Repeat([]byte{0xff}, 6), make([]byte, 54)...)
-	if _, err := pa.SendBatch([][]byte{broadcast}); err != nil {
+	if _, err := p[0].SendBatch([][]byte{broadcast}); err != nil {
 		tb.Fatal(err)
 	}
-	return fab, pb
+	return fab, p[1]
+}
+
+// serving is a control socket at a fresh path for fab's senders a and b, logging to log and
+// served until the test ends; it returns the server and its path.
+func serving(t *testing.T, fab *fabric.Fabric, log io.Writer) (*Server, string) {
+	t.Helper()
+	ctl := filepath.Join(t.TempDir(), "ctl.sock")
+	s, err := Listen(ctl, fab, []string{"a", "b"}, slog.New(slog.NewTextHandler(log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	go s.Serve()
+	return s, ctl
 }
 
 // FuzzControlCommand: whatever line a peer of the owner sends, the control socket answers it
@@ -107,15 +119,9 @@ func FuzzControlCommand(f *testing.F) {
 // longer than a command may be ends that connection with one; a peer of another user (here:
 // the socket's owner made someone else) is refused by its credentials.
 func TestControlSocketInput(t *testing.T) {
-	ctl := filepath.Join(t.TempDir(), "ctl.sock")
 	var logBuf lockedbuf.Buffer
 	fab, pb := fabricWithAQueuedFrame(t)
-	c, err := Listen(ctl, fab, []string{"a", "b"}, slog.New(slog.NewTextHandler(&logBuf, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	go c.Serve()
+	c, ctl := serving(t, fab, &logBuf)
 	talk := func(input string) string {
 		t.Helper()
 		conn, err := net.Dial("unix", ctl)
@@ -166,14 +172,8 @@ func TestControlSocketInput(t *testing.T) {
 // A second control socket on a path one listens on is refused with ErrInUse, and leaves the
 // first one answering.
 func TestListenRefusesASocketInUse(t *testing.T) {
-	ctl := filepath.Join(t.TempDir(), "ctl.sock")
 	fab, _ := fabricWithAQueuedFrame(t)
-	c, err := Listen(ctl, fab, []string{"a", "b"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	go c.Serve()
+	_, ctl := serving(t, fab, io.Discard)
 	if _, err := Listen(ctl, fab, nil, nil); err == nil || err.Error() != ctl+": another process listens on it" {
 		t.Fatalf("a second Listen: %v", err)
 	}
