@@ -113,38 +113,23 @@ const QKey = 0x11111111
 const udAddition = engine.GRHLen
 
 func (o *Options) defaults() {
-	if o.Conn == 0 {
-		o.Conn = engine.QPTypeRC
-	}
-	if o.Port == 0 {
-		o.Port = 18515
-	}
+	ctrl.Default(&o.Conn, engine.QPTypeRC)
+	ctrl.Default(&o.Port, 18515)
 	if o.Test == Atomic {
 		o.Size = 8
-	} else if o.Size == 0 {
-		o.Size = 65536
 	}
-	if o.Iters == 0 {
-		o.Iters = 1000
-		if o.Test == Write {
-			o.Iters = 5000
-		}
+	ctrl.Default(&o.Size, 65536)
+	if o.Test == Write {
+		ctrl.Default(&o.Iters, 5000)
 	}
-	if o.TxDepth == 0 {
-		o.TxDepth = 128
+	ctrl.Default(&o.Iters, 1000)
+	ctrl.Default(&o.TxDepth, 128)
+	if o.Conn == engine.QPTypeUD { // perftest's force_dependecies: a datagram lost is not sent again
+		ctrl.Default(&o.RxDepth, min(o.Iters, 16000))
 	}
-	if o.RxDepth == 0 {
-		o.RxDepth = 512
-		if o.Conn == engine.QPTypeUD { // perftest's force_dependecies: a datagram lost is not sent again
-			o.RxDepth = min(o.Iters, 16000)
-		}
-	}
-	if o.OutReads == 0 {
-		o.OutReads = 16
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 60 * time.Second
-	}
+	ctrl.Default(&o.RxDepth, 512)
+	ctrl.Default(&o.OutReads, 16)
+	ctrl.Default(&o.Timeout, 60*time.Second)
 }
 
 // check refuses what the run cannot do, before it allocates anything.

@@ -67,30 +67,16 @@ const (
 )
 
 func (o *Options) defaults() {
-	if o.Type == 0 {
-		o.Type = engine.QPTypeRC
+	ctrl.Default(&o.Type, engine.QPTypeRC)
+	ctrl.Default(&o.Port, 18515)
+	if o.Type == engine.QPTypeUD {
+		ctrl.Default(&o.Size, 1024)
 	}
-	if o.Port == 0 {
-		o.Port = 18515
-	}
-	if o.Size == 0 {
-		o.Size = 4096
-		if o.Type == engine.QPTypeUD {
-			o.Size = 1024
-		}
-	}
-	if o.Iters == 0 {
-		o.Iters = 1000
-	}
-	if o.RxDepth == 0 {
-		o.RxDepth = 500
-	}
-	if o.MTU == 0 {
-		o.MTU = 1024
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 30 * time.Second
-	}
+	ctrl.Default(&o.Size, 4096)
+	ctrl.Default(&o.Iters, 1000)
+	ctrl.Default(&o.RxDepth, 500)
+	ctrl.Default(&o.MTU, 1024)
+	ctrl.Default(&o.Timeout, 30*time.Second)
 }
 
 // check refuses what the run cannot do, before it allocates anything.

@@ -95,20 +95,20 @@ type Stats struct {
 	RecvLost, QPErrors uint64
 }
 
+// orDefault sets a setting left zero to its default d.
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
+
 // New gives dev a connection manager: its GSI QP, created and moved to RTS, with receives posted.
 func New(dev *engine.Device, cfg Config) (*Manager, error) {
-	if cfg.ResponseTimeout == 0 {
-		cfg.ResponseTimeout = 20
-	}
-	if cfg.MaxRetries == 0 {
-		cfg.MaxRetries = 15
-	}
-	if cfg.ServiceTimeout == 0 {
-		cfg.ServiceTimeout = 24
-	}
-	if cfg.Backlog == 0 {
-		cfg.Backlog = DefaultBacklog
-	}
+	orDefault(&cfg.ResponseTimeout, 20)
+	orDefault(&cfg.MaxRetries, 15)
+	orDefault(&cfg.ServiceTimeout, 24)
+	orDefault(&cfg.Backlog, DefaultBacklog)
 	if cfg.ResponseTimeout > 31 || cfg.MaxRetries > 15 || cfg.ServiceTimeout > 31 || cfg.Backlog < 0 {
 		return nil, fmt.Errorf("rdmacm: response timeout %d, max retries %d, service timeout %d, backlog %d: %w",
 			cfg.ResponseTimeout, cfg.MaxRetries, cfg.ServiceTimeout, cfg.Backlog, syscall.EINVAL)

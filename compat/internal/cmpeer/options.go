@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/softirdma/softirdma/compat/internal/ctrl"
 )
 
 // Options are what rping, ucmatose and udaddy take, one set for the three: each tool gives its
@@ -53,15 +55,9 @@ type Tool struct {
 // Fill gives o's zero fields the tool's defaults. A zero size sends nothing where the tool
 // accepts it, and is the default size where it does not.
 func (t Tool) Fill(o *Options) {
-	if o.Port == 0 {
-		o.Port = t.Defaults.Port
-	}
-	if o.Connections == 0 {
-		o.Connections = t.Defaults.Connections
-	}
-	if o.Timeout == 0 {
-		o.Timeout = t.Defaults.Timeout
-	}
+	ctrl.Default(&o.Port, t.Defaults.Port)
+	ctrl.Default(&o.Connections, t.Defaults.Connections)
+	ctrl.Default(&o.Timeout, t.Defaults.Timeout)
 	if o.Size == 0 {
 		if t.MinSize > 0 {
 			o.Size = t.Defaults.Size

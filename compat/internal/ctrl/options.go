@@ -32,3 +32,11 @@ func OutOfRange(pkg string, ranges ...Range) error {
 	}
 	return nil
 }
+
+// Default sets an option left zero to the tool's default d.
+func Default[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
