@@ -70,6 +70,16 @@ func readPcap(t *testing.T, path string) [][]byte {
 	}
 }
 
+// newFabric is a fabric of cfg; the test ends if there can be none.
+func newFabric(t *testing.T, cfg fabric.Config) *fabric.Fabric {
+	t.Helper()
+	fab, err := fabric.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fab
+}
+
 // addPorts adds ports 1..n, named p1..pn, each having sent a broadcast so that the switch
 // knows its MAC.
 func addPorts(t *testing.T, fab *fabric.Fabric, n int) []*ethswitch.Port {
@@ -96,10 +106,7 @@ func addPorts(t *testing.T, fab *fabric.Fabric, n int) []*ethswitch.Port {
 // frame the plan was shown, and no more.
 func TestCaptureNumbersFramesAsTheFaultPlan(t *testing.T) {
 	pcap := filepath.Join(t.TempDir(), "fabric.pcap")
-	fab, err := fabric.New(fabric.Config{Pcap: pcap, Faults: true, Log: textLog(io.Discard)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fab := newFabric(t, fabric.Config{Pcap: pcap, Faults: true, Log: textLog(io.Discard)})
 	ports := addPorts(t, fab, 3)
 	const frames = 400
 	var want []struct {
@@ -159,10 +166,7 @@ func TestSlowCaptureDoesNotHoldUpTheSwitch(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fab, err := fabric.New(fabric.Config{Pcap: fifo, Log: textLog(io.Discard)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fab := newFabric(t, fabric.Config{Pcap: fifo, Log: textLog(io.Discard)})
 	defer fab.Close()
 	r, err := os.Open(fifo)
 	if err != nil {
@@ -237,10 +241,7 @@ func TestNewPcapErrors(t *testing.T) {
 func TestFabricOfFunctions(t *testing.T) {
 	dir := t.TempDir()
 	var log lockedbuf.Buffer
-	fab, err := fabric.New(fabric.Config{Log: textLog(&log), Faults: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fab := newFabric(t, fabric.Config{Log: textLog(&log), Faults: true})
 	defer fab.Close()
 	var socks []string
 	var fns []*fabric.Function
@@ -255,7 +256,7 @@ func TestFabricOfFunctions(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- fabric.Serve(ctx, fns...) }()
-	_, err = fab.AddFunction(fabric.FunctionSpec{Name: "c", Socket: filepath.Join(dir, "no", "c.sock"), IP: netip.MustParseAddr("192.0.2.3"), MAC: mac(3)})
+	_, err := fab.AddFunction(fabric.FunctionSpec{Name: "c", Socket: filepath.Join(dir, "no", "c.sock"), IP: netip.MustParseAddr("192.0.2.3"), MAC: mac(3)})
 	var fe *fabric.Error
 	if !errors.As(err, &fe) || fe.Msg != "cannot listen" || fmt.Sprint(fe.Attrs) != "[function c socket "+filepath.Join(dir, "no", "c.sock")+"]" {
 		t.Fatalf("a function in no directory: %v", err)

@@ -63,11 +63,11 @@ type packet struct {
 func readPackets(t *testing.T, name string) []packet {
 	t.Helper()
 	f, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
+	var r *wire.PcapReader
+	if err == nil {
+		defer f.Close()
+		r, err = wire.NewPcapReader(f)
 	}
-	defer f.Close()
-	r, err := wire.NewPcapReader(f)
 	if err != nil {
 		t.Fatal(err)
 	}
