@@ -16,11 +16,6 @@ import (
 	"github.com/softirdma/softirdma/internal/loophosts"
 )
 
-// lines collects what a run logs, one Write a line.
-type lines chan string
-
-func (l lines) Write(p []byte) (int, error) { l <- string(p); return len(p), nil }
-
 type outcome struct {
 	res Result
 	err error
@@ -121,32 +116,15 @@ func TestRefusedRequestHints(t *testing.T) {
 // the other type, are dropped with one line each, and the server goes on to serve a real client.
 func TestServerDropsStrayConnections(t *testing.T) {
 	hs, hc := loophosts.Pair(t, 0, 9)
-	port := ctrltest.FreePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	log := make(lines, 16)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	serr := make(chan error, 1)
-	var sout bytes.Buffer
-	go func() {
+	srv := ctrltest.ServeStrays(t, func(port int, log, out io.Writer) error {
 		_, err := Run(ctx, hs.Device(), Options{Test: Write, Server: true, Host: "127.0.0.1", Port: port, Iters: 20, GID: hs.Device().IP(),
-			Idle: 300 * time.Millisecond, Log: log}, &sout)
-		serr <- err
-	}()
-	want := func(line string) {
-		t.Helper()
-		var got string
-		select {
-		case got = <-log:
-		case <-time.After(10 * time.Second):
-			t.Fatal("nothing logged")
-		}
-		if !strings.HasPrefix(got, "dropped a connection from 127.0.0.1:") || !strings.HasSuffix(got, ": "+line+"; still waiting for a client\n") {
-			t.Fatalf("logged %q, want the reason %q", got, line)
-		}
-	}
-	ctrltest.DialUp(t, addr).Close()
-	want("it closed without sending anything")
+			Idle: 300 * time.Millisecond, Log: log}, out)
+		return err
+	})
+	ctrltest.DialUp(t, srv.Addr).Close()
+	srv.Dropped(t, "it closed without sending anything")
 	const preamble = "6.06\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" + "\x00\x00\x10\x00" + "\x00\x00\x00\x40" + "3\x00"
 	for _, stray := range []struct{ send, why string }{
 		{"", "it sent nothing for 300ms"},
@@ -158,21 +136,17 @@ func TestServerDropsStrayConnections(t *testing.T) {
 		{preamble + string(Record{QPN: 2, GID: netip.MustParseAddr("fe80::1").As16()}.Marshal()),
 			"perftest: found incompatibility issue with GID types (the peer's GID is fe80::1, this side's ::ffff:192.0.2.1: choose GIDs of one type with -x)"},
 	} {
-		c, err := net.Dial("tcp", addr)
+		c, err := net.Dial("tcp", srv.Addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.Write([]byte(stray.send))
-		want(stray.why)
+		srv.Dropped(t, stray.why)
 		c.Close()
 	}
 	var cout bytes.Buffer
-	if _, err := Run(ctx, hc.Device(), Options{Test: Write, Host: "127.0.0.1", Port: port, Iters: 20, GID: hc.Device().IP()}, &cout); err != nil {
-		t.Fatalf("client: %v\n%s", err, cout.String())
-	}
-	if err := <-serr; err != nil {
-		t.Fatalf("server: %v\n%s", err, sout.String())
-	}
+	_, err := Run(ctx, hc.Device(), Options{Test: Write, Host: "127.0.0.1", Port: srv.Port, Iters: 20, GID: hc.Device().IP()}, &cout)
+	srv.Served(t, err, cout.String())
 }
 
 // TestClientUnreachable: a client with nobody to talk to says so at once.
@@ -196,33 +170,6 @@ func TestQPAttributes(t *testing.T) {
 	if c.res.QP.Timeout != 20 || c.res.QP.RetryCnt != 2 || c.res.QP.RNRRetry != 7 {
 		t.Fatalf("client QP %+v", c.res.QP)
 	}
-}
-
-// TestBadOptions: out-of-range options, and sizes a peer could not have meant, are refused before
-// anything is allocated.
-func TestBadOptions(t *testing.T) {
-	_, hc := loophosts.Pair(t, 0, 1)
-	big := 32
-	ctrltest.RefusedAtOnce(t, "perftest: ", []Options{{Size: -1}, {Size: 99999999999}, {Iters: -5}, {Iters: 4}, {Port: 70000}, {TxDepth: -1}, {TxDepth: 1 << 20},
-		{RxDepth: 1 << 20}, {OutReads: 1000}, {MTU: 1000}, {QPTimeout: &big}, {RetryCount: &big}, {Wait: -time.Second}}, func(o Options) error {
-		o.Test, o.Host = Write, "127.0.0.1"
-		_, err := Run(context.Background(), hc.Device(), o, &bytes.Buffer{})
-		return err
-	})
-}
-
-// TestClientBadServer: a server that accepts and then says nothing (not perftest, or hung) ends
-// the client after its timeout, one that answers with something else at once, each with a line
-// that says what the server did and, for a wrong answer, what to check.
-func TestClientBadServer(t *testing.T) {
-	_, hc := loophosts.Pair(t, 0, 1)
-	ctrltest.BadServers(t, map[string]string{
-		"":                        "perftest: exchanging versions: the peer sent nothing for 200ms",
-		"SSH-2.0-OpenSSH_9.2\r\n": `perftest: the peer sent "SSH-2.0-OpenSSH_", not a perftest version (is the server ib_*_bw or softirdma perf, and -p its port?)`,
-	}, func(port int) error {
-		_, err := Run(context.Background(), hc.Device(), Options{Test: Write, Host: "127.0.0.1", Port: port, GID: hc.Device().IP(), Timeout: 200 * time.Millisecond}, &bytes.Buffer{})
-		return err
-	})
 }
 
 // TestRecordPeerReset: a peer that resets the connection instead of sending its QP record is

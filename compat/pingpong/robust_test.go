@@ -17,22 +17,6 @@ import (
 	"github.com/softirdma/softirdma/internal/loophosts"
 )
 
-// lines collects what a run logs, one Write a line.
-type lines chan string
-
-func (l lines) Write(p []byte) (int, error) { l <- string(p); return len(p), nil }
-
-func (l lines) next(t *testing.T) string {
-	t.Helper()
-	select {
-	case s := <-l:
-		return s
-	case <-time.After(10 * time.Second):
-		t.Fatal("no line logged")
-		return ""
-	}
-}
-
 // pair runs a server and a client on two loopback hosts; start is called with the server's
 // options before it runs, and the client waits for the server to listen.
 func pair(t *testing.T, so, co Options) (s, c *ctrltest.Outcome[Result]) {
@@ -51,51 +35,35 @@ func pair(t *testing.T, so, co Options) (s, c *ctrltest.Outcome[Result]) {
 // goes on to serve a real client.
 func TestServerDropsStrayConnections(t *testing.T) {
 	hs, hc := loophosts.Pair(t, 0, 9)
-	port := ctrltest.FreePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	log := make(lines, 16)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	serr := make(chan error, 1)
-	var sout bytes.Buffer
-	go func() {
+	srv := ctrltest.ServeStrays(t, func(port int, log, out io.Writer) error {
 		_, err := Run(ctx, hs.Device(), Options{Server: true, Host: "127.0.0.1", Port: port, Iters: 20, GID: hs.Device().IP(),
-			Idle: 300 * time.Millisecond, Log: log}, &sout)
-		serr <- err
-	}()
-	want := func(line string) {
-		t.Helper()
-		got := log.next(t)
-		if !strings.HasPrefix(got, "dropped a connection from 127.0.0.1:") || !strings.HasSuffix(got, ": "+line+"; still waiting for a client\n") {
-			t.Fatalf("logged %q, want the reason %q", got, line)
-		}
-	}
-	c := ctrltest.DialUp(t, addr)
+			Idle: 300 * time.Millisecond, Log: log}, out)
+		return err
+	})
+	c := ctrltest.DialUp(t, srv.Addr)
 	c.Close()
-	want("it closed without sending anything")
-	c = ctrltest.DialUp(t, addr)
+	srv.Dropped(t, "it closed without sending anything")
+	c = ctrltest.DialUp(t, srv.Addr)
 	c.Write([]byte(strings.Repeat("GET / HTTP/1.1\r\n", 4)))
-	want(`it sent "GET / HTTP/1.1\r\nGET / HTTP/1.1\r\nGET / HTTP/1.1\r\nGET ", not an ibv_rc_pingpong address`)
+	srv.Dropped(t, `it sent "GET / HTTP/1.1\r\nGET / HTTP/1.1\r\nGET / HTTP/1.1\r\nGET ", not an ibv_rc_pingpong address`)
 	c.Close()
-	c = ctrltest.DialUp(t, addr)
+	c = ctrltest.DialUp(t, srv.Addr)
 	c.Write([]byte("0000:000011"))
-	want("it sent 11 byte(s), then nothing for 300ms")
+	srv.Dropped(t, "it sent 11 byte(s), then nothing for 300ms")
 	c.Close()
-	c = ctrltest.DialUp(t, addr)
-	want("it sent nothing for 300ms")
+	c = ctrltest.DialUp(t, srv.Addr)
+	srv.Dropped(t, "it sent nothing for 300ms")
 	c.Close()
-	c = ctrltest.DialUp(t, addr)
+	c = ctrltest.DialUp(t, srv.Addr)
 	c.Write(Dest{QPN: 0x11}.Marshal())
-	want("the peer sent no GID; on RoCE both sides need -g")
+	srv.Dropped(t, "the peer sent no GID; on RoCE both sides need -g")
 	c.Close()
 
 	var cout bytes.Buffer
-	if _, err := Run(ctx, hc.Device(), Options{Host: "127.0.0.1", Port: port, Iters: 20, GID: hc.Device().IP()}, &cout); err != nil {
-		t.Fatalf("client: %v\n%s", err, cout.String())
-	}
-	if err := <-serr; err != nil {
-		t.Fatalf("server: %v\n%s", err, sout.String())
-	}
+	_, err := Run(ctx, hc.Device(), Options{Host: "127.0.0.1", Port: srv.Port, Iters: 20, GID: hc.Device().IP()}, &cout)
+	srv.Served(t, err, cout.String())
 }
 
 // TestServerTimeout: a server that nobody connects to says so when its time is up.
@@ -145,7 +113,7 @@ func TestClientWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := l.Addr().(*net.TCPAddr).Port
-	log := make(lines, 16)
+	log := make(ctrltest.Lines, 16)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cerr := make(chan error, 1)
@@ -160,7 +128,7 @@ func TestClientWaits(t *testing.T) {
 	}
 	c.Close()
 	l.Close()
-	got := log.next(t)
+	got := log.Next(t)
 	want := fmt.Sprintf("waiting up to 20s for the server at 127.0.0.1:%d (", port)
 	if !strings.HasPrefix(got, want) {
 		t.Fatalf("logged %q, want %q...", got, want)
@@ -211,33 +179,6 @@ func TestMTUMismatch(t *testing.T) {
 		!strings.HasSuffix(c.Err.Error(), "with NAK_INV_REQ (the peer refused a request: is its path MTU, -m, the same as this side's?)") {
 		t.Fatalf("client: %v", c.Err)
 	}
-}
-
-// TestBadOptions: out-of-range options are refused before anything is allocated.
-func TestBadOptions(t *testing.T) {
-	_, hc := loophosts.Pair(t, 0, 1)
-	big := 32
-	ctrltest.RefusedAtOnce(t, "pingpong: ", []Options{{Size: -1}, {Size: 99999999999}, {Iters: -5}, {Port: 70000}, {RxDepth: -1}, {RxDepth: 1 << 20},
-		{MTU: 1000}, {QPTimeout: &big}, {RetryCount: &big}, {Wait: -time.Second}}, func(o Options) error {
-		o.Host = "127.0.0.1"
-		_, err := Run(context.Background(), hc.Device(), o, &bytes.Buffer{})
-		return err
-	})
-}
-
-// TestClientBadServer: a server that accepts and then says nothing ends the client after its
-// timeout, one that answers with something else at once, each with a line that says what the
-// server did (not a socket's "i/o timeout") and, for a wrong answer, what to check.
-func TestClientBadServer(t *testing.T) {
-	_, hc := loophosts.Pair(t, 0, 1)
-	ctrltest.BadServers(t, map[string]string{
-		"": "pingpong: couldn't read remote address: the peer sent nothing for 200ms",
-		"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n": `pingpong: the server sent "HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent", ` +
-			"not an ibv_rc_pingpong address (is it ibv_rc_pingpong or softirdma pingpong, and -p its port?)",
-	}, func(port int) error {
-		_, err := Run(context.Background(), hc.Device(), Options{Host: "127.0.0.1", Port: port, GID: hc.Device().IP(), Timeout: 200 * time.Millisecond}, &bytes.Buffer{})
-		return err
-	})
 }
 
 // TestPeerNotOnLink: a client whose address nothing on the link answers for ends the server with

@@ -5,6 +5,7 @@ package ctrltest
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -116,5 +117,62 @@ func BadServers(t testing.TB, answers map[string]string, run func(port int) erro
 		if err := run(Answering(t, []byte(answer))); err == nil || err.Error() != want {
 			t.Errorf("answer %q: got %v, want %s", answer, err, want)
 		}
+	}
+}
+
+// Lines collects what a run logs, one Write a line.
+type Lines chan string
+
+func (l Lines) Write(p []byte) (int, error) { l <- string(p); return len(p), nil }
+
+// Next is the next line logged; the test ends if none comes within 10 s.
+func (l Lines) Next(t testing.TB) string {
+	t.Helper()
+	select {
+	case s := <-l:
+		return s
+	case <-time.After(10 * time.Second):
+		t.Fatal("no line logged")
+		return ""
+	}
+}
+
+// Stray is a server run in the background for the connections it drops: where it listens, and
+// what it logs and prints.
+type Stray struct {
+	Addr string
+	Port int
+	Log  Lines
+	Out  bytes.Buffer
+	done chan error
+}
+
+// ServeStrays runs serve (a server on port, logging to log, printing to out) in the background.
+func ServeStrays(t testing.TB, serve func(port int, log, out io.Writer) error) *Stray {
+	t.Helper()
+	s := &Stray{Port: FreePort(t), Log: make(Lines, 16), done: make(chan error, 1)}
+	s.Addr = fmt.Sprintf("127.0.0.1:%d", s.Port)
+	go func() { s.done <- serve(s.Port, s.Log, &s.Out) }()
+	return s
+}
+
+// Dropped waits for the server's next line and checks that it dropped a connection for why.
+func (s *Stray) Dropped(t testing.TB, why string) {
+	t.Helper()
+	got := s.Log.Next(t)
+	if !strings.HasPrefix(got, "dropped a connection from 127.0.0.1:") || !strings.HasSuffix(got, ": "+why+"; still waiting for a client\n") {
+		t.Fatalf("logged %q, want the reason %q", got, why)
+	}
+}
+
+// Served checks, once a real client ran (its error cerr, its output cout), that both it and the
+// server ended well.
+func (s *Stray) Served(t testing.TB, cerr error, cout string) {
+	t.Helper()
+	if cerr != nil {
+		t.Fatalf("client: %v\n%s", cerr, cout)
+	}
+	if err := <-s.done; err != nil {
+		t.Fatalf("server: %v\n%s", err, s.Out.String())
 	}
 }
