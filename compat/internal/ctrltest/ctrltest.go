@@ -1,6 +1,8 @@
 // Package ctrltest gives the tests of the compat packages the other end of a control connection
 // when it is not a peer: a server that answers anything with a fixed text, and a dial that waits
-// for a server to listen; and when it is, both sides run at once.
+// for a server to listen; and when it is, both sides run at once. It also holds what the tools'
+// tests check alike: options refused at once, a client facing a server that is not its peer,
+// and a server dropping stray connections, each with the line it logs.
 package ctrltest
 
 import (
