@@ -143,33 +143,10 @@ func (f *fullAfter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// A pcap that stops taking frames is not lost silently: CaptureErr says from which frame on and
-// how many frames are missing, and why.
-func TestCaptureErrCountsFramesNotWritten(t *testing.T) {
-	s := sim.NewSim()
-	fab := sim.NewFabric(s, 1)
-	if err := fab.CapturePcap(&fullAfter{n: 24 + 2*(16+60)}); err != nil { // the header and two frames
-		t.Fatal(err)
-	}
-	a, b := fab.AddDevice("A", sim.LinkConfig{}), fab.AddDevice("B", sim.LinkConfig{})
-	mac := b.MAC()
-	frame := append(mac[:], 2, 0, 0, 0, 0, 1, 0x88, 0xb5)
-	frame = append(frame, make([]byte, 46)...)
-	for range 5 {
-		a.SendFrame(frame)
-	}
-	s.RunUntilIdle(0)
-	if err := fab.CaptureErr(); err == nil || err.Error() != "the capture: 3 frames from frame 3 on not written: no space left on device" || !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("CaptureErr: %v", err)
-	}
-}
-
-// A pcap that stops taking frames says so once, as a warning on slog's default logger, with the
-// number of the first frame it misses.
-func TestCaptureFailureWarns(t *testing.T) {
-	var log bytes.Buffer
-	defer slog.SetDefault(slog.Default())
-	slog.SetDefault(slog.New(slog.NewTextHandler(&log, nil)))
+// sendFiveIntoFullPcap sends five 60-byte frames from A to B on a fabric whose pcap takes its
+// header and two frames, then fails with ENOSPC.
+func sendFiveIntoFullPcap(t *testing.T) *sim.Fabric {
+	t.Helper()
 	s := sim.NewSim()
 	fab := sim.NewFabric(s, 1)
 	if err := fab.CapturePcap(&fullAfter{n: 24 + 2*(16+60)}); err != nil {
@@ -183,6 +160,25 @@ func TestCaptureFailureWarns(t *testing.T) {
 		a.SendFrame(frame)
 	}
 	s.RunUntilIdle(0)
+	return fab
+}
+
+// A pcap that stops taking frames is not lost silently: CaptureErr says from which frame on and
+// how many frames are missing, and why.
+func TestCaptureErrCountsFramesNotWritten(t *testing.T) {
+	fab := sendFiveIntoFullPcap(t)
+	if err := fab.CaptureErr(); err == nil || err.Error() != "the capture: 3 frames from frame 3 on not written: no space left on device" || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("CaptureErr: %v", err)
+	}
+}
+
+// A pcap that stops taking frames says so once, as a warning on slog's default logger, with the
+// number of the first frame it misses.
+func TestCaptureFailureWarns(t *testing.T) {
+	var log bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&log, nil)))
+	sendFiveIntoFullPcap(t)
 	if got := log.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, `level=WARN msg="cannot write the pcap: the frames from here on are not in it" pcap="" frame=3 err="no space left on device"`) {
 		t.Fatalf("log: %q", got)
 	}
