@@ -17,8 +17,11 @@ build:
 	@$(GO) version -m $(BIN) | grep -q 'CGO_ENABLED=0' || { echo "$(BIN) was built with cgo"; exit 1; }
 
 # The race detector needs cgo (gcc) for the tests; the product itself is built without cgo.
+# The race run, then the engine and its users again with the lock-order check compiled in
+# (emu/engine/locks.go): a lock taken out of order panics naming both locks.
 test:
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(PKGS)
+	CGO_ENABLED=1 $(GO) test -race -count=1 -tags lockcheck ./keys/... ./emu/... ./hw/...
 
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)

@@ -151,9 +151,9 @@ func (s *Space) span(op Op, mr *mrEntry, k Key, va, n uint64) (Span, error) {
 			status, syn := op.outcome()
 			return Span{}, &AccessError{Op: op, Check: CheckUnmapped, Status: status, Syndrome: syn, Key: k, VA: va, Len: n}
 		}
-		return Span{mem: &mr.mem, off: va, n: n}, nil
+		return Span{mem: mr.mem, off: va, n: n}, nil
 	}
-	return Span{mem: &mr.mem, off: va - mr.iova, n: n}, nil
+	return Span{mem: mr.mem, off: va - mr.iova, n: n}, nil
 }
 
 // outcome is how a failed lkey or rkey check is reported: a bad SGE is LOC_PROT_ERR (IBTA and

@@ -126,14 +126,24 @@ func (m *Memory) walk(off, n uint64, f func([]byte) bool) {
 	}
 }
 
-// Span is where an access lands: n bytes from offset off of registered memory. It stays valid
-// until the key space next changes; the engine looks a key up again for every packet, as
-// hardware does, so an invalidation takes effect mid-message.
+// Span is where an access lands: n bytes from offset off of registered memory. It holds the
+// memory itself, not the key space's entry, so it may be used after the lock that serializes the
+// key space is released: a change of the key space then (a dereg, a revocation) does not touch
+// it, and does not take the memory from under a copy (the engine waits for its copies before
+// such a change returns). The engine looks a key up again for every packet, as hardware does, so
+// an invalidation takes effect mid-message.
 type Span struct {
-	mem *Memory
+	mem *Memory // the entry's memory at the lookup, which no change of the key space writes
 	off uint64
 	n   uint64
 }
+
+// noMemory is the memory of an entry that has none; it is never written.
+var noMemory Memory
+
+// newMemory gives an MR entry memory of its own, which the key space replaces whole rather than
+// rewrites, so that a Span taken before a change keeps what it had.
+func newMemory(m Memory) *Memory { return &m }
 
 // Len is the number of bytes the span covers.
 func (s Span) Len() uint64 { return s.n }
@@ -142,33 +152,33 @@ func (s Span) Len() uint64 { return s.n }
 // dst of enough capacity it does not allocate. Each slice's capacity ends at the span's end, so
 // an append through it cannot reach memory outside the access.
 func (s Span) Segments(dst [][]byte) [][]byte {
-	if s.mem == nil {
+	if s.n == 0 {
 		return dst
 	}
 	return s.mem.segments(s.off, s.n, dst)
 }
 
 // CopyFrom copies src into the span (a WRITE or a SEND landing) and returns the bytes copied.
-func (s Span) CopyFrom(src []byte) int {
-	total := 0
-	s.each(func(seg []byte) bool {
-		n := copy(seg, src)
-		src = src[n:]
-		total += n
-		return len(src) > 0
-	})
-	return total
-}
+func (s Span) CopyFrom(src []byte) int { return s.copy(src, true) }
 
 // CopyTo copies the span into dst (a READ response or a SEND being built) and returns the bytes
 // copied.
-func (s Span) CopyTo(dst []byte) int {
+func (s Span) CopyTo(dst []byte) int { return s.copy(dst, false) }
+
+// copy copies b into the span (in) or the span into b, as far as the shorter goes, and returns
+// the bytes copied.
+func (s Span) copy(b []byte, in bool) int {
 	total := 0
 	s.each(func(seg []byte) bool {
-		n := copy(dst, seg)
-		dst = dst[n:]
+		var n int
+		if in {
+			n = copy(seg, b)
+		} else {
+			n = copy(b, seg)
+		}
+		b = b[n:]
 		total += n
-		return len(dst) > 0
+		return len(b) > 0
 	})
 	return total
 }
@@ -176,7 +186,7 @@ func (s Span) CopyTo(dst []byte) int {
 // each walks the span's slices without collecting them, so the copy helpers do not allocate
 // for registered memory.
 func (s Span) each(f func([]byte) bool) {
-	if s.mem == nil {
+	if s.n == 0 {
 		return
 	}
 	if !s.mem.implicit() {

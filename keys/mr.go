@@ -68,7 +68,7 @@ func (s *Space) RegMR(spec MRSpec) (Key, error) {
 	if sl == nil {
 		return 0, verbErr(verb, syscall.ENOMEM, "all %d MR indices are in use", s.mrs.max)
 	}
-	sl.e = mrEntry{pd: spec.PD, access: spec.Access, state: stateValid, iova: spec.IOVA, length: spec.Mem.Len(), mem: spec.Mem}
+	sl.e = mrEntry{pd: spec.PD, access: spec.Access, state: stateValid, iova: spec.IOVA, length: spec.Mem.Len(), mem: newMemory(spec.Mem)}
 	return sl.key, nil
 }
 
@@ -83,7 +83,7 @@ func (s *Space) AllocFastRegMR(pd PD, maxLen uint64) (Key, error) {
 	if sl == nil {
 		return 0, verbErr(verb, syscall.ENOMEM, "all %d MR indices are in use", s.mrs.max)
 	}
-	sl.e = mrEntry{pd: pd, state: stateFree, fastReg: true, maxLen: maxLen}
+	sl.e = mrEntry{pd: pd, state: stateFree, fastReg: true, maxLen: maxLen, mem: &noMemory}
 	return sl.key, nil
 }
 
@@ -133,7 +133,7 @@ func (s *Space) FastReg(req FastReg) error {
 		}
 		sl.key = req.Key
 	}
-	sl.e.access, sl.e.iova, sl.e.length, sl.e.mem, sl.e.state = req.Access, req.IOVA, req.Mem.Len(), req.Mem, stateValid
+	sl.e.access, sl.e.iova, sl.e.length, sl.e.mem, sl.e.state = req.Access, req.IOVA, req.Mem.Len(), newMemory(req.Mem), stateValid
 	return nil
 }
 
@@ -164,7 +164,7 @@ func (s *Space) ReregMR(key Key, flags ReregFlags, spec MRSpec) error {
 	case sl.e.state != stateValid:
 		return verbErr(verb, syscall.EINVAL, "MR %s lost its memory to a revocation; deregister it", key)
 	}
-	next := MRSpec{PD: sl.e.pd, Mem: sl.e.mem, IOVA: sl.e.iova, Access: sl.e.access}
+	next := MRSpec{PD: sl.e.pd, Mem: *sl.e.mem, IOVA: sl.e.iova, Access: sl.e.access}
 	if flags&ChangePD != 0 {
 		next.PD = spec.PD
 	}
@@ -180,7 +180,7 @@ func (s *Space) ReregMR(key Key, flags ReregFlags, spec MRSpec) error {
 	if err := checkTranslation(verb, &next); err != nil {
 		return err
 	}
-	sl.e.pd, sl.e.access, sl.e.mem, sl.e.iova, sl.e.length = next.PD, next.Access, next.Mem, next.IOVA, next.Mem.Len()
+	sl.e.pd, sl.e.access, sl.e.mem, sl.e.iova, sl.e.length = next.PD, next.Access, newMemory(next.Mem), next.IOVA, next.Mem.Len()
 	return nil
 }
 

@@ -108,68 +108,91 @@ func (s *Space) CheckBindVerb(b Bind) error {
 // window and MR must be in the same PD. A window must fit inside its MR whether it is zero-based
 // or not.
 func (s *Space) BindMW(b Bind) (Bound, error) {
-	fail := func(c Check, detail string) (Bound, error) {
-		return Bound{}, &AccessError{Op: OpBind, Check: c, Status: StatusMWBindErr, Key: b.MW, VA: b.Addr, Len: b.Len, Detail: detail}
-	}
-	w := s.liveMW(b.MW)
-	if w == nil {
-		e := &AccessError{Op: OpBind, Check: CheckIndex, Status: StatusMWBindErr, Key: b.MW, Revoked: s.revokedMW(b.MW)}
-		return Bound{}, e
-	}
-	if w.key != b.MW { // B1
-		return Bound{}, &AccessError{Op: OpBind, Check: CheckKey, Status: StatusMWBindErr, Key: b.MW, Have: uint64(w.key), Revoked: s.revokedMW(b.MW)}
-	}
-	if bad := (b.Access &^ optionalRange) &^ supportedMW; bad != 0 { // B3
-		return fail(CheckFlags, "unsupported window rights "+bad.String())
-	}
-	typ := w.e.typ
-	if typ == MWType1 {
-		if w.e.state != stateValid { // B4
-			return fail(CheckState, "a type 1 window must be VALID")
-		}
-		if b.Access&ZeroBased != 0 { // B5
-			return fail(CheckZeroBased, "a type 1 window cannot be zero-based (o10-36.2.2)")
-		}
-	} else {
-		if w.e.state != stateFree { // B6
-			return fail(CheckState, "a type 2 window must be FREE: invalidate it before binding again (o10-37.2.30)")
-		}
-		if b.PD != w.e.pd { // B7
-			return Bound{}, &AccessError{Op: OpBind, Check: CheckPD, Status: StatusMWBindErr, Key: b.MW, VA: b.Addr, Len: b.Len,
-				Want: uint64(b.PD), Have: uint64(w.e.pd), Detail: "the bind's QP must be in the window's PD (C10-72)"}
-		}
-		if b.Len == 0 { // B8
-			return fail(CheckLength, "a type 2 window cannot be bound with length 0 (o10-37.2.40)")
-		}
+	w, err := s.bindWindow(b)
+	if err != nil {
+		return Bound{}, err
 	}
 	var mr *slot[mrEntry]
 	if b.Len != 0 {
-		mr = s.liveMR(b.MR)
-		switch { // B2
-		case mr == nil:
-			return fail(CheckMR, "no MR with key "+b.MR.String())
-		case mr.key != b.MR:
-			return fail(CheckMR, "MR key "+b.MR.String()+" is stale, current is "+mr.key.String())
-		case mr.e.state != stateValid:
-			return fail(CheckMR, "the MR is not VALID")
-		case mr.e.pd != w.e.pd:
-			return fail(CheckPD, "the MR and the window are in different PDs")
-		case mr.e.access&ZeroBased != 0: // B9
-			return fail(CheckZeroBased, "cannot bind a window to a zero-based MR")
-		case mr.e.access&MWBind == 0: // B10
-			return fail(CheckMWBind, "the MR lacks MW_BIND (C10-73)")
-		case b.Access&(RemoteWrite|RemoteAtomic) != 0 && mr.e.access&LocalWrite == 0: // B11
-			return fail(CheckLocalWrite, "remote write or atomic rights need LOCAL_WRITE on the MR (C10-74)")
-		case !inRange(b.Addr, b.Len, mr.e.iova, mr.e.length): // B12
-			e := &AccessError{Op: OpBind, Check: CheckRange, Status: StatusMWBindErr, Key: b.MW, VA: b.Addr, Len: b.Len,
-				Lo: mr.e.iova, Hi: endOf(mr.e.iova, mr.e.length), Detail: "the window must lie inside the MR (C10-75)"}
-			return Bound{}, e
+		if mr, err = s.bindMR(b, w); err != nil {
+			return Bound{}, err
 		}
 	}
+	return s.applyBind(b, w, mr), nil
+}
 
+// bindFail is a bind's failure at check c.
+func bindFail(b Bind, c Check, detail string) error {
+	return &AccessError{Op: OpBind, Check: c, Status: StatusMWBindErr, Key: b.MW, VA: b.Addr, Len: b.Len, Detail: detail}
+}
+
+// bindWindow finds the window a bind names and checks the bind against it and its type (B1,
+// B3-B8).
+func (s *Space) bindWindow(b Bind) (*slot[mwEntry], error) {
+	w := s.liveMW(b.MW)
+	if w == nil {
+		return nil, &AccessError{Op: OpBind, Check: CheckIndex, Status: StatusMWBindErr, Key: b.MW, Revoked: s.revokedMW(b.MW)}
+	}
+	if w.key != b.MW { // B1
+		return nil, &AccessError{Op: OpBind, Check: CheckKey, Status: StatusMWBindErr, Key: b.MW, Have: uint64(w.key), Revoked: s.revokedMW(b.MW)}
+	}
+	if bad := (b.Access &^ optionalRange) &^ supportedMW; bad != 0 { // B3
+		return nil, bindFail(b, CheckFlags, "unsupported window rights "+bad.String())
+	}
+	if w.e.typ == MWType1 {
+		if w.e.state != stateValid { // B4
+			return nil, bindFail(b, CheckState, "a type 1 window must be VALID")
+		}
+		if b.Access&ZeroBased != 0 { // B5
+			return nil, bindFail(b, CheckZeroBased, "a type 1 window cannot be zero-based (o10-36.2.2)")
+		}
+		return w, nil
+	}
+	if w.e.state != stateFree { // B6
+		return nil, bindFail(b, CheckState, "a type 2 window must be FREE: invalidate it before binding again (o10-37.2.30)")
+	}
+	if b.PD != w.e.pd { // B7
+		return nil, &AccessError{Op: OpBind, Check: CheckPD, Status: StatusMWBindErr, Key: b.MW, VA: b.Addr, Len: b.Len,
+			Want: uint64(b.PD), Have: uint64(w.e.pd), Detail: "the bind's QP must be in the window's PD (C10-72)"}
+	}
+	if b.Len == 0 { // B8
+		return nil, bindFail(b, CheckLength, "a type 2 window cannot be bound with length 0 (o10-37.2.40)")
+	}
+	return w, nil
+}
+
+// bindMR finds the MR a bind of nonzero length names and checks the bind against it (B2,
+// B9-B12).
+func (s *Space) bindMR(b Bind, w *slot[mwEntry]) (*slot[mrEntry], error) {
+	mr := s.liveMR(b.MR)
+	switch { // B2
+	case mr == nil:
+		return nil, bindFail(b, CheckMR, "no MR with key "+b.MR.String())
+	case mr.key != b.MR:
+		return nil, bindFail(b, CheckMR, "MR key "+b.MR.String()+" is stale, current is "+mr.key.String())
+	case mr.e.state != stateValid:
+		return nil, bindFail(b, CheckMR, "the MR is not VALID")
+	case mr.e.pd != w.e.pd:
+		return nil, bindFail(b, CheckPD, "the MR and the window are in different PDs")
+	case mr.e.access&ZeroBased != 0: // B9
+		return nil, bindFail(b, CheckZeroBased, "cannot bind a window to a zero-based MR")
+	case mr.e.access&MWBind == 0: // B10
+		return nil, bindFail(b, CheckMWBind, "the MR lacks MW_BIND (C10-73)")
+	case b.Access&(RemoteWrite|RemoteAtomic) != 0 && mr.e.access&LocalWrite == 0: // B11
+		return nil, bindFail(b, CheckLocalWrite, "remote write or atomic rights need LOCAL_WRITE on the MR (C10-74)")
+	case !inRange(b.Addr, b.Len, mr.e.iova, mr.e.length): // B12
+		return nil, &AccessError{Op: OpBind, Check: CheckRange, Status: StatusMWBindErr, Key: b.MW, VA: b.Addr, Len: b.Len,
+			Lo: mr.e.iova, Hi: endOf(mr.e.iova, mr.e.length), Detail: "the window must lie inside the MR (C10-75)"}
+	}
+	return mr, nil
+}
+
+// applyBind moves the checked window's key on and binds it to mr (nil for a zero-length bind,
+// which leaves it bound to nothing).
+func (s *Space) applyBind(b Bind, w *slot[mwEntry], mr *slot[mrEntry]) Bound {
 	old := w.key
 	var res Bound
-	if typ == MWType1 {
+	if w.e.typ == MWType1 {
 		w.key = old.Inc()
 		w.revoked = Revocation{Key: old, Cause: CauseBind, QP: b.QP, At: b.At}
 	} else {
@@ -181,12 +204,12 @@ func (s *Space) BindMW(b Bind) (Bound, error) {
 	if mr != nil {
 		mr.e.numMW++
 		w.e.mr, w.e.access, w.e.addr, w.e.length = mr.key.Index(), b.Access, b.Addr, b.Len
-		if typ != MWType1 {
+		if w.e.typ != MWType1 {
 			w.e.qp = b.QP
 		}
 	}
 	res.Key = w.key
-	return res, nil
+	return res
 }
 
 // Invalidate is a LOCAL_INV work request or the IETH of an arriving SEND_WITH_INV.

@@ -27,7 +27,7 @@ func (s *Space) RevokeMRs(mrs []Key, at time.Duration) (windows []Key) {
 			revoked[k.Index()] = true
 			bound += int(sl.e.numMW)
 		}
-		sl.e.state, sl.e.mem, sl.e.length = stateFree, Memory{}, 0
+		sl.e.state, sl.e.mem, sl.e.length = stateFree, &noMemory, 0
 		sl.revoked = Revocation{Key: k, Cause: CauseUnmap, At: at}
 	}
 	for pos := uint32(0); bound > 0 && pos < s.mws.size; pos++ {

@@ -49,7 +49,9 @@ type mrEntry struct {
 	iova    uint64
 	length  uint64
 	maxLen  uint64 // fast-register MRs: the most memory a REG_MR may give it
-	mem     Memory
+	// mem is replaced whole, never written through: a Span taken from it stays what it was
+	// while a dereg, a revocation or a REG_MR gives the entry other memory.
+	mem *Memory
 }
 
 type mwEntry struct {

@@ -40,7 +40,7 @@ type slot[E any] struct {
 }
 
 // table hands out indices of one range. Slots live in fixed chunks so their addresses stay put
-// as the table grows; that is what lets a Span point into an entry.
+// as the table grows: growing copies no entry.
 type table[E any] struct {
 	base, max uint32                // first index, number of indices
 	chunks    []*[chunkSize]slot[E] // chunk i holds positions [i*chunkSize, (i+1)*chunkSize); may run ahead of size

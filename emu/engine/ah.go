@@ -17,7 +17,7 @@ type AH struct {
 	attr      AHAttr
 	path      roce.Path // the UDP source port is the sending QP's
 	local     bool      // the destination is the device itself
-	destroyed bool
+	destroyed bool      // guarded by the tables lock
 }
 
 // CreateAH makes an address handle for attr (ibv_create_ah). The destination must be reachable:
@@ -45,8 +45,7 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	if !ok && !local {
 		return nil, fmt.Errorf("create_ah: no link address for %s: %w", dst, syscall.EHOSTUNREACH)
 	}
-	d.mu.Lock()
-	defer d.unlock()
+	defer d.flush()
 	ah := &AH{pd: pd, attr: attr, local: local, path: roce.Path{SrcMAC: d.MAC(), DstMAC: mac, SrcIP: d.sourceFor(dst),
 		DstIP: dst, TrafficClass: attr.TrafficClass, TTL: attr.HopLimit}}
 	return ah, nil
@@ -66,10 +65,19 @@ func (ah *AH) Destroy() error {
 		return err
 	}
 	d := ah.pd.dev
-	d.mu.Lock()
-	defer d.unlock()
+	defer d.flush()
+	d.tab.Lock()
+	defer d.tab.Unlock()
 	ah.destroyed = true
 	return nil
+}
+
+// isDestroyed says whether Destroy has run.
+func (ah *AH) isDestroyed() bool {
+	d := ah.pd.dev
+	d.tab.Lock()
+	defer d.tab.Unlock()
+	return ah.destroyed
 }
 
 // groupMAC is the Ethernet group address of a multicast IP destination (RFC 1112 for IPv4, RFC
@@ -104,19 +112,17 @@ func (qp *QP) AttachMcast(gid netip.Addr) error {
 	if !g.IsMulticast() || qp.typ != QPTypeUD {
 		return fmt.Errorf("attach_mcast: %s on a %s QP: %w", gid, qp.typ, syscall.EINVAL)
 	}
+	defer d.flush()
 	d.mu.Lock()
-	defer d.unlock()
-	qps, ok := d.mcast[g]
+	defer d.mu.Unlock()
+	qps := d.group(g)
 	switch {
 	case slices.Contains(qps, qp):
 		return nil
-	case !ok && len(d.mcast) >= maxMcastGroups, len(qps) >= maxMcastAttached:
+	case len(qps) == 0 && int(d.ngroups.Load()) >= maxMcastGroups, len(qps) >= maxMcastAttached:
 		return fmt.Errorf("attach_mcast: %s: %w", gid, syscall.ENOMEM)
 	}
-	if d.mcast == nil {
-		d.mcast = map[netip.Addr][]*QP{}
-	}
-	d.mcast[g] = append(qps, qp)
+	d.setGroup(g, append(slices.Clip(qps), qp))
 	d.event(Event{QP: qp.qpn, Kind: EvQPState, Msg: fmt.Sprintf("attached to multicast group %s", g)})
 	return nil
 }
@@ -128,33 +134,54 @@ func (qp *QP) DetachMcast(gid netip.Addr) error {
 	}
 	d := qp.dev
 	g := gid.Unmap()
+	defer d.flush()
 	d.mu.Lock()
-	defer d.unlock()
-	qps := d.mcast[g]
+	defer d.mu.Unlock()
+	qps := d.group(g)
 	i := slices.Index(qps, qp)
 	if i < 0 {
 		return fmt.Errorf("detach_mcast: the QP is not attached to %s: %w", gid, syscall.EINVAL)
 	}
-	qp.dev.detach(g, i)
+	d.setGroup(g, slices.Delete(slices.Clone(qps), i, i+1))
 	return nil
 }
 
-// detach takes the i-th QP off group g, and the group off the device with its last QP.
-func (d *Device) detach(g netip.Addr, i int) {
-	qps := slices.Delete(d.mcast[g], i, i+1)
-	if len(qps) == 0 {
-		delete(d.mcast, g)
-		return
+// group is the QPs attached to multicast group g, a slice no one changes: read without a lock.
+func (d *Device) group(g netip.Addr) []*QP {
+	if d.ngroups.Load() == 0 {
+		return nil
 	}
-	d.mcast[g] = qps
+	v, _ := d.mcast.Load(g)
+	qps, _ := v.([]*QP)
+	return qps
 }
 
-// detachAll takes a destroyed QP off every group.
-func (qp *QP) detachAll() {
-	d := qp.dev
-	for g, qps := range d.mcast {
-		if i := slices.Index(qps, qp); i >= 0 {
-			d.detach(g, i)
+// setGroup makes qps, which no one changes after, the QPs attached to group g; none takes the
+// group off the device. The device lock is held.
+func (d *Device) setGroup(g netip.Addr, qps []*QP) {
+	_, had := d.mcast.Load(g)
+	switch {
+	case len(qps) > 0:
+		d.mcast.Store(g, qps)
+		if !had {
+			d.ngroups.Add(1)
 		}
+	case had:
+		d.mcast.Delete(g)
+		d.ngroups.Add(-1)
 	}
+}
+
+// detachAll takes a destroyed QP off every group. The device lock is held.
+func (d *Device) detachAll(qp *QP) {
+	if d.ngroups.Load() == 0 {
+		return
+	}
+	d.mcast.Range(func(k, v any) bool {
+		qps := v.([]*QP)
+		if i := slices.Index(qps, qp); i >= 0 {
+			d.setGroup(k.(netip.Addr), slices.Delete(slices.Clone(qps), i, i+1))
+		}
+		return true
+	})
 }

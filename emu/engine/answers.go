@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/softirdma/softirdma/keys"
 	"github.com/softirdma/softirdma/wire/roce"
 )
 
@@ -127,14 +126,14 @@ func (qp *QP) sendReadResponses(res *rdResource, from uint32) {
 // scheduleAnswers schedules a run of the owed answers, as kick does for the requester.
 func (qp *QP) scheduleAnswers() {
 	q := &qp.resp.answers
-	if q.scheduled || qp.dev.stopped {
+	if q.scheduled || qp.dev.stopped.Load() {
 		return
 	}
 	if q.run == nil {
 		q.run = func() {
-			d := qp.dev
-			d.mu.Lock()
-			defer d.unlock()
+			defer qp.dev.flush()
+			qp.mu.Lock()
+			defer qp.mu.Unlock()
 			qp.resp.answers.scheduled = false
 			switch qp.state {
 			case QPSRTR, QPSRTS, QPSSQD, QPSSQE:
@@ -198,7 +197,7 @@ func (qp *QP) sendAnswer(x *answer) {
 	}
 	frame, err := qp.builder.Build(qp.dev.txBuffer(), &h, nil)
 	if err == nil && qp.transmit(frame, h.Opcode, x.psn, qp.local) && x.syn.Type() != roce.SyndromeACK {
-		qp.dev.stats.NAKsSent++
+		qp.dev.stats.NAKsSent.Add(1)
 	}
 }
 
@@ -212,20 +211,26 @@ func (qp *QP) sendReadResponse(x *answer) *respError {
 	n := min(mtu, res.length-off)
 	h := roce.Header{DestQP: qp.attr.DestQPN, PSN: x.psn, Syndrome: roce.ACKUnlimited, MSN: x.msn,
 		Opcode: readResponseOpcodes[classOf(x.psn == x.from, x.psn == res.last)]}
-	var sp keys.Span
+	var p pinned
 	if n > 0 {
 		var err error
-		if sp, err = qp.remoteAccess(res.rkey, res.va+off, n, AccessRemoteRead); err != nil {
+		if p, err = qp.remoteAccess(res.rkey, res.va+off, n, AccessRemoteRead); err != nil {
 			e := accessNAK(err)
 			e.err = fmt.Errorf("READ response psn %d: %w", h.PSN, err)
 			return e
 		}
 	}
+	defer p.release()
 	frame, slot, err := qp.builder.Begin(qp.dev.txBuffer(), &h, int(n))
 	if err != nil {
 		return nak(roce.NAKRemoteOp, "building READ response psn %d: %v", h.PSN, err)
 	}
-	sp.CopyTo(slot)
+	if got := p.CopyTo(slot); uint64(got) != n {
+		// The memory went away between the lookup and the copy (an implicit MR's range unmapped
+		// before its RevokeRange): the rest of the slot is an earlier frame's, never to be sent.
+		return nak(roce.NAKRemoteAccess, "READ response psn %d: %d of %d bytes could be read", h.PSN, got, n)
+	}
+	p.release()
 	qp.builder.Seal(frame)
 	qp.transmit(frame, h.Opcode, h.PSN, qp.local)
 	x.psn = psnAdd(x.psn, 1)

@@ -67,11 +67,7 @@ func TestLongReadResponsesTakeTurnsWithOtherQPs(t *testing.T) {
 	var pcap bytes.Buffer
 	must(t, p.fab.CapturePcap(&pcap))
 	caps := engine.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}
-	qa2, err := p.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqA, RecvCQ: p.cqA, Cap: caps})
-	must(t, err)
-	qb2, err := p.pdB.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqB, RecvCQ: p.cqB, Cap: caps})
-	must(t, err)
-	must(t, engine.ConnectRC(qa2, qb2, engine.ConnectOptions{}))
+	qa2, qb2 := connectedRC(t, rcEnd{pd: p.pdA, cq: p.cqA, cap: caps}, rcEnd{pd: p.pdB, cq: p.cqB, cap: caps}, engine.ConnectOptions{})
 	fill(p.bufB, 5)
 
 	must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMARead, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, n), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
@@ -176,11 +172,8 @@ func TestPacedReadResponsesAreDeterministic(t *testing.T) {
 		var pcap bytes.Buffer
 		must(t, p.fab.CapturePcap(&pcap))
 		caps := engine.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}
-		qa2, err := p.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqA, RecvCQ: p.cqA, Cap: caps})
-		must(t, err)
-		qb2, err := p.pdB.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqB, RecvCQ: p.cqB, Cap: caps})
-		must(t, err)
-		must(t, engine.ConnectRC(qa2, qb2, engine.ConnectOptions{MTU: engine.MTU4096}))
+		qa2, _ := connectedRC(t, rcEnd{pd: p.pdA, cq: p.cqA, cap: caps},
+			rcEnd{pd: p.pdB, cq: p.cqB, cap: caps}, engine.ConnectOptions{MTU: engine.MTU4096})
 		must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMARead, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, n/2), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
 		must(t, qa2.PostSend(engine.SendWR{ID: 2, Opcode: engine.WRRDMARead, Flags: engine.SendSignaled, SGL: sge(p.mrA, n/2, n/2), RemoteAddr: p.mrB.Addr() + n/2, RKey: p.mrB.RKey()}))
 		p.run()
@@ -200,7 +193,7 @@ func TestPacedReadResponsesAreDeterministic(t *testing.T) {
 // the responder's application sees at once, is acknowledged at once, and carries the WRITEs
 // before it with it. Every WRITE and the SEND complete, with the data in place.
 func TestBurstOfWritesIsAckedOnce(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	var pcap bytes.Buffer
 	must(t, p.fab.CapturePcap(&pcap))
 	fill(p.bufA[:1<<16], 9)

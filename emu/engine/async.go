@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"sync"
 	"syscall"
 
 	"github.com/softirdma/softirdma/wire/roce"
@@ -56,13 +55,14 @@ func (e AsyncEvent) String() string { return fmt.Sprintf("%s 0x%x", e.Type, e.Nu
 // PortNum is the number of the device's one port, as verbs numbers ports from 1.
 const PortNum = 1
 
-// asyncEvents queues the events raised under the device lock and hands them to the handler
+// asyncEvents queues the events raised under the engine's locks and hands them to the handler
 // after, as the loopback hands frames to Receive: from a call scheduled on the device's clock
-// with delay zero, never with the device locked, so a handler may call back into the device.
+// with delay zero, never with a lock of the engine held, so a handler may call back into the
+// device.
 // One delivery runs at a time and takes the events oldest first, so they arrive in the order
 // they were raised, in the simulator (one seed, one order) as in real time.
 type asyncEvents struct {
-	mu        sync.Mutex
+	mu        mutex[asyncLock]
 	handler   func(AsyncEvent)
 	queue     []AsyncEvent
 	head      int
@@ -71,7 +71,7 @@ type asyncEvents struct {
 }
 
 // OnAsyncEvent sets the function that receives the device's asynchronous events; nil drops
-// them. It is called without the device's lock held, one event at a time, in the order the
+// them. It is called with no lock of the engine held, one event at a time, in the order the
 // events happened, soon after each (scheduled on the device's clock: in the simulator as an
 // event of its own); it may call into the device. Events raised while no function is set are
 // not kept.
@@ -82,14 +82,14 @@ func (d *Device) OnAsyncEvent(f func(AsyncEvent)) {
 	a.handler = f
 }
 
-// raise queues an event for the handler. It runs with the device locked.
+// raise queues an event for the handler. It runs with the raising QP, CQ or SRQ locked.
 func (d *Device) raise(t AsyncEventType, num uint32) {
 	if d.tracing() {
 		d.event(Event{Kind: EvAsync, Msg: AsyncEvent{t, num}.String()})
 	}
 	a := &d.async
 	a.mu.Lock()
-	if a.handler == nil || d.stopped {
+	if a.handler == nil || d.stopped.Load() {
 		a.mu.Unlock()
 		return
 	}
@@ -105,7 +105,7 @@ func (d *Device) raise(t AsyncEventType, num uint32) {
 	}
 }
 
-// deliverAsync hands the queued events to the handler, without the device's lock, until none
+// deliverAsync hands the queued events to the handler, with no lock of the engine held, until none
 // is left; events the handler causes are delivered in the same run, after it returns.
 func (d *Device) deliverAsync() {
 	a := &d.async
@@ -135,12 +135,10 @@ func (d *Device) deliverAsync() {
 // NIC. Each change raises PORT_ERR or PORT_ACTIVE; setting the state the port is in raises
 // nothing.
 func (d *Device) SetPortActive(active bool) {
-	d.mu.Lock()
-	defer d.unlock()
-	if d.portDown == !active {
+	defer d.flush()
+	if d.portDown.Swap(!active) == !active {
 		return
 	}
-	d.portDown = !active
 	if active {
 		d.raise(AsyncPortActive, PortNum)
 	} else {
@@ -150,9 +148,8 @@ func (d *Device) SetPortActive(active bool) {
 
 // PortActive says whether the device's port is up (it is until SetPortActive(false)).
 func (d *Device) PortActive() bool {
-	d.mu.Lock()
-	defer d.unlock()
-	return !d.portDown
+	defer d.flush()
+	return !d.portDown.Load()
 }
 
 // qpAsync is what a QP remembers for its asynchronous events.
@@ -247,9 +244,9 @@ func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 	if err := s.check("modify_srq"); err != nil {
 		return err
 	}
-	d := s.pd.dev
-	d.mu.Lock()
-	defer d.unlock()
+	defer s.pd.dev.flush()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	switch {
 	case mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0:
 		return fmt.Errorf("modify_srq: mask 0x%x: %w", uint32(mask), syscall.EINVAL)
@@ -266,13 +263,14 @@ func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 
 // Query returns the SRQ's attributes (ibv_query_srq); Limit is 0 once the event has fired.
 func (s *SRQ) Query() SRQAttr {
-	d := s.pd.dev
-	d.mu.Lock()
-	defer d.unlock()
+	defer s.pd.dev.flush()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return SRQAttr{MaxWR: len(s.queue.ring), MaxSGE: s.maxSGE, Limit: s.limit}
 }
 
-// tookReceive checks the SRQ's limit after the device took one of its receives.
+// tookReceive checks the SRQ's limit after the device took one of its receives. The SRQ is
+// locked.
 func (s *SRQ) tookReceive() {
 	if s.limit > 0 && s.queue.source == nil && s.queue.n < s.limit {
 		s.limit = 0

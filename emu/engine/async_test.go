@@ -22,6 +22,20 @@ func recordAsync(d *engine.Device) *asyncLog {
 	return l
 }
 
+// recordAsync records the asynchronous events of each of the pair's devices.
+func (p *pair) recordAsync() (la, lb *asyncLog) {
+	return recordAsync(p.a), recordAsync(p.b)
+}
+
+// wantNoneOnModifyToErr moves qp to ERR as its consumer would and asserts that l's device
+// raised nothing for it.
+func (l *asyncLog) wantNoneOnModifyToErr(t testing.TB, p *pair, qp *engine.QP, who string) {
+	t.Helper()
+	toErr(t, qp)
+	p.run()
+	l.want(t, who)
+}
+
 // want asserts the events received so far, exactly and in order, and forgets them.
 func (l *asyncLog) want(t testing.TB, who string, want ...engine.AsyncEvent) {
 	t.Helper()
@@ -52,7 +66,7 @@ func TestAsyncQPErrors(t *testing.T) {
 		wantWC *engine.WCStatus // nil: no completion
 		a, b   func(p *pair) []engine.AsyncEvent
 	}{
-		{name: "modify_to_ERR", act: func(p *pair) { must(t, p.qa.Modify(engine.QPAttr{State: engine.QPSErr}, engine.AttrState)) },
+		{name: "modify_to_ERR", act: func(p *pair) { toErr(t, p.qa) },
 			a: func(*pair) []engine.AsyncEvent { return nil }, b: func(*pair) []engine.AsyncEvent { return nil }},
 		{name: "retry_exceeded", opts: engine.ConnectOptions{Timeout: 10, RetryCnt: 2},
 			act: func(p *pair) {
@@ -79,7 +93,7 @@ func TestAsyncQPErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, 1, sim.LinkConfig{}, tc.opts)
-			la, lb := recordAsync(p.a), recordAsync(p.b)
+			la, lb := p.recordAsync()
 			tc.act(p)
 			p.run()
 			if tc.wantWC != nil {
@@ -91,9 +105,7 @@ func TestAsyncQPErrors(t *testing.T) {
 			la.want(t, "A", tc.a(p)...)
 			lb.want(t, "B", tc.b(p)...)
 			// Once in ERR, nothing raises it again, nor does the consumer's move to ERR.
-			must(t, p.qa.Modify(engine.QPAttr{State: engine.QPSErr}, engine.AttrState))
-			p.run()
-			la.want(t, "A again")
+			la.wantNoneOnModifyToErr(t, p, p.qa, "A again")
 		})
 	}
 }
@@ -101,16 +113,12 @@ func TestAsyncQPErrors(t *testing.T) {
 // A full CQ raises CQ_ERR for the CQ (once) and QP_FATAL for the QP whose completion was lost,
 // in that order.
 func TestAsyncCQOverflow(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
-	la, lb := recordAsync(p.a), recordAsync(p.b)
+	p := plainPair(t)
+	la, lb := p.recordAsync()
 	cq, err := p.a.CreateCQ(1)
 	must(t, err)
 	caps := engine.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}
-	qa, err := p.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: caps})
-	must(t, err)
-	qb, err := p.pdB.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqB, RecvCQ: p.cqB, Cap: caps})
-	must(t, err)
-	must(t, engine.ConnectRC(qa, qb, engine.ConnectOptions{}))
+	qa, qb := connectedRC(t, rcEnd{pd: p.pdA, cq: cq, cap: caps}, rcEnd{pd: p.pdB, cq: p.cqB, cap: caps}, engine.ConnectOptions{})
 	for id := uint64(1); id <= 3; id++ {
 		must(t, qa.PostSend(engine.SendWR{ID: id, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
 	}
@@ -140,8 +148,8 @@ func TestAsyncCQOverflow(t *testing.T) {
 
 // COMM_EST: the first packet a QP in RTR receives, once, and never for a QP in RTS.
 func TestAsyncCommEst(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
-	la, lb := recordAsync(p.a), recordAsync(p.b)
+	p := plainPair(t)
+	la, lb := p.recordAsync()
 	// B goes back to RTR, expecting the PSN A sends next; A stays in RTS.
 	must(t, p.qb.Modify(engine.QPAttr{State: engine.QPSReset}, engine.AttrState))
 	must(t, p.qb.Modify(engine.QPAttr{State: engine.QPSInit, Port: 1, AccessFlags: engine.AccessRemoteWrite}, engine.AttrState|engine.AttrPKeyIndex|engine.AttrPort|engine.AttrAccessFlags))
@@ -224,15 +232,10 @@ func TestAsyncSQDrained(t *testing.T) {
 // SRQ_LIMIT_REACHED as rdma-core's test_modify_srq_limit drives it: ten receives, limit 7, four
 // SENDs; it fires once, at the fourth, and disarms.
 func TestAsyncSRQLimit(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
-	lb := recordAsync(p.b)
-	srq, err := p.pdB.CreateSRQ(16, 1)
-	must(t, err)
-	qb, err := p.pdB.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqB, RecvCQ: p.cqB, SRQ: srq, Cap: engine.QPCap{MaxSendWR: 4, MaxSendSGE: 1}})
-	must(t, err)
-	qa, err := p.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqA, RecvCQ: p.cqA, Cap: engine.QPCap{MaxSendWR: 16, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	must(t, err)
-	must(t, engine.ConnectRC(qa, qb, engine.ConnectOptions{}))
+	p := plainPair(t)
+	_, lb := p.recordAsync()
+	srq := newSRQ(t, p.pdB, 16, 1)
+	qa, _ := p.connectToSRQ(srq, engine.QPCap{MaxSendWR: 16, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}, engine.ConnectOptions{})
 	for i := range 10 {
 		must(t, srq.PostRecv(engine.RecvWR{ID: uint64(100 + i), SGL: sge(p.mrB, uint64(i)*64, 64)}))
 	}
@@ -278,28 +281,21 @@ func TestAsyncLastWQEReached(t *testing.T) {
 		fatal bool
 	}{{"modify_to_ERR", false}, {"access_error", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
-			lb := recordAsync(p.b)
-			srq, err := p.pdB.CreateSRQ(4, 1)
-			must(t, err)
-			qb, err := p.pdB.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqB, RecvCQ: p.cqB, SRQ: srq, Cap: engine.QPCap{MaxSendWR: 4, MaxSendSGE: 1}})
-			must(t, err)
-			qa, err := p.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqA, RecvCQ: p.cqA, Cap: engine.QPCap{MaxSendWR: 4, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-			must(t, err)
-			must(t, engine.ConnectRC(qa, qb, engine.ConnectOptions{}))
+			p := plainPair(t)
+			_, lb := p.recordAsync()
+			srq := newSRQ(t, p.pdB, 4, 1)
+			qa, qb := p.connectToSRQ(srq, engine.QPCap{MaxSendWR: 4, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}, engine.ConnectOptions{})
 			want := []engine.AsyncEvent{{engine.AsyncQPLastWQEReached, qb.Num()}}
 			if tc.fatal {
 				must(t, qa.PostSend(engine.SendWR{Opcode: engine.WRRDMAWrite, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: 0x1234}))
 				want = append([]engine.AsyncEvent{{engine.AsyncQPAccessErr, qb.Num()}}, want...)
 			} else {
-				must(t, qb.Modify(engine.QPAttr{State: engine.QPSErr}, engine.AttrState))
+				toErr(t, qb)
 			}
 			p.run()
 			lb.want(t, "B", want...)
 			// The plain QP of the pair, on no SRQ, raises no LAST_WQE_REACHED.
-			must(t, p.qb.Modify(engine.QPAttr{State: engine.QPSErr}, engine.AttrState))
-			p.run()
-			lb.want(t, "B, QP without SRQ")
+			lb.wantNoneOnModifyToErr(t, p, p.qb, "B, QP without SRQ")
 		})
 	}
 }
@@ -307,8 +303,8 @@ func TestAsyncLastWQEReached(t *testing.T) {
 // A port down sends and receives nothing, its loopback frames included; PORT_ERR and
 // PORT_ACTIVE mark the changes, and the requests held up complete once it is back.
 func TestAsyncPortDownUp(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
-	la, lb := recordAsync(p.a), recordAsync(p.b)
+	p := plainPair(t)
+	la, lb := p.recordAsync()
 	p.a.SetPortActive(false)
 	p.a.SetPortActive(false) // no change, no event
 	if p.a.PortActive() {
@@ -352,7 +348,7 @@ func TestAsyncPortDownUp(t *testing.T) {
 // its calls cause come after the one it is handling. Under a wall clock, events raised in a
 // burst still arrive in order.
 func TestAsyncHandlerCallsIntoDevice(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	var got []string
 	p.a.OnAsyncEvent(func(e engine.AsyncEvent) {
 		qp, ok := p.a.QP(e.Num)

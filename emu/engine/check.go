@@ -20,83 +20,47 @@ func unmade(verb, what, maker string) error {
 	return fmt.Errorf("%s: %s was not made by %s: %w", verb, what, maker, syscall.EINVAL)
 }
 
-func (d *Device) check(verb string) error {
+// checkMade is the check of an object of kind what, which maker makes: EINVAL if it is nil or
+// was not made by maker.
+func checkMade(verb, what, maker string, isNil, made bool) error {
 	switch {
-	case d == nil:
-		return nilObject(verb, "device")
-	case d.keys == nil:
-		return unmade(verb, "device", "NewDevice")
+	case isNil:
+		return nilObject(verb, what)
+	case !made:
+		return unmade(verb, what, maker)
 	}
 	return nil
 }
 
+func (d *Device) check(verb string) error {
+	return checkMade(verb, "device", "NewDevice", d == nil, d != nil && d.keys != nil)
+}
+
 func (pd *PD) check(verb string) error {
-	switch {
-	case pd == nil:
-		return nilObject(verb, "PD")
-	case pd.dev == nil:
-		return unmade(verb, "PD", "AllocPD")
-	}
-	return nil
+	return checkMade(verb, "PD", "AllocPD", pd == nil, pd != nil && pd.dev != nil)
 }
 
 // check checks a QP; what names it ("QP", or "QP a" for one of two).
 func (qp *QP) check(verb, what string) error {
-	switch {
-	case qp == nil:
-		return nilObject(verb, what)
-	case qp.dev == nil:
-		return unmade(verb, what, "CreateQP")
-	}
-	return nil
+	return checkMade(verb, what, "CreateQP", qp == nil, qp != nil && qp.dev != nil)
 }
 
 func (cq *CQ) check(verb string) error {
-	switch {
-	case cq == nil:
-		return nilObject(verb, "CQ")
-	case cq.dev == nil:
-		return unmade(verb, "CQ", "CreateCQ")
-	}
-	return nil
+	return checkMade(verb, "CQ", "CreateCQ", cq == nil, cq != nil && cq.dev != nil)
 }
 
 func (mr *MR) check(verb string) error {
-	switch {
-	case mr == nil:
-		return nilObject(verb, "MR")
-	case mr.pd == nil:
-		return unmade(verb, "MR", "RegMR or its kin")
-	}
-	return nil
+	return checkMade(verb, "MR", "RegMR or its kin", mr == nil, mr != nil && mr.pd != nil)
 }
 
 func (mw *MW) check(verb string) error {
-	switch {
-	case mw == nil:
-		return nilObject(verb, "MW")
-	case mw.pd == nil:
-		return unmade(verb, "MW", "AllocMW")
-	}
-	return nil
+	return checkMade(verb, "MW", "AllocMW", mw == nil, mw != nil && mw.pd != nil)
 }
 
 func (s *SRQ) check(verb string) error {
-	switch {
-	case s == nil:
-		return nilObject(verb, "SRQ")
-	case s.pd == nil:
-		return unmade(verb, "SRQ", "CreateSRQ")
-	}
-	return nil
+	return checkMade(verb, "SRQ", "CreateSRQ", s == nil, s != nil && s.pd != nil)
 }
 
 func (ah *AH) check(verb string) error {
-	switch {
-	case ah == nil:
-		return nilObject(verb, "AH")
-	case ah.pd == nil:
-		return unmade(verb, "AH", "CreateAH")
-	}
-	return nil
+	return checkMade(verb, "AH", "CreateAH", ah == nil, ah != nil && ah.pd != nil)
 }

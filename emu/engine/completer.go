@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 
-	"github.com/softirdma/softirdma/keys"
 	"github.com/softirdma/softirdma/wire/roce"
 )
 
@@ -84,7 +83,7 @@ func (qp *QP) onResponse(f *roce.Frame) {
 func (qp *QP) compGetAck() compState {
 	a := &qp.comp
 	if !qp.requesterActive() {
-		qp.dev.stats.RxDropped++
+		qp.dev.stats.RxDropped.Add(1)
 		return compDone
 	}
 	switch a.f.Opcode {
@@ -100,7 +99,7 @@ func (qp *QP) compGetAck() compState {
 			}
 			return compRemoteError
 		}
-		qp.dev.stats.RxDropped++ // the reserved syndrome
+		qp.dev.stats.RxDropped.Add(1) // the reserved syndrome
 		return compDone
 	case roce.RCAtomicAcknowledge:
 		if a.syn.Type() != roce.SyndromeACK {
@@ -122,7 +121,7 @@ func (qp *QP) compAck() compState {
 	if psnCmp(psn, r.sentPSN) >= 0 {
 		// An acknowledgement for something never sent: a ghost ACK (IBTA 9.7.5.1.4).
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("ghost ACK for psn %d, nothing sent beyond %d", psn, psnAdd(r.sentPSN, psnMask))})
-		d.stats.RxDropped++
+		d.stats.RxDropped.Add(1)
 		return compDone
 	}
 	qp.ackThrough(psn)
@@ -170,8 +169,9 @@ func (qp *QP) compRNRRetry() compState {
 	r.rnrGen++
 	gen := r.rnrGen
 	r.rnrTimer = d.clock.AfterFunc(microseconds(wait), func() {
-		d.mu.Lock()
-		defer d.unlock()
+		defer d.flush()
+		qp.mu.Lock()
+		defer qp.mu.Unlock()
 		if qp.req.rnrGen != gen || !qp.req.waitRNR {
 			return // stopped or replaced while it waited for the lock
 		}
@@ -349,7 +349,7 @@ func (w *sendWQE) gap() (want uint32, asked bool) {
 func (qp *QP) askAgain(w *sendWQE, want uint32, why string) {
 	w.gapAsked, w.gapPSN = true, want
 	d := qp.dev
-	d.stats.Retransmits++
+	d.stats.Retransmits.Add(1)
 	d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: want, WRID: w.wr.ID, Msg: fmt.Sprintf("%s: resend from %d", why, want)})
 	if qp.transmitRequest(w) {
 		w.askTx = qp.req.txCount
@@ -405,26 +405,37 @@ func (qp *QP) compAtomic() compState {
 	d, psn, orig := qp.dev, a.psn, a.f.AtomicAckETH.Orig()
 	w := qp.wqeHolding(psn)
 	if w == nil || (w.wr.Opcode != WRAtomicCmpAndSwp && w.wr.Opcode != WRAtomicFetchAndAdd) || w.state != wqeSent {
-		d.stats.RxDropped++
+		d.stats.RxDropped.Add(1)
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: "atomic acknowledgement for no outstanding atomic"})
 		return compDone
 	}
-	qp.ackThrough(psnAdd(psn, psnMask))
-	if w.state == wqeDone || !qp.requesterActive() {
-		return compDone // the acknowledgement before it ended the WQE or the QP
+	if !qp.ackBefore(w, psn) {
+		return compDone
 	}
 	if err := qp.placeAtomicResult(w, orig); err != nil {
 		qp.failWQE(w, accessStatus(err), err)
 		return compDone
 	}
 	w.atomicOrig = orig
+	qp.answered(w, psn)
+	return compDone
+}
+
+// ackBefore takes the answer at psn to w as the acknowledgement of everything before it, and
+// reports whether w is still to be completed: that acknowledgement may have ended w or the QP.
+func (qp *QP) ackBefore(w *sendWQE, psn uint32) bool {
+	qp.ackThrough(psnAdd(psn, psnMask))
+	return w.state != wqeDone && qp.requesterActive()
+}
+
+// answered completes w successfully with its answer at psn.
+func (qp *QP) answered(w *sendWQE, psn uint32) {
 	w.state, w.status = wqeDone, WCSuccess
 	qp.ackThrough(psn)
 	qp.retire()
 	if qp.requesterActive() {
 		qp.heard(psn)
 	}
-	return compDone
 }
 
 // compRead takes a READ response: in order it is placed, ahead of order it asks again from the
@@ -435,7 +446,7 @@ func (qp *QP) compRead() compState {
 	w := qp.wqeHolding(psn)
 	// A READ being asked for again still takes the responses it is missing as they come.
 	if w == nil || w.wr.Opcode != WRRDMARead {
-		d.stats.RxDropped++
+		d.stats.RxDropped.Add(1)
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("%s for no outstanding READ", f.Opcode)})
 		return compDone
 	}
@@ -455,7 +466,7 @@ func (qp *QP) compRead() compState {
 	want := psnAdd(w.firstPSN, w.next)
 	if c := psnCmp(psn, want); c != 0 {
 		if c < 0 {
-			d.stats.DuplicatesSeen++
+			d.stats.DuplicatesSeen.Add(1)
 			return compDone // a duplicate of a response already placed
 		}
 		// A response is missing: ask again from the first one we lack.
@@ -467,6 +478,14 @@ func (qp *QP) compRead() compState {
 	if f.AETH != nil && f.AETH.Syndrome().Type() != roce.SyndromeACK {
 		return compBadResponse
 	}
+	qp.placeReadResponse(w, f, psn)
+	return compDone
+}
+
+// placeReadResponse takes the READ response w expects next: it checks its packet class and
+// length, scatters its payload, and completes w with the last one.
+func (qp *QP) placeReadResponse(w *sendWQE, f *roce.Frame, psn uint32) {
+	r := &qp.req
 	mtu := uint64(qp.attr.PathMTU.Bytes())
 	off := uint64(w.next) * mtu
 	lastPkt := w.next == w.npkts-1
@@ -484,15 +503,11 @@ func (qp *QP) compRead() compState {
 	if !okClass || uint64(len(f.Payload)) != wantLen {
 		qp.failWQE(w, WCBadRespErr, fmt.Errorf("READ response psn %d: %s with %d bytes, expected response %d of %d with %d",
 			psn, f.Opcode, len(f.Payload), w.next+1, w.npkts, wantLen))
-		return compDone
+		return
 	}
-	src := f.Payload
-	if err := qp.walkSGL(w.sgl, off, wantLen, AccessLocalWrite, func(sp keys.Span) {
-		n := sp.CopyFrom(src)
-		src = src[n:]
-	}); err != nil {
+	if err := qp.scatterSGL(w.sgl, off, f.Payload); err != nil {
 		qp.failWQE(w, accessStatus(err), err)
-		return compDone
+		return
 	}
 	// The first response to a request asked again shows when the responder received that
 	// request.
@@ -512,7 +527,6 @@ func (qp *QP) compRead() compState {
 	if filled && qp.requesterActive() {
 		qp.heardSince(askTx)
 	}
-	return compDone
 }
 
 // compFlush takes the answer to a FLUSH: one RDMA READ RESPONSE ONLY without payload at
@@ -523,7 +537,7 @@ func (qp *QP) compFlush() compState {
 	a := &qp.comp
 	d, f, psn, w := qp.dev, a.f, a.psn, a.w
 	if w.state != wqeSent {
-		d.stats.RxDropped++
+		d.stats.RxDropped.Add(1)
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: psn, Msg: fmt.Sprintf("%s for a FLUSH not yet sent again", f.Opcode)})
 		return compDone
 	}
@@ -536,15 +550,8 @@ func (qp *QP) compFlush() compState {
 	}
 	// Everything before the FLUSH was executed; a READ or atomic before it that lacks its
 	// response lost it.
-	qp.ackThrough(psnAdd(psn, psnMask))
-	if w.state == wqeDone || !qp.requesterActive() {
-		return compDone
-	}
-	w.state, w.status = wqeDone, WCSuccess
-	qp.ackThrough(psn)
-	qp.retire()
-	if qp.requesterActive() {
-		qp.heard(psn)
+	if qp.ackBefore(w, psn) {
+		qp.answered(w, psn)
 	}
 	return compDone
 }

@@ -69,7 +69,7 @@ func captureOf(t testing.TB, pcap *bytes.Buffer) []capturedFrame {
 // key-space half of the K and W checks is in keys.
 func TestConformance(t *testing.T) {
 	t.Run("K4_key8_plus_one_leaves_memory_and_errors_both_qps", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		fill(p.bufA[:64], 3)
 		must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMAWrite, SGL: sge(p.mrA, 0, 64), RemoteAddr: p.mrB.Addr(),
 			RKey: uint32(keys.Key(p.mrB.RKey()).Inc())}, engine.SendWR{ID: 2, Opcode: engine.WRSend, SGL: sge(p.mrA, 0, 8)}))
@@ -87,7 +87,7 @@ func TestConformance(t *testing.T) {
 	})
 
 	t.Run("K7_zero_length_with_bogus_rkey", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		must(t, p.qa.PostSend(
 			engine.SendWR{ID: 1, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, RemoteAddr: 0x1234, RKey: 0xdeadbeef},
 			engine.SendWR{ID: 2, Opcode: engine.WRRDMARead, Flags: engine.SendSignaled, RemoteAddr: 0x1234, RKey: 0xdeadbeef}))
@@ -106,7 +106,7 @@ func TestConformance(t *testing.T) {
 	})
 
 	t.Run("K12_misaligned_atomic", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRAtomicCmpAndSwp, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr() + 1, RKey: p.mrB.RKey()}))
 		p.run()
 		wantWC(t, poll(p.cqA), engine.WC{WRID: 1, Status: engine.WCRemInvReqErr, Opcode: engine.WCCompSwap})
@@ -116,7 +116,7 @@ func TestConformance(t *testing.T) {
 	})
 
 	t.Run("K13_bad_lkey_is_loc_prot_err", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		bad := sge(p.mrA, 0, 64)
 		bad[0].LKey = uint32(keys.Key(bad[0].LKey).Inc())
 		must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRSend, SGL: bad}))
@@ -128,7 +128,7 @@ func TestConformance(t *testing.T) {
 	})
 
 	t.Run("K14_receive_mr_in_other_pd", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		other, _ := p.b.AllocPD()
 		must(t, p.mrB.Rereg(keys.ChangePD, other, nil, 0))
 		must(t, p.qb.PostRecv(engine.RecvWR{ID: 9, SGL: sge(p.mrB, 0, 64)}))
@@ -139,7 +139,7 @@ func TestConformance(t *testing.T) {
 	})
 
 	t.Run("W2_type1_bind_verb", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		mr, err := p.pdB.RegMR(make([]byte, 4096), engine.AccessLocalWrite|engine.AccessMWBind)
 		must(t, err)
 		mw, err := p.pdB.AllocMW(engine.MWType1)
@@ -157,11 +157,8 @@ func TestConformance(t *testing.T) {
 	})
 
 	t.Run("W9_type1_bind_failure_rolls_back_the_handle", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
-		noBind, err := p.pdB.RegMR(make([]byte, 4096), engine.AccessLocalWrite)
-		must(t, err)
-		mw, err := p.pdB.AllocMW(engine.MWType1)
-		must(t, err)
+		p := plainPair(t)
+		noBind, mw := unbindable(t, p.pdB, engine.MWType1)
 		old := mw.RKey()
 		must(t, p.qb.BindMW(mw, engine.MWBind{ID: 5, MR: noBind, Addr: noBind.Addr(), Length: 64, Access: engine.AccessRemoteRead}))
 		p.run()
@@ -172,7 +169,7 @@ func TestConformance(t *testing.T) {
 	})
 
 	t.Run("W2_type1_queued_binds_move_the_handle_when_posted", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		mw, err := p.pdB.AllocMW(engine.MWType1)
 		must(t, err)
 		old := keys.Key(mw.RKey())
@@ -211,7 +208,7 @@ func TestConformance(t *testing.T) {
 			{"reset", func(qp *engine.QP) error { return qp.Modify(engine.QPAttr{State: engine.QPSReset}, engine.AttrState) }},
 			{"destroy", (*engine.QP).Destroy},
 		} {
-			p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+			p := plainPair(t)
 			mw, err := p.pdB.AllocMW(engine.MWType1)
 			must(t, err)
 			old := mw.RKey()
@@ -228,7 +225,7 @@ func TestConformance(t *testing.T) {
 	})
 
 	t.Run("W11_type2_bind_writes_rkey_back", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		mw, err := p.pdB.AllocMW(engine.MWType2)
 		must(t, err)
 		newKey := uint32(keys.Key(mw.RKey()).Inc())
@@ -242,13 +239,8 @@ func TestConformance(t *testing.T) {
 	})
 
 	t.Run("W17_send_with_inv", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
-		mw, err := p.pdB.AllocMW(engine.MWType2)
-		must(t, err)
-		must(t, p.qb.PostSend(engine.SendWR{ID: 7, Opcode: engine.WRBindMW, Bind: engine.BindInfo{MW: mw, RKey: uint32(keys.Key(mw.RKey()).Inc()), MR: p.mrB,
-			Addr: p.mrB.Addr(), Length: 4096, Access: engine.AccessRemoteWrite}}))
-		p.run()
-		rkey := mw.RKey()
+		p := plainPair(t)
+		rkey := p.windowOnB(7, 4096, engine.AccessRemoteWrite).RKey()
 		must(t, p.qb.PostRecv(engine.RecvWR{ID: 8, SGL: sge(p.mrB, 8192, 64)}))
 		must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRSendWithInv, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, 32), Imm: rkey}))
 		p.run()
@@ -268,7 +260,7 @@ func TestConformance(t *testing.T) {
 	})
 
 	t.Run("W18_send_with_inv_bad_rkey_is_naked", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		must(t, p.qb.PostRecv(engine.RecvWR{ID: 8, SGL: sge(p.mrB, 0, 64)}))
 		must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRSendWithInv, SGL: sge(p.mrA, 0, 32), Imm: 0x00c0ff01}))
 		p.run()
@@ -280,11 +272,8 @@ func TestConformance(t *testing.T) {
 	})
 
 	t.Run("W23_unsignalled_failing_bind_then_send", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
-		noBind, err := p.pdA.RegMR(make([]byte, 4096), engine.AccessLocalWrite)
-		must(t, err)
-		mw, err := p.pdA.AllocMW(engine.MWType2)
-		must(t, err)
+		p := plainPair(t)
+		noBind, mw := unbindable(t, p.pdA, engine.MWType2)
 		must(t, p.qa.PostSend(
 			engine.SendWR{ID: 1, Opcode: engine.WRBindMW, Bind: engine.BindInfo{MW: mw, RKey: mw.RKey() + 1, MR: noBind, Addr: noBind.Addr(), Length: 64, Access: engine.AccessRemoteRead}},
 			engine.SendWR{ID: 2, Opcode: engine.WRSend, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, 8)}))
@@ -354,7 +343,7 @@ func TestConformance(t *testing.T) {
 	})
 
 	t.Run("T4_replayed_send_and_atomic", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		p.fab.AddFault(sim.Fault{Name: "dup", Src: "A", Opcodes: []wire.Opcode{wire.RCSendOnly, wire.RCFetchAdd}, Action: sim.FaultDuplicate})
 		binary.LittleEndian.PutUint64(p.bufB[4096:], 10)
 		must(t, p.qb.PostRecv(engine.RecvWR{ID: 8, SGL: sge(p.mrB, 0, 64)}, engine.RecvWR{ID: 9, SGL: sge(p.mrB, 64, 64)}))

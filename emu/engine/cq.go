@@ -7,23 +7,23 @@ import (
 
 // CQ is a completion queue.
 type CQ struct {
-	dev        *Device
-	num        uint32
+	dev *Device
+	num uint32
+	// sink, when set, takes every completion instead of ring: a device model's CQ in guest
+	// memory. It runs with the CQ locked (and the QP completing); false means it had no room,
+	// an overflow.
+	sink   func(WC) bool
+	events chan struct{}
+
+	// mu guards the CQ's completions and what they set off.
+	mu         mutex[cqLock]
 	ring       []WC
 	head, n    int
 	overflowed bool
-	notify     func() // called (after the device lock is released) when a completion is queued
-	// sink, when set, takes every completion instead of ring: a device model's CQ in guest
-	// memory. It runs with the device locked; false means it had no room, an overflow.
-	sink func(WC) bool
-
+	notify     func() // called (after the engine's locks are released) when a completion is queued
 	// Notification (ibv_req_notify_cq and the completion channel): armed says for which
 	// completions the next event fires, events carries it.
-	armed  notifyArm
-	events chan struct{}
-	// solicited says the completion being pushed is a receive of a message whose last packet
-	// had the BTH SE bit; the responder sets it around the push.
-	solicited bool
+	armed notifyArm
 }
 
 // notifyArm is how a CQ is armed: not at all, for a solicited or unsuccessful completion, or
@@ -45,19 +45,12 @@ func (d *Device) CreateCQ(cqe int) (*CQ, error) {
 		return nil, fmt.Errorf("create_cq: %d entries: %w", cqe, syscall.EINVAL)
 	}
 	cq := &CQ{dev: d, ring: make([]WC, cqe), events: make(chan struct{}, 1)}
-	d.mu.Lock()
-	defer d.unlock()
-	num, ok := d.cqs.alloc(cq)
-	if !ok {
-		return nil, fmt.Errorf("create_cq: %w", syscall.ENOMEM)
-	}
-	cq.num = num
-	return cq, nil
+	return d.addCQ(cq)
 }
 
 // CreateCQSink creates a completion queue whose completions go to sink as they happen, rather
 // than into a ring of the engine for Poll: a device model writes them straight into the CQ it
-// keeps in guest memory. sink runs with the device locked and must not call into the device;
+// keeps in guest memory. sink runs with the CQ locked and must not call into the device;
 // it reports false when the CQ has no room, which is an overflow as for a full CQ (the QP goes
 // to ERR, CQ_ERR is raised). Arming and OnCompletion work as for any CQ.
 func (d *Device) CreateCQSink(sink func(WC) bool) (*CQ, error) {
@@ -68,14 +61,33 @@ func (d *Device) CreateCQSink(sink func(WC) bool) (*CQ, error) {
 		return nil, fmt.Errorf("create_cq: no sink: %w", syscall.EINVAL)
 	}
 	cq := &CQ{dev: d, sink: sink, events: make(chan struct{}, 1)}
-	d.mu.Lock()
-	defer d.unlock()
-	num, ok := d.cqs.alloc(cq)
-	if !ok {
-		return nil, fmt.Errorf("create_cq: %w", syscall.ENOMEM)
+	return d.addCQ(cq)
+}
+
+// addCQ numbers a new CQ, by which Device.CQ finds it.
+func (d *Device) addCQ(cq *CQ) (*CQ, error) {
+	if err := addNumbered(d, &d.cqs, cq, &cq.num, -1, "create_cq"); err != nil {
+		return nil, err
 	}
-	cq.num = num
 	return cq, nil
+}
+
+// addNumbered gives obj the next free number in table and stores it in *num, where verb
+// creates obj; it fails with ENOMEM when all numbers, or limit of them (if not negative), are
+// taken.
+func addNumbered[T any](d *Device, table *numbers[T], obj T, num *uint32, limit int, verb string) error {
+	defer d.flush()
+	d.tab.Lock()
+	defer d.tab.Unlock()
+	if limit >= 0 && len(table.live) >= limit {
+		return fmt.Errorf("%s: %w", verb, syscall.ENOMEM)
+	}
+	n, ok := table.alloc(obj)
+	if !ok {
+		return fmt.Errorf("%s: %w", verb, syscall.ENOMEM)
+	}
+	*num = n
+	return nil
 }
 
 // Num is the CQ's number on its device, by which Device.CQ finds it: from 1 up, 24 bits, never
@@ -89,25 +101,37 @@ func (cq *CQ) Destroy() error {
 	if err := cq.check("destroy_cq"); err != nil {
 		return err
 	}
-	d := cq.dev
+	return destroyNumbered(cq.dev, &cq.dev.cqs, cq, cq.num, "destroy_cq", "CQ",
+		func(qp *QP) bool { return qp.sendCQ == cq || qp.recvCQ == cq })
+}
+
+// destroyNumbered takes obj, number num in table, out of the device's tables, where verb
+// (naming it kind) destroys it. It fails with EINVAL if obj is not live there, and with EBUSY
+// while a QP uses it.
+func destroyNumbered[T comparable](d *Device, table *numbers[T], obj T, num uint32, verb, kind string, uses func(*QP) bool) error {
+	defer d.flush()
+	// The device lock keeps QPs from being created on obj meanwhile (CreateQP).
 	d.mu.Lock()
-	defer d.unlock()
-	if d.cqs.live[cq.num] != cq {
-		return fmt.Errorf("destroy_cq: CQ 0x%x is not live: %w", cq.num, syscall.EINVAL)
+	defer d.mu.Unlock()
+	d.tab.Lock()
+	defer d.tab.Unlock()
+	if table.live[num] != obj {
+		return fmt.Errorf("%s: %s 0x%x is not live: %w", verb, kind, num, syscall.EINVAL)
 	}
 	for _, qp := range d.qps {
-		if qp.sendCQ == cq || qp.recvCQ == cq {
-			return fmt.Errorf("destroy_cq: QP 0x%06x uses CQ 0x%x: %w", qp.qpn, cq.num, syscall.EBUSY)
+		if uses(qp) {
+			return fmt.Errorf("%s: QP 0x%06x uses %s 0x%x: %w", verb, qp.qpn, kind, num, syscall.EBUSY)
 		}
 	}
-	d.cqs.free(cq.num)
+	table.free(num)
 	return nil
 }
 
 // Poll moves up to len(wc) completions into wc, oldest first, and returns how many.
 func (cq *CQ) Poll(wc []WC) int {
-	cq.dev.mu.Lock()
-	defer cq.dev.unlock()
+	defer cq.dev.flush()
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
 	n := 0
 	for n < len(wc) && cq.n > 0 {
 		wc[n] = cq.ring[cq.head]
@@ -121,25 +145,28 @@ func (cq *CQ) Poll(wc []WC) int {
 
 // Len is the number of completions waiting.
 func (cq *CQ) Len() int {
-	cq.dev.mu.Lock()
-	defer cq.dev.unlock()
+	defer cq.dev.flush()
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
 	return cq.n
 }
 
 // Overflowed reports whether a completion was lost for want of room (the QPs that tried were
 // moved to ERR).
 func (cq *CQ) Overflowed() bool {
-	cq.dev.mu.Lock()
-	defer cq.dev.unlock()
+	defer cq.dev.flush()
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
 	return cq.overflowed
 }
 
 // OnCompletion sets a function called once for every completion queued. It runs after the
-// device lock is released, in the order the completions were queued, and may call into the
+// engine's locks are released, in the order the completions were queued, and may call into the
 // device (poll the CQ, post more work).
 func (cq *CQ) OnCompletion(f func()) {
-	cq.dev.mu.Lock()
-	defer cq.dev.unlock()
+	defer cq.dev.flush()
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
 	cq.notify = f
 }
 
@@ -155,8 +182,9 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	if err := cq.check("req_notify_cq"); err != nil {
 		return err
 	}
-	cq.dev.mu.Lock()
-	defer cq.dev.unlock()
+	defer cq.dev.flush()
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
 	want := armNext
 	if solicitedOnly {
 		want = armSolicited
@@ -168,11 +196,15 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 // Events is the CQ's completion channel (ibv_get_cq_event): it receives a value when an armed CQ
 // gets a completion that fires its arm. It holds at most one: an event not yet taken absorbs the
 // next, so a reader that takes an event, re-arms and polls the CQ empty misses nothing. Nothing
-// is ever called back with the device locked for it; the send into the channel does not block.
+// is ever called back with a lock of the engine held for it; the send into the channel does not
+// block.
 func (cq *CQ) Events() <-chan struct{} { return cq.events }
 
-// push queues a completion and reports whether there was room.
-func (cq *CQ) push(wc WC) bool {
+// push queues a completion and reports whether there was room. solicited says it is the receive
+// of a message whose last packet had the BTH SE bit.
+func (cq *CQ) push(wc WC, solicited bool) bool {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
 	if cq.sink != nil && !cq.sink(wc) || cq.sink == nil && cq.n == len(cq.ring) {
 		if !cq.overflowed {
 			cq.dev.raise(AsyncCQErr, cq.num)
@@ -187,7 +219,7 @@ func (cq *CQ) push(wc WC) bool {
 	if cq.notify != nil {
 		cq.dev.later(cq.notify)
 	}
-	if cq.armed == armNext || cq.armed == armSolicited && (cq.solicited || wc.Status != WCSuccess) {
+	if cq.armed == armNext || cq.armed == armSolicited && (solicited || wc.Status != WCSuccess) {
 		cq.armed = armNone
 		select {
 		case cq.events <- struct{}{}:
@@ -202,8 +234,10 @@ type SRQ struct {
 	pd     *PD
 	num    uint32
 	maxSGE int
-	queue  recvQueue
-	limit  int // SRQ_LIMIT_REACHED is armed for fewer receives than this; 0: not armed
+	// mu guards the queue, which the SRQ's QPs take receives from, and its limit.
+	mu    mutex[srqLock]
+	queue recvQueue
+	limit int // SRQ_LIMIT_REACHED is armed for fewer receives than this; 0: not armed
 }
 
 // CreateSRQ creates a shared receive queue for up to maxWR receive requests of up to maxSGE
@@ -217,16 +251,9 @@ func (pd *PD) CreateSRQ(maxWR, maxSGE int) (*SRQ, error) {
 		return nil, fmt.Errorf("create_srq: %w", syscall.EINVAL)
 	}
 	srq := &SRQ{pd: pd, maxSGE: maxSGE, queue: newRecvQueue(maxWR)}
-	d.mu.Lock()
-	defer d.unlock()
-	if len(d.srqs.live) >= d.limits.MaxSRQ {
-		return nil, fmt.Errorf("create_srq: %w", syscall.ENOMEM)
+	if err := addNumbered(d, &d.srqs, srq, &srq.num, d.limits.MaxSRQ, "create_srq"); err != nil {
+		return nil, err
 	}
-	num, ok := d.srqs.alloc(srq)
-	if !ok {
-		return nil, fmt.Errorf("create_srq: %w", syscall.ENOMEM)
-	}
-	srq.num = num
 	return srq, nil
 }
 
@@ -241,18 +268,7 @@ func (s *SRQ) Destroy() error {
 		return err
 	}
 	d := s.pd.dev
-	d.mu.Lock()
-	defer d.unlock()
-	if d.srqs.live[s.num] != s {
-		return fmt.Errorf("destroy_srq: SRQ 0x%x is not live: %w", s.num, syscall.EINVAL)
-	}
-	for _, qp := range d.qps {
-		if qp.srq == s {
-			return fmt.Errorf("destroy_srq: QP 0x%06x uses SRQ 0x%x: %w", qp.qpn, s.num, syscall.EBUSY)
-		}
-	}
-	d.srqs.free(s.num)
-	return nil
+	return destroyNumbered(d, &d.srqs, s, s.num, "destroy_srq", "SRQ", func(qp *QP) bool { return qp.srq == s })
 }
 
 // PostRecv posts receive requests to the shared queue.
@@ -260,9 +276,9 @@ func (s *SRQ) PostRecv(wrs ...RecvWR) error {
 	if err := s.check("post_srq_recv"); err != nil {
 		return err
 	}
-	d := s.pd.dev
-	d.mu.Lock()
-	defer d.unlock()
+	defer s.pd.dev.flush()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for i := range wrs {
 		if len(wrs[i].SGL) > s.maxSGE {
 			return postError("post_srq_recv", i, len(wrs), wrs[i].ID, syscall.EINVAL,
@@ -324,6 +340,28 @@ func (q *recvQueue) peek() *recvWQE {
 		return nil
 	}
 	return &q.ring[q.head]
+}
+
+// next finds the receive the next message takes: the first queued, or, with none queued, one the
+// queue's source hands over.
+func (q *recvQueue) next() *recvWQE {
+	if w := q.peek(); w != nil || q.source == nil {
+		return w
+	}
+	for _, wr := range q.source(len(q.ring) - q.n) {
+		if !q.push(&wr) {
+			break
+		}
+	}
+	return q.peek()
+}
+
+// size is the receive's length, and false for none.
+func (w *recvWQE) size() (uint64, bool) {
+	if w == nil {
+		return 0, false
+	}
+	return w.length, true
 }
 
 func (q *recvQueue) pop() {

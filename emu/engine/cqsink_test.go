@@ -4,13 +4,12 @@ import (
 	"testing"
 
 	"github.com/softirdma/softirdma/emu/engine"
-	"github.com/softirdma/softirdma/emu/sim"
 )
 
 // A CQ with a sink hands each completion to it, in order, and an arm fires as for any CQ; a
 // sink with no room is an overflow: the QP goes to ERR and CQ_ERR and QP_FATAL are raised.
 func TestCQSink(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	la := recordAsync(p.a)
 	var got []engine.WC
 	room := 2
@@ -23,11 +22,7 @@ func TestCQSink(t *testing.T) {
 	})
 	must(t, err)
 	caps := engine.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}
-	qa, err := p.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: caps})
-	must(t, err)
-	qb, err := p.pdB.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqB, RecvCQ: p.cqB, Cap: caps})
-	must(t, err)
-	must(t, engine.ConnectRC(qa, qb, engine.ConnectOptions{}))
+	qa, _ := connectedRC(t, rcEnd{pd: p.pdA, cq: cq, cap: caps}, rcEnd{pd: p.pdB, cq: p.cqB, cap: caps}, engine.ConnectOptions{})
 	must(t, cq.ReqNotify(false))
 	for id := uint64(1); id <= 3; id++ {
 		must(t, qa.PostSend(engine.SendWR{ID: id, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))

@@ -68,50 +68,59 @@ var DefaultLimits = Limits{
 // Device is one softirdma NIC: its key space, its queues and its transport. All of its methods
 // are safe for concurrent use.
 type Device struct {
-	mu  sync.Mutex
-	cfg DeviceConfig
-	// addrs are the device's MAC and addresses: the config's until SetAddresses, read without
-	// the lock on the receive path.
-	addrs  atomic.Pointer[addresses]
+	cfg    DeviceConfig
 	limits Limits
 	clock  Clock
 	rnd    *mrand.Rand
-	keys   *keys.Space
-	link   Link
+	// What every frame looks at, read without a lock: the device's MAC and addresses (the
+	// config's until SetAddresses), the link it is attached to, where its events go (nil:
+	// nowhere), its Ethernet side (OnOtherFrame's), whether it is stopped or its port down
+	// (SetPortActive; it then sends and receives nothing), and its counters.
+	addrs    atomic.Pointer[addresses]
+	att      atomic.Pointer[attachment]
+	sink     atomic.Pointer[EventSink]
+	other    atomic.Pointer[func(frame []byte)]
+	stopped  atomic.Bool
+	portDown atomic.Bool
+	stats    counters
 
-	nextPD  uint32
+	// mu guards the QPs by number, and changes to the multicast groups.
+	mu      mutex[deviceLock]
 	nextQPN uint32
-	nextVA  uint64
 	qps     map[uint32]*QP
-	mcast   map[netip.Addr][]*QP // multicast groups and the QPs attached to each
-	// cqs and srqs number the CQs and SRQs; mrs and mws name the MRs and MWs by STag index.
-	// Each map is made at its first use, so a device without such objects allocates none.
-	cqs     numbers[*CQ]
-	srqs    numbers[*SRQ]
-	mrs     map[uint32]*MR
-	mws     map[uint32]*MW
-	stopped bool
-	// portDown: the port is down (SetPortActive); it sends and receives nothing.
-	portDown bool
-	async    asyncEvents
+	// mcast holds the multicast groups with QPs of the device attached: each group's QPs, in a
+	// slice replaced whole when one attaches or detaches, so that the data path reads them
+	// without a lock. ngroups counts the groups.
+	mcast   sync.Map // netip.Addr to []*QP
+	ngroups atomic.Int32
 
+	// tab guards the object tables: the key space, the MRs and windows it names (by STag index,
+	// with what their handles hold), PD numbers, the CQs and SRQs by number, address handles.
+	// Each map is made at its first use, so a device without such objects allocates none.
+	tab    mutex[tablesLock]
+	keys   *keys.Space
+	nextPD uint32
+	nextVA uint64
+	cqs    numbers[*CQ]
+	srqs   numbers[*SRQ]
+	mrs    map[uint32]*MR
+	mws    map[uint32]*MW
+
+	// atomics makes the remote atomic operations of all the device's QPs atomic with one
+	// another, as rxe's one atomic_ops_lock does.
+	atomics mutex[atomicsLock]
+
+	async  asyncEvents
 	parser roce.Parser
-	rx     roce.Frame
-	lender BufferLink
+	rx     sync.Pool // of *roce.Frame, one for each goroutine receiving
 	loop   loopback
 	out    outbox
-	other  func(frame []byte) // OnOtherFrame's
-	// hasOther says other is set, for a host deciding without the lock whose ARP it is.
-	hasOther atomic.Bool
-
-	stats Stats
 }
 
 // Stats is a snapshot of the device's counters.
 func (d *Device) Stats() Stats {
-	d.mu.Lock()
-	defer d.unlock()
-	return d.stats
+	defer d.flush()
+	return d.stats.snapshot()
 }
 
 // Stats counts what the device did with frames.
@@ -133,6 +142,25 @@ type Stats struct {
 	// RxOther counts the received frames that were not RoCEv2 for the device and went to the
 	// OnOtherFrame function; TxOther the frames sent by SendFrame.
 	RxOther, TxOther uint64
+}
+
+// counters are the device's Stats as it keeps them: each counted where it happens, by whichever
+// goroutine, with no lock.
+type counters struct {
+	TxFrames, TxBytes, RxFrames, RxDropped, RxMalformed, RxBadICRC, RxUnknownQP atomic.Uint64
+	Retransmits, Timeouts, RNRNAKsSent, SeqNAKsSent, DuplicatesSeen             atomic.Uint64
+	NAKsSent, RxBadPKey, RxBadQKey, RxNoRecv, Loopback, RxOther, TxOther        atomic.Uint64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		TxFrames: c.TxFrames.Load(), TxBytes: c.TxBytes.Load(), RxFrames: c.RxFrames.Load(),
+		RxDropped: c.RxDropped.Load(), RxMalformed: c.RxMalformed.Load(), RxBadICRC: c.RxBadICRC.Load(),
+		RxUnknownQP: c.RxUnknownQP.Load(), Retransmits: c.Retransmits.Load(), Timeouts: c.Timeouts.Load(),
+		RNRNAKsSent: c.RNRNAKsSent.Load(), SeqNAKsSent: c.SeqNAKsSent.Load(), DuplicatesSeen: c.DuplicatesSeen.Load(),
+		NAKsSent: c.NAKsSent.Load(), RxBadPKey: c.RxBadPKey.Load(), RxBadQKey: c.RxBadQKey.Load(),
+		RxNoRecv: c.RxNoRecv.Load(), Loopback: c.Loopback.Load(), RxOther: c.RxOther.Load(), TxOther: c.TxOther.Load(),
+	}
 }
 
 // NewDevice makes a device. It does nothing on a link until Attach.
@@ -158,6 +186,8 @@ func NewDevice(cfg DeviceConfig) *Device {
 		qps:     map[uint32]*QP{},
 	}
 	d.loop.dev = d
+	d.att.Store(&attachment{})
+	d.SetEventSink(cfg.Events)
 	d.addrs.Store(&addresses{mac: cfg.MAC, ip: cfg.IP, ips: cfg.IPs})
 	d.loop.deliver = d.deliverLoopback
 	if resolve := cfg.Resolve; resolve != nil {
@@ -250,42 +280,43 @@ func (d *Device) sourceFor(dst netip.Addr) netip.Addr {
 
 // OnOtherFrame gives fn every frame the device receives that is not RoCEv2 addressed to it:
 // ARP, neighbour discovery, its host's IP traffic, RoCEv2 for other addresses. That is a RoCE
-// NIC's Ethernet side: the frames its netdev gets. fn runs after the device lock is released,
+// NIC's Ethernet side: the frames its netdev gets. fn runs after the engine's locks are released,
 // with a copy of the frame it may keep. Without it such frames are dropped (RxDropped).
 func (d *Device) OnOtherFrame(fn func(frame []byte)) {
-	d.mu.Lock()
-	d.other = fn
-	d.hasOther.Store(fn != nil)
-	d.unlock()
+	if fn == nil {
+		d.other.Store(nil)
+	} else {
+		d.other.Store(&fn)
+	}
+	d.flush()
 }
 
 // HasEthernet says whether the device has an Ethernet side (OnOtherFrame): a host then leaves
 // ARP and neighbour discovery for its addresses to it.
-func (d *Device) HasEthernet() bool { return d.hasOther.Load() }
+func (d *Device) HasEthernet() bool { return d.other.Load() != nil }
 
 // SendFrame sends a frame the engine did not build (a netdev's) on the device's link, in order
 // with the engine's own; one addressed to the device itself loops back to it. The frame is
 // copied.
 func (d *Device) SendFrame(frame []byte) {
 	b := append([]byte(nil), frame...)
-	d.mu.Lock()
-	if !d.stopped && !d.portDown {
-		d.stats.TxOther++
-		d.out.frames = append(d.out.frames, outFrame{b: b, local: d.loop.local(b)})
+	if !d.stopped.Load() && !d.portDown.Load() {
+		d.stats.TxOther.Add(1)
+		d.out.put(outFrame{b: b, local: d.loop.local(b)})
 	}
-	d.unlock()
+	d.flush()
 }
 
 // passOther hands a frame that is not the engine's to OnOtherFrame's function, if there is
-// one, once the lock is released. The device lock is held.
+// one, once the engine's locks are released.
 func (d *Device) passOther(frame []byte) bool {
-	fn := d.other
+	fn := d.other.Load()
 	if fn == nil {
 		return false
 	}
-	d.stats.RxOther++
+	d.stats.RxOther.Add(1)
 	c := append([]byte(nil), frame...)
-	d.later(func() { fn(c) })
+	d.later(func() { (*fn)(c) })
 	return true
 }
 
@@ -294,29 +325,29 @@ func (d *Device) Limits() Limits { return d.limits }
 
 // SetEventSink changes where the device's events go; nil turns them off.
 func (d *Device) SetEventSink(sink EventSink) {
-	d.mu.Lock()
-	defer d.unlock()
-	d.cfg.Events = sink
+	if sink == nil {
+		d.sink.Store(nil)
+	} else {
+		d.sink.Store(&sink)
+	}
+	d.flush()
 }
 
-// Attach connects the device to a link.
+// attachment is the link a device is attached to. The engine sends through the loopback, which
+// passes on to link every frame not addressed to the device itself, and lends the buffers of
+// lender (the link, when it lends them) or its own.
+type attachment struct {
+	link   Link
+	lender BufferLink
+}
+
+// Attach connects the device to a link. It is made for a device before its traffic: a frame
+// being built meanwhile may go the old way.
 func (d *Device) Attach(l Link) {
-	d.mu.Lock()
-	defer d.unlock()
-	d.loop.link = l
-	d.loop.lender, _ = l.(BufferLink)
-	if l == nil {
-		d.link, d.lender = nil, nil
-		return
-	}
-	// The engine sends through the loopback, which passes on to l every frame not addressed
-	// to the device itself.
-	d.link = &d.loop
-	if d.loop.lender != nil {
-		d.lender = &d.loop
-	} else {
-		d.lender = nil
-	}
+	a := &attachment{link: l}
+	a.lender, _ = l.(BufferLink)
+	d.att.Store(a)
+	d.flush()
 }
 
 // Drain returns once every frame the device has queued so far is on its link (or looped back):
@@ -326,9 +357,8 @@ func (d *Device) Attach(l Link) {
 // is cut off as Stop cuts it).
 func (d *Device) Drain() {
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
-		d.mu.Lock()
-		busy := d.out.flushing || len(d.out.frames) > 0
-		d.unlock() // carries out what is queued, unless another goroutine is doing so
+		busy := d.out.busy()
+		d.flush() // carries out what is queued, unless another goroutine is doing so
 		if !busy {
 			return
 		}
@@ -339,23 +369,22 @@ func (d *Device) Drain() {
 // Stop halts the device as if its power were cut: it sends and receives nothing more and its
 // timers do nothing. Its peers see silence.
 func (d *Device) Stop() {
-	d.mu.Lock()
-	defer d.unlock()
-	d.stopped = true
+	defer d.flush()
+	d.stopped.Store(true)
 	d.event(Event{Kind: EvFault, Msg: "device stopped"})
 }
 
 // tracing says whether anyone listens to events; hot paths check it before formatting one.
-func (d *Device) tracing() bool { return d.cfg.Events != nil }
+func (d *Device) tracing() bool { return d.sink.Load() != nil }
 
-// event queues an event for the sink, which gets it once the device lock is released.
+// event queues an event for the sink, which gets it once the engine's locks are released.
 func (d *Device) event(e Event) {
-	if d.cfg.Events == nil {
+	if !d.tracing() {
 		return
 	}
 	e.T = d.clock.Now()
 	e.Device = d.cfg.Name
-	d.out.events = append(d.out.events, e)
+	d.out.putEvent(e)
 }
 
 // PD is a protection domain.
@@ -369,8 +398,9 @@ func (d *Device) AllocPD() (*PD, error) {
 	if err := d.check("alloc_pd"); err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	defer d.unlock()
+	defer d.flush()
+	d.tab.Lock()
+	defer d.tab.Unlock()
 	if int(d.nextPD) >= d.limits.MaxPD {
 		return nil, fmt.Errorf("alloc_pd: %w", syscall.ENOMEM)
 	}
@@ -389,6 +419,9 @@ type MR struct {
 	length uint64
 	buf    []byte
 	guest  *guestMapping // set for MRs over an address space (RegGuestMR, RegImplicitMR)
+	// pins is held for reading by each copy under way over the MR's memory (pinned), taken
+	// with the lookup that found the memory; drain waits for them.
+	pins rwMutex[pinsLock]
 }
 
 // LKey is the MR's local key.
@@ -415,11 +448,12 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 		return nil, err
 	}
 	d := pd.dev
-	d.mu.Lock()
+	d.tab.Lock()
 	va := d.nextVA
 	d.nextVA += (uint64(len(buf)) + 0xfff) &^ 0xfff
 	d.nextVA += 0x1000 // a guard page between MRs catches off-by-one peers
-	d.unlock()
+	d.tab.Unlock()
+	d.flush()
 	if access&AccessZeroBased != 0 {
 		va = 0
 	}
@@ -432,8 +466,9 @@ func (pd *PD) RegMRIova(buf []byte, iova uint64, access Access) (*MR, error) {
 		return nil, err
 	}
 	d := pd.dev
-	d.mu.Lock()
-	defer d.unlock()
+	defer d.flush()
+	d.tab.Lock()
+	defer d.tab.Unlock()
 	k, err := d.keys.RegMR(keys.MRSpec{PD: pd.handle, Mem: keys.Contiguous(buf), IOVA: iova, Access: access})
 	if err != nil {
 		return nil, err
@@ -444,19 +479,23 @@ func (pd *PD) RegMRIova(buf []byte, iova uint64, access Access) (*MR, error) {
 	return mr, nil
 }
 
-// Dereg deregisters the MR. It fails with EBUSY while memory windows are bound to it.
+// Dereg deregisters the MR. It fails with EBUSY while memory windows are bound to it. Once it
+// returns, no copy of the device's is under way over the MR's memory, and none starts.
 func (mr *MR) Dereg() error {
 	if err := mr.check("dereg_mr"); err != nil {
 		return err
 	}
 	d := mr.pd.dev
-	d.mu.Lock()
-	defer d.unlock()
+	defer d.flush()
+	d.tab.Lock()
 	if err := d.keys.DeregMR(mr.key, d.clock.Now()); err != nil {
+		d.tab.Unlock()
 		return err
 	}
 	delete(d.mrs, mr.key.Index())
 	d.event(Event{Kind: EvKey, Key: uint32(mr.key), Msg: "dereg_mr " + mr.key.String()})
+	d.tab.Unlock()
+	mr.drain()
 	return nil
 }
 
@@ -475,7 +514,8 @@ type translation struct {
 	guest *guestMapping
 }
 
-// rereg runs a rereg whose new memory, when flags change it, next gives under the device lock.
+// rereg runs a rereg whose new memory, when flags change it, next gives under the tables lock.
+// With new memory it returns once no copy is under way over the old.
 func (mr *MR) rereg(flags keys.ReregFlags, pd *PD, access Access, next func() (translation, error)) error {
 	if err := mr.check("rereg_mr"); err != nil {
 		return err
@@ -486,30 +526,41 @@ func (mr *MR) rereg(flags keys.ReregFlags, pd *PD, access Access, next func() (t
 		}
 	}
 	d := mr.pd.dev
-	d.mu.Lock()
-	defer d.unlock()
+	defer d.flush()
+	moved, err := mr.reregLocked(flags, pd, access, next)
+	if moved {
+		mr.drain()
+	}
+	return err
+}
+
+// reregLocked is rereg's change of the MR, under the tables lock; moved says it took new memory.
+func (mr *MR) reregLocked(flags keys.ReregFlags, pd *PD, access Access, next func() (translation, error)) (moved bool, err error) {
+	d := mr.pd.dev
+	d.tab.Lock()
+	defer d.tab.Unlock()
 	spec := keys.MRSpec{Access: access, IOVA: mr.addr}
 	if pd != nil {
 		spec.PD = pd.handle
 	}
 	var t translation
 	if flags&keys.ChangeTranslation != 0 {
-		var err error
 		if t, err = next(); err != nil {
-			return err
+			return false, err
 		}
 		spec.Mem, spec.IOVA = t.mem, t.iova
 	}
 	if err := d.keys.ReregMR(mr.key, flags, spec); err != nil {
-		return err
+		return false, err
 	}
 	if flags&keys.ChangePD != 0 {
 		mr.pd = pd
 	}
-	if flags&keys.ChangeTranslation != 0 {
-		mr.addr, mr.buf, mr.length, mr.guest = t.iova, t.buf, t.mem.Len(), t.guest
+	if flags&keys.ChangeTranslation == 0 {
+		return false, nil
 	}
-	return nil
+	mr.addr, mr.buf, mr.length, mr.guest = t.iova, t.buf, t.mem.Len(), t.guest
+	return true, nil
 }
 
 // MW is a memory window. Its key is the key space's, found by index: a bind moves it when it
@@ -528,12 +579,20 @@ type MW struct {
 // bind is posted (and rolls it back if the bind fails or is dropped before it runs), a type 2
 // bind when it completes.
 func (mw *MW) RKey() uint32 {
-	mw.pd.dev.mu.Lock()
-	defer mw.pd.dev.unlock()
+	defer mw.pd.dev.flush()
+	return mw.currentRKey()
+}
+
+// currentRKey is RKey for the engine.
+func (mw *MW) currentRKey() uint32 {
+	d := mw.pd.dev
+	d.tab.Lock()
+	defer d.tab.Unlock()
 	return uint32(mw.rkey())
 }
 
-// key is the window's key in the key space (the one its last executed bind gave it).
+// key is the window's key in the key space (the one its last executed bind gave it). The tables
+// lock is held, as for rkey.
 func (mw *MW) key() keys.Key {
 	if mw.gone != 0 {
 		return mw.gone
@@ -557,8 +616,9 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 		return nil, err
 	}
 	d := pd.dev
-	d.mu.Lock()
-	defer d.unlock()
+	defer d.flush()
+	d.tab.Lock()
+	defer d.tab.Unlock()
 	k, err := d.keys.AllocMW(pd.handle, typ)
 	if err != nil {
 		return nil, err
@@ -575,16 +635,29 @@ func (mw *MW) Dealloc() error {
 		return err
 	}
 	d := mw.pd.dev
-	d.mu.Lock()
-	defer d.unlock()
-	k := mw.key()
-	if err := d.keys.DeallocMW(k, d.clock.Now()); err != nil {
+	defer d.flush()
+	reached, err := mw.deallocLocked()
+	if err != nil {
 		return err
+	}
+	reached.drain() // no WRITE through the window is still landing when dealloc_mw returns
+	return nil
+}
+
+// deallocLocked takes the window out of the key space and returns the MR it reached.
+func (mw *MW) deallocLocked() (*MR, error) {
+	d := mw.pd.dev
+	d.tab.Lock()
+	defer d.tab.Unlock()
+	k := mw.key()
+	reached := d.keyMRLocked(k)
+	if err := d.keys.DeallocMW(k, d.clock.Now()); err != nil {
+		return nil, err
 	}
 	mw.gone = k
 	delete(d.mws, mw.index)
 	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: "dealloc_mw " + k.String()})
-	return nil
+	return reached, nil
 }
 
 // AllocFastRegMR allocates an MR for fast registration (REG_MR work requests), FREE until then.
@@ -593,8 +666,9 @@ func (pd *PD) AllocFastRegMR(maxLen uint64) (*MR, error) {
 		return nil, err
 	}
 	d := pd.dev
-	d.mu.Lock()
-	defer d.unlock()
+	defer d.flush()
+	d.tab.Lock()
+	defer d.tab.Unlock()
 	k, err := d.keys.AllocFastRegMR(pd.handle, maxLen)
 	if err != nil {
 		return nil, err
@@ -612,8 +686,9 @@ func (d *Device) QueryMW(mw *MW) (keys.MWInfo, error) {
 	if err := mw.check("query_mw"); err != nil {
 		return keys.MWInfo{}, err
 	}
-	d.mu.Lock()
-	defer d.unlock()
+	defer d.flush()
+	d.tab.Lock()
+	defer d.tab.Unlock()
 	return d.keys.QueryMW(mw.key())
 }
 
@@ -628,39 +703,40 @@ func put[V any](m map[uint32]V, k uint32, v V) map[uint32]V {
 
 // Lookups by number, for a device model that receives numbers from a guest (a QPN in a
 // doorbell, a CQN in a command, an lkey in a WQE): each finds only a live object, takes the
-// device lock as the other calls do, and returns false for any number it does not know, in
-// range or not.
+// lock of its table as the other calls do, and returns false for any number it does not know,
+// in range or not.
 
 // QP finds the live QP numbered qpn.
 func (d *Device) QP(qpn uint32) (*QP, bool) {
+	defer d.flush()
 	d.mu.Lock()
-	defer d.unlock()
+	defer d.mu.Unlock()
 	qp, ok := d.qps[qpn]
 	return qp, ok
 }
 
 // CQ finds the live CQ numbered cqn (see CQ.Num).
-func (d *Device) CQ(cqn uint32) (*CQ, bool) {
-	d.mu.Lock()
-	defer d.unlock()
-	cq, ok := d.cqs.live[cqn]
-	return cq, ok
-}
+func (d *Device) CQ(cqn uint32) (*CQ, bool) { return lookupNumbered(d, &d.cqs, cqn) }
 
 // SRQ finds the live SRQ numbered n (see SRQ.Num).
-func (d *Device) SRQ(n uint32) (*SRQ, bool) {
-	d.mu.Lock()
-	defer d.unlock()
-	srq, ok := d.srqs.live[n]
-	return srq, ok
+func (d *Device) SRQ(n uint32) (*SRQ, bool) { return lookupNumbered(d, &d.srqs, n) }
+
+// lookupNumbered finds the live object numbered num in one of the device's tables.
+func lookupNumbered[T any](d *Device, table *numbers[T], num uint32) (T, bool) {
+	defer d.flush()
+	d.tab.Lock()
+	defer d.tab.Unlock()
+	obj, ok := table.live[num]
+	return obj, ok
 }
 
 // MR finds the registered MR whose current lkey/rkey is stag. A key whose key8 is not the
 // current one (an old key of a fast-register MR re-registered by REG_MR, or a guess) finds
 // nothing, nor does the index of a deregistered MR, nor a window's STag.
 func (d *Device) MR(stag uint32) (*MR, bool) {
-	d.mu.Lock()
-	defer d.unlock()
+	defer d.flush()
+	d.tab.Lock()
+	defer d.tab.Unlock()
 	k := keys.Key(stag)
 	mr, ok := d.mrs[k.Index()]
 	if !ok || k.IsMW() {
@@ -676,8 +752,9 @@ func (d *Device) MR(stag uint32) (*MR, bool) {
 // its last executed bind gave it (a type 1 bind posted but not yet executed has not moved it).
 // An earlier key8 finds nothing, nor does the index of a deallocated window, nor an MR's STag.
 func (d *Device) MW(stag uint32) (*MW, bool) {
-	d.mu.Lock()
-	defer d.unlock()
+	defer d.flush()
+	d.tab.Lock()
+	defer d.tab.Unlock()
 	k := keys.Key(stag)
 	mw, ok := d.mws[k.Index()]
 	if !ok || !k.IsMW() {
@@ -749,11 +826,9 @@ func srcPort(qpn uint32) uint16 {
 // not show them, as tcpdump on the netdev does not show rxe's, and the fabric's loss, faults,
 // latency and link-down do not apply to them. Stats.Loopback counts them.
 type loopback struct {
-	dev    *Device
-	link   Link
-	lender BufferLink
+	dev *Device
 
-	mu        sync.Mutex
+	mu        mutex[loopbackLock]
 	queue     [][]byte // frames waiting for Receive, oldest first
 	head      int
 	batch     [][]byte     // the frames being delivered, kept to reuse
@@ -766,16 +841,6 @@ type loopback struct {
 // maxLoopbackFree bounds the loopback's pool of buffers.
 const maxLoopbackFree = 256
 
-// Send passes frame to the link, or keeps a copy for the device if it is addressed to it.
-// It runs after the device lock is released (see outbox).
-func (lb *loopback) Send(frame []byte) error {
-	if !lb.local(frame) {
-		return lb.link.Send(frame)
-	}
-	lb.keep(frame)
-	return nil
-}
-
 // keep queues a copy of frame for the device.
 func (lb *loopback) keep(frame []byte) {
 	lb.mu.Lock()
@@ -785,11 +850,11 @@ func (lb *loopback) keep(frame []byte) {
 	lb.enqueue(b)
 }
 
-// Buffer lends a buffer: one of the loopback's own if it has one (buffers circulate between
-// the loopback and the link), else the link's.
-func (lb *loopback) Buffer() []byte {
+// buffer lends a buffer: one of the loopback's own if it has one (buffers circulate between
+// the loopback and the link), else the link's, lender.
+func (lb *loopback) buffer(lender BufferLink) []byte {
 	if lb.nfree.Load() == 0 {
-		return lb.lender.Buffer()
+		return lender.Buffer()
 	}
 	lb.mu.Lock()
 	if n := len(lb.free); n > 0 {
@@ -800,17 +865,7 @@ func (lb *loopback) Buffer() []byte {
 		return b[:MaxFrame]
 	}
 	lb.mu.Unlock()
-	return lb.lender.Buffer()
-}
-
-// SendBuffer carries a frame built in a buffer from Buffer: to the link, or, addressed to the
-// device, into the loopback queue without a copy.
-func (lb *loopback) SendBuffer(frame []byte) {
-	if frame == nil || !lb.local(frame) {
-		lb.lender.SendBuffer(frame)
-		return
-	}
-	lb.enqueue(frame)
+	return lender.Buffer()
 }
 
 // take keeps a frame the engine sent to the device itself: a buffer the link lent is queued
@@ -856,7 +911,7 @@ func (lb *loopback) enqueue(b []byte) {
 	}
 }
 
-// deliverLoopback hands the oldest queued frame to Receive, without the device's lock held,
+// deliverLoopback hands the oldest queued frame to Receive, with no lock of the engine held,
 // and schedules the next delivery if more are waiting.
 func (d *Device) deliverLoopback() {
 	lb := &d.loop

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/softirdma/softirdma/emu/engine"
-	"github.com/softirdma/softirdma/emu/sim"
 )
 
 // What a device model plugs into the engine: inline data handed over as bytes, a receive
@@ -16,7 +15,7 @@ import (
 // malformed descriptor posted as a failing work request.
 func TestDeviceHooks(t *testing.T) {
 	t.Run("inline_bytes", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		data := []byte("carried in the WQE itself")
 		must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled | engine.SendInline, InlineData: data,
 			RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
@@ -33,7 +32,7 @@ func TestDeviceHooks(t *testing.T) {
 	})
 
 	t.Run("recv_source", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		var asked []int
 		next := uint64(100)
 		batch := 2 // receives the guest has posted since the last fetch
@@ -57,13 +56,13 @@ func TestDeviceHooks(t *testing.T) {
 		}
 		// Moved to ERR, the QP flushes what it holds (103) and what the source has now (104 on).
 		batch = 7
-		must(t, p.qb.Modify(engine.QPAttr{State: engine.QPSErr}, engine.AttrState))
+		toErr(t, p.qb)
 		wantWC(t, poll(p.cqB), engine.WC{WRID: 103, Status: engine.WCWRFlushErr, Opcode: engine.WCRecv}, engine.WC{WRID: 104, Status: engine.WCWRFlushErr, Opcode: engine.WCRecv},
 			engine.WC{WRID: 105, Status: engine.WCWRFlushErr, Opcode: engine.WCRecv}, engine.WC{WRID: 106, Status: engine.WCWRFlushErr, Opcode: engine.WCRecv})
 	})
 
 	t.Run("retired_count", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		total := 0
 		p.qa.OnRetire(func(n int) { total += n })
 		for id := uint64(1); id <= 5; id++ {
@@ -81,15 +80,12 @@ func TestDeviceHooks(t *testing.T) {
 	t.Run("retired_before_its_completion", func(t *testing.T) {
 		// rxe advances the send queue's consumer before it posts the CQE: a device model told
 		// of the retirement first can free the slot before anyone sees the completion.
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		var order []string
 		cq, err := p.a.CreateCQSink(func(wc engine.WC) bool { order = append(order, fmt.Sprint("cqe ", wc.WRID)); return true })
 		must(t, err)
-		qp, err := p.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: engine.QPCap{MaxSendWR: 8, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		must(t, err)
-		peer, err := p.pdB.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqB, RecvCQ: p.cqB, Cap: engine.QPCap{MaxSendWR: 8, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		must(t, err)
-		must(t, engine.ConnectRC(qp, peer, engine.ConnectOptions{}))
+		qp, _ := connectedRC(t, rcEnd{pd: p.pdA, cq: cq, cap: engine.QPCap{MaxSendWR: 8, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}},
+			rcEnd{pd: p.pdB, cq: p.cqB, cap: engine.QPCap{MaxSendWR: 8, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}, engine.ConnectOptions{})
 		qp.OnRetire(func(n int) { order = append(order, fmt.Sprint("retire ", n)) })
 		must(t, qp.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()},
 			engine.SendWR{ID: 2, Opcode: engine.WRRDMAWrite, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()},
@@ -101,7 +97,7 @@ func TestDeviceHooks(t *testing.T) {
 	})
 
 	t.Run("posted_error", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		bad := errors.New("num_sge 99 in a WQE of 2")
 		must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
 		must(t, p.qa.PostSendError(engine.PostedError{ID: 2, Opcode: engine.WRSend, Status: engine.WCLocQPOpErr, Err: bad}))

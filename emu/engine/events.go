@@ -64,8 +64,9 @@ func (e Event) String() string {
 	return s
 }
 
-// EventSink receives the engine's events. It is called with the device's lock held: it must
-// not call back into the device.
+// EventSink receives the engine's events. It is called with no lock of the engine held, one
+// event at a time in the order they happened, by whichever goroutine carries out the device's
+// work; it must not call back into the device.
 type EventSink func(Event)
 
 // SlogSink sends events to a slog.Logger: failures at Warn, the rest at Debug.

@@ -28,19 +28,31 @@ func GuestMemoryOf(as keys.AddressSpace, pl *PageList) (keys.Memory, error) {
 func (qp *QP) Builder() *roce.Builder { return &qp.builder }
 
 // ExpectedPSN is the PSN the QP's responder expects next.
-func (qp *QP) ExpectedPSN() uint32 { return qp.resp.psn }
+func (qp *QP) ExpectedPSN() uint32 {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.resp.psn
+}
 
 // RequesterPSNs are the next PSN the requester sends and the oldest it waits to have acknowledged.
-func (qp *QP) RequesterPSNs() (sent, acked uint32) { return qp.req.sentPSN, qp.req.compPSN }
+func (qp *QP) RequesterPSNs() (sent, acked uint32) {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.req.sentPSN, qp.req.compPSN
+}
 
 // SendQueueLen is how many work requests the send queue holds.
-func (qp *QP) SendQueueLen() int { return qp.sq.n }
+func (qp *QP) SendQueueLen() int {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.sq.n
+}
 
 // SetNextCQNum makes n the next CQ number tried.
 func (d *Device) SetNextCQNum(n uint32) {
-	d.mu.Lock()
+	d.tab.Lock()
 	d.cqs.next = n
-	d.mu.Unlock()
+	d.tab.Unlock()
 }
 
 // BareMW is an MW of type typ that belongs to no device, for work requests refused before use.

@@ -182,7 +182,7 @@ func TestAtomicWrite(t *testing.T) {
 	})
 
 	t.Run("post_checks", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		for _, sgl := range [][]engine.SGE{nil, sge(p.mrA, 0, 4), sge(p.mrA, 0, 16)} {
 			err := p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRAtomicWrite, SGL: sgl, RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()})
 			if !errors.Is(err, syscall.EINVAL) {
@@ -302,7 +302,7 @@ func TestFlush(t *testing.T) {
 	}
 
 	t.Run("post_checks", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		for _, wr := range []engine.SendWR{
 			{Opcode: engine.WRFlush, SGL: sge(p.mrA, 0, 8), Flush: engine.FlushInfo{Type: engine.FlushGlobal}},
 			{Opcode: engine.WRFlush, Flush: engine.FlushInfo{Type: 0}},

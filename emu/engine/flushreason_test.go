@@ -27,16 +27,16 @@ func wantFlushed(t *testing.T, what string, wcs []engine.WC, n int, why string) 
 // SRQ by a message cut short all say it.
 func TestFlushedCompletionsSayWhy(t *testing.T) {
 	t.Run("modify_qp", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		must(t, p.qb.PostRecv(engine.RecvWR{ID: 1, SGL: sge(p.mrB, 0, 8)}, engine.RecvWR{ID: 2, SGL: sge(p.mrB, 0, 8)}))
-		must(t, p.qb.Modify(engine.QPAttr{State: engine.QPSErr}, engine.AttrState))
+		toErr(t, p.qb)
 		must(t, p.qb.PostSend(engine.SendWR{ID: 3, Opcode: engine.WRSend, Flags: engine.SendSignaled}))
 		must(t, p.qb.PostRecv(engine.RecvWR{ID: 4}))
 		p.run()
 		wantFlushed(t, "B", poll(p.cqB), 4, fmt.Sprintf("flushed: QP 0x%06x was moved to ERR by modify_qp", p.qb.Num()))
 	})
 	t.Run("failure", func(t *testing.T) {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		must(t, p.qa.PostRecv(engine.RecvWR{ID: 10, SGL: sge(p.mrA, 0, 8)}))
 		must(t, p.qb.PostRecv(engine.RecvWR{ID: 20, SGL: sge(p.mrB, 0, 8)}))
 		must(t, p.qa.PostSend(
@@ -64,20 +64,15 @@ func TestFlushedCompletionsSayWhy(t *testing.T) {
 	})
 	t.Run("SRQ", func(t *testing.T) {
 		p := newPair(t, 1, sim.LinkConfig{Rate: 1e9}, engine.ConnectOptions{}) // the SEND's packets arrive one by one
-		srq, err := p.pdB.CreateSRQ(4, 1)
-		must(t, err)
+		srq := newSRQ(t, p.pdB, 4, 1)
 		caps := engine.QPCap{MaxSendWR: 4, MaxSendSGE: 1}
-		qa, err := p.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqA, RecvCQ: p.cqA, Cap: caps})
-		must(t, err)
-		qb, err := p.pdB.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqB, RecvCQ: p.cqB, SRQ: srq, Cap: caps})
-		must(t, err)
-		must(t, engine.ConnectRC(qa, qb, engine.ConnectOptions{}))
+		qa, qb := p.connectToSRQ(srq, caps, engine.ConnectOptions{})
 		must(t, srq.PostRecv(engine.RecvWR{ID: 7, SGL: sge(p.mrB, 0, 4096)}))
 		must(t, qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRSend, SGL: sge(p.mrA, 0, 3000)})) // three packets at MTU 1024
 		if !p.sim.RunUntil(func() bool { return qb.ExpectedPSN() == 1 }) {
 			t.Fatal("the SEND's first packet never arrived")
 		}
-		must(t, qb.Modify(engine.QPAttr{State: engine.QPSErr}, engine.AttrState))
+		toErr(t, qb)
 		wantFlushed(t, "B", poll(p.cqB), 1, fmt.Sprintf("flushed: QP 0x%06x was moved to ERR by modify_qp", qb.Num()))
 	})
 }

@@ -121,10 +121,11 @@ func (pd *PD) RegGuestMR(as keys.AddressSpace, pages PageList, iova uint64, acce
 		return nil, err
 	}
 	d := pd.dev
-	// Resolved under the device lock, so a RevokeRange either comes first (and the unmapped
+	// Resolved under the tables lock, so a RevokeRange either comes first (and the unmapped
 	// pages fail here) or finds this MR.
-	d.mu.Lock()
-	defer d.unlock()
+	defer d.flush()
+	d.tab.Lock()
+	defer d.tab.Unlock()
 	mem, guest, err := resolveGuest(as, &pages)
 	if err != nil {
 		return nil, err
@@ -152,7 +153,7 @@ func (mr *MR) ReregGuest(flags keys.ReregFlags, pd *PD, as keys.AddressSpace, pa
 	})
 }
 
-// guestMemory checks a guest's page list and resolves it through as (the device lock held), for
+// guestMemory checks a guest's page list and resolves it through as (the tables lock held), for
 // a REG_MR work request: the MR's memory and what RevokeRange needs to find it. Both keep
 // pages.Pages.
 func guestMemory(as keys.AddressSpace, pages *PageList) (keys.Memory, *guestMapping, error) {
@@ -189,8 +190,9 @@ func (pd *PD) RegImplicitMR(as keys.AddressSpace, access Access) (*MR, error) {
 		return nil, err
 	}
 	d := pd.dev
-	d.mu.Lock()
-	defer d.unlock()
+	defer d.flush()
+	d.tab.Lock()
+	defer d.tab.Unlock()
 	access |= AccessOnDemand
 	k, err := d.keys.RegMR(keys.MRSpec{PD: pd.handle, Mem: keys.Implicit(as), Access: access})
 	if err != nil {
@@ -219,9 +221,10 @@ func (pd *PD) RegImplicitMR(as keys.AddressSpace, access Access) (*MR, error) {
 // reaching the range as soon as as stops mapping it. The order that makes the range safe to free
 // is therefore: unmap it from as, call RevokeRange (on every device using as), then free it.
 //
-// After RevokeRange returns, no access of this device touches the range: the engine resolves a
-// key and copies the bytes within one hold of the device lock, and RevokeRange revokes under the
-// same lock, so it waits for a copy under way and every later one finds the MR revoked.
+// After RevokeRange returns, no access of this device touches the range: the engine pins an MR
+// with each lookup that finds its memory, until the copy is done, and RevokeRange, once the
+// MRs are revoked (and no lookup finds the range through them), waits for the copies in flight
+// over them, and over the implicit MRs of as.
 func (d *Device) RevokeRange(as keys.AddressSpace, start, length uint64) []*MR {
 	if length == 0 || as == nil {
 		return nil
@@ -229,20 +232,34 @@ func (d *Device) RevokeRange(as keys.AddressSpace, start, length uint64) []*MR {
 	if length-1 > math.MaxUint64-start {
 		length = math.MaxUint64 - start + 1 // the range ends at the top of the space at most
 	}
-	d.mu.Lock()
-	defer d.unlock()
-	var hit []*MR
+	defer d.flush()
+	hit, implicit := d.revoke(as, start, length)
+	for _, mr := range hit {
+		mr.drain()
+	}
+	for _, mr := range implicit {
+		mr.drain()
+	}
+	return hit
+}
+
+// revoke is RevokeRange's change to the key space: it returns the MRs it revoked, in key order,
+// and the implicit MRs over as, whose copies under way may touch the range too.
+func (d *Device) revoke(as keys.AddressSpace, start, length uint64) (hit, implicit []*MR) {
+	d.tab.Lock()
+	defer d.tab.Unlock()
 	for _, mr := range d.mrs {
 		g := mr.guest
-		if g == nil || g.implicit || g.revoked || g.as != as {
-			continue
-		}
-		if g.pages.overlaps(start, length) {
+		switch {
+		case g == nil || g.revoked || g.as != as:
+		case g.implicit:
+			implicit = append(implicit, mr)
+		case g.pages.overlaps(start, length):
 			hit = append(hit, mr)
 		}
 	}
 	if len(hit) == 0 {
-		return nil
+		return nil, implicit
 	}
 	// Map order is random; revoking in key order keeps events and a simulated run repeatable.
 	slices.SortFunc(hit, func(a, b *MR) int { return int(a.key.Index()) - int(b.key.Index()) })
@@ -258,13 +275,14 @@ func (d *Device) RevokeRange(as keys.AddressSpace, start, length uint64) []*MR {
 	for _, k := range windows {
 		d.event(Event{Kind: EvKey, Key: uint32(k), Msg: fmt.Sprintf("revoke_range unbinds window %s", k)})
 	}
-	return hit
+	return hit, implicit
 }
 
 // Revoked says whether RevokeRange took the MR's memory away.
 func (mr *MR) Revoked() bool {
 	d := mr.pd.dev
-	d.mu.Lock()
-	defer d.unlock()
+	defer d.flush()
+	d.tab.Lock()
+	defer d.tab.Unlock()
 	return mr.guest != nil && mr.guest.revoked
 }

@@ -51,7 +51,7 @@ func gather(t testing.TB, gm *engine.GuestMemory, pl engine.PageList) []byte {
 }
 
 func TestGuestPageListChecks(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	gm, _ := guestRAM(t, [2]uint64{0x10000, 0x4000}, [2]uint64{0x200000, 0x200000}, [2]uint64{0x30000, 100})
 	for _, c := range []struct {
 		name  string
@@ -105,7 +105,7 @@ func (funcSpace) Segments(addr, n uint64, dst [][]byte) [][]byte { return dst }
 // TestGuestMRDataPaths: WRITE, READ and SEND land in and come from the right bytes of scattered,
 // out-of-order guest pages, on the responder side and as local SGEs.
 func TestGuestMRDataPaths(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	gmB, _ := guestRAM(t, [2]uint64{0x100000, 0x10000}, [2]uint64{0x800000, 0x10000})
 	plB := engine.PageList{PageSize: 4096, Offset: 100, Length: 4*4096 - 100 - 50, Pages: []uint64{0x108000, 0x800000, 0x102000, 0x80f000}}
 	mrB, err := p.pdB.RegGuestMR(gmB, plB, 0x5000_0000, allAccess)
@@ -167,7 +167,7 @@ func copyIn(t testing.TB, gm *engine.GuestMemory, pl engine.PageList, src []byte
 // TestGuestImplicitMR: an implicit on-demand MR reaches any mapped guest address, across
 // adjacent regions, and an unmapped one is refused with NAK 0x62, also once unmapped later.
 func TestGuestImplicitMR(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	var pcap bytes.Buffer
 	must(t, p.fab.CapturePcap(&pcap))
 	gm, mems := guestRAM(t, [2]uint64{0x200000, 0x1000}, [2]uint64{0x201000, 0x3000}, [2]uint64{0x900000, 0x1000})
@@ -498,7 +498,7 @@ func TestRevokeRangeConcurrentTraffic(t *testing.T) {
 // the MR takes the pages, a WRITE through its new key lands in them, and RevokeRange takes it
 // away as it does a registered MR's.
 func TestGuestFastReg(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	gm, mems := guestRAM(t, [2]uint64{victimAt, regionSz})
 	fr, err := p.pdB.AllocFastRegMR(regionSz)
 	must(t, err)
@@ -568,7 +568,7 @@ func TestGuestRereg(t *testing.T) {
 // what a REG_MR work request resolves its list with.
 func TestRegGuestMRAllocation(t *testing.T) {
 	const pages, limit = 64 << 10, 24
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	for _, c := range []struct {
 		name  string
 		setup func(testing.TB, int) (*engine.GuestMemory, engine.PageList)
@@ -616,7 +616,7 @@ func TestGuestMRAcrossRegions(t *testing.T) {
 		Pages: []uint64{0x11000, 0x12000, 0x13000, 0x41000, 0x10000, 0x14000}}
 	repeat := engine.PageList{PageSize: 4096, Length: 3 * 4096, Pages: []uint64{0x41000, 0x10000, 0x41000}}
 	for _, plain := range []bool{false, true} {
-		p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+		p := plainPair(t)
 		gmA, _ := guestRAM(t, layout...)
 		gmB, _ := guestRAM(t, layout...)
 		var asA, asB keys.AddressSpace = gmA, gmB
@@ -669,7 +669,7 @@ func TestGuestMRAcrossRegions(t *testing.T) {
 // a range over the unregistered head of a first page or tail of a last page, or between pages,
 // leaves an MR alone; one over its first or last registered byte of any page revokes it.
 func TestRevokeRangeExact(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	gm, _ := guestRAM(t, [2]uint64{0x100000, 0x10000}, [2]uint64{0x200000, 0x10000})
 	lists := []engine.PageList{
 		{PageSize: 4096, Offset: 1000, Length: 3*4096 - 1000 - 500, Pages: []uint64{0x101000, 0x205000, 0x103000}},

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"sync"
 	"syscall"
 
 	"github.com/softirdma/softirdma/keys"
@@ -16,7 +15,7 @@ import (
 // RegGuestMR, RegImplicitMR and RevokeRange, and is safe for concurrent use. Its zero value is
 // an empty space, ready to map; a nil *GuestMemory maps nothing and refuses Map and Unmap.
 type GuestMemory struct {
-	mu      sync.RWMutex
+	mu      rwMutex[guestMemoryLock]
 	regions []guestRegion // sorted by start, disjoint
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/softirdma/softirdma/emu/engine"
 	"github.com/softirdma/softirdma/emu/sim"
+	"github.com/softirdma/softirdma/keys"
 )
 
 // pair is two devices on a simulated fabric with one RC connection between them, and a
@@ -25,6 +26,13 @@ type pair struct {
 	bufB     []byte
 	mrA, mrB *engine.MR
 	events   []engine.Event
+}
+
+// plainPair is newPair with seed 1, a perfect link and default connection options: what a
+// test wants that is not about the link or the connection.
+func plainPair(t testing.TB) *pair {
+	t.Helper()
+	return newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
 }
 
 func newPair(t testing.TB, seed uint64, link sim.LinkConfig, o engine.ConnectOptions) *pair {
@@ -146,3 +154,80 @@ func (p *pair) eventsLike(kind engine.EventKind, s string) []engine.Event {
 func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// postRead5000 fills B's first 5000 bytes from seed and posts work request 1, a signalled READ
+// of them into the start of A's buffer: five responses at MTU 1024.
+func (p *pair) postRead5000(seed byte) {
+	p.t.Helper()
+	fill(p.bufB[:5000], seed)
+	must(p.t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMARead, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, 5000), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+}
+
+// rcEnd is one end of an RC connection a test makes beside its fixture's own: the PD, the CQ
+// for both queues, an SRQ if any, the capabilities, and whether every send is signalled.
+type rcEnd struct {
+	pd     *engine.PD
+	cq     *engine.CQ
+	srq    *engine.SRQ
+	cap    engine.QPCap
+	sigAll bool
+}
+
+// connectedRC makes an RC QP for each of a and b and connects them with o.
+func connectedRC(t testing.TB, a, b rcEnd, o engine.ConnectOptions) (qa, qb *engine.QP) {
+	t.Helper()
+	mk := func(e rcEnd) *engine.QP {
+		qp, err := e.pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: e.cq, RecvCQ: e.cq, SRQ: e.srq, SigAll: e.sigAll, Cap: e.cap})
+		must(t, err)
+		return qp
+	}
+	qa, qb = mk(a), mk(b)
+	must(t, engine.ConnectRC(qa, qb, o))
+	return qa, qb
+}
+
+// toErr moves qp to ERR as its consumer would.
+func toErr(t testing.TB, qp *engine.QP) {
+	t.Helper()
+	must(t, qp.Modify(engine.QPAttr{State: engine.QPSErr}, engine.AttrState))
+}
+
+// windowOnB allocates a type 2 memory window on B and binds it with an unsignalled work
+// request id, under the next key8, over the first length bytes of B's buffer with access; it
+// returns the window once the bind has run, holding its new rkey.
+func (p *pair) windowOnB(id uint64, length uint64, access engine.Access) *engine.MW {
+	p.t.Helper()
+	mw, err := p.pdB.AllocMW(engine.MWType2)
+	must(p.t, err)
+	must(p.t, p.qb.PostSend(engine.SendWR{ID: id, Opcode: engine.WRBindMW, Bind: engine.BindInfo{MW: mw, RKey: uint32(keys.Key(mw.RKey()).Inc()), MR: p.mrB,
+		Addr: p.mrB.Addr(), Length: length, Access: access}}))
+	p.run()
+	return mw
+}
+
+// unbindable is an MR of pd without the right to bind windows to it, and a window of type typ
+// on pd to fail to bind there.
+func unbindable(t testing.TB, pd *engine.PD, typ engine.MWType) (*engine.MR, *engine.MW) {
+	t.Helper()
+	noBind, err := pd.RegMR(make([]byte, 4096), engine.AccessLocalWrite)
+	must(t, err)
+	mw, err := pd.AllocMW(typ)
+	must(t, err)
+	return noBind, mw
+}
+
+// newSRQ makes an SRQ on pd of maxWR receives of maxSGE entries each.
+func newSRQ(t testing.TB, pd *engine.PD, maxWR, maxSGE int) *engine.SRQ {
+	t.Helper()
+	srq, err := pd.CreateSRQ(maxWR, maxSGE)
+	must(t, err)
+	return srq
+}
+
+// connectToSRQ connects with o a new QP on A of capA to a new QP on B, four sends deep, that
+// takes its receives from srq.
+func (p *pair) connectToSRQ(srq *engine.SRQ, capA engine.QPCap, o engine.ConnectOptions) (qa, qb *engine.QP) {
+	p.t.Helper()
+	return connectedRC(p.t, rcEnd{pd: p.pdA, cq: p.cqA, cap: capA},
+		rcEnd{pd: p.pdB, cq: p.cqB, srq: srq, cap: engine.QPCap{MaxSendWR: 4, MaxSendSGE: 1}}, o)
+}

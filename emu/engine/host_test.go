@@ -52,10 +52,7 @@ func TestHostSetAddresses(t *testing.T) {
 	mrA, _ := pdA.RegMR(bufA, engine.AccessLocalWrite)
 	mrB, _ := pdB.RegMR(bufB, engine.AccessLocalWrite|engine.AccessRemoteWrite)
 	must(t, qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, SGL: sge(mrA, 0, uint32(len(bufA))), RemoteAddr: mrB.Addr(), RKey: mrB.RKey()}))
-	deadline := time.Now().Add(20 * time.Second)
-	for cqA.Len() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	waitCQ(cqA, time.Now().Add(20*time.Second))
 	wantWC(t, poll(cqA), engine.WC{WRID: 1, Opcode: engine.WCRDMAWrite, ByteLen: uint32(len(bufA))})
 }
 
@@ -74,27 +71,8 @@ func TestHostsOverDgram(t *testing.T) {
 		// ConnectRC points each QP at its peer's first address; here the AVs name the family
 		// under test, as ibv_rc_pingpong's -g does.
 		connect(t, qa, qb, peerB, peerA)
-		bufA, bufB := make([]byte, 1<<16), make([]byte, 1<<16)
-		fill(bufA, 5)
-		mrA, _ := pdA.RegMR(bufA, engine.AccessLocalWrite)
-		mrB, _ := pdB.RegMR(bufB, engine.AccessLocalWrite|engine.AccessRemoteWrite|engine.AccessRemoteRead)
-		must(t, qb.PostRecv(engine.RecvWR{ID: 9, SGL: sge(mrB, 32768, 8192)}))
-		must(t, qa.PostSend(
-			engine.SendWR{ID: 1, Opcode: engine.WRRDMAWrite, SGL: sge(mrA, 0, 20000), RemoteAddr: mrB.Addr(), RKey: mrB.RKey()},
-			engine.SendWR{ID: 2, Opcode: engine.WRRDMARead, SGL: sge(mrA, 40000, 20000), RemoteAddr: mrB.Addr(), RKey: mrB.RKey()},
-			engine.SendWR{ID: 3, Opcode: engine.WRSend, Flags: engine.SendSignaled, SGL: sge(mrA, 0, 4096)}))
-		deadline := time.Now().Add(20 * time.Second)
-		for cqA.Len() == 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
-		wantWC(t, poll(cqA), engine.WC{WRID: 3, Opcode: engine.WCSend})
-		for cqB.Len() == 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
-		wantWC(t, poll(cqB), engine.WC{WRID: 9, Opcode: engine.WCRecv, ByteLen: 4096})
-		if !bytes.Equal(bufB[:20000], bufA[:20000]) || !bytes.Equal(bufA[40000:60000], bufA[:20000]) || !bytes.Equal(bufB[32768:32768+4096], bufA[:4096]) {
-			t.Fatalf("%s: data differs", peerB)
-		}
+		checkWriteReadSend(t, wallTraffic{pdA: pdA, pdB: pdB, cqA: cqA, cqB: cqB, qa: qa, qb: qb,
+			recvLen: 8192, sendLen: 4096, seed: 5, deadline: 20 * time.Second}, peerB.String())
 	}
 	// Each side asked for the other or learned it from the other's request.
 	if ha.Stats().NeighborReplies+hb.Stats().NeighborReplies < 2 {

@@ -28,24 +28,38 @@ var outOfRange = []uint32{0, 1 << 24, 1<<24 + 0x11, 0x7fff_ffff, 0xffff_ff00, 0x
 
 var lookupCaps = engine.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
 
+// lookupFunc is one of the device's lookups by number or key: dev.QP, dev.CQ, dev.MR ...
+type lookupFunc[T any] func(uint32) (*T, bool)
+
+// wantFound fails unless lookup finds want under n; what names the lookup in the message.
+func wantFound[T any](t testing.TB, what string, lookup lookupFunc[T], n uint32, want *T) {
+	t.Helper()
+	if got, ok := lookup(n); !ok || got != want {
+		t.Fatalf("%s(%#x) = %p, %v; want %p", what, n, got, ok, want)
+	}
+}
+
+// wantNotFound fails if lookup finds anything under any of ns; what says which lookup and why
+// nothing is to be found.
+func wantNotFound[T any](t testing.TB, what string, lookup lookupFunc[T], ns ...uint32) {
+	t.Helper()
+	for _, n := range ns {
+		if got, ok := lookup(n); ok {
+			t.Fatalf("%s: lookup of %#x found %p", what, n, got)
+		}
+	}
+}
+
 func TestLookupQP(t *testing.T) {
 	_, dev, pd := lookupDev(t, 1)
 	cq, err := dev.CreateCQ(8)
 	must(t, err)
 	qp, err := pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: lookupCaps})
 	must(t, err)
-	if got, ok := dev.QP(qp.Num()); !ok || got != qp {
-		t.Fatalf("QP(0x%x) = %p, %v; want %p", qp.Num(), got, ok, qp)
-	}
-	for _, n := range append(outOfRange, qp.Num()+1, 1) {
-		if got, ok := dev.QP(n); ok {
-			t.Fatalf("QP(0x%x) found %p", n, got)
-		}
-	}
+	wantFound(t, "QP", dev.QP, qp.Num(), qp)
+	wantNotFound(t, "QP", dev.QP, append(outOfRange, qp.Num()+1, 1)...)
 	must(t, qp.Destroy())
-	if got, ok := dev.QP(qp.Num()); ok {
-		t.Fatalf("destroyed QP 0x%x found: %p", qp.Num(), got)
-	}
+	wantNotFound(t, "destroyed QP", dev.QP, qp.Num())
 }
 
 func TestLookupCQ(t *testing.T) {
@@ -58,30 +72,20 @@ func TestLookupCQ(t *testing.T) {
 		t.Fatalf("CQ numbers %d, %d; want 1, 2", cq1.Num(), cq2.Num())
 	}
 	for _, cq := range []*engine.CQ{cq1, cq2} {
-		if got, ok := dev.CQ(cq.Num()); !ok || got != cq {
-			t.Fatalf("CQ(%d) = %p, %v; want %p", cq.Num(), got, ok, cq)
-		}
+		wantFound(t, "CQ", dev.CQ, cq.Num(), cq)
 	}
-	for _, n := range append(outOfRange, 3) {
-		if got, ok := dev.CQ(n); ok {
-			t.Fatalf("CQ(0x%x) found %p", n, got)
-		}
-	}
+	wantNotFound(t, "CQ", dev.CQ, append(outOfRange, 3)...)
 	qp, err := pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cq1, RecvCQ: cq2, Cap: lookupCaps})
 	must(t, err)
 	for _, cq := range []*engine.CQ{cq1, cq2} {
 		if err := cq.Destroy(); !errors.Is(err, syscall.EBUSY) {
 			t.Fatalf("destroying CQ %d used by a QP: %v, want EBUSY", cq.Num(), err)
 		}
-		if _, ok := dev.CQ(cq.Num()); !ok {
-			t.Fatalf("CQ %d not found after a refused destroy", cq.Num())
-		}
+		wantFound(t, "CQ after a refused destroy", dev.CQ, cq.Num(), cq)
 	}
 	must(t, qp.Destroy())
 	must(t, cq1.Destroy())
-	if got, ok := dev.CQ(cq1.Num()); ok {
-		t.Fatalf("destroyed CQ %d found: %p", cq1.Num(), got)
-	}
+	wantNotFound(t, "destroyed CQ", dev.CQ, cq1.Num())
 	if err := cq1.Destroy(); !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("destroying a CQ twice: %v, want EINVAL", err)
 	}
@@ -117,9 +121,7 @@ func TestLookupCQNumberWrap(t *testing.T) {
 		t.Fatalf("numbers %#x %#x %#x; want 1, %#x, 2", first.Num(), last.Num(), wrapped.Num(), engine.MaxNumber)
 	}
 	for _, cq := range []*engine.CQ{first, last, wrapped} {
-		if got, ok := dev.CQ(cq.Num()); !ok || got != cq {
-			t.Fatalf("CQ(%#x) = %p, %v; want %p", cq.Num(), got, ok, cq)
-		}
+		wantFound(t, "CQ", dev.CQ, cq.Num(), cq)
 	}
 }
 
@@ -132,14 +134,8 @@ func TestLookupSRQ(t *testing.T) {
 	if srq.Num() != 1 {
 		t.Fatalf("first SRQ numbered %d, want 1", srq.Num())
 	}
-	if got, ok := dev.SRQ(srq.Num()); !ok || got != srq {
-		t.Fatalf("SRQ(%d) = %p, %v; want %p", srq.Num(), got, ok, srq)
-	}
-	for _, n := range append(outOfRange, 2) {
-		if got, ok := dev.SRQ(n); ok {
-			t.Fatalf("SRQ(0x%x) found %p", n, got)
-		}
-	}
+	wantFound(t, "SRQ", dev.SRQ, srq.Num(), srq)
+	wantNotFound(t, "SRQ", dev.SRQ, append(outOfRange, 2)...)
 	qp, err := pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cq, RecvCQ: cq, SRQ: srq, Cap: engine.QPCap{MaxSendWR: 4, MaxSendSGE: 1}})
 	must(t, err)
 	if err := srq.Destroy(); !errors.Is(err, syscall.EBUSY) {
@@ -147,9 +143,7 @@ func TestLookupSRQ(t *testing.T) {
 	}
 	must(t, qp.Destroy())
 	must(t, srq.Destroy())
-	if got, ok := dev.SRQ(srq.Num()); ok {
-		t.Fatalf("destroyed SRQ %d found: %p", srq.Num(), got)
-	}
+	wantNotFound(t, "destroyed SRQ", dev.SRQ, srq.Num())
 	if err := srq.Destroy(); !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("destroying an SRQ twice: %v, want EINVAL", err)
 	}
@@ -165,21 +159,11 @@ func TestLookupMR(t *testing.T) {
 	_, dev, pd := lookupDev(t, 1)
 	mr, err := pd.RegMR(make([]byte, 4096), engine.AccessLocalWrite)
 	must(t, err)
-	if got, ok := dev.MR(mr.LKey()); !ok || got != mr {
-		t.Fatalf("MR(%#x) = %p, %v; want %p", mr.LKey(), got, ok, mr)
-	}
-	for _, n := range append(outOfRange, otherKey8(mr.LKey()), mr.LKey()+0x100) {
-		if got, ok := dev.MR(n); ok {
-			t.Fatalf("MR(%#x) found %p", n, got)
-		}
-	}
-	if got, ok := dev.MW(mr.LKey()); ok {
-		t.Fatalf("MW(%#x), an MR's key, found %p", mr.LKey(), got)
-	}
+	wantFound(t, "MR", dev.MR, mr.LKey(), mr)
+	wantNotFound(t, "MR", dev.MR, append(outOfRange, otherKey8(mr.LKey()), mr.LKey()+0x100)...)
+	wantNotFound(t, "MW by an MR's key", dev.MW, mr.LKey())
 	must(t, mr.Dereg())
-	if got, ok := dev.MR(mr.LKey()); ok {
-		t.Fatalf("deregistered MR %#x found: %p", mr.LKey(), got)
-	}
+	wantNotFound(t, "deregistered MR", dev.MR, mr.LKey())
 	// The index comes back with a new key8: the old key does not find the new MR.
 	var again *engine.MR
 	for range 64 {
@@ -194,9 +178,7 @@ func TestLookupMR(t *testing.T) {
 		if got, ok := dev.MR(mr.LKey()); ok && again.LKey() != mr.LKey() {
 			t.Fatalf("old key %#x found the MR now at its index (%#x): %p", mr.LKey(), again.LKey(), got)
 		}
-		if got, ok := dev.MR(again.LKey()); !ok || got != again {
-			t.Fatalf("MR(%#x) = %p, %v; want %p", again.LKey(), got, ok, again)
-		}
+		wantFound(t, "MR", dev.MR, again.LKey(), again)
 	}
 }
 
@@ -206,20 +188,14 @@ func TestLookupFastRegMR(t *testing.T) {
 	mr, err := s.pd.AllocFastRegMR(8192)
 	must(t, err)
 	old := mr.LKey()
-	if got, ok := s.dev.MR(old); !ok || got != mr {
-		t.Fatalf("MR(%#x) = %p, %v; want %p", old, got, ok, mr)
-	}
+	wantFound(t, "MR", s.dev.MR, old, mr)
 	newKey := otherKey8(old)
 	must(t, s.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRegMR, Flags: engine.SendSignaled,
 		Reg: engine.RegInfo{MR: mr, Key: newKey, Buf: make([]byte, 4096), IOVA: 0x9000, Access: engine.AccessLocalWrite}}))
 	s.run()
 	wantWC(t, poll(s.cq), engine.WC{WRID: 1, Opcode: engine.WCRegMR})
-	if got, ok := s.dev.MR(newKey); !ok || got != mr {
-		t.Fatalf("MR(%#x) after REG_MR = %p, %v; want %p", newKey, got, ok, mr)
-	}
-	if got, ok := s.dev.MR(old); ok {
-		t.Fatalf("MR(%#x), the key before REG_MR, found %p", old, got)
-	}
+	wantFound(t, "MR after REG_MR", s.dev.MR, newKey, mr)
+	wantNotFound(t, "MR by the key before REG_MR", s.dev.MR, old)
 }
 
 func TestLookupMW(t *testing.T) {
@@ -227,32 +203,18 @@ func TestLookupMW(t *testing.T) {
 	mw, err := s.pd.AllocMW(engine.MWType2)
 	must(t, err)
 	old := mw.RKey()
-	if got, ok := s.dev.MW(old); !ok || got != mw {
-		t.Fatalf("MW(%#x) = %p, %v; want %p", old, got, ok, mw)
-	}
-	if got, ok := s.dev.MR(old); ok {
-		t.Fatalf("MR(%#x), a window's key, found %p", old, got)
-	}
-	for _, n := range append(outOfRange, otherKey8(old), old+0x100) {
-		if got, ok := s.dev.MW(n); ok {
-			t.Fatalf("MW(%#x) found %p", n, got)
-		}
-	}
+	wantFound(t, "MW", s.dev.MW, old, mw)
+	wantNotFound(t, "MR by a window's key", s.dev.MR, old)
+	wantNotFound(t, "MW", s.dev.MW, append(outOfRange, otherKey8(old), old+0x100)...)
 	newKey := otherKey8(old)
 	must(t, s.qa.PostSend(engine.SendWR{ID: 7, Opcode: engine.WRBindMW, Flags: engine.SendSignaled, Bind: engine.BindInfo{MW: mw, RKey: newKey, MR: s.mr,
 		Addr: s.mr.Addr(), Length: 4096, Access: engine.AccessRemoteWrite}}))
 	s.run()
 	wantWC(t, poll(s.cq), engine.WC{WRID: 7, Opcode: engine.WCBindMW})
-	if got, ok := s.dev.MW(newKey); !ok || got != mw {
-		t.Fatalf("MW(%#x) after bind = %p, %v; want %p", newKey, got, ok, mw)
-	}
-	if got, ok := s.dev.MW(old); ok {
-		t.Fatalf("MW(%#x), the key before the bind, found %p", old, got)
-	}
+	wantFound(t, "MW after bind", s.dev.MW, newKey, mw)
+	wantNotFound(t, "MW by the key before the bind", s.dev.MW, old)
 	must(t, mw.Dealloc())
-	if got, ok := s.dev.MW(newKey); ok {
-		t.Fatalf("deallocated MW %#x found: %p", newKey, got)
-	}
+	wantNotFound(t, "deallocated MW", s.dev.MW, newKey)
 }
 
 // sortedKeys are m's keys but skip, in order, so that rapid's draws from them repeat.
@@ -267,6 +229,47 @@ func sortedKeys[V any](m map[uint32]V, skip uint32) []uint32 {
 	return out
 }
 
+// liveSet is the property test's model of the live objects of one kind, by number or key.
+type liveSet[T any] struct {
+	kind   string
+	lookup lookupFunc[T]
+	live   map[uint32]*T
+}
+
+func newLiveSet[T any](kind string, lookup lookupFunc[T]) *liveSet[T] {
+	return &liveSet[T]{kind: kind, lookup: lookup, live: map[uint32]*T{}}
+}
+
+// add notes obj as live under n, which must not be taken already.
+func (s *liveSet[T]) add(rt *rapid.T, n uint32, obj *T) {
+	if s.live[n] != nil {
+		rt.Fatalf("%s number %d given twice", s.kind, n)
+	}
+	s.live[n] = obj
+}
+
+// destroyOne destroys a live object drawn by rapid, any but skip, and returns its number; it
+// does nothing, and says so, when there is none.
+func (s *liveSet[T]) destroyOne(rt *rapid.T, skip uint32, destroy func(*T) error) (uint32, bool) {
+	ks := sortedKeys(s.live, skip)
+	if len(ks) == 0 {
+		return 0, false
+	}
+	n := rapid.SampledFrom(ks).Draw(rt, s.kind)
+	if err := destroy(s.live[n]); err != nil {
+		rt.Fatalf("%v", err)
+	}
+	delete(s.live, n)
+	return n, true
+}
+
+// agree fails unless the device's lookup of n finds what the model holds there.
+func (s *liveSet[T]) agree(rt *rapid.T, n uint32) {
+	if got, found := s.lookup(n); found != (s.live[n] != nil) || got != s.live[n] {
+		rt.Fatalf("%s(%#x) = %p, %v; model %p", s.kind, n, got, found, s.live[n])
+	}
+}
+
 // Creating and destroying objects at random, every lookup agrees with a model of what is live,
 // for the numbers of live objects, of destroyed ones, the live keys with another key8, numbers
 // out of range and arbitrary ones.
@@ -278,54 +281,43 @@ func TestLookupProperty(t *testing.T) {
 			}
 		}
 		_, dev, pd := lookupDev(t, rapid.Uint64().Draw(rt, "seed"))
-		qps := map[uint32]*engine.QP{}
-		cqs := map[uint32]*engine.CQ{}
-		srqs := map[uint32]*engine.SRQ{}
-		mrs := map[uint32]*engine.MR{}
-		mws := map[uint32]*engine.MW{}
+		qps := newLiveSet("QP", dev.QP)
+		cqs := newLiveSet("CQ", dev.CQ)
+		srqs := newLiveSet("SRQ", dev.SRQ)
+		mrs := newLiveSet("MR", dev.MR)
+		mws := newLiveSet("MW", dev.MW)
 		var gone []uint32 // numbers and keys of destroyed objects
+		noteGone := func(n uint32, destroyed bool) {
+			if destroyed {
+				gone = append(gone, n)
+			}
+		}
 		// keep is every QP's CQ, so the CQs the test destroys are free to go.
 		keep, err := dev.CreateCQ(4)
 		ok(err)
-		cqs[keep.Num()] = keep
+		cqs.add(rt, keep.Num(), keep)
 
-		choose := func(ks []uint32, label string) (uint32, bool) {
-			if len(ks) == 0 {
-				return 0, false
-			}
-			return rapid.SampledFrom(ks).Draw(rt, label), true
-		}
 		check := func() {
 			probe := map[uint32]bool{rapid.Uint32().Draw(rt, "probe"): true}
 			for _, n := range append(gone, outOfRange...) {
 				probe[n] = true
 			}
-			for _, ks := range [][]uint32{sortedKeys(qps, 0), sortedKeys(cqs, 0), sortedKeys(srqs, 0)} {
+			for _, ks := range [][]uint32{sortedKeys(qps.live, 0), sortedKeys(cqs.live, 0), sortedKeys(srqs.live, 0)} {
 				for _, n := range ks {
 					probe[n] = true
 				}
 			}
-			for _, ks := range [][]uint32{sortedKeys(mrs, 0), sortedKeys(mws, 0)} {
+			for _, ks := range [][]uint32{sortedKeys(mrs.live, 0), sortedKeys(mws.live, 0)} {
 				for _, k := range ks {
 					probe[k], probe[otherKey8(k)] = true, true
 				}
 			}
 			for _, n := range sortedKeys(probe, 0) {
-				if got, found := dev.QP(n); found != (qps[n] != nil) || got != qps[n] {
-					rt.Fatalf("QP(%#x) = %p, %v; model %p", n, got, found, qps[n])
-				}
-				if got, found := dev.CQ(n); found != (cqs[n] != nil) || got != cqs[n] {
-					rt.Fatalf("CQ(%#x) = %p, %v; model %p", n, got, found, cqs[n])
-				}
-				if got, found := dev.SRQ(n); found != (srqs[n] != nil) || got != srqs[n] {
-					rt.Fatalf("SRQ(%#x) = %p, %v; model %p", n, got, found, srqs[n])
-				}
-				if got, found := dev.MR(n); found != (mrs[n] != nil) || got != mrs[n] {
-					rt.Fatalf("MR(%#x) = %p, %v; model %p", n, got, found, mrs[n])
-				}
-				if got, found := dev.MW(n); found != (mws[n] != nil) || got != mws[n] {
-					rt.Fatalf("MW(%#x) = %p, %v; model %p", n, got, found, mws[n])
-				}
+				qps.agree(rt, n)
+				cqs.agree(rt, n)
+				srqs.agree(rt, n)
+				mrs.agree(rt, n)
+				mws.agree(rt, n)
 			}
 		}
 
@@ -335,39 +327,21 @@ func TestLookupProperty(t *testing.T) {
 			case 0:
 				qp, err := pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: keep, RecvCQ: keep, Cap: lookupCaps})
 				ok(err)
-				qps[qp.Num()] = qp
+				qps.add(rt, qp.Num(), qp)
 			case 1:
-				if n, has := choose(sortedKeys(qps, 0), "qp"); has {
-					ok(qps[n].Destroy())
-					delete(qps, n)
-					gone = append(gone, n)
-				}
+				noteGone(qps.destroyOne(rt, 0, (*engine.QP).Destroy))
 			case 2:
 				cq, err := dev.CreateCQ(1)
 				ok(err)
-				if cqs[cq.Num()] != nil {
-					rt.Fatalf("CQ number %d given twice", cq.Num())
-				}
-				cqs[cq.Num()] = cq
+				cqs.add(rt, cq.Num(), cq)
 			case 3:
-				if n, has := choose(sortedKeys(cqs, keep.Num()), "cq"); has {
-					ok(cqs[n].Destroy())
-					delete(cqs, n)
-					gone = append(gone, n)
-				}
+				noteGone(cqs.destroyOne(rt, keep.Num(), (*engine.CQ).Destroy))
 			case 4:
 				srq, err := pd.CreateSRQ(1, 1)
 				ok(err)
-				if srqs[srq.Num()] != nil {
-					rt.Fatalf("SRQ number %d given twice", srq.Num())
-				}
-				srqs[srq.Num()] = srq
+				srqs.add(rt, srq.Num(), srq)
 			case 5:
-				if n, has := choose(sortedKeys(srqs, 0), "srq"); has {
-					ok(srqs[n].Destroy())
-					delete(srqs, n)
-					gone = append(gone, n)
-				}
+				noteGone(srqs.destroyOne(rt, 0, (*engine.SRQ).Destroy))
 			case 6:
 				var mr *engine.MR
 				var err error
@@ -377,23 +351,15 @@ func TestLookupProperty(t *testing.T) {
 					mr, err = pd.RegMR(make([]byte, 16), engine.AccessLocalWrite)
 				}
 				ok(err)
-				mrs[mr.LKey()] = mr
+				mrs.add(rt, mr.LKey(), mr)
 			case 7:
-				if k, has := choose(sortedKeys(mrs, 0), "mr"); has {
-					ok(mrs[k].Dereg())
-					delete(mrs, k)
-					gone = append(gone, k)
-				}
+				noteGone(mrs.destroyOne(rt, 0, (*engine.MR).Dereg))
 			case 8:
 				mw, err := pd.AllocMW(rapid.SampledFrom([]engine.MWType{engine.MWType1, engine.MWType2, engine.MWType2A}).Draw(rt, "mwtype"))
 				ok(err)
-				mws[mw.RKey()] = mw
+				mws.add(rt, mw.RKey(), mw)
 			case 9:
-				if k, has := choose(sortedKeys(mws, 0), "mw"); has {
-					ok(mws[k].Dealloc())
-					delete(mws, k)
-					gone = append(gone, k)
-				}
+				noteGone(mws.destroyOne(rt, 0, (*engine.MW).Dealloc))
 			}
 			check()
 		}

@@ -303,11 +303,7 @@ func TestLoopbackDeterministicNoPcap(t *testing.T) {
 func TestLoopbackBesideLink(t *testing.T) {
 	p := newPair(t, 3, sim.LinkConfig{}, engine.ConnectOptions{})
 	caps := engine.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
-	q1, err := p.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqA, RecvCQ: p.cqA, Cap: caps})
-	must(t, err)
-	q2, err := p.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqA, RecvCQ: p.cqA, Cap: caps})
-	must(t, err)
-	must(t, engine.ConnectRC(q1, q2, engine.ConnectOptions{}))
+	q1, _ := connectedRC(t, rcEnd{pd: p.pdA, cq: p.cqA, cap: caps}, rcEnd{pd: p.pdA, cq: p.cqA, cap: caps}, engine.ConnectOptions{})
 	fill(p.bufA[:8192], 1)
 	must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, 8192), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
 	must(t, q1.PostSend(engine.SendWR{ID: 2, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, 8192), RemoteAddr: p.mrA.Addr() + 65536, RKey: p.mrA.RKey()}))

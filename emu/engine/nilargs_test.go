@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/softirdma/softirdma/emu/engine"
-	"github.com/softirdma/softirdma/emu/sim"
 	"github.com/softirdma/softirdma/keys"
 )
 
@@ -19,7 +18,7 @@ import (
 // The table holds every exported function and method of the engine that takes a pointer and
 // returns an error.
 func TestNilArguments(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	pageList := engine.PageList{PageSize: 4096, Length: 1, Pages: []uint64{0}}
 	var (
 		dev *engine.Device

@@ -31,7 +31,7 @@ func wantFired(t *testing.T, cq *engine.CQ, want bool, what string) {
 // TestCQNotifyNextCompletion: armed for the next completion, a CQ fires once for the first
 // completion queued after arming, not for those already in it, and not again until re-armed.
 func TestCQNotifyNextCompletion(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	for i := uint64(1); i <= 4; i++ {
 		must(t, p.qb.PostRecv(engine.RecvWR{ID: i, SGL: sge(p.mrB, 64*i, 64)}))
 	}
@@ -173,7 +173,7 @@ func TestCQNotifySolicitedOnlyFiresOnError(t *testing.T) {
 		must(t, q.qb.PostRecv(engine.RecvWR{ID: i, SGL: sge(q.mrB, 0, 64)}))
 	}
 	must(t, q.cqB.ReqNotify(true))
-	must(t, q.qb.Modify(engine.QPAttr{State: engine.QPSErr}, engine.AttrState))
+	toErr(t, q.qb)
 	q.run()
 	wantFired(t, q.cqB, true, "flushed receives")
 	wantFired(t, q.cqB, false, "flushed receives, one arm")

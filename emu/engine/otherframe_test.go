@@ -9,7 +9,6 @@ import (
 
 	"github.com/softirdma/softirdma/emu/engine"
 	"github.com/softirdma/softirdma/emu/realtime"
-	"github.com/softirdma/softirdma/emu/sim"
 )
 
 // ethFrame is an Ethernet frame from src to dst of the given type with a payload of n bytes.
@@ -29,7 +28,7 @@ func ethFrame(dst, src [6]byte, etherType uint16, n int) []byte {
 // order and whole; SendFrame puts a netdev's frames on the link, and one to itself loops back.
 // Without the function such frames are dropped, as before.
 func TestOtherFrames(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	var got [][]byte
 	p.b.OnOtherFrame(func(f []byte) { got = append(got, f) })
 	arp := ethFrame(p.b.MAC(), p.a.MAC(), 0x0806, 28)
@@ -116,9 +115,6 @@ func TestSendFrameBufferNotReused(t *testing.T) {
 		a.SendFrame(ethFrame(macB, macA, 0x0806, 28))
 	}
 	must(t, qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, SGL: sge(src, 0, 4096), RemoteAddr: dst.Addr(), RKey: dst.RKey()}))
-	deadline := time.Now().Add(20 * time.Second)
-	for cqA.Len() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	waitCQ(cqA, time.Now().Add(20*time.Second))
 	wantWC(t, poll(cqA), engine.WC{WRID: 1, Opcode: engine.WCRDMAWrite, ByteLen: 4096})
 }

@@ -1,13 +1,18 @@
 package engine
 
-// The device lock guards the engine's state and nothing else. What the engine produces for the
-// world outside it while holding the lock (frames for the link, events for the sink, calls of a
-// CQ's completion function) goes into the outbox and is carried out by unlock, after the lock
-// is released. So a slow link, a pcap writer or a callback that calls back into the device
-// never holds up (or deadlocks) the goroutines that post work, poll CQs or receive frames.
+import (
+	"sync/atomic"
+)
+
+// The engine's locks guard its state and nothing else. What the engine produces for the world
+// outside it while holding one (frames for the link, events for the sink, calls of a CQ's
+// completion function) goes into the outbox, and flush carries it out once the locks are
+// released: every verb, receive and timer ends with one. So a slow link, a pcap writer or a
+// callback that calls back into the device never holds up (or deadlocks) the goroutines that post
+// work, poll CQs or receive frames.
 //
 // One goroutine at a time empties the outbox, in the order things were put in it: whoever
-// unlocks with work waiting and finds nobody else at it. Others add to the outbox and leave;
+// flushes with work waiting and finds nobody else at it. Others add to the outbox and leave;
 // the one emptying it picks up what they added. A flusher that keeps finding more after
 // maxFlushRounds hands the rest to a call on the device's clock rather than being kept from
 // returning to its caller for ever by a busy peer. In the simulator all of this runs on the
@@ -25,11 +30,15 @@ type outFrame struct {
 }
 
 type outbox struct {
+	mu       mutex[outboxLock]
 	frames   []outFrame
 	events   []Event
 	calls    []func()
 	flushing bool // a goroutine is emptying the outbox
 	later    bool // a flush is scheduled on the clock
+	// pending says the outbox holds something, for flush to see without the lock that there
+	// is nothing to do (the usual case for a verb).
+	pending atomic.Bool
 	// spare slices, swapped with the ones above so that neither side allocates
 	frames2 []outFrame
 	events2 []Event
@@ -37,7 +46,7 @@ type outbox struct {
 	txFree  [][]byte // buffers for links that do not lend theirs
 }
 
-// maxFlushRounds bounds how many batches one unlock carries out before handing over.
+// maxFlushRounds bounds how many batches one flush carries out before handing over.
 const maxFlushRounds = 4
 
 // maxTxFree bounds the pool of frame buffers kept for links that do not lend buffers.
@@ -47,51 +56,50 @@ func (o *outbox) empty() bool {
 	return len(o.frames) == 0 && len(o.events) == 0 && len(o.calls) == 0
 }
 
-// unlock releases the device lock and carries out what the outbox holds.
-func (d *Device) unlock() {
+// put queues a frame.
+func (o *outbox) put(f outFrame) {
+	o.mu.Lock()
+	o.frames = append(o.frames, f)
+	o.pending.Store(true)
+	o.mu.Unlock()
+}
+
+// putEvent queues an event.
+func (o *outbox) putEvent(e Event) {
+	o.mu.Lock()
+	o.events = append(o.events, e)
+	o.pending.Store(true)
+	o.mu.Unlock()
+}
+
+// busy says whether frames are queued or being carried out.
+func (o *outbox) busy() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.flushing || len(o.frames) > 0
+}
+
+// flush carries out what the outbox holds, unless another goroutine is at it. It runs with no
+// lock of the engine held.
+func (d *Device) flush() {
 	o := &d.out
+	if !o.pending.Load() {
+		return
+	}
+	lockNoneHeld("carrying out the outbox")
+	o.mu.Lock()
 	if o.flushing || o.empty() {
-		d.mu.Unlock()
+		o.mu.Unlock()
 		return
 	}
 	o.flushing = true
 	for round := 1; ; round++ {
 		frames, events, calls := o.frames, o.events, o.calls
 		o.frames, o.events, o.calls = o.frames2[:0], o.events2[:0], o.calls2[:0]
-		// The engine decided which frames are for the device itself when it sent them, so
-		// they go to the loopback and the rest to the link behind it without a second look.
-		link, lender, sink, stopped := d.loop.link, d.loop.lender, d.cfg.Events, d.stopped
-		d.mu.Unlock()
-
-		for _, f := range frames {
-			if f.group && f.b != nil && !stopped {
-				d.loop.keep(f.b)
-			}
-			switch {
-			case f.b == nil || stopped:
-				if f.lent && lender != nil {
-					lender.SendBuffer(nil) // give the buffer back
-				}
-			case f.local:
-				d.loop.take(f.b, f.lent)
-			case f.lent:
-				if lender != nil {
-					lender.SendBuffer(f.b)
-				}
-			case link != nil:
-				_ = link.Send(f.b)
-			}
-		}
-		if sink != nil {
-			for _, e := range events {
-				sink(e)
-			}
-		}
-		for _, c := range calls {
-			c()
-		}
-
-		d.mu.Lock()
+		o.pending.Store(false)
+		o.mu.Unlock()
+		d.carryOut(frames, events, calls)
+		o.mu.Lock()
 		for i, f := range frames {
 			// Only whole frame buffers are kept: a netdev's frame (SendFrame) is its own size.
 			if !f.lent && cap(f.b) >= MaxFrame && len(o.txFree) < maxTxFree {
@@ -104,7 +112,7 @@ func (d *Device) unlock() {
 		o.frames2, o.events2, o.calls2 = frames[:0], events[:0], calls[:0]
 		if o.empty() {
 			o.flushing = false
-			d.mu.Unlock()
+			o.mu.Unlock()
 			return
 		}
 		if round == maxFlushRounds {
@@ -113,25 +121,63 @@ func (d *Device) unlock() {
 				o.later = true
 				d.clock.Post(0, d.flushLater)
 			}
-			d.mu.Unlock()
+			o.mu.Unlock()
 			return
 		}
 	}
 }
 
+// carryOut sends the frames, hands the events to the sink and makes the calls, in that order.
+func (d *Device) carryOut(frames []outFrame, events []Event, calls []func()) {
+	// The engine decided which frames are for the device itself when it sent them, so they go
+	// to the loopback and the rest to the link behind it without a second look.
+	att, sink, stopped := d.att.Load(), d.sink.Load(), d.stopped.Load()
+	for _, f := range frames {
+		if f.group && f.b != nil && !stopped {
+			d.loop.keep(f.b)
+		}
+		switch {
+		case f.b == nil || stopped:
+			if f.lent && att.lender != nil {
+				att.lender.SendBuffer(nil) // give the buffer back
+			}
+		case f.local:
+			d.loop.take(f.b, f.lent)
+		case f.lent:
+			if att.lender != nil {
+				att.lender.SendBuffer(f.b)
+			}
+		case att.link != nil:
+			_ = att.link.Send(f.b)
+		}
+	}
+	if sink != nil {
+		for _, e := range events {
+			(*sink)(e)
+		}
+	}
+	for _, c := range calls {
+		c()
+	}
+}
+
 // flushLater empties the outbox on the clock's goroutine.
 func (d *Device) flushLater() {
-	d.mu.Lock()
+	d.out.mu.Lock()
 	d.out.later = false
-	d.unlock()
+	d.out.pending.Store(true)
+	d.out.mu.Unlock()
+	d.flush()
 }
 
 // txBuffer is where the next frame is built: a buffer lent by the link, or one of the device's.
 func (d *Device) txBuffer() []byte {
-	if d.lender != nil {
-		return d.lender.Buffer()
+	if l := d.att.Load().lender; l != nil {
+		return d.loop.buffer(l)
 	}
 	o := &d.out
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if n := len(o.txFree); n > 0 {
 		b := o.txFree[n-1]
 		o.txFree = o.txFree[:n-1]
@@ -143,27 +189,35 @@ func (d *Device) txBuffer() []byte {
 // send queues a frame built in a buffer from txBuffer for the link, or, local, for the device
 // itself.
 func (d *Device) send(frame []byte, local bool) {
-	d.out.frames = append(d.out.frames, outFrame{b: frame, lent: d.lender != nil, local: local,
-		group: !local && len(d.mcast) > 0 && d.ownGroup(frame)})
+	d.out.put(outFrame{b: frame, lent: d.att.Load().lender != nil, local: local,
+		group: !local && d.ngroups.Load() > 0 && d.ownGroup(frame)})
 }
 
-// ownGroup says frame goes to a multicast group one of the device's QPs is attached to. The
-// device lock is held.
+// ownGroup says frame goes to a multicast group one of the device's QPs is attached to.
 func (d *Device) ownGroup(frame []byte) bool {
 	ip, ok := frameDstIP(frame)
-	return ok && ip.IsMulticast() && len(d.mcast[ip.Unmap()]) > 0
+	return ok && ip.IsMulticast() && len(d.group(ip.Unmap())) > 0
 }
 
 // dropBuffer gives back a buffer from txBuffer that carries no frame.
 func (d *Device) dropBuffer(b []byte) {
-	if d.lender != nil {
-		d.out.frames = append(d.out.frames, outFrame{lent: true})
+	if d.att.Load().lender != nil {
+		d.out.put(outFrame{lent: true})
 		return
 	}
-	if len(d.out.txFree) < maxTxFree {
-		d.out.txFree = append(d.out.txFree, b[:cap(b)])
+	o := &d.out
+	o.mu.Lock()
+	if len(o.txFree) < maxTxFree {
+		o.txFree = append(o.txFree, b[:cap(b)])
 	}
+	o.mu.Unlock()
 }
 
-// later queues a call to run after the lock is released.
-func (d *Device) later(f func()) { d.out.calls = append(d.out.calls, f) }
+// later queues a call to run after the engine's locks are released.
+func (d *Device) later(f func()) {
+	o := &d.out
+	o.mu.Lock()
+	o.calls = append(o.calls, f)
+	o.pending.Store(true)
+	o.mu.Unlock()
+}

@@ -6,16 +6,14 @@ import (
 	"testing"
 
 	"github.com/softirdma/softirdma/emu/engine"
-	"github.com/softirdma/softirdma/emu/sim"
 )
 
 // TestPostErrorNamesTheWRID: a refused work request is named by the ID its poster gave it, with
 // its place in the batch beside it, since the poster thinks in IDs; a post of one names the ID
 // alone. Each verb says which it is.
 func TestPostErrorNamesTheWRID(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
-	srq, err := p.pdA.CreateSRQ(4, 1)
-	must(t, err)
+	p := plainPair(t)
+	srq := newSRQ(t, p.pdA, 4, 1)
 	two := sge(p.mrA, 0, 8)
 	two = append(two, two[0])
 	for _, c := range []struct {

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"syscall"
 
-	"github.com/softirdma/softirdma/keys"
 	"github.com/softirdma/softirdma/wire/roce"
 )
 
@@ -69,10 +68,15 @@ type QP struct {
 	srq    *SRQ
 	cap    QPCap
 	sigAll bool
+
+	// mu guards the rest: the QP's state and attributes, its queues, its requester,
+	// responder and completer, and its timers' and scheduled runs' flags.
+	mu mutex[qpLock]
 	// onRetire hears of each send WQE retired, before its completion.
-	onRetire func(n int)
-	state    QPState
-	attr     QPAttr
+	onRetire  func(n int)
+	state     QPState
+	attr      QPAttr
+	destroyed bool // by Destroy: the QP takes no packet and is off the device's table
 
 	overflowed bool // a completion was lost; the QP is on its way to ERR
 	// flushed is why the QP is in ERR, the reason its flushed completions carry: one error
@@ -110,13 +114,13 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 	if err := checkCap(c, d.limits, init.SRQ != nil); err != nil {
 		return nil, err
 	}
+	defer d.flush()
 	d.mu.Lock()
-	defer d.unlock()
+	defer d.mu.Unlock()
 	if len(d.qps) >= d.limits.MaxQP {
 		return nil, fmt.Errorf("create_qp: %w", syscall.ENOMEM)
 	}
-	if d.cqs.live[init.SendCQ.num] != init.SendCQ || d.cqs.live[init.RecvCQ.num] != init.RecvCQ ||
-		init.SRQ != nil && d.srqs.live[init.SRQ.num] != init.SRQ {
+	if !d.liveQueues(init) {
 		return nil, fmt.Errorf("create_qp: a CQ or the SRQ is destroyed or another device's: %w", syscall.EINVAL)
 	}
 	qpn := uint32(gsiQPN)
@@ -136,6 +140,15 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 	d.qps[qp.qpn] = qp
 	d.event(Event{QP: qp.qpn, Kind: EvQPState, Msg: "created in RESET"})
 	return qp, nil
+}
+
+// liveQueues says whether the CQs and the SRQ a QP is to be created on are live and the
+// device's. The device lock is held, which keeps them so until the QP is in the device's table.
+func (d *Device) liveQueues(init QPInitAttr) bool {
+	d.tab.Lock()
+	defer d.tab.Unlock()
+	return d.cqs.live[init.SendCQ.num] == init.SendCQ && d.cqs.live[init.RecvCQ.num] == init.RecvCQ &&
+		(init.SRQ == nil || d.srqs.live[init.SRQ.num] == init.SRQ)
 }
 
 // checkCap checks a QP's capabilities as the kernel's rxe does (rxe_qp_chk_cap): each at most
@@ -177,15 +190,17 @@ func (qp *QP) Type() QPType { return qp.typ }
 
 // State is the QP's current state.
 func (qp *QP) State() QPState {
-	qp.dev.mu.Lock()
-	defer qp.dev.unlock()
+	defer qp.dev.flush()
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
 	return qp.state
 }
 
 // Query returns the QP's attributes.
 func (qp *QP) Query() QPAttr {
-	qp.dev.mu.Lock()
-	defer qp.dev.unlock()
+	defer qp.dev.flush()
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
 	a := qp.attr
 	a.State, a.CurState, a.Cap = qp.state, qp.state, qp.cap
 	return a
@@ -199,15 +214,19 @@ func (qp *QP) Modify(attr QPAttr, mask AttrMask) error {
 		return err
 	}
 	d := qp.dev
-	// The peer's link address is looked up before the device is locked: on a real link that
-	// may mean waiting for an ARP reply, which must not hold up the device.
+	// The peer's link address is looked up before the QP is locked: on a real link that may
+	// mean waiting for an ARP reply, which must not hold up the QP.
 	var peerMAC [6]byte
 	var resolved bool
 	if mask&AttrAV != 0 && attr.AH.DGID.IsValid() && d.cfg.Resolve != nil {
 		peerMAC, resolved = d.cfg.Resolve(attr.AH.DGID.Unmap())
 	}
-	d.mu.Lock()
-	defer d.unlock()
+	defer d.flush()
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.destroyed {
+		return fmt.Errorf("modify_qp: QP %d is destroyed: %w", qp.qpn, syscall.EINVAL)
+	}
 	cur := qp.state
 	if mask&AttrCurState != 0 && attr.CurState != cur {
 		return fmt.Errorf("modify_qp: cur_state %s but the QP is %s: %w", attr.CurState, cur, syscall.EINVAL)
@@ -388,9 +407,12 @@ func (qp *QP) toError(why string) { qp.fail(AsyncQPFatal, why) }
 // Fail moves the QP to ERR as a failure of its own, not the user's (QP_FATAL is raised, its
 // work is flushed): a device model's queue in guest memory went away under it.
 func (qp *QP) Fail(why string) {
-	d := qp.dev
-	d.mu.Lock()
-	defer d.unlock()
+	defer qp.dev.flush()
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.destroyed { // its number may be another QP's by now: nothing to flush, nobody to tell
+		return
+	}
 	qp.toError(why)
 }
 
@@ -399,14 +421,16 @@ func (qp *QP) PostRecv(wrs ...RecvWR) error {
 	if err := qp.check("post_recv", "QP"); err != nil {
 		return err
 	}
-	d := qp.dev
-	d.mu.Lock()
-	defer d.unlock()
+	defer qp.dev.flush()
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
 	for i := range wrs {
 		fail := func(errno syscall.Errno, reason string) error {
 			return postError("post_recv", i, len(wrs), wrs[i].ID, errno, reason)
 		}
 		switch {
+		case qp.destroyed:
+			return fail(syscall.EINVAL, "the QP is destroyed")
 		case qp.srq != nil:
 			return fail(syscall.EINVAL, "the QP uses a shared receive queue")
 		case qp.state == QPSReset:
@@ -430,53 +454,35 @@ func (qp *QP) PostRecv(wrs ...RecvWR) error {
 	return nil
 }
 
-// peekRecv finds the receive the next message takes: the first queued, or, with none queued,
-// one the queue's source hands over.
-func (qp *QP) peekRecv() *recvWQE {
-	q := qp.recvQueue()
-	if w := q.peek(); w != nil || q.source == nil {
-		return w
-	}
-	for _, wr := range q.source(len(q.ring) - q.n) {
-		if !q.push(&wr) {
-			break
-		}
-	}
-	return q.peek()
-}
-
 // SetRecvSource makes the QP's receive queue ask fetch for receives when a message needs one
 // and none is posted, as a NIC reads the producer index of a receive queue in host memory only
 // then (rxe's user ABI has no receive doorbell). fetch returns at most max receives, each with
-// at most the QP's max_recv_sge SGEs; it runs with the device locked and must not call into
-// the device. PostRecv still works beside it.
+// at most the QP's max_recv_sge SGEs; it runs with the QP locked (the SRQ, for an SRQ's) and
+// must not call into the device. PostRecv still works beside it.
 func (qp *QP) SetRecvSource(fetch func(max int) []RecvWR) {
-	qp.dev.mu.Lock()
-	defer qp.dev.unlock()
+	defer qp.dev.flush()
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
 	qp.rq.source = fetch
 }
 
 // SetRecvSource is QP.SetRecvSource for the SRQ. The SRQ's limit is then the source's to check
 // (the engine sees only the receives fetched).
 func (srq *SRQ) SetRecvSource(fetch func(max int) []RecvWR) {
-	d := srq.pd.dev
-	d.mu.Lock()
-	defer d.unlock()
+	defer srq.pd.dev.flush()
+	srq.mu.Lock()
+	defer srq.mu.Unlock()
 	srq.queue.source = fetch
 }
 
-// recvQueue is the queue receives are taken from: the QP's own or its SRQ's.
-func (qp *QP) recvQueue() *recvQueue {
-	if qp.srq != nil {
-		return &qp.srq.queue
-	}
-	return &qp.rq
-}
-
 // complete queues a completion on cq; a full CQ moves the QP to ERR.
-func (qp *QP) complete(cq *CQ, wc WC) {
+func (qp *QP) complete(cq *CQ, wc WC) { qp.completeSolicited(cq, wc, false) }
+
+// completeSolicited is complete for a receive; solicited is the Solicited Event bit of the
+// message's last packet, which fires a CQ armed for solicited completions.
+func (qp *QP) completeSolicited(cq *CQ, wc WC, solicited bool) {
 	wc.QPNum = qp.qpn
-	if !cq.push(wc) {
+	if !cq.push(wc, solicited) {
 		qp.dev.event(Event{QP: qp.qpn, Kind: EvWarning, WRID: wc.WRID, Msg: "completion queue overflow"})
 		// The QP goes to ERR as soon as the work in hand is done: doing it here would flush
 		// and retire the very WQE being retired.
@@ -484,8 +490,9 @@ func (qp *QP) complete(cq *CQ, wc WC) {
 			qp.overflowed = true
 			d := qp.dev
 			d.clock.Post(0, func() {
-				d.mu.Lock()
-				defer d.unlock()
+				defer d.flush()
+				qp.mu.Lock()
+				defer qp.mu.Unlock()
 				// The user may have reset the QP meanwhile (which forgets the overflow) or
 				// moved it to ERR already.
 				if qp.overflowed && qp.state != QPSReset && qp.state != QPSErr {
@@ -524,7 +531,7 @@ func (qp *QP) flushRecv() {
 			// The receives waiting in the source are posted too, and flushed like the rest:
 			// one round of them, those there now.
 			fetched = true
-			w = qp.peekRecv()
+			w = qp.rq.next()
 		}
 		if w == nil {
 			return
@@ -553,25 +560,21 @@ func (qp *QP) Destroy() error {
 		return err
 	}
 	d := qp.dev
-	d.mu.Lock()
-	defer d.unlock()
+	defer d.flush()
+	qp.mu.Lock()
 	qp.req.stopTimers()
 	qp.sq.settleBinds()
-	delete(d.qps, qp.qpn)
-	qp.detachAll()
 	qp.state = QPSReset
+	qp.destroyed = true
 	d.event(Event{QP: qp.qpn, Kind: EvQPState, Msg: "destroyed"})
+	qp.mu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.qps[qp.qpn] == qp {
+		delete(d.qps, qp.qpn)
+	}
+	d.detachAll(qp)
 	return nil
-}
-
-// remoteAccess checks an rkey access for a request arriving on this QP.
-func (qp *QP) remoteAccess(rkey uint32, va, n uint64, rights Access) (keys.Span, error) {
-	return qp.dev.keys.Remote(keys.RemoteAccess{Key: keys.Key(rkey), PD: qp.pd.handle, QP: keys.QPN(qp.qpn), VA: va, Len: n, Rights: rights})
-}
-
-// localAccess checks an lkey access by one of this QP's work requests.
-func (qp *QP) localAccess(sge SGE, off, n uint64, rights Access) (keys.Span, error) {
-	return qp.dev.keys.Local(keys.LocalAccess{Key: keys.Key(sge.LKey), PD: qp.pd.handle, VA: sge.Addr + off, Len: n, Rights: rights})
 }
 
 // allocQPN hands out the next free 24-bit QP number from 0x11 up, wrapping, skipping those in

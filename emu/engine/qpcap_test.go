@@ -6,16 +6,14 @@ import (
 	"testing"
 
 	"github.com/softirdma/softirdma/emu/engine"
-	"github.com/softirdma/softirdma/emu/sim"
 )
 
 // TestCreateQPCaps: capabilities are checked as the kernel's rxe checks them (rxe_qp_chk_cap):
 // each at most the device's limit, the receive ones only without an SRQ, and zero taken
 // anywhere; a refusal names the field, its value and the limit it broke.
 func TestCreateQPCaps(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
-	srq, err := p.pdA.CreateSRQ(4, 1)
-	must(t, err)
+	p := plainPair(t)
+	srq := newSRQ(t, p.pdA, 4, 1)
 	lim := p.a.Limits()
 	for _, c := range []struct {
 		name string
@@ -53,7 +51,7 @@ func TestCreateQPCaps(t *testing.T) {
 // TestZeroQueuesRefusePosts: a QP created with no room in a queue refuses every post there with
 // ENOMEM, as rxe's does, and says why.
 func TestZeroQueuesRefusePosts(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	qa, err := p.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqA, RecvCQ: p.cqA})
 	must(t, err)
 	qb, err := p.pdB.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqB, RecvCQ: p.cqB})

@@ -6,11 +6,10 @@ import (
 	"testing"
 
 	"github.com/softirdma/softirdma/emu/engine"
-	"github.com/softirdma/softirdma/emu/sim"
 )
 
 func TestRCBasicOperations(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	fill(p.bufA[:8192], 1)
 
 	// SEND of 64 B and of 5000 B (five packets at MTU 1024).

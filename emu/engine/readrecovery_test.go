@@ -219,14 +219,29 @@ func (p *pair) frames() [3]uint64 {
 	return [3]uint64{p.a.Stats().TxFrames, p.b.Stats().TxFrames, p.a.Stats().Timeouts}
 }
 
-// The request for a READ's missing responses is lost too: the retransmission timer asks
-// again, once, and the READ completes.
-func TestReadReRequestLost(t *testing.T) {
+// wantFrames asserts how many frames A and B sent and how often A's retransmission timer fired.
+func (p *pair) wantFrames(a, b, timeouts uint64) {
+	p.t.Helper()
+	if got := p.frames(); got != [3]uint64{a, b, timeouts} {
+		p.t.Fatalf("A sent %d frames, B %d, %d timeouts; want %d, %d, %d", got[0], got[1], got[2], a, b, timeouts)
+	}
+}
+
+// reReadLost is a pair at MTU 1024 that loses B's second response to a READ and A's request
+// for it again, with a 5000 B READ of B's buffer, filled from seed, posted.
+func reReadLost(t *testing.T, seed byte) *pair {
+	t.Helper()
 	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{MTU: engine.MTU1024})
 	p.fab.AddFault(sim.Fault{Name: "2nd response", Src: "B", Opcodes: []wire.Opcode{wire.RCReadResponseMiddle}, Nth: 1, Action: sim.FaultDrop})
 	p.fab.AddFault(sim.Fault{Name: "the request again", Src: "A", Opcodes: []wire.Opcode{wire.RCReadRequest}, Nth: 2, Action: sim.FaultDrop})
-	fill(p.bufB[:5000], 3)
-	must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMARead, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, 5000), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+	p.postRead5000(seed)
+	return p
+}
+
+// The request for a READ's missing responses is lost too: the retransmission timer asks
+// again, once, and the READ completes.
+func TestReadReRequestLost(t *testing.T) {
+	p := reReadLost(t, 3)
 	p.run()
 	wantWC(t, poll(p.cqA), engine.WC{WRID: 1, Opcode: engine.WCRDMARead, ByteLen: 5000})
 	if !bytes.Equal(p.bufA[:5000], p.bufB[:5000]) {
@@ -234,9 +249,7 @@ func TestReadReRequestLost(t *testing.T) {
 	}
 	// A: the READ, the lost request from response 1, the same after the timeout; B: five
 	// responses, then four from response 1.
-	if got := p.frames(); got != [3]uint64{3, 9, 1} {
-		t.Fatalf("A sent %d frames, B %d, %d timeouts; want 3, 9, 1", got[0], got[1], got[2])
-	}
+	p.wantFrames(3, 9, 1)
 }
 
 // Every request for a READ's missing responses is lost: the timeouts, and only they, count
@@ -253,9 +266,7 @@ func TestReadReRequestAlwaysLostExhaustsRetries(t *testing.T) {
 	wantWC(t, poll(p.cqA), engine.WC{WRID: 1, Status: engine.WCRetryExcErr, Opcode: engine.WCRDMARead}, engine.WC{WRID: 2, Status: engine.WCWRFlushErr, Opcode: engine.WCRDMAWrite})
 	// A: the READ and the WRITE, the request from response 1 when response 2 came, and once
 	// after each of three timeouts; the fourth ends it. B: five responses and the WRITE's ACK.
-	if got := p.frames(); got != [3]uint64{6, 6, 4} {
-		t.Fatalf("A sent %d frames, B %d, %d timeouts; want 6, 6, 4", got[0], got[1], got[2])
-	}
+	p.wantFrames(6, 6, 4)
 }
 
 // An atomic's acknowledgement says that the READ before it was executed: a READ whose response
@@ -273,9 +284,7 @@ func TestAtomicAckPassesLostReadResponse(t *testing.T) {
 	if !bytes.Equal(p.bufA[:64], p.bufB[:64]) || le64(p.bufA[128:]) != 40 || le64(p.bufB[4096:]) != 42 {
 		t.Fatalf("READ data equal %v, atomic result %d (want 40), target %d (want 42)", bytes.Equal(p.bufA[:64], p.bufB[:64]), le64(p.bufA[128:]), le64(p.bufB[4096:]))
 	}
-	if got := p.frames(); got != [3]uint64{3, 3, 0} {
-		t.Fatalf("A sent %d frames, B %d, %d timeouts; want 3, 3, 0", got[0], got[1], got[2])
-	}
+	p.wantFrames(3, 3, 0)
 }
 
 // An atomic's acknowledgement is lost, and so is the request for it again that the next ACK
@@ -296,9 +305,7 @@ func TestT4AtomicAckAndItsReRequestLost(t *testing.T) {
 	}
 	// A: the atomic, the WRITE, the atomic again (lost), the atomic after the timeout; B: the
 	// lost acknowledgement, the WRITE's ACK, the replay.
-	if got := p.frames(); got != [3]uint64{4, 3, 1} {
-		t.Fatalf("A sent %d frames, B %d, %d timeouts; want 4, 3, 1", got[0], got[1], got[2])
-	}
+	p.wantFrames(4, 3, 1)
 }
 
 // A WRITE, a 64-response READ, an atomic and a SEND whose PSNs wrap from 0xFFFFFF to 0 in the
@@ -330,9 +337,7 @@ func TestReadAcrossPSNWrap(t *testing.T) {
 	// A: two WRITE packets, the READ, the atomic, the SEND, then the READ from 0xFFFFFF (its
 	// 14th response) and the atomic again. B: the WRITE's ACK, 64 responses, the lost
 	// acknowledgement, the SEND's ACK, the 51 responses from 0xFFFFFF and the replay.
-	if got := p.frames(); got != [3]uint64{7, 119, 0} {
-		t.Fatalf("A sent %d frames, B %d, %d timeouts; want 7, 119, 0", got[0], got[1], got[2])
-	}
+	p.wantFrames(7, 119, 0)
 	if sent, acked := p.qa.RequesterPSNs(); sent != 0x34 || acked != 0x34 {
 		t.Fatalf("sent up to %#x, acknowledged up to %#x; want 0x34 both", sent, acked)
 	}
@@ -353,9 +358,7 @@ func TestFencedWriteWaitsForRecoveredRead(t *testing.T) {
 	if !bytes.Equal(p.bufB[8192:8192+64], p.bufB[:64]) {
 		t.Fatal("the fenced WRITE did not carry what the READ read")
 	}
-	if got := p.frames(); got != [3]uint64{3, 3, 1} {
-		t.Fatalf("A sent %d frames, B %d, %d timeouts; want 3, 3, 1", got[0], got[1], got[2])
-	}
+	p.wantFrames(3, 3, 1)
 }
 
 // A READ's response is lost and the SEND after it is RNR NAKed, which shows the loss: the READ
@@ -377,9 +380,7 @@ func TestReadRecoveredDuringRNRWait(t *testing.T) {
 	wantWC(t, poll(p.cqB), engine.WC{WRID: 9, Opcode: engine.WCRecv, ByteLen: 32})
 	// A: the READ, the SEND, the READ again, the SEND after the RNR wait; B: the lost
 	// response, the RNR NAK, the response, the ACK. No timeout.
-	if got := p.frames(); got != [3]uint64{4, 4, 0} {
-		t.Fatalf("A sent %d frames, B %d, %d timeouts; want 4, 4, 0", got[0], got[1], got[2])
-	}
+	p.wantFrames(4, 4, 0)
 }
 
 // The request for a READ's missing responses is lost; a WRITE posted after it is acknowledged
@@ -387,11 +388,7 @@ func TestReadRecoveredDuringRNRWait(t *testing.T) {
 // the WRITE and would have answered it first, so the READ is asked for again at once instead of
 // at the local ACK timeout.
 func TestReadReRequestLostShownByLaterAck(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{MTU: engine.MTU1024})
-	p.fab.AddFault(sim.Fault{Name: "2nd response", Src: "B", Opcodes: []wire.Opcode{wire.RCReadResponseMiddle}, Nth: 1, Action: sim.FaultDrop})
-	p.fab.AddFault(sim.Fault{Name: "the request again", Src: "A", Opcodes: []wire.Opcode{wire.RCReadRequest}, Nth: 2, Action: sim.FaultDrop})
-	fill(p.bufB[:5000], 4)
-	must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMARead, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, 5000), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+	p := reReadLost(t, 4)
 	p.sim.RunFor(100 * time.Microsecond) // the responses are in, the gap asked for, the request lost
 	if got := p.frames(); got != [3]uint64{2, 5, 0} || poll(p.cqA) != nil {
 		t.Fatalf("A sent %d frames, B %d, %d timeouts before the WRITE; want 2, 5, 0 and no completion", got[0], got[1], got[2])
@@ -429,7 +426,5 @@ func TestReadReRequestLostShownByLaterReRequest(t *testing.T) {
 	}
 	// A: two READs, READ 1 from 1 (lost), READ 2 from 6, READ 1 from 1 again; B: ten
 	// responses, four from 6, four from 1.
-	if got := p.frames(); got != [3]uint64{5, 18, 0} {
-		t.Fatalf("A sent %d frames, B %d, %d timeouts; want 5, 18, 0", got[0], got[1], got[2])
-	}
+	p.wantFrames(5, 18, 0)
 }

@@ -10,36 +10,52 @@ import (
 // device or for no QP is counted and dropped without an answer, as IBTA asks. The frame is not
 // kept after Receive returns.
 func (d *Device) Receive(frame []byte) {
-	d.mu.Lock()
-	defer d.unlock()
-	d.receive(frame)
+	defer d.flush()
+	f := d.rxFrame()
+	d.receive(f, frame)
+	d.rxDone(f)
 }
 
-// ReceiveBatch is Receive for frames that arrived together, in order, with one hold of the
-// device lock: what they make the device send goes out after the last one.
+// ReceiveBatch is Receive for frames that arrived together, in order: what they make the device
+// send goes out after the last one.
 func (d *Device) ReceiveBatch(frames [][]byte) {
-	d.mu.Lock()
-	defer d.unlock()
-	for _, f := range frames {
-		d.receive(f)
+	defer d.flush()
+	f := d.rxFrame()
+	for _, b := range frames {
+		d.receive(f, b)
 	}
+	d.rxDone(f)
 }
 
-func (d *Device) receive(frame []byte) {
-	if d.stopped || d.portDown {
+// rxFrame is a frame to parse into, for one receiving goroutine.
+func (d *Device) rxFrame() *roce.Frame {
+	if f, ok := d.rx.Get().(*roce.Frame); ok {
+		return f
+	}
+	return new(roce.Frame)
+}
+
+// rxDone gives back a frame from rxFrame, holding on to no buffer.
+func (d *Device) rxDone(f *roce.Frame) {
+	f.Reset()
+	d.rx.Put(f)
+}
+
+// receive takes one frame, parsing it into f.
+func (d *Device) receive(f *roce.Frame, frame []byte) {
+	if d.stopped.Load() || d.portDown.Load() {
 		return
 	}
-	d.stats.RxFrames++
-	f := &d.rx
+	d.stats.RxFrames.Add(1)
 	if err := d.parser.Parse(f, frame); err != nil {
 		if roce.KindOf(err) == roce.KindNotRoCE && d.passOther(frame) {
 			return
 		}
-		d.stats.RxDropped++
+		d.stats.RxDropped.Add(1)
 		if roce.KindOf(err) == roce.KindBadICRC {
-			d.stats.RxBadICRC++
+			d.stats.RxBadICRC.Add(1)
 		} else {
-			d.stats.RxMalformed++
+			d.stats.RxMalformed.Add(1)
 		}
 		d.event(Event{Kind: EvDrop, Msg: "frame dropped", Err: err})
 		return
@@ -51,28 +67,48 @@ func (d *Device) receive(frame []byte) {
 	}
 	if !d.owns(dst) {
 		if !d.passOther(frame) {
-			d.stats.RxDropped++
+			d.stats.RxDropped.Add(1)
 		}
 		return
 	}
 	if !d.pkeyMatches(f) {
 		return
 	}
+	d.mu.Lock()
 	qp := d.qps[f.BTH.DestQP()]
+	d.mu.Unlock()
 	if qp == nil || f.Info.Transport != qp.tr.wire {
-		d.stats.RxDropped++
-		d.stats.RxUnknownQP++
-		d.event(Event{Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s for unknown QP 0x%06x", f.Opcode, f.BTH.DestQP())})
+		d.unknownQP(f)
+		return
+	}
+	qp.mu.Lock()
+	qp.receive(f)
+	qp.mu.Unlock()
+}
+
+// unknownQP drops a packet for a QP the device does not have.
+func (d *Device) unknownQP(f *roce.Frame) {
+	d.stats.RxDropped.Add(1)
+	d.stats.RxUnknownQP.Add(1)
+	d.event(Event{Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s for unknown QP 0x%06x", f.Opcode, f.BTH.DestQP())})
+}
+
+// receive hands a packet for the QP to its responder or its completer. The QP is locked.
+func (qp *QP) receive(f *roce.Frame) {
+	d := qp.dev
+	if qp.destroyed {
+		// Destroyed since the device found it.
+		d.unknownQP(f)
 		return
 	}
 	if qp.state < QPSRTR || qp.tr.connected && f.SrcIP().Unmap() != qp.attr.AH.DGID.Unmap() {
-		d.stats.RxDropped++
+		d.stats.RxDropped.Add(1)
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s from %s while %s", f.Opcode, f.SrcIP(), qp.state)})
 		return
 	}
 	if f.Info.Response {
 		if qp.tr.response == nil {
-			d.stats.RxDropped++
+			d.stats.RxDropped.Add(1)
 			return
 		}
 		qp.received()
@@ -90,8 +126,8 @@ func (d *Device) pkeyMatches(f *roce.Frame) bool {
 	if f.BTH.PKey()&0x7fff == 0x7fff {
 		return true
 	}
-	d.stats.RxDropped++
-	d.stats.RxBadPKey++
+	d.stats.RxDropped.Add(1)
+	d.stats.RxBadPKey.Add(1)
 	d.event(Event{Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s with P_Key 0x%04x, the port's is 0xffff", f.Opcode, f.BTH.PKey())})
 	return false
 }
@@ -99,10 +135,10 @@ func (d *Device) pkeyMatches(f *roce.Frame) bool {
 // receiveMulticast hands a datagram sent to a multicast group to every UD QP attached to the
 // group here, each checking it against its own Q_Key; a group with none here is not ours.
 func (d *Device) receiveMulticast(f *roce.Frame, frame []byte) {
-	qps := d.mcast[f.DstIP().Unmap()]
+	qps := d.group(f.DstIP().Unmap())
 	if len(qps) == 0 {
 		if !d.passOther(frame) {
-			d.stats.RxDropped++
+			d.stats.RxDropped.Add(1)
 		}
 		return
 	}
@@ -110,16 +146,18 @@ func (d *Device) receiveMulticast(f *roce.Frame, frame []byte) {
 		return
 	}
 	if f.Info.Transport != roce.UD || f.BTH.DestQP() != McastQPN {
-		d.stats.RxDropped++
+		d.stats.RxDropped.Add(1)
 		d.event(Event{Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s to multicast group %s for QP 0x%06x", f.Opcode, f.DstIP(), f.BTH.DestQP())})
 		return
 	}
 	for _, qp := range qps {
-		if qp.state < QPSRTR {
-			d.stats.RxDropped++
-			continue
+		qp.mu.Lock()
+		if qp.state < QPSRTR || qp.destroyed {
+			d.stats.RxDropped.Add(1)
+		} else {
+			qp.received()
+			qp.udRequest(f)
 		}
-		qp.received()
-		qp.udRequest(f)
+		qp.mu.Unlock()
 	}
 }

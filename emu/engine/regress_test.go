@@ -14,16 +14,11 @@ import (
 // receive is taken off the SRQ when a message starts, not when it ends).
 func TestSRQOverlappingSends(t *testing.T) {
 	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{MTU: engine.MTU1024})
-	srq, err := p.pdB.CreateSRQ(4, 1)
-	must(t, err)
+	srq := newSRQ(t, p.pdB, 4, 1)
 	caps := engine.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
 	var qas, qbs [2]*engine.QP
 	for i := range 2 {
-		qas[i], err = p.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqA, RecvCQ: p.cqA, Cap: caps})
-		must(t, err)
-		qbs[i], err = p.pdB.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqB, RecvCQ: p.cqB, SRQ: srq, Cap: engine.QPCap{MaxSendWR: 4, MaxSendSGE: 1}})
-		must(t, err)
-		must(t, engine.ConnectRC(qas[i], qbs[i], engine.ConnectOptions{MTU: engine.MTU1024}))
+		qas[i], qbs[i] = p.connectToSRQ(srq, caps, engine.ConnectOptions{MTU: engine.MTU1024})
 	}
 	must(t, srq.PostRecv(engine.RecvWR{ID: 100, SGL: sge(p.mrB, 0, 8192)}, engine.RecvWR{ID: 101, SGL: sge(p.mrB, 8192, 8192)}))
 	// The first QP's packets after SEND_FIRST are held back, so the second SEND starts and
@@ -54,14 +49,11 @@ func TestSRQOverlappingSends(t *testing.T) {
 // A full CQ while a send completion is retired: the QP goes to ERR, nothing is retired twice,
 // and posting afterwards is safe.
 func TestCQOverflowDoesNotCorruptTheSendQueue(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	cq, err := p.a.CreateCQ(1)
 	must(t, err)
-	qp, err := p.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cq, RecvCQ: cq, SigAll: true, Cap: engine.QPCap{MaxSendWR: 3, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	must(t, err)
-	qb, err := p.pdB.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqB, RecvCQ: p.cqB, Cap: engine.QPCap{MaxSendWR: 3, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	must(t, err)
-	must(t, engine.ConnectRC(qp, qb, engine.ConnectOptions{}))
+	qp, _ := connectedRC(t, rcEnd{pd: p.pdA, cq: cq, cap: engine.QPCap{MaxSendWR: 3, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}, sigAll: true},
+		rcEnd{pd: p.pdB, cq: p.cqB, cap: engine.QPCap{MaxSendWR: 3, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}, engine.ConnectOptions{})
 	w := engine.SendWR{Opcode: engine.WRRDMAWrite, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}
 	must(t, qp.PostSend(w, w))
 	p.run()
@@ -101,7 +93,7 @@ func TestDuplicatedNAKsCostOneRetry(t *testing.T) {
 // Type 1 binds can be queued back to back: the verb checks the window as the key space has it,
 // and the handle runs ahead.
 func TestPipelinedType1Binds(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	mw, err := p.pdB.AllocMW(engine.MWType1)
 	must(t, err)
 	k0 := mw.RKey()

@@ -80,13 +80,14 @@ func (r *requester) stopTimers() {
 // kick schedules a requester run.
 func (qp *QP) kick() {
 	r := &qp.req
-	if r.scheduled || qp.dev.stopped {
+	if r.scheduled || qp.dev.stopped.Load() {
 		return
 	}
 	if r.run == nil {
 		r.run = func() {
-			qp.dev.mu.Lock()
-			defer qp.dev.unlock()
+			defer qp.dev.flush()
+			qp.mu.Lock()
+			defer qp.mu.Unlock()
 			qp.req.scheduled = false
 			qp.runRequester()
 		}
@@ -98,7 +99,7 @@ func (qp *QP) kick() {
 func (qp *QP) runRequester() {
 	d := qp.dev
 	r := &qp.req
-	if d.stopped || !qp.requesterActive() || r.waitRNR {
+	if d.stopped.Load() || !qp.requesterActive() || r.waitRNR {
 		return
 	}
 	for budget := requesterBudget; r.idx < qp.sq.n; {
@@ -214,7 +215,7 @@ func (qp *QP) checkLocalSGL(w *sendWQE) error {
 		return nil
 	}
 	for _, s := range w.sgl {
-		if _, err := qp.localAccess(s, 0, uint64(s.Length), rights); err != nil {
+		if err := qp.localAllowed(s, rights); err != nil {
 			return err
 		}
 	}
@@ -276,10 +277,45 @@ func (qp *QP) sentUnacked(w *sendWQE) {
 // a failure fails the WQE.
 func (qp *QP) transmitRequest(w *sendWQE) bool {
 	r := &qp.req
+	h, off, payload := qp.requestHeader(w)
+	if h.AckReq {
+		r.noackPkts = 0
+	}
+	// A connected QP's packets go to its one peer on the path set at RTR; a datagram's go where
+	// the transport says (written out for the first: it is every RC packet).
+	rt := route{b: &qp.builder, local: qp.local}
+	if qp.tr.connected {
+		h.DestQP = qp.attr.DestQPN
+	} else {
+		h, rt = qp.tr.header(qp, w, h)
+	}
+	frame, slot, err := rt.b.Begin(qp.dev.txBuffer(), &h, int(payload))
+	if err != nil {
+		qp.failWQE(w, WCLocQPOpErr, fmt.Errorf("building %s: %w", h.Opcode, err))
+		return false
+	}
+	if payload > 0 {
+		if err := qp.gather(w, off, slot); err != nil {
+			qp.dev.dropBuffer(frame)
+			qp.failWQE(w, accessStatus(err), err)
+			return false
+		}
+	}
+	rt.b.Seal(frame)
+	qp.transmit(frame, h.Opcode, h.PSN, rt.local)
+	r.txCount++
+	if w.firstTx == 0 {
+		w.firstTx = r.txCount
+	}
+	return true
+}
+
+// requestHeader is the header of the WQE's request packet at w.next, with the offset in the
+// message of the payload it carries and that payload's length.
+func (qp *QP) requestHeader(w *sendWQE) (h roce.Header, off, payload uint64) {
+	r := &qp.req
 	mtu := uint64(qp.attr.PathMTU.Bytes())
-	h := roce.Header{PSN: psnAdd(w.firstPSN, w.next)}
-	var payload uint64
-	var off uint64
+	h.PSN = psnAdd(w.firstPSN, w.next)
 	last := w.next == w.npkts-1
 	switch w.wr.Opcode {
 	case WRRDMARead:
@@ -324,36 +360,7 @@ func (qp *QP) transmitRequest(w *sendWQE) bool {
 			h.AckReq = last || r.noackPkts >= maxPktsPerAck
 		}
 	}
-	if h.AckReq {
-		r.noackPkts = 0
-	}
-	// A connected QP's packets go to its one peer on the path set at RTR; a datagram's go where
-	// the transport says (written out for the first: it is every RC packet).
-	rt := route{b: &qp.builder, local: qp.local}
-	if qp.tr.connected {
-		h.DestQP = qp.attr.DestQPN
-	} else {
-		h, rt = qp.tr.header(qp, w, h)
-	}
-	frame, slot, err := rt.b.Begin(qp.dev.txBuffer(), &h, int(payload))
-	if err != nil {
-		qp.failWQE(w, WCLocQPOpErr, fmt.Errorf("building %s: %w", h.Opcode, err))
-		return false
-	}
-	if payload > 0 {
-		if err := qp.gather(w, off, slot); err != nil {
-			qp.dev.dropBuffer(frame)
-			qp.failWQE(w, accessStatus(err), err)
-			return false
-		}
-	}
-	rt.b.Seal(frame)
-	qp.transmit(frame, h.Opcode, h.PSN, rt.local)
-	r.txCount++
-	if w.firstTx == 0 {
-		w.firstTx = r.txCount
-	}
-	return true
+	return h, off, payload
 }
 
 // gather copies the WQE's bytes [off, off+len(dst)) into dst, from its inline copy or through
@@ -363,55 +370,26 @@ func (qp *QP) gather(w *sendWQE, off uint64, dst []byte) error {
 		copy(dst, w.inline[off:])
 		return nil
 	}
-	return qp.walkSGL(w.sgl, off, uint64(len(dst)), 0, func(sp keys.Span) {
-		n := sp.CopyTo(dst)
-		dst = dst[n:]
-	})
+	return qp.gatherSGL(w.sgl, off, dst)
 }
 
-// walkSGL looks up the SGEs covering [off, off+n) of a scatter/gather list and calls f with
-// each piece's span, in order.
-func (qp *QP) walkSGL(sgl []SGE, off, n uint64, rights Access, f func(keys.Span)) error {
-	for _, s := range sgl {
-		if n == 0 {
-			break
-		}
-		l := uint64(s.Length)
-		if off >= l {
-			off -= l
-			continue
-		}
-		take := min(l-off, n)
-		sp, err := qp.localAccess(s, off, take, rights)
-		if err != nil {
-			return err
-		}
-		f(sp)
-		off, n = 0, n-take
-	}
-	if n > 0 {
-		return errors.New("scatter/gather list shorter than the message")
-	}
-	return nil
-}
-
-// transmit queues a frame for the link; it goes out when the device lock is released. It
+// transmit queues a frame for the link; it goes out when the engine's locks are released. It
 // reports whether the frame left, for the counters of what went on the roce.
 func (qp *QP) transmit(frame []byte, op roce.Opcode, psn uint32, local bool) bool {
 	d := qp.dev
-	if d.stopped || d.portDown || d.link == nil {
+	if d.stopped.Load() || d.portDown.Load() || d.att.Load().link == nil {
 		d.dropBuffer(frame)
 		return false
 	}
-	d.stats.TxFrames++
-	d.stats.TxBytes += uint64(len(frame))
+	d.stats.TxFrames.Add(1)
+	d.stats.TxBytes.Add(uint64(len(frame)))
 	if local {
-		d.stats.Loopback++
+		d.stats.Loopback.Add(1)
 		if d.tracing() {
 			d.event(Event{Kind: EvSend, Msg: fmt.Sprintf("loopback frame of %d bytes", len(frame))})
 		}
 	}
-	if d.lender == nil && d.tracing() {
+	if d.att.Load().lender == nil && d.tracing() {
 		// A link that lends buffers is the fabric, which traces what enters the wire itself.
 		d.event(Event{QP: qp.qpn, Kind: EvSend, PSN: psn, Msg: fmt.Sprintf("%s psn %d", op, psn)})
 	}
@@ -426,53 +404,11 @@ func (qp *QP) execLocal(w *sendWQE) {
 	var err error
 	switch w.wr.Opcode {
 	case WRLocalInv:
-		err = d.keys.Invalidate(keys.Invalidate{Key: keys.Key(w.wr.Imm), QP: keys.QPN(qp.qpn), At: d.clock.Now()})
-		if err == nil {
-			if d.tracing() {
-				d.event(Event{QP: qp.qpn, Kind: EvKey, Key: w.wr.Imm, WRID: w.wr.ID, Msg: "LOCAL_INV invalidated " + keys.Key(w.wr.Imm).String()})
-			}
-		}
+		err = qp.localInvalidate(w)
 	case WRBindMW:
-		b := w.wr.Bind
-		kb := keys.Bind{MW: keys.Key(w.mwKey), Key8: uint8(b.RKey), QP: keys.QPN(qp.qpn), PD: qp.pd.handle,
-			Addr: b.Addr, Len: b.Length, Access: b.Access, At: d.clock.Now()}
-		if b.MR != nil {
-			kb.MR = b.MR.key
-		}
-		var res keys.Bound
-		res, err = d.keys.BindMW(kb)
-		// Run or failed, the bind leaves the key to the key space: after a type 2 bind the
-		// handle reads the new rkey as irdma writes it back (rxe does not: rdma-core #1777),
-		// after a failed type 1 bind the rkey it had.
-		w.settleBind()
-		if err == nil {
-			if d.tracing() {
-				d.event(Event{QP: qp.qpn, Kind: EvKey, Key: uint32(res.Key), WRID: w.wr.ID,
-					Msg: fmt.Sprintf("bind %s %s -> %s [0x%x, +%d) %s", b.MW.typ, kb.MW, res.Key, b.Addr, b.Length, b.Access)})
-			}
-			if res.SameKey8 {
-				d.event(Event{QP: qp.qpn, Kind: EvWarning, Key: uint32(res.Key), WRID: w.wr.ID,
-					Msg: "type 2 bind reused the window's previous key8: the rkey that was invalidated works again"})
-			}
-		}
+		err = qp.bindWindow(w)
 	case WRRegMR:
-		g := w.wr.Reg
-		mem, guest := keys.Contiguous(g.Buf), (*guestMapping)(nil)
-		if g.Guest != nil {
-			pages := g.Guest.Pages
-			if g.Guest.Read != nil {
-				pages, err = g.Guest.Read()
-			}
-			if err == nil {
-				mem, guest, err = guestMemory(g.Guest.Space, &pages)
-			}
-		}
-		if err == nil {
-			err = d.keys.FastReg(keys.FastReg{Key: keys.Key(g.Key), PD: qp.pd.handle, Mem: mem, IOVA: g.IOVA, Access: g.Access, At: d.clock.Now()})
-		}
-		if err == nil {
-			g.MR.key, g.MR.addr, g.MR.length, g.MR.buf, g.MR.guest = keys.Key(g.Key), g.IOVA, mem.Len(), g.Buf, guest
-		}
+		err = qp.fastRegister(w)
 	}
 	if err != nil {
 		var ae *keys.AccessError
@@ -484,6 +420,96 @@ func (qp *QP) execLocal(w *sendWQE) {
 		w.status, w.err = status, err
 		qp.toErrorAfter(w)
 	}
+}
+
+// localInvalidate runs a LOCAL_INV.
+func (qp *QP) localInvalidate(w *sendWQE) error {
+	d := qp.dev
+	d.tab.Lock()
+	reached := d.keyMRLocked(keys.Key(w.wr.Imm))
+	err := d.keys.Invalidate(keys.Invalidate{Key: keys.Key(w.wr.Imm), QP: keys.QPN(qp.qpn), At: d.clock.Now()})
+	d.tab.Unlock()
+	if err == nil {
+		reached.drain()
+	}
+	if err == nil && d.tracing() {
+		d.event(Event{QP: qp.qpn, Kind: EvKey, Key: w.wr.Imm, WRID: w.wr.ID, Msg: "LOCAL_INV invalidated " + keys.Key(w.wr.Imm).String()})
+	}
+	return err
+}
+
+// bindWindow runs a bind, of either type.
+func (qp *QP) bindWindow(w *sendWQE) error {
+	d := qp.dev
+	b := w.wr.Bind
+	kb := keys.Bind{MW: keys.Key(w.mwKey), Key8: uint8(b.RKey), QP: keys.QPN(qp.qpn), PD: qp.pd.handle,
+		Addr: b.Addr, Len: b.Length, Access: b.Access, At: d.clock.Now()}
+	d.tab.Lock()
+	if b.MR != nil {
+		kb.MR = b.MR.key
+	}
+	was := d.keyMRLocked(kb.MW) // the memory the window reached before; a bind moves it away
+	res, err := d.keys.BindMW(kb)
+	// Run or failed, the bind leaves the key to the key space: after a type 2 bind the handle
+	// reads the new rkey as irdma writes it back (rxe does not: rdma-core #1777), after a failed
+	// type 1 bind the rkey it had.
+	w.settleBindLocked()
+	d.tab.Unlock()
+	if err != nil {
+		return err
+	}
+	was.drain()
+	if d.tracing() {
+		d.event(Event{QP: qp.qpn, Kind: EvKey, Key: uint32(res.Key), WRID: w.wr.ID,
+			Msg: fmt.Sprintf("bind %s %s -> %s [0x%x, +%d) %s", b.MW.typ, kb.MW, res.Key, b.Addr, b.Length, b.Access)})
+	}
+	if res.SameKey8 {
+		d.event(Event{QP: qp.qpn, Kind: EvWarning, Key: uint32(res.Key), WRID: w.wr.ID,
+			Msg: "type 2 bind reused the window's previous key8: the rkey that was invalidated works again"})
+	}
+	return nil
+}
+
+// fastRegister runs a REG_MR. A guest's page list is read first, with no lock but the QP's; it
+// is resolved and registered in one hold of the tables lock, so a RevokeRange comes before
+// (and the unmapped pages fail here) or after (and finds the MR).
+func (qp *QP) fastRegister(w *sendWQE) error {
+	g := w.wr.Reg
+	var pages PageList
+	if g.Guest != nil {
+		pages = g.Guest.Pages
+		if g.Guest.Read != nil {
+			var err error
+			if pages, err = g.Guest.Read(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := qp.fastRegisterLocked(w, pages); err != nil {
+		return err
+	}
+	g.MR.drain() // a copy through the MR's previous memory is done before the REG_MR completes
+	return nil
+}
+
+// fastRegisterLocked resolves a REG_MR's pages and registers them, in one hold of the tables
+// lock.
+func (qp *QP) fastRegisterLocked(w *sendWQE, pages PageList) error {
+	d, g := qp.dev, w.wr.Reg
+	d.tab.Lock()
+	defer d.tab.Unlock()
+	mem, guest := keys.Contiguous(g.Buf), (*guestMapping)(nil)
+	if g.Guest != nil {
+		var err error
+		if mem, guest, err = guestMemory(g.Guest.Space, &pages); err != nil {
+			return err
+		}
+	}
+	if err := d.keys.FastReg(keys.FastReg{Key: keys.Key(g.Key), PD: qp.pd.handle, Mem: mem, IOVA: g.IOVA, Access: g.Access, At: d.clock.Now()}); err != nil {
+		return err
+	}
+	g.MR.key, g.MR.addr, g.MR.length, g.MR.buf, g.MR.guest = keys.Key(g.Key), g.IOVA, mem.Len(), g.Buf, guest
+	return nil
 }
 
 // failWQE completes a WQE with an error and moves the QP to ERR.
@@ -543,11 +569,12 @@ func (qp *QP) retireHead() {
 // OnRetire sets a function told each time a send WQE is retired (completed, signalled or not,
 // or flushed), in posting order and before its completion is pushed: a device model advances
 // the guest send queue's consumer index, as rxe's user ABI asks (only retired WQEs free their
-// slots), before the CQE that shows the WQE done. Like a CQ's sink it runs with the device
-// locked and must not call into the device.
+// slots), before the CQE that shows the WQE done. Like a CQ's sink it runs with the QP locked
+// and must not call into the device.
 func (qp *QP) OnRetire(f func(n int)) {
-	qp.dev.mu.Lock()
-	defer qp.dev.unlock()
+	defer qp.dev.flush()
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
 	qp.onRetire = f
 }
 
@@ -609,8 +636,9 @@ func (qp *QP) armRetransmit() {
 	}
 	if r.timer == nil {
 		r.timer = qp.dev.clock.NewTimer(func() {
-			qp.dev.mu.Lock()
-			defer qp.dev.unlock()
+			defer qp.dev.flush()
+			qp.mu.Lock()
+			defer qp.mu.Unlock()
 			// The deadline moves on with every ACK while the timer stays where it was set
 			// (see restartRetransmit), so the timer may fire early: it then sets itself for
 			// the rest. On the wall clock a callback can also be waiting for the lock while
@@ -669,14 +697,14 @@ func (qp *QP) outstanding() *sendWQE {
 
 func (qp *QP) onTimeout() {
 	d := qp.dev
-	if d.stopped || !qp.requesterActive() {
+	if d.stopped.Load() || !qp.requesterActive() {
 		return
 	}
 	w := qp.outstanding()
 	if w == nil {
 		return
 	}
-	d.stats.Timeouts++
+	d.stats.Timeouts.Add(1)
 	r := &qp.req
 	if r.retryLeft == 0 {
 		d.event(Event{QP: qp.qpn, Kind: EvRetry, PSN: r.compPSN, WRID: w.wr.ID,
@@ -733,7 +761,7 @@ func (qp *QP) rewind(psn uint32) {
 		w := qp.sq.at(first)
 		r.idx = first
 		r.psn = psnAdd(w.firstPSN, w.next)
-		qp.dev.stats.Retransmits++
+		qp.dev.stats.Retransmits.Add(1)
 	}
 	qp.restartRetransmit()
 	qp.kick()
@@ -744,9 +772,5 @@ func (qp *QP) rewind(psn uint32) {
 func (qp *QP) placeAtomicResult(w *sendWQE, orig uint64) error {
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], orig)
-	src := b[:]
-	return qp.walkSGL(w.sgl, 0, 8, AccessLocalWrite, func(sp keys.Span) {
-		n := sp.CopyFrom(src)
-		src = src[n:]
-	})
+	return qp.scatterSGL(w.sgl, 0, b[:])
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -141,7 +140,7 @@ type request struct {
 	psn  uint32
 	info *roce.OpcodeInfo
 
-	span      keys.Span   // the 8 bytes an atomic or ATOMIC_WRITE acts on (CHK_RKEY)
+	target    pinned      // the 8 bytes an atomic or ATOMIC_WRITE acts on (CHK_RKEY, released by EXECUTE)
 	wc        WC          // the receive completion of a SEND or WRITE_WITH_IMM, when completes
 	completes bool        // (EXECUTE, posted by COMPLETE)
 	reply     reply       // (EXECUTE, sent by ACKNOWLEDGE)
@@ -157,7 +156,7 @@ func (qp *QP) takesRequests(f *roce.Frame) bool {
 	case QPSRTR, QPSRTS, QPSSQD, QPSSQE:
 		return true
 	}
-	qp.dev.stats.RxDropped++
+	qp.dev.stats.RxDropped.Add(1)
 	qp.dev.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("%s while %s", f.Opcode, qp.state)})
 	return false
 }
@@ -210,16 +209,16 @@ func (qp *QP) checkPSN(q *request) verdict {
 	r := &qp.resp
 	switch c := psnCmp(q.psn, r.psn); {
 	case c > 0:
-		d.stats.RxDropped++
+		d.stats.RxDropped.Add(1)
 		if !r.nakSent {
 			r.nakSent = true
-			d.stats.SeqNAKsSent++
+			d.stats.SeqNAKsSent.Add(1)
 			d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: q.psn, Msg: fmt.Sprintf("psn %d ahead of %d: NAK sequence error", q.psn, r.psn)})
 			qp.sendAck(roce.NAKPSNSeqError, r.psn)
 		}
 		return proceed(respDone)
 	case c < 0:
-		d.stats.DuplicatesSeen++
+		d.stats.DuplicatesSeen.Add(1)
 		return proceed(respDuplicate)
 	}
 	r.nakSent = false
@@ -280,7 +279,6 @@ func (qp *QP) checkOpValid(q *request) verdict {
 // SEND and WRITE_WITH_IMM need a receive WQE; without one the packet gets an RNR NAK and nothing
 // else, however else it is wrong: it has not been looked at, and comes again after the RNR timer.
 func (qp *QP) checkResource(q *request) verdict {
-	d := qp.dev
 	r := &qp.resp
 	if q.info.Is(roce.FlagRead | roce.FlagAtomic | roce.FlagAtomicWrite | roce.FlagFlush) {
 		if qp.attr.MaxDestRdAtomic == 0 {
@@ -291,21 +289,42 @@ func (qp *QP) checkResource(q *request) verdict {
 	if !q.info.Is(roce.FlagNeedsRecv) || r.recv != nil {
 		return proceed(respCheckLength)
 	}
-	w := qp.peekRecv()
-	if w == nil {
-		d.stats.RNRNAKsSent++
-		r.waitingRecv = true
-		// The packets behind this one are already on their way; they are dropped without a
-		// sequence NAK, which would cost the requester a retry for nothing (rxe sends one, and
-		// a long RNR wait can then exhaust retry_cnt).
-		r.nakSent = true
-		syn := roce.Syndrome(0x20 | qp.attr.MinRNRTimer&0x1f)
-		d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: q.psn, Msg: fmt.Sprintf("%s and no receive posted: RNR NAK (timer %d)", q.f.Opcode, qp.attr.MinRNRTimer)})
-		qp.sendAck(syn, q.psn)
-		return proceed(respDone)
+	if _, ok := qp.recvReady(); !ok {
+		return qp.noReceive(q)
 	}
 	q.recvFound = true
 	return proceed(respCheckLength)
+}
+
+// noReceive answers a packet that needs a receive and finds none: on RC an RNR NAK and nothing
+// else, on UC the loss of its message (UC has no RNR NAK).
+func (qp *QP) noReceive(q *request) verdict {
+	d := qp.dev
+	r := &qp.resp
+	if !qp.tr.acked {
+		d.stats.RxNoRecv.Add(1)
+		return refuse(nak(roce.NAKInvalidRequest, "%s and no receive posted", q.f.Opcode))
+	}
+	d.stats.RNRNAKsSent.Add(1)
+	r.waitingRecv = true
+	// The packets behind this one are already on their way; they are dropped without a
+	// sequence NAK, which would cost the requester a retry for nothing (rxe sends one, and a
+	// long RNR wait can then exhaust retry_cnt).
+	r.nakSent = true
+	syn := roce.Syndrome(0x20 | qp.attr.MinRNRTimer&0x1f)
+	d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: q.psn, Msg: fmt.Sprintf("%s and no receive posted: RNR NAK (timer %d)", q.f.Opcode, qp.attr.MinRNRTimer)})
+	qp.sendAck(syn, q.psn)
+	return proceed(respDone)
+}
+
+// recvReady says whether a receive waits for the next message, and its length.
+func (qp *QP) recvReady() (length uint64, ok bool) {
+	if s := qp.srq; s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.queue.next().size()
+	}
+	return qp.rq.next().size()
 }
 
 // takeRecv takes the receive WQE CHK_RESOURCE found off its queue, for the message it starts:
@@ -313,18 +332,35 @@ func (qp *QP) checkResource(q *request) verdict {
 // get_srq_wqe does the same). It is taken once the packet's size is known good: a packet
 // refused for its length leaves the receive on its queue, and the QP's flush completes it (a
 // peer with a larger path MTU sees WR_FLUSH_ERR there); a refusal after this completes it with
-// the error.
-func (qp *QP) takeRecv() {
-	r := &qp.resp
-	w := qp.recvQueue().peek()
+// the error. It reports false if there is none after all: another QP of the SRQ took the last.
+func (qp *QP) takeRecv() bool {
+	if s := qp.srq; s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !qp.resp.hold(s.queue.next()) {
+			return false
+		}
+		s.queue.pop()
+		s.tookReceive()
+		return true
+	}
+	if !qp.resp.hold(qp.rq.next()) {
+		return false
+	}
+	qp.rq.pop()
+	return true
+}
+
+// hold makes a copy of w the receive of the message starting; false for none.
+func (r *responder) hold(w *recvWQE) bool {
+	if w == nil {
+		return false
+	}
 	r.held.id, r.held.length, r.held.err = w.id, w.length, w.err
 	r.held.sgl = append(r.held.sgl[:0], w.sgl...)
-	qp.recvQueue().pop()
-	if qp.srq != nil {
-		qp.srq.tookReceive()
-	}
 	r.recv = &r.held
 	r.placed = 0
+	return true
 }
 
 // checkLength: a FIRST or MIDDLE carries exactly the path MTU, a LAST 1 to MTU bytes, an ONLY at
@@ -367,7 +403,9 @@ func (qp *QP) checkLength(q *request) verdict {
 		}
 	}
 	if q.recvFound {
-		qp.takeRecv()
+		if !qp.takeRecv() {
+			return qp.noReceive(q)
+		}
 		if err := qp.resp.recv.err; err != nil {
 			// A receive the device could not read is no receive: the responder's own failure.
 			return refuse(&respError{syn: roce.NAKRemoteOp, status: WCLocQPOpErr, err: fmt.Errorf("receive WQE: %w", err)})
@@ -399,7 +437,7 @@ func (qp *QP) checkRKey(q *request) verdict {
 			va, rkey := f.RETH.VA(), f.RETH.RKey()
 			left, total = uint64(f.RETH.DMALen()), uint64(f.RETH.DMALen())
 			if left > 0 {
-				if _, err := qp.remoteAccess(rkey, va, left, AccessRemoteWrite); err != nil {
+				if err := qp.remoteAllowed(rkey, va, left, AccessRemoteWrite); err != nil {
 					return refuse(accessNAK(err))
 				}
 			}
@@ -410,13 +448,13 @@ func (qp *QP) checkRKey(q *request) verdict {
 		}
 	case info.Is(roce.FlagRead):
 		if n := uint64(f.RETH.DMALen()); n > 0 {
-			_, err = qp.remoteAccess(f.RETH.RKey(), f.RETH.VA(), n, AccessRemoteRead)
+			err = qp.remoteAllowed(f.RETH.RKey(), f.RETH.VA(), n, AccessRemoteRead)
 		}
 	case info.Is(roce.FlagAtomic):
-		q.span, err = qp.remoteAccess(f.AtomicETH.RKey(), f.AtomicETH.VA(), 8, AccessRemoteAtomic)
+		q.target, err = qp.remoteAccess(f.AtomicETH.RKey(), f.AtomicETH.VA(), 8, AccessRemoteAtomic)
 	case info.Is(roce.FlagAtomicWrite):
 		// rxe: check_rkey with REMOTE_WRITE.
-		q.span, err = qp.remoteAccess(f.RETH.RKey(), f.RETH.VA(), 8, AccessRemoteWrite)
+		q.target, err = qp.remoteAccess(f.RETH.RKey(), f.RETH.VA(), 8, AccessRemoteWrite)
 	case info.Is(roce.FlagFlush):
 		// The range must be in the rkey's region with FLUSH rights for the placement type. At
 		// the MR level the key, PD, state and rights are checked, the range is not (rxe skips
@@ -424,9 +462,9 @@ func (qp *QP) checkRKey(q *request) verdict {
 		va, rkey, n := f.RETH.VA(), f.RETH.RKey(), uint64(f.RETH.DMALen())
 		need := flushRights(f.FETH.PlacementType())
 		if FlushLevel(f.FETH.SelectivityLevel()) == FlushMR {
-			_, err = qp.remoteAccess(rkey, qp.regionStart(rkey, va), 1, need)
+			err = qp.remoteAllowed(rkey, qp.regionStart(rkey, va), 1, need)
 		} else if n > 0 {
-			_, err = qp.remoteAccess(rkey, va, n, need)
+			err = qp.remoteAllowed(rkey, va, n, need)
 		}
 	}
 	if err != nil {
@@ -437,6 +475,7 @@ func (qp *QP) checkRKey(q *request) verdict {
 
 // execute carries out a request that passed every check.
 func (qp *QP) execute(q *request) verdict {
+	defer q.target.release()
 	switch info := q.info; {
 	case info.Is(roce.FlagSend):
 		return qp.execSend(q)
@@ -502,7 +541,11 @@ func (qp *QP) execAtomicWrite(q *request) verdict {
 	if va%8 != 0 {
 		return refuse(nak(roce.NAKInvalidRequest, "ATOMIC_WRITE at 0x%x is not 8-byte aligned", va))
 	}
-	q.span.CopyFrom(q.f.Payload)
+	d := qp.dev
+	d.atomics.Lock()
+	q.target.CopyFrom(q.f.Payload)
+	d.atomics.Unlock()
+	q.target.release()
 	qp.takeResource(rdResource{used: true, atomicWrite: true, first: q.psn, last: q.psn, va: va, rkey: q.f.RETH.RKey(), length: 8})
 	r.msn = psnAdd(r.msn, 1)
 	qp.advance(q.psn, 1)
@@ -525,9 +568,12 @@ func flushRights(t uint8) Access {
 // regionStart is the first wire address of the MR or window rkey names, or va when it names
 // none (the access check then says why).
 func (qp *QP) regionStart(rkey uint32, va uint64) uint64 {
+	d := qp.dev
+	d.tab.Lock()
+	defer d.tab.Unlock()
 	k := keys.Key(rkey)
 	if k.IsMW() {
-		if w, err := qp.dev.keys.QueryMW(k); err == nil {
+		if w, err := d.keys.QueryMW(k); err == nil {
 			if w.Access&AccessZeroBased != 0 {
 				return 0
 			}
@@ -535,7 +581,7 @@ func (qp *QP) regionStart(rkey uint32, va uint64) uint64 {
 		}
 		return va
 	}
-	if m, err := qp.dev.keys.QueryMR(k); err == nil {
+	if m, err := d.keys.QueryMR(k); err == nil {
 		return m.IOVA
 	}
 	return va
@@ -564,11 +610,7 @@ func (qp *QP) execSend(q *request) verdict {
 		return refuse(&respError{syn: roce.NAKInvalidRequest, status: WCLocLenErr,
 			err: fmt.Errorf("SEND of at least %d bytes into a receive of %d", r.placed+n, w.length)})
 	}
-	src := f.Payload
-	if err := qp.walkSGL(w.sgl, r.placed, n, AccessLocalWrite, func(sp keys.Span) {
-		c := sp.CopyFrom(src)
-		src = src[c:]
-	}); err != nil {
+	if err := qp.scatterSGL(w.sgl, r.placed, f.Payload); err != nil {
 		// The receive WQE names memory it may not write: NAK 0x63, REM_OP_ERR for the
 		// requester; the receiver's completion says LOC_PROT_ERR.
 		return refuse(accessNAK(fmt.Errorf("receive buffer: %w", err)))
@@ -585,7 +627,14 @@ func (qp *QP) execSend(q *request) verdict {
 		wc.Flags, wc.Imm = WCWithImm, f.ImmDt.Imm()
 	case info.Is(roce.FlagInv):
 		rkey := f.IETH.RKey()
-		err := qp.dev.keys.Invalidate(keys.Invalidate{Key: keys.Key(rkey), QP: keys.QPN(qp.qpn), Remote: true, At: qp.dev.clock.Now()})
+		d := qp.dev
+		d.tab.Lock()
+		reached := d.keyMRLocked(keys.Key(rkey))
+		err := d.keys.Invalidate(keys.Invalidate{Key: keys.Key(rkey), QP: keys.QPN(qp.qpn), Remote: true, At: d.clock.Now()})
+		d.tab.Unlock()
+		if err == nil {
+			reached.drain()
+		}
 		if err != nil {
 			// rxe ACKs and fails only the receive; softirdma also NAKs (W18): 0x61 and
 			// REM_INV_REQ_ERR, as the error says.
@@ -608,10 +657,7 @@ func (qp *QP) finishRecv(wc WC, solicited bool) {
 	r := &qp.resp
 	r.recv = nil
 	r.placed = 0
-	cq := qp.recvCQ
-	cq.solicited = solicited
-	qp.complete(cq, wc)
-	cq.solicited = false
+	qp.completeSolicited(qp.recvCQ, wc, solicited)
 }
 
 func (qp *QP) execWrite(q *request) verdict {
@@ -623,11 +669,12 @@ func (qp *QP) execWrite(q *request) verdict {
 	}
 	if n > 0 {
 		// Looked up again per packet: an rkey invalidated mid-message stops the rest.
-		sp, err := qp.remoteAccess(r.rkey, r.va, n, AccessRemoteWrite)
+		p, err := qp.remoteAccess(r.rkey, r.va, n, AccessRemoteWrite)
 		if err != nil {
 			return refuse(accessNAK(err))
 		}
-		sp.CopyFrom(f.Payload)
+		p.CopyFrom(f.Payload)
+		p.release()
 	}
 	last := info.Is(roce.FlagEnd)
 	r.va += n
@@ -691,17 +738,7 @@ func (qp *QP) execAtomic(q *request) verdict {
 	if va%8 != 0 {
 		return refuse(nak(roce.NAKInvalidRequest, "atomic at 0x%x is not 8-byte aligned", va))
 	}
-	var b [8]byte
-	q.span.CopyTo(b[:])
-	orig := binary.LittleEndian.Uint64(b[:])
-	val := orig
-	if q.f.Opcode == roce.RCFetchAdd {
-		val = orig + a.SwapAdd()
-	} else if orig == a.Compare() {
-		val = a.SwapAdd()
-	}
-	binary.LittleEndian.PutUint64(b[:], val)
-	q.span.CopyFrom(b[:])
+	orig := qp.dev.atomic(&q.target, q.f.Opcode == roce.RCFetchAdd, a.Compare(), a.SwapAdd())
 	qp.takeResource(rdResource{used: true, atomic: true, first: q.psn, last: q.psn, va: va, rkey: a.RKey(), length: 8, orig: orig})
 	r.msn = psnAdd(r.msn, 1)
 	qp.advance(q.psn, 1)

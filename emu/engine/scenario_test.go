@@ -17,7 +17,7 @@ import (
 // by the events the engine recorded.
 
 func TestScenarioGhostACK(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	must(t, p.qb.PostRecv(engine.RecvWR{ID: 1, SGL: sge(p.mrB, 0, 64)}))
 	must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRSend, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, 8)}))
 	p.run()
@@ -36,36 +36,36 @@ func TestScenarioGhostACK(t *testing.T) {
 	wantWC(t, poll(p.cqA), engine.WC{WRID: 2, Opcode: engine.WCSend})
 }
 
-func TestScenarioDuplicateReadRequest(t *testing.T) {
+// readThroughFault runs a 5000 B READ by A of B's buffer, filled from seed, five responses at
+// MTU 1024, with f on the fabric; it checks the READ's completion and the data it brought and
+// returns the pair and the fault for what f itself is to have done.
+func readThroughFault(t *testing.T, f sim.Fault, seed byte) (*pair, *sim.Fault) {
+	t.Helper()
 	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{MTU: engine.MTU1024})
-	ft := p.fab.AddFault(sim.Fault{Name: "dup READ", Src: "A", Opcodes: []wire.Opcode{wire.RCReadRequest}, Nth: 1, Action: sim.FaultDuplicate})
-	fill(p.bufB[:5000], 4)
-	must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMARead, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, 5000), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+	ft := p.fab.AddFault(f)
+	p.postRead5000(seed)
 	p.run()
 	wantWC(t, poll(p.cqA), engine.WC{WRID: 1, Opcode: engine.WCRDMARead, ByteLen: 5000})
+	if !bytes.Equal(p.bufA[:5000], p.bufB[:5000]) {
+		t.Fatal("READ data differs")
+	}
+	return p, ft
+}
+
+func TestScenarioDuplicateReadRequest(t *testing.T) {
+	p, ft := readThroughFault(t, sim.Fault{Name: "dup READ", Src: "A", Opcodes: []wire.Opcode{wire.RCReadRequest}, Nth: 1, Action: sim.FaultDuplicate}, 4)
 	// B answers the copy again; A has finished by the time the second set arrives and drops
 	// all five.
 	if ft.Fired() != 1 || len(p.eventsLike(engine.EvRecv, "duplicate READ")) != 1 || p.a.Stats().RxDropped != 5 {
 		t.Fatalf("fired %d, re-executions %d, responses dropped %d (want 1, 1, 5)",
 			ft.Fired(), len(p.eventsLike(engine.EvRecv, "duplicate READ")), p.a.Stats().RxDropped)
 	}
-	if !bytes.Equal(p.bufA[:5000], p.bufB[:5000]) {
-		t.Fatal("READ data differs")
-	}
 }
 
 func TestScenarioLostReadResponse(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{MTU: engine.MTU1024})
-	ft := p.fab.AddFault(sim.Fault{Name: "lose 2nd response", Src: "B", Opcodes: []wire.Opcode{wire.RCReadResponseMiddle}, Nth: 1, Action: sim.FaultDrop})
-	fill(p.bufB[:5000], 8)
-	must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMARead, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, 5000), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
-	p.run()
-	wantWC(t, poll(p.cqA), engine.WC{WRID: 1, Opcode: engine.WCRDMARead, ByteLen: 5000})
+	p, ft := readThroughFault(t, sim.Fault{Name: "lose 2nd response", Src: "B", Opcodes: []wire.Opcode{wire.RCReadResponseMiddle}, Nth: 1, Action: sim.FaultDrop}, 8)
 	if ft.Fired() != 1 || len(p.eventsLike(engine.EvRetry, "expected: resend from")) != 1 {
 		t.Fatalf("fault fired %d; resends %d", ft.Fired(), len(p.eventsLike(engine.EvRetry, "expected: resend from")))
-	}
-	if !bytes.Equal(p.bufA[:5000], p.bufB[:5000]) {
-		t.Fatal("READ data differs")
 	}
 }
 
@@ -100,12 +100,7 @@ func TestScenarioRNRRetryExceeded(t *testing.T) {
 
 func TestScenarioRkeyInvalidatedMidRead(t *testing.T) {
 	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{MTU: engine.MTU1024})
-	mw, err := p.pdB.AllocMW(engine.MWType2)
-	must(t, err)
-	must(t, p.qb.PostSend(engine.SendWR{ID: 9, Opcode: engine.WRBindMW, Bind: engine.BindInfo{MW: mw, RKey: uint32(keys.Key(mw.RKey()).Inc()), MR: p.mrB,
-		Addr: p.mrB.Addr(), Length: 16384, Access: engine.AccessRemoteRead}}))
-	p.run()
-	rkey := mw.RKey()
+	rkey := p.windowOnB(9, 16384, engine.AccessRemoteRead).RKey()
 	ft := p.fab.AddFault(sim.Fault{Name: "lose response 3", Src: "B", Opcodes: []wire.Opcode{wire.RCReadResponseMiddle}, Nth: 2, Action: sim.FaultDrop})
 	must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMARead, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, 8192), RemoteAddr: p.mrB.Addr(), RKey: rkey}))
 	p.sim.RunUntil(func() bool { return ft.Fired() == 1 })
@@ -123,12 +118,7 @@ func TestScenarioLocalInvRacingWrite(t *testing.T) {
 	// A 1 Gb/s link spaces the WRITE's packets about 8 us apart, so B can invalidate the window
 	// between them.
 	p := newPair(t, 1, sim.LinkConfig{Rate: 1e9}, engine.ConnectOptions{MTU: engine.MTU1024})
-	mw, err := p.pdB.AllocMW(engine.MWType2)
-	must(t, err)
-	must(t, p.qb.PostSend(engine.SendWR{ID: 9, Opcode: engine.WRBindMW, Bind: engine.BindInfo{MW: mw, RKey: uint32(keys.Key(mw.RKey()).Inc()), MR: p.mrB,
-		Addr: p.mrB.Addr(), Length: 16384, Access: engine.AccessRemoteWrite}}))
-	p.run()
-	rkey := mw.RKey()
+	rkey := p.windowOnB(9, 16384, engine.AccessRemoteWrite).RKey()
 	fill(p.bufA[:8192], 3)
 	must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, 8192), RemoteAddr: p.mrB.Addr(), RKey: rkey}))
 	// Run until the first 2 KiB have landed.

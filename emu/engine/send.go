@@ -78,7 +78,7 @@ type GuestPages struct {
 	Pages PageList
 	// Read, when set, gives Pages when the work request runs rather than when it is posted,
 	// as a NIC reads a fast-register page list when it executes the WQE: a posted request then
-	// holds no list, however many are queued. It runs with the device locked and must not call
+	// holds no list, however many are queued. It runs with the QP locked and must not call
 	// into the device; its error fails the request (LOC_QP_OP_ERR).
 	Read func() (PageList, error)
 }
@@ -126,6 +126,16 @@ type wqeProgress struct {
 // settleBind takes a type 1 bind off its window's count of posted binds: it has run, failed,
 // or will never run. After it the window's handle shows what the key space holds.
 func (w *sendWQE) settleBind() {
+	if w.type1 {
+		d := w.wr.Bind.MW.pd.dev
+		d.tab.Lock()
+		w.settleBindLocked()
+		d.tab.Unlock()
+	}
+}
+
+// settleBindLocked is settleBind with the tables lock held.
+func (w *sendWQE) settleBindLocked() {
 	if w.type1 {
 		w.type1 = false
 		w.wr.Bind.MW.posted--
@@ -221,9 +231,9 @@ func (qp *QP) PostSend(wrs ...SendWR) error {
 	if err := qp.check("post_send", "QP"); err != nil {
 		return err
 	}
-	d := qp.dev
-	d.mu.Lock()
-	defer d.unlock()
+	defer qp.dev.flush()
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
 	for i := range wrs {
 		if err := qp.postSend(&wrs[i]); err != nil {
 			err.Index, err.ID, err.verb, err.batch = i, wrs[i].ID, "post_send", len(wrs)
@@ -234,27 +244,55 @@ func (qp *QP) PostSend(wrs ...SendWR) error {
 	return nil
 }
 
+// postFail is a *PostError with its reason formatted.
+func postFail(errno syscall.Errno, format string, args ...any) *PostError {
+	return &PostError{Err: errno, Reason: fmt.Sprintf(format, args...)}
+}
+
 func (qp *QP) postSend(wr *SendWR) *PostError {
-	fail := func(errno syscall.Errno, format string, args ...any) *PostError {
-		return &PostError{Err: errno, Reason: fmt.Sprintf(format, args...)}
+	length, perr := qp.checkSendWR(wr)
+	if perr != nil {
+		return perr
 	}
+	q := &qp.sq
+	if q.n == len(q.ring) {
+		return postFail(syscall.ENOMEM, "%s", q.full())
+	}
+	w := q.at(q.n)
+	if perr := qp.fillSendWQE(w, wr, length); perr != nil {
+		return perr
+	}
+	q.n++
+	if qp.dev.tracing() {
+		qp.dev.event(Event{QP: qp.qpn, Kind: EvPost, WRID: wr.ID, Msg: fmt.Sprintf("post %s len %d", wr.Opcode, length)})
+	}
+	if qp.state == QPSErr {
+		w.state, w.status, w.err = wqeDone, WCWRFlushErr, qp.flushed
+		qp.retire()
+	}
+	return nil
+}
+
+// checkSendWR is the post-time check of a send work request against the QP's state, its
+// transport and its capabilities; it returns the message length.
+func (qp *QP) checkSendWR(wr *SendWR) (uint64, *PostError) {
 	switch qp.state {
 	case QPSReset, QPSInit, QPSRTR:
-		return fail(syscall.EINVAL, "the QP is in %s", qp.state)
+		return 0, postFail(syscall.EINVAL, "the QP is in %s", qp.state)
 	}
 	if !wr.Opcode.valid() {
-		return fail(syscall.EINVAL, "opcode %d", wr.Opcode)
+		return 0, postFail(syscall.EINVAL, "opcode %d", wr.Opcode)
 	}
 	if !qp.tr.sends.has(wr.Opcode) {
-		return fail(syscall.EINVAL, "%s on a %s QP", wr.Opcode, qp.tr.name)
+		return 0, postFail(syscall.EINVAL, "%s on a %s QP", wr.Opcode, qp.tr.name)
 	}
 	if qp.tr.postCheck != nil {
 		if err := qp.tr.postCheck(qp, *wr); err != nil {
-			return &PostError{Err: syscall.EINVAL, Reason: err.Error()}
+			return 0, &PostError{Err: syscall.EINVAL, Reason: err.Error()}
 		}
 	}
 	if len(wr.SGL) > qp.cap.MaxSendSGE {
-		return fail(syscall.EINVAL, "%d SGEs, the QP takes %d", len(wr.SGL), qp.cap.MaxSendSGE)
+		return 0, postFail(syscall.EINVAL, "%d SGEs, the QP takes %d", len(wr.SGL), qp.cap.MaxSendSGE)
 	}
 	var length uint64
 	for _, s := range wr.SGL {
@@ -264,90 +302,95 @@ func (qp *QP) postSend(wr *SendWR) *PostError {
 		length = uint64(len(wr.InlineData))
 	}
 	if length > qp.dev.limits.MaxMsgSize {
-		return fail(syscall.EINVAL, "message of %d bytes, at most %d", length, qp.dev.limits.MaxMsgSize)
+		return 0, postFail(syscall.EINVAL, "message of %d bytes, at most %d", length, qp.dev.limits.MaxMsgSize)
 	}
 	if mtu := uint64(qp.attr.PathMTU.Bytes()); mtu > 0 && (length+mtu-1)/mtu >= 1<<23-maxUnackedPSNs {
 		// Half the 24-bit PSN space less the window: beyond it PSN comparisons break.
-		return fail(syscall.EINVAL, "message of %d bytes needs too many packets at MTU %d", length, mtu)
+		return 0, postFail(syscall.EINVAL, "message of %d bytes needs too many packets at MTU %d", length, mtu)
 	}
-	switch wr.Opcode {
-	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
-		if len(wr.SGL) != 1 || wr.SGL[0].Length != 8 {
-			return fail(syscall.EINVAL, "an atomic needs one 8-byte SGE")
-		}
-	case WRAtomicWrite:
-		// The 8 bytes to store come from the SGEs (or their inline copy), as rxe takes them.
-		if length != 8 {
-			return fail(syscall.EINVAL, "an ATOMIC_WRITE carries 8 bytes, not %d", length)
-		}
-	case WRFlush:
-		if len(wr.SGL) != 0 {
-			return fail(syscall.EINVAL, "a FLUSH has no SGEs")
-		}
-		if t := wr.Flush.Type; t == 0 || t&^(FlushGlobal|FlushPersistent) != 0 {
-			return fail(syscall.EINVAL, "FLUSH placement type %d", t)
-		}
-		if wr.Flush.Level > FlushMR {
-			return fail(syscall.EINVAL, "FLUSH selectivity level %d", wr.Flush.Level)
-		}
-	case WRBindMW:
-		if wr.Bind.MW == nil || wr.Bind.MW.typ == MWType1 {
-			return fail(syscall.EINVAL, "BIND_MW work requests bind type 2 windows; use QP.BindMW for type 1")
-		}
-		if wr.Bind.MW.pd == nil {
-			return fail(syscall.EINVAL, "the window was not made by AllocMW")
-		}
-	case WRRegMR:
-		if wr.Reg.MR == nil {
-			return fail(syscall.EINVAL, "REG_MR without an MR")
-		}
+	if perr := checkSendOperands(wr, length); perr != nil {
+		return 0, perr
 	}
 	if wr.Flags&SendInline != 0 {
 		switch wr.Opcode {
 		case WRSend, WRSendWithImm, WRSendWithInv, WRRDMAWrite, WRRDMAWriteWithImm, WRAtomicWrite:
 		default:
-			return fail(syscall.EINVAL, "%s cannot be inline", wr.Opcode)
+			return 0, postFail(syscall.EINVAL, "%s cannot be inline", wr.Opcode)
 		}
 		if length > uint64(qp.cap.MaxInlineData) {
-			return fail(syscall.EINVAL, "%d bytes inline, the QP takes %d", length, qp.cap.MaxInlineData)
+			return 0, postFail(syscall.EINVAL, "%d bytes inline, the QP takes %d", length, qp.cap.MaxInlineData)
 		}
 	}
-	q := &qp.sq
-	if q.n == len(q.ring) {
-		return fail(syscall.ENOMEM, "%s", q.full())
+	return length, nil
+}
+
+// checkSendOperands checks what each opcode asks of its SGEs and its opcode-specific fields.
+func checkSendOperands(wr *SendWR, length uint64) *PostError {
+	switch wr.Opcode {
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		if len(wr.SGL) != 1 || wr.SGL[0].Length != 8 {
+			return postFail(syscall.EINVAL, "an atomic needs one 8-byte SGE")
+		}
+	case WRAtomicWrite:
+		// The 8 bytes to store come from the SGEs (or their inline copy), as rxe takes them.
+		if length != 8 {
+			return postFail(syscall.EINVAL, "an ATOMIC_WRITE carries 8 bytes, not %d", length)
+		}
+	case WRFlush:
+		if len(wr.SGL) != 0 {
+			return postFail(syscall.EINVAL, "a FLUSH has no SGEs")
+		}
+		if t := wr.Flush.Type; t == 0 || t&^(FlushGlobal|FlushPersistent) != 0 {
+			return postFail(syscall.EINVAL, "FLUSH placement type %d", t)
+		}
+		if wr.Flush.Level > FlushMR {
+			return postFail(syscall.EINVAL, "FLUSH selectivity level %d", wr.Flush.Level)
+		}
+	case WRBindMW:
+		if wr.Bind.MW == nil || wr.Bind.MW.typ == MWType1 {
+			return postFail(syscall.EINVAL, "BIND_MW work requests bind type 2 windows; use QP.BindMW for type 1")
+		}
+		if wr.Bind.MW.pd == nil {
+			return postFail(syscall.EINVAL, "the window was not made by AllocMW")
+		}
+	case WRRegMR:
+		if wr.Reg.MR == nil {
+			return postFail(syscall.EINVAL, "REG_MR without an MR")
+		}
 	}
-	w := q.at(q.n)
+	return nil
+}
+
+// fillSendWQE copies a checked work request into the free ring slot w, reading inline data
+// from the SGEs now if the request names it that way.
+func (qp *QP) fillSendWQE(w *sendWQE, wr *SendWR, length uint64) *PostError {
 	// Field by field: building a whole sendWQE and copying it in was a good part of posting.
 	w.wr = *wr
 	w.wr.SGL = nil
 	w.sgl, w.inline, w.length = append(w.sgl[:0], wr.SGL...), w.inline[:0], length
 	w.wqeProgress = wqeProgress{}
 	if wr.Opcode == WRBindMW {
-		w.mwKey = uint32(wr.Bind.MW.rkey()) // the rkey the consumer named, checked when the bind runs (B1)
+		w.mwKey = wr.Bind.MW.currentRKey() // the rkey the consumer named, checked when the bind runs (B1)
 	}
-	if wr.Flags&SendInline != 0 && wr.InlineData != nil {
+	if wr.Flags&SendInline == 0 {
+		return nil
+	}
+	if wr.InlineData != nil {
 		w.inline = append(w.inline, wr.InlineData...)
 		w.wr.InlineData = nil
-	} else if wr.Flags&SendInline != 0 {
-		// Inline data is read at post time, through the local address space, which for Go
-		// callers means the registered memory the SGEs name.
-		for _, s := range wr.SGL {
-			sp, err := qp.localAccess(SGE{Addr: s.Addr, LKey: s.LKey}, 0, uint64(s.Length), 0)
-			if err != nil {
-				return fail(syscall.EINVAL, "inline data: %v", err)
-			}
-			start := len(w.inline)
-			w.inline = append(w.inline, make([]byte, s.Length)...)
-			sp.CopyTo(w.inline[start:])
+		return nil
+	}
+	// Inline data is read at post time, through the local address space, which for Go
+	// callers means the registered memory the SGEs name.
+	for _, s := range wr.SGL {
+		p, err := qp.localAccess(SGE{Addr: s.Addr, LKey: s.LKey}, 0, uint64(s.Length), 0)
+		if err != nil {
+			return postFail(syscall.EINVAL, "inline data: %v", err)
 		}
-	}
-	q.n++
-	if qp.dev.tracing() {
-		qp.dev.event(Event{QP: qp.qpn, Kind: EvPost, WRID: wr.ID, Msg: fmt.Sprintf("post %s len %d", wr.Opcode, length)})
-	}
-	if qp.state == QPSErr {
-		w.state, w.status, w.err = wqeDone, WCWRFlushErr, qp.flushed
-		qp.retire()
+		start := len(w.inline)
+		w.inline = append(w.inline, make([]byte, s.Length)...)
+		p.CopyTo(w.inline[start:])
+		p.release()
 	}
 	return nil
 }
@@ -373,8 +416,9 @@ func (qp *QP) BindMW(mw *MW, b MWBind) error {
 		return err
 	}
 	d := qp.dev
-	d.mu.Lock()
-	defer d.unlock()
+	defer d.flush()
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
 	if mw.typ != MWType1 {
 		return fmt.Errorf("bind_mw: %s window: %w", mw.typ, syscall.EINVAL)
 	}
@@ -382,48 +426,63 @@ func (qp *QP) BindMW(mw *MW, b MWBind) error {
 		return fmt.Errorf("bind_mw: on a %s QP: %w", qp.tr.name, syscall.EINVAL)
 	}
 	// The verb's checks look at the window as the key space has it; binds still queued ahead
-	// of this one may have moved the handle's rkey on already.
+	// of this one may have moved the handle's rkey on already. The checks, the rkey read and the
+	// bind's count in the window's posted ones are one hold of the tables lock, so that a bind of
+	// the same window on another QP moves the rkey on from this one's.
+	d.tab.Lock()
 	kb := keys.Bind{MW: mw.key(), QP: keys.QPN(qp.qpn), PD: qp.pd.handle, Addr: b.Addr, Len: b.Length, Access: b.Access}
 	if b.MR != nil {
 		kb.MR = b.MR.key
 	}
+	var err error
 	if b.MR == nil && (b.Addr != 0 || b.Length != 0) {
-		return fmt.Errorf("bind_mw: address or length without an MR: %w", syscall.EINVAL)
+		err = fmt.Errorf("bind_mw: address or length without an MR: %w", syscall.EINVAL)
+	} else {
+		err = d.keys.CheckBindVerb(kb)
 	}
-	if err := d.keys.CheckBindVerb(kb); err != nil {
-		return err
+	if err == nil {
+		err = qp.bind1Room()
 	}
 	old := mw.rkey()
+	if err == nil {
+		mw.posted++
+	}
+	d.tab.Unlock()
+	if err != nil {
+		return err
+	}
 	wr := SendWR{ID: b.ID, Opcode: WRBindMW, Flags: b.Flags,
 		Bind: BindInfo{MW: mw, RKey: uint32(old.Inc()), MR: b.MR, Addr: b.Addr, Length: b.Length, Access: b.Access}}
 	// postSend refuses type 1 windows in BIND_MW work requests; this is the verb's own path.
-	if err := qp.postBind1(&wr, uint32(old)); err != nil {
-		return err
-	}
+	qp.postBind1(&wr, uint32(old))
 	qp.kick()
 	return nil
 }
 
-// postBind1 queues a type 1 bind. From then on the window's handle shows the new rkey: the
-// bind counts in the window's posted binds until it runs, fails or is dropped (settleBind).
-func (qp *QP) postBind1(wr *SendWR, old uint32) error {
+// bind1Room says why the send queue cannot take a type 1 bind now, if it cannot.
+func (qp *QP) bind1Room() error {
 	switch qp.state {
 	case QPSReset, QPSInit, QPSRTR:
 		return fmt.Errorf("bind_mw: the QP is in %s: %w", qp.state, syscall.EINVAL)
 	}
-	q := &qp.sq
-	if q.n == len(q.ring) {
+	if q := &qp.sq; q.n == len(q.ring) {
 		return fmt.Errorf("bind_mw: %s: %w", q.full(), syscall.ENOMEM)
 	}
+	return nil
+}
+
+// postBind1 queues a type 1 bind that bind1Room found room for and its window counts already
+// (see BindMW). From then on the window's handle shows the new rkey: the bind counts in the
+// window's posted binds until it runs, fails or is dropped (settleBind).
+func (qp *QP) postBind1(wr *SendWR, old uint32) {
+	q := &qp.sq
 	w := q.at(q.n)
 	*w = sendWQE{wr: *wr, sgl: w.sgl[:0], inline: w.inline[:0], wqeProgress: wqeProgress{type1: true, mwKey: old}}
-	wr.Bind.MW.posted++
 	q.n++
 	if qp.state == QPSErr {
 		w.state, w.status, w.err = wqeDone, WCWRFlushErr, qp.flushed
 		qp.retire()
 	}
-	return nil
 }
 
 // PostedError is a work request a device model could not turn into a WR (a malformed
@@ -442,9 +501,9 @@ func (qp *QP) PostSendError(e PostedError) error {
 	if err := qp.check("post_send", "QP"); err != nil {
 		return err
 	}
-	d := qp.dev
-	d.mu.Lock()
-	defer d.unlock()
+	defer qp.dev.flush()
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
 	switch qp.state {
 	case QPSReset, QPSInit, QPSRTR:
 		return postError("post_send", 0, 1, e.ID, syscall.EINVAL, fmt.Sprintf("the QP is in %s", qp.state))

@@ -2,14 +2,12 @@ package engine_test
 
 import (
 	"fmt"
-	"net/netip"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/softirdma/softirdma/emu/engine"
-	"github.com/softirdma/softirdma/emu/realtime"
 )
 
 // slowLink carries frames to a peer's Receive after holding each for a while, as a congested
@@ -39,17 +37,7 @@ func BenchmarkPostBesideSlowLink(b *testing.B) {
 }
 
 func benchPostBesideLink(b *testing.B, delay time.Duration) {
-	clock := realtime.NewWallClock()
-	macA, macB := [6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2}
-	ipA, ipB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
-	resolve := func(ip netip.Addr) ([6]byte, bool) {
-		if ip == ipA {
-			return macA, true
-		}
-		return macB, true
-	}
-	devA := engine.NewDevice(engine.DeviceConfig{Name: "A", Clock: clock, MAC: macA, IP: ipA, Resolve: resolve})
-	devB := engine.NewDevice(engine.DeviceConfig{Name: "B", Clock: clock, MAC: macB, IP: ipB, Resolve: resolve})
+	devA, devB := wallDevices()
 	la, lb := &slowLink{delay: delay, ch: make(chan []byte, 4096)}, &slowLink{ch: make(chan []byte, 4096)}
 	devA.Attach(la)
 	devB.Attach(lb)

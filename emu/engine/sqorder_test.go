@@ -53,7 +53,7 @@ func TestSQFlushKeepsPostingOrder(t *testing.T) {
 		engine.SendWR{ID: 2, Opcode: engine.WRAtomicFetchAndAdd, Flags: engine.SendSignaled, SGL: sge(p.mrA, 128, 8), RemoteAddr: p.mrB.Addr() + 4096, RKey: p.mrB.RKey(), CompareAdd: 5},
 	))
 	p.sim.RunFor(time.Millisecond) // the atomic is answered; the READ waits
-	must(t, p.qa.Modify(engine.QPAttr{State: engine.QPSErr}, engine.AttrState))
+	toErr(t, p.qa)
 	must(t, p.qa.PostSend(engine.SendWR{ID: 3, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, SGL: sge(p.mrA, 256, 8), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
 	p.run()
 	wantWC(t, poll(p.cqA),

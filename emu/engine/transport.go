@@ -43,7 +43,7 @@ type transport struct {
 	// nothing beyond sends. (By value: a pointer through the indirect call would put every
 	// posted request on the heap.)
 	postCheck func(qp *QP, wr SendWR) error
-	// modified runs after a Modify to next that succeeded, with the device locked.
+	// modified runs after a Modify to next that succeeded, with the QP locked.
 	modified func(qp *QP, cur, next QPState)
 }
 

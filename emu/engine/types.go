@@ -13,6 +13,12 @@
 // receiver or an argument (ConnectRC(qp, nil, o), a nil *QP's PostSend): EINVAL naming it,
 // never a panic; and a zero object the engine did not make (&QP{}). Methods with no error to
 // return (Num, State, Poll ...) need an object the engine made.
+//
+// The engine's locks are taken in one order, written in locks.go, and checked: built with the
+// tag lockcheck, taking a lock out of that order panics, naming both locks. The tests of the
+// engine and of the device model check it so:
+//
+//	go test -race -tags lockcheck ./emu/... ./hw/...
 package engine
 
 import (

@@ -132,9 +132,8 @@ func (qp *QP) ucCheckResource(q *request) verdict {
 	if !q.info.Is(roce.FlagNeedsRecv) || qp.resp.recv != nil {
 		return proceed(respCheckLength)
 	}
-	if qp.peekRecv() == nil {
-		qp.dev.stats.RxNoRecv++
-		return refuse(nak(roce.NAKInvalidRequest, "%s and no receive posted", q.f.Opcode))
+	if _, ok := qp.recvReady(); !ok {
+		return qp.noReceive(q)
 	}
 	q.recvFound = true
 	return proceed(respCheckLength)
@@ -174,6 +173,6 @@ func (qp *QP) ucDrop(q *request, why string) {
 	d, r := qp.dev, &qp.resp
 	r.psn = ucDropping
 	r.inSend, r.inWrite = false, false
-	d.stats.RxDropped++
+	d.stats.RxDropped.Add(1)
 	d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: q.psn, Msg: fmt.Sprintf("%s psn %d dropped with the rest of its message: %s", q.f.Opcode, q.psn, why)})
 }

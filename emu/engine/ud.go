@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"syscall"
 
-	"github.com/softirdma/softirdma/keys"
+	"github.com/softirdma/softirdma/wire/mad"
 	"github.com/softirdma/softirdma/wire/roce"
 )
 
@@ -38,8 +38,9 @@ var gsiTransport = func() transport {
 
 const (
 	gsiQPN = 1
-	// GSIQKey is the Q_Key of every datagram to or from a GSI QP (IBTA 13.5.3.1).
-	GSIQKey = 0x80010000
+	// GSIQKey is the Q_Key of every datagram to or from a GSI QP (IBTA 13.5.3.1); wire/mad,
+	// which owns the MADs those datagrams carry, defines it.
+	GSIQKey = mad.GSIQKey
 	// controlledQKey in a work request's Q_Key says to send with the QP's own Q_Key instead
 	// (IBTA 10.2.5, the controlled Q_Key): a consumer cannot claim a privileged Q_Key.
 	controlledQKey = 1 << 31
@@ -89,7 +90,7 @@ func udPostCheck(qp *QP, wr SendWR) error {
 		return fmt.Errorf("the address handle was not made by CreateAH: %w", syscall.EINVAL)
 	case wr.AH.pd.dev != qp.dev:
 		return fmt.Errorf("the address handle is another device's: %w", syscall.EINVAL)
-	case wr.AH.destroyed:
+	case wr.AH.isDestroyed():
 		return fmt.Errorf("the address handle is destroyed: %w", syscall.EINVAL)
 	}
 	return nil
@@ -134,27 +135,33 @@ func (qp *QP) udRequest(f *roce.Frame) {
 		want = GSIQKey
 	}
 	if got := f.DETH.QKey(); got != want {
-		d.stats.RxDropped++
-		d.stats.RxBadQKey++
+		d.stats.RxDropped.Add(1)
+		d.stats.RxBadQKey.Add(1)
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("datagram from QP 0x%06x with Q_Key 0x%08x, the QP's is 0x%08x", f.DETH.SrcQP(), got, want)})
 		return
 	}
-	w := qp.peekRecv()
-	if w == nil {
-		d.stats.RxDropped++
-		d.stats.RxNoRecv++
+	noRecv := func() {
+		d.stats.RxDropped.Add(1)
+		d.stats.RxNoRecv.Add(1)
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("datagram from QP 0x%06x and no receive posted", f.DETH.SrcQP())})
+	}
+	length, ok := qp.recvReady()
+	if !ok {
+		noRecv()
 		return
 	}
 	n := uint64(GRHLen + len(f.Payload))
-	if n > w.length && qp.srq == nil {
+	if n > length && qp.srq == nil {
 		// As rxe: a datagram too long for the receive is dropped, and the receive stays for
 		// the next one. From an SRQ the receive is taken and completes in error (below).
-		d.stats.RxDropped++
-		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("datagram of %d bytes with its GRH area, the receive holds %d", n, w.length)})
+		d.stats.RxDropped.Add(1)
+		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("datagram of %d bytes with its GRH area, the receive holds %d", n, length)})
 		return
 	}
-	qp.takeRecv()
+	if !qp.takeRecv() {
+		noRecv()
+		return
+	}
 	rw := qp.resp.recv
 	wc := WC{WRID: rw.id, Status: WCSuccess, Opcode: WCRecv, SrcQP: f.DETH.SrcQP(), Flags: WCWithGRH}
 	if f.Info.Is(roce.FlagImm) {
@@ -171,11 +178,9 @@ func (qp *QP) udRequest(f *roce.Frame) {
 		err = fmt.Errorf("datagram of %d bytes with its GRH area into a receive of %d", n, rw.length)
 		wc.Status = WCRemInvReqErr
 	default:
-		src := grh[:]
-		err = qp.walkSGL(rw.sgl, 0, GRHLen, AccessLocalWrite, func(sp keys.Span) { src = src[sp.CopyFrom(src):] })
+		err = qp.scatterSGL(rw.sgl, 0, grh[:])
 		if err == nil {
-			src = f.Payload
-			err = qp.walkSGL(rw.sgl, GRHLen, uint64(len(f.Payload)), AccessLocalWrite, func(sp keys.Span) { src = src[sp.CopyFrom(src):] })
+			err = qp.scatterSGL(rw.sgl, GRHLen, f.Payload)
 		}
 		if err != nil {
 			wc.Status = accessStatus(err)

@@ -54,6 +54,13 @@ func newDgNet(t *testing.T, n int, addrs ...netip.Addr) *dgNet {
 	return dn
 }
 
+// twoDgNodes is a datagram network of two nodes, A and B.
+func twoDgNodes(t *testing.T) (dn *dgNet, a, b *dgNode) {
+	t.Helper()
+	dn = newDgNet(t, 2)
+	return dn, dn.nodes[0], dn.nodes[1]
+}
+
 // newNode makes a PD, a CQ, a QP of typ in RESET and a 64 KiB buffer registered with access on
 // dev.
 func newNode(t *testing.T, dev *engine.Device, typ engine.QPType, access engine.Access) *dgNode {
@@ -139,8 +146,7 @@ func rxeSrcPort(qpn uint32) uint16 { return 0xC000 | uint16((qpn*0x61C88647)>>18
 // TestConformanceUD holds the datagram checks, D1 on; GSI's are G1 on.
 func TestConformanceUD(t *testing.T) {
 	t.Run("D1_send_deth_grh_ipv4", func(t *testing.T) {
-		dn := newDgNet(t, 2)
-		a, b := dn.nodes[0], dn.nodes[1]
+		dn, a, b := twoDgNodes(t)
 		fill(a.buf[:1024], 3)
 		b.recv(t, 7, 0, 2048)
 		b.recv(t, 8, 4096, 2048)
@@ -203,8 +209,7 @@ func TestConformanceUD(t *testing.T) {
 	})
 
 	t.Run("D3_qkey_mismatch_dropped_and_counted", func(t *testing.T) {
-		dn := newDgNet(t, 2)
-		a, b := dn.nodes[0], dn.nodes[1]
+		dn, a, b := twoDgNodes(t)
 		b.recv(t, 1, 0, 256)
 		ah := a.ah(t, b.dev.IP())
 		a.send(t, 1, engine.WRSend, ah, b.qp.Num(), 0x22222222, 0, 16)
@@ -222,8 +227,7 @@ func TestConformanceUD(t *testing.T) {
 	})
 
 	t.Run("D4_controlled_qkey", func(t *testing.T) {
-		dn := newDgNet(t, 2)
-		a, b := dn.nodes[0], dn.nodes[1]
+		dn, a, b := twoDgNodes(t)
 		// A's QP takes B's Q_Key as its own; its work request asks for the QP's by the high bit.
 		must(t, a.qp.Modify(engine.QPAttr{QKey: testQKey}, engine.AttrQKey))
 		b.recv(t, 1, 0, 256)
@@ -236,8 +240,7 @@ func TestConformanceUD(t *testing.T) {
 	})
 
 	t.Run("D5_larger_than_mtu_not_sent_success", func(t *testing.T) {
-		dn := newDgNet(t, 2)
-		a, b := dn.nodes[0], dn.nodes[1]
+		dn, a, b := twoDgNodes(t)
 		b.recv(t, 1, 0, 8192)
 		ah := a.ah(t, b.dev.IP())
 		a.send(t, 1, engine.WRSend, ah, b.qp.Num(), testQKey, 0, 4097) // the path MTU is 4096
@@ -325,8 +328,7 @@ func TestConformanceUD(t *testing.T) {
 		// through the IP stack's multicast loop.
 		t.Run("loops_back_to_attached_local_qps", func(t *testing.T) {
 			group := netip.MustParseAddr("239.9.9.9")
-			dn := newDgNet(t, 2)
-			a, b := dn.nodes[0], dn.nodes[1]
+			dn, a, b := twoDgNodes(t)
 			must(t, a.qp.AttachMcast(group))
 			must(t, b.qp.AttachMcast(group))
 			a.recv(t, 1, 256, 256)
@@ -371,8 +373,7 @@ func TestConformanceUD(t *testing.T) {
 	})
 
 	t.Run("D8_pkey", func(t *testing.T) {
-		dn := newDgNet(t, 2)
-		a, b := dn.nodes[0], dn.nodes[1]
+		dn, a, b := twoDgNodes(t)
 		b.recv(t, 1, 0, 256)
 		b.recv(t, 2, 256, 256)
 		a.send(t, 1, engine.WRSend, a.ah(t, b.dev.IP()), b.qp.Num(), testQKey, 0, 16)
@@ -399,8 +400,7 @@ func TestConformanceUD(t *testing.T) {
 	})
 
 	t.Run("D9_no_receive_dropped", func(t *testing.T) {
-		dn := newDgNet(t, 2)
-		a, b := dn.nodes[0], dn.nodes[1]
+		dn, a, b := twoDgNodes(t)
 		ah := a.ah(t, b.dev.IP())
 		a.send(t, 1, engine.WRSend, ah, b.qp.Num(), testQKey, 0, 16)
 		dn.run()
@@ -415,8 +415,7 @@ func TestConformanceUD(t *testing.T) {
 
 	t.Run("D10_receive_too_short", func(t *testing.T) {
 		// Without an SRQ the datagram is dropped and the receive waits for the next one.
-		dn := newDgNet(t, 2)
-		a, b := dn.nodes[0], dn.nodes[1]
+		dn, a, b := twoDgNodes(t)
 		ah := a.ah(t, b.dev.IP())
 		b.recv(t, 1, 0, 100)
 		a.send(t, 1, engine.WRSend, ah, b.qp.Num(), testQKey, 0, 61) // 101 with the GRH area
@@ -424,8 +423,7 @@ func TestConformanceUD(t *testing.T) {
 		dn.run()
 		wantWC(t, poll(b.cq), engine.WC{WRID: 1, Opcode: engine.WCRecv, ByteLen: 100, Flags: engine.WCWithGRH})
 		// From an SRQ the receive is taken and completes with REM_INV_REQ_ERR; the QP stays up.
-		srq, err := b.pd.CreateSRQ(4, 1)
-		must(t, err)
+		srq := newSRQ(t, b.pd, 4, 1)
 		q, err := b.pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeUD, SendCQ: b.cq, RecvCQ: b.cq, SRQ: srq, Cap: engine.QPCap{MaxSendWR: 1, MaxSendSGE: 1}})
 		must(t, err)
 		must(t, q.Modify(engine.QPAttr{State: engine.QPSInit, Port: 1, QKey: testQKey}, engine.AttrState|engine.AttrPKeyIndex|engine.AttrPort|engine.AttrQKey))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	mrand "math/rand/v2"
-	"net/netip"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,14 +12,13 @@ import (
 	"time"
 
 	"github.com/softirdma/softirdma/emu/engine"
-	"github.com/softirdma/softirdma/emu/realtime"
 	"github.com/softirdma/softirdma/emu/sim"
 	"github.com/softirdma/softirdma/keys"
 	"github.com/softirdma/softirdma/wire"
 )
 
 func TestModifyStateMachine(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	qp, err := p.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqA, RecvCQ: p.cqA, Cap: engine.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	must(t, err)
 	init := engine.QPAttr{State: engine.QPSInit, Port: 1, AccessFlags: engine.AccessRemoteWrite}
@@ -72,7 +70,7 @@ func TestModifyStateMachine(t *testing.T) {
 }
 
 func TestPostChecks(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	qp, err := p.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqA, RecvCQ: p.cqA, Cap: engine.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	must(t, err)
 	var pe *engine.PostError
@@ -159,14 +157,9 @@ func TestInlineFenceSolicited(t *testing.T) {
 }
 
 func TestSRQ(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
-	srq, err := p.pdB.CreateSRQ(8, 1)
-	must(t, err)
-	qp, err := p.pdB.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqB, RecvCQ: p.cqB, SRQ: srq, Cap: engine.QPCap{MaxSendWR: 4, MaxSendSGE: 1}})
-	must(t, err)
-	qa, err := p.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqA, RecvCQ: p.cqA, Cap: engine.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	must(t, err)
-	must(t, engine.ConnectRC(qa, qp, engine.ConnectOptions{}))
+	p := plainPair(t)
+	srq := newSRQ(t, p.pdB, 8, 1)
+	qa, qp := p.connectToSRQ(srq, engine.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}, engine.ConnectOptions{})
 	if err := qp.PostRecv(engine.RecvWR{}); !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("post_recv on an SRQ QP: %v", err)
 	}
@@ -186,7 +179,7 @@ func TestSRQ(t *testing.T) {
 }
 
 func TestFastRegisterWR(t *testing.T) {
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	mr, err := p.pdB.AllocFastRegMR(8192)
 	must(t, err)
 	buf := make([]byte, 4096)
@@ -254,7 +247,7 @@ func TestRetryCnt7IsSevenRetriesInVirtualTime(t *testing.T) {
 func TestSlogSink(t *testing.T) {
 	var out bytes.Buffer
 	l := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{})
+	p := plainPair(t)
 	p.fab.OnEvent(engine.SlogSink(l))
 	must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMAWrite, SGL: sge(p.mrA, 0, 8), RemoteAddr: p.mrB.Addr(), RKey: 0x1234}))
 	p.run()
@@ -276,17 +269,7 @@ func (l *chanLink) Send(frame []byte) error {
 // TestWallClock runs the same engine outside the simulator: wall-clock timers, goroutines, a
 // lossy link.
 func TestWallClock(t *testing.T) {
-	clock := realtime.NewWallClock()
-	macA, macB := [6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2}
-	ipA, ipB := mustAddr("192.0.2.1"), mustAddr("192.0.2.2")
-	resolve := func(ip netip.Addr) ([6]byte, bool) {
-		if ip == ipA {
-			return macA, true
-		}
-		return macB, true
-	}
-	a := engine.NewDevice(engine.DeviceConfig{Name: "A", Clock: clock, MAC: macA, IP: ipA, Resolve: resolve})
-	b := engine.NewDevice(engine.DeviceConfig{Name: "B", Clock: clock, MAC: macB, IP: ipB, Resolve: resolve})
+	a, b := wallDevices()
 	la, lb := &chanLink{ch: make(chan []byte, 1024)}, &chanLink{ch: make(chan []byte, 1024)}
 	a.Attach(la)
 	b.Attach(lb)
@@ -317,24 +300,8 @@ func TestWallClock(t *testing.T) {
 
 	pdA, pdB, cqA, cqB, qa, qb := qpPair(t, a, b, 8)
 	must(t, engine.ConnectRC(qa, qb, engine.ConnectOptions{Timeout: 12})) // 16.8 ms: room for a busy machine's scheduler
-	bufA, bufB := make([]byte, 65536), make([]byte, 65536)
-	fill(bufA, 1)
-	mrA, _ := pdA.RegMR(bufA, engine.AccessLocalWrite)
-	mrB, _ := pdB.RegMR(bufB, engine.AccessLocalWrite|engine.AccessRemoteWrite|engine.AccessRemoteRead)
-	must(t, qb.PostRecv(engine.RecvWR{ID: 9, SGL: sge(mrB, 32768, 32768)}))
-	must(t, qa.PostSend(
-		engine.SendWR{ID: 1, Opcode: engine.WRRDMAWrite, SGL: sge(mrA, 0, 20000), RemoteAddr: mrB.Addr(), RKey: mrB.RKey()},
-		engine.SendWR{ID: 2, Opcode: engine.WRRDMARead, SGL: sge(mrA, 40000, 20000), RemoteAddr: mrB.Addr(), RKey: mrB.RKey()},
-		engine.SendWR{ID: 3, Opcode: engine.WRSend, Flags: engine.SendSignaled, SGL: sge(mrA, 0, 5000)}))
-	deadline := time.Now().Add(10 * time.Second)
-	for cqA.Len() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	wantWC(t, poll(cqA), engine.WC{WRID: 3, Opcode: engine.WCSend})
-	wantWC(t, poll(cqB), engine.WC{WRID: 9, Opcode: engine.WCRecv, ByteLen: 5000})
-	if !bytes.Equal(bufB[:20000], bufA[:20000]) || !bytes.Equal(bufA[40000:60000], bufA[:20000]) || !bytes.Equal(bufB[32768:32768+5000], bufA[:5000]) {
-		t.Fatal("data differs")
-	}
+	checkWriteReadSend(t, wallTraffic{pdA: pdA, pdB: pdB, cqA: cqA, cqB: cqB, qa: qa, qb: qb,
+		recvLen: 32768, sendLen: 5000, seed: 1, deadline: 10 * time.Second}, "wall clock")
 	if a.Stats().Retransmits == 0 {
 		t.Fatal("a lossy link without retransmissions")
 	}

@@ -1,0 +1,196 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/softirdma/softirdma/keys"
+)
+
+// Memory access: every key is looked up under the tables lock, for each packet, as hardware
+// does; the bytes are copied after that lock is released, so a long copy holds up no other QP.
+// What keeps the copy safe instead is a pin on the MR whose memory it is, taken with the lookup:
+// Dereg, a Rereg that changes the memory and RevokeRange change the key space first (no new
+// lookup finds the memory) and then drain the MR, waiting for the copies in flight. So once they
+// return, nothing of the device's touches the memory, and its owner may free it. So do the changes
+// that take a key's access away while the memory stays: dealloc_mw, LOCAL_INV, SEND_WITH_INV, a
+// bind that moves a window, REG_MR. Each drains the MR the key reached before it, so that when it
+// completes no WRITE through the old key is still landing, as on a NIC.
+
+// pinned is a checked range of registered memory, its MR pinned until release.
+type pinned struct {
+	keys.Span
+	mr *MR // nil for an empty range, which pins nothing
+}
+
+// release unpins the MR; a second release does nothing.
+func (p *pinned) release() {
+	if p.mr != nil {
+		p.mr.pins.RUnlock()
+		p.mr = nil
+	}
+}
+
+// drain waits until no copy over the MR's memory is under way. The caller holds no lock of the
+// engine but perhaps its own QP's (a work request or a SEND_WITH_INV that invalidates): a copy in
+// flight holds its QP's lock and waits for no other, and no QP holds a pin between packets.
+func (mr *MR) drain() {
+	if mr == nil {
+		return
+	}
+	lockAtMostQPHeld("draining an MR")
+	mr.pins.Lock()
+	//lint:ignore SA2001 the critical section is empty on purpose: the lock is the wait
+	mr.pins.Unlock()
+}
+
+// keyMRLocked is the MR whose memory the key reaches now: an MR's own, or the MR a window is
+// bound to; nil if none. The tables lock is held.
+func (d *Device) keyMRLocked(k keys.Key) *MR {
+	index := k.Index()
+	if k.IsMW() {
+		w, err := d.keys.QueryMW(k)
+		if err != nil || w.MR == 0 {
+			return nil
+		}
+		index = w.MR.Index()
+	}
+	return d.mrs[index]
+}
+
+// pin pins the MR at index for a span the key space gave. The tables lock is held.
+func (d *Device) pin(sp keys.Span, index uint32) pinned {
+	p := pinned{Span: sp}
+	if sp.Len() == 0 {
+		return p
+	}
+	if mr := d.mrs[index]; mr != nil {
+		mr.pins.RLock()
+		p.mr = mr
+	}
+	return p
+}
+
+// remoteAccess checks an rkey access for a request arriving on this QP, and pins what it
+// reaches for a copy.
+func (qp *QP) remoteAccess(rkey uint32, va, n uint64, rights Access) (pinned, error) {
+	d := qp.dev
+	d.tab.Lock()
+	defer d.tab.Unlock()
+	sp, err := qp.checkRemote(rkey, va, n, rights)
+	if err != nil {
+		return pinned{}, err
+	}
+	k := keys.Key(rkey)
+	index := k.Index()
+	if k.IsMW() && sp.Len() > 0 {
+		// The window lies in its MR's memory, which is what the copy pins.
+		w, _ := d.keys.QueryMW(k)
+		index = w.MR.Index()
+	}
+	return d.pin(sp, index), nil
+}
+
+// checkRemote checks an rkey access for a request arriving on this QP. The tables lock is held.
+func (qp *QP) checkRemote(rkey uint32, va, n uint64, rights Access) (keys.Span, error) {
+	return qp.dev.keys.Remote(keys.RemoteAccess{Key: keys.Key(rkey), PD: qp.pd.handle, QP: keys.QPN(qp.qpn), VA: va, Len: n, Rights: rights})
+}
+
+// remoteAllowed checks an rkey access without reaching the memory.
+func (qp *QP) remoteAllowed(rkey uint32, va, n uint64, rights Access) error {
+	d := qp.dev
+	d.tab.Lock()
+	defer d.tab.Unlock()
+	_, err := qp.checkRemote(rkey, va, n, rights)
+	return err
+}
+
+// localAccess checks an lkey access by one of this QP's work requests, and pins what it reaches
+// for a copy.
+func (qp *QP) localAccess(sge SGE, off, n uint64, rights Access) (pinned, error) {
+	d := qp.dev
+	d.tab.Lock()
+	defer d.tab.Unlock()
+	sp, err := qp.checkLocal(sge, off, n, rights)
+	if err != nil {
+		return pinned{}, err
+	}
+	return d.pin(sp, keys.Key(sge.LKey).Index()), nil
+}
+
+// checkLocal checks an lkey access by one of this QP's work requests. The tables lock is held.
+func (qp *QP) checkLocal(sge SGE, off, n uint64, rights Access) (keys.Span, error) {
+	return qp.dev.keys.Local(keys.LocalAccess{Key: keys.Key(sge.LKey), PD: qp.pd.handle, VA: sge.Addr + off, Len: n, Rights: rights})
+}
+
+// localAllowed checks an lkey access without reaching the memory.
+func (qp *QP) localAllowed(sge SGE, rights Access) error {
+	d := qp.dev
+	d.tab.Lock()
+	defer d.tab.Unlock()
+	_, err := qp.checkLocal(sge, 0, uint64(sge.Length), rights)
+	return err
+}
+
+// gatherSGL copies the scatter/gather list's bytes [off, off+len(dst)) into dst.
+func (qp *QP) gatherSGL(sgl []SGE, off uint64, dst []byte) error {
+	return qp.walkSGL(sgl, off, uint64(len(dst)), 0, func(sp keys.Span) {
+		dst = dst[sp.CopyTo(dst):]
+	})
+}
+
+// scatterSGL copies src into the scatter/gather list's bytes from off on: a receive, a READ's
+// responses, an atomic's result.
+func (qp *QP) scatterSGL(sgl []SGE, off uint64, src []byte) error {
+	return qp.walkSGL(sgl, off, uint64(len(src)), AccessLocalWrite, func(sp keys.Span) {
+		src = src[sp.CopyFrom(src):]
+	})
+}
+
+// walkSGL looks up the SGEs covering [off, off+n) of a scatter/gather list and calls f with
+// each piece's span, in order, its MR pinned.
+func (qp *QP) walkSGL(sgl []SGE, off, n uint64, rights Access, f func(keys.Span)) error {
+	for _, s := range sgl {
+		if n == 0 {
+			break
+		}
+		l := uint64(s.Length)
+		if off >= l {
+			off -= l
+			continue
+		}
+		take := min(l-off, n)
+		p, err := qp.localAccess(s, off, take, rights)
+		if err != nil {
+			return err
+		}
+		f(p.Span)
+		p.release()
+		off, n = 0, n-take
+	}
+	if n > 0 {
+		return errors.New("scatter/gather list shorter than the message")
+	}
+	return nil
+}
+
+// atomic runs a compare-and-swap (or, fetchAdd, a fetch-and-add) on the 8 bytes at p, native
+// (little-endian) as rxe keeps them, atomically with every other atomic of the device's QPs,
+// and returns the original value. It releases p.
+func (d *Device) atomic(p *pinned, fetchAdd bool, compare, swapAdd uint64) uint64 {
+	var b [8]byte
+	d.atomics.Lock()
+	p.CopyTo(b[:])
+	orig := binary.LittleEndian.Uint64(b[:])
+	val := orig
+	if fetchAdd {
+		val = orig + swapAdd
+	} else if orig == compare {
+		val = swapAdd
+	}
+	binary.LittleEndian.PutUint64(b[:], val)
+	p.CopyFrom(b[:])
+	d.atomics.Unlock()
+	p.release()
+	return orig
+}

@@ -1,0 +1,90 @@
+package engine
+
+import "fmt"
+
+// The engine's lock order. A goroutine that holds one of these locks takes only locks further
+// down the list, never one higher up or a second of the same kind (two QPs' locks, say, are
+// never held together):
+//
+//  1. QP.mu: a QP's state, queues, requester, responder and completer.
+//  2. Device.mu: the QPs by number and changes to the multicast groups.
+//  3. Device.tab: the object tables (key space, MRs, windows, PDs, CQs and SRQs by number).
+//  4. SRQ.mu: a shared receive queue.
+//  5. CQ.mu: a completion queue's ring and its notification.
+//  6. MR.pins: copies under way over an MR's memory (read), deregistration draining them.
+//  7. Device.atomics: remote atomic operations of all the device's QPs, on memory pinned.
+//  8. GuestMemory.mu: the regions of a guest's address space.
+//  9. loopback.mu: frames a device sends itself, waiting for Receive.
+//  10. asyncEvents.mu: asynchronous events waiting for their handler.
+//  11. outbox.mu: frames, events and calls waiting to leave once the engine's locks are free.
+//
+// Two places run holding none of them: MR.drain, which waits for copies under way (whose goroutines
+// may hold their QP's lock), and Device.flush, which sends frames and calls handlers that may
+// call back into the device.
+//
+// The order is checked, not only written: each of these locks is a mutex or rwMutex with its
+// rank as type argument. In an ordinary build they are sync.Mutex and sync.RWMutex and cost
+// nothing more; built with the tag lockcheck, each goroutine's held ranks are recorded and taking
+// a lock out of order panics, naming both locks. The engine's tests and the device model's run
+// that way:
+//
+//	go test -race -tags lockcheck ./emu/... ./hw/...
+
+// lockRank is a lock's place in the engine's lock order: a goroutine takes locks in increasing
+// rank only.
+type lockRank uint8
+
+const (
+	rankQP lockRank = iota + 1
+	rankDevice
+	rankTables
+	rankSRQ
+	rankCQ
+	rankPins
+	rankAtomics
+	rankGuestMemory
+	rankLoopback
+	rankAsync
+	rankOutbox
+)
+
+var lockRankNames = [...]string{rankQP: "QP.mu", rankDevice: "Device.mu", rankTables: "Device.tab",
+	rankSRQ: "SRQ.mu", rankCQ: "CQ.mu", rankAtomics: "Device.atomics", rankPins: "MR.pins",
+	rankGuestMemory: "GuestMemory.mu", rankLoopback: "loopback.mu", rankAsync: "asyncEvents.mu",
+	rankOutbox: "outbox.mu"}
+
+func (r lockRank) String() string {
+	if int(r) < len(lockRankNames) && lockRankNames[r] != "" {
+		return lockRankNames[r]
+	}
+	return fmt.Sprintf("lock rank %d", uint8(r))
+}
+
+// ranked is a lock's kind: a type argument of mutex and rwMutex that names the lock's rank.
+type ranked interface{ rank() lockRank }
+
+type (
+	qpLock          struct{}
+	deviceLock      struct{}
+	tablesLock      struct{}
+	srqLock         struct{}
+	cqLock          struct{}
+	atomicsLock     struct{}
+	pinsLock        struct{}
+	guestMemoryLock struct{}
+	loopbackLock    struct{}
+	asyncLock       struct{}
+	outboxLock      struct{}
+)
+
+func (qpLock) rank() lockRank          { return rankQP }
+func (deviceLock) rank() lockRank      { return rankDevice }
+func (tablesLock) rank() lockRank      { return rankTables }
+func (srqLock) rank() lockRank         { return rankSRQ }
+func (cqLock) rank() lockRank          { return rankCQ }
+func (atomicsLock) rank() lockRank     { return rankAtomics }
+func (pinsLock) rank() lockRank        { return rankPins }
+func (guestMemoryLock) rank() lockRank { return rankGuestMemory }
+func (loopbackLock) rank() lockRank    { return rankLoopback }
+func (asyncLock) rank() lockRank       { return rankAsync }
+func (outboxLock) rank() lockRank      { return rankOutbox }
