@@ -81,7 +81,19 @@ func (o *outbox) busy() bool {
 
 // flush carries out what the outbox holds, unless another goroutine is at it. It runs with no
 // lock of the engine held.
-func (d *Device) flush() {
+func (d *Device) flush() { d.carry(false) }
+
+// flushReceived ends a receive. The goroutine that takes frames in carries out what is waiting
+// only while no frame is among it: a waiting frame may be a requester's, and a link that holds
+// its sender up (a paced fabric port, a full socket) would keep that goroutine from taking in
+// the very ACKs the requester waits for, until its retries run out. A NIC's receive side does
+// not wait for its transmit queue either. Waiting frames go to the device's clock instead, which
+// runs the requesters and so waits for the link in their place.
+func (d *Device) flushReceived() { d.carry(true) }
+
+// carry empties the outbox, one batch a round; received says the caller is a receive, which
+// hands frames to the clock (see flushReceived).
+func (d *Device) carry(received bool) {
 	o := &d.out
 	if !o.pending.Load() {
 		return
@@ -89,6 +101,11 @@ func (d *Device) flush() {
 	lockNoneHeld("carrying out the outbox")
 	o.mu.Lock()
 	if o.flushing || o.empty() {
+		o.mu.Unlock()
+		return
+	}
+	if received && len(o.frames) > 0 {
+		d.flushOnClock()
 		o.mu.Unlock()
 		return
 	}
@@ -115,15 +132,21 @@ func (d *Device) flush() {
 			o.mu.Unlock()
 			return
 		}
-		if round == maxFlushRounds {
+		if round == maxFlushRounds || received && len(o.frames) > 0 {
 			o.flushing = false
-			if !o.later {
-				o.later = true
-				d.clock.Post(0, d.flushLater)
-			}
+			d.flushOnClock()
 			o.mu.Unlock()
 			return
 		}
+	}
+}
+
+// flushOnClock has the clock's goroutine empty the outbox, once however often it is asked
+// before then. The outbox is locked.
+func (d *Device) flushOnClock() {
+	if !d.out.later {
+		d.out.later = true
+		d.clock.Post(0, d.flushLater)
 	}
 }
 

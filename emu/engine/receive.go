@@ -10,7 +10,7 @@ import (
 // device or for no QP is counted and dropped without an answer, as IBTA asks. The frame is not
 // kept after Receive returns.
 func (d *Device) Receive(frame []byte) {
-	defer d.flush()
+	defer d.flushReceived()
 	f := d.rxFrame()
 	d.receive(f, frame)
 	d.rxDone(f)
@@ -19,7 +19,7 @@ func (d *Device) Receive(frame []byte) {
 // ReceiveBatch is Receive for frames that arrived together, in order: what they make the device
 // send goes out after the last one.
 func (d *Device) ReceiveBatch(frames [][]byte) {
-	defer d.flush()
+	defer d.flushReceived()
 	f := d.rxFrame()
 	for _, b := range frames {
 		d.receive(f, b)
