@@ -10,10 +10,16 @@ import (
 	"github.com/softirdma/softirdma/emu/realtime"
 )
 
-// wallDevices are devices A (192.0.2.1) and B (192.0.2.2) on the wall clock, each resolving
+// wallDevices are devices A (192.0.2.1) and B (192.0.2.2) on one wall clock, each resolving
 // the other's address to the other's MAC, attached to no link yet.
 func wallDevices() (a, b *engine.Device) {
 	clock := realtime.NewWallClock()
+	return wallDevicesOn(clock, clock)
+}
+
+// wallDevicesOn are wallDevices with A on clock ca and B on cb: on two clocks, each device
+// runs its timers and requesters on a goroutine of its own, as each function of serve does.
+func wallDevicesOn(ca, cb engine.Clock) (a, b *engine.Device) {
 	macA, macB := [6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2}
 	ipA, ipB := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	resolve := func(ip netip.Addr) ([6]byte, bool) {
@@ -22,8 +28,8 @@ func wallDevices() (a, b *engine.Device) {
 		}
 		return macB, true
 	}
-	a = engine.NewDevice(engine.DeviceConfig{Name: "A", Clock: clock, MAC: macA, IP: ipA, Resolve: resolve})
-	b = engine.NewDevice(engine.DeviceConfig{Name: "B", Clock: clock, MAC: macB, IP: ipB, Resolve: resolve})
+	a = engine.NewDevice(engine.DeviceConfig{Name: "A", Clock: ca, MAC: macA, IP: ipA, Resolve: resolve})
+	b = engine.NewDevice(engine.DeviceConfig{Name: "B", Clock: cb, MAC: macB, IP: ipB, Resolve: resolve})
 	return a, b
 }
 
