@@ -11,6 +11,7 @@ import (
 
 	"github.com/softirdma/softirdma/fabric"
 	"github.com/softirdma/softirdma/fabric/control"
+	"github.com/softirdma/softirdma/internal/fakesock"
 	"golang.org/x/sys/unix"
 )
 
@@ -84,9 +85,9 @@ func TestFaultSocketNotControl(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dc.Close()
-	silent := listenAnswering(t, filepath.Join(dir, "silent.sock"), "")
-	chatty := listenAnswering(t, filepath.Join(dir, "ssh.sock"), "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
-	hangup := listenAnswering(t, filepath.Join(dir, "hangup.sock"), "\x00")
+	silent := fakesock.Listen(t, filepath.Join(dir, "silent.sock"), "", false)
+	chatty := fakesock.Listen(t, filepath.Join(dir, "ssh.sock"), "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n", false)
+	hangup := fakesock.Listen(t, filepath.Join(dir, "hangup.sock"), "", true)
 	notCtl := " is not a softirdma control socket ("
 	for _, c := range []struct {
 		socket, want string
@@ -111,36 +112,4 @@ func TestFaultSocketNotControl(t *testing.T) {
 			t.Errorf("-socket %s took %v", c.socket, d)
 		}
 	}
-}
-
-// listenAnswering listens on path and answers each connection with answer once it has read
-// something (a NUL: closes it at once instead), then holds it open until the test ends.
-func listenAnswering(t *testing.T, path, answer string) string {
-	t.Helper()
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-			go func() {
-				b := make([]byte, 64)
-				if _, err := c.Read(b); err != nil {
-					return
-				}
-				if answer == "\x00" {
-					c.Close()
-					return
-				}
-				_, _ = io.WriteString(c, answer)
-			}()
-		}
-	}()
-	return path
 }

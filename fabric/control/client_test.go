@@ -3,13 +3,13 @@ package control
 import (
 	"errors"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/softirdma/softirdma/internal/fakesock"
 	"github.com/softirdma/softirdma/wire/faultplan"
 )
 
@@ -47,29 +47,7 @@ func TestClient(t *testing.T) {
 func TestClientErrors(t *testing.T) {
 	dir := t.TempDir()
 	serve := func(name, answer string, hangUp bool) string {
-		path := filepath.Join(dir, name)
-		ln, err := net.Listen("unix", path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				conn, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				t.Cleanup(func() { conn.Close() })
-				if _, err := conn.Read(make([]byte, 64)); err != nil { // the command first
-					return
-				}
-				_, _ = io.WriteString(conn, answer)
-				if hangUp {
-					conn.Close()
-				}
-			}
-		}()
-		return path
+		return fakesock.Listen(t, filepath.Join(dir, name), answer, hangUp)
 	}
 	const timeout = 300 * time.Millisecond
 	for _, c := range []struct {
