@@ -65,9 +65,7 @@ func (ah *AH) Destroy() error {
 		return err
 	}
 	d := ah.pd.dev
-	defer d.flush()
-	d.tab.Lock()
-	defer d.tab.Unlock()
+	defer hold(d, &d.tab).release()
 	ah.destroyed = true
 	return nil
 }
@@ -112,9 +110,7 @@ func (qp *QP) AttachMcast(gid netip.Addr) error {
 	if !g.IsMulticast() || qp.typ != QPTypeUD {
 		return fmt.Errorf("attach_mcast: %s on a %s QP: %w", gid, qp.typ, syscall.EINVAL)
 	}
-	defer d.flush()
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer hold(d, &d.mu).release()
 	qps := d.group(g)
 	switch {
 	case slices.Contains(qps, qp):
@@ -134,9 +130,7 @@ func (qp *QP) DetachMcast(gid netip.Addr) error {
 	}
 	d := qp.dev
 	g := gid.Unmap()
-	defer d.flush()
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer hold(d, &d.mu).release()
 	qps := d.group(g)
 	i := slices.Index(qps, qp)
 	if i < 0 {

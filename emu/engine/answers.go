@@ -131,9 +131,7 @@ func (qp *QP) scheduleAnswers() {
 	}
 	if q.run == nil {
 		q.run = func() {
-			defer qp.dev.flush()
-			qp.mu.Lock()
-			defer qp.mu.Unlock()
+			defer hold(qp.dev, &qp.mu).release()
 			qp.resp.answers.scheduled = false
 			switch qp.state {
 			case QPSRTR, QPSRTS, QPSSQD, QPSSQE:

@@ -244,9 +244,7 @@ func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 	if err := s.check("modify_srq"); err != nil {
 		return err
 	}
-	defer s.pd.dev.flush()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer hold(s.pd.dev, &s.mu).release()
 	switch {
 	case mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0:
 		return fmt.Errorf("modify_srq: mask 0x%x: %w", uint32(mask), syscall.EINVAL)
@@ -263,9 +261,7 @@ func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 
 // Query returns the SRQ's attributes (ibv_query_srq); Limit is 0 once the event has fired.
 func (s *SRQ) Query() SRQAttr {
-	defer s.pd.dev.flush()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer hold(s.pd.dev, &s.mu).release()
 	return SRQAttr{MaxWR: len(s.queue.ring), MaxSGE: s.maxSGE, Limit: s.limit}
 }
 

@@ -169,9 +169,7 @@ func (qp *QP) compRNRRetry() compState {
 	r.rnrGen++
 	gen := r.rnrGen
 	r.rnrTimer = d.clock.AfterFunc(microseconds(wait), func() {
-		defer d.flush()
-		qp.mu.Lock()
-		defer qp.mu.Unlock()
+		defer hold(d, &qp.mu).release()
 		if qp.req.rnrGen != gen || !qp.req.waitRNR {
 			return // stopped or replaced while it waited for the lock
 		}

@@ -76,9 +76,7 @@ func (d *Device) addCQ(cq *CQ) (*CQ, error) {
 // creates obj; it fails with ENOMEM when all numbers, or limit of them (if not negative), are
 // taken.
 func addNumbered[T any](d *Device, table *numbers[T], obj T, num *uint32, limit int, verb string) error {
-	defer d.flush()
-	d.tab.Lock()
-	defer d.tab.Unlock()
+	defer hold(d, &d.tab).release()
 	if limit >= 0 && len(table.live) >= limit {
 		return fmt.Errorf("%s: %w", verb, syscall.ENOMEM)
 	}
@@ -129,9 +127,7 @@ func destroyNumbered[T comparable](d *Device, table *numbers[T], obj T, num uint
 
 // Poll moves up to len(wc) completions into wc, oldest first, and returns how many.
 func (cq *CQ) Poll(wc []WC) int {
-	defer cq.dev.flush()
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
+	defer hold(cq.dev, &cq.mu).release()
 	n := 0
 	for n < len(wc) && cq.n > 0 {
 		wc[n] = cq.ring[cq.head]
@@ -145,18 +141,14 @@ func (cq *CQ) Poll(wc []WC) int {
 
 // Len is the number of completions waiting.
 func (cq *CQ) Len() int {
-	defer cq.dev.flush()
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
+	defer hold(cq.dev, &cq.mu).release()
 	return cq.n
 }
 
 // Overflowed reports whether a completion was lost for want of room (the QPs that tried were
 // moved to ERR).
 func (cq *CQ) Overflowed() bool {
-	defer cq.dev.flush()
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
+	defer hold(cq.dev, &cq.mu).release()
 	return cq.overflowed
 }
 
@@ -164,9 +156,7 @@ func (cq *CQ) Overflowed() bool {
 // engine's locks are released, in the order the completions were queued, and may call into the
 // device (poll the CQ, post more work).
 func (cq *CQ) OnCompletion(f func()) {
-	defer cq.dev.flush()
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
+	defer hold(cq.dev, &cq.mu).release()
 	cq.notify = f
 }
 
@@ -182,9 +172,7 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	if err := cq.check("req_notify_cq"); err != nil {
 		return err
 	}
-	defer cq.dev.flush()
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
+	defer hold(cq.dev, &cq.mu).release()
 	want := armNext
 	if solicitedOnly {
 		want = armSolicited
@@ -276,9 +264,7 @@ func (s *SRQ) PostRecv(wrs ...RecvWR) error {
 	if err := s.check("post_srq_recv"); err != nil {
 		return err
 	}
-	defer s.pd.dev.flush()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer hold(s.pd.dev, &s.mu).release()
 	for i := range wrs {
 		if len(wrs[i].SGL) > s.maxSGE {
 			return postError("post_srq_recv", i, len(wrs), wrs[i].ID, syscall.EINVAL,

@@ -398,9 +398,7 @@ func (d *Device) AllocPD() (*PD, error) {
 	if err := d.check("alloc_pd"); err != nil {
 		return nil, err
 	}
-	defer d.flush()
-	d.tab.Lock()
-	defer d.tab.Unlock()
+	defer hold(d, &d.tab).release()
 	if int(d.nextPD) >= d.limits.MaxPD {
 		return nil, fmt.Errorf("alloc_pd: %w", syscall.ENOMEM)
 	}
@@ -466,9 +464,7 @@ func (pd *PD) RegMRIova(buf []byte, iova uint64, access Access) (*MR, error) {
 		return nil, err
 	}
 	d := pd.dev
-	defer d.flush()
-	d.tab.Lock()
-	defer d.tab.Unlock()
+	defer hold(d, &d.tab).release()
 	k, err := d.keys.RegMR(keys.MRSpec{PD: pd.handle, Mem: keys.Contiguous(buf), IOVA: iova, Access: access})
 	if err != nil {
 		return nil, err
@@ -616,9 +612,7 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 		return nil, err
 	}
 	d := pd.dev
-	defer d.flush()
-	d.tab.Lock()
-	defer d.tab.Unlock()
+	defer hold(d, &d.tab).release()
 	k, err := d.keys.AllocMW(pd.handle, typ)
 	if err != nil {
 		return nil, err
@@ -666,9 +660,7 @@ func (pd *PD) AllocFastRegMR(maxLen uint64) (*MR, error) {
 		return nil, err
 	}
 	d := pd.dev
-	defer d.flush()
-	d.tab.Lock()
-	defer d.tab.Unlock()
+	defer hold(d, &d.tab).release()
 	k, err := d.keys.AllocFastRegMR(pd.handle, maxLen)
 	if err != nil {
 		return nil, err
@@ -686,9 +678,7 @@ func (d *Device) QueryMW(mw *MW) (keys.MWInfo, error) {
 	if err := mw.check("query_mw"); err != nil {
 		return keys.MWInfo{}, err
 	}
-	defer d.flush()
-	d.tab.Lock()
-	defer d.tab.Unlock()
+	defer hold(d, &d.tab).release()
 	return d.keys.QueryMW(mw.key())
 }
 
@@ -708,9 +698,7 @@ func put[V any](m map[uint32]V, k uint32, v V) map[uint32]V {
 
 // QP finds the live QP numbered qpn.
 func (d *Device) QP(qpn uint32) (*QP, bool) {
-	defer d.flush()
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer hold(d, &d.mu).release()
 	qp, ok := d.qps[qpn]
 	return qp, ok
 }
@@ -723,9 +711,7 @@ func (d *Device) SRQ(n uint32) (*SRQ, bool) { return lookupNumbered(d, &d.srqs, 
 
 // lookupNumbered finds the live object numbered num in one of the device's tables.
 func lookupNumbered[T any](d *Device, table *numbers[T], num uint32) (T, bool) {
-	defer d.flush()
-	d.tab.Lock()
-	defer d.tab.Unlock()
+	defer hold(d, &d.tab).release()
 	obj, ok := table.live[num]
 	return obj, ok
 }
@@ -734,9 +720,7 @@ func lookupNumbered[T any](d *Device, table *numbers[T], num uint32) (T, bool) {
 // current one (an old key of a fast-register MR re-registered by REG_MR, or a guess) finds
 // nothing, nor does the index of a deregistered MR, nor a window's STag.
 func (d *Device) MR(stag uint32) (*MR, bool) {
-	defer d.flush()
-	d.tab.Lock()
-	defer d.tab.Unlock()
+	defer hold(d, &d.tab).release()
 	k := keys.Key(stag)
 	mr, ok := d.mrs[k.Index()]
 	if !ok || k.IsMW() {
@@ -752,9 +736,7 @@ func (d *Device) MR(stag uint32) (*MR, bool) {
 // its last executed bind gave it (a type 1 bind posted but not yet executed has not moved it).
 // An earlier key8 finds nothing, nor does the index of a deallocated window, nor an MR's STag.
 func (d *Device) MW(stag uint32) (*MW, bool) {
-	defer d.flush()
-	d.tab.Lock()
-	defer d.tab.Unlock()
+	defer hold(d, &d.tab).release()
 	k := keys.Key(stag)
 	mw, ok := d.mws[k.Index()]
 	if !ok || !k.IsMW() {

@@ -123,9 +123,7 @@ func (pd *PD) RegGuestMR(as keys.AddressSpace, pages PageList, iova uint64, acce
 	d := pd.dev
 	// Resolved under the tables lock, so a RevokeRange either comes first (and the unmapped
 	// pages fail here) or finds this MR.
-	defer d.flush()
-	d.tab.Lock()
-	defer d.tab.Unlock()
+	defer hold(d, &d.tab).release()
 	mem, guest, err := resolveGuest(as, &pages)
 	if err != nil {
 		return nil, err
@@ -190,9 +188,7 @@ func (pd *PD) RegImplicitMR(as keys.AddressSpace, access Access) (*MR, error) {
 		return nil, err
 	}
 	d := pd.dev
-	defer d.flush()
-	d.tab.Lock()
-	defer d.tab.Unlock()
+	defer hold(d, &d.tab).release()
 	access |= AccessOnDemand
 	k, err := d.keys.RegMR(keys.MRSpec{PD: pd.handle, Mem: keys.Implicit(as), Access: access})
 	if err != nil {
@@ -281,8 +277,6 @@ func (d *Device) revoke(as keys.AddressSpace, start, length uint64) (hit, implic
 // Revoked says whether RevokeRange took the MR's memory away.
 func (mr *MR) Revoked() bool {
 	d := mr.pd.dev
-	defer d.flush()
-	d.tab.Lock()
-	defer d.tab.Unlock()
+	defer hold(d, &d.tab).release()
 	return mr.guest != nil && mr.guest.revoked
 }

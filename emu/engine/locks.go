@@ -88,3 +88,33 @@ func (guestMemoryLock) rank() lockRank { return rankGuestMemory }
 func (loopbackLock) rank() lockRank    { return rankLoopback }
 func (asyncLock) rank() lockRank       { return rankAsync }
 func (outboxLock) rank() lockRank      { return rankOutbox }
+
+// locker is one of the engine's locks.
+type locker interface {
+	Lock()
+	Unlock()
+}
+
+// held is a lock of the engine taken by a verb, a receive or a timer, which ends by releasing
+// it and then carrying out what the outbox gathered meanwhile: written
+//
+//	defer hold(d, &d.tab).release()
+//
+// it takes the lock at once and, on return, releases it before the flush, in the one order
+// every entry into the engine ends in.
+type held[L locker] struct {
+	lock L
+	dev  *Device
+}
+
+// hold takes l, a lock of d's.
+func hold[L locker](d *Device, l L) held[L] {
+	l.Lock()
+	return held[L]{l, d}
+}
+
+// release releases the lock and carries out the outbox.
+func (h held[L]) release() {
+	h.lock.Unlock()
+	h.dev.flush()
+}

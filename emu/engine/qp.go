@@ -114,9 +114,7 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 	if err := checkCap(c, d.limits, init.SRQ != nil); err != nil {
 		return nil, err
 	}
-	defer d.flush()
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer hold(d, &d.mu).release()
 	if len(d.qps) >= d.limits.MaxQP {
 		return nil, fmt.Errorf("create_qp: %w", syscall.ENOMEM)
 	}
@@ -190,17 +188,13 @@ func (qp *QP) Type() QPType { return qp.typ }
 
 // State is the QP's current state.
 func (qp *QP) State() QPState {
-	defer qp.dev.flush()
-	qp.mu.Lock()
-	defer qp.mu.Unlock()
+	defer hold(qp.dev, &qp.mu).release()
 	return qp.state
 }
 
 // Query returns the QP's attributes.
 func (qp *QP) Query() QPAttr {
-	defer qp.dev.flush()
-	qp.mu.Lock()
-	defer qp.mu.Unlock()
+	defer hold(qp.dev, &qp.mu).release()
 	a := qp.attr
 	a.State, a.CurState, a.Cap = qp.state, qp.state, qp.cap
 	return a
@@ -221,9 +215,7 @@ func (qp *QP) Modify(attr QPAttr, mask AttrMask) error {
 	if mask&AttrAV != 0 && attr.AH.DGID.IsValid() && d.cfg.Resolve != nil {
 		peerMAC, resolved = d.cfg.Resolve(attr.AH.DGID.Unmap())
 	}
-	defer d.flush()
-	qp.mu.Lock()
-	defer qp.mu.Unlock()
+	defer hold(d, &qp.mu).release()
 	if qp.destroyed {
 		return fmt.Errorf("modify_qp: QP %d is destroyed: %w", qp.qpn, syscall.EINVAL)
 	}
@@ -407,9 +399,7 @@ func (qp *QP) toError(why string) { qp.fail(AsyncQPFatal, why) }
 // Fail moves the QP to ERR as a failure of its own, not the user's (QP_FATAL is raised, its
 // work is flushed): a device model's queue in guest memory went away under it.
 func (qp *QP) Fail(why string) {
-	defer qp.dev.flush()
-	qp.mu.Lock()
-	defer qp.mu.Unlock()
+	defer hold(qp.dev, &qp.mu).release()
 	if qp.destroyed { // its number may be another QP's by now: nothing to flush, nobody to tell
 		return
 	}
@@ -421,9 +411,7 @@ func (qp *QP) PostRecv(wrs ...RecvWR) error {
 	if err := qp.check("post_recv", "QP"); err != nil {
 		return err
 	}
-	defer qp.dev.flush()
-	qp.mu.Lock()
-	defer qp.mu.Unlock()
+	defer hold(qp.dev, &qp.mu).release()
 	for i := range wrs {
 		fail := func(errno syscall.Errno, reason string) error {
 			return postError("post_recv", i, len(wrs), wrs[i].ID, errno, reason)
@@ -460,18 +448,14 @@ func (qp *QP) PostRecv(wrs ...RecvWR) error {
 // at most the QP's max_recv_sge SGEs; it runs with the QP locked (the SRQ, for an SRQ's) and
 // must not call into the device. PostRecv still works beside it.
 func (qp *QP) SetRecvSource(fetch func(max int) []RecvWR) {
-	defer qp.dev.flush()
-	qp.mu.Lock()
-	defer qp.mu.Unlock()
+	defer hold(qp.dev, &qp.mu).release()
 	qp.rq.source = fetch
 }
 
 // SetRecvSource is QP.SetRecvSource for the SRQ. The SRQ's limit is then the source's to check
 // (the engine sees only the receives fetched).
 func (srq *SRQ) SetRecvSource(fetch func(max int) []RecvWR) {
-	defer srq.pd.dev.flush()
-	srq.mu.Lock()
-	defer srq.mu.Unlock()
+	defer hold(srq.pd.dev, &srq.mu).release()
 	srq.queue.source = fetch
 }
 
@@ -490,9 +474,7 @@ func (qp *QP) completeSolicited(cq *CQ, wc WC, solicited bool) {
 			qp.overflowed = true
 			d := qp.dev
 			d.clock.Post(0, func() {
-				defer d.flush()
-				qp.mu.Lock()
-				defer qp.mu.Unlock()
+				defer hold(d, &qp.mu).release()
 				// The user may have reset the QP meanwhile (which forgets the overflow) or
 				// moved it to ERR already.
 				if qp.overflowed && qp.state != QPSReset && qp.state != QPSErr {

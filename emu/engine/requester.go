@@ -85,9 +85,7 @@ func (qp *QP) kick() {
 	}
 	if r.run == nil {
 		r.run = func() {
-			defer qp.dev.flush()
-			qp.mu.Lock()
-			defer qp.mu.Unlock()
+			defer hold(qp.dev, &qp.mu).release()
 			qp.req.scheduled = false
 			qp.runRequester()
 		}
@@ -572,9 +570,7 @@ func (qp *QP) retireHead() {
 // slots), before the CQE that shows the WQE done. Like a CQ's sink it runs with the QP locked
 // and must not call into the device.
 func (qp *QP) OnRetire(f func(n int)) {
-	defer qp.dev.flush()
-	qp.mu.Lock()
-	defer qp.mu.Unlock()
+	defer hold(qp.dev, &qp.mu).release()
 	qp.onRetire = f
 }
 
@@ -636,9 +632,7 @@ func (qp *QP) armRetransmit() {
 	}
 	if r.timer == nil {
 		r.timer = qp.dev.clock.NewTimer(func() {
-			defer qp.dev.flush()
-			qp.mu.Lock()
-			defer qp.mu.Unlock()
+			defer hold(qp.dev, &qp.mu).release()
 			// The deadline moves on with every ACK while the timer stays where it was set
 			// (see restartRetransmit), so the timer may fire early: it then sets itself for
 			// the rest. On the wall clock a callback can also be waiting for the lock while

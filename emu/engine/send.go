@@ -231,9 +231,7 @@ func (qp *QP) PostSend(wrs ...SendWR) error {
 	if err := qp.check("post_send", "QP"); err != nil {
 		return err
 	}
-	defer qp.dev.flush()
-	qp.mu.Lock()
-	defer qp.mu.Unlock()
+	defer hold(qp.dev, &qp.mu).release()
 	for i := range wrs {
 		if err := qp.postSend(&wrs[i]); err != nil {
 			err.Index, err.ID, err.verb, err.batch = i, wrs[i].ID, "post_send", len(wrs)
@@ -416,9 +414,7 @@ func (qp *QP) BindMW(mw *MW, b MWBind) error {
 		return err
 	}
 	d := qp.dev
-	defer d.flush()
-	qp.mu.Lock()
-	defer qp.mu.Unlock()
+	defer hold(d, &qp.mu).release()
 	if mw.typ != MWType1 {
 		return fmt.Errorf("bind_mw: %s window: %w", mw.typ, syscall.EINVAL)
 	}
@@ -501,9 +497,7 @@ func (qp *QP) PostSendError(e PostedError) error {
 	if err := qp.check("post_send", "QP"); err != nil {
 		return err
 	}
-	defer qp.dev.flush()
-	qp.mu.Lock()
-	defer qp.mu.Unlock()
+	defer hold(qp.dev, &qp.mu).release()
 	switch qp.state {
 	case QPSReset, QPSInit, QPSRTR:
 		return postError("post_send", 0, 1, e.ID, syscall.EINVAL, fmt.Sprintf("the QP is in %s", qp.state))
