@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"syscall"
 	"time"
+
+	"github.com/softirdma/softirdma/internal/names"
 )
 
 // VerbError is a failed verb (reg_mr, alloc_mw, dereg_mr ...): an errno with the reason.
@@ -35,12 +37,7 @@ const (
 
 var opNames = [...]string{"", "local access", "remote access", "bind", "LOCAL_INV", "SEND_WITH_INV", "REG_MR"}
 
-func (o Op) String() string {
-	if int(o) < len(opNames) {
-		return opNames[o]
-	}
-	return fmt.Sprintf("op %d", uint8(o))
-}
+func (o Op) String() string { return names.In(opNames[:], o, "op %d") }
 
 // Check names the rule an access broke, in the order the checks run.
 type Check uint8
@@ -67,12 +64,7 @@ const (
 var checkNames = [...]string{"", "index", "kind", "key", "pd", "qp", "length", "rights", "state",
 	"range", "unmapped", "flags", "zero-based", "mw-bind", "local-write", "bound", "mr"}
 
-func (c Check) String() string {
-	if int(c) < len(checkNames) {
-		return checkNames[c]
-	}
-	return fmt.Sprintf("check %d", uint8(c))
-}
+func (c Check) String() string { return names.In(checkNames[:], c, "check %d") }
 
 // Cause says how a key stopped being valid.
 type Cause uint8
@@ -90,12 +82,7 @@ const (
 
 var causeNames = [...]string{"", "dereg_mr", "dealloc_mw", "a type 1 bind", "LOCAL_INV", "SEND_WITH_INV", "REG_MR", "revoke_range"}
 
-func (c Cause) String() string {
-	if int(c) < len(causeNames) {
-		return causeNames[c]
-	}
-	return fmt.Sprintf("cause %d", uint8(c))
-}
+func (c Cause) String() string { return names.In(causeNames[:], c, "cause %d") }
 
 // Revocation records how a key was revoked: which key, by what, on which QP (for LOCAL_INV,
 // SEND_WITH_INV and binds), and when. The space keeps the last one of each index, beside the

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 
+	"github.com/softirdma/softirdma/internal/names"
 	"github.com/softirdma/softirdma/wire/roce"
 )
 
@@ -37,12 +38,7 @@ const (
 var compStateNames = [...]string{"GET_ACK", "ACK", "RNR_RETRY", "SEQ_RETRY", "REMOTE_ERROR", "ATOMIC", "READ",
 	"FLUSH", "BAD_RESPONSE", "DONE"}
 
-func (s compState) String() string {
-	if int(s) < len(compStateNames) {
-		return compStateNames[s]
-	}
-	return fmt.Sprintf("state %d", uint8(s))
-}
+func (s compState) String() string { return names.In(compStateNames[:], s, "state %d") }
 
 // completerSteps is the completer: each state's step, which returns the state to go on to. The
 // packet going through them is the QP's (QP.comp), not an argument: through these indirect calls

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/softirdma/softirdma/internal/names"
 )
 
 // EventKind says what an Event records.
@@ -30,12 +32,7 @@ const (
 var eventKindNames = [...]string{"", "qp-state", "post", "send", "recv", "drop", "nak", "retry",
 	"complete", "access", "key", "fault", "warning", "async", "address"}
 
-func (k EventKind) String() string {
-	if int(k) < len(eventKindNames) {
-		return eventKindNames[k]
-	}
-	return fmt.Sprintf("event-%d", uint8(k))
-}
+func (k EventKind) String() string { return names.In(eventKindNames[:], k, "event-%d") }
 
 // Event is one thing that happened in the engine, with what a person debugging it needs: when,
 // where, and for failures which check failed with which key, range, PSN or state.

@@ -1,6 +1,6 @@
 package engine
 
-import "fmt"
+import "github.com/softirdma/softirdma/internal/names"
 
 // The engine's lock order. A goroutine that holds one of these locks takes only locks further
 // down the list, never one higher up or a second of the same kind (two QPs' locks, say, are
@@ -53,12 +53,7 @@ var lockRankNames = [...]string{rankQP: "QP.mu", rankDevice: "Device.mu", rankTa
 	rankGuestMemory: "GuestMemory.mu", rankLoopback: "loopback.mu", rankAsync: "asyncEvents.mu",
 	rankOutbox: "outbox.mu"}
 
-func (r lockRank) String() string {
-	if int(r) < len(lockRankNames) && lockRankNames[r] != "" {
-		return lockRankNames[r]
-	}
-	return fmt.Sprintf("lock rank %d", uint8(r))
-}
+func (r lockRank) String() string { return names.In(lockRankNames[:], r, "lock rank %d") }
 
 // ranked is a lock's kind: a type argument of mutex and rwMutex that names the lock's rank.
 type ranked interface{ rank() lockRank }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/softirdma/softirdma/internal/names"
 	"github.com/softirdma/softirdma/keys"
 	"github.com/softirdma/softirdma/wire/roce"
 )
@@ -106,12 +107,7 @@ const (
 var respStateNames = [...]string{"CHK_PSN", "CHK_OP_SEQ", "CHK_OP_VALID", "CHK_RESOURCE", "CHK_LENGTH",
 	"CHK_RKEY", "EXECUTE", "COMPLETE", "ACKNOWLEDGE", "DUPLICATE", "DONE"}
 
-func (s respState) String() string {
-	if int(s) < len(respStateNames) {
-		return respStateNames[s]
-	}
-	return fmt.Sprintf("state %d", uint8(s))
-}
+func (s respState) String() string { return names.In(respStateNames[:], s, "state %d") }
 
 // verdict is what a step decided: the step to go on to, or a refusal, which NAKs the request
 // and moves the QP to ERR.

@@ -24,6 +24,7 @@ package engine
 import (
 	"fmt"
 
+	"github.com/softirdma/softirdma/internal/names"
 	"github.com/softirdma/softirdma/keys"
 )
 
@@ -93,12 +94,7 @@ var wcStatusNames = [...]string{
 }
 
 // String is the libibverbs name without the IBV_WC_ prefix.
-func (s WCStatus) String() string {
-	if int(s) < len(wcStatusNames) {
-		return wcStatusNames[s]
-	}
-	return fmt.Sprintf("STATUS_%d", uint8(s))
-}
+func (s WCStatus) String() string { return names.In(wcStatusNames[:], s, "STATUS_%d") }
 
 // QPState is enum ibv_qp_state.
 type QPState uint8
@@ -126,12 +122,7 @@ const (
 
 var qpStateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
 
-func (s QPState) String() string {
-	if int(s) < len(qpStateNames) {
-		return qpStateNames[s]
-	}
-	return fmt.Sprintf("QPS_%d", uint8(s))
-}
+func (s QPState) String() string { return names.In(qpStateNames[:], s, "QPS_%d") }
 
 // QPType is enum ibv_qp_type, and the kernel's IB_QPT_GSI for the port's GSI QP, which
 // libibverbs does not create.
@@ -146,12 +137,7 @@ const (
 
 var qpTypeNames = [...]string{QPTypeGSI: "GSI", QPTypeRC: "RC", QPTypeUC: "UC", QPTypeUD: "UD"}
 
-func (t QPType) String() string {
-	if int(t) < len(qpTypeNames) && qpTypeNames[t] != "" {
-		return qpTypeNames[t]
-	}
-	return fmt.Sprintf("QPT_%d", uint8(t))
-}
+func (t QPType) String() string { return names.In(qpTypeNames[:], t, "QPT_%d") }
 
 // NetworkType is the network header a datagram arrived with (the kernel's enum
 // rdma_network_type, ib_wc.network_hdr_type).

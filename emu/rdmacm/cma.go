@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/softirdma/softirdma/emu/engine"
+	"github.com/softirdma/softirdma/internal/names"
 	"github.com/softirdma/softirdma/wire/cm"
 )
 
@@ -23,12 +24,7 @@ const (
 
 var eventNames = [...]string{"", "CONNECT_REQUEST", "ESTABLISHED", "REJECTED", "UNREACHABLE", "DISCONNECTED", "TIMEWAIT_EXIT"}
 
-func (t EventType) String() string {
-	if int(t) < len(eventNames) && t != 0 {
-		return eventNames[t]
-	}
-	return fmt.Sprintf("event %d", uint8(t))
-}
+func (t EventType) String() string { return names.In(eventNames[:], t, "event %d") }
 
 // Event is one event of a connection.
 type Event struct {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/softirdma/softirdma/wire/internal/names"
+	"github.com/softirdma/softirdma/internal/names"
 )
 
 // RejectReason is a REJ's reason (IBTA table 109).
@@ -79,12 +79,7 @@ const (
 	SIDRUnsupportedVersion SIDRStatus = 5
 )
 
-func (s SIDRStatus) String() string {
-	if int(s) < len(sidrNames) {
-		return sidrNames[s]
-	}
-	return fmt.Sprintf("status %d", uint8(s))
-}
+func (s SIDRStatus) String() string { return names.In(sidrNames[:], s, "status %d") }
 
 var sidrNames = [...]string{"SUCCESS", "UNSUPPORTED", "REJECT", "NO_QP", "REDIRECT", "UNSUPPORTED_VERSION"}
 

@@ -6,9 +6,9 @@
 package faultplan
 
 import (
-	"fmt"
 	"time"
 
+	"github.com/softirdma/softirdma/internal/names"
 	"github.com/softirdma/softirdma/wire/roce"
 )
 
@@ -28,12 +28,7 @@ const (
 
 var actionNames = [...]string{"", "drop", "duplicate", "corrupt", "delay", "flap"}
 
-func (a Action) String() string {
-	if int(a) < len(actionNames) && a != 0 {
-		return actionNames[a]
-	}
-	return fmt.Sprintf("action %d", uint8(a))
-}
+func (a Action) String() string { return names.In(actionNames[:], a, "action %d") }
 
 // Fault is a targeted fault: it matches frames by sender, opcode, destination QP and PSN, and
 // fires on the Nth match, or on every match (at most Count times), within a time window.

@@ -10,7 +10,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/softirdma/softirdma/wire/internal/names"
+	"github.com/softirdma/softirdma/internal/names"
 )
 
 // Len is the size of every MAD on the GSI QP; HeaderLen that of the common header that starts it.
