@@ -266,22 +266,13 @@ func (c *Client) write(name string, addr, v uint64) error {
 }
 
 // Readb reads a byte of guest physical memory (RAM or MMIO) at addr.
-func (c *Client) Readb(addr uint64) (uint8, error) {
-	v, err := c.read("readb", addr, 8)
-	return uint8(v), err
-}
+func (c *Client) Readb(addr uint64) (uint8, error) { return narrow[uint8](c.read("readb", addr, 8)) }
 
 // Readw reads a little-endian 16-bit value at addr as one access.
-func (c *Client) Readw(addr uint64) (uint16, error) {
-	v, err := c.read("readw", addr, 16)
-	return uint16(v), err
-}
+func (c *Client) Readw(addr uint64) (uint16, error) { return narrow[uint16](c.read("readw", addr, 16)) }
 
 // Readl reads a little-endian 32-bit value at addr as one access.
-func (c *Client) Readl(addr uint64) (uint32, error) {
-	v, err := c.read("readl", addr, 32)
-	return uint32(v), err
-}
+func (c *Client) Readl(addr uint64) (uint32, error) { return narrow[uint32](c.read("readl", addr, 32)) }
 
 // Readq reads a little-endian 64-bit value at addr as one access.
 func (c *Client) Readq(addr uint64) (uint64, error) {
@@ -301,20 +292,20 @@ func (c *Client) Writel(addr uint64, v uint32) error { return c.write("writel", 
 func (c *Client) Writeq(addr uint64, v uint64) error { return c.write("writeq", addr, v) }
 
 func (c *Client) in(name string, port uint16, bits int) (uint32, error) {
-	v, err := c.read(name, uint64(port), bits)
-	return uint32(v), err
+	return narrow[uint32](c.read(name, uint64(port), bits))
 }
+
+// narrow is an access's value in the width it was read with.
+func narrow[T uint8 | uint16 | uint32](v uint64, err error) (T, error) { return T(v), err }
 
 // Inb reads an I/O port.
 func (c *Client) Inb(port uint16) (uint8, error) {
-	v, err := c.in("inb", port, 8)
-	return uint8(v), err
+	return narrow[uint8](c.read("inb", uint64(port), 8))
 }
 
 // Inw reads a 16-bit I/O port.
 func (c *Client) Inw(port uint16) (uint16, error) {
-	v, err := c.in("inw", port, 16)
-	return uint16(v), err
+	return narrow[uint16](c.read("inw", uint64(port), 16))
 }
 
 // Inl reads a 32-bit I/O port.
