@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -136,6 +137,14 @@ func (d *fakeDev) takeCalls() []string {
 	c := d.calls
 	d.calls = nil
 	return c
+}
+
+// wantCalls takes the device's calls and fails the test unless they are want, in order.
+func (d *fakeDev) wantCalls(t testing.TB, what string, want ...string) {
+	t.Helper()
+	if got := d.takeCalls(); !slices.Equal(got, want) {
+		t.Fatalf("%s: device calls\n%q\nwant\n%q", what, got, want)
+	}
 }
 
 // socketpair returns two connected stream sockets.

@@ -126,18 +126,13 @@ func TestQEMUStartupSequence(t *testing.T) {
 	if err := c.Reset(); err != nil {
 		t.Fatal(err)
 	}
-	got := dev.takeCalls()
-	wantCalls := []string{
+	dev.wantCalls(t, "after reset",
 		"map 0x0 0x200000 mem=true w=true",
 		"map 0x100000000 0x100000 mem=true w=true",
 		"map 0xfffc0000 0x40000 mem=false w=false",
 		"read 7 0x0 4096",
 		"read 7 0x30 4",
-		"reset",
-	}
-	if !slices.Equal(got, wantCalls) {
-		t.Fatalf("device calls\n%q\nwant\n%q", got, wantCalls)
-	}
+		"reset")
 	dev.mu.Lock()
 	lo, hi := dev.dma[0], dev.dma[0x100000000]
 	dev.mu.Unlock()
@@ -264,17 +259,12 @@ func TestDMASharedMemory(t *testing.T) {
 			t.Fatalf("map %+v: %v", m, err)
 		}
 	}
-	calls := dev.takeCalls()
-	wantCalls := []string{
+	dev.wantCalls(t, "maps",
 		"map 0x10000 0x80000 mem=true w=true",
 		"map 0x200000 0x1000 mem=true w=false",
 		"map 0x300000 0x200000 mem=false w=false",
 		"map 0x600000 0x1000 mem=false w=false",
-		"map 0x700000 0x1000 mem=false w=false",
-	}
-	if !slices.Equal(calls, wantCalls) {
-		t.Fatalf("calls %q\nwant %q", calls, wantCalls)
-	}
+		"map 0x700000 0x1000 mem=false w=false")
 	// The client's file can no longer shrink under the server's mappings.
 	if err := unix.Ftruncate(fd, 0x1000); !errors.Is(err, syscall.EPERM) {
 		t.Fatalf("truncating the mapped memfd: %v, want EPERM (sealed)", err)
@@ -288,9 +278,7 @@ func TestDMASharedMemory(t *testing.T) {
 	defer unix.Close(unsealable)
 	must(t, unix.Ftruncate(unsealable, 0x1000))
 	must(t, c.DMAMap(0x800000, 0x1000, unsealable, 0, DMARead|DMAWrite))
-	if calls := dev.takeCalls(); !slices.Equal(calls, []string{"map 0x800000 0x1000 mem=false w=false"}) {
-		t.Fatalf("unsealable file: %q", calls)
-	}
+	dev.wantCalls(t, "unsealable file", "map 0x800000 0x1000 mem=false w=false")
 	wantErrno(t, "overlapping map", c.DMAMap(0x80000, 0x20000, fd, 0, DMARead), syscall.EEXIST)
 	wantErrno(t, "empty map", c.DMAMap(0x900000, 0, fd, 0, DMARead), syscall.EINVAL)
 	wantErrno(t, "wrapping map", c.DMAMap(^uint64(0)-0xfff, 0x2000, -1, 0, DMARead), syscall.EINVAL)
