@@ -25,10 +25,9 @@ import "github.com/softirdma/softirdma/internal/names"
 // The order is checked, not only written: each of these locks is a mutex or rwMutex with its
 // rank as type argument. In an ordinary build they are sync.Mutex and sync.RWMutex and cost
 // nothing more; built with the tag lockcheck, each goroutine's held ranks are recorded and taking
-// a lock out of order panics, naming both locks. The engine's tests and the device model's run
-// that way:
+// a lock out of order panics, naming both locks. `make test` runs every test that way:
 //
-//	go test -race -tags lockcheck ./emu/... ./hw/...
+//	go test -race -tags lockcheck ./...
 
 // lockRank is a lock's place in the engine's lock order: a goroutine takes locks in increasing
 // rank only.
