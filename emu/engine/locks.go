@@ -25,9 +25,11 @@ import "github.com/softirdma/softirdma/internal/names"
 // The order is checked, not only written: each of these locks is a mutex or rwMutex with its
 // rank as type argument. In an ordinary build they are sync.Mutex and sync.RWMutex and cost
 // nothing more; built with the tag lockcheck, each goroutine's held ranks are recorded and taking
-// a lock out of order panics, naming both locks. `make test` runs every test that way:
+// a lock out of order panics, naming both locks. `make test` runs the engine's tests and its
+// users' that way (after a run without the check: the check's bookkeeping, shared by every
+// goroutine, would hide races from the race detector):
 //
-//	go test -race -tags lockcheck ./...
+//	go test -race -tags lockcheck ./emu/... ./hw/...
 
 // lockRank is a lock's place in the engine's lock order: a goroutine takes locks in increasing
 // rank only.

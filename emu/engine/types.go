@@ -15,10 +15,10 @@
 // return (Num, State, Poll ...) need an object the engine made.
 //
 // The engine's locks are taken in one order, written in locks.go, and checked: built with the
-// tag lockcheck, taking a lock out of that order panics, naming both locks. `make test` runs
-// every test so:
+// tag lockcheck, taking a lock out of that order panics, naming both locks. `make test` checks
+// the engine's tests and its users' so:
 //
-//	go test -race -tags lockcheck ./...
+//	go test -race -tags lockcheck ./emu/... ./hw/...
 package engine
 
 import (
