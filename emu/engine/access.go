@@ -58,16 +58,15 @@ func (d *Device) keyMRLocked(k keys.Key) *MR {
 	return d.mrs[index]
 }
 
-// pin pins the MR at index for a span the key space gave. The tables lock is held.
-func (d *Device) pin(sp keys.Span, index uint32) pinned {
+// pin pins mr, the MR whose memory a span the key space gave lies in (keyMRLocked). The tables
+// lock is held.
+func pin(sp keys.Span, mr *MR) pinned {
 	p := pinned{Span: sp}
-	if sp.Len() == 0 {
+	if sp.Len() == 0 || mr == nil {
 		return p
 	}
-	if mr := d.mrs[index]; mr != nil {
-		mr.pins.RLock()
-		p.mr = mr
-	}
+	mr.pins.RLock()
+	p.mr = mr
 	return p
 }
 
@@ -81,14 +80,7 @@ func (qp *QP) remoteAccess(rkey uint32, va, n uint64, rights Access) (pinned, er
 	if err != nil {
 		return pinned{}, err
 	}
-	k := keys.Key(rkey)
-	index := k.Index()
-	if k.IsMW() && sp.Len() > 0 {
-		// The window lies in its MR's memory, which is what the copy pins.
-		w, _ := d.keys.QueryMW(k)
-		index = w.MR.Index()
-	}
-	return d.pin(sp, index), nil
+	return pin(sp, d.keyMRLocked(keys.Key(rkey))), nil
 }
 
 // checkRemote checks an rkey access for a request arriving on this QP. The tables lock is held.
@@ -115,7 +107,7 @@ func (qp *QP) localAccess(sge SGE, off, n uint64, rights Access) (pinned, error)
 	if err != nil {
 		return pinned{}, err
 	}
-	return d.pin(sp, keys.Key(sge.LKey).Index()), nil
+	return pin(sp, d.keyMRLocked(keys.Key(sge.LKey))), nil
 }
 
 // checkLocal checks an lkey access by one of this QP's work requests. The tables lock is held.
