@@ -28,7 +28,7 @@ func single(r request, s Socket, cmd uint16, attrs []byte) []byte {
 
 // dump is a dump's reply: each message flagged NLM_F_MULTI, as many to a datagram as fit in
 // the 4096 bytes iproute2 reads at once, and NLMSG_DONE after the last.
-func (t *Table) dump(r request, s Socket, cmd uint16, msgs [][]byte) [][]byte {
+func dump(r request, s Socket, cmd uint16, msgs [][]byte) [][]byte {
 	done := append(header(headerLen+4, typeDone, flagMulti, r.seq, s.PortID), 0, 0, 0, 0)
 	var out [][]byte
 	var cur []byte

@@ -183,7 +183,7 @@ func (t *Table) dispatch(r request, s Socket) ([][]byte, syscall.Errno) {
 	switch op := r.typ & 0x3ff; op {
 	case cmdGet:
 		if r.isDump() {
-			return t.dump(r, s, cmdGet, t.allDevices()), 0
+			return dump(r, s, cmdGet, t.allDevices()), 0
 		}
 		d := t.requestedDevice(r)
 		if d == nil {
@@ -237,7 +237,7 @@ func (t *Table) portGet(r request, s Socket) ([][]byte, syscall.Errno) {
 		for i := range d.Ports {
 			msgs = append(msgs, portAttrs(d, i))
 		}
-		return t.dump(r, s, cmdPortGet, msgs), 0
+		return dump(r, s, cmdPortGet, msgs), 0
 	}
 	port, ok := r.u32(attrPortIndex)
 	if !ok || port == 0 || uint64(port) > uint64(len(d.Ports)) {
