@@ -1,6 +1,10 @@
 package engine
 
-import "github.com/softirdma/softirdma/internal/names"
+import (
+	"sync"
+
+	"github.com/softirdma/softirdma/internal/names"
+)
 
 // The engine's lock order. A goroutine that holds one of these locks takes only locks further
 // down the list, never one higher up or a second of the same kind (two QPs' locks, say, are
@@ -85,12 +89,6 @@ func (loopbackLock) rank() lockRank    { return rankLoopback }
 func (asyncLock) rank() lockRank       { return rankAsync }
 func (outboxLock) rank() lockRank      { return rankOutbox }
 
-// locker is one of the engine's locks.
-type locker interface {
-	Lock()
-	Unlock()
-}
-
 // held is a lock of the engine taken by a verb, a receive or a timer, which ends by releasing
 // it and then carrying out what the outbox gathered meanwhile: written
 //
@@ -98,13 +96,13 @@ type locker interface {
 //
 // it takes the lock at once and, on return, releases it before the flush, in the one order
 // every entry into the engine ends in.
-type held[L locker] struct {
+type held[L sync.Locker] struct {
 	lock L
 	dev  *Device
 }
 
 // hold takes l, a lock of d's.
-func hold[L locker](d *Device, l L) held[L] {
+func hold[L sync.Locker](d *Device, l L) held[L] {
 	l.Lock()
 	return held[L]{l, d}
 }
