@@ -4,6 +4,8 @@ PKGS     ?= ./...
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 10s
 BIN      := bin/softirdma
+PRELOAD  := bin/libsoftirdma-preload.so
+CC       ?= gcc
 
 SOAK_SEEDS ?= 5000
 
@@ -11,10 +13,15 @@ SOAK_SEEDS ?= 5000
 
 all: build
 
-# The product links no C: a static binary, which the build checks it made.
-build:
+# The product links no C: a static binary, which the build checks it made. Beside it the
+# preload library that host programs under `softirdma run` take (C, the host path's one).
+build: $(PRELOAD)
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/softirdma
 	@$(GO) version -m $(BIN) | grep -q 'CGO_ENABLED=0' || { echo "$(BIN) was built with cgo"; exit 1; }
+
+$(PRELOAD): $(wildcard host/preload/*.c host/preload/*.h)
+	@mkdir -p bin
+	$(CC) -shared -fPIC -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -o $@ host/preload/*.c -ldl -lpthread
 
 # The race detector needs cgo (gcc) for the tests; the product itself is built without cgo.
 # The race run, then the engine and its users again with the lock-order check compiled in

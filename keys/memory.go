@@ -7,8 +7,8 @@ import (
 
 // Memory is what an MR registers: an ordered scatter list of byte slices (one Go slice for the
 // verbs API), the pages of a page list in an address space (a guest's MR, Paged), or, for an
-// implicit on-demand MR, a whole address space. keys keeps references to the slices and never
-// copies them.
+// implicit on-demand MR, a whole address space; or memory another process owns, reached by
+// copying (Copied). keys keeps references to the slices and never copies them.
 type Memory struct {
 	one []byte // the contiguous case, kept inline so a plain MR costs no extra allocation
 	*scatter
@@ -19,7 +19,31 @@ type scatter struct {
 	ends []uint64 // ends[i] = offset just past segs[i]
 	as   AddressSpace
 	pg   paged // pg.pages is not nil for the memory of a page list
+	cp   copied
 }
+
+// Copier is memory the device reaches by copying, not through slices: the memory of another
+// process (process_vm_readv and process_vm_writev). A copy either moves every byte or fails;
+// it may fail at any time, as the process unmaps what it registered.
+type Copier interface {
+	ReadAt(p []byte, addr uint64) error
+	WriteAt(p []byte, addr uint64) error
+}
+
+// copied is the n bytes at addr of a Copier's memory.
+type copied struct {
+	c    Copier
+	addr uint64
+	n    uint64
+}
+
+// Copied is the n bytes at address addr of c's memory. Its spans have no slices (Segments
+// gives none); CopyFrom and CopyTo copy through c, and report 0 bytes when c fails.
+func Copied(c Copier, addr, n uint64) Memory {
+	return Memory{scatter: &scatter{cp: copied{c: c, addr: addr, n: n}}}
+}
+
+func (m Memory) copier() bool { return m.scatter != nil && m.cp.c != nil }
 
 // AddressSpace is memory reached by address rather than registered slice by slice: the whole
 // address space an implicit on-demand MR covers (a guest's DMA map, say), and the one a page
@@ -76,6 +100,8 @@ func (m Memory) Len() uint64 {
 		return math.MaxUint64
 	case m.pg.pages != nil:
 		return m.pg.n
+	case m.cp.c != nil:
+		return m.cp.n
 	}
 	return m.ends[len(m.ends)-1]
 }
@@ -84,6 +110,9 @@ func (m Memory) implicit() bool { return m.scatter != nil && m.as != nil }
 
 // segments appends the slices covering [off, off+n) to dst. The caller has range-checked.
 func (m *Memory) segments(off, n uint64, dst [][]byte) [][]byte {
+	if m.copier() {
+		return dst
+	}
 	if m.implicit() {
 		if n == 0 {
 			return dst
@@ -100,7 +129,7 @@ func (m *Memory) segments(off, n uint64, dst [][]byte) [][]byte {
 // walk calls f on each registered slice piece covering [off, off+n) until f returns false.
 // The caller has range-checked; each piece's capacity ends where the range does.
 func (m *Memory) walk(off, n uint64, f func([]byte) bool) {
-	if n == 0 {
+	if n == 0 || m.copier() {
 		return
 	}
 	if m.scatter == nil {
@@ -168,6 +197,9 @@ func (s Span) CopyTo(dst []byte) int { return s.copy(dst, false) }
 // copy copies b into the span (in) or the span into b, as far as the shorter goes, and returns
 // the bytes copied.
 func (s Span) copy(b []byte, in bool) int {
+	if s.mem.copier() {
+		return s.copyThrough(b, in)
+	}
 	total := 0
 	s.each(func(seg []byte) bool {
 		var n int
@@ -181,6 +213,25 @@ func (s Span) copy(b []byte, in bool) int {
 		return len(b) > 0
 	})
 	return total
+}
+
+// copyThrough is copy for a Copier's memory: all of it or nothing.
+func (s Span) copyThrough(b []byte, in bool) int {
+	b = b[:min(uint64(len(b)), s.n)]
+	if len(b) == 0 {
+		return 0
+	}
+	cp := &s.mem.cp
+	var err error
+	if in {
+		err = cp.c.WriteAt(b, cp.addr+s.off)
+	} else {
+		err = cp.c.ReadAt(b, cp.addr+s.off)
+	}
+	if err != nil {
+		return 0
+	}
+	return len(b)
 }
 
 // each walks the span's slices without collecting them, so the copy helpers do not allocate

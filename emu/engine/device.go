@@ -475,6 +475,28 @@ func (pd *PD) RegMRIova(buf []byte, iova uint64, access Access) (*MR, error) {
 	return mr, nil
 }
 
+// RegCopiedMR registers length bytes at addr of memory the device reaches by copying (another
+// process's, keys.Copier), with iova the wire address of its first byte: a host program's MR.
+// Nothing of it is pinned or checked now; a copy that fails later moves no byte. Its Buf is nil.
+func (pd *PD) RegCopiedMR(c keys.Copier, addr, length, iova uint64, access Access) (*MR, error) {
+	if err := pd.check("reg_mr"); err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, nilObject("reg_mr", "copier")
+	}
+	d := pd.dev
+	defer hold(d, &d.tab).release()
+	k, err := d.keys.RegMR(keys.MRSpec{PD: pd.handle, Mem: keys.Copied(c, addr, length), IOVA: iova, Access: access})
+	if err != nil {
+		return nil, err
+	}
+	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: fmt.Sprintf("reg_mr %s copied 0x%x len %d iova 0x%x %s", k, addr, length, iova, access)})
+	mr := &MR{pd: pd, key: k, addr: iova, length: length}
+	d.mrs = put(d.mrs, k.Index(), mr)
+	return mr, nil
+}
+
 // Dereg deregisters the MR. It fails with EBUSY while memory windows are bound to it. Once it
 // returns, no copy of the device's is under way over the MR's memory, and none starts.
 func (mr *MR) Dereg() error {

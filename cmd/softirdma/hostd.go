@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/softirdma/softirdma/emu/engine"
+	"github.com/softirdma/softirdma/emu/realtime"
+	"github.com/softirdma/softirdma/fabric"
+	"github.com/softirdma/softirdma/host/daemon"
+	"github.com/softirdma/softirdma/host/nldev"
+	"github.com/softirdma/softirdma/host/sysfs"
+	"github.com/softirdma/softirdma/host/ucontext"
+)
+
+func init() {
+	register("hostd", "the per-user softirdma that host programs under 'softirdma run' use (run starts it)", runHostd)
+}
+
+// gidTableLen is the host device's GID table size: the link-local GID and the loopback
+// address, each as RoCE v1 and v2, with room for more.
+const gidTableLen = 16
+
+// hostDevice is the default device of the host path: rxe0, standing on lo as Linux rxe on lo
+// would (its GUID from lo's MAC, its GIDs lo's addresses), on a port of a fabric of its own.
+type hostDevice struct {
+	fab  *fabric.Fabric
+	host *realtime.Host
+	dev  *ucontext.Device
+	tree sysfs.Tree
+	nl   *nldev.Table
+}
+
+func newHostDevice(log *slog.Logger) (*hostDevice, error) {
+	fab, err := fabric.New(fabric.Config{Log: log})
+	if err != nil {
+		return nil, err
+	}
+	port, err := fab.AddPort("rxe0", 0)
+	if err != nil {
+		fab.Close()
+		return nil, err
+	}
+	var loMAC [6]byte
+	guid := sysfs.NodeGUID(loMAC)
+	gids := sysfs.RoCEGIDs("lo", loMAC, []netip.Addr{netip.MustParseAddr("127.0.0.1")}, gidTableLen)
+	var ips []netip.Addr
+	for _, g := range gids {
+		if g.Addr.IsValid() && g.Addr != netip.MustParseAddr("127.0.0.1") {
+			ips = append(ips, g.Addr)
+		}
+	}
+	mac := [6]byte{0x02, 0, 0, 0, 0, 1}
+	host, err := realtime.NewHost(realtime.HostConfig{Name: "rxe0", Link: port, MAC: mac,
+		IP: netip.MustParseAddr("127.0.0.1"), IPs: ips, Answer: true, ActiveMTU: engine.MTU4096})
+	if err != nil {
+		fab.Close()
+		return nil, err
+	}
+	go host.Run()
+	table := make([]netip.Addr, len(gids))
+	for i, g := range gids {
+		table[i] = g.Addr
+	}
+	d := &hostDevice{fab: fab, host: host,
+		dev: &ucontext.Device{Engine: host.Device(), NodeGUID: guid, GIDs: table, Log: log}}
+	d.tree = sysfs.Build([]sysfs.Device{{Name: "rxe0", NodeGUID: guid, Uverbs: "uverbs0", UverbsDev: "231:192",
+		Ports: []sysfs.Port{{Active: true, Netdev: "lo", GIDs: gids}}}})
+	d.nl = &nldev.Table{Devices: []nldev.Device{{Index: 1, Name: "rxe0", NodeGUID: guid, SysImageGUID: guid,
+		Uverbs: nldev.Chardev{Name: "uverbs0", Dev: 231<<8 | 192},
+		Ports:  []nldev.Port{{NetdevIndex: 1, NetdevName: "lo"}}}},
+		RdmaCM: nldev.Chardev{Name: "rdma_cm", Dev: 10<<8 | 58}}
+	return d, nil
+}
+
+func (d *hostDevice) close() {
+	d.host.Close()
+	d.fab.Close()
+}
+
+// runHostd is `softirdma hostd -dir DIR`: serves the host path on DIR/sock, with the sysfs tree
+// in DIR/sys, until signalled or idle for -idle.
+func runHostd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("hostd", stderr)
+	dir := fs.String("dir", "", "the folder to serve in: DIR/sock, DIR/sys (required)")
+	idle := fs.Duration("idle", 10*time.Minute, "stop after this long with no program connected (0: never)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: softirdma hostd -dir DIR [-idle DURATION]")
+		fmt.Fprintln(stderr, "Serves host programs (the preload library) on DIR/sock with the sysfs tree in DIR/sys;")
+		fmt.Fprintln(stderr, "'softirdma run' starts it. Its device is rxe0 on lo.")
+		fs.PrintDefaults()
+	}
+	if code, done := parseFlags(fs, args); done {
+		return code
+	}
+	if fs.NArg() != 0 || *dir == "" {
+		fs.Usage()
+		return 2
+	}
+	if *idle < 0 {
+		fmt.Fprintln(stderr, "softirdma hostd: -idle must not be negative")
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if err := serveHost(*dir, *idle, log); err != nil {
+		fmt.Fprintf(stderr, "softirdma hostd: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func serveHost(dir string, idle time.Duration, log *slog.Logger) error {
+	d, err := newHostDevice(log)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	sys := filepath.Join(dir, "sys")
+	if err := os.RemoveAll(sys); err != nil {
+		return err
+	}
+	if err := d.tree.WriteTo(sys); err != nil {
+		return err
+	}
+	sock := filepath.Join(dir, "sock")
+	_ = os.Remove(sock)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	timer := idleTimer(idle, stop)
+	dm, err := daemon.Listen(daemon.Config{Socket: sock, Devices: []*ucontext.Device{d.dev}, Netlink: d.nl, Log: log,
+		OnIdle: timer})
+	if err != nil {
+		return err
+	}
+	defer os.Remove(sock)
+	timer(0)
+	log.Info("serving host programs", "socket", sock, "sysfs", sys, "version", version)
+	return dm.Serve(ctx)
+}
+
+// idleTimer stops the daemon after d with no connection.
+func idleTimer(d time.Duration, stop func()) func(int) {
+	var mu sync.Mutex
+	var t *time.Timer
+	return func(open int) {
+		if d == 0 {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if t != nil {
+			t.Stop()
+			t = nil
+		}
+		if open == 0 {
+			t = time.AfterFunc(d, stop)
+		}
+	}
+}

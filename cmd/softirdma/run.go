@@ -1,0 +1,324 @@
+package main
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	register("run", "run a libibverbs or librdmacm program on softirdma, unchanged: softirdma run -- CMD ARGS...", runRun)
+	register("env", "print the exports that put programs of a shell or CI step on softirdma", runEnv)
+	register("stop", "stop this user's softirdma of the host path (the one run starts)", runStop)
+}
+
+// preloadName is the preload library, found beside the softirdma executable.
+const preloadName = "libsoftirdma-preload.so"
+
+// runtimeDir is this user's folder for the host path's softirdma: $XDG_RUNTIME_DIR/softirdma,
+// else /tmp/softirdma-UID; made 0700 and refused if another user owns it.
+func runtimeDir() (string, error) {
+	base := os.Getenv("XDG_RUNTIME_DIR")
+	dir := filepath.Join(base, "softirdma")
+	if base == "" {
+		dir = filepath.Join(os.TempDir(), "softirdma-"+strconv.Itoa(os.Getuid()))
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return "", err
+	}
+	if int(st.Uid) != os.Getuid() || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o077 != 0 {
+		return "", fmt.Errorf("%s is not a private folder of this user's (owner %d, mode %o)", dir, st.Uid, st.Mode&0o777)
+	}
+	return dir, nil
+}
+
+// hostPath is where the host path's softirdma serves and what a program needs to reach it.
+type hostPath struct {
+	dir, socket, sysfs, preload string
+}
+
+func findHostPath(socket string) (hostPath, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return hostPath{}, err
+	}
+	pre := filepath.Join(filepath.Dir(exe), preloadName)
+	if _, err := os.Stat(pre); err != nil {
+		return hostPath{}, fmt.Errorf("the preload library is not beside %s (%s): build it with make build", exe, preloadName)
+	}
+	if socket == "" {
+		socket = os.Getenv("SOFTIRDMA_SOCKET")
+	}
+	dir := filepath.Dir(socket)
+	if socket == "" {
+		if dir, err = runtimeDir(); err != nil {
+			return hostPath{}, err
+		}
+		socket = filepath.Join(dir, "sock")
+	}
+	return hostPath{dir: dir, socket: socket, sysfs: filepath.Join(dir, "sys"), preload: pre}, nil
+}
+
+// reachable says whether a softirdma answers on the socket.
+func reachable(socket string) bool {
+	c, err := net.Dial("unixpacket", socket)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// ensureDaemon starts this user's softirdma unless one answers: one start at a time (a lock in
+// its folder), in a session of its own, its output in DIR/log; it waits until the socket answers.
+func ensureDaemon(hp hostPath, idle time.Duration) error {
+	if reachable(hp.socket) {
+		return nil
+	}
+	lock, err := os.OpenFile(filepath.Join(hp.dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return err
+	}
+	if reachable(hp.socket) { // another run started it while this one waited
+		return nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(filepath.Join(hp.dir, "log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(exe, "hostd", "-dir", hp.dir, "-idle", idle.String())
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	_ = os.WriteFile(filepath.Join(hp.dir, "pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600)
+	for delay := time.Millisecond; ; delay = min(delay*2, 50*time.Millisecond) {
+		if reachable(hp.socket) {
+			return nil
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("softirdma hostd stopped at start (%v): see %s", err, filepath.Join(hp.dir, "log"))
+		case <-time.After(delay):
+		}
+	}
+}
+
+// environ is the environment of a program on softirdma: the preload library first in
+// LD_PRELOAD, softirdma's socket and sysfs tree, and ASan told the library is not its own.
+func (hp hostPath) environ(base []string) []string {
+	set := map[string]string{}
+	for _, kv := range base {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			set[k] = v
+		}
+	}
+	pre := hp.preload
+	if old := set["LD_PRELOAD"]; old != "" && !strings.Contains(old, preloadName) {
+		pre += ":" + old
+	}
+	asan := "verify_asan_link_order=0"
+	if old := set["ASAN_OPTIONS"]; old != "" {
+		asan = old + ":" + asan
+	}
+	out := make([]string, 0, len(base)+4)
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "LD_PRELOAD", "SOFTIRDMA_SOCKET", "SOFTIRDMA_SYSFS", "ASAN_OPTIONS":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "LD_PRELOAD="+pre, "SOFTIRDMA_SOCKET="+hp.socket, "SOFTIRDMA_SYSFS="+hp.sysfs, "ASAN_OPTIONS="+asan)
+}
+
+// preloadWarning says why a program cannot take the preload library, if it cannot: a static
+// or setuid executable never sees it, and would only report "No IB devices found".
+func preloadWarning(path string) string {
+	st, err := os.Stat(path)
+	if err == nil && st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		return path + " is setuid or setgid: the dynamic loader ignores LD_PRELOAD for it, so it will not see softirdma"
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return "" // a script, say: what it runs is checked by nobody
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return ""
+		}
+	}
+	return path + " is statically linked: it cannot take the preload library, so it will not see softirdma"
+}
+
+func runRun(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("run", stderr)
+	socket := fs.String("socket", "", "join the softirdma on this socket (default: $SOFTIRDMA_SOCKET, else this user's, started on first use)")
+	idle := fs.Duration("idle", 10*time.Minute, "a softirdma this run starts stops after this long with no program")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: softirdma run [flags] -- CMD ARGS...")
+		fmt.Fprintln(stderr, "Runs CMD with libibverbs and librdmacm on softirdma: no RDMA module, no root, no VM.")
+		fmt.Fprintln(stderr, "Starts this user's softirdma on first use; it stops after -idle with no program.")
+		fs.PrintDefaults()
+	}
+	if code, done := parseFlags(fs, args); done {
+		return code
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	if *idle <= 0 {
+		fmt.Fprintln(stderr, "softirdma run: -idle must be positive")
+		return 2
+	}
+	hp, err := findHostPath(*socket)
+	if err == nil {
+		err = ensureDaemon(hp, *idle)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "softirdma run: %v\n", err)
+		return 1
+	}
+	return runProgram(hp, fs.Args(), stderr)
+}
+
+// runProgram runs the program and returns its exit status (128+N for a signal N, as a shell).
+func runProgram(hp hostPath, argv []string, stderr io.Writer) int {
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "softirdma run: %v\n", err)
+		return 127
+	}
+	if w := preloadWarning(path); w != "" {
+		fmt.Fprintf(stderr, "softirdma run: warning: %s\n", w)
+	}
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args[0] = argv[0]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = hp.environ(os.Environ())
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "softirdma run: %v\n", err)
+		return 126
+	}
+	go func() {
+		for s := range sigs {
+			_ = cmd.Process.Signal(s)
+		}
+	}()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "softirdma run: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func runEnv(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("env", stderr)
+	socket := fs.String("socket", "", "the softirdma to use (default: this user's, started if need be)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: softirdma env [-socket PATH]")
+		fmt.Fprintln(stderr, "Prints the exports that put the programs of a shell on softirdma: eval \"$(softirdma env)\".")
+		fs.PrintDefaults()
+	}
+	if code, done := parseFlags(fs, args); done {
+		return code
+	}
+	if fs.NArg() != 0 {
+		fs.Usage()
+		return 2
+	}
+	hp, err := findHostPath(*socket)
+	if err == nil {
+		err = ensureDaemon(hp, 10*time.Minute)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "softirdma env: %v\n", err)
+		return 1
+	}
+	env := hp.environ(os.Environ())
+	for _, kv := range env[len(env)-4:] { // environ appends its four last
+		k, v, _ := strings.Cut(kv, "=")
+		fmt.Fprintf(stdout, "export %s=%s\n", k, shellQuote(v))
+	}
+	return 0
+}
+
+func runStop(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("stop", stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: softirdma stop")
+		fmt.Fprintln(stderr, "Stops this user's softirdma of the host path, which 'softirdma run' started.")
+	}
+	if code, done := parseFlags(fs, args); done {
+		return code
+	}
+	if fs.NArg() != 0 {
+		fs.Usage()
+		return 2
+	}
+	dir, err := runtimeDir()
+	if err != nil {
+		fmt.Fprintf(stderr, "softirdma stop: %v\n", err)
+		return 1
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "pid"))
+	pid, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || perr != nil || pid <= 0 || !reachable(filepath.Join(dir, "sock")) {
+		fmt.Fprintln(stdout, "softirdma stop: none running")
+		return 0
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		fmt.Fprintf(stderr, "softirdma stop: pid %d: %v\n", pid, err)
+		return 1
+	}
+	for range 200 {
+		if !reachable(filepath.Join(dir, "sock")) {
+			return 0
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Fprintf(stderr, "softirdma stop: pid %d still serving\n", pid)
+	return 1
+}

@@ -1,0 +1,340 @@
+// Package daemon is softirdma's side of the host path: the unix socket the preload library
+// (host/preload) connects to, one connection per file it stands in for, and what each carries.
+//
+// The protocol (SOCK_SEQPACKET, one message a datagram, host byte order):
+//   - A connection starts with a hello of 16 bytes: magic 0x44524953 ("SIRD"), version 1,
+//     kind (1 uverbs, 2 netlink, 3 rdma_cm) and an argument (uverbs: the N of uverbsN;
+//     netlink: the socket's port id). The answer is 8 bytes: 0 or an errno, and a word; a
+//     uverbs answer carries the command file (a memfd) as SCM_RIGHTS.
+//   - uverbs: each message is what the program wrote, with the file it passes in (CREATE_CQ's
+//     channel) as SCM_RIGHTS; the answer is write()'s result (>= 0, or -errno), the count of
+//     writes and of files (u16 each), then per write its address (u64), length (u32) and file
+//     index (s32; >= 0: write that file's number, 4 bytes), then the written bytes in order;
+//     the files travel as SCM_RIGHTS.
+//   - netlink: each message is a datagram the program sent, answered by the datagrams the
+//     kernel's nldev would send back; an 8-byte message of 0xffffffff and a flags word
+//     (1: NETLINK_CAP_ACK) sets the socket's options instead.
+//
+// Only the user softirdma runs as may connect (SO_PEERCRED).
+package daemon
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softirdma/softirdma/host/nldev"
+	"github.com/softirdma/softirdma/host/ucontext"
+)
+
+// The protocol's numbers; host/preload/preload.h has the same, which a test checks.
+const (
+	Magic       = 0x44524953
+	Version     = 1
+	KindUverbs  = 1
+	KindNetlink = 2
+	KindRdmaCM  = 3
+	HelloSize   = 16
+	MaxMessage  = 65536
+	MaxFiles    = 4
+	nlControl   = 0xffffffff
+	nlCapAck    = 1
+	replyHeader = 8
+	writeHeader = 16
+)
+
+// Config is what the daemon serves.
+type Config struct {
+	Socket  string                // the path of the socket to listen on
+	Devices []*ucontext.Device    // uverbsN is Devices[N]
+	Netlink *nldev.Table          // what RDMA netlink answers
+	Log     *slog.Logger          // nil: slog's default
+	OnIdle  func(connections int) // called as connections come and go, with how many are open
+}
+
+// Daemon serves programs on its socket.
+type Daemon struct {
+	cfg Config
+	ln  *net.UnixListener
+	log *slog.Logger
+	uid int
+
+	mu    sync.Mutex
+	conns map[*net.UnixConn]struct{}
+	wg    sync.WaitGroup
+}
+
+// Listen makes the socket (mode 0600) and returns the daemon, which serves once Serve runs.
+func Listen(cfg Config) (*Daemon, error) {
+	if len(cfg.Devices) == 0 || cfg.Netlink == nil {
+		return nil, errors.New("daemon: no devices to serve")
+	}
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: cfg.Socket, Net: "unixpacket"})
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(cfg.Socket, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Daemon{cfg: cfg, ln: ln, log: log, uid: os.Getuid(), conns: map[*net.UnixConn]struct{}{}}, nil
+}
+
+// Serve accepts connections until ctx ends or Close; it returns once every connection ended.
+func (d *Daemon) Serve(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { d.Close() })
+	defer stop()
+	for {
+		c, err := d.ln.AcceptUnix()
+		if err != nil {
+			d.closeConns()
+			d.wg.Wait()
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		d.track(c, true)
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			defer d.track(c, false)
+			defer c.Close()
+			d.serveConn(c)
+		}()
+	}
+}
+
+// Close stops accepting and ends every connection.
+func (d *Daemon) Close() error {
+	err := d.ln.Close()
+	d.closeConns()
+	return err
+}
+
+func (d *Daemon) closeConns() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for c := range d.conns {
+		c.Close()
+	}
+}
+
+func (d *Daemon) track(c *net.UnixConn, open bool) {
+	d.mu.Lock()
+	if open {
+		d.conns[c] = struct{}{}
+	} else {
+		delete(d.conns, c)
+	}
+	n := len(d.conns)
+	d.mu.Unlock()
+	if d.cfg.OnIdle != nil {
+		d.cfg.OnIdle(n)
+	}
+}
+
+// peer is the process at the other end of a connection.
+type peer struct {
+	pid, uid int
+}
+
+func peerOf(c *net.UnixConn) (peer, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return peer{}, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return peer{}, err
+	}
+	if cerr != nil {
+		return peer{}, cerr
+	}
+	return peer{pid: int(cred.Pid), uid: int(cred.Uid)}, nil
+}
+
+// serveConn reads the hello and serves the connection's kind.
+func (d *Daemon) serveConn(c *net.UnixConn) {
+	p, err := peerOf(c)
+	if err != nil || p.uid != d.uid {
+		d.log.Warn("connection refused: not this user's", "uid", p.uid, "err", err)
+		return
+	}
+	buf := make([]byte, MaxMessage)
+	n, _, _, _, err := c.ReadMsgUnix(buf, nil)
+	if err != nil || n != HelloSize {
+		return
+	}
+	le := binary.LittleEndian
+	magic, version, kind, arg := le.Uint32(buf), le.Uint32(buf[4:]), le.Uint32(buf[8:]), le.Uint32(buf[12:])
+	if magic != Magic || version != Version {
+		d.log.Warn("connection refused: not a preload library of this version", "pid", p.pid, "magic", magic, "version", version)
+		_ = hello(c, syscall.EPROTO, nil)
+		return
+	}
+	switch kind {
+	case KindUverbs:
+		d.serveUverbs(c, p, arg)
+	case KindNetlink:
+		d.serveNetlink(c, arg)
+	default:
+		_ = hello(c, syscall.ENODEV, nil)
+	}
+}
+
+// hello answers a hello: errno (0: accepted) and the file it hands over, if any.
+func hello(c *net.UnixConn, errno syscall.Errno, f *os.File) error {
+	var b [8]byte
+	binary.LittleEndian.PutUint32(b[:], uint32(errno))
+	var oob []byte
+	if f != nil {
+		oob = unix.UnixRights(int(f.Fd()))
+	}
+	_, _, err := c.WriteMsgUnix(b[:], oob, nil)
+	return err
+}
+
+func (d *Daemon) serveNetlink(c *net.UnixConn, portID uint32) {
+	if hello(c, 0, nil) != nil {
+		return
+	}
+	sock := nldev.Socket{PortID: portID}
+	buf := make([]byte, MaxMessage)
+	for {
+		n, _, _, _, err := c.ReadMsgUnix(buf, nil)
+		if err != nil || n == 0 {
+			return
+		}
+		msg := buf[:n]
+		if n == 8 && binary.LittleEndian.Uint32(msg) == nlControl {
+			sock.CapAck = binary.LittleEndian.Uint32(msg[4:])&nlCapAck != 0
+			continue
+		}
+		for _, out := range d.cfg.Netlink.Answer(msg, sock) {
+			if _, _, err := c.WriteMsgUnix(out, nil, nil); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (d *Daemon) serveUverbs(c *net.UnixConn, p peer, index uint32) {
+	if int(index) >= len(d.cfg.Devices) {
+		_ = hello(c, syscall.ENODEV, nil)
+		return
+	}
+	name := fmt.Sprintf("pid %d", p.pid)
+	uc, file, err := ucontext.New(d.cfg.Devices[index], processMemory{pid: p.pid}, name)
+	if err != nil {
+		d.log.Warn("uverbs context", "program", name, "err", err)
+		_ = hello(c, syscall.ENOMEM, nil)
+		return
+	}
+	defer uc.Close()
+	if hello(c, 0, file) != nil {
+		return
+	}
+	buf := make([]byte, MaxMessage)
+	oob := make([]byte, unix.CmsgSpace(4*MaxFiles))
+	for {
+		n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
+		if err != nil || n == 0 {
+			return
+		}
+		in := receivedFiles(oob[:oobn])
+		var reply ucontext.Reply
+		if flags&unix.MSG_TRUNC != 0 {
+			reply = ucontext.Reply{Ret: -int32(syscall.EINVAL)}
+		} else {
+			reply = uc.Execute(buf[:n], first(in))
+		}
+		closeAll(in)
+		err = sendReply(c, reply)
+		closeAll(reply.Files)
+		if err != nil {
+			return
+		}
+	}
+}
+
+func receivedFiles(oob []byte) []*os.File {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var files []*os.File
+	for _, m := range msgs {
+		fds, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			files = append(files, os.NewFile(uintptr(fd), "passed"))
+		}
+	}
+	return files
+}
+
+func first(files []*os.File) *os.File {
+	if len(files) == 0 {
+		return nil
+	}
+	return files[0]
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// sendReply encodes a command's reply as the preload library reads it.
+func sendReply(c *net.UnixConn, r ucontext.Reply) error {
+	le := binary.LittleEndian
+	b := make([]byte, replyHeader, replyHeader+len(r.Writes)*writeHeader)
+	le.PutUint32(b, uint32(r.Ret))
+	le.PutUint16(b[4:], uint16(len(r.Writes)))
+	le.PutUint16(b[6:], uint16(len(r.Files)))
+	for _, w := range r.Writes {
+		var h [writeHeader]byte
+		le.PutUint64(h[:], w.Addr)
+		n := len(w.Data)
+		if w.File >= 0 {
+			n = 4
+		}
+		le.PutUint32(h[8:], uint32(n))
+		le.PutUint32(h[12:], uint32(int32(w.File)))
+		b = append(b, h[:]...)
+	}
+	for _, w := range r.Writes {
+		if w.File < 0 {
+			b = append(b, w.Data...)
+		}
+	}
+	var oob []byte
+	if len(r.Files) > 0 {
+		fds := make([]int, len(r.Files))
+		for i, f := range r.Files {
+			fds[i] = int(f.Fd())
+		}
+		oob = unix.UnixRights(fds...)
+	}
+	_, _, err := c.WriteMsgUnix(b, oob, nil)
+	return err
+}

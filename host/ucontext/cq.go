@@ -1,0 +1,205 @@
+package ucontext
+
+import (
+	"math/bits"
+	"sync"
+	"syscall"
+
+	"github.com/softirdma/softirdma/emu/engine"
+	"github.com/softirdma/softirdma/hw/abi"
+)
+
+// cq is a CQ whose ring the program polls: the engine's completions are written into it as they
+// happen, in the ib_uverbs_wc layout.
+type cq struct {
+	emu    *engine.CQ
+	handle uint64 // the program's user_handle: what its completion events name
+	ch     *channel
+
+	mu   sync.Mutex
+	r    *ring
+	prod uint32
+	gone bool
+
+	uses int    // QPs on it
+	sent uint64 // completion events sent, which DESTROY_CQ reports
+}
+
+// sink writes one completion; false when the ring is full (an overrun for the engine).
+func (q *cq) sink(wc engine.WC) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.gone || (q.prod+1)&q.r.mask == q.r.consumer() {
+		return false
+	}
+	encodeCQE(abi.CQE(q.r.slot(q.prod)[:abi.CQESize]), &wc)
+	q.prod = (q.prod + 1) & q.r.mask
+	q.r.setProducer(q.prod)
+	return true
+}
+
+func encodeCQE(c abi.CQE, wc *engine.WC) {
+	clear(c)
+	c.SetWRID(wc.WRID)
+	c.SetStatus(uint32(wc.Status))
+	c.SetOpcode(uint32(wc.Opcode))
+	c.SetByteLen(wc.ByteLen)
+	if wc.Flags&engine.WCWithImm != 0 {
+		c.SetImm(bits.ReverseBytes32(wc.Imm))
+	} else {
+		c.SetImm(wc.Imm)
+	}
+	c.SetQPNum(wc.QPNum)
+	c.SetSrcQP(wc.SrcQP)
+	c.SetWCFlags(uint32(wc.Flags))
+	c.SetPortNum(1)
+}
+
+// completed runs after the engine queued completions: an armed CQ that fired sends its event.
+func (q *cq) completed() {
+	select {
+	case <-q.emu.Events():
+	default:
+		return
+	}
+	if q.ch != nil {
+		var ev [compEventSize]byte
+		putU64(ev[:], q.handle)
+		if q.ch.send(ev[:]) {
+			q.mu.Lock()
+			q.sent++
+			q.mu.Unlock()
+		}
+	}
+}
+
+// CREATE_CQ: user_handle (8), cqe (16), comp_vector (20), comp_channel (24), after the
+// response pointer.
+func (c *Context) createCQ(r *request) error {
+	return c.newCQ(r, r.u64(8), r.u32(16), r.u32(20), int32(r.u32(24)))
+}
+
+// EX_CREATE_CQ: user_handle (0), cqe (8), comp_vector (12), comp_channel (16), comp_mask (20),
+// flags (24), reserved (28); the driver's answer follows the 16-byte core response.
+func (c *Context) createCQEx(r *request) error {
+	if r.u32(20) != 0 || r.u32(28) != 0 {
+		return errf(syscall.EINVAL, "EX_CREATE_CQ comp_mask 0x%x reserved 0x%x", r.u32(20), r.u32(28))
+	}
+	if r.u32(24) != 0 {
+		return errf(syscall.EOPNOTSUPP, "CQ flags 0x%x", r.u32(24))
+	}
+	putU32(r.resp[12:], uint32(min(r.CoreOut, len(r.resp))))
+	return c.newCQ(r, r.u64(0), r.u32(8), r.u32(12), int32(r.u32(16)))
+}
+
+func (c *Context) newCQ(r *request, handle uint64, cqe, vector uint32, chfd int32) error {
+	if cqe == 0 || int(cqe) > c.dev.Engine.Limits().MaxCQE {
+		return errf(syscall.EINVAL, "CQ of %d entries", cqe)
+	}
+	if vector != 0 {
+		return errf(syscall.EINVAL, "completion vector %d of 1", vector)
+	}
+	var ch *channel
+	if chfd >= 0 {
+		if ch = c.channelOf(r.in); ch == nil {
+			return errf(syscall.EINVAL, "fd %d is no completion channel of the context", chfd)
+		}
+	}
+	ring, err := c.area.newRing(slotsFor(cqe), logElemFor(abi.CQESize))
+	if err != nil {
+		return err
+	}
+	q := &cq{handle: handle, ch: ch, r: ring}
+	ecq, err := c.dev.Engine.CreateCQSink(q.sink)
+	if err != nil {
+		ring.unmap()
+		return err
+	}
+	q.emu = ecq
+	ecq.OnCompletion(q.completed)
+	h := c.handle()
+	c.cqs[h] = q
+	putU32(r.resp, h)
+	putU32(r.resp[4:], ring.mask)
+	r.driver = ring.mmapInfo()
+	return nil
+}
+
+// RESIZE_CQ: cq_handle (8), cqe (12). The live completions move to the new ring.
+func (c *Context) resizeCQ(r *request) error {
+	q, err := find(c.cqs, r.u32(8), "CQ")
+	if err != nil {
+		return err
+	}
+	cqe := r.u32(12)
+	if cqe == 0 || int(cqe) > c.dev.Engine.Limits().MaxCQE {
+		return errf(syscall.EINVAL, "CQ of %d entries", cqe)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	old := q.r
+	live := (q.prod - old.consumer()) & old.mask
+	if cqe < live {
+		return errf(syscall.EINVAL, "%d entries hold %d live completions", cqe, live)
+	}
+	nr, err := c.area.newRing(slotsFor(cqe), logElemFor(abi.CQESize))
+	if err != nil {
+		return err
+	}
+	cons := old.consumer()
+	for i := range live {
+		copy(nr.slot(i), old.slot(cons + i)[:abi.CQESize])
+	}
+	nr.setProducer(live)
+	q.r, q.prod = nr, live
+	old.unmap()
+	putU32(r.resp, nr.mask)
+	r.driver = nr.mmapInfo()
+	return nil
+}
+
+// DESTROY_CQ: cq_handle (8). The answer counts the events sent, which libibverbs waits for the
+// program to acknowledge.
+func (c *Context) destroyCQ(r *request) error {
+	q, err := find(c.cqs, r.u32(8), "CQ")
+	if err != nil {
+		return err
+	}
+	if q.uses > 0 {
+		return errf(syscall.EBUSY, "CQ %d has %d QPs", r.u32(8), q.uses)
+	}
+	if err := q.destroy(); err != nil {
+		return err
+	}
+	delete(c.cqs, r.u32(8))
+	putU32(r.resp, uint32(q.events()))
+	return nil
+}
+
+func (q *cq) destroy() error {
+	if err := q.emu.Destroy(); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	q.gone = true
+	q.r.unmap()
+	q.mu.Unlock()
+	return nil
+}
+
+// events is how many completion events the CQ sent.
+func (q *cq) events() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.sent
+}
+
+// REQ_NOTIFY_CQ: cq_handle (0), solicited_only (4). Completions already in the ring that the
+// program has not polled fire the event at once, as the kernel's arm finds them.
+func (c *Context) reqNotifyCQ(r *request) error {
+	q, err := find(c.cqs, r.u32(0), "CQ")
+	if err != nil {
+		return err
+	}
+	return q.emu.ReqNotify(r.u32(4) != 0)
+}
