@@ -90,12 +90,18 @@ rdma-core-reference:
 	bash interop/rdmacore-reference.sh
 
 # Checks against peers we did not write (tshark here). .ci/run installs what they need.
-.PHONY: interop interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-fabric interop-readme-vm interop-long interop-kernels
+.PHONY: interop interop-host interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-fabric interop-readme-vm interop-long interop-kernels
 # Every tier runs, whatever the ones before it did (interop/tiers.sh): the last line tallies the
 # tiers and names those that failed, and the exit status is 1 if any did.
-INTEROP_TIERS ?= interop-tshark interop-qtest interop-readme-vm interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-fabric interop-kernels interop-rxe interop-netns
+INTEROP_TIERS ?= interop-host interop-tshark interop-qtest interop-readme-vm interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-fabric interop-kernels interop-rxe interop-netns
 interop:
 	@MAKE="$(MAKE)" bash interop/tiers.sh $(INTEROP_TIERS)
+
+# Host programs on softirdma: rdma-core's and perftest's tools between two programs under
+# `softirdma run`, as an unprivileged user the tier creates (interop/host.sh): PASS lines
+# host_<tool>_<server|client>. Installs the tools from the Debian mirror when missing (root).
+interop-host:
+	bash interop/host.sh
 
 # The driver built with DKMS for Linux 6.1 and for the newest kernel Debian ships, and a subset
 # of the guest cases on each (interop/kernel.sh), against Linux rxe on 6.12: PASS lines
