@@ -1,0 +1,332 @@
+package ucontext
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softirdma/softirdma/emu/engine"
+	"github.com/softirdma/softirdma/emu/realtime"
+	"github.com/softirdma/softirdma/host/uverbs"
+)
+
+// progMem is a program's memory as the test lays it out: bytes at a base address, which a
+// copy outside fails (as process_vm_readv does on an unmapped address).
+type progMem struct {
+	mu   sync.Mutex // the copies are another process's: the test reads under it
+	base uint64
+	mem  []byte
+}
+
+// bytes is a copy of n bytes at offset off.
+func (p *progMem) bytes(off, n int) []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]byte{}, p.mem[off:off+n]...)
+}
+
+func (p *progMem) at(addr uint64, n int) ([]byte, error) {
+	if addr < p.base || addr-p.base+uint64(n) > uint64(len(p.mem)) {
+		return nil, syscall.EFAULT
+	}
+	return p.mem[addr-p.base : addr-p.base+uint64(n)], nil
+}
+
+func (p *progMem) ReadAt(b []byte, addr uint64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, err := p.at(addr, len(b))
+	if err == nil {
+		copy(b, s)
+	}
+	return err
+}
+
+func (p *progMem) WriteAt(b []byte, addr uint64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, err := p.at(addr, len(b))
+	if err == nil {
+		copy(s, b)
+	}
+	return err
+}
+
+// nowhere is a link that carries nothing: the test's traffic stays on one device.
+type nowhere struct{}
+
+func (nowhere) Send([]byte) error { return nil }
+
+// respAddr is where the test's commands ask for their responses.
+const respAddr = 0x7000_0000
+
+var loopGID = netip.MustParseAddr("127.0.0.1")
+
+func testDevice(t *testing.T) *Device {
+	t.Helper()
+	e := engine.NewDevice(engine.DeviceConfig{Name: "rxe0", Clock: realtime.NewWallClock(), IP: loopGID,
+		Resolve: func(netip.Addr) ([6]byte, bool) { return [6]byte{2, 0, 0, 0, 0, 1}, true }})
+	e.Attach(nowhere{}) // the loopback turns back frames to its own address before the link
+	t.Cleanup(e.Stop)
+	return &Device{Engine: e, NodeGUID: 0x020000fffe000000,
+		GIDs: []netip.Addr{netip.MustParseAddr("fe80::200:ff:fe00:0"), netip.MustParseAddr("fe80::200:ff:fe00:0"), loopGID, loopGID}}
+}
+
+// program is one test program: its context, its memory and its command file.
+type program struct {
+	t    *testing.T
+	c    *Context
+	mem  *progMem
+	file *os.File
+}
+
+func newProgram(t *testing.T, d *Device) *program {
+	t.Helper()
+	p := &program{t: t, mem: &progMem{base: 0x10000, mem: make([]byte, 1<<20)}}
+	c, f, err := New(d, p.mem, t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.c, p.file = c, f
+	t.Cleanup(func() { c.Close(); f.Close() })
+	return p
+}
+
+// legacy frames a legacy command: its core (which starts with the response address when the
+// command has one) and the response's length in bytes.
+func legacy(cmd uint32, core []byte, out int) []byte {
+	b := make([]byte, 8, 8+len(core))
+	binary.LittleEndian.PutUint32(b, cmd)
+	binary.LittleEndian.PutUint16(b[4:], uint16((8+len(core))/4))
+	binary.LittleEndian.PutUint16(b[6:], uint16(out/4))
+	return append(b, core...)
+}
+
+// words lays out little-endian fields: uint64, uint32, uint16 and uint8 values, and byte slices.
+func words(fields ...any) []byte {
+	var b []byte
+	for _, f := range fields {
+		switch v := f.(type) {
+		case uint64:
+			b = binary.LittleEndian.AppendUint64(b, v)
+		case uint32:
+			b = binary.LittleEndian.AppendUint32(b, v)
+		case uint16:
+			b = binary.LittleEndian.AppendUint16(b, v)
+		case uint8:
+			b = append(b, v)
+		case []byte:
+			b = append(b, v...)
+		default:
+			panic("words: unknown field type")
+		}
+	}
+	return b
+}
+
+// run executes a command that must succeed and returns what it wrote at the response address
+// (core and driver parts together).
+func (p *program) run(cmd []byte, in *os.File) ([]byte, Reply) {
+	p.t.Helper()
+	r := p.c.Execute(cmd, in)
+	if r.Ret != int32(len(cmd)) {
+		p.t.Fatalf("command %d: write returned %d (%v), want %d", binary.LittleEndian.Uint32(cmd), r.Ret, syscall.Errno(-r.Ret), len(cmd))
+	}
+	var resp []byte
+	for _, w := range r.Writes {
+		if w.File < 0 && w.Addr >= respAddr && w.Addr-respAddr == uint64(len(resp)) {
+			resp = append(resp, w.Data...)
+		}
+	}
+	return resp, r
+}
+
+// refused runs a command that must fail with want.
+func (p *program) refused(name string, cmd []byte, want syscall.Errno) {
+	p.t.Helper()
+	if r := p.c.Execute(cmd, nil); r.Ret != -int32(want) {
+		p.t.Errorf("%s: write returned %d, want -%d (%v)", name, r.Ret, want, want)
+	}
+}
+
+func (p *program) open() {
+	p.t.Helper()
+	resp, r := p.run(legacy(uverbs.CmdGetContext, words(uint64(respAddr)), 8), nil)
+	if len(r.Files) != 1 || binary.LittleEndian.Uint32(resp[4:]) != 1 {
+		p.t.Fatalf("GET_CONTEXT: %d files, num_comp_vectors %d; want the async event file and 1", len(r.Files), binary.LittleEndian.Uint32(resp[4:]))
+	}
+	closeFiles(r)
+}
+
+func closeFiles(r Reply) {
+	for _, f := range r.Files {
+		f.Close()
+	}
+}
+
+func u32(b []byte, off int) uint32 { return binary.LittleEndian.Uint32(b[off:]) }
+
+// TestCommandsNeedAContext: every command but GET_CONTEXT is EINVAL before it, as the kernel's
+// ib_uverbs_get_ucontext refuses; a second GET_CONTEXT is EINVAL too.
+func TestCommandsNeedAContext(t *testing.T) {
+	p := newProgram(t, testDevice(t))
+	p.refused("ALLOC_PD before GET_CONTEXT", legacy(uverbs.CmdAllocPD, words(uint64(respAddr)), 4), syscall.EINVAL)
+	p.open()
+	p.refused("a second GET_CONTEXT", legacy(uverbs.CmdGetContext, words(uint64(respAddr)), 8), syscall.EINVAL)
+	p.refused("a header shorter than 8 bytes", []byte{3, 0, 0, 0}, syscall.EINVAL)
+	p.refused("an unknown command", legacy(55, words(uint64(respAddr)), 4), syscall.EOPNOTSUPP)
+	if p.c.Refused() != 4 {
+		t.Errorf("Refused() = %d, want 4", p.c.Refused())
+	}
+}
+
+// TestObjectErrnos: the errnos the kernel gives for handles and numbers a program gets wrong.
+func TestObjectErrnos(t *testing.T) {
+	p := newProgram(t, testDevice(t))
+	p.open()
+	resp, _ := p.run(legacy(uverbs.CmdAllocPD, words(uint64(respAddr)), 4), nil)
+	pdh := u32(resp, 0)
+	reg := func(start, length, iova uint64, pd, access uint32) []byte {
+		return legacy(uverbs.CmdRegMR, words(uint64(respAddr), start, length, iova, pd, access), 12)
+	}
+	p.refused("REG_MR on an unknown PD", reg(0x10000, 4096, 0x10000, pdh+100, 1), syscall.EINVAL)
+	p.refused("REG_MR with an unknown access bit", reg(0x10000, 4096, 0x10000, pdh, 1<<15), syscall.EOPNOTSUPP)
+	p.refused("REG_MR whose iova differs within the page", reg(0x10000, 4096, 0x10010, pdh, 1), syscall.EINVAL)
+	p.refused("REG_MR of no bytes", reg(0x10000, 0, 0x10000, pdh, 1), syscall.EINVAL)
+	resp, _ = p.run(reg(0x10000, 4096, 0x10000, pdh, 1), nil)
+	mrh := u32(resp, 0)
+	if u32(resp, 4) != u32(resp, 8) || u32(resp, 4) == 0 {
+		t.Errorf("REG_MR lkey 0x%x rkey 0x%x: want one nonzero key", u32(resp, 4), u32(resp, 8))
+	}
+	p.refused("DEALLOC_PD with an MR on it", legacy(uverbs.CmdDeallocPD, words(pdh), 0), syscall.EBUSY)
+	p.refused("DEREG_MR of an unknown handle", legacy(uverbs.CmdDeregMR, words(mrh+7), 0), syscall.EINVAL)
+	p.run(legacy(uverbs.CmdDeregMR, words(mrh), 0), nil)
+	p.run(legacy(uverbs.CmdDeallocPD, words(pdh), 0), nil)
+	p.refused("DEALLOC_PD twice", legacy(uverbs.CmdDeallocPD, words(pdh), 0), syscall.EINVAL)
+	p.refused("QUERY_PORT of port 2", legacy(uverbs.CmdQueryPort, words(uint64(respAddr), uint8(2), make([]byte, 7)), 40), syscall.EINVAL)
+	resp, _ = p.run(legacy(uverbs.CmdQueryPort, words(uint64(respAddr), uint8(1), make([]byte, 7)), 40), nil)
+	if resp[26] != portStateActive || resp[37] != linkEthernet || u32(resp, 16) != 4 {
+		t.Errorf("QUERY_PORT: state %d, link layer %d, GID table %d; want 4, 2 (Ethernet), 4", resp[26], resp[37], u32(resp, 16))
+	}
+}
+
+// ring is the test program's view of a queue the context answered: the memfd's pages at the
+// offset and size of its mmap info.
+func (p *program) ring(info []byte) []byte {
+	p.t.Helper()
+	off, size := binary.LittleEndian.Uint64(info), binary.LittleEndian.Uint32(info[8:])
+	m, err := unix.Mmap(int(p.file.Fd()), int64(off), int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		p.t.Fatalf("mapping a queue at %d (+%d): %v", off, size, err)
+	}
+	p.t.Cleanup(func() { _ = unix.Munmap(m) })
+	return m
+}
+
+// rcEnd is one side of the RC test: a PD, an MR over its memory, a CQ and a QP, and the rings.
+type rcEnd struct {
+	p           *program
+	mrKey, qpn  uint32
+	qph, cqh    uint32
+	sq, rq, cqr []byte
+}
+
+func newRCEnd(t *testing.T, d *Device) *rcEnd {
+	p := newProgram(t, d)
+	p.open()
+	resp, _ := p.run(legacy(uverbs.CmdAllocPD, words(uint64(respAddr)), 4), nil)
+	pdh := u32(resp, 0)
+	resp, _ = p.run(legacy(uverbs.CmdRegMR, words(uint64(respAddr), p.mem.base, uint64(8192), p.mem.base, pdh, uint32(0x7)), 12), nil)
+	e := &rcEnd{p: p, mrKey: u32(resp, 4)}
+	resp, _ = p.run(legacy(uverbs.CmdCreateCQ, words(uint64(respAddr), uint64(0xcafe), uint32(15), uint32(0), uint32(0xffffffff), uint32(0)), 8+16), nil)
+	e.cqh = u32(resp, 0)
+	e.cqr = p.ring(resp[8:])
+	create := words(uint64(respAddr), uint64(0xbeef), pdh, e.cqh, e.cqh, uint32(0), uint32(15), uint32(15),
+		uint32(2), uint32(2), uint32(64), uint8(0), uint8(2), uint8(0), uint8(0))
+	resp, _ = p.run(legacy(uverbs.CmdCreateQP, create, 32+32), nil)
+	e.qph, e.qpn = u32(resp, 0), u32(resp, 4)
+	e.rq, e.sq = p.ring(resp[32:48]), p.ring(resp[48:64])
+	return e
+}
+
+// modify moves the QP along: INIT, RTR to the peer's QPN, RTS.
+func (e *rcEnd) connect(peer uint32) {
+	mod := func(mask uint32, set func(b []byte)) {
+		core := make([]byte, 112)
+		binary.LittleEndian.PutUint32(core[mqHandle:], e.qph)
+		binary.LittleEndian.PutUint32(core[mqMask:], mask)
+		set(core)
+		e.p.run(legacy(uverbs.CmdModifyQP, core, 0), nil)
+	}
+	mod(1|1<<3|1<<4|1<<5, func(b []byte) { b[mqState], b[mqPort] = 1, 1; binary.LittleEndian.PutUint32(b[mqAccess:], 0x7) })
+	mod(1|1<<7|1<<8|1<<12|1<<15|1<<17|1<<20, func(b []byte) {
+		g := loopGID.As16()
+		copy(b[mqDest:], g[:])
+		b[mqDest+24], b[mqDest+25], b[mqDest+31] = 3, 64, 1
+		b[mqState], b[mqPathMTU], b[mqMaxDestRd], b[mqMinRNR] = 2, 3, 1, 12
+		binary.LittleEndian.PutUint32(b[mqDestQPN:], peer)
+	})
+	mod(1|1<<9|1<<10|1<<11|1<<13|1<<16, func(b []byte) { b[mqState], b[mqTimeout], b[mqRetry], b[mqRNRRetry], b[mqMaxRdAtomic] = 3, 14, 7, 7, 1 })
+}
+
+// TestRCWriteThroughTheRings: a program writes an RDMA WRITE WQE into its send queue's ring
+// and rings the doorbell; the bytes land in the other program's memory and the completion in
+// the first one's CQ ring, as rxe's provider would find them.
+func TestRCWriteThroughTheRings(t *testing.T) {
+	d := testDevice(t)
+	a, b := newRCEnd(t, d), newRCEnd(t, d)
+	a.connect(b.qpn)
+	b.connect(a.qpn)
+	copy(a.p.mem.mem[100:], "host path")
+	logElem := u32(a.sq, 0)
+	wqe := a.sq[384 : 384+1<<logElem]
+	binary.LittleEndian.PutUint64(wqe[0:], 0x77) // wr_id
+	binary.LittleEndian.PutUint32(wqe[12:], 0)   // IBV_WR_RDMA_WRITE
+	binary.LittleEndian.PutUint32(wqe[16:], 2)   // IBV_SEND_SIGNALED
+	binary.LittleEndian.PutUint64(wqe[24:], 0x10000+4000)
+	binary.LittleEndian.PutUint32(wqe[32:], b.mrKey)
+	binary.LittleEndian.PutUint32(wqe[184:], 9) // dma.length
+	binary.LittleEndian.PutUint32(wqe[196:], 1) // dma.num_sge
+	binary.LittleEndian.PutUint64(wqe[208:], 0x10000+100)
+	binary.LittleEndian.PutUint32(wqe[216:], 9)
+	binary.LittleEndian.PutUint32(wqe[220:], a.mrKey)
+	binary.LittleEndian.PutUint32(a.sq[128:], 1) // producer
+	a.p.run(legacy(uverbs.CmdPostSend, words(uint64(respAddr), a.qph, uint32(0), uint32(0), uint32(128)), 4), nil)
+	cqe := waitCQE(t, a.cqr)
+	if got := binary.LittleEndian.Uint64(cqe); got != 0x77 || u32(cqe, 8) != 0 || u32(cqe, 12) != 1 || u32(cqe, 28) != a.qpn {
+		t.Fatalf("CQE wr_id 0x%x status %d opcode %d qp 0x%x; want 0x77, 0 (success), 1 (RDMA_WRITE), 0x%x", got, u32(cqe, 8), u32(cqe, 12), u32(cqe, 28), a.qpn)
+	}
+	if got := b.p.mem.bytes(4000, 9); !bytes.Equal(got, []byte("host path")) {
+		t.Fatalf("the peer's memory holds %q, want %q", got, "host path")
+	}
+	if u32(a.sq, 256) != 1 {
+		t.Errorf("send queue consumer %d after the completion, want 1", u32(a.sq, 256))
+	}
+}
+
+// waitCQE waits for the CQ ring's first completion and returns it.
+func waitCQE(t *testing.T, cq []byte) []byte {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		for atomic.LoadUint32((*uint32)(unsafe.Pointer(&cq[128]))) == 0 {
+			unix.Nanosleep(&unix.Timespec{Nsec: 100000}, nil)
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no completion in the CQ ring")
+	}
+	return cq[384 : 384+48]
+}
