@@ -21,6 +21,7 @@ const (
 type channel struct {
 	mu      sync.Mutex
 	fd      int // the context's end; -1 once closed
+	peer    int // a copy of the program's end, to take back events of an object destroyed
 	size    int
 	sent    uint64
 	dropped uint64
@@ -39,7 +40,13 @@ func newChannel(size int) (*channel, *os.File, error) {
 		return nil, nil, fmt.Errorf("event channel: %w", err)
 	}
 	_ = unix.Shutdown(fds[1], unix.SHUT_WR)
-	return &channel{fd: fds[0], size: size, ino: st.Ino}, os.NewFile(uintptr(fds[1]), "softirdma-event"), nil
+	peer, err := unix.FcntlInt(uintptr(fds[1]), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("event channel: %w", err)
+	}
+	return &channel{fd: fds[0], peer: peer, size: size, ino: st.Ino}, os.NewFile(uintptr(fds[1]), "softirdma-event"), nil
 }
 
 // send queues one event; false if it was lost.
@@ -62,8 +69,40 @@ func (ch *channel) close() {
 	defer ch.mu.Unlock()
 	if ch.fd >= 0 {
 		unix.Close(ch.fd)
+		unix.Close(ch.peer)
 		ch.fd = -1
 	}
+}
+
+// withdraw takes back the queued events that match, as the kernel drops a destroyed object's
+// events from its event file, and returns how many: the others go back in their order. A
+// program reading at the same time may see those after an event queued later.
+func (ch *channel) withdraw(match func(ev []byte) bool) int {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.fd < 0 {
+		return 0
+	}
+	var keep [][]byte
+	n := 0
+	for {
+		ev := make([]byte, ch.size)
+		got, _, err := unix.Recvfrom(ch.peer, ev, unix.MSG_DONTWAIT)
+		if err != nil || got <= 0 {
+			break
+		}
+		if match(ev[:got]) {
+			n++
+		} else {
+			keep = append(keep, ev[:got])
+		}
+	}
+	for _, ev := range keep {
+		if unix.Sendmsg(ch.fd, ev, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL) != nil {
+			ch.dropped++
+		}
+	}
+	return n
 }
 
 // channelOf finds the completion channel a file the program passed in is its end of.

@@ -23,6 +23,8 @@ type Device struct {
 	NodeGUID uint64       // in host order
 	GIDs     []netip.Addr // port 1's GID table; the zero Addr is an unused entry
 	Log      *slog.Logger // nil: slog's default
+
+	owners owners
 }
 
 func (d *Device) log() *slog.Logger {
@@ -72,7 +74,10 @@ type Context struct {
 	// window, a UD send's AH) without mu: a doorbell never waits for a command. Changes to
 	// them hold both.
 	lookups sync.RWMutex
-	refused int
+
+	asyncSentMu sync.Mutex
+	asyncSent   map[uint64]uint32 // async events sent, by element
+	refused     int
 }
 
 // New is a context for a program whose memory mem reaches; file is its command file, which
@@ -84,7 +89,8 @@ func New(dev *Device, mem keys.Copier, name string) (*Context, *os.File, error) 
 	}
 	c := &Context{dev: dev, mem: mem, name: name, area: a,
 		pds: map[uint32]*pd{}, mrs: map[uint32]*mr{}, mws: map[uint32]*mw{}, ahs: map[uint32]*ah{},
-		cqs: map[uint32]*cq{}, qps: map[uint32]*qp{}, srqs: map[uint32]*srq{}}
+		cqs: map[uint32]*cq{}, qps: map[uint32]*qp{}, srqs: map[uint32]*srq{}, asyncSent: map[uint64]uint32{}}
+	dev.joined(c, true)
 	return c, a.file, nil
 }
 
@@ -236,16 +242,20 @@ func (c *Context) Close() {
 		return
 	}
 	c.closed = true
+	c.dev.joined(c, false)
 	for h, q := range c.qps {
 		q.destroy()
+		c.dev.disown(ownQP, q.emu.Num())
 		delete(c.qps, h)
 	}
 	for h, s := range c.srqs {
 		s.destroy()
+		c.dev.disown(ownSRQ, s.emu.Num())
 		delete(c.srqs, h)
 	}
 	for h, q := range c.cqs {
-		q.destroy()
+		_ = q.destroy()
+		c.dev.disown(ownCQ, q.emu.Num())
 		delete(c.cqs, h)
 	}
 	c.lookups.Lock()

@@ -240,14 +240,25 @@ type rcEnd struct {
 	sq, rq, cqr []byte
 }
 
-func newRCEnd(t *testing.T, d *Device) *rcEnd {
+func newRCEnd(t *testing.T, d *Device) *rcEnd { return newRCEndOn(t, d, nil) }
+
+// newRCEndOn is newRCEnd with its CQ's events on a completion channel: ch is set to the
+// program's end of it.
+func newRCEndOn(t *testing.T, d *Device, ch **os.File) *rcEnd {
 	p := newProgram(t, d)
 	p.open()
+	chfd, in := uint32(0xffffffff), (*os.File)(nil)
+	if ch != nil {
+		_, r := p.run(legacy(uverbs.CmdCreateCompChannel, words(uint64(respAddr)), 4), nil)
+		*ch = r.Files[0]
+		t.Cleanup(func() { r.Files[0].Close() })
+		chfd, in = 9, r.Files[0]
+	}
 	resp, _ := p.run(legacy(uverbs.CmdAllocPD, words(uint64(respAddr)), 4), nil)
 	pdh := u32(resp, 0)
 	resp, _ = p.run(legacy(uverbs.CmdRegMR, words(uint64(respAddr), p.mem.base, uint64(8192), p.mem.base, pdh, uint32(0x7)), 12), nil)
 	e := &rcEnd{p: p, mrKey: u32(resp, 4)}
-	resp, _ = p.run(legacy(uverbs.CmdCreateCQ, words(uint64(respAddr), uint64(0xcafe), uint32(15), uint32(0), uint32(0xffffffff), uint32(0)), 8+16), nil)
+	resp, _ = p.run(legacy(uverbs.CmdCreateCQ, words(uint64(respAddr), uint64(0xcafe), uint32(15), uint32(0), chfd, uint32(0)), 8+16), in)
 	e.cqh = u32(resp, 0)
 	e.cqr = p.ring(resp[8:])
 	create := words(uint64(respAddr), uint64(0xbeef), pdh, e.cqh, e.cqh, uint32(0), uint32(15), uint32(15),
@@ -287,20 +298,7 @@ func TestRCWriteThroughTheRings(t *testing.T) {
 	a.connect(b.qpn)
 	b.connect(a.qpn)
 	copy(a.p.mem.mem[100:], "host path")
-	logElem := u32(a.sq, 0)
-	wqe := a.sq[384 : 384+1<<logElem]
-	binary.LittleEndian.PutUint64(wqe[0:], 0x77) // wr_id
-	binary.LittleEndian.PutUint32(wqe[12:], 0)   // IBV_WR_RDMA_WRITE
-	binary.LittleEndian.PutUint32(wqe[16:], 2)   // IBV_SEND_SIGNALED
-	binary.LittleEndian.PutUint64(wqe[24:], 0x10000+4000)
-	binary.LittleEndian.PutUint32(wqe[32:], b.mrKey)
-	binary.LittleEndian.PutUint32(wqe[184:], 9) // dma.length
-	binary.LittleEndian.PutUint32(wqe[196:], 1) // dma.num_sge
-	binary.LittleEndian.PutUint64(wqe[208:], 0x10000+100)
-	binary.LittleEndian.PutUint32(wqe[216:], 9)
-	binary.LittleEndian.PutUint32(wqe[220:], a.mrKey)
-	binary.LittleEndian.PutUint32(a.sq[128:], 1) // producer
-	a.p.run(legacy(uverbs.CmdPostSend, words(uint64(respAddr), a.qph, uint32(0), uint32(0), uint32(128)), 4), nil)
+	a.postWrite(b.mrKey, 0x77)
 	cqe := waitCQE(t, a.cqr)
 	if got := binary.LittleEndian.Uint64(cqe); got != 0x77 || u32(cqe, 8) != 0 || u32(cqe, 12) != 1 || u32(cqe, 28) != a.qpn {
 		t.Fatalf("CQE wr_id 0x%x status %d opcode %d qp 0x%x; want 0x77, 0 (success), 1 (RDMA_WRITE), 0x%x", got, u32(cqe, 8), u32(cqe, 12), u32(cqe, 28), a.qpn)
@@ -313,20 +311,73 @@ func TestRCWriteThroughTheRings(t *testing.T) {
 	}
 }
 
+// postWrite posts a signalled 9-byte RDMA WRITE from byte 100 of the program's MR to byte 4000
+// of the peer's, in the send queue's next slot, and rings the doorbell.
+func (a *rcEnd) postWrite(rkey uint32, id uint64) {
+	logElem := u32(a.sq, 0)
+	prod := u32(a.sq, 128)
+	wqe := a.sq[384+int(prod)<<logElem : 384+int(prod+1)<<logElem]
+	binary.LittleEndian.PutUint64(wqe[0:], id) // wr_id
+	binary.LittleEndian.PutUint32(wqe[12:], 0) // IBV_WR_RDMA_WRITE
+	binary.LittleEndian.PutUint32(wqe[16:], 2) // IBV_SEND_SIGNALED
+	binary.LittleEndian.PutUint64(wqe[24:], 0x10000+4000)
+	binary.LittleEndian.PutUint32(wqe[32:], rkey)
+	binary.LittleEndian.PutUint32(wqe[184:], 9) // dma.length
+	binary.LittleEndian.PutUint32(wqe[196:], 1) // dma.num_sge
+	binary.LittleEndian.PutUint64(wqe[208:], 0x10000+100)
+	binary.LittleEndian.PutUint32(wqe[216:], 9)
+	binary.LittleEndian.PutUint32(wqe[220:], a.mrKey)
+	binary.LittleEndian.PutUint32(a.sq[128:], prod+1) // producer
+	a.p.run(legacy(uverbs.CmdPostSend, words(uint64(respAddr), a.qph, uint32(0), uint32(0), uint32(128)), 4), nil)
+}
+
+// TestDestroyCQCountsTheEventsRead: DESTROY_CQ answers the completion events the program read,
+// and takes back the one it did not, which the program then never reads (the kernel drops a
+// destroyed CQ's events: libibverbs waits for exactly that many acknowledgements, and an
+// event read after would hand the program a freed CQ).
+func TestDestroyCQCountsTheEventsRead(t *testing.T) {
+	d := testDevice(t)
+	var ch *os.File
+	a, b := newRCEndOn(t, d, &ch), newRCEnd(t, d)
+	a.connect(b.qpn)
+	b.connect(a.qpn)
+	notify := func() { a.p.run(legacy(uverbs.CmdReqNotifyCQ, words(a.cqh, uint32(0)), 0), nil) }
+	notify()
+	a.postWrite(b.mrKey, 1)
+	ev := make([]byte, 16)
+	if n, err := ch.Read(ev); err != nil || n != 8 || binary.LittleEndian.Uint64(ev) != 0xcafe {
+		t.Fatalf("completion event: %d bytes %x (%v); want 8 naming the CQ's user_handle 0xcafe", n, ev[:max(n, 0)], err)
+	}
+	notify()
+	a.postWrite(b.mrKey, 2)
+	waitFor(t, func() bool { return u32(a.cqr, 128) == 2 })
+	waitFor(t, func() bool { n, _ := unix.IoctlGetInt(int(ch.Fd()), unix.SIOCINQ); return n > 0 })
+	// The QP goes first (DESTROY_CQ of a CQ in use is EBUSY).
+	a.p.refused("DESTROY_CQ of a CQ a QP uses", legacy(uverbs.CmdDestroyCQ, words(uint64(respAddr), a.cqh, uint32(0)), 8), syscall.EBUSY)
+	a.p.run(legacy(uverbs.CmdDestroyQP, words(uint64(respAddr), a.qph, uint32(0)), 4), nil)
+	resp, _ := a.p.run(legacy(uverbs.CmdDestroyCQ, words(uint64(respAddr), a.cqh, uint32(0)), 8), nil)
+	if u32(resp, 0) != 1 || u32(resp, 4) != 0 {
+		t.Fatalf("DESTROY_CQ reported %d completion and %d async events, want 1 (the one read) and 0", u32(resp, 0), u32(resp, 4))
+	}
+	if n, _ := unix.IoctlGetInt(int(ch.Fd()), unix.SIOCINQ); n != 0 {
+		t.Fatalf("%d bytes of events left on the channel after DESTROY_CQ, want none", n)
+	}
+}
+
+// waitFor waits for cond, for ten seconds at most.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal("gave up waiting")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
 // waitCQE waits for the CQ ring's first completion and returns it.
 func waitCQE(t *testing.T, cq []byte) []byte {
 	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		for atomic.LoadUint32((*uint32)(unsafe.Pointer(&cq[128]))) == 0 {
-			unix.Nanosleep(&unix.Timespec{Nsec: 100000}, nil)
-		}
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no completion in the CQ ring")
-	}
+	waitFor(t, func() bool { return atomic.LoadUint32((*uint32)(unsafe.Pointer(&cq[128]))) != 0 })
 	return cq[384 : 384+48]
 }

@@ -117,6 +117,7 @@ func (c *Context) newCQ(r *request, handle uint64, cqe, vector uint32, chfd int3
 	}
 	q.emu = ecq
 	ecq.OnCompletion(q.completed)
+	c.dev.own(c, ownCQ, ecq.Num(), handle)
 	h := c.handle()
 	c.cqs[h] = q
 	putU32(r.resp, h)
@@ -158,8 +159,8 @@ func (c *Context) resizeCQ(r *request) error {
 	return nil
 }
 
-// DESTROY_CQ: cq_handle (8). The answer counts the events sent, which libibverbs waits for the
-// program to acknowledge.
+// DESTROY_CQ: cq_handle (8). The answer counts the completion and async events the program
+// read, which libibverbs waits for it to acknowledge; those it did not read are withdrawn.
 func (c *Context) destroyCQ(r *request) error {
 	q, err := find(c.cqs, r.u32(8), "CQ")
 	if err != nil {
@@ -172,7 +173,13 @@ func (c *Context) destroyCQ(r *request) error {
 		return err
 	}
 	delete(c.cqs, r.u32(8))
-	putU32(r.resp, uint32(q.events()))
+	c.dev.disown(ownCQ, q.emu.Num())
+	comp := q.events()
+	if q.ch != nil {
+		comp -= uint64(q.ch.withdraw(func(ev []byte) bool { return getU64(ev) == q.handle }))
+	}
+	putU32(r.resp, uint32(comp))
+	putU32(r.resp[4:], c.asyncReported(q.handle))
 	return nil
 }
 

@@ -136,6 +136,7 @@ func (c *Context) newQP(r *request, a qpCreate, respOff int) error {
 		q.rqWQE = make([]byte, min(1<<q.rq.logElem, abi.RecvSGEs+abi.SGESize*q.maxRecvSGE))
 		q.emu.SetRecvSource(q.fetchRecv)
 	}
+	c.dev.own(c, ownQP, q.emu.Num(), q.handle)
 	h := c.handle()
 	c.qps[h] = q
 	p.uses++
@@ -287,7 +288,7 @@ func (q *qp) destroy() {
 	q.posting.Unlock()
 }
 
-// DESTROY_QP: qp_handle (8). The answer counts the QP's async events.
+// DESTROY_QP: qp_handle (8). The answer counts the QP's async events the program read.
 func (c *Context) destroyQP(r *request) error {
 	q, err := find(c.qps, r.u32(8), "QP")
 	if err != nil {
@@ -295,6 +296,8 @@ func (c *Context) destroyQP(r *request) error {
 	}
 	q.destroy()
 	delete(c.qps, r.u32(8))
+	c.dev.disown(ownQP, q.emu.Num())
+	putU32(r.resp, c.asyncReported(q.handle))
 	q.pd.uses--
 	q.scq.uses--
 	q.rcq.uses--

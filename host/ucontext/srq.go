@@ -47,7 +47,8 @@ func (s *srq) fetch(limit int) []engine.RecvWR {
 	}
 	s.mu.Unlock()
 	if fire {
-		s.c.asyncEvent(s.handle, uint32(engine.AsyncSRQLimitReached))
+		// The engine is locked here: the event goes out from the device's clock, after.
+		s.c.dev.Engine.Clock().Post(0, func() { s.c.asyncEvent(s.handle, uint32(engine.AsyncSRQLimitReached)) })
 	}
 	return []engine.RecvWR{wr}
 }
@@ -79,6 +80,7 @@ func (c *Context) createSRQ(r *request) error {
 	s := &srq{c: c, emu: e, handle: r.u64(8), pd: p, maxSGE: int(maxSGE), r: ring, limit: limit,
 		wqe: make([]byte, min(1<<ring.logElem, abi.RecvSGEs+abi.SGESize*int(maxSGE)))}
 	e.SetRecvSource(s.fetch)
+	c.dev.own(c, ownSRQ, e.Num(), s.handle)
 	h := c.handle()
 	c.srqs[h] = s
 	p.uses++
@@ -140,6 +142,8 @@ func (c *Context) destroySRQ(r *request) error {
 	s.destroy()
 	s.pd.uses--
 	delete(c.srqs, r.u32(8))
+	c.dev.disown(ownSRQ, s.emu.Num())
+	putU32(r.resp, c.asyncReported(s.handle))
 	return nil
 }
 
@@ -149,16 +153,4 @@ func (s *srq) destroy() {
 	s.gone = true
 	s.r.unmap()
 	s.mu.Unlock()
-}
-
-// asyncEvent sends an event about an object (its user_handle) on the async event file.
-func (c *Context) asyncEvent(element uint64, typ uint32) {
-	ch := c.async.Load()
-	if ch == nil {
-		return
-	}
-	var ev [asyncEventSize]byte
-	putU64(ev[:], element)
-	putU32(ev[8:], typ)
-	ch.send(ev[:])
 }
