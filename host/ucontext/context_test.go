@@ -282,7 +282,7 @@ func (e *rcEnd) connect(peer uint32) {
 	mod(1|1<<7|1<<8|1<<12|1<<15|1<<17|1<<20, func(b []byte) {
 		g := loopGID.As16()
 		copy(b[mqDest:], g[:])
-		b[mqDest+24], b[mqDest+25], b[mqDest+31] = 3, 64, 1
+		b[mqDest+24], b[mqDest+25], b[mqDest+30], b[mqDest+31] = 3, 64, 1, 1
 		b[mqState], b[mqPathMTU], b[mqMaxDestRd], b[mqMinRNR] = 2, 3, 1, 12
 		binary.LittleEndian.PutUint32(b[mqDestQPN:], peer)
 	})

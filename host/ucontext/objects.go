@@ -176,11 +176,11 @@ func (c *Context) mrByLKey(lkey uint32) *mr {
 // ahAttr reads struct ib_uverbs_ah_attr (32 bytes) at b.
 func ahAttr(b []byte) (engine.AHAttr, uint8, error) {
 	attr := engine.AHAttr{DGID: netip.AddrFrom16([16]byte(b[0:16])).Unmap(),
-		FlowLabel: uint32(b[16]) | uint32(b[17])<<8 | uint32(b[18])<<16 | uint32(b[19])<<24,
+		FlowLabel: (uint32(b[16]) | uint32(b[17])<<8 | uint32(b[18])<<16 | uint32(b[19])<<24) & flowLabelMask,
 		HopLimit:  b[21], TrafficClass: b[22]}
 	sgid, port := b[20], b[30]
-	if attr.FlowLabel > 0xfffff {
-		return attr, sgid, errf(syscall.EINVAL, "flow label 0x%x", attr.FlowLabel)
+	if b[29] == 0 {
+		return attr, sgid, errf(syscall.EINVAL, "an address without a GRH: RoCE needs one")
 	}
 	if port != 1 {
 		return attr, sgid, errf(syscall.EINVAL, "port %d", port)

@@ -97,10 +97,7 @@ func (q *qp) address(e abi.SendWQE, wr *engine.SendWR) error {
 		wr.AH = a.ah
 	} else {
 		av := e.AV()
-		attr = engine.AHAttr{DGID: addrOf(av.DGID()), FlowLabel: av.FlowLabel(), HopLimit: av.HopLimit(), TrafficClass: av.TrafficClass()}
-		if attr.FlowLabel > 0xfffff {
-			return fmt.Errorf("flow label 0x%x is wider than 20 bits: %w", attr.FlowLabel, syscall.EINVAL)
-		}
+		attr = engine.AHAttr{DGID: addrOf(av.DGID()), FlowLabel: av.FlowLabel() & flowLabelMask, HopLimit: av.HopLimit(), TrafficClass: av.TrafficClass()}
 		ah, err := q.pd.pd.CreateAH(attr)
 		if err != nil {
 			return err

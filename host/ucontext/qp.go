@@ -93,7 +93,7 @@ func (c *Context) checkQP(a qpCreate) (*pd, *cq, *cq, *srq, error) {
 		}
 	}
 	switch {
-	case a.sendWR == 0 || int(a.sendWR) > l.MaxQPWR || s == nil && (a.recvWR == 0 || int(a.recvWR) > l.MaxQPWR):
+	case int(a.sendWR) > l.MaxQPWR || s == nil && int(a.recvWR) > l.MaxQPWR:
 		return nil, nil, nil, nil, errf(syscall.EINVAL, "%d send and %d receive WRs (at most %d)", a.sendWR, a.recvWR, l.MaxQPWR)
 	case int(a.sendSGE) > l.MaxSGE || int(a.recvSGE) > l.MaxSGE:
 		return nil, nil, nil, nil, errf(syscall.EINVAL, "%d send and %d receive SGEs (at most %d)", a.sendSGE, a.recvSGE, l.MaxSGE)

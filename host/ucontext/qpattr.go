@@ -35,10 +35,14 @@ const (
 	mqRNRRetry    = 107
 )
 
+// flowLabelMask keeps a flow label's 20 bits: the kernel takes a wider one (UCX passes
+// 0xffffffff) and the IPv6 header keeps these.
+const flowLabelMask = 0xfffff
+
 // dest is struct ib_uverbs_qp_dest: dgid (0), flow_label (16), sgid_index (24), hop_limit (25),
 // traffic_class (26), port_num (31).
 func dest(b []byte) engine.AHAttr {
-	return engine.AHAttr{DGID: addrOf(b[0:16]), FlowLabel: binary.LittleEndian.Uint32(b[16:]), HopLimit: b[25], TrafficClass: b[26]}
+	return engine.AHAttr{DGID: addrOf(b[0:16]), FlowLabel: binary.LittleEndian.Uint32(b[16:]) & flowLabelMask, HopLimit: b[25], TrafficClass: b[26]}
 }
 
 func addrOf(b []byte) netip.Addr { return netip.AddrFrom16([16]byte(b)).Unmap() }
@@ -68,10 +72,10 @@ func (c *Context) modifyQP(r *request) error {
 		return errf(syscall.EINVAL, "port %d (the device has port 1)", attr.Port)
 	case m&engine.AttrPKeyIndex != 0 && attr.PKeyIndex != 0:
 		return errf(syscall.EINVAL, "P_Key index %d (the table has one entry)", attr.PKeyIndex)
+	case m&engine.AttrAV != 0 && b[mqDest+30] == 0:
+		return errf(syscall.EINVAL, "an address without a GRH: RoCE needs one")
 	case m&engine.AttrAV != 0 && int(b[mqDest+24]) >= len(c.dev.GIDs):
 		return errf(syscall.EINVAL, "GID index %d of %d", b[mqDest+24], len(c.dev.GIDs))
-	case m&engine.AttrAV != 0 && attr.AH.FlowLabel > 0xfffff:
-		return errf(syscall.EINVAL, "flow label 0x%x is wider than 20 bits", attr.AH.FlowLabel)
 	}
 	if err := q.emu.Modify(attr, m); err != nil {
 		return err
