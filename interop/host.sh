@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Host programs on softirdma, unchanged: rdma-core's and perftest's tools, as Debian ships them,
+# Host programs on softirdma, unchanged: rdma-core's, librdmacm's and perftest's tools, qperf,
+# UCX's and libfabric's perf tools, as Debian ships them,
 # between two programs under `softirdma run`, as an unprivileged user this script creates, on a
 # machine with no RDMA module and no /dev/infiniband. Each tool runs as server and as client;
 # PASS lines host_<tool>_<server|client>. Installs the tools from the Debian mirror when missing
@@ -8,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . interop/guestlib.sh
 missing=()
-for t in ibv_rc_pingpong:ibverbs-utils ib_write_bw:perftest rping:rdmacm-utils; do
+for t in ibv_rc_pingpong:ibverbs-utils ib_write_bw:perftest rping:rdmacm-utils qperf:qperf ucx_perftest:ucx-utils fi_pingpong:libfabric-bin; do
   command -v "${t%%:*}" > /dev/null || missing+=("${t#*:}")
 done
 [ -e /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so ] || [ -e /usr/lib/aarch64-linux-gnu/libibverbs/librxe-rdmav34.so ] || missing+=(ibverbs-providers)
@@ -36,34 +37,71 @@ trap host_cleanup EXIT
 listening() {
   awk -v p="$(printf ':%04X$' "$1")" '$2 ~ p && $4 == "0A" { f = 1 } END { exit !f }' /proc/net/tcp /proc/net/tcp6
 }
-# pair NAME PORT ARGS...: ARGS as server, then as client of 127.0.0.1, each under softirdma run;
-# the verdicts on each end's exit status and on the client's output naming the transfer.
+LOG=/tmp/softirdma-$(id -u "$U")/log
+# cm_listens PORT: how many rdma_cm listeners on PORT softirdma's log has seen.
+cm_listens() { grep -c "rdma_cm listening.* port=$1\b" "$LOG" 2> /dev/null || true; }
+cm_listening() { [ "$(cm_listens "$1")" -gt "$2" ]; }
+# ready SPEC PID SEEN: the server is ready: tcp:PORT listens, or cm:PORT has a new rdma_cm
+# listener (SEEN is how many there were before it started).
+ready() {
+  case $1 in
+    tcp:*) wait_until 60 "$2" listening "${1#tcp:}" ;;
+    cm:*) wait_until 60 "$2" cm_listening "${1#cm:}" "$3" ;;
+  esac
+}
+# pair NAME READY SERVER_ARGS... -- CLIENT_ARGS...: the server under softirdma run, then, once
+# it is READY (tcp:PORT or cm:PORT), the client; the verdicts on each end's exit status.
 pair() {
-  local name=$1 port=$2 spid src=0 crc=0
+  local name=$1 spec=$2 spid src=0 crc=0 sargs=() seen
   shift 2
-  as_user "$BIN/softirdma" run -- timeout 120 "$@" > "$OUT/$name.server" 2>&1 &
+  while [ "$1" != -- ]; do sargs+=("$1"); shift; done
+  shift
+  seen=$(cm_listens "${spec#*:}")
+  as_user "$BIN/softirdma" run -- timeout 120 "${sargs[@]}" > "$OUT/$name.server" 2>&1 &
   spid=$!
   pids+=("$spid")
-  wait_until 60 "$spid" listening "$port" || true
-  as_user "$BIN/softirdma" run -- timeout 120 "$@" 127.0.0.1 > "$OUT/$name.client" 2>&1 || crc=$?
+  ready "$spec" "$spid" "$seen" || true
+  as_user "$BIN/softirdma" run -- timeout 120 "$@" > "$OUT/$name.client" 2>&1 || crc=$?
   wait "$spid" || src=$?
   why="exit $src" verdict "host_${name}_server" ended "$src" "$OUT/$name.server"
   why="exit $crc" verdict "host_${name}_client" ended "$crc" "$OUT/$name.client"
 }
+# same NAME READY ARGS...: pair with the client's arguments the server's and 127.0.0.1.
+same() { local n=$1 r=$2; shift 2; pair "$n" "$r" "$@" -- "$@" 127.0.0.1; }
 # ended STATUS LOG: the end exited 0 (else its log's last lines).
 ended() {
   [ "$1" = 0 ] && return
   tail -5 "$2" | sed 's/^/  /'
   return 1
 }
-pair rc_pingpong 18515 ibv_rc_pingpong -g 1 -n 200 -c
-pair uc_pingpong 18515 ibv_uc_pingpong -g 1 -n 200 -c
-pair ud_pingpong 18515 ibv_ud_pingpong -g 1 -n 200 -c
-pair srq_pingpong 18515 ibv_srq_pingpong -g 1 -n 200 -c
-pair write_bw 18515 ib_write_bw -x 1 -n 500
-pair read_bw 18515 ib_read_bw -x 1 -n 500
-pair send_bw 18515 ib_send_bw -x 1 -n 500
-pair atomic_bw 18515 ib_atomic_bw -x 1 -n 500
-pair send_bw_UD 18515 ib_send_bw -x 1 -c UD -n 500
+# The daemon first, so that its log is there to wait on.
+as_user "$BIN/softirdma" run -- true
+same rc_pingpong tcp:18515 ibv_rc_pingpong -g 1 -n 200 -c
+same uc_pingpong tcp:18515 ibv_uc_pingpong -g 1 -n 200 -c
+same ud_pingpong tcp:18515 ibv_ud_pingpong -g 1 -n 200 -c
+same srq_pingpong tcp:18515 ibv_srq_pingpong -g 1 -n 200 -c
+same write_bw tcp:18515 ib_write_bw -x 1 -n 500
+same read_bw tcp:18515 ib_read_bw -x 1 -n 500
+same send_bw tcp:18515 ib_send_bw -x 1 -n 500
+same atomic_bw tcp:18515 ib_atomic_bw -x 1 -n 500
+same send_bw_UD tcp:18515 ib_send_bw -x 1 -c UD -n 500
+same write_bw_R cm:18515 ib_write_bw -R -x 1 -n 500
+pair rping cm:7174 rping -s -a 127.0.0.1 -C 20 -V -- rping -c -a 127.0.0.1 -C 20 -V
+pair ucmatose cm:7471 ucmatose -c 4 -C 20 -- ucmatose -s 127.0.0.1 -c 4 -C 20
+pair udaddy cm:7174 udaddy -C 20 -- udaddy -s 127.0.0.1 -C 20
+# qperf's server serves until stopped: the verdicts are the client's, one per test.
+as_user "$BIN/softirdma" run -- qperf -lp 19765 > "$OUT/qperf.server" 2>&1 &
+qpid=$!
+pids+=("$qpid")
+wait_until 60 "$qpid" listening 19765 || true
+for t in rc_bw rc_lat rc_rdma_write_bw rc_rdma_read_lat; do
+  st=0
+  as_user "$BIN/softirdma" run -- timeout 60 qperf 127.0.0.1 -lp 19765 -cm1 -t 2 "$t" > "$OUT/qperf.$t" 2>&1 || st=$?
+  why="exit $st" verdict "host_qperf_$t" has_lines "$OUT/qperf.$t" '(bw|latency) +='
+  grep -hE '(bw|latency) +=' "$OUT/qperf.$t" | sed "s/^ */  qperf $t: /"
+done
+pkill -TERM -u "$U" -x qperf 2> /dev/null || true
+pair ucx_rc_verbs tcp:13337 ucx_perftest -p 13337 -d rxe0:1 -x rc_verbs -- ucx_perftest 127.0.0.1 -p 13337 -d rxe0:1 -x rc_verbs -t put_bw -D zcopy -s 65536 -n 2000
+pair libfabric_rxd tcp:47592 fi_pingpong -p 'verbs;ofi_rxd' -e rdm -I 100 -- fi_pingpong -p 'verbs;ofi_rxd' -e rdm -I 100 127.0.0.1
 grep -h 'BW average' -A1 "$OUT/write_bw.client" | tail -1 | sed 's/^/  ib_write_bw 64 KiB: /'
 finish "interop host"

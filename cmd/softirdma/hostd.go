@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"github.com/softirdma/softirdma/emu/engine"
+	"github.com/softirdma/softirdma/emu/rdmacm"
 	"github.com/softirdma/softirdma/emu/realtime"
 	"github.com/softirdma/softirdma/fabric"
 	"github.com/softirdma/softirdma/host/daemon"
 	"github.com/softirdma/softirdma/host/nldev"
 	"github.com/softirdma/softirdma/host/sysfs"
+	"github.com/softirdma/softirdma/host/ucma"
 	"github.com/softirdma/softirdma/host/ucontext"
 )
 
@@ -36,6 +38,7 @@ type hostDevice struct {
 	fab  *fabric.Fabric
 	host *realtime.Host
 	dev  *ucontext.Device
+	cm   *ucma.Server
 	tree sysfs.Tree
 	nl   *nldev.Table
 }
@@ -73,6 +76,15 @@ func newHostDevice(log *slog.Logger) (*hostDevice, error) {
 	}
 	d := &hostDevice{fab: fab, host: host,
 		dev: &ucontext.Device{Engine: host.Device(), NodeGUID: guid, GIDs: table, Log: log}}
+	d.cm = ucma.NewServer(&ucma.Device{Verbs: d.dev, Index: 1, NodeGUID: guid, Log: log,
+		Owns: func(a netip.Addr) bool { return a.IsLoopback() || a == netip.MustParseAddr("fe80::200:ff:fe00:0") }})
+	mgr, err := rdmacm.New(host.Device(), rdmacm.Config{Events: d.cm.Event, Logger: log})
+	if err != nil {
+		host.Close()
+		fab.Close()
+		return nil, err
+	}
+	d.cm.SetManager(mgr)
 	d.tree = sysfs.Build([]sysfs.Device{{Name: "rxe0", NodeGUID: guid, Uverbs: "uverbs0", UverbsDev: "231:192",
 		Ports: []sysfs.Port{{Active: true, Netdev: "lo", GIDs: gids}}}})
 	d.nl = &nldev.Table{Devices: []nldev.Device{{Index: 1, Name: "rxe0", NodeGUID: guid, SysImageGUID: guid,
@@ -110,7 +122,11 @@ func runHostd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "softirdma hostd: -idle must not be negative")
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	level := slog.LevelInfo
+	if os.Getenv("SOFTIRDMA_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if err := serveHost(*dir, *idle, log); err != nil {
 		fmt.Fprintf(stderr, "softirdma hostd: %v\n", err)
 		return 1
@@ -136,7 +152,7 @@ func serveHost(dir string, idle time.Duration, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	timer := idleTimer(idle, stop)
-	dm, err := daemon.Listen(daemon.Config{Socket: sock, Devices: []*ucontext.Device{d.dev}, Netlink: d.nl, Log: log,
+	dm, err := daemon.Listen(daemon.Config{Socket: sock, Devices: []*ucontext.Device{d.dev}, Netlink: d.nl, RdmaCM: d.cm, Log: log,
 		OnIdle: timer})
 	if err != nil {
 		return err

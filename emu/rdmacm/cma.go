@@ -20,9 +20,12 @@ const (
 	Unreachable                         // the peer never answered: retries exhausted
 	Disconnected                        // a DREQ was sent or received; the QP is in ERR
 	TimewaitExit                        // the connection's time wait ended; its QP may be reused
+	// ConnectResponse is the REP of a connection whose consumer moves its QP (ConnectUser):
+	// move it to RTR and RTS (QPAttr), then Establish sends the RTU.
+	ConnectResponse
 )
 
-var eventNames = [...]string{"", "CONNECT_REQUEST", "ESTABLISHED", "REJECTED", "UNREACHABLE", "DISCONNECTED", "TIMEWAIT_EXIT"}
+var eventNames = [...]string{"", "CONNECT_REQUEST", "ESTABLISHED", "REJECTED", "UNREACHABLE", "DISCONNECTED", "TIMEWAIT_EXIT", "CONNECT_RESPONSE"}
 
 func (t EventType) String() string { return names.In(eventNames[:], t, "event %d") }
 
@@ -37,6 +40,8 @@ type Event struct {
 	Reason cm.RejectReason
 	// UD is where a UD service's QP is, with Established on the side that asked (SIDR).
 	UD UDParam
+	// Listener is the listener a ConnectRequest came to.
+	Listener *ID
 	// Status is the SIDR_REP's status of an Unreachable UD request it refused.
 	Status cm.SIDRStatus
 }
@@ -89,6 +94,14 @@ type ID struct {
 	sidr cm.SIDRREQ
 	// destroyed is an ID its consumer destroyed: no event of its is delivered any more.
 	destroyed bool
+	// userMoves is a connection whose consumer moves its QP itself, as a program's QP under the
+	// kernel's rdma_cm: the manager says where to (QPAttr) and never modifies it.
+	userMoves bool
+	hdr       cm.Header // rdma_cm's header of a request that came in: the peer's port and addresses
+	rep       cm.REP    // the REP of an active connection
+	path      rcPath    // the path the REQ and REP settled, once they have
+	hasPath   bool
+	rtuSent   bool
 }
 
 // State is the connection's state, for tests and tracing.
@@ -130,11 +143,30 @@ func (m *Manager) listen(ps cm.PortSpace, port uint16) (*ID, error) {
 // Connect asks the listener at dst and port for a connection for qp, an RC QP in RESET or INIT
 // (rdma_connect): it goes to INIT now, and to RTR and RTS when the REP comes.
 func (m *Manager) Connect(qp *engine.QP, dst netip.Addr, port uint16, p ConnParam) (*ID, error) {
+	return m.connect(qp, dst, port, p, false)
+}
+
+// ConnectUser is Connect for a QP its consumer moves itself, as rdma_cm leaves a program's QP
+// to librdmacm: the REQ goes out and the QP is not touched; the REP is a ConnectResponse event,
+// after which the consumer moves the QP to RTR and RTS (QPAttr) and Establish sends the RTU.
+func (m *Manager) ConnectUser(qp *engine.QP, dst netip.Addr, port uint16, p ConnParam) (*ID, error) {
+	if qp.Type() != engine.QPTypeRC {
+		return nil, fmt.Errorf("rdmacm: connect of a %s QP: %w", qp.Type(), syscall.EINVAL)
+	}
+	return m.connect(qp, dst, port, p, true)
+}
+
+func (m *Manager) connect(qp *engine.QP, dst netip.Addr, port uint16, p ConnParam, user bool) (*ID, error) {
 	if err := fits(p.Private, "REQ", cm.REQPrivateLen-cm.HeaderLen); err != nil {
 		return nil, err
 	}
 	p = withDefaults(p)
-	return m.dial(qp, dst, p, func() error { return toInit(qp, p) }, func(id *ID, hdr cm.Header) (uint16, []byte, error) {
+	ready := func() error { return toInit(qp, p) }
+	if user {
+		ready = func() error { return nil }
+	}
+	return m.dial(qp, dst, p, ready, func(id *ID, hdr cm.Header) (uint16, []byte, error) {
+		id.userMoves = user
 		q := cm.REQ{LocalCommID: id.local, ServiceID: cm.ServiceID(cm.PSTCP, port), LocalCAGUID: m.guid(), LocalQPN: qp.Num(),
 			ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth, RemoteCMResponseTimeout: m.cfg.ResponseTimeout,
 			StartingPSN: id.psn, LocalCMResponseTimeout: m.cfg.ResponseTimeout, RetryCount: p.RetryCount, PKey: 0xffff,
@@ -209,7 +241,13 @@ var testHookAccept func()
 
 // Accept accepts a ConnectRequest with qp, an RC QP in RESET or INIT (rdma_accept): the QP goes
 // to RTR and RTS on the REQ's terms, and the REP goes out.
-func (id *ID) Accept(qp *engine.QP, p ConnParam) error {
+func (id *ID) Accept(qp *engine.QP, p ConnParam) error { return id.accept(qp, p, false) }
+
+// AcceptUser is Accept for a QP its consumer has moved to RTR and RTS itself (QPAttr says how):
+// the REP goes out, and the RTU is an Established event.
+func (id *ID) AcceptUser(qp *engine.QP, p ConnParam) error { return id.accept(qp, p, true) }
+
+func (id *ID) accept(qp *engine.QP, p ConnParam, user bool) error {
 	m := id.m
 	if err := fits(p.Private, "REP", cm.REPPrivateLen); err != nil {
 		return err
@@ -227,8 +265,10 @@ func (id *ID) Accept(qp *engine.QP, p ConnParam) error {
 	case !st.owesAnswer():
 		return fmt.Errorf("rdmacm: accept in %s: %w", st, syscall.EINVAL)
 	}
-	if err := id.readyAccepted(qp, p, q); err != nil {
-		return fmt.Errorf("rdmacm: accept: %w", err)
+	if !user {
+		if err := id.readyAccepted(qp, p, q); err != nil {
+			return fmt.Errorf("rdmacm: accept: %w", err)
+		}
 	}
 	if testHookAccept != nil {
 		testHookAccept()
@@ -239,12 +279,18 @@ func (id *ID) Accept(qp *engine.QP, p ConnParam) error {
 		st := id.state
 		m.mu.Unlock()
 		err := fmt.Errorf("rdmacm: accept: the request ended (%s) before the answer: %w", st, syscall.ECONNABORTED)
+		if user {
+			return err
+		}
 		if qerr := qp.Modify(engine.QPAttr{State: engine.QPSErr}, engine.AttrState); qerr != nil {
 			err = fmt.Errorf("%w; its QP %#x did not go to ERR: %w", err, qp.Num(), qerr)
 		}
 		return err
 	}
-	id.qp, id.param = qp, p
+	id.qp, id.param, id.userMoves = qp, p, user
+	if user {
+		id.path, id.hasPath = id.acceptPath(p, q), true
+	}
 	rep := cm.REP{LocalCommID: id.local, RemoteCommID: id.remote, LocalQPN: qp.Num(), StartingPSN: id.psn,
 		ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth, TargetACKDelay: 15,
 		RNRRetryCount: p.RNRRetryCount, LocalCAGUID: m.guid()}
@@ -263,17 +309,21 @@ func (id *ID) Accept(qp *engine.QP, p ConnParam) error {
 
 // readyAccepted takes the QP that accepts q through INIT, RTR and RTS on the REQ's terms.
 func (id *ID) readyAccepted(qp *engine.QP, p ConnParam, q cm.REQ) error {
+	if err := toInit(qp, p); err != nil {
+		return err
+	}
+	return id.acceptPath(p, q).connect(qp)
+}
+
+// acceptPath is the path of a connection accepted on q's terms and p's.
+func (id *ID) acceptPath(p ConnParam, q cm.REQ) rcPath {
 	mtu := engine.MTU(q.PathMTU)
 	if mtu.Bytes() == 0 {
 		mtu = engine.MTU1024
 	}
-	if err := toInit(qp, p); err != nil {
-		return err
-	}
-	path := rcPath{peer: id.peer, mtu: min(mtu, p.MTU), destQPN: q.LocalQPN, rqPSN: id.psn, sqPSN: q.StartingPSN,
+	return rcPath{peer: id.peer, mtu: min(mtu, p.MTU), destQPN: q.LocalQPN, rqPSN: id.psn, sqPSN: q.StartingPSN,
 		maxDestRdAtomic: min(p.ResponderResources, q.InitiatorDepth), maxRdAtomic: min(p.InitiatorDepth, q.ResponderResources),
 		timeout: q.Primary.LocalACKTimeout, retry: q.RetryCount, rnrRetry: q.RNRRetryCount}
-	return path.connect(qp)
 }
 
 // Reject refuses a ConnectRequest with private data (rdma_reject): REJ, consumer defined.
@@ -314,7 +364,9 @@ func (id *ID) Disconnect() error {
 	case st != stEstablished:
 		return fmt.Errorf("rdmacm: disconnect in %s: %w", st, syscall.EINVAL)
 	}
-	m.qpToError(id.qp)
+	if !id.userMoves {
+		m.qpToError(id.qp)
+	}
 	m.mu.Lock()
 	if id.state != stEstablished {
 		// Ended meanwhile, by the peer's DREQ: nothing is left to say.
@@ -353,4 +405,80 @@ func (id *ID) Destroy() error {
 	m.mu.Unlock()
 	m.deliver()
 	return nil
+}
+
+// Establish sends the RTU of a connection its consumer moved to RTS after its ConnectResponse
+// (rdma_accept with no parameters on the active side, as librdmacm finishes a connection).
+func (id *ID) Establish() error {
+	m := id.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.closed:
+		return ErrClosed
+	case !id.userMoves || id.state != stEstablished || id.rtuSent || !id.hasPath:
+		return fmt.Errorf("rdmacm: establish in %s: %w", id.state, syscall.EINVAL)
+	}
+	id.rtuSent = true
+	m.sendRTU(id)
+	return nil
+}
+
+// QPAttr is where the consumer of a connection it moves itself takes its QP next (rdma_init_qp_attr,
+// as ib_cm's cm_init_qp_*_attr answer it): INIT with the access rdma_cm grants, RTR and RTS on
+// the path the REQ and REP settled. A passive side asks before it accepts: the path is then the
+// REQ's, with the READs the peer asked for.
+func (id *ID) QPAttr(state engine.QPState) (engine.QPAttr, engine.AttrMask, error) {
+	m := id.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if id.ps == cm.PSUDP {
+		if state != engine.QPSInit {
+			return engine.QPAttr{}, 0, fmt.Errorf("rdmacm: a UD QP's %s is its own: %w", state, syscall.EINVAL)
+		}
+		return engine.QPAttr{State: engine.QPSInit, Port: 1, QKey: UDPQKey},
+			engine.AttrState | engine.AttrPKeyIndex | engine.AttrPort | engine.AttrQKey, nil
+	}
+	path, ok := id.path, id.hasPath
+	if !ok && id.state.owesAnswer() {
+		q := id.req
+		path, ok = id.acceptPath(withDefaults(ConnParam{ResponderResources: q.InitiatorDepth, InitiatorDepth: q.ResponderResources, MTU: engine.MTU4096}), q), true
+	}
+	switch state {
+	case engine.QPSInit:
+		access := engine.Access(0)
+		if ok || id.state != stIdle {
+			access = accessFor(ConnParam{ResponderResources: path.maxDestRdAtomic})
+		}
+		return engine.QPAttr{State: engine.QPSInit, Port: 1, AccessFlags: access},
+			engine.AttrState | engine.AttrPKeyIndex | engine.AttrPort | engine.AttrAccessFlags, nil
+	case engine.QPSRTR, engine.QPSRTS:
+		if !ok {
+			return engine.QPAttr{}, 0, fmt.Errorf("rdmacm: %s before the peer answered: %w", state, syscall.EINVAL)
+		}
+		return path.attr(state)
+	}
+	return engine.QPAttr{}, 0, fmt.Errorf("rdmacm: no attributes for %s: %w", state, syscall.EINVAL)
+}
+
+// Port is a listener's port.
+func (id *ID) Port() uint16 { return id.port }
+
+// RequestHeader is rdma_cm's header of the request that made a passive ID: the addresses and
+// the port the peer connects from.
+func (id *ID) RequestHeader() cm.Header { return id.hdr }
+
+// PeerParam is what the peer asked for, as rdma_cm reports it with ConnectRequest and
+// ConnectResponse: its QP and its READs seen from this side (the peer's initiator depth is
+// this side's responder resources), its retry counts, the private data aside.
+func (id *ID) PeerParam() (qpn uint32, p ConnParam) {
+	id.m.mu.Lock()
+	defer id.m.mu.Unlock()
+	if id.hasPath && id.state != stREQRcvd && id.rep.LocalQPN != 0 {
+		r := id.rep
+		return r.LocalQPN, ConnParam{ResponderResources: r.InitiatorDepth, InitiatorDepth: r.ResponderResources, RNRRetryCount: r.RNRRetryCount}
+	}
+	q := id.req
+	return q.LocalQPN, ConnParam{ResponderResources: q.InitiatorDepth, InitiatorDepth: q.ResponderResources,
+		RetryCount: q.RetryCount, RNRRetryCount: q.RNRRetryCount, MTU: engine.MTU(q.PathMTU)}
 }

@@ -41,7 +41,7 @@ func (m *Manager) admit(in received, r incoming, st state, q *cm.REQ) (*ID, *eng
 	}
 	ps, _, ok := cm.SplitServiceID(r.service)
 	listened := ok && m.listeners[r.service] != nil
-	_, herr := cm.ParseHeader(r.private)
+	hdr, herr := cm.ParseHeader(r.private)
 	switch {
 	case !listened:
 		return nil, ah, unserved
@@ -52,10 +52,11 @@ func (m *Manager) admit(in received, r incoming, st state, q *cm.REQ) (*ID, *eng
 		return nil, ah, full
 	}
 	id := m.newConn(nil, in.src, ah, ConnParam{})
-	id.ps, id.remote, id.tid = r.ps, r.remote, in.hdr.TID
+	id.ps, id.remote, id.tid, id.hdr = r.ps, r.remote, in.hdr.TID, hdr
 	m.setState(id, st)
 	m.armFor(id, m.answerWait(q))
-	m.events = append(m.events, Event{Type: ConnectRequest, ID: id, Private: append([]byte(nil), r.private[cm.HeaderLen:]...)})
+	m.events = append(m.events, Event{Type: ConnectRequest, ID: id, Listener: m.listeners[r.service],
+		Private: append([]byte(nil), r.private[cm.HeaderLen:]...)})
 	return id, ah, admitted
 }
 
@@ -110,7 +111,7 @@ func (m *Manager) onREP(_ received, r cm.REP) {
 	switch id.state {
 	case stEstablished:
 		// Our RTU was lost: the peer sent its REP again. Answer it again.
-		if id.remote == r.LocalCommID {
+		if id.remote == r.LocalCommID && (!id.userMoves || id.rtuSent) {
 			m.sendRTU(id)
 		}
 		return
@@ -126,6 +127,11 @@ func (m *Manager) onREP(_ received, r cm.REP) {
 	path := rcPath{peer: id.peer, mtu: engine.MTU(q.PathMTU), destQPN: r.LocalQPN, rqPSN: id.psn, sqPSN: r.StartingPSN,
 		maxDestRdAtomic: min(p.ResponderResources, r.InitiatorDepth), maxRdAtomic: min(p.InitiatorDepth, r.ResponderResources),
 		timeout: q.Primary.LocalACKTimeout, retry: p.RetryCount, rnrRetry: r.RNRRetryCount}
+	id.path, id.hasPath, id.rep = path, true, r
+	if id.userMoves {
+		m.events = append(m.events, Event{Type: ConnectResponse, ID: id, Private: append([]byte(nil), r.Private[:]...)})
+		return
+	}
 	m.after = append(m.after, func() {
 		err := path.connect(qp)
 		m.mu.Lock()

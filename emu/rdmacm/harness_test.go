@@ -24,6 +24,8 @@ type side struct {
 	events []rdmacm.Event
 	// onRequest answers a ConnectRequest (Accept or Reject); nil leaves it waiting.
 	onRequest func(rdmacm.Event)
+	// onResponse answers a ConnectResponse (moves the QP, Establish); nil leaves it waiting.
+	onResponse func(rdmacm.Event)
 }
 
 type net2 struct {
@@ -47,6 +49,9 @@ func newNet(t *testing.T, cfg rdmacm.Config) *net2 {
 			sd.events = append(sd.events, e)
 			if e.Type == rdmacm.ConnectRequest && sd.onRequest != nil {
 				sd.onRequest(e)
+			}
+			if e.Type == rdmacm.ConnectResponse && sd.onResponse != nil {
+				sd.onResponse(e)
 			}
 		}
 		var err error

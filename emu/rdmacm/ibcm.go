@@ -200,7 +200,7 @@ func (m *Manager) fail(id *ID, t EventType) {
 // toError moves the connection's QP to ERR once the lock is released: a flush may run the
 // consumer's completion callbacks, which may call the manager.
 func (m *Manager) toError(id *ID) {
-	if qp := id.qp; qp != nil {
+	if qp := id.qp; qp != nil && !id.userMoves {
 		m.after = append(m.after, func() { m.qpToError(qp) })
 	}
 }

@@ -103,11 +103,22 @@ type rcPath struct {
 
 // connect takes qp, in INIT, to RTR and RTS on the path.
 func (c rcPath) connect(qp *engine.QP) error {
-	return modify(qp, []qpStep{
-		{engine.QPAttr{State: engine.QPSRTR, AH: engine.AHAttr{DGID: c.peer, HopLimit: 64}, PathMTU: c.mtu, DestQPN: c.destQPN, RQPSN: c.rqPSN,
+	return modify(qp, []qpStep{c.step(engine.QPSRTR), c.step(engine.QPSRTS)})
+}
+
+// step is the move to RTR or RTS on the path.
+func (c rcPath) step(state engine.QPState) qpStep {
+	if state == engine.QPSRTR {
+		return qpStep{engine.QPAttr{State: engine.QPSRTR, AH: engine.AHAttr{DGID: c.peer, HopLimit: 64}, PathMTU: c.mtu, DestQPN: c.destQPN, RQPSN: c.rqPSN,
 			MaxDestRdAtomic: c.maxDestRdAtomic, MinRNRTimer: engine.DefaultMinRNRTimer},
-			engine.AttrState | engine.AttrAV | engine.AttrPathMTU | engine.AttrDestQPN | engine.AttrRQPSN | engine.AttrMaxDestRdAtomic | engine.AttrMinRNRTimer},
-		{engine.QPAttr{State: engine.QPSRTS, SQPSN: c.sqPSN, Timeout: c.timeout, RetryCnt: c.retry, RNRRetry: c.rnrRetry, MaxRdAtomic: c.maxRdAtomic},
-			engine.AttrState | engine.AttrSQPSN | engine.AttrTimeout | engine.AttrRetryCnt | engine.AttrRNRRetry | engine.AttrMaxQPRdAtomic},
-	})
+			engine.AttrState | engine.AttrAV | engine.AttrPathMTU | engine.AttrDestQPN | engine.AttrRQPSN | engine.AttrMaxDestRdAtomic | engine.AttrMinRNRTimer}
+	}
+	return qpStep{engine.QPAttr{State: engine.QPSRTS, SQPSN: c.sqPSN, Timeout: c.timeout, RetryCnt: c.retry, RNRRetry: c.rnrRetry, MaxRdAtomic: c.maxRdAtomic},
+		engine.AttrState | engine.AttrSQPSN | engine.AttrTimeout | engine.AttrRetryCnt | engine.AttrRNRRetry | engine.AttrMaxQPRdAtomic}
+}
+
+// attr is step as QPAttr answers it.
+func (c rcPath) attr(state engine.QPState) (engine.QPAttr, engine.AttrMask, error) {
+	s := c.step(state)
+	return s.a, s.mask, nil
 }

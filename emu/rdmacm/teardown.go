@@ -24,8 +24,14 @@ func (m *Manager) disconnect(id *ID, wait bool) error {
 	return nil
 }
 
-// remoteQPN is the peer's QP number, as the connection's QP has it.
-func (id *ID) remoteQPN() uint32 { return id.qp.Query().DestQPN }
+// remoteQPN is the peer's QP number, as the connection's QP has it (or, for a QP its consumer
+// moves, as the REQ and REP settled it).
+func (id *ID) remoteQPN() uint32 {
+	if id.hasPath {
+		return id.path.destQPN
+	}
+	return id.qp.Query().DestQPN
+}
 
 func (m *Manager) onDREQ(in received, d cm.Pair) {
 	id := m.conns[d.RemoteCommID]

@@ -32,6 +32,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softirdma/softirdma/host/nldev"
+	"github.com/softirdma/softirdma/host/ucma"
 	"github.com/softirdma/softirdma/host/ucontext"
 )
 
@@ -56,6 +57,7 @@ type Config struct {
 	Socket  string                // the path of the socket to listen on
 	Devices []*ucontext.Device    // uverbsN is Devices[N]
 	Netlink *nldev.Table          // what RDMA netlink answers
+	RdmaCM  *ucma.Server          // rdma_cm; nil: /dev/infiniband/rdma_cm is ENODEV
 	Log     *slog.Logger          // nil: slog's default
 	OnIdle  func(connections int) // called as connections come and go, with how many are open
 }
@@ -193,6 +195,8 @@ func (d *Daemon) serveConn(c *net.UnixConn) {
 		d.serveUverbs(c, p, arg)
 	case KindNetlink:
 		d.serveNetlink(c, arg)
+	case KindRdmaCM:
+		d.serveRdmaCM(c, p)
 	default:
 		_ = hello(c, syscall.ENODEV, nil)
 	}
@@ -240,16 +244,41 @@ func (d *Daemon) serveUverbs(c *net.UnixConn, p peer, index uint32) {
 		return
 	}
 	name := fmt.Sprintf("pid %d", p.pid)
-	uc, file, err := ucontext.New(d.cfg.Devices[index], processMemory{pid: p.pid}, name)
+	uc, file, err := ucontext.New(d.cfg.Devices[index], processMemory{pid: p.pid}, name, p.pid)
 	if err != nil {
 		d.log.Warn("uverbs context", "program", name, "err", err)
 		_ = hello(c, syscall.ENOMEM, nil)
 		return
 	}
 	defer uc.Close()
-	if hello(c, 0, file) != nil {
+	if hello(c, 0, file) != nil { // file is the context's own: it stays open
 		return
 	}
+	d.serveCommands(c, uc.Execute)
+}
+
+func (d *Daemon) serveRdmaCM(c *net.UnixConn, p peer) {
+	if d.cfg.RdmaCM == nil {
+		_ = hello(c, syscall.ENODEV, nil)
+		return
+	}
+	f, file, err := d.cfg.RdmaCM.Open(p.pid)
+	if err != nil {
+		d.log.Warn("rdma_cm file", "pid", p.pid, "err", err)
+		_ = hello(c, syscall.ENOMEM, nil)
+		return
+	}
+	defer f.Close()
+	err = hello(c, 0, file)
+	file.Close()
+	if err != nil {
+		return
+	}
+	d.serveCommands(c, f.Execute)
+}
+
+// serveCommands runs the commands that come on a connection until it ends.
+func (d *Daemon) serveCommands(c *net.UnixConn, execute func([]byte, *os.File) ucontext.Reply) {
 	buf := make([]byte, MaxMessage)
 	oob := make([]byte, unix.CmsgSpace(4*MaxFiles))
 	for {
@@ -262,7 +291,7 @@ func (d *Daemon) serveUverbs(c *net.UnixConn, p peer, index uint32) {
 		if flags&unix.MSG_TRUNC != 0 {
 			reply = ucontext.Reply{Ret: -int32(syscall.EINVAL)}
 		} else {
-			reply = uc.Execute(buf[:n], first(in))
+			reply = execute(buf[:n], first(in))
 		}
 		closeAll(in)
 		err = sendReply(c, reply)

@@ -130,7 +130,7 @@ const char *sird_path(const char *path, char *buf, size_t len);
 int sird_dev_path(const char *path, int *kind, uint32_t *index);
 void sird_fake_cdev(struct stat *st, int kind, uint32_t index);
 
-ssize_t sird_uverbs_write(struct sird_file *f, const void *buf, size_t len);
+ssize_t sird_uverbs_write(struct sird_file *f, int fd, const void *buf, size_t len);
 int sird_open_dev(int kind, uint32_t index, int flags);
 
 #endif

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +40,11 @@ int sird_open_dev(int kind, uint32_t index, int flags)
 	return fd;
 }
 
-/* infd is the fd a command passes in (CREATE_CQ's completion channel), or -1. */
-static int command_infd(const uint8_t *buf, size_t len)
+/*
+ * infd is the fd a command passes in, or -1: uverbs' CREATE_CQ names its completion channel,
+ * rdma_cm's MIGRATE_ID the file an ID leaves.
+ */
+static int command_infd(int kind, const uint8_t *buf, size_t len)
 {
 	uint32_t cmd;
 	int32_t fd;
@@ -49,9 +53,11 @@ static int command_infd(const uint8_t *buf, size_t len)
 	if (len < 8)
 		return -1;
 	memcpy(&cmd, buf, 4);
-	if (cmd == 18)
+	if (kind == SIRD_RDMACM && cmd == 18)
+		off = 20;
+	else if (kind == SIRD_UVERBS && cmd == 18)
 		off = 32;
-	else if (cmd == (0x80000000u | 18))
+	else if (kind == SIRD_UVERBS && cmd == (0x80000000u | 18))
 		off = 40;
 	else
 		return -1;
@@ -137,22 +143,73 @@ static ssize_t recv_reply(int conn, uint8_t *msg, size_t cap)
 	return apply(msg, n, fds, nfds);
 }
 
-ssize_t sird_uverbs_write(struct sird_file *f, const void *buf, size_t len)
+static ssize_t exchange(struct sird_file *f, const void *buf, size_t len)
 {
 	static __thread uint8_t msg[SIRD_MAX_MSG];
+	ssize_t r;
+
+	pthread_mutex_lock(&f->lock);
+	r = send_command(f->conn, buf, len, command_infd(f->kind, buf, len));
+	if (r >= 0)
+		r = recv_reply(f->conn, msg, sizeof(msg));
+	else
+		r = -EIO;
+	pthread_mutex_unlock(&f->lock);
+	return r;
+}
+
+/* is_get_event says whether a command is rdma_cm's GET_EVENT, which waits for an event. */
+static int is_get_event(struct sird_file *f, const void *buf, size_t len)
+{
+	uint32_t cmd;
+
+	if (f->kind != SIRD_RDMACM || len < 8)
+		return 0;
+	memcpy(&cmd, buf, 4);
+	return cmd == 12;
+}
+
+/*
+ * park keeps a thread that waits for an event on a file its program closed meanwhile: in the
+ * kernel its write holds the file and waits on, until the program exits.
+ */
+static void park(void)
+{
+	for (;;)
+		pause();
+}
+
+ssize_t sird_uverbs_write(struct sird_file *f, int fd, const void *buf, size_t len)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
 	ssize_t r;
 
 	if (len > SIRD_MAX_MSG) {
 		errno = EINVAL;
 		return -1;
 	}
-	pthread_mutex_lock(&f->lock);
-	r = send_command(f->conn, buf, len, command_infd(buf, len));
-	if (r >= 0)
-		r = recv_reply(f->conn, msg, sizeof(msg));
-	else
-		r = -EIO;
-	pthread_mutex_unlock(&f->lock);
+	/*
+	 * GET_EVENT blocks in the kernel until an event comes. softirdma answers at once; the
+	 * file is readable while events wait, so a blocking one waits here, without the lock
+	 * that other threads' commands on the file need.
+	 */
+	for (;;) {
+		r = exchange(f, buf, len);
+		if (!is_get_event(f, buf, len))
+			break;
+		if (r == -EIO && !f->used)
+			park();
+		if (r != -EAGAIN || (fcntl(fd, F_GETFL) & O_NONBLOCK))
+			break;
+		if (poll(&p, 1, -1) < 0 && errno != EINTR) {
+			r = -errno;
+			break;
+		}
+		if (p.revents & POLLNVAL)
+			park();
+	}
+	if (len >= 8)
+		sird_log("command %u of %zu bytes: %zd\n", *(const uint32_t *)buf, len, r);
 	if (r < 0) {
 		errno = (int)-r;
 		return -1;
@@ -167,7 +224,7 @@ ssize_t write(int fd, const void *buf, size_t len)
 	sird_init();
 	f = sird_lookup(fd);
 	if (f && f->kind != SIRD_NETLINK)
-		return sird_uverbs_write(f, buf, len);
+		return sird_uverbs_write(f, fd, buf, len);
 	return sird_real.write(fd, buf, len);
 }
 

@@ -52,9 +52,10 @@ type Write struct {
 
 // Context is one program's open uverbs device. Its methods are safe for concurrent use.
 type Context struct {
-	dev  *Device
-	mem  keys.Copier
-	name string // for the log: the program
+	dev   *Device
+	mem   keys.Copier
+	name  string // for the log: the program
+	owner int    // who the program is (its pid): rdma_cm finds a program's QPs by it
 
 	mu     sync.Mutex // the objects' tables, the queue area
 	opened bool       // GET_CONTEXT ran
@@ -80,14 +81,14 @@ type Context struct {
 	refused     int
 }
 
-// New is a context for a program whose memory mem reaches; file is its command file, which
-// New makes (a memfd: the queues live there).
-func New(dev *Device, mem keys.Copier, name string) (*Context, *os.File, error) {
+// New is a context for a program (owner, its pid) whose memory mem reaches; file is its
+// command file, which New makes (a memfd: the queues live there).
+func New(dev *Device, mem keys.Copier, name string, owner int) (*Context, *os.File, error) {
 	a, err := newArea(name)
 	if err != nil {
 		return nil, nil, err
 	}
-	c := &Context{dev: dev, mem: mem, name: name, area: a,
+	c := &Context{dev: dev, mem: mem, name: name, owner: owner, area: a,
 		pds: map[uint32]*pd{}, mrs: map[uint32]*mr{}, mws: map[uint32]*mw{}, ahs: map[uint32]*ah{},
 		cqs: map[uint32]*cq{}, qps: map[uint32]*qp{}, srqs: map[uint32]*srq{}, asyncSent: map[uint64]uint32{}}
 	dev.joined(c, true)

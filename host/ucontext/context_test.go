@@ -92,7 +92,7 @@ type program struct {
 func newProgram(t *testing.T, d *Device) *program {
 	t.Helper()
 	p := &program{t: t, mem: &progMem{base: 0x10000, mem: make([]byte, 1<<20)}}
-	c, f, err := New(d, p.mem, t.Name())
+	c, f, err := New(d, p.mem, t.Name(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

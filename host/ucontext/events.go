@@ -42,6 +42,18 @@ func (d *Device) own(c *Context, kind uint8, num uint32, handle uint64) {
 	d.owners.by[ownerKey{kind, num}] = owner{c, handle}
 }
 
+// QPOf is the engine's QP numbered qpn if a program of owner's made it: rdma_cm's commands
+// name a program's QP by its number, and reach no other program's.
+func (d *Device) QPOf(qpn uint32, owner int) (*engine.QP, bool) {
+	d.owners.mu.Lock()
+	o, ok := d.owners.by[ownerKey{ownQP, qpn}]
+	d.owners.mu.Unlock()
+	if !ok || o.c.owner != owner {
+		return nil, false
+	}
+	return d.Engine.QP(qpn)
+}
+
 func (d *Device) disown(kind uint8, num uint32) {
 	d.owners.mu.Lock()
 	defer d.owners.mu.Unlock()

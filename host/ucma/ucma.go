@@ -1,0 +1,279 @@
+// Package ucma serves the kernel's rdma_cm user ABI (/dev/infiniband/rdma_cm, ucma.c) in user
+// space: the write() commands librdmacm sends and the events it reads back with GET_EVENT, on
+// softirdma's connection manager (emu/rdmacm) for programs whose QPs host/ucontext serves. As
+// with the kernel, rdma_cm never moves a program's QP: it says where to (INIT_QP_ATTR) and
+// librdmacm moves it.
+//
+// librdmacm's start-up probe of AF_IB (a BIND of a sockaddr_ib) is refused with EAFNOSUPPORT, so
+// it speaks the IP family of commands (BIND_IP, RESOLVE_IP, QUERY_ROUTE), which kernels before
+// AF_IB spoke too.
+package ucma
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softirdma/softirdma/emu/engine"
+	"github.com/softirdma/softirdma/emu/rdmacm"
+	"github.com/softirdma/softirdma/host/ucontext"
+)
+
+// Device is an RDMA device as rdma_cm sees it.
+type Device struct {
+	Verbs    *ucontext.Device
+	Manager  *rdmacm.Manager
+	Index    uint32 // its netlink device index, which librdmacm matches
+	NodeGUID uint64 // in host order
+	// Addrs are the addresses it answers for; Owns may widen them (127.0.0.0/8, say).
+	Owns func(netip.Addr) bool
+	Log  *slog.Logger
+}
+
+// Server is rdma_cm for a device's programs: its IDs, whichever file they belong to.
+type Server struct {
+	dev *Device
+
+	mu   sync.Mutex
+	ids  map[uint32]*cmID
+	byCM map[*rdmacm.ID]*cmID
+	next uint32
+}
+
+// NewServer serves rdma_cm on dev; its manager's events go to Event.
+func NewServer(dev *Device) *Server {
+	return &Server{dev: dev, ids: map[uint32]*cmID{}, byCM: map[*rdmacm.ID]*cmID{}}
+}
+
+// SetManager gives the server its connection manager, made with Event as its events' handler.
+func (s *Server) SetManager(m *rdmacm.Manager) { s.dev.Manager = m }
+
+func (s *Server) log() *slog.Logger {
+	if s.dev.Log != nil {
+		return s.dev.Log
+	}
+	return slog.Default()
+}
+
+// cmID is an rdma_cm ID (struct rdma_cm_id as the kernel's ucma keeps it).
+type cmID struct {
+	num      uint32
+	uid      uint64
+	ps       uint16
+	qpType   uint8
+	f        *File
+	src, dst netip.AddrPort
+	bound    bool // to an address of the device (not the wildcard)
+	resolved bool // ADDR_RESOLVED: the device is known
+	routed   bool
+	listen   *rdmacm.ID
+	cm       *rdmacm.ID
+	reported uint32 // events GET_EVENT returned
+}
+
+// The port spaces (enum rdma_ucm_port_space).
+const (
+	psIPoIB = 0x0002
+	psTCP   = 0x0106
+	psUDP   = 0x0111
+	psIB    = 0x013f
+)
+
+// alloc gives an ID the lowest free number: librdmacm keeps IDs in a table of 65536.
+func (s *Server) alloc(id *cmID) error {
+	for n := uint32(0); n < 1<<16; n++ {
+		k := (s.next + n) % (1 << 16)
+		if _, used := s.ids[k]; !used {
+			id.num = k
+			s.ids[k] = id
+			s.next = k + 1
+			return nil
+		}
+	}
+	return errf(syscall.ENOMEM, "all rdma_cm IDs in use")
+}
+
+func errf(errno syscall.Errno, format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), errno)
+}
+
+func errnoOf(err error) syscall.Errno {
+	var e syscall.Errno
+	if errors.As(err, &e) && e != 0 {
+		return e
+	}
+	return syscall.EINVAL
+}
+
+// File is one open /dev/infiniband/rdma_cm: its IDs' events, queued for GET_EVENT. The
+// program's file is a socket that holds a byte per queued event, so that poll and epoll see it
+// readable while events wait.
+type File struct {
+	s     *Server
+	owner int
+
+	mu     sync.Mutex
+	fd     int // softirdma's end of the socket
+	peer   int // a copy of the program's end: GET_EVENT takes an event's byte back
+	ino    uint64
+	events []*event
+	closed bool
+}
+
+// event is a queued event: its ID, and the ID it counts for (the listener's, for a
+// CONNECT_REQUEST, as the kernel's ucma counts it and librdmacm acknowledges it).
+type event struct {
+	id, acct *cmID
+	data     [eventSize]byte
+}
+
+// eventSize is struct rdma_ucm_event_resp.
+const eventSize = 336
+
+// Open is a new open file of a program (owner, its pid), and the program's end of it.
+func (s *Server) Open(owner int) (*File, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	var st unix.Stat_t
+	peer, err := unix.FcntlInt(uintptr(fds[1]), unix.F_DUPFD_CLOEXEC, 0)
+	if err == nil {
+		err = unix.Fstat(fds[1], &st)
+	}
+	if err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, err
+	}
+	_ = unix.Shutdown(fds[1], unix.SHUT_WR)
+	f := &File{s: s, owner: owner, fd: fds[0], peer: peer, ino: st.Ino}
+	return f, os.NewFile(uintptr(fds[1]), "softirdma-rdma_cm"), nil
+}
+
+// Close destroys the file's IDs, as the kernel's ucma_close does.
+func (f *File) Close() {
+	s := f.s
+	s.mu.Lock()
+	var gone []*cmID
+	for _, id := range s.ids {
+		if id.f == f {
+			gone = append(gone, id)
+		}
+	}
+	for _, id := range gone {
+		s.forget(id)
+	}
+	s.mu.Unlock()
+	for _, id := range gone {
+		id.release()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closed {
+		f.closed = true
+		unix.Close(f.fd)
+		unix.Close(f.peer)
+	}
+}
+
+// forget takes an ID out of the tables. s.mu is held.
+func (s *Server) forget(id *cmID) {
+	delete(s.ids, id.num)
+	if id.cm != nil {
+		delete(s.byCM, id.cm)
+	}
+	if id.listen != nil {
+		delete(s.byCM, id.listen)
+	}
+}
+
+// release ends an ID's connection or listener. No lock is held: the manager may call back.
+func (id *cmID) release() {
+	if id.cm != nil {
+		_ = id.cm.Destroy()
+	}
+	if id.listen != nil {
+		_ = id.listen.Destroy()
+	}
+}
+
+// queue adds an event and its byte.
+func (f *File) queue(ev *event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return
+	}
+	f.events = append(f.events, ev)
+	_ = unix.Sendmsg(f.fd, []byte{1}, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+}
+
+// take removes the first event (counting for id, if id is not nil) and its byte.
+func (f *File) take(id *cmID) *event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, ev := range f.events {
+		if id != nil && ev.acct != id {
+			continue
+		}
+		f.events = append(f.events[:i], f.events[i+1:]...)
+		var b [1]byte
+		_, _, _ = unix.Recvfrom(f.peer, b[:], unix.MSG_DONTWAIT)
+		return ev
+	}
+	return nil
+}
+
+// Is says whether a file the program passed in is its end of this one.
+func (f *File) Is(in *os.File) bool {
+	var st unix.Stat_t
+	return in != nil && unix.Fstat(int(in.Fd()), &st) == nil && st.Ino == f.ino
+}
+
+// le reads the command's fields.
+var le = binary.LittleEndian
+
+// addrPort reads a 28-byte sockaddr slot (sockaddr_in or sockaddr_in6); family 0 is none.
+func addrPort(b []byte) (netip.AddrPort, bool, error) {
+	switch binary.LittleEndian.Uint16(b) {
+	case 0:
+		return netip.AddrPort{}, false, nil
+	case unix.AF_INET:
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), binary.BigEndian.Uint16(b[2:])), true, nil
+	case unix.AF_INET6:
+		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])).Unmap(), binary.BigEndian.Uint16(b[2:])), true, nil
+	}
+	return netip.AddrPort{}, false, errf(syscall.EAFNOSUPPORT, "address family %d", binary.LittleEndian.Uint16(b))
+}
+
+// putAddrPort writes a sockaddr (sockaddr_in for IPv4) into a 28-byte slot.
+func putAddrPort(b []byte, ap netip.AddrPort) {
+	clear(b[:28])
+	a := ap.Addr()
+	if !a.IsValid() {
+		return
+	}
+	binary.BigEndian.PutUint16(b[2:], ap.Port())
+	if a.Is4() {
+		binary.LittleEndian.PutUint16(b, unix.AF_INET)
+		v := a.As4()
+		copy(b[4:8], v[:])
+		return
+	}
+	binary.LittleEndian.PutUint16(b, unix.AF_INET6)
+	v := a.As16()
+	copy(b[8:24], v[:])
+}
+
+// gid is the GID of an address: IPv4 mapped.
+func gid(a netip.Addr) [16]byte { return a.As16() }
+
+var _ = engine.QPSInit
