@@ -64,6 +64,11 @@ func TestCopiedMemoryThroughTheKeySpace(t *testing.T) {
 	if _, err := s.Remote(RemoteAccess{Key: k, PD: 1, VA: 0x5000 + 4090, Len: 8, Rights: RemoteWrite}); err == nil {
 		t.Fatal("an access past the registered 4096 bytes was allowed")
 	}
+	// A zero-length access has a span with no memory: copying through it moves nothing.
+	empty, err := s.Remote(RemoteAccess{Key: k, PD: 1, VA: 0x5000, Len: 0, Rights: RemoteRead})
+	if err != nil || empty.CopyTo(out) != 0 || empty.CopyFrom(out) != 0 {
+		t.Fatalf("a zero-length span: %v", err)
+	}
 	cs.broken = true
 	if n := sp.CopyTo(out); n != 0 {
 		t.Fatalf("a failing copier copied %d bytes, want 0", n)

@@ -197,6 +197,9 @@ func (s Span) CopyTo(dst []byte) int { return s.copy(dst, false) }
 // copy copies b into the span (in) or the span into b, as far as the shorter goes, and returns
 // the bytes copied.
 func (s Span) copy(b []byte, in bool) int {
+	if s.n == 0 {
+		return 0 // a zero-length access: its span has no memory at all
+	}
 	if s.mem.copier() {
 		return s.copyThrough(b, in)
 	}
