@@ -86,7 +86,7 @@ func newHostDevice(log *slog.Logger) (*hostDevice, error) {
 	}
 	d.cm.SetManager(mgr)
 	d.tree = sysfs.Build([]sysfs.Device{{Name: "rxe0", NodeGUID: guid, Uverbs: "uverbs0", UverbsDev: "231:192",
-		Ports: []sysfs.Port{{Active: true, Netdev: "lo", GIDs: gids}}}})
+		Ports: []sysfs.Port{{Active: true, Netdev: "lo", NetdevIndex: 1, GIDs: gids}}}})
 	d.nl = &nldev.Table{Devices: []nldev.Device{{Index: 1, Name: "rxe0", NodeGUID: guid, SysImageGUID: guid,
 		Uverbs: nldev.Chardev{Name: "uverbs0", Dev: 231<<8 | 192},
 		Ports:  []nldev.Port{{NetdevIndex: 1, NetdevName: "lo"}}}},

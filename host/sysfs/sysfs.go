@@ -24,10 +24,11 @@ type GID struct {
 
 // Port is one port of a device.
 type Port struct {
-	Active    bool
-	Netdev    string // the network device it stands on ("lo")
-	GIDs      []GID  // the whole table: its length is the port's gid_tbl_len
-	RateGbits string // e.g. "2.5 Gb/sec (1X SDR)"; empty gives rxe's on a device with no speed
+	Active      bool
+	Netdev      string // the network device it stands on ("lo")
+	NetdevIndex int    // its interface index
+	GIDs        []GID  // the whole table: its length is the port's gid_tbl_len
+	RateGbits   string // e.g. "2.5 Gb/sec (1X SDR)"; empty gives rxe's on a device with no speed
 }
 
 // Device is one RDMA device as sysfs shows it. Its ports are numbered from 1.
@@ -65,8 +66,11 @@ func Build(devs []Device) Tree {
 		t.put(dir+"sys_image_guid", guidText(d.NodeGUID))
 		t.put(dir+"fw_ver", "\n")
 		t.put(dir+"node_desc", "rxe\n")
-		if len(d.Ports) > 0 {
+		if len(d.Ports) > 0 && d.Ports[0].Netdev != "" {
 			t.put(dir+"parent", d.Ports[0].Netdev+"\n")
+			// The device's netdev under device/net/, as a NIC's PCI device shows it: rdma-core's
+			// tests before 56 find a device's netdev there (and skip rdma_cm without one).
+			t.put(dir+"device/net/"+d.Ports[0].Netdev+"/ifindex", fmt.Sprintf("%d\n", d.Ports[0].NetdevIndex))
 		}
 		for i, p := range d.Ports {
 			t.port(fmt.Sprintf("%sports/%d/", dir, i+1), p)

@@ -3,6 +3,7 @@ package ucma
 import (
 	"net/netip"
 	"os"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/softirdma/softirdma/emu/engine"
@@ -84,7 +85,7 @@ func (f *File) Execute(buf []byte, in *os.File) ucontext.Reply {
 	b := make([]byte, max(cmdSize[cmd], len(buf)))
 	copy(b, buf)
 	r := &request{f: f, b: b, out: out, in: in, n: len(buf)}
-	if err := handlers[cmd](r); err != nil {
+	if err := r.runGuarded(cmd); err != nil {
 		if errnoOf(err) == syscall.EAGAIN || errnoOf(err) == syscall.EAFNOSUPPORT {
 			// A GET_EVENT with none waiting, librdmacm's AF_IB probe: the way of things.
 			return ucontext.Reply{Ret: -int32(errnoOf(err))}
@@ -93,6 +94,18 @@ func (f *File) Execute(buf []byte, in *os.File) ucontext.Reply {
 		return ucontext.Reply{Ret: -int32(errnoOf(err))}
 	}
 	return ucontext.Reply{Ret: int32(r.n), Writes: r.writes}
+}
+
+// runGuarded runs a command; one that crashes its handler (softirdma's bug) is logged with its
+// stack and refused with EINVAL, and the file and the other programs go on.
+func (r *request) runGuarded(cmd uint32) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.f.s.log().Error("rdma_cm command crashed", "owner", r.f.owner, "command", cmd, "panic", p, "stack", string(debug.Stack()))
+			err = errf(syscall.EINVAL, "command %d crashed", cmd)
+		}
+	}()
+	return handlers[cmd](r)
 }
 
 var handlers [numCommands]func(*request) error

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -123,8 +124,21 @@ type fileAt struct {
 	file *os.File
 }
 
-func (r *request) u32(off int) uint32 { return binary.LittleEndian.Uint32(r.Core[off:]) }
-func (r *request) u64(off int) uint64 { return binary.LittleEndian.Uint64(r.Core[off:]) }
+// u32 and u64 read the core request; past what the program wrote they read zeros, as the
+// kernel's uverbs_request zero-extends a short core.
+func (r *request) u32(off int) uint32 {
+	if off+4 > len(r.Core) {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(r.Core[off:])
+}
+
+func (r *request) u64(off int) uint64 {
+	if off+8 > len(r.Core) {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(r.Core[off:])
+}
 
 // Execute runs one command the program wrote, with the file it passed in (nil if none).
 func (c *Context) Execute(buf []byte, in *os.File) Reply {
@@ -133,10 +147,7 @@ func (c *Context) Execute(buf []byte, in *os.File) Reply {
 		return c.refuse(cmd, errno, "malformed")
 	}
 	r := &request{Command: cmd, in: in, resp: make([]byte, cmd.Method.Resp)}
-	c.mu.Lock()
-	err := c.run(r)
-	c.mu.Unlock()
-	if err != nil {
+	if err := c.runGuarded(r); err != nil {
 		return c.refuse(cmd, errnoOf(err), err.Error())
 	}
 	return r.reply(len(buf))
@@ -148,6 +159,21 @@ func (c *Context) refuse(cmd uverbs.Command, errno syscall.Errno, why string) Re
 	c.mu.Unlock()
 	c.dev.log().Info("uverbs command refused", "program", c.name, "command", cmd.Method.Name, "num", cmd.Num, "errno", errno.Error(), "why", why)
 	return Reply{Ret: -int32(errno)}
+}
+
+// runGuarded runs a command under the context's lock. A command that crashes its handler is
+// a bug of softirdma's, not the program's: it is logged with its stack and refused with
+// EINVAL, and the context and the other programs go on.
+func (c *Context) runGuarded(r *request) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.dev.log().Error("uverbs command crashed", "program", c.name, "command", r.Method.Name, "panic", p, "stack", string(debug.Stack()))
+			err = errf(syscall.EINVAL, "%s crashed", r.Method.Name)
+		}
+	}()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.run(r)
 }
 
 // reply is the command's result: its response written where the program asked (the core part
@@ -212,6 +238,7 @@ func init() {
 		uverbs.CmdDestroyCQ:         (*Context).destroyCQ,
 		uverbs.CmdReqNotifyCQ:       (*Context).reqNotifyCQ,
 		uverbs.CmdCreateQP:          (*Context).createQP,
+		uverbs.CmdExCreateQP:        (*Context).createQPEx,
 		uverbs.CmdQueryQP:           (*Context).queryQP,
 		uverbs.CmdModifyQP:          (*Context).modifyQP,
 		uverbs.CmdDestroyQP:         (*Context).destroyQP,

@@ -65,6 +65,23 @@ func (c *Context) createQP(r *request) error {
 	return c.newQP(r, r.qpCreate(8), 0)
 }
 
+// EX_CREATE_QP: struct ib_uverbs_ex_create_qp, the legacy fields from user_handle on, then
+// comp_mask (48), create_flags (52), rwq_ind_tbl_handle (56), source_qpn (60). libibverbs sends
+// it for ibv_create_qp_ex with create flags or an indirection table; rxe takes neither.
+func (c *Context) createQPEx(r *request) error {
+	mask, flags := r.u32(48), r.u32(52)
+	switch {
+	case mask&^1 != 0:
+		return errf(syscall.EINVAL, "EX_CREATE_QP comp_mask 0x%x", mask)
+	case mask != 0 || flags != 0:
+		return errf(syscall.EOPNOTSUPP, "EX_CREATE_QP comp_mask 0x%x create_flags 0x%x", mask, flags)
+	case len(r.DriverIn) != 0:
+		return errf(syscall.EINVAL, "EX_CREATE_QP with driver data")
+	}
+	putU32(r.resp[36:], uint32(min(r.CoreOut, len(r.resp))))
+	return c.newQP(r, r.qpCreate(0), 0)
+}
+
 // qpTypes are the QP types a program may create (IBV_QPT_RC, UC, UD).
 var qpTypes = map[uint8]engine.QPType{2: engine.QPTypeRC, 3: engine.QPTypeUC, 4: engine.QPTypeUD}
 

@@ -26,7 +26,7 @@ const (
 type Command struct {
 	Num      uint32 // the command, with FlagExtended for an extended one
 	Method   Method
-	Core     []byte // the core request, Method.Req bytes
+	Core     []byte // the core request: Method.Req bytes, an extended one's up to its whole struct
 	DriverIn []byte // the driver's request data (rxe's MODIFY_SRQ address, say)
 
 	// Response is the address in the program's memory of the core response, CoreOut bytes long
@@ -138,13 +138,21 @@ func (c *Command) decodeExtended(buf []byte, inWords, outWords int) syscall.Errn
 		return syscall.EINVAL
 	}
 	core := buf[exHeaderLen : exHeaderLen+inWords*8]
-	if !allZero(core[m.Req:]) {
+	// The handler reads its whole struct (uverbs_request), which may go past the last member
+	// the method's size counts: what is past the struct must be zero.
+	full := min(len(core), max(m.Req, exStructSize[c.Num]))
+	if !allZero(core[full:]) {
 		return syscall.EOPNOTSUPP
 	}
-	c.Core, c.DriverIn = core[:m.Req], buf[exHeaderLen+inWords*8:]
+	c.Core, c.DriverIn = core[:full], buf[exHeaderLen+inWords*8:]
 	c.Response, c.CoreOut, c.DriverOut = response, outWords*8, driverOutWords*8
 	return 0
 }
+
+// exStructSize is the size of the struct an extended command's handler reads, where it is more
+// than the method's request size: EX_CREATE_QP's create_flags, rwq_ind_tbl_handle and
+// source_qpn follow its comp_mask, EX_MODIFY_QP's rate_limit its base.
+var exStructSize = map[uint32]int{CmdExCreateQP: 64, CmdExModifyQP: 120}
 
 func allZero(b []byte) bool {
 	for _, x := range b {
