@@ -12,6 +12,7 @@ missing=()
 for t in ibv_rc_pingpong:ibverbs-utils ib_write_bw:perftest rping:rdmacm-utils qperf:qperf ucx_perftest:ucx-utils fi_pingpong:libfabric-bin; do
   command -v "${t%%:*}" > /dev/null || missing+=("${t#*:}")
 done
+[ -d /usr/lib/python3/dist-packages/pyverbs ] || missing+=(python3-pyverbs)
 [ -e /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so ] || [ -e /usr/lib/aarch64-linux-gnu/libibverbs/librxe-rdmav34.so ] || missing+=(ibverbs-providers)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" > "$OUT/apt.log" 2>&1 || { cat "$OUT/apt.log"; abort "host: installing ${missing[*]}"; }
@@ -104,4 +105,19 @@ pkill -TERM -u "$U" -x qperf 2> /dev/null || true
 pair ucx_rc_verbs tcp:13337 ucx_perftest -p 13337 -d rxe0:1 -x rc_verbs -- ucx_perftest 127.0.0.1 -p 13337 -d rxe0:1 -x rc_verbs -t put_bw -D zcopy -s 65536 -n 2000
 pair libfabric_rxd tcp:47592 fi_pingpong -p 'verbs;ofi_rxd' -e rdm -I 100 -- fi_pingpong -p 'verbs;ofi_rxd' -e rdm -I 100 127.0.0.1
 grep -h 'BW average' -A1 "$OUT/write_bw.client" | tail -1 | sed 's/^/  ib_write_bw 64 KiB: /'
+
+# rdma-core's own suite (python3-pyverbs's copy), each module the installed suite has, both ends
+# of each test on rxe0, as the user; the tally beside the rxe reference of the project's VM.
+RC_VERSION=$(dpkg-query -W -f '${Version}' python3-pyverbs | sed 's/\..*//')
+mods=()
+for m in addr atomic cq cq_events cqex device mr odp parent_domain pd qp qpex rdmacm relaxed_ordering shared_pd srq tag_matching; do
+  ls /usr/share/doc/rdma-core/tests/test_$m.py* > /dev/null 2>&1 && mods+=("$m")
+done
+RCTOP=$(as_user mktemp -d)
+as_user env RDMA_CORE_TOP="$RCTOP" "$BIN/softirdma" run -- timeout 1200 /usr/bin/python3 interop/guest/rdma_core_suite.py rxe0 1 "${mods[@]}" > "$OUT/rdma-core.txt" 2>&1 || true
+count() { grep -cE "^RDMA-CORE: .* $1\$" "$OUT/rdma-core.txt" || true; }
+crashed=$(grep -E '^RDMA-CORE-MODULE: ' "$OUT/rdma-core.txt" | grep -cvE 'rc=(0|1)$' || true)
+echo "rdma-core tests on host rxe0 (rdma-core $RC_VERSION): $(count ok) ok, $(count skipped) skipped, $(count FAIL) failed, $(count ERROR) errors, $crashed modules crashed"
+grep -E '^RDMA-CORE: .* (FAIL|ERROR)$' "$OUT/rdma-core.txt" | sed 's/^/  /'
+verdict "host_rdma_core_suite|host_rdma_core_suite (failures, errors or crashes)" test "$(count FAIL)$(count ERROR)$crashed" = 000
 finish "interop host"

@@ -262,7 +262,7 @@ func (d *Daemon) serveRdmaCM(c *net.UnixConn, p peer) {
 		_ = hello(c, syscall.ENODEV, nil)
 		return
 	}
-	f, file, err := d.cfg.RdmaCM.Open(p.pid)
+	f, file, err := d.cfg.RdmaCM.Open(p.pid, processMemory{pid: p.pid})
 	if err != nil {
 		d.log.Warn("rdma_cm file", "pid", p.pid, "err", err)
 		_ = hello(c, syscall.ENOMEM, nil)

@@ -115,8 +115,8 @@ func init() {
 		cmdCreateID: createID, cmdDestroyID: destroyID, cmdBindIP: bindIP, cmdResolveIP: resolveIP,
 		cmdResolveRoute: resolveRoute, cmdQueryRoute: queryRoute, cmdConnect: connect, cmdListen: listen,
 		cmdAccept: accept, cmdReject: reject, cmdDisconnect: disconnect, cmdInitQPAttr: initQPAttr,
-		cmdGetEvent: getEvent, cmdSetOption: setOption, cmdNotify: notify, cmdJoinIPMcast: unsupported,
-		cmdLeaveMcast: unsupported, cmdMigrateID: migrateID, cmdQuery: unsupported,
+		cmdGetEvent: getEvent, cmdSetOption: setOption, cmdNotify: notify, cmdJoinIPMcast: joinIPMcast,
+		cmdLeaveMcast: leaveMcast, cmdMigrateID: migrateID, cmdQuery: unsupported,
 		cmdBind: bindAFIB, cmdResolveAddr: unsupported, cmdJoinMcast: unsupported,
 	}
 }
@@ -146,7 +146,7 @@ func (r *request) id(off int) (*cmID, error) {
 // CREATE_ID: uid (8), response (16), ps (24), qp_type (26).
 func createID(r *request) error {
 	ps := uint16(le.Uint16(r.b[24:]))
-	id := &cmID{uid: r.u64(8), ps: ps, f: r.f}
+	id := &cmID{uid: r.u64(8), ps: ps, f: r.f, ackTimeout: -1}
 	switch ps {
 	case psTCP:
 		id.qpType = 2
@@ -441,7 +441,8 @@ func notify(r *request) error {
 // SET_OPTION: optval (8), id (16), level (20), optname (24), optlen (28). The ID options are
 // taken (TOS, REUSEADDR, AFONLY, ACK_TIMEOUT); a path (IB_PATH) is not.
 func setOption(r *request) error {
-	if _, err := r.id(16); err != nil {
+	id, err := r.id(16)
+	if err != nil {
 		return err
 	}
 	level, name, n := r.u32(20), r.u32(24), r.u32(28)
@@ -451,6 +452,81 @@ func setOption(r *request) error {
 	if want := map[uint32]uint32{0: 1, 1: 4, 2: 4, 3: 1}[name]; n != want {
 		return errf(syscall.EINVAL, "option %d of %d bytes", name, n)
 	}
+	val := make([]byte, n)
+	if r.f.mem == nil || r.f.mem.ReadAt(val, r.u64(8)) != nil {
+		return errf(syscall.EFAULT, "option %d's value at 0x%x", name, r.u64(8))
+	}
+	r.f.s.mu.Lock()
+	defer r.f.s.mu.Unlock()
+	switch name {
+	case 0: // RDMA_OPTION_ID_TOS
+		id.tos = val[0]
+	case 3: // RDMA_OPTION_ID_ACK_TIMEOUT
+		id.ackTimeout = int(min(val[0], 31))
+	}
+	return nil
+}
+
+// JOIN_IP_MCAST: response (8), uid (16), addr (24), id (52). On RoCE a join asks nobody: the
+// group's address is its GID, and MULTICAST_JOIN comes at once with the address handle to it.
+// The program attaches its QP itself (ibv_attach_mcast).
+func joinIPMcast(r *request) error {
+	id, err := r.id(52)
+	if err != nil {
+		return err
+	}
+	ap, ok, err := addrPort(r.b[24:52])
+	if err != nil || !ok || !ap.Addr().IsMulticast() {
+		return errf(syscall.EINVAL, "join of %s: not a multicast group", ap.Addr())
+	}
+	if !id.bound && !id.resolved {
+		return errf(syscall.EINVAL, "join by an ID with no device")
+	}
+	s := r.f.s
+	s.mu.Lock()
+	mc := &mcast{uid: r.u64(16), id: id, group: ap.Addr()}
+	for n := uint32(0); ; n++ {
+		if _, used := s.mcs[n]; !used {
+			mc.num = n
+			s.mcs[n] = mc
+			break
+		}
+	}
+	s.mu.Unlock()
+	var b [4]byte
+	le.PutUint32(b[:], mc.num)
+	r.respond(8, b[:])
+	ev := r.f.queueEventAs(id, id, mc.uid, evMulticastJoin, 0, nil)
+	ev.mc = mc
+	le.PutUint32(ev.data[8:], mc.num)
+	p := ev.data[evParam:]
+	le.PutUint32(p[cpQPN:], 0xffffff)
+	le.PutUint32(p[cpQKey:], rdmacm.UDPQKey)
+	s.putAH(p[udAH:udAH+32], id.src.Addr(), mc.group)
+	p[udAH+22] = id.tos
+	return nil
+}
+
+// LEAVE_MCAST: response (8), id (16), the group's number. The answer counts the group's events
+// GET_EVENT returned; those still queued go with it.
+func leaveMcast(r *request) error {
+	s := r.f.s
+	s.mu.Lock()
+	mc, ok := s.mcs[r.u32(16)]
+	if ok && mc.id.f != r.f {
+		ok = false
+	}
+	if ok {
+		delete(s.mcs, mc.num)
+	}
+	s.mu.Unlock()
+	if !ok {
+		return errf(syscall.ENOENT, "no multicast group %d of the file's", r.u32(16))
+	}
+	r.f.dropMcast(mc)
+	var b [4]byte
+	le.PutUint32(b[:], mc.reported)
+	r.respond(8, b[:])
 	return nil
 }
 

@@ -20,6 +20,7 @@ const (
 	evRejected        = 8
 	evEstablished     = 9
 	evDisconnected    = 10
+	evMulticastJoin   = 12
 	evTimewaitExit    = 15
 )
 
@@ -170,6 +171,9 @@ func getEvent(r *request) error {
 	}
 	r.f.s.mu.Lock()
 	ev.acct.reported++
+	if ev.mc != nil {
+		ev.mc.reported++
+	}
 	r.f.s.mu.Unlock()
 	r.respond(8, ev.data[:])
 	r.f.s.log().Debug("rdma_cm event", "owner", r.f.owner, "id", ev.id.num, "counts for", ev.acct.num, "event", le.Uint32(ev.data[12:]))
@@ -192,6 +196,9 @@ func initQPAttr(r *request) error {
 	}
 	var a engine.QPAttr
 	var mask engine.AttrMask
+	r.f.s.mu.Lock()
+	tos, ackTimeout := id.tos, id.ackTimeout
+	r.f.s.mu.Unlock()
 	switch {
 	case id.cm != nil && id.qpType != 4:
 		if a, mask, err = id.cm.QPAttr(state); err != nil {
@@ -204,6 +211,9 @@ func initQPAttr(r *request) error {
 	default:
 		return errf(syscall.EINVAL, "QP state %s before a connection", state)
 	}
+	if ackTimeout >= 0 && mask&engine.AttrTimeout != 0 {
+		a.Timeout = uint8(ackTimeout)
+	}
 	b := make([]byte, 144)
 	le.PutUint32(b[0:], uint32(mask))
 	le.PutUint32(b[4:], uint32(a.State))
@@ -215,7 +225,7 @@ func initQPAttr(r *request) error {
 	le.PutUint32(b[36:], uint32(a.AccessFlags))
 	if mask&engine.AttrAV != 0 {
 		r.f.s.putAH(b[40:72], id.src.Addr(), a.AH.DGID)
-		b[40+21] = a.AH.HopLimit
+		b[40+21], b[40+22] = a.AH.HopLimit, tos
 	}
 	b[130], b[131], b[132], b[133] = a.MaxRdAtomic, a.MaxDestRdAtomic, a.MinRNRTimer, 1
 	b[134], b[135], b[136] = a.Timeout, a.RetryCnt, a.RNRRetry

@@ -24,6 +24,7 @@ import (
 	"github.com/softirdma/softirdma/emu/engine"
 	"github.com/softirdma/softirdma/emu/rdmacm"
 	"github.com/softirdma/softirdma/host/ucontext"
+	"github.com/softirdma/softirdma/keys"
 )
 
 // Device is an RDMA device as rdma_cm sees it.
@@ -45,11 +46,21 @@ type Server struct {
 	ids  map[uint32]*cmID
 	byCM map[*rdmacm.ID]*cmID
 	next uint32
+	mcs  map[uint32]*mcast
+}
+
+// mcast is a multicast group an ID joined (struct ucma_multicast).
+type mcast struct {
+	num      uint32
+	uid      uint64
+	id       *cmID
+	group    netip.Addr
+	reported uint32
 }
 
 // NewServer serves rdma_cm on dev; its manager's events go to Event.
 func NewServer(dev *Device) *Server {
-	return &Server{dev: dev, ids: map[uint32]*cmID{}, byCM: map[*rdmacm.ID]*cmID{}}
+	return &Server{dev: dev, ids: map[uint32]*cmID{}, byCM: map[*rdmacm.ID]*cmID{}, mcs: map[uint32]*mcast{}}
 }
 
 // SetManager gives the server its connection manager, made with Event as its events' handler.
@@ -76,6 +87,10 @@ type cmID struct {
 	listen   *rdmacm.ID
 	cm       *rdmacm.ID
 	reported uint32 // events GET_EVENT returned
+	// What SET_OPTION set: the type of service (the traffic class of its QP's path) and the
+	// ACK timeout of its QP (-1: the path's).
+	tos        uint8
+	ackTimeout int
 }
 
 // The port spaces (enum rdma_ucm_port_space).
@@ -118,6 +133,7 @@ func errnoOf(err error) syscall.Errno {
 type File struct {
 	s     *Server
 	owner int
+	mem   keys.Copier // the program's memory: an option's value is read from it
 
 	mu     sync.Mutex
 	fd     int // softirdma's end of the socket
@@ -131,14 +147,16 @@ type File struct {
 // CONNECT_REQUEST, as the kernel's ucma counts it and librdmacm acknowledges it).
 type event struct {
 	id, acct *cmID
+	mc       *mcast // a multicast event counts for its group too
 	data     [eventSize]byte
 }
 
 // eventSize is struct rdma_ucm_event_resp.
 const eventSize = 336
 
-// Open is a new open file of a program (owner, its pid), and the program's end of it.
-func (s *Server) Open(owner int) (*File, *os.File, error) {
+// Open is a new open file of a program (owner, its pid, whose memory mem reaches), and the
+// program's end of it.
+func (s *Server) Open(owner int, mem keys.Copier) (*File, *os.File, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, err
@@ -154,7 +172,7 @@ func (s *Server) Open(owner int) (*File, *os.File, error) {
 		return nil, nil, err
 	}
 	_ = unix.Shutdown(fds[1], unix.SHUT_WR)
-	f := &File{s: s, owner: owner, fd: fds[0], peer: peer, ino: st.Ino}
+	f := &File{s: s, owner: owner, mem: mem, fd: fds[0], peer: peer, ino: st.Ino}
 	return f, os.NewFile(uintptr(fds[1]), "softirdma-rdma_cm"), nil
 }
 
@@ -187,6 +205,11 @@ func (f *File) Close() {
 // forget takes an ID out of the tables. s.mu is held.
 func (s *Server) forget(id *cmID) {
 	delete(s.ids, id.num)
+	for n, mc := range s.mcs {
+		if mc.id == id {
+			delete(s.mcs, n)
+		}
+	}
 	if id.cm != nil {
 		delete(s.byCM, id.cm)
 	}
@@ -230,6 +253,22 @@ func (f *File) take(id *cmID) *event {
 		return ev
 	}
 	return nil
+}
+
+// dropMcast takes back a group's queued events.
+func (f *File) dropMcast(mc *mcast) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	kept := f.events[:0]
+	for _, ev := range f.events {
+		if ev.mc == mc {
+			var b [1]byte
+			_, _, _ = unix.Recvfrom(f.peer, b[:], unix.MSG_DONTWAIT)
+			continue
+		}
+		kept = append(kept, ev)
+	}
+	f.events = kept
 }
 
 // Is says whether a file the program passed in is its end of this one.

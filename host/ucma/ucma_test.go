@@ -17,7 +17,7 @@ func testServer(t *testing.T) *Server {
 
 func open(t *testing.T, s *Server) *File {
 	t.Helper()
-	f, end, err := s.Open(1)
+	f, end, err := s.Open(1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

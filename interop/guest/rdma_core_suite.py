@@ -14,7 +14,9 @@ import sys
 import unittest
 
 SOURCE = '/usr/share/doc/rdma-core/tests'
-TOP = '/tmp/rdma-core'  # the suite's package must be importable as "tests": ids are tests.test_*
+# The suite's package must be importable as "tests" (ids are tests.test_*); RDMA_CORE_TOP puts
+# it, and the modules' logs, elsewhere (a user's own folder on a shared host).
+TOP = os.environ.get('RDMA_CORE_TOP', '/tmp/rdma-core')
 
 
 def unpack():
@@ -62,7 +64,7 @@ def one_module(dev, gid, module):
         print('RDMA-CORE-MODULE: test_%s is not in the suite' % module, file=sys.__stdout__, flush=True)
         return 2
     suite = unittest.defaultTestLoader.loadTestsFromModule(getattr(tests, 'test_' + module))
-    with open('/tmp/rdma-core-%s.log' % module, 'w') as log:
+    with open(os.path.join(TOP, 'test-%s.log' % module), 'w') as log:
         result = unittest.TextTestRunner(stream=log, resultclass=Reporter, verbosity=2).run(suite)
     return 0 if result.wasSuccessful() else 1
 
