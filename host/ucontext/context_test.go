@@ -381,3 +381,34 @@ func waitCQE(t *testing.T, cq []byte) []byte {
 	waitFor(t, func() bool { return atomic.LoadUint32((*uint32)(unsafe.Pointer(&cq[128]))) != 0 })
 	return cq[384 : 384+48]
 }
+
+// TestGarbageInTheSendQueue: a program that writes garbage into its send queue (an opcode
+// past the byte, more SGEs than the QP takes, a producer index past the ring) gets error
+// completions in their place, LOC_QP_OP_ERR, and softirdma goes on.
+func TestGarbageInTheSendQueue(t *testing.T) {
+	d := testDevice(t)
+	a, b := newRCEnd(t, d), newRCEnd(t, d)
+	a.connect(b.qpn)
+	b.connect(a.qpn)
+	logElem := u32(a.sq, 0)
+	for i, fill := range []func(w []byte){
+		func(w []byte) { binary.LittleEndian.PutUint32(w[12:], 0x1234) },
+		func(w []byte) { binary.LittleEndian.PutUint32(w[196:], 1000) },
+	} {
+		w := a.sq[384+i<<logElem : 384+(i+1)<<logElem]
+		clear(w)
+		binary.LittleEndian.PutUint64(w, uint64(100+i))
+		binary.LittleEndian.PutUint32(w[16:], 2) // signalled
+		fill(w)
+	}
+	binary.LittleEndian.PutUint32(a.sq[128:], 0xffff0002) // masked to 2
+	a.p.run(legacy(uverbs.CmdPostSend, words(uint64(respAddr), a.qph, uint32(0), uint32(0), uint32(128)), 4), nil)
+	waitFor(t, func() bool { return atomic.LoadUint32((*uint32)(unsafe.Pointer(&a.cqr[128]))) >= 1 })
+	cqe := a.cqr[384 : 384+48]
+	if binary.LittleEndian.Uint64(cqe) != 100 || u32(cqe, 8) != 2 {
+		t.Fatalf("first CQE wr_id %d status %d, want 100 and LOC_QP_OP_ERR (2)", binary.LittleEndian.Uint64(cqe), u32(cqe, 8))
+	}
+	// The program still has its device: a new one opens and queries it.
+	p := newProgram(t, d)
+	p.open()
+}
