@@ -62,7 +62,7 @@ pair() {
   spid=$!
   pids+=("$spid")
   ready "$spec" "$spid" "$seen" || true
-  as_user "$BIN/softirdma" run -- timeout 120 "$@" > "$OUT/$name.client" 2>&1 || crc=$?
+  as_user "$BIN/softirdma" run ${CAPTURE:+-pcap "$CAPTURE"} -- timeout 120 "$@" > "$OUT/$name.client" 2>&1 || crc=$?
   wait "$spid" || src=$?
   why="exit $src" verdict "host_${name}_server" ended "$src" "$OUT/$name.server"
   why="exit $crc" verdict "host_${name}_client" ended "$crc" "$OUT/$name.client"
@@ -105,6 +105,22 @@ pkill -TERM -u "$U" -x qperf 2> /dev/null || true
 pair ucx_rc_verbs tcp:13337 ucx_perftest -p 13337 -d rxe0:1 -x rc_verbs -- ucx_perftest 127.0.0.1 -p 13337 -d rxe0:1 -x rc_verbs -t put_bw -D zcopy -s 65536 -n 2000
 pair libfabric_rxd tcp:47592 fi_pingpong -p 'verbs;ofi_rxd' -e rdm -I 100 -- fi_pingpong -p 'verbs;ofi_rxd' -e rdm -I 100 127.0.0.1
 grep -h 'BW average' -A1 "$OUT/write_bw.client" | tail -1 | sed 's/^/  ib_write_bw 64 KiB: /'
+
+# Captures: softirdma run -pcap holds every frame of the run, between two programs on one
+# device too; each decodes with every ICRC good and nothing malformed.
+CAPDIR=$(as_user mktemp -d)
+# decoded NAME REGEX: the capture decodes clean, with frames, and names what REGEX matches.
+decoded() {
+  "$BIN/softirdma" decode "$CAPDIR/$1.pcap" > "$OUT/$1.decode" 2>&1 || { tail -3 "$OUT/$1.decode"; return 1; }
+  has_lines "$OUT/$1.decode" '^summary: frames=[1-9][0-9]* .* icrc_bad=0 malformed=0' "$OUT/$1.decode" "$2" || { tail -3 "$OUT/$1.decode"; return 1; }
+  grep '^summary' "$OUT/$1.decode" | sed 's/^/  /'
+}
+CAPTURE=$CAPDIR/rc_pingpong.pcap same capture_rc_pingpong tcp:18515 ibv_rc_pingpong -g 1 -n 50 -c
+verdict host_capture_rc_pingpong decoded rc_pingpong 'RC_SEND_(ONLY|LAST)'
+CAPTURE=$CAPDIR/rping.pcap pair capture_rping cm:7174 rping -s -a 127.0.0.1 -C 10 -V -- rping -c -a 127.0.0.1 -C 10 -V
+verdict host_capture_rping decoded rping 'RDMA_READ_RE'
+CAPTURE=$CAPDIR/ud_pingpong.pcap same capture_ud_pingpong tcp:18515 ibv_ud_pingpong -g 1 -n 50 -c
+verdict host_capture_ud_pingpong decoded ud_pingpong 'UD_SEND_ONLY'
 
 # rdma-core's own suite (python3-pyverbs's copy), each module the installed suite has, both ends
 # of each test on rxe0, as the user; the tally beside the rxe reference of the project's VM.

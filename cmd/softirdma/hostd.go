@@ -22,6 +22,7 @@ import (
 	"github.com/softirdma/softirdma/host/sysfs"
 	"github.com/softirdma/softirdma/host/ucma"
 	"github.com/softirdma/softirdma/host/ucontext"
+	"github.com/softirdma/softirdma/internal/pcapfile"
 )
 
 func init() {
@@ -94,6 +95,48 @@ func newHostDevice(log *slog.Logger) (*hostDevice, error) {
 	return d, nil
 }
 
+// capture is the host device's captures: every frame its engine hands back to itself, to
+// each pcap a run asked for.
+type capture struct {
+	mu      sync.Mutex
+	dev     *engine.Device
+	log     *slog.Logger
+	writers map[*pcapfile.Writer]*os.File
+}
+
+// start writes a pcap of the device's frames into f until stop, which flushes and closes it.
+func (c *capture) start(f *os.File) (func(), error) {
+	w, err := pcapfile.New(f, c.log)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if len(c.writers) == 0 {
+		c.dev.OnLoopback(c.frame)
+	}
+	c.writers[w] = f
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(c.writers, w)
+		if len(c.writers) == 0 {
+			c.dev.OnLoopback(nil)
+		}
+		c.mu.Unlock()
+		w.Flush()
+		f.Close()
+	}, nil
+}
+
+func (c *capture) frame(b []byte) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for w := range c.writers {
+		w.Write(now, b)
+	}
+}
+
 func (d *hostDevice) close() {
 	d.host.Close()
 	d.fab.Close()
@@ -152,8 +195,10 @@ func serveHost(dir string, idle time.Duration, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	timer := idleTimer(idle, stop)
+	capt := &capture{dev: d.dev.Engine, log: log, writers: map[*pcapfile.Writer]*os.File{}}
 	dm, err := daemon.Listen(daemon.Config{Socket: sock, Devices: []*ucontext.Device{d.dev}, Netlink: d.nl, RdmaCM: d.cm, Log: log,
-		OnIdle: timer})
+		Capture: capt.start,
+		OnIdle:  timer})
 	if err != nil {
 		return err
 	}

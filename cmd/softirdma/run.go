@@ -2,6 +2,7 @@ package main
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softirdma/softirdma/host/daemon"
 )
 
 func init() {
@@ -185,6 +188,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("run", stderr)
 	socket := fs.String("socket", "", "join the softirdma on this socket (default: $SOFTIRDMA_SOCKET, else this user's, started on first use)")
 	idle := fs.Duration("idle", 10*time.Minute, "a softirdma this run starts stops after this long with no program")
+	pcap := fs.String("pcap", "", "write every frame of softirdma's devices while CMD runs to FILE, a pcap (traffic between two programs on one device included)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: softirdma run [flags] -- CMD ARGS...")
 		fmt.Fprintln(stderr, "Runs CMD with libibverbs and librdmacm on softirdma: no RDMA module, no root, no VM.")
@@ -206,11 +210,63 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		err = ensureDaemon(hp, *idle)
 	}
+	var stop func() error
+	if err == nil && *pcap != "" {
+		stop, err = startCapture(hp.socket, *pcap)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "softirdma run: %v\n", err)
 		return 1
 	}
-	return runProgram(hp, fs.Args(), stderr)
+	code := runProgram(hp, fs.Args(), stderr)
+	if stop != nil {
+		if err := stop(); err != nil {
+			fmt.Fprintf(stderr, "softirdma run: capture %s: %v\n", *pcap, err)
+			return max(code, 1)
+		}
+	}
+	return code
+}
+
+// startCapture asks softirdma for a pcap of its devices' frames in path; stop ends it once
+// the file holds every frame of the run.
+func startCapture(socket, path string) (stop func() error, err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() // softirdma has its own copy
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: socket, Net: "unixpacket"})
+	if err != nil {
+		return nil, err
+	}
+	var h [16]byte
+	for i, v := range []uint32{daemon.Magic, daemon.Version, daemon.KindCapture, 0} {
+		binary.LittleEndian.PutUint32(h[4*i:], v)
+	}
+	var answer [8]byte
+	if _, _, err = c.WriteMsgUnix(h[:], unix.UnixRights(int(f.Fd())), nil); err == nil {
+		_, err = io.ReadFull(c, answer[:])
+	}
+	if err == nil && binary.LittleEndian.Uint32(answer[:]) != 0 {
+		err = fmt.Errorf("softirdma refused the capture: %w", syscall.Errno(binary.LittleEndian.Uint32(answer[:])))
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return func() error {
+		defer c.Close()
+		if err := c.CloseWrite(); err != nil {
+			return err
+		}
+		var b [1]byte
+		for { // softirdma closes once the file is whole
+			if _, err := c.Read(b[:]); err != nil {
+				return nil
+			}
+		}
+	}, nil
 }
 
 // runProgram runs the program and returns its exit status (128+N for a signal N, as a shell).

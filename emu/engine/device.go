@@ -80,6 +80,7 @@ type Device struct {
 	att      atomic.Pointer[attachment]
 	sink     atomic.Pointer[EventSink]
 	other    atomic.Pointer[func(frame []byte)]
+	looped   atomic.Pointer[func(frame []byte)]
 	stopped  atomic.Bool
 	portDown atomic.Bool
 	stats    counters
@@ -289,6 +290,17 @@ func (d *Device) OnOtherFrame(fn func(frame []byte)) {
 		d.other.Store(&fn)
 	}
 	d.flush()
+}
+
+// OnLoopback sets the function that sees each frame the device sends to itself, as it is
+// handed back: the frames a link never carries (two programs on one device), for a capture.
+// It runs with no lock of the engine held and must not keep the frame; nil stops it.
+func (d *Device) OnLoopback(fn func(frame []byte)) {
+	if fn == nil {
+		d.looped.Store(nil)
+	} else {
+		d.looped.Store(&fn)
+	}
 }
 
 // HasEthernet says whether the device has an Ethernet side (OnOtherFrame): a host then leaves
@@ -932,6 +944,11 @@ func (d *Device) deliverLoopback() {
 	lb.queue, lb.head = lb.queue[:0], 0
 	lb.mu.Unlock()
 
+	if tap := d.looped.Load(); tap != nil {
+		for _, b := range batch {
+			(*tap)(b)
+		}
+	}
 	d.ReceiveBatch(batch)
 
 	lb.mu.Lock()

@@ -14,6 +14,9 @@
 //   - netlink: each message is a datagram the program sent, answered by the datagrams the
 //     kernel's nldev would send back; an 8-byte message of 0xffffffff and a flags word
 //     (1: NETLINK_CAP_ACK) sets the socket's options instead.
+//   - capture (softirdma run -pcap): the hello carries the file to write a pcap of the devices'
+//     frames into, as SCM_RIGHTS; the capture runs until the client shuts its side down, and
+//     softirdma closes the connection once the file holds every frame.
 //
 // Only the user softirdma runs as may connect (SO_PEERCRED).
 package daemon
@@ -43,6 +46,7 @@ const (
 	KindUverbs  = 1
 	KindNetlink = 2
 	KindRdmaCM  = 3
+	KindCapture = 4
 	HelloSize   = 16
 	MaxMessage  = 65536
 	MaxFiles    = 4
@@ -54,10 +58,13 @@ const (
 
 // Config is what the daemon serves.
 type Config struct {
-	Socket  string                // the path of the socket to listen on
-	Devices []*ucontext.Device    // uverbsN is Devices[N]
-	Netlink *nldev.Table          // what RDMA netlink answers
-	RdmaCM  *ucma.Server          // rdma_cm; nil: /dev/infiniband/rdma_cm is ENODEV
+	Socket  string             // the path of the socket to listen on
+	Devices []*ucontext.Device // uverbsN is Devices[N]
+	Netlink *nldev.Table       // what RDMA netlink answers
+	RdmaCM  *ucma.Server       // rdma_cm; nil: /dev/infiniband/rdma_cm is ENODEV
+	// Capture starts a capture of the devices' frames into a file (a pcap, which it writes and
+	// closes when stop returns); nil: captures are ENODEV.
+	Capture func(f *os.File) (stop func(), err error)
 	Log     *slog.Logger          // nil: slog's default
 	OnIdle  func(connections int) // called as connections come and go, with how many are open
 }
@@ -179,13 +186,21 @@ func (d *Daemon) serveConn(c *net.UnixConn) {
 		return
 	}
 	buf := make([]byte, MaxMessage)
-	n, _, _, _, err := c.ReadMsgUnix(buf, nil)
+	oob := make([]byte, unix.CmsgSpace(4*MaxFiles))
+	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	files := receivedFiles(oob[:oobn])
 	if err != nil || n != HelloSize {
+		closeAll(files)
 		return
+	}
+	if kind := binary.LittleEndian.Uint32(buf[8:]); kind != KindCapture {
+		closeAll(files) // only a capture's hello carries a file
+		files = nil
 	}
 	le := binary.LittleEndian
 	magic, version, kind, arg := le.Uint32(buf), le.Uint32(buf[4:]), le.Uint32(buf[8:]), le.Uint32(buf[12:])
 	if magic != Magic || version != Version {
+		closeAll(files)
 		d.log.Warn("connection refused: not a preload library of this version", "pid", p.pid, "magic", magic, "version", version)
 		_ = hello(c, syscall.EPROTO, nil)
 		return
@@ -197,6 +212,8 @@ func (d *Daemon) serveConn(c *net.UnixConn) {
 		d.serveNetlink(c, arg)
 	case KindRdmaCM:
 		d.serveRdmaCM(c, p)
+	case KindCapture:
+		d.serveCapture(c, files)
 	default:
 		_ = hello(c, syscall.ENODEV, nil)
 	}
@@ -255,6 +272,29 @@ func (d *Daemon) serveUverbs(c *net.UnixConn, p peer, index uint32) {
 		return
 	}
 	d.serveCommands(c, uc.Execute)
+}
+
+func (d *Daemon) serveCapture(c *net.UnixConn, files []*os.File) {
+	if d.cfg.Capture == nil || len(files) != 1 {
+		closeAll(files)
+		_ = hello(c, syscall.ENODEV, nil)
+		return
+	}
+	stop, err := d.cfg.Capture(files[0])
+	if err != nil {
+		files[0].Close()
+		_ = hello(c, syscall.EIO, nil)
+		return
+	}
+	if hello(c, 0, nil) == nil {
+		var b [1]byte
+		for {
+			if _, err := c.Read(b[:]); err != nil {
+				break
+			}
+		}
+	}
+	stop()
 }
 
 func (d *Daemon) serveRdmaCM(c *net.UnixConn, p peer) {
