@@ -126,22 +126,42 @@ func (qp *QP) localAllowed(sge SGE, rights Access) error {
 
 // gatherSGL copies the scatter/gather list's bytes [off, off+len(dst)) into dst.
 func (qp *QP) gatherSGL(sgl []SGE, off uint64, dst []byte) error {
-	return qp.walkSGL(sgl, off, uint64(len(dst)), 0, func(sp keys.Span) {
-		dst = dst[sp.CopyTo(dst):]
+	return qp.walkSGL(sgl, off, uint64(len(dst)), 0, func(sp keys.Span) error {
+		n := sp.CopyTo(dst)
+		dst = dst[n:]
+		return copied(sp, n, keys.OpLocal)
 	})
 }
 
 // scatterSGL copies src into the scatter/gather list's bytes from off on: a receive, a READ's
 // responses, an atomic's result.
 func (qp *QP) scatterSGL(sgl []SGE, off uint64, src []byte) error {
-	return qp.walkSGL(sgl, off, uint64(len(src)), AccessLocalWrite, func(sp keys.Span) {
-		src = src[sp.CopyFrom(src):]
+	return qp.walkSGL(sgl, off, uint64(len(src)), AccessLocalWrite, func(sp keys.Span) error {
+		n := sp.CopyFrom(src)
+		src = src[n:]
+		return copied(sp, n, keys.OpLocal)
 	})
 }
 
+// copied says whether a copy moved the span's bytes: memory reached by copying (a host
+// program's, keys.Copied) moves none once the program has unmapped it, and the access then
+// fails as one to an unmapped on-demand page does: LOC_PROT_ERR for the local side, NAK 0x62
+// and REM_ACCESS_ERR for a remote one.
+func copied(sp keys.Span, n int, op keys.Op) error {
+	if uint64(n) == sp.Len() {
+		return nil
+	}
+	e := &keys.AccessError{Op: op, Check: keys.CheckUnmapped, Status: keys.StatusLocProtErr, Syndrome: keys.SyndromeNone,
+		Len: sp.Len(), Detail: "the memory could not be copied: unmapped since it was registered"}
+	if op != keys.OpLocal {
+		e.Status, e.Syndrome = keys.StatusRemAccessErr, keys.SyndromeRemoteAccess
+	}
+	return e
+}
+
 // walkSGL looks up the SGEs covering [off, off+n) of a scatter/gather list and calls f with
-// each piece's span, in order, its MR pinned.
-func (qp *QP) walkSGL(sgl []SGE, off, n uint64, rights Access, f func(keys.Span)) error {
+// each piece's span, in order, its MR pinned, until f fails.
+func (qp *QP) walkSGL(sgl []SGE, off, n uint64, rights Access, f func(keys.Span) error) error {
 	for _, s := range sgl {
 		if n == 0 {
 			break
@@ -156,8 +176,11 @@ func (qp *QP) walkSGL(sgl []SGE, off, n uint64, rights Access, f func(keys.Span)
 		if err != nil {
 			return err
 		}
-		f(p.Span)
+		err = f(p.Span)
 		p.release()
+		if err != nil {
+			return err
+		}
 		off, n = 0, n-take
 	}
 	if n > 0 {

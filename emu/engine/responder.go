@@ -669,8 +669,11 @@ func (qp *QP) execWrite(q *request) verdict {
 		if err != nil {
 			return refuse(accessNAK(err))
 		}
-		p.CopyFrom(f.Payload)
+		moved := p.CopyFrom(f.Payload)
 		p.release()
+		if err := copied(p.Span, moved, keys.OpRemote); err != nil {
+			return refuse(accessNAK(err))
+		}
 	}
 	last := info.Is(roce.FlagEnd)
 	r.va += n

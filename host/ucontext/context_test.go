@@ -22,9 +22,10 @@ import (
 // progMem is a program's memory as the test lays it out: bytes at a base address, which a
 // copy outside fails (as process_vm_readv does on an unmapped address).
 type progMem struct {
-	mu   sync.Mutex // the copies are another process's: the test reads under it
-	base uint64
-	mem  []byte
+	mu       sync.Mutex // the copies are another process's: the test reads under it
+	base     uint64
+	mem      []byte
+	unmapped bool // the program unmapped it all: every copy fails
 }
 
 // bytes is a copy of n bytes at offset off.
@@ -35,7 +36,7 @@ func (p *progMem) bytes(off, n int) []byte {
 }
 
 func (p *progMem) at(addr uint64, n int) ([]byte, error) {
-	if addr < p.base || addr-p.base+uint64(n) > uint64(len(p.mem)) {
+	if p.unmapped || addr < p.base || addr-p.base+uint64(n) > uint64(len(p.mem)) {
 		return nil, syscall.EFAULT
 	}
 	return p.mem[addr-p.base : addr-p.base+uint64(n)], nil
@@ -411,4 +412,22 @@ func TestGarbageInTheSendQueue(t *testing.T) {
 	// The program still has its device: a new one opens and queries it.
 	p := newProgram(t, d)
 	p.open()
+}
+
+// TestWriteIntoMemoryUnmappedSinceRegistered: nothing is pinned, so a program may unmap memory
+// it registered; an RDMA WRITE into it then fails as one into an unmapped on-demand page: NAK
+// 0x62, REM_ACCESS_ERR for the writer, and nothing written anywhere.
+func TestWriteIntoMemoryUnmappedSinceRegistered(t *testing.T) {
+	d := testDevice(t)
+	a, b := newRCEnd(t, d), newRCEnd(t, d)
+	a.connect(b.qpn)
+	b.connect(a.qpn)
+	b.p.mem.mu.Lock()
+	b.p.mem.unmapped = true
+	b.p.mem.mu.Unlock()
+	a.postWrite(b.mrKey, 9)
+	cqe := waitCQE(t, a.cqr)
+	if binary.LittleEndian.Uint64(cqe) != 9 || u32(cqe, 8) != 10 {
+		t.Fatalf("CQE wr_id %d status %d, want 9 and REM_ACCESS_ERR (10)", binary.LittleEndian.Uint64(cqe), u32(cqe, 8))
+	}
 }
