@@ -13,6 +13,7 @@ for t in ibv_rc_pingpong:ibverbs-utils ib_write_bw:perftest rping:rdmacm-utils q
   command -v "${t%%:*}" > /dev/null || missing+=("${t#*:}")
 done
 [ -d /usr/lib/python3/dist-packages/pyverbs ] || missing+=(python3-pyverbs)
+[ -e /usr/include/infiniband/verbs.h ] || missing+=(libibverbs-dev)
 [ -e /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so ] || [ -e /usr/lib/aarch64-linux-gnu/libibverbs/librxe-rdmav34.so ] || missing+=(ibverbs-providers)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" > "$OUT/apt.log" 2>&1 || { cat "$OUT/apt.log"; abort "host: installing ${missing[*]}"; }
@@ -105,6 +106,14 @@ pkill -TERM -u "$U" -x qperf 2> /dev/null || true
 pair ucx_rc_verbs tcp:13337 ucx_perftest -p 13337 -d rxe0:1 -x rc_verbs -- ucx_perftest 127.0.0.1 -p 13337 -d rxe0:1 -x rc_verbs -t put_bw -D zcopy -s 65536 -n 2000
 pair libfabric_rxd tcp:47592 fi_pingpong -p 'verbs;ofi_rxd' -e rdm -I 100 -- fi_pingpong -p 'verbs;ofi_rxd' -e rdm -I 100 127.0.0.1
 grep -h 'BW average' -A1 "$OUT/write_bw.client" | tail -1 | sed 's/^/  ib_write_bw 64 KiB: /'
+
+# fork: both processes hold the device, each its own answers; the child's exit frees nothing
+# of the parent's (interop/host/forkcheck.c).
+gcc -O2 -Wall -o "$BIN/forkcheck" interop/host/forkcheck.c -libverbs > "$OUT/forkcheck.build" 2>&1 || cat "$OUT/forkcheck.build"
+chmod 755 "$BIN/forkcheck" 2> /dev/null || true
+st=0
+as_user "$BIN/softirdma" run -- timeout 60 "$BIN/forkcheck" > "$OUT/forkcheck.txt" 2>&1 || st=$?
+why="exit $st" verdict host_fork has_lines "$OUT/forkcheck.txt" '^forkcheck: ok$'
 
 # Captures: softirdma run -pcap holds every frame of the run, between two programs on one
 # device too; each decodes with every ICRC good and nothing malformed.

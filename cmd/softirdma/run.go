@@ -1,8 +1,10 @@
 package main
 
 import (
+	"crypto/sha256"
 	"debug/elf"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -88,11 +90,75 @@ func reachable(socket string) bool {
 	return true
 }
 
-// ensureDaemon starts this user's softirdma unless one answers: one start at a time (a lock in
-// its folder), in a session of its own, its output in DIR/log; it waits until the socket answers.
+// buildIdentity names this build of softirdma: a hash of its executable. A run and the
+// softirdma it joins must be one build (their protocol and behaviour are one).
+func buildIdentity() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// status asks the softirdma on socket how many connections it has besides this one.
+func status(socket string) (int, error) {
+	c, err := net.Dial("unixpacket", socket)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	var h [16]byte
+	for i, v := range []uint32{daemon.Magic, daemon.Version, daemon.KindStatus, 0} {
+		binary.LittleEndian.PutUint32(h[4*i:], v)
+	}
+	var answer [8]byte
+	if _, err := c.Write(h[:]); err != nil {
+		return 0, err
+	}
+	if _, err := io.ReadFull(c, answer[:]); err != nil {
+		return 0, err
+	}
+	if e := binary.LittleEndian.Uint32(answer[:]); e != 0 {
+		return 0, syscall.Errno(e)
+	}
+	return int(binary.LittleEndian.Uint32(answer[4:])), nil
+}
+
+// sameBuild checks the softirdma that answers is this build. One of another build is replaced
+// when it is idle; one that serves programs is left alone, and the run refused.
+func sameBuild(hp hostPath) error {
+	id := buildIdentity()
+	have, _ := os.ReadFile(filepath.Join(hp.dir, "version"))
+	if strings.TrimSpace(string(have)) == id {
+		return nil
+	}
+	busy, err := status(hp.socket)
+	if err != nil || busy > 0 {
+		return fmt.Errorf("the softirdma at %s is another build and serves %d programs: run 'softirdma stop' when they are done", hp.socket, busy)
+	}
+	if err := stopDaemon(hp.dir); err != nil {
+		return fmt.Errorf("replacing the softirdma of another build: %w", err)
+	}
+	return nil
+}
+
+// ensureDaemon starts this user's softirdma unless one of this build answers: one start at a
+// time (a lock in its folder), in a session of its own, its output in DIR/log; it waits until
+// the socket answers.
 func ensureDaemon(hp hostPath, idle time.Duration) error {
 	if reachable(hp.socket) {
-		return nil
+		if err := sameBuild(hp); err != nil || reachable(hp.socket) {
+			return err
+		}
 	}
 	lock, err := os.OpenFile(filepath.Join(hp.dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
@@ -123,6 +189,7 @@ func ensureDaemon(hp hostPath, idle time.Duration) error {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	_ = os.WriteFile(filepath.Join(hp.dir, "pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600)
+	_ = os.WriteFile(filepath.Join(hp.dir, "version"), []byte(buildIdentity()+"\n"), 0o600)
 	for delay := time.Millisecond; ; delay = min(delay*2, 50*time.Millisecond) {
 		if reachable(hp.socket) {
 			return nil
@@ -355,26 +422,35 @@ func runStop(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	dir, err := runtimeDir()
+	if err == nil {
+		if !reachable(filepath.Join(dir, "sock")) {
+			fmt.Fprintln(stdout, "softirdma stop: none running")
+			return 0
+		}
+		err = stopDaemon(dir)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "softirdma stop: %v\n", err)
 		return 1
 	}
+	return 0
+}
+
+// stopDaemon stops the softirdma serving in dir and waits until its socket is gone.
+func stopDaemon(dir string) error {
 	b, err := os.ReadFile(filepath.Join(dir, "pid"))
 	pid, perr := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || perr != nil || pid <= 0 || !reachable(filepath.Join(dir, "sock")) {
-		fmt.Fprintln(stdout, "softirdma stop: none running")
-		return 0
+	if err != nil || perr != nil || pid <= 0 {
+		return fmt.Errorf("no pid in %s", filepath.Join(dir, "pid"))
 	}
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		fmt.Fprintf(stderr, "softirdma stop: pid %d: %v\n", pid, err)
-		return 1
+		return fmt.Errorf("pid %d: %w", pid, err)
 	}
-	for range 200 {
+	for range 500 {
 		if !reachable(filepath.Join(dir, "sock")) {
-			return 0
+			return nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	fmt.Fprintf(stderr, "softirdma stop: pid %d still serving\n", pid)
-	return 1
+	return fmt.Errorf("pid %d still serving", pid)
 }

@@ -14,6 +14,11 @@
 //   - netlink: each message is a datagram the program sent, answered by the datagrams the
 //     kernel's nldev would send back; an 8-byte message of 0xffffffff and a flags word
 //     (1: NETLINK_CAP_ACK) sets the socket's options instead.
+//   - A uverbs or rdma_cm answer's word is the file's token. attach (kind 5), with the token as
+//     its argument, is another connection to the same file: a forked child's, whose commands
+//     reach the same objects (and whose MRs are its own memory). The file ends with its last
+//     connection, as the kernel's with its last reference.
+//   - status (kind 6): the answer's word is how many other connections are open (0: idle).
 //   - capture (softirdma run -pcap): the hello carries the file to write a pcap of the devices'
 //     frames into, as SCM_RIGHTS; the capture runs until the client shuts its side down, and
 //     softirdma closes the connection once the file holds every frame.
@@ -23,6 +28,7 @@ package daemon
 
 import (
 	"context"
+	crand "crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -47,6 +53,8 @@ const (
 	KindNetlink = 2
 	KindRdmaCM  = 3
 	KindCapture = 4
+	KindAttach  = 5
+	KindStatus  = 6
 	HelloSize   = 16
 	MaxMessage  = 65536
 	MaxFiles    = 4
@@ -76,9 +84,69 @@ type Daemon struct {
 	log *slog.Logger
 	uid int
 
-	mu    sync.Mutex
-	conns map[*net.UnixConn]struct{}
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	conns  map[*net.UnixConn]struct{}
+	shared map[uint32]*shared // by token
+	wg     sync.WaitGroup
+}
+
+// shared is a uverbs or rdma_cm file that processes may hold after a fork: how one of them runs
+// a command, and what ends the file once the last connection to it ends.
+type shared struct {
+	execute func(p peer, buf []byte, in *os.File) ucontext.Reply
+	close   func()
+	hold    func(pid int)
+	refs    int
+}
+
+// share registers a file and returns its token.
+func (d *Daemon) share(s *shared) uint32 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for {
+		var b [4]byte
+		_, _ = crand.Read(b[:])
+		if t := binary.LittleEndian.Uint32(b[:]); t != 0 && d.shared[t] == nil {
+			s.refs = 1
+			d.shared[t] = s
+			return t
+		}
+	}
+}
+
+// release drops a connection's hold of a file, which ends with the last.
+func (d *Daemon) release(token uint32) {
+	d.mu.Lock()
+	s := d.shared[token]
+	s.refs--
+	last := s.refs == 0
+	if last {
+		delete(d.shared, token)
+	}
+	d.mu.Unlock()
+	if last {
+		s.close()
+	}
+}
+
+// serveAttach serves another process's connection to a shared file.
+func (d *Daemon) serveAttach(c *net.UnixConn, p peer, token uint32) {
+	d.mu.Lock()
+	s := d.shared[token]
+	if s != nil {
+		s.refs++
+	}
+	d.mu.Unlock()
+	if s == nil {
+		_ = hello(c, syscall.ENOENT, nil)
+		return
+	}
+	defer d.release(token)
+	s.hold(p.pid)
+	if hello(c, 0, nil) != nil {
+		return
+	}
+	d.serveCommands(c, func(buf []byte, in *os.File) ucontext.Reply { return s.execute(p, buf, in) })
 }
 
 // Listen makes the socket (mode 0600) and returns the daemon, which serves once Serve runs.
@@ -98,7 +166,7 @@ func Listen(cfg Config) (*Daemon, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Daemon{cfg: cfg, ln: ln, log: log, uid: os.Getuid(), conns: map[*net.UnixConn]struct{}{}}, nil
+	return &Daemon{cfg: cfg, ln: ln, log: log, uid: os.Getuid(), conns: map[*net.UnixConn]struct{}{}, shared: map[uint32]*shared{}}, nil
 }
 
 // Serve accepts connections until ctx ends or Close; it returns once every connection ended.
@@ -214,6 +282,13 @@ func (d *Daemon) serveConn(c *net.UnixConn) {
 		d.serveRdmaCM(c, p)
 	case KindCapture:
 		d.serveCapture(c, files)
+	case KindAttach:
+		d.serveAttach(c, p, arg)
+	case KindStatus:
+		d.mu.Lock()
+		others := len(d.conns) - 1
+		d.mu.Unlock()
+		_ = helloWith(c, 0, uint32(others), nil)
 	default:
 		_ = hello(c, syscall.ENODEV, nil)
 	}
@@ -221,8 +296,14 @@ func (d *Daemon) serveConn(c *net.UnixConn) {
 
 // hello answers a hello: errno (0: accepted) and the file it hands over, if any.
 func hello(c *net.UnixConn, errno syscall.Errno, f *os.File) error {
+	return helloWith(c, errno, 0, f)
+}
+
+// helloWith is hello with the answer's word (a shared file's token).
+func helloWith(c *net.UnixConn, errno syscall.Errno, word uint32, f *os.File) error {
 	var b [8]byte
 	binary.LittleEndian.PutUint32(b[:], uint32(errno))
+	binary.LittleEndian.PutUint32(b[4:], word)
 	var oob []byte
 	if f != nil {
 		oob = unix.UnixRights(int(f.Fd()))
@@ -267,8 +348,12 @@ func (d *Daemon) serveUverbs(c *net.UnixConn, p peer, index uint32) {
 		_ = hello(c, syscall.ENOMEM, nil)
 		return
 	}
-	defer uc.Close()
-	if hello(c, 0, file) != nil { // file is the context's own: it stays open
+	token := d.share(&shared{close: uc.Close, hold: uc.Hold,
+		execute: func(p peer, buf []byte, in *os.File) ucontext.Reply {
+			return uc.ExecuteIn(processMemory{pid: p.pid}, buf, in)
+		}})
+	defer d.release(token)
+	if helloWith(c, 0, token, file) != nil { // file is the context's own: it stays open
 		return
 	}
 	d.serveCommands(c, uc.Execute)
@@ -308,8 +393,12 @@ func (d *Daemon) serveRdmaCM(c *net.UnixConn, p peer) {
 		_ = hello(c, syscall.ENOMEM, nil)
 		return
 	}
-	defer f.Close()
-	err = hello(c, 0, file)
+	token := d.share(&shared{close: f.Close, hold: func(int) {},
+		execute: func(p peer, buf []byte, in *os.File) ucontext.Reply {
+			return f.ExecuteBy(p.pid, processMemory{pid: p.pid}, buf, in)
+		}})
+	defer d.release(token)
+	err = helloWith(c, 0, token, file)
 	file.Close()
 	if err != nil {
 		return

@@ -38,7 +38,8 @@ func TestPreloadHeaderAgrees(t *testing.T) {
 			t.Errorf("preload.h: %s is %s, the daemon's %d", name, m[1], want)
 		}
 	}
-	for kind, want := range map[string]int{"SIRD_UVERBS": KindUverbs, "SIRD_NETLINK": KindNetlink, "SIRD_RDMACM": KindRdmaCM} {
+	for kind, want := range map[string]int{"SIRD_UVERBS": KindUverbs, "SIRD_NETLINK": KindNetlink, "SIRD_RDMACM": KindRdmaCM,
+		"SIRD_CAPTURE": KindCapture, "SIRD_ATTACH": KindAttach} {
 		if !regexp.MustCompile(kind + ` = ` + strconv.Itoa(want) + `,`).Match(h) {
 			t.Errorf("preload.h: %s is not %d", kind, want)
 		}

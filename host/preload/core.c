@@ -45,9 +45,37 @@ static void resolve(void)
 	REAL(recvmsg); REAL(recvfrom); REAL(sendto); REAL(sendmsg); REAL(connect);
 }
 
+/*
+ * after_fork gives a child its own connections to the files it inherited: the parent's socket
+ * would carry both processes' commands and mix their answers. The child attaches to the same
+ * files, as after fork both processes hold the kernel's.
+ */
+static void after_fork(void)
+{
+	int i, c;
+
+	for (i = 0; i < SIRD_FILES; i++) {
+		struct sird_file *f = &files[i];
+
+		pthread_mutex_init(&f->lock, NULL);
+		if (!f->used || f->conn < 0 || !f->token)
+			continue;
+		c = sird_connect(SIRD_ATTACH, f->token, NULL, 1, NULL);
+		sird_real.close(f->conn);
+		f->conn = c; /* < 0: the child's commands on the file fail with EIO */
+	}
+	pthread_mutex_init(&files_lock, NULL);
+}
+
+static void setup(void)
+{
+	resolve();
+	pthread_atfork(NULL, NULL, after_fork);
+}
+
 void sird_init(void)
 {
-	pthread_once(&once, resolve);
+	pthread_once(&once, setup);
 }
 
 __attribute__((constructor)) static void sird_ctor(void)
@@ -150,8 +178,8 @@ static int socket_path(struct sockaddr_un *sa)
 	return 0;
 }
 
-/* recv_hello reads softirdma's answer to a hello, and the fd it may carry. */
-static int recv_hello(int s, int *fdout, int cloexec)
+/* recv_hello reads softirdma's answer to a hello, its word, and the fd it may carry. */
+static int recv_hello(int s, int *fdout, int cloexec, uint32_t *word)
 {
 	struct sird_hello_reply r;
 	char cbuf[CMSG_SPACE(sizeof(int))];
@@ -166,6 +194,8 @@ static int recv_hello(int s, int *fdout, int cloexec)
 		return -EIO;
 	if (r.err)
 		return -r.err;
+	if (word)
+		*word = r.arg;
 	if (!fdout)
 		return 0;
 	*fdout = -1;
@@ -179,7 +209,7 @@ static int recv_hello(int s, int *fdout, int cloexec)
  * sird_connect opens a connection of a kind to softirdma and returns its socket (close on
  * exec), or -errno; a uverbs or rdma_cm connection's file comes back in *fdout.
  */
-int sird_connect(int kind, uint32_t arg, int *fdout, int cloexec)
+int sird_connect(int kind, uint32_t arg, int *fdout, int cloexec, uint32_t *token)
 {
 	struct sockaddr_un sa;
 	struct sird_hello h = { SIRD_MAGIC, SIRD_VERSION, kind, arg };
@@ -201,7 +231,7 @@ int sird_connect(int kind, uint32_t arg, int *fdout, int cloexec)
 		sird_real.close(s);
 		return -EIO;
 	}
-	err = recv_hello(s, fdout, cloexec);
+	err = recv_hello(s, fdout, cloexec, token);
 	if (err < 0) {
 		sird_real.close(s);
 		return err;

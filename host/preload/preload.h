@@ -19,6 +19,8 @@ enum sird_kind {
 	SIRD_UVERBS = 1,
 	SIRD_NETLINK = 2,
 	SIRD_RDMACM = 3,
+	SIRD_CAPTURE = 4,
+	SIRD_ATTACH = 5,
 };
 
 /* The hello a connection starts with. */
@@ -63,6 +65,7 @@ struct sird_file {
 	dev_t dev;
 	ino_t ino;
 	int conn; /* the library's own socket to softirdma (uverbs, rdma_cm); -1 for netlink */
+	uint32_t token; /* softirdma's name for the file, by which a forked child attaches */
 	uint32_t portid;
 	uint32_t nlflags;
 	pthread_mutex_t lock;
@@ -122,7 +125,7 @@ void sird_init(void);
 struct sird_file *sird_lookup(int fd);
 struct sird_file *sird_add(int fd, int kind, int conn);
 void sird_forget(struct sird_file *f);
-int sird_connect(int kind, uint32_t arg, int *fdout, int cloexec);
+int sird_connect(int kind, uint32_t arg, int *fdout, int cloexec, uint32_t *token);
 void sird_log(const char *fmt, ...);
 
 /* Paths: a path the library serves is rewritten into buf (its sysfs tree) or named a device. */

@@ -23,20 +23,24 @@ int sird_open_dev(int kind, uint32_t index, int flags)
 {
 	int cloexec = !!(flags & O_CLOEXEC);
 	int fd = -1, conn;
+	uint32_t token = 0;
+	struct sird_file *f;
 
-	conn = sird_connect(kind, index, &fd, cloexec);
+	conn = sird_connect(kind, index, &fd, cloexec, &token);
 	if (conn < 0) {
 		errno = -conn;
 		return -1;
 	}
 	if ((flags & O_NONBLOCK) && fcntl(fd, F_SETFL, O_RDWR | O_NONBLOCK) < 0)
 		sird_log("O_NONBLOCK: %s\n", strerror(errno));
-	if (!sird_add(fd, kind, conn)) {
+	f = sird_add(fd, kind, conn);
+	if (!f) {
 		sird_real.close(fd);
 		sird_real.close(conn);
 		errno = EMFILE;
 		return -1;
 	}
+	f->token = token;
 	return fd;
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/softirdma/softirdma/emu/engine"
 	"github.com/softirdma/softirdma/emu/rdmacm"
 	"github.com/softirdma/softirdma/host/ucontext"
+	"github.com/softirdma/softirdma/keys"
 )
 
 // The commands (RDMA_USER_CM_CMD_*).
@@ -50,7 +51,9 @@ var minOut = map[uint32]int{cmdCreateID: 4, cmdDestroyID: 4, cmdQueryRoute: 200,
 // request is a command being run.
 type request struct {
 	f      *File
-	b      []byte // the command, header included, cmdSize long
+	owner  int         // the process that wrote the command
+	mem    keys.Copier // its memory
+	b      []byte      // the command, header included, cmdSize long
 	out    int
 	in     *os.File
 	writes []ucontext.Write
@@ -70,6 +73,12 @@ func (r *request) respond(off int, data []byte) {
 // Execute runs one command the program wrote, with the file it passed in (MIGRATE_ID's), and
 // returns what the kernel would: write()'s result and the response.
 func (f *File) Execute(buf []byte, in *os.File) ucontext.Reply {
+	return f.ExecuteBy(f.owner, f.mem, buf, in)
+}
+
+// ExecuteBy is Execute for a command of process owner, whose memory mem reaches (a child that
+// kept the file after a fork).
+func (f *File) ExecuteBy(owner int, mem keys.Copier, buf []byte, in *os.File) ucontext.Reply {
 	if len(buf) < 8 {
 		return ucontext.Reply{Ret: -int32(syscall.EINVAL)}
 	}
@@ -84,7 +93,7 @@ func (f *File) Execute(buf []byte, in *os.File) ucontext.Reply {
 	}
 	b := make([]byte, max(cmdSize[cmd], len(buf)))
 	copy(b, buf)
-	r := &request{f: f, b: b, out: out, in: in, n: len(buf)}
+	r := &request{f: f, b: b, out: out, in: in, n: len(buf), owner: owner, mem: mem}
 	if err := r.runGuarded(cmd); err != nil {
 		if errnoOf(err) == syscall.EAGAIN || errnoOf(err) == syscall.EAFNOSUPPORT {
 			// A GET_EVENT with none waiting, librdmacm's AF_IB probe: the way of things.
@@ -309,7 +318,7 @@ func (r *request) connParam(off int) (qpn uint32, p rdmacm.ConnParam, valid bool
 
 // qp is a program's QP by its number.
 func (r *request) qp(qpn uint32) (*engine.QP, error) {
-	qp, ok := r.f.s.dev.Verbs.QPOf(qpn, r.f.owner)
+	qp, ok := r.f.s.dev.Verbs.QPOf(qpn, r.owner)
 	if !ok {
 		return nil, errf(syscall.EINVAL, "no QP 0x%x of the program's", qpn)
 	}
@@ -453,7 +462,7 @@ func setOption(r *request) error {
 		return errf(syscall.EINVAL, "option %d of %d bytes", name, n)
 	}
 	val := make([]byte, n)
-	if r.f.mem == nil || r.f.mem.ReadAt(val, r.u64(8)) != nil {
+	if r.mem == nil || r.mem.ReadAt(val, r.u64(8)) != nil {
 		return errf(syscall.EFAULT, "option %d's value at 0x%x", name, r.u64(8))
 	}
 	r.f.s.mu.Lock()

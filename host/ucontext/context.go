@@ -56,7 +56,7 @@ type Context struct {
 	dev   *Device
 	mem   keys.Copier
 	name  string // for the log: the program
-	owner int    // who the program is (its pid): rdma_cm finds a program's QPs by it
+	owner int    // who made the context (its pid)
 
 	mu     sync.Mutex // the objects' tables, the queue area
 	opened bool       // GET_CONTEXT ran
@@ -77,6 +77,11 @@ type Context struct {
 	// them hold both.
 	lookups sync.RWMutex
 
+	// owners are the processes that hold the context (its maker, and children it forked that
+	// kept it): rdma_cm finds a program's QPs by them.
+	ownersMu sync.Mutex
+	holders  map[int]bool
+
 	asyncSentMu sync.Mutex
 	asyncSent   map[uint64]uint32 // async events sent, by element
 	refused     int
@@ -91,7 +96,8 @@ func New(dev *Device, mem keys.Copier, name string, owner int) (*Context, *os.Fi
 	}
 	c := &Context{dev: dev, mem: mem, name: name, owner: owner, area: a,
 		pds: map[uint32]*pd{}, mrs: map[uint32]*mr{}, mws: map[uint32]*mw{}, ahs: map[uint32]*ah{},
-		cqs: map[uint32]*cq{}, qps: map[uint32]*qp{}, srqs: map[uint32]*srq{}, asyncSent: map[uint64]uint32{}}
+		cqs: map[uint32]*cq{}, qps: map[uint32]*qp{}, srqs: map[uint32]*srq{}, asyncSent: map[uint64]uint32{},
+		holders: map[int]bool{owner: true}}
 	dev.joined(c, true)
 	return c, a.file, nil
 }
@@ -109,14 +115,29 @@ func errf(errno syscall.Errno, format string, args ...any) error {
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), errno)
 }
 
+// Hold records another process that holds the context: a child the program forked, whose
+// commands reach the same objects, as the kernel's do after fork.
+func (c *Context) Hold(pid int) {
+	c.ownersMu.Lock()
+	defer c.ownersMu.Unlock()
+	c.holders[pid] = true
+}
+
+func (c *Context) heldBy(pid int) bool {
+	c.ownersMu.Lock()
+	defer c.ownersMu.Unlock()
+	return c.holders[pid]
+}
+
 // request is one command being run: the decoded command and what it answers.
 type request struct {
 	uverbs.Command
-	in     *os.File // a file the command passed in (CREATE_CQ's channel)
-	resp   []byte   // the core response, Method.Resp bytes
-	driver []byte   // the driver's response
-	writes []Write  // more writes (MODIFY_SRQ's mmap info)
-	files  []fileAt // fds to install, at offsets of the core response
+	in     *os.File    // a file the command passed in (CREATE_CQ's channel)
+	mem    keys.Copier // the memory of the process that wrote the command: its MRs are there
+	resp   []byte      // the core response, Method.Resp bytes
+	driver []byte      // the driver's response
+	writes []Write     // more writes (MODIFY_SRQ's mmap info)
+	files  []fileAt    // fds to install, at offsets of the core response
 }
 
 type fileAt struct {
@@ -141,12 +162,17 @@ func (r *request) u64(off int) uint64 {
 }
 
 // Execute runs one command the program wrote, with the file it passed in (nil if none).
-func (c *Context) Execute(buf []byte, in *os.File) Reply {
+func (c *Context) Execute(buf []byte, in *os.File) Reply { return c.ExecuteIn(c.mem, buf, in) }
+
+// ExecuteIn is Execute for a command of a process whose memory mem reaches: after a fork, an
+// MR a child registers is the child's memory, as the kernel pins the pages of the process
+// that registers them.
+func (c *Context) ExecuteIn(mem keys.Copier, buf []byte, in *os.File) Reply {
 	cmd, errno := uverbs.Decode(buf)
 	if errno != 0 {
 		return c.refuse(cmd, errno, "malformed")
 	}
-	r := &request{Command: cmd, in: in, resp: make([]byte, cmd.Method.Resp)}
+	r := &request{Command: cmd, in: in, mem: mem, resp: make([]byte, cmd.Method.Resp)}
 	if err := c.runGuarded(r); err != nil {
 		return c.refuse(cmd, errnoOf(err), err.Error())
 	}

@@ -48,7 +48,7 @@ func (d *Device) QPOf(qpn uint32, owner int) (*engine.QP, bool) {
 	d.owners.mu.Lock()
 	o, ok := d.owners.by[ownerKey{ownQP, qpn}]
 	d.owners.mu.Unlock()
-	if !ok || o.c.owner != owner {
+	if !ok || !o.c.heldBy(owner) {
 		return nil, false
 	}
 	return d.Engine.QP(qpn)

@@ -84,7 +84,7 @@ func (c *Context) regMR(r *request) error {
 	if length == 0 || length > 1<<47 || start+length < start {
 		return errf(syscall.EINVAL, "MR of %d bytes at 0x%x", length, start)
 	}
-	m, err := p.pd.RegCopiedMR(c.mem, start, length, iova, engine.Access(access&0xffff))
+	m, err := p.pd.RegCopiedMR(r.mem, start, length, iova, engine.Access(access&0xffff))
 	if err != nil {
 		return err
 	}
