@@ -1,13 +1,13 @@
 package hw
 
 import (
-	"math/bits"
 	"sync"
 	"syscall"
 
 	"github.com/softirdma/softirdma/emu/engine"
 
 	"github.com/softirdma/softirdma/hw/abi"
+	"github.com/softirdma/softirdma/hw/wqe"
 )
 
 // eq is an event queue in guest memory: completion events of armed CQs, or async events.
@@ -109,34 +109,13 @@ func (c *cq) sink(wc engine.WC) bool {
 		return false
 	}
 	var b [abi.CQESize]byte
-	encodeCQE(b[:], &wc)
+	wqe.EncodeCQE(b[:], &wc, true)
 	if c.r.access(c.r.elemOff(c.prod), b[:], true) != nil {
 		c.gone = true
 		return false
 	}
 	c.prod = (c.prod + 1) & c.r.mask()
 	return c.r.writeU32(abi.QHProducer, c.prod) == nil
-}
-
-// encodeCQE writes wc as struct ib_uverbs_wc: immediate data in network order, an invalidated
-// rkey as it is.
-func encodeCQE(c abi.CQE, wc *engine.WC) {
-	c.SetWRID(wc.WRID)
-	c.SetStatus(uint32(wc.Status))
-	c.SetOpcode(uint32(wc.Opcode))
-	c.SetByteLen(wc.ByteLen)
-	if wc.Flags&engine.WCWithImm != 0 {
-		c.SetImm(bits.ReverseBytes32(wc.Imm)) // imm_data: its bytes in network order
-	} else {
-		c.SetImm(wc.Imm)
-	}
-	c.SetQPNum(wc.QPNum)
-	c.SetSrcQP(wc.SrcQP)
-	c.SetWCFlags(uint32(wc.Flags))
-	c.SetPortNum(1)
-	if wc.Flags&engine.WCWithGRH != 0 {
-		c.SetNetworkHdrType(byte(wc.NetworkHdrType))
-	}
 }
 
 // completed runs after the engine queued completions (outside its lock): an armed CQ that fired

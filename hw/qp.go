@@ -1,10 +1,8 @@
 package hw
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"math/bits"
 	"net/netip"
 	"sync"
 	"syscall"
@@ -12,6 +10,7 @@ import (
 	"github.com/softirdma/softirdma/emu/engine"
 
 	"github.com/softirdma/softirdma/hw/abi"
+	"github.com/softirdma/softirdma/hw/wqe"
 )
 
 // qp is a QP (RC, UC, UD or GSI) whose send and receive queues are rings in guest memory in
@@ -343,7 +342,7 @@ func (q *qp) fetchRecv(limit int) []engine.RecvWR {
 		if q.rq.access(q.rq.elemOff(q.rqCons), q.rqWQE, false) != nil {
 			break
 		}
-		wr := decodeRecv(q.rqWQE, q.maxRecvSGE)
+		wr := wqe.Recv(q.rqWQE, q.maxRecvSGE)
 		out = append(out, wr)
 		q.rqCons = (q.rqCons + 1) & q.rq.mask()
 	}
@@ -381,7 +380,7 @@ func (q *qp) ring() {
 			if l := q.f.cfg.Log; l != nil {
 				l.Info("send WQE refused", "qpn", q.emu.Num(), "wr_id", w.WRID(), "opcode", raw, "err", err)
 			}
-			if q.emu.PostSendError(engine.PostedError{ID: w.WRID(), Opcode: errOpcode(raw),
+			if q.emu.PostSendError(engine.PostedError{ID: w.WRID(), Opcode: wqe.ErrOpcode(raw),
 				Status: engine.WCLocQPOpErr, Err: err}) != nil {
 				return
 			}
@@ -417,87 +416,30 @@ func recvWQEBytes(r *ring, sges int) int {
 	return min(1<<r.logElem, abi.RecvSGEs+abi.SGESize*sges)
 }
 
-// errOpcode is the opcode a refused WQE's error completion reports: the guest's own if it is a
-// byte, else one that is no opcode (its completion is an error, whose opcode verbs leave
-// undefined), never the low byte of a larger number.
-func errOpcode(raw uint32) engine.WROpcode {
-	if raw > 0xff {
-		return 0xff
-	}
-	return engine.WROpcode(raw)
-}
-
-// post turns one rxe_send_wqe into the engine's work request. The opcode is the guest's u32:
-// checked whole before it becomes the engine's byte.
+// post turns one rxe_send_wqe into the engine's work request.
 func (q *qp) post(e abi.SendWQE) error {
-	raw := e.Opcode()
-	if raw > 0xff {
-		return fmt.Errorf("send WQE opcode %d is not supported: %w", raw, syscall.EOPNOTSUPP)
+	wr, then, err := wqe.Decode(e)
+	if err != nil {
+		return err
 	}
-	wr := engine.SendWR{ID: e.WRID(), Opcode: engine.WROpcode(raw), Flags: engine.SendFlags(e.Flags())}
-	switch wr.Opcode {
-	case engine.WRRDMAWriteWithImm, engine.WRSendWithImm:
-		wr.Imm = bits.ReverseBytes32(e.Imm()) // imm_data is in network order
-	case engine.WRSendWithInv, engine.WRLocalInv:
-		wr.Imm = e.Imm()
-	}
-	switch wr.Opcode {
-	case engine.WRRDMAWrite, engine.WRRDMAWriteWithImm, engine.WRRDMARead:
-		wr.RemoteAddr, wr.RKey = e.RemoteAddr(), e.RKey()
-	case engine.WRAtomicCmpAndSwp, engine.WRAtomicFetchAndAdd:
-		wr.RemoteAddr, wr.RKey = e.RemoteAddr(), e.AtomicRKey()
-		wr.CompareAdd, wr.Swap = e.CompareAdd(), e.Swap()
-	case engine.WRSend, engine.WRSendWithImm, engine.WRSendWithInv, engine.WRLocalInv:
-		if q.ud && wr.Opcode != engine.WRLocalInv {
+	switch then {
+	case wqe.Bind:
+		return q.bind(e, &wr)
+	case wqe.RegMR:
+		return q.regMR(e, &wr)
+	case wqe.Address:
+		if q.ud {
 			if err := q.address(e, &wr); err != nil {
 				return err
 			}
 		}
-	case engine.WRFlush:
-		wr.RemoteAddr, wr.RKey = e.RemoteAddr(), e.FlushRKey()
-		wr.Flush = engine.FlushInfo{Type: engine.FlushType(e.FlushType()), Level: engine.FlushLevel(e.FlushLevel()),
-			Length: cmp.Or(e.DMALength(), e.FlushLength())}
-		return q.emu.PostSend(wr)
-	case engine.WRAtomicWrite:
-		// The 8 bytes travel in the WQE (dma.atomic_wr), as rxe's provider puts them.
-		if len(e) < abi.SendAtomicWr+8 {
-			return fmt.Errorf("an ATOMIC_WRITE in a %d-byte WQE slot: %w", len(e), syscall.EINVAL)
-		}
-		wr.RemoteAddr, wr.RKey = e.RemoteAddr(), e.RKey()
-		wr.Flags |= engine.SendInline
-		wr.InlineData = append([]byte{}, e.AtomicWrite()...)
-		return q.emu.PostSend(wr)
-	case engine.WRBindMW:
-		return q.bind(e, &wr)
-	case engine.WRRegMR:
-		return q.regMR(e, &wr)
-	default:
-		return fmt.Errorf("send WQE opcode %d is not supported: %w", wr.Opcode, syscall.EOPNOTSUPP)
 	}
-	if err := q.payload(e, &wr); err != nil {
-		return err
+	if then != wqe.Post {
+		if err := wqe.ReadPayload(e, &wr, q.maxInline, q.maxSendSGE); err != nil {
+			return err
+		}
 	}
 	return q.emu.PostSend(wr)
-}
-
-// payload reads a send WQE's inline data or SGEs into wr (a LOCAL_INV has neither).
-func (q *qp) payload(e abi.SendWQE, wr *engine.SendWR) error {
-	if wr.Flags&engine.SendInline != 0 {
-		n := int(e.DMALength())
-		if n > q.maxInline || abi.SendSGEs+n > len(e) {
-			return fmt.Errorf("%d bytes inline, the QP takes %d: %w", n, q.maxInline, syscall.EINVAL)
-		}
-		wr.InlineData = append([]byte{}, e.Payload()[:n]...)
-	} else if wr.Opcode != engine.WRLocalInv {
-		n := int(e.NumSGE())
-		if n > q.maxSendSGE || abi.SendSGEs+n*abi.SGESize > len(e) {
-			return fmt.Errorf("%d SGEs, the QP takes %d: %w", n, q.maxSendSGE, syscall.EINVAL)
-		}
-		for i := range n {
-			wr.SGL = append(wr.SGL, decodeSGE(e.SGE(i)))
-		}
-	}
-	return nil
 }
 
 // bind posts a BIND_MW WQE: a type 2 window by the work request, a type 1 by the bind verb (the

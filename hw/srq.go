@@ -1,13 +1,13 @@
 package hw
 
 import (
-	"fmt"
 	"sync"
 	"syscall"
 
 	"github.com/softirdma/softirdma/emu/engine"
 
 	"github.com/softirdma/softirdma/hw/abi"
+	"github.com/softirdma/softirdma/hw/wqe"
 )
 
 // srq is a shared receive queue whose ring is in guest memory. The engine fetches one receive
@@ -48,7 +48,7 @@ func (s *srq) fetch(limit int) []engine.RecvWR {
 		s.mu.Unlock()
 		return nil
 	}
-	wr := decodeRecv(s.wqe, s.maxSGE)
+	wr := wqe.Recv(s.wqe, s.maxSGE)
 	s.cons = (s.cons + 1) & s.r.mask()
 	_ = s.r.writeU32(abi.QHConsumer, s.cons)
 	fire := s.limit > 0 && (prod-s.cons)&s.r.mask() < s.limit
@@ -61,26 +61,6 @@ func (s *srq) fetch(limit int) []engine.RecvWR {
 		s.f.cfg.Clock.Post(0, func() { s.f.asyncEvent(engine.AsyncEvent{Type: engine.AsyncSRQLimitReached, Num: s.emu.Num()}) })
 	}
 	return []engine.RecvWR{wr}
-}
-
-// decodeRecv reads an rxe_recv_wqe. One naming more SGEs than the queue takes, or than its slot
-// holds, is a receive the engine fails: the message that takes it completes LOC_QP_OP_ERR
-// (engine.RecvWR's Err), whatever its length.
-func decodeRecv(w abi.RecvWQE, maxSGE int) engine.RecvWR {
-	wr := engine.RecvWR{ID: w.WRID()}
-	n := w.NumSGE()
-	if n > uint32(maxSGE) || abi.RecvSGEs+int(n)*abi.SGESize > len(w) {
-		wr.Err = fmt.Errorf("%d SGEs, the queue takes %d: %w", n, maxSGE, syscall.EINVAL)
-		return wr
-	}
-	for i := range int(n) {
-		wr.SGL = append(wr.SGL, decodeSGE(w.SGE(i)))
-	}
-	return wr
-}
-
-func decodeSGE(s abi.SGE) engine.SGE {
-	return engine.SGE{Addr: s.Addr(), Length: s.Length(), LKey: s.LKey()}
 }
 
 func (f *Function) createSRQLocked(args abi.CreateSRQArgs, result func(int, uint32)) error {

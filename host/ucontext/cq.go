@@ -1,12 +1,12 @@
 package ucontext
 
 import (
-	"math/bits"
 	"sync"
 	"syscall"
 
 	"github.com/softirdma/softirdma/emu/engine"
 	"github.com/softirdma/softirdma/hw/abi"
+	"github.com/softirdma/softirdma/hw/wqe"
 )
 
 // cq is a CQ whose ring the program polls: the engine's completions are written into it as they
@@ -32,27 +32,12 @@ func (q *cq) sink(wc engine.WC) bool {
 	if q.gone || (q.prod+1)&q.r.mask == q.r.consumer() {
 		return false
 	}
-	encodeCQE(abi.CQE(q.r.slot(q.prod)[:abi.CQESize]), &wc)
+	c := abi.CQE(q.r.slot(q.prod)[:abi.CQESize])
+	clear(c)
+	wqe.EncodeCQE(c, &wc, false) // the last byte is reserved in the user ABI
 	q.prod = (q.prod + 1) & q.r.mask
 	q.r.setProducer(q.prod)
 	return true
-}
-
-func encodeCQE(c abi.CQE, wc *engine.WC) {
-	clear(c)
-	c.SetWRID(wc.WRID)
-	c.SetStatus(uint32(wc.Status))
-	c.SetOpcode(uint32(wc.Opcode))
-	c.SetByteLen(wc.ByteLen)
-	if wc.Flags&engine.WCWithImm != 0 {
-		c.SetImm(bits.ReverseBytes32(wc.Imm))
-	} else {
-		c.SetImm(wc.Imm)
-	}
-	c.SetQPNum(wc.QPNum)
-	c.SetSrcQP(wc.SrcQP)
-	c.SetWCFlags(uint32(wc.Flags))
-	c.SetPortNum(1)
 }
 
 // completed runs after the engine queued completions: an armed CQ that fired sends its event.

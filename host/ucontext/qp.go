@@ -3,13 +3,13 @@ package ucontext
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"net/netip"
 	"sync"
 	"syscall"
 
 	"github.com/softirdma/softirdma/emu/engine"
 	"github.com/softirdma/softirdma/hw/abi"
+	"github.com/softirdma/softirdma/hw/wqe"
 )
 
 // qp is a QP whose send and receive queues are rings the program writes, in rxe's layout.
@@ -218,27 +218,11 @@ func (q *qp) fetchRecv(limit int) []engine.RecvWR {
 	var out []engine.RecvWR
 	for q.rqCons != prod && len(out) < limit {
 		copy(q.rqWQE, q.rq.slot(q.rqCons))
-		out = append(out, decodeRecv(abi.RecvWQE(q.rqWQE), q.maxRecvSGE))
+		out = append(out, wqe.Recv(abi.RecvWQE(q.rqWQE), q.maxRecvSGE))
 		q.rqCons = (q.rqCons + 1) & q.rq.mask
 	}
 	q.rq.setConsumer(q.rqCons)
 	return out
-}
-
-// decodeRecv turns an rxe_recv_wqe into the engine's receive. One naming more SGEs than the
-// queue takes, or than its slot holds, fails the message that takes it (LOC_QP_OP_ERR).
-func decodeRecv(w abi.RecvWQE, maxSGE int) engine.RecvWR {
-	wr := engine.RecvWR{ID: w.WRID()}
-	n := w.NumSGE()
-	if n > uint32(maxSGE) || abi.RecvSGEs+int(n)*abi.SGESize > len(w) {
-		wr.Err = fmt.Errorf("%d SGEs, the queue takes %d: %w", n, maxSGE, syscall.EINVAL)
-		return wr
-	}
-	for i := range int(n) {
-		s := w.SGE(i)
-		wr.SGL = append(wr.SGL, engine.SGE{Addr: s.Addr(), Length: s.Length(), LKey: s.LKey()})
-	}
-	return wr
 }
 
 // POST_SEND: qp_handle (8), wr_count (12): rxe's doorbell carries no WRs.
@@ -276,20 +260,13 @@ func (q *qp) ring() {
 				return // the engine's queue is full: a retirement or the next doorbell goes on
 			}
 			w := abi.SendWQE(q.sqWQE)
-			if q.emu.PostSendError(engine.PostedError{ID: w.WRID(), Opcode: errOpcode(w.Opcode()),
+			if q.emu.PostSendError(engine.PostedError{ID: w.WRID(), Opcode: wqe.ErrOpcode(w.Opcode()),
 				Status: engine.WCLocQPOpErr, Err: err}) != nil {
 				return
 			}
 		}
 		q.sqNext = (q.sqNext + 1) & q.sq.mask
 	}
-}
-
-func errOpcode(raw uint32) engine.WROpcode {
-	if raw > 0xff {
-		return 0xff
-	}
-	return engine.WROpcode(raw)
 }
 
 func (q *qp) destroy() {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/softirdma/softirdma/emu/engine"
 	"github.com/softirdma/softirdma/hw/abi"
+	"github.com/softirdma/softirdma/hw/wqe"
 )
 
 // srq is a shared receive queue whose ring the program writes. The engine takes one receive at
@@ -38,7 +39,7 @@ func (s *srq) fetch(limit int) []engine.RecvWR {
 		return nil
 	}
 	copy(s.wqe, s.r.slot(s.cons))
-	wr := decodeRecv(abi.RecvWQE(s.wqe), s.maxSGE)
+	wr := wqe.Recv(abi.RecvWQE(s.wqe), s.maxSGE)
 	s.cons = (s.cons + 1) & s.r.mask
 	s.r.setConsumer(s.cons)
 	fire := s.limit > 0 && (prod-s.cons)&s.r.mask < s.limit
