@@ -64,8 +64,12 @@ func newHostDevice(log *slog.Logger) (*hostDevice, error) {
 		}
 	}
 	mac := [6]byte{0x02, 0, 0, 0, 0, 1}
+	var events engine.EventSink
+	if log.Enabled(context.Background(), slog.LevelDebug) {
+		events = engine.SlogSink(log) // SOFTIRDMA_DEBUG: the engine's events, a dropped datagram's reason among them
+	}
 	host, err := realtime.NewHost(realtime.HostConfig{Name: "rxe0", Link: port, MAC: mac,
-		IP: netip.MustParseAddr("127.0.0.1"), IPs: ips, Answer: true, ActiveMTU: engine.MTU4096})
+		IP: netip.MustParseAddr("127.0.0.1"), IPs: ips, Answer: true, ActiveMTU: engine.MTU4096, Events: events})
 	if err != nil {
 		fab.Close()
 		return nil, err
