@@ -53,10 +53,9 @@ type Write struct {
 
 // Context is one program's open uverbs device. Its methods are safe for concurrent use.
 type Context struct {
-	dev   *Device
-	mem   keys.Copier
-	name  string // for the log: the program
-	owner int    // who made the context (its pid)
+	dev  *Device
+	mem  keys.Copier
+	name string // for the log: the program
 
 	mu     sync.Mutex // the objects' tables, the queue area
 	opened bool       // GET_CONTEXT ran
@@ -94,7 +93,7 @@ func New(dev *Device, mem keys.Copier, name string, owner int) (*Context, *os.Fi
 	if err != nil {
 		return nil, nil, err
 	}
-	c := &Context{dev: dev, mem: mem, name: name, owner: owner, area: a,
+	c := &Context{dev: dev, mem: mem, name: name, area: a,
 		pds: map[uint32]*pd{}, mrs: map[uint32]*mr{}, mws: map[uint32]*mw{}, ahs: map[uint32]*ah{},
 		cqs: map[uint32]*cq{}, qps: map[uint32]*qp{}, srqs: map[uint32]*srq{}, asyncSent: map[uint64]uint32{},
 		holders: map[int]bool{owner: true}}
