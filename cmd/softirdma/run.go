@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/sha256"
 	"debug/elf"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -116,21 +115,11 @@ func status(socket string) (int, error) {
 		return 0, err
 	}
 	defer c.Close()
-	var h [16]byte
-	for i, v := range []uint32{daemon.Magic, daemon.Version, daemon.KindStatus, 0} {
-		binary.LittleEndian.PutUint32(h[4*i:], v)
-	}
-	var answer [8]byte
-	if _, err := c.Write(h[:]); err != nil {
+	if _, err := c.Write(daemon.Hello(daemon.KindStatus, 0)); err != nil {
 		return 0, err
 	}
-	if _, err := io.ReadFull(c, answer[:]); err != nil {
-		return 0, err
-	}
-	if e := binary.LittleEndian.Uint32(answer[:]); e != 0 {
-		return 0, syscall.Errno(e)
-	}
-	return int(binary.LittleEndian.Uint32(answer[4:])), nil
+	others, err := daemon.ReadAnswer(c)
+	return int(others), err
 }
 
 // sameBuild checks the softirdma that answers is this build. One of another build is replaced
@@ -307,16 +296,11 @@ func startCapture(socket, path string) (stop func() error, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var h [16]byte
-	for i, v := range []uint32{daemon.Magic, daemon.Version, daemon.KindCapture, 0} {
-		binary.LittleEndian.PutUint32(h[4*i:], v)
-	}
-	var answer [8]byte
-	if _, _, err = c.WriteMsgUnix(h[:], unix.UnixRights(int(f.Fd())), nil); err == nil {
-		_, err = io.ReadFull(c, answer[:])
-	}
-	if err == nil && binary.LittleEndian.Uint32(answer[:]) != 0 {
-		err = fmt.Errorf("softirdma refused the capture: %w", syscall.Errno(binary.LittleEndian.Uint32(answer[:])))
+	if _, _, err = c.WriteMsgUnix(daemon.Hello(daemon.KindCapture, 0), unix.UnixRights(int(f.Fd())), nil); err == nil {
+		var refused syscall.Errno
+		if _, err = daemon.ReadAnswer(c); errors.As(err, &refused) {
+			err = fmt.Errorf("softirdma refused the capture: %w", err)
+		}
 	}
 	if err != nil {
 		c.Close()

@@ -32,6 +32,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -292,6 +293,28 @@ func (d *Daemon) serveConn(c *net.UnixConn) {
 	default:
 		_ = hello(c, syscall.ENODEV, nil)
 	}
+}
+
+// Hello is the hello a client of kind sends, with its argument.
+func Hello(kind, arg uint32) []byte {
+	b := make([]byte, HelloSize)
+	for i, v := range []uint32{Magic, Version, kind, arg} {
+		binary.LittleEndian.PutUint32(b[4*i:], v)
+	}
+	return b
+}
+
+// ReadAnswer reads softirdma's answer to a hello: the answer's word, or the errno it refused
+// the hello with.
+func ReadAnswer(r io.Reader) (uint32, error) {
+	var b [8]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return 0, err
+	}
+	if e := binary.LittleEndian.Uint32(b[:]); e != 0 {
+		return 0, syscall.Errno(e)
+	}
+	return binary.LittleEndian.Uint32(b[4:]), nil
 }
 
 // hello answers a hello: errno (0: accepted) and the file it hands over, if any.

@@ -79,11 +79,7 @@ func dial(t *testing.T, sock string, kind, arg uint32) *net.UnixConn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	var h [HelloSize]byte
-	for i, v := range []uint32{Magic, Version, kind, arg} {
-		binary.LittleEndian.PutUint32(h[4*i:], v)
-	}
-	if _, err := c.Write(h[:]); err != nil {
+	if _, err := c.Write(Hello(kind, arg)); err != nil {
 		t.Fatal(err)
 	}
 	return c
