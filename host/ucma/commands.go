@@ -493,15 +493,15 @@ func joinIPMcast(r *request) error {
 	}
 	s := r.f.s
 	s.mu.Lock()
-	mc := &mcast{uid: r.u64(16), id: id, group: ap.Addr()}
-	for n := uint32(0); ; n++ {
-		if _, used := s.mcs[n]; !used {
-			mc.num = n
-			s.mcs[n] = mc
-			break
-		}
+	n, ok := free(s.mcs, 0)
+	mc := &mcast{num: n, uid: r.u64(16), id: id, group: ap.Addr()}
+	if ok {
+		s.mcs[n] = mc
 	}
 	s.mu.Unlock()
+	if !ok {
+		return errf(syscall.ENOMEM, "all multicast joins in use")
+	}
 	var b [4]byte
 	le.PutUint32(b[:], mc.num)
 	r.respond(8, b[:])

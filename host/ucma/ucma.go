@@ -101,18 +101,25 @@ const (
 	psIB    = 0x013f
 )
 
-// alloc gives an ID the lowest free number: librdmacm keeps IDs in a table of 65536.
+// alloc gives an ID the next free number: librdmacm keeps IDs in a table of 65536.
 func (s *Server) alloc(id *cmID) error {
+	n, ok := free(s.ids, s.next)
+	if !ok {
+		return errf(syscall.ENOMEM, "all rdma_cm IDs in use")
+	}
+	id.num, s.ids[n], s.next = n, id, n+1
+	return nil
+}
+
+// free is the first number from next on (round a table of 65536) that m does not hold.
+func free[T any](m map[uint32]T, next uint32) (uint32, bool) {
 	for n := uint32(0); n < 1<<16; n++ {
-		k := (s.next + n) % (1 << 16)
-		if _, used := s.ids[k]; !used {
-			id.num = k
-			s.ids[k] = id
-			s.next = k + 1
-			return nil
+		k := (next + n) % (1 << 16)
+		if _, used := m[k]; !used {
+			return k, true
 		}
 	}
-	return errf(syscall.ENOMEM, "all rdma_cm IDs in use")
+	return 0, false
 }
 
 func errf(errno syscall.Errno, format string, args ...any) error {
