@@ -33,6 +33,16 @@ func init() {
 // address, each as RoCE v1 and v2, with room for more.
 const gidTableLen = 16
 
+// The character devices' numbers, as the kernel gives them (uverbs0 is 231:192, rdma_cm a misc
+// device) and the preload library's fstat reports them (host/preload/paths.c).
+const (
+	uverbsMajor, uverbsMinor = 231, 192
+	rdmaCMMajor, rdmaCMMinor = 10, 58
+)
+
+// hugeDev is a device number as the kernel's huge_encode_dev writes it for netlink.
+func hugeDev(major, minor uint64) uint64 { return minor&0xff | major<<8 | (minor&^0xff)<<12 }
+
 // hostDevice is the default device of the host path: rxe0, standing on lo as Linux rxe on lo
 // would (its GUID from lo's MAC, its GIDs lo's addresses), on a port of a fabric of its own.
 type hostDevice struct {
@@ -90,12 +100,12 @@ func newHostDevice(log *slog.Logger) (*hostDevice, error) {
 		return nil, err
 	}
 	d.cm.SetManager(mgr)
-	d.tree = sysfs.Build([]sysfs.Device{{Name: "rxe0", NodeGUID: guid, Uverbs: "uverbs0", UverbsDev: "231:192",
+	d.tree = sysfs.Build([]sysfs.Device{{Name: "rxe0", NodeGUID: guid, Uverbs: "uverbs0", UverbsDev: fmt.Sprintf("%d:%d", uverbsMajor, uverbsMinor),
 		Ports: []sysfs.Port{{Active: true, Netdev: "lo", NetdevIndex: 1, GIDs: gids}}}})
 	d.nl = &nldev.Table{Devices: []nldev.Device{{Index: 1, Name: "rxe0", NodeGUID: guid, SysImageGUID: guid,
-		Uverbs: nldev.Chardev{Name: "uverbs0", Dev: 231<<8 | 192},
+		Uverbs: nldev.Chardev{Name: "uverbs0", Dev: hugeDev(uverbsMajor, uverbsMinor)},
 		Ports:  []nldev.Port{{NetdevIndex: 1, NetdevName: "lo"}}}},
-		RdmaCM: nldev.Chardev{Name: "rdma_cm", Dev: 10<<8 | 58}}
+		RdmaCM: nldev.Chardev{Name: "rdma_cm", Dev: hugeDev(rdmaCMMajor, rdmaCMMinor)}}
 	return d, nil
 }
 
