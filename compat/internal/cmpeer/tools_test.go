@@ -139,9 +139,17 @@ func TestRping(t *testing.T) {
 	hs, hc := loophosts.Pair(t, 0, 9)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// The client starts once the server listens: before that the server's device rejects it
+	// (INVALID_SERVICE_ID), as the kernel's rdma_cm would, and rping does not retry.
+	listening := make(chan struct{})
 	s, c := ctrltest.Both(func(out io.Writer) (rping.Result, error) {
-		return rping.Run(ctx, hs.Device(), rping.Options{Options: cmpeer.Options{Server: true, Addr: hs.Device().IP(), Count: 10}, Verbose: true}, out)
+		return rping.Run(ctx, hs.Device(), rping.Options{Options: cmpeer.Options{Server: true, Addr: hs.Device().IP(), Count: 10, Listening: func() { close(listening) }}, Verbose: true}, out)
 	}, func(out io.Writer) (rping.Result, error) {
+		select {
+		case <-listening:
+		case <-ctx.Done():
+			return rping.Result{}, ctx.Err()
+		}
 		return rping.Run(ctx, hc.Device(), rping.Options{Options: cmpeer.Options{Addr: hs.Device().IP(), Count: 10}, Verbose: true, Validate: true}, out)
 	})
 	ctrltest.BothSucceeded(t, s, c)
