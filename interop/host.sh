@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . interop/guestlib.sh
 missing=()
-for t in ibv_rc_pingpong:ibverbs-utils ib_write_bw:perftest rping:rdmacm-utils qperf:qperf ucx_perftest:ucx-utils mpirun:openmpi-bin mpicc:libopenmpi-dev; do
+for t in ibv_rc_pingpong:ibverbs-utils ib_write_bw:perftest rping:rdmacm-utils qperf:qperf ucx_perftest:ucx-utils fi_pingpong:libfabric-bin mpirun:openmpi-bin mpicc:libopenmpi-dev; do
   command -v "${t%%:*}" > /dev/null || missing+=("${t#*:}")
 done
 [ -d /usr/lib/python3/dist-packages/pyverbs ] || missing+=(python3-pyverbs)
@@ -128,12 +128,10 @@ as_user "$BIN/softirdma" run -pcap "$MPICAP/mpi.pcap" -- timeout 300 mpirun --ov
 why="exit $st" verdict host_mpi_ucx_pingpong has_lines "$OUT/mpi.txt" '^mpipingpong: ok' "$OUT/mpi.decode" 'RC_RDMA_READ_RESPONSE' "$OUT/mpi.decode" '^summary: .* icrc_bad=0 malformed=0'
 grep -h '^mpipingpong: ok' "$OUT/mpi.txt" | sed 's/^/  /' || tail -5 "$OUT/mpi.txt"
 rm -rf "$MPICAP"
-# libfabric's fi_pingpong over verbs;ofi_rxd works, but about one run in twenty never ends:
-# rxd's progress loop spins after the last transfer (docs/host-programs.md). Not in this tier
-# until that is understood: HOST_LIBFABRIC=1 runs it.
-if [ "${HOST_LIBFABRIC:-0}" = 1 ]; then
-  pair libfabric_rxd tcp:47592 fi_pingpong -p 'verbs;ofi_rxd' -e rdm -I 100 -- fi_pingpong -p 'verbs;ofi_rxd' -e rdm -I 100 127.0.0.1
-fi
+# libfabric's fi_pingpong over its verbs provider: MSG endpoints (connected through rdma_cm) and
+# RDM endpoints over rxd (UD datagrams), messages of 64 B to 1 MiB.
+pair libfabric_verbs_msg tcp:47592 fi_pingpong -p verbs -e msg -I 100 -- fi_pingpong -p verbs -e msg -I 100 127.0.0.1
+pair libfabric_rxd tcp:47592 fi_pingpong -p 'verbs;ofi_rxd' -e rdm -I 100 -- fi_pingpong -p 'verbs;ofi_rxd' -e rdm -I 100 127.0.0.1
 grep -h 'BW average' -A1 "$OUT/write_bw.client" | tail -1 | sed 's/^/  ib_write_bw 64 KiB: /'
 
 # fork: both processes hold the device, each its own answers; the child's exit frees nothing
