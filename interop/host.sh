@@ -91,6 +91,15 @@ same write_bw_R cm:18515 ib_write_bw -R -x 1 -n 500
 pair rping cm:7174 rping -s -a 127.0.0.1 -C 20 -V -- rping -c -a 127.0.0.1 -C 20 -V
 pair ucmatose cm:7471 ucmatose -c 4 -C 20 -- ucmatose -s 127.0.0.1 -c 4 -C 20
 pair udaddy cm:7174 udaddy -C 20 -- udaddy -s 127.0.0.1 -C 20
+# The device answers for all of 127.0.0.0/8 and for the host's own addresses, as rdma_cm binds
+# them on a host whose rxe stands on lo (libfabric's verbs provider binds each interface's).
+pair rping_lo8 cm:7174 rping -s -a 127.0.0.2 -C 10 -V -- rping -c -a 127.0.0.2 -C 10 -V
+HOSTADDR=$(ip -o addr show scope global 2> /dev/null | awk '{ sub(/\/.*/, "", $4); print $4; exit }')
+if [ -n "$HOSTADDR" ]; then
+  pair rping_hostaddr cm:7174 rping -s -a "$HOSTADDR" -C 10 -V -- rping -c -a "$HOSTADDR" -C 10 -V
+else
+  echo "  note: this machine has no global address: no host_rping_hostaddr case"
+fi
 # qperf's server serves until stopped: the verdicts are the client's, one per test.
 as_user "$BIN/softirdma" run -- qperf -lp 19765 > "$OUT/qperf.server" 2>&1 &
 qpid=$!

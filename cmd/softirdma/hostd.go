@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -29,9 +31,45 @@ func init() {
 	register("hostd", "the per-user softirdma that host programs under 'softirdma run' use (run starts it)", runHostd)
 }
 
-// gidTableLen is the host device's GID table size: the link-local GID and the loopback
-// address, each as RoCE v1 and v2, with room for more.
-const gidTableLen = 16
+// The host device's GID table: the link-local GID, lo's addresses and the host's other
+// addresses, each as RoCE v1 and v2; at least minGIDs entries, at most maxGIDs.
+const (
+	minGIDs = 16
+	maxGIDs = 256
+)
+
+// hostAddrs are the addresses the host device answers for: lo's (127.0.0.1, ::1) first, then
+// every address of the host's other netdevs, as a program may bind rdma_cm to any of them
+// (libfabric's verbs provider tries each interface's). Link-local ones lose their zone: the
+// device has one link.
+func hostAddrs() []netip.Addr {
+	addrs := []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return addrs
+	}
+	for _, ifc := range ifs {
+		as, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range as {
+			n, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			ip, ok := netip.AddrFromSlice(n.IP)
+			if !ok {
+				continue
+			}
+			ip = ip.Unmap().WithZone("")
+			if !ip.IsLoopback() && !ip.IsMulticast() && !slices.Contains(addrs, ip) {
+				addrs = append(addrs, ip)
+			}
+		}
+	}
+	return addrs
+}
 
 // The character devices' numbers, as the kernel gives them (uverbs0 is 231:192, rdma_cm a misc
 // device) and the preload library's fstat reports them (host/preload/paths.c).
@@ -66,11 +104,16 @@ func newHostDevice(log *slog.Logger) (*hostDevice, error) {
 	}
 	var loMAC [6]byte
 	guid := sysfs.NodeGUID(loMAC)
-	gids := sysfs.RoCEGIDs("lo", loMAC, []netip.Addr{netip.MustParseAddr("127.0.0.1")}, gidTableLen)
+	addrs := hostAddrs()
+	gids := sysfs.RoCEGIDs("lo", loMAC, addrs, min(max(minGIDs, 2*(len(addrs)+1)), maxGIDs))
 	var ips []netip.Addr
+	owned := map[netip.Addr]bool{}
 	for _, g := range gids {
-		if g.Addr.IsValid() && g.Addr != netip.MustParseAddr("127.0.0.1") {
-			ips = append(ips, g.Addr)
+		if g.Addr.IsValid() && !owned[g.Addr.Unmap()] {
+			owned[g.Addr.Unmap()] = true
+			if g.Addr.Unmap() != netip.MustParseAddr("127.0.0.1") {
+				ips = append(ips, g.Addr.Unmap())
+			}
 		}
 	}
 	mac := [6]byte{0x02, 0, 0, 0, 0, 1}
@@ -79,7 +122,8 @@ func newHostDevice(log *slog.Logger) (*hostDevice, error) {
 		events = engine.SlogSink(log) // SOFTIRDMA_DEBUG: the engine's events, a dropped datagram's reason among them
 	}
 	host, err := realtime.NewHost(realtime.HostConfig{Name: "rxe0", Link: port, MAC: mac,
-		IP: netip.MustParseAddr("127.0.0.1"), IPs: ips, Answer: true, ActiveMTU: engine.MTU4096, Events: events})
+		IP: netip.MustParseAddr("127.0.0.1"), IPs: ips, Prefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		Answer: true, ActiveMTU: engine.MTU4096, Events: events})
 	if err != nil {
 		fab.Close()
 		return nil, err
@@ -92,7 +136,7 @@ func newHostDevice(log *slog.Logger) (*hostDevice, error) {
 	d := &hostDevice{fab: fab, host: host,
 		dev: &ucontext.Device{Engine: host.Device(), NodeGUID: guid, GIDs: table, Log: log}}
 	d.cm = ucma.NewServer(&ucma.Device{Verbs: d.dev, Index: 1, NodeGUID: guid, Log: log,
-		Owns: func(a netip.Addr) bool { return a.IsLoopback() || a == netip.MustParseAddr("fe80::200:ff:fe00:0") }})
+		Owns: func(a netip.Addr) bool { a = a.Unmap().WithZone(""); return a.IsLoopback() || owned[a] }})
 	mgr, err := rdmacm.New(host.Device(), rdmacm.Config{Events: d.cm.Event, Logger: log})
 	if err != nil {
 		host.Close()

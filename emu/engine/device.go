@@ -42,6 +42,9 @@ type DeviceConfig struct {
 	// IPs are more addresses the device answers on, such as an IPv6 link-local one; each is
 	// also a GID.
 	IPs []netip.Addr
+	// Prefixes are ranges the device answers on as if each address in them were its own, as
+	// Linux's lo answers for all of 127.0.0.0/8; they are no GIDs.
+	Prefixes []netip.Prefix
 	// Events receives the engine's events; nil drops them.
 	Events EventSink
 	// Resolve maps a peer's IP address to its MAC address.
@@ -189,7 +192,7 @@ func NewDevice(cfg DeviceConfig) *Device {
 	d.loop.dev = d
 	d.att.Store(&attachment{})
 	d.SetEventSink(cfg.Events)
-	d.addrs.Store(&addresses{mac: cfg.MAC, ip: cfg.IP, ips: cfg.IPs})
+	d.addrs.Store(&addresses{mac: cfg.MAC, ip: cfg.IP, ips: cfg.IPs, prefixes: cfg.Prefixes})
 	d.loop.deliver = d.deliverLoopback
 	if resolve := cfg.Resolve; resolve != nil {
 		// The device's own addresses resolve to its own MAC without asking anyone, so a QP
@@ -232,6 +235,8 @@ type addresses struct {
 	mac [6]byte
 	ip  netip.Addr   // the main one: the device's GID
 	ips []netip.Addr // more it owns
+	// prefixes are ranges it answers on (DeviceConfig.Prefixes); addresses it changes keep them
+	prefixes []netip.Prefix
 }
 
 // IP is the device's address.
@@ -247,7 +252,7 @@ func (d *Device) GID() [16]byte { return d.IP().As16() }
 // driver programs them (the GID table following a netdev's addresses). QPs already past RTR
 // keep the path they were given; frames to an address the device no longer owns are dropped.
 func (d *Device) SetAddresses(mac [6]byte, ip netip.Addr, ips []netip.Addr) {
-	d.addrs.Store(&addresses{mac: mac, ip: ip, ips: slices.Clone(ips)})
+	d.addrs.Store(&addresses{mac: mac, ip: ip, ips: slices.Clone(ips), prefixes: d.addrs.Load().prefixes})
 	d.event(Event{Kind: EvAddress, Msg: fmt.Sprintf("addresses %s %v mac %s", ip, ips, net.HardwareAddr(mac[:]))})
 }
 
@@ -263,6 +268,11 @@ func (d *Device) owns(ip netip.Addr) bool {
 			return true
 		}
 	}
+	for _, p := range a.prefixes {
+		if p.Contains(ip) {
+			return true
+		}
+	}
 	return false
 }
 
@@ -270,6 +280,11 @@ func (d *Device) owns(ip netip.Addr) bool {
 func (d *Device) sourceFor(dst netip.Addr) netip.Addr {
 	a := d.addrs.Load()
 	dst = dst.Unmap()
+	if d.owns(dst) {
+		// To itself a device sends from the address it sends to: both ends of a connection
+		// on one device then see one address pair, whichever of its addresses it was.
+		return dst
+	}
 	for _, o := range append([]netip.Addr{a.ip}, a.ips...) {
 		o = o.Unmap()
 		if o.Is4() == dst.Is4() && (dst.Is4() || o.IsLinkLocalUnicast() == dst.IsLinkLocalUnicast()) {

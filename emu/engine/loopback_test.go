@@ -434,3 +434,54 @@ func TestLoopbackTap(t *testing.T) {
 		t.Fatalf("a removed tap saw %d more frames", seen-before)
 	}
 }
+
+// A device answers on each of its addresses and on its prefixes (Linux's lo answers for all of
+// 127.0.0.0/8): two QPs on it connected through any such address reach each other, each
+// sending from the address it sends to (the one its peer expects the frames from), and nothing
+// reaches the link.
+func TestLoopbackOwnAddressesAndPrefixes(t *testing.T) {
+	link := &countLink{closed: make(chan struct{})}
+	h, err := realtime.NewHost(realtime.HostConfig{Name: "A", Link: link, MAC: [6]byte{2, 0, 0, 0, 0, 1}, IP: netip.MustParseAddr("127.0.0.1"),
+		IPs:      []netip.Addr{netip.MustParseAddr("192.0.2.2"), netip.IPv6Loopback(), netip.MustParseAddr("fd00::2")},
+		Prefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Rand: mrand.NewPCG(1, 1)})
+	must(t, err)
+	go h.Run()
+	defer h.Close()
+	dev := h.Device()
+	pd, err := dev.AllocPD()
+	must(t, err)
+	cq, err := dev.CreateCQ(256)
+	must(t, err)
+	buf := make([]byte, 64<<10)
+	mr, err := pd.RegMR(buf, engine.AccessLocalWrite|engine.AccessRemoteWrite|engine.AccessRemoteRead)
+	must(t, err)
+	for i, s := range []string{"127.0.0.2", "127.200.1.9", "192.0.2.2", "::1", "fd00::2", "127.0.0.1"} {
+		addr := netip.MustParseAddr(s)
+		caps := engine.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
+		qa, err := pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: caps})
+		must(t, err)
+		qb, err := pd.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: caps})
+		must(t, err)
+		connect(t, qa, qb, addr, addr)
+		fill(buf[:1024], byte(i+1))
+		must(t, qb.PostRecv(engine.RecvWR{ID: 9, SGL: sge(mr, 32<<10, 4096)}))
+		must(t, qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRSend, Flags: engine.SendSignaled, SGL: sge(mr, 0, 1024)}))
+		var wcs []engine.WC
+		deadline := time.Now().Add(10 * time.Second)
+		for len(wcs) < 2 && time.Now().Before(deadline) {
+			wcs = append(wcs, poll(cq)...)
+			time.Sleep(time.Millisecond)
+		}
+		wantWC(t, byQP(wcs, qa.Num()), engine.WC{WRID: 1, Opcode: engine.WCSend})
+		wantWC(t, byQP(wcs, qb.Num()), engine.WC{WRID: 9, Opcode: engine.WCRecv, ByteLen: 1024})
+		if !bytes.Equal(buf[32<<10:32<<10+1024], buf[:1024]) {
+			t.Fatalf("%s: data differs", addr)
+		}
+	}
+	link.mu.Lock()
+	sent := link.sent
+	link.mu.Unlock()
+	if sent != 0 {
+		t.Fatalf("%d frames reached the link", sent)
+	}
+}

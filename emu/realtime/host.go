@@ -29,6 +29,9 @@ type HostConfig struct {
 	// The host answers ARP and neighbour solicitations for all of them.
 	IP  netip.Addr
 	IPs []netip.Addr
+	// Prefixes are ranges the device answers on as its own (engine.DeviceConfig.Prefixes);
+	// the host answers no neighbour requests for them.
+	Prefixes []netip.Prefix
 	// Answer says whether the host answers ARP/ND itself. On a socket link to a guest it must
 	// (nobody else will); on an adapter whose kernel owns the address the kernel does.
 	Answer bool
@@ -97,7 +100,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	}
 	h.resolveFn = resolve
 	dev := engine.NewDevice(engine.DeviceConfig{Name: cfg.Name, Clock: NewWallClock(), Rand: src, MAC: cfg.MAC, IP: cfg.IP, IPs: cfg.IPs,
-		Events: cfg.Events, Resolve: resolve, ActiveMTU: cfg.ActiveMTU})
+		Prefixes: cfg.Prefixes, Events: cfg.Events, Resolve: resolve, ActiveMTU: cfg.ActiveMTU})
 	dev.Attach(h.engineLink())
 	h.dev.Store(dev)
 	return h, nil
@@ -109,7 +112,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 // on, and the host answers neighbour requests for the new addresses.
 func (h *Host) Rebind(mac [6]byte, ip netip.Addr, ips []netip.Addr) *engine.Device {
 	dev := engine.NewDevice(engine.DeviceConfig{Name: h.cfg.Name, Clock: NewWallClock(), MAC: mac, IP: ip, IPs: ips,
-		Events: h.cfg.Events, Resolve: h.resolveFn, ActiveMTU: h.cfg.ActiveMTU})
+		Prefixes: h.cfg.Prefixes, Events: h.cfg.Events, Resolve: h.resolveFn, ActiveMTU: h.cfg.ActiveMTU})
 	dev.Attach(h.engineLink())
 	h.mu.Lock()
 	h.resp.MAC, h.resp.IPs = mac, append([]netip.Addr{ip}, ips...)
