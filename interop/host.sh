@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . interop/guestlib.sh
 missing=()
-for t in ibv_rc_pingpong:ibverbs-utils ib_write_bw:perftest rping:rdmacm-utils qperf:qperf ucx_perftest:ucx-utils fi_pingpong:libfabric-bin mpirun:openmpi-bin mpicc:libopenmpi-dev; do
+for t in ibv_rc_pingpong:ibverbs-utils ib_write_bw:perftest rping:rdmacm-utils qperf:qperf ucx_perftest:ucx-utils fi_pingpong:libfabric-bin mpirun:openmpi-bin mpicc:libopenmpi-dev strace:strace; do
   command -v "${t%%:*}" > /dev/null || missing+=("${t#*:}")
 done
 [ -d /usr/lib/python3/dist-packages/pyverbs ] || missing+=(python3-pyverbs)
@@ -59,11 +59,11 @@ pair() {
   while [ "$1" != -- ]; do sargs+=("$1"); shift; done
   shift
   seen=$(cm_listens "${spec#*:}")
-  as_user env ${NLEMPTY:+LD_PRELOAD="$NLEMPTY"} "$BIN/softirdma" run -- timeout 120 "${sargs[@]}" > "$OUT/$name.server" 2>&1 &
+  as_user env ${NLEMPTY:+LD_PRELOAD="$NLEMPTY"} "$BIN/softirdma" run ${RUNFLAGS:-} -- timeout 120 "${sargs[@]}" > "$OUT/$name.server" 2>&1 &
   spid=$!
   pids+=("$spid")
   ready "$spec" "$spid" "$seen" || true
-  as_user env ${NLEMPTY:+LD_PRELOAD="$NLEMPTY"} "$BIN/softirdma" run ${CAPTURE:+-pcap "$CAPTURE"} -- timeout 120 "$@" > "$OUT/$name.client" 2>&1 || crc=$?
+  as_user env ${NLEMPTY:+LD_PRELOAD="$NLEMPTY"} "$BIN/softirdma" run ${RUNFLAGS:-} ${CAPTURE:+-pcap "$CAPTURE"} -- timeout 120 "$@" > "$OUT/$name.client" 2>&1 || crc=$?
   wait "$spid" || src=$?
   why="exit $src" verdict "host_${name}_server" ended "$src" "$OUT/$name.server"
   why="exit $crc" verdict "host_${name}_client" ended "$crc" "$OUT/$name.client"
@@ -150,6 +150,38 @@ chmod 755 "$BIN/forkcheck" 2> /dev/null || true
 st=0
 as_user "$BIN/softirdma" run -- timeout 60 "$BIN/forkcheck" > "$OUT/forkcheck.txt" 2>&1 || st=$?
 why="exit $st" verdict host_fork has_lines "$OUT/forkcheck.txt" '^forkcheck: ok$'
+
+# A program's buffers of every kind: the heap, huge pages (hugetlbfs, 8 more reserved for the
+# case) and transparent huge pages; and an ASan build of a program (interop/host/bufcheck.c).
+gcc -O2 -Wall -o "$BIN/bufcheck" interop/host/bufcheck.c -libverbs > "$OUT/bufcheck.build" 2>&1 || cat "$OUT/bufcheck.build"
+gcc -O1 -g -fsanitize=address -Wall -o "$BIN/bufcheck-asan" interop/host/bufcheck.c -libverbs >> "$OUT/bufcheck.build" 2>&1 || cat "$OUT/bufcheck.build"
+chmod 755 "$BIN"/bufcheck* 2> /dev/null || true
+HUGEPAGES=$(cat /proc/sys/vm/nr_hugepages)
+echo $((HUGEPAGES + 8)) > /proc/sys/vm/nr_hugepages || echo "  note: could not reserve huge pages"
+for k in heap hugetlb thp; do
+  st=0
+  as_user "$BIN/softirdma" run -- timeout 60 "$BIN/bufcheck" "$k" > "$OUT/bufcheck.$k" 2>&1 || st=$?
+  why="exit $st" verdict "host_buffers_$k" has_lines "$OUT/bufcheck.$k" "^bufcheck: ok $k\$"
+done
+echo "$HUGEPAGES" > /proc/sys/vm/nr_hugepages || true
+# RLIMIT_MEMLOCK, held as the kernel holds it with run -memlock: under a limit of 8 MiB a
+# 16 MiB registration fails with ENOMEM, and programs with small ones run; without the flag
+# (the default, as every case above runs) the limit means nothing.
+st=0
+as_user bash -c "ulimit -S -l 8192 && exec \"\$0\" run -memlock -- timeout 60 \"\$1\" heap" "$BIN/softirdma" "$BIN/bufcheck" > "$OUT/memlock.over" 2>&1 || st=$?
+why="exit $st" verdict host_memlock_refused has_lines "$OUT/memlock.over" 'ibv_reg_mr of 16777216 bytes failed: Cannot allocate memory'
+RUNFLAGS=-memlock same memlock_rc_pingpong tcp:18515 ibv_rc_pingpong -g 1 -n 50 -c
+st=0
+as_user "$BIN/softirdma" run -- timeout 60 "$BIN/bufcheck-asan" heap > "$OUT/bufcheck.asan" 2>&1 || st=$?
+why="exit $st" verdict host_asan has_lines "$OUT/bufcheck.asan" '^bufcheck: ok heap$'
+
+# Under Yama's ptrace_scope 1 softirdma reaches a program's memory only as the ptracer the
+# program names: the library names the daemon (its pid from the socket's SO_PEERCRED). Without
+# Yama prctl answers EINVAL, as here; the call and its pid are what this checks.
+st=0
+as_user "$BIN/softirdma" run -- timeout 60 strace -f -e trace=prctl ibv_devinfo > "$OUT/ptracer.txt" 2>&1 || st=$?
+HOSTD=$(cat "/tmp/softirdma-$(id -u "$U")/pid" 2> /dev/null || echo none)
+why="exit $st" verdict host_ptracer has_lines "$OUT/ptracer.txt" "prctl\(PR_SET_PTRACER, $HOSTD\)"
 
 # As on a host whose kernel has ib_core: a shim (interop/host/nlempty.c) makes NETLINK_RDMA open
 # and answer an empty list. Alone it hides every device; after softirdma's library, the tools run.

@@ -55,6 +55,7 @@ func runtimeDir() (string, error) {
 // hostPath is where the host path's softirdma serves and what a program needs to reach it.
 type hostPath struct {
 	dir, socket, sysfs, preload string
+	memlock                     bool // hold programs to RLIMIT_MEMLOCK (run -memlock)
 }
 
 func findHostPath(socket string) (hostPath, error) {
@@ -217,7 +218,11 @@ func (hp hostPath) environ(base []string) []string {
 		}
 		out = append(out, kv)
 	}
-	return append(out, "LD_PRELOAD="+pre, "SOFTIRDMA_SOCKET="+hp.socket, "SOFTIRDMA_SYSFS="+hp.sysfs, "ASAN_OPTIONS="+asan)
+	out = append(out, "LD_PRELOAD="+pre, "SOFTIRDMA_SOCKET="+hp.socket, "SOFTIRDMA_SYSFS="+hp.sysfs, "ASAN_OPTIONS="+asan)
+	if hp.memlock {
+		out = append(out, "SOFTIRDMA_MEMLOCK=1")
+	}
+	return out
 }
 
 // preloadWarning says why a program cannot take the preload library, if it cannot: a static
@@ -245,6 +250,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	socket := fs.String("socket", "", "join the softirdma on this socket (default: $SOFTIRDMA_SOCKET, else this user's, started on first use)")
 	idle := fs.Duration("idle", 10*time.Minute, "a softirdma this run starts stops after this long with no program")
 	pcap := fs.String("pcap", "", "write every frame of softirdma's devices while CMD runs to FILE, a pcap (traffic between two programs on one device included)")
+	memlock := fs.Bool("memlock", false, "hold CMD's memory registrations to its RLIMIT_MEMLOCK as the kernel does: past it ibv_reg_mr fails with ENOMEM (SOFTIRDMA_MEMLOCK=1)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: softirdma run [flags] -- CMD ARGS...")
 		fmt.Fprintln(stderr, "Runs CMD with libibverbs and librdmacm on softirdma: no RDMA module, no root, no VM.")
@@ -263,6 +269,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	hp, err := findHostPath(*socket)
+	hp.memlock = *memlock
 	if err == nil {
 		err = ensureDaemon(hp, *idle)
 	}

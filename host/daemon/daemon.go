@@ -3,8 +3,8 @@
 //
 // The protocol (SOCK_SEQPACKET, one message a datagram, host byte order):
 //   - A connection starts with a hello of 16 bytes: magic 0x44524953 ("SIRD"), version 1,
-//     kind (1 uverbs, 2 netlink, 3 rdma_cm) and an argument (uverbs: the N of uverbsN;
-//     netlink: the socket's port id). The answer is 8 bytes: 0 or an errno, and a word; a
+//     kind (1 uverbs, 2 netlink, 3 rdma_cm) and an argument (uverbs: the N of uverbsN, with
+//     bit 31 set where the program is held to its RLIMIT_MEMLOCK; netlink: the socket's port id). The answer is 8 bytes: 0 or an errno, and a word; a
 //     uverbs answer carries the command file (a memfd) as SCM_RIGHTS.
 //   - uverbs: each message is what the program wrote, with the file it passes in (CREATE_CQ's
 //     channel) as SCM_RIGHTS; the answer is write()'s result (>= 0, or -errno), the count of
@@ -56,13 +56,16 @@ const (
 	KindCapture = 4
 	KindAttach  = 5
 	KindStatus  = 6
-	HelloSize   = 16
-	MaxMessage  = 65536
-	MaxFiles    = 4
-	nlControl   = 0xffffffff
-	nlCapAck    = 1
-	replyHeader = 8
-	writeHeader = 16
+	// UverbsMemlock, in a uverbs hello's argument, holds the program's MRs to its
+	// RLIMIT_MEMLOCK, as the kernel does (softirdma run -memlock).
+	UverbsMemlock = 0x80000000
+	HelloSize     = 16
+	MaxMessage    = 65536
+	MaxFiles      = 4
+	nlControl     = 0xffffffff
+	nlCapAck      = 1
+	replyHeader   = 8
+	writeHeader   = 16
 )
 
 // Config is what the daemon serves.
@@ -89,6 +92,7 @@ type Daemon struct {
 	conns  map[*net.UnixConn]struct{}
 	shared map[uint32]*shared // by token
 	wg     sync.WaitGroup
+	pins   pinAccounts // the pages each process's MRs count against RLIMIT_MEMLOCK
 }
 
 // shared is a uverbs or rdma_cm file that processes may hold after a fork: how one of them runs
@@ -359,13 +363,18 @@ func (d *Daemon) serveNetlink(c *net.UnixConn, portID uint32) {
 	}
 }
 
-func (d *Daemon) serveUverbs(c *net.UnixConn, p peer, index uint32) {
+func (d *Daemon) serveUverbs(c *net.UnixConn, p peer, arg uint32) {
+	index := arg &^ UverbsMemlock
 	if int(index) >= len(d.cfg.Devices) {
 		_ = hello(c, syscall.ENODEV, nil)
 		return
 	}
+	var pins *pinAccounts
+	if arg&UverbsMemlock != 0 {
+		pins = &d.pins
+	}
 	name := fmt.Sprintf("pid %d", p.pid)
-	uc, file, err := ucontext.New(d.cfg.Devices[index], processMemory{pid: p.pid}, name, p.pid)
+	uc, file, err := ucontext.New(d.cfg.Devices[index], processMemory{pid: p.pid, pins: pins}, name, p.pid)
 	if err != nil {
 		d.log.Warn("uverbs context", "program", name, "err", err)
 		_ = hello(c, syscall.ENOMEM, nil)
@@ -373,7 +382,7 @@ func (d *Daemon) serveUverbs(c *net.UnixConn, p peer, index uint32) {
 	}
 	token := d.share(&shared{close: uc.Close, hold: uc.Hold,
 		execute: func(p peer, buf []byte, in *os.File) ucontext.Reply {
-			return uc.ExecuteIn(processMemory{pid: p.pid}, buf, in)
+			return uc.ExecuteIn(processMemory{pid: p.pid, pins: pins}, buf, in)
 		}})
 	defer d.release(token)
 	if helloWith(c, 0, token, file) != nil { // file is the context's own: it stays open

@@ -27,7 +27,7 @@ func TestPreloadHeaderAgrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]uint64{"SIRD_MAGIC": Magic, "SIRD_VERSION": Version, "SIRD_NL_CONTROL": nlControl,
-		"SIRD_NL_CAP_ACK": nlCapAck, "SIRD_MAX_MSG": MaxMessage, "SIRD_MAX_FDS": MaxFiles} {
+		"SIRD_NL_CAP_ACK": nlCapAck, "SIRD_MAX_MSG": MaxMessage, "SIRD_MAX_FDS": MaxFiles, "SIRD_UVERBS_MEMLOCK": UverbsMemlock} {
 		m := regexp.MustCompile(`#define ` + name + `\s+(0x[0-9a-f]+|[0-9]+)u?`).FindSubmatch(h)
 		if m == nil {
 			t.Errorf("preload.h defines no %s", name)

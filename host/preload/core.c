@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -206,6 +207,21 @@ static int recv_hello(int s, int *fdout, int cloexec, uint32_t *word)
 }
 
 /*
+ * allow_ptracer names softirdma, the peer of s, as this process's ptracer, so that it reaches
+ * the program's registered memory with process_vm_readv where Yama's ptrace_scope 1 admits
+ * only a process's ancestors and the ptracer it names: softirdma is no ancestor. Without Yama
+ * prctl fails with EINVAL, and nothing is needed.
+ */
+static void allow_ptracer(int s)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 && cr.pid > 0)
+		prctl(PR_SET_PTRACER, (unsigned long)cr.pid, 0, 0, 0);
+}
+
+/*
  * sird_connect opens a connection of a kind to softirdma and returns its socket (close on
  * exec), or -errno; a uverbs or rdma_cm connection's file comes back in *fdout.
  */
@@ -236,5 +252,7 @@ int sird_connect(int kind, uint32_t arg, int *fdout, int cloexec, uint32_t *toke
 		sird_real.close(s);
 		return err;
 	}
+	if (kind == SIRD_UVERBS || kind == SIRD_ATTACH)
+		allow_ptracer(s);
 	return s;
 }

@@ -14,6 +14,8 @@
 
 #define SIRD_MAGIC 0x44524953u /* "SIRD" */
 #define SIRD_VERSION 1u
+/* A uverbs hello's argument: N of uverbsN, with this bit when RLIMIT_MEMLOCK is to be held. */
+#define SIRD_UVERBS_MEMLOCK 0x80000000u
 
 enum sird_kind {
 	SIRD_UVERBS = 1,

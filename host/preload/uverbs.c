@@ -26,6 +26,12 @@ int sird_open_dev(int kind, uint32_t index, int flags)
 	uint32_t token = 0;
 	struct sird_file *f;
 
+	if (kind == SIRD_UVERBS) {
+		const char *m = getenv("SOFTIRDMA_MEMLOCK");
+
+		if (m && strcmp(m, "1") == 0)
+			index |= SIRD_UVERBS_MEMLOCK;
+	}
 	conn = sird_connect(kind, index, &fd, cloexec, &token);
 	if (conn < 0) {
 		errno = -conn;

@@ -318,6 +318,7 @@ func (c *Context) Close() {
 	}
 	for h, m := range c.mrs {
 		_ = m.mr.Dereg()
+		m.unpin()
 		delete(c.mrs, h)
 	}
 	clear(c.ahs)

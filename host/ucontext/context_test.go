@@ -3,6 +3,7 @@ package ucontext
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"os"
 	"sync"
@@ -429,5 +430,64 @@ func TestWriteIntoMemoryUnmappedSinceRegistered(t *testing.T) {
 	cqe := waitCQE(t, a.cqr)
 	if binary.LittleEndian.Uint64(cqe) != 9 || u32(cqe, 8) != 10 {
 		t.Fatalf("CQE wr_id %d status %d, want 9 and REM_ACCESS_ERR (10)", binary.LittleEndian.Uint64(cqe), u32(cqe, 8))
+	}
+}
+
+// pinnedMem is a program's memory that keeps a count of pinned pages against a limit, as the
+// daemon's does under run -memlock.
+type pinnedMem struct {
+	*progMem
+	limit, pinned uint64
+}
+
+func (m *pinnedMem) Pin(pages uint64) error {
+	if m.pinned+pages > m.limit {
+		return fmt.Errorf("over the limit: %w", syscall.ENOMEM)
+	}
+	m.pinned += pages
+	return nil
+}
+
+func (m *pinnedMem) Unpin(pages uint64) { m.pinned -= pages }
+
+// Where the program's memory counts pinned pages, REG_MR counts the pages its range touches,
+// as ib_umem_get does (a byte on each side of a page boundary is two), refuses with ENOMEM past
+// the limit, and DEREG_MR and the context's end give the pages back.
+func TestRegMRCountsPinnedPages(t *testing.T) {
+	d := testDevice(t)
+	p := newProgram(t, d)
+	mem := &pinnedMem{progMem: p.mem, limit: 4}
+	c, f, err := New(d, mem, t.Name(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	p.c = c
+	p.open()
+	resp, _ := p.run(legacy(uverbs.CmdAllocPD, words(uint64(respAddr)), 4), nil)
+	pdh := u32(resp, 0)
+	reg := func(start, length uint64) []byte {
+		return legacy(uverbs.CmdRegMR, words(uint64(respAddr), start, length, start, pdh, uint32(1)), 12)
+	}
+	resp, _ = p.run(reg(0x10fff, 2), nil)
+	straddling := u32(resp, 0)
+	if mem.pinned != 2 {
+		t.Fatalf("2 bytes across a page boundary pinned %d pages, want 2", mem.pinned)
+	}
+	p.refused("REG_MR of 3 more pages past a limit of 4", reg(0x20000, 3*4096), syscall.ENOMEM)
+	if mem.pinned != 2 {
+		t.Fatalf("a refused REG_MR left %d pages pinned, want 2", mem.pinned)
+	}
+	p.run(reg(0x20000, 2*4096), nil)
+	if mem.pinned != 4 {
+		t.Fatalf("%d pages pinned, want 4", mem.pinned)
+	}
+	p.run(legacy(uverbs.CmdDeregMR, words(straddling), 0), nil)
+	if mem.pinned != 2 {
+		t.Fatalf("DEREG_MR left %d pages pinned, want 2", mem.pinned)
+	}
+	c.Close()
+	if mem.pinned != 0 {
+		t.Fatalf("the context's end left %d pages pinned", mem.pinned)
 	}
 }

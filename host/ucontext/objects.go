@@ -13,8 +13,26 @@ type pd struct {
 }
 
 type mr struct {
-	mr *engine.MR
-	pd *pd
+	mr    *engine.MR
+	pd    *pd
+	pin   Pinner // the account its pages count against, or nil
+	pages uint64
+}
+
+// Pinner is a program's memory where softirdma holds the program to its RLIMIT_MEMLOCK as the
+// kernel's ib_umem_get does (softirdma run -memlock): Pin counts an MR's pages against the
+// process's limit and refuses past it with ENOMEM; Unpin gives them back when the MR goes.
+type Pinner interface {
+	Pin(pages uint64) error
+	Unpin(pages uint64)
+}
+
+// unpin gives an MR's pages back to its account.
+func (m *mr) unpin() {
+	if m.pin != nil {
+		m.pin.Unpin(m.pages)
+		m.pin = nil
+	}
 }
 
 type mw struct {
@@ -84,13 +102,24 @@ func (c *Context) regMR(r *request) error {
 	if length == 0 || length > 1<<47 || start+length < start {
 		return errf(syscall.EINVAL, "MR of %d bytes at 0x%x", length, start)
 	}
+	entry := &mr{pd: p}
+	if pin, ok := r.mem.(Pinner); ok {
+		// The pages the range touches, as ib_umem_get counts them.
+		entry.pages = ((start+length+pageSize-1)&^(pageSize-1) - start&^(pageSize-1)) / pageSize
+		if err := pin.Pin(entry.pages); err != nil {
+			return err
+		}
+		entry.pin = pin
+	}
 	m, err := p.pd.RegCopiedMR(r.mem, start, length, iova, engine.Access(access&0xffff))
 	if err != nil {
+		entry.unpin()
 		return err
 	}
+	entry.mr = m
 	h := c.handle()
 	c.lookups.Lock()
-	c.mrs[h] = &mr{mr: m, pd: p}
+	c.mrs[h] = entry
 	c.lookups.Unlock()
 	p.uses++
 	putU32(r.resp, h)
@@ -107,6 +136,7 @@ func (c *Context) deregMR(r *request) error {
 	if err := m.mr.Dereg(); err != nil {
 		return err
 	}
+	m.unpin()
 	m.pd.uses--
 	c.lookups.Lock()
 	delete(c.mrs, r.handleArg())
