@@ -191,11 +191,16 @@ func (qp *QP) walkSGL(sgl []SGE, off, n uint64, rights Access, f func(keys.Span)
 
 // atomic runs a compare-and-swap (or, fetchAdd, a fetch-and-add) on the 8 bytes at p, native
 // (little-endian) as rxe keeps them, atomically with every other atomic of the device's QPs,
-// and returns the original value. It releases p.
-func (d *Device) atomic(p *pinned, fetchAdd bool, compare, swapAdd uint64) uint64 {
+// and returns the original value. It releases p. Memory a host program unmapped since it
+// registered it (copied) fails it before anything is written: NAK 0x62.
+func (d *Device) atomic(p *pinned, fetchAdd bool, compare, swapAdd uint64) (uint64, error) {
 	var b [8]byte
 	d.atomics.Lock()
-	p.CopyTo(b[:])
+	defer d.atomics.Unlock()
+	defer p.release()
+	if err := copied(p.Span, p.CopyTo(b[:]), keys.OpRemote); err != nil {
+		return 0, err
+	}
 	orig := binary.LittleEndian.Uint64(b[:])
 	val := orig
 	if fetchAdd {
@@ -204,8 +209,8 @@ func (d *Device) atomic(p *pinned, fetchAdd bool, compare, swapAdd uint64) uint6
 		val = swapAdd
 	}
 	binary.LittleEndian.PutUint64(b[:], val)
-	p.CopyFrom(b[:])
-	d.atomics.Unlock()
-	p.release()
-	return orig
+	if err := copied(p.Span, p.CopyFrom(b[:]), keys.OpRemote); err != nil {
+		return 0, err
+	}
+	return orig, nil
 }

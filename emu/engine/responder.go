@@ -539,9 +539,12 @@ func (qp *QP) execAtomicWrite(q *request) verdict {
 	}
 	d := qp.dev
 	d.atomics.Lock()
-	q.target.CopyFrom(q.f.Payload)
+	moved := q.target.CopyFrom(q.f.Payload)
 	d.atomics.Unlock()
 	q.target.release()
+	if err := copied(q.target.Span, moved, keys.OpRemote); err != nil {
+		return refuse(accessNAK(err))
+	}
 	qp.takeResource(rdResource{used: true, atomicWrite: true, first: q.psn, last: q.psn, va: va, rkey: q.f.RETH.RKey(), length: 8})
 	r.msn = psnAdd(r.msn, 1)
 	qp.advance(q.psn, 1)
@@ -737,7 +740,10 @@ func (qp *QP) execAtomic(q *request) verdict {
 	if va%8 != 0 {
 		return refuse(nak(roce.NAKInvalidRequest, "atomic at 0x%x is not 8-byte aligned", va))
 	}
-	orig := qp.dev.atomic(&q.target, q.f.Opcode == roce.RCFetchAdd, a.Compare(), a.SwapAdd())
+	orig, err := qp.dev.atomic(&q.target, q.f.Opcode == roce.RCFetchAdd, a.Compare(), a.SwapAdd())
+	if err != nil {
+		return refuse(accessNAK(err))
+	}
 	qp.takeResource(rdResource{used: true, atomic: true, first: q.psn, last: q.psn, va: va, rkey: a.RKey(), length: 8, orig: orig})
 	r.msn = psnAdd(r.msn, 1)
 	qp.advance(q.psn, 1)

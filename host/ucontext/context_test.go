@@ -258,7 +258,7 @@ func newRCEndOn(t *testing.T, d *Device, ch **os.File) *rcEnd {
 	}
 	resp, _ := p.run(legacy(uverbs.CmdAllocPD, words(uint64(respAddr)), 4), nil)
 	pdh := u32(resp, 0)
-	resp, _ = p.run(legacy(uverbs.CmdRegMR, words(uint64(respAddr), p.mem.base, uint64(8192), p.mem.base, pdh, uint32(0x7)), 12), nil)
+	resp, _ = p.run(legacy(uverbs.CmdRegMR, words(uint64(respAddr), p.mem.base, uint64(8192), p.mem.base, pdh, uint32(0xf)), 12), nil)
 	e := &rcEnd{p: p, mrKey: u32(resp, 4)}
 	resp, _ = p.run(legacy(uverbs.CmdCreateCQ, words(uint64(respAddr), uint64(0xcafe), uint32(15), uint32(0), chfd, uint32(0)), 8+16), in)
 	e.cqh = u32(resp, 0)
@@ -280,7 +280,7 @@ func (e *rcEnd) connect(peer uint32) {
 		set(core)
 		e.p.run(legacy(uverbs.CmdModifyQP, core, 0), nil)
 	}
-	mod(1|1<<3|1<<4|1<<5, func(b []byte) { b[mqState], b[mqPort] = 1, 1; binary.LittleEndian.PutUint32(b[mqAccess:], 0x7) })
+	mod(1|1<<3|1<<4|1<<5, func(b []byte) { b[mqState], b[mqPort] = 1, 1; binary.LittleEndian.PutUint32(b[mqAccess:], 0xf) })
 	mod(1|1<<7|1<<8|1<<12|1<<15|1<<17|1<<20, func(b []byte) {
 		g := loopGID.As16()
 		copy(b[mqDest:], g[:])
@@ -430,6 +430,38 @@ func TestWriteIntoMemoryUnmappedSinceRegistered(t *testing.T) {
 	cqe := waitCQE(t, a.cqr)
 	if binary.LittleEndian.Uint64(cqe) != 9 || u32(cqe, 8) != 10 {
 		t.Fatalf("CQE wr_id %d status %d, want 9 and REM_ACCESS_ERR (10)", binary.LittleEndian.Uint64(cqe), u32(cqe, 8))
+	}
+}
+
+// An atomic on memory the program unmapped since it registered it fails before it writes
+// anything, as a WRITE does: NAK 0x62, REM_ACCESS_ERR for the requester.
+func TestAtomicOnMemoryUnmappedSinceRegistered(t *testing.T) {
+	d := testDevice(t)
+	a, b := newRCEnd(t, d), newRCEnd(t, d)
+	a.connect(b.qpn)
+	b.connect(a.qpn)
+	b.p.mem.mu.Lock()
+	b.p.mem.unmapped = true
+	b.p.mem.mu.Unlock()
+	logElem := u32(a.sq, 0)
+	prod := u32(a.sq, 128)
+	wqe := a.sq[384+int(prod)<<logElem : 384+int(prod+1)<<logElem]
+	binary.LittleEndian.PutUint64(wqe[0:], 11) // wr_id
+	binary.LittleEndian.PutUint32(wqe[12:], 6) // IBV_WR_ATOMIC_FETCH_AND_ADD
+	binary.LittleEndian.PutUint32(wqe[16:], 2) // IBV_SEND_SIGNALED
+	binary.LittleEndian.PutUint64(wqe[24:], 0x10000+4000)
+	binary.LittleEndian.PutUint64(wqe[32:], 5) // add
+	binary.LittleEndian.PutUint32(wqe[48:], b.mrKey)
+	binary.LittleEndian.PutUint32(wqe[184:], 8) // dma.length
+	binary.LittleEndian.PutUint32(wqe[196:], 1) // dma.num_sge
+	binary.LittleEndian.PutUint64(wqe[208:], 0x10000+104)
+	binary.LittleEndian.PutUint32(wqe[216:], 8)
+	binary.LittleEndian.PutUint32(wqe[220:], a.mrKey)
+	binary.LittleEndian.PutUint32(a.sq[128:], prod+1)
+	a.p.run(legacy(uverbs.CmdPostSend, words(uint64(respAddr), a.qph, uint32(0), uint32(0), uint32(128)), 4), nil)
+	cqe := waitCQE(t, a.cqr)
+	if binary.LittleEndian.Uint64(cqe) != 11 || u32(cqe, 8) != 10 {
+		t.Fatalf("CQE wr_id %d status %d, want 11 and REM_ACCESS_ERR (10)", binary.LittleEndian.Uint64(cqe), u32(cqe, 8))
 	}
 }
 
