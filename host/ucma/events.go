@@ -118,7 +118,7 @@ func (s *Server) request(e rdmacm.Event) {
 		return
 	}
 	h := e.ID.RequestHeader()
-	id := &cmID{ps: l.ps, qpType: l.qpType, f: l.f, cm: e.ID, resolved: true, routed: true, bound: true,
+	id := &cmID{ps: l.ps, qpType: l.qpType, f: l.f, cm: e.ID, resolved: true, routed: true, bound: true, ackTimeout: -1,
 		src: netip.AddrPortFrom(h.Dst, l.src.Port()), dst: netip.AddrPortFrom(h.Src, h.SrcPort)}
 	if s.alloc(id) != nil {
 		_ = e.ID.Reject(nil)
