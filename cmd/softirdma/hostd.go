@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,6 +22,7 @@ import (
 	"github.com/softirdma/softirdma/emu/rdmacm"
 	"github.com/softirdma/softirdma/emu/realtime"
 	"github.com/softirdma/softirdma/fabric"
+	"github.com/softirdma/softirdma/fabric/control"
 	"github.com/softirdma/softirdma/host/daemon"
 	"github.com/softirdma/softirdma/host/nldev"
 	"github.com/softirdma/softirdma/host/sysfs"
@@ -84,6 +88,7 @@ func hugeDev(major, minor uint64) uint64 { return minor&0xff | major<<8 | (minor
 // hostDevice is the default device of the host path: rxe0, standing on lo as Linux rxe on lo
 // would (its GUID from lo's MAC, its GIDs lo's addresses), on a port of a fabric of its own.
 type hostDevice struct {
+	capt *capture
 	fab  *fabric.Fabric
 	host *realtime.Host
 	dev  *ucontext.Device
@@ -92,7 +97,50 @@ type hostDevice struct {
 	nl   *nldev.Table
 }
 
-func newHostDevice(log *slog.Logger) (*hostDevice, error) {
+// hostLink is the host device's link to other hosts or VMs (hostd -link): its address on the
+// link, with the prefix of the link's subnet, and its MAC there.
+type hostLink struct {
+	spec string
+	ip   netip.Prefix
+	mac  [6]byte
+}
+
+// parseHostLink checks hostd's -link, -ip and -mac; no -link is no link.
+func parseHostLink(link, ip, mac string) (*hostLink, error) {
+	if link == "" {
+		if ip != "" || mac != "" {
+			return nil, errors.New("-ip and -mac are the device's on a link: give -link too")
+		}
+		return nil, nil
+	}
+	lf := linkFlags{link: link, ip: ip, mac: mac}
+	addr, bits := ip, 24
+	if a, b, ok := strings.Cut(ip, "/"); ok {
+		n, err := strconv.Atoi(b)
+		if err != nil || n < 8 || n > 30 {
+			return nil, fmt.Errorf("-ip %s: the prefix length is 8 to 30", ip)
+		}
+		addr, bits = a, n
+	}
+	lf.ip = addr
+	if strings.HasPrefix(link, "afpacket:") {
+		return nil, fmt.Errorf("-link %s: the host device's link is a socket to QEMU or another softirdma (dgram or stream)", link)
+	}
+	if err := lf.check(); err != nil {
+		return nil, err
+	}
+	a, err := ipFlag(addr)
+	if err != nil {
+		return nil, err
+	}
+	m, err := lf.macAddr()
+	if err != nil {
+		return nil, err
+	}
+	return &hostLink{spec: link, ip: netip.PrefixFrom(a, bits), mac: m}, nil
+}
+
+func newHostDevice(log *slog.Logger, link *hostLink) (*hostDevice, error) {
 	fab, err := fabric.New(fabric.Config{Log: log})
 	if err != nil {
 		return nil, err
@@ -102,28 +150,47 @@ func newHostDevice(log *slog.Logger) (*hostDevice, error) {
 		fab.Close()
 		return nil, err
 	}
+	mtu := engine.MTU4096
+	mac, main := [6]byte{0x02, 0, 0, 0, 0, 1}, netip.MustParseAddr("127.0.0.1")
+	if link != nil {
+		l, err := openSocketLink(link.spec)
+		if err == nil {
+			err = fab.AddUplink("uplink", l, 0)
+		}
+		if err != nil {
+			fab.Close()
+			return nil, fmt.Errorf("-link %s: %w", link.spec, err)
+		}
+		// A 1500-byte Ethernet, as QEMU's NICs are: rxe on one has an active MTU of 1024.
+		mtu, mac, main = engine.MTU1024, link.mac, link.ip.Addr()
+		log.Info("link", "link", link.spec, "ip", link.ip, "mac", net.HardwareAddr(mac[:]).String())
+	}
 	var loMAC [6]byte
 	guid := sysfs.NodeGUID(loMAC)
 	addrs := hostAddrs()
+	if link != nil {
+		// The link's address comes first after the link-local GID: GID 2 and 3.
+		addrs = slices.Insert(slices.DeleteFunc(addrs, func(a netip.Addr) bool { return a == main }), 0, main)
+	}
 	gids := sysfs.RoCEGIDs("lo", loMAC, addrs, min(max(minGIDs, 2*(len(addrs)+1)), maxGIDs))
 	var ips []netip.Addr
 	owned := map[netip.Addr]bool{}
 	for _, g := range gids {
 		if g.Addr.IsValid() && !owned[g.Addr.Unmap()] {
 			owned[g.Addr.Unmap()] = true
-			if g.Addr.Unmap() != netip.MustParseAddr("127.0.0.1") {
+			if g.Addr.Unmap() != main {
 				ips = append(ips, g.Addr.Unmap())
 			}
 		}
 	}
-	mac := [6]byte{0x02, 0, 0, 0, 0, 1}
 	var events engine.EventSink
 	if log.Enabled(context.Background(), slog.LevelDebug) {
 		events = engine.SlogSink(log) // SOFTIRDMA_DEBUG: the engine's events, a dropped datagram's reason among them
 	}
+	capt := &capture{log: log, writers: map[*pcapfile.Writer]*os.File{}}
 	host, err := realtime.NewHost(realtime.HostConfig{Name: "rxe0", Link: port, MAC: mac,
-		IP: netip.MustParseAddr("127.0.0.1"), IPs: ips, Prefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-		Answer: true, ActiveMTU: engine.MTU4096, Events: events})
+		IP: main, IPs: ips, Prefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		Answer: true, ActiveMTU: mtu, Events: events, Tap: capt.frame})
 	if err != nil {
 		fab.Close()
 		return nil, err
@@ -133,10 +200,17 @@ func newHostDevice(log *slog.Logger) (*hostDevice, error) {
 	for i, g := range gids {
 		table[i] = g.Addr
 	}
-	d := &hostDevice{fab: fab, host: host,
+	capt.dev = host.Device()
+	d := &hostDevice{fab: fab, host: host, capt: capt,
 		dev: &ucontext.Device{Engine: host.Device(), NodeGUID: guid, GIDs: table, Log: log}}
+	reach := func(netip.Addr) (netip.Addr, bool) { return netip.Addr{}, false }
+	if link != nil {
+		// Beyond its own addresses the device reaches the link's subnet, from its address there.
+		reach = func(a netip.Addr) (netip.Addr, bool) { return main, link.ip.Masked().Contains(a.Unmap()) }
+	}
 	d.cm = ucma.NewServer(&ucma.Device{Verbs: d.dev, Index: 1, NodeGUID: guid, Log: log,
-		Owns: func(a netip.Addr) bool { a = a.Unmap().WithZone(""); return a.IsLoopback() || owned[a] }})
+		Owns:  func(a netip.Addr) bool { a = a.Unmap().WithZone(""); return a.IsLoopback() || owned[a] },
+		Reach: reach})
 	mgr, err := rdmacm.New(host.Device(), rdmacm.Config{Events: d.cm.Event, Logger: log})
 	if err != nil {
 		host.Close()
@@ -153,8 +227,8 @@ func newHostDevice(log *slog.Logger) (*hostDevice, error) {
 	return d, nil
 }
 
-// capture is the host device's captures: every frame its engine hands back to itself, to
-// each pcap a run asked for.
+// capture is the host device's captures: every frame its engine hands back to itself and
+// every frame on its link, to each pcap a run asked for.
 type capture struct {
 	mu      sync.Mutex
 	dev     *engine.Device
@@ -204,18 +278,21 @@ func (d *hostDevice) close() {
 // in DIR/sys, until signalled or idle for -idle.
 func runHostd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("hostd", stderr)
-	dir := fs.String("dir", "", "the folder to serve in: DIR/sock, DIR/sys (required)")
+	dir := fs.String("dir", "", "the folder to serve in: DIR/sock, DIR/sys (default: the one 'softirdma run' uses, $XDG_RUNTIME_DIR/softirdma or /tmp/softirdma-UID)")
 	idle := fs.Duration("idle", 10*time.Minute, "stop after this long with no program connected (0: never)")
+	link := fs.String("link", "", "join rxe0 to other hosts or VMs over `LINK`: dgram:LOCAL,REMOTE (QEMU -netdev dgram) or stream:tcp:ADDR|stream:unix:PATH")
+	ip := fs.String("ip", "", "`ADDR[/BITS]`, rxe0's IPv4 address on the link and its subnet (default /24): its GID 2 and 3, the address rdma_cm reaches the subnet from")
+	mac := fs.String("mac", "", "`MAC`, rxe0's MAC on the link (default 02:00 and the four bytes of -ip)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma hostd -dir DIR [-idle DURATION]")
+		fmt.Fprintln(stderr, "usage: softirdma hostd [-dir DIR] [-idle DURATION] [-link LINK -ip ADDR[/BITS] [-mac MAC]]")
 		fmt.Fprintln(stderr, "Serves host programs (the preload library) on DIR/sock with the sysfs tree in DIR/sys;")
-		fmt.Fprintln(stderr, "'softirdma run' starts it. Its device is rxe0 on lo.")
+		fmt.Fprintln(stderr, "'softirdma run' starts it. Its device is rxe0 on lo; with -link it also reaches a link's subnet.")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
-	if fs.NArg() != 0 || *dir == "" {
+	if fs.NArg() != 0 {
 		fs.Usage()
 		return 2
 	}
@@ -223,20 +300,33 @@ func runHostd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "softirdma hostd: -idle must not be negative")
 		return 2
 	}
+	hl, err := parseHostLink(*link, *ip, *mac)
+	if err != nil {
+		fmt.Fprintf(stderr, "softirdma hostd: %v\n", err)
+		return 2
+	}
+	if *dir == "" {
+		hp, err := findHostPath("")
+		if err != nil {
+			fmt.Fprintf(stderr, "softirdma hostd: %v\n", err)
+			return 1
+		}
+		*dir = hp.dir
+	}
 	level := slog.LevelInfo
 	if os.Getenv("SOFTIRDMA_DEBUG") != "" {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if err := serveHost(*dir, *idle, log); err != nil {
+	if err := serveHost(*dir, *idle, hl, log); err != nil {
 		fmt.Fprintf(stderr, "softirdma hostd: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-func serveHost(dir string, idle time.Duration, log *slog.Logger) error {
-	d, err := newHostDevice(log)
+func serveHost(dir string, idle time.Duration, link *hostLink, log *slog.Logger) error {
+	d, err := newHostDevice(log, link)
 	if err != nil {
 		return err
 	}
@@ -248,21 +338,41 @@ func serveHost(dir string, idle time.Duration, log *slog.Logger) error {
 	if err := d.tree.WriteTo(sys); err != nil {
 		return err
 	}
+	// Who serves here, for run to join (the same build) or replace (another, when idle), and
+	// for stop: hostd says it itself, however it was started.
+	if err := os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "version"), []byte(buildIdentity()+"\n"), 0o600); err != nil {
+		return err
+	}
 	sock := filepath.Join(dir, "sock")
 	_ = os.Remove(sock)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	timer := idleTimer(idle, stop)
-	capt := &capture{dev: d.dev.Engine, log: log, writers: map[*pcapfile.Writer]*os.File{}}
+	// Faults on demand (softirdma fault -socket DIR/control) on what rxe0 sends to its fabric
+	// and what comes in on the link; frames between two programs on rxe0 never cross it, as
+	// rxe's loopback never reaches its netdev.
+	senders := []string{"rxe0"}
+	if link != nil {
+		senders = append(senders, "uplink")
+	}
+	ctl, err := control.Listen(filepath.Join(dir, "control"), d.fab, senders, log)
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	defer ctl.Close()
+	go ctl.Serve()
 	dm, err := daemon.Listen(daemon.Config{Socket: sock, Devices: []*ucontext.Device{d.dev}, Netlink: d.nl, RdmaCM: d.cm, Log: log,
-		Capture: capt.start,
+		Capture: d.capt.start,
 		OnIdle:  timer})
 	if err != nil {
 		return err
 	}
 	defer os.Remove(sock)
 	timer(0)
-	log.Info("serving host programs", "socket", sock, "sysfs", sys, "version", version)
+	log.Info("serving host programs", "socket", sock, "sysfs", sys, "control", filepath.Join(dir, "control"), "version", version)
 	return dm.Serve(ctx)
 }
 

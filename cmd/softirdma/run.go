@@ -178,8 +178,6 @@ func ensureDaemon(hp hostPath, idle time.Duration) error {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	_ = os.WriteFile(filepath.Join(hp.dir, "pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600)
-	_ = os.WriteFile(filepath.Join(hp.dir, "version"), []byte(buildIdentity()+"\n"), 0o600)
 	for delay := time.Millisecond; ; delay = min(delay*2, 50*time.Millisecond) {
 		if reachable(hp.socket) {
 			return nil

@@ -51,6 +51,9 @@ type HostConfig struct {
 	// does not take stops the capture: that is logged once, as a warning on slog's default
 	// logger, and the host's CaptureErr says how many frames are missing.
 	Pcap io.Writer
+	// Tap, if set, is called with every frame sent and received on the link, as Pcap gets
+	// them, under the host's lock: it must copy what it keeps and not call back into the host.
+	Tap func(frame []byte)
 }
 
 // Host runs a device on a real link, outside the simulator: the wall clock, a goroutine that
@@ -207,6 +210,9 @@ func (h *Host) send(frame []byte) error {
 }
 
 func (h *Host) capture(frame []byte) {
+	if h.cfg.Tap != nil {
+		h.cfg.Tap(frame)
+	}
 	if h.pcap != nil {
 		h.pcap.Write(time.Now(), frame)
 		h.pcap.Flush()

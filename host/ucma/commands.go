@@ -239,15 +239,26 @@ func resolveIP(r *request) error {
 	if err != nil || !ok {
 		return errf(syscall.EINVAL, "resolve of no address")
 	}
+	from := dst.Addr() // the device's own address answers
 	if !r.f.s.dev.Owns(dst.Addr()) {
-		r.f.queueEvent(id, evAddrError, -int32(syscall.EHOSTUNREACH), nil)
-		return nil
+		a, ok := netip.Addr{}, false
+		if reach := r.f.s.dev.Reach; reach != nil {
+			a, ok = reach(dst.Addr())
+		}
+		if !ok {
+			r.f.queueEvent(id, evAddrError, -int32(syscall.EHOSTUNREACH), nil)
+			return nil
+		}
+		from = a
+		if dst.Addr().Is4In6() {
+			from = netip.AddrFrom16(a.As16())
+		}
 	}
 	if hasSrc && !src.Addr().IsUnspecified() {
 		id.src = src
 	}
 	if !id.src.Addr().IsValid() || id.src.Addr().IsUnspecified() {
-		id.src = netip.AddrPortFrom(dst.Addr(), id.src.Port()) // the device's own address answers
+		id.src = netip.AddrPortFrom(from, id.src.Port())
 	}
 	id.dst, id.resolved, id.bound = dst, true, true
 	r.f.queueEvent(id, evAddrResolved, 0, nil)

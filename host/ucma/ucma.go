@@ -33,9 +33,14 @@ type Device struct {
 	Manager  *rdmacm.Manager
 	Index    uint32 // its netlink device index, which librdmacm matches
 	NodeGUID uint64 // in host order
-	// Addrs are the addresses it answers for; Owns may widen them (127.0.0.0/8, say).
+	// Owns says whether an address is the device's own (its GIDs, 127.0.0.0/8): rdma_cm binds
+	// to it, and reaches it from itself.
 	Owns func(netip.Addr) bool
-	Log  *slog.Logger
+	// Reach, if set, says from which of its addresses the device reaches an address it does
+	// not own (a peer on its link's subnet); an address neither owned nor reached resolves to
+	// ADDR_ERROR, EHOSTUNREACH.
+	Reach func(netip.Addr) (src netip.Addr, ok bool)
+	Log   *slog.Logger
 }
 
 // Server is rdma_cm for a device's programs: its IDs, whichever file they belong to.
