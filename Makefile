@@ -90,7 +90,7 @@ rdma-core-reference:
 	bash interop/rdmacore-reference.sh
 
 # Checks against peers we did not write (tshark here). .ci/run installs what they need.
-.PHONY: interop interop-host interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-fabric interop-readme-vm interop-long interop-kernels
+.PHONY: interop interop-host interop-host-rxe interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-fabric interop-readme-vm interop-long interop-kernels
 # Every tier runs, whatever the ones before it did (interop/tiers.sh): the last line tallies the
 # tiers and names those that failed, and the exit status is 1 if any did.
 INTEROP_TIERS ?= interop-host interop-tshark interop-qtest interop-readme-vm interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-fabric interop-kernels interop-rxe interop-netns
@@ -103,13 +103,20 @@ interop:
 interop-host:
 	bash interop/host.sh
 
+# Host programs under `softirdma run` against Linux rxe in a VM over a link (hostd -link), each
+# tool in both roles, and faults on the link (interop/hostrxe.sh): PASS lines
+# host_<tool>_<server|client>_vs_rxe. Part of interop-long.
+interop-host-rxe:
+	bash interop/hostrxe.sh
+
 # The driver built with DKMS for Linux 6.1 and for the newest kernel Debian ships, and a subset
 # of the guest cases on each (interop/kernel.sh), against Linux rxe on 6.12: PASS lines
 # device_guest_k<major>.<minor>_<case>.
 interop-kernels:
 	@f=0; for k in 6.1 newest; do bash interop/kernel.sh $$k || f=1; done; exit $$f
 
-# What does not fit in CI's time: NVMe over Fabrics with the host on softirdma0, both ends on it
+# What does not fit in CI's time: host programs against Linux rxe in a VM (interop-host-rxe);
+# NVMe over Fabrics with the host on softirdma0, both ends on it
 # (the target on SRQs), under 1% loss and with a serve killed under fio; then every guest case of
 # interop-guestdriver, -guesthostpeer, -guestrobust, -rdmacore and NVMe over Fabrics between two
 # guests on softirdma0 on Linux 6.1 and on the newest kernel (every VM of a case on that kernel),

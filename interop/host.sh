@@ -8,32 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . interop/guestlib.sh
-missing=()
-for t in ibv_rc_pingpong:ibverbs-utils ib_write_bw:perftest rping:rdmacm-utils qperf:qperf ucx_perftest:ucx-utils fi_pingpong:libfabric-bin mpirun:openmpi-bin mpicc:libopenmpi-dev strace:strace; do
-  command -v "${t%%:*}" > /dev/null || missing+=("${t#*:}")
-done
-[ -d /usr/lib/python3/dist-packages/pyverbs ] || missing+=(python3-pyverbs)
-[ -e /usr/include/infiniband/verbs.h ] || missing+=(libibverbs-dev)
-[ -e /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so ] || [ -e /usr/lib/aarch64-linux-gnu/libibverbs/librxe-rdmav34.so ] || missing+=(ibverbs-providers)
-if [ ${#missing[@]} -gt 0 ]; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" > "$OUT/apt.log" 2>&1 || { cat "$OUT/apt.log"; abort "host: installing ${missing[*]}"; }
-fi
-make --no-print-directory build > "$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; abort "host: make build"; }
-
-# The user, and a copy of bin/ it can read (a clone under root's home is not).
-U=softirdma-host
-id "$U" > /dev/null 2>&1 || useradd -m -s /bin/bash "$U"
-BIN=$(mktemp -d /tmp/softirdma-host-bin.XXXXXX)
-cp bin/softirdma bin/libsoftirdma-preload.so "$BIN/"
-chmod 755 "$BIN" "$BIN"/*
-as_user() { runuser -u "$U" -- env -u XDG_RUNTIME_DIR HOME="$(getent passwd "$U" | cut -d: -f6)" "$@"; }
-host_cleanup() {
-  cleanup
-  as_user "$BIN/softirdma" stop > /dev/null 2>&1 || true
-  rm -rf "$BIN"
-}
-trap host_cleanup EXIT
-[ ! -e /dev/infiniband ] || echo "  note: this machine has /dev/infiniband; the programs use softirdma's devices all the same"
+. interop/hostlib.sh
 
 # listening PORT: something listens on TCP PORT (the tools' exchange).
 listening() {

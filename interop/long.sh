@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# `make interop-long`: NVMe over Fabrics' cases that make interop leaves out (on Linux 6.12);
+# `make interop-long`: host programs against Linux rxe in a VM (interop/hostrxe.sh); NVMe over
+# Fabrics' cases that make interop leaves out (on Linux 6.12);
 # then the guest cases of interop-guestdriver, -guesthostpeer, -guestrobust, -rdmacore and
 # -fabric, which make interop runs on Linux 6.12, and NVMe over Fabrics between two guests on
 # softirdma0, again with every VM on Linux 6.1 and on the newest kernel Debian ships (VM_KERNEL).
 # Those PASS/FAIL lines are renamed device_guest_k<major>.<minor>_<case> (fabric2_k..., fault_k...);
-# the last line is the tally. About 25 minutes.
+# the last line is the tally. About 30 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . vm/lib.sh
@@ -23,6 +24,8 @@ run() {
   [ "$rc" = 0 ] || [ "$n" -gt 0 ] || { n=1; echo "FAIL $label (exit $rc)"; }
   failed=$((failed + n))
 }
+# Host programs under softirdma run against Linux rxe in a VM, over a link (host_*_vs_rxe).
+SED= run hostrxe bash interop/hostrxe.sh
 # NVMe over Fabrics on Linux 6.12 beyond make interop's case: the host on softirdma0, both ends
 # on it with the target's SRQs, 1% loss (fio moves 16 MiB, 4 MiB where an end is rxe, whose
 # recovery from loss takes its host seconds), a killed serve on either side.
