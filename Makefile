@@ -90,10 +90,10 @@ rdma-core-reference:
 	bash interop/rdmacore-reference.sh
 
 # Checks against peers we did not write (tshark here). .ci/run installs what they need.
-.PHONY: interop interop-host interop-host-rxe interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-fabric interop-readme-vm interop-long interop-kernels
+.PHONY: interop interop-host interop-host-rxe interop-host-rdmacore56 interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-fabric interop-readme-vm interop-long interop-kernels
 # Every tier runs, whatever the ones before it did (interop/tiers.sh): the last line tallies the
 # tiers and names those that failed, and the exit status is 1 if any did.
-INTEROP_TIERS ?= interop-host interop-tshark interop-qtest interop-readme-vm interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-fabric interop-kernels interop-rxe interop-netns
+INTEROP_TIERS ?= interop-host interop-tshark interop-qtest interop-readme-vm interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-host-rdmacore56 interop-nvmeof interop-fabric interop-kernels interop-rxe interop-netns
 interop:
 	@MAKE="$(MAKE)" bash interop/tiers.sh $(INTEROP_TIERS)
 
@@ -102,6 +102,12 @@ interop:
 # host_<tool>_<server|client>. Installs the tools from the Debian mirror when missing (root).
 interop-host:
 	bash interop/host.sh
+
+# rdma-core 56's own suite (Debian 13's) under `softirdma run` as the unprivileged user, in a
+# chroot of the VM tooling's trixie root (interop/hostrdmacore56.sh): the tally beside the rxe
+# reference, PASS host_rdma_core56_suite and host_rdma_core56_vs_rxe.
+interop-host-rdmacore56:
+	bash interop/hostrdmacore56.sh
 
 # Host programs under `softirdma run` against Linux rxe in a VM over a link (hostd -link), each
 # tool in both roles, and faults on the link (interop/hostrxe.sh): PASS lines

@@ -523,3 +523,54 @@ func TestRegMRCountsPinnedPages(t *testing.T) {
 		t.Fatalf("the context's end left %d pages pinned", mem.pinned)
 	}
 }
+
+// MODIFY_SRQ with IBV_SRQ_MAX_WR resizes the SRQ as rxe_queue_resize does: the new queue's
+// mapping is written through the mmap_info address rxe's provider passes, the receives posted
+// and not yet taken move to its first slots, and QUERY_SRQ reports the new size. A size too
+// small for them, or under the limit, is EINVAL, and the SRQ is as it was.
+func TestResizeSRQ(t *testing.T) {
+	p := newProgram(t, testDevice(t))
+	p.open()
+	resp, _ := p.run(legacy(uverbs.CmdAllocPD, words(uint64(respAddr)), 4), nil)
+	pdh := u32(resp, 0)
+	resp, _ = p.run(legacy(uverbs.CmdCreateSRQ, words(uint64(respAddr), uint64(0x5e), pdh, uint32(7), uint32(1), uint32(0)), 16+24), nil)
+	srqh := u32(resp, 0)
+	if u32(resp, 4) != 7 {
+		t.Fatalf("SRQ of 7 WRs has %d", u32(resp, 4))
+	}
+	old := p.ring(resp[16:32])
+	logElem := u32(old, 0)
+	for i := range uint32(7) {
+		binary.LittleEndian.PutUint64(old[384+int(i)<<logElem:], 0x100+uint64(i)) // wr_id
+	}
+	binary.LittleEndian.PutUint32(old[128:], 7) // producer: the queue is full
+	const mi = 0x10000 + 512
+	modify := func(maxWR, limit, mask uint32) []byte {
+		return legacy(uverbs.CmdModifySRQ, words(srqh, mask, maxWR, limit, uint64(mi)), 0)
+	}
+	p.refused("a resize to 3 WRs with 7 posted", modify(3, 0, 1), syscall.EINVAL)
+	p.refused("a resize to 3 WRs under a limit of 5", modify(3, 5, 3), syscall.EINVAL)
+	_, r := p.run(modify(60, 0, 1), nil)
+	var info []byte
+	for _, w := range r.Writes {
+		if w.Addr == mi {
+			info = w.Data
+		}
+	}
+	if len(info) != 16 {
+		t.Fatalf("no mmap info written at 0x%x: %+v", mi, r.Writes)
+	}
+	nr := p.ring(info)
+	if u32(nr, 128) != 7 || u32(nr, 192) != 0 {
+		t.Fatalf("new queue: producer %d consumer %d, want 7 and 0", u32(nr, 128), u32(nr, 192))
+	}
+	for i := range 7 {
+		if id := binary.LittleEndian.Uint64(nr[384+i<<logElem:]); id != 0x100+uint64(i) {
+			t.Fatalf("slot %d holds wr_id 0x%x, want 0x%x", i, id, 0x100+i)
+		}
+	}
+	resp, _ = p.run(legacy(uverbs.CmdQuerySRQ, words(uint64(respAddr), srqh, uint32(0)), 16), nil)
+	if u32(resp, 0) != 63 {
+		t.Fatalf("QUERY_SRQ: max_wr %d, want 63", u32(resp, 0))
+	}
+}

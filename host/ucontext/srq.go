@@ -94,8 +94,10 @@ func (c *Context) createSRQ(r *request) error {
 	return nil
 }
 
-// MODIFY_SRQ: srq_handle (0), attr_mask (4), max_wr (8), srq_limit (12). Only the limit can
-// change: a resize is refused as EOPNOTSUPP for now.
+// MODIFY_SRQ: srq_handle (0), attr_mask (4), max_wr (8), srq_limit (12); rxe's driver data the
+// address of a struct mminfo (offset u64, size u32) that a resize writes the new queue's
+// mapping into, as rxe_queue_resize does: the provider then maps the new queue in place of the
+// old, whose receives not yet taken move over, first at slot 0.
 func (c *Context) modifySRQ(r *request) error {
 	s, err := find(c.srqs, r.u32(0), "SRQ")
 	if err != nil {
@@ -105,15 +107,45 @@ func (c *Context) modifySRQ(r *request) error {
 	if mask == 0 || mask&^3 != 0 {
 		return errf(syscall.EINVAL, "SRQ attribute mask 0x%x", mask)
 	}
-	if mask&1 != 0 {
-		return errf(syscall.EOPNOTSUPP, "resizing an SRQ")
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if limit := r.u32(12); limit > s.r.mask {
-		return errf(syscall.EINVAL, "limit %d for %d receives", limit, s.r.mask)
+	limit := s.limit
+	if mask&2 != 0 {
+		limit = r.u32(12)
 	}
-	s.limit = r.u32(12)
+	if mask&1 == 0 {
+		if limit > s.r.mask {
+			return errf(syscall.EINVAL, "limit %d for %d receives", limit, s.r.mask)
+		}
+		s.limit = limit
+		return nil
+	}
+	maxWR := r.u32(8)
+	switch {
+	case len(r.DriverIn) < 8:
+		return errf(syscall.EINVAL, "resize of an SRQ with no mmap_info address")
+	case maxWR == 0 || int(maxWR) > c.dev.Engine.Limits().MaxSRQWR:
+		return errf(syscall.EINVAL, "SRQ of %d WRs", maxWR)
+	case maxWR < limit:
+		return errf(syscall.EINVAL, "SRQ of %d WRs under its limit %d", maxWR, limit)
+	}
+	old := s.r
+	live := (old.producer() - s.cons) & old.mask
+	nr, err := c.area.newRing(slotsFor(maxWR), old.logElem)
+	if err != nil {
+		return err
+	}
+	if live > nr.mask {
+		nr.unmap()
+		return errf(syscall.EINVAL, "%d WRs hold %d receives posted", maxWR, live)
+	}
+	for i := range live {
+		copy(nr.slot(i), old.slot(s.cons+i))
+	}
+	nr.setProducer(live)
+	s.r, s.cons, s.limit = nr, 0, limit
+	old.unmap()
+	r.writes = append(r.writes, Write{Addr: getU64(r.DriverIn), Data: nr.mmapInfo(), File: -1})
 	return nil
 }
 
