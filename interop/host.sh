@@ -158,6 +158,47 @@ as_user "$BIN/softirdma" run -- timeout 60 strace -f -e trace=prctl ibv_devinfo 
 HOSTD=$(cat "/tmp/softirdma-$(id -u "$U")/pid" 2> /dev/null || echo none)
 why="exit $st" verdict host_ptracer has_lines "$OUT/ptracer.txt" "prctl\(PR_SET_PTRACER, $HOSTD\)"
 
+# 1,000 programs come and go, 20 at a time: half run to their end and exit holding everything
+# they made (device, PD, MR, channel, CQ, RC and UD QPs, SRQ, an rdma_cm ID; the RC QP sent
+# through), half are killed, holding it all or in the middle of making it (interop/host/churn.c).
+# softirdma's heap after a collection and its open files come back to where they were (after
+# 200 such programs first, whose high-water marks its maps keep), no program is left connected,
+# and the device still serves.
+gcc -O2 -Wall -o "$BIN/churn" interop/host/churn.c -libverbs -lrdmacm > "$OUT/churn.build" 2>&1 || cat "$OUT/churn.build"
+chmod 755 "$BIN/churn" 2> /dev/null || true
+# churn_round N: N programs, 20 at a time, each fourth killed at once, each fourth once it holds all.
+churn_round() {
+  local b j i
+  for ((b = 0; b < $1 / 20; b++)); do
+    for ((j = 0; j < 20; j++)); do
+      i=$((b * 20 + j))
+      case $((i % 4)) in
+        0 | 1) as_user "$BIN/softirdma" run -- "$BIN/churn" > /dev/null 2>&1 & ;;
+        2) as_user "$BIN/softirdma" run -- timeout -s KILL 0.3 "$BIN/churn" wait > /dev/null 2>&1 & ;;
+        3) as_user "$BIN/softirdma" run -- timeout -s KILL "0.0$((RANDOM % 90 + 10))" "$BIN/churn" > /dev/null 2>&1 & ;;
+      esac
+    done
+    wait
+  done
+}
+# status_of FIELD: a field of softirdma status (programs, heap_kib, files).
+status_of() { as_user "$BIN/softirdma" status | awk -v f="$1" '{ for (i = 1; i < NF; i++) if ($i == f) print $(i + 1) }'; }
+churn_round 200
+heap0=$(status_of heap_kib) files0=$(status_of files)
+churn_round 1000
+idle() { [ "$(status_of programs)" = 0 ]; }
+# left_nothing: no program connected, files as before, the heap within 10% (at least 256 KiB) of
+# where it was, and one more program works.
+left_nothing() {
+  local heap files
+  wait_until 30 - idle || { echo "  programs still connected: $(status_of programs)"; return 1; }
+  heap=$(status_of heap_kib) files=$(status_of files)
+  echo "  softirdma: heap $heap0 KiB before, $heap KiB after; open files $files0 before, $files after"
+  [ "$files" = "$files0" ] && [ "$heap" -le $((heap0 + (heap0 / 10 > 256 ? heap0 / 10 : 256))) ] || return 1
+  as_user "$BIN/softirdma" run -- timeout 30 "$BIN/churn" | grep -qx 'churn: ok'
+}
+verdict host_churn_1000_programs left_nothing
+
 # As on a host whose kernel has ib_core: a shim (interop/host/nlempty.c) makes NETLINK_RDMA open
 # and answer an empty list. Alone it hides every device; after softirdma's library, the tools run.
 gcc -shared -fPIC -O2 -Wall -o "$BIN/nlempty.so" interop/host/nlempty.c -ldl -lpthread > "$OUT/nlempty.build" 2>&1 || cat "$OUT/nlempty.build"

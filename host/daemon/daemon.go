@@ -18,7 +18,9 @@
 //     its argument, is another connection to the same file: a forked child's, whose commands
 //     reach the same objects (and whose MRs are its own memory). The file ends with its last
 //     connection, as the kernel's with its last reference.
-//   - status (kind 6): the answer's word is how many other connections are open (0: idle).
+//   - status (kind 6): the answer's word is, by the argument, how many programs' connections
+//     are open (0: idle), the heap in use after a collection in KiB (1), or its open files (2,
+//     this connection's among them). softirdma closes the connection after the answer.
 //   - capture (softirdma run -pcap): the hello carries the file to write a pcap of the devices'
 //     frames into, as SCM_RIGHTS; the capture runs until the client shuts its side down, and
 //     softirdma closes the connection once the file holds every frame.
@@ -34,8 +36,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 
@@ -89,7 +93,7 @@ type Daemon struct {
 	uid int
 
 	mu     sync.Mutex
-	conns  map[*net.UnixConn]struct{}
+	conns  map[*net.UnixConn]bool // true: a program's (its hello read), not a status query or a probe
 	shared map[uint32]*shared // by token
 	wg     sync.WaitGroup
 	pins   pinAccounts // the pages each process's MRs count against RLIMIT_MEMLOCK
@@ -171,7 +175,7 @@ func Listen(cfg Config) (*Daemon, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Daemon{cfg: cfg, ln: ln, log: log, uid: os.Getuid(), conns: map[*net.UnixConn]struct{}{}, shared: map[uint32]*shared{}}, nil
+	return &Daemon{cfg: cfg, ln: ln, log: log, uid: os.Getuid(), conns: map[*net.UnixConn]bool{}, shared: map[uint32]*shared{}}, nil
 }
 
 // Serve accepts connections until ctx ends or Close; it returns once every connection ended.
@@ -217,7 +221,7 @@ func (d *Daemon) closeConns() {
 func (d *Daemon) track(c *net.UnixConn, open bool) {
 	d.mu.Lock()
 	if open {
-		d.conns[c] = struct{}{}
+		d.conns[c] = false
 	} else {
 		delete(d.conns, c)
 	}
@@ -278,6 +282,11 @@ func (d *Daemon) serveConn(c *net.UnixConn) {
 		_ = hello(c, syscall.EPROTO, nil)
 		return
 	}
+	if kind != KindStatus {
+		d.mu.Lock()
+		d.conns[c] = true
+		d.mu.Unlock()
+	}
 	switch kind {
 	case KindUverbs:
 		d.serveUverbs(c, p, arg)
@@ -290,13 +299,45 @@ func (d *Daemon) serveConn(c *net.UnixConn) {
 	case KindAttach:
 		d.serveAttach(c, p, arg)
 	case KindStatus:
-		d.mu.Lock()
-		others := len(d.conns) - 1
-		d.mu.Unlock()
-		_ = helloWith(c, 0, uint32(others), nil)
+		_ = helloWith(c, 0, d.status(arg), nil)
 	default:
 		_ = hello(c, syscall.ENODEV, nil)
 	}
+}
+
+// What a status hello's argument asks for; the answer's word is its value.
+const (
+	StatusConnections = 0 // the programs' connections open (0: idle); status queries are none
+	StatusHeapKiB     = 1 // the heap in use after a collection, in KiB
+	StatusFiles       = 2 // the daemon's open file descriptors
+)
+
+// status answers a status hello: what arg asks for, 0 for what it does not know.
+func (d *Daemon) status(arg uint32) uint32 {
+	switch arg {
+	case StatusConnections:
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		n := 0
+		for _, program := range d.conns {
+			if program {
+				n++
+			}
+		}
+		return uint32(n)
+	case StatusHeapKiB:
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return uint32(min(m.HeapAlloc>>10, math.MaxUint32))
+	case StatusFiles:
+		fds, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			return 0
+		}
+		return uint32(len(fds) - 1) // the directory's own
+	}
+	return 0
 }
 
 // Hello is the hello a client of kind sends, with its argument.

@@ -181,3 +181,40 @@ func TestBadHello(t *testing.T) {
 		t.Fatalf("hello of version %d answered %x, want EPROTO", Version+1, r)
 	}
 }
+
+// A status hello answers by its argument: the programs connected (a probe that never says
+// hello, and status queries, are none), the heap in KiB, the open files; 0 for what it does not
+// know.
+func TestStatus(t *testing.T) {
+	sock := startDaemon(t)
+	ask := func(what uint32) uint32 {
+		t.Helper()
+		c := dial(t, sock, KindStatus, what)
+		v, err := ReadAnswer(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	probe, err := net.Dial("unixpacket", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	if n := ask(StatusConnections); n != 0 {
+		t.Fatalf("%d programs with a probe and a status query open, want 0", n)
+	}
+	prog := dial(t, sock, KindUverbs, 0)
+	if _, err := ReadAnswer(prog); err != nil {
+		t.Fatal(err)
+	}
+	if n := ask(StatusConnections); n != 1 {
+		t.Fatalf("%d programs with one connected, want 1", n)
+	}
+	if heap, files := ask(StatusHeapKiB), ask(StatusFiles); heap == 0 || files < 3 {
+		t.Fatalf("heap %d KiB, %d files", heap, files)
+	}
+	if v := ask(99); v != 0 {
+		t.Fatalf("status 99 answered %d, want 0", v)
+	}
+}
