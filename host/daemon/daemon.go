@@ -94,7 +94,7 @@ type Daemon struct {
 
 	mu     sync.Mutex
 	conns  map[*net.UnixConn]bool // true: a program's (its hello read), not a status query or a probe
-	shared map[uint32]*shared // by token
+	shared map[uint32]*shared     // by token
 	wg     sync.WaitGroup
 	pins   pinAccounts // the pages each process's MRs count against RLIMIT_MEMLOCK
 }
