@@ -283,6 +283,7 @@ func runHostd(args []string, stdout, stderr io.Writer) int {
 	link := fs.String("link", "", "join rxe0 to other hosts or VMs over `LINK`: dgram:LOCAL,REMOTE (QEMU -netdev dgram) or stream:tcp:ADDR|stream:unix:PATH")
 	ip := fs.String("ip", "", "`ADDR[/BITS]`, rxe0's IPv4 address on the link and its subnet (default /24): its GID 2 and 3, the address rdma_cm reaches the subnet from")
 	mac := fs.String("mac", "", "`MAC`, rxe0's MAC on the link (default 02:00 and the four bytes of -ip)")
+	memory := fs.String("memory", daemon.MemoryAuto, "how programs' registered memory is reached: auto (process_vm_readv where it works, else the program's copy service), service (always the copy service) or process_vm (never)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: softirdma hostd [-dir DIR] [-idle DURATION] [-link LINK -ip ADDR[/BITS] [-mac MAC]]")
 		fmt.Fprintln(stderr, "Serves host programs (the preload library) on DIR/sock with the sysfs tree in DIR/sys;")
@@ -298,6 +299,12 @@ func runHostd(args []string, stdout, stderr io.Writer) int {
 	}
 	if *idle < 0 {
 		fmt.Fprintln(stderr, "softirdma hostd: -idle must not be negative")
+		return 2
+	}
+	switch *memory {
+	case daemon.MemoryAuto, daemon.MemoryService, daemon.MemoryProcessVM:
+	default:
+		fmt.Fprintf(stderr, "softirdma hostd: -memory %q: auto, service or process_vm\n", *memory)
 		return 2
 	}
 	hl, err := parseHostLink(*link, *ip, *mac)
@@ -318,14 +325,14 @@ func runHostd(args []string, stdout, stderr io.Writer) int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if err := serveHost(*dir, *idle, hl, log); err != nil {
+	if err := serveHost(*dir, *idle, hl, *memory, log); err != nil {
 		fmt.Fprintf(stderr, "softirdma hostd: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-func serveHost(dir string, idle time.Duration, link *hostLink, log *slog.Logger) error {
+func serveHost(dir string, idle time.Duration, link *hostLink, memory string, log *slog.Logger) error {
 	d, err := newHostDevice(log, link)
 	if err != nil {
 		return err
@@ -364,7 +371,7 @@ func serveHost(dir string, idle time.Duration, link *hostLink, log *slog.Logger)
 	}
 	defer ctl.Close()
 	go ctl.Serve()
-	dm, err := daemon.Listen(daemon.Config{Socket: sock, Devices: []*ucontext.Device{d.dev}, Netlink: d.nl, RdmaCM: d.cm, Log: log,
+	dm, err := daemon.Listen(daemon.Config{Socket: sock, Devices: []*ucontext.Device{d.dev}, Netlink: d.nl, RdmaCM: d.cm, Log: log, Memory: memory,
 		Capture: d.capt.start,
 		OnIdle:  timer})
 	if err != nil {
@@ -372,7 +379,7 @@ func serveHost(dir string, idle time.Duration, link *hostLink, log *slog.Logger)
 	}
 	defer os.Remove(sock)
 	timer(0)
-	log.Info("serving host programs", "socket", sock, "sysfs", sys, "control", filepath.Join(dir, "control"), "version", version)
+	log.Info("serving host programs", "socket", sock, "sysfs", sys, "control", filepath.Join(dir, "control"), "memory", memory, "version", version)
 	return dm.Serve(ctx)
 }
 

@@ -43,7 +43,7 @@ func TestHostdLinkFlags(t *testing.T) {
 
 // A bad flag ends hostd with status 2 and one line, before it serves anything.
 func TestHostdRefusesBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"-idle", "-1s"}, {"-ip", "192.168.77.1"}, {"-link", "bogus", "-ip", "192.168.77.1"}, {"stray"}} {
+	for _, args := range [][]string{{"-idle", "-1s"}, {"-ip", "192.168.77.1"}, {"-link", "bogus", "-ip", "192.168.77.1"}, {"stray"}, {"-memory", "pinned"}} {
 		var out bytes.Buffer
 		if code := runHostd(args, &out, &out); code != 2 {
 			t.Errorf("%v: exit %d, want 2\n%s", args, code, out.String())

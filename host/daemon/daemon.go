@@ -81,7 +81,10 @@ type Config struct {
 	// Capture starts a capture of the devices' frames into a file (a pcap, which it writes and
 	// closes when stop returns); nil: captures are ENODEV.
 	Capture func(f *os.File) (stop func(), err error)
-	Log     *slog.Logger          // nil: slog's default
+	// Memory is how programs' memory is reached: MemoryAuto (""), MemoryService or
+	// MemoryProcessVM.
+	Memory string
+	Log    *slog.Logger // nil: slog's default
 	OnIdle  func(connections int) // called as connections come and go, with how many are open
 }
 
@@ -96,7 +99,27 @@ type Daemon struct {
 	conns  map[*net.UnixConn]bool // true: a program's (its hello read), not a status query or a probe
 	shared map[uint32]*shared     // by token
 	wg     sync.WaitGroup
-	pins   pinAccounts // the pages each process's MRs count against RLIMIT_MEMLOCK
+	pins   pinAccounts  // the pages each process's MRs count against RLIMIT_MEMLOCK
+	copies copyServices // the processes that serve their memory themselves
+}
+
+// memoryOf is pid's memory, reached as Config.Memory says, and whether the process is to serve
+// it (the answer to its hello says so).
+func (d *Daemon) memoryOf(pid int, pins *pinAccounts) (processMemory, bool) {
+	m := processMemory{pid: pid, pins: pins}
+	if servesItself(d.cfg.Memory, pid) {
+		m.svc = &d.copies
+		return m, true
+	}
+	return m, false
+}
+
+// serveBit is the answer's word for a token and a process that is to serve its memory.
+func serveBit(token uint32, serve bool) uint32 {
+	if serve {
+		return token | AnswerServeMemory
+	}
+	return token
 }
 
 // shared is a uverbs or rdma_cm file that processes may hold after a fork: how one of them runs
@@ -115,7 +138,8 @@ func (d *Daemon) share(s *shared) uint32 {
 	for {
 		var b [4]byte
 		_, _ = crand.Read(b[:])
-		if t := binary.LittleEndian.Uint32(b[:]); t != 0 && d.shared[t] == nil {
+		// Bit 31 is the answer's AnswerServeMemory, never a token's.
+		if t := binary.LittleEndian.Uint32(b[:]) &^ AnswerServeMemory; t != 0 && d.shared[t] == nil {
 			s.refs = 1
 			d.shared[t] = s
 			return t
@@ -152,7 +176,8 @@ func (d *Daemon) serveAttach(c *net.UnixConn, p peer, token uint32) {
 	}
 	defer d.release(token)
 	s.hold(p.pid)
-	if hello(c, 0, nil) != nil {
+	_, serve := d.memoryOf(p.pid, nil)
+	if helloWith(c, 0, serveBit(0, serve), nil) != nil {
 		return
 	}
 	d.serveCommands(c, func(buf []byte, in *os.File) ucontext.Reply { return s.execute(p, buf, in) })
@@ -298,6 +323,10 @@ func (d *Daemon) serveConn(c *net.UnixConn) {
 		d.serveCapture(c, files)
 	case KindAttach:
 		d.serveAttach(c, p, arg)
+	case KindMemory:
+		if hello(c, 0, nil) == nil {
+			d.copies.serve(p.pid, c)
+		}
 	case KindStatus:
 		_ = helloWith(c, 0, d.status(arg), nil)
 	default:
@@ -415,7 +444,8 @@ func (d *Daemon) serveUverbs(c *net.UnixConn, p peer, arg uint32) {
 		pins = &d.pins
 	}
 	name := fmt.Sprintf("pid %d", p.pid)
-	uc, file, err := ucontext.New(d.cfg.Devices[index], processMemory{pid: p.pid, pins: pins}, name, p.pid)
+	mem, serve := d.memoryOf(p.pid, pins)
+	uc, file, err := ucontext.New(d.cfg.Devices[index], mem, name, p.pid)
 	if err != nil {
 		d.log.Warn("uverbs context", "program", name, "err", err)
 		_ = hello(c, syscall.ENOMEM, nil)
@@ -423,10 +453,14 @@ func (d *Daemon) serveUverbs(c *net.UnixConn, p peer, arg uint32) {
 	}
 	token := d.share(&shared{close: uc.Close, hold: uc.Hold,
 		execute: func(p peer, buf []byte, in *os.File) ucontext.Reply {
-			return uc.ExecuteIn(processMemory{pid: p.pid, pins: pins}, buf, in)
+			m, _ := d.memoryOf(p.pid, pins)
+			return uc.ExecuteIn(m, buf, in)
 		}})
 	defer d.release(token)
-	if helloWith(c, 0, token, file) != nil { // file is the context's own: it stays open
+	if serve {
+		d.log.Info("the program serves its memory (copy service)", "program", name)
+	}
+	if helloWith(c, 0, serveBit(token, serve), file) != nil { // file is the context's own: it stays open
 		return
 	}
 	d.serveCommands(c, uc.Execute)
@@ -460,7 +494,8 @@ func (d *Daemon) serveRdmaCM(c *net.UnixConn, p peer) {
 		_ = hello(c, syscall.ENODEV, nil)
 		return
 	}
-	f, file, err := d.cfg.RdmaCM.Open(p.pid, processMemory{pid: p.pid})
+	mem, serve := d.memoryOf(p.pid, nil)
+	f, file, err := d.cfg.RdmaCM.Open(p.pid, mem)
 	if err != nil {
 		d.log.Warn("rdma_cm file", "pid", p.pid, "err", err)
 		_ = hello(c, syscall.ENOMEM, nil)
@@ -468,10 +503,11 @@ func (d *Daemon) serveRdmaCM(c *net.UnixConn, p peer) {
 	}
 	token := d.share(&shared{close: f.Close, hold: func(int) {},
 		execute: func(p peer, buf []byte, in *os.File) ucontext.Reply {
-			return f.ExecuteBy(p.pid, processMemory{pid: p.pid}, buf, in)
+			m, _ := d.memoryOf(p.pid, nil)
+			return f.ExecuteBy(p.pid, m, buf, in)
 		}})
 	defer d.release(token)
-	err = helloWith(c, 0, token, file)
+	err = helloWith(c, 0, serveBit(token, serve), file)
 	file.Close()
 	if err != nil {
 		return

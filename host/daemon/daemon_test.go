@@ -27,7 +27,7 @@ func TestPreloadHeaderAgrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]uint64{"SIRD_MAGIC": Magic, "SIRD_VERSION": Version, "SIRD_NL_CONTROL": nlControl,
-		"SIRD_NL_CAP_ACK": nlCapAck, "SIRD_MAX_MSG": MaxMessage, "SIRD_MAX_FDS": MaxFiles, "SIRD_UVERBS_MEMLOCK": UverbsMemlock} {
+		"SIRD_NL_CAP_ACK": nlCapAck, "SIRD_MAX_MSG": MaxMessage, "SIRD_MAX_FDS": MaxFiles, "SIRD_UVERBS_MEMLOCK": UverbsMemlock, "SIRD_ANSWER_SERVE_MEMORY": AnswerServeMemory} {
 		m := regexp.MustCompile(`#define ` + name + `\s+(0x[0-9a-f]+|[0-9]+)u?`).FindSubmatch(h)
 		if m == nil {
 			t.Errorf("preload.h defines no %s", name)
@@ -39,7 +39,7 @@ func TestPreloadHeaderAgrees(t *testing.T) {
 		}
 	}
 	for kind, want := range map[string]int{"SIRD_UVERBS": KindUverbs, "SIRD_NETLINK": KindNetlink, "SIRD_RDMACM": KindRdmaCM,
-		"SIRD_CAPTURE": KindCapture, "SIRD_ATTACH": KindAttach} {
+		"SIRD_CAPTURE": KindCapture, "SIRD_ATTACH": KindAttach, "SIRD_MEMORY": KindMemory, "SIRD_MEM_READ": memRead, "SIRD_MEM_WRITE": memWrite} {
 		if !regexp.MustCompile(kind + ` = ` + strconv.Itoa(want) + `,`).Match(h) {
 			t.Errorf("preload.h: %s is not %d", kind, want)
 		}

@@ -12,11 +12,13 @@ import (
 )
 
 // processMemory is a program's memory as its MRs reach it: copied in and out with
-// process_vm_readv and process_vm_writev, which an ordinary user may do to its own processes.
+// process_vm_readv and process_vm_writev, which an ordinary user may do to its own processes,
+// or by the process itself where softirdma cannot (the copy service).
 // Nothing is pinned: memory the program unmaps fails the copy, and the work that needed it.
 type processMemory struct {
 	pid  int
-	pins *pinAccounts // nil: RLIMIT_MEMLOCK is not held
+	pins *pinAccounts  // nil: RLIMIT_MEMLOCK is not held
+	svc  *copyServices // non-nil: the process serves its memory itself (copyservice.go)
 }
 
 // pinAccounts are the pages each process's MRs count against its RLIMIT_MEMLOCK, where
@@ -95,6 +97,13 @@ func (m processMemory) WriteAt(p []byte, addr uint64) error {
 }
 
 func (m processMemory) move(p []byte, addr uint64, write bool) error {
+	if m.svc != nil {
+		s, err := m.svc.get(m.pid)
+		if err != nil {
+			return err
+		}
+		return s.move(p, addr, write)
+	}
 	for len(p) > 0 {
 		local := []unix.Iovec{{Base: &p[0]}}
 		local[0].SetLen(len(p))

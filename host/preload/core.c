@@ -53,19 +53,25 @@ static void resolve(void)
  */
 static void after_fork(void)
 {
-	int i, c;
+	int i, c, serve = 0;
+	uint32_t word;
 
+	sird_memory_after_fork();
 	for (i = 0; i < SIRD_FILES; i++) {
 		struct sird_file *f = &files[i];
 
 		pthread_mutex_init(&f->lock, NULL);
 		if (!f->used || f->conn < 0 || !f->token)
 			continue;
-		c = sird_connect(SIRD_ATTACH, f->token, NULL, 1, NULL);
+		word = 0;
+		c = sird_connect(SIRD_ATTACH, f->token, NULL, 1, &word);
 		sird_real.close(f->conn);
 		f->conn = c; /* < 0: the child's commands on the file fail with EIO */
+		serve |= c >= 0 && (word & SIRD_ANSWER_SERVE_MEMORY);
 	}
 	pthread_mutex_init(&files_lock, NULL);
+	if (serve)
+		sird_serve_memory();
 }
 
 static void setup(void)

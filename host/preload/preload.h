@@ -23,6 +23,22 @@ enum sird_kind {
 	SIRD_RDMACM = 3,
 	SIRD_CAPTURE = 4,
 	SIRD_ATTACH = 5,
+	SIRD_MEMORY = 7, /* the copy service's connection (memory.c) */
+};
+
+/* In the answer to a uverbs or attach hello: the process is to serve its memory (memory.c). */
+#define SIRD_ANSWER_SERVE_MEMORY 0x80000000u
+
+/* The copy service's request and answer. */
+enum { SIRD_MEM_READ = 1, SIRD_MEM_WRITE = 2, };
+struct sird_mem_req {
+	uint32_t op;
+	uint32_t len;
+	uint64_t addr;
+};
+struct sird_mem_reply {
+	int32_t err;
+	uint32_t len;
 };
 
 /* The hello a connection starts with. */
@@ -136,6 +152,8 @@ int sird_dev_path(const char *path, int *kind, uint32_t *index);
 void sird_fake_cdev(struct stat *st, int kind, uint32_t index);
 
 ssize_t sird_uverbs_write(struct sird_file *f, int fd, const void *buf, size_t len);
+void sird_serve_memory(void);
+void sird_memory_after_fork(void);
 int sird_open_dev(int kind, uint32_t index, int flags);
 
 #endif

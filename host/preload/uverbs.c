@@ -37,6 +37,10 @@ int sird_open_dev(int kind, uint32_t index, int flags)
 		errno = -conn;
 		return -1;
 	}
+	if (token & SIRD_ANSWER_SERVE_MEMORY) {
+		token &= ~SIRD_ANSWER_SERVE_MEMORY;
+		sird_serve_memory();
+	}
 	if ((flags & O_NONBLOCK) && fcntl(fd, F_SETFL, O_RDWR | O_NONBLOCK) < 0)
 		sird_log("O_NONBLOCK: %s\n", strerror(errno));
 	f = sird_add(fd, kind, conn);
