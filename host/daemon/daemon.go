@@ -84,8 +84,8 @@ type Config struct {
 	// Memory is how programs' memory is reached: MemoryAuto (""), MemoryService or
 	// MemoryProcessVM.
 	Memory string
-	Log    *slog.Logger // nil: slog's default
-	OnIdle  func(connections int) // called as connections come and go, with how many are open
+	Log    *slog.Logger          // nil: slog's default
+	OnIdle func(connections int) // called as connections come and go, with how many are open
 }
 
 // Daemon serves programs on its socket.
