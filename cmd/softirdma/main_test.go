@@ -51,7 +51,7 @@ func TestHelpOfHelp(t *testing.T) {
 		t.Errorf("help help: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	code, out, errOut = runCLI("help", "frobnicate")
-	want := `softirdma help: no command "frobnicate"; the commands are decode, demo, doctor, env, fault, hostd, links, perf, pingpong, rping, run, serve, stop, ucmatose, udaddy, version` + "\n"
+	want := `softirdma help: no command "frobnicate"; the commands are decode, demo, doctor, env, fault, hostd, links, perf, pingpong, rping, run, serve, status, stop, ucmatose, udaddy, version` + "\n"
 	if code != 2 || out != "" || errOut != want {
 		t.Errorf("help frobnicate: exit %d, stdout %q, stderr %q; want %q", code, out, errOut, want)
 	}
