@@ -365,12 +365,6 @@ func serveHost(dir string, idle time.Duration, link *hostLink, memory string, lo
 	if link != nil {
 		senders = append(senders, "uplink")
 	}
-	ctl, err := control.Listen(filepath.Join(dir, "control"), d.fab, senders, log)
-	if err != nil {
-		return fmt.Errorf("control socket: %w", err)
-	}
-	defer ctl.Close()
-	go ctl.Serve()
 	dm, err := daemon.Listen(daemon.Config{Socket: sock, Devices: []*ucontext.Device{d.dev}, Netlink: d.nl, RdmaCM: d.cm, Log: log, Memory: memory,
 		Capture: d.capt.start,
 		OnIdle:  timer})
@@ -378,6 +372,21 @@ func serveHost(dir string, idle time.Duration, link *hostLink, memory string, lo
 		return err
 	}
 	defer os.Remove(sock)
+	// Closed before the socket goes (defers run last first): a run that saw this hostd stop
+	// by its socket's going finds the control socket free for the hostd it starts.
+	// A hostd that was told to stop may still be closing its connections: its control socket
+	// goes a moment later; wait for it a while.
+	ctl, err := control.Listen(filepath.Join(dir, "control"), d.fab, senders, log)
+	for i := 0; errors.Is(err, control.ErrInUse) && i < 100; i++ {
+		time.Sleep(50 * time.Millisecond)
+		ctl, err = control.Listen(filepath.Join(dir, "control"), d.fab, senders, log)
+	}
+	if err != nil {
+		dm.Close()
+		return fmt.Errorf("control socket: %w", err)
+	}
+	defer ctl.Close()
+	go ctl.Serve()
 	timer(0)
 	log.Info("serving host programs", "socket", sock, "sysfs", sys, "control", filepath.Join(dir, "control"), "memory", memory, "version", version)
 	return dm.Serve(ctx)

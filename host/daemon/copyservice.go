@@ -71,10 +71,11 @@ func (s *copyService) close() {
 	})
 }
 
-// serve registers pid's service on c and returns once it ends (softirdma gave it up, or the
-// process closed it).
-func (cs *copyServices) serve(pid int, c *net.UnixConn) {
+// serve registers pid's service on c and returns once it ends: softirdma gave it up, the
+// process closed it (or ended), or the daemon closes (closing).
+func (cs *copyServices) serve(pid int, c *net.UnixConn, closing <-chan struct{}) {
 	s := &copyService{c: c, buf: make([]byte, MaxMessage), done: make(chan struct{})}
+	go s.watch(closing)
 	cs.mu.Lock()
 	if cs.by == nil {
 		cs.by, cs.wait = map[int]*copyService{}, map[int]chan struct{}{}
@@ -94,6 +95,38 @@ func (cs *copyServices) serve(pid int, c *net.UnixConn) {
 		delete(cs.by, pid)
 	}
 	cs.mu.Unlock()
+}
+
+// watch gives the service up when its process hangs up or the daemon closes. It looks for the
+// hang-up with poll's POLLRDHUP, which answers in flight do not raise: reading would take them
+// from the copy that waits for them.
+func (s *copyService) watch(closing <-chan struct{}) {
+	raw, err := s.c.SyscallConn()
+	if err != nil {
+		s.close()
+		return
+	}
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-closing:
+			s.close()
+			return
+		default:
+		}
+		hup := false
+		cerr := raw.Control(func(fd uintptr) {
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+			if n, err := unix.Poll(fds, 200); err == nil && n > 0 && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+				hup = true
+			}
+		})
+		if cerr != nil || hup {
+			s.close()
+			return
+		}
+	}
 }
 
 // get is pid's service, waited for up to memTimeout: the library starts it as the device's

@@ -77,7 +77,7 @@ func TestCopyService(t *testing.T) {
 	mute := make(chan struct{})
 	go fakeProgram(t, theirs, 0x10000, mem, mute)
 	served := make(chan struct{})
-	go func() { cs.serve(42, ours); close(served) }()
+	go func() { cs.serve(42, ours, nil); close(served) }()
 	m := processMemory{pid: 42, svc: &cs}
 	want := bytes.Repeat([]byte("softirdma"), 200<<10/9)
 	if err := m.WriteAt(want, 0x10000+100); err != nil {
@@ -112,3 +112,25 @@ func TestCopyService(t *testing.T) {
 }
 
 func osFile(fd int) *os.File { return os.NewFile(uintptr(fd), "socketpair") }
+
+// A copy service ends when its process hangs up (it ended), and when the daemon closes, though
+// softirdma never reads from it between copies.
+func TestCopyServiceEnds(t *testing.T) {
+	var cs copyServices
+	for _, how := range []string{"the process hangs up", "the daemon closes"} {
+		ours, theirs := pair(t)
+		closing := make(chan struct{})
+		served := make(chan struct{})
+		go func() { cs.serve(43, ours, closing); close(served) }()
+		if how == "the daemon closes" {
+			close(closing)
+		} else {
+			theirs.Close()
+		}
+		select {
+		case <-served:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("%s: the service goes on", how)
+		}
+	}
+}

@@ -101,6 +101,9 @@ type Daemon struct {
 	wg     sync.WaitGroup
 	pins   pinAccounts  // the pages each process's MRs count against RLIMIT_MEMLOCK
 	copies copyServices // the processes that serve their memory themselves
+
+	closing   chan struct{} // closed by Close: what waits on no connection of its own ends
+	closeOnce sync.Once
 }
 
 // memoryOf is pid's memory, reached as Config.Memory says, and whether the process is to serve
@@ -200,7 +203,7 @@ func Listen(cfg Config) (*Daemon, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Daemon{cfg: cfg, ln: ln, log: log, uid: os.Getuid(), conns: map[*net.UnixConn]bool{}, shared: map[uint32]*shared{}}, nil
+	return &Daemon{cfg: cfg, ln: ln, log: log, uid: os.Getuid(), conns: map[*net.UnixConn]bool{}, shared: map[uint32]*shared{}, closing: make(chan struct{})}, nil
 }
 
 // Serve accepts connections until ctx ends or Close; it returns once every connection ended.
@@ -210,6 +213,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	for {
 		c, err := d.ln.AcceptUnix()
 		if err != nil {
+			d.closeOnce.Do(func() { close(d.closing) })
 			d.closeConns()
 			d.wg.Wait()
 			if errors.Is(err, net.ErrClosed) {
@@ -231,6 +235,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 // Close stops accepting and ends every connection.
 func (d *Daemon) Close() error {
 	err := d.ln.Close()
+	d.closeOnce.Do(func() { close(d.closing) })
 	d.closeConns()
 	return err
 }
@@ -325,7 +330,7 @@ func (d *Daemon) serveConn(c *net.UnixConn) {
 		d.serveAttach(c, p, arg)
 	case KindMemory:
 		if hello(c, 0, nil) == nil {
-			d.copies.serve(p.pid, c)
+			d.copies.serve(p.pid, c, d.closing)
 		}
 	case KindStatus:
 		_ = helloWith(c, 0, d.status(arg), nil)

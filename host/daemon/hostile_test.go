@@ -5,7 +5,10 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
+	"regexp"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -54,11 +57,25 @@ func serving(t *testing.T, sock string) {
 	}
 }
 
+// hostileChild is set in a process TestHostilePrograms starts for one of its cases: the
+// socket of the parent's softirdma.
+var hostileChild = os.Getenv("SOFTIRDMA_HOSTILE_SOCK")
+
 // TestHostilePrograms: a program that writes garbage, truncated or out-of-order commands and
-// netlink messages, names handles it has not, or leaves in the middle of a command gets the
-// kernel's errno; softirdma goes on serving the others. Each case is a program of its own.
+// netlink messages, names handles it has not, or leaves or is killed in the middle of a command
+// gets the kernel's errno (or its own end); softirdma goes on serving the others. Each case is a
+// process of its own: the test binary again, running that case alone against this softirdma.
 func TestHostilePrograms(t *testing.T) {
-	sock := startDaemon(t)
+	sock := hostileChild
+	if sock == "" {
+		sock = startDaemon(t)
+	}
+	type hostile struct {
+		name   string
+		run    func(t *testing.T, sock string)
+		killed bool // the case ends its process with SIGKILL
+	}
+	var cases []hostile
 	for _, c := range []struct {
 		name string
 		cmd  []byte
@@ -78,15 +95,14 @@ func TestHostilePrograms(t *testing.T) {
 		}(), syscall.EINVAL},
 		{"a command number past the table", legacy(0xff, 4, 0x1000), syscall.EOPNOTSUPP},
 	} {
-		t.Run(c.name, func(t *testing.T) {
+		cases = append(cases, hostile{name: c.name, run: func(t *testing.T, sock string) {
 			conn := uverbsConn(t, sock)
 			if ret := exchange(t, conn, c.cmd); ret != -int32(c.want) {
 				t.Errorf("write returned %d, want -%d (%v)", ret, c.want, c.want)
 			}
-			serving(t, sock)
-		})
+		}})
 	}
-	t.Run("handles it has not", func(t *testing.T) {
+	cases = append(cases, hostile{name: "handles it has not", run: func(t *testing.T, sock string) {
 		conn := uverbsConn(t, sock)
 		if ret := exchange(t, conn, legacy(0, 8, 0x1000)); ret != 16 {
 			t.Fatalf("GET_CONTEXT: %d", ret)
@@ -103,9 +119,7 @@ func TestHostilePrograms(t *testing.T) {
 				t.Errorf("command %d naming no object: %d, want -EINVAL", cmd[0], ret)
 			}
 		}
-		serving(t, sock)
-	})
-	t.Run("garbage", func(t *testing.T) {
+	}}, hostile{name: "garbage", run: func(t *testing.T, sock string) {
 		rnd := rand.New(rand.NewPCG(1, 2))
 		conn := uverbsConn(t, sock)
 		exchange(t, conn, legacy(0, 8, 0x1000))
@@ -125,9 +139,7 @@ func TestHostilePrograms(t *testing.T) {
 				t.Fatalf("write of %d bytes returned %d", len(b), ret)
 			}
 		}
-		serving(t, sock)
-	})
-	t.Run("leaves in the middle of a command", func(t *testing.T) {
+	}}, hostile{name: "leaves in the middle of a command", run: func(t *testing.T, sock string) {
 		for range 20 {
 			conn := uverbsConn(t, sock)
 			if _, err := conn.Write(legacy(0, 8, 0x1000)); err != nil {
@@ -135,9 +147,15 @@ func TestHostilePrograms(t *testing.T) {
 			}
 			conn.Close()
 		}
-		serving(t, sock)
-	})
-	t.Run("netlink garbage", func(t *testing.T) {
+	}}, hostile{name: "killed in the middle of a command", killed: true, run: func(t *testing.T, sock string) {
+		conn := uverbsConn(t, sock)
+		exchange(t, conn, legacy(0, 8, 0x1000))
+		exchange(t, conn, legacy(3, 4, 0x1000)) // ALLOC_PD
+		if _, err := conn.Write(legacy(17, 4, 0x1000)); err != nil {
+			t.Fatal(err)
+		}
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}}, hostile{name: "netlink garbage", run: func(t *testing.T, sock string) {
 		conn := dial(t, sock, KindNetlink, 1)
 		recv(t, conn)
 		for _, m := range [][]byte{{1, 2, 3}, make([]byte, 16), {0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4}, make([]byte, 4096)} {
@@ -145,17 +163,34 @@ func TestHostilePrograms(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		serving(t, sock)
-	})
-	t.Run("a hello that is not one", func(t *testing.T) {
+	}}, hostile{name: "a hello that is not one", run: func(t *testing.T, sock string) {
 		c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sock, Net: "unixpacket"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
 		c.Close()
-		serving(t, sock)
-	})
+	}})
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if hostileChild != "" {
+				c.run(t, sock)
+				return
+			}
+			pattern := "^TestHostilePrograms$/^" + regexp.QuoteMeta(strings.ReplaceAll(c.name, " ", "_")) + "$"
+			cmd := exec.Command(os.Args[0], "-test.run="+pattern, "-test.count=1")
+			cmd.Env = append(os.Environ(), "SOFTIRDMA_HOSTILE_SOCK="+sock)
+			out, err := cmd.CombinedOutput()
+			ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			switch {
+			case c.killed && !(ws.Signaled() && ws.Signal() == syscall.SIGKILL):
+				t.Fatalf("the program was to be killed: %v\n%s", err, out)
+			case !c.killed && err != nil:
+				t.Fatalf("the program: %v\n%s", err, out)
+			}
+			serving(t, sock)
+		})
+	}
 }
 
 // closeReceived reads one message and closes the files it carries at once.
