@@ -40,6 +40,12 @@ bench:
 # then fio over NVMe over Fabrics with the host on softirdma0 and on rxe0, the same target on
 # softirdma0; then guest to guest, two VMs on one serve beside two rxe VMs (interop/fabricperf.sh):
 # measurements, with the ratios; not part of interop.
+# The host path's speed (interop/hostperf.sh): ib_write_bw between two programs under
+# softirdma run, with process_vm_readv and with the copy service, beside two Go perf peers in
+# the same run; ib_send_lat busy-polling and with events.
+bench-host:
+	bash interop/hostperf.sh
+
 bench-guest:
 	bash interop/guestperf.sh
 	bash interop/guestnvmeof.sh softirdma_to_softirdma softirdma_to_rxe
@@ -90,7 +96,7 @@ rdma-core-reference:
 	bash interop/rdmacore-reference.sh
 
 # Checks against peers we did not write (tshark here). .ci/run installs what they need.
-.PHONY: interop interop-host interop-host-rxe interop-host-rdmacore56 interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-fabric interop-readme-vm interop-long interop-kernels
+.PHONY: bench-host interop interop-host interop-host-rxe interop-host-rdmacore56 interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-fabric interop-readme-vm interop-long interop-kernels
 # Every tier runs, whatever the ones before it did (interop/tiers.sh): the last line tallies the
 # tiers and names those that failed, and the exit status is 1 if any did.
 INTEROP_TIERS ?= interop-host interop-tshark interop-qtest interop-readme-vm interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-host-rdmacore56 interop-nvmeof interop-fabric interop-kernels interop-rxe interop-netns
