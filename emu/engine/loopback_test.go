@@ -348,23 +348,54 @@ func (l *countLink) Close() error {
 	return nil
 }
 
-// In real time, on a Host, loopback works the same way: delivered by the wall clock's timers
-// in order, never on the link, never in the host's pcap, and both of the device's addresses
-// (its IPv4 one and its IPv6 link-local one) loop back without neighbour resolution.
-func TestLoopbackHost(t *testing.T) {
+// loopHost is a real-time host on a link that counts what reaches it, started with cfg (its
+// Link set here), with a PD and a CQ of its device's; the host closes when the test ends.
+func loopHost(t *testing.T, cfg realtime.HostConfig) (*engine.Device, *engine.PD, *engine.CQ, *countLink) {
+	t.Helper()
 	link := &countLink{closed: make(chan struct{})}
-	mac := [6]byte{2, 0, 0, 0, 0, 0x1}
-	var pcap bytes.Buffer
-	h, err := realtime.NewHost(realtime.HostConfig{Name: "A", Link: link, MAC: mac, IP: netip.MustParseAddr("192.0.2.1"),
-		IPs: []netip.Addr{neigh.LinkLocal(mac)}, Rand: mrand.NewPCG(1, 1), Pcap: &pcap})
+	cfg.Link = link
+	h, err := realtime.NewHost(cfg)
 	must(t, err)
 	go h.Run()
-	defer h.Close()
+	t.Cleanup(func() { h.Close() })
 	dev := h.Device()
 	pd, err := dev.AllocPD()
 	must(t, err)
 	cq, err := dev.CreateCQ(256)
 	must(t, err)
+	return dev, pd, cq, link
+}
+
+// pollFor polls cq until it has given n completions, or 10 s have passed.
+func pollFor(cq *engine.CQ, n int) []engine.WC {
+	var wcs []engine.WC
+	deadline := time.Now().Add(10 * time.Second)
+	for len(wcs) < n && time.Now().Before(deadline) {
+		wcs = append(wcs, poll(cq)...)
+		time.Sleep(time.Millisecond)
+	}
+	return wcs
+}
+
+// nothingSent fails the test if any frame reached the link.
+func (l *countLink) nothingSent(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	sent := l.sent
+	l.mu.Unlock()
+	if sent != 0 {
+		t.Fatalf("%d frames reached the link", sent)
+	}
+}
+
+// In real time, on a Host, loopback works the same way: delivered by the wall clock's timers
+// in order, never on the link, never in the host's pcap, and both of the device's addresses
+// (its IPv4 one and its IPv6 link-local one) loop back without neighbour resolution.
+func TestLoopbackHost(t *testing.T) {
+	mac := [6]byte{2, 0, 0, 0, 0, 0x1}
+	var pcap bytes.Buffer
+	dev, pd, cq, link := loopHost(t, realtime.HostConfig{Name: "A", MAC: mac, IP: netip.MustParseAddr("192.0.2.1"),
+		IPs: []netip.Addr{neigh.LinkLocal(mac)}, Rand: mrand.NewPCG(1, 1), Pcap: &pcap})
 	for i, addr := range []netip.Addr{dev.IP(), neigh.LinkLocal(mac)} {
 		// A buffer of its own per round: a READ request sent again after its completion (the
 		// ACK timer under a busy machine) is answered from memory the next round must not touch.
@@ -385,24 +416,14 @@ func TestLoopbackHost(t *testing.T) {
 		must(t, qb.PostRecv(engine.RecvWR{ID: 9, SGL: sge(mr, 1<<20, 4096)}))
 		must(t, qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRSend, Flags: engine.SendSignaled, SGL: sge(mr, 0, 3000)}))
 		must(t, qa.PostSend(engine.SendWR{ID: 2, Opcode: engine.WRRDMARead, Flags: engine.SendSignaled, SGL: sge(mr, 1<<20+8192, 256<<10), RemoteAddr: mr.Addr(), RKey: mr.RKey()}))
-		var wcs []engine.WC
-		deadline := time.Now().Add(10 * time.Second)
-		for len(wcs) < 3 && time.Now().Before(deadline) {
-			wcs = append(wcs, poll(cq)...)
-			time.Sleep(time.Millisecond)
-		}
+		wcs := pollFor(cq, 3)
 		wantWC(t, byQP(wcs, qa.Num()), engine.WC{WRID: 1, Opcode: engine.WCSend}, engine.WC{WRID: 2, Opcode: engine.WCRDMARead, ByteLen: 256 << 10})
 		wantWC(t, byQP(wcs, qb.Num()), engine.WC{WRID: 9, Opcode: engine.WCRecv, ByteLen: 3000})
 		if !bytes.Equal(buf[1<<20:1<<20+3000], buf[:3000]) || !bytes.Equal(buf[1<<20+8192:1<<20+8192+256<<10], buf[:256<<10]) {
 			t.Fatalf("%s: data differs", addr)
 		}
 	}
-	link.mu.Lock()
-	sent := link.sent
-	link.mu.Unlock()
-	if sent != 0 {
-		t.Fatalf("%d frames reached the link", sent)
-	}
+	link.nothingSent(t)
 	if pcap.Len() != 24 {
 		t.Fatalf("host pcap of %d bytes, want the 24-byte header alone", pcap.Len())
 	}
@@ -440,18 +461,9 @@ func TestLoopbackTap(t *testing.T) {
 // sending from the address it sends to (the one its peer expects the frames from), and nothing
 // reaches the link.
 func TestLoopbackOwnAddressesAndPrefixes(t *testing.T) {
-	link := &countLink{closed: make(chan struct{})}
-	h, err := realtime.NewHost(realtime.HostConfig{Name: "A", Link: link, MAC: [6]byte{2, 0, 0, 0, 0, 1}, IP: netip.MustParseAddr("127.0.0.1"),
+	_, pd, cq, link := loopHost(t, realtime.HostConfig{Name: "A", MAC: [6]byte{2, 0, 0, 0, 0, 1}, IP: netip.MustParseAddr("127.0.0.1"),
 		IPs:      []netip.Addr{netip.MustParseAddr("192.0.2.2"), netip.IPv6Loopback(), netip.MustParseAddr("fd00::2")},
 		Prefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Rand: mrand.NewPCG(1, 1)})
-	must(t, err)
-	go h.Run()
-	defer h.Close()
-	dev := h.Device()
-	pd, err := dev.AllocPD()
-	must(t, err)
-	cq, err := dev.CreateCQ(256)
-	must(t, err)
 	buf := make([]byte, 64<<10)
 	mr, err := pd.RegMR(buf, engine.AccessLocalWrite|engine.AccessRemoteWrite|engine.AccessRemoteRead)
 	must(t, err)
@@ -466,22 +478,12 @@ func TestLoopbackOwnAddressesAndPrefixes(t *testing.T) {
 		fill(buf[:1024], byte(i+1))
 		must(t, qb.PostRecv(engine.RecvWR{ID: 9, SGL: sge(mr, 32<<10, 4096)}))
 		must(t, qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRSend, Flags: engine.SendSignaled, SGL: sge(mr, 0, 1024)}))
-		var wcs []engine.WC
-		deadline := time.Now().Add(10 * time.Second)
-		for len(wcs) < 2 && time.Now().Before(deadline) {
-			wcs = append(wcs, poll(cq)...)
-			time.Sleep(time.Millisecond)
-		}
+		wcs := pollFor(cq, 2)
 		wantWC(t, byQP(wcs, qa.Num()), engine.WC{WRID: 1, Opcode: engine.WCSend})
 		wantWC(t, byQP(wcs, qb.Num()), engine.WC{WRID: 9, Opcode: engine.WCRecv, ByteLen: 1024})
 		if !bytes.Equal(buf[32<<10:32<<10+1024], buf[:1024]) {
 			t.Fatalf("%s: data differs", addr)
 		}
 	}
-	link.mu.Lock()
-	sent := link.sent
-	link.mu.Unlock()
-	if sent != 0 {
-		t.Fatalf("%d frames reached the link", sent)
-	}
+	link.nothingSent(t)
 }
