@@ -316,18 +316,27 @@ func TestRCWriteThroughTheRings(t *testing.T) {
 // postWrite posts a signalled 9-byte RDMA WRITE from byte 100 of the program's MR to byte 4000
 // of the peer's, in the send queue's next slot, and rings the doorbell.
 func (a *rcEnd) postWrite(rkey uint32, id uint64) {
+	a.postWQE(id, 0, 100, 9, func(wqe []byte) { // IBV_WR_RDMA_WRITE
+		binary.LittleEndian.PutUint64(wqe[24:], 0x10000+4000)
+		binary.LittleEndian.PutUint32(wqe[32:], rkey)
+	})
+}
+
+// postWQE posts a signalled work request of opcode op (enum ibv_wr_opcode) gathering n bytes
+// from byte off of the program's MR, its remote part written by remote, in the send queue's
+// next slot, and rings the doorbell.
+func (a *rcEnd) postWQE(id uint64, op, off, n uint32, remote func(wqe []byte)) {
 	logElem := u32(a.sq, 0)
 	prod := u32(a.sq, 128)
 	wqe := a.sq[384+int(prod)<<logElem : 384+int(prod+1)<<logElem]
 	binary.LittleEndian.PutUint64(wqe[0:], id) // wr_id
-	binary.LittleEndian.PutUint32(wqe[12:], 0) // IBV_WR_RDMA_WRITE
+	binary.LittleEndian.PutUint32(wqe[12:], op)
 	binary.LittleEndian.PutUint32(wqe[16:], 2) // IBV_SEND_SIGNALED
-	binary.LittleEndian.PutUint64(wqe[24:], 0x10000+4000)
-	binary.LittleEndian.PutUint32(wqe[32:], rkey)
-	binary.LittleEndian.PutUint32(wqe[184:], 9) // dma.length
+	remote(wqe)
+	binary.LittleEndian.PutUint32(wqe[184:], n) // dma.length
 	binary.LittleEndian.PutUint32(wqe[196:], 1) // dma.num_sge
-	binary.LittleEndian.PutUint64(wqe[208:], 0x10000+100)
-	binary.LittleEndian.PutUint32(wqe[216:], 9)
+	binary.LittleEndian.PutUint64(wqe[208:], 0x10000+uint64(off))
+	binary.LittleEndian.PutUint32(wqe[216:], n)
 	binary.LittleEndian.PutUint32(wqe[220:], a.mrKey)
 	binary.LittleEndian.PutUint32(a.sq[128:], prod+1) // producer
 	a.p.run(legacy(uverbs.CmdPostSend, words(uint64(respAddr), a.qph, uint32(0), uint32(0), uint32(128)), 4), nil)
@@ -415,17 +424,23 @@ func TestGarbageInTheSendQueue(t *testing.T) {
 	p.open()
 }
 
-// TestWriteIntoMemoryUnmappedSinceRegistered: nothing is pinned, so a program may unmap memory
-// it registered; an RDMA WRITE into it then fails as one into an unmapped on-demand page: NAK
-// 0x62, REM_ACCESS_ERR for the writer, and nothing written anywhere.
-func TestWriteIntoMemoryUnmappedSinceRegistered(t *testing.T) {
+// toUnmapped is two connected RC ends, b's program having unmapped the memory it registered.
+func toUnmapped(t *testing.T) (a, b *rcEnd) {
 	d := testDevice(t)
-	a, b := newRCEnd(t, d), newRCEnd(t, d)
+	a, b = newRCEnd(t, d), newRCEnd(t, d)
 	a.connect(b.qpn)
 	b.connect(a.qpn)
 	b.p.mem.mu.Lock()
 	b.p.mem.unmapped = true
 	b.p.mem.mu.Unlock()
+	return a, b
+}
+
+// TestWriteIntoMemoryUnmappedSinceRegistered: nothing is pinned, so a program may unmap memory
+// it registered; an RDMA WRITE into it then fails as one into an unmapped on-demand page: NAK
+// 0x62, REM_ACCESS_ERR for the writer, and nothing written anywhere.
+func TestWriteIntoMemoryUnmappedSinceRegistered(t *testing.T) {
+	a, b := toUnmapped(t)
 	a.postWrite(b.mrKey, 9)
 	cqe := waitCQE(t, a.cqr)
 	if binary.LittleEndian.Uint64(cqe) != 9 || u32(cqe, 8) != 10 {
@@ -436,29 +451,12 @@ func TestWriteIntoMemoryUnmappedSinceRegistered(t *testing.T) {
 // An atomic on memory the program unmapped since it registered it fails before it writes
 // anything, as a WRITE does: NAK 0x62, REM_ACCESS_ERR for the requester.
 func TestAtomicOnMemoryUnmappedSinceRegistered(t *testing.T) {
-	d := testDevice(t)
-	a, b := newRCEnd(t, d), newRCEnd(t, d)
-	a.connect(b.qpn)
-	b.connect(a.qpn)
-	b.p.mem.mu.Lock()
-	b.p.mem.unmapped = true
-	b.p.mem.mu.Unlock()
-	logElem := u32(a.sq, 0)
-	prod := u32(a.sq, 128)
-	wqe := a.sq[384+int(prod)<<logElem : 384+int(prod+1)<<logElem]
-	binary.LittleEndian.PutUint64(wqe[0:], 11) // wr_id
-	binary.LittleEndian.PutUint32(wqe[12:], 6) // IBV_WR_ATOMIC_FETCH_AND_ADD
-	binary.LittleEndian.PutUint32(wqe[16:], 2) // IBV_SEND_SIGNALED
-	binary.LittleEndian.PutUint64(wqe[24:], 0x10000+4000)
-	binary.LittleEndian.PutUint64(wqe[32:], 5) // add
-	binary.LittleEndian.PutUint32(wqe[48:], b.mrKey)
-	binary.LittleEndian.PutUint32(wqe[184:], 8) // dma.length
-	binary.LittleEndian.PutUint32(wqe[196:], 1) // dma.num_sge
-	binary.LittleEndian.PutUint64(wqe[208:], 0x10000+104)
-	binary.LittleEndian.PutUint32(wqe[216:], 8)
-	binary.LittleEndian.PutUint32(wqe[220:], a.mrKey)
-	binary.LittleEndian.PutUint32(a.sq[128:], prod+1)
-	a.p.run(legacy(uverbs.CmdPostSend, words(uint64(respAddr), a.qph, uint32(0), uint32(0), uint32(128)), 4), nil)
+	a, b := toUnmapped(t)
+	a.postWQE(11, 6, 104, 8, func(wqe []byte) { // IBV_WR_ATOMIC_FETCH_AND_ADD
+		binary.LittleEndian.PutUint64(wqe[24:], 0x10000+4000)
+		binary.LittleEndian.PutUint64(wqe[32:], 5) // add
+		binary.LittleEndian.PutUint32(wqe[48:], b.mrKey)
+	})
 	cqe := waitCQE(t, a.cqr)
 	if binary.LittleEndian.Uint64(cqe) != 11 || u32(cqe, 8) != 10 {
 		t.Fatalf("CQE wr_id %d status %d, want 11 and REM_ACCESS_ERR (10)", binary.LittleEndian.Uint64(cqe), u32(cqe, 8))
