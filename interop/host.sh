@@ -10,10 +10,6 @@ cd "$(dirname "$0")/.."
 . interop/guestlib.sh
 . interop/hostlib.sh
 
-# listening PORT: something listens on TCP PORT (the tools' exchange).
-listening() {
-  awk -v p="$(printf ':%04X$' "$1")" '$2 ~ p && $4 == "0A" { f = 1 } END { exit !f }' /proc/net/tcp /proc/net/tcp6
-}
 LOG=/tmp/softirdma-$(id -u "$U")/log
 # cm_listens PORT: how many rdma_cm listeners on PORT softirdma's log has seen.
 cm_listens() { grep -c "rdma_cm listening.* port=$1\b" "$LOG" 2> /dev/null || true; }

@@ -2,7 +2,8 @@
 # Sourced (after interop/guestlib.sh) by the interop scripts of host programs (interop/host.sh,
 # interop/hostrxe.sh): the distribution's RDMA tools, installed from the Debian mirror when
 # missing (needs root); bin/ built; the unprivileged user $U the programs run as (as_user) and
-# a copy of bin/ it can read in $BIN; at exit that user's softirdma stopped and $BIN removed.
+# a copy of bin/ it can read in $BIN; at exit that user's softirdma stopped and $BIN removed;
+# listening, to wait for a tool's exchange port.
 missing=()
 for t in ibv_rc_pingpong:ibverbs-utils ib_write_bw:perftest rping:rdmacm-utils qperf:qperf ucx_perftest:ucx-utils fi_pingpong:libfabric-bin mpirun:openmpi-bin mpicc:libopenmpi-dev strace:strace; do
   command -v "${t%%:*}" > /dev/null || missing+=("${t#*:}")
@@ -30,3 +31,7 @@ host_cleanup() {
 trap host_cleanup EXIT
 [ ! -e /dev/infiniband ] || echo "  note: this machine has /dev/infiniband; the programs use softirdma's devices all the same"
 
+# listening PORT: something listens on TCP PORT (the tools' exchange).
+listening() {
+  awk -v p="$(printf ':%04X$' "$1")" '$2 ~ p && $4 == "0A" { f = 1 } END { exit !f }' /proc/net/tcp /proc/net/tcp6
+}

@@ -11,9 +11,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . interop/guestlib.sh
 . interop/hostlib.sh
-listening() {
-  awk -v p="$(printf ':%04X$' "$1")" '$2 ~ p && $4 == "0A" { f = 1 } END { exit !f }' /proc/net/tcp /proc/net/tcp6
-}
 # hostd_with ARGS...: this user's softirdma started anew with ARGS.
 hostd_with() {
   as_user "$BIN/softirdma" stop > /dev/null 2>&1 || true

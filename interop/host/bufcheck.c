@@ -16,16 +16,12 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#define PROG "bufcheck"
+#include "hostprog.h"
+
 #define SIZE (16u << 20)
 #define MOVE (4u << 20)
 
-#define CHECK(cond, what)                                                                  \
-	do {                                                                                \
-		if (!(cond)) {                                                              \
-			fprintf(stderr, "bufcheck: %s failed\n", what);                      \
-			exit(1);                                                            \
-		}                                                                           \
-	} while (0)
 
 static unsigned char *buffer(const char *kind)
 {
@@ -51,42 +47,6 @@ static unsigned char *buffer(const char *kind)
 		return q;
 	}
 	return NULL;
-}
-
-static void to_rts(struct ibv_qp *qp, uint32_t peer, union ibv_gid *gid)
-{
-	struct ibv_qp_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-	CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
-	      "INIT");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_4096;
-	a.dest_qp_num = peer;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = *gid;
-	a.ah_attr.grh.sgid_index = 1;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					     IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-					     IBV_QP_MIN_RNR_TIMER),
-	      "RTR");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-					     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC),
-	      "RTS");
 }
 
 /* complete waits for n successful completions on cq. */
@@ -183,8 +143,8 @@ int main(int argc, char **argv)
 	qa = ibv_create_qp(pd, &init);
 	qb = ibv_create_qp(pd, &init);
 	CHECK(qa && qb, "ibv_create_qp");
-	to_rts(qa, qb->qp_num, &gid);
-	to_rts(qb, qa->qp_num, &gid);
+	rc_connect(qa, qb->qp_num, &gid);
+	rc_connect(qb, qa->qp_num, &gid);
 
 	/* WRITE the first 4 MiB over the second, READ the second back into the third. */
 	post(qa, IBV_WR_RDMA_WRITE, mr, 0, MOVE, MOVE);

@@ -16,13 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CHECK(cond, what)                                                                  \
-	do {                                                                                \
-		if (!(cond)) {                                                              \
-			fprintf(stderr, "churn: %s failed\n", what);                         \
-			exit(1);                                                            \
-		}                                                                           \
-	} while (0)
+#define PROG "churn"
+#include "hostprog.h"
 
 int main(int argc, char **argv)
 {
@@ -34,7 +29,6 @@ int main(int argc, char **argv)
 	struct rdma_event_channel *ec;
 	struct rdma_cm_id *id;
 	struct ibv_context *ctx;
-	struct ibv_qp_attr a;
 	struct ibv_qp *qp, *ud;
 	struct ibv_sge sge;
 	struct ibv_send_wr wr, *bad;
@@ -80,31 +74,7 @@ int main(int argc, char **argv)
 	CHECK(srq, "ibv_create_srq");
 
 	/* The RC QP connected to itself: a SEND into its own receive. */
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), "INIT");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = qp->qp_num;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = gid;
-	a.ah_attr.grh.sgid_index = 1;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					     IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-	      "RTR");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-					     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC),
-	      "RTS");
+	rc_connect(qp, qp->qp_num, &gid);
 	sge.addr = (uintptr_t)buf + 4096;
 	sge.length = 4096;
 	sge.lkey = mr->lkey;

@@ -13,13 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CHECK(cond, what)                                                                  \
-	do {                                                                                \
-		if (!(cond)) {                                                              \
-			fprintf(stderr, "forkcheck: %s failed\n", what);                     \
-			exit(1);                                                            \
-		}                                                                           \
-	} while (0)
+#define PROG "forkcheck"
+#include "hostprog.h"
 
 /* churn makes and frees PDs on ctx, 500 times. */
 static void churn(struct ibv_context *ctx, const char *who)
