@@ -128,9 +128,11 @@ func serveBit(token uint32, serve bool) uint32 {
 // shared is a uverbs or rdma_cm file that processes may hold after a fork: how one of them runs
 // a command, and what ends the file once the last connection to it ends.
 type shared struct {
-	execute func(p peer, buf []byte, in *os.File) ucontext.Reply
+	// execute runs a command of a process that holds the file, in that process's memory
+	execute func(mem processMemory, buf []byte, in *os.File) ucontext.Reply
 	close   func()
 	hold    func(pid int)
+	pins    *pinAccounts // the owner's hello asked for RLIMIT_MEMLOCK: its children's too
 	refs    int
 }
 
@@ -179,11 +181,12 @@ func (d *Daemon) serveAttach(c *net.UnixConn, p peer, token uint32) {
 	}
 	defer d.release(token)
 	s.hold(p.pid)
-	_, serve := d.memoryOf(p.pid, nil)
+	// How the child's memory is reached is decided once, as for a process that opens a file.
+	mem, serve := d.memoryOf(p.pid, s.pins)
 	if helloWith(c, 0, serveBit(0, serve), nil) != nil {
 		return
 	}
-	d.serveCommands(c, func(buf []byte, in *os.File) ucontext.Reply { return s.execute(p, buf, in) })
+	d.serveCommands(c, func(buf []byte, in *os.File) ucontext.Reply { return s.execute(mem, buf, in) })
 }
 
 // Listen makes the socket (mode 0600) and returns the daemon, which serves once Serve runs.
@@ -456,11 +459,8 @@ func (d *Daemon) serveUverbs(c *net.UnixConn, p peer, arg uint32) {
 		_ = hello(c, syscall.ENOMEM, nil)
 		return
 	}
-	token := d.share(&shared{close: uc.Close, hold: uc.Hold,
-		execute: func(p peer, buf []byte, in *os.File) ucontext.Reply {
-			m, _ := d.memoryOf(p.pid, pins)
-			return uc.ExecuteIn(m, buf, in)
-		}})
+	token := d.share(&shared{close: uc.Close, hold: uc.Hold, pins: pins,
+		execute: func(mem processMemory, buf []byte, in *os.File) ucontext.Reply { return uc.ExecuteIn(mem, buf, in) }})
 	defer d.release(token)
 	if serve {
 		d.log.Info("the program serves its memory (copy service)", "program", name)
@@ -507,9 +507,8 @@ func (d *Daemon) serveRdmaCM(c *net.UnixConn, p peer) {
 		return
 	}
 	token := d.share(&shared{close: f.Close, hold: func(int) {},
-		execute: func(p peer, buf []byte, in *os.File) ucontext.Reply {
-			m, _ := d.memoryOf(p.pid, nil)
-			return f.ExecuteBy(p.pid, m, buf, in)
+		execute: func(mem processMemory, buf []byte, in *os.File) ucontext.Reply {
+			return f.ExecuteBy(mem.pid, mem, buf, in)
 		}})
 	defer d.release(token)
 	err = helloWith(c, 0, serveBit(token, serve), file)
