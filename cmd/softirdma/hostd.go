@@ -285,7 +285,7 @@ func runHostd(args []string, stdout, stderr io.Writer) int {
 	mac := fs.String("mac", "", "`MAC`, rxe0's MAC on the link (default 02:00 and the four bytes of -ip)")
 	memory := fs.String("memory", daemon.MemoryAuto, "how programs' registered memory is reached: auto (process_vm_readv where it works, else the program's copy service), service (always the copy service) or process_vm (never)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma hostd [-dir DIR] [-idle DURATION] [-link LINK -ip ADDR[/BITS] [-mac MAC]]")
+		fmt.Fprintln(stderr, "usage: softirdma hostd [-dir DIR] [-idle DURATION] [-memory auto|service|process_vm] [-link LINK -ip ADDR[/BITS] [-mac MAC]]")
 		fmt.Fprintln(stderr, "Serves host programs (the preload library) on DIR/sock with the sysfs tree in DIR/sys;")
 		fmt.Fprintln(stderr, "'softirdma run' starts it. Its device is rxe0 on lo; with -link it also reaches a link's subnet.")
 		fs.PrintDefaults()

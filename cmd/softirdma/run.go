@@ -109,7 +109,7 @@ func buildIdentity() string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// status asks the softirdma on socket how many connections it has besides this one.
+// status asks the softirdma on socket how many programs it has connected.
 func status(socket string) (int, error) {
 	n, err := statusOf(socket, daemon.StatusConnections)
 	return int(n), err
@@ -145,8 +145,8 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	socket := fs.String("socket", "", "the softirdma to ask (default: $SOFTIRDMA_SOCKET, else this user's)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: softirdma status [-socket PATH]")
-		fmt.Fprintln(stderr, "Prints: pid P programs N heap_kib H files F (the connections besides this one, the heap in")
-		fmt.Fprintln(stderr, "use after a collection, the daemon's open file descriptors); exit 1 when none runs.")
+		fmt.Fprintln(stderr, "Prints: pid P programs N heap_kib H files F (the programs connected, the heap in use after")
+		fmt.Fprintln(stderr, "a collection, the daemon's open file descriptors); exit 1 when none runs.")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args); done {
