@@ -198,6 +198,34 @@ var (
 )
 
 // openFDs counts the process's open descriptors.
+// fdSet is the process's open descriptors, each number with what it names (a socket's inode,
+// a file's path).
+func fdSet(t testing.TB) map[string]string {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := map[string]string{}
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
+			set[e.Name()] = l // the directory's own is closed by now: no link
+		}
+	}
+	return set
+}
+
+// openedSince is how many descriptors are open now that were not in before (same number, same
+// target): another test's descriptor that closes late changes nothing here.
+func openedSince(t testing.TB, before map[string]string) int {
+	n := 0
+	for fd, l := range fdSet(t) {
+		if before[fd] != l {
+			n++
+		}
+	}
+	return n
+}
+
 func openFDs(t testing.TB) int {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
