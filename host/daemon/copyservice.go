@@ -66,8 +66,10 @@ type copyService struct {
 
 func (s *copyService) close() {
 	s.once.Do(func() {
-		s.c.Close()
 		close(s.done)
+		// Closing waits for the watcher's poll to return (up to 200 ms): the copy that failed
+		// and gives the service up need not.
+		go s.c.Close()
 	})
 }
 
