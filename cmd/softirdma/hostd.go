@@ -19,28 +19,16 @@ import (
 	"time"
 
 	"github.com/softirdma/softirdma/emu/engine"
-	"github.com/softirdma/softirdma/emu/rdmacm"
-	"github.com/softirdma/softirdma/emu/realtime"
 	"github.com/softirdma/softirdma/fabric"
 	"github.com/softirdma/softirdma/fabric/control"
 	"github.com/softirdma/softirdma/host/daemon"
-	"github.com/softirdma/softirdma/host/nldev"
-	"github.com/softirdma/softirdma/host/sysfs"
-	"github.com/softirdma/softirdma/host/ucma"
-	"github.com/softirdma/softirdma/host/ucontext"
+	"github.com/softirdma/softirdma/host/hostdev"
 	"github.com/softirdma/softirdma/internal/pcapfile"
 )
 
 func init() {
 	register("hostd", "the per-user softirdma that host programs under 'softirdma run' use (run starts it)", runHostd)
 }
-
-// The host device's GID table: the link-local GID, lo's addresses and the host's other
-// addresses, each as RoCE v1 and v2; at least minGIDs entries, at most maxGIDs.
-const (
-	minGIDs = 16
-	maxGIDs = 256
-)
 
 // hostAddrs are the addresses the host device answers for: lo's (127.0.0.1, ::1) first, then
 // every address of the host's other netdevs, as a program may bind rdma_cm to any of them
@@ -75,26 +63,12 @@ func hostAddrs() []netip.Addr {
 	return addrs
 }
 
-// The character devices' numbers, as the kernel gives them (uverbs0 is 231:192, rdma_cm a misc
-// device) and the preload library's fstat reports them (host/preload/paths.c).
-const (
-	uverbsMajor, uverbsMinor = 231, 192
-	rdmaCMMajor, rdmaCMMinor = 10, 58
-)
-
-// hugeDev is a device number as the kernel's huge_encode_dev writes it for netlink.
-func hugeDev(major, minor uint64) uint64 { return minor&0xff | major<<8 | (minor&^0xff)<<12 }
-
 // hostDevice is the default device of the host path: rxe0, standing on lo as Linux rxe on lo
 // would (its GUID from lo's MAC, its GIDs lo's addresses), on a port of a fabric of its own.
 type hostDevice struct {
 	capt *capture
 	fab  *fabric.Fabric
-	host *realtime.Host
-	dev  *ucontext.Device
-	cm   *ucma.Server
-	tree sysfs.Tree
-	nl   *nldev.Table
+	set  *hostdev.Set
 }
 
 // hostLink is the host device's link to other hosts or VMs (hostd -link): its address on the
@@ -145,13 +119,8 @@ func newHostDevice(log *slog.Logger, link *hostLink) (*hostDevice, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := fab.AddPort("rxe0", 0)
-	if err != nil {
-		fab.Close()
-		return nil, err
-	}
-	mtu := engine.MTU4096
-	mac, main := [6]byte{0x02, 0, 0, 0, 0, 1}, netip.MustParseAddr("127.0.0.1")
+	capt := &capture{log: log, writers: map[*pcapfile.Writer]*os.File{}}
+	spec := hostdev.Spec{Name: "rxe0", MAC: [6]byte{0x02, 0, 0, 0, 0, 1}, Lo: true, Addrs: hostAddrs(), MTU: engine.MTU4096, Tap: capt.frame}
 	if link != nil {
 		l, err := openSocketLink(link.spec)
 		if err == nil {
@@ -162,76 +131,27 @@ func newHostDevice(log *slog.Logger, link *hostLink) (*hostDevice, error) {
 			return nil, fmt.Errorf("-link %s: %w", link.spec, err)
 		}
 		// A 1500-byte Ethernet, as QEMU's NICs are: rxe on one has an active MTU of 1024.
-		mtu, mac, main = engine.MTU1024, link.mac, link.ip.Addr()
-		log.Info("link", "link", link.spec, "ip", link.ip, "mac", net.HardwareAddr(mac[:]).String())
-	}
-	var loMAC [6]byte
-	guid := sysfs.NodeGUID(loMAC)
-	addrs := hostAddrs()
-	if link != nil {
-		// The link's address comes first after the link-local GID: GID 2 and 3.
-		addrs = slices.Insert(slices.DeleteFunc(addrs, func(a netip.Addr) bool { return a == main }), 0, main)
-	}
-	gids := sysfs.RoCEGIDs("lo", loMAC, addrs, min(max(minGIDs, 2*(len(addrs)+1)), maxGIDs))
-	var ips []netip.Addr
-	owned := map[netip.Addr]bool{}
-	for _, g := range gids {
-		if g.Addr.IsValid() && !owned[g.Addr.Unmap()] {
-			owned[g.Addr.Unmap()] = true
-			if g.Addr.Unmap() != main {
-				ips = append(ips, g.Addr.Unmap())
-			}
-		}
+		spec.MTU, spec.MAC, spec.IP = engine.MTU1024, link.mac, link.ip
+		log.Info("link", "link", link.spec, "ip", link.ip, "mac", net.HardwareAddr(link.mac[:]).String())
 	}
 	var events engine.EventSink
 	if log.Enabled(context.Background(), slog.LevelDebug) {
 		events = engine.SlogSink(log) // SOFTIRDMA_DEBUG: the engine's events, a dropped datagram's reason among them
 	}
-	capt := &capture{log: log, writers: map[*pcapfile.Writer]*os.File{}}
-	host, err := realtime.NewHost(realtime.HostConfig{Name: "rxe0", Link: port, MAC: mac,
-		IP: main, IPs: ips, Prefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-		Answer: true, ActiveMTU: mtu, Events: events, Tap: capt.frame})
+	set, err := hostdev.New(fab, []hostdev.Spec{spec}, hostdev.Config{Log: log, Events: events})
 	if err != nil {
 		fab.Close()
 		return nil, err
 	}
-	go host.Run()
-	table := make([]netip.Addr, len(gids))
-	for i, g := range gids {
-		table[i] = g.Addr
-	}
-	capt.dev = host.Device()
-	d := &hostDevice{fab: fab, host: host, capt: capt,
-		dev: &ucontext.Device{Engine: host.Device(), NodeGUID: guid, GIDs: table, Log: log}}
-	reach := func(netip.Addr) (netip.Addr, bool) { return netip.Addr{}, false }
-	if link != nil {
-		// Beyond its own addresses the device reaches the link's subnet, from its address there.
-		reach = func(a netip.Addr) (netip.Addr, bool) { return main, link.ip.Masked().Contains(a.Unmap()) }
-	}
-	d.cm = ucma.NewServer(&ucma.Device{Verbs: d.dev, Index: 1, NodeGUID: guid, Log: log,
-		Owns:  func(a netip.Addr) bool { a = a.Unmap().WithZone(""); return a.IsLoopback() || owned[a] },
-		Reach: reach})
-	mgr, err := rdmacm.New(host.Device(), rdmacm.Config{Events: d.cm.Event, Logger: log})
-	if err != nil {
-		host.Close()
-		fab.Close()
-		return nil, err
-	}
-	d.cm.SetManager(mgr)
-	d.tree = sysfs.Build([]sysfs.Device{{Name: "rxe0", NodeGUID: guid, Uverbs: "uverbs0", UverbsDev: fmt.Sprintf("%d:%d", uverbsMajor, uverbsMinor),
-		Ports: []sysfs.Port{{Active: true, Netdev: "lo", NetdevIndex: 1, GIDs: gids}}}})
-	d.nl = &nldev.Table{Devices: []nldev.Device{{Index: 1, Name: "rxe0", NodeGUID: guid, SysImageGUID: guid,
-		Uverbs: nldev.Chardev{Name: "uverbs0", Dev: hugeDev(uverbsMajor, uverbsMinor)},
-		Ports:  []nldev.Port{{NetdevIndex: 1, NetdevName: "lo"}}}},
-		RdmaCM: nldev.Chardev{Name: "rdma_cm", Dev: hugeDev(rdmaCMMajor, rdmaCMMinor)}}
-	return d, nil
+	capt.devs = set.Engines
+	return &hostDevice{fab: fab, set: set, capt: capt}, nil
 }
 
 // capture is the host device's captures: every frame its engine hands back to itself and
 // every frame on its link, to each pcap a run asked for.
 type capture struct {
 	mu      sync.Mutex
-	dev     *engine.Device
+	devs    []*engine.Device
 	log     *slog.Logger
 	writers map[*pcapfile.Writer]*os.File
 }
@@ -244,7 +164,9 @@ func (c *capture) start(f *os.File) (func(), error) {
 	}
 	c.mu.Lock()
 	if len(c.writers) == 0 {
-		c.dev.OnLoopback(c.frame)
+		for _, d := range c.devs {
+			d.OnLoopback(c.frame)
+		}
 	}
 	c.writers[w] = f
 	c.mu.Unlock()
@@ -252,7 +174,9 @@ func (c *capture) start(f *os.File) (func(), error) {
 		c.mu.Lock()
 		delete(c.writers, w)
 		if len(c.writers) == 0 {
-			c.dev.OnLoopback(nil)
+			for _, d := range c.devs {
+				d.OnLoopback(nil)
+			}
 		}
 		c.mu.Unlock()
 		w.Flush()
@@ -270,7 +194,7 @@ func (c *capture) frame(b []byte) {
 }
 
 func (d *hostDevice) close() {
-	d.host.Close()
+	d.set.Close()
 	d.fab.Close()
 }
 
@@ -342,7 +266,7 @@ func serveHost(dir string, idle time.Duration, link *hostLink, memory string, lo
 	if err := os.RemoveAll(sys); err != nil {
 		return err
 	}
-	if err := d.tree.WriteTo(sys); err != nil {
+	if err := d.set.Tree.WriteTo(sys); err != nil {
 		return err
 	}
 	// Who serves here, for run to join (the same build) or replace (another, when idle), and
@@ -365,7 +289,7 @@ func serveHost(dir string, idle time.Duration, link *hostLink, memory string, lo
 	if link != nil {
 		senders = append(senders, "uplink")
 	}
-	dm, err := daemon.Listen(daemon.Config{Socket: sock, Devices: []*ucontext.Device{d.dev}, Netlink: d.nl, RdmaCM: d.cm, Log: log, Memory: memory,
+	dm, err := daemon.Listen(daemon.Config{Socket: sock, Devices: d.set.Devices, Netlink: d.set.Netlink, RdmaCM: d.set.RdmaCM, Log: log, Memory: memory,
 		Capture: d.capt.start,
 		OnIdle:  timer})
 	if err != nil {

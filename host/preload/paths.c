@@ -106,7 +106,7 @@ static int fake_fd_stat(int fd, struct stat *st)
 
 	if (!f || f->kind == SIRD_NETLINK)
 		return 0;
-	sird_fake_cdev(st, f->kind, 0);
+	sird_fake_cdev(st, f->kind, f->index);
 	return 1;
 }
 

@@ -83,6 +83,7 @@ struct sird_file {
 	dev_t dev;
 	ino_t ino;
 	int conn; /* the library's own socket to softirdma (uverbs, rdma_cm); -1 for netlink */
+	uint32_t index; /* N of /dev/infiniband/uverbsN: what fstat reports */
 	uint32_t token; /* softirdma's name for the file, by which a forked child attaches */
 	uint32_t portid;
 	uint32_t nlflags;

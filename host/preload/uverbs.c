@@ -22,6 +22,7 @@
 int sird_open_dev(int kind, uint32_t index, int flags)
 {
 	int cloexec = !!(flags & O_CLOEXEC);
+	uint32_t devindex = index;
 	int fd = -1, conn;
 	uint32_t token = 0;
 	struct sird_file *f;
@@ -51,6 +52,7 @@ int sird_open_dev(int kind, uint32_t index, int flags)
 		return -1;
 	}
 	f->token = token;
+	f->index = devindex;
 	return fd;
 }
 

@@ -116,7 +116,12 @@ func (t Tree) port(dir string, p Port) {
 			kind = "RoCE v2\n"
 		}
 		t.put(dir+"gid_attrs/types/"+n, kind)
-		t.put(dir+"gid_attrs/ndevs/"+n, g.Netdev+"\n")
+		if g.Netdev == "" {
+			// A GID of no netdev: the kernel's sysfs refuses to say one.
+			t[dir+"gid_attrs/ndevs/"+n] = File{ReadErrno: syscall.EINVAL}
+		} else {
+			t.put(dir+"gid_attrs/ndevs/"+n, g.Netdev+"\n")
+		}
 	}
 }
 

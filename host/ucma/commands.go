@@ -217,10 +217,13 @@ func bindIP(r *request) error {
 	if err != nil || !ok {
 		return errf(syscall.EINVAL, "bind to no address")
 	}
-	if a := ap.Addr(); !a.IsUnspecified() && !r.f.s.dev.Owns(a) {
-		return errf(syscall.EADDRNOTAVAIL, "%s is no address of the device's", a)
+	var dev *Device
+	if a := ap.Addr(); !a.IsUnspecified() {
+		if dev = r.f.s.owner(a); dev == nil {
+			return errf(syscall.EADDRNOTAVAIL, "%s is no address of a device's", a)
+		}
 	}
-	id.src, id.bound = ap, !ap.Addr().IsUnspecified()
+	id.src, id.bound, id.dev = ap, dev != nil, dev
 	return nil
 }
 
@@ -239,28 +242,26 @@ func resolveIP(r *request) error {
 	if err != nil || !ok {
 		return errf(syscall.EINVAL, "resolve of no address")
 	}
-	from := dst.Addr() // the device's own address answers
-	if !r.f.s.dev.Owns(dst.Addr()) {
-		a, ok := netip.Addr{}, false
-		if reach := r.f.s.dev.Reach; reach != nil {
-			a, ok = reach(dst.Addr())
-		}
-		if !ok {
-			r.f.queueEvent(id, evAddrError, -int32(syscall.EHOSTUNREACH), nil)
-			return nil
-		}
-		from = a
-		if dst.Addr().Is4In6() {
-			from = netip.AddrFrom16(a.As16())
-		}
-	}
 	if hasSrc && !src.Addr().IsUnspecified() {
 		id.src = src
 	}
-	if !id.src.Addr().IsValid() || id.src.Addr().IsUnspecified() {
+	var bound netip.Addr // the address the ID is bound to, whose device it must use
+	if a := id.src.Addr(); a.IsValid() && !a.IsUnspecified() {
+		bound = a
+	}
+	// A device's own address answers from itself; another it reaches from its address there.
+	dev, from, ok := r.f.s.route(bound, dst.Addr())
+	if !ok {
+		r.f.queueEvent(id, evAddrError, -int32(syscall.EHOSTUNREACH), nil)
+		return nil
+	}
+	if dst.Addr().Is4In6() {
+		from = netip.AddrFrom16(from.As16())
+	}
+	if !bound.IsValid() {
 		id.src = netip.AddrPortFrom(from, id.src.Port())
 	}
-	id.dst, id.resolved, id.bound = dst, true, true
+	id.dst, id.resolved, id.bound, id.dev = dst, true, true, dev
 	r.f.queueEvent(id, evAddrResolved, 0, nil)
 	return nil
 }
@@ -285,14 +286,14 @@ func queryRoute(r *request) error {
 	if err != nil {
 		return err
 	}
-	d := r.f.s.dev
+	d := id.dev
 	b := make([]byte, 208)
 	src, dst := id.src, id.dst
-	if id.cm != nil && id.listen == nil && !dst.Addr().IsValid() {
+	if id.cm != nil && len(id.listen) == 0 && !dst.Addr().IsValid() {
 		h := id.cm.RequestHeader()
 		src, dst = netip.AddrPortFrom(h.Dst, src.Port()), netip.AddrPortFrom(h.Src, h.SrcPort)
 	}
-	if id.bound || id.resolved || id.cm != nil {
+	if d != nil {
 		putBE64(b, d.NodeGUID)
 		sg, dg := gid(src.Addr()), gid(dst.Addr())
 		copy(b[8:24], dg[:])
@@ -327,11 +328,14 @@ func (r *request) connParam(off int) (qpn uint32, p rdmacm.ConnParam, valid bool
 	return le.Uint32(b) & 0xffffff, p, b[271] != 0
 }
 
-// qp is a program's QP by its number.
-func (r *request) qp(qpn uint32) (*engine.QP, error) {
-	qp, ok := r.f.s.dev.Verbs.QPOf(qpn, r.owner)
+// qp is a program's QP by its number, on the device of the ID.
+func (r *request) qp(id *cmID, qpn uint32) (*engine.QP, error) {
+	if id.dev == nil {
+		return nil, errf(syscall.EINVAL, "QP 0x%x for an ID with no device", qpn)
+	}
+	qp, ok := id.dev.Verbs.QPOf(qpn, r.owner)
 	if !ok {
-		return nil, errf(syscall.EINVAL, "no QP 0x%x of the program's", qpn)
+		return nil, errf(syscall.EINVAL, "no QP 0x%x of the program's on the ID's device", qpn)
 	}
 	return qp, nil
 }
@@ -346,11 +350,11 @@ func connect(r *request) error {
 	if !valid || !id.routed {
 		return errf(syscall.EINVAL, "connect before the route, or without parameters")
 	}
-	qp, err := r.qp(qpn)
+	qp, err := r.qp(id, qpn)
 	if err != nil {
 		return err
 	}
-	m := r.f.s.dev.Manager
+	m := id.dev.Manager
 	var c *rdmacm.ID
 	if id.qpType == 4 {
 		c, err = m.ConnectUD(qp, id.dst.Addr(), id.dst.Port(), p.Private)
@@ -373,19 +377,34 @@ func listen(r *request) error {
 	if err != nil {
 		return err
 	}
-	m := r.f.s.dev.Manager
-	var l *rdmacm.ID
-	if id.qpType == 4 {
-		l, err = m.ListenUD(id.src.Port())
-	} else {
-		l, err = m.Listen(id.src.Port())
+	if len(id.listen) > 0 {
+		return errf(syscall.EINVAL, "the ID listens already")
 	}
-	if err != nil {
-		return err
+	devs := r.f.s.devs // the wildcard listens on every device
+	if id.dev != nil {
+		devs = []*Device{id.dev}
+	}
+	var ls []*rdmacm.ID
+	for _, d := range devs {
+		var l *rdmacm.ID
+		if id.qpType == 4 {
+			l, err = d.Manager.ListenUD(id.src.Port())
+		} else {
+			l, err = d.Manager.Listen(id.src.Port())
+		}
+		if err != nil {
+			for _, l := range ls {
+				_ = l.Destroy()
+			}
+			return err
+		}
+		ls = append(ls, l)
 	}
 	r.f.s.mu.Lock()
-	id.listen = l
-	r.f.s.byCM[l] = id
+	id.listen = ls
+	for _, l := range ls {
+		r.f.s.byCM[l] = id
+	}
 	r.f.s.mu.Unlock()
 	r.f.s.log().Info("rdma_cm listening", "owner", r.f.owner, "port", id.src.Port())
 	return nil
@@ -405,7 +424,7 @@ func accept(r *request) error {
 	if !valid {
 		return id.cm.Establish()
 	}
-	qp, err := r.qp(qpn)
+	qp, err := r.qp(id, qpn)
 	if err != nil {
 		return err
 	}
@@ -522,7 +541,7 @@ func joinIPMcast(r *request) error {
 	p := ev.data[evParam:]
 	le.PutUint32(p[cpQPN:], 0xffffff)
 	le.PutUint32(p[cpQKey:], rdmacm.UDPQKey)
-	s.putAH(p[udAH:udAH+32], id.src.Addr(), mc.group)
+	s.putAH(id.dev, p[udAH:udAH+32], id.src.Addr(), mc.group)
 	p[udAH+22] = id.tos
 	return nil
 }

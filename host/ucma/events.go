@@ -72,13 +72,17 @@ func (f *File) queueEventAs(id, acct *cmID, uid uint64, typ int, status int32, p
 	return ev
 }
 
-// Event takes an event of the connection manager to the file of the ID it is about. It is the
-// manager's Config.Events.
-func (s *Server) Event(e rdmacm.Event) {
+// Events is the handler of dev's connection manager's events (its rdmacm.Config.Events): it
+// takes each to the file of the ID it is about.
+func (s *Server) Events(dev *Device) func(rdmacm.Event) {
+	return func(e rdmacm.Event) { s.event(dev, e) }
+}
+
+func (s *Server) event(dev *Device, e rdmacm.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e.Type == rdmacm.ConnectRequest {
-		s.request(e)
+		s.request(dev, e)
 		return
 	}
 	id, ok := s.byCM[e.ID]
@@ -95,7 +99,7 @@ func (s *Server) Event(e rdmacm.Event) {
 			p := ev.data[evParam:]
 			le.PutUint32(p[cpQPN:], e.UD.QPN)
 			le.PutUint32(p[cpQKey:], e.UD.QKey)
-			s.putAH(p[udAH:udAH+32], id.src.Addr(), e.ID.Peer())
+			s.putAH(id.dev, p[udAH:udAH+32], id.src.Addr(), e.ID.Peer())
 		}
 	case rdmacm.Rejected:
 		id.f.queueEvent(id, evRejected, int32(e.Reason), e.Private)
@@ -108,9 +112,9 @@ func (s *Server) Event(e rdmacm.Event) {
 	}
 }
 
-// request makes the ID of a request that came to a listener, and its CONNECT_REQUEST. s.mu is
-// held.
-func (s *Server) request(e rdmacm.Event) {
+// request makes the ID of a request that came to a listener on dev, and its CONNECT_REQUEST.
+// s.mu is held.
+func (s *Server) request(dev *Device, e rdmacm.Event) {
 	l, ok := s.byCM[e.Listener]
 	if !ok {
 		s.log().Info("rdma_cm request for no listener of a program's: rejected", "peer", e.ID.Peer())
@@ -118,7 +122,7 @@ func (s *Server) request(e rdmacm.Event) {
 		return
 	}
 	h := e.ID.RequestHeader()
-	id := &cmID{ps: l.ps, qpType: l.qpType, f: l.f, cm: e.ID, resolved: true, routed: true, bound: true, ackTimeout: -1,
+	id := &cmID{ps: l.ps, qpType: l.qpType, f: l.f, dev: dev, cm: e.ID, resolved: true, routed: true, bound: true, ackTimeout: -1,
 		src: netip.AddrPortFrom(h.Dst, l.src.Port()), dst: netip.AddrPortFrom(h.Src, h.SrcPort)}
 	if s.alloc(id) != nil {
 		_ = e.ID.Reject(nil)
@@ -142,19 +146,19 @@ func (s *Server) peerParam(ev *event, c *rdmacm.ID) {
 	b[cpRespRes], b[cpInitDepth], b[cpRetry], b[cpRNRRetry] = p.ResponderResources, p.InitiatorDepth, p.RetryCount, p.RNRRetryCount
 }
 
-// putAH writes struct ib_uverbs_ah_attr for a path from src to dst.
-func (s *Server) putAH(b []byte, src, dst netip.Addr) {
+// putAH writes struct ib_uverbs_ah_attr for a path from src, an address of dev's, to dst.
+func (s *Server) putAH(dev *Device, b []byte, src, dst netip.Addr) {
 	g := gid(dst)
 	copy(b[0:16], g[:])
-	b[20] = s.gidIndex(src)
+	b[20] = dev.gidIndex(src)
 	b[21] = 64 // hop limit
 	b[29], b[30] = 1, 1
 }
 
 // gidIndex is the index of a source address's RoCE v2 GID: the last entry holding it.
-func (s *Server) gidIndex(a netip.Addr) byte {
+func (d *Device) gidIndex(a netip.Addr) byte {
 	idx := 0
-	for i, g := range s.dev.Verbs.GIDs {
+	for i, g := range d.Verbs.GIDs {
 		if g == a {
 			idx = i
 		}
@@ -223,8 +227,8 @@ func initQPAttr(r *request) error {
 	le.PutUint32(b[28:], a.SQPSN)
 	le.PutUint32(b[32:], a.DestQPN)
 	le.PutUint32(b[36:], uint32(a.AccessFlags))
-	if mask&engine.AttrAV != 0 {
-		r.f.s.putAH(b[40:72], id.src.Addr(), a.AH.DGID)
+	if mask&engine.AttrAV != 0 && id.dev != nil {
+		r.f.s.putAH(id.dev, b[40:72], id.src.Addr(), a.AH.DGID)
 		b[40+21], b[40+22] = a.AH.HopLimit, tos
 	}
 	b[130], b[131], b[132], b[133] = a.MaxRdAtomic, a.MaxDestRdAtomic, a.MinRNRTimer, 1

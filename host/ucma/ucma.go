@@ -43,9 +43,12 @@ type Device struct {
 	Log   *slog.Logger
 }
 
-// Server is rdma_cm for a device's programs: its IDs, whichever file they belong to.
+// Server is rdma_cm for the programs of one or more devices: their IDs, whichever file they
+// belong to. An ID belongs to the device of the address it is bound to or resolved from; a
+// listener on the wildcard address listens on every device, as the kernel's does.
 type Server struct {
-	dev *Device
+	devs   []*Device
+	logger *slog.Logger
 
 	mu   sync.Mutex
 	ids  map[uint32]*cmID
@@ -63,19 +66,53 @@ type mcast struct {
 	reported uint32
 }
 
-// NewServer serves rdma_cm on dev; its manager's events go to Event.
-func NewServer(dev *Device) *Server {
-	return &Server{dev: dev, ids: map[uint32]*cmID{}, byCM: map[*rdmacm.ID]*cmID{}, mcs: map[uint32]*mcast{}}
+// NewServer serves rdma_cm on devs, at least one. Each device's Manager is made with
+// Events(dev) as its handler and set before the server opens a file.
+func NewServer(devs ...*Device) *Server {
+	s := &Server{devs: devs, ids: map[uint32]*cmID{}, byCM: map[*rdmacm.ID]*cmID{}, mcs: map[uint32]*mcast{}, logger: slog.Default()}
+	if len(devs) > 0 && devs[0].Log != nil {
+		s.logger = devs[0].Log
+	}
+	return s
 }
 
-// SetManager gives the server its connection manager, made with Event as its events' handler.
-func (s *Server) SetManager(m *rdmacm.Manager) { s.dev.Manager = m }
+func (s *Server) log() *slog.Logger { return s.logger }
 
-func (s *Server) log() *slog.Logger {
-	if s.dev.Log != nil {
-		return s.dev.Log
+// owner is the device whose address a is, or nil.
+func (s *Server) owner(a netip.Addr) *Device {
+	for _, d := range s.devs {
+		if d.Owns(a) {
+			return d
+		}
 	}
-	return slog.Default()
+	return nil
+}
+
+// route is the device that reaches dst and the address it sends from: the device that owns
+// dst (from dst itself), else the first that reaches it; from, if it is valid, is the device's
+// and the only one tried. ok is false where no device reaches dst.
+func (s *Server) route(from, dst netip.Addr) (dev *Device, src netip.Addr, ok bool) {
+	devs := s.devs
+	if from.IsValid() {
+		if d := s.owner(from); d != nil {
+			devs = []*Device{d}
+		} else {
+			return nil, netip.Addr{}, false
+		}
+	} else if d := s.owner(dst); d != nil {
+		return d, dst, true
+	}
+	for _, d := range devs {
+		if d.Owns(dst) {
+			return d, dst, true
+		}
+		if d.Reach != nil {
+			if a, ok := d.Reach(dst); ok {
+				return d, a, true
+			}
+		}
+	}
+	return nil, netip.Addr{}, false
 }
 
 // cmID is an rdma_cm ID (struct rdma_cm_id as the kernel's ucma keeps it).
@@ -85,11 +122,12 @@ type cmID struct {
 	ps       uint16
 	qpType   uint8
 	f        *File
+	dev      *Device // where bound to an address, resolved or requested; nil before
 	src, dst netip.AddrPort
 	bound    bool // to an address of the device (not the wildcard)
 	resolved bool // ADDR_RESOLVED: the device is known
 	routed   bool
-	listen   *rdmacm.ID
+	listen   []*rdmacm.ID // one per device it listens on
 	cm       *rdmacm.ID
 	reported uint32 // events GET_EVENT returned
 	// What SET_OPTION set: the type of service (the traffic class of its QP's path) and the
@@ -225,8 +263,8 @@ func (s *Server) forget(id *cmID) {
 	if id.cm != nil {
 		delete(s.byCM, id.cm)
 	}
-	if id.listen != nil {
-		delete(s.byCM, id.listen)
+	for _, l := range id.listen {
+		delete(s.byCM, l)
 	}
 }
 
@@ -235,8 +273,8 @@ func (id *cmID) release() {
 	if id.cm != nil {
 		_ = id.cm.Destroy()
 	}
-	if id.listen != nil {
-		_ = id.listen.Destroy()
+	for _, l := range id.listen {
+		_ = l.Destroy()
 	}
 }
 

@@ -128,3 +128,74 @@ func TestResolveEvents(t *testing.T) {
 		t.Fatalf("DESTROY_ID: %+v, want 2 events reported", r)
 	}
 }
+
+// TestDevicePerAddress: with two devices, an ID belongs to the device of the address it is
+// bound to, or else to the device that owns or reaches where it resolves to, and QUERY_ROUTE
+// names that device (its GUID, its netlink index) and the address it sends from.
+func TestDevicePerAddress(t *testing.T) {
+	subnet := netip.MustParsePrefix("192.0.2.0/24")
+	dev := func(index uint32, guid uint64, own string) *Device {
+		a := netip.MustParseAddr(own)
+		return &Device{Verbs: &ucontext.Device{}, Index: index, NodeGUID: guid,
+			Owns:  func(b netip.Addr) bool { return b.Unmap() == a },
+			Reach: func(b netip.Addr) (netip.Addr, bool) { return a, subnet.Contains(b.Unmap()) }}
+	}
+	s := NewServer(dev(1, 0xa, "192.0.2.1"), dev(2, 0xb, "192.0.2.2"))
+	sockaddr := func(b []byte, ip string) {
+		binary.LittleEndian.PutUint16(b, syscall.AF_INET)
+		a := netip.MustParseAddr(ip).As4()
+		copy(b[4:8], a[:])
+	}
+	for _, c := range []struct {
+		name, bind, src, dst string
+		index                uint32 // 0: ADDR_ERROR
+		guid                 uint64
+		from                 string
+	}{
+		{"to the second device's own address", "", "", "192.0.2.2", 2, 0xb, "192.0.2.2"},
+		{"to the first's, from the second's bound address", "192.0.2.2", "", "192.0.2.1", 2, 0xb, "192.0.2.2"},
+		{"to the subnet, from RESOLVE_IP's source", "", "192.0.2.2", "192.0.2.77", 2, 0xb, "192.0.2.2"},
+		{"to the subnet, no source: the first device that reaches it", "", "", "192.0.2.77", 1, 0xa, "192.0.2.1"},
+		{"to nowhere", "", "", "198.51.100.1", 0, 0, ""},
+		{"from an address of no device's", "", "192.0.2.9", "192.0.2.1", 0, 0, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := open(t, s)
+			id := newID(t, f)
+			if c.bind != "" {
+				if r := f.Execute(command(cmdBindIP, 48, 0, func(b []byte) {
+					sockaddr(b[16:], c.bind)
+					binary.LittleEndian.PutUint32(b[44:], id)
+				}), nil); r.Ret != 48 {
+					t.Fatalf("BIND_IP %s: %d", c.bind, r.Ret)
+				}
+			}
+			f.Execute(command(cmdResolveIP, 72, 0, func(b []byte) {
+				if c.src != "" {
+					sockaddr(b[8:], c.src)
+				}
+				sockaddr(b[36:], c.dst)
+				binary.LittleEndian.PutUint32(b[64:], id)
+			}), nil)
+			r := f.Execute(command(cmdGetEvent, 16, eventSize, func(b []byte) { binary.LittleEndian.PutUint64(b[8:], 0x2000) }), nil)
+			want := uint32(evAddrResolved)
+			if c.index == 0 {
+				want = evAddrError
+			}
+			if r.Ret != 16 || binary.LittleEndian.Uint32(r.Writes[0].Data[12:]) != want {
+				t.Fatalf("GET_EVENT after RESOLVE_IP %s: %+v, want event %d", c.dst, r, want)
+			}
+			if c.index == 0 {
+				return
+			}
+			q := f.Execute(command(cmdQueryRoute, 24, 208, func(b []byte) {
+				binary.LittleEndian.PutUint64(b[8:], 0x3000)
+				binary.LittleEndian.PutUint32(b[16:], id)
+			}), nil).Writes[0].Data
+			from, _, _ := addrPort(q[136:164])
+			if got := binary.LittleEndian.Uint32(q[200:]); got != c.index || binary.BigEndian.Uint64(q) != c.guid || from.Addr().String() != c.from {
+				t.Errorf("QUERY_ROUTE: device %d GUID %x from %v; want %d, %x, %s", got, q[:8], from.Addr(), c.index, c.guid, c.from)
+			}
+		})
+	}
+}
