@@ -151,6 +151,30 @@ func (f *Fabric) AddUplink(name string, link roce.Link, rate float64) error {
 	return nil
 }
 
+// Record writes a frame that never crossed the switch into the capture, numbered among the
+// frames it forwards: one a device on the port named port handed back to itself (two programs
+// on one host device), which no fault touches.
+func (f *Fabric) Record(port string, frame []byte) { f.sw.Record(port, frame) }
+
+// Captures says whether the fabric writes a pcap or numbers frames for faults: whether a
+// device's loopback is worth Record.
+func (f *Fabric) Captures() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.capture != nil || f.planOn
+}
+
+// ActiveMTU is the active MTU of a device that joins the fabric now: 4096, or 1024 once an
+// uplink joined it (AddUplink).
+func (f *Fabric) ActiveMTU() engine.MTU {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mtu == 0 {
+		return engine.MTU4096
+	}
+	return f.mtu
+}
+
 // AddFault adds a fault to the fabric's plan and returns its number; its window starts now.
 func (f *Fabric) AddFault(ft faultplan.Fault) int {
 	f.mu.Lock()

@@ -39,6 +39,8 @@ type serveFlags struct {
 	link                              linkFlags
 	functions                         functionFlags
 	faults                            faultFlags
+	hosts                             hostFlags
+	hostDir                           string
 }
 
 func (f *serveFlags) register(fs flagSet) {
@@ -49,6 +51,8 @@ func (f *serveFlags) register(fs flagSet) {
 	fs.StringVar(&f.control, "control", "", "with -function: a control socket at `PATH` (mode 0600, its owner's user only) on which softirdma fault adds, lists and removes faults and reads the ports' counters while serve runs")
 	fs.Var(&f.faults, "fault", "with -function, repeated: a `FAULT` in the fabric from the start, e.g. 'drop from=a opcode=RDMA_READ_RESPONSE_MIDDLE nth=3' (softirdma fault -h has the syntax)")
 	fs.StringVar(&f.rate, "rate", "", "with -function and -link: the uplink's `RATE` toward its link in bits per second (e.g. 8M, 1.5G; none by default): frames wait for it rather than being lost, their senders with them; shape a fabric to its slowest peer (an rxe guest under TCG takes about 8M of UD)")
+	fs.Var(&f.hosts, "host", "a device of the fabric for programs on this machine (softirdma run -socket DIR/sock), repeated, as `name=rxeNAME[,ip=ADDR[/BITS]][,mac=MAC]` (ip: 192.0.2.100+N/24 by default); it names no netdev, its GID 3 is ip's")
+	fs.StringVar(&f.hostDir, "host-dir", "", "with -host: serve programs in `DIR` (DIR/sock, the sysfs tree DIR/sys; default: the folder softirdma run uses, $XDG_RUNTIME_DIR/softirdma or /tmp/softirdma-UID)")
 	fs.Var(&f.functions, "function", "a function of its own for one more VM, repeated, as `name=NAME,socket=PATH[,ip=ADDR][,mac=MAC][,rate=RATE]` (instead of -socket); the functions share an in-process fabric, -link is its uplink, -pcap captures all of it; rate= paces what the fabric hands the function, as -rate the uplink's")
 }
 
@@ -114,7 +118,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if code := f.checkControlClash(stderr); code != 0 {
 		return code
 	}
-	if len(f.functions) > 0 {
+	if len(f.functions) > 0 || len(f.hosts) > 0 {
 		o, code := f.fabricOptions(stderr)
 		if code != 0 {
 			return code

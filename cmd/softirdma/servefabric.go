@@ -136,12 +136,27 @@ type fabricOptions struct {
 	faults     faultFlags // in the fabric from the start
 	control    string     // the control socket's path, or ""
 	debug      bool
+	hosts      hostFlags // devices for programs on this machine
+	hostDir    string    // where programs find them
 }
 
 // fabricOptions checks the flags that go with -function.
 func (f *serveFlags) fabricOptions(stderr io.Writer) (fabricOptions, int) {
-	o := fabricOptions{functions: f.functions, faults: f.faults, control: f.control, debug: f.debug}
+	o := fabricOptions{functions: f.functions, faults: f.faults, control: f.control, debug: f.debug, hosts: f.hosts}
 	lc := f.link
+	if err := checkHosts(f.hosts, f.functions); err != nil {
+		return o, refuse(stderr, "%v", err)
+	}
+	switch {
+	case len(f.hosts) > 0:
+		dir, err := hostDir(f.hostDir)
+		if err != nil {
+			return o, refuse(stderr, "%v", err)
+		}
+		o.hostDir = dir
+	case f.hostDir != "":
+		return o, refuse(stderr, "-host-dir is where -host's devices are served: give the devices with -host name=rxe0")
+	}
 	if f.rate != "" {
 		var err error
 		if o.uplinkRate, err = parseRate(f.rate); err != nil {
@@ -185,6 +200,9 @@ func (o *fabricOptions) senders() []string {
 	for _, f := range o.functions {
 		names = append(names, f.Name)
 	}
+	for _, h := range o.hosts {
+		names = append(names, h.Name)
+	}
 	if o.uplink != "" {
 		names = append(names, "uplink")
 	}
@@ -220,7 +238,21 @@ func serveFabric(ctx context.Context, o fabricOptions, stdout, stderr io.Writer)
 		fns = append(fns, fn)
 		announce(log.With("function", s.Name), stdout, fmt.Sprintf("function %s (%s) ", s.Name, s.IP), s.Socket, s.IP, s.MAC)
 	}
-	fmt.Fprintln(stdout, "  # then add each guest's own options to its line: its disk, or -kernel/-initrd/-append, its console")
+	if len(fns) > 0 {
+		fmt.Fprintln(stdout, "  # then add each guest's own options to its line: its disk, or -kernel/-initrd/-append, its console")
+	}
+	if len(o.hosts) > 0 {
+		hp, err := serveHostDevices(ctx, fab, o.hosts, o.hostDir, log, stdout)
+		if err != nil {
+			return failed(log, err)
+		}
+		defer hp.close()
+		if len(fns) == 0 {
+			<-ctx.Done()
+			log.Info("stopped")
+			return 0
+		}
+	}
 	return serveFunctions(ctx, log, fns...)
 }
 
