@@ -257,4 +257,41 @@ why="exit $st" verdict host_copyservice_fork has_lines "$OUT/copyservice_fork.tx
 verdict host_copyservice_used has_lines "$LOG" 'the program serves its memory \(copy service\)'
 grep -h 'BW average' -A1 "$OUT/copyservice_write_bw.client" | tail -1 | sed 's/^/  ib_write_bw 64 KiB through the copy service: /'
 as_user "$BIN/softirdma" stop > /dev/null 2>&1 || true
+
+# Devices of a serve's fabric (serve -host), the user's serve in the folder softirdma run uses,
+# so a plain run joins it: rxe1 and rxe2 have addresses of their own and no netdev. Programs on
+# the two meet through the fabric's switch, two on one device through its loopback; one capture
+# holds all of it; a fault added through the control socket drops a WRITE packet of rxe2's, which
+# rxe2 sends again.
+as_user "$BIN/softirdma" serve -host name=rxe1,ip=192.0.2.201/24 -host name=rxe2,ip=192.0.2.202/24 \
+  -pcap "$CAPDIR/serve.pcap" -control "$CAPDIR/serve.ctl" > "$OUT/serve_host.out" 2> "$OUT/serve_host.log" &
+spid=$!
+pids+=("$spid")
+waitfor "$OUT/serve_host.out" "host device rxe2" 30 "$spid" || true
+LOG=$OUT/serve_host.log
+as_user "$BIN/softirdma" run -- ibv_devinfo -v > "$OUT/serve_devinfo.txt" 2>&1 || true
+verdict host_serve_devices has_lines "$OUT/serve_devinfo.txt" 'hca_id:[[:space:]]+rxe1' "$OUT/serve_devinfo.txt" 'hca_id:[[:space:]]+rxe2' \
+  "$OUT/serve_devinfo.txt" 'GID\[  3\]:[[:space:]]+::ffff:192.0.2.202, RoCE v2'
+as_user "$BIN/softirdma" run -- rdma link show > "$OUT/serve_link.txt" 2>&1 || true
+verdict host_serve_no_netdev has_lines "$OUT/serve_link.txt" '^link rxe1/1 state ACTIVE physical_state LINK_UP *$' \
+  "$OUT/serve_link.txt" '^link rxe2/1 state ACTIVE physical_state LINK_UP *$'
+pair serve_rc_pingpong tcp:18515 ibv_rc_pingpong -d rxe1 -g 3 -n 200 -c -- ibv_rc_pingpong -d rxe2 -g 3 -n 200 -c 127.0.0.1
+pair serve_rping cm:7174 rping -s -a 192.0.2.201 -C 20 -V -- rping -c -I 192.0.2.202 -a 192.0.2.201 -C 20 -V
+pair serve_write_bw_loopback tcp:18515 ib_write_bw -d rxe1 -x 3 -n 500 -- ib_write_bw -d rxe1 -x 3 -n 500 127.0.0.1
+as_user "$BIN/softirdma" fault -socket "$CAPDIR/serve.ctl" add 'drop from=rxe2 opcode=RDMA_WRITE_MIDDLE nth=5 name=serve-drop' > "$OUT/serve_fault.txt" 2>&1 || true
+pair serve_write_bw_drop tcp:18515 ib_write_bw -d rxe1 -x 3 -n 500 -- ib_write_bw -d rxe2 -x 3 -n 500 127.0.0.1
+as_user "$BIN/softirdma" fault -socket "$CAPDIR/serve.ctl" list >> "$OUT/serve_fault.txt" 2>&1 || true
+verdict host_serve_fault_fired has_lines "$OUT/serve_fault.txt" '^[0-9]+ fired=1 .*name=serve-drop$'
+# softirdma stop stops the serve that serves in the user's folder; its capture is then whole.
+st=0
+as_user "$BIN/softirdma" stop > "$OUT/serve_stop.txt" 2>&1 || st=$?
+wait "$spid" 2> /dev/null || st=$?
+why="exit $st" verdict host_serve_stopped has_lines "$OUT/serve_host.log" 'msg=stopped'
+# The one capture: frames between the devices both ways, rxe1's loopback, and the frame the
+# fault dropped under the number the fault reported, though loopback frames came before it.
+verdict host_capture_serve decoded serve '192\.0\.2\.202 -> 192\.0\.2\.201 .*RC_RDMA_WRITE'
+dropped=$(sed -nE 's/^[0-9]+ fired=1 seen=[0-9]+ frames=([0-9]+) .*name=serve-drop$/\1/p' "$OUT/serve_fault.txt")
+verdict host_capture_serve_whole has_lines "$OUT/serve.decode" '192\.0\.2\.201 -> 192\.0\.2\.202 .*RC_ACKNOWLEDGE' \
+  "$OUT/serve.decode" '192\.0\.2\.201 -> 192\.0\.2\.201 .*RC_RDMA_WRITE' "$OUT/serve.decode" 'RDMA_READ_RESPONSE' \
+  "$OUT/serve.decode" "#${dropped:-none} 192\.0\.2\.202 -> 192\.0\.2\.201 .*RC_RDMA_WRITE_MIDDLE"
 finish "interop host"

@@ -454,9 +454,12 @@ func runEnv(args []string, stdout, stderr io.Writer) int {
 
 func runStop(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("stop", stderr)
+	socket := fs.String("socket", "", "the softirdma to stop (default: $SOFTIRDMA_SOCKET, else this user's)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma stop")
-		fmt.Fprintln(stderr, "Stops this user's softirdma of the host path, which 'softirdma run' started.")
+		fmt.Fprintln(stderr, "usage: softirdma stop [-socket PATH]")
+		fmt.Fprintln(stderr, "Stops this user's softirdma of the host path, which 'softirdma run' started (or a serve -host")
+		fmt.Fprintln(stderr, "serving in that folder).")
+		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args); done {
 		return code
@@ -465,7 +468,13 @@ func runStop(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	dir, err := runtimeDir()
+	if *socket == "" {
+		*socket = os.Getenv("SOFTIRDMA_SOCKET")
+	}
+	dir, err := filepath.Dir(*socket), error(nil)
+	if *socket == "" {
+		dir, err = runtimeDir()
+	}
 	if err == nil {
 		if !reachable(filepath.Join(dir, "sock")) {
 			fmt.Fprintln(stdout, "softirdma stop: none running")
