@@ -12,13 +12,25 @@
 # failing with RETRY_EXC_ERR and the next connection working; each fault's count checked.
 # Isolation: while b writes to r over the uplink, a's QEMU is killed in the middle of a's
 # traffic to b; b's transfer completes, serve stays up, and a new QEMU on a's socket finds its
-# function reset and talks to b. Prints PASS/FAIL fabric2_<case>, fault_<kind>_fired.
+# function reset and talks to b. A host program's device on the same serve (-host rxe1): rping
+# between it and b both ways, in the same capture. Prints PASS/FAIL fabric2_<case>,
+# fault_<kind>_fired.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . interop/guestlib.sh
 guest_setup fabric2_module_build
+# The host program's side: the preload library, and rping with rdma-core's rxe provider.
+missing=()
+command -v rping > /dev/null || missing+=(rdmacm-utils)
+ls /usr/lib/*/libibverbs/librxe-rdmav34.so > /dev/null 2>&1 || missing+=(ibverbs-providers)
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" > "$OUT/apt.log" 2>&1 ||
+    { cat "$OUT/apt.log"; abort "fabric2: installing ${missing[*]}"; }
+fi
+run_or_exit "$OUT/make-build.log" "FAIL fabric2_make_build" make --no-print-directory build
 echo "interop two VMs on one serve; logs in $OUT"
-A=192.168.77.1 B=192.168.77.2 R=192.168.77.3 NQN=softirdma.fabric
+A=192.168.77.1 B=192.168.77.2 R=192.168.77.3 H=192.168.77.10 NQN=softirdma.fabric
+HDIR=$(mktemp -d /tmp/softirdma-fabric2-host.XXXXXX)
 # UD between b and the rxe guest on the uplink: this many 1 KiB datagrams each way, the uplink
 # shaped to UPLINK_RATE (serve -rate; FABRIC_UPLINK_RATE= leaves it unshaped).
 UD_N=2000 UPLINK_RATE=${FABRIC_UPLINK_RATE-12M}
@@ -32,6 +44,7 @@ bin/softirdma serve -function name=a,socket=$SA,ip=$A -function name=b,socket=$S
   -link "dgram:127.0.0.1:$UP,127.0.0.1:$RP" ${UPLINK_RATE:+-rate $UPLINK_RATE} \
   -fault "drop from=b opcode=RDMA_READ_RESPONSE_MIDDLE nth=3 name=read-middle" \
   -fault "corrupt from=a opcode=RDMA_WRITE_MIDDLE nth=5 name=write-middle" \
+  -host name=rxe1,ip=$H/24 -host-dir "$HDIR" \
   -pcap "$OUT/fabric.pcap" -control "$OUT/ctl.sock" > "$OUT/serve.out" 2> "$OUT/serve.log" &
 spid=$!
 pids+=($spid)
@@ -123,6 +136,11 @@ else
   timeout 300 $UD > /tmp/srv 2>&1; echo "VM: uplink UD server rc=\$?"
 fi
 if [ $me = b ]; then
+  # A program on the host, on serve's device rxe1: first its rping client, then its server.
+  echo "VM: host rping next"
+  timeout 300 rping -s -a $me_ip -v -V -C 10 > /tmp/rp 2>&1; echo "VM: host rping server rc=\$?"
+  for i in \$(seq 60); do timeout 60 rping -c -a $H -v -V -C 10 > /tmp/rp 2>&1; rc=\$?; [ \$rc = 0 ] && break; sleep 1; done
+  echo "VM: host rping client rc=\$rc"
   dmesg | grep -E 'WARNING|BUG|Oops|Call Trace|softirdma' | sed 's/^/VM: dmesg: /'
   echo "VM: dmesg checked"
 fi
@@ -186,6 +204,19 @@ if [ -n "$killed" ]; then
   a2pid=$!; pids+=($a2pid)
 fi
 [ -z "$a2pid" ] || wait $a2pid || true
+# The host program on rxe1: the client of b's rping server (tried until b listens), then the
+# server of b's client.
+hrc=- hsrc=-
+if waitfor "$OUT/b.log" "VM: host rping next" 900 $bpid; then
+  for i in $(seq 60); do
+    hrc=0
+    timeout 60 bin/softirdma run -socket "$HDIR/sock" -- rping -c -a $B -v -V -C 10 > "$OUT/host_rping.client" 2>&1 || hrc=$?
+    [ $hrc = 0 ] && break
+    sleep 1
+  done
+  hsrc=0
+  timeout 300 bin/softirdma run -socket "$HDIR/sock" -- rping -s -a $H -v -V -C 10 > "$OUT/host_rping.server" 2>&1 || hsrc=$?
+fi
 serve_alive=
 kill -0 $spid 2>/dev/null && serve_alive=1
 wait $rpid || true
@@ -207,6 +238,12 @@ while IFS='|' read -r t opts result; do
     verdict "fabric2_${t}_$dir" tool_ran "$t" $dir "$result"
   done
 done <<< "$TOOLS"
+why="host client exit $hrc" verdict fabric2_host_rping_host_to_b has_lines "$OUT/host_rping.client" "^ping data: rdma-ping-9: " \
+  "$OUT/b.log" "VM: host rping server rc=0"
+host_served() {
+  [ "$hsrc" = 0 ] && has_lines "$OUT/b.log" "VM: host rping client rc=0" "$OUT/host_rping.server" "^server ping data: rdma-ping-9: "
+}
+why="host server exit $hsrc" verdict fabric2_host_rping_b_to_host host_served
 verdict fabric2_rping_a_to_b has_lines "$OUT/a.log" "VM: rping client rc=0" "$OUT/a.log" "VM: rping pings 10" \
   "$OUT/b.log" "VM: rping server rc=0"
 # ran_or_show PATTERN COMMAND...: COMMAND succeeds, or the guests' last lines that match
@@ -256,7 +293,7 @@ verdict fabric2_isolation_new_qemu_finds_reset_function ran_or_show "new a" foun
 # new a on its function), b, and the uplink to r.
 moved=$(awk '$1 == "port" && $3 ~ /^in_frames=[1-9]/ && $5 ~ /^out_frames=[1-9]/ { print $2 }' "$OUT/ports.txt" | sort | tr '\n' ' ')
 note=$(awk '$1 == "port" { printf "%s %s %s %s; ", $2, $3, $5, $7 }' "$OUT/ports.txt") \
-  why="ports that moved frames both ways: '$moved'" verdict fabric2_ports_counted [ "$moved" = "a b uplink " ]
+  why="ports that moved frames both ways: '$moved'" verdict fabric2_ports_counted [ "$moved" = "a b rxe1 uplink " ]
 for g in a a2 b; do
   KERNEL_LOG=$OUT/$g.log kernel_clean "fabric2_${g}_no_kernel_warning" "" "VM: dmesg checked"
 done
@@ -272,6 +309,9 @@ decodes_clean() {
     { tail -3 "$OUT/fabric.txt"; return 1; }
 }
 note=$(tail -1 "$OUT/fabric.txt") why="the ports took $took frames" verdict fabric2_pcap_decodes_clean decodes_clean
+# The host program's traffic is in the same capture: its device's READs of b and b's of it.
+verdict fabric2_host_in_capture has_lines "$OUT/fabric.txt" "$H -> $B .*RC_RDMA_READ_REQUEST" \
+  "$OUT/fabric.txt" "$B -> $H .*RC_RDMA_READ_REQUEST" "$OUT/fabric.txt" "$B -> $H .*mad=CM/REQ"
 fired() { grep -qE "^[0-9]+ fired=$2 .*name=$1\$" "$OUT/faults.txt"; }
 # frames_of NAME: the capture's numbers of the frames fault NAME fired on (list's frames=).
 frames_of() { sed -nE "s/^[0-9]+ fired=[0-9]+ seen=[0-9]+ frames=([0-9,.]+) .*name=$1\$/\1/p" "$OUT/faults.txt"; }
@@ -315,4 +355,5 @@ flapped() {
       "$OUT/b.log" "VM: after flap server rc=0"
 }
 verdict fault_flap_fired ran_or_show flap flapped
+rm -rf "$HDIR"
 finish

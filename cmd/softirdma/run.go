@@ -358,7 +358,9 @@ func startCapture(socket, path string) (stop func() error, err error) {
 	}
 	if _, _, err = c.WriteMsgUnix(daemon.Hello(daemon.KindCapture, 0), unix.UnixRights(int(f.Fd())), nil); err == nil {
 		var refused syscall.Errno
-		if _, err = daemon.ReadAnswer(c); errors.As(err, &refused) {
+		if _, err = daemon.ReadAnswer(c); errors.Is(err, syscall.ENODEV) {
+			err = errors.New("this softirdma is a serve, whose -pcap captures everything of its fabric: run without -pcap")
+		} else if errors.As(err, &refused) {
 			err = fmt.Errorf("softirdma refused the capture: %w", err)
 		}
 	}

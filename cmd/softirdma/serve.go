@@ -59,7 +59,7 @@ func (f *serveFlags) register(fs flagSet) {
 // serveUsage is serve's -h before its flags; FAULT_SYNTAX stands for faultplan.Syntax.
 const serveUsage = `usage: softirdma serve -socket PATH [-link LINK -ip ADDR [-pcap FILE]] [-mac MAC] [-debug] [-cpuprofile FILE]
        softirdma serve -function name=a,socket=PATH[,ip=ADDR][,mac=MAC][,rate=RATE] -function ... [-link LINK [-rate RATE]] [-pcap FILE] [-loss F]
-                       [-fault FAULT]... [-control PATH] [-debug]
+                       [-host name=rxe1[,ip=ADDR/BITS][,mac=MAC]]... [-host-dir DIR] [-fault FAULT]... [-control PATH] [-debug]
 
 -socket serves one function (one VM): the softirdma PCI function (docs/device.md) to QEMU's
 vfio-user-pci on PATH, one QEMU at a time, until SIGINT or SIGTERM, and prints a QEMU command
@@ -75,6 +75,9 @@ the VMs are handed over in memory. -link (dgram or stream) joins the fabric to a
 VMs also reach what is there (an rxe guest, a host peer); -pcap captures every frame the fabric
 forwards, with the time it did. e.g.
   softirdma serve -function name=a,socket=/tmp/a.sock,ip=192.168.77.1 -function name=b,socket=/tmp/b.sock,ip=192.168.77.2
+-host, once per device, adds a device of the fabric for programs on this machine (softirdma run),
+served in -host-dir (by default the folder softirdma run uses, so that a plain run joins this
+serve): host programs, VMs and the uplink in one capture and one fault plan (docs/host-programs.md).
 -rate RATE paces what goes out on the uplink to a slow peer's speed (an rxe guest under TCG: 12M),
 holding its senders back rather than losing frames, which UD would never send again.
 Faults break the fabric's frames on purpose, from the start (-fault) or while it runs
