@@ -96,10 +96,10 @@ rdma-core-reference:
 	bash interop/rdmacore-reference.sh
 
 # Checks against peers we did not write (tshark here). .ci/run installs what they need.
-.PHONY: bench-host interop interop-host interop-host-rxe interop-host-rdmacore56 interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-fabric interop-readme-vm interop-long interop-kernels
+.PHONY: bench-host interop interop-host interop-host-kernel interop-host-rxe interop-host-rdmacore56 interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-fabric interop-readme-vm interop-long interop-kernels
 # Every tier runs, whatever the ones before it did (interop/tiers.sh): the last line tallies the
 # tiers and names those that failed, and the exit status is 1 if any did.
-INTEROP_TIERS ?= interop-host interop-tshark interop-qtest interop-readme-vm interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-host-rdmacore56 interop-nvmeof interop-fabric interop-kernels interop-rxe interop-netns
+INTEROP_TIERS ?= interop-host interop-host-kernel interop-tshark interop-qtest interop-readme-vm interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-host-rdmacore56 interop-nvmeof interop-fabric interop-kernels interop-rxe interop-netns
 interop:
 	@MAKE="$(MAKE)" bash interop/tiers.sh $(INTEROP_TIERS)
 
@@ -108,6 +108,12 @@ interop:
 # host_<tool>_<server|client>. Installs the tools from the Debian mirror when missing (root).
 interop-host:
 	bash interop/host.sh
+
+# softirdma run beside the kernel's own RDMA devices (Linux rxe in a VM, the host path run inside
+# it from /share): without -kernel softirdma's list alone, with it both, each device's programs
+# working (interop/hostkernel.sh): PASS lines host_kernel_<case>.
+interop-host-kernel:
+	bash interop/hostkernel.sh
 
 # rdma-core 56's own suite (Debian 13's) under `softirdma run` as the unprivileged user, in a
 # chroot of the VM tooling's trixie root (interop/hostrdmacore56.sh): the tally beside the rxe

@@ -66,9 +66,10 @@ func hostAddrs() []netip.Addr {
 // hostDevice is the default device of the host path: rxe0, standing on lo as Linux rxe on lo
 // would (its GUID from lo's MAC, its GIDs lo's addresses), on a port of a fabric of its own.
 type hostDevice struct {
-	capt *capture
-	fab  *fabric.Fabric
-	set  *hostdev.Set
+	capt   *capture
+	fab    *fabric.Fabric
+	set    *hostdev.Set
+	kernel kernelDevices
 }
 
 // hostLink is the host device's link to other hosts or VMs (hostd -link): its address on the
@@ -120,7 +121,8 @@ func newHostDevice(log *slog.Logger, link *hostLink) (*hostDevice, error) {
 		return nil, err
 	}
 	capt := &capture{log: log, writers: map[*pcapfile.Writer]*os.File{}}
-	spec := hostdev.Spec{Name: "rxe0", MAC: [6]byte{0x02, 0, 0, 0, 0, 1}, Lo: true, Addrs: hostAddrs(), MTU: engine.MTU4096, Tap: capt.frame}
+	kd := findKernelDevices(log)
+	spec := hostdev.Spec{Name: kd.freeName("rxe0"), MAC: [6]byte{0x02, 0, 0, 0, 0, 1}, Lo: true, Addrs: hostAddrs(), MTU: engine.MTU4096, Tap: capt.frame}
 	if link != nil {
 		l, err := openSocketLink(link.spec)
 		if err == nil {
@@ -138,13 +140,16 @@ func newHostDevice(log *slog.Logger, link *hostLink) (*hostDevice, error) {
 	if log.Enabled(context.Background(), slog.LevelDebug) {
 		events = engine.SlogSink(log) // SOFTIRDMA_DEBUG: the engine's events, a dropped datagram's reason among them
 	}
-	set, err := hostdev.New(fab, []hostdev.Spec{spec}, hostdev.Config{Log: log, Events: events})
+	set, err := hostdev.New(fab, []hostdev.Spec{spec}, hostdev.Config{Log: log, Events: events,
+		FirstIndex: kd.firstIndex, FirstUverbs: kd.firstUverbs})
 	if err != nil {
+		kd.close()
 		fab.Close()
 		return nil, err
 	}
+	set.Netlink.Kernel = kd.kernel()
 	capt.devs = set.Engines
-	return &hostDevice{fab: fab, set: set, capt: capt}, nil
+	return &hostDevice{fab: fab, set: set, capt: capt, kernel: kd}, nil
 }
 
 // capture is the host device's captures: every frame its engine hands back to itself and
@@ -196,6 +201,7 @@ func (c *capture) frame(b []byte) {
 func (d *hostDevice) close() {
 	d.set.Close()
 	d.fab.Close()
+	d.kernel.close()
 }
 
 // runHostd is `softirdma hostd -dir DIR`: serves the host path on DIR/sock, with the sysfs tree
@@ -263,10 +269,7 @@ func serveHost(dir string, idle time.Duration, link *hostLink, memory string, lo
 	}
 	defer d.close()
 	sys := filepath.Join(dir, "sys")
-	if err := os.RemoveAll(sys); err != nil {
-		return err
-	}
-	if err := d.set.Tree.WriteTo(sys); err != nil {
+	if err := d.kernel.writeTrees(dir, d.set.Tree); err != nil {
 		return err
 	}
 	// Who serves here, for run to join (the same build) or replace (another, when idle), and
@@ -285,11 +288,11 @@ func serveHost(dir string, idle time.Duration, link *hostLink, memory string, lo
 	// Faults on demand (softirdma fault -socket DIR/control) on what rxe0 sends to its fabric
 	// and what comes in on the link; frames between two programs on rxe0 never cross it, as
 	// rxe's loopback never reaches its netdev.
-	senders := []string{"rxe0"}
+	senders := []string{d.set.Netlink.Devices[0].Name}
 	if link != nil {
 		senders = append(senders, "uplink")
 	}
-	dm, err := daemon.Listen(daemon.Config{Socket: sock, Devices: d.set.Devices, Netlink: d.set.Netlink, RdmaCM: d.set.RdmaCM, Log: log, Memory: memory,
+	dm, err := daemon.Listen(daemon.Config{Socket: sock, Devices: d.set.Devices, UverbsBase: d.kernel.firstUverbs, Netlink: d.set.Netlink, RdmaCM: d.set.RdmaCM, Log: log, Memory: memory,
 		Capture: d.capt.start,
 		OnIdle:  timer})
 	if err != nil {

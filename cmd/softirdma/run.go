@@ -56,6 +56,7 @@ func runtimeDir() (string, error) {
 type hostPath struct {
 	dir, socket, sysfs, preload string
 	memlock                     bool // hold programs to RLIMIT_MEMLOCK (run -memlock)
+	kernel                      bool // the kernel's own devices beside softirdma's (run -kernel)
 }
 
 func findHostPath(socket string) (hostPath, error) {
@@ -266,12 +267,19 @@ func (hp hostPath) environ(base []string) []string {
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "LD_PRELOAD", "SOFTIRDMA_SOCKET", "SOFTIRDMA_SYSFS", "ASAN_OPTIONS":
+		case "LD_PRELOAD", "SOFTIRDMA_SOCKET", "SOFTIRDMA_SYSFS", "ASAN_OPTIONS", "SOFTIRDMA_KERNEL":
 			continue
 		}
 		out = append(out, kv)
 	}
-	out = append(out, "LD_PRELOAD="+pre, "SOFTIRDMA_SOCKET="+hp.socket, "SOFTIRDMA_SYSFS="+hp.sysfs, "ASAN_OPTIONS="+asan)
+	sys := hp.sysfs
+	if hp.kernel {
+		sys = filepath.Join(hp.dir, "sys-kernel")
+	}
+	out = append(out, "LD_PRELOAD="+pre, "SOFTIRDMA_SOCKET="+hp.socket, "SOFTIRDMA_SYSFS="+sys, "ASAN_OPTIONS="+asan)
+	if hp.kernel {
+		out = append(out, "SOFTIRDMA_KERNEL=1")
+	}
 	if hp.memlock {
 		out = append(out, "SOFTIRDMA_MEMLOCK=1")
 	}
@@ -303,6 +311,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	socket := fs.String("socket", "", "join the softirdma on this socket (default: $SOFTIRDMA_SOCKET, else this user's, started on first use)")
 	idle := fs.Duration("idle", 10*time.Minute, "a softirdma this run starts stops after this long with no program")
 	pcap := fs.String("pcap", "", "write every frame of softirdma's devices while CMD runs to FILE, a pcap (traffic between two programs on one device included)")
+	kernel := fs.Bool("kernel", false, "show CMD the kernel's own RDMA devices beside softirdma's (on a host that has some); without it softirdma's list replaces the kernel's")
 	memlock := fs.Bool("memlock", false, "hold CMD's memory registrations to its RLIMIT_MEMLOCK as the kernel does: past it ibv_reg_mr fails with ENOMEM (SOFTIRDMA_MEMLOCK=1)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: softirdma run [flags] -- CMD ARGS...")
@@ -322,7 +331,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	hp, err := findHostPath(*socket)
-	hp.memlock = *memlock
+	hp.memlock, hp.kernel = *memlock, *kernel
 	if err == nil {
 		err = ensureDaemon(hp, *idle)
 	}
@@ -426,8 +435,9 @@ func runProgram(hp hostPath, argv []string, stderr io.Writer) int {
 func runEnv(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("env", stderr)
 	socket := fs.String("socket", "", "the softirdma to use (default: this user's, started if need be)")
+	kernel := fs.Bool("kernel", false, "the kernel's own RDMA devices beside softirdma's, as run -kernel")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma env [-socket PATH]")
+		fmt.Fprintln(stderr, "usage: softirdma env [-socket PATH] [-kernel]")
 		fmt.Fprintln(stderr, "Prints the exports that put the programs of a shell on softirdma: eval \"$(softirdma env)\".")
 		fs.PrintDefaults()
 	}
@@ -439,6 +449,7 @@ func runEnv(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	hp, err := findHostPath(*socket)
+	hp.kernel = *kernel
 	if err == nil {
 		err = ensureDaemon(hp, 10*time.Minute)
 	}
@@ -447,7 +458,11 @@ func runEnv(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	env := hp.environ(os.Environ())
-	for _, kv := range env[len(env)-4:] { // environ appends its four last
+	ours := 4 // environ appends these last
+	if hp.kernel {
+		ours++
+	}
+	for _, kv := range env[len(env)-ours:] {
 		k, v, _ := strings.Cut(kv, "=")
 		fmt.Fprintf(stdout, "export %s=%s\n", k, shellQuote(v))
 	}

@@ -138,10 +138,11 @@ func hostDir(given string) (string, error) {
 
 // servedHosts are serve's host devices and the daemon that serves programs on them.
 type servedHosts struct {
-	set  *hostdev.Set
-	dm   *daemon.Daemon
-	sock string
-	done chan error
+	set    *hostdev.Set
+	kernel kernelDevices
+	dm     *daemon.Daemon
+	sock   string
+	done   chan error
 }
 
 // serveHostDevices adds the host devices to the fabric and serves programs on them in dir
@@ -153,10 +154,18 @@ func serveHostDevices(ctx context.Context, fab *fabric.Fabric, hosts hostFlags, 
 		h.MTU = fab.ActiveMTU()
 		specs[i] = h
 	}
-	set, err := hostdev.New(fab, specs, hostdev.Config{Log: log})
+	kd := findKernelDevices(log)
+	for _, sp := range specs {
+		if kd.has(sp.Name) {
+			log.Warn("the kernel has a device of this name too: programs under softirdma run -kernel see two", "device", sp.Name)
+		}
+	}
+	set, err := hostdev.New(fab, specs, hostdev.Config{Log: log, FirstIndex: kd.firstIndex, FirstUverbs: kd.firstUverbs})
 	if err != nil {
+		kd.close()
 		return nil, err
 	}
+	set.Netlink.Kernel = kd.kernel()
 	if fab.Captures() {
 		// Two programs on one device reach each other through its loopback, which never
 		// crosses the switch: the capture shows it there, numbered among the rest.
@@ -165,15 +174,16 @@ func serveHostDevices(ctx context.Context, fab *fabric.Fabric, hosts hostFlags, 
 			e.OnLoopback(func(frame []byte) { fab.Record(name, frame) })
 		}
 	}
-	hp := &servedHosts{set: set, sock: filepath.Join(dir, "sock"), done: make(chan error, 1)}
-	err = writeHostDir(dir, set)
+	hp := &servedHosts{set: set, kernel: kd, sock: filepath.Join(dir, "sock"), done: make(chan error, 1)}
+	err = writeHostDir(dir, set, kd)
 	if err == nil {
 		_ = os.Remove(hp.sock)
-		hp.dm, err = daemon.Listen(daemon.Config{Socket: hp.sock, Devices: set.Devices, Netlink: set.Netlink, RdmaCM: set.RdmaCM,
-			Log: log, Memory: daemon.MemoryAuto})
+		hp.dm, err = daemon.Listen(daemon.Config{Socket: hp.sock, Devices: set.Devices, UverbsBase: kd.firstUverbs,
+			Netlink: set.Netlink, RdmaCM: set.RdmaCM, Log: log, Memory: daemon.MemoryAuto})
 	}
 	if err != nil {
 		set.Close()
+		kd.close()
 		return nil, err
 	}
 	go func() { hp.done <- hp.dm.Serve(ctx) }()
@@ -187,15 +197,11 @@ func serveHostDevices(ctx context.Context, fab *fabric.Fabric, hosts hostFlags, 
 
 // writeHostDir lays out dir for programs (the sysfs tree) and for softirdma run, status and
 // stop (who serves, which build).
-func writeHostDir(dir string, set *hostdev.Set) error {
-	sys := filepath.Join(dir, "sys")
+func writeHostDir(dir string, set *hostdev.Set, kd kernelDevices) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(sys); err != nil {
-		return err
-	}
-	if err := set.Tree.WriteTo(sys); err != nil {
+	if err := kd.writeTrees(dir, set.Tree); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
@@ -210,4 +216,5 @@ func (hp *servedHosts) close() {
 	<-hp.done
 	os.Remove(hp.sock)
 	hp.set.Close()
+	hp.kernel.close()
 }

@@ -60,6 +60,9 @@ const (
 	KindCapture = 4
 	KindAttach  = 5
 	KindStatus  = 6
+	// KindNetlinkKernel is a netlink socket that sees the kernel's own devices beside
+	// softirdma's (softirdma run -kernel; Config.Netlink's Kernel).
+	KindNetlinkKernel = 8
 	// UverbsMemlock, in a uverbs hello's argument, holds the program's MRs to its
 	// RLIMIT_MEMLOCK, as the kernel does (softirdma run -memlock).
 	UverbsMemlock = 0x80000000
@@ -75,9 +78,11 @@ const (
 // Config is what the daemon serves.
 type Config struct {
 	Socket  string             // the path of the socket to listen on
-	Devices []*ucontext.Device // uverbsN is Devices[N]
-	Netlink *nldev.Table       // what RDMA netlink answers
-	RdmaCM  *ucma.Server       // rdma_cm; nil: /dev/infiniband/rdma_cm is ENODEV
+	Devices []*ucontext.Device // uverbsN is Devices[N-UverbsBase]
+	// UverbsBase is N of the first device's uverbsN: those before it are the kernel's.
+	UverbsBase uint32
+	Netlink    *nldev.Table // what RDMA netlink answers
+	RdmaCM     *ucma.Server // rdma_cm; nil: /dev/infiniband/rdma_cm is ENODEV
 	// Capture starts a capture of the devices' frames into a file (a pcap, which it writes and
 	// closes when stop returns); nil: captures are ENODEV.
 	Capture func(f *os.File) (stop func(), err error)
@@ -323,8 +328,8 @@ func (d *Daemon) serveConn(c *net.UnixConn) {
 	switch kind {
 	case KindUverbs:
 		d.serveUverbs(c, p, arg)
-	case KindNetlink:
-		d.serveNetlink(c, arg)
+	case KindNetlink, KindNetlinkKernel:
+		d.serveNetlink(c, nldev.Socket{PortID: arg, Join: kind == KindNetlinkKernel})
 	case KindRdmaCM:
 		d.serveRdmaCM(c, p)
 	case KindCapture:
@@ -417,11 +422,10 @@ func helloWith(c *net.UnixConn, errno syscall.Errno, word uint32, f *os.File) er
 	return err
 }
 
-func (d *Daemon) serveNetlink(c *net.UnixConn, portID uint32) {
+func (d *Daemon) serveNetlink(c *net.UnixConn, sock nldev.Socket) {
 	if hello(c, 0, nil) != nil {
 		return
 	}
-	sock := nldev.Socket{PortID: portID}
 	buf := make([]byte, MaxMessage)
 	for {
 		n, _, _, _, err := c.ReadMsgUnix(buf, nil)
@@ -443,7 +447,7 @@ func (d *Daemon) serveNetlink(c *net.UnixConn, portID uint32) {
 
 func (d *Daemon) serveUverbs(c *net.UnixConn, p peer, arg uint32) {
 	index := arg &^ UverbsMemlock
-	if int(index) >= len(d.cfg.Devices) {
+	if index < d.cfg.UverbsBase || int(index-d.cfg.UverbsBase) >= len(d.cfg.Devices) {
 		_ = hello(c, syscall.ENODEV, nil)
 		return
 	}
@@ -453,7 +457,7 @@ func (d *Daemon) serveUverbs(c *net.UnixConn, p peer, arg uint32) {
 	}
 	name := fmt.Sprintf("pid %d", p.pid)
 	mem, serve := d.memoryOf(p.pid, pins)
-	uc, file, err := ucontext.New(d.cfg.Devices[index], mem, name, p.pid)
+	uc, file, err := ucontext.New(d.cfg.Devices[index-d.cfg.UverbsBase], mem, name, p.pid)
 	if err != nil {
 		d.log.Warn("uverbs context", "program", name, "err", err)
 		_ = hello(c, syscall.ENOMEM, nil)

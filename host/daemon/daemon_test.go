@@ -39,7 +39,7 @@ func TestPreloadHeaderAgrees(t *testing.T) {
 		}
 	}
 	for kind, want := range map[string]int{"SIRD_UVERBS": KindUverbs, "SIRD_NETLINK": KindNetlink, "SIRD_RDMACM": KindRdmaCM,
-		"SIRD_CAPTURE": KindCapture, "SIRD_ATTACH": KindAttach, "SIRD_MEMORY": KindMemory, "SIRD_MEM_READ": memRead, "SIRD_MEM_WRITE": memWrite} {
+		"SIRD_CAPTURE": KindCapture, "SIRD_ATTACH": KindAttach, "SIRD_MEMORY": KindMemory, "SIRD_NETLINK_KERNEL": KindNetlinkKernel, "SIRD_MEM_READ": memRead, "SIRD_MEM_WRITE": memWrite} {
 		if !regexp.MustCompile(kind + ` = ` + strconv.Itoa(want) + `,`).Match(h) {
 			t.Errorf("preload.h: %s is not %d", kind, want)
 		}

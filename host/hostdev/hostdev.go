@@ -68,6 +68,10 @@ type Config struct {
 	Log *slog.Logger
 	// Events, if set, gets every device's engine events (SOFTIRDMA_DEBUG).
 	Events engine.EventSink
+	// FirstIndex is the netlink index of the first device (0: 1), and FirstUverbs N of its
+	// uverbsN: on a host with RDMA devices of its own, the numbers after the kernel's.
+	FirstIndex  uint32
+	FirstUverbs uint32
 }
 
 // Set is the devices of a daemon: what its config (host/daemon.Config) takes.
@@ -96,7 +100,7 @@ func New(fab *fabric.Fabric, specs []Spec, cfg Config) (*Set, error) {
 			s.Close()
 			return nil, fmt.Errorf("hostdev: two devices named %s", sp.Name)
 		}
-		d, err := newDevice(fab, sp, uint32(i), cfg)
+		d, err := newDevice(fab, sp, max(cfg.FirstIndex, 1)+uint32(i), cfg.FirstUverbs+uint32(i), cfg)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("device %s: %w", sp.Name, err)
@@ -130,7 +134,7 @@ type device struct {
 	nl    nldev.Device
 }
 
-func newDevice(fab *fabric.Fabric, sp Spec, n uint32, cfg Config) (*device, error) {
+func newDevice(fab *fabric.Fabric, sp Spec, index, uverbsN uint32, cfg Config) (*device, error) {
 	main := sp.IP.Addr()
 	var gids []sysfs.GID
 	var guid uint64
@@ -183,7 +187,7 @@ func newDevice(fab *fabric.Fabric, sp Spec, n uint32, cfg Config) (*device, erro
 	}
 	d := &device{host: host, verbs: &ucontext.Device{Engine: host.Device(), NodeGUID: guid, GIDs: table, Log: cfg.Log}}
 	subnet := sp.IP
-	d.cm = &ucma.Device{Verbs: d.verbs, Index: n + 1, NodeGUID: guid, Log: cfg.Log,
+	d.cm = &ucma.Device{Verbs: d.verbs, Index: index, NodeGUID: guid, Log: cfg.Log,
 		Owns: func(a netip.Addr) bool {
 			a = a.Unmap().WithZone("")
 			return owned[a] || sp.Lo && a.IsLoopback()
@@ -192,11 +196,11 @@ func newDevice(fab *fabric.Fabric, sp Spec, n uint32, cfg Config) (*device, erro
 		Reach: func(a netip.Addr) (netip.Addr, bool) {
 			return main, subnet.IsValid() && subnet.Masked().Contains(a.Unmap())
 		}}
-	uverbs := fmt.Sprintf("uverbs%d", n)
-	d.sysfs = sysfs.Device{Name: sp.Name, NodeGUID: guid, Uverbs: uverbs, UverbsDev: fmt.Sprintf("%d:%d", UverbsMajor, UverbsMinor+n),
+	uverbs := fmt.Sprintf("uverbs%d", uverbsN)
+	d.sysfs = sysfs.Device{Name: sp.Name, NodeGUID: guid, Uverbs: uverbs, UverbsDev: fmt.Sprintf("%d:%d", UverbsMajor, UverbsMinor+uverbsN),
 		Ports: []sysfs.Port{{Active: true, Netdev: netdev, NetdevIndex: netdevIndex, GIDs: gids}}}
-	d.nl = nldev.Device{Index: n + 1, Name: sp.Name, NodeGUID: guid, SysImageGUID: guid,
-		Uverbs: nldev.Chardev{Name: uverbs, Dev: hugeDev(UverbsMajor, uint64(UverbsMinor+n))},
+	d.nl = nldev.Device{Index: index, Name: sp.Name, NodeGUID: guid, SysImageGUID: guid,
+		Uverbs: nldev.Chardev{Name: uverbs, Dev: hugeDev(UverbsMajor, uint64(UverbsMinor+uverbsN))},
 		Ports:  []nldev.Port{{NetdevIndex: uint32(netdevIndex), NetdevName: netdev}}}
 	return d, nil
 }

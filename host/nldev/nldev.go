@@ -110,12 +110,16 @@ type Chardev struct {
 type Table struct {
 	Devices []Device
 	RdmaCM  Chardev // its Name is "rdma_cm" if left empty
+	// Kernel, if set, has the kernel's own devices, which a socket that asks (Socket.Join)
+	// sees beside the Table's: the Table's indexes must be none of the kernel's.
+	Kernel Kernel
 }
 
 // Socket is what a reply depends on of the socket a request came on.
 type Socket struct {
 	PortID uint32 // the socket's netlink port id, which replies carry in nlmsg_pid
 	CapAck bool   // NETLINK_CAP_ACK is set: error replies do not echo the request's payload
+	Join   bool   // the socket sees the kernel's devices too (Table.Kernel)
 }
 
 // Answer returns the datagrams a program reads after sending req on s, in order: for each
@@ -167,7 +171,7 @@ func (t *Table) answerOne(msg []byte, s Socket) [][]byte {
 	if errno != 0 {
 		return [][]byte{errorReply(r, s, errno)}
 	}
-	if r.flags&flagAck != 0 && !r.isDump() {
+	if r.flags&flagAck != 0 && !r.isDump() && !endsInError(replies) {
 		replies = append(replies, errorReply(r, s, 0))
 	}
 	return replies
@@ -180,10 +184,18 @@ func (t *Table) dispatch(r request, s Socket) ([][]byte, syscall.Errno) {
 	if r.typ>>10 != clientNLDEV {
 		return nil, syscall.EINVAL
 	}
-	switch op := r.typ & 0x3ff; op {
+	op := r.typ & 0x3ff
+	if (op == cmdGet || op == cmdPortGet || op == cmdGetChardev) && t.kernels(r, s) {
+		return t.relay(r, s)
+	}
+	switch op {
 	case cmdGet:
 		if r.isDump() {
-			return dump(r, s, cmdGet, t.allDevices()), 0
+			ours := dump(r, s, cmdGet, t.allDevices())
+			if s.Join && t.Kernel != nil {
+				return t.joinedDump(r, s, ours), 0
+			}
+			return ours, 0
 		}
 		d := t.requestedDevice(r)
 		if d == nil {
@@ -201,6 +213,16 @@ func (t *Table) dispatch(r request, s Socket) ([][]byte, syscall.Errno) {
 	default:
 		return nil, syscall.EOPNOTSUPP
 	}
+}
+
+// endsInError says whether the last reply is an NLMSG_ERROR (the kernel's, relayed): no
+// acknowledgement follows it.
+func endsInError(replies [][]byte) bool {
+	if len(replies) == 0 {
+		return false
+	}
+	last := replies[len(replies)-1]
+	return len(last) >= headerLen && binary.LittleEndian.Uint16(last[4:]) == typeError
 }
 
 func (t *Table) allDevices() [][]byte {

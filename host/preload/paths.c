@@ -47,6 +47,33 @@ const char *sird_path(const char *path, char *buf, size_t len)
 }
 
 /* sird_dev_path says whether path is one of softirdma's character devices, and which. */
+/* SOFTIRDMA_KERNEL=1 (softirdma run -kernel): the kernel's own devices beside softirdma's. */
+int sird_joins_kernel(void)
+{
+	const char *k = getenv("SOFTIRDMA_KERNEL");
+
+	return k && strcmp(k, "1") == 0;
+}
+
+/*
+ * Whether uverbsN is softirdma's. Beside the kernel's devices it is when softirdma's tree has
+ * it as a folder: the kernel's are links there to the kernel's own.
+ */
+static int ours_uverbs(unsigned long n)
+{
+	const char *root = getenv("SOFTIRDMA_SYSFS");
+	char p[4096];
+	struct stat st;
+	int r;
+
+	if (!sird_joins_kernel() || !root || !*root)
+		return 1;
+	if ((size_t)snprintf(p, sizeof(p), "%s/class/infiniband_verbs/uverbs%lu", root, n) >= sizeof(p))
+		return 0;
+	r = sird_real.lstat ? sird_real.lstat(p, &st) : sird_real.__lxstat(1, p, &st);
+	return r == 0 && S_ISDIR(st.st_mode);
+}
+
 int sird_dev_path(const char *path, int *kind, uint32_t *index)
 {
 	const char *p;
@@ -64,7 +91,7 @@ int sird_dev_path(const char *path, int *kind, uint32_t *index)
 	if (strncmp(p, "uverbs", 6) != 0 || p[6] < '0' || p[6] > '9')
 		return 0;
 	n = strtoul(p + 6, &end, 10);
-	if (*end || n > 63)
+	if (*end || n > 63 || !ours_uverbs(n))
 		return 0;
 	*kind = SIRD_UVERBS;
 	*index = n;

@@ -24,6 +24,7 @@ enum sird_kind {
 	SIRD_CAPTURE = 4,
 	SIRD_ATTACH = 5,
 	SIRD_MEMORY = 7, /* the copy service's connection (memory.c) */
+	SIRD_NETLINK_KERNEL = 8, /* netlink with the kernel's devices too (SOFTIRDMA_KERNEL=1) */
 };
 
 /* In the answer to a uverbs or attach hello: the process is to serve its memory (memory.c). */
@@ -150,6 +151,7 @@ void sird_log(const char *fmt, ...);
 /* Paths: a path the library serves is rewritten into buf (its sysfs tree) or named a device. */
 const char *sird_path(const char *path, char *buf, size_t len);
 int sird_dev_path(const char *path, int *kind, uint32_t *index);
+int sird_joins_kernel(void);
 void sird_fake_cdev(struct stat *st, int kind, uint32_t index);
 
 ssize_t sird_uverbs_write(struct sird_file *f, int fd, const void *buf, size_t len);
