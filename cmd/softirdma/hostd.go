@@ -269,15 +269,7 @@ func serveHost(dir string, idle time.Duration, link *hostLink, memory string, lo
 	}
 	defer d.close()
 	sys := filepath.Join(dir, "sys")
-	if err := d.kernel.writeTrees(dir, d.set.Tree); err != nil {
-		return err
-	}
-	// Who serves here, for run to join (the same build) or replace (another, when idle), and
-	// for stop: hostd says it itself, however it was started.
-	if err := os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "version"), []byte(buildIdentity()+"\n"), 0o600); err != nil {
+	if err := writeHostDir(dir, d.set, d.kernel); err != nil {
 		return err
 	}
 	sock := filepath.Join(dir, "sock")

@@ -195,8 +195,9 @@ func serveHostDevices(ctx context.Context, fab *fabric.Fabric, hosts hostFlags, 
 	return hp, nil
 }
 
-// writeHostDir lays out dir for programs (the sysfs tree) and for softirdma run, status and
-// stop (who serves, which build).
+// writeHostDir lays out dir for programs (the sysfs trees) and for softirdma run, status and
+// stop: who serves here, for run to join (the same build) or replace (another, when idle), and
+// for stop; a softirdma says it itself, however it was started.
 func writeHostDir(dir string, set *hostdev.Set, kd kernelDevices) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
