@@ -223,8 +223,14 @@ func bindIP(r *request) error {
 			return errf(syscall.EADDRNOTAVAIL, "%s is no address of a device's", a)
 		}
 	}
+	s := r.f.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id.held != 0 {
+		return errf(syscall.EINVAL, "rdma_cm ID %d is bound already", id.num)
+	}
 	id.src, id.bound, id.dev = ap, dev != nil, dev
-	return nil
+	return s.holdPort(id)
 }
 
 // RESOLVE_IP: src (8), dst (36), id (64), timeout (68). The device answers for its addresses,
@@ -260,6 +266,13 @@ func resolveIP(r *request) error {
 	}
 	if !bound.IsValid() {
 		id.src = netip.AddrPortFrom(from, id.src.Port())
+	}
+	s := r.f.s
+	s.mu.Lock()
+	err = s.holdPort(id) // an unbound ID binds now, as the kernel's does
+	s.mu.Unlock()
+	if err != nil {
+		return err
 	}
 	id.dst, id.resolved, id.bound, id.dev = dst, true, true, dev
 	r.f.queueEvent(id, evAddrResolved, 0, nil)
@@ -379,6 +392,12 @@ func listen(r *request) error {
 	}
 	if len(id.listen) > 0 {
 		return errf(syscall.EINVAL, "the ID listens already")
+	}
+	r.f.s.mu.Lock()
+	err = r.f.s.holdPort(id) // an unbound ID listens on the wildcard address and a port of its own
+	r.f.s.mu.Unlock()
+	if err != nil {
+		return err
 	}
 	devs := r.f.s.devs // the wildcard listens on every device
 	if id.dev != nil {

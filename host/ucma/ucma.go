@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"sync"
@@ -50,11 +51,60 @@ type Server struct {
 	devs   []*Device
 	logger *slog.Logger
 
-	mu   sync.Mutex
-	ids  map[uint32]*cmID
-	byCM map[*rdmacm.ID]*cmID
-	next uint32
-	mcs  map[uint32]*mcast
+	mu    sync.Mutex
+	ids   map[uint32]*cmID
+	byCM  map[*rdmacm.ID]*cmID
+	next  uint32
+	mcs   map[uint32]*mcast
+	ports map[boundPort]int // how many IDs hold each
+}
+
+// boundPort is a port of a port space that IDs are bound to.
+type boundPort struct{ ps, port uint16 }
+
+// The kernel's default ephemeral ports (net.ipv4.ip_local_port_range), which an ID bound to
+// port 0 takes one of, as cma_alloc_any_port does.
+const ephemeralLow, ephemeralHigh = 32768, 60999
+
+// holdPort makes id hold its source port, taking a free ephemeral one when it has none, so that
+// two listeners of programs that asked for any port never share one (a request for the
+// port a program was told would otherwise reach the listener of one that just ended). s.mu
+// is held.
+func (s *Server) holdPort(id *cmID) error {
+	if id.held != 0 {
+		return nil
+	}
+	port := id.src.Port()
+	if port == 0 {
+		span := ephemeralHigh - ephemeralLow + 1
+		start := rand.IntN(span)
+		for i := range span {
+			p := uint16(ephemeralLow + (start+i)%span)
+			if s.ports[boundPort{id.ps, p}] == 0 {
+				port = p
+				break
+			}
+		}
+		if port == 0 {
+			return errf(syscall.EADDRNOTAVAIL, "no free port")
+		}
+		id.src = netip.AddrPortFrom(id.src.Addr(), port)
+	}
+	s.ports[boundPort{id.ps, port}]++
+	id.held = port
+	return nil
+}
+
+// releasePort gives id's port back. s.mu is held.
+func (s *Server) releasePort(id *cmID) {
+	if id.held == 0 {
+		return
+	}
+	k := boundPort{id.ps, id.held}
+	if s.ports[k]--; s.ports[k] <= 0 {
+		delete(s.ports, k)
+	}
+	id.held = 0
 }
 
 // mcast is a multicast group an ID joined (struct ucma_multicast).
@@ -69,7 +119,8 @@ type mcast struct {
 // NewServer serves rdma_cm on devs, at least one. Each device's Manager is made with
 // Events(dev) as its handler and set before the server opens a file.
 func NewServer(devs ...*Device) *Server {
-	s := &Server{devs: devs, ids: map[uint32]*cmID{}, byCM: map[*rdmacm.ID]*cmID{}, mcs: map[uint32]*mcast{}, logger: slog.Default()}
+	s := &Server{devs: devs, ids: map[uint32]*cmID{}, byCM: map[*rdmacm.ID]*cmID{}, mcs: map[uint32]*mcast{},
+		ports: map[boundPort]int{}, logger: slog.Default()}
 	if len(devs) > 0 && devs[0].Log != nil {
 		s.logger = devs[0].Log
 	}
@@ -124,8 +175,9 @@ type cmID struct {
 	f        *File
 	dev      *Device // where bound to an address, resolved or requested; nil before
 	src, dst netip.AddrPort
-	bound    bool // to an address of the device (not the wildcard)
-	resolved bool // ADDR_RESOLVED: the device is known
+	held     uint16 // the port of the server's ports the ID holds (holdPort), 0 for none
+	bound    bool   // to an address of the device (not the wildcard)
+	resolved bool   // ADDR_RESOLVED: the device is known
 	routed   bool
 	listen   []*rdmacm.ID // one per device it listens on
 	cm       *rdmacm.ID
@@ -255,6 +307,7 @@ func (f *File) Close() {
 // forget takes an ID out of the tables. s.mu is held.
 func (s *Server) forget(id *cmID) {
 	delete(s.ids, id.num)
+	s.releasePort(id)
 	for n, mc := range s.mcs {
 		if mc.id == id {
 			delete(s.mcs, n)

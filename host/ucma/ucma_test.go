@@ -199,3 +199,55 @@ func TestDevicePerAddress(t *testing.T) {
 		})
 	}
 }
+
+// TestBindAnyPort: a BIND_IP to port 0 takes a port of the kernel's ephemeral range, one no
+// other ID holds, which QUERY_ROUTE then reports; a second BIND_IP of the ID is EINVAL; a
+// destroyed ID's port is free again.
+func TestBindAnyPort(t *testing.T) {
+	s := testServer(t)
+	f := open(t, s)
+	bind := func(id uint32, port uint16) int32 {
+		return f.Execute(command(cmdBindIP, 48, 0, func(b []byte) {
+			binary.LittleEndian.PutUint16(b[16:], syscall.AF_INET)
+			binary.BigEndian.PutUint16(b[18:], port)
+			copy(b[20:24], []byte{127, 0, 0, 1})
+			binary.LittleEndian.PutUint32(b[44:], id)
+		}), nil).Ret
+	}
+	srcPort := func(id uint32) uint16 {
+		q := f.Execute(command(cmdQueryRoute, 24, 208, func(b []byte) {
+			binary.LittleEndian.PutUint64(b[8:], 0x3000)
+			binary.LittleEndian.PutUint32(b[16:], id)
+		}), nil).Writes[0].Data
+		ap, _, _ := addrPort(q[136:164])
+		return ap.Port()
+	}
+	seen := map[uint16]bool{}
+	var ids []uint32
+	for range 50 {
+		id := newID(t, f)
+		if r := bind(id, 0); r != 48 {
+			t.Fatalf("BIND_IP to port 0: %d", r)
+		}
+		p := srcPort(id)
+		if p < ephemeralLow || p > ephemeralHigh || seen[p] {
+			t.Fatalf("port %d: out of %d-%d or taken twice", p, ephemeralLow, ephemeralHigh)
+		}
+		seen[p] = true
+		ids = append(ids, id)
+	}
+	if r := bind(ids[0], 0); r != -int32(syscall.EINVAL) {
+		t.Errorf("a second BIND_IP: %d, want EINVAL", r)
+	}
+	p := srcPort(ids[0])
+	f.Execute(command(cmdDestroyID, 24, 4, func(b []byte) {
+		binary.LittleEndian.PutUint64(b[8:], 0x4000)
+		binary.LittleEndian.PutUint32(b[16:], ids[0])
+	}), nil)
+	s.mu.Lock()
+	held := s.ports[boundPort{psTCP, p}]
+	s.mu.Unlock()
+	if held != 0 {
+		t.Errorf("port %d held %d times after its ID went", p, held)
+	}
+}
