@@ -204,18 +204,25 @@ if [ -n "$killed" ]; then
   a2pid=$!; pids+=($a2pid)
 fi
 [ -z "$a2pid" ] || wait $a2pid || true
-# The host program on rxe1: the client of b's rping server (tried until b listens), then the
-# server of b's client.
+# The host program on rxe1: the client of b's rping server (tried until b listens, for at most
+# two minutes, and not once b's server has ended), then the server of b's client.
 hrc=- hsrc=-
 if waitfor "$OUT/b.log" "VM: host rping next" 900 $bpid; then
-  for i in $(seq 60); do
+  deadline=$((SECONDS + 120))
+  while :; do
     hrc=0
-    timeout 60 bin/softirdma run -socket "$HDIR/sock" -- rping -c -a $B -v -V -C 10 > "$OUT/host_rping.client" 2>&1 || hrc=$?
-    [ $hrc = 0 ] && break
+    timeout 30 bin/softirdma run -socket "$HDIR/sock" -- rping -c -a $B -v -V -C 10 > "$OUT/host_rping.client" 2>&1 || hrc=$?
+    [ $hrc = 0 ] || [ $SECONDS -ge $deadline ] || grep -q "VM: host rping server rc=" "$OUT/b.log" && break
     sleep 1
   done
   hsrc=0
-  timeout 300 bin/softirdma run -socket "$HDIR/sock" -- rping -s -a $H -v -V -C 10 > "$OUT/host_rping.server" 2>&1 || hsrc=$?
+  timeout 180 bin/softirdma run -socket "$HDIR/sock" -- rping -s -a $H -v -V -C 10 > "$OUT/host_rping.server" 2>&1 &
+  hspid=$!
+  # Once b's client has ended, the server has what it will get.
+  waitfor "$OUT/b.log" "VM: host rping client rc=" 200 $hspid > /dev/null || true
+  ended() { ! kill -0 "$1" 2> /dev/null; }
+  wait_until 15 - ended $hspid || kill $hspid 2> /dev/null || true
+  wait $hspid || hsrc=$?
 fi
 serve_alive=
 kill -0 $spid 2>/dev/null && serve_alive=1

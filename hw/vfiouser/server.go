@@ -45,6 +45,10 @@ type Config struct {
 	HandshakeTimeout time.Duration
 }
 
+// slowReply is how long a request may take before the server says so: QEMU waits 5 s for a
+// reply (x-msg-timeout), and the request after a posted write waits for that write too.
+const slowReply = 2 * time.Second
+
 // DefaultHandshakeTimeout is HandshakeTimeout's default. QEMU sends VERSION as soon as it has
 // connected and gives up on a reply after its x-msg-timeout of 5 s; a QEMU queued behind a
 // silent client is served before then.
@@ -316,7 +320,13 @@ func (c *session) loop() error {
 		if bad != nil {
 			sockguard.CloseFDs(fds)
 		} else {
+			start := time.Now()
 			reply, replyFD, bad = c.s.handle(&c.dma, h, body, fds)
+			if took := time.Since(start); took > slowReply {
+				// QEMU gives up on a reply after 5 s and then loses its place in the stream:
+				// what held this one up is worth knowing.
+				c.s.log.Warn("slow request", "cmd", h.Cmd.String(), "id", h.ID, "took", took)
+			}
 		}
 		if err := c.respond(h, reply, replyFD, bad); err != nil {
 			return err
