@@ -248,8 +248,12 @@ func TestServeKilledClientReadsEndOfFile(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "serve", "-socket", sock)
 	cmd.Env = append(os.Environ(), "SOFTIRDMA_TEST_MAIN=1")
 	serve := servetest.Start(t, cmd, sock)
-	if !regexp.MustCompile(`msg="socket guard" pid=[0-9]+`).MatchString(serve.Log()) {
-		t.Fatalf("no socket guard started:\n%s", serve.Log())
+	// serve says the guard's pid once it listens: the line may come just after the socket.
+	guardLine := regexp.MustCompile(`msg="socket guard" pid=[0-9]+`)
+	for deadline := time.Now().Add(30 * time.Second); !guardLine.MatchString(serve.Log()); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no socket guard started:\n%s", serve.Log())
+		}
 	}
 	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
