@@ -229,7 +229,7 @@ func bindIP(r *request) error {
 	if id.held != 0 {
 		return errf(syscall.EINVAL, "rdma_cm ID %d is bound already", id.num)
 	}
-	id.src, id.bound, id.dev = ap, dev != nil, dev
+	id.src, id.dev = ap, dev
 	return s.holdPort(id)
 }
 
@@ -274,7 +274,7 @@ func resolveIP(r *request) error {
 	if err != nil {
 		return err
 	}
-	id.dst, id.resolved, id.bound, id.dev = dst, true, true, dev
+	id.dst, id.resolved, id.dev = dst, true, dev
 	r.f.queueEvent(id, evAddrResolved, 0, nil)
 	return nil
 }
@@ -537,7 +537,7 @@ func joinIPMcast(r *request) error {
 	if err != nil || !ok || !ap.Addr().IsMulticast() {
 		return errf(syscall.EINVAL, "join of %s: not a multicast group", ap.Addr())
 	}
-	if !id.bound && !id.resolved {
+	if id.dev == nil {
 		return errf(syscall.EINVAL, "join by an ID with no device")
 	}
 	s := r.f.s

@@ -122,7 +122,7 @@ func (s *Server) request(dev *Device, e rdmacm.Event) {
 		return
 	}
 	h := e.ID.RequestHeader()
-	id := &cmID{ps: l.ps, qpType: l.qpType, f: l.f, dev: dev, cm: e.ID, resolved: true, routed: true, bound: true, ackTimeout: -1,
+	id := &cmID{ps: l.ps, qpType: l.qpType, f: l.f, dev: dev, cm: e.ID, resolved: true, routed: true, ackTimeout: -1,
 		src: netip.AddrPortFrom(h.Dst, l.src.Port()), dst: netip.AddrPortFrom(h.Src, h.SrcPort)}
 	if s.alloc(id) != nil {
 		_ = e.ID.Reject(nil)
@@ -195,7 +195,7 @@ func initQPAttr(r *request) error {
 	if state > engine.QPSErr {
 		return errf(syscall.EINVAL, "QP state %d", state)
 	}
-	if !id.bound && !id.resolved && id.cm == nil {
+	if id.dev == nil {
 		return errf(syscall.EINVAL, "QP attributes of an ID with no device")
 	}
 	var a engine.QPAttr
@@ -227,7 +227,7 @@ func initQPAttr(r *request) error {
 	le.PutUint32(b[28:], a.SQPSN)
 	le.PutUint32(b[32:], a.DestQPN)
 	le.PutUint32(b[36:], uint32(a.AccessFlags))
-	if mask&engine.AttrAV != 0 && id.dev != nil {
+	if mask&engine.AttrAV != 0 {
 		r.f.s.putAH(id.dev, b[40:72], id.src.Addr(), a.AH.DGID)
 		b[40+21], b[40+22] = a.AH.HopLimit, tos
 	}

@@ -139,24 +139,24 @@ func (s *Server) owner(a netip.Addr) *Device {
 	return nil
 }
 
-// route is the device that reaches dst and the address it sends from: the device that owns
-// dst (from dst itself), else the first that reaches it; from, if it is valid, is the device's
-// and the only one tried. ok is false where no device reaches dst.
+// route is the device that reaches dst and the address it sends from: the first device that
+// owns dst (from dst itself), else the first that reaches it; from, if it is valid, is the
+// device's and the only one tried. ok is false where no device reaches dst.
 func (s *Server) route(from, dst netip.Addr) (dev *Device, src netip.Addr, ok bool) {
 	devs := s.devs
 	if from.IsValid() {
-		if d := s.owner(from); d != nil {
-			devs = []*Device{d}
-		} else {
+		d := s.owner(from)
+		if d == nil {
 			return nil, netip.Addr{}, false
 		}
-	} else if d := s.owner(dst); d != nil {
-		return d, dst, true
+		devs = []*Device{d}
 	}
 	for _, d := range devs {
 		if d.Owns(dst) {
 			return d, dst, true
 		}
+	}
+	for _, d := range devs {
 		if d.Reach != nil {
 			if a, ok := d.Reach(dst); ok {
 				return d, a, true
@@ -173,10 +173,9 @@ type cmID struct {
 	ps       uint16
 	qpType   uint8
 	f        *File
-	dev      *Device // where bound to an address, resolved or requested; nil before
+	dev      *Device // bound to an address of it (not the wildcard), resolved or requested
 	src, dst netip.AddrPort
 	held     uint16 // the port of the server's ports the ID holds (holdPort), 0 for none
-	bound    bool   // to an address of the device (not the wildcard)
 	resolved bool   // ADDR_RESOLVED: the device is known
 	routed   bool
 	listen   []*rdmacm.ID // one per device it listens on
