@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -88,16 +87,11 @@ func parseHostLink(link, ip, mac string) (*hostLink, error) {
 		}
 		return nil, nil
 	}
-	lf := linkFlags{link: link, ip: ip, mac: mac}
-	addr, bits := ip, 24
-	if a, b, ok := strings.Cut(ip, "/"); ok {
-		n, err := strconv.Atoi(b)
-		if err != nil || n < 8 || n > 30 {
-			return nil, fmt.Errorf("-ip %s: the prefix length is 8 to 30", ip)
-		}
-		addr, bits = a, n
+	addr, bits, ok := splitPrefix(ip)
+	if !ok {
+		return nil, fmt.Errorf("-ip %s: the prefix length is 8 to 30", ip)
 	}
-	lf.ip = addr
+	lf := linkFlags{link: link, ip: addr, mac: mac}
 	if strings.HasPrefix(link, "afpacket:") {
 		return nil, fmt.Errorf("-link %s: the host device's link is a socket to QEMU or another softirdma (dgram or stream)", link)
 	}
@@ -140,14 +134,12 @@ func newHostDevice(log *slog.Logger, link *hostLink) (*hostDevice, error) {
 	if log.Enabled(context.Background(), slog.LevelDebug) {
 		events = engine.SlogSink(log) // SOFTIRDMA_DEBUG: the engine's events, a dropped datagram's reason among them
 	}
-	set, err := hostdev.New(fab, []hostdev.Spec{spec}, hostdev.Config{Log: log, Events: events,
-		FirstIndex: kd.firstIndex, FirstUverbs: kd.firstUverbs})
+	set, err := hostdev.New(fab, []hostdev.Spec{spec}, kd.config(hostdev.Config{Log: log, Events: events}))
 	if err != nil {
 		kd.close()
 		fab.Close()
 		return nil, err
 	}
-	set.Netlink.Kernel = kd.kernel()
 	capt.devs = set.Engines
 	return &hostDevice{fab: fab, set: set, capt: capt, kernel: kd}, nil
 }
@@ -284,7 +276,7 @@ func serveHost(dir string, idle time.Duration, link *hostLink, memory string, lo
 	if link != nil {
 		senders = append(senders, "uplink")
 	}
-	dm, err := daemon.Listen(daemon.Config{Socket: sock, Devices: d.set.Devices, UverbsBase: d.kernel.firstUverbs, Netlink: d.set.Netlink, RdmaCM: d.set.RdmaCM, Log: log, Memory: memory,
+	dm, err := daemon.Listen(daemon.Config{Socket: sock, Devices: d.set.Devices, UverbsBase: d.set.UverbsBase, Netlink: d.set.Netlink, RdmaCM: d.set.RdmaCM, Log: log, Memory: memory,
 		Capture: d.capt.start,
 		OnIdle:  timer})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/softirdma/softirdma/host/hostdev"
 	"github.com/softirdma/softirdma/host/nldev"
 	"github.com/softirdma/softirdma/host/sysfs"
 )
@@ -46,12 +47,14 @@ func findKernelDevices(log *slog.Logger) kernelDevices {
 	return kd
 }
 
-// kernel is the relay for nldev.Table.Kernel: nil when there is nothing to join.
-func (kd kernelDevices) kernel() nldev.Kernel {
-	if kd.netlink == nil {
-		return nil
+// config is cfg for devices beside the kernel's: numbered after them, with the relay to them
+// (none when there is nothing to join).
+func (kd kernelDevices) config(cfg hostdev.Config) hostdev.Config {
+	cfg.FirstIndex, cfg.FirstUverbs = kd.firstIndex, kd.firstUverbs
+	if kd.netlink != nil {
+		cfg.Kernel = kd.netlink
 	}
-	return kd.netlink
+	return cfg
 }
 
 // has says whether the kernel has a device of that name.

@@ -45,36 +45,21 @@ func (h *hostFlags) Set(v string) error {
 	if len(*h) == maxHostDevices {
 		return fmt.Errorf("at most %d host devices", maxHostDevices)
 	}
-	given := map[string]string{}
-	for _, kv := range strings.Split(v, ",") {
-		k, val, ok := strings.Cut(kv, "=")
-		if !ok || val == "" {
-			return fmt.Errorf("%q is not KEY=VALUE (%s)", kv, hostExample)
-		}
-		if _, twice := given[k]; twice {
-			return fmt.Errorf("%s= given twice", k)
-		}
-		switch k {
-		case "name", "ip", "mac":
-			given[k] = val
-		default:
-			return fmt.Errorf("unknown key %q: the keys are name, ip and mac (%s)", k, hostExample)
-		}
+	given, err := flagKeys(v, "host device", hostExample, "name", "ip", "mac")
+	if err != nil {
+		return err
 	}
 	s := hostdev.Spec{Name: given["name"]}
 	if !hostName.MatchString(s.Name) {
 		return fmt.Errorf("name=%q: a host device's name is rxe and 1 to 29 letters, digits or _, as rdma-core's rxe provider binds by name (%s)", s.Name, hostExample)
 	}
-	addr, bits := given["ip"], 24
-	if addr == "" {
-		addr = fmt.Sprintf("192.0.2.%d", 100+len(*h)+1)
+	text := given["ip"]
+	if text == "" {
+		text = fmt.Sprintf("192.0.2.%d", 100+len(*h)+1)
 	}
-	if a, b, ok := strings.Cut(addr, "/"); ok {
-		n, err := strconv.Atoi(b)
-		if err != nil || n < 8 || n > 30 {
-			return fmt.Errorf("host device %s: ip=%s: the prefix length is 8 to 30", s.Name, addr)
-		}
-		addr, bits = a, n
+	addr, bits, ok := splitPrefix(text)
+	if !ok {
+		return fmt.Errorf("host device %s: ip=%s: the prefix length is 8 to 30", s.Name, text)
 	}
 	ip, err := ownIPv4("ip=", addr, "the device's own unicast IPv4 address")
 	if err != nil {
@@ -160,12 +145,11 @@ func serveHostDevices(ctx context.Context, fab *fabric.Fabric, hosts hostFlags, 
 			log.Warn("the kernel has a device of this name too: programs under softirdma run -kernel see two", "device", sp.Name)
 		}
 	}
-	set, err := hostdev.New(fab, specs, hostdev.Config{Log: log, FirstIndex: kd.firstIndex, FirstUverbs: kd.firstUverbs})
+	set, err := hostdev.New(fab, specs, kd.config(hostdev.Config{Log: log}))
 	if err != nil {
 		kd.close()
 		return nil, err
 	}
-	set.Netlink.Kernel = kd.kernel()
 	if fab.Captures() {
 		// Two programs on one device reach each other through its loopback, which never
 		// crosses the switch: the capture shows it there, numbered among the rest.
@@ -178,7 +162,7 @@ func serveHostDevices(ctx context.Context, fab *fabric.Fabric, hosts hostFlags, 
 	err = writeHostDir(dir, set, kd)
 	if err == nil {
 		_ = os.Remove(hp.sock)
-		hp.dm, err = daemon.Listen(daemon.Config{Socket: hp.sock, Devices: set.Devices, UverbsBase: kd.firstUverbs,
+		hp.dm, err = daemon.Listen(daemon.Config{Socket: hp.sock, Devices: set.Devices, UverbsBase: set.UverbsBase,
 			Netlink: set.Netlink, RdmaCM: set.RdmaCM, Log: log, Memory: daemon.MemoryAuto})
 	}
 	if err != nil {

@@ -22,7 +22,6 @@ import (
 	"github.com/softirdma/softirdma/host/sysfs"
 	"github.com/softirdma/softirdma/host/ucma"
 	"github.com/softirdma/softirdma/host/ucontext"
-	"github.com/softirdma/softirdma/wire/neigh"
 )
 
 // Spec is one device.
@@ -72,16 +71,21 @@ type Config struct {
 	// uverbsN: on a host with RDMA devices of its own, the numbers after the kernel's.
 	FirstIndex  uint32
 	FirstUverbs uint32
+	// Kernel, if set, is the kernel's netlink, whose devices a program that asks sees beside
+	// the set's (nldev.Table.Kernel).
+	Kernel nldev.Kernel
 }
 
 // Set is the devices of a daemon: what its config (host/daemon.Config) takes.
 type Set struct {
-	Devices []*ucontext.Device // uverbsN is Devices[N]
-	Engines []*engine.Device   // the same devices' engines
-	RdmaCM  *ucma.Server
-	Netlink *nldev.Table
-	Tree    sysfs.Tree
-	hosts   []*realtime.Host
+	Devices []*ucontext.Device // uverbsN is Devices[N-UverbsBase]
+	// UverbsBase is N of the first device's uverbsN (Config.FirstUverbs).
+	UverbsBase uint32
+	Engines    []*engine.Device // the same devices' engines
+	RdmaCM     *ucma.Server
+	Netlink    *nldev.Table
+	Tree       sysfs.Tree
+	hosts      []*realtime.Host
 }
 
 // New makes the devices on ports of fab, in the order given.
@@ -92,7 +96,8 @@ func New(fab *fabric.Fabric, specs []Spec, cfg Config) (*Set, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	s := &Set{Netlink: &nldev.Table{RdmaCM: nldev.Chardev{Name: "rdma_cm", Dev: hugeDev(RdmaCMMajor, RdmaCMMinor)}}}
+	s := &Set{UverbsBase: cfg.FirstUverbs,
+		Netlink: &nldev.Table{RdmaCM: nldev.Chardev{Name: "rdma_cm", Dev: hugeDev(RdmaCMMajor, RdmaCMMinor)}, Kernel: cfg.Kernel}}
 	var cms []*ucma.Device
 	var sys []sysfs.Device
 	for i, sp := range specs {
@@ -167,9 +172,6 @@ func newDevice(fab *fabric.Fabric, sp Spec, index, uverbsN uint32, cfg Config) (
 			}
 		}
 	}
-	if !sp.Lo {
-		owned[neigh.LinkLocal(sp.MAC)] = true
-	}
 	port, err := fab.AddPort(sp.Name, 0)
 	if err != nil {
 		return nil, err
@@ -186,7 +188,6 @@ func newDevice(fab *fabric.Fabric, sp Spec, index, uverbsN uint32, cfg Config) (
 		table[i] = g.Addr
 	}
 	d := &device{host: host, verbs: &ucontext.Device{Engine: host.Device(), NodeGUID: guid, GIDs: table, Log: cfg.Log}}
-	subnet := sp.IP
 	d.cm = &ucma.Device{Verbs: d.verbs, Index: index, NodeGUID: guid, Log: cfg.Log,
 		Owns: func(a netip.Addr) bool {
 			a = a.Unmap().WithZone("")
@@ -194,7 +195,7 @@ func newDevice(fab *fabric.Fabric, sp Spec, index, uverbsN uint32, cfg Config) (
 		},
 		// Beyond its own addresses the device reaches its subnet, from its address there.
 		Reach: func(a netip.Addr) (netip.Addr, bool) {
-			return main, subnet.IsValid() && subnet.Masked().Contains(a.Unmap())
+			return main, sp.IP.IsValid() && sp.IP.Masked().Contains(a.Unmap())
 		}}
 	uverbs := fmt.Sprintf("uverbs%d", uverbsN)
 	d.sysfs = sysfs.Device{Name: sp.Name, NodeGUID: guid, Uverbs: uverbs, UverbsDev: fmt.Sprintf("%d:%d", UverbsMajor, UverbsMinor+uverbsN),
