@@ -68,17 +68,26 @@ func findHostPath(socket string) (hostPath, error) {
 	if _, err := os.Stat(pre); err != nil {
 		return hostPath{}, fmt.Errorf("the preload library is not beside %s (%s): build it with make build", exe, preloadName)
 	}
+	dir, socket, err := hostSocket(socket)
+	if err != nil {
+		return hostPath{}, err
+	}
+	return hostPath{dir: dir, socket: socket, sysfs: filepath.Join(dir, "sys"), preload: pre}, nil
+}
+
+// hostSocket is the softirdma a command names (-socket), or else $SOFTIRDMA_SOCKET's, or else
+// this user's: its folder and its socket.
+func hostSocket(socket string) (dir, sock string, err error) {
 	if socket == "" {
 		socket = os.Getenv("SOFTIRDMA_SOCKET")
 	}
-	dir := filepath.Dir(socket)
-	if socket == "" {
-		if dir, err = runtimeDir(); err != nil {
-			return hostPath{}, err
-		}
-		socket = filepath.Join(dir, "sock")
+	if socket != "" {
+		return filepath.Dir(socket), socket, nil
 	}
-	return hostPath{dir: dir, socket: socket, sysfs: filepath.Join(dir, "sys"), preload: pre}, nil
+	if dir, err = runtimeDir(); err != nil {
+		return "", "", err
+	}
+	return dir, filepath.Join(dir, "sock"), nil
 }
 
 // reachable says whether a softirdma answers on the socket.
@@ -246,9 +255,25 @@ func ensureDaemon(hp hostPath, idle time.Duration) error {
 	}
 }
 
-// environ is the environment of a program on softirdma: the preload library first in
-// LD_PRELOAD, softirdma's socket and sysfs tree, and ASan told the library is not its own.
+// environ is the environment of a program on softirdma: base without what softirdma sets,
+// then its exports.
 func (hp hostPath) environ(base []string) []string {
+	out := make([]string, 0, len(base)+6)
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "LD_PRELOAD", "SOFTIRDMA_SOCKET", "SOFTIRDMA_SYSFS", "ASAN_OPTIONS", "SOFTIRDMA_KERNEL":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, hp.exports(base)...)
+}
+
+// exports are the variables softirdma sets for a program whose environment is base: the
+// preload library first in LD_PRELOAD, softirdma's socket and sysfs tree, ASan told the
+// library is not its own, and what run's flags ask for.
+func (hp hostPath) exports(base []string) []string {
 	set := map[string]string{}
 	for _, kv := range base {
 		if k, v, ok := strings.Cut(kv, "="); ok {
@@ -263,20 +288,11 @@ func (hp hostPath) environ(base []string) []string {
 	if old := set["ASAN_OPTIONS"]; old != "" {
 		asan = old + ":" + asan
 	}
-	out := make([]string, 0, len(base)+4)
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		switch k {
-		case "LD_PRELOAD", "SOFTIRDMA_SOCKET", "SOFTIRDMA_SYSFS", "ASAN_OPTIONS", "SOFTIRDMA_KERNEL":
-			continue
-		}
-		out = append(out, kv)
-	}
 	sys := hp.sysfs
 	if hp.kernel {
 		sys = filepath.Join(hp.dir, "sys-kernel")
 	}
-	out = append(out, "LD_PRELOAD="+pre, "SOFTIRDMA_SOCKET="+hp.socket, "SOFTIRDMA_SYSFS="+sys, "ASAN_OPTIONS="+asan)
+	out := []string{"LD_PRELOAD=" + pre, "SOFTIRDMA_SOCKET=" + hp.socket, "SOFTIRDMA_SYSFS=" + sys, "ASAN_OPTIONS=" + asan}
 	if hp.kernel {
 		out = append(out, "SOFTIRDMA_KERNEL=1")
 	}
@@ -457,12 +473,7 @@ func runEnv(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softirdma env: %v\n", err)
 		return 1
 	}
-	env := hp.environ(os.Environ())
-	ours := 4 // environ appends these last
-	if hp.kernel {
-		ours++
-	}
-	for _, kv := range env[len(env)-ours:] {
+	for _, kv := range hp.exports(os.Environ()) {
 		k, v, _ := strings.Cut(kv, "=")
 		fmt.Fprintf(stdout, "export %s=%s\n", k, shellQuote(v))
 	}
@@ -485,13 +496,7 @@ func runStop(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	if *socket == "" {
-		*socket = os.Getenv("SOFTIRDMA_SOCKET")
-	}
-	dir, err := filepath.Dir(*socket), error(nil)
-	if *socket == "" {
-		dir, err = runtimeDir()
-	}
+	dir, _, err := hostSocket(*socket)
 	if err == nil {
 		if !reachable(filepath.Join(dir, "sock")) {
 			fmt.Fprintln(stdout, "softirdma stop: none running")

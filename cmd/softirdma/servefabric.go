@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -69,28 +70,44 @@ func (f *functionFlags) Set(v string) error {
 
 // functionKeys are the KEY=VALUE pairs of a -function, each key given once and known.
 func functionKeys(v string) (map[string]string, error) {
+	return flagKeys(v, "function", functionExample, "name", "socket", "ip", "mac", "rate")
+}
+
+// flagKeys are the KEY=VALUE pairs of a flag that describes a thing (-function, -host), each
+// key one of keys and given once; what names the thing in an error once its name= is known.
+func flagKeys(v, what, example string, keys ...string) (map[string]string, error) {
 	given := map[string]string{}
 	for _, kv := range strings.Split(v, ",") {
 		k, val, ok := strings.Cut(kv, "=")
 		if !ok || val == "" {
-			return nil, fmt.Errorf("%q is not KEY=VALUE (%s)", kv, functionExample)
+			return nil, fmt.Errorf("%q is not KEY=VALUE (%s)", kv, example)
 		}
 		if first, twice := given[k]; twice {
 			// The last one winning would hide a typo (name=a,name=b: which is it?).
 			err := fmt.Errorf("%s= given twice (%s=%s and %s=%s)", k, k, first, k, val)
 			if name := given["name"]; name != "" {
-				err = fmt.Errorf("function %s: %w", name, err)
+				err = fmt.Errorf("%s %s: %w", what, name, err)
 			}
 			return nil, err
 		}
-		switch k {
-		case "name", "socket", "ip", "mac", "rate":
-			given[k] = val
-		default:
-			return nil, fmt.Errorf("unknown key %q: the keys are name, socket, ip, mac and rate (%s)", k, functionExample)
+		if !slices.Contains(keys, k) {
+			last := len(keys) - 1
+			return nil, fmt.Errorf("unknown key %q: the keys are %s and %s (%s)", k, strings.Join(keys[:last], ", "), keys[last], example)
 		}
+		given[k] = val
 	}
 	return given, nil
+}
+
+// splitPrefix splits ADDR[/BITS] (BITS 24 when left out), and says whether BITS is a subnet's
+// prefix length a device may have (8 to 30).
+func splitPrefix(text string) (addr string, bits int, ok bool) {
+	a, b, cut := strings.Cut(text, "/")
+	if !cut {
+		return text, 24, true
+	}
+	n, err := strconv.Atoi(b)
+	return a, n, err == nil && n >= 8 && n <= 30
 }
 
 // functionSpec checks the keys of the nth -function and makes its function of them.
