@@ -189,10 +189,13 @@ func (t *Table) relay(r request, s Socket) ([][]byte, syscall.Errno) {
 	return msgs, 0
 }
 
+// joins says whether s sees the kernel's devices beside the Table's.
+func (t *Table) joins(s Socket) bool { return s.Join && t.Kernel != nil }
+
 // kernels says whether a request on s is about one of the kernel's devices: s joins them, and
 // its DEV_INDEX is one.
 func (t *Table) kernels(r request, s Socket) bool {
-	if !s.Join || t.Kernel == nil {
+	if !t.joins(s) {
 		return false
 	}
 	index, ok := r.u32(attrDevIndex)

@@ -192,7 +192,7 @@ func (t *Table) dispatch(r request, s Socket) ([][]byte, syscall.Errno) {
 	case cmdGet:
 		if r.isDump() {
 			ours := dump(r, s, cmdGet, t.allDevices())
-			if s.Join && t.Kernel != nil {
+			if t.joins(s) {
 				return t.joinedDump(r, s, ours), 0
 			}
 			return ours, 0

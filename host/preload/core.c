@@ -90,6 +90,13 @@ __attribute__((constructor)) static void sird_ctor(void)
 	sird_init();
 }
 
+int sird_flag(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && strcmp(v, "1") == 0;
+}
+
 void sird_log(const char *fmt, ...)
 {
 	char line[512];

@@ -43,7 +43,7 @@ int socket(int domain, int type, int protocol)
 	if (domain != AF_NETLINK || protocol != NETLINK_RDMA || !getenv("SOFTIRDMA_SOCKET"))
 		return sird_real.socket(domain, type, protocol);
 	portid = next_portid();
-	s = sird_connect(sird_joins_kernel() ? SIRD_NETLINK_KERNEL : SIRD_NETLINK, portid, NULL, 1, NULL);
+	s = sird_connect(sird_flag("SOFTIRDMA_KERNEL") ? SIRD_NETLINK_KERNEL : SIRD_NETLINK, portid, NULL, 1, NULL);
 	if (s < 0) {
 		errno = EPROTONOSUPPORT;
 		return -1;

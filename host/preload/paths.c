@@ -46,15 +46,6 @@ const char *sird_path(const char *path, char *buf, size_t len)
 	return path;
 }
 
-/* sird_dev_path says whether path is one of softirdma's character devices, and which. */
-/* SOFTIRDMA_KERNEL=1 (softirdma run -kernel): the kernel's own devices beside softirdma's. */
-int sird_joins_kernel(void)
-{
-	const char *k = getenv("SOFTIRDMA_KERNEL");
-
-	return k && strcmp(k, "1") == 0;
-}
-
 /*
  * Whether uverbsN is softirdma's. Beside the kernel's devices it is when softirdma's tree has
  * it as a folder: the kernel's are links there to the kernel's own.
@@ -66,7 +57,7 @@ static int ours_uverbs(unsigned long n)
 	struct stat st;
 	int r;
 
-	if (!sird_joins_kernel() || !root || !*root)
+	if (!sird_flag("SOFTIRDMA_KERNEL") || !root || !*root)
 		return 1;
 	if ((size_t)snprintf(p, sizeof(p), "%s/class/infiniband_verbs/uverbs%lu", root, n) >= sizeof(p))
 		return 0;
@@ -74,6 +65,7 @@ static int ours_uverbs(unsigned long n)
 	return r == 0 && S_ISDIR(st.st_mode);
 }
 
+/* sird_dev_path says whether path is one of softirdma's character devices, and which. */
 int sird_dev_path(const char *path, int *kind, uint32_t *index)
 {
 	const char *p;

@@ -147,11 +147,12 @@ struct sird_file *sird_add(int fd, int kind, int conn);
 void sird_forget(struct sird_file *f);
 int sird_connect(int kind, uint32_t arg, int *fdout, int cloexec, uint32_t *token);
 void sird_log(const char *fmt, ...);
+/* Whether the environment variable name is "1": a flag of softirdma run's (-kernel, -memlock). */
+int sird_flag(const char *name);
 
 /* Paths: a path the library serves is rewritten into buf (its sysfs tree) or named a device. */
 const char *sird_path(const char *path, char *buf, size_t len);
 int sird_dev_path(const char *path, int *kind, uint32_t *index);
-int sird_joins_kernel(void);
 void sird_fake_cdev(struct stat *st, int kind, uint32_t index);
 
 ssize_t sird_uverbs_write(struct sird_file *f, int fd, const void *buf, size_t len);

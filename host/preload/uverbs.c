@@ -22,18 +22,13 @@
 int sird_open_dev(int kind, uint32_t index, int flags)
 {
 	int cloexec = !!(flags & O_CLOEXEC);
-	uint32_t devindex = index;
+	uint32_t arg = index, token = 0;
 	int fd = -1, conn;
-	uint32_t token = 0;
 	struct sird_file *f;
 
-	if (kind == SIRD_UVERBS) {
-		const char *m = getenv("SOFTIRDMA_MEMLOCK");
-
-		if (m && strcmp(m, "1") == 0)
-			index |= SIRD_UVERBS_MEMLOCK;
-	}
-	conn = sird_connect(kind, index, &fd, cloexec, &token);
+	if (kind == SIRD_UVERBS && sird_flag("SOFTIRDMA_MEMLOCK"))
+		arg |= SIRD_UVERBS_MEMLOCK;
+	conn = sird_connect(kind, arg, &fd, cloexec, &token);
 	if (conn < 0) {
 		errno = -conn;
 		return -1;
@@ -52,7 +47,7 @@ int sird_open_dev(int kind, uint32_t index, int flags)
 		return -1;
 	}
 	f->token = token;
-	f->index = devindex;
+	f->index = index;
 	return fd;
 }
 
