@@ -309,15 +309,17 @@ func (c *cmConn) wait(wrid uint64) ([]byte, error) {
 }
 
 // disconnect ends the test's connection as perftest does: the server disconnects and waits for
-// the answer, the client waits for the server to disconnect (rdma_cm answers it).
+// the answer, the client waits for the server to disconnect (rdma_cm answers it). Either waits
+// for the time wait's end, by when its last CM message (the client's DREP) has left the device.
 func (c *cmConn) disconnect() error {
 	if !c.client {
 		if err := c.test.Disconnect(); err != nil {
 			return fmt.Errorf("perftest: disconnect: %w", err)
 		}
-		return c.waitFor(c.test, rdmacm.TimewaitExit)
+	} else if err := c.waitFor(c.test, rdmacm.Disconnected); err != nil {
+		return err
 	}
-	return c.waitFor(c.test, rdmacm.Disconnected)
+	return c.waitFor(c.test, rdmacm.TimewaitExit)
 }
 
 // waitFor waits for an event of id's, leaving the other connection's aside.

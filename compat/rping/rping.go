@@ -111,6 +111,9 @@ func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) (Res
 	}
 	if p.O.Server {
 		res.Pings, err = p.server()
+		if err == nil {
+			err = p.leave()
+		}
 		return res, err
 	}
 	res.Pings, err = p.client()
@@ -195,6 +198,15 @@ func (p *peer) hangUp(id *rdmacm.ID, err error) error {
 		}
 		break
 	}
+	return err
+}
+
+// leave ends a server's run once the client disconnected: the device stays until the
+// connection's time wait ends, by when the DREP that answered the client's DREQ has left it
+// (the connection manager sends it after telling of the disconnection). A device that went at
+// once could take the DREP with it, and the client would wait out its DREQ's retries.
+func (p *peer) leave() error {
+	_, err := p.Events.Wait(rdmacm.TimewaitExit, p.O.Timeout)
 	return err
 }
 
