@@ -3,7 +3,8 @@
 # $VM_DIR (see vm/lib.sh): QEMU with the vfio-user-pci client (trixie-backports: 11.1 or later),
 # a trixie root for the guests with rdma-core (the rxe provider drives softirdma's device),
 # ibverbs-utils, rdmacm-utils, perftest, python3-pyverbs with rdma-core's test suite, nvme-cli,
-# fio, iproute2 and kmod, and each KERNEL asked for (default 6.12): its image, its modules in the
+# fio, the kernel's other RDMA users' tools (nfs-kernel-server, nfs-common, targetcli-fb,
+# open-iscsi, srptools), iproute2 and kmod, and each KERNEL asked for (default 6.12): its image, its modules in the
 # root (modprobe works in the guest), an initrd that mounts the root over virtio-9p, and its
 # headers with DKMS in a root of its own Debian release, so vm/driver.sh can build the driver.
 # KERNEL is 6.1 (Debian 12), 6.12 (Debian 13) or newest (trixie-backports; 7.3 in December 2026).
@@ -26,6 +27,7 @@ case ${VM_REFRESH:-0} in 0 | 1) ;; *) vm_die "VM_REFRESH is 0 or 1, not '$VM_REF
 # libibverbs-dev build the driver and test programs in the root, on the host.
 ROOT_PKGS="qemu-system-x86 busybox-static kmod iproute2 iputils-ping procps psmisc pciutils xz-utils zstd
   ibverbs-utils ibverbs-providers rdmacm-utils perftest python3 python3-pyverbs nvme-cli fio
+  nfs-kernel-server nfs-common targetcli-fb open-iscsi srptools
   gcc make libc6-dev libibverbs-dev dkms"
 BOOKWORM_PKGS="gcc make libc6-dev dkms xz-utils"
 MIRROR=$(vm_mirror)

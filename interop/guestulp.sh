@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# The kernel's other RDMA storage users between two VMs (vm/): NFS over RDMA (NFSv4.2 on port
+# 20049), iSER (LIO's target, open-iscsi), SRP (ib_srpt over rdma_cm, ib_srp) and RDS (rds_rdma,
+# interop/guest/rds_check.py). One VM serves, the other is the client: it mounts or logs in, moves
+# data with every byte verified (fio's verify on the mounted file system or the block device; for
+# RDS messages of many sizes between many sockets, each checked by its receiver), then unmounts,
+# logs out or closes; neither kernel may warn. Each end is a guest on Linux rxe (rxe0) or on
+# softirdma0; two rxe guests are joined by a dgram link, a softirdma guest and an rxe one by the
+# softirdma guest's serve on that link, and two softirdma guests are two functions of one serve,
+# whose capture and faults cover both.
+#
+# Usage: interop/guestulp.sh CASE...   CASE is PROTO_SERVER_to_CLIENT[_fault]:
+#   PROTO    nfsrdma, iser, srp or rds
+#   SERVER, CLIENT   rxe or softirdma (the NFS server, the iSCSI or SRP target, the RDS receiver)
+#   _fault   (softirdma_to_softirdma only) the I/O four times more, each under a fault of the
+#            serve's fabric: a dropped frame of the protocol's traffic (an RDMA READ response where
+#            it reads), a corrupted one, the client's link down for less than the retry budget
+#            (flap), then for longer (longflap: the protocol reconnects, and the next I/O completes)
+# PASS/FAIL lines device_guest_<PROTO>_<SERVER>_to_<CLIENT>_<check> (setup, io_verify,
+# teardown, no_kernel_warning, pcap_decodes_clean) and ..._fault_<drop|corrupt|flap|longflap>;
+# then a line per case with its throughput: "<case> throughput: write N MB/s, read N MB/s".
+# ULP_SIZE (default 64M) is how much each I/O moves.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+[ $# -gt 0 ] || { echo "usage: $0 PROTO_SERVER_to_CLIENT[_fault]... (PROTO nfsrdma|iser|srp|rds, each end rxe|softirdma)" >&2; exit 2; }
+for c in "$@"; do
+  [[ $c =~ ^(nfsrdma|iser|srp|rds)_(softirdma|rxe)_to_(softirdma|rxe)(_fault)?$ ]] ||
+    { echo "unknown case '$c' (PROTO_SERVER_to_CLIENT[_fault]: PROTO nfsrdma|iser|srp|rds, each end rxe|softirdma)" >&2; exit 2; }
+  [[ $c != *_fault ]] || [[ $c == *_softirdma_to_softirdma_fault ]] ||
+    { echo "case '$c': faults are the fabric's, so both ends are softirdma" >&2; exit 2; }
+done
+SIZE=${ULP_SIZE:-64M}
+[[ $SIZE =~ ^[1-9][0-9]{0,5}[kKMG]?$ ]] || { echo "ULP_SIZE must be a size like 64M, not '$SIZE'" >&2; exit 2; }
+. interop/guestlib.sh
+guest_setup device_guest_ulp_module_build
+echo "interop NFS over RDMA, iSER, SRP and RDS; logs in $OUT"
+SIP=192.168.77.1 CIP=192.168.77.2
+FAULTS="drop corrupt flap longflap"
+
+# The guests' scripts. The server's stays up until the client's guest has ended (the harness
+# then creates /share/done); the client's sets up, moves data, tears down. Both end with their
+# kernel's log. $1 is the protocol, $2 (client) the faults to go through.
+server_script() {
+  cat interop/guest/lib.sh interop/guest/ulp.sh - <<SCRIPT
+SIP=$SIP CIP=$CIP
+${1}_server
+for i in \$(seq 9000); do [ -e /share/done ] && break; sleep 0.1; done
+echo "VM: client done"
+[ ! -f /tmp/rds.log ] || sed 's/^/VM: rds: /' /tmp/rds.log
+dmesg | sed 's/^/VM: dmesg: /'
+echo "VM: dmesg checked"
+SCRIPT
+}
+client_script() {
+  cat interop/guest/lib.sh interop/guest/ulp.sh - <<SCRIPT
+SIP=$SIP CIP=$CIP
+${1}_client
+if [ -n "\$M" ] && [ -z "$2" ]; then
+  ulp_io verify $SIZE
+elif [ -n "\$M" ]; then
+  for f in $2; do
+    echo "VM: fault \$f next"
+    wait_for 300 test -e /share/go-\$f || echo "VM: no go for \$f"
+    ulp_io \$f $SIZE
+    [ \$f != longflap ] || ulp_io after-longflap $SIZE
+  done
+fi
+${1}_down
+dmesg | sed 's/^/VM: dmesg: /'
+echo "VM: dmesg checked"
+SCRIPT
+}
+
+# boot ROLE DEVICE IP MAC: one guest in the background, its console in $OUT/<case>.<role>.log,
+# its pid in <role>_pid. A softirdma guest beside an rxe one gets a serve of its own on their
+# link (its capture <case>.<role>.pcap); two softirdma guests share $fabric's serve.
+boot() {
+  local role=$1 dev=$2 ip=$3 mac=$4 mine theirs sock args=() env=()
+  if [ "$role" = server ]; then mine=$p1 theirs=$p2; else mine=$p2 theirs=$p1; fi
+  if [ "$dev" = softirdma ] && [ -n "$fabric" ]; then
+    args=(vm.softirdma=$ip/24) env=(VM_SOCKET="$OUT/$case.$role.sock" VM_MAC0=$mac)
+  elif [ "$dev" = softirdma ]; then
+    sock=$(mktemp -u /tmp/softirdma-XXXXXX.sock)
+    bin/softirdma serve -socket "$sock" -link "dgram:127.0.0.1:$mine,127.0.0.1:$theirs" -ip "$ip" \
+      -pcap "$OUT/$case.$role.pcap" > "$OUT/$case.$role.serve.out" 2> "$OUT/$case.$role.serve.log" &
+    pids+=($!) serves+=($!)
+    waitfor "$OUT/$case.$role.serve.out" "listening on" 30 $! || { cat "$OUT/$case.$role.serve.log"; return 1; }
+    pcaps+=("$OUT/$case.$role.pcap")
+    args=(vm.softirdma=$ip/24) env=(VM_SOCKET="$sock" VM_MAC0=$mac)
+  else
+    args=(vm.rxe=1 vm.eth1=$ip/24) env=(VM_LINK="$mine,$theirs" VM_MAC0=$mac VM_MAC1=52:54:00:00:77:${mac##*:})
+  fi
+  env "${env[@]}" VM_SHARE="$OUT/$case.share" VM_SCRIPT="$OUT/$case.$role.sh" \
+    timeout 1800 bash vm/run.sh "${args[@]}" > "$OUT/$case.$role.log" 2>&1 &
+  pids+=($!)
+  eval "${role}_pid=$!"
+}
+
+# The fabric of a softirdma_to_softirdma case: one serve, a function for each guest (server,
+# client), its capture and control socket.
+start_fabric() {
+  bin/softirdma serve -function name=server,socket="$OUT/$case.server.sock",ip=$SIP \
+    -function name=client,socket="$OUT/$case.client.sock",ip=$CIP \
+    -pcap "$OUT/$case.pcap" -control "$OUT/$case.ctl" > "$OUT/$case.serve.out" 2> "$OUT/$case.serve.log" &
+  pids+=($!) serves+=($!)
+  waitfor "$OUT/$case.serve.out" "control socket" 30 $! && waitfor "$OUT/$case.serve.out" "function client .* listening on" 30 $! ||
+    { cat "$OUT/$case.serve.log"; return 1; }
+  pcaps+=("$OUT/$case.pcap")
+}
+fault() { bin/softirdma fault -socket "$OUT/$case.ctl" "$@"; }
+# fired NAME: the fault NAME fired at least once.
+fired() { fault list | grep -qE "^[0-9]+ fired=[1-9][0-9]* .*name=$1\$"; }
+
+# What each fault breaks, per protocol: the frames that carry its data. Where the protocol
+# reads (an NFS WRITE's read chunks, an iSCSI or SCSI write's data), the server's RDMA READ of
+# the client's buffer: a response from the client dropped, then one of the server's RDMA WRITEs
+# of the read-back corrupted. RDS moves all in SENDs.
+drop_of() { case $1 in rds) echo "drop from=client opcode=SEND_MIDDLE nth=40" ;; *) echo "drop from=client opcode=RDMA_READ_RESPONSE_MIDDLE nth=40" ;; esac; }
+corrupt_of() { case $1 in rds) echo "corrupt from=client opcode=SEND_MIDDLE nth=60" ;; *) echo "corrupt from=server opcode=RDMA_WRITE_MIDDLE nth=60" ;; esac; }
+
+# run_faults PROTO: each fault once the client says it is next, then its I/O goes. A flap starts
+# once that I/O moves (a probe, a 1 ms delay of one of the client's frames, has fired).
+run_faults() {
+  local f spec
+  for f in $FAULTS; do
+    waitfor "$c" "VM: fault $f next" 900 "$client_pid" || return
+    case $f in
+      drop) spec=$(drop_of "$1") ;;
+      corrupt) spec=$(corrupt_of "$1") ;;
+      flap | longflap) fault add delay from=client delay=1ms count=1 name=probe-$f > /dev/null ;;
+    esac
+    [ -z "${spec:-}" ] || { fault add "$spec name=$f" > /dev/null; spec=; }
+    touch "$OUT/$case.share/go-$f"
+    case $f in
+      flap) POLL=0.1 wait_until 300 "$client_pid" fired probe-$f && fault add "flap from=client for=500ms name=$f" > /dev/null ;;
+      longflap) POLL=0.1 wait_until 300 "$client_pid" fired probe-$f && fault add "flap from=client for=20s name=$f" > /dev/null ;;
+    esac
+    waitfor "$c" "VM: io $f rc=" 900 "$client_pid" > /dev/null || true
+  done
+}
+
+declare -A wbw rbw msgs
+port=9401
+for case in "$@"; do
+  proto=${case%%_*} rest=${case#*_} faults= fabric= serves=() pcaps=()
+  [[ $rest != *_fault ]] || { faults=$FAULTS rest=${rest%_fault}; }
+  server=${rest%%_to_*} client=${rest##*_to_}
+  [ "$server$client" != softirdmasoftirdma ] || fabric=1
+  p1=$port p2=$((port + 1)) port=$((port + 2))
+  mkdir -p "$OUT/$case.share"
+  cp interop/guest/rds_check.py "$OUT/$case.share/" 2> /dev/null
+  server_script "$proto" > "$OUT/$case.server.sh"
+  client_script "$proto" "$faults" > "$OUT/$case.client.sh"
+  s="$OUT/$case.server.log" c="$OUT/$case.client.log" n=device_guest_${proto}_$rest${faults:+_fault}
+  if { [ -z "$fabric" ] || start_fabric; } && boot server "$server" $SIP 52:54:00:00:0a:10 && boot client "$client" $CIP 52:54:00:00:0a:20; then
+    [ -z "$faults" ] || run_faults "$proto"
+    wait "$client_pid"
+    touch "$OUT/$case.share/done"
+    wait "$server_pid"
+    [ -z "$fabric" ] || { fault list > "$OUT/$case.faults" 2>&1; sed 's/^/faults: /' "$OUT/$case.faults"; }
+  else
+    verdict "${n}_serve" false
+    continue
+  fi
+  [ ${#serves[@]} = 0 ] || { kill "${serves[@]}" 2> /dev/null; wait "${serves[@]}" 2> /dev/null; }
+  grep -aq "VM: server ready" "$s" || grep -a "VM: " "$s" | grep -v dmesg | tail -20
+  check "${n}_server_setup" "VM: server ready" "$s"
+  check "${n}_client_setup" "VM: client ready" "$c"
+  if [ -z "$faults" ]; then
+    check "${n}_io_verify" "VM: io verify rc=0" "$c"
+    # fio's verified I/O: its write phase's MB/s, and the read phase's that checked every block.
+    wbw[$case]=$(grep -aoE "VM: io verify: +WRITE: bw=[^(]*\([0-9.]+[kMG]B/s" "$c" | sed -E 's/.*\(//; s/B\/s//')
+    rbw[$case]=$(grep -aoE "VM: io verify: +READ: bw=[^(]*\([0-9.]+[kMG]B/s" "$c" | sed -E 's/.*\(//; s/B\/s//')
+    msgs[$case]=$(grep -aoE "VM: io verify: .* all checked, .* ([0-9.]+) MB/s" "$c" | sed -E 's/.* ([0-9.]+) MB\/s$/\1/')
+    grep -aE "VM: io verify: +(READ|WRITE|verify: )" "$c" | sed "s/^VM: /$case /"
+  else
+    for f in $FAULTS; do
+      extra=()
+      [ $f != longflap ] || extra=("$c" "VM: io after-longflap rc=0")
+      note=$(grep -E "name=$f\$" "$OUT/$case.faults" | cut -d' ' -f2-4) \
+        verdict "${n}_$f" has_lines "$OUT/$case.faults" "^[0-9]+ fired=[1-9][0-9]* .*name=$f\$" "$c" "VM: io $f rc=0" "${extra[@]}"
+    done
+  fi
+  check "${n}_teardown" "VM: teardown rc=0" "$c"
+  KERNEL_LOG=$s kernel_clean "${n}_server_no_kernel_warning" "" "VM: dmesg checked"
+  KERNEL_LOG=$c kernel_clean "${n}_client_no_kernel_warning" "" "VM: dmesg checked"
+  for p in "${pcaps[@]}"; do
+    bin/softirdma decode "$p" > "$p.txt" 2>&1
+    label=${p#"$OUT/$case."} label=${label%pcap}
+    note=$(tail -1 "$p.txt") verdict "${n}_${label:-fabric.}pcap_decodes_clean" has_lines "$p.txt" '^summary: frames=[1-9].* malformed=0'
+  done
+done
+# mbs FIGURE: fio's 12.3M (or k, G) as MB/s.
+mbs() { awk -v v="${1%?}" -v u="${1: -1}" 'BEGIN { printf "%.1f", v * (u == "k" ? 0.001 : u == "G" ? 1000 : 1) }'; }
+for case in "$@"; do
+  [ -z "${msgs[$case]:-}" ] || echo "$case throughput: ${msgs[$case]} MB/s of messages, each checked"
+  [ -n "${wbw[$case]:-}" ] && [ -n "${rbw[$case]:-}" ] || continue
+  echo "$case throughput: write $(mbs "${wbw[$case]}") MB/s, read $(mbs "${rbw[$case]}") MB/s"
+done
+finish
