@@ -38,12 +38,15 @@ SIP=192.168.77.1 CIP=192.168.77.2
 FAULTS="drop corrupt flap longflap"
 
 # The guests' scripts. The server's stays up until the client's guest has ended (the harness
-# then creates /share/done); the client's sets up, moves data, tears down. Both end with their
+# then creates /share/done); the client's waits for the server to be ready (/share/server-ready),
+# sets up, moves data, tears down. Both end with their
 # kernel's log. $1 is the protocol, $2 (client) the faults to go through.
 server_script() {
   cat interop/guest/lib.sh interop/guest/ulp.sh - <<SCRIPT
 SIP=$SIP CIP=$CIP
-${1}_server
+${1}_server > /tmp/server 2>&1
+cat /tmp/server
+! grep -q "VM: server ready" /tmp/server || touch /share/server-ready
 for i in \$(seq 9000); do [ -e /share/done ] && break; sleep 0.1; done
 echo "VM: client done"
 [ ! -f /tmp/rds.log ] || sed 's/^/VM: rds: /' /tmp/rds.log
@@ -54,6 +57,8 @@ SCRIPT
 client_script() {
   cat interop/guest/lib.sh interop/guest/ulp.sh - <<SCRIPT
 SIP=$SIP CIP=$CIP
+! type ${1}_hello > /dev/null 2>&1 || ${1}_hello
+wait_for 600 test -e /share/server-ready || echo "VM: the server is not ready"
 ${1}_client
 if [ -n "\$M" ] && [ -z "$2" ]; then
   ulp_io verify $SIZE

@@ -36,7 +36,7 @@ ACK = struct.Struct("!4sIIII")
 SIZES = [1, 7, 64, 1000, 1023, 1024, 1025, 4095, 4096, 4097, 8192, 65535, 65536, 100000, 262144,
          524287, MAX_MSG - HDR.size]
 WINDOW = 32
-TIMEOUT = 120
+TIMEOUT = 60
 
 
 def payload(run, sender, seq, n):
@@ -89,6 +89,28 @@ def receive(socks, wait_ms):
     return out
 
 
+RDS_INFO_COUNTERS = 10000
+
+
+def counters(s):
+    """RDS's own counters that are not zero, as "name=value ..." (RDS_INFO_COUNTERS; through
+    libc, as Python's getsockopt reads at most 1 KiB)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(1 << 16)
+    size = ctypes.c_uint32(len(buf))
+    if libc.getsockopt(s.fileno(), SOL_RDS, RDS_INFO_COUNTERS, buf, ctypes.byref(size)) < 0:
+        return "(counters: %s)" % os.strerror(ctypes.get_errno())
+    raw = buf.raw[:size.value]
+    out = []
+    for off in range(0, len(raw) - 39, 40):
+        name = raw[off:off + 32].split(b"\0")[0].decode(errors="replace")
+        value = struct.unpack_from("=Q", raw, off + 32)[0]
+        if value:
+            out.append("%s=%d" % (name, value))
+    return " ".join(out)
+
+
 def serve(addr, port, n):
     socks = [open_rds(addr, port + i) for i in range(n)]
     print("listening on %s ports %d-%d" % (addr, port, port + n - 1), flush=True)
@@ -101,6 +123,7 @@ def serve(addr, port, n):
                 summary = "checked %d messages, %d bytes, bad=%d" % (total[0], total[1], bad)
                 socks[i].sendto(summary.encode(), src)
                 print(summary, flush=True)
+                print("rds counters: " + counters(socks[0]), flush=True)
                 return 0 if bad == 0 else 1
             if len(data) < HDR.size:
                 print("short message of %d bytes from %s" % (len(data), src), flush=True)

@@ -126,13 +126,13 @@ iser_down() {
 }
 
 # SRP: ib_srpt over rdma_cm on port 5555, its target port named by GID 0, the ram disk its LUN
-# 0 for the one initiator named in /share/srp-initiator; ib_srp logs in through rdma_cm with the
-# target's service GUID (/share/srp-target). The two exchange these through /share.
+# 0 for the one initiator named in /share/srp-initiator (the client's GID 0, which srp_hello
+# writes before the client waits for the server); ib_srp logs in through rdma_cm with the
+# target's service GUID (/share/srp-target).
 srp_server() {
   ramdisk
   modprobe ib_srpt || echo "VM: server modules failed"
   W=0x$(tr -d : < /sys/class/infiniband/$(ibdev)/ports/1/gids/0)
-  cat /sys/module/ib_srpt/parameters/srpt_service_guid > /share/srp-target.tmp && mv /share/srp-target.tmp /share/srp-target
   wait_for 300 test -s /share/srp-initiator || echo "VM: no initiator"
   I=0x$(cat /share/srp-initiator)
   T=$LIO/srpt/$W/tpgt_1
@@ -140,14 +140,16 @@ srp_server() {
   mkdir -p $T/acls/$I/lun_0 && ln -s $T/lun/lun_0 $T/acls/$I/lun_0/lun_0 || echo "VM: acl failed"
   echo 5555 > $LIO/srpt/discovery_auth/rdma_cm_port
   echo 1 > $T/enable
-  [ "$(cat $T/enable 2>/dev/null)" = 1 ] && echo "VM: server ready" && touch /share/srp-ready
+  cat /sys/module/ib_srpt/parameters/srpt_service_guid > /share/srp-target
+  [ "$(cat $T/enable 2>/dev/null)" = 1 ] && echo "VM: server ready"
+}
+srp_hello() {
+  tr -d : < /sys/class/infiniband/$(ibdev)/ports/1/gids/0 > /share/srp-initiator.tmp && mv /share/srp-initiator.tmp /share/srp-initiator
 }
 srp_client() {
   modprobe -a sd_mod ib_srp || echo "VM: client modules failed"
   D=$(ibdev)
   G=$(tr -d : < /sys/class/infiniband/$D/ports/1/gids/0)
-  echo $G > /share/srp-initiator.tmp && mv /share/srp-initiator.tmp /share/srp-initiator
-  wait_for 300 test -e /share/srp-ready || echo "VM: target not ready"
   S=$(cat /share/srp-target)
   echo "id_ext=$S,ioc_guid=$S,initiator_ext=$(echo $G | cut -c1-16),dest=$SIP:5555" > /sys/class/infiniband_srp/srp-$D-1/add_target
   echo "VM: login rc=$?"
@@ -170,7 +172,6 @@ rds_server() {
   modprobe rds_rdma || echo "VM: server modules failed"
   python3 /share/rds_check.py serve $SIP 4000 $RDS_SOCKETS > /tmp/rds.log 2>&1 &
   wait_for 60 grep -q "listening" /tmp/rds.log && echo "VM: server ready"
-  sed 's/^/VM: rds: /' /tmp/rds.log
 }
 rds_client() {
   modprobe rds_rdma || echo "VM: client modules failed"
