@@ -320,16 +320,7 @@ note=$(tail -1 "$OUT/fabric.txt") why="the ports took $took frames" verdict fabr
 verdict fabric2_host_in_capture has_lines "$OUT/fabric.txt" "$H -> $B .*RC_RDMA_READ_REQUEST" \
   "$OUT/fabric.txt" "$B -> $H .*RC_RDMA_READ_REQUEST" "$OUT/fabric.txt" "$B -> $H .*mad=CM/REQ"
 fired() { grep -qE "^[0-9]+ fired=$2 .*name=$1\$" "$OUT/faults.txt"; }
-# frames_of NAME: the capture's numbers of the frames fault NAME fired on (list's frames=).
-frames_of() { sed -nE "s/^[0-9]+ fired=[0-9]+ seen=[0-9]+ frames=([0-9,.]+) .*name=$1\$/\1/p" "$OUT/faults.txt"; }
-# frame_line N: decode's line for frame N of the capture.
-frame_line() { awk -v n="#$1" '$2 == n { print; exit }' "$OUT/fabric.txt"; }
-# after N FROM TO OPCODES PSN: the first frame after frame N from FROM to TO of one of OPCODES (a
-# regular expression) with PSN PSN and a good ICRC, as decode printed it.
-after() {
-  awk -v n="$1" -v from="$2" -v to="$3" -v ops="^($4)\$" -v psn="psn=$5" \
-    'substr($2, 2) + 0 > n && $3 == from && $5 == to && $7 ~ ops && $9 == psn && / icrc=ok$/ { print; exit }' "$OUT/fabric.txt"
-}
+FAULT_LIST=$OUT/faults.txt CAPTURE_TXT=$OUT/fabric.txt
 # fault_recovered FAULT TOOL LATER: FAULT fired once, on TOOL's a_to_b traffic, which ran through,
 # and LATER (the frame that made up for it) was found.
 fault_recovered() {

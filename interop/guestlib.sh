@@ -165,3 +165,18 @@ kernel_quiet() {
   local bad='\[ *[0-9]+\.[0-9]+\] (WARNING:|BUG:|Oops|Call Trace|.*blocked for more than)'
   no_lines "$log" "VM: dmesg[0-9]*: .*(WARNING|BUG|Oops|Call Trace)|$bad${extra:+|$extra}"
 }
+
+# What a fault of a fabric did, read from its capture: FAULT_LIST is `softirdma fault list`'s
+# output, CAPTURE_TXT `softirdma decode`'s of the fabric's -pcap.
+# frames_of NAME: the capture's numbers of the frames fault NAME fired on (list's frames=).
+frames_of() { sed -nE "s/^[0-9]+ fired=[0-9]+ seen=[0-9]+ frames=([0-9,.]+) .*name=$1\$/\1/p" "$FAULT_LIST"; }
+# frame_line N: decode's line for frame N of the capture.
+frame_line() { awk -v n="#$1" '$2 == n { print; exit }' "$CAPTURE_TXT"; }
+# frame_psn LINE: the PSN of a frame's decode line.
+frame_psn() { sed -nE 's/.* psn=([0-9]+) .*/\1/p' <<< "$1"; }
+# after N FROM TO OPCODES PSN: the first frame after frame N from FROM to TO of one of OPCODES (a
+# regular expression) with PSN PSN and a good ICRC, as decode printed it.
+after() {
+  awk -v n="$1" -v from="$2" -v to="$3" -v ops="^($4)\$" -v psn="psn=$5" \
+    'substr($2, 2) + 0 > n && $3 == from && $5 == to && $7 ~ ops && $9 == psn && / icrc=ok$/ { print; exit }' "$CAPTURE_TXT"
+}
