@@ -95,11 +95,16 @@ vm-provision:
 rdma-core-reference:
 	bash interop/rdmacore-reference.sh
 
+# NFS over RDMA, iSER, SRP and RDS with both ends on Linux rxe, measured again into
+# interop/testdata/ulp-rxe.txt (interop/ulp-reference.sh).
+ulp-reference:
+	bash interop/ulp-reference.sh
+
 # Checks against peers we did not write (tshark here). .ci/run installs what they need.
-.PHONY: bench-host interop interop-host interop-host-kernel interop-host-rxe interop-host-rdmacore56 interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-fabric interop-readme-vm interop-long interop-kernels
+.PHONY: bench-host interop interop-host interop-host-kernel interop-host-rxe interop-host-rdmacore56 interop-tshark interop-rxe interop-netns interop-qtest interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-nvmeof interop-ulp interop-fabric interop-readme-vm interop-long interop-kernels ulp-reference
 # Every tier runs, whatever the ones before it did (interop/tiers.sh): the last line tallies the
 # tiers and names those that failed, and the exit status is 1 if any did.
-INTEROP_TIERS ?= interop-host interop-host-kernel interop-tshark interop-qtest interop-readme-vm interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-host-rdmacore56 interop-nvmeof interop-fabric interop-kernels interop-rxe interop-netns
+INTEROP_TIERS ?= interop-host interop-host-kernel interop-tshark interop-qtest interop-readme-vm interop-guestpci interop-guestdriver interop-guesthostpeer interop-guestrobust interop-rdmacore interop-host-rdmacore56 interop-nvmeof interop-ulp interop-fabric interop-kernels interop-rxe interop-netns
 interop:
 	@MAKE="$(MAKE)" bash interop/tiers.sh $(INTEROP_TIERS)
 
@@ -204,6 +209,15 @@ interop-rdmacore:
 # warning (interop/guestnvmeof.sh; its other cases run in interop-long).
 interop-nvmeof:
 	bash interop/guestnvmeof.sh
+
+# The kernel's other RDMA storage users between two guests on softirdma0, two functions of one
+# serve: NFS over RDMA, iSER, SRP and RDS set up, moving 64 MiB with every byte verified, torn
+# down; then each again under a dropped, a corrupted frame, a short and a long link flap, each
+# proved from the fabric's capture (interop/guestulp.sh; the cases with rxe at one end or both
+# run in interop-long). PASS lines device_guest_<proto>_softirdma_to_softirdma[_fault]_<check>.
+ULP_CASES = nfsrdma iser srp rds
+interop-ulp:
+	bash interop/guestulp.sh $(foreach p,$(ULP_CASES),$(p)_softirdma_to_softirdma $(p)_softirdma_to_softirdma_fault)
 
 # Two VMs on one serve (-function a, -function b, the fabric inside serve) and an rxe VM on its
 # uplink: ibv_rc_pingpong and perftest's four bandwidth tools both ways, rping and NVMe over

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `make interop-long`: host programs against Linux rxe in a VM (interop/hostrxe.sh); NVMe over
-# Fabrics' cases that make interop leaves out (on Linux 6.12);
+# Fabrics' cases that make interop leaves out (on Linux 6.12); NFS over RDMA, iSER, SRP and RDS
+# with rxe at one end or both (interop/guestulp.sh);
 # then the guest cases of interop-guestdriver, -guesthostpeer, -guestrobust, -rdmacore and
-# -fabric, which make interop runs on Linux 6.12, and NVMe over Fabrics between two guests on
-# softirdma0, again with every VM on Linux 6.1 and on the newest kernel Debian ships (VM_KERNEL).
+# -fabric, which make interop runs on Linux 6.12, and NVMe over Fabrics, NFS over RDMA, iSER, SRP
+# and RDS between two guests on softirdma0, again with every VM on Linux 6.1 and on the newest kernel Debian ships (VM_KERNEL).
 # Those PASS/FAIL lines are renamed device_guest_k<major>.<minor>_<case> (fabric2_k..., fault_k...);
 # the last line is the tally. About 30 minutes.
 set -uo pipefail
@@ -18,7 +19,7 @@ run() {
   out=$("$@" 2>&1)
   rc=$?
   [ -z "${SED:-}" ] || out=$(sed -E "$SED" <<< "$out")
-  grep -E '^(PASS|FAIL)|^rdma-core tests on|^target on|logs in' <<< "$out"
+  grep -E '^(PASS|FAIL|NOTE)|^rdma-core tests on|^target on| server on |logs in' <<< "$out"
   pass=$((pass + $(grep -c '^PASS' <<< "$out")))
   n=$(grep -c '^FAIL' <<< "$out")
   [ "$rc" = 0 ] || [ "$n" -gt 0 ] || { n=1; echo "FAIL $label (exit $rc)"; }
@@ -31,6 +32,11 @@ SED= run hostrxe bash interop/hostrxe.sh
 # recovery from loss takes its host seconds), a killed serve on either side.
 SED= run guestnvmeof bash interop/guestnvmeof.sh rxe_to_softirdma softirdma_to_softirdma_srq \
   softirdma_to_softirdma_loss softirdma_to_rxe_loss rxe_to_softirdma_kill_host softirdma_to_rxe_kill_target
+# NFS over RDMA, iSER, SRP and RDS with rxe at one end or both (make interop runs both ends on
+# softirdma0): the client on softirdma0 against an rxe server and the reverse, beside both on rxe.
+cases=()
+for p in nfsrdma iser srp rds; do cases+=(${p}_rxe_to_softirdma ${p}_softirdma_to_rxe ${p}_rxe_to_rxe); done
+SED= run guestulp bash interop/guestulp.sh "${cases[@]}"
 for k in 6.1 newest; do
   log=$(mktemp)
   bash vm/provision.sh 6.12 "$k" > "$log" 2>&1 || { tail -20 "$log"; echo "FAIL provisioning $k"; failed=$((failed + 1)); continue; }
@@ -42,6 +48,8 @@ for k in 6.1 newest; do
     run "$t" env VM_KERNEL="$k" bash "interop/$t.sh"
   done
   run guestnvmeof env VM_KERNEL="$k" bash interop/guestnvmeof.sh softirdma_to_softirdma
+  run guestulp env VM_KERNEL="$k" bash interop/guestulp.sh nfsrdma_softirdma_to_softirdma iser_softirdma_to_softirdma \
+    srp_softirdma_to_softirdma rds_softirdma_to_softirdma
 done
 echo "interop-long: $pass passed, $failed failed"
 [ "$failed" = 0 ]

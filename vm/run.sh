@@ -14,6 +14,7 @@
 #   VM_LINK=L,R        a second NIC, eth1: QEMU -netdev dgram, frames from the guest to UDP
 #                      127.0.0.1:R, frames to the guest at 127.0.0.1:L (a `serve -link
 #                      dgram:127.0.0.1:R,127.0.0.1:L`, or another VM with L and R swapped)
+#   VM_PCAP=FILE       eth1's frames, both ways, written to FILE as QEMU sees them (filter-dump)
 #   VM_FWD=PORT        host 127.0.0.1:PORT forwarded to the guest's TCP 18515 (rdma-core's tools)
 #   VM_SHARE=DIR       DIR read-write at /share in the guest
 #   VM_MAC0, VM_MAC1   eth0's and eth1's MACs (default 52:54:00:00:00:10, 52:54:00:00:77:02)
@@ -47,6 +48,12 @@ if [ -n "${VM_LINK:-}" ]; then
   port "${R:-}" "VM_LINK's second port"
   X+=(-netdev "dgram,id=n1,local.type=inet,local.host=127.0.0.1,local.port=$L,remote.type=inet,remote.host=127.0.0.1,remote.port=$R"
     -device "virtio-net-pci,netdev=n1,mac=$MAC1")
+  if [ -n "${VM_PCAP:-}" ]; then
+    case $VM_PCAP in *,*) vm_die "VM_PCAP must be a path without commas, not '$VM_PCAP'" ;; esac
+    X+=(-object "filter-dump,id=d1,netdev=n1,file=$VM_PCAP,maxlen=65535")
+  fi
+elif [ -n "${VM_PCAP:-}" ]; then
+  vm_die "VM_PCAP captures eth1, which only VM_LINK gives"
 fi
 if [ -n "${VM_SHARE:-}" ]; then
   [ -d "$VM_SHARE" ] || vm_die "VM_SHARE $VM_SHARE is not a folder"
