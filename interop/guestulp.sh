@@ -19,7 +19,10 @@
 # PASS/FAIL lines device_guest_<PROTO>_<SERVER>_to_<CLIENT>_<check> (setup, io_verify,
 # teardown, no_kernel_warning, pcap_decodes_clean) and ..._fault_<drop|corrupt|flap|longflap>;
 # then a line per case with its throughput: "<case> throughput: write N MB/s, read N MB/s".
-# ULP_SIZE (default 64M) is how much each I/O moves.
+# ULP_SIZE (default 64M) is how much each I/O moves. ULP_RXE_RATE (default 400M) paces a softirdma
+# guest's serve toward an rxe guest (serve -rate): unpaced, its RDMA READ responses and SENDs
+# outrun what an rxe guest under TCG takes in, and rxe asks again for what it dropped (an NFS
+# client on softirdma0 then wrote at half an rxe client's speed to an rxe server); empty: unpaced.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { echo "usage: $0 PROTO_SERVER_to_CLIENT[_fault]... (PROTO nfsrdma|iser|srp|rds, each end rxe|softirdma)" >&2; exit 2; }
@@ -29,7 +32,7 @@ for c in "$@"; do
   [[ $c != *_fault ]] || [[ $c == *_softirdma_to_softirdma_fault ]] ||
     { echo "case '$c': faults are the fabric's, so both ends are softirdma" >&2; exit 2; }
 done
-SIZE=${ULP_SIZE:-64M}
+SIZE=${ULP_SIZE:-64M} RXE_RATE=${ULP_RXE_RATE-400M}
 [[ $SIZE =~ ^[1-9][0-9]{0,5}[kKMG]?$ ]] || { echo "ULP_SIZE must be a size like 64M, not '$SIZE'" >&2; exit 2; }
 . interop/guestlib.sh
 guest_setup device_guest_ulp_module_build
@@ -77,19 +80,20 @@ SCRIPT
 }
 
 # boot ROLE DEVICE IP MAC: one guest in the background, its console in $OUT/<case>.<role>.log,
-# its pid in <role>_pid. A softirdma guest beside an rxe one gets a serve of its own on their
-# link (its capture <case>.<role>.pcap); two softirdma guests share $fabric's serve.
+# its pid in <role>_pid. A softirdma guest beside an rxe one gets a serve of its own, its link
+# to the rxe guest paced to RXE_RATE (its capture <case>.<role>.pcap); two softirdma guests
+# share $fabric's serve.
 boot() {
   local role=$1 dev=$2 ip=$3 mac=$4 mine theirs sock args=() env=()
   if [ "$role" = server ]; then mine=$p1 theirs=$p2; else mine=$p2 theirs=$p1; fi
   if [ "$dev" = softirdma ] && [ -n "$fabric" ]; then
     args=(vm.softirdma=$ip/24) env=(VM_SOCKET="$OUT/$case.$role.sock" VM_MAC0=$mac)
   elif [ "$dev" = softirdma ]; then
-    sock=$(mktemp -u /tmp/softirdma-XXXXXX.sock)
-    bin/softirdma serve -socket "$sock" -link "dgram:127.0.0.1:$mine,127.0.0.1:$theirs" -ip "$ip" \
-      -pcap "$OUT/$case.$role.pcap" > "$OUT/$case.$role.serve.out" 2> "$OUT/$case.$role.serve.log" &
+    sock=$OUT/$case.$role.sock
+    bin/softirdma serve -function name=$role,socket="$sock",ip=$ip -link "dgram:127.0.0.1:$mine,127.0.0.1:$theirs" \
+      ${RXE_RATE:+-rate $RXE_RATE} -pcap "$OUT/$case.$role.pcap" > "$OUT/$case.$role.serve.out" 2> "$OUT/$case.$role.serve.log" &
     pids+=($!) serves+=($!)
-    waitfor "$OUT/$case.$role.serve.out" "listening on" 30 $! || { cat "$OUT/$case.$role.serve.log"; return 1; }
+    waitfor "$OUT/$case.$role.serve.out" "function $role .* listening on" 30 $! || { cat "$OUT/$case.$role.serve.log"; return 1; }
     pcaps+=("$OUT/$case.$role.pcap")
     args=(vm.softirdma=$ip/24) env=(VM_SOCKET="$sock" VM_MAC0=$mac)
   else

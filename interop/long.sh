@@ -33,9 +33,12 @@ SED= run hostrxe bash interop/hostrxe.sh
 SED= run guestnvmeof bash interop/guestnvmeof.sh rxe_to_softirdma softirdma_to_softirdma_srq \
   softirdma_to_softirdma_loss softirdma_to_rxe_loss rxe_to_softirdma_kill_host softirdma_to_rxe_kill_target
 # NFS over RDMA, iSER, SRP and RDS with rxe at one end or both (make interop runs both ends on
-# softirdma0): the client on softirdma0 against an rxe server and the reverse, beside both on rxe.
+# softirdma0): the client on softirdma0 against an rxe server and the reverse, beside both on rxe
+# and both on softirdma0 (so that each server has both clients in one run).
 cases=()
-for p in nfsrdma iser srp rds; do cases+=(${p}_rxe_to_softirdma ${p}_softirdma_to_rxe ${p}_rxe_to_rxe); done
+for p in nfsrdma iser srp rds; do
+  cases+=(${p}_rxe_to_softirdma ${p}_softirdma_to_rxe ${p}_rxe_to_rxe ${p}_softirdma_to_softirdma)
+done
 SED= run guestulp bash interop/guestulp.sh "${cases[@]}"
 for k in 6.1 newest; do
   log=$(mktemp)
