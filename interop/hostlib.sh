@@ -10,6 +10,7 @@ for t in ibv_rc_pingpong:ibverbs-utils ib_write_bw:perftest rping:rdmacm-utils q
 done
 [ -d /usr/lib/python3/dist-packages/pyverbs ] || missing+=(python3-pyverbs)
 [ -e /usr/include/infiniband/verbs.h ] || missing+=(libibverbs-dev)
+[ -e /usr/include/rdma/rdma_cma.h ] || missing+=(librdmacm-dev)
 [ -e /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so ] || [ -e /usr/lib/aarch64-linux-gnu/libibverbs/librxe-rdmav34.so ] || missing+=(ibverbs-providers)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" > "$OUT/apt.log" 2>&1 || { cat "$OUT/apt.log"; abort "host: installing ${missing[*]}"; }

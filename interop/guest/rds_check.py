@@ -12,7 +12,9 @@
       1G, ...), no more than WINDOW unanswered at a time; exits 0 once every message was answered
       intact, 1 on a bad answer or none within TIMEOUT seconds.
   rds_check.py stop ADDR SERVER PORT N
-      tells the server to stop and prints its totals; exits 0 if it found nothing bad.
+      tells the server to stop and prints its totals; exits 0 if it found nothing bad. (RDS drops
+      what a socket has not yet delivered when it closes: the server keeps its answer's socket
+      open until the stopper says BYE.)
 
 Message: a header "RDSC", run, sender, sequence, length, then length bytes of random.Random
 seeded with (run, sender, sequence). Answer: "RACK", run, sender, sequence, 1 if intact.
@@ -121,9 +123,12 @@ def serve(addr, port, n):
             if data[:4] == b"STOP":
                 total = sum(r[0] for r in runs.values()), sum(r[1] for r in runs.values())
                 summary = "checked %d messages, %d bytes, bad=%d" % (total[0], total[1], bad)
-                socks[i].sendto(summary.encode(), src)
+                send(socks[i], summary.encode(), src, time.monotonic() + TIMEOUT)
                 print(summary, flush=True)
                 print("rds counters: " + counters(socks[0]), flush=True)
+                # Closing drops what RDS has not yet delivered: the answer stays until the stopper
+                # says it has it.
+                linger(socks, 10)
                 return 0 if bad == 0 else 1
             if len(data) < HDR.size:
                 print("short message of %d bytes from %s" % (len(data), src), flush=True)
@@ -142,6 +147,14 @@ def serve(addr, port, n):
             runs[run][0] += 1
             runs[run][1] += len(data) - HDR.size
             send(socks[i], ACK.pack(b"RACK", run, sender, seq, int(good)), src, time.monotonic() + TIMEOUT)
+
+
+def linger(socks, seconds):
+    """Keep socks open until a BYE comes, at most seconds."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if any(data[:3] == b"BYE" for _, data, _ in receive(socks, 200)):
+            return
 
 
 def size_arg(text):
@@ -200,9 +213,11 @@ def stop(addr, server, port, n):
     deadline = time.monotonic() + TIMEOUT
     send(s, b"STOP", (server, port), deadline)
     while time.monotonic() < deadline:
-        for _, data, _ in receive([s], 1000):
+        for _, data, src in receive([s], 1000):
             text = data.decode(errors="replace")
             print(text, flush=True)
+            send(s, b"BYE", src, deadline)
+            linger([s], 1)
             return 0 if text.endswith("bad=0") else 1
     print("the server did not answer the stop within %d s" % TIMEOUT, flush=True)
     return 1
