@@ -81,7 +81,7 @@ func (e *eq) postFor(typ uint8, num uint32, last *uint64) bool {
 }
 
 // cq is a CQ in guest memory: the engine's completions are written into its ring as they
-// happen (emu.CreateCQSink), in the ib_uverbs_wc layout.
+// happen (engine.CreateCQSolicitedSink), in the ib_uverbs_wc layout.
 type cq struct {
 	f    *Function
 	emu  *engine.CQ
@@ -94,11 +94,16 @@ type cq struct {
 	gone bool // its ring is unusable (revoked, unmapped): every completion overflows
 
 	eqWritten uint64 // its EQ's written count at its last completion event (0: none); eq.mu guards it
+
+	// written counts the CQEs written; solicitedWritten is written just after the last one that
+	// was solicited or failed (0: none), so an arm for solicited completions can tell whether
+	// that one is still unconsumed. mu guards both.
+	written, solicitedWritten uint64
 }
 
 // sink writes one completion; false means the ring is full (an overflow for the engine).
 // It runs with the engine locked.
-func (c *cq) sink(wc engine.WC) bool {
+func (c *cq) sink(wc engine.WC, solicited bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gone {
@@ -115,6 +120,10 @@ func (c *cq) sink(wc engine.WC) bool {
 		return false
 	}
 	c.prod = (c.prod + 1) & c.r.mask()
+	c.written++
+	if solicited || wc.Status != engine.WCSuccess {
+		c.solicitedWritten = c.written
+	}
 	return c.r.writeU32(abi.QHProducer, c.prod) == nil
 }
 
@@ -133,28 +142,39 @@ func (c *cq) completed() {
 
 // arm arms the CQ from a write to its arm register. The arm register is a posted write: a
 // completion may land after the driver's last poll and before the device sees the arm, and
-// would then never be announced. So an arm for the next completion finds the CQEs the driver
-// has not consumed (the ring's consumer index) and announces them at once; the event may come
-// twice, never not at all, as a NIC reporting missed events.
+// would then never be announced. So an arm finds the CQEs the driver has not consumed (the
+// ring's consumer index) and announces them at once if one of them would have fired it: any, for
+// the next completion; a solicited or failed one, for solicited completions only (RDS arms its
+// receive CQ so, polls, arms, polls again, and waits). The event may come twice, never not at
+// all, as a NIC reporting missed events.
 func (c *cq) arm(v uint32) {
 	if v&(abi.ArmNext|abi.ArmSolicited) == 0 {
 		return
 	}
-	_ = c.emu.ReqNotify(v&abi.ArmNext == 0)
-	if v&abi.ArmNext != 0 && c.unpolled() && c.eq != nil && c.eq.postCompletion(c) {
+	next := v&abi.ArmNext != 0
+	_ = c.emu.ReqNotify(!next)
+	if c.unpolled(!next) && c.eq != nil && c.eq.postCompletion(c) {
 		c.f.signal(c.eq.vector)
 	}
 }
 
-// unpolled says whether the ring holds completions the driver has not consumed.
-func (c *cq) unpolled() bool {
+// unpolled says whether the ring holds completions the driver has not consumed; with
+// solicitedOnly, whether a solicited or failed one is among them.
+func (c *cq) unpolled(solicitedOnly bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gone {
 		return false
 	}
 	cons, err := c.r.readU32(abi.QHConsumer)
-	return err == nil && cons&c.r.mask() != c.prod
+	if err != nil {
+		return false
+	}
+	n := uint64((c.prod - cons) & c.r.mask())
+	if !solicitedOnly {
+		return n != 0
+	}
+	return c.solicitedWritten != 0 && c.written-c.solicitedWritten < n
 }
 
 // eqElemLog is log2 of abi.EQEntrySize: an EQ's elements are its entries.
@@ -227,7 +247,7 @@ func (f *Function) createCQLocked(args abi.CreateCQArgs, result func(int, uint32
 		return errf(syscall.ENOMEM, "all %d CQ slots in use", len(f.cqSlots))
 	}
 	c := &cq{f: f, r: r, eq: e, slot: uint32(slot)}
-	ecq, err := f.dev.CreateCQSink(c.sink)
+	ecq, err := f.dev.CreateCQSolicitedSink(c.sink)
 	if err != nil {
 		return err
 	}

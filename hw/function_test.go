@@ -878,3 +878,71 @@ func TestSetAVTable(t *testing.T) {
 		t.Fatal("the table outlived its removal")
 	}
 }
+
+// The arm register is a posted write: a solicited receive that lands after the driver's last
+// poll and before the device sees its arm for solicited completions is announced by the arm
+// (RDS arms its receive CQ so, polls once more and waits: without this it waited on an answer
+// sitting in the ring). Unconsumed unsolicited CQEs do not fire that arm, nor consumed ones.
+func TestSolicitedArmOverUnpolledSolicitedCQE(t *testing.T) {
+	b := newBench(t)
+	b.enable()
+	pdn := b.ok(abi.OpAllocPD, nil)
+	b.ringAt(0x120000, 0x110000, 1, 4, 4)
+	eqn := b.ok(abi.OpCreateEQ, append(pageListBytes(0x110000, 1, 12, 1), 4, abi.EQCompletion, 3, 0))
+	b.ringAt(0x140000, 0x112000, 3, 7, 6)
+	errno, res := b.cmd(abi.OpCreateCQ, append(queueArgs(7, 6, 0x112000, 3), u32s(0, 0, eqn)[8:]...))
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	slot := res[1]
+	c := b.f.cqs[res[0]]
+	pd := b.f.pds[pdn].pd
+	caps := emu.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}
+	qp, err := pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: c.emu, RecvCQ: c.emu, Cap: caps})
+	must(t, err)
+	peerCQ, _ := b.f.Device().CreateCQ(16)
+	peer, err := pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: peerCQ, RecvCQ: peerCQ, Cap: caps})
+	must(t, err)
+	must(t, emu.ConnectRC(qp, peer, emu.ConnectOptions{}))
+	buf, err := pd.RegMR(make([]byte, 4096), emu.AccessLocalWrite)
+	must(t, err)
+	sgl := []emu.SGE{{Addr: buf.Addr(), Length: 8, LKey: buf.LKey()}}
+	receive := func(id uint64, flags emu.SendFlags) {
+		must(t, qp.PostRecv(emu.RecvWR{ID: id, SGL: sgl}))
+		must(t, peer.PostSend(emu.SendWR{ID: id, Opcode: emu.WRSend, Flags: flags, SGL: sgl}))
+		b.sim.RunUntilIdle(0)
+	}
+	eqProducer := func() uint32 { return binary.LittleEndian.Uint32(b.at(0x120000 + abi.QHProducer)) }
+	consumed := func(n uint32) { binary.LittleEndian.PutUint32(b.at(0x140000+abi.QHConsumer), n) }
+
+	// Unarmed, an unsolicited receive and then a solicited one land: nothing announced.
+	receive(1, 0)
+	receive(2, emu.SendSolicited)
+	if p := eqProducer(); p != 0 {
+		t.Fatalf("EQ producer %d with the CQ unarmed", p)
+	}
+	// The driver polled the first only, then arms for solicited completions: announced at once.
+	consumed(1)
+	b.setArm(slot, abi.ArmSolicited)
+	if p := eqProducer(); p != 1 {
+		t.Fatalf("EQ producer %d after a solicited arm over an unpolled solicited CQE, want 1", p)
+	}
+	// Polled; an unsolicited receive lands on the spent arm; a solicited arm over it: nothing.
+	binary.LittleEndian.PutUint32(b.at(0x120000+abi.QHConsumer), 1)
+	consumed(2)
+	receive(3, 0)
+	b.setArm(slot, abi.ArmSolicited)
+	if p := eqProducer(); p != 1 {
+		t.Fatalf("EQ producer %d after a solicited arm over an unsolicited CQE", p)
+	}
+	// Everything consumed: a solicited arm waits, and the next solicited receive fires it.
+	consumed(3)
+	b.setArm(slot, abi.ArmSolicited)
+	if p := eqProducer(); p != 1 {
+		t.Fatalf("EQ producer %d after a solicited arm over an empty ring", p)
+	}
+	receive(4, emu.SendSolicited)
+	if p := eqProducer(); p != 2 {
+		t.Fatalf("EQ producer %d after a solicited receive on an armed CQ, want 2", p)
+	}
+}

@@ -11,8 +11,8 @@ type CQ struct {
 	num uint32
 	// sink, when set, takes every completion instead of ring: a device model's CQ in guest
 	// memory. It runs with the CQ locked (and the QP completing); false means it had no room,
-	// an overflow.
-	sink   func(WC) bool
+	// an overflow. solicited is the completion's SE.
+	sink   func(wc WC, solicited bool) bool
 	events chan struct{}
 
 	// mu guards the CQ's completions and what they set off.
@@ -54,6 +54,17 @@ func (d *Device) CreateCQ(cqe int) (*CQ, error) {
 // it reports false when the CQ has no room, which is an overflow as for a full CQ (the QP goes
 // to ERR, CQ_ERR is raised). Arming and OnCompletion work as for any CQ.
 func (d *Device) CreateCQSink(sink func(WC) bool) (*CQ, error) {
+	if sink == nil {
+		return nil, fmt.Errorf("create_cq: no sink: %w", syscall.EINVAL)
+	}
+	return d.CreateCQSolicitedSink(func(wc WC, _ bool) bool { return sink(wc) })
+}
+
+// CreateCQSolicitedSink is CreateCQSink with sink told whether each completion is solicited (the
+// receive of a message whose last packet had the SE bit): a device model whose arm is a posted
+// write needs it to announce, when armed for solicited completions, one that landed before it
+// saw the arm.
+func (d *Device) CreateCQSolicitedSink(sink func(wc WC, solicited bool) bool) (*CQ, error) {
 	if err := d.check("create_cq"); err != nil {
 		return nil, err
 	}
@@ -193,7 +204,7 @@ func (cq *CQ) Events() <-chan struct{} { return cq.events }
 func (cq *CQ) push(wc WC, solicited bool) bool {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
-	if cq.sink != nil && !cq.sink(wc) || cq.sink == nil && cq.n == len(cq.ring) {
+	if cq.sink != nil && !cq.sink(wc, solicited) || cq.sink == nil && cq.n == len(cq.ring) {
 		if !cq.overflowed {
 			cq.dev.raise(AsyncCQErr, cq.num)
 		}
