@@ -799,6 +799,20 @@ func TestCompletionQueues(t *testing.T) {
 	b.ok(abi.OpDestroyEQ, u32s(eqn))
 }
 
+// cqOnEQ makes a completion EQ (vector 3, its ring at 0x120000) and a 128-entry CQ on it (its
+// ring at 0x140000), and returns the CQ's number and doorbell slot.
+func (b *bench) cqOnEQ() (cqn, slot uint32) {
+	b.t.Helper()
+	b.ringAt(0x120000, 0x110000, 1, 4, 4)
+	eqn := b.ok(abi.OpCreateEQ, append(pageListBytes(0x110000, 1, 12, 1), 4, abi.EQCompletion, 3, 0))
+	b.ringAt(0x140000, 0x112000, 3, 7, 6)
+	errno, res := b.cmd(abi.OpCreateCQ, append(queueArgs(7, 6, 0x112000, 3), u32s(0, 0, eqn)[8:]...))
+	if errno != 0 {
+		b.t.Fatalf("create_cq: %v", errno)
+	}
+	return res[0], res[1]
+}
+
 func (b *bench) setArm(slot, v uint32) {
 	b.t.Helper()
 	var p [4]byte
@@ -887,15 +901,8 @@ func TestSolicitedArmOverUnpolledSolicitedCQE(t *testing.T) {
 	b := newBench(t)
 	b.enable()
 	pdn := b.ok(abi.OpAllocPD, nil)
-	b.ringAt(0x120000, 0x110000, 1, 4, 4)
-	eqn := b.ok(abi.OpCreateEQ, append(pageListBytes(0x110000, 1, 12, 1), 4, abi.EQCompletion, 3, 0))
-	b.ringAt(0x140000, 0x112000, 3, 7, 6)
-	errno, res := b.cmd(abi.OpCreateCQ, append(queueArgs(7, 6, 0x112000, 3), u32s(0, 0, eqn)[8:]...))
-	if errno != 0 {
-		t.Fatal(errno)
-	}
-	slot := res[1]
-	c := b.f.cqs[res[0]]
+	cqn, slot := b.cqOnEQ()
+	c := b.f.cqs[cqn]
 	pd := b.f.pds[pdn].pd
 	caps := emu.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}
 	qp, err := pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: c.emu, RecvCQ: c.emu, Cap: caps})

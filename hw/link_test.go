@@ -38,14 +38,7 @@ func TestFunctionOnALink(t *testing.T) {
 		t.Fatal("the host does not carry the function's engine")
 	}
 	pdn := b.ok(abi.OpAllocPD, nil)
-	b.ringAt(0x120000, 0x110000, 1, 4, 4)
-	eqn := b.ok(abi.OpCreateEQ, append(pageListBytes(0x110000, 1, 12, 1), 4, abi.EQCompletion, 3, 0))
-	b.ringAt(0x140000, 0x112000, 3, 7, 6)
-	errno, res := b.cmd(abi.OpCreateCQ, append(queueArgs(7, 6, 0x112000, 3), u32s(0, 0, eqn)[8:]...))
-	if errno != 0 {
-		t.Fatal(errno)
-	}
-	cqn, cqSlot := res[0], res[1]
+	cqn, cqSlot := b.cqOnEQ()
 	q := b.makeQP(pdn, cqn, 0x150000, 0x113000, 0x160000, 0x114000)
 	for i := range 2 {
 		binary.LittleEndian.PutUint64(b.at(0x117000+uint64(8*i)), 0x1a0000+uint64(i)*4096)
