@@ -186,8 +186,9 @@ func (q *cq) events() uint64 {
 	return q.sent
 }
 
-// REQ_NOTIFY_CQ: cq_handle (0), solicited_only (4). Completions already in the ring that the
-// program has not polled fire the event at once, as the kernel's arm finds them.
+// REQ_NOTIFY_CQ: cq_handle (0), solicited_only (4). Completions already in the ring fire
+// nothing: the arm is answered before the program polls once more (as libibverbs asks), and
+// each completion is in the ring before it could fire, so that poll finds any the arm missed.
 func (c *Context) reqNotifyCQ(r *request) error {
 	q, err := find(c.cqs, r.u32(0), "CQ")
 	if err != nil {
