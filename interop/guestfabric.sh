@@ -171,19 +171,12 @@ VM_SCRIPT="$OUT/b.sh" VM_SOCKET=$SB VM_MAC0=52:54:00:00:0b:10 timeout 900 bash v
 bpid=$!; pids+=($bpid)
 VM_SCRIPT="$OUT/a.sh" VM_SOCKET=$SA VM_MAC0=52:54:00:00:0a:10 timeout 900 bash vm/run.sh vm.softirdma=$A/24 > "$OUT/a.log" 2>&1 &
 apid=$!; pids+=($apid)
-# probed NAME...: the probe faults NAME... have fired. (The list is read whole first: grep -q
-# ending the pipe early would cut the list's writer off, and pipefail take that for a failure.)
-probed() {
-  local faults n
-  faults=$(bin/softirdma fault -socket "$OUT/ctl.sock" list) || return 1
-  for n in "$@"; do grep -q "fired=1 .*name=$n\$" <<< "$faults" || return 1; done
-}
 # The flap: once a's long transfer moves (a probe fault, a 1 ms delay of one of its WRITE
 # packets, has fired), b's link goes down for 20 s.
 flap=
 if waitfor "$OUT/a.log" "VM: flap next" 600 $apid; then
   bin/softirdma fault -socket "$OUT/ctl.sock" add delay from=a opcode=RDMA_WRITE_MIDDLE delay=1ms count=1 name=probe > /dev/null
-  POLL=0.1 wait_until 120 $apid probed probe || true
+  POLL=0.1 wait_until 120 $apid probed "$OUT/ctl.sock" probe || true
   bin/softirdma fault -socket "$OUT/ctl.sock" add flap from=b for=20s name=flap > /dev/null && flap=1
 fi
 # Isolation: once a's pingpong and b's write to r both move (a probe fault on each has fired),
@@ -192,7 +185,7 @@ killed=
 if waitfor "$OUT/a.log" "VM: isolation next" 600 $apid; then
   bin/softirdma fault -socket "$OUT/ctl.sock" add delay from=a opcode=SEND_MIDDLE delay=1ms count=1 name=iso-a > /dev/null
   bin/softirdma fault -socket "$OUT/ctl.sock" add delay from=b opcode=RDMA_WRITE_MIDDLE delay=1ms count=1 name=iso-b > /dev/null
-  if POLL=0.1 wait_until 120 $apid probed iso-a iso-b && pkill -9 -f "qemu-system.*$SA"; then
+  if POLL=0.1 wait_until 120 $apid probed "$OUT/ctl.sock" iso-a iso-b && pkill -9 -f "qemu-system.*$SA"; then
     killed=$(wc -l < "$OUT/b.log")
     echo "a's QEMU killed"
   fi
@@ -331,7 +324,7 @@ fault_recovered() {
 n=$(frames_of read-middle) line= asked=
 if [[ $n =~ ^[0-9]+$ ]]; then
   line=$(frame_line "$n")
-  psn=$(sed -nE 's/.* psn=([0-9]+) .*/\1/p' <<< "$line")
+  psn=$(frame_psn "$line")
   [[ $line == *" $B -> $A "*" RC_RDMA_READ_RESPONSE_MIDDLE "* ]] && asked=$(after "$n" "$A" "$B" RC_RDMA_READ_REQUEST "$psn")
 fi
 note="dropped #$n: ${line#* #$n }; asked again: ${asked#* }" why="frames='$n' dropped: '$line', asked again: '$asked'" \
@@ -341,7 +334,7 @@ note="dropped #$n: ${line#* #$n }; asked again: ${asked#* }" why="frames='$n' dr
 n=$(frames_of write-middle) line= again=
 if [[ $n =~ ^[0-9]+$ ]]; then
   line=$(frame_line "$n")
-  psn=$(sed -nE 's/.* psn=([0-9]+) .*/\1/p' <<< "$line")
+  psn=$(frame_psn "$line")
   [[ $line == *" $A -> $B "*" RC_RDMA_WRITE_MIDDLE "*" icrc=bad"* ]] &&
     again=$(after "$n" "$A" "$B" "RC_RDMA_WRITE_(FIRST|MIDDLE|LAST|ONLY)" "$psn")
 fi

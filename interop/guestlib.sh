@@ -166,6 +166,16 @@ kernel_quiet() {
   no_lines "$log" "VM: dmesg[0-9]*: .*(WARNING|BUG|Oops|Call Trace)|$bad${extra:+|$extra}"
 }
 
+# probed CONTROL NAME...: the probe faults NAME... (count=1 each) of the fabric whose control
+# socket is CONTROL have fired. (The list is read whole first: grep -q ending the pipe early
+# would cut the list's writer off, and pipefail take that for a failure.)
+probed() {
+  local faults n
+  faults=$(bin/softirdma fault -socket "$1" list) || return 1
+  shift
+  for n in "$@"; do grep -q "fired=1 .*name=$n\$" <<< "$faults" || return 1; done
+}
+
 # What a fault of a fabric did, read from its capture: FAULT_LIST is `softirdma fault list`'s
 # output, CAPTURE_TXT `softirdma decode`'s of the fabric's -pcap.
 # frames_of NAME: the capture's numbers of the frames fault NAME fired on (list's frames=).

@@ -42,15 +42,15 @@ FAULTS="drop corrupt flap longflap"
 
 # The guests' scripts. The server's stays up until the client's guest has ended (the harness
 # then creates /share/done); the client's waits for the server to be ready (/share/server-ready),
-# sets up, moves data, tears down. Both end with their
-# kernel's log. $1 is the protocol, $2 (client) the faults to go through.
+# sets up, moves data, tears down. Both end with their kernel's log. $1 is the protocol, $2
+# (client) the faults to go through.
 server_script() {
   cat interop/guest/lib.sh interop/guest/ulp.sh - <<SCRIPT
 SIP=$SIP CIP=$CIP
 ${1}_server > /tmp/server 2>&1
 cat /tmp/server
 ! grep -q "VM: server ready" /tmp/server || touch /share/server-ready
-for i in \$(seq 9000); do [ -e /share/done ] && break; sleep 0.1; done
+wait_for 900 test -e /share/done
 echo "VM: client done"
 [ ! -f /tmp/rds.log ] || sed 's/^/VM: rds: /' /tmp/rds.log
 dmesg | sed 's/^/VM: dmesg: /'
@@ -119,32 +119,37 @@ start_fabric() {
   pcaps+=("$OUT/$case.pcap")
 }
 fault() { bin/softirdma fault -socket "$OUT/$case.ctl" "$@"; }
-# fired NAME: the fault NAME fired at least once.
-fired() { fault list | grep -qE "^[0-9]+ fired=[1-9][0-9]* .*name=$1\$"; }
 
-# What each fault breaks, per protocol: the frames that carry its data. Where the protocol
-# reads (an NFS WRITE's read chunks, an iSCSI or SCSI write's data), the server's RDMA READ of
-# the client's buffer: a response from the client dropped, then one of the server's RDMA WRITEs
-# of the read-back corrupted. RDS moves all in SENDs.
-drop_of() { case $1 in rds) echo "drop from=client opcode=SEND_MIDDLE nth=40" ;; *) echo "drop from=client opcode=RDMA_READ_RESPONSE_MIDDLE nth=40" ;; esac; }
-corrupt_of() { case $1 in rds) echo "corrupt from=client opcode=SEND_MIDDLE nth=60" ;; *) echo "corrupt from=server opcode=RDMA_WRITE_MIDDLE nth=60" ;; esac; }
+# target PROTO FAULT: what FAULT (drop, corrupt) breaks of the protocol's data, as "SENDER FROM
+# TO OPCODE NTH": the sending function, its address and the receiver's, the frames' opcode, and
+# which of them. Where the protocol reads (an NFS WRITE's read chunks, an iSCSI or SCSI write's
+# data), the server's RDMA READ of the client's buffer: a response from the client dropped; one
+# of the server's RDMA WRITEs of the read-back corrupted. RDS moves all in SENDs.
+target() {
+  case $1:$2 in
+    rds:drop) echo "client $CIP $SIP SEND_MIDDLE 40" ;;
+    rds:corrupt) echo "client $CIP $SIP SEND_MIDDLE 60" ;;
+    *:drop) echo "client $CIP $SIP RDMA_READ_RESPONSE_MIDDLE 40" ;;
+    *:corrupt) echo "server $SIP $CIP RDMA_WRITE_MIDDLE 60" ;;
+  esac
+}
 
 # run_faults PROTO: each fault once the client says it is next, then its I/O goes. A flap starts
 # once that I/O moves (a probe, a 1 ms delay of one of the client's frames, has fired).
 run_faults() {
-  local f spec
+  local f sender op nth
   for f in $FAULTS; do
     waitfor "$c" "VM: fault $f next" 900 "$client_pid" || return
     case $f in
-      drop) spec=$(drop_of "$1") ;;
-      corrupt) spec=$(corrupt_of "$1") ;;
+      drop | corrupt)
+        read -r sender _ _ op nth <<< "$(target "$1" $f)"
+        fault add "$f from=$sender opcode=$op nth=$nth name=$f" > /dev/null ;;
       flap | longflap) fault add delay from=client delay=1ms count=1 name=probe-$f > /dev/null ;;
     esac
-    [ -z "${spec:-}" ] || { fault add "$spec name=$f" > /dev/null; spec=; }
     touch "$OUT/$case.share/go-$f"
     case $f in
-      flap) POLL=0.1 wait_until 300 "$client_pid" fired probe-$f && fault add "flap from=client for=500ms name=$f" > /dev/null ;;
-      longflap) POLL=0.1 wait_until 300 "$client_pid" fired probe-$f && fault add "flap from=client for=20s name=$f" > /dev/null ;;
+      flap) POLL=0.1 wait_until 300 "$client_pid" probed "$OUT/$case.ctl" probe-$f && fault add "flap from=client for=500ms name=$f" > /dev/null ;;
+      longflap) POLL=0.1 wait_until 300 "$client_pid" probed "$OUT/$case.ctl" probe-$f && fault add "flap from=client for=20s name=$f" > /dev/null ;;
     esac
     waitfor "$c" "VM: io $f rc=" 900 "$client_pid" > /dev/null || true
   done
@@ -161,16 +166,15 @@ run_faults() {
 #   longflap  20 s, more than the retry budget: a new connection (CM REQ, REP, RTU) after it,
 #             and the next I/O completed too
 proved() {
-  local proto=$1 f=$2 n first line psn from=$CIP to=$SIP ops again req rtu next
+  local proto=$1 f=$2 n first line psn from to ops again req rtu next
   has_lines "$c" "VM: io $f rc=0" || { why="its I/O failed"; return 1; }
   n=$(frames_of $f) first=${n%%,*}
   [[ $first =~ ^[0-9]+$ ]] || { why="it never fired"; return 1; }
   line=$(frame_line "$first") psn=$(frame_psn "$line")
   case $f in
     drop | corrupt)
-      ops=RC_RDMA_READ_RESPONSE_MIDDLE
-      [ $f = drop ] || { ops=RC_RDMA_WRITE_MIDDLE from=$SIP to=$CIP; }
-      [ $proto != rds ] || { ops=RC_SEND_MIDDLE from=$CIP to=$SIP; }
+      read -r _ from to ops _ <<< "$(target "$proto" $f)"
+      ops=RC_$ops
       [[ $line == *" $from -> $to "*" $ops "* ]] || { why="#$first is not $ops from $from: $line"; return 1; }
       [ $f = drop ] || [[ $line == *" icrc=bad"* ]] || { why="#$first has no bad ICRC: $line"; return 1; }
       if [ $ops = RC_RDMA_READ_RESPONSE_MIDDLE ]; then
@@ -181,7 +185,8 @@ proved() {
       [ -n "$again" ] || { why="nothing made up for #$first: $line"; return 1; }
       note="$f #$first ${line#* #$first }; again ${again#* }" ;;
     flap)
-      again=$(after "$first" "$(awk '{ print $3 }' <<< "$line")" "$(awk '{ print $5 }' <<< "$line")" "$(awk '{ print $7 }' <<< "$line")" "$psn")
+      read -r _ _ from _ to _ ops _ <<< "$line"
+      again=$(after "$first" "$from" "$to" "$ops" "$psn")
       [ -n "$again" ] || { why="#$first never came again: $line"; return 1; }
       next=$(frames_of probe-longflap) next=${next%%,*}
       req=$(awk -v a="$first" -v b="${next:-999999999}" '{ k = substr($2, 2) + 0 } k > a && k < b && / cm=REQ / { print; exit }' "$CAPTURE_TXT")
@@ -205,7 +210,7 @@ for case in "$@"; do
   [ "$server$client" != softirdmasoftirdma ] || fabric=1
   p1=$port p2=$((port + 1)) port=$((port + 2))
   mkdir -p "$OUT/$case.share"
-  cp interop/guest/rds_check.py "$OUT/$case.share/" 2> /dev/null
+  cp interop/guest/rds_check.py "$OUT/$case.share/"
   server_script "$proto" > "$OUT/$case.server.sh"
   client_script "$proto" "$faults" > "$OUT/$case.client.sh"
   s="$OUT/$case.server.log" c="$OUT/$case.client.log" n=device_guest_${proto}_$rest${faults:+_fault}

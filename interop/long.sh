@@ -4,9 +4,10 @@
 # with rxe at one end or both (interop/guestulp.sh);
 # then the guest cases of interop-guestdriver, -guesthostpeer, -guestrobust, -rdmacore and
 # -fabric, which make interop runs on Linux 6.12, and NVMe over Fabrics, NFS over RDMA, iSER, SRP
-# and RDS between two guests on softirdma0, again with every VM on Linux 6.1 and on the newest kernel Debian ships (VM_KERNEL).
-# Those PASS/FAIL lines are renamed device_guest_k<major>.<minor>_<case> (fabric2_k..., fault_k...);
-# the last line is the tally. About 30 minutes.
+# and RDS between two guests on softirdma0, again with every VM on Linux 6.1 and on the newest
+# kernel Debian ships (VM_KERNEL). Those PASS/FAIL lines are renamed
+# device_guest_k<major>.<minor>_<case> (fabric2_k..., fault_k...); the last line is the tally.
+# About an hour on two cores.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . vm/lib.sh

@@ -11,12 +11,12 @@ export INTEROP_OUT=${INTEROP_OUT:-$(mktemp -d)}
 bash interop/rdmacore-run.sh rxe0 > "$INTEROP_OUT/reference.txt" 2>&1 || true
 grep -q '^rdma-core tests on rxe0: [1-9]' "$INTEROP_OUT/reference.txt" ||
   { tail -20 "$INTEROP_OUT/reference.txt"; echo "no tally: $DST left as it was" >&2; exit 1; }
-pkg() { chroot "$VM_ROOT" dpkg-query -W -f='${Version}' "$1"; }
 {
   echo "# rdma-core's own tests (python3-pyverbs's copy) on Linux Soft-RoCE, rxe0, in the project's VM:"
   echo "# the reference interop/rdmacore.sh compares softirdma0 with. Produced by \`make rdma-core-reference\`"
   echo "# (interop/rdmacore-run.sh rxe0) on $(date -u +%Y-%m-%d): guest kernel $(vm_kernel_release 6.12),"
-  echo "# rdma-core $(pkg rdma-core), QEMU $(pkg qemu-system-x86) (TCG), both ends of each test on rxe0."
+  echo "# rdma-core $(vm_pkg_version rdma-core), QEMU $(vm_pkg_version qemu-system-x86) (TCG), both ends"
+  echo "# of each test on rxe0."
   grep -E '^RDMA-CORE|^rdma-core tests on' "$INTEROP_OUT/reference.txt"
 } > "$DST"
 tail -1 "$DST"

@@ -69,6 +69,9 @@ vm_kernel_suite() {
   esac
 }
 
+# vm_pkg_version PKG: the version of PKG installed in the VM root.
+vm_pkg_version() { chroot "$VM_ROOT" dpkg-query -W -f='${Version}' "$1"; }
+
 # vm_series RELEASE: 6.12.117+deb13-amd64 -> 6.12
 vm_series() { echo "$1" | sed -E 's/^([0-9]+\.[0-9]+).*/\1/'; }
 

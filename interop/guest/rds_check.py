@@ -21,6 +21,7 @@ seeded with (run, sender, sequence). Answer: "RACK", run, sender, sequence, 1 if
 """
 import errno
 import os
+import random
 import select
 import socket
 import struct
@@ -42,7 +43,6 @@ TIMEOUT = 60
 
 
 def payload(run, sender, seq, n):
-    import random
     return random.Random((run << 40) ^ (sender << 32) ^ seq).randbytes(n)
 
 
@@ -74,21 +74,29 @@ def send(s, data, dest, deadline):
         p.poll(50)
 
 
-def receive(socks, wait_ms):
-    """Messages waiting on any of socks, as (index, bytes, source address)."""
-    p = select.poll()
-    for s in socks:
-        p.register(s, select.POLLIN)
-    out = []
-    for fd, _ in p.poll(wait_ms):
-        i = [s.fileno() for s in socks].index(fd)
-        while True:
-            try:
-                data, addr = socks[i].recvfrom(MAX_MSG)
-            except BlockingIOError:
-                break
-            out.append((i, data, addr))
-    return out
+class Inbox:
+    """The messages that come to any of a set of sockets."""
+
+    def __init__(self, socks):
+        self.socks = socks
+        self.index = {s.fileno(): i for i, s in enumerate(socks)}
+        self.poll = select.poll()
+        for s in socks:
+            self.poll.register(s, select.POLLIN)
+
+    def take(self, wait_ms):
+        """The messages waiting, as (socket's index, bytes, source address), after waiting up
+        to wait_ms for one."""
+        out = []
+        for fd, _ in self.poll.poll(wait_ms):
+            i = self.index[fd]
+            while True:
+                try:
+                    data, addr = self.socks[i].recvfrom(MAX_MSG)
+                except BlockingIOError:
+                    break
+                out.append((i, data, addr))
+        return out
 
 
 RDS_INFO_COUNTERS = 10000
@@ -115,11 +123,12 @@ def counters(s):
 
 def serve(addr, port, n):
     socks = [open_rds(addr, port + i) for i in range(n)]
+    inbox = Inbox(socks)
     print("listening on %s ports %d-%d" % (addr, port, port + n - 1), flush=True)
     runs = {}
     bad = 0
     while True:
-        for i, data, src in receive(socks, 1000):
+        for i, data, src in inbox.take(1000):
             if data[:4] == b"STOP":
                 total = sum(r[0] for r in runs.values()), sum(r[1] for r in runs.values())
                 summary = "checked %d messages, %d bytes, bad=%d" % (total[0], total[1], bad)
@@ -128,7 +137,7 @@ def serve(addr, port, n):
                 print("rds counters: " + counters(socks[0]), flush=True)
                 # Closing drops what RDS has not yet delivered: the answer stays until the stopper
                 # says it has it.
-                linger(socks, 10)
+                linger(inbox, 10)
                 return 0 if bad == 0 else 1
             if len(data) < HDR.size:
                 print("short message of %d bytes from %s" % (len(data), src), flush=True)
@@ -149,11 +158,11 @@ def serve(addr, port, n):
             send(socks[i], ACK.pack(b"RACK", run, sender, seq, int(good)), src, time.monotonic() + TIMEOUT)
 
 
-def linger(socks, seconds):
-    """Keep socks open until a BYE comes, at most seconds."""
+def linger(inbox, seconds):
+    """Keep inbox's sockets open until a BYE comes to one, at most seconds."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if any(data[:3] == b"BYE" for _, data, _ in receive(socks, 200)):
+        if any(data[:3] == b"BYE" for _, data, _ in inbox.take(200)):
             return
 
 
@@ -165,8 +174,9 @@ def size_arg(text):
 
 
 def client(addr, server, port, n, total, label):
-    run = zlib.crc32(label.encode()) ^ (os.getpid() << 16) & 0xffffffff
+    run = zlib.crc32(label.encode()) ^ ((os.getpid() << 16) & 0xffffffff)
     socks = [open_rds(addr, 0) for _ in range(n)]
+    inbox = Inbox(socks)
     sent = acked = msgs = 0
     seq = [0] * n
     pending = {}
@@ -188,7 +198,7 @@ def client(addr, server, port, n, total, label):
             wait = 0
         else:
             wait = 1000
-        for i, data, _ in receive(socks, wait):
+        for i, data, _ in inbox.take(wait):
             magic, r, sender, s, good = ACK.unpack_from(data)
             if magic != b"RACK" or r != run or (sender, s) not in pending:
                 print("unexpected answer %r" % data[:ACK.size], flush=True)
@@ -210,14 +220,15 @@ def client(addr, server, port, n, total, label):
 
 def stop(addr, server, port, n):
     s = open_rds(addr, 0)
+    inbox = Inbox([s])
     deadline = time.monotonic() + TIMEOUT
     send(s, b"STOP", (server, port), deadline)
     while time.monotonic() < deadline:
-        for _, data, src in receive([s], 1000):
+        for _, data, src in inbox.take(1000):
             text = data.decode(errors="replace")
             print(text, flush=True)
             send(s, b"BYE", src, deadline)
-            linger([s], 1)
+            linger(inbox, 1)
             return 0 if text.endswith("bad=0") else 1
     print("the server did not answer the stop within %d s" % TIMEOUT, flush=True)
     return 1

@@ -7,8 +7,8 @@
 # The host sets SIP and CIP, the server's and the client's addresses. Each protocol has
 # PROTO_server (prints "VM: server ready"), PROTO_client (prints "VM: client ready" and sets $M,
 # what the I/O goes to: a mounted folder, a block device, or rds:ADDR) and PROTO_down (prints
-# "VM: teardown rc=N"). ulp_io LABEL SIZE moves SIZE through $M with fio's
-# verification and prints "VM: io LABEL rc=N" and fio's figures.
+# "VM: teardown rc=N"). ulp_io LABEL SIZE moves SIZE through $M, every byte checked, and prints
+# "VM: io LABEL rc=N" and the figures.
 
 # writable DIR: DIR of the read-only root becomes writable, its changes kept in /tmp (an overlay):
 # the daemons keep their state there.
@@ -57,6 +57,8 @@ nfsrdma_down() {
 
 # ibdev: the guest's RDMA device, softirdma0 or rxe0.
 ibdev() { if [ -e /sys/class/infiniband/softirdma0 ]; then echo softirdma0; else echo rxe0; fi; }
+# gid0: GID 0 of that device, 32 hex digits.
+gid0() { tr -d : < /sys/class/infiniband/$(ibdev)/ports/1/gids/0; }
 
 # ramdisk: a 256 MiB brd disk, /dev/ram0, as LIO's block backstore iblock_0/ram0 (configfs, as
 # targetcli does it; targetcli itself wants D-Bus, which the guest has not).
@@ -132,7 +134,7 @@ iser_down() {
 srp_server() {
   ramdisk
   modprobe ib_srpt || echo "VM: server modules failed"
-  W=0x$(tr -d : < /sys/class/infiniband/$(ibdev)/ports/1/gids/0)
+  W=0x$(gid0)
   wait_for 300 test -s /share/srp-initiator || echo "VM: no initiator"
   I=0x$(cat /share/srp-initiator)
   T=$LIO/srpt/$W/tpgt_1
@@ -144,14 +146,12 @@ srp_server() {
   [ "$(cat $T/enable 2>/dev/null)" = 1 ] && echo "VM: server ready"
 }
 srp_hello() {
-  tr -d : < /sys/class/infiniband/$(ibdev)/ports/1/gids/0 > /share/srp-initiator.tmp && mv /share/srp-initiator.tmp /share/srp-initiator
+  gid0 > /share/srp-initiator.tmp && mv /share/srp-initiator.tmp /share/srp-initiator
 }
 srp_client() {
   modprobe -a sd_mod ib_srp || echo "VM: client modules failed"
-  D=$(ibdev)
-  G=$(tr -d : < /sys/class/infiniband/$D/ports/1/gids/0)
   S=$(cat /share/srp-target)
-  echo "id_ext=$S,ioc_guid=$S,initiator_ext=$(echo $G | cut -c1-16),dest=$SIP:5555" > /sys/class/infiniband_srp/srp-$D-1/add_target
+  echo "id_ext=$S,ioc_guid=$S,initiator_ext=$(gid0 | cut -c1-16),dest=$SIP:5555" > /sys/class/infiniband_srp/srp-$(ibdev)-1/add_target
   echo "VM: login rc=$?"
   ls /sys/class/srp_remote_ports/ | sed 's/^/VM: rport: /'
   block_disk ib_srp
@@ -185,7 +185,8 @@ rds_down() {
 }
 
 # ulp_io LABEL SIZE: fio writes SIZE to $M (a folder: a file in it; a block device: the device)
-# in 128 KiB writes, 16 in flight, then reads all of it back, every block verified (crc32c).
+# in 128 KiB writes, 16 in flight, then reads all of it back, every block verified (crc32c); to
+# rds:ADDR, rds_check.py sends SIZE of messages to the server's sockets, each checked there.
 ulp_io() {
   case $M in rds:*)
     python3 /share/rds_check.py send $CIP $SIP 4000 $RDS_SOCKETS $2 $1 > /tmp/rds 2>&1
