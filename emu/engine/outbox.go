@@ -27,6 +27,8 @@ type outFrame struct {
 	// a copy for the device, as rxe's multicast comes back through the IP stack's multicast
 	// loop to every attached QP of the host, the sender's too.
 	group bool
+	// sealed: built and sealed by the engine (a QP's frame, not a netdev's), for SendSealed.
+	sealed bool
 }
 
 type outbox struct {
@@ -166,6 +168,8 @@ func (d *Device) carryOut(frames []outFrame, events []Event, calls []func()) {
 			}
 		case f.local:
 			d.loop.take(f.b, f.lent)
+		case f.lent && f.sealed && att.sealer != nil:
+			att.sealer.SendSealed(f.b)
 		case f.lent:
 			if att.lender != nil {
 				att.lender.SendBuffer(f.b)
@@ -209,10 +213,10 @@ func (d *Device) txBuffer() []byte {
 	return NewFrameBuffer(MaxFrame)
 }
 
-// send queues a frame built in a buffer from txBuffer for the link, or, local, for the device
-// itself.
+// send queues a frame built in a buffer from txBuffer and sealed for the link, or, local, for
+// the device itself.
 func (d *Device) send(frame []byte, local bool) {
-	d.out.put(outFrame{b: frame, lent: d.att.Load().lender != nil, local: local,
+	d.out.put(outFrame{b: frame, lent: d.att.Load().lender != nil, local: local, sealed: true,
 		group: !local && d.ngroups.Load() > 0 && d.ownGroup(frame)})
 }
 

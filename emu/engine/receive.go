@@ -12,7 +12,7 @@ import (
 func (d *Device) Receive(frame []byte) {
 	defer d.flushReceived()
 	f := d.rxFrame()
-	d.receive(f, frame)
+	d.receive(f, frame, false)
 	d.rxDone(f)
 }
 
@@ -22,7 +22,20 @@ func (d *Device) ReceiveBatch(frames [][]byte) {
 	defer d.flushReceived()
 	f := d.rxFrame()
 	for _, b := range frames {
-		d.receive(f, b)
+		d.receive(f, b, false)
+	}
+	d.rxDone(f)
+}
+
+// ReceiveSealed is ReceiveBatch for frames of which sealed[i] says that frames[i] is one another
+// engine of this process built and sealed, handed over by a link that changed nothing on the way
+// (SealedLink): its headers are parsed and checked as any frame's, its ICRC is not computed a
+// second time. sealed shorter than frames leaves the rest unsealed.
+func (d *Device) ReceiveSealed(frames [][]byte, sealed []bool) {
+	defer d.flushReceived()
+	f := d.rxFrame()
+	for i, b := range frames {
+		d.receive(f, b, i < len(sealed) && sealed[i])
 	}
 	d.rxDone(f)
 }
@@ -41,13 +54,19 @@ func (d *Device) rxDone(f *roce.Frame) {
 	d.rx.Put(f)
 }
 
-// receive takes one frame, parsing it into f.
-func (d *Device) receive(f *roce.Frame, frame []byte) {
+// receive takes one frame, parsing it into f; sealed says its ICRC was computed by an engine
+// of this process and nothing changed it since (ReceiveSealed).
+func (d *Device) receive(f *roce.Frame, frame []byte, sealed bool) {
 	if d.stopped.Load() || d.portDown.Load() {
 		return
 	}
 	d.stats.RxFrames.Add(1)
-	if err := d.parser.Parse(f, frame); err != nil {
+	parse := d.parser.Parse
+	if sealed {
+		parse = d.parser.ParseHeaders
+		d.stats.RxSealed.Add(1)
+	}
+	if err := parse(f, frame); err != nil {
 		if roce.KindOf(err) == roce.KindNotRoCE && d.passOther(frame) {
 			return
 		}

@@ -190,9 +190,38 @@ func (l lendingHostLink) SendBuffer(frame []byte) {
 	l.lender.SendBuffer(frame)
 }
 
+// sealer is a lending link that carries word that a frame is sealed (wire/ethswitch's ports).
+type sealer interface {
+	bufferLender
+	SendSealed(frame []byte)
+}
+
+// sealingHostLink is the host's link for a device when the host's link also carries sealed
+// frames (engine.SealedLink).
+type sealingHostLink struct {
+	lendingHostLink
+	sealer sealer
+}
+
+func (l sealingHostLink) SendSealed(frame []byte) {
+	h := l.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.capture(frame)
+	l.sealer.SendSealed(frame)
+}
+
+// sealedReceiver is a link that says which frames it hands over are sealed.
+type sealedReceiver interface {
+	RecvBatchSealed(bufs [][]byte, sizes []int, sealed []bool) (int, error)
+}
+
 // engineLink is what the host's device sends through: one that lends buffers if the host's
-// link does.
+// link does, and says which frames are sealed if the link carries that.
 func (h *Host) engineLink() engine.Link {
+	if s, ok := h.cfg.Link.(sealer); ok {
+		return sealingHostLink{lendingHostLink{hostLink{h}, s}, s}
+	}
 	if lender, ok := h.cfg.Link.(bufferLender); ok {
 		return lendingHostLink{hostLink{h}, lender}
 	}
@@ -238,9 +267,18 @@ func (h *Host) Run() error {
 		bufs[i] = engine.NewFrameBuffer(roce.MaxFrameLen)
 	}
 	sizes := make([]int, batch)
+	sealed := make([]bool, batch)
+	// What the batch holds for the device, in order, handed over in one call after the batch:
+	// the frames it makes the device send go out together, as a NIC's answers to a burst do.
+	rx, rxSealed := make([][]byte, 0, batch), make([]bool, 0, batch)
+	recv := func() (int, error) { return h.cfg.Link.RecvBatch(bufs, sizes) }
+	if sr, ok := h.cfg.Link.(sealedReceiver); ok {
+		recv = func() (int, error) { return sr.RecvBatchSealed(bufs, sizes, sealed) }
+	}
 	var reply []byte
 	for {
-		n, err := h.cfg.Link.RecvBatch(bufs, sizes)
+		clear(sealed)
+		n, err := recv()
 		if err != nil {
 			// The link failed (or was closed): the port is down, and says so with PORT_ERR
 			// unless Close stopped the device first.
@@ -260,7 +298,7 @@ func (h *Host) Run() error {
 			if consumed && h.dev.Load().HasEthernet() {
 				// The device's netdev answers for its addresses: the host only learned who
 				// asked, and hands the frame on.
-				h.dev.Load().Receive(frame)
+				rx, rxSealed = append(rx, frame), append(rxSealed, false)
 				continue
 			}
 			if consumed {
@@ -281,7 +319,12 @@ func (h *Host) Run() error {
 				h.mu.Unlock()
 				continue
 			}
-			h.dev.Load().Receive(frame)
+			rx, rxSealed = append(rx, frame), append(rxSealed, sealed[i])
+		}
+		if len(rx) > 0 {
+			h.dev.Load().ReceiveSealed(rx, rxSealed)
+			clear(rx)
+			rx, rxSealed = rx[:0], rxSealed[:0]
 		}
 	}
 }

@@ -385,7 +385,14 @@ func (p *fabricPort) Buffer() []byte { return p.fab.buffer(engine.MaxFrame) }
 
 // SendBuffer carries a frame built in a buffer from Buffer, without copying it; nil returns
 // an unused buffer.
-func (p *fabricPort) SendBuffer(buf []byte) {
+func (p *fabricPort) SendBuffer(buf []byte) { p.sendBuffer(buf, false) }
+
+// SendSealed is SendBuffer for a frame the engine sealed: delivered untouched, it reaches the
+// other device sealed (engine.ReceiveSealed), and its ICRC is not computed twice; a corrupting
+// fault or link takes that away.
+func (p *fabricPort) SendSealed(buf []byte) { p.sendBuffer(buf, true) }
+
+func (p *fabricPort) sendBuffer(buf []byte, sealed bool) {
 	f := p.fab
 	if buf == nil {
 		return
@@ -401,18 +408,19 @@ func (p *fabricPort) SendBuffer(buf []byte) {
 		p.busy = start + time.Duration(float64(len(buf)+24)*8/p.cfg.Rate*1e9)
 		delay += p.busy - now
 	}
-	copies, delay := p.faults(buf, now, delay)
+	copies, delay, changed := p.faults(buf, now, delay)
 	if p.down(now) {
 		copies = 0
 	}
-	p.forward(buf, now, copies, delay)
+	p.forward(buf, now, copies, delay, sealed && !changed)
 }
 
 // faults runs the fabric's targeted faults and then the link's random ones over a frame sent at
-// now, capturing it as they leave it: how many copies go on and after how long.
-func (p *fabricPort) faults(buf []byte, now, delay time.Duration) (int, time.Duration) {
+// now, capturing it as they leave it: how many copies go on, after how long, and whether a
+// corruption changed it.
+func (p *fabricPort) faults(buf []byte, now, delay time.Duration) (int, time.Duration, bool) {
 	f := p.fab
-	copies := 1
+	copies, changed := 1, false
 	var info faultplan.Frame
 	if len(f.faults) > 0 || p.cfg.Loss > 0 || p.cfg.Duplicate > 0 || p.cfg.Reorder > 0 || p.cfg.Corrupt > 0 {
 		info = faultplan.ParseFrame(buf) // what faults match on and report; a clean link needs none of it
@@ -425,12 +433,14 @@ func (p *fabricPort) faults(buf []byte, now, delay time.Duration) (int, time.Dur
 	for _, ft := range f.faults {
 		var fired bool
 		if copies, delay, fired = ft.Take(p.dev.Name(), &info, buf, now, copies, delay); fired {
+			changed = changed || ft.Action == faultplan.Corrupt
 			ev(fmt.Sprintf("fault %q: %s %s psn %d", ft.Name, ft.Action, info.Op, info.PSN))
 		}
 	}
 	rl, rd, rr, rc := f.rnd.Float64(), f.rnd.Float64(), f.rnd.Float64(), f.rnd.Float64()
 	if rc < p.cfg.Corrupt {
 		faultplan.CorruptFrame(buf, info.PayloadOff)
+		changed = true
 		ev(fmt.Sprintf("link corrupted %s psn %d", info.Op, info.PSN))
 	}
 	f.capture(now, buf)
@@ -446,13 +456,13 @@ func (p *fabricPort) faults(buf []byte, now, delay time.Duration) (int, time.Dur
 		delay += p.cfg.ReorderDelay
 		ev(fmt.Sprintf("link reordered %s psn %d", info.Op, info.PSN))
 	}
-	return copies, delay
+	return copies, delay, changed
 }
 
 // forward delivers copies of a frame sent at now after delay: to every other port for an
 // Ethernet group address, else to the port of its destination MAC; the buffer goes back to the
-// pool if no delivery takes it.
-func (p *fabricPort) forward(buf []byte, now time.Duration, copies int, delay time.Duration) {
+// pool if no delivery takes it. sealed says the frame is an engine's, sealed and untouched.
+func (p *fabricPort) forward(buf []byte, now time.Duration, copies int, delay time.Duration, sealed bool) {
 	f := p.fab
 	if len(buf) >= 6 && buf[0]&1 != 0 && copies > 0 {
 		// An Ethernet group address (multicast, broadcast): every other port gets a copy,
@@ -464,7 +474,7 @@ func (p *fabricPort) forward(buf []byte, now time.Duration, copies int, delay ti
 			for range copies {
 				b := f.buffer(len(buf))
 				copy(b, buf)
-				f.deliver(q, b, now, delay)
+				f.deliver(q, b, now, delay, sealed)
 			}
 		}
 		f.release(buf)
@@ -484,7 +494,7 @@ func (p *fabricPort) forward(buf []byte, now time.Duration, copies int, delay ti
 			b = f.buffer(len(buf))
 			copy(b, buf)
 		}
-		f.deliver(dst, b, now, delay)
+		f.deliver(dst, b, now, delay, sealed)
 	}
 }
 
@@ -494,22 +504,25 @@ func (p *fabricPort) forward(buf []byte, now time.Duration, copies int, delay ti
 // burst (a requester's run, a READ's responses) is one event on the simulator and one hold of
 // the receiving device's lock instead of one of each per frame.
 type delivery struct {
-	f    *Fabric
-	dst  *fabricPort
-	at   time.Duration
-	bufs [][]byte
-	run  func()
+	f      *Fabric
+	dst    *fabricPort
+	at     time.Duration
+	bufs   [][]byte
+	sealed []bool // of each of bufs: an engine's frame, sealed and untouched
+	run    func()
 }
 
 // deliver schedules b to reach dst after delay, with the frames already due there then.
-func (f *Fabric) deliver(dst *fabricPort, b []byte, now, delay time.Duration) {
+func (f *Fabric) deliver(dst *fabricPort, b []byte, now, delay time.Duration, sealed bool) {
 	if dl := dst.open; dl != nil && dl.at == now+delay {
 		dl.bufs = append(dl.bufs, b)
+		dl.sealed = append(dl.sealed, sealed)
 		return
 	}
 	dl := f.delivery()
 	dl.dst, dl.at = dst, now+delay
 	dl.bufs = append(dl.bufs[:0], b)
+	dl.sealed = append(dl.sealed[:0], sealed)
 	dst.open = dl
 	f.sim.Post(delay, dl.run)
 }
@@ -531,13 +544,13 @@ func (f *Fabric) delivery() *delivery {
 				dst.stats.RxFrames++
 				dst.stats.RxBytes += uint64(len(b))
 			}
-			dst.dev.ReceiveBatch(dl.bufs)
+			dst.dev.ReceiveSealed(dl.bufs, dl.sealed)
 		}
 		for i, b := range dl.bufs {
 			f.release(b)
 			dl.bufs[i] = nil
 		}
-		dl.dst, dl.bufs = nil, dl.bufs[:0]
+		dl.dst, dl.bufs, dl.sealed = nil, dl.bufs[:0], dl.sealed[:0]
 		f.deliveries = append(f.deliveries, dl)
 	}
 	return dl

@@ -46,6 +46,13 @@ type Faults interface {
 	Down(port string) bool
 }
 
+// Changer is Faults that say whether they changed the frame Frame was shown last (a
+// corruption): the switch asks right after Frame, under its lock. A sealed frame (SendSealed)
+// that faults without it were shown is not passed on as sealed: they might have changed it.
+type Changer interface {
+	Changed() bool
+}
+
 // Passer is Faults that number the frames they are shown: Pass counts a frame they may not
 // touch (Switch.Record), so that their numbers stay the capture's.
 type Passer interface {
@@ -121,7 +128,7 @@ type Port struct {
 
 	mu     sync.Mutex
 	ready  sync.Cond // a frame queued, or the port closed
-	queue  [][]byte  // frames for the reader from queue[head] on, in order, each in a buffer of the switch's
+	queue  []queued  // frames for the reader from queue[head] on, in order
 	head   int
 	closed bool
 	stats  roce.LinkStats
@@ -137,6 +144,13 @@ type Port struct {
 	paceMu sync.Mutex
 	rate   float64
 	busy   time.Time
+}
+
+// queued is a frame waiting for a port's reader, in a buffer of the switch's.
+type queued struct {
+	b []byte
+	// sealed: an engine built and sealed it (SendSealed) and nothing on the way changed it.
+	sealed bool
 }
 
 // NewPort adds a port named name (the tap's src for what it sends).
@@ -162,7 +176,7 @@ func (p *Port) SendBatch(frames [][]byte) (int, error) {
 		return 0, ErrClosed
 	}
 	for _, f := range frames {
-		p.sw.forward(p, f, false)
+		p.sw.forward(p, f, false, false)
 	}
 	p.mu.Lock()
 	p.stats.TxFrames += uint64(len(frames))
@@ -179,7 +193,14 @@ func (p *Port) Buffer() []byte { return p.sw.buffer() }
 
 // SendBuffer forwards a frame built in a buffer from Buffer and takes the buffer: the frame is
 // queued for its port as it is (a flood's other ports get copies); nil gives nothing back.
-func (p *Port) SendBuffer(frame []byte) {
+func (p *Port) SendBuffer(frame []byte) { p.sendBuffer(frame, false) }
+
+// SendSealed is SendBuffer for a frame an engine built and sealed (engine.SealedLink): a port
+// whose reader asks (RecvBatchSealed) learns that it is sealed, unless a fault may have changed
+// it on the way; then the receiving engine need not compute its ICRC again.
+func (p *Port) SendSealed(frame []byte) { p.sendBuffer(frame, true) }
+
+func (p *Port) sendBuffer(frame []byte, sealed bool) {
 	if frame == nil {
 		return
 	}
@@ -194,7 +215,7 @@ func (p *Port) SendBuffer(frame []byte) {
 		p.sw.recycle(frame)
 		return
 	}
-	p.sw.forward(p, frame, true)
+	p.sw.forward(p, frame, true, sealed)
 }
 
 // forward hands one frame from src over: to the port that sent from its destination MAC, or to
@@ -203,8 +224,9 @@ func (p *Port) SendBuffer(frame []byte) {
 // tap sees what the faults left of it (a dropped frame too, as a capture on the wire would).
 //
 // owned says the switch owns f's buffer (SendBuffer): the last delivery takes it as it is,
-// every other one a copy; otherwise f is the sender's and each delivery gets a copy.
-func (s *Switch) forward(src *Port, f []byte, owned bool) {
+// every other one a copy; otherwise f is the sender's and each delivery gets a copy. sealed says
+// an engine sealed it (SendSealed): it stays so for the receivers if no fault changed it.
+func (s *Switch) forward(src *Port, f []byte, owned, sealed bool) {
 	if len(f) < 14 {
 		if owned {
 			s.recycle(f)
@@ -224,6 +246,9 @@ func (s *Switch) forward(src *Port, f []byte, owned bool) {
 			f, owned = s.copyOf(f), true
 		}
 		copies, delay = faults.Frame(src.name, f)
+		if c, ok := faults.(Changer); !ok || c.Changed() {
+			sealed = false
+		}
 	}
 	if from[0]&1 == 0 {
 		s.byMAC[from] = src
@@ -264,9 +289,9 @@ func (s *Switch) forward(src *Port, f []byte, owned bool) {
 				b = s.copyOf(f)
 			}
 			if delay > 0 {
-				q.deliverAfter(delay, b)
+				q.deliverAfter(delay, b, sealed)
 			} else {
-				q.deliver(b)
+				q.deliver(b, sealed)
 			}
 		}
 	}
@@ -297,13 +322,13 @@ func (s *Switch) copyOf(f []byte) []byte {
 }
 
 // deliverAfter delivers f once delay has passed.
-func (p *Port) deliverAfter(delay time.Duration, f []byte) {
-	time.AfterFunc(delay, func() { p.deliver(f) })
+func (p *Port) deliverAfter(delay time.Duration, f []byte, sealed bool) {
+	time.AfterFunc(delay, func() { p.deliver(f, sealed) })
 }
 
 // deliver queues f, a buffer of the switch's that the port now owns, for the port's reader;
 // the uplink's goes out on its link.
-func (p *Port) deliver(f []byte) {
+func (p *Port) deliver(f []byte, sealed bool) {
 	p.pace(len(f))
 	if p.out != nil {
 		p.sendOut(f)
@@ -326,7 +351,7 @@ func (p *Port) deliver(f []byte) {
 		clear(p.queue[n:])
 		p.queue, p.head = p.queue[:n], 0
 	}
-	p.queue = append(p.queue, f)
+	p.queue = append(p.queue, queued{f, sealed})
 	p.ready.Signal()
 	p.mu.Unlock()
 }
@@ -337,6 +362,13 @@ func (p *Port) deliver(f []byte) {
 // copied between two ports and one from SendBatch once, as it is queued; into a shorter buffer
 // it is copied.
 func (p *Port) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
+	return p.RecvBatchSealed(bufs, sizes, nil)
+}
+
+// RecvBatchSealed is RecvBatch that also says, in sealed (as long as bufs, or nil), which
+// frames an engine sealed and nothing changed on the way (SendSealed): a receiving engine hands
+// them to engine.Device.ReceiveSealed.
+func (p *Port) RecvBatchSealed(bufs [][]byte, sizes []int, sealed []bool) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for p.head == len(p.queue) && !p.closed {
@@ -347,8 +379,9 @@ func (p *Port) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 	}
 	n := 0
 	for n < len(bufs) && p.head < len(p.queue) {
-		f := p.queue[p.head]
-		p.queue[p.head] = nil
+		q := p.queue[p.head]
+		f := q.b
+		p.queue[p.head] = queued{}
 		p.head++
 		if len(f) > len(bufs[n]) {
 			p.stats.RxDropped++
@@ -358,6 +391,9 @@ func (p *Port) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 		p.stats.RxFrames++
 		p.stats.RxBytes += uint64(len(f))
 		sizes[n] = len(f)
+		if sealed != nil {
+			sealed[n] = q.sealed
+		}
 		if len(bufs[n]) >= roce.MaxFrameLen && cap(f) >= len(bufs[n]) {
 			bufs[n], f = f[:len(bufs[n])], bufs[n]
 		} else {

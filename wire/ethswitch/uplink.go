@@ -37,7 +37,7 @@ func (p *Port) Run() error {
 		for i := range n {
 			f := bufs[i][:sizes[i]]
 			bufs[i] = p.sw.buffer()
-			p.sw.forward(p, f, true)
+			p.sw.forward(p, f, true, false)
 		}
 	}
 }

@@ -19,6 +19,8 @@ type Live struct {
 	next   int
 	faults []*liveFault
 	frame  uint64 // the number of the frame shown last
+	// changed: a fault changed the frame shown last (a corruption).
+	changed bool
 }
 
 type liveFault struct {
@@ -99,6 +101,7 @@ func (l *Live) Frame(src string, frame []byte) (copies int, delay time.Duration)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.frame++
+	l.changed = false
 	now := time.Now()
 	if l.downLocked(src, now) {
 		return 0, 0
@@ -112,12 +115,21 @@ func (l *Live) Frame(src string, frame []byte) (copies int, delay time.Duration)
 		var fired bool
 		if copies, delay, fired = lf.f.Take(src, &fr, frame, now.Sub(lf.added), copies, delay); fired {
 			lf.firedOn(l.frame)
+			l.changed = l.changed || lf.f.Action == Corrupt
 		}
 	}
 	if copies == 0 {
 		delay = 0
 	}
 	return copies, delay
+}
+
+// Changed says whether a fault changed the frame Frame was shown last (a corruption): a switch
+// then passes it on as any frame, its ICRC for the receiver to check (wire/ethswitch's Changer).
+func (l *Live) Changed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
 }
 
 // Down says whether port's link is down now (a flap in its window), counting the frame shown
