@@ -91,7 +91,7 @@ func TestHostsOverDgram(t *testing.T) {
 
 // qpPair makes an RC QP on a and one on b, each in a PD of its own with one CQ for both
 // directions, depth work requests deep.
-func qpPair(t *testing.T, a, b *engine.Device, depth int) (pdA, pdB *engine.PD, cqA, cqB *engine.CQ, qa, qb *engine.QP) {
+func qpPair(t testing.TB, a, b *engine.Device, depth int) (pdA, pdB *engine.PD, cqA, cqB *engine.CQ, qa, qb *engine.QP) {
 	t.Helper()
 	pdA, _ = a.AllocPD()
 	pdB, _ = b.AllocPD()
@@ -106,7 +106,7 @@ func qpPair(t *testing.T, a, b *engine.Device, depth int) (pdA, pdB *engine.PD, 
 	return
 }
 
-func connect(t *testing.T, qa, qb *engine.QP, addrB, addrA netip.Addr) {
+func connect(t testing.TB, qa, qb *engine.QP, addrB, addrA netip.Addr) {
 	t.Helper()
 	for _, e := range []struct {
 		qp, peer *engine.QP
