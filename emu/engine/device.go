@@ -103,6 +103,7 @@ type Device struct {
 	mu      mutex[deviceLock]
 	nextQPN uint32
 	qps     map[uint32]*QP
+	rxQPs   qpIndex // qps for the receive path, read without mu
 	// mcast holds the multicast groups with QPs of the device attached: each group's QPs, in a
 	// slice replaced whole when one attaches or detaches, so that the data path reads them
 	// without a lock. ngroups counts the groups.

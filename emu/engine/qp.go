@@ -136,6 +136,7 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 	}
 	qp.sq = newSendQueue(c.MaxSendWR)
 	d.qps[qp.qpn] = qp
+	d.rxQPs.add(qp)
 	d.event(Event{QP: qp.qpn, Kind: EvQPState, Msg: "created in RESET"})
 	return qp, nil
 }
@@ -554,6 +555,7 @@ func (qp *QP) Destroy() error {
 	defer d.mu.Unlock()
 	if d.qps[qp.qpn] == qp {
 		delete(d.qps, qp.qpn)
+		d.rxQPs.remove(qp)
 	}
 	d.detachAll(qp)
 	return nil

@@ -93,9 +93,7 @@ func (d *Device) receive(f *roce.Frame, frame []byte, sealed bool) {
 	if !d.pkeyMatches(f) {
 		return
 	}
-	d.mu.Lock()
-	qp := d.qps[f.BTH.DestQP()]
-	d.mu.Unlock()
+	qp := d.rxQPs.load(f.BTH.DestQP())
 	if qp == nil || f.Info.Transport != qp.tr.wire {
 		d.unknownQP(f)
 		return

@@ -106,7 +106,7 @@ type Fabric struct {
 	rnd    *mrand.Rand
 	seed   uint64
 	ports  []*fabricPort
-	byMAC  map[[6]byte]*fabricPort
+	byMAC  map[uint64]*fabricPort // by macKey
 	byIP   map[netip.Addr]*fabricPort
 	faults []*Fault
 	events engine.EventSink
@@ -151,7 +151,7 @@ func NewFabric(sim *Sim, seed uint64) *Fabric {
 		sim:   sim,
 		rnd:   mrand.New(mrand.NewPCG(seed, 0x5eed)),
 		seed:  seed,
-		byMAC: map[[6]byte]*fabricPort{},
+		byMAC: map[uint64]*fabricPort{},
 		byIP:  map[netip.Addr]*fabricPort{},
 		epoch: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 	}
@@ -295,7 +295,7 @@ func (f *Fabric) AddDeviceAt(name string, mac [6]byte, ip netip.Addr, cfg LinkCo
 	p.dev = dev
 	dev.Attach(p)
 	f.ports = append(f.ports, p)
-	f.byMAC[mac] = p
+	f.byMAC[macKey(mac[:])] = p
 	f.byIP[ip.Unmap()] = p
 	return dev
 }
@@ -482,7 +482,7 @@ func (p *fabricPort) forward(buf []byte, now time.Duration, copies int, delay ti
 	}
 	var dst *fabricPort
 	if len(buf) >= 6 {
-		dst = f.byMAC[[6]byte(buf[0:6])]
+		dst = f.byMAC[macKey(buf[0:6])]
 	}
 	if dst == nil || copies == 0 {
 		f.release(buf)
@@ -554,6 +554,12 @@ func (f *Fabric) delivery() *delivery {
 		f.deliveries = append(f.deliveries, dl)
 	}
 	return dl
+}
+
+// macKey is a MAC address as a map key that hashes in one step (a [6]byte key hashes as bytes,
+// a cost per frame).
+func macKey(mac []byte) uint64 {
+	return uint64(mac[0])<<40 | uint64(mac[1])<<32 | uint64(mac[2])<<24 | uint64(mac[3])<<16 | uint64(mac[4])<<8 | uint64(mac[5])
 }
 
 func (f *Fabric) buffer(n int) []byte {
