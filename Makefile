@@ -39,7 +39,8 @@ bench:
 # (hw/linux) beside the same from a VM on Linux rxe, both against `softirdma perf` on the host;
 # then fio over NVMe over Fabrics with the host on softirdma0 and on rxe0, the same target on
 # softirdma0; then guest to guest, two VMs on one serve beside two rxe VMs (interop/fabricperf.sh):
-# measurements, with the ratios; not part of interop.
+# measurements, with the ratios; not part of interop. First the in-process latency of two devices
+# on serve's switch (interop/inprocesslat.sh: ib_send_lat and ib_write_lat, 8 B and 4 KiB).
 # The host path's speed (interop/hostperf.sh): ib_write_bw between two programs under
 # softirdma run, with process_vm_readv and with the copy service, beside two Go perf peers in
 # the same run; ib_send_lat busy-polling and with events.
@@ -47,6 +48,7 @@ bench-host:
 	bash interop/hostperf.sh
 
 bench-guest:
+	bash interop/inprocesslat.sh
 	bash interop/guestperf.sh
 	bash interop/guestnvmeof.sh softirdma_to_softirdma softirdma_to_rxe
 	bash interop/fabricperf.sh
