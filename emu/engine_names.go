@@ -92,6 +92,19 @@ type (
 	//	go doc github.com/softirdma/softirdma/emu/engine.BufferLink
 	BufferLink = engine.BufferLink
 
+	// BatchLink is a Link that sends several frames in one call (a socket's sendmmsg). It is
+	// engine.BatchLink; its methods are documented there:
+	//
+	//	go doc github.com/softirdma/softirdma/emu/engine.BatchLink
+	BatchLink = engine.BatchLink
+
+	// SealedLink is a BufferLink that tells a receiving engine in the same process that a frame
+	// is sealed and unchanged, so its ICRC is computed once. It is engine.SealedLink; its
+	// methods are documented there:
+	//
+	//	go doc github.com/softirdma/softirdma/emu/engine.SealedLink
+	SealedLink = engine.SealedLink
+
 	// DeviceConfig sets up a Device. It is engine.DeviceConfig; its fields are documented there:
 	//
 	//	go doc github.com/softirdma/softirdma/emu/engine.DeviceConfig

@@ -32,6 +32,14 @@ type BufferLink interface {
 	SendBuffer(frame []byte)
 }
 
+// BatchLink is a Link that sends several frames in one call (a socket's sendmmsg): the frames a
+// device has waiting for the link go out together, in order. It does not keep them after it
+// returns.
+type BatchLink interface {
+	Link
+	SendFrames(frames [][]byte)
+}
+
 // SealedLink is a BufferLink that can tell a receiver in the same process that a frame is one
 // the engine built and sealed: SendSealed is SendBuffer for such a frame. A link that hands it to
 // another engine with nothing on the way changing it (no corrupting fault) delivers it with
@@ -385,6 +393,7 @@ type attachment struct {
 	link   Link
 	lender BufferLink
 	sealer SealedLink // the lender, when it passes on that frames are sealed
+	batch  BatchLink  // the link, when it sends frames in batches
 }
 
 // Attach connects the device to a link. It is made for a device before its traffic: a frame
@@ -393,6 +402,7 @@ func (d *Device) Attach(l Link) {
 	a := &attachment{link: l}
 	a.lender, _ = l.(BufferLink)
 	a.sealer, _ = l.(SealedLink)
+	a.batch, _ = l.(BatchLink)
 	d.att.Store(a)
 	d.flush()
 }

@@ -46,6 +46,9 @@ type outbox struct {
 	events2 []Event
 	calls2  []func()
 	txFree  [][]byte // buffers for links that do not lend theirs
+	// linkBatch gathers the frames of one carryOut for a BatchLink; only the goroutine
+	// flushing uses it.
+	linkBatch [][]byte
 }
 
 // maxFlushRounds bounds how many batches one flush carries out before handing over.
@@ -157,9 +160,13 @@ func (d *Device) carryOut(frames []outFrame, events []Event, calls []func()) {
 	// The engine decided which frames are for the device itself when it sent them, so they go
 	// to the loopback and the rest to the link behind it without a second look.
 	att, sink, stopped := d.att.Load(), d.sink.Load(), d.stopped.Load()
+	batch := d.out.linkBatch[:0]
 	for _, f := range frames {
 		if f.group && f.b != nil && !stopped {
 			d.loop.keep(f.b)
+		}
+		if f.lent {
+			batch = sendBatch(att, batch) // the lender is the same link: frames keep their order
 		}
 		switch {
 		case f.b == nil || stopped:
@@ -174,10 +181,13 @@ func (d *Device) carryOut(frames []outFrame, events []Event, calls []func()) {
 			if att.lender != nil {
 				att.lender.SendBuffer(f.b)
 			}
+		case att.batch != nil:
+			batch = append(batch, f.b)
 		case att.link != nil:
 			_ = att.link.Send(f.b)
 		}
 	}
+	d.out.linkBatch = sendBatch(att, batch)
 	if sink != nil {
 		for _, e := range events {
 			(*sink)(e)
@@ -186,6 +196,15 @@ func (d *Device) carryOut(frames []outFrame, events []Event, calls []func()) {
 	for _, c := range calls {
 		c()
 	}
+}
+
+// sendBatch sends the frames gathered for a BatchLink, and gives the slice back empty.
+func sendBatch(att *attachment, batch [][]byte) [][]byte {
+	if len(batch) > 0 {
+		att.batch.SendFrames(batch)
+		clear(batch)
+	}
+	return batch[:0]
 }
 
 // flushLater empties the outbox on the clock's goroutine.

@@ -164,6 +164,17 @@ type hostLink struct{ h *Host }
 
 func (l hostLink) Send(frame []byte) error { return l.h.send(frame) }
 
+// SendFrames sends what the device has waiting in one SendBatch (a socket link's sendmmsg).
+func (l hostLink) SendFrames(frames [][]byte) {
+	h := l.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, f := range frames {
+		h.capture(f)
+	}
+	_, _ = h.cfg.Link.SendBatch(frames)
+}
+
 // bufferLender is a link that lends frame buffers and takes frames built in them back without
 // a copy (wire/ethswitch's ports): the device then builds its frames where the link carries
 // them.
