@@ -136,7 +136,8 @@ type request struct {
 	psn  uint32
 	info *roce.OpcodeInfo
 
-	target    pinned      // the 8 bytes an atomic or ATOMIC_WRITE acts on (CHK_RKEY, released by EXECUTE)
+	target    pinned      // the 8 bytes an atomic or ATOMIC_WRITE acts on, or a one-packet WRITE's range (CHK_RKEY, released by EXECUTE)
+	writeHeld bool        // target is a one-packet WRITE's range, checked and pinned by CHK_RKEY
 	wc        WC          // the receive completion of a SEND or WRITE_WITH_IMM, when completes
 	completes bool        // (EXECUTE, posted by COMPLETE)
 	reply     reply       // (EXECUTE, sent by ACKNOWLEDGE)
@@ -429,16 +430,24 @@ func (qp *QP) checkRKey(q *request) verdict {
 	switch {
 	case info.Is(roce.FlagWrite):
 		left, total := r.left, r.writeLen
+		n := uint64(len(f.Payload))
 		if info.Is(roce.FlagStart) {
 			va, rkey := f.RETH.VA(), f.RETH.RKey()
 			left, total = uint64(f.RETH.DMALen()), uint64(f.RETH.DMALen())
-			if left > 0 {
+			switch {
+			case left > 0 && info.Is(roce.FlagEnd) && n == left:
+				// The message is this packet: the range checked is the one written, pinned
+				// here for EXECUTE rather than looked up a second time.
+				if q.target, err = qp.remoteAccess(rkey, va, left, AccessRemoteWrite); err != nil {
+					return refuse(accessNAK(err))
+				}
+				q.writeHeld = true
+			case left > 0:
 				if err := qp.remoteAllowed(rkey, va, left, AccessRemoteWrite); err != nil {
 					return refuse(accessNAK(err))
 				}
 			}
 		}
-		n := uint64(len(f.Payload))
 		if n > left || (info.Is(roce.FlagEnd) && n != left) {
 			return refuse(nak(roce.NAKInvalidRequest, "%s carries %d bytes, %d remain of the RETH length %d", f.Opcode, n, left, total))
 		}
@@ -667,10 +676,14 @@ func (qp *QP) execWrite(q *request) verdict {
 		r.va, r.rkey, r.left, r.writeLen = f.RETH.VA(), f.RETH.RKey(), uint64(f.RETH.DMALen()), uint64(f.RETH.DMALen())
 	}
 	if n > 0 {
-		// Looked up again per packet: an rkey invalidated mid-message stops the rest.
-		p, err := qp.remoteAccess(r.rkey, r.va, n, AccessRemoteWrite)
-		if err != nil {
-			return refuse(accessNAK(err))
+		p := &q.target
+		if !q.writeHeld {
+			// Looked up again per packet: an rkey invalidated mid-message stops the rest.
+			held, err := qp.remoteAccess(r.rkey, r.va, n, AccessRemoteWrite)
+			if err != nil {
+				return refuse(accessNAK(err))
+			}
+			p = &held
 		}
 		moved := p.CopyFrom(f.Payload)
 		p.release()
