@@ -3,7 +3,6 @@ package engine_test
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"runtime"
 	"slices"
 	"testing"
@@ -25,15 +24,8 @@ type switchedHosts struct {
 }
 
 func newSwitchedHosts(b *testing.B, size int) *switchedHosts {
-	sw := ethswitch.New()
-	mk := func(name string, mac [6]byte, ip string) *realtime.Host {
-		h, err := realtime.NewHost(realtime.HostConfig{Name: name, Link: sw.NewPort(name), MAC: mac, IP: netip.MustParseAddr(ip), Answer: true})
-		must(b, err)
-		go h.Run()
-		b.Cleanup(func() { h.Close() })
-		return h
-	}
-	s := &switchedHosts{ha: mk("A", [6]byte{2, 0, 0, 0, 0, 0xa}, "192.0.2.10"), hb: mk("B", [6]byte{2, 0, 0, 0, 0, 0xb}, "192.0.2.11")}
+	s := &switchedHosts{}
+	s.ha, s.hb = hostsOn(b, ethswitch.New())
 	var pdA, pdB *engine.PD
 	pdA, pdB, s.cqA, s.cqB, s.qa, s.qb = qpPair(b, s.ha.Device(), s.hb.Device(), 16)
 	connect(b, s.qa, s.qb, s.hb.Device().IP(), s.ha.Device().IP())
@@ -66,6 +58,24 @@ func pollOne(cq *engine.CQ, wc []engine.WC, stop <-chan struct{}) error {
 		return fmt.Errorf("completion %s", fmtWC(wc[:1]))
 	}
 	return nil
+}
+
+// measureLatency times pingPong's round trips after a warm-up (neighbours resolved, buffers
+// pooled), then stops the peer's goroutine (closing stop, waiting for its answer on done) and
+// reports the latency.
+func measureLatency(b *testing.B, pingPong func() time.Duration, stop chan struct{}, done chan error) {
+	for range 100 {
+		pingPong()
+	}
+	var rtts []time.Duration
+	for b.Loop() {
+		rtts = append(rtts, pingPong())
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	reportLatency(b, rtts)
 }
 
 // reportLatency reports the median and the 99th percentile of one-way latencies, half of each
@@ -122,18 +132,7 @@ func BenchmarkSendLat(b *testing.B) {
 				must(b, s.qa.PostRecv(recvA))
 				return rtt
 			}
-			for range 100 { // warm up: neighbours resolved, buffers pooled
-				pingPong()
-			}
-			var rtts []time.Duration
-			for b.Loop() {
-				rtts = append(rtts, pingPong())
-			}
-			close(stop)
-			if err := <-done; err != nil {
-				b.Fatal(err)
-			}
-			reportLatency(b, rtts)
+			measureLatency(b, pingPong, stop, done)
 		})
 	}
 }

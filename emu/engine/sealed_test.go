@@ -2,12 +2,10 @@ package engine_test
 
 import (
 	"bytes"
-	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/softirdma/softirdma/emu/engine"
-	"github.com/softirdma/softirdma/emu/realtime"
 	"github.com/softirdma/softirdma/emu/sim"
 	"github.com/softirdma/softirdma/wire"
 	"github.com/softirdma/softirdma/wire/ethswitch"
@@ -67,14 +65,7 @@ func TestSealedFramesOverTheSwitch(t *testing.T) {
 	corrupt, err := faultplan.Parse("corrupt from=A opcode=RDMA_WRITE_MIDDLE nth=2")
 	must(t, err)
 	plan.Add(corrupt)
-	mk := func(name string, mac [6]byte, ip string) *realtime.Host {
-		h, err := realtime.NewHost(realtime.HostConfig{Name: name, Link: sw.NewPort(name), MAC: mac, IP: netip.MustParseAddr(ip), Answer: true})
-		must(t, err)
-		go h.Run()
-		t.Cleanup(func() { h.Close() })
-		return h
-	}
-	ha, hb := mk("A", [6]byte{2, 0, 0, 0, 0, 0xa}, "192.0.2.10"), mk("B", [6]byte{2, 0, 0, 0, 0, 0xb}, "192.0.2.11")
+	ha, hb := hostsOn(t, sw)
 	pdA, pdB, cqA, _, qa, qb := qpPair(t, ha.Device(), hb.Device(), 4)
 	connect(t, qa, qb, hb.Device().IP(), ha.Device().IP())
 	const n = 64 << 10

@@ -8,6 +8,7 @@ import (
 
 	"github.com/softirdma/softirdma/emu/engine"
 	"github.com/softirdma/softirdma/emu/realtime"
+	"github.com/softirdma/softirdma/wire/ethswitch"
 )
 
 // wallDevices are devices A (192.0.2.1) and B (192.0.2.2) on one wall clock, each resolving
@@ -74,4 +75,17 @@ func checkWriteReadSend(t *testing.T, w wallTraffic, label string) {
 	if !bytes.Equal(bufB[:20000], bufA[:20000]) || !bytes.Equal(bufA[40000:60000], bufA[:20000]) || !bytes.Equal(bufB[32768:32768+w.sendLen], bufA[:w.sendLen]) {
 		t.Fatalf("%s: data differs", label)
 	}
+}
+
+// hostsOn are wall-clock hosts A (192.0.2.10) and B (192.0.2.11) on ports of sw, running until
+// the test ends.
+func hostsOn(tb testing.TB, sw *ethswitch.Switch) (ha, hb *realtime.Host) {
+	mk := func(name string, mac [6]byte, ip string) *realtime.Host {
+		h, err := realtime.NewHost(realtime.HostConfig{Name: name, Link: sw.NewPort(name), MAC: mac, IP: netip.MustParseAddr(ip), Answer: true})
+		must(tb, err)
+		go h.Run()
+		tb.Cleanup(func() { h.Close() })
+		return h
+	}
+	return mk("A", [6]byte{2, 0, 0, 0, 0, 0xa}, "192.0.2.10"), mk("B", [6]byte{2, 0, 0, 0, 0, 0xb}, "192.0.2.11")
 }

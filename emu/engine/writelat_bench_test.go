@@ -66,18 +66,7 @@ func BenchmarkWriteLat(b *testing.B) {
 				}
 				return time.Since(start)
 			}
-			for range 100 {
-				pingPong()
-			}
-			var rtts []time.Duration
-			for b.Loop() {
-				rtts = append(rtts, pingPong())
-			}
-			close(stop)
-			if err := <-done; err != nil {
-				b.Fatal(err)
-			}
-			reportLatency(b, rtts)
+			measureLatency(b, pingPong, stop, done)
 		})
 	}
 }
