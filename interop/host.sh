@@ -35,6 +35,14 @@ pair() {
   pids+=("$spid")
   ready "$spec" "$spid" "$seen" || true
   as_user env ${NLEMPTY:+LD_PRELOAD="$NLEMPTY"} ${NOPROCVM:-} "$BIN/softirdma" run ${RUNFLAGS:-} ${CAPTURE:+-pcap "$CAPTURE"} -- timeout 120 "$@" > "$OUT/$name.client" 2>&1 || crc=$?
+  if [ "$crc" != 0 ] && [ -n "${RETRY_REJECTED:-}" ] && grep -q 'RDMA_CM_EVENT_REJECTED; error: 8' "$OUT/$name.client"; then
+    # See write_bw_R below: perftest's own race, once more.
+    echo "  note: $name: the client's test QP connected before the server listened for it (REJ reason 8, invalid service ID); once more"
+    kill "$spid" 2> /dev/null || true
+    wait "$spid" 2> /dev/null || true
+    RETRY_REJECTED= pair "$name" "$spec" "${sargs[@]}" -- "$@"
+    return
+  fi
   wait "$spid" || src=$?
   why="exit $src" verdict "host_${name}_server" ended "$src" "$OUT/$name.server"
   why="exit $crc" verdict "host_${name}_client" ended "$crc" "$OUT/$name.client"
@@ -58,7 +66,11 @@ same read_bw tcp:18515 ib_read_bw -x 1 -n 500
 same send_bw tcp:18515 ib_send_bw -x 1 -n 500
 same atomic_bw tcp:18515 ib_atomic_bw -x 1 -n 500
 same send_bw_UD tcp:18515 ib_send_bw -x 1 -c UD -n 500
-same write_bw_R cm:18515 ib_write_bw -R -x 1 -n 500
+# perftest -R exchanges its parameters over a first rdma_cm connection, then the server listens
+# again for the test QPs while the client connects them: a client quicker than the server meets
+# no listener and is rejected (reason 8, invalid service ID, as the kernel's CM rejects it).
+# perftest retries then, but Debian's 4.5+0.17 crashes in that retry: the case runs once more.
+RETRY_REJECTED=1 same write_bw_R cm:18515 ib_write_bw -R -x 1 -n 500
 pair rping cm:7174 rping -s -a 127.0.0.1 -C 20 -V -- rping -c -a 127.0.0.1 -C 20 -V
 pair ucmatose cm:7471 ucmatose -c 4 -C 20 -- ucmatose -s 127.0.0.1 -c 4 -C 20
 pair udaddy cm:7174 udaddy -C 20 -- udaddy -s 127.0.0.1 -C 20
