@@ -169,10 +169,7 @@ func (l hostLink) SendFrames(frames [][]byte) {
 	h := l.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, f := range frames {
-		h.capture(f)
-	}
-	_, _ = h.cfg.Link.SendBatch(frames)
+	_ = h.sendLocked(frames)
 }
 
 // bufferLender is a link that lends frame buffers and takes frames built in them back without
@@ -191,14 +188,17 @@ type lendingHostLink struct {
 
 func (l lendingHostLink) Buffer() []byte { return l.lender.Buffer() }
 
-func (l lendingHostLink) SendBuffer(frame []byte) {
-	h := l.h
+func (l lendingHostLink) SendBuffer(frame []byte) { l.h.hand(frame, l.lender.SendBuffer) }
+
+// hand captures a frame built in a lent buffer (nil: a buffer given back unused) and hands it
+// to send, the lender's, under the host's lock.
+func (h *Host) hand(frame []byte, send func([]byte)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if frame != nil {
 		h.capture(frame)
 	}
-	l.lender.SendBuffer(frame)
+	send(frame)
 }
 
 // sealer is a lending link that carries word that a frame is sealed (wire/ethswitch's ports).
@@ -214,13 +214,7 @@ type sealingHostLink struct {
 	sealer sealer
 }
 
-func (l sealingHostLink) SendSealed(frame []byte) {
-	h := l.h
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.capture(frame)
-	l.sealer.SendSealed(frame)
-}
+func (l sealingHostLink) SendSealed(frame []byte) { l.h.hand(frame, l.sealer.SendSealed) }
 
 // sealedReceiver is a link that says which frames it hands over are sealed.
 type sealedReceiver interface {
@@ -242,10 +236,18 @@ func (h *Host) engineLink() engine.Link {
 func (h *Host) send(frame []byte) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.capture(frame)
 	h.one[0] = frame
-	_, err := h.cfg.Link.SendBatch(h.one[:])
+	err := h.sendLocked(h.one[:])
 	h.one[0] = nil
+	return err
+}
+
+// sendLocked captures the frames and sends them in one SendBatch. h.mu is held.
+func (h *Host) sendLocked(frames [][]byte) error {
+	for _, f := range frames {
+		h.capture(f)
+	}
+	_, err := h.cfg.Link.SendBatch(frames)
 	return err
 }
 
@@ -288,8 +290,7 @@ func (h *Host) Run() error {
 	}
 	var reply []byte
 	for {
-		clear(sealed)
-		n, err := recv()
+		n, err := recv() // a sealed link sets sealed[i] for each frame; any other leaves it false
 		if err != nil {
 			// The link failed (or was closed): the port is down, and says so with PORT_ERR
 			// unless Close stopped the device first.

@@ -433,7 +433,7 @@ func (p *fabricPort) faults(buf []byte, now, delay time.Duration) (int, time.Dur
 	for _, ft := range f.faults {
 		var fired bool
 		if copies, delay, fired = ft.Take(p.dev.Name(), &info, buf, now, copies, delay); fired {
-			changed = changed || ft.Action == faultplan.Corrupt
+			changed = changed || ft.ChangesFrames()
 			ev(fmt.Sprintf("fault %q: %s %s psn %d", ft.Name, ft.Action, info.Op, info.PSN))
 		}
 	}

@@ -112,6 +112,10 @@ func (f *Fault) Apply(frame []byte, fr *Frame, copies int, delay time.Duration) 
 	return copies, delay
 }
 
+// ChangesFrames says whether the fault changes the frames it fires on (a corruption), so that a
+// frame it fired on is no longer as its sender sealed it.
+func (f *Fault) ChangesFrames() bool { return f.Action == Corrupt }
+
 // Fired is how many times the fault fired.
 func (f *Fault) Fired() int { return f.fired }
 

@@ -115,7 +115,7 @@ func (l *Live) Frame(src string, frame []byte) (copies int, delay time.Duration)
 		var fired bool
 		if copies, delay, fired = lf.f.Take(src, &fr, frame, now.Sub(lf.added), copies, delay); fired {
 			lf.firedOn(l.frame)
-			l.changed = l.changed || lf.f.Action == Corrupt
+			l.changed = l.changed || lf.f.ChangesFrames()
 		}
 	}
 	if copies == 0 {
