@@ -919,37 +919,32 @@ func TestSolicitedArmOverUnpolledSolicitedCQE(t *testing.T) {
 		must(t, peer.PostSend(emu.SendWR{ID: id, Opcode: emu.WRSend, Flags: flags, SGL: sgl}))
 		b.sim.RunUntilIdle(0)
 	}
-	eqProducer := func() uint32 { return binary.LittleEndian.Uint32(b.at(0x120000 + abi.QHProducer)) }
+	wantEvents := func(want uint32, when string) {
+		t.Helper()
+		if p := binary.LittleEndian.Uint32(b.at(0x120000 + abi.QHProducer)); p != want {
+			t.Fatalf("EQ producer %d %s, want %d", p, when, want)
+		}
+	}
 	consumed := func(n uint32) { binary.LittleEndian.PutUint32(b.at(0x140000+abi.QHConsumer), n) }
 
 	// Unarmed, an unsolicited receive and then a solicited one land: nothing announced.
 	receive(1, 0)
 	receive(2, emu.SendSolicited)
-	if p := eqProducer(); p != 0 {
-		t.Fatalf("EQ producer %d with the CQ unarmed", p)
-	}
+	wantEvents(0, "with the CQ unarmed")
 	// The driver polled the first only, then arms for solicited completions: announced at once.
 	consumed(1)
 	b.setArm(slot, abi.ArmSolicited)
-	if p := eqProducer(); p != 1 {
-		t.Fatalf("EQ producer %d after a solicited arm over an unpolled solicited CQE, want 1", p)
-	}
+	wantEvents(1, "after a solicited arm over an unpolled solicited CQE")
 	// Polled; an unsolicited receive lands on the spent arm; a solicited arm over it: nothing.
 	binary.LittleEndian.PutUint32(b.at(0x120000+abi.QHConsumer), 1)
 	consumed(2)
 	receive(3, 0)
 	b.setArm(slot, abi.ArmSolicited)
-	if p := eqProducer(); p != 1 {
-		t.Fatalf("EQ producer %d after a solicited arm over an unsolicited CQE", p)
-	}
+	wantEvents(1, "after a solicited arm over an unsolicited CQE")
 	// Everything consumed: a solicited arm waits, and the next solicited receive fires it.
 	consumed(3)
 	b.setArm(slot, abi.ArmSolicited)
-	if p := eqProducer(); p != 1 {
-		t.Fatalf("EQ producer %d after a solicited arm over an empty ring", p)
-	}
+	wantEvents(1, "after a solicited arm over an empty ring")
 	receive(4, emu.SendSolicited)
-	if p := eqProducer(); p != 2 {
-		t.Fatalf("EQ producer %d after a solicited receive on an armed CQ, want 2", p)
-	}
+	wantEvents(2, "after a solicited receive on an armed CQ")
 }
