@@ -126,9 +126,10 @@ else
   timeout 120 ibv_rc_pingpong -g 1 -n 10000000 -p 18516 > /tmp/pp 2>&1 &
   pp=\$!
   until_served 120 0.5 timeout 120 ib_write_bw -d softirdma0 -x 1 -F -s 65536 -D 10 $R
-  grep -E '^ +65536 +[0-9]+ ' /tmp/out | sed 's/^/VM: uplink client: /'
+  grep -E '^ +65536 +[0-9]+ ' /tmp/out | sed 's/^/VM: uplink client: /' || said "uplink client" /tmp/out
   kill \$pp 2> /dev/null
-  timeout 300 ibv_rc_pingpong -g 1 -n 50 > /tmp/srv 2>&1; echo "VM: new a server rc=\$?"
+  timeout 300 ibv_rc_pingpong -g 1 -n 50 > /tmp/srv 2>&1; rc=\$?; echo "VM: new a server rc=\$rc"
+  [ \$rc = 0 ] || said "new a server" /tmp/srv
   # UD to and from the rxe guest on the uplink, which serve shapes to that guest's pace (-rate):
   # a datagram is never sent again, so one the guest cannot take in is lost and its server waits.
   until_served 120 0.5 timeout 120 $UD $R
@@ -297,7 +298,15 @@ note=$(awk '$1 == "port" { printf "%s %s %s %s; ", $2, $3, $5, $7 }' "$OUT/ports
 for g in a a2 b; do
   KERNEL_LOG=$OUT/$g.log kernel_clean "fabric2_${g}_no_kernel_warning" "" "VM: dmesg checked"
 done
-kill $spid 2>/dev/null; wait $spid 2>/dev/null || true
+# b's RDMA that stopped on the way (its last transfers did not run through): where serve's
+# goroutines wait says which part of it did, so a run that fails once leaves its cause behind.
+if ! has_lines "$OUT/b.log" "VM: uplink client: " "$OUT/b.log" "VM: host rping client rc=0"; then
+  kill -QUIT $spid 2>/dev/null && wait $spid 2>/dev/null || true
+  echo "serve's goroutines (count, state, first frame of the project's):"
+  goroutine_summary "$OUT/serve.log" | head -25
+else
+  kill $spid 2>/dev/null; wait $spid 2>/dev/null || true
+fi
 # The capture: every frame the switch took from a port (the ports' in_frames, the guests all
 # gone when they were read), nothing malformed, the one frame the corruption fault changed the
 # only one with a bad ICRC, the CM exchange named. Then what each fault did, read from the

@@ -143,6 +143,18 @@ serve_with_rxe_peer() {
   waitfor "$OUT/peer.log" "VM: peer up" 300 "$bpid" || { tail -20 "$OUT/peer.log"; abort "the rxe peer guest did not come up"; }
 }
 
+# goroutine_summary LOG: the goroutine dump a Go program wrote to LOG on SIGQUIT, one line per
+# kind of goroutine: how many, their state, and the first two of the project's frames each is in
+# (the innermost first), most numerous first.
+goroutine_summary() {
+  awk '/^goroutine [0-9]+ .*\[.*\]:$/ { state = $0; sub(/^.*\[/, "", state); sub(/[],].*/, "", state); n = 0; frames = ""; next }
+    state != "" && /^github\.com\/softirdma\/softirdma\// && n < 2 {
+      f = $0; sub(/^github\.com\/softirdma\/softirdma\//, "", f); sub(/\(0x.*|\(\.\.\.\)$|\(\)$/, "", f)
+      frames = frames (n ? " < " : "") f; n++
+      if (n == 2) { print state " | " frames; state = "" } }
+    /^$/ && state != "" { if (frames != "") print state " | " frames; state = "" }' "$1" | sort | uniq -c | sort -rn
+}
+
 # kernel_clean NAME EXTRA SENTINEL...: PASS when the guest printed every SENTINEL (so its dmesg
 # was looked at: a guest that hung or died before says nothing, which is no pass) and neither
 # the dmesg lines it printed ("VM: dmesg...") nor its console show a kernel warning, oops,

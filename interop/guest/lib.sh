@@ -14,6 +14,10 @@ softirdma_up() {
   return 1
 }
 
+# said LABEL FILE: the last lines of a tool's output FILE, each as "VM: LABEL said: LINE", so a
+# tool that failed says why in the log the host reads.
+said() { tail -n 6 "$2" | sed "s/^/VM: $1 said: /"; }
+
 # until_served TRIES PAUSE CMD...: a client tool, run again PAUSE seconds later while its server
 # does not listen yet (rdma-core's tools say "Couldn't connect", perftest "Unable to init"), at
 # most TRIES times. Its output of the last run is in /tmp/out.
