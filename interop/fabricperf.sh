@@ -5,22 +5,27 @@
 # relay). Prints one line per pair, then the ratio. The softirdma guests' netdevs have MTU
 # $FABRIC_MTU (default 9000: the port's active MTU, and so perftest's path MTU, is 4096; 1500 gives
 # 1024); rxe's stay at 1500, as its netdev is QEMU's. The guests' CPUs are emulated (TCG);
-# softirdma's data path runs on the host. FABRIC_PROFILE=FILE also writes serve's CPU profile there;
-# FABRIC_RXE=0 leaves out the rxe pair.
+# softirdma's data path runs on the host. Then, in the same VMs, ib_send_lat with 8-byte
+# messages (one-way: half the round trip, as perftest reports it), its median and 99th percentile.
+# FABRIC_PROFILE=FILE also writes serve's CPU profile there; FABRIC_RXE=0 leaves out the rxe pair,
+# FABRIC_LAT=0 the latency runs.
 # Usage: interop/fabricperf.sh [ITERATIONS] (default 5000: 320 MiB through softirdma).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-N=${1:-5000} MTU=${FABRIC_MTU:-9000}
+N=${1:-5000} MTU=${FABRIC_MTU:-9000} LAT=${FABRIC_LAT:-1} LAT_N=2000
 . vm/lib.sh
 vm_check_number iterations "$N" 5 1000000
 vm_check_number FABRIC_MTU "$MTU" 1280 9198
-N=$((10#$N)) MTU=$((10#$MTU))
+vm_check_number FABRIC_LAT "$LAT" 0 1
+N=$((10#$N)) MTU=$((10#$MTU)) LAT=$((10#$LAT))
 . interop/guestlib.sh
 guest_setup fabricperf_module_build
-A=192.168.77.1 B=192.168.77.2 SIZE=65536
+A=192.168.77.1 B=192.168.77.2 SIZE=65536 LAT_SIZE=8
 
 # pair DEVICE ITERATIONS: two VMs, a the ib_write_bw client of b; b's result line (perftest's
-# "#bytes #iterations peak average rate") in $OUT/DEVICE.result, empty if the run gave none.
+# "#bytes #iterations peak average rate") in $OUT/DEVICE.result, empty if the run gave none. Then
+# (LAT=1) a the ib_send_lat client of b: a's result line (perftest's "#bytes #iterations t_min
+# t_max t_typical t_avg t_stdev 99% 99.9%") in $OUT/DEVICE.lat.
 pair() {
   local dev=$1 n=$2 g=1 a_env=() b_env=() a_args=() b_args=()
   if [ "$dev" = softirdma0 ]; then
@@ -43,11 +48,18 @@ pair() {
 G=$g
 timeout 600 ib_write_bw -d $dev -x \$G -F -n $n -s $SIZE > /tmp/srv 2>&1; echo "VM: server rc=\$?"
 grep -E '^ +$SIZE +$n ' /tmp/srv | sed 's/^/VM: result: /'
+if [ $LAT = 1 ]; then
+  timeout 300 ib_send_lat -d $dev -x \$G -F -s $LAT_SIZE -n $LAT_N > /tmp/srv 2>&1; echo "VM: lat server rc=\$?"
+fi
 SCRIPT
   cat interop/guest/lib.sh - > "$OUT/$dev.a.sh" <<SCRIPT
 G=$g
 until_served 120 0.5 timeout 600 ib_write_bw -d $dev -x \$G -F -n $n -s $SIZE $B
 grep -E '^ +$SIZE +$n ' /tmp/out | sed 's/^/VM: client result: /'
+if [ $LAT = 1 ]; then
+  until_served 120 0.5 timeout 300 ib_send_lat -d $dev -x \$G -F -s $LAT_SIZE -n $LAT_N $B
+  grep -E '^ +$LAT_SIZE +$LAT_N ' /tmp/out | sed 's/^/VM: lat result: /'
+fi
 SCRIPT
   env "${b_env[@]}" VM_SCRIPT="$OUT/$dev.b.sh" VM_MAC0=52:54:00:00:0b:10 VM_MAC1=52:54:00:00:77:0b \
     timeout 900 bash vm/run.sh "${b_args[@]}" > "$OUT/$dev.b.log" 2>&1 &
@@ -60,6 +72,19 @@ SCRIPT
   [ "$dev" = softirdma0 ] && { kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null || true; }
   grep -a "VM: result: " "$OUT/$dev.b.log" | tr -d '\r' | sed 's/^VM: result: //' |
     grep -E "^ *$SIZE +$n " | tail -1 > "$OUT/$dev.result" || true
+  grep -a "VM: lat result: " "$OUT/$dev.a.log" | tr -d '\r' | sed 's/^VM: lat result: //' |
+    grep -E "^ *$LAT_SIZE +$LAT_N " | tail -1 > "$OUT/$dev.lat" || true
+}
+# latency DEVICE NAME: NAME's line for DEVICE's ib_send_lat (median: perftest's t_typical), and
+# its median in $med; empty when the run gave no figure (the line says so).
+latency() {
+  med=$(awk '{print $5}' "$OUT/$1.lat")
+  if [ -n "$med" ]; then
+    echo "$2 ib_send_lat ${LAT_SIZE}B: median $med us, p99 $(awk '{print $8}' "$OUT/$1.lat") us"
+  else
+    echo "$2 ib_send_lat ${LAT_SIZE}B: the run gave no figure"
+    grep -a "VM: lat" "$OUT/$1.a.log" "$OUT/$1.b.log" | tail -3
+  fi
 }
 # average DEVICE: the average MB/s of DEVICE's pair in $avg, or the script ends with FAIL.
 average() {
@@ -69,10 +94,23 @@ average() {
 echo "guest-to-guest ib_write_bw, $SIZE B messages; logs in $OUT"
 pair softirdma0 "$N"
 average softirdma0; sa=$avg
-echo "guest-to-guest one serve ib_write_bw 64KiB: $sa MB/s (netdev MTU $MTU: $(cat "$OUT/softirdma0.result"))"
+mtu_name=
+[ "$MTU" = 9000 ] || mtu_name=" MTU $MTU"
+echo "guest-to-guest one serve ib_write_bw 64KiB$mtu_name: $sa MB/s (netdev MTU $MTU: $(cat "$OUT/softirdma0.result"))"
+sl=
+if [ "$LAT" = 1 ]; then
+  latency softirdma0 "guest-to-guest one serve$mtu_name"
+  sl=$med
+fi
 [ "${FABRIC_RXE:-1}" != 0 ] || exit 0
 # rxe moves some 8 MB/s: a tenth of the iterations keeps its run within a minute.
 pair rxe0 $(( N / 10 < 5 ? 5 : N / 10 ))
 average rxe0; ra=$avg
 echo "guest-to-guest rxe ib_write_bw 64KiB: $ra MB/s ($(cat "$OUT/rxe0.result"))"
 echo "guest-to-guest ib_write_bw 64KiB ratio (one serve / rxe): $(awk -v a="$sa" -v b="$ra" 'BEGIN { printf "%.2f", a / b }')"
+if [ "$LAT" = 1 ]; then
+  latency rxe0 "guest-to-guest rxe"
+  if [ -n "$sl" ] && [ -n "$med" ]; then
+    echo "guest-to-guest ib_send_lat ${LAT_SIZE}B median ratio (one serve / rxe): $(awk -v a="$sl" -v b="$med" 'BEGIN { printf "%.2f", a / b }')"
+  fi
+fi
