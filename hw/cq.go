@@ -3,6 +3,7 @@ package hw
 import (
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/softirdma/softirdma/emu/engine"
 
@@ -99,6 +100,15 @@ type cq struct {
 	// was solicited or failed (0: none), so an arm for solicited completions can tell whether
 	// that one is still unconsumed. mu guards both.
 	written, solicitedWritten uint64
+
+	// Event moderation (OpModifyCQ): once the CQ fires, its event is held until modCount
+	// completions have come since (0: no count) or modPeriod has passed. held says one is;
+	// heldFor counts its completions. mu guards them; timer runs expire on the function's clock.
+	modCount  uint16
+	modPeriod time.Duration
+	held      bool
+	heldFor   uint32
+	timer     engine.Timer
 }
 
 // sink writes one completion; false means the ring is full (an overflow for the engine).
@@ -127,16 +137,76 @@ func (c *cq) sink(wc engine.WC, solicited bool) bool {
 	return c.r.writeU32(abi.QHProducer, c.prod) == nil
 }
 
-// completed runs after the engine queued completions (outside its lock): an armed CQ that fired
-// gets its entry in its EQ.
+// completed runs after the engine queued a completion (outside its lock): an armed CQ that fired
+// gets its entry in its EQ, at once or, moderated, once its count or period is reached.
 func (c *cq) completed() {
+	fired := false
 	select {
 	case <-c.emu.Events():
+		fired = true
 	default:
-		return
 	}
+	c.mu.Lock()
+	if fired && (c.modCount > 1 || c.modPeriod > 0) && !c.held {
+		c.held, c.heldFor = true, 0
+		if c.modPeriod > 0 {
+			if c.timer == nil {
+				c.timer = c.f.cfg.Clock.NewTimer(c.expire)
+			}
+			c.timer.Reset(c.modPeriod)
+		}
+	}
+	announce := fired && !c.held
+	if c.held {
+		c.heldFor++
+		if c.modCount > 0 && c.heldFor >= uint32(c.modCount) {
+			announce = c.releaseLocked()
+		}
+	}
+	c.mu.Unlock()
+	if announce {
+		c.announce()
+	}
+}
+
+// expire announces a held event whose period has passed.
+func (c *cq) expire() {
+	c.mu.Lock()
+	announce := c.held && c.releaseLocked()
+	c.mu.Unlock()
+	if announce {
+		c.announce()
+	}
+}
+
+// releaseLocked ends a held event and says whether to announce it (not once the CQ is gone).
+func (c *cq) releaseLocked() bool {
+	c.held = false
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	return !c.gone
+}
+
+// announce puts the CQ's completion event in its EQ and signals the EQ's vector.
+func (c *cq) announce() {
 	if c.eq != nil && c.eq.postCompletion(c) {
 		c.f.signal(c.eq.vector)
+	}
+}
+
+// moderate sets the CQ's event moderation (OpModifyCQ). An event held under the old setting
+// goes out at once rather than wait by rules the driver has replaced: from the clock, as a
+// period's would, not from within the command.
+func (c *cq) moderate(count uint16, period time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.modCount, c.modPeriod = count, period
+	if c.held {
+		if c.timer == nil {
+			c.timer = c.f.cfg.Clock.NewTimer(c.expire)
+		}
+		c.timer.Reset(0)
 	}
 }
 
@@ -153,8 +223,8 @@ func (c *cq) arm(v uint32) {
 	}
 	next := v&abi.ArmNext != 0
 	_ = c.emu.ReqNotify(!next)
-	if c.unpolled(!next) && c.eq != nil && c.eq.postCompletion(c) {
-		c.f.signal(c.eq.vector)
+	if c.unpolled(!next) {
+		c.announce()
 	}
 }
 
@@ -264,9 +334,23 @@ func (f *Function) destroyCQLocked(n uint32) error {
 	return destroyFound(f.cqs, n, "CQ", func(c *cq) error { return c.emu.Destroy() }, func(c *cq) {
 		c.mu.Lock()
 		c.gone = true
+		c.releaseLocked()
 		c.mu.Unlock()
 		f.cqSlots[c.slot] = nil
 	})
+}
+
+// modifyCQLocked sets a CQ's event moderation; a count or period over the bounds is EINVAL.
+func (f *Function) modifyCQLocked(n uint32, count, period uint16) error {
+	c, err := find(f.cqs, n, "CQ")
+	if err != nil {
+		return err
+	}
+	if period > abi.CQModMaxPeriod {
+		return errf(syscall.EINVAL, "CQ moderation period %d us over %d", period, abi.CQModMaxPeriod)
+	}
+	c.moderate(count, time.Duration(period)*time.Microsecond)
+	return nil
 }
 
 // resizeCQLocked moves the CQ to a new ring, carrying over the completions not yet polled:

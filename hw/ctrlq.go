@@ -130,7 +130,11 @@ var ctrlCommands = map[uint16]ctrlCommand{
 		return f.resizeCQLocked(a.Num(), a.Queue())
 	},
 	abi.OpDestroyCQ: byNum((*Function).destroyCQLocked),
-	abi.OpCreateQP:  func(f *Function, e abi.CtrlEntry) error { return f.createQPLocked(e.CreateQPArgs(), e.SetResult) },
+	abi.OpModifyCQ: func(f *Function, e abi.CtrlEntry) error {
+		a := e.ModifyCQArgs()
+		return f.modifyCQLocked(a.Num(), a.Count(), a.Period())
+	},
+	abi.OpCreateQP: func(f *Function, e abi.CtrlEntry) error { return f.createQPLocked(e.CreateQPArgs(), e.SetResult) },
 	abi.OpModifyQP: func(f *Function, e abi.CtrlEntry) error {
 		a := e.ModifyQPArgs()
 		return f.modifyQPLocked(a.Num(), a.Mask(), a.Attr())

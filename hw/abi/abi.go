@@ -13,7 +13,7 @@ package abi
 // refuses a major it does not know; minors only add.
 const (
 	VersionMajor = 1
-	VersionMinor = 1 // 1.1: UD, UC and GSI QPs, the AV table read, multicast, the DMA MR
+	VersionMinor = 2 // 1.1: UD, UC and GSI QPs, the AV table read, multicast, the DMA MR; 1.2: CQ moderation
 	Version      = VersionMajor<<16 | VersionMinor
 )
 
@@ -88,17 +88,18 @@ const (
 
 // Capabilities in RegCaps.
 const (
-	CapMWType1     = 1 << 0
-	CapMWType2A    = 1 << 1
-	CapMWType2B    = 1 << 2
-	CapAtomics     = 1 << 3
-	CapSRQ         = 1 << 4
-	CapFlush       = 1 << 5
-	CapAtomicWrite = 1 << 6
-	CapFastReg     = 1 << 7
-	CapZeroBased   = 1 << 8
-	CapEthernet    = 1 << 16 // the Ethernet function (TX/RX frame rings, eth.go)
-	CapUD          = 1 << 17 // UD, UC and GSI QPs, address vectors, multicast, the DMA MR (ABI 1.1)
+	CapMWType1      = 1 << 0
+	CapMWType2A     = 1 << 1
+	CapMWType2B     = 1 << 2
+	CapAtomics      = 1 << 3
+	CapSRQ          = 1 << 4
+	CapFlush        = 1 << 5
+	CapAtomicWrite  = 1 << 6
+	CapFastReg      = 1 << 7
+	CapZeroBased    = 1 << 8
+	CapCQModeration = 1 << 9  // OpModifyCQ (ABI 1.2)
+	CapEthernet     = 1 << 16 // the Ethernet function (TX/RX frame rings, eth.go)
+	CapUD           = 1 << 17 // UD, UC and GSI QPs, address vectors, multicast, the DMA MR (ABI 1.1)
 )
 
 // RegDevCtrl and RegDevStatus bits.

@@ -45,6 +45,7 @@ const (
 	OpCreateCQ    = 0x40 // args: CreateCQArgs. ResultNum: cqn, ResultSlot: its arm register
 	OpResizeCQ    = 0x41 // args: ResizeCQArgs: a new ring, unpolled CQEs carried over
 	OpDestroyCQ   = 0x42 // args: NumArgs (cqn)
+	OpModifyCQ    = 0x43 // args: ModifyCQArgs: the CQ's event moderation (CapCQModeration, ABI 1.2)
 	OpCreateQP    = 0x50 // args: CreateQPArgs. ResultNum: qpn, ResultSlot: its doorbell
 	OpModifyQP    = 0x51 // args: ModifyQPArgs
 	OpQueryQP     = 0x52 // args: QueryQPArgs; the device writes the QPAttr at QueryQPAttr (the one exception to "only status and results")
@@ -155,6 +156,22 @@ const (
 	ResizeCQArgsSize = 32
 	ResizeCQNum      = 0 // u32: cqn
 	ResizeCQQueue    = 8 // QueueArgs
+)
+
+// ModifyCQArgs: a CQ's event moderation, ib_modify_cq's cq_count and cq_period. Once an armed CQ
+// fires, its completion event waits until Count completions have been written since it was
+// armed (the one that fired it included) or Period microseconds have passed since that one,
+// whichever comes first; a busy CQ then costs the guest one interrupt for many completions, as a
+// NIC's CQ moderation does. Count 0 or 1 with Period 0 announces each event at once (a new CQ's
+// setting). A Count or Period over its bound is EINVAL.
+const (
+	ModifyCQArgsSize = 8
+	ModifyCQNum      = 0 // u32: cqn
+	ModifyCQCount    = 4 // u16: completions an event waits for
+	ModifyCQPeriod   = 6 // u16: microseconds an event may wait, at most CQModMaxPeriod
+
+	CQModMaxCount  = 0xffff
+	CQModMaxPeriod = 0xfff
 )
 
 // ModifyQPArgs and QueryQPArgs.

@@ -58,6 +58,10 @@ var Layouts = []Layout{
 	{"resize_cq_args", ResizeCQArgsSize, []Field{
 		{Name: "cqn", Off: ResizeCQNum, Size: 4}, {Name: "queue", Off: ResizeCQQueue, Size: QueueArgsSize, Array: true},
 	}},
+	{"modify_cq_args", ModifyCQArgsSize, []Field{
+		{Name: "cqn", Off: ModifyCQNum, Size: 4}, {Name: "count", Off: ModifyCQCount, Size: 2},
+		{Name: "period", Off: ModifyCQPeriod, Size: 2},
+	}},
 	{"modify_qp_args", ModifyQPArgsSize, []Field{
 		{Name: "qpn", Off: ModifyQPNum, Size: 4}, {Name: "mask", Off: ModifyQPMask, Size: 4},
 		{Name: "attr", Off: ModifyQPAttr, Size: QPAttrSize, Array: true},

@@ -78,6 +78,7 @@ func (e CtrlEntry) RegDMAArgs() RegDMAArgs       { return RegDMAArgs(e.args(RegD
 func (e CtrlEntry) McastArgs() McastArgs         { return McastArgs(e.args(McastArgsSize)) }
 func (e CtrlEntry) CreateCQArgs() CreateCQArgs   { return CreateCQArgs(e.args(CreateCQArgsSize)) }
 func (e CtrlEntry) ResizeCQArgs() ResizeCQArgs   { return ResizeCQArgs(e.args(ResizeCQArgsSize)) }
+func (e CtrlEntry) ModifyCQArgs() ModifyCQArgs   { return ModifyCQArgs(e.args(ModifyCQArgsSize)) }
 func (e CtrlEntry) CreateQPArgs() CreateQPArgs   { return CreateQPArgs(e.args(CreateQPArgsSize)) }
 func (e CtrlEntry) ModifyQPArgs() ModifyQPArgs   { return ModifyQPArgs(e.args(ModifyQPArgsSize)) }
 func (e CtrlEntry) QueryQPArgs() QueryQPArgs     { return QueryQPArgs(e.args(QueryQPArgsSize)) }
@@ -215,6 +216,16 @@ type ResizeCQArgs []byte
 func (a ResizeCQArgs) Num() uint32      { return get32(a[ResizeCQNum:]) }
 func (a ResizeCQArgs) SetNum(v uint32)  { put32(a[ResizeCQNum:], v) }
 func (a ResizeCQArgs) Queue() QueueArgs { return queueArgs(a, ResizeCQQueue) }
+
+// ModifyCQArgs views OpModifyCQ's arguments.
+type ModifyCQArgs []byte
+
+func (a ModifyCQArgs) Num() uint32        { return get32(a[ModifyCQNum:]) }
+func (a ModifyCQArgs) SetNum(v uint32)    { put32(a[ModifyCQNum:], v) }
+func (a ModifyCQArgs) Count() uint16      { return get16(a[ModifyCQCount:]) }
+func (a ModifyCQArgs) SetCount(v uint16)  { put16(a[ModifyCQCount:], v) }
+func (a ModifyCQArgs) Period() uint16     { return get16(a[ModifyCQPeriod:]) }
+func (a ModifyCQArgs) SetPeriod(v uint16) { put16(a[ModifyCQPeriod:], v) }
 
 // CreateQPArgs views OpCreateQP's arguments.
 type CreateQPArgs []byte

@@ -32,6 +32,7 @@ var viewFields = map[string]struct {
 		"stag": "STag", "flags": "Flags", "reg": "Reg"}},
 	"create_cq_args": {func(b []byte) any { return CreateCQArgs(b) }, map[string]string{"queue": "Queue", "eqn": "EQ"}},
 	"resize_cq_args": {func(b []byte) any { return ResizeCQArgs(b) }, map[string]string{"cqn": "Num", "queue": "Queue"}},
+	"modify_cq_args": {func(b []byte) any { return ModifyCQArgs(b) }, map[string]string{"cqn": "Num", "count": "Count", "period": "Period"}},
 	"modify_qp_args": {func(b []byte) any { return ModifyQPArgs(b) }, map[string]string{
 		"qpn": "Num", "mask": "Mask", "attr": "Attr"}},
 	"query_qp_args": {func(b []byte) any { return QueryQPArgs(b) }, map[string]string{"qpn": "Num", "attr": "Attr"}},
@@ -176,6 +177,7 @@ func TestCtrlEntryArgViews(t *testing.T) {
 		{"reg_mr", e.RegMRArgs(), RegMRArgsSize}, {"rereg_mr", e.ReregMRArgs(), ReregMRArgsSize},
 		{"reg_dma", e.RegDMAArgs(), RegDMAArgsSize}, {"mcast", e.McastArgs(), McastArgsSize},
 		{"create_cq", e.CreateCQArgs(), CreateCQArgsSize}, {"resize_cq", e.ResizeCQArgs(), ResizeCQArgsSize},
+		{"modify_cq", e.ModifyCQArgs(), ModifyCQArgsSize},
 		{"create_qp", e.CreateQPArgs(), CreateQPArgsSize}, {"modify_qp", e.ModifyQPArgs(), ModifyQPArgsSize},
 		{"query_qp", e.QueryQPArgs(), QueryQPArgsSize}, {"create_srq", e.CreateSRQArgs(), CreateSRQArgsSize},
 		{"modify_srq", e.ModifySRQArgs(), ModifySRQArgsSize}, {"eth_ring", e.EthRingArgs(), EthRingArgsSize},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"syscall"
+	"time"
 
 	"github.com/softirdma/softirdma/hw/abi"
 )
@@ -210,6 +211,23 @@ func (c *CQ) Resize(logCount uint8) error {
 	c.r, c.cons = r, 0
 	old.free()
 	return nil
+}
+
+// Moderate sets the CQ's event moderation (ib_modify_cq): once armed and fired, its event waits
+// for count completions or period, whichever comes first; 0 and 0 announce each at once. A
+// period is whole microseconds, at most abi.CQModMaxPeriod of them, and a device without
+// abi.CapCQModeration refuses it (EOPNOTSUPP).
+func (c *CQ) Moderate(count uint16, period time.Duration) error {
+	us := period / time.Microsecond
+	if period < 0 || us > abi.CQModMaxPeriod {
+		return fmt.Errorf("driver: CQ moderation period %v is not 0..%dus", period, abi.CQModMaxPeriod)
+	}
+	args := make(abi.ModifyCQArgs, abi.ModifyCQArgsSize)
+	args.SetNum(c.Num)
+	args.SetCount(count)
+	args.SetPeriod(uint16(us))
+	_, err := c.r.d.Command(abi.OpModifyCQ, args)
+	return err
 }
 
 // Arm arms the CQ for its next completion (solicited: only a solicited one, or an error).

@@ -233,6 +233,22 @@ func TestResizeCQ(t *testing.T) {
 	wantErrno(t, "RESIZE_CQ of a destroyed CQ", cq.Resize(4), syscall.ENOENT)
 }
 
+// MODIFY_CQ takes a count and a period within the device's bounds; a period the ABI cannot
+// carry is refused before it reaches the device, and a CQ that is gone is ENOENT.
+func TestModerateCQ(t *testing.T) {
+	lb := newLoopback(t)
+	must(t, lb.cq.Moderate(16, 50*time.Microsecond))
+	must(t, lb.cq.Moderate(abi.CQModMaxCount, abi.CQModMaxPeriod*time.Microsecond))
+	must(t, lb.cq.Moderate(0, 0))
+	if err := lb.cq.Moderate(4, (abi.CQModMaxPeriod+1)*time.Microsecond); err == nil {
+		t.Fatal("a period over the bound was taken")
+	}
+	cq, err := lb.d.CreateCQ(3, nil)
+	must(t, err)
+	must(t, cq.Destroy())
+	wantErrno(t, "MODIFY_CQ of a destroyed CQ", cq.Moderate(4, time.Microsecond), syscall.ENOENT)
+}
+
 // ATOMIC_WRITE from one QP of a loopback pair puts its 8 bytes at the other's target; FLUSHes of
 // the range and of the whole MR (whose address and length are not looked at), of each placement
 // type, complete SUCCESS in order after it; a FLUSH of a range past the MR's end is

@@ -157,6 +157,26 @@ int sirdma_resize_cq_int(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 }
 #endif
 
+/*
+ * sirdma_modify_cq sets the CQ's event moderation: once armed and fired, its event waits for
+ * cq_count completions or cq_period microseconds, whichever comes first (0 and 0: each at once).
+ * The core's DIM calls it for the kernel's CQs when the cq_dim parameter turns DIM on.
+ */
+int sirdma_modify_cq(struct ib_cq *ibcq, u16 cq_count, u16 cq_period)
+{
+	struct sirdma_dev *sdev = to_sdev(ibcq->device);
+	struct softirdma_modify_cq_args a = {};
+
+	if (!(sdev->caps.caps & SOFTIRDMA_CAP_CQ_MODERATION))
+		return -EOPNOTSUPP;
+	if (cq_period > SOFTIRDMA_CQ_MOD_MAX_PERIOD)
+		return -EINVAL;
+	a.cqn = cpu_to_le32(to_scq(ibcq)->cqn);
+	a.count = cpu_to_le16(cq_count);
+	a.period = cpu_to_le16(cq_period);
+	return sirdma_cmd(sdev, SOFTIRDMA_OP_MODIFY_CQ, &a, sizeof(a), NULL, NULL, 0);
+}
+
 int sirdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 {
 	struct sirdma_dev *sdev = to_sdev(ibcq->device);

@@ -24,6 +24,10 @@
 /* RoCEv2's headers around a payload at most (IPv6, UDP, BTH, RETH, ICRC), as rxe reckons them. */
 #define ROCE_V2_MAX_HEADERS 80
 
+static bool cq_dim;
+module_param(cq_dim, bool, 0444);
+MODULE_PARM_DESC(cq_dim, "Moderate the events of the kernel's CQs with the RDMA core's DIM (default off)");
+
 /* The verbs' query_device: the limits the function gave at probe (sirdma_query_caps). */
 static int sirdma_query_device(struct ib_device *ibdev, struct ib_device_attr *attr,
 			       struct ib_udata *udata)
@@ -62,6 +66,10 @@ static int sirdma_query_device(struct ib_device *ibdev, struct ib_device_attr *a
 	attr->max_sge_rd = c->max_sge;
 	attr->max_cq = c->max_cq;
 	attr->max_cqe = c->max_cqe;
+	if (c->caps & SOFTIRDMA_CAP_CQ_MODERATION) {
+		attr->cq_caps.max_cq_moderation_count = SOFTIRDMA_CQ_MOD_MAX_COUNT;
+		attr->cq_caps.max_cq_moderation_period = SOFTIRDMA_CQ_MOD_MAX_PERIOD;
+	}
 	attr->max_mr = c->max_mr;
 	attr->max_mw = c->max_mw;
 	attr->max_pd = c->max_pd;
@@ -233,6 +241,7 @@ static const struct ib_device_ops sirdma_ib_ops = {
 	SIRDMA_RESIZE_CQ_OP,
 	.poll_cq = sirdma_poll_cq,
 	.req_notify_cq = sirdma_req_notify_cq,
+	.modify_cq = sirdma_modify_cq,
 	.create_qp = sirdma_create_qp,
 	.modify_qp = sirdma_modify_qp,
 	.query_qp = sirdma_query_qp,
@@ -285,6 +294,8 @@ int sirdma_ib_init(struct sirdma_dev *sdev)
 	addrconf_addr_eui48((u8 *)&sib->ibdev.node_guid, sdev->netdev->dev_addr);
 	strscpy(sib->ibdev.node_desc, "softirdma", sizeof(sib->ibdev.node_desc));
 	ib_set_device_ops(&sib->ibdev, &sirdma_ib_ops);
+	/* DIM sets each kernel CQ's moderation (modify_cq) from the completion rate it sees. */
+	sib->ibdev.use_cq_dim = cq_dim && (sdev->caps.caps & SOFTIRDMA_CAP_CQ_MODERATION);
 	/* The data-path commands rxe's provider makes (the send doorbell, arming a CQ) are
 	 * opt-in: most drivers' providers do them without the kernel.
 	 */

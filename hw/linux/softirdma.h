@@ -332,6 +332,7 @@ int sirdma_resize_cq(struct ib_cq *ibcq, unsigned int cqe, struct ib_udata *udat
 int sirdma_resize_cq_int(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
 #endif
 int sirdma_poll_cq(struct ib_cq *ibcq, int n, struct ib_wc *wc);
+int sirdma_modify_cq(struct ib_cq *ibcq, u16 cq_count, u16 cq_period);
 int sirdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
 int sirdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata);
 int sirdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,

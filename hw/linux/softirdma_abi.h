@@ -16,8 +16,8 @@
 #endif
 
 #define SOFTIRDMA_VERSION_MAJOR 0x1
-#define SOFTIRDMA_VERSION_MINOR 0x1
-#define SOFTIRDMA_VERSION 0x10001
+#define SOFTIRDMA_VERSION_MINOR 0x2
+#define SOFTIRDMA_VERSION 0x10002
 #define SOFTIRDMA_PCI_VENDOR_ID 0x1234
 #define SOFTIRDMA_PCI_DEVICE_ID 0x5352
 #define SOFTIRDMA_PCI_SUBSYSTEM_VENDOR_ID 0x1234
@@ -79,6 +79,7 @@
 #define SOFTIRDMA_CAP_ATOMIC_WRITE 0x40
 #define SOFTIRDMA_CAP_FAST_REG 0x80
 #define SOFTIRDMA_CAP_ZERO_BASED 0x100
+#define SOFTIRDMA_CAP_CQ_MODERATION 0x200
 #define SOFTIRDMA_CAP_ETHERNET 0x10000
 #define SOFTIRDMA_CAP_UD 0x20000
 #define SOFTIRDMA_DEV_CTRL_ENABLE 0x1
@@ -123,6 +124,7 @@
 #define SOFTIRDMA_OP_CREATE_CQ 0x40
 #define SOFTIRDMA_OP_RESIZE_CQ 0x41
 #define SOFTIRDMA_OP_DESTROY_CQ 0x42
+#define SOFTIRDMA_OP_MODIFY_CQ 0x43
 #define SOFTIRDMA_OP_CREATE_QP 0x50
 #define SOFTIRDMA_OP_MODIFY_QP 0x51
 #define SOFTIRDMA_OP_QUERY_QP 0x52
@@ -183,6 +185,12 @@
 #define SOFTIRDMA_RESIZE_CQ_ARGS_SIZE 0x20
 #define SOFTIRDMA_RESIZE_CQ_NUM 0x0
 #define SOFTIRDMA_RESIZE_CQ_QUEUE 0x8
+#define SOFTIRDMA_MODIFY_CQ_ARGS_SIZE 0x8
+#define SOFTIRDMA_MODIFY_CQ_NUM 0x0
+#define SOFTIRDMA_MODIFY_CQ_COUNT 0x4
+#define SOFTIRDMA_MODIFY_CQ_PERIOD 0x6
+#define SOFTIRDMA_CQ_MOD_MAX_COUNT 0xffff
+#define SOFTIRDMA_CQ_MOD_MAX_PERIOD 0xfff
 #define SOFTIRDMA_MODIFY_QP_ARGS_SIZE 0x58
 #define SOFTIRDMA_MODIFY_QP_NUM 0x0
 #define SOFTIRDMA_MODIFY_QP_MASK 0x4
@@ -517,6 +525,16 @@ struct softirdma_resize_cq_args {
 static_assert(sizeof(struct softirdma_resize_cq_args) == 32);
 static_assert(offsetof(struct softirdma_resize_cq_args, cqn) == 0);
 static_assert(offsetof(struct softirdma_resize_cq_args, queue) == 8);
+
+struct softirdma_modify_cq_args {
+	__le32 cqn;
+	__le16 count;
+	__le16 period;
+} __packed;
+static_assert(sizeof(struct softirdma_modify_cq_args) == 8);
+static_assert(offsetof(struct softirdma_modify_cq_args, cqn) == 0);
+static_assert(offsetof(struct softirdma_modify_cq_args, count) == 4);
+static_assert(offsetof(struct softirdma_modify_cq_args, period) == 6);
 
 struct softirdma_modify_qp_args {
 	__le32 qpn;
