@@ -4,7 +4,8 @@
 # ib_write_bw -R (rdma_cm; 64 KiB) in a VM (vm/) on the softirdma device (the guest
 # driver, hw/linux, with `softirdma serve` behind it), then the same in a VM on Linux rxe
 # (rxe0), each against the same host peer on a dgram link. Prints one line per run and the
-# ratio. The guest CPU is emulated (TCG); softirdma's data path runs on the host.
+# ratio; then ib_send_lat with 8-byte messages against the same peer, median and 99th percentile
+# (one way, as perftest reports it) for each device. The guest CPU is emulated (TCG); softirdma's data path runs on the host.
 # Usage: interop/guestperf.sh [ITERATIONS] (default 500).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,7 @@ vm_check_number iterations "$N" 5 100000
 N=$((10#$N))
 . interop/guestlib.sh
 guest_setup device_guest_perf_module_build
-SIZE=65536 UD_SIZE=1024 TCP=18781 QEMU_PORT=9271 PEER_PORT=9272
+SIZE=65536 UD_SIZE=1024 LAT_SIZE=8 LAT_N=1000 TCP=18781 QEMU_PORT=9271 PEER_PORT=9272
 
 # run DEVICE: one guest running ib_write_bw then ib_send_bw against the host's servers.
 run() {
@@ -43,21 +44,25 @@ grep -E '^ +$UD_SIZE +$N ' /tmp/out | sed "s/^/VM: send_UD: /"
 # rdma_cm (-R): no TCP; the exchange and the test QP connect to the host's RoCE address.
 until_ok 120 timeout 300 ib_write_bw -d $dev -F -R -n $N -s $SIZE -p $TCP $peer_ip
 grep -E '^ +$SIZE +$N ' /tmp/out | sed "s/^/VM: write_R: /"
+until_served 120 0.5 timeout 300 ib_send_lat -d $dev -x \$G -F -n $LAT_N -s $LAT_SIZE -p $TCP 10.0.2.2
+grep -E '^ +$LAT_SIZE +$LAT_N ' /tmp/out | sed "s/^/VM: send_lat: /"
 SCRIPT
   env "${env[@]}" VM_SCRIPT="$OUT/guest.sh" VM_MAC0=52:54:00:00:0d:10 VM_MAC1=52:54:00:00:77:d2 \
     timeout 900 bash vm/run.sh "${args[@]}" > "$OUT/$dev.log" 2>&1 &
   local gpid=$!; pids+=($gpid)
   local v t
-  for v in "write|write -s $SIZE" "send|send -s $SIZE" "send_UD|send -c UD -s $UD_SIZE" "write_R|write -R -s $SIZE"; do
+  for v in "write|write -s $SIZE" "send|send -s $SIZE" "send_UD|send -c UD -s $UD_SIZE" "write_R|write -R -s $SIZE" \
+    "send_lat|send_lat -s $LAT_SIZE -n $LAT_N"; do
     t=${v%%|*}
+    # The test's own words last: send_lat's -n is its own.
     # shellcheck disable=SC2086 # the test's words
-    bin/softirdma perf ${v#*|} -server -p $TCP -n "$N" -timeout 300s \
+    bin/softirdma perf -server -p $TCP -n "$N" ${v#*|} -timeout 300s \
       -link "dgram:127.0.0.1:$PEER_PORT,127.0.0.1:$QEMU_PORT" \
       -ip $peer_ip -mac 02:00:00:00:77:02 > "$OUT/$dev.$t.host.log" 2>&1 || true
   done
   wait $gpid || true
   [ "$dev" = softirdma0 ] && kill "$spid" 2>/dev/null || true
-  grep "VM: " "$OUT/$dev.log" | tr -d '\r' | grep -E "VM: (write|send|send_UD|write_R): " | sed "s/^VM: /$dev /"
+  grep "VM: " "$OUT/$dev.log" | tr -d '\r' | grep -E "VM: (write|send|send_UD|write_R|send_lat): " | sed "s/^VM: /$dev /"
 }
 echo "guest perftest against softirdma perf on the host, $N x $SIZE B; logs in $OUT"
 echo "device  test  #bytes  #iterations  BW-peak[MB/s]  BW-average[MB/s]  MsgRate[Mpps]"
@@ -71,5 +76,15 @@ for t in write send send_UD write_R; do
     echo "$name average: softirdma0 $a MB/s, rxe0 $b MB/s, ratio $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }')"
   else
     echo "$name: a run gave no figure (softirdma0 '${a}', rxe0 '${b}')"
+  fi
+done
+# The latency lines: perftest's "#bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%".
+for dev in softirdma0 rxe0; do
+  med=$(awk '$2 == "send_lat:" {print $7}' "$OUT/$dev.txt")
+  p99=$(awk '$2 == "send_lat:" {print $10}' "$OUT/$dev.txt")
+  if [ -n "$med" ]; then
+    echo "guest to host peer $dev ib_send_lat ${LAT_SIZE}B: median $med us, p99 $p99 us"
+  else
+    echo "guest to host peer $dev ib_send_lat ${LAT_SIZE}B: the run gave no figure"
   fi
 done

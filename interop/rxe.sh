@@ -111,6 +111,18 @@ perf_case() {
   esac
 }
 
+# lat_case ROLE SIZE N: perftest's ib_send_lat in the guest as ROLE against softirdma perf
+# send_lat on the host: N SENDs of SIZE bytes back and forth, one in flight; softirdma prints its
+# own latency line, as each side of perftest's does.
+lat_case() {
+  local tool="ib_send_lat -d rxe0 -x \$GIDX -F -n $3 -s $2" si=(-n "$3" -s "$2")
+  case $1 in
+    guest_client) guest_client perf tcp "$tool 10.0.2.2" perf send_lat -server -p 18515 "${si[@]}" ;;
+    guest_server) guest_server perf tcp "$tool" perf send_lat 127.0.0.1 -p 18516 "${si[@]}" -wait 30s ;;
+  esac
+  grep -qE "^ $2 +$3([[:space:]]+[0-9]+\.[0-9]+){7}" "$OUT/si.log" || { echo "  softirdma printed no latency line for $3 x $2 B"; rc=1; }
+}
+
 # perf_r_case ROLE TEST SIZE N: perftest with -R: no TCP; both QPs connected through rdma_cm at
 # the server's RoCE address, the exchange on a QP of its own.
 perf_r_case() {
@@ -210,6 +222,9 @@ run_case perf_guest_server_send_4KiB perf_case guest_server send 4096 100 0
 run_case perf_guest_client_write_4KiB perf_case guest_client write 4096 100 0
 run_case perf_guest_client_send_4KiB perf_case guest_client send 4096 100 0
 run_case perf_guest_server_write_4KiB_loss2 perf_case guest_server write 4096 300 0.02
+# ib_send_lat: the ping-pong of SENDs, softirdma in both roles.
+run_case send_lat_guest_client lat_case guest_client 8 500
+run_case send_lat_guest_server lat_case guest_server 8 500
 # READ recovery: 5% of rxe's READ responses lost on softirdma's receive side; softirdma asks again
 # from the first missing response. decode -flows counts what went on the wire.
 run_case perf_guest_server_read_32KiB_loss5 perf_case guest_server read 32768 200 0.05

@@ -125,7 +125,7 @@ func TestPeerUsageMessages(t *testing.T) {
 func TestPerfTestWordAnywhere(t *testing.T) {
 	link := []string{"-link", "dgram:127.0.0.1:9,127.0.0.1:9", "-ip", "192.0.2.1"}
 	noLink := "softirdma perf: no link: give -link, " + linkExample + "\n"
-	usage := " (softirdma perf write|read|atomic|send [-server | HOST] [flags])\n"
+	usage := " (softirdma perf write|read|atomic|send|send_lat [-server | HOST] [flags])\n"
 	for _, c := range []struct {
 		args []string
 		want string
@@ -136,10 +136,12 @@ func TestPerfTestWordAnywhere(t *testing.T) {
 		{[]string{"127.0.0.1", "send"}, noLink},
 		{append([]string{"-server", "-x", "2", "write"}, link...), "softirdma perf: -x 2 is out of range (0..1)\n"},
 		{append([]string{"-s", "16", "-server", "atomic"}, link...), "softirdma perf: -s 16 is out of range (atomic messages are always 8 bytes)\n"},
-		{[]string{"-server"}, "softirdma perf: no test given: write, read, atomic or send" + usage},
-		{[]string{"-server", "bogus"}, `softirdma perf: no test "bogus": write, read, atomic or send` + usage},
-		{[]string{"127.0.0.1", "192.0.2.9"}, `softirdma perf: no test among "127.0.0.1" and "192.0.2.9": write, read, atomic or send` + usage},
+		{[]string{"-server"}, "softirdma perf: no test given: write, read, atomic, send or send_lat" + usage},
+		{[]string{"-server", "bogus"}, `softirdma perf: no test "bogus": write, read, atomic, send or send_lat` + usage},
+		{[]string{"127.0.0.1", "192.0.2.9"}, `softirdma perf: no test among "127.0.0.1" and "192.0.2.9": write, read, atomic, send or send_lat` + usage},
 		{[]string{"write", "read"}, `softirdma perf: one test at a time, got "write" and "read"` + usage},
+		{append([]string{"-server", "-R", "send_lat"}, link...), "softirdma perf: -R runs the bandwidth tests (send_lat exchanges over TCP)\n"},
+		{append([]string{"-server", "-c", "UD", "send_lat"}, link...), "softirdma perf: -c UD: send_lat runs on RC here (UD latency is not supported)\n"},
 		{[]string{"write", "127.0.0.1", "192.0.2.9"}, `softirdma perf: more than one host: "127.0.0.1" and "192.0.2.9"` + usage},
 	} {
 		code, out, errOut := runCLI(append([]string{"perf"}, c.args...)...)

@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	registerPeer("perf", "perftest's peer: write|read|atomic|send like ib_write_bw, ib_read_bw, ib_atomic_bw, ib_send_bw", runPerf)
+	registerPeer("perf", "perftest's peer: write|read|atomic|send|send_lat like ib_write_bw, ib_read_bw, ib_atomic_bw, ib_send_bw, ib_send_lat", runPerf)
 }
 
 func runPerf(args []string, stdout, stderr io.Writer, run peerRun) int {
@@ -33,7 +33,7 @@ func runPerf(args []string, stdout, stderr io.Writer, run peerRun) int {
 	}
 	test, host, err := perfWords(words)
 	if err != nil {
-		fmt.Fprintf(stderr, "softirdma perf: %v (softirdma perf write|read|atomic|send [-server | HOST] [flags])\n", err)
+		fmt.Fprintf(stderr, "softirdma perf: %v (softirdma perf write|read|atomic|send|send_lat [-server | HOST] [flags])\n", err)
 		return 2
 	}
 	f.o.Test = test
@@ -77,7 +77,7 @@ func (f *perfFlags) register(fs flagSet, stderr io.Writer) {
 	fs.IntVar(&o.OutReads, "o", 16, fmt.Sprintf("READs and atomics outstanding this side accepts, 1..%d", perftest.MaxOutReads))
 	f.pf.register(fs, "x", "GID index: 0 the IPv6 link-local GID, 1 the IPv4-mapped one (as rxe numbers them)", "(0 for none)")
 	setUsage(fs, stderr,
-		"usage: softirdma perf write|read|atomic|send [-server | HOST] -link KIND:ADDRS -ip ADDR [flags]",
+		"usage: softirdma perf write|read|atomic|send|send_lat [-server | HOST] -link KIND:ADDRS -ip ADDR [flags]",
 		"Speaks perftest's exchange and runs its traffic (the flags may come before or after the test",
 		"and HOST), e.g. against ib_write_bw in a QEMU guest:",
 		"  softirdma perf write -server -link dgram:127.0.0.1:9002,127.0.0.1:9001 -ip 192.168.77.1",
@@ -116,8 +116,16 @@ func (f *perfFlags) check(fs flagSet, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softirdma perf: -c %q: RC or UD\n", f.conn)
 		return 2
 	}
+	if o.Conn == engine.QPTypeUD && o.Test == perftest.SendLat {
+		fmt.Fprintln(stderr, "softirdma perf: -c UD: send_lat runs on RC here (UD latency is not supported)")
+		return 2
+	}
 	if o.Conn == engine.QPTypeUD && o.Test != perftest.Send {
 		fmt.Fprintln(stderr, "softirdma perf: -c UD: UD connection only possible in SEND verb")
+		return 2
+	}
+	if o.Test == perftest.SendLat && o.RDMACM {
+		fmt.Fprintln(stderr, "softirdma perf: -R runs the bandwidth tests (send_lat exchanges over TCP)")
 		return 2
 	}
 	if o.Conn == engine.QPTypeUD && o.RDMACM {
@@ -145,11 +153,11 @@ func perfWords(words []string) (test perftest.Test, host string, err error) {
 	case len(tests) > 1:
 		return 0, "", fmt.Errorf("one test at a time, got %q and %q", tests[0], tests[1])
 	case len(tests) == 0 && len(hosts) == 0:
-		return 0, "", errors.New("no test given: write, read, atomic or send")
+		return 0, "", errors.New("no test given: write, read, atomic, send or send_lat")
 	case len(tests) == 0 && len(hosts) == 1:
-		return 0, "", fmt.Errorf("no test %q: write, read, atomic or send", hosts[0])
+		return 0, "", fmt.Errorf("no test %q: write, read, atomic, send or send_lat", hosts[0])
 	case len(tests) == 0:
-		return 0, "", fmt.Errorf("no test among %q and %q: write, read, atomic or send", hosts[0], hosts[1])
+		return 0, "", fmt.Errorf("no test among %q and %q: write, read, atomic, send or send_lat", hosts[0], hosts[1])
 	case len(hosts) > 1:
 		return 0, "", fmt.Errorf("more than one host: %q and %q", hosts[0], hosts[1])
 	}

@@ -18,7 +18,8 @@ import (
 	"github.com/softirdma/softirdma/compat/internal/ctrl"
 )
 
-// Test is which bandwidth test runs.
+// Test is which test runs: a bandwidth test (ib_write_bw, ib_read_bw, ib_atomic_bw,
+// ib_send_bw) or a latency test (ib_send_lat).
 type Test uint8
 
 const (
@@ -26,9 +27,10 @@ const (
 	Read
 	Atomic
 	Send
+	SendLat // ib_send_lat: a ping-pong of SENDs, each side timing its own round trips
 )
 
-// ParseTest reads "write", "read", "atomic" or "send".
+// ParseTest reads "write", "read", "atomic", "send" or "send_lat".
 func ParseTest(s string) (Test, error) {
 	switch s {
 	case "write":
@@ -39,13 +41,21 @@ func ParseTest(s string) (Test, error) {
 		return Atomic, nil
 	case "send":
 		return Send, nil
+	case "send_lat":
+		return SendLat, nil
 	}
-	return 0, fmt.Errorf("perftest: no test %q (write, read, atomic, send)", s)
+	return 0, fmt.Errorf("perftest: no test %q (write, read, atomic, send, send_lat)", s)
 }
 
 func (t Test) title() string {
-	return [...]string{"", "RDMA_Write BW Test", "RDMA_Read BW Test", "Atomic FETCH_AND_ADD BW Test", "Send BW Test"}[t]
+	return [...]string{"", "RDMA_Write BW Test", "RDMA_Read BW Test", "Atomic FETCH_AND_ADD BW Test", "Send BW Test", "Send Latency Test"}[t]
 }
+
+// latency says the test is a latency test.
+func (t Test) latency() bool { return t == SendLat }
+
+// sends says the test's messages are SENDs, which the peer receives into posted receives.
+func (t Test) sends() bool { return t == Send || t == SendLat }
 
 // Options are perftest's, with its defaults in brackets; a zero field takes its default.
 type Options struct {
@@ -55,10 +65,10 @@ type Options struct {
 	Server  bool
 	Host    string
 	Port    int // [18515]
-	Size    int // 1..MaxSize [65536; 8 for atomic; UD: the MTU, and at most that]
+	Size    int // 1..MaxSize [65536; 8 for atomic; 2 for a latency test; UD: the MTU, and at most that]
 	Iters   int // MinIters..MaxIters [5000 for write, 1000 otherwise]
-	TxDepth int // 1..MaxTxDepth [128]
-	RxDepth int // send server, 1..MaxRxDepth [512; UD: the iterations, at most 16000]
+	TxDepth int // 1..MaxTxDepth [128; a latency test has one message in flight]
+	RxDepth int // send server (both sides of send_lat), 1..MaxRxDepth [512; UD: the iterations, at most 16000]
 	// MTU in bytes; 0 uses 1024 (what rxe reports on a 1500-byte link) and the peer's if lower.
 	MTU int
 	// OutReads is the READ/atomic depth this side offers as a target, 1..128 [16].
@@ -118,6 +128,10 @@ func (o *Options) defaults() {
 	if o.Test == Atomic {
 		o.Size = 8
 	}
+	if o.Test.latency() {
+		ctrl.Default(&o.Size, 2) // perftest's DEF_SIZE_LAT
+		o.TxDepth = 1            // DEF_TX_LAT: one message in flight, whatever -t says
+	}
 	ctrl.Default(&o.Size, 65536)
 	if o.Test == Write {
 		ctrl.Default(&o.Iters, 5000)
@@ -135,14 +149,18 @@ func (o *Options) defaults() {
 // check refuses what the run cannot do, before it allocates anything.
 func (o *Options) check() error {
 	switch {
-	case o.Test < Write || o.Test > Send:
+	case o.Test < Write || o.Test > SendLat:
 		return errors.New("perftest: no test chosen")
 	case o.Conn != engine.QPTypeRC && o.Conn != engine.QPTypeUD:
 		return fmt.Errorf("perftest: connection type %s: RC or UD", o.Conn)
+	case o.Conn == engine.QPTypeUD && o.Test == SendLat:
+		return errors.New("perftest: send_lat runs on RC here (UD latency is not supported)")
 	case o.Conn == engine.QPTypeUD && o.Test != Send:
 		return errors.New("perftest: UD connection only possible in SEND verb")
 	case o.RDMACM && o.Conn == engine.QPTypeUD:
 		return errors.New("perftest: -R connects RC QPs here (UD through rdma_cm is not supported)")
+	case o.RDMACM && o.Test.latency():
+		return errors.New("perftest: -R runs the bandwidth tests here (a latency test exchanges over TCP)")
 	case !o.Server && o.Host == "":
 		return errors.New("perftest: a client needs a server to connect to")
 	}
@@ -176,6 +194,8 @@ type Result struct {
 	Elapsed time.Duration
 	// QP is the queue pair's attributes once it was connected (ibv_query_qp).
 	QP engine.QPAttr
+	// Latency is a latency test's figures (Report then has the size and iterations only).
+	Latency Latency
 }
 
 // Run runs one side of the test on dev and prints perftest's lines to out.
@@ -207,6 +227,9 @@ func Run(ctx context.Context, dev *engine.Device, o Options, out io.Writer) (Res
 	qpAttr, err := r.ready()
 	if err != nil {
 		return Result{}, err
+	}
+	if o.Test.latency() {
+		return r.latencyTest(qpAttr)
 	}
 	fmt.Fprintln(out, resultLine)
 	fmt.Fprintln(out, " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]")
@@ -253,7 +276,7 @@ func accessFor(o Options) (buf, qp engine.Access, outReads int) {
 		buf |= engine.AccessRemoteAtomic
 		qp = engine.AccessRemoteAtomic
 		outReads = o.OutReads
-	case Send:
+	case Send, SendLat:
 		qp = engine.AccessRemoteWrite | engine.AccessLocalWrite
 	}
 	return buf, qp, outReads
@@ -405,7 +428,8 @@ func (r *runner) ready() (engine.QPAttr, error) {
 			return engine.QPAttr{}, fmt.Errorf("perftest: %w", ctrl.RTRFailed(err, dgid))
 		}
 	}
-	if !r.o.Server && !r.o.RDMACM {
+	// A latency test's server sends too: its QP goes to RTS as well.
+	if (!r.o.Server || r.o.Test.latency()) && !r.o.RDMACM {
 		if err := r.toRTS(av); err != nil {
 			return engine.QPAttr{}, err
 		}
@@ -587,7 +611,8 @@ func printHeader(out io.Writer, o Options, mtu engine.MTU, outReads int) {
 	fmt.Fprintf(out, " Connection type : %s\t\tUsing SRQ      : OFF\n", o.Conn)
 	if !o.Server {
 		fmt.Fprintf(out, " TX depth        : %d\n", o.TxDepth)
-	} else if o.Test == Send {
+	}
+	if o.Server && o.Test.sends() {
 		fmt.Fprintf(out, " RX depth        : %d\n", o.RxDepth)
 	}
 	fmt.Fprintf(out, " Mtu             : %d[B]\n", mtu.Bytes())

@@ -116,7 +116,7 @@ func (r *runner) why(wc engine.WC) error {
 	if r.o.Server || wc.Err == nil || (wc.Status != engine.WCRemInvReqErr && wc.Status != engine.WCRemAccessErr) {
 		return ctrl.Why(wc)
 	}
-	if r.o.Test == Send {
+	if r.o.Test.sends() {
 		return fmt.Errorf("%w (the peer refused the SEND: its receives are shorter than this side's %d-byte messages; give both sides the same -s)", wc.Err, r.o.Size)
 	}
 	op := [...]string{Write: "RDMA WRITE", Read: "RDMA READ", Atomic: "atomic"}[r.o.Test]
@@ -202,7 +202,7 @@ func (r *runner) request(n int, off uint64) engine.SendWR {
 		wr.Opcode, wr.RemoteAddr, wr.RKey = engine.WRRDMARead, r.peer.VAddr+off, r.peer.RKey
 	case Atomic:
 		wr.Opcode, wr.RemoteAddr, wr.RKey, wr.CompareAdd = engine.WRAtomicFetchAndAdd, r.peer.VAddr+off, r.peer.RKey, 1
-	case Send:
+	case Send, SendLat:
 		wr.Opcode = engine.WRSend
 		if r.ah != nil {
 			wr.AH, wr.RemoteQPN, wr.RemoteQKey = r.ah, r.peer.QPN, QKey
