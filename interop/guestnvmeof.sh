@@ -17,6 +17,9 @@
 #                 reconnect attempts (20 s / 10 s) and removes the controller, fio failing
 #                 In both, both guests run with kernel.hung_task_timeout_secs=10, stay up, and
 #                 log no hung task nor warning in the 30 s after fio ends.
+# NVMEOF_QD1=1: before the verified writes, each host also reads 4 KiB at random one at a time
+# for 10 s (fio iodepth 1), and the median and 99th percentile of its completion latency are
+# printed beside rxe's where both hosts ran against the same target.
 # NVMEOF_PCAP=1: each serve writes its link's frames to <case>.<role>.pcap in the logs' folder.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -61,6 +64,7 @@ host_script() {
 sysctl -qw kernel.hung_task_timeout_secs=10
 nvmeof_connect $NQN $TIP ${KILL:+--ctrl-loss-tmo 20}
 if [ -n "\$D" ] && [ -z "$KILL" ]; then
+  [ "${NVMEOF_QD1:-0}" != 1 ] || nvmeof_fio_qd1 $SIZE
   nvmeof_fio_verify $NQN $SIZE
 elif [ -n "\$D" ]; then
   fio --filename=\$D --ioengine=libaio --direct=1 --iodepth=16 --rw=randwrite --bs=4k --size=64M \
@@ -111,7 +115,7 @@ fio_failed() {
   waitfor "$h" "VM: fio ended rc=[1-9]" $limit "$host_pid" || { grep -a "VM: fio" "$h"; return 1; }
   note="$((SECONDS - killed)) s"
 }
-declare -A iops mbs
+declare -A iops mbs qd1
 port=9301
 for case in "${cases[@]}"; do
   base=$case serve_args=() serves=() SRQ=0 KILL= SIZE=64M
@@ -159,6 +163,14 @@ for case in "${cases[@]}"; do
     iops[$case]=$(grep -aoE "VM: randwrite: +write: IOPS=[0-9.k]+" "$h" | sed 's/.*IOPS=//')
     mbs[$case]=$(grep -aoE "VM: seqwrite: +write: IOPS=[^(]*\([0-9.]+[kMG]B/s\)" "$h" |
       sed -E 's/.*\(([0-9.]+)([kMG])B\/s\)/\1 \2/' | awk '{ print $1 * ($2 == "k" ? 0.001 : $2 == "G" ? 1000 : 1) }')
+    # QD1: fio's completion latency percentiles, in their unit (nsec, usec or msec), to us.
+    qd1[$case]=$(grep -a "VM: qd1: " "$h" | awk '
+      /clat percentiles \(/ { u = $0; sub(/.*clat percentiles \(/, "", u); sub(/\).*/, "", u); on = 1; next }
+      on && /^VM: qd1: +\|/ { for (i = 1; i <= NF; i++) { v = ($i ~ /]/ ? $i : $(i + 1)); sub(/.*\[/, "", v)
+          if ($i ~ /^50\.00th=/) m = v; if ($i ~ /^99\.00th=/) p = v } next }
+      on { on = 0 }
+      END { gsub(/[^0-9.]/, "", m); gsub(/[^0-9.]/, "", p); f = (u == "nsec" ? 0.001 : u == "msec" ? 1000 : 1)
+        if (m != "" && p != "") printf "median %.1f us, p99 %.1f us", m * f, p * f }')
   else
     ok host_stays_up "VM: alive 30 s after fio"
     ok controller_removed "VM: controllers left: 0"
@@ -177,5 +189,7 @@ for tg in softirdma rxe; do
   echo "target on $tg: host on softirdma0 $(num "${iops[$a]}") IOPS (4 KiB random writes), ${mbs[$a]} MB/s (128 KiB sequential);" \
     "on rxe0 $(num "${iops[$b]}") IOPS, ${mbs[$b]} MB/s; ratios $(awk -v a="$(num "${iops[$a]}")" -v b="$(num "${iops[$b]}")" 'BEGIN { printf "%.2f", a / b }')" \
     "and $(awk -v a="${mbs[$a]}" -v b="${mbs[$b]}" 'BEGIN { printf "%.2f", a / b }')"
+  [ -n "${qd1[$a]:-}" ] && [ -n "${qd1[$b]:-}" ] &&
+    echo "target on $tg: QD1 4 KiB random reads: host on softirdma0 ${qd1[$a]}; on rxe0 ${qd1[$b]}"
 done
 finish

@@ -39,6 +39,16 @@ nvmeof_connect() {
   echo "VM: namespace $D"
 }
 
+# nvmeof_fio_qd1 SIZE: 4 KiB random reads of the first SIZE of $D, one at a time for 10 s, the
+# round trip an I/O waits for (command, transfer, completion, interrupt): "VM: qd1 rc=N", then
+# fio's output as "VM: qd1: ..." lines (its completion latency percentiles among them).
+nvmeof_fio_qd1() {
+  fio --filename=$D --ioengine=libaio --direct=1 --iodepth=1 --rw=randread --bs=4k --size=$1 \
+    --runtime=10 --time_based --name=qd1 > /tmp/out 2>&1
+  echo "VM: qd1 rc=$?"
+  sed "s/^/VM: qd1: /" /tmp/out
+}
+
 # nvmeof_fio_verify NQN SIZE: fio writing and verifying SIZE of $D (4 KiB random writes, then
 # 128 KiB sequential ones, crc32c), then the disconnect. Prints "VM: randwrite rc=N",
 # "VM: seqwrite rc=N" with fio's output, and nvme disconnect's.
