@@ -20,9 +20,14 @@
 # NVMEOF_QD1=1: before the verified writes, each host also reads 4 KiB at random one at a time
 # for 10 s (fio iodepth 1), and the median and 99th percentile of its completion latency are
 # printed beside rxe's where both hosts ran against the same target.
+# NVMEOF_CQ_DIM=1: the softirdma guests load the driver with cq_dim=1 (the RDMA core's DIM
+# moderates the kernel's CQ events).
 # NVMEOF_PCAP=1: each serve writes its link's frames to <case>.<role>.pcap in the logs' folder.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+for v in NVMEOF_QD1 NVMEOF_CQ_DIM; do
+  [[ ${!v:-0} =~ ^[01]$ ]] || { echo "$v must be 0 or 1, not '${!v}'" >&2; exit 2; }
+done
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=(softirdma_to_rxe)
 for c in "${cases[@]}"; do
@@ -97,7 +102,7 @@ boot() {
     pids+=($!) serves+=($!)
     eval "${role}_serve=$!"
     waitfor "$OUT/$case.$role.serve.out" "listening on" 30 $! || { cat "$OUT/$case.$role.serve.log"; return 1; }
-    args=(vm.softirdma=$ip/24) env=(VM_SOCKET="$sock" VM_MAC0=$mac)
+    args=(vm.softirdma=$ip/24 ${NVMEOF_CQ_DIM:+softirdma.cq_dim=$NVMEOF_CQ_DIM}) env=(VM_SOCKET="$sock" VM_MAC0=$mac)
   else
     args=(vm.rxe=1 vm.eth1=$ip/24) env=(VM_LINK="$mine,$theirs" VM_MAC0=$mac VM_MAC1=52:54:00:00:77:${mac##*:})
   fi
