@@ -22,20 +22,9 @@ type modBench struct {
 func newModBench(t *testing.T) *modBench {
 	b := newBench(t)
 	b.enable()
-	pdn := b.ok(abi.OpAllocPD, nil)
 	cqn, slot := b.cqOnEQ()
 	c := b.f.cqs[cqn]
-	pd := b.f.pds[pdn].pd
-	caps := emu.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}
-	qp, err := pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: c.emu, RecvCQ: c.emu, Cap: caps})
-	must(t, err)
-	peerCQ, _ := b.f.Device().CreateCQ(128)
-	peer, err := pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: peerCQ, RecvCQ: peerCQ, Cap: caps})
-	must(t, err)
-	must(t, emu.ConnectRC(qp, peer, emu.ConnectOptions{}))
-	buf, err := pd.RegMR(make([]byte, 4096), emu.AccessLocalWrite)
-	must(t, err)
-	sgl := []emu.SGE{{Addr: buf.Addr(), Length: 8, LKey: buf.LKey()}}
+	qp, peer, sgl := b.pairOnCQ(c, 64)
 	m := &modBench{bench: b, cqn: cqn, slot: slot, qp: qp}
 	m.receive = func(id uint64) {
 		t.Helper()
@@ -60,6 +49,16 @@ func (m *modBench) moderate(count, period uint16) syscall.Errno {
 	args.SetPeriod(period)
 	errno, _ := m.cmd(abi.OpModifyCQ, a)
 	return errno
+}
+
+// rearm has the driver take what came, set the moderation and arm the CQ again.
+func (m *modBench) rearm(count, period uint16) {
+	m.t.Helper()
+	m.consume()
+	if errno := m.moderate(count, period); errno != 0 {
+		m.t.Fatalf("modify_cq %d %d: %v", count, period, errno)
+	}
+	m.setArm(m.slot, abi.ArmNext)
 }
 
 // events is the completion EQ's producer index: the events the CQ announced.
@@ -131,11 +130,7 @@ func TestCQModerationPeriod(t *testing.T) {
 	}
 	// Armed again: the count, reached first, sends the event and the period's timer does not
 	// send a second one.
-	m.consume()
-	if errno := m.moderate(2, 100); errno != 0 {
-		t.Fatalf("modify_cq: %v", errno)
-	}
-	m.setArm(m.slot, abi.ArmNext)
+	m.rearm(2, 100)
 	m.receive(3)
 	m.receive(4)
 	m.wantEvents(2, "once the count was reached within the period")
@@ -150,18 +145,10 @@ func TestCQModerationOffAndChanged(t *testing.T) {
 	m.setArm(m.slot, abi.ArmNext)
 	m.receive(1)
 	m.wantEvents(1, "unmoderated")
-	m.consume()
-	if errno := m.moderate(1, 0); errno != 0 {
-		t.Fatalf("modify_cq: %v", errno)
-	}
-	m.setArm(m.slot, abi.ArmNext)
+	m.rearm(1, 0)
 	m.receive(2)
 	m.wantEvents(2, "with count 1")
-	m.consume()
-	if errno := m.moderate(8, 0); errno != 0 {
-		t.Fatalf("modify_cq: %v", errno)
-	}
-	m.setArm(m.slot, abi.ArmNext)
+	m.rearm(8, 0)
 	m.receive(3)
 	m.wantEvents(2, "held for the count")
 	if errno := m.moderate(0, 0); errno != 0 {

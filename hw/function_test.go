@@ -813,6 +813,24 @@ func (b *bench) cqOnEQ() (cqn, slot uint32) {
 	return res[0], res[1]
 }
 
+// pairOnCQ is an RC QP whose completions go to c, connected to a peer QP of the function's
+// engine (completing on a CQ of its own), each depth WRs deep, and an 8-byte SGL of a registered
+// buffer for their messages. The function must be enabled.
+func (b *bench) pairOnCQ(c *cq, depth int) (qp, peer *emu.QP, sgl []emu.SGE) {
+	b.t.Helper()
+	pd := b.f.pds[b.ok(abi.OpAllocPD, nil)].pd
+	caps := emu.QPCap{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}
+	qp, err := pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: c.emu, RecvCQ: c.emu, Cap: caps})
+	must(b.t, err)
+	peerCQ, _ := b.f.Device().CreateCQ(2 * depth)
+	peer, err = pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: peerCQ, RecvCQ: peerCQ, Cap: caps})
+	must(b.t, err)
+	must(b.t, emu.ConnectRC(qp, peer, emu.ConnectOptions{}))
+	buf, err := pd.RegMR(make([]byte, 4096), emu.AccessLocalWrite)
+	must(b.t, err)
+	return qp, peer, []emu.SGE{{Addr: buf.Addr(), Length: 8, LKey: buf.LKey()}}
+}
+
 func (b *bench) setArm(slot, v uint32) {
 	b.t.Helper()
 	var p [4]byte
@@ -900,20 +918,8 @@ func TestSetAVTable(t *testing.T) {
 func TestSolicitedArmOverUnpolledSolicitedCQE(t *testing.T) {
 	b := newBench(t)
 	b.enable()
-	pdn := b.ok(abi.OpAllocPD, nil)
 	cqn, slot := b.cqOnEQ()
-	c := b.f.cqs[cqn]
-	pd := b.f.pds[pdn].pd
-	caps := emu.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}
-	qp, err := pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: c.emu, RecvCQ: c.emu, Cap: caps})
-	must(t, err)
-	peerCQ, _ := b.f.Device().CreateCQ(16)
-	peer, err := pd.CreateQP(emu.QPInitAttr{Type: emu.QPTypeRC, SendCQ: peerCQ, RecvCQ: peerCQ, Cap: caps})
-	must(t, err)
-	must(t, emu.ConnectRC(qp, peer, emu.ConnectOptions{}))
-	buf, err := pd.RegMR(make([]byte, 4096), emu.AccessLocalWrite)
-	must(t, err)
-	sgl := []emu.SGE{{Addr: buf.Addr(), Length: 8, LKey: buf.LKey()}}
+	qp, peer, sgl := b.pairOnCQ(b.f.cqs[cqn], 8)
 	receive := func(id uint64, flags emu.SendFlags) {
 		must(t, qp.PostRecv(emu.RecvWR{ID: id, SGL: sgl}))
 		must(t, peer.PostSend(emu.SendWR{ID: id, Opcode: emu.WRSend, Flags: flags, SGL: sgl}))
