@@ -103,7 +103,8 @@ type cq struct {
 
 	// Event moderation (OpModifyCQ): once the CQ fires, its event is held until modCount
 	// completions have come since (0: no count) or modPeriod has passed. held says one is;
-	// heldFor counts its completions. mu guards them; timer runs expire on the function's clock.
+	// heldFor counts its completions. mu guards them; timer (made with the CQ, stopped until an
+	// event is held) runs expire on the function's clock.
 	modCount  uint16
 	modPeriod time.Duration
 	held      bool
@@ -150,9 +151,6 @@ func (c *cq) completed() {
 	if fired && (c.modCount > 1 || c.modPeriod > 0) && !c.held {
 		c.held, c.heldFor = true, 0
 		if c.modPeriod > 0 {
-			if c.timer == nil {
-				c.timer = c.f.cfg.Clock.NewTimer(c.expire)
-			}
 			c.timer.Reset(c.modPeriod)
 		}
 	}
@@ -182,9 +180,7 @@ func (c *cq) expire() {
 // releaseLocked ends a held event and says whether to announce it (not once the CQ is gone).
 func (c *cq) releaseLocked() bool {
 	c.held = false
-	if c.timer != nil {
-		c.timer.Stop()
-	}
+	c.timer.Stop()
 	return !c.gone
 }
 
@@ -203,9 +199,6 @@ func (c *cq) moderate(count uint16, period time.Duration) {
 	defer c.mu.Unlock()
 	c.modCount, c.modPeriod = count, period
 	if c.held {
-		if c.timer == nil {
-			c.timer = c.f.cfg.Clock.NewTimer(c.expire)
-		}
 		c.timer.Reset(0)
 	}
 }
@@ -317,6 +310,7 @@ func (f *Function) createCQLocked(args abi.CreateCQArgs, result func(int, uint32
 		return errf(syscall.ENOMEM, "all %d CQ slots in use", len(f.cqSlots))
 	}
 	c := &cq{f: f, r: r, eq: e, slot: uint32(slot)}
+	c.timer = f.cfg.Clock.NewTimer(c.expire)
 	ecq, err := f.dev.CreateCQSolicitedSink(c.sink)
 	if err != nil {
 		return err
@@ -340,7 +334,8 @@ func (f *Function) destroyCQLocked(n uint32) error {
 	})
 }
 
-// modifyCQLocked sets a CQ's event moderation; a count or period over the bounds is EINVAL.
+// modifyCQLocked sets a CQ's event moderation; a period over its bound is EINVAL (a count is any
+// u16).
 func (f *Function) modifyCQLocked(n uint32, count, period uint16) error {
 	c, err := find(f.cqs, n, "CQ")
 	if err != nil {

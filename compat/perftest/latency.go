@@ -42,13 +42,12 @@ func (r *runner) latencyTest(qpAttr engine.QPAttr) (Result, error) {
 	await := func(cond func() bool, what string) error {
 		for !cond() {
 			wcs, err := r.poll(fmt.Sprintf("%s: %d of %d sent, %d received", what, sent, o.Iters, received))
-			var moved errPeerMoved
-			if errors.As(err, &moved) && moved.err == nil && received >= o.Iters {
-				// The peer is done and has sent its last handshake, which may overtake the
-				// ACK of this side's last SEND: that completion is still to come.
-				continue
-			}
-			if errors.As(err, &moved) {
+			if moved := (errPeerMoved{}); errors.As(err, &moved) {
+				if moved.err == nil && received >= o.Iters {
+					// The peer is done and has sent its last handshake, which may overtake
+					// the ACK of this side's last SEND: that completion is still to come.
+					continue
+				}
 				return fmt.Errorf("perftest: the peer ended the test after %d of %d messages here (see its output; give both sides the same -n)", received, o.Iters)
 			}
 			if err != nil {
