@@ -38,8 +38,9 @@ bench:
 # ib_write_bw, ib_send_bw (RC and UD) and ib_write_bw -R from a VM on the softirdma device
 # (hw/linux) beside the same from a VM on Linux rxe, both against `softirdma perf` on the host;
 # then fio over NVMe over Fabrics with the host on softirdma0 and on rxe0, the same target on
-# softirdma0 (IOPS, MB/s, and the latency of 4 KiB reads one at a time); then guest to guest, two VMs on one serve beside two rxe VMs (interop/fabricperf.sh:
-# ib_write_bw 64 KiB and ib_send_lat 8 B), and ib_write_bw again with the netdevs at MTU 1500:
+# softirdma0 (IOPS, MB/s, and the latency of 4 KiB reads one at a time); then guest to guest,
+# two VMs on one serve beside two rxe VMs (interop/fabricperf.sh: ib_write_bw 64 KiB and
+# ib_send_lat 8 B), and ib_write_bw again with the netdevs at MTU 1500:
 # measurements, with the ratios; not part of interop. First the in-process latency of two devices
 # on serve's switch (interop/inprocesslat.sh: ib_send_lat and ib_write_lat, 8 B and 4 KiB).
 # The host path's speed (interop/hostperf.sh): ib_write_bw between two programs under

@@ -78,9 +78,11 @@ SCRIPT
 # latency DEVICE NAME: NAME's line for DEVICE's ib_send_lat (median: perftest's t_typical), and
 # its median in $med; empty when the run gave no figure (the line says so).
 latency() {
+  local figures
+  figures=$(lat_figures "$OUT/$1.lat")
   med=$(awk '{print $5}' "$OUT/$1.lat")
-  if [ -n "$med" ]; then
-    echo "$2 ib_send_lat ${LAT_SIZE}B: median $med us, p99 $(awk '{print $8}' "$OUT/$1.lat") us"
+  if [ -n "$figures" ]; then
+    echo "$2 ib_send_lat ${LAT_SIZE}B: $figures"
   else
     echo "$2 ib_send_lat ${LAT_SIZE}B: the run gave no figure"
     grep -a "VM: lat" "$OUT/$1.a.log" "$OUT/$1.b.log" | tail -3

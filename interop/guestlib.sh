@@ -143,6 +143,13 @@ serve_with_rxe_peer() {
   waitfor "$OUT/peer.log" "VM: peer up" 300 "$bpid" || { tail -20 "$OUT/peer.log"; abort "the rxe peer guest did not come up"; }
 }
 
+# lat_figures FILE: "median M us, p99 P us" from the first of perftest's latency result lines in
+# FILE ("#bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%"; the median is
+# t_typical), nothing if FILE has none.
+lat_figures() {
+  awk 'NF >= 9 && $1 ~ /^[0-9]+$/ && $5 ~ /^[0-9.]+$/ { printf "median %s us, p99 %s us", $5, $8; exit }' "$1" 2> /dev/null
+}
+
 # goroutine_summary LOG: the goroutine dump a Go program wrote to LOG on SIGQUIT, one line per
 # kind of goroutine: how many, their state, and the first two of the project's frames each is in
 # (the innermost first), most numerous first.

@@ -5,7 +5,8 @@
 # driver, hw/linux, with `softirdma serve` behind it), then the same in a VM on Linux rxe
 # (rxe0), each against the same host peer on a dgram link. Prints one line per run and the
 # ratio; then ib_send_lat with 8-byte messages against the same peer, median and 99th percentile
-# (one way, as perftest reports it) for each device. The guest CPU is emulated (TCG); softirdma's data path runs on the host.
+# (one way, as perftest reports it) for each device. The guest CPU is emulated (TCG); softirdma's
+# data path runs on the host.
 # Usage: interop/guestperf.sh [ITERATIONS] (default 500).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -80,10 +81,10 @@ for t in write send send_UD write_R; do
 done
 # The latency lines: perftest's "#bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%".
 for dev in softirdma0 rxe0; do
-  med=$(awk '$2 == "send_lat:" {print $7}' "$OUT/$dev.txt")
-  p99=$(awk '$2 == "send_lat:" {print $10}' "$OUT/$dev.txt")
-  if [ -n "$med" ]; then
-    echo "guest to host peer $dev ib_send_lat ${LAT_SIZE}B: median $med us, p99 $p99 us"
+  sed -n 's/^[^ ]* send_lat: *//p' "$OUT/$dev.txt" > "$OUT/$dev.lat"
+  figures=$(lat_figures "$OUT/$dev.lat")
+  if [ -n "$figures" ]; then
+    echo "guest to host peer $dev ib_send_lat ${LAT_SIZE}B: $figures"
   else
     echo "guest to host peer $dev ib_send_lat ${LAT_SIZE}B: the run gave no figure"
   fi
