@@ -131,7 +131,7 @@ func (qp *QP) scheduleAnswers() {
 	}
 	if q.run == nil {
 		q.run = func() {
-			defer hold(qp.dev, &qp.mu).release()
+			defer hold(qp.dev, &qp.mu).releaseOnClock()
 			qp.resp.answers.scheduled = false
 			switch qp.state {
 			case QPSRTR, QPSRTS, QPSSQD, QPSSQE:

@@ -165,7 +165,7 @@ func (qp *QP) compRNRRetry() compState {
 	r.rnrGen++
 	gen := r.rnrGen
 	r.rnrTimer = d.clock.AfterFunc(microseconds(wait), func() {
-		defer hold(d, &qp.mu).release()
+		defer hold(d, &qp.mu).releaseOnClock()
 		if qp.req.rnrGen != gen || !qp.req.waitRNR {
 			return // stopped or replaced while it waited for the lock
 		}

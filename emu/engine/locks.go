@@ -107,8 +107,14 @@ func hold[L sync.Locker](d *Device, l L) held[L] {
 	return held[L]{l, d}
 }
 
-// release releases the lock and carries out the outbox.
+// release releases the lock and carries out the outbox, handing its frames to the clock.
 func (h held[L]) release() {
 	h.lock.Unlock()
 	h.dev.flush()
+}
+
+// releaseOnClock is release for a call the device's clock runs, which carries frames out itself.
+func (h held[L]) releaseOnClock() {
+	h.lock.Unlock()
+	h.dev.flushFromClock()
 }

@@ -12,7 +12,8 @@ import (
 // work, poll CQs or receive frames.
 //
 // One goroutine at a time empties the outbox, in the order things were put in it: whoever
-// flushes with work waiting and finds nobody else at it. Others add to the outbox and leave;
+// flushes with work waiting and finds nobody else at it, except that frames go out only from
+// the device's clock (see flush). Others add to the outbox and leave;
 // the one emptying it picks up what they added. A flusher that keeps finding more after
 // maxFlushRounds hands the rest to a call on the device's clock rather than being kept from
 // returning to its caller for ever by a busy peer. In the simulator all of this runs on the
@@ -84,21 +85,26 @@ func (o *outbox) busy() bool {
 	return o.flushing || len(o.frames) > 0
 }
 
-// flush carries out what the outbox holds, unless another goroutine is at it. It runs with no
-// lock of the engine held.
+// flush ends a verb or a receive: it carries out the events and calls waiting, unless another
+// goroutine is at it, and hands waiting frames to the device's clock. Only the clock's goroutine
+// carries frames to the link, because a link may hold its sender up (a paced fabric port, a full
+// socket) and neither a verb nor a receive may wait for it, as a NIC's doorbell and its receive
+// side do not wait for its transmit queue:
+//   - a verb's caller may be the loop that answers a VM's register reads, which must keep
+//     answering while the wire is paused (QEMU drops a function that does not answer in time);
+//   - a receive's goroutine takes in the very ACKs a requester waits for, so waiting for the
+//     link there would hold them up until the requester's retries run out.
+//
+// The clock runs the requesters, so it waits for the link in their place.
 func (d *Device) flush() { d.carry(false) }
 
-// flushReceived ends a receive. The goroutine that takes frames in carries out what is waiting
-// only while no frame is among it: a waiting frame may be a requester's, and a link that holds
-// its sender up (a paced fabric port, a full socket) would keep that goroutine from taking in
-// the very ACKs the requester waits for, until its retries run out. A NIC's receive side does
-// not wait for its transmit queue either. Waiting frames go to the device's clock instead, which
-// runs the requesters and so waits for the link in their place.
-func (d *Device) flushReceived() { d.carry(true) }
+// flushFromClock ends a call on the device's clock: it carries out everything, frames
+// included.
+func (d *Device) flushFromClock() { d.carry(true) }
 
-// carry empties the outbox, one batch a round; received says the caller is a receive, which
-// hands frames to the clock (see flushReceived).
-func (d *Device) carry(received bool) {
+// carry empties the outbox, one batch a round; mayFrames says the caller may carry frames out
+// (see flush).
+func (d *Device) carry(mayFrames bool) {
 	o := &d.out
 	if !o.pending.Load() {
 		return
@@ -109,7 +115,7 @@ func (d *Device) carry(received bool) {
 		o.mu.Unlock()
 		return
 	}
-	if received && len(o.frames) > 0 {
+	if !mayFrames && len(o.frames) > 0 {
 		d.flushOnClock()
 		o.mu.Unlock()
 		return
@@ -137,7 +143,7 @@ func (d *Device) carry(received bool) {
 			o.mu.Unlock()
 			return
 		}
-		if round == maxFlushRounds || received && len(o.frames) > 0 {
+		if round == maxFlushRounds || !mayFrames && len(o.frames) > 0 {
 			o.flushing = false
 			d.flushOnClock()
 			o.mu.Unlock()
@@ -213,7 +219,7 @@ func (d *Device) flushLater() {
 	d.out.later = false
 	d.out.pending.Store(true)
 	d.out.mu.Unlock()
-	d.flush()
+	d.flushFromClock()
 }
 
 // txBuffer is where the next frame is built: a buffer lent by the link, or one of the device's.

@@ -475,7 +475,7 @@ func (qp *QP) completeSolicited(cq *CQ, wc WC, solicited bool) {
 			qp.overflowed = true
 			d := qp.dev
 			d.clock.Post(0, func() {
-				defer hold(d, &qp.mu).release()
+				defer hold(d, &qp.mu).releaseOnClock()
 				// The user may have reset the QP meanwhile (which forgets the overflow) or
 				// moved it to ERR already.
 				if qp.overflowed && qp.state != QPSReset && qp.state != QPSErr {

@@ -10,7 +10,7 @@ import (
 // device or for no QP is counted and dropped without an answer, as IBTA asks. The frame is not
 // kept after Receive returns.
 func (d *Device) Receive(frame []byte) {
-	defer d.flushReceived()
+	defer d.flush()
 	f := d.rxFrame()
 	d.receive(f, frame, false)
 	d.rxDone(f)
@@ -19,7 +19,7 @@ func (d *Device) Receive(frame []byte) {
 // ReceiveBatch is Receive for frames that arrived together, in order: what they make the device
 // send goes out after the last one.
 func (d *Device) ReceiveBatch(frames [][]byte) {
-	defer d.flushReceived()
+	defer d.flush()
 	f := d.rxFrame()
 	for _, b := range frames {
 		d.receive(f, b, false)
@@ -32,7 +32,7 @@ func (d *Device) ReceiveBatch(frames [][]byte) {
 // (SealedLink): its headers are parsed and checked as any frame's, its ICRC is not computed a
 // second time. sealed shorter than frames leaves the rest unsealed.
 func (d *Device) ReceiveSealed(frames [][]byte, sealed []bool) {
-	defer d.flushReceived()
+	defer d.flush()
 	f := d.rxFrame()
 	for i, b := range frames {
 		d.receive(f, b, i < len(sealed) && sealed[i])

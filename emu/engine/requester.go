@@ -85,7 +85,7 @@ func (qp *QP) kick() {
 	}
 	if r.run == nil {
 		r.run = func() {
-			defer hold(qp.dev, &qp.mu).release()
+			defer hold(qp.dev, &qp.mu).releaseOnClock()
 			qp.req.scheduled = false
 			qp.runRequester()
 		}
@@ -632,7 +632,7 @@ func (qp *QP) armRetransmit() {
 	}
 	if r.timer == nil {
 		r.timer = qp.dev.clock.NewTimer(func() {
-			defer hold(qp.dev, &qp.mu).release()
+			defer hold(qp.dev, &qp.mu).releaseOnClock()
 			// The deadline moves on with every ACK while the timer stays where it was set
 			// (see restartRetransmit), so the timer may fire early: it then sets itself for
 			// the rest. On the wall clock a callback can also be waiting for the lock while

@@ -24,11 +24,16 @@ type slowLink struct {
 	ch         chan []byte
 	receiver   atomic.Int64 // the goroutine id of the sending device's receive loop, once known
 	byReceiver atomic.Int64
+	poster     atomic.Int64 // the goroutine id of a program calling the sending device's verbs
+	byPoster   atomic.Int64
 }
 
 func (l *slowLink) Send(frame []byte) error {
 	if id := l.receiver.Load(); id != 0 && goroutineID() == id {
 		l.byReceiver.Add(1)
+	}
+	if id := l.poster.Load(); id != 0 && goroutineID() == id {
+		l.byPoster.Add(1)
 	}
 	if l.delay > 0 {
 		time.Sleep(l.delay)
@@ -305,5 +310,90 @@ func TestPacedLinkKeepsNoACKWaiting(t *testing.T) {
 	}
 	if n := la.byReceiver.Load(); n != 0 {
 		t.Errorf("A's receive loop sent %d of A's frames, waiting on the link in the requester's place", n)
+	}
+}
+
+// TestPacedLinkLeavesVerbsFree has a program post 64 KiB WRITEs, one more as each completes,
+// poll A's CQ and send netdev frames, while A's link holds each frame 300 us. No verb may carry
+// frames out on its caller's goroutine: a caller may be the loop that answers a VM's register
+// reads, and a WRITE of 128 x 64 KiB to a port paced at 12 Mbit/s once held such a loop for
+// 5.6 s, past QEMU's reply timeout, and QEMU dropped the function. Every WRITE completes and its
+// bytes land, every netdev frame reaches B in order, and the program's goroutine sent nothing.
+func TestPacedLinkLeavesVerbsFree(t *testing.T) {
+	devA, devB := wallDevicesOn(realtime.NewWallClock(), realtime.NewWallClock())
+	defer devA.Stop()
+	defer devB.Stop()
+	la := &slowLink{delay: 300 * time.Microsecond, ch: make(chan []byte, 8192)}
+	la.poster.Store(goroutineID())
+	others := make(chan []byte, 64)
+	devB.OnOtherFrame(func(f []byte) { others <- f })
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	pumpLinks(&wg, done, devA, devB, la, &slowLink{ch: make(chan []byte, 8192)})
+	defer wg.Wait()
+	defer close(done)
+
+	pdA, _ := devA.AllocPD()
+	pdB, _ := devB.AllocPD()
+	cqA, _ := devA.CreateCQ(64)
+	cqB, _ := devB.CreateCQ(64)
+	caps := engine.QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}
+	qa, err := pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cqA, RecvCQ: cqA, Cap: caps})
+	must(t, err)
+	qb, err := pdB.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cqB, RecvCQ: cqB, Cap: caps})
+	must(t, err)
+	must(t, engine.ConnectRC(qa, qb, engine.ConnectOptions{MTU: engine.MTU1024, Timeout: 18}))
+
+	const msgs, inFlight, size = 24, 4, 64 << 10
+	bufA, bufB := make([]byte, msgs*size), make([]byte, msgs*size)
+	fill(bufA, 11)
+	mrA, err := pdA.RegMR(bufA, engine.AccessLocalWrite)
+	must(t, err)
+	mrB, err := pdB.RegMR(bufB, engine.AccessLocalWrite|engine.AccessRemoteWrite)
+	must(t, err)
+	// A frame for B's Ethernet side (OnOtherFrame): broadcast, an EtherType RoCE does not use.
+	other := func(i int) []byte {
+		f := make([]byte, 60)
+		copy(f, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 1, 0x88, 0xb5})
+		f[14] = byte(i)
+		return f
+	}
+	post := func(i int) {
+		off := uint64(i * size)
+		must(t, qa.PostSend(engine.SendWR{ID: uint64(i), Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled,
+			SGL: sge(mrA, off, size), RemoteAddr: mrB.Addr() + off, RKey: mrB.RKey()}))
+		devA.SendFrame(other(i))
+	}
+	posted := 0
+	for ; posted < inFlight; posted++ {
+		post(posted)
+	}
+	wc := make([]engine.WC, msgs)
+	for got := 0; got < msgs; {
+		waitCQ(cqA, time.Now().Add(2*time.Minute))
+		n := cqA.Poll(wc[got:])
+		if n == 0 {
+			t.Fatalf("%d of %d WRITEs completed; A's stats %+v", got, msgs, devA.Stats())
+		}
+		for _, c := range wc[got : got+n] {
+			if c.Status != engine.WCSuccess || c.WRID != uint64(got) {
+				t.Fatalf("completion %d: %+v, want WRITE %d with status success", got, c, got)
+			}
+			got++
+		}
+		for ; posted < msgs && posted < got+inFlight; posted++ {
+			post(posted)
+		}
+	}
+	if !bytes.Equal(bufA, bufB) {
+		t.Fatal("B's buffer does not hold what A wrote")
+	}
+	for i := range msgs {
+		if f := <-others; !bytes.Equal(f, other(i)) {
+			t.Fatalf("netdev frame %d reached B as % x", i, f[:16])
+		}
+	}
+	if n := la.byPoster.Load(); n != 0 {
+		t.Errorf("the program's goroutine sent %d of A's frames, waiting on the link in its verbs", n)
 	}
 }
