@@ -183,6 +183,57 @@ func benchPostBesideLink(b *testing.B, delay time.Duration) {
 	wg.Wait()
 }
 
+// pacedPair is two wall-clock devices joined by slow links, A's (la) holding each frame 300 us,
+// with a connected RC pair qa and qb (MTU 1024) on CQs of 64 entries.
+type pacedPair struct {
+	devA, devB *engine.Device
+	la         *slowLink
+	pdA, pdB   *engine.PD
+	cqA, cqB   *engine.CQ
+	qa, qb     *engine.QP
+	caps       engine.QPCap
+}
+
+// newPacedPair makes a pacedPair, running setup (if not nil) before the links carry anything;
+// the test's cleanup stops the links, then the devices.
+func newPacedPair(t *testing.T, setup func(*pacedPair)) *pacedPair {
+	p := &pacedPair{la: &slowLink{delay: 300 * time.Microsecond, ch: make(chan []byte, 8192)},
+		caps: engine.QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	p.devA, p.devB = wallDevicesOn(realtime.NewWallClock(), realtime.NewWallClock())
+	t.Cleanup(p.devA.Stop)
+	t.Cleanup(p.devB.Stop)
+	if setup != nil {
+		setup(p)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	pumpLinks(&wg, done, p.devA, p.devB, p.la, &slowLink{ch: make(chan []byte, 8192)})
+	t.Cleanup(wg.Wait)
+	t.Cleanup(func() { close(done) })
+	p.pdA, _ = p.devA.AllocPD()
+	p.pdB, _ = p.devB.AllocPD()
+	p.cqA, _ = p.devA.CreateCQ(64)
+	p.cqB, _ = p.devB.CreateCQ(64)
+	var err error
+	p.qa, err = p.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqA, RecvCQ: p.cqA, Cap: p.caps})
+	must(t, err)
+	p.qb, err = p.pdB.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqB, RecvCQ: p.cqB, Cap: p.caps})
+	must(t, err)
+	must(t, engine.ConnectRC(p.qa, p.qb, engine.ConnectOptions{MTU: engine.MTU1024, Timeout: 18}))
+	return p
+}
+
+// buffers registers n bytes filled from seed on A for reading and n zero bytes on B for WRITEs.
+func (p *pacedPair) buffers(t *testing.T, n int, seed byte) (bufA, bufB []byte, mrA, mrB *engine.MR) {
+	bufA, bufB = make([]byte, n), make([]byte, n)
+	fill(bufA, seed)
+	mrA, err := p.pdA.RegMR(bufA, engine.AccessLocalWrite)
+	must(t, err)
+	mrB, err = p.pdB.RegMR(bufB, engine.AccessLocalWrite|engine.AccessRemoteWrite)
+	must(t, err)
+	return bufA, bufB, mrA, mrB
+}
+
 // TestPacedLinkKeepsNoACKWaiting streams WRITEs from A over a link that holds each frame
 // 300 us, while A's receive loop takes B's ACKs and B's ping-pong of SENDs (which A
 // acknowledges), and A's send CQ has a completion handler (so each ACK that completes a WRITE
@@ -193,26 +244,8 @@ func benchPostBesideLink(b *testing.B, delay time.Duration) {
 // through a fabric port shaped to a guest under TCG). Every WRITE completes, its bytes land, and
 // the receive loop sent nothing.
 func TestPacedLinkKeepsNoACKWaiting(t *testing.T) {
-	devA, devB := wallDevicesOn(realtime.NewWallClock(), realtime.NewWallClock())
-	defer devA.Stop()
-	defer devB.Stop()
-	la := &slowLink{delay: 300 * time.Microsecond, ch: make(chan []byte, 8192)}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	pumpLinks(&wg, done, devA, devB, la, &slowLink{ch: make(chan []byte, 8192)})
-	defer wg.Wait()
-	defer close(done)
-
-	pdA, _ := devA.AllocPD()
-	pdB, _ := devB.AllocPD()
-	cqA, _ := devA.CreateCQ(64)
-	cqB, _ := devB.CreateCQ(64)
-	caps := engine.QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}
-	qa, err := pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cqA, RecvCQ: cqA, Cap: caps})
-	must(t, err)
-	qb, err := pdB.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cqB, RecvCQ: cqB, Cap: caps})
-	must(t, err)
-	must(t, engine.ConnectRC(qa, qb, engine.ConnectOptions{MTU: engine.MTU1024, Timeout: 18}))
+	p := newPacedPair(t, nil)
+	devA, pdA, pdB, cqA, cqB, qa, caps, la := p.devA, p.pdA, p.pdB, p.cqA, p.cqB, p.qa, p.caps, p.la
 	// B also SENDs to A on a second pair, so A's receive loop has ACKs of its own to send.
 	cqA2, _ := devA.CreateCQ(64)
 	qa2, err := pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cqA2, RecvCQ: cqA2, Cap: caps})
@@ -229,12 +262,7 @@ func TestPacedLinkKeepsNoACKWaiting(t *testing.T) {
 	})
 
 	const msgs, size = 16, 64 << 10
-	bufA, bufB := make([]byte, msgs*size), make([]byte, msgs*size)
-	fill(bufA, 7)
-	mrA, err := pdA.RegMR(bufA, engine.AccessLocalWrite)
-	must(t, err)
-	mrB, err := pdB.RegMR(bufB, engine.AccessLocalWrite|engine.AccessRemoteWrite)
-	must(t, err)
+	bufA, bufB, mrA, mrB := p.buffers(t, msgs*size, 7)
 	for i := range msgs {
 		off := uint64(i * size)
 		must(t, qa.PostSend(engine.SendWR{ID: uint64(i), Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled,
@@ -320,37 +348,15 @@ func TestPacedLinkKeepsNoACKWaiting(t *testing.T) {
 // 5.6 s, past QEMU's reply timeout, and QEMU dropped the function. Every WRITE completes and its
 // bytes land, every netdev frame reaches B in order, and the program's goroutine sent nothing.
 func TestPacedLinkLeavesVerbsFree(t *testing.T) {
-	devA, devB := wallDevicesOn(realtime.NewWallClock(), realtime.NewWallClock())
-	defer devA.Stop()
-	defer devB.Stop()
-	la := &slowLink{delay: 300 * time.Microsecond, ch: make(chan []byte, 8192)}
-	la.poster.Store(goroutineID())
 	others := make(chan []byte, 64)
-	devB.OnOtherFrame(func(f []byte) { others <- f })
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	pumpLinks(&wg, done, devA, devB, la, &slowLink{ch: make(chan []byte, 8192)})
-	defer wg.Wait()
-	defer close(done)
-
-	pdA, _ := devA.AllocPD()
-	pdB, _ := devB.AllocPD()
-	cqA, _ := devA.CreateCQ(64)
-	cqB, _ := devB.CreateCQ(64)
-	caps := engine.QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}
-	qa, err := pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cqA, RecvCQ: cqA, Cap: caps})
-	must(t, err)
-	qb, err := pdB.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: cqB, RecvCQ: cqB, Cap: caps})
-	must(t, err)
-	must(t, engine.ConnectRC(qa, qb, engine.ConnectOptions{MTU: engine.MTU1024, Timeout: 18}))
+	p := newPacedPair(t, func(p *pacedPair) {
+		p.la.poster.Store(goroutineID())
+		p.devB.OnOtherFrame(func(f []byte) { others <- f })
+	})
+	devA, cqA, qa, la := p.devA, p.cqA, p.qa, p.la
 
 	const msgs, inFlight, size = 24, 4, 64 << 10
-	bufA, bufB := make([]byte, msgs*size), make([]byte, msgs*size)
-	fill(bufA, 11)
-	mrA, err := pdA.RegMR(bufA, engine.AccessLocalWrite)
-	must(t, err)
-	mrB, err := pdB.RegMR(bufB, engine.AccessLocalWrite|engine.AccessRemoteWrite)
-	must(t, err)
+	bufA, bufB, mrA, mrB := p.buffers(t, msgs*size, 11)
 	// A frame for B's Ethernet side (OnOtherFrame): broadcast, an EtherType RoCE does not use.
 	other := func(i int) []byte {
 		f := make([]byte, 60)
