@@ -415,7 +415,7 @@ func (d *Device) Attach(l Link) {
 func (d *Device) Drain() {
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
 		busy := d.out.busy()
-		d.flushFromClock() // carries out what is queued, unless another goroutine is doing so
+		d.flushAll() // carries out what is queued, unless another goroutine is doing so
 		if !busy {
 			return
 		}

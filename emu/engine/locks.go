@@ -116,5 +116,5 @@ func (h held[L]) release() {
 // releaseOnClock is release for a call the device's clock runs, which carries frames out itself.
 func (h held[L]) releaseOnClock() {
 	h.lock.Unlock()
-	h.dev.flushFromClock()
+	h.dev.flushAll()
 }

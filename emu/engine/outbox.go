@@ -98,9 +98,9 @@ func (o *outbox) busy() bool {
 // The clock runs the requesters, so it waits for the link in their place.
 func (d *Device) flush() { d.carry(false) }
 
-// flushFromClock ends a call on the device's clock: it carries out everything, frames
-// included.
-func (d *Device) flushFromClock() { d.carry(true) }
+// flushAll carries out everything, frames included, unless another goroutine is at it: it ends
+// a call on the device's clock, and Drain, whose caller asked to wait for the link.
+func (d *Device) flushAll() { d.carry(true) }
 
 // carry empties the outbox, one batch a round; mayFrames says the caller may carry frames out
 // (see flush).
@@ -219,7 +219,7 @@ func (d *Device) flushLater() {
 	d.out.later = false
 	d.out.pending.Store(true)
 	d.out.mu.Unlock()
-	d.flushFromClock()
+	d.flushAll()
 }
 
 // txBuffer is where the next frame is built: a buffer lent by the link, or one of the device's.
