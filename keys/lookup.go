@@ -99,7 +99,7 @@ func (s *Space) Remote(a RemoteAccess) (Span, error) {
 	if mr == nil || !mr.live || mr.e.state != stateValid || !inRange(addr, a.Len, mr.e.iova, mr.e.length) {
 		return fail(CheckMR, 0, 0)
 	}
-	return s.span(OpRemote, &mr.e, a.Key, addr, a.Len)
+	return s.span(OpRemote, &mr.e, a.Key, addr, a.Len, a.Rights)
 }
 
 // keyError explains why a key named no live object: no such index, or a key8 that is not (or
@@ -140,12 +140,16 @@ func (s *Space) checkMR(op Op, mr *mrEntry, k Key, pd PD, va, n uint64, rights A
 		return Span{}, &AccessError{Op: op, Check: CheckRange, Status: status, Syndrome: syn, Key: k, VA: va, Len: n,
 			Lo: mr.iova, Hi: endOf(mr.iova, mr.length)}
 	}
-	return s.span(op, mr, k, va, n)
+	return s.span(op, mr, k, va, n, rights)
 }
 
 // span turns a checked address range of an MR into a Span. For an implicit on-demand MR it is
-// the address space that decides whether the bytes exist.
-func (s *Space) span(op Op, mr *mrEntry, k Key, va, n uint64) (Span, error) {
+// the address space that decides whether the bytes exist; for on-demand paged memory its page
+// table, and a page it lacks is a *PageFault (a store when rights include a write).
+func (s *Space) span(op Op, mr *mrEntry, k Key, va, n uint64, rights Access) (Span, error) {
+	if od := mr.mem.onDemand(); od != nil {
+		return s.faultingSpan(op, od, k, va, n, rights&(LocalWrite|RemoteWrite|RemoteAtomic) != 0)
+	}
 	if mr.mem.implicit() {
 		if va > ^uint64(0)-n+1 || !mr.mem.as.Mapped(va, n) {
 			status, syn := op.outcome()

@@ -20,6 +20,7 @@ type scatter struct {
 	as   AddressSpace
 	pg   paged // pg.pages is not nil for the memory of a page list
 	cp   copied
+	od   *faulting // on-demand paged memory; its spans hold the slices they resolved to
 }
 
 // Copier is memory the device reaches by copying, not through slices: the memory of another
@@ -102,6 +103,8 @@ func (m Memory) Len() uint64 {
 		return m.pg.n
 	case m.cp.c != nil:
 		return m.cp.n
+	case m.od != nil:
+		return m.od.n
 	}
 	return m.ends[len(m.ends)-1]
 }
@@ -129,7 +132,7 @@ func (m *Memory) segments(off, n uint64, dst [][]byte) [][]byte {
 // walk calls f on each registered slice piece covering [off, off+n) until f returns false.
 // The caller has range-checked; each piece's capacity ends where the range does.
 func (m *Memory) walk(off, n uint64, f func([]byte) bool) {
-	if n == 0 || m.copier() {
+	if n == 0 || m.copier() || m.onDemand() != nil {
 		return
 	}
 	if m.scatter == nil {

@@ -44,6 +44,8 @@ func checkTranslation(verb string, spec *MRSpec) error {
 		if spec.Access&OnDemand == 0 || spec.IOVA != 0 || spec.Access&ZeroBased != 0 {
 			return verbErr(verb, syscall.EINVAL, "an implicit MR (addr 0, length SIZE_MAX) needs ON_DEMAND, iova 0 and no ZERO_BASED")
 		}
+	case spec.Mem.onDemand() != nil && spec.Access&OnDemand == 0:
+		return verbErr(verb, syscall.EINVAL, "memory paged on demand needs ON_DEMAND")
 	case n == 0:
 		return verbErr(verb, syscall.EINVAL, "no memory to register")
 	case spec.Access&ZeroBased != 0 && spec.IOVA != 0:
@@ -118,7 +120,7 @@ func (s *Space) FastReg(req FastReg) error {
 	if err := checkMRAccess("REG_MR", req.Access); err != nil {
 		return fail(CheckFlags, err.Error())
 	}
-	if err := checkTranslation("REG_MR", &spec); err != nil || spec.Mem.implicit() {
+	if err := checkTranslation("REG_MR", &spec); err != nil || spec.Mem.implicit() || spec.Mem.onDemand() != nil {
 		return fail(CheckRange, "bad translation")
 	}
 	if n := req.Mem.Len(); n > sl.e.maxLen {
