@@ -29,6 +29,12 @@ type (
 	//	go doc github.com/softirdma/softirdma/emu/engine.AsyncEvent
 	AsyncEvent = engine.AsyncEvent
 
+	// PageFault is the device asking its driver for pages of an on-demand MR (OnPageFault). It
+	// is engine.PageFault; its fields and methods are documented there:
+	//
+	//	go doc github.com/softirdma/softirdma/emu/engine.PageFault
+	PageFault = engine.PageFault
+
 	// SRQAttr holds an SRQ's attributes (struct ibv_srq_attr). It is engine.SRQAttr; its fields are
 	// documented there:
 	//

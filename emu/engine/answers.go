@@ -161,6 +161,13 @@ func (qp *QP) sendAnswers(budget int) {
 			budget--
 			psn := x.psn
 			if e := qp.sendReadResponse(x); e != nil {
+				if pf := pageFault(e.err); pf != nil {
+					// Its pages went: the rest of this READ's responses are not sent, and
+					// the requester asks for them again.
+					qp.raiseFault(pf, false)
+					q.head++
+					break
+				}
 				// The READ ends here; what was owed behind it is not sent: the QP goes to ERR.
 				q.clear()
 				qp.respFail(nil, psn, e)

@@ -64,7 +64,8 @@ const PortNum = 1
 type asyncEvents struct {
 	mu        mutex[asyncLock]
 	handler   func(AsyncEvent)
-	queue     []AsyncEvent
+	faults    func(PageFault) // OnPageFault's
+	queue     []queuedEvent
 	head      int
 	scheduled bool
 	deliver   func() // made once, so raising an event allocates nothing more
@@ -82,18 +83,31 @@ func (d *Device) OnAsyncEvent(f func(AsyncEvent)) {
 	a.handler = f
 }
 
+// queuedEvent is an asynchronous event or a page fault, which share one queue so that a driver
+// hears of them in the order they happened.
+type queuedEvent struct {
+	ev      AsyncEvent
+	fault   PageFault
+	isFault bool
+}
+
 // raise queues an event for the handler. It runs with the raising QP, CQ or SRQ locked.
 func (d *Device) raise(t AsyncEventType, num uint32) {
 	if d.tracing() {
 		d.event(Event{Kind: EvAsync, Msg: AsyncEvent{t, num}.String()})
 	}
+	d.queueEvent(queuedEvent{ev: AsyncEvent{Type: t, Num: num}})
+}
+
+// queueEvent queues an event or a fault for its handler, if one is set.
+func (d *Device) queueEvent(q queuedEvent) {
 	a := &d.async
 	a.mu.Lock()
-	if a.handler == nil || d.stopped.Load() {
+	if (q.isFault && a.faults == nil) || (!q.isFault && a.handler == nil) || d.stopped.Load() {
 		a.mu.Unlock()
 		return
 	}
-	a.queue = append(a.queue, AsyncEvent{Type: t, Num: num})
+	a.queue = append(a.queue, q)
 	post := !a.scheduled
 	a.scheduled = true
 	if a.deliver == nil {
@@ -119,10 +133,13 @@ func (d *Device) deliverAsync() {
 		}
 		e := a.queue[a.head]
 		a.head++
-		f := a.handler
+		f, pf := a.handler, a.faults
 		a.mu.Unlock()
-		if f != nil {
-			f(e)
+		switch {
+		case e.isFault && pf != nil:
+			pf(e.fault)
+		case !e.isFault && f != nil:
+			f(e.ev)
 		}
 	}
 }

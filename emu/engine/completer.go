@@ -407,6 +407,13 @@ func (qp *QP) compAtomic() compState {
 		return compDone
 	}
 	if err := qp.placeAtomicResult(w, orig); err != nil {
+		if pf := pageFault(err); pf != nil {
+			// Its result's page went since it was sent: the answer is dropped, the atomic
+			// sent again when the retransmit timer fires, and answered from the responder's
+			// saved result.
+			qp.raiseFault(pf, false)
+			return compDone
+		}
 		qp.failWQE(w, accessStatus(err), err)
 		return compDone
 	}
@@ -500,6 +507,12 @@ func (qp *QP) placeReadResponse(w *sendWQE, f *roce.Frame, psn uint32) {
 		return
 	}
 	if err := qp.scatterSGL(w.sgl, off, f.Payload); err != nil {
+		if pf := pageFault(err); pf != nil {
+			// Its pages went since the READ was sent: the response is dropped, and the READ
+			// asked again from here when the retransmit timer fires.
+			qp.raiseFault(pf, false)
+			return
+		}
 		qp.failWQE(w, accessStatus(err), err)
 		return
 	}

@@ -104,6 +104,7 @@ type Device struct {
 	other    atomic.Pointer[func(frame []byte)]
 	looped   atomic.Pointer[func(frame []byte)]
 	stopped  atomic.Bool
+	onDemand atomic.Bool // an on-demand MR was registered: receives look for page faults
 	portDown atomic.Bool
 	stats    counters
 
@@ -170,6 +171,9 @@ type Stats struct {
 	// another engine of the process computed their ICRC and nothing changed them since, so
 	// this one did not compute it again.
 	RxSealed uint64
+	// PageFaults counts the accesses that found pages of an on-demand MR missing and asked
+	// for them (OnPageFault).
+	PageFaults uint64
 }
 
 // counters are the device's Stats as it keeps them: each counted where it happens, by whichever
@@ -178,7 +182,7 @@ type counters struct {
 	TxFrames, TxBytes, RxFrames, RxDropped, RxMalformed, RxBadICRC, RxUnknownQP atomic.Uint64
 	Retransmits, Timeouts, RNRNAKsSent, SeqNAKsSent, DuplicatesSeen             atomic.Uint64
 	NAKsSent, RxBadPKey, RxBadQKey, RxNoRecv, Loopback, RxOther, TxOther        atomic.Uint64
-	RxSealed                                                                    atomic.Uint64
+	RxSealed, PageFaults                                                        atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -189,7 +193,7 @@ func (c *counters) snapshot() Stats {
 		RNRNAKsSent: c.RNRNAKsSent.Load(), SeqNAKsSent: c.SeqNAKsSent.Load(), DuplicatesSeen: c.DuplicatesSeen.Load(),
 		NAKsSent: c.NAKsSent.Load(), RxBadPKey: c.RxBadPKey.Load(), RxBadQKey: c.RxBadQKey.Load(),
 		RxNoRecv: c.RxNoRecv.Load(), Loopback: c.Loopback.Load(), RxOther: c.RxOther.Load(), TxOther: c.TxOther.Load(),
-		RxSealed: c.RxSealed.Load(),
+		RxSealed: c.RxSealed.Load(), PageFaults: c.PageFaults.Load(),
 	}
 }
 

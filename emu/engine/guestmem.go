@@ -81,6 +81,7 @@ func (pl *PageList) overlaps(start, n uint64) bool {
 type guestMapping struct {
 	as       keys.AddressSpace
 	implicit bool     // the whole address space; nothing to revoke, see RevokeRange
+	onDemand bool     // pages mapped as they fault (RegOnDemandMR): RevokeRange unmaps them
 	pages    PageList // for an MR from a page list: checked, and shared with the caller
 	revoked  bool
 }
@@ -250,6 +251,12 @@ func (d *Device) revoke(as keys.AddressSpace, start, length uint64) (hit, implic
 		case g == nil || g.revoked || g.as != as:
 		case g.implicit:
 			implicit = append(implicit, mr)
+		case g.onDemand:
+			// Its pages in the range are unmapped, not the MR revoked: a later access faults
+			// and asks its driver again, as after an invalidation.
+			if n, _ := d.keys.UnmapBacking(mr.key, start, length); n > 0 {
+				implicit = append(implicit, mr)
+			}
 		case g.pages.overlaps(start, length):
 			hit = append(hit, mr)
 		}

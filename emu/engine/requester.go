@@ -40,6 +40,7 @@ type requester struct {
 	retryLeft uint8
 	rnrLeft   uint8
 	waitRNR   bool
+	faulted   bool // a page fault holds the send queue until ResumePageFault
 	scheduled bool
 	// The retransmission timer is made once and reset on every ACK that makes progress.
 	timer    Timer
@@ -62,6 +63,7 @@ func (r *requester) reset(qp *QP) {
 	r.ackPSN = qp.attr.SQPSN
 	r.idx, r.rdAtomic, r.noackPkts = 0, 0, 0
 	r.retryLeft, r.rnrLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
+	r.faulted = false
 }
 
 func (r *requester) stopTimers() {
@@ -97,7 +99,7 @@ func (qp *QP) kick() {
 func (qp *QP) runRequester() {
 	d := qp.dev
 	r := &qp.req
-	if d.stopped.Load() || !qp.requesterActive() || r.waitRNR {
+	if d.stopped.Load() || !qp.requesterActive() || r.waitRNR || r.faulted {
 		return
 	}
 	for budget := requesterBudget; r.idx < qp.sq.n; {
@@ -141,7 +143,9 @@ func (qp *QP) runRequester() {
 				return
 			}
 			if err := qp.checkLocalSGL(w); err != nil {
-				qp.failWQE(w, accessStatus(err), err)
+				if !qp.holdForFault(err) {
+					qp.failWQE(w, accessStatus(err), err)
+				}
 				return
 			}
 			qp.start(w)
@@ -213,7 +217,9 @@ func (qp *QP) checkLocalSGL(w *sendWQE) error {
 		return nil
 	}
 	for _, s := range w.sgl {
-		if err := qp.localAllowed(s, rights); err != nil {
+		// Pages a SEND or WRITE lacks fault as its packets gather them; those a READ's
+		// responses or an atomic's result will land in must be there before it is sent.
+		if err := qp.localAllowed(s, rights); err != nil && (rights != 0 || pageFault(err) == nil) {
 			return err
 		}
 	}
@@ -295,7 +301,9 @@ func (qp *QP) transmitRequest(w *sendWQE) bool {
 	if payload > 0 {
 		if err := qp.gather(w, off, slot); err != nil {
 			qp.dev.dropBuffer(frame)
-			qp.failWQE(w, accessStatus(err), err)
+			if !qp.holdForFault(qp.wholeFault(w, off, err)) {
+				qp.failWQE(w, accessStatus(err), err)
+			}
 			return false
 		}
 	}
@@ -646,6 +654,9 @@ func (qp *QP) armRetransmit() {
 				return
 			}
 			r.armed = false
+			if r.faulted {
+				return // a fault's hold stopped the timer while this run waited; see holdForFault
+			}
 			qp.onTimeout()
 		})
 	}

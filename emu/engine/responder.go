@@ -192,7 +192,9 @@ func (qp *QP) onRequest(f *roce.Frame) {
 			panic(fmt.Sprintf("emu: responder step %s", st))
 		}
 		if v.refusal != nil {
-			qp.respFail(f, q.psn, v.refusal)
+			if !qp.faultNAK(&q, v.refusal.err) {
+				qp.respFail(f, q.psn, v.refusal)
+			}
 			return
 		}
 		st = v.next
@@ -443,7 +445,8 @@ func (qp *QP) checkRKey(q *request) verdict {
 				}
 				q.writeHeld = true
 			case left > 0:
-				if err := qp.remoteAllowed(rkey, va, left, AccessRemoteWrite); err != nil {
+				// Pages missing fault packet by packet, as the WRITE lands.
+				if err := qp.remoteAllowed(rkey, va, left, AccessRemoteWrite); err != nil && pageFault(err) == nil {
 					return refuse(accessNAK(err))
 				}
 			}
@@ -470,6 +473,9 @@ func (qp *QP) checkRKey(q *request) verdict {
 			err = qp.remoteAllowed(rkey, qp.regionStart(rkey, va), 1, need)
 		} else if n > 0 {
 			err = qp.remoteAllowed(rkey, va, n, need)
+		}
+		if pageFault(err) != nil {
+			err = nil // a page not mapped holds nothing to flush
 		}
 	}
 	if err != nil {

@@ -144,6 +144,11 @@ func (qp *QP) ucCheckResource(q *request) verdict {
 // dropped: it completes with the error (rxe's class D and E on an SRQ).
 func (qp *QP) ucRefuse(q *request, e *respError) {
 	r := &qp.resp
+	if qp.faultNAK(q, e.err) {
+		// Pages missing lose the message as a lost packet does; the receive stays.
+		qp.ucDrop(q, e.err.Error())
+		return
+	}
 	switch e.status {
 	case WCLocLenErr, WCLocProtErr, WCLocQPOpErr:
 		if r.recv != nil {

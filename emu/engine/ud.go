@@ -158,6 +158,14 @@ func (qp *QP) udRequest(f *roce.Frame) {
 		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("datagram of %d bytes with its GRH area, the receive holds %d", n, length)})
 		return
 	}
+	if pf := qp.recvFault(min(n, length)); pf != nil {
+		// The receive's pages are not mapped: the datagram is lost, as one with no receive
+		// is, and the receive stays for the next once its driver has mapped them.
+		qp.raiseFault(pf, false)
+		d.stats.RxDropped.Add(1)
+		d.event(Event{QP: qp.qpn, Kind: EvDrop, PSN: f.BTH.PSN(), Msg: fmt.Sprintf("datagram from QP 0x%06x: its receive's pages are not mapped", f.DETH.SrcQP())})
+		return
+	}
 	if !qp.takeRecv() {
 		noRecv()
 		return
