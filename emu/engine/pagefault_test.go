@@ -3,8 +3,10 @@ package engine_test
 import (
 	"bytes"
 	"errors"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/softirdma/softirdma/emu/engine"
 	"github.com/softirdma/softirdma/wire"
@@ -324,5 +326,85 @@ func TestODPDatagramReceiveFault(t *testing.T) {
 	}
 	if !bytes.Equal(o.bytesAt(odpBase+4096+engine.GRHLen, 100), a.buf[:100]) {
 		t.Fatal("datagram landed wrong")
+	}
+}
+
+// Pages an invalidation took are not touched after UnmapPages returns: on wall clocks, with
+// WRITEs landing all the while, a page is unmapped, poisoned and replaced by another over and
+// over (a kernel migrating it); every page let go keeps its poison to the end, and every WRITE
+// completes.
+func TestODPUnmapThenNoAccessUnderTraffic(t *testing.T) {
+	w := carriedRC(t)
+	const pagesUsed = 40
+	gm, mems := guestRAM(t, [2]uint64{0x100000, pagesUsed * 4096})
+	ram := mems[0]
+	mr, err := w.pdB.RegOnDemandMR(gm, odpBase, 4096, engine.AccessLocalWrite|engine.AccessRemoteWrite)
+	must(t, err)
+	var mu sync.Mutex
+	current := 0 // the page the process's page is in now
+	dev := w.pdB.Device()
+	dev.OnPageFault(func(f engine.PageFault) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err := mr.MapPages(odpBase, []uint64{0x100000 + uint64(current)*4096}); err != nil {
+			t.Errorf("map: %v", err)
+		}
+	})
+	src := make([]byte, 256)
+	mrA, err := w.pdA.RegMR(src, engine.AccessLocalWrite)
+	must(t, err)
+
+	landed := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for id := uint64(1); ; id++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := w.qa.PostSend(engine.SendWR{ID: id, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled,
+				SGL: sge(mrA, 0, 256), RemoteAddr: odpBase + 1024, RKey: mr.RKey()}); err != nil {
+				t.Errorf("post: %v", err)
+				return
+			}
+			waitCQ(w.cqA, time.Now().Add(20*time.Second))
+			if wcs := poll(w.cqA); len(wcs) != 1 || wcs[0].Status != engine.WCSuccess {
+				t.Errorf("WRITE %d: %s", id, fmtWC(wcs))
+				return
+			}
+			select {
+			case landed <- struct{}{}:
+			default:
+			}
+		}
+	})
+	for i := 0; i < pagesUsed-1; i++ {
+		select {
+		case <-landed:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no WRITE landed after %d migrations", i)
+		}
+		mu.Lock()
+		old := current
+		if _, err := mr.UnmapPages(odpBase, 4096); err != nil {
+			t.Fatal(err)
+		}
+		// The page is the kernel's again: anything the device wrote now would show.
+		for j := range 4096 {
+			ram[old*4096+j] = 0xee
+		}
+		current++
+		mu.Unlock()
+	}
+	close(stop)
+	wg.Wait()
+	for p := range pagesUsed - 1 {
+		for j, b := range ram[p*4096 : p*4096+4096] {
+			if b != 0xee {
+				t.Fatalf("page %d byte %d is 0x%02x after it was let go", p, j, b)
+			}
+		}
 	}
 }
