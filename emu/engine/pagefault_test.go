@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/softirdma/softirdma/emu/engine"
+	"github.com/softirdma/softirdma/emu/sim"
 	"github.com/softirdma/softirdma/wire"
 )
 
@@ -406,5 +407,46 @@ func TestODPUnmapThenNoAccessUnderTraffic(t *testing.T) {
 				t.Fatalf("page %d byte %d is 0x%02x after it was let go", p, j, b)
 			}
 		}
+	}
+}
+
+// A driver that never answers costs the QPs whose work faulted, not the device: a peer whose
+// request keeps meeting RNR NAKs ends in RNR_RETRY_EXC_ERR once its rnr_retry is spent, a send
+// queue held stays held, and another connection between the same devices carries on.
+func TestODPUnansweredFaultCostsOnlyItsQPs(t *testing.T) {
+	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{MinRNRTimer: 1, RNRRetry: 3, NoDefaults: true,
+		MTU: engine.MTU1024, Timeout: 14, RetryCnt: 7, MaxRdAtomic: 4, Access: engine.AccessRemoteWrite | engine.AccessRemoteRead})
+	o := newODPDriver(t, p.b, p.pdB, allAccess)
+	o.paused = true
+	caps := engine.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}
+	q2a, q2b := connectedRC(t, rcEnd{pd: p.pdA, cq: p.cqA, cap: caps}, rcEnd{pd: p.pdB, cq: p.cqB, cap: caps}, engine.ConnectOptions{})
+	// B's WRITE from pages never mapped holds q2b; A's WRITE into them meets RNR NAKs.
+	odpSrc := engine.SGE{Addr: odpBase, Length: 64, LKey: o.mr.LKey()}
+	must(t, q2b.PostSend(engine.SendWR{ID: 20, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, SGL: []engine.SGE{odpSrc},
+		RemoteAddr: p.mrA.Addr(), RKey: p.mrA.RKey()}))
+	must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, 64),
+		RemoteAddr: odpBase, RKey: o.mr.RKey()}))
+	p.run()
+	wantWC(t, poll(p.cqA), engine.WC{WRID: 1, Opcode: engine.WCRDMAWrite, Status: engine.WCRNRRetryExcErr})
+	if got := poll(p.cqB); len(got) != 0 || !q2b.FaultHeld() {
+		t.Fatalf("B's held queue: completions %s, held %v", fmtWC(got), q2b.FaultHeld())
+	}
+	// A third connection between the same two devices carries traffic both ways.
+	q3a, q3b := connectedRC(t, rcEnd{pd: p.pdA, cq: p.cqA, cap: caps}, rcEnd{pd: p.pdB, cq: p.cqB, cap: caps}, engine.ConnectOptions{})
+	fill(p.bufB[:128], 8)
+	fill(p.bufA[8192:8192+128], 9)
+	must(t, q3a.PostRecv(engine.RecvWR{ID: 30, SGL: sge(p.mrA, 4096, 128)}))
+	must(t, q3b.PostSend(engine.SendWR{ID: 31, Opcode: engine.WRSend, Flags: engine.SendSignaled, SGL: sge(p.mrB, 0, 128)}))
+	must(t, q3a.PostSend(engine.SendWR{ID: 32, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, SGL: sge(p.mrA, 8192, 128),
+		RemoteAddr: p.mrB.Addr() + 8192, RKey: p.mrB.RKey()}))
+	p.run()
+	wantWC(t, poll(p.cqA), engine.WC{WRID: 30, Opcode: engine.WCRecv, ByteLen: 128, SrcQP: q3b.Num()},
+		engine.WC{WRID: 32, Opcode: engine.WCRDMAWrite})
+	wantWC(t, poll(p.cqB), engine.WC{WRID: 31, Opcode: engine.WCSend})
+	if !bytes.Equal(p.bufA[4096:4096+128], p.bufB[:128]) || !bytes.Equal(p.bufB[8192:8192+128], p.bufA[8192:8192+128]) {
+		t.Fatal("the third connection moved the wrong bytes")
+	}
+	if !q2b.FaultHeld() || q2a.State() != engine.QPSRTS {
+		t.Fatal("the held connection changed")
 	}
 }
