@@ -182,6 +182,13 @@ func resolveGuest(as keys.AddressSpace, pages *PageList) (keys.Memory, *guestMap
 // map fails (LOC_PROT_ERR through the lkey, REM_ACCESS_ERR and NAK 0x62 through the rkey). Its
 // Addr is 0, its Len 2^64-1 and its Buf nil.
 func (pd *PD) RegImplicitMR(as keys.AddressSpace, access Access) (*MR, error) {
+	return pd.regOverSpace(as, keys.Implicit(as), 0, math.MaxUint64, access, guestMapping{as: as, implicit: true}, "implicit")
+}
+
+// regOverSpace registers mem, memory reached through the address space as, as an on-demand MR
+// of length bytes from iova (ON_DEMAND added to access), where g says how; what describes it in
+// the event. RegImplicitMR's and RegOnDemandMR's common path.
+func (pd *PD) regOverSpace(as keys.AddressSpace, mem keys.Memory, iova, length uint64, access Access, g guestMapping, what string) (*MR, error) {
 	if err := pd.check("reg_mr"); err != nil {
 		return nil, err
 	}
@@ -191,12 +198,15 @@ func (pd *PD) RegImplicitMR(as keys.AddressSpace, access Access) (*MR, error) {
 	d := pd.dev
 	defer hold(d, &d.tab).release()
 	access |= AccessOnDemand
-	k, err := d.keys.RegMR(keys.MRSpec{PD: pd.handle, Mem: keys.Implicit(as), Access: access})
+	k, err := d.keys.RegMR(keys.MRSpec{PD: pd.handle, Mem: mem, IOVA: iova, Access: access})
 	if err != nil {
 		return nil, err
 	}
-	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: fmt.Sprintf("reg_mr %s implicit %s", k, access)})
-	mr := &MR{pd: pd, key: k, length: math.MaxUint64, guest: &guestMapping{as: as, implicit: true}}
+	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: fmt.Sprintf("reg_mr %s %s %s", k, what, access)})
+	mr := &MR{pd: pd, key: k, addr: iova, length: length, guest: &g}
+	if g.onDemand {
+		d.onDemand.Store(true)
+	}
 	d.mrs = put(d.mrs, k.Index(), mr)
 	return mr, nil
 }

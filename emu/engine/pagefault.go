@@ -68,24 +68,8 @@ func (d *Device) OnPageFault(f func(PageFault)) {
 // it adds to access). Length math.MaxUint64 with iova 0 is the implicit MR over a whole address
 // space.
 func (pd *PD) RegOnDemandMR(as keys.AddressSpace, iova, length uint64, access Access) (*MR, error) {
-	if err := pd.check("reg_mr"); err != nil {
-		return nil, err
-	}
-	if err := checkSpace(as); err != nil {
-		return nil, err
-	}
-	d := pd.dev
-	defer hold(d, &d.tab).release()
-	access |= AccessOnDemand
-	k, err := d.keys.RegMR(keys.MRSpec{PD: pd.handle, Mem: keys.OnDemandPaged(as, length), IOVA: iova, Access: access})
-	if err != nil {
-		return nil, err
-	}
-	d.event(Event{Kind: EvKey, Key: uint32(k), Msg: fmt.Sprintf("reg_mr %s on demand iova 0x%x len %d %s", k, iova, length, access)})
-	mr := &MR{pd: pd, key: k, addr: iova, length: length, guest: &guestMapping{as: as, onDemand: true}}
-	d.onDemand.Store(true)
-	d.mrs = put(d.mrs, k.Index(), mr)
-	return mr, nil
+	return pd.regOverSpace(as, keys.OnDemandPaged(as, length), iova, length, access, guestMapping{as: as, onDemand: true},
+		fmt.Sprintf("on demand iova 0x%x len %d", iova, length))
 }
 
 // MapPages gives the on-demand MR the pages at addrs of its address space for its wire pages
