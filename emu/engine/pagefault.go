@@ -119,6 +119,9 @@ func (qp *QP) ResumePageFault(status WCStatus) error {
 		return &keys.VerbError{Verb: "resume_page_fault", Errno: syscall.EINVAL, Reason: fmt.Sprintf("no page fault holds QP 0x%06x", qp.qpn)}
 	}
 	r.faulted = false
+	if !qp.requesterActive() {
+		return nil // the QP went to ERR meanwhile: its flush completed the work request
+	}
 	if status == WCSuccess {
 		if psnCmp(r.compPSN, r.sentPSN) < 0 {
 			qp.armRetransmit()

@@ -268,6 +268,21 @@ func TestODPRequesterFaultFails(t *testing.T) {
 	if o.mr.MappedPages() != 0 {
 		t.Fatal("pages mapped by a driver that refused")
 	}
+
+	// A queue that went to ERR while held was flushed: an answer after that completes nothing.
+	p = plainPair(t)
+	o = newODPDriver(t, p.a, p.pdA, allAccess)
+	o.paused = true
+	must(t, p.qa.PostSend(engine.SendWR{ID: 3, Opcode: engine.WRSend, Flags: engine.SendSignaled, SGL: []engine.SGE{{Addr: odpBase, Length: 64, LKey: o.mr.LKey()}}}))
+	p.run()
+	toErr(t, p.qa)
+	p.run()
+	wantWC(t, poll(p.cqA), engine.WC{WRID: 3, Opcode: engine.WCSend, Status: engine.WCWRFlushErr})
+	must(t, p.qa.ResumePageFault(engine.WCLocProtErr))
+	p.run()
+	if got := poll(p.cqA); len(got) != 0 {
+		t.Fatalf("an answer after the flush completed %s", fmtWC(got))
+	}
 }
 
 // UnmapPages takes pages back (an MMU notifier's invalidation): the next access faults again.
