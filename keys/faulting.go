@@ -123,44 +123,45 @@ func (s *Space) odpMR(verb string, k Key) (*mrEntry, *faulting, error) {
 // from va on (page-aligned): page i covers wire addresses [va+i*FaultPageSize, ...). Every
 // page must overlap the MR's range, be page-aligned and be mapped in the address space; either
 // all are taken or, with an error, none (EINVAL, or EFAULT for a page the address space lacks;
-// ENOSPC past MaxFaultPages). A page mapped already is replaced.
-func (s *Space) MapPages(k Key, va uint64, addrs []uint64) error {
+// ENOSPC past MaxFaultPages). A page mapped already is replaced. It returns how many pages the
+// MR has mapped more than before.
+func (s *Space) MapPages(k Key, va uint64, addrs []uint64) (int, error) {
 	const verb = "map_pages"
 	mr, od, err := s.odpMR(verb, k)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if len(addrs) == 0 {
-		return nil
+		return 0, nil
 	}
 	n := uint64(len(addrs))
 	if va&(FaultPageSize-1) != 0 || n > math.MaxUint64>>FaultPageShift || va>>FaultPageShift > math.MaxUint64>>FaultPageShift-(n-1) {
-		return verbErr(verb, syscall.EINVAL, "%d pages at 0x%x: not page-aligned or past the top of the address space", n, va)
+		return 0, verbErr(verb, syscall.EINVAL, "%d pages at 0x%x: not page-aligned or past the top of the address space", n, va)
 	}
 	first, last := va>>FaultPageShift, va>>FaultPageShift+n-1
 	if first < mr.iova>>FaultPageShift || last > (mr.iova+(mr.length-1))>>FaultPageShift {
-		return verbErr(verb, syscall.EINVAL, "pages 0x%x to 0x%x reach outside the MR [0x%x, +0x%x)",
+		return 0, verbErr(verb, syscall.EINVAL, "pages 0x%x to 0x%x reach outside the MR [0x%x, +0x%x)",
 			first<<FaultPageShift, last<<FaultPageShift, mr.iova, mr.length)
 	}
 	added := 0
 	for i, a := range addrs {
 		if a&(FaultPageSize-1) != 0 || a > math.MaxUint64-(FaultPageSize-1) {
-			return verbErr(verb, syscall.EINVAL, "page %d at 0x%x is not page-aligned", i, a)
+			return 0, verbErr(verb, syscall.EINVAL, "page %d at 0x%x is not page-aligned", i, a)
 		}
 		if !od.as.Mapped(a, FaultPageSize) {
-			return verbErr(verb, syscall.EFAULT, "page %d at 0x%x is not mapped", i, a)
+			return 0, verbErr(verb, syscall.EFAULT, "page %d at 0x%x is not mapped", i, a)
 		}
 		if _, ok := od.pages[first+uint64(i)]; !ok {
 			added++
 		}
 	}
 	if len(od.pages)+added > MaxFaultPages {
-		return verbErr(verb, syscall.ENOSPC, "%d more pages over the %d an MR may have mapped", added, MaxFaultPages)
+		return 0, verbErr(verb, syscall.ENOSPC, "%d more pages over the %d an MR may have mapped", added, MaxFaultPages)
 	}
 	for i, a := range addrs {
 		od.pages[first+uint64(i)] = a
 	}
-	return nil
+	return added, nil
 }
 
 // UnmapPages takes from the on-demand MR k the pages that hold any of the wire addresses

@@ -42,7 +42,7 @@ func TestOnDemandPagedFaultsAndMaps(t *testing.T) {
 	remoteFails(t, s, RemoteAccess{Key: k, PD: pdB, VA: iova, Len: 8, Rights: RemoteWrite}, CheckPD)
 	remoteFails(t, s, RemoteAccess{Key: k, PD: pdA, VA: iova - 1, Len: 8, Rights: RemoteWrite}, CheckRange)
 
-	if err := s.MapPages(k, 0x7f00_0000_1000, []uint64{0x20000, 0x10000}); err != nil {
+	if _, err := s.MapPages(k, 0x7f00_0000_1000, []uint64{0x20000, 0x10000}); err != nil {
 		t.Fatal(err)
 	}
 	if got := s.MappedPages(k); got != 2 {
@@ -62,7 +62,7 @@ func TestOnDemandPagedFaultsAndMaps(t *testing.T) {
 	// A range with a hole faults over the missing pages only, first to last.
 	_, err = s.Remote(RemoteAccess{Key: k, PD: pdA, VA: iova, Len: 3 * 4096, Rights: RemoteRead})
 	pageFault(t, err, 0x7f00_0000_0000, 0x4000, false)
-	if err := s.MapPages(k, 0x7f00_0000_3000, []uint64{0x30000}); err != nil {
+	if _, err := s.MapPages(k, 0x7f00_0000_3000, []uint64{0x30000}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.Remote(RemoteAccess{Key: k, PD: pdA, VA: iova, Len: 3 * 4096, Rights: RemoteRead})
@@ -119,7 +119,8 @@ func TestMapPagesRefusals(t *testing.T) {
 		{"page_top", k, 0x40000, []uint64{math.MaxUint64 &^ 4095}, syscall.EFAULT},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			wantErrno(t, s.MapPages(c.key, c.va, c.addrs), c.errno)
+			_, err := s.MapPages(c.key, c.va, c.addrs)
+			wantErrno(t, err, c.errno)
 			if got := s.MappedPages(k); got != 0 {
 				t.Fatalf("%d pages mapped after a refusal", got)
 			}
@@ -147,7 +148,7 @@ func TestImplicitOnDemandPaged(t *testing.T) {
 	}
 	_, err = s.Remote(RemoteAccess{Key: k, PD: pdA, VA: math.MaxUint64 - 8, Len: 8, Rights: RemoteRead})
 	pageFault(t, err, math.MaxUint64&^4095, 4096, false)
-	if err := s.MapPages(k, math.MaxUint64&^4095, []uint64{0x10000}); err != nil {
+	if _, err := s.MapPages(k, math.MaxUint64&^4095, []uint64{0x10000}); err != nil {
 		t.Fatal(err)
 	}
 	as[0x10000][4094] = 'z' // the implicit MR's last byte: its length is 2^64-1
@@ -166,12 +167,14 @@ func TestImplicitOnDemandPaged(t *testing.T) {
 	for i := range many {
 		many[i] = 0x10000
 	}
-	wantErrno(t, s.MapPages(k, 0, many), syscall.ENOSPC)
-	if err := s.MapPages(k, 0, many[:MaxFaultPages]); err != nil {
+	_, err = s.MapPages(k, 0, many)
+	wantErrno(t, err, syscall.ENOSPC)
+	if _, err := s.MapPages(k, 0, many[:MaxFaultPages]); err != nil {
 		t.Fatal(err)
 	}
-	wantErrno(t, s.MapPages(k, uint64(MaxFaultPages)<<FaultPageShift, many[:1]), syscall.ENOSPC)
-	if err := s.MapPages(k, 0, many[:1]); err != nil {
+	_, err = s.MapPages(k, uint64(MaxFaultPages)<<FaultPageShift, many[:1])
+	wantErrno(t, err, syscall.ENOSPC)
+	if _, err := s.MapPages(k, 0, many[:1]); err != nil {
 		t.Fatalf("remapping a mapped page at the bound: %v", err)
 	}
 }
@@ -201,7 +204,7 @@ func TestOnDemandPagedProperty(t *testing.T) {
 				for i := range addrs {
 					addrs[i] = uint64(0x100000 + rapid.IntRange(0, 3).Draw(t, "at")*4096)
 				}
-				if err := s.MapPages(k, iova+uint64(p)*4096, addrs); err != nil {
+				if _, err := s.MapPages(k, iova+uint64(p)*4096, addrs); err != nil {
 					t.Fatal(err)
 				}
 				for i, a := range addrs {

@@ -73,17 +73,19 @@ func (pd *PD) RegOnDemandMR(as keys.AddressSpace, iova, length uint64, access Ac
 }
 
 // MapPages gives the on-demand MR the pages at addrs of its address space for its wire pages
-// from va on (keys.Space.MapPages: all or, with an error, none).
-func (mr *MR) MapPages(va uint64, addrs []uint64) error {
+// from va on (keys.Space.MapPages: all or, with an error, none), and returns how many more it
+// has mapped than before.
+func (mr *MR) MapPages(va uint64, addrs []uint64) (int, error) {
 	d := mr.pd.dev
 	defer hold(d, &d.tab).release()
-	if err := d.keys.MapPages(mr.key, va, addrs); err != nil {
-		return err
+	added, err := d.keys.MapPages(mr.key, va, addrs)
+	if err != nil {
+		return 0, err
 	}
 	if d.tracing() {
 		d.event(Event{Kind: EvKey, Key: uint32(mr.key), Msg: fmt.Sprintf("map_pages %s [0x%x, +%d pages)", mr.key, va, len(addrs))})
 	}
-	return nil
+	return added, nil
 }
 
 // UnmapPages takes from the on-demand MR the pages holding wire addresses [va, va+n), and

@@ -57,7 +57,8 @@ func (o *odpDriver) answer(f engine.PageFault) {
 		addrs = append(addrs, pageOf((va-odpBase)/4096))
 	}
 	if o.status == engine.WCSuccess {
-		must(o.t, o.mr.MapPages(f.VA, addrs))
+		_, err := o.mr.MapPages(f.VA, addrs)
+		must(o.t, err)
 	}
 	if f.Held {
 		qp, ok := o.dev.QP(f.QPN)
@@ -206,7 +207,8 @@ func TestODPRequesterFaultHoldsSendQueue(t *testing.T) {
 	o.paused = true
 	fill(o.ram, 6)
 	// Pages 0 and 1 mapped already: the WRITE's first packets leave, the third waits.
-	must(t, o.mr.MapPages(odpBase, []uint64{pageOf(0), pageOf(1)}))
+	_, err := o.mr.MapPages(odpBase, []uint64{pageOf(0), pageOf(1)})
+	must(t, err)
 	lk := o.mr.LKey()
 	must(t, p.qa.PostSend(
 		engine.SendWR{ID: 1, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, SGL: []engine.SGE{{Addr: odpBase + 100, Length: 3 * 4096, LKey: lk}},
@@ -362,7 +364,7 @@ func TestODPUnmapThenNoAccessUnderTraffic(t *testing.T) {
 	dev.OnPageFault(func(f engine.PageFault) {
 		mu.Lock()
 		defer mu.Unlock()
-		if err := mr.MapPages(odpBase, []uint64{0x100000 + uint64(current)*4096}); err != nil {
+		if _, err := mr.MapPages(odpBase, []uint64{0x100000 + uint64(current)*4096}); err != nil {
 			t.Errorf("map: %v", err)
 		}
 	})
