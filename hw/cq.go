@@ -42,6 +42,16 @@ func (e *eq) postCompletion(c *cq) bool {
 // postFor is post; with last, the entry is skipped while the one last recorded there is unread,
 // and a new one is recorded there.
 func (e *eq) postFor(typ uint8, num uint32, last *uint64) bool {
+	var b [abi.EQEntrySize]byte
+	entry := abi.EQEntry(b[:])
+	entry.SetType(typ)
+	entry.SetNum(num)
+	return e.put(b[:], last)
+}
+
+// put adds entry, the EQ's element size, with the next sequence number written at EQSeq (PFSeq
+// too); with last as postFor says.
+func (e *eq) put(entry []byte, last *uint64) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.gone {
@@ -61,12 +71,8 @@ func (e *eq) postFor(typ uint8, num uint32, last *uint64) bool {
 		e.dropped++
 		return true
 	}
-	var b [abi.EQEntrySize]byte
-	entry := abi.EQEntry(b[:])
-	entry.SetType(typ)
-	entry.SetNum(num)
-	entry.SetSeq(e.seq)
-	if e.r.access(e.r.elemOff(e.prod), b[:], true) != nil {
+	abi.EQEntry(entry).SetSeq(e.seq)
+	if e.r.access(e.r.elemOff(e.prod), entry, true) != nil {
 		e.gone = true
 		return false
 	}
@@ -240,13 +246,21 @@ func (c *cq) unpolled(solicitedOnly bool) bool {
 	return c.solicitedWritten != 0 && c.written-c.solicitedWritten < n
 }
 
-// eqElemLog is log2 of abi.EQEntrySize: an EQ's elements are its entries.
-const eqElemLog = 4
+// eqElemLog is log2 of abi.EQEntrySize, pfElemLog of abi.PFEntrySize: an EQ's elements are
+// its entries.
+const (
+	eqElemLog = 4
+	pfElemLog = 5
+)
 
 func (f *Function) createEQLocked(args abi.CreateEQArgs, result func(int, uint32)) error {
 	kind, vector := args.Kind(), args.Vector()
-	if kind > abi.EQAsync || vector >= abi.NumVectors {
+	if kind > abi.EQPageFault || vector >= abi.NumVectors {
 		return errf(syscall.EINVAL, "EQ kind %d, vector %d", kind, vector)
+	}
+	elemLog, size := uint8(eqElemLog), abi.EQEntrySize
+	if kind == abi.EQPageFault {
+		elemLog, size = pfElemLog, abi.PFEntrySize
 	}
 	if len(f.eqs) >= abi.NumVectors { // what RegMaxEQ says
 		return errf(syscall.ENOMEM, "all %d EQs in use", abi.NumVectors)
@@ -254,20 +268,26 @@ func (f *Function) createEQLocked(args abi.CreateEQArgs, result func(int, uint32
 	var qb [abi.QueueArgsSize]byte
 	q := abi.QueueArgs(qb[:])
 	q.SetLogCount(args.LogCount())
-	q.SetLogElem(eqElemLog)
+	q.SetLogElem(elemLog)
 	copy(q.Pages(), args.Pages())
-	r, err := newRing(&f.mem, q, abi.EQEntrySize, abi.EQMaxLog)
+	r, err := newRing(&f.mem, q, size, abi.EQMaxLog)
 	if err != nil {
 		return err
 	}
-	if kind == abi.EQAsync && f.asyncEQ != nil {
+	switch {
+	case kind == abi.EQAsync && f.asyncEQ != nil:
 		return errf(syscall.EBUSY, "an async EQ exists")
+	case kind == abi.EQPageFault && f.pfEQ != nil:
+		return errf(syscall.EBUSY, "a page-fault EQ exists")
 	}
 	f.nextEQ++
 	e := &eq{r: r, num: f.nextEQ, kind: kind, vector: int(vector)}
 	f.eqs[e.num] = e
-	if kind == abi.EQAsync {
+	switch kind {
+	case abi.EQAsync:
 		f.asyncEQ = e
+	case abi.EQPageFault:
+		f.pfEQ = e
 	}
 	result(abi.ResultNum, e.num)
 	return nil
@@ -283,12 +303,18 @@ func (f *Function) destroyEQLocked(n uint32) error {
 			return errf(syscall.EBUSY, "EQ %d serves CQ %d", n, c.emu.Num())
 		}
 	}
+	if e == f.pfEQ && f.odpMRs > 0 {
+		return errf(syscall.EBUSY, "EQ %d serves %d on-demand MRs", n, f.odpMRs)
+	}
 	e.mu.Lock()
 	e.gone = true
 	e.mu.Unlock()
 	delete(f.eqs, n)
 	if f.asyncEQ == e {
 		f.asyncEQ = nil
+	}
+	if f.pfEQ == e {
+		f.pfEQ = nil
 	}
 	return nil
 }

@@ -115,6 +115,9 @@ var ctrlCommands = map[uint16]ctrlCommand{
 		a := e.RegDMAArgs()
 		return f.regDMAMRLocked(a.PD(), engine.Access(a.Access()), e.SetResult)
 	},
+	abi.OpMapPages:      func(f *Function, e abi.CtrlEntry) error { return f.mapPagesLocked(e.MapPagesArgs(), e.SetResult) },
+	abi.OpUnmapPages:    func(f *Function, e abi.CtrlEntry) error { return f.unmapPagesLocked(e.UnmapPagesArgs(), e.SetResult) },
+	abi.OpResumeQP:      func(f *Function, e abi.CtrlEntry) error { return f.resumeQPLocked(e.ResumeQPArgs()) },
 	abi.OpAttachMcast:   mcastCommand(true),
 	abi.OpDetachMcast:   mcastCommand(false),
 	abi.OpCreateEthRing: func(f *Function, e abi.CtrlEntry) error { return f.createEthRingLocked(e.EthRingArgs()) },
@@ -370,6 +373,9 @@ func (f *Function) regMRLocked(args abi.RegMRArgs, result func(int, uint32)) err
 	if err := f.roomForSTagLocked(false); err != nil {
 		return err
 	}
+	if engine.Access(args.Access())&engine.AccessOnDemand != 0 {
+		return f.regOnDemandLocked(p, args, result)
+	}
 	a, err := f.decodeMRArgs(args)
 	if err != nil {
 		return err
@@ -395,6 +401,9 @@ func (f *Function) reregMRLocked(stag uint32, flags keys.ReregFlags, args abi.Re
 	m, ok := f.mrs[stag>>8]
 	if !ok || m.mr.LKey() != stag {
 		return errf(syscall.EINVAL, "no MR with STag 0x%x", stag)
+	}
+	if m.onDemand {
+		return errf(syscall.EOPNOTSUPP, "rereg_mr of on-demand MR 0x%x", stag)
 	}
 	a := mrArgs{pdn: args.PD(), access: engine.Access(args.Access())}
 	var pd *engine.PD
@@ -448,6 +457,9 @@ func (f *Function) deallocSTagLocked(stag uint32) error {
 		f.keysMu.Unlock()
 		f.pds[m.pdn].uses--
 		f.regPages -= uint64(m.pages)
+		if m.onDemand {
+			f.odpMRs--
+		}
 		return nil
 	}
 	if w, ok := f.mws[idx]; ok {

@@ -104,13 +104,15 @@ type Function struct {
 	regPages, wrSlots uint64
 	eqs               map[uint32]*eq
 	nextEQ            uint32
-	// asyncEQ gets the engine's async events.
-	asyncEQ *eq
-	cqs     map[uint32]*cq // by CQN
-	cqSlots [abi.MaxCQSlots]*cq
-	qps     map[uint32]*qp // by QPN
-	qpSlots [abi.MaxQPSlots]*qp
-	srqs    map[uint32]*srq // by SRQN
+	// asyncEQ gets the engine's async events, pfEQ its page faults; odpMRs counts the
+	// on-demand MRs, which need pfEQ.
+	asyncEQ, pfEQ *eq
+	odpMRs        int
+	cqs           map[uint32]*cq // by CQN
+	cqSlots       [abi.MaxCQSlots]*cq
+	qps           map[uint32]*qp // by QPN
+	qpSlots       [abi.MaxQPSlots]*qp
+	srqs          map[uint32]*srq // by SRQN
 	// eth are the Ethernet function's TX and RX rings (abi.EthTX, abi.EthRX), nil until made.
 	eth [2]*ethRing
 	// av is the address-vector table the driver gave (SET_AV_TABLE): its pages and entries,
@@ -130,8 +132,11 @@ type mrEntry struct {
 	mr  *engine.MR
 	pdn uint32
 	// pages is what the MR counts against the device's cap: its page list's length, or a
-	// fast-register MR's most pages, which also bound its REG_MR work requests.
-	pages uint32
+	// fast-register MR's most pages, which also bound its REG_MR work requests, or the pages
+	// an on-demand MR was given (OpMapPages; those a guest's DMA unmap took stay counted until
+	// the MR goes).
+	pages    uint32
+	onDemand bool
 }
 
 type mwEntry struct {
@@ -285,6 +290,7 @@ func (f *Function) resetLocked() {
 		q.posting.Unlock()
 	}
 	f.eqs, f.nextEQ, f.asyncEQ, f.cqs, f.cqSlots = map[uint32]*eq{}, 0, nil, map[uint32]*cq{}, [abi.MaxCQSlots]*cq{}
+	f.pfEQ, f.odpMRs = nil, 0
 	for _, q := range f.srqs {
 		q.mu.Lock()
 		q.gone = true
@@ -365,6 +371,7 @@ func (f *Function) enableLocked() {
 		f.dev.Attach(link)
 	}
 	f.dev.OnAsyncEvent(f.asyncEvent)
+	f.dev.OnPageFault(f.pageFault)
 	f.regs.status = abi.DevStatusReady
 }
 

@@ -595,7 +595,7 @@ func TestUnmapRevokesMRs(t *testing.T) {
 // the function keeps serving; nothing panics, nothing outside guest memory is touched.
 func FuzzControlCommand(f *testing.F) {
 	f.Add(make([]byte, abi.CtrlEntrySize))
-	for _, op := range []uint16{abi.OpAllocPD, abi.OpRegMR, abi.OpAllocSTag, abi.OpDeallocSTag, abi.OpDeallocPD, abi.OpCreateQP, abi.OpCreateEQ, abi.OpCreateCQ, abi.OpResizeCQ, abi.OpDestroyCQ, abi.OpDestroyEQ} {
+	for _, op := range []uint16{abi.OpAllocPD, abi.OpRegMR, abi.OpAllocSTag, abi.OpDeallocSTag, abi.OpDeallocPD, abi.OpCreateQP, abi.OpCreateEQ, abi.OpCreateCQ, abi.OpResizeCQ, abi.OpDestroyCQ, abi.OpDestroyEQ, abi.OpMapPages, abi.OpUnmapPages, abi.OpResumeQP} {
 		e := make([]byte, abi.CtrlEntrySize)
 		binary.LittleEndian.PutUint16(e, op)
 		binary.LittleEndian.PutUint32(e[abi.CtrlArgs:], 1)

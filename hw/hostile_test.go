@@ -43,6 +43,20 @@ const (
 type fixture struct {
 	*bench
 	pdn, cqn, qpn, srqn, mrKey uint32
+	odpKey                     uint32 // an on-demand MR over fxODPPages pages at odpWire, made by onDemand
+}
+
+// fxODPPages is the size of the fixture's on-demand MR.
+const fxODPPages = 4
+
+// onDemand makes the fixture's page-fault EQ (ring 10) and on-demand MR once, and returns the MR's stag.
+func (fx *fixture) onDemand() uint32 {
+	if fx.odpKey == 0 {
+		fx.ringAt(fx.ringPage(10), fx.table(10), 1, 4, 5)
+		fx.ok(abi.OpCreateEQ, append(pageListBytes(fx.table(10), 1, 12, 1), 4, abi.EQPageFault, 5, 0))
+		fx.odpKey = fx.ok(abi.OpRegMR, regMRArgs(fx.pdn, emu.AccessLocalWrite|emu.AccessOnDemand, odpWire, fxODPPages*4096, 0, pageListBytes(0, 0, 0, 0)))
+	}
+	return fx.odpKey
 }
 
 func (b *bench) table(i int) uint64 { return fxTables + uint64(i)*4096 }
@@ -175,6 +189,12 @@ func (fx *fixture) validArgs(op uint16) []byte {
 	case abi.OpCreateEthRing:
 		a := args(abi.EthRingArgsSize, arg{abi.EthRingKind, 1, abi.EthTX}, arg{abi.EthRingVector, 2, 4})
 		return with(a, abi.EthRingQueue, fx.oneRing(9, 4, 4))
+	case abi.OpMapPages:
+		return mapArgs(fx.onDemand(), odpWire, pageListBytes(fxData, 1, 12, 0))
+	case abi.OpUnmapPages:
+		return unmapArgs(fx.onDemand(), odpWire, fxODPPages*4096)
+	case abi.OpResumeQP:
+		return args(abi.ResumeQPArgsSize, arg{abi.ResumeQPNum, 4, uint64(fx.qpn)}) // answered EINVAL: no fault holds it
 	}
 	return nil
 }
@@ -260,7 +280,7 @@ func ctrlCases() []ctrlCase {
 	add(abi.OpQueryGID, "index", field{abi.QueryGIDIndex, 4}, inval, abi.GIDTableLen, u32max)
 
 	add(abi.OpCreateEQ, "log_count", field{abi.CreateEQLogCount, 1}, inval, 0, abi.EQMaxLog+1, u8max)
-	add(abi.OpCreateEQ, "kind", field{abi.CreateEQKind, 1}, inval, abi.EQAsync+1, u8max)
+	add(abi.OpCreateEQ, "kind", field{abi.CreateEQKind, 1}, inval, abi.EQPageFault+1, u8max)
 	add(abi.OpCreateEQ, "vector", field{abi.CreateEQVector, 2}, inval, abi.NumVectors, u16max)
 	addr, pages, shift, levels := plFields(abi.CreateEQPages)
 	add(abi.OpCreateEQ, "pages", pages, inval, 0, u32max)
@@ -287,6 +307,17 @@ func ctrlCases() []ctrlCase {
 	add(abi.OpDeallocSTag, "stag", num, noent, 0, u32max)
 	add(abi.OpRegDMAMR, "pd", field{abi.RegDMAPD, 4}, noent, 0, u32max)
 	add(abi.OpRegDMAMR, "access", field{abi.RegDMAAccess, 4}, inval, uint64(emu.AccessRemoteWrite), u32max)
+
+	add(abi.OpMapPages, "stag", field{abi.MapPagesSTag, 4}, inval, 0, u32max)
+	add(abi.OpMapPages, "va", field{abi.MapPagesVA, 8}, inval, 1, odpWire-4096, odpWire+fxODPPages*4096, math.MaxUint64)
+	addr, pages, shift, levels = plFields(abi.MapPagesList)
+	add(abi.OpMapPages, "pages", pages, inval, 0, 2, abi.MaxMRPages+1, u32max)
+	add(abi.OpMapPages, "shift", shift, inval, 0, 11, 13, 21, 64, u8max)
+	add(abi.OpMapPages, "levels", levels, inval, 3, u8max)
+	add(abi.OpMapPages, "page_unmapped", addr, syscall.EFAULT, 0, 0x4000_0000, 0xfffffffffffff000)
+	add(abi.OpUnmapPages, "stag", field{abi.UnmapPagesSTag, 4}, inval, 0, u32max)
+	add(abi.OpResumeQP, "qpn", field{abi.ResumeQPNum, 4}, noent, 0, u32max)
+	add(abi.OpResumeQP, "status", field{abi.ResumeQPStatus, 4}, inval, abi.ResumeMaxStatus+1, u32max)
 
 	queue(abi.OpCreateCQ, abi.CreateCQQueue, abi.CQMaxLog, 6)
 	add(abi.OpCreateCQ, "eqn", field{abi.CreateCQEQ, 4}, noent, 0, abi.CQNoEQ-1)
@@ -344,7 +375,7 @@ func TestHostileControlCommands(t *testing.T) {
 	// The valid arguments are valid: what fails below fails by the one field.
 	for _, op := range []uint16{abi.OpQueryPort, abi.OpQueryGID, abi.OpCreateEQ, abi.OpSetAVTable, abi.OpAllocSTag,
 		abi.OpRegMR, abi.OpRegDMAMR, abi.OpReregMR, abi.OpCreateCQ, abi.OpResizeCQ, abi.OpCreateQP, abi.OpModifyQP, abi.OpQueryQP,
-		abi.OpCreateSRQ, abi.OpModifySRQ, abi.OpQuerySRQ, abi.OpCreateEthRing} {
+		abi.OpCreateSRQ, abi.OpModifySRQ, abi.OpQuerySRQ, abi.OpCreateEthRing, abi.OpMapPages, abi.OpUnmapPages} {
 		if errno, _ := fx.cmd(op, fx.validArgs(op)); errno != 0 {
 			t.Fatalf("command 0x%x with valid arguments: %v", op, errno)
 		}

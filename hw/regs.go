@@ -63,7 +63,7 @@ func (f *Function) signal(vector int) {
 
 // caps are the capabilities the function offers.
 const caps = abi.CapMWType1 | abi.CapMWType2A | abi.CapMWType2B | abi.CapAtomics | abi.CapSRQ | abi.CapFlush |
-	abi.CapAtomicWrite | abi.CapFastReg | abi.CapZeroBased | abi.CapCQModeration | abi.CapEthernet | abi.CapUD
+	abi.CapAtomicWrite | abi.CapFastReg | abi.CapZeroBased | abi.CapCQModeration | abi.CapOnDemand | abi.CapEthernet | abi.CapUD
 
 func (f *Function) readRegLocked(off uint32) uint32 {
 	switch {

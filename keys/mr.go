@@ -21,6 +21,11 @@ type MRSpec struct {
 	Access Access
 }
 
+// CheckMRAccess applies reg_mr's flag rules (ib_check_mr_access and the device's support) to a
+// registration's access flags: EOPNOTSUPP or EINVAL as reg_mr would say, for a device model
+// that must know before it looks at the rest of a registration.
+func CheckMRAccess(a Access) error { return checkMRAccess("reg_mr", a) }
+
 // checkMRAccess applies reg_mr's flag rules (ib_check_mr_access and the device's support).
 func checkMRAccess(verb string, a Access) error {
 	a &^= optionalRange

@@ -13,7 +13,7 @@ package abi
 // refuses a major it does not know; minors only add.
 const (
 	VersionMajor = 1
-	VersionMinor = 2 // 1.1: UD, UC and GSI QPs, the AV table read, multicast, the DMA MR; 1.2: CQ moderation
+	VersionMinor = 3 // 1.1: UD, UC and GSI QPs, the AV table read, multicast, the DMA MR; 1.2: CQ moderation; 1.3: on-demand paging
 	Version      = VersionMajor<<16 | VersionMinor
 )
 
@@ -98,6 +98,7 @@ const (
 	CapFastReg      = 1 << 7
 	CapZeroBased    = 1 << 8
 	CapCQModeration = 1 << 9  // OpModifyCQ (ABI 1.2)
+	CapOnDemand     = 1 << 10 // on-demand MRs, the page-fault EQ, OpMapPages, OpUnmapPages, OpResumeQP (ABI 1.3)
 	CapEthernet     = 1 << 16 // the Ethernet function (TX/RX frame rings, eth.go)
 	CapUD           = 1 << 17 // UD, UC and GSI QPs, address vectors, multicast, the DMA MR (ABI 1.1)
 )

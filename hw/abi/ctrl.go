@@ -42,6 +42,8 @@ const (
 	OpReregMR     = 0x32 // args: ReregMRArgs
 	OpDeallocSTag = 0x33 // args: NumArgs (an MR's, a window's, a fast-register MR's stag)
 	OpRegDMAMR    = 0x34 // args: RegDMAArgs. ResultNum: stag of an MR over all of guest memory (CapUD)
+	OpMapPages    = 0x35 // args: MapPagesArgs: pages of an on-demand MR (CapOnDemand). ResultNum: pages it maps more than before
+	OpUnmapPages  = 0x36 // args: UnmapPagesArgs; done once the function no longer touches them. ResultNum: pages it had
 	OpCreateCQ    = 0x40 // args: CreateCQArgs. ResultNum: cqn, ResultSlot: its arm register
 	OpResizeCQ    = 0x41 // args: ResizeCQArgs: a new ring, unpolled CQEs carried over
 	OpDestroyCQ   = 0x42 // args: NumArgs (cqn)
@@ -52,6 +54,7 @@ const (
 	OpDestroyQP   = 0x53 // args: NumArgs (qpn)
 	OpAttachMcast = 0x54 // args: McastArgs (CapUD)
 	OpDetachMcast = 0x55 // args: McastArgs (CapUD)
+	OpResumeQP    = 0x56 // args: ResumeQPArgs: answers the page fault that holds a send queue (CapOnDemand)
 	OpCreateSRQ   = 0x60 // args: CreateSRQArgs. ResultNum: srqn
 	OpModifySRQ   = 0x61 // args: ModifySRQArgs
 	OpQuerySRQ    = 0x62 // args: NumArgs (srqn). results: ResultSRQMaxWR, ResultSRQMaxSGE, ResultSRQLimit
@@ -108,8 +111,9 @@ const (
 	QueryGIDGID      = 8 // 16 bytes, network order, written by the device
 )
 
-// CreateEQArgs: an event queue of 2^CreateEQLogCount EQEntrySize-byte entries (at most
-// EQMaxLog) in the pages of a page list, of kind EQCompletion or EQAsync, on an MSI-X vector.
+// CreateEQArgs: an event queue of 2^CreateEQLogCount EQEntrySize-byte entries (PFEntrySize for
+// EQPageFault; at most EQMaxLog) in the pages of a page list, of kind EQCompletion, EQAsync or
+// EQPageFault, on an MSI-X vector.
 const (
 	CreateEQArgsSize = 20
 	CreateEQPages    = 0  // PageList
@@ -253,6 +257,44 @@ const (
 	RegMRPages    = 32 // PageList
 )
 
+// On-demand paging (CapOnDemand, ABI 1.3). REG_MR with IBV_ACCESS_ON_DEMAND registers an MR
+// with no pages: its page list must be empty (0 pages) and its offset 0; its iova and length
+// name its wire addresses (iova 0 and length 2^64-1: the implicit MR over a whole address
+// space); a page-fault EQ must exist. When work reaches a page the MR lacks, the function puts
+// an entry in the page-fault EQ (PF*) and waits, as docs/device.md says; the driver answers
+// with OpMapPages and, for an entry with PFHeld, OpResumeQP.
+
+// MapPagesArgs: wire pages from VA (4 KiB-aligned) get the pages of a page list of 4 KiB pages,
+// in order; at most MaxMRPages, each inside the MR. All are taken or none.
+const (
+	MapPagesArgsSize = 32
+	MapPagesSTag     = 0  // u32: the on-demand MR's stag
+	MapPagesVA       = 8  // u64
+	MapPagesList     = 16 // PageList
+)
+
+// UnmapPagesArgs: the MR loses the pages holding wire addresses [VA, VA+Length). The command is
+// done only once no access of the function's to those pages is under way, so a driver may let
+// them go when it sees it done (an MMU notifier's invalidation).
+const (
+	UnmapPagesArgsSize = 24
+	UnmapPagesSTag     = 0  // u32
+	UnmapPagesVA       = 8  // u64
+	UnmapPagesLength   = 16 // u64
+)
+
+// ResumeQPArgs: Status 0 lets the held send queue go on (a page still missing faults again);
+// any other ibv_wc_status, up to ResumeMaxStatus, completes the work request that faulted with
+// it and moves the QP to ERR. A QP no fault holds answers EINVAL and nothing changes: a driver
+// that sees a gap in the page-fault EQ's sequence may resume each of its QPs.
+const (
+	ResumeQPArgsSize = 8
+	ResumeQPNum      = 0 // u32: qpn
+	ResumeQPStatus   = 4 // u32
+
+	ResumeMaxStatus = 21 // IBV_WC_GENERAL_ERR
+)
+
 // QueueArgs describes a ring in the rxe layout (QueueHeaderSize bytes of header, then the
 // elements), relative to where a command puts it.
 const (
@@ -351,6 +393,26 @@ const (
 	EQType      = 0 // u8: EQCompletion entries: 0; async: ibv_event_type
 	EQNum       = 4 // u32: the CQN, QPN, SRQN or port number it concerns
 	EQSeq       = 8 // u64: the device's running count of entries, for a driver to spot a lap
+)
+
+// The page-fault EQ (CapOnDemand): kind EQPageFault, one at most, of PFEntrySize-byte entries
+// (CREATE_EQ's log count counts them). An entry asks for the pages [PFVA, PFVA+4096*PFPages) of
+// the on-demand MR PFSTag, which work of QP PFQPN reached. PFHeld: the QP's send queue waits for
+// OpResumeQP; otherwise the work comes again on its own (an RNR NAK, a retransmission) and
+// wants only the pages.
+const (
+	EQPageFault = 2
+
+	PFEntrySize = 32
+	PFFlags     = 0  // u8: PF* bits
+	PFQPN       = 4  // u32
+	PFSeq       = 8  // u64: as EQSeq
+	PFVA        = 16 // u64: 4 KiB-aligned wire address
+	PFSTag      = 24 // u32
+	PFPages     = 28 // u32
+
+	PFWrite = 1 << 0 // the access stores into the pages
+	PFHeld  = 1 << 1
 )
 
 // The address-vector table: AVEntrySize-byte entries indexed by AH number, written by the

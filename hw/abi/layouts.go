@@ -112,6 +112,19 @@ var Layouts = []Layout{
 	}},
 	{"reg_dma_args", RegDMAArgsSize, []Field{{Name: "pd", Off: RegDMAPD, Size: 4}, {Name: "access", Off: RegDMAAccess, Size: 4}}},
 	{"mcast_args", McastArgsSize, []Field{{Name: "qpn", Off: McastQPN, Size: 4}, {Name: "gid", Off: McastGID, Size: 16, Array: true}}},
+	{"map_pages_args", MapPagesArgsSize, []Field{
+		{Name: "stag", Off: MapPagesSTag, Size: 4}, {Name: "va", Off: MapPagesVA, Size: 8},
+		{Name: "pages", Off: MapPagesList, Size: PageListSize, Array: true},
+	}},
+	{"unmap_pages_args", UnmapPagesArgsSize, []Field{
+		{Name: "stag", Off: UnmapPagesSTag, Size: 4}, {Name: "va", Off: UnmapPagesVA, Size: 8},
+		{Name: "length", Off: UnmapPagesLength, Size: 8},
+	}},
+	{"resume_qp_args", ResumeQPArgsSize, []Field{{Name: "qpn", Off: ResumeQPNum, Size: 4}, {Name: "status", Off: ResumeQPStatus, Size: 4}}},
+	{"pf_entry", PFEntrySize, []Field{
+		{Name: "flags", Off: PFFlags, Size: 1}, {Name: "qpn", Off: PFQPN, Size: 4}, {Name: "seq", Off: PFSeq, Size: 8},
+		{Name: "va", Off: PFVA, Size: 8}, {Name: "stag", Off: PFSTag, Size: 4}, {Name: "pages", Off: PFPages, Size: 4},
+	}},
 	{"rxe_av", RXEAVSize, []Field{
 		{Name: "port_num", Off: RXEAVPortNum, Size: 1}, {Name: "network_type", Off: RXEAVNetworkType, Size: 1},
 		{Name: "dmac", Off: RXEAVDMAC, Size: 6, Array: true}, {Name: "dgid", Off: RXEAVDGID, Size: 16, Array: true},

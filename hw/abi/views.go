@@ -76,6 +76,11 @@ func (e CtrlEntry) RegMRArgs() RegMRArgs         { return RegMRArgs(e.args(RegMR
 func (e CtrlEntry) ReregMRArgs() ReregMRArgs     { return ReregMRArgs(e.args(ReregMRArgsSize)) }
 func (e CtrlEntry) RegDMAArgs() RegDMAArgs       { return RegDMAArgs(e.args(RegDMAArgsSize)) }
 func (e CtrlEntry) McastArgs() McastArgs         { return McastArgs(e.args(McastArgsSize)) }
+func (e CtrlEntry) MapPagesArgs() MapPagesArgs   { return MapPagesArgs(e.args(MapPagesArgsSize)) }
+func (e CtrlEntry) UnmapPagesArgs() UnmapPagesArgs {
+	return UnmapPagesArgs(e.args(UnmapPagesArgsSize))
+}
+func (e CtrlEntry) ResumeQPArgs() ResumeQPArgs   { return ResumeQPArgs(e.args(ResumeQPArgsSize)) }
 func (e CtrlEntry) CreateCQArgs() CreateCQArgs   { return CreateCQArgs(e.args(CreateCQArgsSize)) }
 func (e CtrlEntry) ResizeCQArgs() ResizeCQArgs   { return ResizeCQArgs(e.args(ResizeCQArgsSize)) }
 func (e CtrlEntry) ModifyCQArgs() ModifyCQArgs   { return ModifyCQArgs(e.args(ModifyCQArgsSize)) }
@@ -521,6 +526,49 @@ func (c CQE) PortNum() uint8            { return c[CQEPortNum] }
 func (c CQE) SetPortNum(v uint8)        { c[CQEPortNum] = v }
 func (c CQE) NetworkHdrType() uint8     { return c[CQENetHdr] }
 func (c CQE) SetNetworkHdrType(v uint8) { c[CQENetHdr] = v }
+
+// MapPagesArgs views OpMapPages's arguments.
+type MapPagesArgs []byte
+
+func (a MapPagesArgs) STag() uint32     { return get32(a[MapPagesSTag:]) }
+func (a MapPagesArgs) SetSTag(v uint32) { put32(a[MapPagesSTag:], v) }
+func (a MapPagesArgs) VA() uint64       { return get64(a[MapPagesVA:]) }
+func (a MapPagesArgs) SetVA(v uint64)   { put64(a[MapPagesVA:], v) }
+func (a MapPagesArgs) Pages() PageList  { return pageList(a, MapPagesList) }
+
+// UnmapPagesArgs views OpUnmapPages's arguments.
+type UnmapPagesArgs []byte
+
+func (a UnmapPagesArgs) STag() uint32       { return get32(a[UnmapPagesSTag:]) }
+func (a UnmapPagesArgs) SetSTag(v uint32)   { put32(a[UnmapPagesSTag:], v) }
+func (a UnmapPagesArgs) VA() uint64         { return get64(a[UnmapPagesVA:]) }
+func (a UnmapPagesArgs) SetVA(v uint64)     { put64(a[UnmapPagesVA:], v) }
+func (a UnmapPagesArgs) Length() uint64     { return get64(a[UnmapPagesLength:]) }
+func (a UnmapPagesArgs) SetLength(v uint64) { put64(a[UnmapPagesLength:], v) }
+
+// ResumeQPArgs views OpResumeQP's arguments.
+type ResumeQPArgs []byte
+
+func (a ResumeQPArgs) QPN() uint32        { return get32(a[ResumeQPNum:]) }
+func (a ResumeQPArgs) SetQPN(v uint32)    { put32(a[ResumeQPNum:], v) }
+func (a ResumeQPArgs) Status() uint32     { return get32(a[ResumeQPStatus:]) }
+func (a ResumeQPArgs) SetStatus(v uint32) { put32(a[ResumeQPStatus:], v) }
+
+// PFEntry is a view of a page-fault EQ's entry.
+type PFEntry []byte
+
+func (e PFEntry) Flags() uint8      { return e[PFFlags] }
+func (e PFEntry) SetFlags(v uint8)  { e[PFFlags] = v }
+func (e PFEntry) QPN() uint32       { return get32(e[PFQPN:]) }
+func (e PFEntry) SetQPN(v uint32)   { put32(e[PFQPN:], v) }
+func (e PFEntry) Seq() uint64       { return get64(e[PFSeq:]) }
+func (e PFEntry) SetSeq(v uint64)   { put64(e[PFSeq:], v) }
+func (e PFEntry) VA() uint64        { return get64(e[PFVA:]) }
+func (e PFEntry) SetVA(v uint64)    { put64(e[PFVA:], v) }
+func (e PFEntry) STag() uint32      { return get32(e[PFSTag:]) }
+func (e PFEntry) SetSTag(v uint32)  { put32(e[PFSTag:], v) }
+func (e PFEntry) Pages() uint32     { return get32(e[PFPages:]) }
+func (e PFEntry) SetPages(v uint32) { put32(e[PFPages:], v) }
 
 // EQEntry is a view of an event queue's entry.
 type EQEntry []byte

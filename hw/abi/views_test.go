@@ -82,6 +82,11 @@ var viewFields = map[string]struct {
 		"ex": "Imm", "qp_num": "QPNum", "src_qp": "SrcQP", "wc_flags": "WCFlags", "pkey_index": "PKeyIndex",
 		"slid": "SLID", "sl": "SL", "dlid_path_bits": "DLIDPathBits", "port_num": "PortNum", "network_hdr_type": "NetworkHdrType"}},
 	"eq_entry": {func(b []byte) any { return EQEntry(b) }, map[string]string{"type": "Type", "num": "Num", "seq": "Seq"}},
+	"pf_entry": {func(b []byte) any { return PFEntry(b) }, map[string]string{
+		"flags": "Flags", "qpn": "QPN", "seq": "Seq", "va": "VA", "stag": "STag", "pages": "Pages"}},
+	"map_pages_args":   {func(b []byte) any { return MapPagesArgs(b) }, map[string]string{"stag": "STag", "va": "VA", "pages": "Pages"}},
+	"unmap_pages_args": {func(b []byte) any { return UnmapPagesArgs(b) }, map[string]string{"stag": "STag", "va": "VA", "length": "Length"}},
+	"resume_qp_args":   {func(b []byte) any { return ResumeQPArgs(b) }, map[string]string{"qpn": "QPN", "status": "Status"}},
 	"av_entry": {func(b []byte) any { return AVEntry(b) }, map[string]string{
 		"flags": "Flags", "pd": "PD", "dgid": "DGID", "flow_label": "FlowLabel", "sgid_index": "SGIDIndex",
 		"hop_limit": "HopLimit", "traffic_class": "TrafficClass", "network_type": "NetworkType", "dmac": "DMAC"}},
@@ -181,6 +186,8 @@ func TestCtrlEntryArgViews(t *testing.T) {
 		{"create_qp", e.CreateQPArgs(), CreateQPArgsSize}, {"modify_qp", e.ModifyQPArgs(), ModifyQPArgsSize},
 		{"query_qp", e.QueryQPArgs(), QueryQPArgsSize}, {"create_srq", e.CreateSRQArgs(), CreateSRQArgsSize},
 		{"modify_srq", e.ModifySRQArgs(), ModifySRQArgsSize}, {"eth_ring", e.EthRingArgs(), EthRingArgsSize},
+		{"map_pages", e.MapPagesArgs(), MapPagesArgsSize}, {"unmap_pages", e.UnmapPagesArgs(), UnmapPagesArgsSize},
+		{"resume_qp", e.ResumeQPArgs(), ResumeQPArgsSize},
 		{"args", e.Args(), CtrlEntrySize - CtrlArgs},
 	} {
 		if len(c.view) != c.size || cap(c.view) != c.size || &c.view[0] != &e[CtrlArgs] {

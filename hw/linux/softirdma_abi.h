@@ -16,8 +16,8 @@
 #endif
 
 #define SOFTIRDMA_VERSION_MAJOR 0x1
-#define SOFTIRDMA_VERSION_MINOR 0x2
-#define SOFTIRDMA_VERSION 0x10002
+#define SOFTIRDMA_VERSION_MINOR 0x3
+#define SOFTIRDMA_VERSION 0x10003
 #define SOFTIRDMA_PCI_VENDOR_ID 0x1234
 #define SOFTIRDMA_PCI_DEVICE_ID 0x5352
 #define SOFTIRDMA_PCI_SUBSYSTEM_VENDOR_ID 0x1234
@@ -80,6 +80,7 @@
 #define SOFTIRDMA_CAP_FAST_REG 0x80
 #define SOFTIRDMA_CAP_ZERO_BASED 0x100
 #define SOFTIRDMA_CAP_CQ_MODERATION 0x200
+#define SOFTIRDMA_CAP_ON_DEMAND 0x400
 #define SOFTIRDMA_CAP_ETHERNET 0x10000
 #define SOFTIRDMA_CAP_UD 0x20000
 #define SOFTIRDMA_DEV_CTRL_ENABLE 0x1
@@ -121,6 +122,8 @@
 #define SOFTIRDMA_OP_REREG_MR 0x32
 #define SOFTIRDMA_OP_DEALLOC_STAG 0x33
 #define SOFTIRDMA_OP_REG_DMA_MR 0x34
+#define SOFTIRDMA_OP_MAP_PAGES 0x35
+#define SOFTIRDMA_OP_UNMAP_PAGES 0x36
 #define SOFTIRDMA_OP_CREATE_CQ 0x40
 #define SOFTIRDMA_OP_RESIZE_CQ 0x41
 #define SOFTIRDMA_OP_DESTROY_CQ 0x42
@@ -131,6 +134,7 @@
 #define SOFTIRDMA_OP_DESTROY_QP 0x53
 #define SOFTIRDMA_OP_ATTACH_MCAST 0x54
 #define SOFTIRDMA_OP_DETACH_MCAST 0x55
+#define SOFTIRDMA_OP_RESUME_QP 0x56
 #define SOFTIRDMA_OP_CREATE_SRQ 0x60
 #define SOFTIRDMA_OP_MODIFY_SRQ 0x61
 #define SOFTIRDMA_OP_QUERY_SRQ 0x62
@@ -232,6 +236,18 @@
 #define SOFTIRDMA_REG_MR_LENGTH 0x10
 #define SOFTIRDMA_REG_MR_OFFSET 0x18
 #define SOFTIRDMA_REG_MR_PAGES 0x20
+#define SOFTIRDMA_MAP_PAGES_ARGS_SIZE 0x20
+#define SOFTIRDMA_MAP_PAGES_STAG 0x0
+#define SOFTIRDMA_MAP_PAGES_VA 0x8
+#define SOFTIRDMA_MAP_PAGES_LIST 0x10
+#define SOFTIRDMA_UNMAP_PAGES_ARGS_SIZE 0x18
+#define SOFTIRDMA_UNMAP_PAGES_STAG 0x0
+#define SOFTIRDMA_UNMAP_PAGES_VA 0x8
+#define SOFTIRDMA_UNMAP_PAGES_LENGTH 0x10
+#define SOFTIRDMA_RESUME_QP_ARGS_SIZE 0x8
+#define SOFTIRDMA_RESUME_QP_NUM 0x0
+#define SOFTIRDMA_RESUME_QP_STATUS 0x4
+#define SOFTIRDMA_RESUME_MAX_STATUS 0x15
 #define SOFTIRDMA_QUEUE_ARGS_SIZE 0x18
 #define SOFTIRDMA_QUEUE_LOG_COUNT 0x0
 #define SOFTIRDMA_QUEUE_LOG_ELEM 0x1
@@ -295,6 +311,16 @@
 #define SOFTIRDMA_EQ_TYPE 0x0
 #define SOFTIRDMA_EQ_NUM 0x4
 #define SOFTIRDMA_EQ_SEQ 0x8
+#define SOFTIRDMA_EQ_PAGE_FAULT 0x2
+#define SOFTIRDMA_PF_ENTRY_SIZE 0x20
+#define SOFTIRDMA_PF_FLAGS 0x0
+#define SOFTIRDMA_PFQPN 0x4
+#define SOFTIRDMA_PF_SEQ 0x8
+#define SOFTIRDMA_PFVA 0x10
+#define SOFTIRDMA_PFS_TAG 0x18
+#define SOFTIRDMA_PF_PAGES 0x1c
+#define SOFTIRDMA_PF_WRITE 0x1
+#define SOFTIRDMA_PF_HELD 0x2
 #define SOFTIRDMA_AV_ENTRY_SIZE 0x40
 #define SOFTIRDMA_AV_FLAGS 0x0
 #define SOFTIRDMA_AV_PD 0x4
@@ -713,6 +739,53 @@ struct softirdma_mcast_args {
 static_assert(sizeof(struct softirdma_mcast_args) == 24);
 static_assert(offsetof(struct softirdma_mcast_args, qpn) == 0);
 static_assert(offsetof(struct softirdma_mcast_args, gid) == 8);
+
+struct softirdma_map_pages_args {
+	__le32 stag;
+	__u8 rsvd0[4];
+	__le64 va;
+	__u8 pages[16];
+} __packed;
+static_assert(sizeof(struct softirdma_map_pages_args) == 32);
+static_assert(offsetof(struct softirdma_map_pages_args, stag) == 0);
+static_assert(offsetof(struct softirdma_map_pages_args, va) == 8);
+static_assert(offsetof(struct softirdma_map_pages_args, pages) == 16);
+
+struct softirdma_unmap_pages_args {
+	__le32 stag;
+	__u8 rsvd0[4];
+	__le64 va;
+	__le64 length;
+} __packed;
+static_assert(sizeof(struct softirdma_unmap_pages_args) == 24);
+static_assert(offsetof(struct softirdma_unmap_pages_args, stag) == 0);
+static_assert(offsetof(struct softirdma_unmap_pages_args, va) == 8);
+static_assert(offsetof(struct softirdma_unmap_pages_args, length) == 16);
+
+struct softirdma_resume_qp_args {
+	__le32 qpn;
+	__le32 status;
+} __packed;
+static_assert(sizeof(struct softirdma_resume_qp_args) == 8);
+static_assert(offsetof(struct softirdma_resume_qp_args, qpn) == 0);
+static_assert(offsetof(struct softirdma_resume_qp_args, status) == 4);
+
+struct softirdma_pf_entry {
+	__u8 flags;
+	__u8 rsvd0[3];
+	__le32 qpn;
+	__le64 seq;
+	__le64 va;
+	__le32 stag;
+	__le32 pages;
+} __packed;
+static_assert(sizeof(struct softirdma_pf_entry) == 32);
+static_assert(offsetof(struct softirdma_pf_entry, flags) == 0);
+static_assert(offsetof(struct softirdma_pf_entry, qpn) == 4);
+static_assert(offsetof(struct softirdma_pf_entry, seq) == 8);
+static_assert(offsetof(struct softirdma_pf_entry, va) == 16);
+static_assert(offsetof(struct softirdma_pf_entry, stag) == 24);
+static_assert(offsetof(struct softirdma_pf_entry, pages) == 28);
 
 struct softirdma_rxe_av {
 	__u8 port_num;
