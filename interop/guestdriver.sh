@@ -127,7 +127,7 @@ VM_SCRIPT="$OUT/guest.sh" VM_SOCKET="$SOCK" VM_MAC0=52:54:00:00:06:10 \
   timeout 600 bash vm/run.sh vm.modules=rdma_rxe > "$OUT/guest.log" 2>&1 || true
 grep "VM: " "$OUT/guest.log" > "$OUT/vm.txt" || true
 
-check device_guest_probe 'VM: dmesg: .*softirdma .*ABI 1\.2, caps 0x303ff'
+check device_guest_probe 'VM: dmesg: .*softirdma .*ABI 1\.3, caps 0x307ff'
 check device_guest_netdev 'VM: netdev eth[0-9]+'
 check device_guest_ping_vs_rxe 'VM: ping: 5 packets transmitted, 5 received'
 check device_guest_ibv_rc_pingpong_ipv4_client_vs_rxe 'VM: pp client: 20 iters in'

@@ -65,7 +65,7 @@ tr -d '\r' < "$OUT/guest.log" | grep -aE '^(VM|RDMA-CORE)' > "$OUT/vm.txt" || tr
 check ${P}_uname "VM: ready .*Linux ${KV//+/\\+}\$"
 check ${P}_modprobe 'VM: modprobe ok'
 verdict ${P}_modprobe_loads_ib_uverbs has_lines "$OUT/vm.txt" 'VM: ib_uverbs unloaded' "$OUT/vm.txt" 'VM: softdep loaded ib_uverbs'
-check ${P}_probe 'VM: dmesg: .*softirdma .*ABI 1\.2, caps 0x303ff'
+check ${P}_probe 'VM: dmesg: .*softirdma .*ABI 1\.3, caps 0x307ff'
 check ${P}_netdev 'VM: netdev eth[0-9]+'
 check ${P}_ping_vs_rxe 'VM: ping: 3 packets transmitted, 3 received'
 check ${P}_ibv_rc_pingpong_client_vs_rxe 'VM: pp client: 20 iters in'
