@@ -49,7 +49,7 @@ func (e *eq) postFor(typ uint8, num uint32, last *uint64) bool {
 	return e.put(b[:], last)
 }
 
-// put adds entry, the EQ's element size, with the next sequence number written at EQSeq (PFSeq
+// put adds entry, the EQ's element size, with the next sequence number written at EQSeq (FaultSeq
 // too); with last as postFor says.
 func (e *eq) put(entry []byte, last *uint64) bool {
 	e.mu.Lock()
@@ -246,7 +246,7 @@ func (c *cq) unpolled(solicitedOnly bool) bool {
 	return c.solicitedWritten != 0 && c.written-c.solicitedWritten < n
 }
 
-// eqElemLog is log2 of abi.EQEntrySize, pfElemLog of abi.PFEntrySize: an EQ's elements are
+// eqElemLog is log2 of abi.EQEntrySize, pfElemLog of abi.FaultEntrySize: an EQ's elements are
 // its entries.
 const (
 	eqElemLog = 4
@@ -260,7 +260,7 @@ func (f *Function) createEQLocked(args abi.CreateEQArgs, result func(int, uint32
 	}
 	elemLog, size := uint8(eqElemLog), abi.EQEntrySize
 	if kind == abi.EQPageFault {
-		elemLog, size = pfElemLog, abi.PFEntrySize
+		elemLog, size = pfElemLog, abi.FaultEntrySize
 	}
 	if len(f.eqs) >= abi.NumVectors { // what RegMaxEQ says
 		return errf(syscall.ENOMEM, "all %d EQs in use", abi.NumVectors)

@@ -128,14 +128,14 @@ func (f *Function) pageFault(pf engine.PageFault) {
 	if e == nil {
 		return
 	}
-	var b [abi.PFEntrySize]byte
-	entry := abi.PFEntry(b[:])
+	var b [abi.FaultEntrySize]byte
+	entry := abi.FaultEntry(b[:])
 	var flags uint8
 	if pf.Write {
-		flags |= abi.PFWrite
+		flags |= abi.FaultWrite
 	}
 	if pf.Held {
-		flags |= abi.PFHeld
+		flags |= abi.FaultHeld
 	}
 	entry.SetFlags(flags)
 	entry.SetQPN(pf.QPN)

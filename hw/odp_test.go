@@ -47,13 +47,13 @@ func newODPBench(t *testing.T) *odpBench {
 }
 
 // faults reads the page-fault entries written since the last call.
-func (o *odpBench) faults() []abi.PFEntry {
+func (o *odpBench) faults() []abi.FaultEntry {
 	le := binary.LittleEndian
 	prod := le.Uint32(o.at(pfRing + abi.QHProducer))
-	var out []abi.PFEntry
+	var out []abi.FaultEntry
 	for ; o.pfSeen != prod; o.pfSeen = (o.pfSeen + 1) & 15 {
-		e := o.at(pfRing + abi.QueueHeaderSize + uint64(o.pfSeen)*abi.PFEntrySize)[:abi.PFEntrySize]
-		out = append(out, abi.PFEntry(bytes.Clone(e)))
+		e := o.at(pfRing + abi.QueueHeaderSize + uint64(o.pfSeen)*abi.FaultEntrySize)[:abi.FaultEntrySize]
+		out = append(out, abi.FaultEntry(bytes.Clone(e)))
 	}
 	le.PutUint32(o.at(pfRing+abi.QHConsumer), prod)
 	return out
@@ -106,7 +106,7 @@ func TestODPResponderFaultThroughTheFunction(t *testing.T) {
 	o.post(o.q1, sendWQE{id: 1, op: emu.WRRDMAWrite, flags: emu.SendSignaled, remote: odpWire + 4096 + 50, rkey: o.stag,
 		sges: [][3]uint64{{srcPage, 100, uint64(o.plain)}}})
 	o.sim.RunFor(100 * time.Microsecond)
-	o.wantFault(abi.PFWrite, o.q2.qpn, odpWire+4096, 1)
+	o.wantFault(abi.FaultWrite, o.q2.qpn, odpWire+4096, 1)
 	if got := o.cqes(0x140000, 0); len(got) != 0 {
 		t.Fatalf("completed before the page was mapped: %v", got)
 	}
@@ -137,7 +137,7 @@ func TestODPRequesterFaultThroughTheFunction(t *testing.T) {
 	o.post(o.q1, sendWQE{id: 2, op: emu.WRRDMAWrite, flags: emu.SendSignaled, remote: srcPage, rkey: o.plain,
 		sges: [][3]uint64{{odpWire + 2*4096, 64, uint64(o.stag)}}})
 	o.sim.RunFor(100 * time.Microsecond)
-	o.wantFault(abi.PFHeld, o.q1.qpn, odpWire+2*4096, 1)
+	o.wantFault(abi.FaultHeld, o.q1.qpn, odpWire+2*4096, 1)
 	held := o.f.qps[o.q1.qpn].emu
 	for _, c := range []struct {
 		qpn, status uint32
@@ -182,7 +182,7 @@ func TestODPRequesterFaultThroughTheFunction(t *testing.T) {
 	o.post(o.q1, sendWQE{id: 3, op: emu.WRRDMAWrite, flags: emu.SendSignaled, remote: srcPage, rkey: o.plain,
 		sges: [][3]uint64{{odpWire + 2*4096, 64, uint64(o.stag)}}})
 	o.sim.RunFor(100 * time.Microsecond)
-	o.wantFault(abi.PFHeld, o.q1.qpn, odpWire+2*4096, 1)
+	o.wantFault(abi.FaultHeld, o.q1.qpn, odpWire+2*4096, 1)
 
 	// A driver that cannot resolve it fails the work request with its status.
 	if errno := o.resume(o.q1.qpn, uint32(emu.WCLocProtErr)); errno != 0 {

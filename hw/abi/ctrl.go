@@ -111,7 +111,7 @@ const (
 	QueryGIDGID      = 8 // 16 bytes, network order, written by the device
 )
 
-// CreateEQArgs: an event queue of 2^CreateEQLogCount EQEntrySize-byte entries (PFEntrySize for
+// CreateEQArgs: an event queue of 2^CreateEQLogCount EQEntrySize-byte entries (FaultEntrySize for
 // EQPageFault; at most EQMaxLog) in the pages of a page list, of kind EQCompletion, EQAsync or
 // EQPageFault, on an MSI-X vector.
 const (
@@ -262,7 +262,7 @@ const (
 // name its wire addresses (iova 0 and length 2^64-1: the implicit MR over a whole address
 // space); a page-fault EQ must exist. When work reaches a page the MR lacks, the function puts
 // an entry in the page-fault EQ (PF*) and waits, as docs/device.md says; the driver answers
-// with OpMapPages and, for an entry with PFHeld, OpResumeQP.
+// with OpMapPages and, for an entry with FaultHeld, OpResumeQP.
 
 // MapPagesArgs: wire pages from VA (4 KiB-aligned) get the pages of a page list of 4 KiB pages,
 // in order; at most MaxMRPages, each inside the MR. All are taken or none.
@@ -395,24 +395,24 @@ const (
 	EQSeq       = 8 // u64: the device's running count of entries, for a driver to spot a lap
 )
 
-// The page-fault EQ (CapOnDemand): kind EQPageFault, one at most, of PFEntrySize-byte entries
-// (CREATE_EQ's log count counts them). An entry asks for the pages [PFVA, PFVA+4096*PFPages) of
-// the on-demand MR PFSTag, which work of QP PFQPN reached. PFHeld: the QP's send queue waits for
+// The page-fault EQ (CapOnDemand): kind EQPageFault, one at most, of FaultEntrySize-byte entries
+// (CREATE_EQ's log count counts them). An entry asks for the pages [FaultVA, FaultVA+4096*FaultPages) of
+// the on-demand MR FaultSTag, which work of QP FaultQPN reached. FaultHeld: the QP's send queue waits for
 // OpResumeQP; otherwise the work comes again on its own (an RNR NAK, a retransmission) and
 // wants only the pages.
 const (
 	EQPageFault = 2
 
-	PFEntrySize = 32
-	PFFlags     = 0  // u8: PF* bits
-	PFQPN       = 4  // u32
-	PFSeq       = 8  // u64: as EQSeq
-	PFVA        = 16 // u64: 4 KiB-aligned wire address
-	PFSTag      = 24 // u32
-	PFPages     = 28 // u32
+	FaultEntrySize = 32
+	FaultFlags     = 0  // u8: PF* bits
+	FaultQPN       = 4  // u32
+	FaultSeq       = 8  // u64: as EQSeq
+	FaultVA        = 16 // u64: 4 KiB-aligned wire address
+	FaultSTag      = 24 // u32
+	FaultPages     = 28 // u32
 
-	PFWrite = 1 << 0 // the access stores into the pages
-	PFHeld  = 1 << 1
+	FaultWrite = 1 << 0 // the access stores into the pages
+	FaultHeld  = 1 << 1
 )
 
 // The address-vector table: AVEntrySize-byte entries indexed by AH number, written by the

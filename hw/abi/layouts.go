@@ -121,9 +121,9 @@ var Layouts = []Layout{
 		{Name: "length", Off: UnmapPagesLength, Size: 8},
 	}},
 	{"resume_qp_args", ResumeQPArgsSize, []Field{{Name: "qpn", Off: ResumeQPNum, Size: 4}, {Name: "status", Off: ResumeQPStatus, Size: 4}}},
-	{"pf_entry", PFEntrySize, []Field{
-		{Name: "flags", Off: PFFlags, Size: 1}, {Name: "qpn", Off: PFQPN, Size: 4}, {Name: "seq", Off: PFSeq, Size: 8},
-		{Name: "va", Off: PFVA, Size: 8}, {Name: "stag", Off: PFSTag, Size: 4}, {Name: "pages", Off: PFPages, Size: 4},
+	{"fault_entry", FaultEntrySize, []Field{
+		{Name: "flags", Off: FaultFlags, Size: 1}, {Name: "qpn", Off: FaultQPN, Size: 4}, {Name: "seq", Off: FaultSeq, Size: 8},
+		{Name: "va", Off: FaultVA, Size: 8}, {Name: "stag", Off: FaultSTag, Size: 4}, {Name: "pages", Off: FaultPages, Size: 4},
 	}},
 	{"rxe_av", RXEAVSize, []Field{
 		{Name: "port_num", Off: RXEAVPortNum, Size: 1}, {Name: "network_type", Off: RXEAVNetworkType, Size: 1},

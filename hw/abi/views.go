@@ -554,21 +554,21 @@ func (a ResumeQPArgs) SetQPN(v uint32)    { put32(a[ResumeQPNum:], v) }
 func (a ResumeQPArgs) Status() uint32     { return get32(a[ResumeQPStatus:]) }
 func (a ResumeQPArgs) SetStatus(v uint32) { put32(a[ResumeQPStatus:], v) }
 
-// PFEntry is a view of a page-fault EQ's entry.
-type PFEntry []byte
+// FaultEntry is a view of a page-fault EQ's entry.
+type FaultEntry []byte
 
-func (e PFEntry) Flags() uint8      { return e[PFFlags] }
-func (e PFEntry) SetFlags(v uint8)  { e[PFFlags] = v }
-func (e PFEntry) QPN() uint32       { return get32(e[PFQPN:]) }
-func (e PFEntry) SetQPN(v uint32)   { put32(e[PFQPN:], v) }
-func (e PFEntry) Seq() uint64       { return get64(e[PFSeq:]) }
-func (e PFEntry) SetSeq(v uint64)   { put64(e[PFSeq:], v) }
-func (e PFEntry) VA() uint64        { return get64(e[PFVA:]) }
-func (e PFEntry) SetVA(v uint64)    { put64(e[PFVA:], v) }
-func (e PFEntry) STag() uint32      { return get32(e[PFSTag:]) }
-func (e PFEntry) SetSTag(v uint32)  { put32(e[PFSTag:], v) }
-func (e PFEntry) Pages() uint32     { return get32(e[PFPages:]) }
-func (e PFEntry) SetPages(v uint32) { put32(e[PFPages:], v) }
+func (e FaultEntry) Flags() uint8      { return e[FaultFlags] }
+func (e FaultEntry) SetFlags(v uint8)  { e[FaultFlags] = v }
+func (e FaultEntry) QPN() uint32       { return get32(e[FaultQPN:]) }
+func (e FaultEntry) SetQPN(v uint32)   { put32(e[FaultQPN:], v) }
+func (e FaultEntry) Seq() uint64       { return get64(e[FaultSeq:]) }
+func (e FaultEntry) SetSeq(v uint64)   { put64(e[FaultSeq:], v) }
+func (e FaultEntry) VA() uint64        { return get64(e[FaultVA:]) }
+func (e FaultEntry) SetVA(v uint64)    { put64(e[FaultVA:], v) }
+func (e FaultEntry) STag() uint32      { return get32(e[FaultSTag:]) }
+func (e FaultEntry) SetSTag(v uint32)  { put32(e[FaultSTag:], v) }
+func (e FaultEntry) Pages() uint32     { return get32(e[FaultPages:]) }
+func (e FaultEntry) SetPages(v uint32) { put32(e[FaultPages:], v) }
 
 // EQEntry is a view of an event queue's entry.
 type EQEntry []byte

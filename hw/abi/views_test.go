@@ -82,7 +82,7 @@ var viewFields = map[string]struct {
 		"ex": "Imm", "qp_num": "QPNum", "src_qp": "SrcQP", "wc_flags": "WCFlags", "pkey_index": "PKeyIndex",
 		"slid": "SLID", "sl": "SL", "dlid_path_bits": "DLIDPathBits", "port_num": "PortNum", "network_hdr_type": "NetworkHdrType"}},
 	"eq_entry": {func(b []byte) any { return EQEntry(b) }, map[string]string{"type": "Type", "num": "Num", "seq": "Seq"}},
-	"pf_entry": {func(b []byte) any { return PFEntry(b) }, map[string]string{
+	"fault_entry": {func(b []byte) any { return FaultEntry(b) }, map[string]string{
 		"flags": "Flags", "qpn": "QPN", "seq": "Seq", "va": "VA", "stag": "STag", "pages": "Pages"}},
 	"map_pages_args":   {func(b []byte) any { return MapPagesArgs(b) }, map[string]string{"stag": "STag", "va": "VA", "pages": "Pages"}},
 	"unmap_pages_args": {func(b []byte) any { return UnmapPagesArgs(b) }, map[string]string{"stag": "STag", "va": "VA", "length": "Length"}},

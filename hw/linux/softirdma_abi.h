@@ -312,15 +312,15 @@
 #define SOFTIRDMA_EQ_NUM 0x4
 #define SOFTIRDMA_EQ_SEQ 0x8
 #define SOFTIRDMA_EQ_PAGE_FAULT 0x2
-#define SOFTIRDMA_PF_ENTRY_SIZE 0x20
-#define SOFTIRDMA_PF_FLAGS 0x0
-#define SOFTIRDMA_PFQPN 0x4
-#define SOFTIRDMA_PF_SEQ 0x8
-#define SOFTIRDMA_PFVA 0x10
-#define SOFTIRDMA_PFS_TAG 0x18
-#define SOFTIRDMA_PF_PAGES 0x1c
-#define SOFTIRDMA_PF_WRITE 0x1
-#define SOFTIRDMA_PF_HELD 0x2
+#define SOFTIRDMA_FAULT_ENTRY_SIZE 0x20
+#define SOFTIRDMA_FAULT_FLAGS 0x0
+#define SOFTIRDMA_FAULT_QPN 0x4
+#define SOFTIRDMA_FAULT_SEQ 0x8
+#define SOFTIRDMA_FAULT_VA 0x10
+#define SOFTIRDMA_FAULT_STAG 0x18
+#define SOFTIRDMA_FAULT_PAGES 0x1c
+#define SOFTIRDMA_FAULT_WRITE 0x1
+#define SOFTIRDMA_FAULT_HELD 0x2
 #define SOFTIRDMA_AV_ENTRY_SIZE 0x40
 #define SOFTIRDMA_AV_FLAGS 0x0
 #define SOFTIRDMA_AV_PD 0x4
@@ -770,7 +770,7 @@ static_assert(sizeof(struct softirdma_resume_qp_args) == 8);
 static_assert(offsetof(struct softirdma_resume_qp_args, qpn) == 0);
 static_assert(offsetof(struct softirdma_resume_qp_args, status) == 4);
 
-struct softirdma_pf_entry {
+struct softirdma_fault_entry {
 	__u8 flags;
 	__u8 rsvd0[3];
 	__le32 qpn;
@@ -779,13 +779,13 @@ struct softirdma_pf_entry {
 	__le32 stag;
 	__le32 pages;
 } __packed;
-static_assert(sizeof(struct softirdma_pf_entry) == 32);
-static_assert(offsetof(struct softirdma_pf_entry, flags) == 0);
-static_assert(offsetof(struct softirdma_pf_entry, qpn) == 4);
-static_assert(offsetof(struct softirdma_pf_entry, seq) == 8);
-static_assert(offsetof(struct softirdma_pf_entry, va) == 16);
-static_assert(offsetof(struct softirdma_pf_entry, stag) == 24);
-static_assert(offsetof(struct softirdma_pf_entry, pages) == 28);
+static_assert(sizeof(struct softirdma_fault_entry) == 32);
+static_assert(offsetof(struct softirdma_fault_entry, flags) == 0);
+static_assert(offsetof(struct softirdma_fault_entry, qpn) == 4);
+static_assert(offsetof(struct softirdma_fault_entry, seq) == 8);
+static_assert(offsetof(struct softirdma_fault_entry, va) == 16);
+static_assert(offsetof(struct softirdma_fault_entry, stag) == 24);
+static_assert(offsetof(struct softirdma_fault_entry, pages) == 28);
 
 struct softirdma_rxe_av {
 	__u8 port_num;
