@@ -467,3 +467,17 @@ func TestODPUnansweredFaultCostsOnlyItsQPs(t *testing.T) {
 		t.Fatal("the held connection changed")
 	}
 }
+
+// A QP takes ON_DEMAND in its access flags, as rdma-core's ODP tests give it their MR's flags
+// (rxe and mlx5 take them); it grants nothing.
+func TestODPAccessFlagOnQP(t *testing.T) {
+	p := plainPair(t)
+	qp, err := p.pdA.CreateQP(engine.QPInitAttr{Type: engine.QPTypeRC, SendCQ: p.cqA, RecvCQ: p.cqA,
+		Cap: engine.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	must(t, err)
+	must(t, qp.Modify(engine.QPAttr{State: engine.QPSInit, Port: 1, AccessFlags: engine.AccessRemoteRead | engine.AccessOnDemand},
+		engine.AttrState|engine.AttrPKeyIndex|engine.AttrPort|engine.AttrAccessFlags))
+	if err := qp.Modify(engine.QPAttr{AccessFlags: engine.AccessZeroBased}, engine.AttrAccessFlags); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("ZERO_BASED in a QP's access flags: %v, want EINVAL", err)
+	}
+}

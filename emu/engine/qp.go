@@ -277,10 +277,11 @@ func (qp *QP) Modify(attr QPAttr, mask AttrMask) error {
 }
 
 // qpAccessFlags are the access flags a QP takes (qp_access_flags): the remote rights it grants,
-// FLUSH's two placement types among them (rxe checks them on every FLUSH), and LOCAL_WRITE and
-// MW_BIND, which libibverbs lets through.
+// FLUSH's two placement types among them (rxe checks them on every FLUSH), and LOCAL_WRITE,
+// MW_BIND and ON_DEMAND, which libibverbs lets through (rdma-core's ODP tests give a QP their
+// MR's flags, ON_DEMAND included; rxe and mlx5 take them).
 const qpAccessFlags = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic | AccessMWBind |
-	AccessFlushGlobal | AccessFlushPersistent
+	AccessFlushGlobal | AccessFlushPersistent | AccessOnDemand
 
 func validateAttr(d *Device, a *QPAttr, m AttrMask) error {
 	bad := func(what string) error { return fmt.Errorf("modify_qp: %s: %w", what, syscall.EINVAL) }
