@@ -138,4 +138,48 @@ static inline void sirdma_work_disable(struct sirdma_work_gate *g, struct delaye
 }
 #endif
 
+/*
+ * ODP's mapping moved to hmm_dma_map in 6.16: ib_umem_odp_map_dma_and_lock only faults pages
+ * (access: HMM_PFN_WRITE or 0) and the driver maps each one for DMA itself (hmm_dma_map_pfn),
+ * where before it mapped them (access: ODP_*_ALLOWED_BIT) into dma_list, the permission bits in
+ * each address's low bits. sirdma_odp_dma is page i's DMA address, or DMA_MAPPING_ERROR for a
+ * page not present; called with the umem's umem_mutex held.
+ */
+#if IS_ENABLED(CONFIG_INFINIBAND_ON_DEMAND_PAGING)
+#include <linux/hmm.h>
+#include <rdma/ib_umem_odp.h>
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 16, 0)
+#include <linux/hmm-dma.h>
+#include <linux/pci-p2pdma.h>
+
+#define SIRDMA_ODP_READ 0
+#define SIRDMA_ODP_WRITE HMM_PFN_WRITE
+
+static inline dma_addr_t sirdma_odp_dma(struct ib_umem_odp *odp, size_t i)
+{
+	struct pci_p2pdma_map_state p2p = {};
+	unsigned long pfn = odp->map.pfn_list[i];
+	dma_addr_t dma;
+
+	if (!(pfn & HMM_PFN_VALID))
+		return DMA_MAPPING_ERROR;
+	dma = hmm_dma_map_pfn(odp->umem.ibdev->dma_device, &odp->map, i, &p2p);
+	/* The core counts the pages it unmaps; a driver that maps one counts it. */
+	if (dma != DMA_MAPPING_ERROR && !(pfn & HMM_PFN_DMA_MAPPED))
+		odp->npages++;
+	return dma;
+}
+#else
+#define SIRDMA_ODP_READ ODP_READ_ALLOWED_BIT
+#define SIRDMA_ODP_WRITE (ODP_READ_ALLOWED_BIT | ODP_WRITE_ALLOWED_BIT)
+
+static inline dma_addr_t sirdma_odp_dma(struct ib_umem_odp *odp, size_t i)
+{
+	dma_addr_t dma = odp->dma_list[i];
+
+	return dma ? dma & ODP_DMA_ADDR_MASK : DMA_MAPPING_ERROR;
+}
+#endif
+#endif
+
 #endif

@@ -22,7 +22,8 @@
  */
 #define COMP_EQ_MAX_LOG 16
 
-static int eq_create(struct sirdma_dev *sdev, struct sirdma_eq *eq, u8 kind, u16 vector, u32 log)
+int sirdma_eq_create(struct sirdma_dev *sdev, struct sirdma_eq *eq, u8 kind, u16 vector, u32 log,
+		     u32 entry_size)
 {
 	struct softirdma_create_eq_args a = {};
 	struct softirdma_page_list *pl = (void *)a.pages;
@@ -30,9 +31,10 @@ static int eq_create(struct sirdma_dev *sdev, struct sirdma_eq *eq, u8 kind, u16
 	struct sirdma_queue *q;
 	int err;
 
-	q = sirdma_queue_alloc(sdev, 1U << log, SOFTIRDMA_EQ_ENTRY_SIZE);
+	q = sirdma_queue_alloc(sdev, 1U << log, entry_size);
 	if (IS_ERR(q))
 		return PTR_ERR(q);
+	eq->entry_size = entry_size;
 	eq->vector = vector;
 	eq->cons = 0;
 	eq->seq = 0;
@@ -57,7 +59,7 @@ static int eq_create(struct sirdma_dev *sdev, struct sirdma_eq *eq, u8 kind, u16
 }
 
 /* Called with the EQ's interrupt freed. */
-static void eq_destroy(struct sirdma_dev *sdev, struct sirdma_eq *eq)
+void sirdma_eq_destroy(struct sirdma_dev *sdev, struct sirdma_eq *eq)
 {
 	struct softirdma_num_args a = { .num = cpu_to_le32(eq->eqn) };
 
@@ -69,10 +71,10 @@ static void eq_destroy(struct sirdma_dev *sdev, struct sirdma_eq *eq)
 }
 
 /*
- * eq_next returns the next entry the device wrote, or NULL; *lost says how many the device
+ * sirdma_eq_next returns the next entry the device wrote, or NULL; *lost says how many the device
  * dropped before it (its queue was full).
  */
-static u8 *eq_next(struct sirdma_eq *eq, u64 *lost)
+u8 *sirdma_eq_next(struct sirdma_eq *eq, u64 *lost)
 {
 	struct sirdma_queue *q = READ_ONCE(eq->q);
 	u32 mask = (1U << eq->log) - 1;
@@ -86,14 +88,14 @@ static u8 *eq_next(struct sirdma_eq *eq, u64 *lost)
 	if (eq->cons == prod)
 		return NULL;
 	dma_rmb(); /* the entry after the index that says it is there */
-	e = q->mem + SOFTIRDMA_QUEUE_HEADER_SIZE + eq->cons * SOFTIRDMA_EQ_ENTRY_SIZE;
+	e = q->mem + SOFTIRDMA_QUEUE_HEADER_SIZE + eq->cons * eq->entry_size;
 	seq = get_unaligned_le64(e + SOFTIRDMA_EQ_SEQ);
 	*lost = seq > eq->seq + 1 ? seq - eq->seq - 1 : 0;
 	eq->seq = seq;
 	return e;
 }
 
-static void eq_consume(struct sirdma_eq *eq)
+void sirdma_eq_consume(struct sirdma_eq *eq)
 {
 	eq->cons = (eq->cons + 1) & ((1U << eq->log) - 1);
 	/* The entry is read before the device may reuse its slot. */
@@ -114,7 +116,7 @@ static irqreturn_t sirdma_comp_irq(int irq, void *data)
 	u64 lost;
 	u8 *e;
 
-	while ((e = eq_next(eq, &lost))) {
+	while ((e = sirdma_eq_next(eq, &lost))) {
 		u32 cqn = get_unaligned_le32(e + SOFTIRDMA_EQ_NUM);
 		struct sirdma_cq *cq;
 
@@ -123,7 +125,7 @@ static irqreturn_t sirdma_comp_irq(int irq, void *data)
 		 * event of a CQ in the EQ, and an arm or completion the woken process causes must
 		 * find this one read, or it adds none and the process sleeps.
 		 */
-		eq_consume(eq);
+		sirdma_eq_consume(eq);
 		rcu_read_lock();
 		if (lost) {
 			/* Which CQs' events were dropped is unknown: every CQ hears one (a
@@ -159,7 +161,7 @@ static irqreturn_t sirdma_async_irq(int irq, void *data)
 	u64 lost;
 	u8 *e;
 
-	while ((e = eq_next(eq, &lost))) {
+	while ((e = sirdma_eq_next(eq, &lost))) {
 		/* Entry types are libibverbs' ibv_event_type, the kernel's ib_event_type. */
 		enum ib_event_type type = e[SOFTIRDMA_EQ_TYPE];
 		u32 num = get_unaligned_le32(e + SOFTIRDMA_EQ_NUM);
@@ -217,7 +219,7 @@ static irqreturn_t sirdma_async_irq(int irq, void *data)
 			break;
 		}
 		rcu_read_unlock();
-		eq_consume(eq);
+		sirdma_eq_consume(eq);
 	}
 	return IRQ_HANDLED;
 }
@@ -239,19 +241,20 @@ int sirdma_events_init(struct sirdma_dev *sdev)
 			  "softirdma-comp", sdev);
 	if (err)
 		goto err_async_irq;
-	err = eq_create(sdev, &sdev->async_eq, SOFTIRDMA_EQ_ASYNC, SOFTIRDMA_ASYNC_VECTOR,
-			ASYNC_EQ_LOG);
+	err = sirdma_eq_create(sdev, &sdev->async_eq, SOFTIRDMA_EQ_ASYNC, SOFTIRDMA_ASYNC_VECTOR,
+			       ASYNC_EQ_LOG, SOFTIRDMA_EQ_ENTRY_SIZE);
 	if (err)
 		goto err_comp_irq;
 	/* A slot for every CQ, and the one that always stays empty. */
-	err = eq_create(sdev, &sdev->comp_eq, SOFTIRDMA_EQ_COMPLETION, SOFTIRDMA_COMP_VECTOR,
-			clamp_t(u32, order_base_2((u64)sdev->caps.max_cq + 1), 1, COMP_EQ_MAX_LOG));
+	err = sirdma_eq_create(sdev, &sdev->comp_eq, SOFTIRDMA_EQ_COMPLETION, SOFTIRDMA_COMP_VECTOR,
+			       clamp_t(u32, order_base_2((u64)sdev->caps.max_cq + 1), 1, COMP_EQ_MAX_LOG),
+			       SOFTIRDMA_EQ_ENTRY_SIZE);
 	if (err)
 		goto err_async_eq;
 	return 0;
 
 err_async_eq:
-	eq_destroy(sdev, &sdev->async_eq);
+	sirdma_eq_destroy(sdev, &sdev->async_eq);
 err_comp_irq:
 	free_irq(pci_irq_vector(pdev, SOFTIRDMA_COMP_VECTOR), sdev);
 err_async_irq:
@@ -265,8 +268,8 @@ void sirdma_events_fini(struct sirdma_dev *sdev)
 
 	free_irq(pci_irq_vector(pdev, SOFTIRDMA_COMP_VECTOR), sdev);
 	free_irq(pci_irq_vector(pdev, SOFTIRDMA_ASYNC_VECTOR), sdev);
-	eq_destroy(sdev, &sdev->comp_eq);
-	eq_destroy(sdev, &sdev->async_eq);
+	sirdma_eq_destroy(sdev, &sdev->comp_eq);
+	sirdma_eq_destroy(sdev, &sdev->async_eq);
 	xa_destroy(&sdev->cqs);
 	xa_destroy(&sdev->qps);
 	xa_destroy(&sdev->srqs);

@@ -84,6 +84,18 @@ static int sirdma_query_device(struct ib_device *ibdev, struct ib_device_attr *a
 	attr->local_ca_ack_delay = SIRDMA_LOCAL_CA_ACK_DELAY;
 	attr->atomic_cap = c->caps & SOFTIRDMA_CAP_ATOMICS ? IB_ATOMIC_HCA : IB_ATOMIC_NONE;
 	attr->max_ah = c->max_ah;
+#if IS_ENABLED(CONFIG_INFINIBAND_ON_DEMAND_PAGING)
+	/* What the function stops and asks for pages on (odp.c); no implicit MR, as rxe. */
+	if (sdev->odp) {
+		attr->kernel_cap_flags |= IBK_ON_DEMAND_PAGING;
+		attr->odp_caps.general_caps = IB_ODP_SUPPORT;
+		attr->odp_caps.per_transport_caps.rc_odp_caps = IB_ODP_SUPPORT_SEND |
+			IB_ODP_SUPPORT_RECV | IB_ODP_SUPPORT_WRITE | IB_ODP_SUPPORT_READ |
+			IB_ODP_SUPPORT_ATOMIC | IB_ODP_SUPPORT_SRQ_RECV;
+		attr->odp_caps.per_transport_caps.ud_odp_caps = IB_ODP_SUPPORT_SEND |
+			IB_ODP_SUPPORT_RECV | IB_ODP_SUPPORT_SRQ_RECV;
+	}
+#endif
 	if (c->caps & SOFTIRDMA_CAP_UD) {
 		attr->max_mcast_grp = SIRDMA_MAX_MCAST_GRP;
 		attr->max_mcast_qp_attach = SIRDMA_MAX_MCAST_QP_ATTACH;
@@ -265,6 +277,9 @@ static const struct ib_device_ops sirdma_ib_ops = {
 	.destroy_ah = sirdma_destroy_ah,
 	.attach_mcast = sirdma_attach_mcast,
 	.detach_mcast = sirdma_detach_mcast,
+#if IS_ENABLED(CONFIG_INFINIBAND_ON_DEMAND_PAGING)
+	.advise_mr = sirdma_advise_mr,
+#endif
 
 	INIT_RDMA_OBJ_SIZE(ib_pd, sirdma_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_ah, sirdma_ah, ibah),
@@ -304,9 +319,12 @@ int sirdma_ib_init(struct sirdma_dev *sdev)
 	err = sirdma_events_init(sdev);
 	if (err)
 		goto err_free;
-	err = sirdma_av_init(sdev);
+	err = sirdma_odp_init(sdev);
 	if (err)
 		goto err_events;
+	err = sirdma_av_init(sdev);
+	if (err)
+		goto err_odp;
 	err = ib_register_device(&sib->ibdev, "softirdma%d", &sdev->pdev->dev);
 	if (err)
 		goto err_av;
@@ -315,6 +333,8 @@ int sirdma_ib_init(struct sirdma_dev *sdev)
 
 err_av:
 	sirdma_av_fini(sdev); /* its memory goes once the function is reset */
+err_odp:
+	sirdma_odp_fini(sdev);
 err_events:
 	sirdma_events_fini(sdev);
 err_free:
@@ -336,6 +356,7 @@ void sirdma_ib_fini(struct sirdma_dev *sdev)
 	ib_unregister_device(ib);
 	cancel_work_sync(&sdev->kick_cqs); /* its CQs are gone */
 	sirdma_av_fini(sdev);
+	sirdma_odp_fini(sdev); /* its MRs are gone */
 	sirdma_events_fini(sdev);
 	ib_dealloc_device(ib);
 }

@@ -164,6 +164,12 @@ struct ib_mr *sirdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 
 	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
+	if (access & IB_ACCESS_ON_DEMAND) {
+		err = sirdma_odp_reg(to_sdev(ibpd->device), mr, ibpd, start, length, virt, access);
+		if (err)
+			goto err_free;
+		return &mr->ibmr;
+	}
 	mr->umem = ib_umem_get_va(ibpd->device, start, length, access);
 	if (IS_ERR(mr->umem)) {
 		err = PTR_ERR(mr->umem);
@@ -192,12 +198,20 @@ struct ib_mr *sirdma_reg_user_mr_nodmah(struct ib_pd *ibpd, u64 start, u64 lengt
 
 int sirdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
+	struct sirdma_dev *sdev = to_sdev(ibmr->device);
 	struct sirdma_mr *mr = to_smr(ibmr);
-	int err = sirdma_num_cmd(to_sdev(ibmr->device), SOFTIRDMA_OP_DEALLOC_STAG, ibmr->lkey);
+	int err;
 
+	if (mr->odp_stag)
+		err = sirdma_odp_dereg(sdev, mr);
+	else
+		err = sirdma_num_cmd(sdev, SOFTIRDMA_OP_DEALLOC_STAG, ibmr->lkey);
 	/* EBUSY: windows are bound to it, and the MR stays, as the verbs API says. */
 	if (err && err != -EIO)
 		return err;
+	/* The function has let its pages go (DEALLOC_STAG waits for its copies): an on-demand
+	 * umem's release unmaps them and removes its notifier.
+	 */
 	ib_umem_release(mr->umem);
 	sirdma_fastreg_free(to_sdev(ibmr->device), mr);
 	kfree(mr);

@@ -29,6 +29,7 @@
 #define SOFTIRDMA_ETH_RX_VECTOR 3
 #define SOFTIRDMA_COMP_VECTOR 4
 #define SOFTIRDMA_MIN_VECTORS 5
+#define SOFTIRDMA_PF_VECTOR 5 /* page faults (odp.c), when the function gives a sixth */
 
 /* An Ethernet ring: header and descriptors in one page (level-0 page list). */
 #define SOFTIRDMA_ETH_RING_LOG 7
@@ -68,6 +69,7 @@ struct sirdma_eq {
 	u32 cons;
 	u32 log; /* log2 of its entries */
 	u64 seq; /* the device's count of entries, as of the last one consumed */
+	u32 entry_size;
 	u16 vector;
 };
 
@@ -109,6 +111,18 @@ struct sirdma_dev {
 	 * (kverbs.c): this calls the kernel CQs' handlers so their users poll it.
 	 */
 	struct work_struct kick_cqs;
+
+	/* On-demand paging (odp.c): the page-fault EQ, the work that answers its entries, the
+	 * on-demand MRs by stag index, and a page of page addresses for MAP_PAGES.
+	 */
+	bool odp;
+	struct sirdma_eq pf_eq;
+	struct workqueue_struct *odp_wq;
+	struct work_struct pf_work;
+	struct mutex odp_lock; /* fault handling and prefetch against deregistration */
+	struct xarray odp_mrs;
+	__le64 *pf_table;
+	dma_addr_t pf_table_dma;
 
 	/* The address-vector table (ah.c): one page the function reads, its free numbers. */
 	struct softirdma_av_entry *av;
@@ -176,6 +190,11 @@ int sirdma_ib_init(struct sirdma_dev *sdev);
 void sirdma_ib_fini(struct sirdma_dev *sdev);
 int sirdma_events_init(struct sirdma_dev *sdev);
 void sirdma_events_fini(struct sirdma_dev *sdev);
+int sirdma_eq_create(struct sirdma_dev *sdev, struct sirdma_eq *eq, u8 kind, u16 vector, u32 log,
+		     u32 entry_size);
+void sirdma_eq_destroy(struct sirdma_dev *sdev, struct sirdma_eq *eq);
+u8 *sirdma_eq_next(struct sirdma_eq *eq, u64 *lost);
+void sirdma_eq_consume(struct sirdma_eq *eq);
 
 struct sirdma_ib {
 	struct ib_device ibdev;
@@ -245,7 +264,36 @@ struct sirdma_mr {
 	dma_addr_t pl_dma;
 	u32 max_pages, npages;
 	u64 offset; /* of iova in the first page */
+	/* An on-demand MR (odp.c): its user address less its wire address, and its stag once the
+	 * function has it (read under the umem's umem_mutex by the invalidation).
+	 */
+	struct sirdma_dev *sdev;
+	u64 odp_shift;
+	u32 odp_stag;
 };
+
+#if IS_ENABLED(CONFIG_INFINIBAND_ON_DEMAND_PAGING)
+int sirdma_odp_init(struct sirdma_dev *sdev);
+void sirdma_odp_fini(struct sirdma_dev *sdev);
+int sirdma_odp_reg(struct sirdma_dev *sdev, struct sirdma_mr *mr, struct ib_pd *ibpd, u64 start,
+		   u64 length, u64 virt, int access);
+int sirdma_odp_dereg(struct sirdma_dev *sdev, struct sirdma_mr *mr);
+struct uverbs_attr_bundle;
+int sirdma_advise_mr(struct ib_pd *pd, enum ib_uverbs_advise_mr_advice advice, u32 flags,
+		     struct ib_sge *sg_list, u32 num_sge, struct uverbs_attr_bundle *attrs);
+#else
+static inline int sirdma_odp_init(struct sirdma_dev *sdev) { return 0; }
+static inline void sirdma_odp_fini(struct sirdma_dev *sdev) {}
+static inline int sirdma_odp_reg(struct sirdma_dev *sdev, struct sirdma_mr *mr,
+				 struct ib_pd *ibpd, u64 start, u64 length, u64 virt, int access)
+{
+	return -EOPNOTSUPP;
+}
+static inline int sirdma_odp_dereg(struct sirdma_dev *sdev, struct sirdma_mr *mr)
+{
+	return -EOPNOTSUPP;
+}
+#endif
 
 struct ib_mr *sirdma_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type, u32 max_num_sg);
 int sirdma_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
