@@ -95,10 +95,11 @@ KERNELS ?= 6.12
 vm-provision:
 	bash vm/provision.sh $(KERNELS)
 
-# rdma-core's own tests on Linux rxe in the project's VM, written to
-# interop/testdata/rdma-core-tests-rxe.txt: the reference interop-rdmacore compares with.
+# rdma-core's own tests on Linux rxe in the project's VM on guest kernel KERNEL (6.1, 6.12 or
+# newest; 6.12 unless given), written to interop/testdata/rdma-core-tests-rxe-<series>.txt: the
+# reference interop-rdmacore compares softirdma0 with on that kernel.
 rdma-core-reference:
-	bash interop/rdmacore-reference.sh
+	KERNEL=$(or $(KERNEL),6.12) bash interop/rdmacore-reference.sh
 
 # NFS over RDMA, iSER, SRP and RDS with both ends on Linux rxe, measured again into
 # interop/testdata/ulp-rxe.txt (interop/ulp-reference.sh).

@@ -4,7 +4,7 @@
 # the root stays as it is, and the suite runs there as the unprivileged user of interop-host,
 # against that user's softirdma outside (its folder bound in). The tally line
 #   rdma-core tests on host rxe0 (rdma-core 56): N ok, N skipped, N failed, N errors, N modules crashed
-# beside the project's Linux rxe reference (interop/testdata/rdma-core-tests-rxe.txt, rdma-core
+# beside the project's Linux rxe reference (interop/testdata/rdma-core-tests-rxe-6.12.txt, rdma-core
 # 56 on Linux 6.12); PASS host_rdma_core56_suite when nothing failed or errored and no module
 # crashed that does not crash on rxe0, and
 # host_rdma_core56_vs_rxe when every test that passes on rxe0 passes here.
@@ -54,7 +54,7 @@ done
 in_root RDMA_CORE_TOP=/tmp/home/rc /opt/softirdma/softirdma run -- timeout 1200 python3 /opt/softirdma/rdma_core_suite.py rxe0 1 "${mods[@]}" > "$OUT/rdma-core.txt" 2>&1 || true
 cp -r "$M/tmp/home/rc"/*.log "$OUT/" 2> /dev/null || true
 count() { grep -cE "^RDMA-CORE: .* $1\$" "$OUT/rdma-core.txt" || true; }
-REF=interop/testdata/rdma-core-tests-rxe.txt
+REF=interop/testdata/rdma-core-tests-rxe-6.12.txt
 # crashes FILE: the modules whose interpreter died (a status other than 0 and 1), one a line.
 crashes() { awk '/^RDMA-CORE-MODULE: / && $3 !~ /^rc=(0|1)$/ { print $2 }' "$1" | sort; }
 crashed=$(crashes "$OUT/rdma-core.txt" | grep -c . || true)

@@ -74,7 +74,7 @@ check ${P}_ib_write_bw_client_vs_rxe 'VM: write client: +4096 +20 '
 check ${P}_ib_write_bw_server_vs_rxe 'VM: write server: +4096 +20 '
 check ${P}_module_reload 'VM: reloads pinging 2 of 2'
 # Every test of test_mr and test_pd rxe0 passes (interop/testdata) passes here too.
-REF=interop/testdata/rdma-core-tests-rxe.txt
+REF=interop/testdata/rdma-core-tests-rxe-$(vm_series "$KV").txt
 n=0
 for t in $(grep -E '^RDMA-CORE: tests\.test_(mr|pd)\..* ok$' "$REF" | awk '{print $2}'); do
   n=$((n + 1))

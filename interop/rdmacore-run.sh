@@ -2,7 +2,8 @@
 # interop/rdmacore-run.sh DEV [GUEST-SETUP] -- rdma-core's own test suite (interop/guest/
 # rdma_core_suite.py) in a VM on RDMA device DEV: softirdma0 (the guest driver on a function that
 # `softirdma serve` runs on its embedded default: both ends of each test over its loopback) or
-# rxe0 (Linux Soft-RoCE on the VM's eth1, both ends on it). GUEST-SETUP is shell run in the guest
+# rxe0 (Linux Soft-RoCE on the VM's eth1, both ends on it), on the guest kernel VM_KERNEL names
+# (6.12 unless set; provisioned already). GUEST-SETUP is shell run in the guest
 # first, with the interop share at /share. Prints each RDMA-CORE line and a last line
 #   rdma-core tests on DEV: N ok, N skipped, N failed, N errors, N modules crashed
 # RDMA_CORE_MODULES picks modules (default: all that are not vendor-specific). Logs in $OUT.
@@ -25,7 +26,7 @@ case $DEV in
   rxe0)
     bash vm/provision.sh > "$OUT/provision.log" 2>&1 || { cat "$OUT/provision.log"; exit 1; }
     # A link to nothing: rxe needs a netdev, and both ends of each test are on rxe0.
-    env=(VM_LINK=9311,9312 VM_KERNEL=6.12)
+    env=(VM_LINK=9311,9312 VM_KERNEL="${VM_KERNEL:-6.12}")
     args=(vm.rxe=1 vm.eth1=192.168.77.2/24)
     gid='"${GIDX:?rxe0 has no IPv4 GID}"' ;;
   *) echo "interop/rdmacore-run.sh: DEV is softirdma0 or rxe0, not '$DEV'" >&2; exit 2 ;;

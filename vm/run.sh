@@ -7,6 +7,8 @@
 #
 #   VM_KERNEL=6.12     a provisioned kernel: 6.1, 6.12 or newest (or its major.minor)
 #   VM_MEM=1G          guest RAM; also the size of the shared memfd a vfio-user device maps
+#   VM_NUMA=1          NUMA nodes, 1 or 2: with 2 the RAM is split between two nodes (each its own
+#                      memory backend), so that a guest can migrate pages between them
 #   VM_SMP=1           virtual CPUs. More than one, under TCG's threads, now and then oopses
 #                      the guest's kernel at boot (an int3 left by the kernel's live patching of
 #                      its own code seen by the other vCPU after the patch): 1 unless you want them
@@ -32,6 +34,8 @@ MEM=${VM_MEM:-1G}
 [[ $MEM =~ ^[1-9][0-9]*[MG]$ ]] || vm_die "VM_MEM must be a size like 512M or 2G, not '$MEM'"
 port() { [[ $1 =~ ^[1-9][0-9]{0,4}$ ]] && [ "$1" -le 65535 ] || vm_die "$2 must be a port 1..65535, not '$1'"; }
 mac() { [[ $1 =~ ^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$ ]] || vm_die "$2 must be a MAC like 52:54:00:00:00:10, not '$1'"; }
+NUMA=${VM_NUMA:-1}
+[[ $NUMA =~ ^[12]$ ]] || vm_die "VM_NUMA must be 1 or 2, not '$NUMA'"
 SMP=${VM_SMP:-1}
 [[ $SMP =~ ^[1-8]$ ]] || vm_die "VM_SMP must be 1..8, not '$SMP'"
 MAC0=${VM_MAC0:-52:54:00:00:00:10} MAC1=${VM_MAC1:-52:54:00:00:77:02}
@@ -63,8 +67,20 @@ if [ -n "${VM_SOCKET:-}" ]; then
   [ -S "$VM_SOCKET" ] || vm_die "VM_SOCKET $VM_SOCKET is not a socket (start softirdma serve -socket $VM_SOCKET first)"
   # QEMU's vfio-user client passes file descriptors of guest RAM only for shared memory: serve
   # maps them; and only the JSON form of -device takes the socket.
-  X+=(-object "memory-backend-memfd,id=mem,size=$MEM,share=on" -machine memory-backend=mem
-    -device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"type\":\"unix\",\"path\":\"$VM_SOCKET\"}}")
+  if [ "$NUMA" = 1 ]; then
+    X+=(-object "memory-backend-memfd,id=mem,size=$MEM,share=on" -machine memory-backend=mem)
+  fi
+  X+=(-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"type\":\"unix\",\"path\":\"$VM_SOCKET\"}}")
+fi
+if [ "$NUMA" = 2 ]; then
+  # Half the RAM on each node, in MiB; with a device, shared as one node's RAM would be.
+  mib=${MEM%?}
+  [ "${MEM: -1}" = G ] && mib=$((mib * 1024))
+  backend=memory-backend-ram share=
+  [ -z "${VM_SOCKET:-}" ] || { backend=memory-backend-memfd share=,share=on; }
+  for n in 0 1; do
+    X+=(-object "$backend,id=node$n,size=$((mib / 2))M$share" -numa "node,nodeid=$n,memdev=node$n")
+  done
 fi
 SCRIPT=
 if [ -n "${VM_CMD:-}" ]; then
