@@ -255,3 +255,66 @@ func unmapArgs(stag uint32, va, n uint64) []byte {
 	u.SetLength(n)
 	return a
 }
+
+// The implicit MR (iova 0, length 2^64-1) over the guest's whole address space: a WRITE to any
+// wire address faults its page in, which the driver gives at any guest page.
+func TestODPImplicitMRThroughTheFunction(t *testing.T) {
+	o := newODPBench(t)
+	o.stag = o.ok(abi.OpRegMR, regMRArgs(o.pdn, emu.AccessLocalWrite|emu.AccessRemoteWrite|emu.AccessOnDemand,
+		0, 1<<64-1, 0, pageListBytes(0, 0, 0, 0)))
+	for i := range 16 {
+		o.at(srcPage)[i] = byte(0xa0 + i)
+	}
+	const wire = 0x5555_0000_3008
+	o.post(o.q1, sendWQE{id: 4, op: emu.WRRDMAWrite, flags: emu.SendSignaled, remote: wire, rkey: o.stag,
+		sges: [][3]uint64{{srcPage, 16, uint64(o.plain)}}})
+	o.sim.RunFor(100 * time.Microsecond)
+	o.wantFault(abi.FaultWrite, o.q2.qpn, wire&^4095, 1)
+	binary.LittleEndian.PutUint64(o.at(0x118000), odpRAM+5*4096)
+	a := mapArgs(o.stag, wire&^4095, pageListBytes(0x118000, 1, 12, 1))
+	if n := o.ok(abi.OpMapPages, a); n != 1 {
+		t.Fatalf("map_pages added %d pages", n)
+	}
+	o.sim.RunFor(5 * time.Millisecond)
+	if got := o.cqes(0x140000, 0); len(got) != 1 || got[0].Status != emu.WCSuccess {
+		t.Fatalf("completions %v", got)
+	}
+	if !bytes.Equal(o.at(odpRAM + 5*4096 + 8)[:16], o.at(srcPage)[:16]) {
+		t.Fatal("the WRITE did not land in the page given")
+	}
+}
+
+// A fault the driver never answers holds its QP's send queue and nothing else: the other QP of
+// the pair sends to it meanwhile, and the function answers commands.
+func TestODPUnansweredFaultThroughTheFunction(t *testing.T) {
+	o := newODPBench(t)
+	o.post(o.q1, sendWQE{id: 5, op: emu.WRRDMAWrite, flags: emu.SendSignaled, remote: srcPage, rkey: o.plain,
+		sges: [][3]uint64{{odpWire, 64, uint64(o.stag)}}})
+	o.sim.RunFor(time.Second)
+	o.wantFault(abi.FaultHeld, o.q1.qpn, odpWire, 1)
+	if got := o.cqes(0x140000, 0); len(got) != 0 {
+		t.Fatalf("completions while held: %v", got)
+	}
+	for i := range 32 {
+		o.at(srcPage + 2048)[i] = byte(i + 7)
+	}
+	o.postRecv(o.q1, 6, srcPage+1024, 32, o.plain)
+	o.post(o.q2, sendWQE{id: 7, op: emu.WRSend, flags: emu.SendSignaled, sges: [][3]uint64{{srcPage + 2048, 32, uint64(o.plain)}}})
+	o.sim.RunFor(5 * time.Millisecond)
+	got := o.cqes(0x140000, 0)
+	if len(got) != 2 {
+		t.Fatalf("completions %v, want the SEND's two", got)
+	}
+	for _, wc := range got {
+		if wc.Status != emu.WCSuccess || (wc.WRID != 6 && wc.WRID != 7) {
+			t.Fatalf("completions %v", got)
+		}
+	}
+	if !bytes.Equal(o.at(srcPage + 1024)[:32], o.at(srcPage + 2048)[:32]) {
+		t.Fatal("the SEND landed wrong")
+	}
+	o.ok(abi.OpNop, nil)
+	if !o.f.qps[o.q1.qpn].emu.FaultHeld() {
+		t.Fatal("the queue let go without an answer")
+	}
+}
