@@ -16,7 +16,7 @@ export INTEROP_OUT=${INTEROP_OUT:-$(mktemp -d)}
 REF=${RDMA_CORE_REF:-interop/testdata/rdma-core-tests-rxe-$(vm_series "$(vm_kernel_release "${VM_KERNEL:-6.12}")").txt}
 [ -f "$REF" ] || abort "device_guest_rdma_core_reference (no reference $REF: make rdma-core-reference KERNEL=${VM_KERNEL:-6.12})"
 echo "interop rdma-core tests on softirdma0; logs in $OUT"
-cp interop/guest/resize_cq.py interop/guest/odp_migrate.py "$OUT/share/"
+cp interop/guest/rcpair.py interop/guest/resize_cq.py interop/guest/odp_migrate.py "$OUT/share/"
 export RDMA_CORE_MODULES=${RDMA_CORE_MODULES:-addr atomic cq cq_events cqex device mr odp parent_domain pd qp qpex rdmacm relaxed_ordering shared_pd srq tag_matching}
 VM_NUMA=2 bash interop/rdmacore-run.sh softirdma0 'timeout 120 python3 /share/resize_cq.py softirdma0 > /share/resize_cq.out 2>&1
 timeout 600 python3 /share/odp_migrate.py softirdma0 > /share/odp_migrate.out 2>&1' \
@@ -62,5 +62,5 @@ resized() { has_lines "$OUT/share/resize_cq.out" '^resize_cq: ok' || { cat "$OUT
 verdict device_guest_resize_cq resized
 migrated() { has_lines "$OUT/share/odp_migrate.out" '^odp_migrate: ok' || { cat "$OUT/share/odp_migrate.out" 2>/dev/null; return 1; }; }
 verdict device_guest_odp_migrate migrated
-kernel_clean device_guest_rdma_core_no_kernel_warning '' 'RDMA-CORE-MODULE: test_odp'
+kernel_clean device_guest_rdma_core_no_kernel_warning '' 'VM: exit '
 finish

@@ -11,16 +11,15 @@ import mmap
 import os
 import sys
 
-from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, SendWR
 import pyverbs.enums as e
 
-PORT, GID = 1, 1
+import rcpair
+
 PAGES, ROUNDS = 64, 12
 PAGE = mmap.PAGESIZE
 SIZE = PAGES * PAGE
@@ -29,19 +28,7 @@ SYS_move_pages = 279  # x86_64
 MPOL_MF_MOVE = 1 << 1
 
 
-def fail(msg):
-    print('odp_migrate: FAIL', msg, flush=True)
-    sys.exit(1)
-
-
-def poll(cq, n):
-    got = []
-    for _ in range(5000000):
-        k, wcs = cq.poll(n - len(got))
-        got += wcs[:k]
-        if len(got) == n:
-            return got
-    fail('%d of %d completions' % (len(got), n))
+fail = rcpair.failer('odp_migrate')
 
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -74,20 +61,7 @@ addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
 access = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
 odp = MR(pd, SIZE, access | e.IBV_ACCESS_ON_DEMAND, address=addr)
 pinned = MR(pd, SIZE, access)
-cap = QPCap(max_send_wr=16, max_recv_wr=1, max_send_sge=1, max_recv_sge=1)
-a = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap))
-b = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap))
-gr = GlobalRoute(dgid=ctx.query_gid(PORT, GID), sgid_index=GID)
-for q, peer in ((a, b), (b, a)):
-    qa = QPAttr(port_num=PORT)
-    qa.qp_access_flags = access
-    qa.path_mtu = e.IBV_MTU_1024
-    qa.max_dest_rd_atomic = qa.max_rd_atomic = 1
-    qa.min_rnr_timer, qa.timeout, qa.retry_cnt, qa.rnr_retry = 1, 14, 7, 7
-    qa.ah_attr = AHAttr(port_num=PORT, is_global=1, gr=gr)
-    qa.dest_qp_num = peer.qp_num
-    qa.rq_psn = qa.sq_psn = 0
-    q.to_rts(qa)
+a, b = rcpair.rc_pair(ctx, pd, cq, access, 16, min_rnr_timer=1)
 
 
 def write(wr_id, src, lkey, dst, rkey, n):
@@ -95,7 +69,7 @@ def write(wr_id, src, lkey, dst, rkey, n):
                 send_flags=e.IBV_SEND_SIGNALED)
     wr.set_wr_rdma(rkey, dst)
     a.post_send(wr)
-    wc = poll(cq, 1)[0]
+    wc = rcpair.poll(cq, 1, fail)[0]
     if wc.status != e.IBV_WC_SUCCESS or wc.wr_id != wr_id:
         fail('WRITE %d: status %d' % (wr_id, wc.status))
 

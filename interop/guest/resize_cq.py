@@ -5,31 +5,20 @@
 # follow: the 20 come back in order, all SUCCESS. Prints "resize_cq: ok" or the failure.
 import sys
 
-from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, SendWR
 import pyverbs.enums as e
 
-PORT, GID = 1, 1
+import rcpair
 
-
-def fail(msg):
-    print('resize_cq: FAIL', msg, flush=True)
-    sys.exit(1)
+fail = rcpair.failer('resize_cq')
 
 
 def poll(cq, n):
-    got = []
-    for _ in range(2000000):
-        k, wcs = cq.poll(n - len(got))
-        got += wcs[:k]
-        if len(got) == n:
-            return got
-    fail('%d of %d completions' % (len(got), n))
+    return rcpair.poll(cq, n, fail)
 
 
 ctx = Context(name=sys.argv[1] if len(sys.argv) > 1 else 'softirdma0')
@@ -46,24 +35,7 @@ access = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
 mr = MR(pd, 4096, access)
 mr.write(bytes(i % 255 + 1 for i in range(2048)), 2048)  # sources nonzero
 mr.write(bytes(2048), 2048, 2048)  # destinations zero
-cap = QPCap(max_send_wr=64, max_recv_wr=1, max_send_sge=1, max_recv_sge=1)
-a = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap))
-b = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap))
-gr = GlobalRoute(dgid=ctx.query_gid(PORT, GID), sgid_index=GID)
-for q, peer in ((a, b), (b, a)):
-    attr = QPAttr(port_num=PORT)
-    attr.qp_access_flags = access
-    attr.path_mtu = e.IBV_MTU_1024
-    attr.max_dest_rd_atomic = 1
-    attr.max_rd_atomic = 1
-    attr.min_rnr_timer = 12
-    attr.timeout = 14
-    attr.retry_cnt = 7
-    attr.rnr_retry = 7
-    attr.ah_attr = AHAttr(port_num=PORT, is_global=1, gr=gr)
-    attr.dest_qp_num = peer.qp_num
-    attr.rq_psn = attr.sq_psn = 0
-    q.to_rts(attr)
+a, b = rcpair.rc_pair(ctx, pd, cq, access, 64)
 
 
 def write(i):
