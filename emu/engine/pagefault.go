@@ -6,7 +6,6 @@ import (
 	"syscall"
 
 	"github.com/softirdma/softirdma/keys"
-	"github.com/softirdma/softirdma/wire/roce"
 )
 
 // On-demand paging as a NIC does it (mlx5's ODP): an MR registered with RegOnDemandMR starts with
@@ -188,22 +187,10 @@ func (qp *QP) faultNAK(q *request, err error) bool {
 	if pf == nil {
 		return false
 	}
-	d := qp.dev
 	qp.raiseFault(pf, false)
-	if !qp.tr.acked {
-		return true
+	if qp.tr.acked {
+		qp.rnrNAK(q, fmt.Sprintf("%s psn %d faulted on pages", q.f.Opcode, q.psn))
 	}
-	d.stats.RNRNAKsSent.Add(1)
-	// The packets behind this one are dropped without a sequence NAK, as after a receive
-	// missing: the requester resends from here after the RNR timer.
-	qp.resp.nakSent = true
-	syn := roce.Syndrome(0x20 | qp.attr.MinRNRTimer&0x1f)
-	d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: q.psn, Msg: fmt.Sprintf("%s psn %d faulted on pages: RNR NAK (timer %d)", q.f.Opcode, q.psn, qp.attr.MinRNRTimer)})
-	// Answers owed for earlier requests leave first: the NAK must not overtake them.
-	if qp.sendOwed(); qp.state == QPSErr {
-		return true
-	}
-	qp.sendAck(syn, q.psn)
 	return true
 }
 

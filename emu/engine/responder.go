@@ -304,16 +304,22 @@ func (qp *QP) noReceive(q *request) verdict {
 		d.stats.RxNoRecv.Add(1)
 		return refuse(nak(roce.NAKInvalidRequest, "%s and no receive posted", q.f.Opcode))
 	}
-	d.stats.RNRNAKsSent.Add(1)
 	r.waitingRecv = true
-	// The packets behind this one are already on their way; they are dropped without a
-	// sequence NAK, which would cost the requester a retry for nothing (rxe sends one, and a
-	// long RNR wait can then exhaust retry_cnt).
-	r.nakSent = true
-	syn := roce.Syndrome(0x20 | qp.attr.MinRNRTimer&0x1f)
-	d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: q.psn, Msg: fmt.Sprintf("%s and no receive posted: RNR NAK (timer %d)", q.f.Opcode, qp.attr.MinRNRTimer)})
-	qp.sendAck(syn, q.psn)
+	qp.rnrNAK(q, fmt.Sprintf("%s and no receive posted", q.f.Opcode))
 	return proceed(respDone)
+}
+
+// rnrNAK answers q with an RNR NAK naming the QP's min_rnr_timer; why says what was not ready.
+// The packets behind q are already on their way; they are dropped without a sequence NAK, which
+// would cost the requester a retry for nothing (rxe sends one, and a long RNR wait can then
+// exhaust retry_cnt). The NAK leaves behind the answers owed for earlier requests, as every
+// answer does (sendAck).
+func (qp *QP) rnrNAK(q *request, why string) {
+	d := qp.dev
+	d.stats.RNRNAKsSent.Add(1)
+	qp.resp.nakSent = true
+	d.event(Event{QP: qp.qpn, Kind: EvNAK, PSN: q.psn, Msg: fmt.Sprintf("%s: RNR NAK (timer %d)", why, qp.attr.MinRNRTimer)})
+	qp.sendAck(roce.Syndrome(0x20|qp.attr.MinRNRTimer&0x1f), q.psn)
 }
 
 // recvReady says whether a receive waits for the next message, and its length.
