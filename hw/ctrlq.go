@@ -336,6 +336,23 @@ func (f *Function) reservePagesLocked(n uint32) error {
 	return reserve(&f.regPages, n, cmp.Or(f.cfg.MaxRegisteredPages, DefaultMaxRegisteredPages), "registered pages")
 }
 
+// resolveReservedLocked resolves a page list whose pages count against the device's cap: a list
+// malformed in itself is EINVAL before its count can be ENOMEM (reservePagesLocked), and one
+// that does not resolve gives its reservation back. On success the caller owns pl.pages
+// reserved pages.
+func (f *Function) resolveReservedLocked(pl pageList) (pageSize uint64, pages []uint64, err error) {
+	if _, err := checkPageList(pl, abi.MaxMRPages); err != nil {
+		return 0, nil, err
+	}
+	if err := f.reservePagesLocked(pl.pages); err != nil {
+		return 0, nil, err
+	}
+	if pageSize, pages, err = resolvePages(&f.mem, pl, abi.MaxMRPages); err != nil {
+		f.regPages -= uint64(pl.pages)
+	}
+	return pageSize, pages, err
+}
+
 // mrArgs are REG_MR's arguments, also REREG_MR's from its offset 8.
 type mrArgs struct {
 	pdn    uint32
@@ -349,16 +366,8 @@ type mrArgs struct {
 // reserved pages.
 func (f *Function) decodeMRArgs(args abi.RegMRArgs) (mrArgs, error) {
 	a := mrArgs{pdn: args.PD(), access: engine.Access(args.Access()), iova: args.IOVA()}
-	pl := decodePageList(args.Pages())
-	if _, err := checkPageList(pl, abi.MaxMRPages); err != nil {
-		return mrArgs{}, err // a malformed list is EINVAL, not ENOMEM for its count
-	}
-	if err := f.reservePagesLocked(pl.pages); err != nil {
-		return mrArgs{}, err
-	}
-	pageSize, pages, err := resolvePages(&f.mem, pl, abi.MaxMRPages)
+	pageSize, pages, err := f.resolveReservedLocked(decodePageList(args.Pages()))
 	if err != nil {
-		f.regPages -= uint64(pl.pages)
 		return mrArgs{}, err
 	}
 	a.pages = engine.PageList{PageSize: pageSize, Offset: args.Offset(), Length: args.Length(), Pages: pages}

@@ -62,15 +62,8 @@ func (f *Function) mapPagesLocked(args abi.MapPagesArgs, result func(int, uint32
 	if pl.shift != 12 {
 		return errf(syscall.EINVAL, "on-demand pages are 4 KiB: page shift %d", pl.shift)
 	}
-	if _, err := checkPageList(pl, abi.MaxMRPages); err != nil {
-		return err
-	}
-	if err := f.reservePagesLocked(pl.pages); err != nil {
-		return err
-	}
-	_, pages, err := resolvePages(&f.mem, pl, abi.MaxMRPages)
+	_, pages, err := f.resolveReservedLocked(pl)
 	if err != nil {
-		f.regPages -= uint64(pl.pages)
 		return err
 	}
 	added, err := m.mr.MapPages(args.VA(), pages)
