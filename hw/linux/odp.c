@@ -75,11 +75,9 @@ static int odp_map(struct sirdma_dev *sdev, struct sirdma_mr *mr, u64 va, u64 le
 			dma_addr_t dma = sirdma_odp_dma(odp, first + i);
 
 			if (dma == DMA_MAPPING_ERROR) {
-				if (fault) {
+				/* A page not present ends the run given; asked to fault it in, an error. */
+				if (fault)
 					err = -EFAULT;
-					break;
-				}
-				/* Without fault a page not present ends the run given. */
 				break;
 			}
 			sdev->pf_table[i] = cpu_to_le64(dma);
