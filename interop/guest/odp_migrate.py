@@ -50,6 +50,14 @@ def move(addr, node):
     return list(where)
 
 
+# Automatic NUMA balancing moves pages of its own accord, and its hinting makes them read as not
+# present for a moment (move_pages says -ENOENT): the pages are to be where this program puts them.
+try:
+    with open('/proc/sys/kernel/numa_balancing', 'w') as f:
+        f.write('0')
+except FileNotFoundError:
+    pass
+
 ctx = Context(name=sys.argv[1] if len(sys.argv) > 1 else 'softirdma0')
 attr = ctx.query_device_ex()
 if not attr.odp_caps.general_caps & e.IBV_ODP_SUPPORT:
