@@ -385,6 +385,13 @@ func (f *Function) resizeCQLocked(n uint32, args abi.QueueArgs) error {
 	if err != nil {
 		return err
 	}
+	// The count below is of the completions a NIC would have written by now: the sends posted
+	// to datagram QPs before this command complete first (taking c.mu, so not under it).
+	for _, q := range f.qpSlots {
+		if q != nil && q.scq == c {
+			q.emu.SendPosted()
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cons, err := c.r.readU32(abi.QHConsumer)

@@ -26,6 +26,7 @@ type qp struct {
 	slot uint32
 	pdn  uint32
 	ud   bool // UD or GSI: its SENDs are addressed by an AH number or an rxe_av in the WQE
+	scq  *cq  // where its sends complete
 	sq   *ring
 	rq   *ring // nil with an SRQ
 
@@ -87,7 +88,7 @@ func (f *Function) createQPLocked(args abi.CreateQPArgs, result func(int, uint32
 		f.wrSlots -= uint64(slots)
 		return err
 	}
-	q := &qp{f: f, emu: eqp, slot: uint32(slot), pdn: req.pdn, ud: req.typ == engine.QPTypeUD || req.typ == engine.QPTypeGSI,
+	q := &qp{f: f, emu: eqp, slot: uint32(slot), pdn: req.pdn, ud: req.typ == engine.QPTypeUD || req.typ == engine.QPTypeGSI, scq: req.scq,
 		sq: sq, rq: rq, wrSlots: slots, maxSendSGE: req.sendSGE, maxRecvSGE: req.recvSGE, maxInline: req.maxInline,
 		sqWQE: make([]byte, sendWQEBytes(sq, req.sendSGE, req.maxInline))}
 	eqp.OnRetire(q.retired)

@@ -200,3 +200,43 @@ func TestGSIAndMulticast(t *testing.T) {
 		}
 	}
 }
+
+// TestResizeCQCountsPostedSends: RESIZE_CQ counts the completions of the datagram sends posted
+// before it, as a NIC that wrote them long before its firmware took the command would, though
+// the device's clock has not run: six unpolled UD sends refuse a CQ of one entry with EINVAL
+// (rdma-core's test_resize_cq), fit in one of eight, and are all there to poll.
+func TestResizeCQCountsPostedSends(t *testing.T) {
+	b := newBench(t)
+	b.enable()
+	pdn := b.ok(abi.OpAllocPD, nil)
+	b.ringAt(0x140000, 0x112000, 1, 4, 6)
+	cqn := b.ok(abi.OpCreateCQ, append(queueArgs(4, 6, 0x112000, 1), u32s(0, 0, 0xffffffff)[8:]...))
+	q := b.makeQPOf(abi.QPTypeUD, pdn, cqn, 0x150000, 0x113000, 0x160000, 0x114000)
+	const qkey = 0x11111111
+	b.readyUD(q, qkey)
+	lkey := b.ok(abi.OpRegDMAMR, u32s(pdn, uint32(emu.AccessLocalWrite)))
+	av := make([]byte, abi.RXEAVSize)
+	g := netip.MustParseAddr("::ffff:192.0.2.1").As16()
+	copy(av[abi.RXEAVDGID:], g[:])
+	av[abi.RXEAVHopLimit], av[abi.RXEAVNetworkType] = 64, 1
+	for id := uint64(1); id <= 6; id++ {
+		b.post(q, sendWQE{id: id, op: emu.WRSend, flags: emu.SendSignaled, sges: [][3]uint64{{0x1a1000, 8, uint64(lkey)}},
+			ud: &udDest{qpn: q.qpn, qkey: qkey, av: av}})
+	}
+	b.ringAt(0x170000, 0x115000, 1, 1, 6)
+	if errno, _ := b.cmd(abi.OpResizeCQ, append(u32s(cqn, 0), queueArgs(1, 6, 0x115000, 1)...)); errno != syscall.EINVAL {
+		t.Fatalf("shrinking to one entry under six unpolled sends: %v, want EINVAL", errno)
+	}
+	b.ringAt(0x180000, 0x116000, 1, 3, 6)
+	b.ok(abi.OpResizeCQ, append(u32s(cqn, 0), queueArgs(3, 6, 0x116000, 1)...))
+	b.sim.RunUntilIdle(0)
+	wcs := b.cqes(0x180000, 0)
+	if len(wcs) != 6 {
+		t.Fatalf("completions after the resize: %+v", wcs)
+	}
+	for i, wc := range wcs {
+		if wc.WRID != uint64(i+1) || wc.Status != emu.WCSuccess || wc.Opcode != emu.WCSend {
+			t.Fatalf("completion %d: %+v", i, wc)
+		}
+	}
+}

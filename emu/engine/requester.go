@@ -96,6 +96,29 @@ func (qp *QP) kick() {
 	qp.dev.clock.Post(0, r.run)
 }
 
+// SendPosted runs the QP's requester now, on the caller's goroutine, over the send work posted
+// so far, rather than when the device's clock comes to it: what the transport lets go without
+// its peer goes. A datagram's send (UD, UC) completes as its frame is queued, so once it returns
+// every such send posted before it has completed, unless something holds the queue (a page
+// fault, a fence, a full window). A real NIC has written those completions long before its
+// driver's next command reaches the firmware; a device model calls this before a command whose
+// answer counts them (a CQ shrunk just after the posts must refuse with the CQEs unpolled, as
+// rdma-core's test_resize_cq expects).
+func (qp *QP) SendPosted() {
+	if qp.check("send_posted", "QP") != nil {
+		return
+	}
+	defer hold(qp.dev, &qp.mu).release()
+	r := &qp.req
+	for {
+		idx, n, psn := r.idx, qp.sq.n, r.psn
+		qp.runRequester()
+		if r.idx == idx && qp.sq.n == n && r.psn == psn {
+			return
+		}
+	}
+}
+
 func (qp *QP) runRequester() {
 	d := qp.dev
 	r := &qp.req

@@ -17,7 +17,9 @@ import (
 
 	"github.com/softirdma/softirdma/emu/engine"
 	"github.com/softirdma/softirdma/emu/realtime"
+	"github.com/softirdma/softirdma/emu/sim"
 	"github.com/softirdma/softirdma/host/uverbs"
+	"github.com/softirdma/softirdma/hw/abi"
 )
 
 // progMem is a program's memory as the test lays it out: bytes at a base address, which a
@@ -73,9 +75,12 @@ const respAddr = 0x7000_0000
 
 var loopGID = netip.MustParseAddr("127.0.0.1")
 
-func testDevice(t *testing.T) *Device {
+func testDevice(t *testing.T) *Device { return testDeviceOn(t, realtime.NewWallClock()) }
+
+// testDeviceOn is testDevice on clock.
+func testDeviceOn(t *testing.T, clock engine.Clock) *Device {
 	t.Helper()
-	e := engine.NewDevice(engine.DeviceConfig{Name: "rxe0", Clock: realtime.NewWallClock(), IP: loopGID,
+	e := engine.NewDevice(engine.DeviceConfig{Name: "rxe0", Clock: clock, IP: loopGID,
 		Resolve: func(netip.Addr) ([6]byte, bool) { return [6]byte{2, 0, 0, 0, 0, 1}, true }})
 	e.Attach(nowhere{}) // the loopback turns back frames to its own address before the link
 	t.Cleanup(e.Stop)
@@ -246,7 +251,10 @@ func newRCEnd(t *testing.T, d *Device) *rcEnd { return newRCEndOn(t, d, nil) }
 
 // newRCEndOn is newRCEnd with its CQ's events on a completion channel: ch is set to the
 // program's end of it.
-func newRCEndOn(t *testing.T, d *Device, ch **os.File) *rcEnd {
+func newRCEndOn(t *testing.T, d *Device, ch **os.File) *rcEnd { return newEndOf(t, d, ch, 2) }
+
+// newEndOf is newRCEndOn with a QP of typ (enum ibv_qp_type: 2 RC, 4 UD).
+func newEndOf(t *testing.T, d *Device, ch **os.File, typ uint8) *rcEnd {
 	p := newProgram(t, d)
 	p.open()
 	chfd, in := uint32(0xffffffff), (*os.File)(nil)
@@ -264,7 +272,7 @@ func newRCEndOn(t *testing.T, d *Device, ch **os.File) *rcEnd {
 	e.cqh = u32(resp, 0)
 	e.cqr = p.ring(resp[8:])
 	create := words(uint64(respAddr), uint64(0xbeef), pdh, e.cqh, e.cqh, uint32(0), uint32(15), uint32(15),
-		uint32(2), uint32(2), uint32(64), uint8(0), uint8(2), uint8(0), uint8(0))
+		uint32(2), uint32(2), uint32(64), uint8(0), typ, uint8(0), uint8(0))
 	resp, _ = p.run(legacy(uverbs.CmdCreateQP, create, 32+32), nil)
 	e.qph, e.qpn = u32(resp, 0), u32(resp, 4)
 	e.rq, e.sq = p.ring(resp[32:48]), p.ring(resp[48:64])
@@ -570,5 +578,50 @@ func TestResizeSRQ(t *testing.T) {
 	resp, _ = p.run(legacy(uverbs.CmdQuerySRQ, words(uint64(respAddr), srqh, uint32(0)), 16), nil)
 	if u32(resp, 0) != 63 {
 		t.Fatalf("QUERY_SRQ: max_wr %d, want 63", u32(resp, 0))
+	}
+}
+
+// TestResizeCQCountsPostedSends: RESIZE_CQ counts the completions of the UD sends posted before
+// it, as a NIC that wrote them before the command came would, though the device's clock (a
+// simulator's, never run here) has not sent them: six unpolled sends refuse a CQ of one entry
+// with EINVAL (rdma-core's test_resize_cq), and fit in one of seven, where all six are.
+func TestResizeCQCountsPostedSends(t *testing.T) {
+	d := testDeviceOn(t, sim.NewSim())
+	a := newEndOf(t, d, nil, 4)
+	const qkey = 0x11111111
+	mod := func(mask uint32, set func(b []byte)) {
+		core := make([]byte, 112)
+		binary.LittleEndian.PutUint32(core[mqHandle:], a.qph)
+		binary.LittleEndian.PutUint32(core[mqMask:], mask)
+		set(core)
+		a.p.run(legacy(uverbs.CmdModifyQP, core, 0), nil)
+	}
+	mod(1|1<<4|1<<5|1<<6, func(b []byte) { b[mqState], b[mqPort] = 1, 1; binary.LittleEndian.PutUint32(b[mqQKey:], qkey) })
+	mod(1, func(b []byte) { b[mqState] = 2 })
+	mod(1|1<<16, func(b []byte) { b[mqState] = 3 })
+	for id := uint64(1); id <= 6; id++ {
+		a.postWQE(id, 2, 100, 8, func(wqe []byte) { // IBV_WR_SEND to itself through the rxe_av in the WQE
+			binary.LittleEndian.PutUint32(wqe[abi.SendRemoteQPN:], a.qpn)
+			binary.LittleEndian.PutUint32(wqe[abi.SendRemoteQKey:], qkey)
+			av := wqe[abi.SendAV:]
+			g := netip.MustParseAddr("::ffff:127.0.0.1").As16()
+			copy(av[abi.RXEAVDGID:], g[:])
+			av[abi.RXEAVHopLimit], av[abi.RXEAVNetworkType] = 64, 1
+		})
+	}
+	resize := func(cqe uint32) []byte {
+		return legacy(uverbs.CmdResizeCQ, words(uint64(respAddr), a.cqh, cqe), 8+16)
+	}
+	a.p.refused("shrinking to one entry under six unpolled sends", resize(1), syscall.EINVAL)
+	resp, _ := a.p.run(resize(7), nil)
+	cq := a.p.ring(resp[8:])
+	if prod := u32(cq, 128); prod != 6 {
+		t.Fatalf("%d CQEs carried over, want 6", prod)
+	}
+	for i := range 6 {
+		cqe := cq[384+i<<u32(cq, 0):]
+		if id := binary.LittleEndian.Uint64(cqe); id != uint64(i+1) || u32(cqe, 8) != 0 || u32(cqe, 12) != 0 {
+			t.Fatalf("CQE %d: wr_id %d status %d opcode %d; want %d, 0 (success), 0 (SEND)", i, id, u32(cqe, 8), u32(cqe, 12), i+1)
+		}
 	}
 }

@@ -121,6 +121,13 @@ func (c *Context) resizeCQ(r *request) error {
 	if cqe == 0 || int(cqe) > c.dev.Engine.Limits().MaxCQE {
 		return errf(syscall.EINVAL, "CQ of %d entries", cqe)
 	}
+	// The count below is of the completions a NIC would have written by now: the sends posted
+	// to datagram QPs before this command complete first (taking q.mu, so not under it).
+	for _, p := range c.qps {
+		if p.scq == q {
+			p.emu.SendPosted()
+		}
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	old := q.r
