@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/softirdma/softirdma/emu/engine"
+	"github.com/softirdma/softirdma/emu/realtime"
 
 	"github.com/softirdma/softirdma/compat/perftest"
 )
@@ -45,12 +46,12 @@ func runPerf(args []string, stdout, stderr io.Writer, run peerRun) int {
 		o.Host = host
 	}
 	o.Server, o.Wait, o.Idle, o.QPTimeout, o.RetryCount = pf.server, pf.wait, run.idle, &pf.qpTimeout, &pf.retry
-	return runPeer("perf", host, &f.lc, pf, run, stderr, func(ctx context.Context, dev *engine.Device, gid netip.Addr, log io.Writer) (engine.QPAttr, error) {
+	return runPeer("perf", host, &f.lc, pf, run, stderr, func(ctx context.Context, h *realtime.Host, gid netip.Addr, log io.Writer) (engine.QPAttr, error) {
 		o.GID, o.Log = gid, log
 		if o.RDMACM {
 			o.Listening = func() { fmt.Fprintf(stderr, "softirdma perf: listening through rdma_cm on port %d\n", o.Port) }
 		}
-		res, err := perftest.Run(ctx, dev, o, stdout)
+		res, err := perftest.Run(ctx, h.Device(), o, stdout)
 		return res.QP, err
 	})
 }

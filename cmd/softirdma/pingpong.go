@@ -102,9 +102,12 @@ func runPingpong(args []string, stdout, stderr io.Writer, run peerRun) int {
 		o.Host = host
 	}
 	o.Server, o.Wait, o.Idle, o.QPTimeout, o.RetryCount = pf.server, pf.wait, run.idle, &pf.qpTimeout, &pf.retry
-	return runPeer("pingpong", host, &lc, &pf, run, stderr, func(ctx context.Context, dev *engine.Device, gid netip.Addr, log io.Writer) (engine.QPAttr, error) {
+	return runPeer("pingpong", host, &lc, &pf, run, stderr, func(ctx context.Context, h *realtime.Host, gid netip.Addr, log io.Writer) (engine.QPAttr, error) {
 		o.GID, o.Log = gid, log
-		res, err := pingpong.Run(ctx, dev, o, stdout)
+		if lc.loss > 0 {
+			o.LastSend = func() { h.SetRxLoss(0) } // -loss spares the last exchange (pingpong.Options.LastSend)
+		}
+		res, err := pingpong.Run(ctx, h.Device(), o, stdout)
 		return res.QP, err
 	})
 }
@@ -143,7 +146,7 @@ func (p *peerFlags) checks() []flagCheck {
 // IPv4-mapped one), a context that ends on an interrupt or after the timeout, and the notes of
 // the exchange (connections dropped, waiting for the server) on stderr.
 func runPeer(cmd, host string, lc *linkFlags, pf *peerFlags, pr peerRun, stderr io.Writer,
-	run func(ctx context.Context, dev *engine.Device, gid netip.Addr, log io.Writer) (engine.QPAttr, error)) int {
+	run func(ctx context.Context, h *realtime.Host, gid netip.Addr, log io.Writer) (engine.QPAttr, error)) int {
 	if !pf.server && host == "" {
 		fmt.Fprintf(stderr, "softirdma %s: give a server's host name, or -server\n", cmd)
 		return 2
@@ -160,7 +163,7 @@ func runPeer(cmd, host string, lc *linkFlags, pf *peerFlags, pr peerRun, stderr 
 		if pf.gidIndex == 0 {
 			gid = neigh.LinkLocal(h.Device().MAC())
 		}
-		qp, err := run(ctx, h.Device(), gid, prefixWriter{stderr, "softirdma " + cmd + ": "})
+		qp, err := run(ctx, h, gid, prefixWriter{stderr, "softirdma " + cmd + ": "})
 		if pr.ran != nil {
 			pr.ran(qp)
 		}
@@ -283,7 +286,7 @@ func (l *linkFlags) register(fs flagSet) {
 	fs.StringVar(&l.link, "link", "", "the `LINK`: dgram:LOCAL,REMOTE (QEMU -netdev dgram: receive on LOCAL, send to REMOTE), stream:tcp:ADDR or stream:unix:PATH (QEMU -netdev stream, server=on), afpacket:IFNAME (a real adapter; root or CAP_NET_RAW)")
 	fs.StringVar(&l.ip, "ip", "", "`ADDR`, softirdma's IPv4 address on the link (its RoCE GID); on a socket link it answers ARP for it; on an adapter the default is the adapter's")
 	fs.StringVar(&l.mac, "mac", "", "`MAC`, softirdma's MAC address on the link (default 02:00 and the four bytes of -ip, e.g. 02:00:c0:a8:4d:01 for 192.168.77.1)")
-	fs.Float64Var(&l.loss, "loss", 0, "drop this fraction of the RoCE frames received (to meet the peer's retransmissions)")
+	fs.Float64Var(&l.loss, "loss", 0, "drop this fraction of the RoCE frames received (to meet the peer's retransmissions; pingpong: up to its last SEND)")
 	fs.StringVar(&l.pcap, "pcap", "", "write both directions of the link to `FILE`, a pcap")
 }
 

@@ -56,6 +56,11 @@ type Options struct {
 	QPTimeout, RetryCount *int
 	// Rand chooses the PSN; nil is unpredictable.
 	Rand mrand.Source
+	// LastSend, if set, runs just before the last SEND is posted. A link that loses frames on
+	// purpose stops there: ibv_rc_pingpong exits once its own messages are done, so an
+	// acknowledgement of this side's last SEND that is lost would have its retransmissions
+	// find nobody to answer them, and the run would end RETRY_EXC_ERR.
+	LastSend func()
 }
 
 // Limits of the options: ibv_rc_pingpong itself takes any unsigned value; these keep a run within
@@ -385,7 +390,11 @@ func connectMasks(t engine.QPType) (rtr, rts engine.AttrMask) {
 		engine.AttrState | engine.AttrTimeout | engine.AttrRetryCnt | engine.AttrRNRRetry | engine.AttrSQPSN | engine.AttrMaxQPRdAtomic
 }
 
-func (s *side) send() error {
+// send posts the next SEND; sent is how many went before it.
+func (s *side) send(sent int) error {
+	if sent == s.o.Iters-1 && s.o.LastSend != nil {
+		s.o.LastSend()
+	}
 	wr := engine.SendWR{ID: sendID, Opcode: engine.WRSend, Flags: engine.SendSignaled, SGL: s.sendSGL}
 	if s.ud {
 		wr.AH, wr.RemoteQPN, wr.RemoteQKey = s.ah, s.rem.QPN, QKey
@@ -412,7 +421,7 @@ func (s *side) pingPong() (time.Duration, error) {
 	}
 	begin := time.Now()
 	if !s.o.Server {
-		if err := s.send(); err != nil {
+		if err := s.send(0); err != nil {
 			return 0, err
 		}
 	}
@@ -439,7 +448,7 @@ func (s *side) pingPong() (time.Duration, error) {
 				}
 			}
 			if scnt < s.o.Iters && pending == 0 {
-				if err := s.send(); err != nil {
+				if err := s.send(scnt); err != nil {
 					return 0, err
 				}
 				pending = recvDone | sendDone

@@ -308,3 +308,33 @@ func TestPeerNotOnLink(t *testing.T) {
 		t.Fatalf("got %v, want %s", err, want)
 	}
 }
+
+// TestLastSendRunsBeforeTheLastSEND: Options.LastSend runs once on each side, when the last
+// SEND is due and not yet sent: a client of one message calls it before its device sent a
+// frame; a server, once the ping came and before its pong.
+func TestLastSendRunsBeforeTheLastSEND(t *testing.T) {
+	hs, hc := loophosts.Pair(t, 0, 11)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var calls [2]int
+	var seen [2]emu.Stats
+	hook := func(i int, h *emu.Host) func() {
+		return func() { calls[i]++; seen[i] = h.Device().Stats() }
+	}
+	port := ctrltest.FreePort(t)
+	s, c := ctrltest.Both(func(out io.Writer) (Result, error) {
+		return Run(ctx, hs.Device(), Options{Server: true, Host: "127.0.0.1", Port: port, Size: 64, Iters: 1, GID: hs.Device().IP(), LastSend: hook(0, hs)}, out)
+	}, func(out io.Writer) (Result, error) {
+		return Run(ctx, hc.Device(), Options{Host: "127.0.0.1", Port: port, Size: 64, Iters: 1, GID: hc.Device().IP(), Wait: 20 * time.Second, LastSend: hook(1, hc)}, out)
+	})
+	ctrltest.BothSucceeded(t, s, c)
+	if calls != [2]int{1, 1} {
+		t.Fatalf("LastSend ran %v times (server, client), want once each", calls)
+	}
+	if seen[1].TxFrames != 0 {
+		t.Errorf("the client's LastSend ran after %d frames were sent, want before any", seen[1].TxFrames)
+	}
+	if seen[0].RxFrames == 0 || seen[0].TxFrames > 1 {
+		t.Errorf("the server's LastSend ran with %d frames received and %d sent, want the ping in and at most its ACK out", seen[0].RxFrames, seen[0].TxFrames)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	mrand "math/rand/v2"
 	"net/netip"
 	"sync"
@@ -68,6 +69,7 @@ type Host struct {
 	one       [1][]byte  // the batch of one frame send hands the link, kept: no allocation per frame
 	pcap      *pcapfile.Writer
 	loss      *mrand.Rand
+	rxLoss    atomic.Uint64 // the fraction of RoCE frames to drop, as float64 bits: RxLoss until SetRxLoss
 	done      chan struct{}
 	err       error
 	stats     HostStats
@@ -97,6 +99,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		src = mrand.NewPCG(uint64(time.Now().UnixNano()), 1)
 	}
 	h.loss = mrand.New(mrand.NewPCG(mrand.New(src).Uint64(), 2))
+	h.SetRxLoss(cfg.RxLoss)
 	resolve := cfg.Resolve
 	if resolve == nil {
 		resolve = h.resolve
@@ -140,6 +143,9 @@ func (h *Host) Device() *engine.Device { return h.dev.Load() }
 
 // Neighbors is the host's table of learned link addresses.
 func (h *Host) Neighbors() *neigh.Table { return h.resp.Table }
+
+// SetRxLoss changes the fraction of the RoCE frames received that the host drops (RxLoss).
+func (h *Host) SetRxLoss(p float64) { h.rxLoss.Store(math.Float64bits(p)) }
 
 // Stats reports what the host did.
 func (h *Host) Stats() HostStats {
@@ -325,7 +331,7 @@ func (h *Host) Run() error {
 				}
 				continue
 			}
-			if h.cfg.RxLoss > 0 && h.loss.Float64() < h.cfg.RxLoss {
+			if loss := math.Float64frombits(h.rxLoss.Load()); loss > 0 && h.loss.Float64() < loss {
 				h.mu.Lock()
 				h.stats.LossInjected++
 				h.mu.Unlock()
