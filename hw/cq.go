@@ -386,9 +386,10 @@ func (f *Function) resizeCQLocked(n uint32, args abi.QueueArgs) error {
 		return err
 	}
 	// The count below is of the completions a NIC would have written by now: the sends posted
-	// to datagram QPs before this command complete first (taking c.mu, so not under it).
+	// to UD and UC QPs, which complete without their peer, complete first (taking c.mu, so not
+	// under it).
 	for _, q := range f.qpSlots {
-		if q != nil && q.scq == c {
+		if q != nil && q.scq == c && q.emu.Type() != engine.QPTypeRC {
 			q.emu.SendPosted()
 		}
 	}

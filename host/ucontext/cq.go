@@ -122,9 +122,10 @@ func (c *Context) resizeCQ(r *request) error {
 		return errf(syscall.EINVAL, "CQ of %d entries", cqe)
 	}
 	// The count below is of the completions a NIC would have written by now: the sends posted
-	// to datagram QPs before this command complete first (taking q.mu, so not under it).
+	// to UD and UC QPs, which complete without their peer, complete first (taking q.mu, so not
+	// under it).
 	for _, p := range c.qps {
-		if p.scq == q {
+		if p.scq == q && p.emu.Type() != engine.QPTypeRC {
 			p.emu.SendPosted()
 		}
 	}
