@@ -279,15 +279,18 @@ func newEndOf(t *testing.T, d *Device, ch **os.File, typ uint8) *rcEnd {
 	return e
 }
 
-// modify moves the QP along: INIT, RTR to the peer's QPN, RTS.
+// modify runs MODIFY_QP on the QP with mask (enum ibv_qp_attr_mask) and the attributes set writes.
+func (e *rcEnd) modify(mask uint32, set func(b []byte)) {
+	core := make([]byte, 112)
+	binary.LittleEndian.PutUint32(core[mqHandle:], e.qph)
+	binary.LittleEndian.PutUint32(core[mqMask:], mask)
+	set(core)
+	e.p.run(legacy(uverbs.CmdModifyQP, core, 0), nil)
+}
+
+// connect moves the QP along: INIT, RTR to the peer's QPN, RTS.
 func (e *rcEnd) connect(peer uint32) {
-	mod := func(mask uint32, set func(b []byte)) {
-		core := make([]byte, 112)
-		binary.LittleEndian.PutUint32(core[mqHandle:], e.qph)
-		binary.LittleEndian.PutUint32(core[mqMask:], mask)
-		set(core)
-		e.p.run(legacy(uverbs.CmdModifyQP, core, 0), nil)
-	}
+	mod := e.modify
 	mod(1|1<<3|1<<4|1<<5, func(b []byte) { b[mqState], b[mqPort] = 1, 1; binary.LittleEndian.PutUint32(b[mqAccess:], 0xf) })
 	mod(1|1<<7|1<<8|1<<12|1<<15|1<<17|1<<20, func(b []byte) {
 		g := loopGID.As16()
@@ -589,13 +592,7 @@ func TestResizeCQCountsPostedSends(t *testing.T) {
 	d := testDeviceOn(t, sim.NewSim())
 	a := newEndOf(t, d, nil, 4)
 	const qkey = 0x11111111
-	mod := func(mask uint32, set func(b []byte)) {
-		core := make([]byte, 112)
-		binary.LittleEndian.PutUint32(core[mqHandle:], a.qph)
-		binary.LittleEndian.PutUint32(core[mqMask:], mask)
-		set(core)
-		a.p.run(legacy(uverbs.CmdModifyQP, core, 0), nil)
-	}
+	mod := a.modify
 	mod(1|1<<4|1<<5|1<<6, func(b []byte) { b[mqState], b[mqPort] = 1, 1; binary.LittleEndian.PutUint32(b[mqQKey:], qkey) })
 	mod(1, func(b []byte) { b[mqState] = 2 })
 	mod(1|1<<16, func(b []byte) { b[mqState] = 3 })
