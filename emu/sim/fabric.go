@@ -422,20 +422,28 @@ func (p *fabricPort) faults(buf []byte, now, delay time.Duration) (int, time.Dur
 	f := p.fab
 	copies, changed := 1, false
 	var info faultplan.Frame
-	if len(f.faults) > 0 || p.cfg.Loss > 0 || p.cfg.Duplicate > 0 || p.cfg.Reorder > 0 || p.cfg.Corrupt > 0 {
+	random := p.cfg.Loss > 0 || p.cfg.Duplicate > 0 || p.cfg.Reorder > 0 || p.cfg.Corrupt > 0
+	if len(f.faults) > 0 || random {
 		info = faultplan.ParseFrame(buf) // what faults match on and report; a clean link needs none of it
 	}
 	ev := func(msg string) {
 		f.emit(engine.Event{T: now, Device: p.dev.Name(), QP: info.DestQP, PSN: info.PSN, Kind: engine.EvFault, Msg: msg})
 	}
 	// Targeted faults first, then the link's random ones, always drawing the random numbers in
-	// the same order so a seed means the same thing whatever fires.
+	// the same order so a seed means the same thing whatever fires. A link with no random fault
+	// draws none, so traffic on clean links leaves the frames a lossy one loses as they were
+	// (and costs four draws a frame less); which links draw depends on their settings alone,
+	// never on what fired, so a seed still gives one trace.
 	for _, ft := range f.faults {
 		var fired bool
 		if copies, delay, fired = ft.Take(p.dev.Name(), &info, buf, now, copies, delay); fired {
 			changed = changed || ft.ChangesFrames()
 			ev(fmt.Sprintf("fault %q: %s %s psn %d", ft.Name, ft.Action, info.Op, info.PSN))
 		}
+	}
+	if !random {
+		f.capture(now, buf)
+		return copies, delay, changed
 	}
 	rl, rd, rr, rc := f.rnd.Float64(), f.rnd.Float64(), f.rnd.Float64(), f.rnd.Float64()
 	if rc < p.cfg.Corrupt {

@@ -183,3 +183,61 @@ func TestCaptureFailureWarns(t *testing.T) {
 		t.Fatalf("log: %q", got)
 	}
 }
+
+// TestCleanLinkLeavesLossAlone: frames on a link with no random fault draw no random numbers,
+// so the frames a lossy link loses under a seed are the same whatever else crosses the fabric's
+// clean links meanwhile; and those clean frames all arrive.
+func TestCleanLinkLeavesLossAlone(t *testing.T) {
+	const n = 60
+	// delivered runs A sending n frames to B over a link losing 30%, C sending one to B over a
+	// clean link after each of A's when busy, and returns which of A's arrived.
+	delivered := func(busy bool) []bool {
+		s := sim.NewSim()
+		fab := sim.NewFabric(s, 7)
+		a := fab.AddDevice("A", sim.LinkConfig{Loss: 0.3})
+		b := fab.AddDevice("B", sim.LinkConfig{})
+		c := fab.AddDevice("C", sim.LinkConfig{})
+		mac := b.MAC()
+		frame := append(mac[:], 2, 0, 0, 0, 0, 1, 0x88, 0xb5)
+		frame = append(frame, make([]byte, 46)...)
+		var got []bool
+		for range n {
+			before := fab.LinkStats(b).RxFrames
+			a.SendFrame(frame)
+			s.RunUntilIdle(0)
+			got = append(got, fab.LinkStats(b).RxFrames == before+1)
+			if busy {
+				c.SendFrame(frame)
+				s.RunUntilIdle(0)
+			}
+		}
+		if busy {
+			if st := fab.LinkStats(c); st.TxFrames != n {
+				t.Fatalf("C sent %d frames, want %d", st.TxFrames, n)
+			}
+			if rx, lost := fab.LinkStats(b).RxFrames, countFalse(got); rx != 2*n-lost {
+				t.Fatalf("B received %d frames: %d of A's lost, so C's clean link lost %d", rx, lost, 2*n-lost-rx)
+			}
+		}
+		return got
+	}
+	quiet, busy := delivered(false), delivered(true)
+	if lost := countFalse(quiet); lost == 0 || lost == n {
+		t.Fatalf("A's link lost %d of %d frames: the seed does not test anything", lost, n)
+	}
+	for i := range quiet {
+		if quiet[i] != busy[i] {
+			t.Fatalf("A's frame %d: delivered %v alone, %v with C's traffic beside it", i, quiet[i], busy[i])
+		}
+	}
+}
+
+func countFalse(v []bool) uint64 {
+	var k uint64
+	for _, x := range v {
+		if !x {
+			k++
+		}
+	}
+	return k
+}
