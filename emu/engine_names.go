@@ -111,6 +111,13 @@ type (
 	//	go doc github.com/softirdma/softirdma/emu/engine.SealedLink
 	SealedLink = engine.SealedLink
 
+	// SealedBatchLink is a SealedLink that takes the sealed frames of one flush in one call, so
+	// it takes its locks once for them all. It is engine.SealedBatchLink; its methods are
+	// documented there:
+	//
+	//	go doc github.com/softirdma/softirdma/emu/engine.SealedBatchLink
+	SealedBatchLink = engine.SealedBatchLink
+
 	// DeviceConfig sets up a Device. It is engine.DeviceConfig; its fields are documented there:
 	//
 	//	go doc github.com/softirdma/softirdma/emu/engine.DeviceConfig

@@ -51,6 +51,14 @@ type SealedLink interface {
 	SendSealed(frame []byte)
 }
 
+// SealedBatchLink is a SealedLink that takes the sealed frames of one flush in one call, in
+// order, so that it can take its own locks once for them all rather than once a frame (a
+// switch's port does). The link owns the buffers once it has them.
+type SealedBatchLink interface {
+	SealedLink
+	SendSealedBatch(frames [][]byte)
+}
+
 // DeviceConfig sets up a Device.
 type DeviceConfig struct {
 	Name  string       // for events and traces
@@ -397,7 +405,9 @@ type attachment struct {
 	link   Link
 	lender BufferLink
 	sealer SealedLink // the lender, when it passes on that frames are sealed
-	batch  BatchLink  // the link, when it sends frames in batches
+	// sealedBatch is the sealer, when it takes them in batches
+	sealedBatch SealedBatchLink
+	batch       BatchLink // the link, when it sends frames in batches
 }
 
 // Attach connects the device to a link. It is made for a device before its traffic: a frame
@@ -406,6 +416,7 @@ func (d *Device) Attach(l Link) {
 	a := &attachment{link: l}
 	a.lender, _ = l.(BufferLink)
 	a.sealer, _ = l.(SealedLink)
+	a.sealedBatch, _ = l.(SealedBatchLink)
 	a.batch, _ = l.(BatchLink)
 	d.att.Store(a)
 	d.flush()

@@ -50,6 +50,8 @@ type outbox struct {
 	// linkBatch gathers the frames of one carryOut for a BatchLink; only the goroutine
 	// flushing uses it.
 	linkBatch [][]byte
+	// sealedBatch gathers them for a SealedBatchLink, the same way.
+	sealedBatch [][]byte
 }
 
 // maxFlushRounds bounds how many batches one flush carries out before handing over.
@@ -166,7 +168,7 @@ func (d *Device) carryOut(frames []outFrame, events []Event, calls []func()) {
 	// The engine decided which frames are for the device itself when it sent them, so they go
 	// to the loopback and the rest to the link behind it without a second look.
 	att, sink, stopped := d.att.Load(), d.sink.Load(), d.stopped.Load()
-	batch := d.out.linkBatch[:0]
+	batch, sealed := d.out.linkBatch[:0], d.out.sealedBatch[:0]
 	for _, f := range frames {
 		if f.group && f.b != nil && !stopped {
 			d.loop.keep(f.b)
@@ -174,6 +176,11 @@ func (d *Device) carryOut(frames []outFrame, events []Event, calls []func()) {
 		if f.lent {
 			batch = sendBatch(att, batch) // the lender is the same link: frames keep their order
 		}
+		if f.b != nil && !stopped && !f.local && f.lent && f.sealed && att.sealedBatch != nil {
+			sealed = append(sealed, f.b)
+			continue
+		}
+		sealed = sendSealedBatch(att, sealed) // the frames before this one go first
 		switch {
 		case f.b == nil || stopped:
 			if f.lent && att.lender != nil {
@@ -194,6 +201,7 @@ func (d *Device) carryOut(frames []outFrame, events []Event, calls []func()) {
 		}
 	}
 	d.out.linkBatch = sendBatch(att, batch)
+	d.out.sealedBatch = sendSealedBatch(att, sealed)
 	if sink != nil {
 		for _, e := range events {
 			(*sink)(e)
@@ -211,6 +219,16 @@ func sendBatch(att *attachment, batch [][]byte) [][]byte {
 		clear(batch)
 	}
 	return batch[:0]
+}
+
+// sendSealedBatch sends the frames gathered for a SealedBatchLink, and gives the slice back
+// empty.
+func sendSealedBatch(att *attachment, sealed [][]byte) [][]byte {
+	if len(sealed) > 0 {
+		att.sealedBatch.SendSealedBatch(sealed)
+		clear(sealed)
+	}
+	return sealed[:0]
 }
 
 // flushLater empties the outbox on the clock's goroutine.

@@ -2,6 +2,9 @@ package engine_test
 
 import (
 	"bytes"
+	"fmt"
+	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -82,5 +85,60 @@ func TestSealedFramesOverTheSwitch(t *testing.T) {
 	s := hb.Device().Stats()
 	if s.RxBadICRC != 1 || s.RxSealed+s.RxBadICRC != s.RxFrames {
 		t.Errorf("B: %d frames received, %d sealed, %d with a bad ICRC; want the one corrupted frame checked and caught, every other sealed", s.RxFrames, s.RxSealed, s.RxBadICRC)
+	}
+}
+
+// batchLink records how a device hands it frames: a SealedBatchLink that lends its own buffers.
+type batchLink struct {
+	calls []string // "batch N" per SendSealedBatch, "sealed", "buffer", "send" per frame
+	psns  []uint32 // the BTH PSNs of the sealed frames, in the order they came
+}
+
+func (l *batchLink) Send([]byte) error { l.calls = append(l.calls, "send"); return nil }
+func (l *batchLink) Buffer() []byte    { return engine.NewFrameBuffer(engine.MaxFrame) }
+func (l *batchLink) SendBuffer(b []byte) {
+	if b != nil {
+		l.calls = append(l.calls, "buffer")
+	}
+}
+func (l *batchLink) SendSealed([]byte) { l.calls = append(l.calls, "sealed") }
+func (l *batchLink) SendSealedBatch(frames [][]byte) {
+	l.calls = append(l.calls, fmt.Sprintf("batch %d", len(frames)))
+	for _, f := range frames {
+		var fr wire.Frame
+		var p wire.Parser
+		if err := p.Parse(&fr, f); err != nil {
+			panic(err)
+		}
+		l.psns = append(l.psns, fr.BTH.PSN())
+	}
+}
+
+// A link that takes sealed frames in batches (engine.SealedBatchLink) gets the sealed frames of
+// one flush in one call, in order, split only where a frame of another kind (a netdev's) stands
+// between them, which goes out between the two batches.
+func TestSealedFramesGoInBatches(t *testing.T) {
+	s := sim.NewSim()
+	peer := [6]byte{2, 0, 0, 0, 0, 2}
+	dev := engine.NewDevice(engine.DeviceConfig{Name: "A", Clock: s, MAC: [6]byte{2, 0, 0, 0, 0, 1},
+		IP: netip.MustParseAddr("192.0.2.1"), Resolve: func(netip.Addr) ([6]byte, bool) { return peer, true }})
+	link := &batchLink{}
+	dev.Attach(link)
+	nd := newDgNode(t, dev, engine.QPTypeUD, testQKey)
+	ah := nd.ah(t, netip.MustParseAddr("192.0.2.2"))
+	for i := range 3 {
+		nd.send(t, uint64(i), engine.WRSend, ah, 0x12, testQKey, 0, 16)
+	}
+	nd.qp.SendPosted() // the three frames queued before the netdev's
+	dev.SendFrame(append(peer[:], 2, 0, 0, 0, 0, 1, 0x88, 0xb5, 0, 0))
+	for i := range 2 {
+		nd.send(t, uint64(3+i), engine.WRSend, ah, 0x12, testQKey, 0, 16)
+	}
+	s.RunUntilIdle(1000)
+	if want := []string{"batch 3", "send", "batch 2"}; !slices.Equal(link.calls, want) {
+		t.Fatalf("the link's calls: %q, want %q", link.calls, want)
+	}
+	if want := []uint32{100, 101, 102, 103, 104}; !slices.Equal(link.psns, want) {
+		t.Fatalf("PSNs %v, want %v", link.psns, want)
 	}
 }

@@ -222,6 +222,31 @@ type sealingHostLink struct {
 
 func (l sealingHostLink) SendSealed(frame []byte) { l.h.hand(frame, l.sealer.SendSealed) }
 
+// sealedBatcher is a sealer that takes sealed frames in batches (wire/ethswitch's ports).
+type sealedBatcher interface {
+	sealer
+	SendSealedBatch(frames [][]byte)
+}
+
+// batchSealingHostLink is sealingHostLink for a link that takes sealed frames in batches
+// (engine.SealedBatchLink): the host's lock, too, is taken once a batch.
+type batchSealingHostLink struct {
+	sealingHostLink
+	batcher sealedBatcher
+}
+
+func (l batchSealingHostLink) SendSealedBatch(frames [][]byte) {
+	h := l.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, f := range frames {
+		if f != nil {
+			h.capture(f)
+		}
+	}
+	l.batcher.SendSealedBatch(frames)
+}
+
 // sealedReceiver is a link that says which frames it hands over are sealed.
 type sealedReceiver interface {
 	RecvBatchSealed(bufs [][]byte, sizes []int, sealed []bool) (int, error)
@@ -230,6 +255,9 @@ type sealedReceiver interface {
 // engineLink is what the host's device sends through: one that lends buffers if the host's
 // link does, and says which frames are sealed if the link carries that.
 func (h *Host) engineLink() engine.Link {
+	if b, ok := h.cfg.Link.(sealedBatcher); ok {
+		return batchSealingHostLink{sealingHostLink{lendingHostLink{hostLink{h}, b}, b}, b}
+	}
 	if s, ok := h.cfg.Link.(sealer); ok {
 		return sealingHostLink{lendingHostLink{hostLink{h}, s}, s}
 	}
@@ -306,11 +334,9 @@ func (h *Host) Run() error {
 		}
 		for i := 0; i < n; i++ {
 			frame := bufs[i][:sizes[i]]
-			h.mu.Lock()
-			h.capture(frame)
-			h.mu.Unlock()
 			var consumed bool
-			h.mu.Lock() // Rebind may be changing the addresses answered for
+			h.mu.Lock() // the capture's order; and Rebind may be changing the addresses answered for
+			h.capture(frame)
 			reply, consumed = h.resp.Handle(frame, reply[:0])
 			h.mu.Unlock()
 			if consumed && h.dev.Load().HasEthernet() {

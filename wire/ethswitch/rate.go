@@ -28,12 +28,16 @@ func (p *Port) SetRate(bitsPerSecond float64) error {
 	}
 	p.paceMu.Lock()
 	p.rate = bitsPerSecond
+	p.paced.Store(bitsPerSecond > 0)
 	p.paceMu.Unlock()
 	return nil
 }
 
 // pace waits until a frame of n bytes may go at the port's rate.
 func (p *Port) pace(n int) {
+	if !p.paced.Load() {
+		return // the usual port, without a rate: no lock taken per frame
+	}
 	p.paceMu.Lock()
 	if p.rate == 0 {
 		p.paceMu.Unlock()

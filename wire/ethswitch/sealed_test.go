@@ -1,6 +1,7 @@
 package ethswitch_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -75,5 +76,63 @@ func TestSealedOnlyWhatNothingChanged(t *testing.T) {
 	sendSealed(a, macA, macB, 7, true)
 	if got := len(recvAll(t, b)); got != 1 {
 		t.Fatalf("RecvBatch took %d frames, want 1", got)
+	}
+}
+
+// SendSealedBatch: the frames of a batch cross as SendSealed would take them one by one. The tap
+// sees them in order, the faults see each once (the corrupted one alone arrives unsealed, its
+// ICRC broken), the port counts them, a frame dropped by the faults and a nil one are skipped,
+// and a closed port takes none.
+func TestSendSealedBatch(t *testing.T) {
+	sw := ethswitch.New()
+	a, b := sw.NewPort("a"), sw.NewPort("b")
+	var tapped []uint32
+	sw.SetTap(func(_ string, _ time.Time, f []byte) {
+		var fr roce.Frame
+		var parser roce.Parser
+		if parser.ParseHeaders(&fr, f) == nil {
+			tapped = append(tapped, fr.BTH.PSN())
+		}
+	})
+	learn := rocev2(t, macB, macA, false, roce.RCWriteMiddle, 100, 64)
+	b.SendSealed(append(b.Buffer()[:0], learn...))
+	recvSealed(t, a)
+
+	plan := &faultplan.Live{}
+	for _, spec := range []string{"corrupt from=a opcode=RDMA_WRITE_MIDDLE nth=2", "drop from=a opcode=RDMA_WRITE_MIDDLE nth=4"} {
+		ft, err := faultplan.Parse(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan.Add(ft)
+	}
+	sw.SetFaults(plan)
+	batch := [][]byte{nil}
+	for psn := range uint32(5) {
+		fr := rocev2(t, macA, macB, false, roce.RCWriteMiddle, psn, 256)
+		batch = append(batch, append(a.Buffer()[:0], fr...))
+	}
+	before := a.Counters().InFrames
+	a.SendSealedBatch(batch)
+	if got := a.Counters().InFrames - before; got != 5 {
+		t.Errorf("port a counted %d frames in, want 5", got)
+	}
+	if want := []uint32{100, 0, 1, 2, 3, 4}; !slices.Equal(tapped, want) {
+		t.Errorf("tap saw PSNs %v, want %v", tapped, want)
+	}
+	// PSN 1 corrupted, PSN 3 dropped.
+	for _, want := range []struct{ sealed, icrc bool }{{true, true}, {false, false}, {true, true}, {true, true}} {
+		if sealed, ok := recvSealed(t, b); sealed != want.sealed || ok != want.icrc {
+			t.Errorf("sealed %v, ICRC good %v; want %v, %v", sealed, ok, want.sealed, want.icrc)
+		}
+	}
+	if q := b.Queued(); q != 0 {
+		t.Errorf("%d frames left for b, want none", q)
+	}
+
+	a.Close()
+	a.SendSealedBatch([][]byte{append(a.Buffer()[:0], learn...)})
+	if q := b.Queued(); q != 0 {
+		t.Errorf("a closed port forwarded %d frames", q)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/softirdma/softirdma/wire/roce"
@@ -63,7 +64,7 @@ type Passer interface {
 type Switch struct {
 	mu     sync.Mutex
 	ports  map[*Port]bool
-	byMAC  map[[6]byte]*Port
+	byMAC  map[uint64]*Port // by macKey
 	tap    Tap
 	faults Faults
 
@@ -102,6 +103,18 @@ func (s *Switch) recycle(b []byte) {
 	s.poolMu.Unlock()
 }
 
+// recycleAll is recycle for several buffers, under one hold of the pool's lock; it clears bs.
+func (s *Switch) recycleAll(bs [][]byte) {
+	s.poolMu.Lock()
+	for _, b := range bs {
+		if cap(b) >= roce.MaxFrameLen && len(s.pool) < maxPool {
+			s.pool = append(s.pool, b)
+		}
+	}
+	s.poolMu.Unlock()
+	clear(bs)
+}
+
 // SetFaults sets what decides the frames' fates (nil: every frame goes on, once, at once).
 func (s *Switch) SetFaults(f Faults) {
 	s.mu.Lock()
@@ -111,7 +124,7 @@ func (s *Switch) SetFaults(f Faults) {
 
 // New makes a switch without ports.
 func New() *Switch {
-	return &Switch{ports: map[*Port]bool{}, byMAC: map[[6]byte]*Port{}}
+	return &Switch{ports: map[*Port]bool{}, byMAC: map[uint64]*Port{}}
 }
 
 // SetTap sets the switch's tap (nil for none).
@@ -144,6 +157,7 @@ type Port struct {
 	paceMu sync.Mutex
 	rate   float64
 	busy   time.Time
+	paced  atomic.Bool // rate > 0
 }
 
 // queued is a frame waiting for a port's reader, in a buffer of the switch's.
@@ -200,6 +214,32 @@ func (p *Port) SendBuffer(frame []byte) { p.sendBuffer(frame, false) }
 // it on the way; then the receiving engine need not compute its ICRC again.
 func (p *Port) SendSealed(frame []byte) { p.sendBuffer(frame, true) }
 
+// SendSealedBatch is SendSealed for several frames, in order: the port's and the switch's locks
+// are taken once for a batch rather than once a frame (engine.SealedBatchLink). nil frames are
+// skipped.
+func (p *Port) SendSealedBatch(frames [][]byte) {
+	p.mu.Lock()
+	closed := p.closed
+	if !closed {
+		for _, f := range frames {
+			if f != nil {
+				p.stats.TxFrames++
+				p.stats.TxBytes += uint64(len(f))
+			}
+		}
+	}
+	p.mu.Unlock()
+	if closed {
+		for _, f := range frames {
+			if f != nil {
+				p.sw.recycle(f)
+			}
+		}
+		return
+	}
+	p.sw.forwardBatch(p, frames, true)
+}
+
 func (p *Port) sendBuffer(frame []byte, sealed bool) {
 	if frame == nil {
 		return
@@ -233,11 +273,103 @@ func (s *Switch) forward(src *Port, f []byte, owned, sealed bool) {
 		}
 		return
 	}
-	var dst, from [6]byte
-	copy(dst[:], f[0:6])
-	copy(from[:], f[6:12])
-	var to []*Port
 	s.mu.Lock()
+	r := s.routeLocked(src, f, owned, sealed)
+	s.mu.Unlock()
+	s.hand(&r)
+}
+
+// forwardBatch is forward for frames sent together, which the switch owns: the switch's lock is
+// taken once for up to maxBatch of them, and a run of frames for one port is queued for it at
+// once, its reader woken once. The tap and the faults see them in order, as they would one by
+// one.
+func (s *Switch) forwardBatch(src *Port, frames [][]byte, sealed bool) {
+	var rs [maxBatch]route
+	for len(frames) > 0 {
+		chunk := frames[:min(len(frames), maxBatch)]
+		frames = frames[len(chunk):]
+		n := 0
+		s.mu.Lock()
+		for _, f := range chunk {
+			if len(f) < 14 {
+				if f != nil {
+					s.recycle(f)
+				}
+				continue
+			}
+			rs[n] = s.routeLocked(src, f, true, sealed)
+			n++
+		}
+		s.mu.Unlock()
+		for i := 0; i < n; {
+			q := rs[i].port()
+			j := i + 1
+			for q != nil && j < n && rs[j].port() == q {
+				j++
+			}
+			if q != nil {
+				q.deliverRun(rs[i:j])
+			} else {
+				s.hand(&rs[i])
+			}
+			i = j
+		}
+		clear(rs[:n])
+	}
+}
+
+// maxBatch is how many frames forwardBatch routes under one hold of the switch's lock.
+const maxBatch = 32
+
+// macKey is a MAC address as a map key that hashes in one step (a [6]byte key hashes as bytes,
+// a cost per frame).
+func macKey(mac []byte) uint64 {
+	return uint64(mac[0])<<40 | uint64(mac[1])<<32 | uint64(mac[2])<<24 | uint64(mac[3])<<16 | uint64(mac[4])<<8 | uint64(mac[5])
+}
+
+// groupBit is the group (multicast, broadcast) bit of a macKey: the first octet's lowest.
+const groupBit = 1 << 40
+
+// route is where a frame goes and how, as routeLocked decided it: to one port (the usual case,
+// which allocates nothing) or, flooded, to several.
+type route struct {
+	f      []byte
+	owned  bool
+	sealed bool
+	one    *Port
+	flood  []*Port // when one is nil
+	copies int
+	delay  time.Duration
+}
+
+// ports is how many ports the frame goes to; at(i) is the i-th.
+func (r *route) ports() int {
+	if r.one != nil {
+		return 1
+	}
+	return len(r.flood)
+}
+
+func (r *route) at(i int) *Port {
+	if r.one != nil {
+		return r.one
+	}
+	return r.flood[i]
+}
+
+// port is the one port a frame goes to once, at once, as the switch owns it; nil for any other
+// route (a flood, a duplicate, a delay, none).
+func (r *route) port() *Port {
+	if r.copies == 1 && r.delay == 0 && r.owned {
+		return r.one
+	}
+	return nil
+}
+
+// routeLocked runs the faults over a frame, learns its source MAC, shows it to the tap and
+// decides where it goes. f is at least a header long. s.mu is held.
+func (s *Switch) routeLocked(src *Port, f []byte, owned, sealed bool) route {
+	dst, from := macKey(f[0:6]), macKey(f[6:12])
 	faults := s.faults
 	copies, delay := 1, time.Duration(0)
 	if faults != nil {
@@ -250,53 +382,51 @@ func (s *Switch) forward(src *Port, f []byte, owned, sealed bool) {
 			sealed = false
 		}
 	}
-	if from[0]&1 == 0 {
+	if from&groupBit == 0 && s.byMAC[from] != src {
 		s.byMAC[from] = src
 	}
 	if s.tap != nil {
 		s.tap(src.name, time.Now(), f)
 	}
-	if copies > 0 {
-		if q, ok := s.byMAC[dst]; ok && dst[0]&1 == 0 {
-			if q != src {
-				to = append(to, q)
-			}
-		} else {
-			for q := range s.ports {
-				if q != src {
-					to = append(to, q)
-				}
-			}
+	r := route{f: f, owned: owned, sealed: sealed, copies: copies, delay: delay}
+	if copies == 0 {
+		return r
+	}
+	// The faults' Down is asked here, with the frame they were shown last, so that a flap counts
+	// the frames it stopped as the ones the capture numbers.
+	if q, ok := s.byMAC[dst]; ok && dst&groupBit == 0 {
+		if q != src && (faults == nil || !faults.Down(q.name)) {
+			r.one = q
+		}
+		return r
+	}
+	for q := range s.ports {
+		if q != src && (faults == nil || !faults.Down(q.name)) {
+			r.flood = append(r.flood, q)
 		}
 	}
-	if faults != nil {
-		// Asked here, with the frame the faults were shown last, so that a flap counts the
-		// frames it stopped as the ones the capture numbers.
-		live := to[:0]
-		for _, q := range to {
-			if !faults.Down(q.name) {
-				live = append(live, q)
+	return r
+}
+
+// hand delivers a routed frame's copies, outside the switch's lock.
+func (s *Switch) hand(r *route) {
+	n := r.ports() * r.copies
+	for i := range r.ports() {
+		q := r.at(i)
+		for c := range r.copies {
+			b := r.f
+			if !r.owned || i*r.copies+c < n-1 {
+				b = s.copyOf(r.f)
 			}
-		}
-		to = live
-	}
-	s.mu.Unlock()
-	n := len(to) * copies
-	for i, q := range to {
-		for c := range copies {
-			b := f
-			if !owned || i*copies+c < n-1 {
-				b = s.copyOf(f)
-			}
-			if delay > 0 {
-				q.deliverAfter(delay, b, sealed)
+			if r.delay > 0 {
+				q.deliverAfter(r.delay, b, r.sealed)
 			} else {
-				q.deliver(b, sealed)
+				q.deliver(b, r.sealed)
 			}
 		}
 	}
-	if owned && n == 0 {
-		s.recycle(f)
+	if r.owned && n == 0 {
+		s.recycle(r.f)
 	}
 }
 
@@ -336,11 +466,38 @@ func (p *Port) deliver(f []byte, sealed bool) {
 		return
 	}
 	p.mu.Lock()
+	p.queueLocked(f, sealed)
+	p.ready.Signal()
+	p.mu.Unlock()
+}
+
+// deliverRun delivers the frames of routes whose one port is p, in order, taking the port's
+// lock and waking its reader once for them all.
+func (p *Port) deliverRun(rs []route) {
+	if p.out != nil {
+		for _, r := range rs {
+			p.deliver(r.f, r.sealed)
+		}
+		return
+	}
+	for _, r := range rs {
+		p.pace(len(r.f))
+	}
+	p.mu.Lock()
+	for _, r := range rs {
+		p.queueLocked(r.f, r.sealed)
+	}
+	p.ready.Signal()
+	p.mu.Unlock()
+}
+
+// queueLocked queues f for the reader, or drops it if the port is closed or its queue full.
+// p.mu is held.
+func (p *Port) queueLocked(f []byte, sealed bool) {
 	if p.closed || len(p.queue)-p.head >= QueueFrames {
 		if !p.closed {
 			p.dropped++
 		}
-		p.mu.Unlock()
 		p.sw.recycle(f)
 		return
 	}
@@ -352,8 +509,6 @@ func (p *Port) deliver(f []byte, sealed bool) {
 		p.queue, p.head = p.queue[:n], 0
 	}
 	p.queue = append(p.queue, queued{f, sealed})
-	p.ready.Signal()
-	p.mu.Unlock()
 }
 
 // RecvBatch waits for a frame, then hands over up to len(bufs) queued frames: a frame's buffer
@@ -377,6 +532,18 @@ func (p *Port) RecvBatchSealed(bufs [][]byte, sizes []int, sealed []bool) (int, 
 	if p.head == len(p.queue) {
 		return 0, ErrClosed
 	}
+	// The buffers given back go to the pool together, after the batch.
+	var freed [32][]byte
+	nfreed := 0
+	free := func(f []byte) {
+		if nfreed == len(freed) {
+			p.sw.recycleAll(freed[:])
+			nfreed = 0
+		}
+		freed[nfreed] = f
+		nfreed++
+	}
+	defer func() { p.sw.recycleAll(freed[:nfreed]) }()
 	n := 0
 	for n < len(bufs) && p.head < len(p.queue) {
 		q := p.queue[p.head]
@@ -385,7 +552,7 @@ func (p *Port) RecvBatchSealed(bufs [][]byte, sizes []int, sealed []bool) (int, 
 		p.head++
 		if len(f) > len(bufs[n]) {
 			p.stats.RxDropped++
-			p.sw.recycle(f)
+			free(f)
 			continue
 		}
 		p.stats.RxFrames++
@@ -399,7 +566,7 @@ func (p *Port) RecvBatchSealed(bufs [][]byte, sizes []int, sealed []bool) (int, 
 		} else {
 			copy(bufs[n], f)
 		}
-		p.sw.recycle(f)
+		free(f)
 		n++
 	}
 	if p.head == len(p.queue) {

@@ -213,9 +213,9 @@ func closeEnds(t *testing.T, c io.Closer, ended <-chan error, what, stuck string
 	}
 }
 
-// Property: whatever the ports send, each unicast frame reaches exactly the port that last sent
-// from its destination MAC (or, for a MAC not yet heard, every other port), each broadcast every
-// other port, in the order they were sent, whole.
+// Property: whatever the ports send, one frame or a batch at a time, each unicast frame reaches
+// exactly the port that last sent from its destination MAC (or, for a MAC not yet heard, every
+// other port), each broadcast every other port, in the order they were sent, whole.
 func TestForwardingProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		n := rapid.IntRange(2, 5).Draw(rt, "ports")
@@ -228,23 +228,36 @@ func TestForwardingProperty(t *testing.T) {
 		want := make([][]string, n)
 		steps := rapid.IntRange(1, 40).Draw(rt, "steps")
 		for s := range steps {
+			// A batch of frames from one port: copied from the sender's buffers (SendBatch) or
+			// built in the switch's and handed over sealed (SendSealedBatch).
 			from := rapid.IntRange(0, n-1).Draw(rt, "from")
-			srcMAC := byte(rapid.IntRange(1, 6).Draw(rt, "src"))
-			dstMAC := byte(rapid.SampledFrom([]int{1, 2, 3, 4, 5, 6, 0xff}).Draw(rt, "dst"))
-			tag := fmt.Sprintf("%d:%s", s, rapid.StringN(0, 20, -1).Draw(rt, "payload"))
-			owner[srcMAC] = from
-			if o, ok := owner[dstMAC]; ok && dstMAC != 0xff {
-				if o != from {
-					want[o] = append(want[o], tag)
-				}
-			} else {
-				for i := range n {
-					if i != from {
-						want[i] = append(want[i], tag)
+			sealed := rapid.Bool().Draw(rt, "sealed")
+			var batch [][]byte
+			for b := range rapid.IntRange(1, 40).Draw(rt, "batch") {
+				srcMAC := byte(rapid.IntRange(1, 6).Draw(rt, "src"))
+				dstMAC := byte(rapid.SampledFrom([]int{1, 2, 3, 4, 5, 6, 0xff}).Draw(rt, "dst"))
+				tag := fmt.Sprintf("%d.%d:%s", s, b, rapid.StringN(0, 20, -1).Draw(rt, "payload"))
+				owner[srcMAC] = from
+				if o, ok := owner[dstMAC]; ok && dstMAC != 0xff {
+					if o != from {
+						want[o] = append(want[o], tag)
+					}
+				} else {
+					for i := range n {
+						if i != from {
+							want[i] = append(want[i], tag)
+						}
 					}
 				}
+				f := frame(dstMAC, srcMAC, tag)
+				if sealed {
+					f = append(ports[from].Buffer()[:0], f...)
+				}
+				batch = append(batch, f)
 			}
-			if k, err := ports[from].SendBatch([][]byte{frame(dstMAC, srcMAC, tag)}); k != 1 || err != nil {
+			if sealed {
+				ports[from].SendSealedBatch(batch)
+			} else if k, err := ports[from].SendBatch(batch); k != len(batch) || err != nil {
 				rt.Fatalf("send: %d %v", k, err)
 			}
 		}
