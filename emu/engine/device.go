@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/cpu"
+
 	"github.com/softirdma/softirdma/keys"
 	"github.com/softirdma/softirdma/wire/roce"
 )
@@ -490,8 +492,13 @@ type MR struct {
 	buf    []byte
 	guest  *guestMapping // set for MRs over an address space (RegGuestMR, RegImplicitMR)
 	// pins is held for reading by each copy under way over the MR's memory (pinned), taken
-	// with the lookup that found the memory; drain waits for them.
+	// with the lookup that found the memory; drain waits for them. It has cache lines of its
+	// own, as every packet writes its reader count: sharing a line with whatever the allocator
+	// put beside the MR, those atomic adds were 8% of serve's CPU under a guest-to-guest
+	// transfer, and 3% padded.
+	_    cpu.CacheLinePad
 	pins rwMutex[pinsLock]
+	_    cpu.CacheLinePad
 }
 
 // LKey is the MR's local key.
