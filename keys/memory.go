@@ -180,6 +180,12 @@ func newMemory(m Memory) *Memory { return &m }
 // Len is the number of bytes the span covers.
 func (s Span) Len() uint64 { return s.n }
 
+// Slice is the n bytes of the span from off on, as far as the span goes.
+func (s Span) Slice(off, n uint64) Span {
+	off = min(off, s.n)
+	return Span{mem: s.mem, off: s.off + off, n: min(n, s.n-off)}
+}
+
 // Segments appends to dst the byte slices that hold the span, in order, and returns it. With a
 // dst of enough capacity it does not allocate. Each slice's capacity ends at the span's end, so
 // an append through it cannot reach memory outside the access.

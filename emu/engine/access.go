@@ -7,8 +7,11 @@ import (
 	"github.com/softirdma/softirdma/keys"
 )
 
-// Memory access: every key is looked up under the tables lock, for each packet, as hardware
-// does; the bytes are copied after that lock is released, so a long copy holds up no other QP.
+// Memory access: every key is checked for each packet, as hardware does, under the tables lock;
+// a packet of a message whose first packet's lookup covered it reuses that lookup while the key
+// space has not changed since (the tables lock's generation, which every holder but a lookup
+// moves on), since the same lookup would give the same answer. The bytes are copied after that
+// lock is released, so a long copy holds up no other QP.
 // What keeps the copy safe instead is a pin on the MR whose memory it is, taken with the lookup:
 // Dereg, a Rereg that changes the memory and RevokeRange change the key space first (no new
 // lookup finds the memory) and then drain the MR, waiting for the copies in flight. So once they
@@ -72,9 +75,21 @@ func pin(sp keys.Span, mr *MR) pinned {
 
 // remoteAccess checks an rkey access for a request arriving on this QP, and pins what it
 // reaches for a copy.
+//
+// A range remoteAllowed found good (a message's whole range, checked at its first packet) is
+// kept for its packets, on the terms of localAccess's kept SGE.
 func (qp *QP) remoteAccess(rkey uint32, va, n uint64, rights Access) (pinned, error) {
 	d := qp.dev
-	d.tab.Lock()
+	c := &qp.rkeyKept
+	if c.mr != nil && c.rkey == rkey && c.rights == rights && n > 0 && va >= c.va && va-c.va <= c.span.Len() && n <= c.span.Len()-(va-c.va) {
+		c.mr.pins.RLock()
+		if d.tab.gen.Load() == c.gen {
+			return pinned{Span: c.span.Slice(va-c.va, n), mr: c.mr}, nil
+		}
+		c.mr.pins.RUnlock()
+		c.mr = nil
+	}
+	d.tab.lookupLock()
 	defer d.tab.Unlock()
 	sp, err := qp.checkRemote(rkey, va, n, rights)
 	if err != nil {
@@ -91,23 +106,70 @@ func (qp *QP) checkRemote(rkey uint32, va, n uint64, rights Access) (keys.Span, 
 // remoteAllowed checks an rkey access without reaching the memory.
 func (qp *QP) remoteAllowed(rkey uint32, va, n uint64, rights Access) error {
 	d := qp.dev
-	d.tab.Lock()
+	d.tab.lookupLock()
 	defer d.tab.Unlock()
-	_, err := qp.checkRemote(rkey, va, n, rights)
+	sp, err := qp.checkRemote(rkey, va, n, rights)
+	if err == nil && sp.Len() == n {
+		if mr := d.keyMRLocked(keys.Key(rkey)); mr != nil {
+			qp.rkeyKept = remoteCache{rkey: rkey, rights: rights, va: va, span: sp, mr: mr, gen: d.tab.gen.Load()}
+		}
+	}
 	return err
+}
+
+// remoteCache is the last range remoteAllowed found good on a QP, for the packets of its message.
+type remoteCache struct {
+	rkey   uint32
+	rights Access
+	va     uint64
+	span   keys.Span
+	mr     *MR // nil: nothing kept
+	gen    uint64
 }
 
 // localAccess checks an lkey access by one of this QP's work requests, and pins what it reaches
 // for a copy.
+//
+// A whole SGE found good is kept (localCache) for the packets after: while no holder of the
+// tables lock came between (its generation), the piece of the SGE a packet reads is what a
+// lookup would give, and the pin taken before the generation is compared keeps a change that
+// comes after from draining the MR before the copy is done.
 func (qp *QP) localAccess(sge SGE, off, n uint64, rights Access) (pinned, error) {
 	d := qp.dev
-	d.tab.Lock()
+	c := &qp.sgeKept
+	if c.mr != nil && c.sge == sge && c.rights == rights && n > 0 {
+		c.mr.pins.RLock()
+		if d.tab.gen.Load() == c.gen {
+			return pinned{Span: c.span.Slice(off, n), mr: c.mr}, nil
+		}
+		c.mr.pins.RUnlock()
+		c.mr = nil
+	}
+	d.tab.lookupLock()
 	defer d.tab.Unlock()
+	if n > 0 && off+n < uint64(sge.Length) {
+		// A packet of a longer SGE: look the whole SGE up once for the packets to come.
+		if whole, err := qp.checkLocal(sge, 0, uint64(sge.Length), rights); err == nil {
+			if mr := d.keyMRLocked(keys.Key(sge.LKey)); mr != nil && whole.Len() == uint64(sge.Length) {
+				*c = localCache{sge: sge, rights: rights, span: whole, mr: mr, gen: d.tab.gen.Load()}
+				return pin(whole.Slice(off, n), mr), nil
+			}
+		}
+	}
 	sp, err := qp.checkLocal(sge, off, n, rights)
 	if err != nil {
 		return pinned{}, err
 	}
 	return pin(sp, d.keyMRLocked(keys.Key(sge.LKey))), nil
+}
+
+// localCache is the last SGE a QP's requester found good, for its next packets.
+type localCache struct {
+	sge    SGE
+	rights Access
+	span   keys.Span
+	mr     *MR // nil: nothing kept
+	gen    uint64
 }
 
 // checkLocal checks an lkey access by one of this QP's work requests. The tables lock is held.
@@ -118,7 +180,7 @@ func (qp *QP) checkLocal(sge SGE, off, n uint64, rights Access) (keys.Span, erro
 // localAllowed checks an lkey access without reaching the memory.
 func (qp *QP) localAllowed(sge SGE, rights Access) error {
 	d := qp.dev
-	d.tab.Lock()
+	d.tab.lookupLock()
 	defer d.tab.Unlock()
 	_, err := qp.checkLocal(sge, 0, uint64(sge.Length), rights)
 	return err

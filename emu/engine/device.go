@@ -132,7 +132,7 @@ type Device struct {
 	// tab guards the object tables: the key space, the MRs and windows it names (by STag index,
 	// with what their handles hold), PD numbers, the CQs and SRQs by number, address handles.
 	// Each map is made at its first use, so a device without such objects allocates none.
-	tab    mutex[tablesLock]
+	tab    tables
 	keys   *keys.Space
 	nextPD uint32
 	nextVA uint64

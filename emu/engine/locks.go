@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/softirdma/softirdma/internal/names"
 )
@@ -118,3 +119,20 @@ func (h held[L]) releaseOnClock() {
 	h.lock.Unlock()
 	h.dev.flushAll()
 }
+
+// tables is the tables lock (Device.tab), with a generation that every holder but a lookup
+// moves on when it takes it: a lookup's result kept for later packets is good while the
+// generation has not moved, since everything that changes the key space holds this lock.
+type tables struct {
+	mutex[tablesLock]
+	gen atomic.Uint64
+}
+
+// Lock takes the lock for a holder that may change the tables.
+func (t *tables) Lock() {
+	t.mutex.Lock()
+	t.gen.Add(1)
+}
+
+// lookupLock takes the lock for a lookup, which changes nothing.
+func (t *tables) lookupLock() { t.mutex.Lock() }

@@ -365,3 +365,46 @@ func TestLookupProperty(t *testing.T) {
 		}
 	})
 }
+
+// A message's packets reuse the key lookup of its first while the key space stands, and not a
+// packet longer: an MR deregistered in the middle of a 1 MiB WRITE (1,024 packets at MTU 1024)
+// stops it there. On the requester's side the next packet's gather fails (LOC_PROT_ERR); on the
+// responder's the next packet is refused (REM_ACCESS_ERR at the requester). Either way the
+// WRITE's end never lands.
+func TestKeptLookupsEndWithTheKeySpace(t *testing.T) {
+	for _, tc := range []struct {
+		side string
+		want engine.WCStatus
+	}{
+		{"requester", engine.WCLocProtErr},
+		{"responder", engine.WCRemAccessErr},
+	} {
+		t.Run(tc.side, func(t *testing.T) {
+			p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{MTU: engine.MTU1024})
+			const n = 1 << 20
+			fill(p.bufA[:n], 5)
+			must(t, p.qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, SGL: sge(p.mrA, 0, n), RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}))
+			for p.b.Stats().RxFrames < 100 {
+				if !p.sim.Step() {
+					t.Fatal("the WRITE stopped before 100 packets")
+				}
+			}
+			mr := p.mrA
+			if tc.side == "responder" {
+				mr = p.mrB
+			}
+			must(t, mr.Dereg())
+			p.run()
+			wcs := poll(p.cqA)
+			if len(wcs) != 1 || wcs[0].WRID != 1 || wcs[0].Status != tc.want {
+				t.Fatalf("completions %+v, want WRID 1 with %v", wcs, tc.want)
+			}
+			if got := p.b.Stats().RxFrames; got >= n/1024 {
+				t.Errorf("B received %d frames: the whole WRITE went on after the deregistration", got)
+			}
+			if !slices.Equal(p.bufB[n-1024:n], make([]byte, 1024)) {
+				t.Error("the WRITE's last packet landed after its MR was deregistered")
+			}
+		})
+	}
+}

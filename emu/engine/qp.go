@@ -58,16 +58,18 @@ type QPAttr struct {
 
 // QP is a queue pair.
 type QP struct {
-	dev    *Device
-	pd     *PD
-	qpn    uint32
-	typ    QPType
-	tr     *transport
-	sendCQ *CQ
-	recvCQ *CQ
-	srq    *SRQ
-	cap    QPCap
-	sigAll bool
+	dev      *Device
+	sgeKept  localCache  // the requester's last good SGE (localAccess); guarded by mu
+	rkeyKept remoteCache // the responder's last good rkey range (remoteAllowed); guarded by mu
+	pd       *PD
+	qpn      uint32
+	typ      QPType
+	tr       *transport
+	sendCQ   *CQ
+	recvCQ   *CQ
+	srq      *SRQ
+	cap      QPCap
+	sigAll   bool
 
 	// mu guards the rest: the QP's state and attributes, its queues, its requester,
 	// responder and completer, and its timers' and scheduled runs' flags.
