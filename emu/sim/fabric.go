@@ -441,11 +441,10 @@ func (p *fabricPort) faults(buf []byte, now, delay time.Duration) (int, time.Dur
 			ev(fmt.Sprintf("fault %q: %s %s psn %d", ft.Name, ft.Action, info.Op, info.PSN))
 		}
 	}
-	if !random {
-		f.capture(now, buf)
-		return copies, delay, changed
+	rl, rd, rr, rc := 1.0, 1.0, 1.0, 1.0 // below no probability (none exceeds 1): nothing fires
+	if random {
+		rl, rd, rr, rc = f.rnd.Float64(), f.rnd.Float64(), f.rnd.Float64(), f.rnd.Float64()
 	}
-	rl, rd, rr, rc := f.rnd.Float64(), f.rnd.Float64(), f.rnd.Float64(), f.rnd.Float64()
 	if rc < p.cfg.Corrupt {
 		faultplan.CorruptFrame(buf, info.PayloadOff)
 		changed = true
