@@ -82,12 +82,9 @@ func (qp *QP) remoteAccess(rkey uint32, va, n uint64, rights Access) (pinned, er
 	d := qp.dev
 	c := &qp.rkeyKept
 	if c.mr != nil && c.rkey == rkey && c.rights == rights && n > 0 && va >= c.va && va-c.va <= c.span.Len() && n <= c.span.Len()-(va-c.va) {
-		c.mr.pins.RLock()
-		if d.tab.gen.Load() == c.gen {
-			return pinned{Span: c.span.Slice(va-c.va, n), mr: c.mr}, nil
+		if p, ok := c.pin(d, va-c.va, n); ok {
+			return p, nil
 		}
-		c.mr.pins.RUnlock()
-		c.mr = nil
 	}
 	d.tab.lookupLock()
 	defer d.tab.Unlock()
@@ -111,7 +108,7 @@ func (qp *QP) remoteAllowed(rkey uint32, va, n uint64, rights Access) error {
 	sp, err := qp.checkRemote(rkey, va, n, rights)
 	if err == nil && sp.Len() == n {
 		if mr := d.keyMRLocked(keys.Key(rkey)); mr != nil {
-			qp.rkeyKept = remoteCache{rkey: rkey, rights: rights, va: va, span: sp, mr: mr, gen: d.tab.gen.Load()}
+			qp.rkeyKept = remoteCache{rkey: rkey, rights: rights, va: va, kept: kept{span: sp, mr: mr, gen: d.tab.gen.Load()}}
 		}
 	}
 	return err
@@ -122,9 +119,28 @@ type remoteCache struct {
 	rkey   uint32
 	rights Access
 	va     uint64
-	span   keys.Span
-	mr     *MR // nil: nothing kept
-	gen    uint64
+	kept
+}
+
+// kept is a lookup's span kept for later packets, with its MR and the tables lock's generation
+// when it was made.
+type kept struct {
+	span keys.Span
+	mr   *MR // nil: nothing kept
+	gen  uint64
+}
+
+// pin pins the kept span's bytes [off, off+n) for a copy if the key space has not changed since
+// the lookup: the pin comes first, so a change after the comparison drains the MR and waits for
+// the copy. Otherwise it forgets the lookup and reports false.
+func (k *kept) pin(d *Device, off, n uint64) (pinned, bool) {
+	k.mr.pins.RLock()
+	if d.tab.gen.Load() == k.gen {
+		return pinned{Span: k.span.Slice(off, n), mr: k.mr}, true
+	}
+	k.mr.pins.RUnlock()
+	k.mr = nil
+	return pinned{}, false
 }
 
 // localAccess checks an lkey access by one of this QP's work requests, and pins what it reaches
@@ -138,12 +154,9 @@ func (qp *QP) localAccess(sge SGE, off, n uint64, rights Access) (pinned, error)
 	d := qp.dev
 	c := &qp.sgeKept
 	if c.mr != nil && c.sge == sge && c.rights == rights && n > 0 {
-		c.mr.pins.RLock()
-		if d.tab.gen.Load() == c.gen {
-			return pinned{Span: c.span.Slice(off, n), mr: c.mr}, nil
+		if p, ok := c.pin(d, off, n); ok {
+			return p, nil
 		}
-		c.mr.pins.RUnlock()
-		c.mr = nil
 	}
 	d.tab.lookupLock()
 	defer d.tab.Unlock()
@@ -151,7 +164,7 @@ func (qp *QP) localAccess(sge SGE, off, n uint64, rights Access) (pinned, error)
 		// A packet of a longer SGE: look the whole SGE up once for the packets to come.
 		if whole, err := qp.checkLocal(sge, 0, uint64(sge.Length), rights); err == nil {
 			if mr := d.keyMRLocked(keys.Key(sge.LKey)); mr != nil && whole.Len() == uint64(sge.Length) {
-				*c = localCache{sge: sge, rights: rights, span: whole, mr: mr, gen: d.tab.gen.Load()}
+				*c = localCache{sge: sge, rights: rights, kept: kept{span: whole, mr: mr, gen: d.tab.gen.Load()}}
 				return pin(whole.Slice(off, n), mr), nil
 			}
 		}
@@ -167,9 +180,7 @@ func (qp *QP) localAccess(sge SGE, off, n uint64, rights Access) (pinned, error)
 type localCache struct {
 	sge    SGE
 	rights Access
-	span   keys.Span
-	mr     *MR // nil: nothing kept
-	gen    uint64
+	kept
 }
 
 // checkLocal checks an lkey access by one of this QP's work requests. The tables lock is held.
