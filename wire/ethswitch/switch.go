@@ -93,14 +93,8 @@ func (s *Switch) buffer() []byte {
 
 // recycle keeps b for a later frame if it is a whole frame buffer and the pool has room.
 func (s *Switch) recycle(b []byte) {
-	if cap(b) < roce.MaxFrameLen {
-		return
-	}
-	s.poolMu.Lock()
-	if len(s.pool) < maxPool {
-		s.pool = append(s.pool, b)
-	}
-	s.poolMu.Unlock()
+	one := [1][]byte{b}
+	s.recycleAll(one[:])
 }
 
 // recycleAll is recycle for several buffers, under one hold of the pool's lock; it clears bs.
