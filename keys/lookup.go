@@ -168,3 +168,36 @@ func (o Op) outcome() (Status, Syndrome) {
 	}
 	return StatusLocProtErr, SyndromeNone
 }
+
+// Reach is the range of addresses through key k that an access with the PD, QP and rights of one
+// that Local or Remote just passed would pass too: [lo, lo+sp.Len()), the bytes of an access
+// at va being sp.Slice(va-lo, n), as long as the key space does not change. For an MR it is the
+// registered range, for a window the window's. It lets an engine check the accesses after the
+// first against a range instead of looking the key up again. ok is false when the range alone
+// does not decide: memory whose pages do (an implicit or on-demand MR), or a key that reaches no
+// memory now.
+func (s *Space) Reach(k Key) (lo uint64, sp Span, ok bool) {
+	plain := func(mr *mrEntry) bool {
+		return mr.state == stateValid && mr.length > 0 && !mr.mem.implicit() && mr.mem.onDemand() == nil
+	}
+	if !k.IsMW() {
+		sl := s.liveMR(k)
+		if sl == nil || sl.key != k || !plain(&sl.e) {
+			return 0, Span{}, false
+		}
+		return sl.e.iova, Span{mem: sl.e.mem, off: 0, n: sl.e.length}, true
+	}
+	sl := s.liveMW(k)
+	if sl == nil || sl.key != k || sl.e.state != stateValid || sl.e.length == 0 {
+		return 0, Span{}, false
+	}
+	w := &sl.e
+	mr := s.mrs.get(w.mr)
+	if mr == nil || !mr.live || !plain(&mr.e) || !inRange(w.addr, w.length, mr.e.iova, mr.e.length) {
+		return 0, Span{}, false
+	}
+	if w.access&ZeroBased == 0 {
+		lo = w.addr
+	}
+	return lo, Span{mem: mr.e.mem, off: w.addr - mr.e.iova, n: w.length}, true
+}

@@ -308,6 +308,7 @@ func (m *propModel) lookup(t *rapid.T) {
 		unsafe.SliceData(segs[0]) != unsafe.SliceData(mr.buf[mrOff:]) {
 		t.Fatalf("lookup %+v returned memory outside [%d, +%d) of its MR", a, mrOff, a.Len)
 	}
+	m.checkReach(t, a, sp)
 }
 
 func (m *propModel) check(t *rapid.T) {

@@ -8,9 +8,9 @@ import (
 )
 
 // Memory access: every key is checked for each packet, as hardware does, under the tables lock;
-// a packet of a message whose first packet's lookup covered it reuses that lookup while the key
-// space has not changed since (the tables lock's generation, which every holder but a lookup
-// moves on), since the same lookup would give the same answer. The bytes are copied after that
+// an access inside the range its key reached at the QP's last lookup of that key (keys.Reach)
+// reuses that lookup while the key space has not changed since (the tables lock's generation,
+// which every holder but a lookup moves on), since the same lookup would give the same answer. The bytes are copied after that
 // lock is released, so a long copy holds up no other QP.
 // What keeps the copy safe instead is a pin on the MR whose memory it is, taken with the lookup:
 // Dereg, a Rereg that changes the memory and RevokeRange change the key space first (no new
@@ -76,13 +76,13 @@ func pin(sp keys.Span, mr *MR) pinned {
 // remoteAccess checks an rkey access for a request arriving on this QP, and pins what it
 // reaches for a copy.
 //
-// A range remoteAllowed found good (a message's whole range, checked at its first packet) is
-// kept for its packets, on the terms of localAccess's kept SGE.
+// The range the rkey reaches (keys.Reach) is kept from the last lookup that passed, on the
+// terms of localAccess's.
 func (qp *QP) remoteAccess(rkey uint32, va, n uint64, rights Access) (pinned, error) {
 	d := qp.dev
 	c := &qp.rkeyKept
-	if c.mr != nil && c.rkey == rkey && c.rights == rights && n > 0 && va >= c.va && va-c.va <= c.span.Len() && n <= c.span.Len()-(va-c.va) {
-		if p, ok := c.pin(d, va-c.va, n); ok {
+	if c.covers(rkey, rights, va, n) {
+		if p, ok := c.pin(d, va-c.lo, n); ok {
 			return p, nil
 		}
 	}
@@ -92,7 +92,9 @@ func (qp *QP) remoteAccess(rkey uint32, va, n uint64, rights Access) (pinned, er
 	if err != nil {
 		return pinned{}, err
 	}
-	return pin(sp, d.keyMRLocked(keys.Key(rkey))), nil
+	mr := d.keyMRLocked(keys.Key(rkey))
+	c.keep(d, rkey, rights, mr)
+	return pin(sp, mr), nil
 }
 
 // checkRemote checks an rkey access for a request arriving on this QP. The tables lock is held.
@@ -103,23 +105,43 @@ func (qp *QP) checkRemote(rkey uint32, va, n uint64, rights Access) (keys.Span, 
 // remoteAllowed checks an rkey access without reaching the memory.
 func (qp *QP) remoteAllowed(rkey uint32, va, n uint64, rights Access) error {
 	d := qp.dev
+	c := &qp.rkeyKept
+	if c.covers(rkey, rights, va, n) && d.tab.gen.Load() == c.gen {
+		return nil
+	}
 	d.tab.lookupLock()
 	defer d.tab.Unlock()
-	sp, err := qp.checkRemote(rkey, va, n, rights)
-	if err == nil && sp.Len() == n {
-		if mr := d.keyMRLocked(keys.Key(rkey)); mr != nil {
-			qp.rkeyKept = remoteCache{rkey: rkey, rights: rights, va: va, kept: kept{span: sp, mr: mr, gen: d.tab.gen.Load()}}
-		}
+	_, err := qp.checkRemote(rkey, va, n, rights)
+	if err == nil {
+		c.keep(d, rkey, rights, d.keyMRLocked(keys.Key(rkey)))
 	}
 	return err
 }
 
-// remoteCache is the last range remoteAllowed found good on a QP, for the packets of its message.
-type remoteCache struct {
-	rkey   uint32
+// keyReach is what a lookup that passed found a key to reach (keys.Reach): the accesses with
+// the same rights inside [lo, lo+span.Len()) pass too while the key space stands.
+type keyReach struct {
+	key    uint32
 	rights Access
-	va     uint64
+	lo     uint64
 	kept
+}
+
+// covers says whether an access of n > 0 bytes at va lies in the kept reach of key with rights.
+func (c *keyReach) covers(key uint32, rights Access, va, n uint64) bool {
+	return c.mr != nil && c.key == key && c.rights == rights && n > 0 &&
+		va >= c.lo && va-c.lo <= c.span.Len() && n <= c.span.Len()-(va-c.lo)
+}
+
+// keep keeps the reach of key, which a lookup with rights has just passed under the tables lock,
+// for the accesses after; mr is the MR its memory is in. A key whose reach is not a plain range
+// (keys.Reach) is not kept.
+func (c *keyReach) keep(d *Device, key uint32, rights Access, mr *MR) {
+	lo, sp, ok := d.keys.Reach(keys.Key(key))
+	if !ok || mr == nil {
+		return
+	}
+	*c = keyReach{key: key, rights: rights, lo: lo, kept: kept{span: sp, mr: mr, gen: d.tab.gen.Load()}}
 }
 
 // kept is a lookup's span kept for later packets, with its MR and the tables lock's generation
@@ -146,41 +168,34 @@ func (k *kept) pin(d *Device, off, n uint64) (pinned, bool) {
 // localAccess checks an lkey access by one of this QP's work requests, and pins what it reaches
 // for a copy.
 //
-// A whole SGE found good is kept (localCache) for the packets after: while no holder of the
-// tables lock came between (its generation), the piece of the SGE a packet reads is what a
-// lookup would give, and the pin taken before the generation is compared keeps a change that
-// comes after from draining the MR before the copy is done.
+// The range the lkey reaches is kept from the last lookup that passed, one for reading and one
+// for writing: while no holder of the tables lock came between (its generation), an access
+// inside it is what a lookup would give, and the pin taken before the generation is compared
+// keeps a change that comes after from draining the MR before the copy is done. So the packets
+// of a long SGE, and the messages that follow from the same MR, look their key up once.
 func (qp *QP) localAccess(sge SGE, off, n uint64, rights Access) (pinned, error) {
 	d := qp.dev
-	c := &qp.sgeKept
-	if c.mr != nil && c.sge == sge && c.rights == rights && n > 0 {
-		if p, ok := c.pin(d, off, n); ok {
+	c := &qp.lkeyKept[0]
+	if rights != 0 {
+		c = &qp.lkeyKept[1]
+	}
+	va := sge.Addr + off
+	if va >= sge.Addr && c.covers(sge.LKey, rights, va, n) {
+		if p, ok := c.pin(d, va-c.lo, n); ok {
 			return p, nil
 		}
 	}
 	d.tab.lookupLock()
 	defer d.tab.Unlock()
-	if n > 0 && off+n < uint64(sge.Length) {
-		// A packet of a longer SGE: look the whole SGE up once for the packets to come.
-		if whole, err := qp.checkLocal(sge, 0, uint64(sge.Length), rights); err == nil {
-			if mr := d.keyMRLocked(keys.Key(sge.LKey)); mr != nil && whole.Len() == uint64(sge.Length) {
-				*c = localCache{sge: sge, rights: rights, kept: kept{span: whole, mr: mr, gen: d.tab.gen.Load()}}
-				return pin(whole.Slice(off, n), mr), nil
-			}
-		}
-	}
 	sp, err := qp.checkLocal(sge, off, n, rights)
 	if err != nil {
 		return pinned{}, err
 	}
-	return pin(sp, d.keyMRLocked(keys.Key(sge.LKey))), nil
-}
-
-// localCache is the last SGE a QP's requester found good, for its next packets.
-type localCache struct {
-	sge    SGE
-	rights Access
-	kept
+	mr := d.keyMRLocked(keys.Key(sge.LKey))
+	if n > 0 {
+		c.keep(d, sge.LKey, rights, mr)
+	}
+	return pin(sp, mr), nil
 }
 
 // checkLocal checks an lkey access by one of this QP's work requests. The tables lock is held.

@@ -408,3 +408,52 @@ func TestKeptLookupsEndWithTheKeySpace(t *testing.T) {
 		})
 	}
 }
+
+// A key's reach kept from one message serves the next only while the key space stands: after
+// the first WRITE or READ passes, the MR behind a key is deregistered, and the same request
+// again fails as if nothing had been kept (LOC_PROT_ERR for the lkey; REM_ACCESS_ERR for the
+// rkey, through the single-packet WRITE's lookup, a READ's and a two-packet WRITE's) and moves
+// no byte.
+func TestKeptReachEndsWithTheKeySpace(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		op     engine.WROpcode
+		wc     engine.WCOpcode
+		n      int
+		remote bool
+		want   engine.WCStatus
+	}{
+		{"lkey of a WRITE", engine.WRRDMAWrite, engine.WCRDMAWrite, 8, false, engine.WCLocProtErr},
+		{"rkey of a WRITE", engine.WRRDMAWrite, engine.WCRDMAWrite, 8, true, engine.WCRemAccessErr},
+		{"rkey of a two-packet WRITE", engine.WRRDMAWrite, engine.WCRDMAWrite, 1500, true, engine.WCRemAccessErr},
+		{"rkey of a READ", engine.WRRDMARead, engine.WCRDMARead, 8, true, engine.WCRemAccessErr},
+		{"lkey of a READ", engine.WRRDMARead, engine.WCRDMARead, 8, false, engine.WCLocProtErr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{MTU: engine.MTU1024})
+			post := func(id uint64, off int) {
+				must(t, p.qa.PostSend(engine.SendWR{ID: id, Opcode: tc.op, Flags: engine.SendSignaled, SGL: sge(p.mrA, uint64(off), uint32(tc.n)),
+					RemoteAddr: p.mrB.Addr() + uint64(off), RKey: p.mrB.RKey()}))
+				p.run()
+			}
+			post(1, 0)
+			wantWC(t, poll(p.cqA), engine.WC{WRID: 1, Opcode: tc.wc})
+			fill(p.bufA, 7)
+			fill(p.bufB, 9)
+			mr := p.mrA
+			if tc.remote {
+				mr = p.mrB
+			}
+			must(t, mr.Dereg())
+			post(2, 4096)
+			wcs := poll(p.cqA)
+			if len(wcs) != 1 || wcs[0].WRID != 2 || wcs[0].Status != tc.want {
+				t.Fatalf("completions %+v, want WRID 2 with %v", wcs, tc.want)
+			}
+			a, b := p.bufA[4096:4096+tc.n], p.bufB[4096:4096+tc.n]
+			if slices.Equal(a, b) {
+				t.Error("the request after the deregistration moved its bytes")
+			}
+		})
+	}
+}

@@ -59,8 +59,8 @@ type QPAttr struct {
 // QP is a queue pair.
 type QP struct {
 	dev      *Device
-	sgeKept  localCache  // the requester's last good SGE (localAccess); guarded by mu
-	rkeyKept remoteCache // the responder's last good rkey range (remoteAllowed); guarded by mu
+	lkeyKept [2]keyReach // the last lkey looked up to read and to write (localAccess); guarded by mu
+	rkeyKept keyReach    // the last rkey a request passed (remoteAccess, remoteAllowed); guarded by mu
 	pd       *PD
 	qpn      uint32
 	typ      QPType
