@@ -52,6 +52,9 @@ type outbox struct {
 	linkBatch [][]byte
 	// sealedBatch gathers them for a SealedBatchLink, the same way.
 	sealedBatch [][]byte
+	// txFrames and txBytes count the frames send queued (Stats' TxFrames and TxBytes),
+	// under the lock put takes anyway rather than with two more atomic adds per frame.
+	txFrames, txBytes uint64
 }
 
 // maxFlushRounds bounds how many batches one flush carries out before handing over.
@@ -68,15 +71,23 @@ func (o *outbox) empty() bool {
 func (o *outbox) put(f outFrame) {
 	o.mu.Lock()
 	o.frames = append(o.frames, f)
-	o.pending.Store(true)
+	o.markPending()
 	o.mu.Unlock()
+}
+
+// markPending says the outbox holds something; the lock is held. It stores only when the flag
+// changes: an atomic store is a full barrier, and a requester's run puts many frames.
+func (o *outbox) markPending() {
+	if !o.pending.Load() {
+		o.pending.Store(true)
+	}
 }
 
 // putEvent queues an event.
 func (o *outbox) putEvent(e Event) {
 	o.mu.Lock()
 	o.events = append(o.events, e)
-	o.pending.Store(true)
+	o.markPending()
 	o.mu.Unlock()
 }
 
@@ -259,8 +270,22 @@ func (d *Device) txBuffer() []byte {
 // send queues a frame built in a buffer from txBuffer and sealed for the link, or, local, for
 // the device itself.
 func (d *Device) send(frame []byte, local bool) {
-	d.out.put(outFrame{b: frame, lent: d.att.Load().lender != nil, local: local, sealed: true,
-		group: !local && d.ngroups.Load() > 0 && d.ownGroup(frame)})
+	f := outFrame{b: frame, lent: d.att.Load().lender != nil, local: local, sealed: true,
+		group: !local && d.ngroups.Load() > 0 && d.ownGroup(frame)}
+	o := &d.out
+	o.mu.Lock()
+	o.frames = append(o.frames, f)
+	o.txFrames++
+	o.txBytes += uint64(len(frame))
+	o.markPending()
+	o.mu.Unlock()
+}
+
+// sent is how many frames send has queued, and their bytes.
+func (o *outbox) sent() (frames, bytes uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.txFrames, o.txBytes
 }
 
 // ownGroup says frame goes to a multicast group one of the device's QPs is attached to.
@@ -288,6 +313,6 @@ func (d *Device) later(f func()) {
 	o := &d.out
 	o.mu.Lock()
 	o.calls = append(o.calls, f)
-	o.pending.Store(true)
+	o.markPending()
 	o.mu.Unlock()
 }

@@ -61,10 +61,10 @@ func (d *Device) receive(f *roce.Frame, frame []byte, sealed bool) {
 		return
 	}
 	d.stats.RxFrames.Add(1)
-	parse := d.parser.Parse
-	if sealed {
-		parse = d.parser.ParseHeaders
-		d.stats.RxSealed.Add(1)
+	parse := d.parser.ParseHeaders
+	if !sealed {
+		parse = d.parser.Parse
+		d.stats.rxChecked.Add(1)
 	}
 	if err := parse(f, frame); err != nil {
 		if roce.KindOf(err) == roce.KindNotRoCE && d.passOther(frame) {

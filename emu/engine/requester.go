@@ -410,8 +410,6 @@ func (qp *QP) transmit(frame []byte, op roce.Opcode, psn uint32, local bool) boo
 		d.dropBuffer(frame)
 		return false
 	}
-	d.stats.TxFrames.Add(1)
-	d.stats.TxBytes.Add(uint64(len(frame)))
 	if local {
 		d.stats.Loopback.Add(1)
 		if d.tracing() {
