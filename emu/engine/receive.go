@@ -12,19 +12,16 @@ import (
 func (d *Device) Receive(frame []byte) {
 	defer d.flush()
 	f := d.rxFrame()
-	d.receive(f, frame, false)
+	var h rxHeld
+	d.receive(f, frame, false, &h)
+	h.release()
 	d.rxDone(f)
 }
 
 // ReceiveBatch is Receive for frames that arrived together, in order: what they make the device
 // send goes out after the last one.
 func (d *Device) ReceiveBatch(frames [][]byte) {
-	defer d.flush()
-	f := d.rxFrame()
-	for _, b := range frames {
-		d.receive(f, b, false)
-	}
-	d.rxDone(f)
+	d.ReceiveSealed(frames, nil)
 }
 
 // ReceiveSealed is ReceiveBatch for frames of which sealed[i] says that frames[i] is one another
@@ -34,10 +31,33 @@ func (d *Device) ReceiveBatch(frames [][]byte) {
 func (d *Device) ReceiveSealed(frames [][]byte, sealed []bool) {
 	defer d.flush()
 	f := d.rxFrame()
+	var h rxHeld
 	for i, b := range frames {
-		d.receive(f, b, i < len(sealed) && sealed[i])
+		d.receive(f, b, i < len(sealed) && sealed[i], &h)
 	}
+	h.release()
 	d.rxDone(f)
+}
+
+// rxHeld is the QP whose lock a batch's receive holds from one frame to the next: a burst for
+// one QP (a message's packets, a READ's responses) takes its lock once.
+type rxHeld struct{ qp *QP }
+
+// hold makes qp the QP held, releasing another.
+func (h *rxHeld) hold(qp *QP) {
+	if h.qp != qp {
+		h.release()
+		qp.mu.Lock()
+		h.qp = qp
+	}
+}
+
+// release releases the QP held, if any.
+func (h *rxHeld) release() {
+	if h.qp != nil {
+		h.qp.mu.Unlock()
+		h.qp = nil
+	}
 }
 
 // rxFrame is a frame to parse into, for one receiving goroutine.
@@ -56,7 +76,10 @@ func (d *Device) rxDone(f *roce.Frame) {
 
 // receive takes one frame, parsing it into f; sealed says its ICRC was computed by an engine
 // of this process and nothing changed it since (ReceiveSealed).
-func (d *Device) receive(f *roce.Frame, frame []byte, sealed bool) {
+//
+// h is the QP lock held from the frame before; receive takes the lock of the frame's QP into it,
+// and releases it before a multicast frame's QPs take theirs.
+func (d *Device) receive(f *roce.Frame, frame []byte, sealed bool, h *rxHeld) {
 	if d.stopped.Load() || d.portDown.Load() {
 		return
 	}
@@ -81,6 +104,7 @@ func (d *Device) receive(f *roce.Frame, frame []byte, sealed bool) {
 	}
 	dst := f.DstIP()
 	if dst.IsMulticast() {
+		h.release()
 		d.receiveMulticast(f, frame)
 		return
 	}
@@ -98,9 +122,8 @@ func (d *Device) receive(f *roce.Frame, frame []byte, sealed bool) {
 		d.unknownQP(f)
 		return
 	}
-	qp.mu.Lock()
+	h.hold(qp)
 	qp.receive(f)
-	qp.mu.Unlock()
 }
 
 // unknownQP drops a packet for a QP the device does not have.
