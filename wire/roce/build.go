@@ -70,16 +70,25 @@ type Builder struct {
 	ipSum uint32
 }
 
+// sameTemplate says whether two paths give the same header template: every field but IPID,
+// which each frame writes, is the same. Written out rather than a struct comparison of copies,
+// which the compiler makes a call to memeqbody: this runs for every frame built.
+func (p *Path) sameTemplate(q *Path) bool {
+	return p.SrcMAC == q.SrcMAC && p.DstMAC == q.DstMAC && p.VLAN == q.VLAN && p.HasVLAN == q.HasVLAN &&
+		p.SrcIP == q.SrcIP && p.DstIP == q.DstIP && p.SrcPort == q.SrcPort &&
+		p.TrafficClass == q.TrafficClass && p.TTL == q.TTL && p.FlowLabel == q.FlowLabel
+}
+
 // NewBuilder returns a Builder for the path.
 func NewBuilder(p Path) *Builder { return &Builder{Path: p} }
 
 // prepare rebuilds the template when Path has changed since the last frame.
 func (b *Builder) prepare() error {
-	key := b.Path
-	key.IPID = 0
-	if b.tmplOK && key == b.tmplFor {
+	if b.tmplOK && b.Path.sameTemplate(&b.tmplFor) {
 		return nil
 	}
+	key := b.Path
+	key.IPID = 0
 	p := &b.Path
 	if !p.SrcIP.IsValid() || !p.DstIP.IsValid() {
 		return errBuildAddr
