@@ -97,7 +97,17 @@ func (qp *QP) sendAck(syn roce.Syndrome, psn uint32) {
 }
 
 // sendAckLater answers psn with an ACK that may wait to be coalesced with the ACKs after it.
+// Most of a stream's requests find such an ACK waiting already: it is moved on in place, as owe
+// would, without building an answer for owe to take apart.
 func (qp *QP) sendAckLater(psn uint32) {
+	if q := &qp.resp.answers; q.owed() {
+		if last := &q.queue[len(q.queue)-1]; last.kind == answerACK && last.syn == roce.ACKUnlimited && last.later {
+			if psnCmp(psn, last.psn) >= 0 {
+				last.psn, last.msn = psn, qp.resp.msn
+			}
+			return
+		}
+	}
 	qp.owe(answer{kind: answerACK, syn: roce.ACKUnlimited, psn: psn, msn: qp.resp.msn, later: true})
 }
 
