@@ -84,12 +84,14 @@ func (d *Device) receive(f *roce.Frame, frame []byte, sealed bool, h *rxHeld) {
 		return
 	}
 	d.stats.RxFrames.Add(1)
-	parse := d.parser.ParseHeaders
-	if !sealed {
-		parse = d.parser.Parse
+	var err error
+	if sealed {
+		err = d.parser.ParseHeaders(f, frame)
+	} else {
 		d.stats.rxChecked.Add(1)
+		err = d.parser.Parse(f, frame)
 	}
-	if err := parse(f, frame); err != nil {
+	if err != nil {
 		if roce.KindOf(err) == roce.KindNotRoCE && d.passOther(frame) {
 			return
 		}
