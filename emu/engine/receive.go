@@ -14,7 +14,7 @@ func (d *Device) Receive(frame []byte) {
 	f := d.rxFrame()
 	var h rxHeld
 	d.receive(f, frame, false, &h)
-	h.release()
+	h.end(d)
 	d.rxDone(f)
 }
 
@@ -35,13 +35,29 @@ func (d *Device) ReceiveSealed(frames [][]byte, sealed []bool) {
 	for i, b := range frames {
 		d.receive(f, b, i < len(sealed) && sealed[i], &h)
 	}
-	h.release()
+	h.end(d)
 	d.rxDone(f)
 }
 
 // rxHeld is the QP whose lock a batch's receive holds from one frame to the next: a burst for
-// one QP (a message's packets, a READ's responses) takes its lock once.
-type rxHeld struct{ qp *QP }
+// one QP (a message's packets, a READ's responses) takes its lock once. It also counts the
+// batch's frames for Stats, added once at its end rather than with an atomic add per frame.
+type rxHeld struct {
+	qp              *QP
+	frames, checked uint64 // RxFrames; those not sealed (RxSealed is the rest)
+}
+
+// end releases the QP held and adds the batch's counts to the device's. RxFrames goes first:
+// a Stats between the two adds then finds RxSealed too high for a moment, never negative.
+func (h *rxHeld) end(d *Device) {
+	h.release()
+	if h.frames > 0 {
+		d.stats.RxFrames.Add(h.frames)
+	}
+	if h.checked > 0 {
+		d.stats.rxChecked.Add(h.checked)
+	}
+}
 
 // hold makes qp the QP held, releasing another.
 func (h *rxHeld) hold(qp *QP) {
@@ -83,12 +99,12 @@ func (d *Device) receive(f *roce.Frame, frame []byte, sealed bool, h *rxHeld) {
 	if d.stopped.Load() || d.portDown.Load() {
 		return
 	}
-	d.stats.RxFrames.Add(1)
+	h.frames++
 	var err error
 	if sealed {
 		err = d.parser.ParseHeaders(f, frame)
 	} else {
-		d.stats.rxChecked.Add(1)
+		h.checked++
 		err = d.parser.Parse(f, frame)
 	}
 	if err != nil {
