@@ -269,14 +269,22 @@ func (d *Device) txBuffer() []byte {
 
 // send queues a frame built in a buffer from txBuffer and sealed for the link, or, local, for
 // the device itself.
-func (d *Device) send(frame []byte, local bool) {
-	f := outFrame{b: frame, lent: d.att.Load().lender != nil, local: local, sealed: true,
+func (d *Device) send(frame []byte, local bool) { d.out.putSent(d.sentFrame(frame, local)) }
+
+// sentFrame is the outbox's entry for a frame send queues.
+func (d *Device) sentFrame(frame []byte, local bool) outFrame {
+	return outFrame{b: frame, lent: d.att.Load().lender != nil, local: local, sealed: true,
 		group: !local && d.ngroups.Load() > 0 && d.ownGroup(frame)}
-	o := &d.out
+}
+
+// putSent queues the frames of send (or of a QP's run, staged), counting them.
+func (o *outbox) putSent(fs ...outFrame) {
 	o.mu.Lock()
-	o.frames = append(o.frames, f)
-	o.txFrames++
-	o.txBytes += uint64(len(frame))
+	o.frames = append(o.frames, fs...)
+	for _, f := range fs {
+		o.txFrames++
+		o.txBytes += uint64(len(f.b))
+	}
 	o.markPending()
 	o.mu.Unlock()
 }

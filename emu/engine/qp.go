@@ -75,7 +75,11 @@ type QP struct {
 	// responder and completer, and its timers' and scheduled runs' flags.
 	mu mutex[qpLock]
 	// onRetire hears of each send WQE retired, before its completion.
-	onRetire  func(n int)
+	onRetire func(n int)
+	// staged holds the frames of a requester run while staging (runRequester), to go into
+	// the outbox together. Guarded by mu.
+	staged    []outFrame
+	staging   bool
 	state     QPState
 	attr      QPAttr
 	destroyed bool // by Destroy: the QP takes no packet and is off the device's table

@@ -125,6 +125,13 @@ func (qp *QP) runRequester() {
 	if d.stopped.Load() || !qp.requesterActive() || r.waitRNR || r.faulted {
 		return
 	}
+	if qp.tr.acked {
+		// An RC run's frames are staged and queued together at its end, before the QP's lock
+		// is released. Not a datagram's: its send completes as its frame is queued, and a
+		// program may Drain as soon as it sees the completion.
+		qp.staging = true
+		defer qp.putStaged()
+	}
 	for budget := requesterBudget; r.idx < qp.sq.n; {
 		w := qp.sq.at(r.idx)
 		if w.state == wqeDone {
@@ -422,8 +429,23 @@ func (qp *QP) transmit(frame []byte, op roce.Opcode, psn uint32, local bool) boo
 		// A link that lends buffers is the fabric, which traces what enters the wire itself.
 		d.event(Event{QP: qp.qpn, Kind: EvSend, PSN: psn, Msg: fmt.Sprintf("%s psn %d", op, psn)})
 	}
+	if qp.staging {
+		qp.staged = append(qp.staged, d.sentFrame(frame, local))
+		return true
+	}
 	d.send(frame, local)
 	return true
+}
+
+// putStaged ends a requester run's staging: its frames go into the outbox in one hold of its
+// lock rather than one each.
+func (qp *QP) putStaged() {
+	qp.staging = false
+	if len(qp.staged) > 0 {
+		qp.dev.out.putSent(qp.staged...)
+		clear(qp.staged)
+		qp.staged = qp.staged[:0]
+	}
 }
 
 // execLocal runs a local operation in send-queue order: LOCAL_INV, BIND_MW or REG_MR.
