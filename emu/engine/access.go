@@ -10,8 +10,8 @@ import (
 // Memory access: every key is checked for each packet, as hardware does, under the tables lock;
 // an access inside the range its key reached at the QP's last lookup of that key (keys.Reach)
 // reuses that lookup while the key space has not changed since (the tables lock's generation,
-// which every holder but a lookup moves on), since the same lookup would give the same answer. The bytes are copied after that
-// lock is released, so a long copy holds up no other QP.
+// which every holder but a lookup moves on), since the same lookup would give the same answer.
+// The bytes are copied after that lock is released, so a long copy holds up no other QP.
 // What keeps the copy safe instead is a pin on the MR whose memory it is, taken with the lookup:
 // Dereg, a Rereg that changes the memory and RevokeRange change the key space first (no new
 // lookup finds the memory) and then drain the MR, waiting for the copies in flight. So once they
