@@ -63,17 +63,8 @@ func (a *answers) clear() { a.queue, a.head = a.queue[:0], 0 }
 func (qp *QP) owe(x answer) {
 	q := &qp.resp.answers
 	if x.kind == answerACK && x.syn == roce.ACKUnlimited {
-		if q.owed() {
-			if last := &q.queue[len(q.queue)-1]; last.kind == answerACK && last.syn == roce.ACKUnlimited {
-				if psnCmp(x.psn, last.psn) >= 0 {
-					last.psn, last.msn = x.psn, x.msn
-				}
-				last.later = last.later && x.later
-				if !last.later && len(q.queue)-q.head == 1 {
-					qp.sendAnswers(1)
-				}
-				return
-			}
+		if qp.coalesceACK(x.psn, x.msn, x.later) {
+			return
 		}
 		if x.later {
 			q.queue = append(q.queue, x)
@@ -91,22 +82,39 @@ func (qp *QP) owe(x answer) {
 	}
 }
 
+// coalesceACK folds a positive ACK of psn with msn into the one owed last, if the last answer
+// owed is one, and reports whether it did; one that may not wait (later false) makes the owed
+// one leave at once when nothing is owed before it.
+func (qp *QP) coalesceACK(psn, msn uint32, later bool) bool {
+	q := &qp.resp.answers
+	if !q.owed() {
+		return false
+	}
+	last := &q.queue[len(q.queue)-1]
+	if last.kind != answerACK || last.syn != roce.ACKUnlimited {
+		return false
+	}
+	if psnCmp(psn, last.psn) >= 0 {
+		last.psn, last.msn = psn, msn
+	}
+	last.later = last.later && later
+	if !last.later && len(q.queue)-q.head == 1 {
+		qp.sendAnswers(1)
+	}
+	return true
+}
+
 // sendAck answers psn with an ACKNOWLEDGE carrying syn and the current MSN.
 func (qp *QP) sendAck(syn roce.Syndrome, psn uint32) {
 	qp.owe(answer{kind: answerACK, syn: syn, psn: psn, msn: qp.resp.msn})
 }
 
 // sendAckLater answers psn with an ACK that may wait to be coalesced with the ACKs after it.
-// Most of a stream's requests find such an ACK waiting already: it is moved on in place, as owe
-// would, without building an answer for owe to take apart.
+// Most of a stream's requests find an ACK owed already and fold into it (coalesceACK) without
+// building an answer for owe to take apart.
 func (qp *QP) sendAckLater(psn uint32) {
-	if q := &qp.resp.answers; q.owed() {
-		if last := &q.queue[len(q.queue)-1]; last.kind == answerACK && last.syn == roce.ACKUnlimited && last.later {
-			if psnCmp(psn, last.psn) >= 0 {
-				last.psn, last.msn = psn, qp.resp.msn
-			}
-			return
-		}
+	if qp.coalesceACK(psn, qp.resp.msn, true) {
+		return
 	}
 	qp.owe(answer{kind: answerACK, syn: roce.ACKUnlimited, psn: psn, msn: qp.resp.msn, later: true})
 }
