@@ -93,7 +93,7 @@ func (qp *QP) remoteAccess(rkey uint32, va, n uint64, rights Access) (pinned, er
 		return pinned{}, err
 	}
 	mr := d.keyMRLocked(keys.Key(rkey))
-	c.keep(d, rkey, rights, mr)
+	c.keep(d, rkey, rights, n, mr)
 	return pin(sp, mr), nil
 }
 
@@ -113,7 +113,7 @@ func (qp *QP) remoteAllowed(rkey uint32, va, n uint64, rights Access) error {
 	defer d.tab.Unlock()
 	_, err := qp.checkRemote(rkey, va, n, rights)
 	if err == nil {
-		c.keep(d, rkey, rights, d.keyMRLocked(keys.Key(rkey)))
+		c.keep(d, rkey, rights, n, d.keyMRLocked(keys.Key(rkey)))
 	}
 	return err
 }
@@ -133,12 +133,15 @@ func (c *keyReach) covers(key uint32, rights Access, va, n uint64) bool {
 		va >= c.lo && va-c.lo <= c.span.Len() && n <= c.span.Len()-(va-c.lo)
 }
 
-// keep keeps the reach of key, which a lookup with rights has just passed under the tables lock,
-// for the accesses after; mr is the MR its memory is in. A key whose reach is not a plain range
-// (keys.Reach) is not kept.
-func (c *keyReach) keep(d *Device, key uint32, rights Access, mr *MR) {
+// keep keeps the reach of key, which a lookup of n bytes with rights has just passed under the
+// tables lock, for the accesses after; mr is the MR its memory is in. A zero-length access is not
+// checked (K7), so it keeps nothing; nor does a key whose reach is not a plain range (keys.Reach).
+func (c *keyReach) keep(d *Device, key uint32, rights Access, n uint64, mr *MR) {
+	if n == 0 || mr == nil {
+		return
+	}
 	lo, sp, ok := d.keys.Reach(keys.Key(key))
-	if !ok || mr == nil {
+	if !ok {
 		return
 	}
 	*c = keyReach{key: key, rights: rights, lo: lo, kept: kept{span: sp, mr: mr, gen: d.tab.gen.Load()}}
@@ -192,9 +195,7 @@ func (qp *QP) localAccess(sge SGE, off, n uint64, rights Access) (pinned, error)
 		return pinned{}, err
 	}
 	mr := d.keyMRLocked(keys.Key(sge.LKey))
-	if n > 0 {
-		c.keep(d, sge.LKey, rights, mr)
-	}
+	c.keep(d, sge.LKey, rights, n, mr)
 	return pin(sp, mr), nil
 }
 
