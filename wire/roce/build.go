@@ -61,7 +61,7 @@ type Header struct {
 type Builder struct {
 	Path Path
 
-	tmplFor Path // the Path the template was made from, with IPID 0
+	tmplFor Path // the Path the template was made from (its IPID is not part of it)
 	tmplOK  bool
 	tmpl    [EthernetLen + VLANLen + IPv6Len + UDPLen]byte
 	l3, l4  int
@@ -87,8 +87,6 @@ func (b *Builder) prepare() error {
 	if b.tmplOK && b.Path.sameTemplate(&b.tmplFor) {
 		return nil
 	}
-	key := b.Path
-	key.IPID = 0
 	p := &b.Path
 	if !p.SrcIP.IsValid() || !p.DstIP.IsValid() {
 		return errBuildAddr
@@ -138,7 +136,7 @@ func (b *Builder) prepare() error {
 	binary.BigEndian.PutUint16(udp[0:], p.SrcPort)
 	binary.BigEndian.PutUint16(udp[2:], UDPPort)
 	// The UDP checksum stays 0: RoCEv2 senders leave it out, the ICRC covers the packet.
-	b.tmplFor, b.tmplOK = key, true
+	b.tmplFor, b.tmplOK = b.Path, true
 	return nil
 }
 
