@@ -509,6 +509,8 @@ const (
 	GSIQKey               = engine.GSIQKey
 	GRHLen                = engine.GRHLen
 	McastQPN              = engine.McastQPN
+	DefaultSendWindow     = engine.DefaultSendWindow
+	MaxSendWindow         = engine.MaxSendWindow
 )
 
 var (

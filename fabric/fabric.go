@@ -47,6 +47,9 @@ type Config struct {
 	// Guard, if set, is lent each function's connections (vfiouser.Config.Guard): a process
 	// that ends them cleanly should this one die.
 	Guard vfiouser.ConnGuard
+	// SendWindow is the send window of each function's engine and each host device's
+	// (engine.DeviceConfig.SendWindow; 0: rxe's).
+	SendWindow int
 }
 
 // Fabric is a running fabric. Its methods are safe for concurrent use.
@@ -163,6 +166,9 @@ func (f *Fabric) Captures() bool {
 	defer f.mu.Unlock()
 	return f.capture != nil || f.planOn
 }
+
+// SendWindow is Config.SendWindow: what the fabric's devices are made with.
+func (f *Fabric) SendWindow() int { return f.cfg.SendWindow }
 
 // ActiveMTU is the active MTU of a device that joins the fabric now: 4096, or 1024 once an
 // uplink joined it (AddUplink).

@@ -28,6 +28,9 @@ type FunctionConfig struct {
 	Host *realtime.Host
 	// ActiveMTU is the function's port MTU (0: 4096).
 	ActiveMTU engine.MTU
+	// SendWindow is the send window of the engine the function makes without a Host
+	// (engine.DeviceConfig.SendWindow; 0: rxe's). A Host's engine has the Host's.
+	SendWindow int
 	// Log receives the function's record: its vfio-user requests at debug level, its clients,
 	// and a failure to serve. nil: slog's default logger.
 	Log *slog.Logger
@@ -52,7 +55,8 @@ func ListenFunction(cfg FunctionConfig) (*Function, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	fcfg := hw.Config{Name: cfg.Name, Clock: realtime.NewWallClock(), MAC: cfg.MAC, IP: cfg.IP, Log: log, ActiveMTU: cfg.ActiveMTU}
+	fcfg := hw.Config{Name: cfg.Name, Clock: realtime.NewWallClock(), MAC: cfg.MAC, IP: cfg.IP, Log: log, ActiveMTU: cfg.ActiveMTU,
+		SendWindow: cfg.SendWindow}
 	if h := cfg.Host; h != nil {
 		fcfg.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *engine.Device { return h.Rebind(mac, ip, ips) }
 		fcfg.Readdress = h.SetAddresses
@@ -123,7 +127,7 @@ func (f *Fabric) AddFunction(s FunctionSpec) (*Function, error) {
 	mtu := f.mtu
 	f.mu.Unlock()
 	h, err := realtime.NewHost(realtime.HostConfig{Name: s.Name, Link: port, MAC: s.MAC, IP: s.IP,
-		IPs: []netip.Addr{neigh.LinkLocal(s.MAC)}, Answer: true, RxLoss: f.cfg.Loss, ActiveMTU: mtu})
+		IPs: []netip.Addr{neigh.LinkLocal(s.MAC)}, Answer: true, RxLoss: f.cfg.Loss, ActiveMTU: mtu, SendWindow: f.cfg.SendWindow})
 	if err != nil {
 		port.Close()
 		return nil, &Error{Msg: "cannot make the function's host", Attrs: []any{"function", s.Name}, Err: err}

@@ -47,6 +47,9 @@ type Config struct {
 	// ActiveMTU is the largest path MTU the link carries (an adapter's MTU less RoCEv2's
 	// headers), what QUERY_PORT reports as active; 0: 4096, as socket links carry.
 	ActiveMTU engine.MTU
+	// SendWindow is the send window of the engine the function makes itself (not Engine's):
+	// engine.DeviceConfig.SendWindow, 0 for rxe's.
+	SendWindow int
 	// MaxRegisteredPages caps the pages of all the function's MRs together (their page lists,
 	// and a fast-register MR's most pages), which is what registered memory costs the device:
 	// past it a registration fails with ENOMEM. 0: DefaultMaxRegisteredPages.
@@ -363,7 +366,7 @@ func (f *Function) enableLocked() {
 			resolve = func(netip.Addr) ([6]byte, bool) { return [6]byte{}, false }
 		}
 		f.dev = engine.NewDevice(engine.DeviceConfig{Name: f.cfg.Name, Clock: f.cfg.Clock, Rand: f.cfg.Rand, MAC: mac,
-			IP: ip, IPs: ips, Events: f.cfg.Event, Resolve: resolve})
+			IP: ip, IPs: ips, Events: f.cfg.Event, Resolve: resolve, SendWindow: f.cfg.SendWindow})
 		link := f.cfg.Link
 		if link == nil {
 			link = noLink{}

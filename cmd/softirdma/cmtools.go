@@ -78,7 +78,7 @@ func (f *cmFlags) check(stderr io.Writer, cmd string) int {
 		intRange("S", f.o.Size, f.spec.size.lo, f.spec.size.hi),
 		atLeast("timeout", f.timeout, 0),
 		atLeast("wait", f.o.Wait, 0),
-		floatRange("loss", f.lc.loss, 0, 0.5))
+		floatRange("loss", f.lc.loss, 0, 0.5), f.lc.windowCheck())
 	if code := checkFlags(stderr, cmd, checks...); code != 0 {
 		return code
 	}

@@ -30,6 +30,7 @@ func TestNumericFlagsRefused(t *testing.T) {
 		{"timeout", "-1s", "0s or more"}, {"wait", "-5s", "0s or more"},
 		{"u", "32", "0..31"}, {"u", "-1", "0..31"}, {"retry", "8", "0..7"}, {"retry", "-1", "0..7"},
 		{"loss", "2", "0..0.5"}, {"loss", "-0.1", "0..0.5"}, {"loss", "NaN", "0..0.5"},
+		{"send-window", "0", "1..32768"}, {"send-window", "-1", "1..32768"}, {"send-window", "32769", "1..32768"},
 	}
 	type cmdCase struct {
 		cmd  []string

@@ -98,7 +98,7 @@ func (f *perfFlags) check(fs flagSet, stderr io.Writer) int {
 		oneOf("m", o.MTU, 256, 512, 1024, 2048, 4096),
 		intRange("o", o.OutReads, 1, perftest.MaxOutReads),
 		intRange("rate_limit", o.RateLimit, 0, perftest.MaxRateLimit),
-		floatRange("loss", f.lc.loss, 0, 0.5))
+		floatRange("loss", f.lc.loss, 0, 0.5), f.lc.windowCheck())
 	if set["n"] { // unset, it is the test's default
 		checks = append(checks, intRange("n", o.Iters, perftest.MinIters, perftest.MaxIters))
 	}

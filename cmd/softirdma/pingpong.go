@@ -95,7 +95,7 @@ func runPingpong(args []string, stdout, stderr io.Writer, run peerRun) int {
 		intRange("n", o.Iters, 1, pingpong.MaxIters),
 		intRange("r", o.RxDepth, 1, pingpong.MaxRxDepth),
 		oneOf("m", o.MTU, 256, 512, 1024, 2048, 4096),
-		floatRange("loss", lc.loss, 0, 0.5))...); code != 0 {
+		floatRange("loss", lc.loss, 0, 0.5), lc.windowCheck())...); code != 0 {
 		return code
 	}
 	if !pf.server {
@@ -280,6 +280,7 @@ func parseWithArgs(fs flagSet, args []string) (words []string, code int, done bo
 type linkFlags struct {
 	link, ip, mac, pcap string
 	loss                float64
+	window              int // -send-window; 0 (a linkFlags not from flags) is the engine's default
 }
 
 func (l *linkFlags) register(fs flagSet) {
@@ -288,6 +289,12 @@ func (l *linkFlags) register(fs flagSet) {
 	fs.StringVar(&l.mac, "mac", "", "`MAC`, softirdma's MAC address on the link (default 02:00 and the four bytes of -ip, e.g. 02:00:c0:a8:4d:01 for 192.168.77.1)")
 	fs.Float64Var(&l.loss, "loss", 0, "drop this fraction of the RoCE frames received (to meet the peer's retransmissions; pingpong: up to its last SEND)")
 	fs.StringVar(&l.pcap, "pcap", "", "write both directions of the link to `FILE`, a pcap")
+	fs.IntVar(&l.window, "send-window", engine.DefaultSendWindow, fmt.Sprintf("how many packets an RC QP sends past the oldest one not yet acknowledged, 1..%d (the default is rxe's): a larger `N` keeps a link whose round trip is long busy, at the cost of more to send again when a frame is lost", engine.MaxSendWindow))
+}
+
+// windowCheck is -send-window's range.
+func (l *linkFlags) windowCheck() flagCheck {
+	return intRange("send-window", l.window, 1, engine.MaxSendWindow)
 }
 
 // linkExample is what a missing or wrong -link is answered with.
@@ -424,6 +431,7 @@ func (l *linkFlags) newHost(cfg realtime.HostConfig) (*realtime.Host, error) {
 		}
 		cfg.Pcap = f // closed when the process exits
 	}
+	cfg.SendWindow = l.window
 	return realtime.NewHost(cfg)
 }
 

@@ -108,7 +108,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		return refuse(stderr, "unexpected argument %q", fs.Arg(0))
 	}
-	if code := checkFlags(stderr, "serve", floatRange("loss", f.link.loss, 0, 0.5)); code != 0 {
+	if code := checkFlags(stderr, "serve", floatRange("loss", f.link.loss, 0, 0.5), f.link.windowCheck()); code != 0 {
 		return code
 	}
 	if f.cpuprofile != "" {
@@ -176,6 +176,7 @@ type serveOptions struct {
 	mac    [6]byte
 	debug  bool
 	link   *linkFlags // nil: the embedded default, the device's loopback only
+	window int        // the engine's send window (on a link, link's)
 }
 
 // serveOptions checks the flags of -socket's one function.
@@ -193,7 +194,7 @@ func (f *serveFlags) serveOptions(stderr io.Writer) (serveOptions, int) {
 		// nor the engine has a tap for them: a pcap would stay empty.
 		return serveOptions{}, refuse(stderr, "-pcap needs -link: without a link the device's frames go over its loopback, which is not captured")
 	}
-	o := serveOptions{socket: f.socket, debug: f.debug}
+	o := serveOptions{socket: f.socket, debug: f.debug, window: f.link.window}
 	lc := f.link
 	if lc.link != "" {
 		if err := lc.check(); err != nil {
@@ -375,7 +376,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 	// Each client that goes (a QEMU that quit or was killed) leaves a line with what the process
 	// holds once its release is done: figures that stay level from one client to the next say
 	// nothing leaks.
-	cfg := fabric.FunctionConfig{Name: "softirdma0", Socket: o.socket, IP: o.ip, MAC: o.mac, Log: log,
+	cfg := fabric.FunctionConfig{Name: "softirdma0", Socket: o.socket, IP: o.ip, MAC: o.mac, Log: log, SendWindow: o.window,
 		ClientGone: func(err error) {
 			log.Info("client gone", "err", err, "goroutines", runtime.NumGoroutine(), "fds", openFDs())
 		}}

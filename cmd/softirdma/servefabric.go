@@ -150,6 +150,7 @@ type fabricOptions struct {
 	uplinkRate float64
 	pcap       string
 	loss       float64
+	window     int        // each device's send window
 	faults     faultFlags // in the fabric from the start
 	control    string     // the control socket's path, or ""
 	debug      bool
@@ -197,7 +198,7 @@ func (f *serveFlags) fabricOptions(stderr io.Writer) (fabricOptions, int) {
 			return o, refuse(stderr, "%v", err)
 		}
 	}
-	o.uplink, o.pcap, o.loss = lc.link, lc.pcap, lc.loss
+	o.uplink, o.pcap, o.loss, o.window = lc.link, lc.pcap, lc.loss, lc.window
 	for _, ft := range o.faults {
 		if err := fabric.CheckFault(ft, o.senders()); err != nil {
 			return o, refuse(stderr, "-fault %s: %v", ft.Spec(), err)
@@ -277,7 +278,8 @@ func serveFabric(ctx context.Context, o fabricOptions, stdout, stderr io.Writer)
 // The plan sees every frame from the start when faults may come (-fault, -control), so that
 // their frame numbers are the capture's.
 func buildFabric(o fabricOptions, log *slog.Logger, guard vfiouser.ConnGuard) (*fabric.Fabric, error) {
-	fab, err := fabric.New(fabric.Config{Log: log, Pcap: o.pcap, Faults: len(o.faults) > 0 || o.control != "", Loss: o.loss, Guard: guard})
+	fab, err := fabric.New(fabric.Config{Log: log, Pcap: o.pcap, Faults: len(o.faults) > 0 || o.control != "", Loss: o.loss, Guard: guard,
+		SendWindow: o.window})
 	if err != nil {
 		return nil, err
 	}

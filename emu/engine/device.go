@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
@@ -80,6 +81,12 @@ type DeviceConfig struct {
 	Resolve func(netip.Addr) ([6]byte, bool)
 	// ActiveMTU is the port's active MTU: the path MTU of its datagram QPs. 0 means 4096.
 	ActiveMTU MTU
+	// SendWindow is how many PSNs an RC QP sends past the oldest one not yet acknowledged
+	// before it waits. 0 (or less) means DefaultSendWindow, rxe's; above MaxSendWindow means
+	// MaxSendWindow. A real NIC keeps far more in flight: a larger window lets a link whose
+	// round trip is long (a socket between processes) carry more than the window per round
+	// trip, at the cost of more to send again when a frame is lost.
+	SendWindow int
 }
 
 // Limits are the device's capabilities (ibv_device_attr).
@@ -102,8 +109,12 @@ var DefaultLimits = Limits{
 type Device struct {
 	cfg    DeviceConfig
 	limits Limits
-	clock  Clock
-	rnd    *mrand.Rand
+	window uint32 // the send window, in PSNs: 1..MaxSendWindow
+	// ackEvery is how many packets of a message go without AckReq at most: rxe's 64, or half
+	// the window when that is less.
+	ackEvery uint32
+	clock    Clock
+	rnd      *mrand.Rand
 	// What every frame looks at, read without a lock: the device's MAC and addresses (the
 	// config's until SetAddresses), the link it is attached to, where its events go (nil:
 	// nowhere), its Ethernet side (OnOtherFrame's), whether it is stopped or its port down
@@ -232,6 +243,7 @@ func NewDevice(cfg DeviceConfig) *Device {
 	d := &Device{
 		cfg:     cfg,
 		limits:  DefaultLimits,
+		window:  uint32(min(cmp.Or(max(cfg.SendWindow, 0), DefaultSendWindow), MaxSendWindow)),
 		clock:   cfg.Clock,
 		rnd:     r,
 		keys:    keys.New(keys.Config{Rand: r}),
@@ -239,6 +251,7 @@ func NewDevice(cfg DeviceConfig) *Device {
 		nextVA:  0x7f00_0000_0000,
 		qps:     map[uint32]*QP{},
 	}
+	d.ackEvery = min(maxPktsPerAck, max(d.window/2, 1))
 	d.loop.dev = d
 	d.att.Store(&attachment{})
 	d.SetEventSink(cfg.Events)
@@ -399,6 +412,9 @@ func (d *Device) passOther(frame []byte) bool {
 
 // Limits are the device's capabilities.
 func (d *Device) Limits() Limits { return d.limits }
+
+// SendWindow is how many PSNs an RC QP of the device sends past the oldest unacknowledged one.
+func (d *Device) SendWindow() int { return int(d.window) }
 
 // SetEventSink changes where the device's events go; nil turns them off.
 func (d *Device) SetEventSink(sink EventSink) {

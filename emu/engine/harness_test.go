@@ -43,8 +43,18 @@ func newPair(t testing.TB, seed uint64, link sim.LinkConfig, o engine.ConnectOpt
 // newPairWith is newPair with the buffers given.
 func newPairWith(t testing.TB, seed uint64, link sim.LinkConfig, o engine.ConnectOptions, bufA, bufB []byte) *pair {
 	t.Helper()
+	return newPairOn(t, seed, link, o, bufA, bufB, nil)
+}
+
+// newPairOn is newPairWith on a fabric that setup, if not nil, has set up before the devices
+// are added.
+func newPairOn(t testing.TB, seed uint64, link sim.LinkConfig, o engine.ConnectOptions, bufA, bufB []byte, setup func(*sim.Fabric)) *pair {
+	t.Helper()
 	p := &pair{t: t, sim: sim.NewSim()}
 	p.fab = sim.NewFabric(p.sim, seed)
+	if setup != nil {
+		setup(p.fab)
+	}
 	p.fab.OnEvent(func(e engine.Event) { p.events = append(p.events, e) })
 	p.a = p.fab.AddDevice("A", link)
 	p.b = p.fab.AddDevice("B", link)

@@ -12,7 +12,7 @@ import (
 	"github.com/softirdma/softirdma/wire"
 )
 
-// A READ of more than maxUnackedPSNs responses loses (or receives late) one response past the
+// A READ of more than DefaultSendWindow responses loses (or receives late) one response past the
 // 128th: the requester asks for the rest once, at once, and finishes without a timeout. It used
 // to go back to that response from outside its own window and time out into the same state
 // until RETRY_EXC_ERR.

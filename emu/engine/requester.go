@@ -12,10 +12,16 @@ import (
 
 const (
 	psnMask = 1<<24 - 1
-	// maxUnackedPSNs is how far the requester runs ahead of the oldest unacknowledged PSN
-	// (rxe's RXE_MAX_UNACKED_PSNS).
-	maxUnackedPSNs = 128
-	// maxPktsPerAck is how many packets go without AckReq at most (RXE_MAX_PKT_PER_ACK).
+	// DefaultSendWindow is how far an RC requester runs ahead of the oldest unacknowledged PSN
+	// unless its device is told otherwise (DeviceConfig.SendWindow): rxe's
+	// RXE_MAX_UNACKED_PSNS, so that a device paces itself as rxe does.
+	DefaultSendWindow = 128
+	// MaxSendWindow is the largest window a device takes: 32 MiB in flight at path MTU 1024,
+	// and far enough from half the 24-bit PSN space that a message's PSNs still compare.
+	MaxSendWindow = 1 << 15
+	// maxPktsPerAck is how many packets go without AckReq at most (RXE_MAX_PKT_PER_ACK); a
+	// send window under twice that asks every half window, so that an ACK comes back before
+	// the window fills.
 	maxPktsPerAck = 64
 	// requesterBudget is how many packets one requester run sends before it yields, so ACKs
 	// and other QPs get their turn.
@@ -191,7 +197,7 @@ func (qp *QP) runRequester() {
 				continue
 			}
 		}
-		if psnCmp(r.psn, psnAdd(r.compPSN, maxUnackedPSNs)) >= 0 {
+		if psnCmp(r.psn, psnAdd(r.compPSN, qp.dev.window)) >= 0 {
 			return
 		}
 		if budget == 0 {
@@ -395,7 +401,7 @@ func (qp *QP) requestHeader(w *sendWQE, h *roce.Header) (off, payload uint64) {
 		}
 		if qp.tr.acked {
 			r.noackPkts++
-			h.AckReq = last || r.noackPkts >= maxPktsPerAck
+			h.AckReq = last || r.noackPkts >= int(qp.dev.ackEvery)
 		}
 	}
 	return off, payload

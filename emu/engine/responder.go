@@ -399,7 +399,7 @@ func (qp *QP) checkLength(q *request) verdict {
 		if l > 1<<31 {
 			return refuse(nak(roce.NAKInvalidRequest, "RDMA READ of %d bytes", l))
 		}
-		if npkts := qp.readPackets(l); npkts >= 1<<23-maxUnackedPSNs {
+		if npkts := qp.readPackets(l); npkts >= 1<<23-qp.dev.window {
 			return refuse(nak(roce.NAKInvalidRequest, "RDMA READ of %d bytes needs %d responses at MTU %d", l, npkts, mtu))
 		}
 	case info.Is(roce.FlagAtomicWrite):

@@ -103,7 +103,7 @@ const (
 	soakConnOff   = soakDgramOff + soakDgramLen // connections through the connection manager
 	soakConnLen   = 4 << 10
 	soakBufLen    = soakConnOff + soakConnLen
-	// A long message has 129 packets or more (past maxUnackedPSNs), up to soakLongMax bytes.
+	// A long message has 129 packets or more (past DefaultSendWindow), up to soakLongMax bytes.
 	soakLongMax = 1 << 20
 )
 

@@ -43,6 +43,8 @@ type HostConfig struct {
 	// ActiveMTU is the device's port MTU, the largest datagram its UD QPs send (0: 4096). A
 	// peer on a 1500-byte Ethernet link has 1024, as rxe derives it from its netdev's MTU.
 	ActiveMTU engine.MTU
+	// SendWindow is the device's send window (engine.DeviceConfig.SendWindow; 0: rxe's).
+	SendWindow int
 	// RxLoss drops this fraction of the RoCE frames received, before the device sees them:
 	// a fault to meet a real peer's retransmissions with.
 	RxLoss float64
@@ -106,7 +108,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	}
 	h.resolveFn = resolve
 	dev := engine.NewDevice(engine.DeviceConfig{Name: cfg.Name, Clock: NewWallClock(), Rand: src, MAC: cfg.MAC, IP: cfg.IP, IPs: cfg.IPs,
-		Prefixes: cfg.Prefixes, Events: cfg.Events, Resolve: resolve, ActiveMTU: cfg.ActiveMTU})
+		Prefixes: cfg.Prefixes, Events: cfg.Events, Resolve: resolve, ActiveMTU: cfg.ActiveMTU, SendWindow: cfg.SendWindow})
 	dev.Attach(h.engineLink())
 	h.dev.Store(dev)
 	return h, nil
@@ -118,7 +120,8 @@ func NewHost(cfg HostConfig) (*Host, error) {
 // on, and the host answers neighbour requests for the new addresses.
 func (h *Host) Rebind(mac [6]byte, ip netip.Addr, ips []netip.Addr) *engine.Device {
 	dev := engine.NewDevice(engine.DeviceConfig{Name: h.cfg.Name, Clock: NewWallClock(), MAC: mac, IP: ip, IPs: ips,
-		Prefixes: h.cfg.Prefixes, Events: h.cfg.Events, Resolve: h.resolveFn, ActiveMTU: h.cfg.ActiveMTU})
+		Prefixes: h.cfg.Prefixes, Events: h.cfg.Events, Resolve: h.resolveFn, ActiveMTU: h.cfg.ActiveMTU,
+		SendWindow: h.cfg.SendWindow})
 	dev.Attach(h.engineLink())
 	h.mu.Lock()
 	h.resp.MAC, h.resp.IPs = mac, append([]netip.Addr{ip}, ips...)

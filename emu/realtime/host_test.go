@@ -139,3 +139,23 @@ func TestHostSendsInBatches(t *testing.T) {
 		}
 	}
 }
+
+// A host's device has the send window it was configured with, and so has the device a driver's
+// addresses make in its place (Rebind): serve's -send-window reaches the engine its guest uses.
+func TestHostKeepsSendWindowAcrossRebind(t *testing.T) {
+	sw := ethswitch.New()
+	h, err := realtime.NewHost(realtime.HostConfig{Name: "h", Link: sw.NewPort("h"), MAC: [6]byte{2, 0, 0, 0, 0, 1},
+		IP: netip.MustParseAddr("192.0.2.1"), SendWindow: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go h.Run()
+	defer h.Close()
+	if got := h.Device().SendWindow(); got != 1024 {
+		t.Fatalf("the host's device has a send window of %d, want 1024", got)
+	}
+	dev := h.Rebind([6]byte{2, 0, 0, 0, 0, 2}, netip.MustParseAddr("192.0.2.2"), nil)
+	if got := dev.SendWindow(); got != 1024 {
+		t.Fatalf("the device Rebind made has a send window of %d, want 1024", got)
+	}
+}

@@ -113,6 +113,7 @@ type Fabric struct {
 	pcap   *pcapfile.Writer
 	epoch  time.Time
 	free   [][]byte // frame buffers to reuse
+	window int      // the send window of devices added from now on (engine.DeviceConfig.SendWindow)
 	// deliveries to reuse
 	deliveries []*delivery
 }
@@ -210,6 +211,11 @@ func (f *Fabric) AddDevice(name string, cfg LinkConfig) *engine.Device {
 	return f.AddDeviceAt(name, mac, ip, cfg)
 }
 
+// SetSendWindow gives the devices added from now on a send window of n PSNs
+// (engine.DeviceConfig.SendWindow, which says what it takes); devices already on the fabric
+// keep theirs.
+func (f *Fabric) SetSendWindow(n int) { f.window = n }
+
 // nextAddress is the address of the next device AddDevice makes.
 func (f *Fabric) nextAddress() ([6]byte, netip.Addr) {
 	n := len(f.ports) + 1
@@ -289,8 +295,9 @@ func (f *Fabric) AddDeviceAt(name string, mac [6]byte, ip netip.Addr, cfg LinkCo
 	p := &fabricPort{fab: f, cfg: cfg.withDefaults()}
 	dev := engine.NewDevice(engine.DeviceConfig{
 		Name: name, Clock: f.sim, Rand: mrand.NewPCG(f.rnd.Uint64(), f.rnd.Uint64()), MAC: mac, IP: ip,
-		Events:  f.deviceSink(),
-		Resolve: f.resolve,
+		Events:     f.deviceSink(),
+		Resolve:    f.resolve,
+		SendWindow: f.window,
 	})
 	p.dev = dev
 	dev.Attach(p)
