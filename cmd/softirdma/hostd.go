@@ -109,7 +109,7 @@ func parseHostLink(link, ip, mac string) (*hostLink, error) {
 	return &hostLink{spec: link, ip: netip.PrefixFrom(a, bits), mac: m}, nil
 }
 
-func newHostDevice(log *slog.Logger, link *hostLink) (*hostDevice, error) {
+func newHostDevice(log *slog.Logger, link *hostLink, window int) (*hostDevice, error) {
 	fab, err := fabric.New(fabric.Config{Log: log})
 	if err != nil {
 		return nil, err
@@ -134,7 +134,7 @@ func newHostDevice(log *slog.Logger, link *hostLink) (*hostDevice, error) {
 	if log.Enabled(context.Background(), slog.LevelDebug) {
 		events = engine.SlogSink(log) // SOFTIRDMA_DEBUG: the engine's events, a dropped datagram's reason among them
 	}
-	set, err := hostdev.New(fab, []hostdev.Spec{spec}, kd.config(hostdev.Config{Log: log, Events: events}))
+	set, err := hostdev.New(fab, []hostdev.Spec{spec}, kd.config(hostdev.Config{Log: log, Events: events, SendWindow: window}))
 	if err != nil {
 		kd.close()
 		fab.Close()
@@ -205,9 +205,10 @@ func runHostd(args []string, stdout, stderr io.Writer) int {
 	link := fs.String("link", "", "join rxe0 to other hosts or VMs over `LINK`: dgram:LOCAL,REMOTE (QEMU -netdev dgram) or stream:tcp:ADDR|stream:unix:PATH")
 	ip := fs.String("ip", "", "`ADDR[/BITS]`, rxe0's IPv4 address on the link and its subnet (default /24): its GID 2 and 3, the address rdma_cm reaches the subnet from")
 	mac := fs.String("mac", "", "`MAC`, rxe0's MAC on the link (default 02:00 and the four bytes of -ip)")
+	window := fs.Int("send-window", engine.DefaultSendWindow, fmt.Sprintf("how many packets an RC QP of rxe0 sends past the oldest one not yet acknowledged, 1..%d (the default is rxe's): a larger `N` keeps a link whose round trip is long busy", engine.MaxSendWindow))
 	memory := fs.String("memory", daemon.MemoryAuto, "how programs' registered memory is reached: auto (process_vm_readv where it works, else the program's copy service), service (always the copy service) or process_vm (never)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: softirdma hostd [-dir DIR] [-idle DURATION] [-memory auto|service|process_vm] [-link LINK -ip ADDR[/BITS] [-mac MAC]]")
+		fmt.Fprintln(stderr, "usage: softirdma hostd [-dir DIR] [-idle DURATION] [-memory auto|service|process_vm] [-send-window N] [-link LINK -ip ADDR[/BITS] [-mac MAC]]")
 		fmt.Fprintln(stderr, "Serves host programs (the preload library) on DIR/sock with the sysfs tree in DIR/sys;")
 		fmt.Fprintln(stderr, "'softirdma run' starts it. Its device is rxe0 on lo; with -link it also reaches a link's subnet.")
 		fs.PrintDefaults()
@@ -222,6 +223,9 @@ func runHostd(args []string, stdout, stderr io.Writer) int {
 	if *idle < 0 {
 		fmt.Fprintln(stderr, "softirdma hostd: -idle must not be negative")
 		return 2
+	}
+	if code := checkFlags(stderr, "hostd", intRange("send-window", *window, 1, engine.MaxSendWindow)); code != 0 {
+		return code
 	}
 	switch *memory {
 	case daemon.MemoryAuto, daemon.MemoryService, daemon.MemoryProcessVM:
@@ -247,15 +251,15 @@ func runHostd(args []string, stdout, stderr io.Writer) int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if err := serveHost(*dir, *idle, hl, *memory, log); err != nil {
+	if err := serveHost(*dir, *idle, hl, *memory, *window, log); err != nil {
 		fmt.Fprintf(stderr, "softirdma hostd: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-func serveHost(dir string, idle time.Duration, link *hostLink, memory string, log *slog.Logger) error {
-	d, err := newHostDevice(log, link)
+func serveHost(dir string, idle time.Duration, link *hostLink, memory string, window int, log *slog.Logger) error {
+	d, err := newHostDevice(log, link, window)
 	if err != nil {
 		return err
 	}

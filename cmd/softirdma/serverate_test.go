@@ -53,17 +53,18 @@ func TestServeRateFlag(t *testing.T) {
 	}
 }
 
-// serve's -send-window is checked before anything opens, for the one function and for a
-// fabric's alike.
-func TestServeSendWindowFlag(t *testing.T) {
+// serve's and hostd's -send-window is checked before anything opens: for serve's one
+// function, for a fabric's, and for hostd's rxe0.
+func TestSendWindowFlagChecked(t *testing.T) {
 	dir := t.TempDir()
 	for _, args := range [][]string{
-		{"-socket", filepath.Join(dir, "s.sock")},
-		{"-function", "name=a,socket=" + filepath.Join(dir, "a.sock")},
+		{"serve", "-socket", filepath.Join(dir, "s.sock")},
+		{"serve", "-function", "name=a,socket=" + filepath.Join(dir, "a.sock")},
+		{"hostd", "-dir", dir},
 	} {
 		for _, v := range []string{"0", "-3", "32769"} {
-			all := append(append([]string{"serve"}, args...), "-send-window", v)
-			want := "softirdma serve: -send-window " + v + " is out of range (1..32768)\n"
+			all := append(append([]string(nil), args...), "-send-window", v)
+			want := "softirdma " + args[0] + ": -send-window " + v + " is out of range (1..32768)\n"
 			if code, out, errOut := runCLI(all...); code != 2 || errOut != want || out != "" {
 				t.Errorf("%v: exit %d, stderr %q, stdout %q; want 2 and %q", all, code, errOut, out, want)
 			}
