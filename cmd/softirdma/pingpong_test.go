@@ -130,6 +130,21 @@ func TestPerfSendUD(t *testing.T) {
 	}
 }
 
+// TestPerfWriteSendWindowUnderLoss: perf write with a window of 1,024 against a server that
+// loses 1% of what it receives completes every WRITE on both ends, as at rxe's window.
+func TestPerfWriteSendWindowUnderLoss(t *testing.T) {
+	s, c := runPair(t, []string{"perf", "write", "-server", "-n", "200", "-s", "65536", "-loss", "0.01"},
+		[]string{"perf", "write", "127.0.0.1", "-n", "200", "-s", "65536", "-send-window", "1024"})
+	if s.code != 0 || c.code != 0 {
+		t.Fatalf("server %d: %s%s\nclient %d: %s%s", s.code, s.out, s.err, c.code, c.out, c.err)
+	}
+	for _, out := range []string{s.out, c.out} {
+		if !strings.Contains(out, " 65536      200 ") {
+			t.Fatalf("output:\n%s", out)
+		}
+	}
+}
+
 func TestActiveMTU(t *testing.T) {
 	for eth, want := range map[int]int{1500: 1024, 9000: 4096, 4200: 4096, 2200: 2048, 1100: 512, 300: 256, 0: 256} {
 		if got := activeMTU(eth).Bytes(); got != want {
