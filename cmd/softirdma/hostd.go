@@ -110,7 +110,7 @@ func parseHostLink(link, ip, mac string) (*hostLink, error) {
 }
 
 func newHostDevice(log *slog.Logger, link *hostLink, window int) (*hostDevice, error) {
-	fab, err := fabric.New(fabric.Config{Log: log})
+	fab, err := fabric.New(fabric.Config{Log: log, SendWindow: window})
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func newHostDevice(log *slog.Logger, link *hostLink, window int) (*hostDevice, e
 	if log.Enabled(context.Background(), slog.LevelDebug) {
 		events = engine.SlogSink(log) // SOFTIRDMA_DEBUG: the engine's events, a dropped datagram's reason among them
 	}
-	set, err := hostdev.New(fab, []hostdev.Spec{spec}, kd.config(hostdev.Config{Log: log, Events: events, SendWindow: window}))
+	set, err := hostdev.New(fab, []hostdev.Spec{spec}, kd.config(hostdev.Config{Log: log, Events: events}))
 	if err != nil {
 		kd.close()
 		fab.Close()
@@ -205,7 +205,8 @@ func runHostd(args []string, stdout, stderr io.Writer) int {
 	link := fs.String("link", "", "join rxe0 to other hosts or VMs over `LINK`: dgram:LOCAL,REMOTE (QEMU -netdev dgram) or stream:tcp:ADDR|stream:unix:PATH")
 	ip := fs.String("ip", "", "`ADDR[/BITS]`, rxe0's IPv4 address on the link and its subnet (default /24): its GID 2 and 3, the address rdma_cm reaches the subnet from")
 	mac := fs.String("mac", "", "`MAC`, rxe0's MAC on the link (default 02:00 and the four bytes of -ip)")
-	window := fs.Int("send-window", engine.DefaultSendWindow, fmt.Sprintf("how many packets an RC QP of rxe0 sends past the oldest one not yet acknowledged, 1..%d (the default is rxe's): a larger `N` keeps a link whose round trip is long busy", engine.MaxSendWindow))
+	var window int
+	registerSendWindow(fs, &window)
 	memory := fs.String("memory", daemon.MemoryAuto, "how programs' registered memory is reached: auto (process_vm_readv where it works, else the program's copy service), service (always the copy service) or process_vm (never)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: softirdma hostd [-dir DIR] [-idle DURATION] [-memory auto|service|process_vm] [-send-window N] [-link LINK -ip ADDR[/BITS] [-mac MAC]]")
@@ -224,7 +225,7 @@ func runHostd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "softirdma hostd: -idle must not be negative")
 		return 2
 	}
-	if code := checkFlags(stderr, "hostd", intRange("send-window", *window, 1, engine.MaxSendWindow)); code != 0 {
+	if code := checkFlags(stderr, "hostd", sendWindowCheck(window)); code != 0 {
 		return code
 	}
 	switch *memory {
@@ -251,7 +252,7 @@ func runHostd(args []string, stdout, stderr io.Writer) int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if err := serveHost(*dir, *idle, hl, *memory, *window, log); err != nil {
+	if err := serveHost(*dir, *idle, hl, *memory, window, log); err != nil {
 		fmt.Fprintf(stderr, "softirdma hostd: %v\n", err)
 		return 1
 	}

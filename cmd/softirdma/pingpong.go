@@ -289,13 +289,20 @@ func (l *linkFlags) register(fs flagSet) {
 	fs.StringVar(&l.mac, "mac", "", "`MAC`, softirdma's MAC address on the link (default 02:00 and the four bytes of -ip, e.g. 02:00:c0:a8:4d:01 for 192.168.77.1)")
 	fs.Float64Var(&l.loss, "loss", 0, "drop this fraction of the RoCE frames received (to meet the peer's retransmissions; pingpong: up to its last SEND)")
 	fs.StringVar(&l.pcap, "pcap", "", "write both directions of the link to `FILE`, a pcap")
-	fs.IntVar(&l.window, "send-window", engine.DefaultSendWindow, fmt.Sprintf("how many packets an RC QP sends past the oldest one not yet acknowledged, 1..%d (the default is rxe's): a larger `N` keeps a link whose round trip is long busy, at the cost of more to send again when a frame is lost", engine.MaxSendWindow))
+	registerSendWindow(fs, &l.window)
 }
 
 // windowCheck is -send-window's range.
-func (l *linkFlags) windowCheck() flagCheck {
-	return intRange("send-window", l.window, 1, engine.MaxSendWindow)
+func (l *linkFlags) windowCheck() flagCheck { return sendWindowCheck(l.window) }
+
+// registerSendWindow is -send-window, the device's engine.DeviceConfig.SendWindow, for the
+// commands on a link and for hostd.
+func registerSendWindow(fs flagSet, p *int) {
+	fs.IntVar(p, "send-window", engine.DefaultSendWindow, fmt.Sprintf("how many packets an RC QP sends past the oldest one not yet acknowledged, 1..%d (the default is rxe's): a larger `N` keeps a link whose round trip is long busy, at the cost of more to send again when a frame is lost", engine.MaxSendWindow))
 }
+
+// sendWindowCheck is -send-window's range.
+func sendWindowCheck(n int) flagCheck { return intRange("send-window", n, 1, engine.MaxSendWindow) }
 
 // linkExample is what a missing or wrong -link is answered with.
 const linkExample = "e.g. -link dgram:127.0.0.1:9002,127.0.0.1:9001 -ip 192.168.77.1 (a QEMU guest's -netdev dgram), or -link afpacket:eth0 (an adapter)"

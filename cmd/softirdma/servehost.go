@@ -145,7 +145,7 @@ func serveHostDevices(ctx context.Context, fab *fabric.Fabric, hosts hostFlags, 
 			log.Warn("the kernel has a device of this name too: programs under softirdma run -kernel see two", "device", sp.Name)
 		}
 	}
-	set, err := hostdev.New(fab, specs, kd.config(hostdev.Config{Log: log, SendWindow: fab.SendWindow()}))
+	set, err := hostdev.New(fab, specs, kd.config(hostdev.Config{Log: log}))
 	if err != nil {
 		kd.close()
 		return nil, err

@@ -71,8 +71,6 @@ type Config struct {
 	// uverbsN: on a host with RDMA devices of its own, the numbers after the kernel's.
 	FirstIndex  uint32
 	FirstUverbs uint32
-	// SendWindow is each device's send window (engine.DeviceConfig.SendWindow; 0: rxe's).
-	SendWindow int
 	// Kernel, if set, is the kernel's netlink, whose devices a program that asks sees beside
 	// the set's (nldev.Table.Kernel).
 	Kernel nldev.Kernel
@@ -179,7 +177,7 @@ func newDevice(fab *fabric.Fabric, sp Spec, index, uverbsN uint32, cfg Config) (
 		return nil, err
 	}
 	host, err := realtime.NewHost(realtime.HostConfig{Name: sp.Name, Link: port, MAC: sp.MAC, IP: main, IPs: ips,
-		Prefixes: prefixes, Answer: true, ActiveMTU: sp.MTU, Events: cfg.Events, Tap: sp.Tap, SendWindow: cfg.SendWindow})
+		Prefixes: prefixes, Answer: true, ActiveMTU: sp.MTU, Events: cfg.Events, Tap: sp.Tap, SendWindow: fab.SendWindow()})
 	if err != nil {
 		port.Close()
 		return nil, err
