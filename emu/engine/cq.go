@@ -165,7 +165,8 @@ func (cq *CQ) Overflowed() bool {
 
 // OnCompletion sets a function called once for every completion queued. It runs after the
 // engine's locks are released, in the order the completions were queued, and may call into the
-// device (poll the CQ, post more work).
+// device (poll the CQ, post more work). An event the completion fired is on Events by the time
+// it runs, whichever goroutine runs it.
 func (cq *CQ) OnCompletion(f func()) {
 	defer hold(cq.dev, &cq.mu).release()
 	cq.notify = f
@@ -215,15 +216,17 @@ func (cq *CQ) push(wc WC, solicited bool) bool {
 		cq.ring[(cq.head+cq.n)%len(cq.ring)] = wc
 		cq.n++
 	}
-	if cq.notify != nil {
-		cq.dev.later(cq.notify)
-	}
 	if cq.armed == armNext || cq.armed == armSolicited && (solicited || wc.Status != WCSuccess) {
 		cq.armed = armNone
 		select {
 		case cq.events <- struct{}{}:
 		default:
 		}
+	}
+	// The call is queued after the event is sent: another goroutine carrying the outbox out
+	// may run it at once, and it must find the event this completion fired.
+	if cq.notify != nil {
+		cq.dev.later(cq.notify)
 	}
 	return true
 }

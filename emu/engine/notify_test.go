@@ -3,6 +3,7 @@ package engine_test
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/google/gopacket"
 	"github.com/softirdma/softirdma/emu/engine"
@@ -258,5 +259,65 @@ func TestSolicitedEventBitOnWire(t *testing.T) {
 	}
 	if _, again := solicitedTraffic(t, 6); !bytes.Equal(pcap, again) {
 		t.Fatal("the same seed gave a different pcap")
+	}
+}
+
+// TestCQNotifyCallbackSeesItsEvent: the call OnCompletion sets finds the event of the
+// completion it follows already on Events, whichever goroutine carries the device's outbox out
+// (any call into the engine may: here another goroutine keeps calling into A while the ACKs
+// that complete A's WRITEs arrive). A device model that announces an event from that call, as hw's CQs in
+// guest memory do, would otherwise take nothing, leave the event in the channel, and leave its
+// guest's reader asleep on a disarmed CQ.
+func TestCQNotifyCallbackSeesItsEvent(t *testing.T) {
+	a, b := wallDevices()
+	carry(t, a, b)
+	pdA, err := a.AllocPD()
+	must(t, err)
+	pdB, err := b.AllocPD()
+	must(t, err)
+	cq, err := a.CreateCQ(16)
+	must(t, err)
+	other, err := a.CreateCQ(1)
+	must(t, err)
+	cqB, err := b.CreateCQ(16)
+	must(t, err)
+	caps := engine.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}
+	qa, _ := connectedRC(t, rcEnd{pd: pdA, cq: cq, cap: caps}, rcEnd{pd: pdB, cq: cqB, cap: caps}, engine.ConnectOptions{})
+	mrA, err := pdA.RegMR(make([]byte, 64), engine.AccessLocalWrite)
+	must(t, err)
+	mrB, err := pdB.RegMR(make([]byte, 64), engine.AccessLocalWrite|engine.AccessRemoteWrite)
+	must(t, err)
+	saw := make(chan bool, 1)
+	cq.OnCompletion(func() { saw <- fired(cq) })
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				other.Len() // takes a lock of A's engine, then carries A's outbox out
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	rounds := 20000
+	if testing.Short() {
+		rounds = 2000
+	}
+	for i := range rounds {
+		must(t, cq.ReqNotify(false))
+		must(t, qa.PostSend(engine.SendWR{ID: uint64(i), Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled,
+			SGL: sge(mrA, 0, 8), RemoteAddr: mrB.Addr(), RKey: mrB.RKey()}))
+		select {
+		case got := <-saw:
+			if !got {
+				t.Fatalf("round %d: the completion's call found no event waiting (left behind: %v)", i, fired(cq))
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: no call for the completion", i)
+		}
+		wantWC(t, poll(cq), engine.WC{WRID: uint64(i), Opcode: engine.WCRDMAWrite})
 	}
 }
