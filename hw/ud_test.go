@@ -240,3 +240,42 @@ func TestResizeCQCountsPostedSends(t *testing.T) {
 		}
 	}
 }
+
+// TestDestroyQPSendsPostedDatagrams: DESTROY_QP lets the UD sends whose doorbell came before it
+// go, though the device's clock had not come to them, as a NIC has sent them long before its
+// firmware sees the command: their six completions are in the CQ when the command completes,
+// and their frames leave once the clock runs. libfabric's rxd destroys its QP right after
+// posting the ACK of its peer's last message; a peer that never sees it resends for minutes.
+func TestDestroyQPSendsPostedDatagrams(t *testing.T) {
+	b := newBench(t)
+	b.enable()
+	pdn := b.ok(abi.OpAllocPD, nil)
+	b.ringAt(0x140000, 0x112000, 1, 4, 6)
+	cqn := b.ok(abi.OpCreateCQ, append(queueArgs(4, 6, 0x112000, 1), u32s(0, 0, 0xffffffff)[8:]...))
+	q := b.makeQPOf(abi.QPTypeUD, pdn, cqn, 0x150000, 0x113000, 0x160000, 0x114000)
+	const qkey = 0x11111111
+	b.readyUD(q, qkey)
+	lkey := b.ok(abi.OpRegDMAMR, u32s(pdn, uint32(emu.AccessLocalWrite)))
+	av := make([]byte, abi.RXEAVSize)
+	g := netip.MustParseAddr("::ffff:192.0.2.1").As16()
+	copy(av[abi.RXEAVDGID:], g[:])
+	av[abi.RXEAVHopLimit], av[abi.RXEAVNetworkType] = 64, 1
+	for id := uint64(1); id <= 6; id++ {
+		b.post(q, sendWQE{id: id, op: emu.WRSend, flags: emu.SendSignaled, sges: [][3]uint64{{0x1a1000, 8, uint64(lkey)}},
+			ud: &udDest{qpn: q.qpn, qkey: qkey, av: av}})
+	}
+	b.ok(abi.OpDestroyQP, u32s(q.qpn))
+	wcs := b.cqes(0x140000, 0)
+	if len(wcs) != 6 {
+		t.Fatalf("completions after DESTROY_QP: %+v, want the 6 sends'", wcs)
+	}
+	for i, wc := range wcs {
+		if wc.WRID != uint64(i+1) || wc.Status != emu.WCSuccess || wc.Opcode != emu.WCSend || wc.QPNum != q.qpn {
+			t.Fatalf("completion %d: %+v", i, wc)
+		}
+	}
+	b.sim.RunUntilIdle(0)
+	if st := b.f.Device().Stats(); st.TxFrames != 6 {
+		t.Fatalf("%d frames sent, want the 6 datagrams", st.TxFrames)
+	}
+}
