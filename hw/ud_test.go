@@ -206,23 +206,7 @@ func TestGSIAndMulticast(t *testing.T) {
 // the device's clock has not run: six unpolled UD sends refuse a CQ of one entry with EINVAL
 // (rdma-core's test_resize_cq), fit in one of eight, and are all there to poll.
 func TestResizeCQCountsPostedSends(t *testing.T) {
-	b := newBench(t)
-	b.enable()
-	pdn := b.ok(abi.OpAllocPD, nil)
-	b.ringAt(0x140000, 0x112000, 1, 4, 6)
-	cqn := b.ok(abi.OpCreateCQ, append(queueArgs(4, 6, 0x112000, 1), u32s(0, 0, 0xffffffff)[8:]...))
-	q := b.makeQPOf(abi.QPTypeUD, pdn, cqn, 0x150000, 0x113000, 0x160000, 0x114000)
-	const qkey = 0x11111111
-	b.readyUD(q, qkey)
-	lkey := b.ok(abi.OpRegDMAMR, u32s(pdn, uint32(emu.AccessLocalWrite)))
-	av := make([]byte, abi.RXEAVSize)
-	g := netip.MustParseAddr("::ffff:192.0.2.1").As16()
-	copy(av[abi.RXEAVDGID:], g[:])
-	av[abi.RXEAVHopLimit], av[abi.RXEAVNetworkType] = 64, 1
-	for id := uint64(1); id <= 6; id++ {
-		b.post(q, sendWQE{id: id, op: emu.WRSend, flags: emu.SendSignaled, sges: [][3]uint64{{0x1a1000, 8, uint64(lkey)}},
-			ud: &udDest{qpn: q.qpn, qkey: qkey, av: av}})
-	}
+	b, _, cqn := postedUDSends(t)
 	b.ringAt(0x170000, 0x115000, 1, 1, 6)
 	if errno, _ := b.cmd(abi.OpResizeCQ, append(u32s(cqn, 0), queueArgs(1, 6, 0x115000, 1)...)); errno != syscall.EINVAL {
 		t.Fatalf("shrinking to one entry under six unpolled sends: %v, want EINVAL", errno)
@@ -247,23 +231,7 @@ func TestResizeCQCountsPostedSends(t *testing.T) {
 // and their frames leave once the clock runs. libfabric's rxd destroys its QP right after
 // posting the ACK of its peer's last message; a peer that never sees it resends for minutes.
 func TestDestroyQPSendsPostedDatagrams(t *testing.T) {
-	b := newBench(t)
-	b.enable()
-	pdn := b.ok(abi.OpAllocPD, nil)
-	b.ringAt(0x140000, 0x112000, 1, 4, 6)
-	cqn := b.ok(abi.OpCreateCQ, append(queueArgs(4, 6, 0x112000, 1), u32s(0, 0, 0xffffffff)[8:]...))
-	q := b.makeQPOf(abi.QPTypeUD, pdn, cqn, 0x150000, 0x113000, 0x160000, 0x114000)
-	const qkey = 0x11111111
-	b.readyUD(q, qkey)
-	lkey := b.ok(abi.OpRegDMAMR, u32s(pdn, uint32(emu.AccessLocalWrite)))
-	av := make([]byte, abi.RXEAVSize)
-	g := netip.MustParseAddr("::ffff:192.0.2.1").As16()
-	copy(av[abi.RXEAVDGID:], g[:])
-	av[abi.RXEAVHopLimit], av[abi.RXEAVNetworkType] = 64, 1
-	for id := uint64(1); id <= 6; id++ {
-		b.post(q, sendWQE{id: id, op: emu.WRSend, flags: emu.SendSignaled, sges: [][3]uint64{{0x1a1000, 8, uint64(lkey)}},
-			ud: &udDest{qpn: q.qpn, qkey: qkey, av: av}})
-	}
+	b, q, _ := postedUDSends(t)
 	b.ok(abi.OpDestroyQP, u32s(q.qpn))
 	wcs := b.cqes(0x140000, 0)
 	if len(wcs) != 6 {
@@ -278,4 +246,28 @@ func TestDestroyQPSendsPostedDatagrams(t *testing.T) {
 	if st := b.f.Device().Stats(); st.TxFrames != 6 {
 		t.Fatalf("%d frames sent, want the 6 datagrams", st.TxFrames)
 	}
+}
+
+// postedUDSends is a bench whose UD QP q, on CQ cqn (its ring at 0x140000, 16 entries), has six
+// signalled 8-byte SENDs to itself posted, their doorbell rung and the device's clock not run.
+func postedUDSends(t *testing.T) (b *bench, q *guestQP, cqn uint32) {
+	t.Helper()
+	b = newBench(t)
+	b.enable()
+	pdn := b.ok(abi.OpAllocPD, nil)
+	b.ringAt(0x140000, 0x112000, 1, 4, 6)
+	cqn = b.ok(abi.OpCreateCQ, append(queueArgs(4, 6, 0x112000, 1), u32s(0, 0, 0xffffffff)[8:]...))
+	q = b.makeQPOf(abi.QPTypeUD, pdn, cqn, 0x150000, 0x113000, 0x160000, 0x114000)
+	const qkey = 0x11111111
+	b.readyUD(q, qkey)
+	lkey := b.ok(abi.OpRegDMAMR, u32s(pdn, uint32(emu.AccessLocalWrite)))
+	av := make([]byte, abi.RXEAVSize)
+	g := netip.MustParseAddr("::ffff:192.0.2.1").As16()
+	copy(av[abi.RXEAVDGID:], g[:])
+	av[abi.RXEAVHopLimit], av[abi.RXEAVNetworkType] = 64, 1
+	for id := uint64(1); id <= 6; id++ {
+		b.post(q, sendWQE{id: id, op: emu.WRSend, flags: emu.SendSignaled, sges: [][3]uint64{{0x1a1000, 8, uint64(lkey)}},
+			ud: &udDest{qpn: q.qpn, qkey: qkey, av: av}})
+	}
+	return b, q, cqn
 }

@@ -590,22 +590,7 @@ func TestResizeSRQ(t *testing.T) {
 // with EINVAL (rdma-core's test_resize_cq), and fit in one of seven, where all six are.
 func TestResizeCQCountsPostedSends(t *testing.T) {
 	d := testDeviceOn(t, sim.NewSim())
-	a := newEndOf(t, d, nil, 4)
-	const qkey = 0x11111111
-	mod := a.modify
-	mod(1|1<<4|1<<5|1<<6, func(b []byte) { b[mqState], b[mqPort] = 1, 1; binary.LittleEndian.PutUint32(b[mqQKey:], qkey) })
-	mod(1, func(b []byte) { b[mqState] = 2 })
-	mod(1|1<<16, func(b []byte) { b[mqState] = 3 })
-	for id := uint64(1); id <= 6; id++ {
-		a.postWQE(id, 2, 100, 8, func(wqe []byte) { // IBV_WR_SEND to itself through the rxe_av in the WQE
-			binary.LittleEndian.PutUint32(wqe[abi.SendRemoteQPN:], a.qpn)
-			binary.LittleEndian.PutUint32(wqe[abi.SendRemoteQKey:], qkey)
-			av := wqe[abi.SendAV:]
-			g := netip.MustParseAddr("::ffff:127.0.0.1").As16()
-			copy(av[abi.RXEAVDGID:], g[:])
-			av[abi.RXEAVHopLimit], av[abi.RXEAVNetworkType] = 64, 1
-		})
-	}
+	a := postedUDSends(t, d)
 	resize := func(cqe uint32) []byte {
 		return legacy(uverbs.CmdResizeCQ, words(uint64(respAddr), a.cqh, cqe), 8+16)
 	}
@@ -631,6 +616,26 @@ func TestResizeCQCountsPostedSends(t *testing.T) {
 func TestDestroyQPSendsPostedDatagrams(t *testing.T) {
 	s := sim.NewSim()
 	d := testDeviceOn(t, s)
+	a := postedUDSends(t, d)
+	a.p.run(legacy(uverbs.CmdDestroyQP, words(uint64(respAddr), a.qph, uint32(0)), 4), nil)
+	if prod := u32(a.cqr, 128); prod != 6 {
+		t.Fatalf("%d CQEs after DESTROY_QP, want the 6 sends'", prod)
+	}
+	for i := range 6 {
+		cqe := a.cqr[384+i<<u32(a.cqr, 0):]
+		if id := binary.LittleEndian.Uint64(cqe); id != uint64(i+1) || u32(cqe, 8) != 0 || u32(cqe, 12) != 0 || u32(cqe, 28) != a.qpn {
+			t.Fatalf("CQE %d: wr_id %d status %d opcode %d qp 0x%x; want %d, 0 (success), 0 (SEND), 0x%x", i, id, u32(cqe, 8), u32(cqe, 12), u32(cqe, 28), i+1, a.qpn)
+		}
+	}
+	s.RunUntilIdle(0)
+	if st := d.Engine.Stats(); st.TxFrames != 6 {
+		t.Fatalf("%d frames sent, want the 6 datagrams", st.TxFrames)
+	}
+}
+
+// postedUDSends is a program on d with a UD QP in RTS that has six signalled 8-byte SENDs to
+// itself posted and its doorbell rung.
+func postedUDSends(t *testing.T, d *Device) *rcEnd {
 	a := newEndOf(t, d, nil, 4)
 	const qkey = 0x11111111
 	mod := a.modify
@@ -647,18 +652,5 @@ func TestDestroyQPSendsPostedDatagrams(t *testing.T) {
 			av[abi.RXEAVHopLimit], av[abi.RXEAVNetworkType] = 64, 1
 		})
 	}
-	a.p.run(legacy(uverbs.CmdDestroyQP, words(uint64(respAddr), a.qph, uint32(0)), 4), nil)
-	if prod := u32(a.cqr, 128); prod != 6 {
-		t.Fatalf("%d CQEs after DESTROY_QP, want the 6 sends'", prod)
-	}
-	for i := range 6 {
-		cqe := a.cqr[384+i<<u32(a.cqr, 0):]
-		if id := binary.LittleEndian.Uint64(cqe); id != uint64(i+1) || u32(cqe, 8) != 0 || u32(cqe, 12) != 0 || u32(cqe, 28) != a.qpn {
-			t.Fatalf("CQE %d: wr_id %d status %d opcode %d qp 0x%x; want %d, 0 (success), 0 (SEND), 0x%x", i, id, u32(cqe, 8), u32(cqe, 12), u32(cqe, 28), i+1, a.qpn)
-		}
-	}
-	s.RunUntilIdle(0)
-	if st := d.Engine.Stats(); st.TxFrames != 6 {
-		t.Fatalf("%d frames sent, want the 6 datagrams", st.TxFrames)
-	}
+	return a
 }
