@@ -389,8 +389,8 @@ func (f *Function) resizeCQLocked(n uint32, args abi.QueueArgs) error {
 	// to UD and UC QPs, which complete without their peer, complete first (taking c.mu, so not
 	// under it).
 	for _, q := range f.qpSlots {
-		if q != nil && q.scq == c && q.emu.Type() != engine.QPTypeRC {
-			q.emu.SendPosted()
+		if q != nil && q.scq == c {
+			q.emu.SendPostedDatagrams()
 		}
 	}
 	c.mu.Lock()

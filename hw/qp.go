@@ -172,13 +172,7 @@ func freeSlot[T any](slots []*T) int {
 
 func (f *Function) destroyQPLocked(n uint32) error {
 	return destroyFound(f.qps, n, "QP", func(q *qp) error {
-		// The sends a UD or UC QP was posted (its doorbell came before this command) leave
-		// first, as a NIC has sent them long before its firmware sees the destroy: a peer
-		// waiting for the last of them (libfabric's rxd waits for its final ACK) would
-		// otherwise resend to a QP that is gone until it gives up, minutes later.
-		if q.emu.Type() != engine.QPTypeRC {
-			q.emu.SendPosted()
-		}
+		q.emu.SendPostedDatagrams() // their doorbell came before this command
 		return q.emu.Destroy()
 	}, func(q *qp) {
 		// The driver frees the rings' pages once this completes: nothing may touch them after.

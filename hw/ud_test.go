@@ -206,7 +206,7 @@ func TestGSIAndMulticast(t *testing.T) {
 // the device's clock has not run: six unpolled UD sends refuse a CQ of one entry with EINVAL
 // (rdma-core's test_resize_cq), fit in one of eight, and are all there to poll.
 func TestResizeCQCountsPostedSends(t *testing.T) {
-	b, _, cqn := postedUDSends(t)
+	b, q, cqn := postedUDSends(t)
 	b.ringAt(0x170000, 0x115000, 1, 1, 6)
 	if errno, _ := b.cmd(abi.OpResizeCQ, append(u32s(cqn, 0), queueArgs(1, 6, 0x115000, 1)...)); errno != syscall.EINVAL {
 		t.Fatalf("shrinking to one entry under six unpolled sends: %v, want EINVAL", errno)
@@ -214,15 +214,7 @@ func TestResizeCQCountsPostedSends(t *testing.T) {
 	b.ringAt(0x180000, 0x116000, 1, 3, 6)
 	b.ok(abi.OpResizeCQ, append(u32s(cqn, 0), queueArgs(3, 6, 0x116000, 1)...))
 	b.sim.RunUntilIdle(0)
-	wcs := b.cqes(0x180000, 0)
-	if len(wcs) != 6 {
-		t.Fatalf("completions after the resize: %+v", wcs)
-	}
-	for i, wc := range wcs {
-		if wc.WRID != uint64(i+1) || wc.Status != emu.WCSuccess || wc.Opcode != emu.WCSend {
-			t.Fatalf("completion %d: %+v", i, wc)
-		}
-	}
+	wantPostedSends(t, "after the resize", b.cqes(0x180000, 0), q.qpn)
 }
 
 // TestDestroyQPSendsPostedDatagrams: DESTROY_QP lets the UD sends whose doorbell came before it
@@ -233,15 +225,7 @@ func TestResizeCQCountsPostedSends(t *testing.T) {
 func TestDestroyQPSendsPostedDatagrams(t *testing.T) {
 	b, q, _ := postedUDSends(t)
 	b.ok(abi.OpDestroyQP, u32s(q.qpn))
-	wcs := b.cqes(0x140000, 0)
-	if len(wcs) != 6 {
-		t.Fatalf("completions after DESTROY_QP: %+v, want the 6 sends'", wcs)
-	}
-	for i, wc := range wcs {
-		if wc.WRID != uint64(i+1) || wc.Status != emu.WCSuccess || wc.Opcode != emu.WCSend || wc.QPNum != q.qpn {
-			t.Fatalf("completion %d: %+v", i, wc)
-		}
-	}
+	wantPostedSends(t, "after DESTROY_QP", b.cqes(0x140000, 0), q.qpn)
 	b.sim.RunUntilIdle(0)
 	if st := b.f.Device().Stats(); st.TxFrames != 6 {
 		t.Fatalf("%d frames sent, want the 6 datagrams", st.TxFrames)
@@ -270,4 +254,18 @@ func postedUDSends(t *testing.T) (b *bench, q *guestQP, cqn uint32) {
 			ud: &udDest{qpn: q.qpn, qkey: qkey, av: av}})
 	}
 	return b, q, cqn
+}
+
+// wantPostedSends asserts that wcs are the successful completions of postedUDSends' six SENDs
+// by QP qpn, in order; when names the moment.
+func wantPostedSends(t *testing.T, when string, wcs []emu.WC, qpn uint32) {
+	t.Helper()
+	if len(wcs) != 6 {
+		t.Fatalf("completions %s: %+v, want the 6 sends'", when, wcs)
+	}
+	for i, wc := range wcs {
+		if wc.WRID != uint64(i+1) || wc.Status != emu.WCSuccess || wc.Opcode != emu.WCSend || wc.QPNum != qpn {
+			t.Fatalf("completion %d %s: %+v", i, when, wc)
+		}
+	}
 }

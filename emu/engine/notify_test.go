@@ -265,9 +265,9 @@ func TestSolicitedEventBitOnWire(t *testing.T) {
 // TestCQNotifyCallbackSeesItsEvent: the call OnCompletion sets finds the event of the
 // completion it follows already on Events, whichever goroutine carries the device's outbox out
 // (any call into the engine may: here another goroutine keeps calling into A while the ACKs
-// that complete A's WRITEs arrive). A device model that announces an event from that call, as hw's CQs in
-// guest memory do, would otherwise take nothing, leave the event in the channel, and leave its
-// guest's reader asleep on a disarmed CQ.
+// that complete A's WRITEs arrive). A device model that announces an event from that call, as
+// hw's CQs in guest memory do, would otherwise take nothing, leave the event in the channel,
+// and leave its guest's reader asleep on a disarmed CQ.
 func TestCQNotifyCallbackSeesItsEvent(t *testing.T) {
 	a, b := wallDevices()
 	carry(t, a, b)

@@ -125,6 +125,18 @@ func (qp *QP) SendPosted() {
 	}
 }
 
+// SendPostedDatagrams is SendPosted for a QP whose sends complete without their peer (UD, UC),
+// and nothing for an RC QP, whose requests wait on it. A device model calls it before a command
+// whose answer counts those completions (RESIZE_CQ) and before one that would drop the sends
+// unsent (DESTROY_QP): rxe sends within the post, and a NIC long before its firmware sees the
+// command. libfabric's rxd posts the ACK of its peer's last message and destroys its QP at once;
+// a peer that never sees the ACK resends to a QP that is gone until it gives up, minutes later.
+func (qp *QP) SendPostedDatagrams() {
+	if qp != nil && qp.typ != QPTypeRC {
+		qp.SendPosted()
+	}
+}
+
 func (qp *QP) runRequester() {
 	d := qp.dev
 	r := &qp.req

@@ -596,16 +596,7 @@ func TestResizeCQCountsPostedSends(t *testing.T) {
 	}
 	a.p.refused("shrinking to one entry under six unpolled sends", resize(1), syscall.EINVAL)
 	resp, _ := a.p.run(resize(7), nil)
-	cq := a.p.ring(resp[8:])
-	if prod := u32(cq, 128); prod != 6 {
-		t.Fatalf("%d CQEs carried over, want 6", prod)
-	}
-	for i := range 6 {
-		cqe := cq[384+i<<u32(cq, 0):]
-		if id := binary.LittleEndian.Uint64(cqe); id != uint64(i+1) || u32(cqe, 8) != 0 || u32(cqe, 12) != 0 {
-			t.Fatalf("CQE %d: wr_id %d status %d opcode %d; want %d, 0 (success), 0 (SEND)", i, id, u32(cqe, 8), u32(cqe, 12), i+1)
-		}
-	}
+	wantPostedSends(t, "carried over", a.p.ring(resp[8:]), a.qpn)
 }
 
 // TestDestroyQPSendsPostedDatagrams: DESTROY_QP lets the UD sends posted before it go, though
@@ -618,15 +609,7 @@ func TestDestroyQPSendsPostedDatagrams(t *testing.T) {
 	d := testDeviceOn(t, s)
 	a := postedUDSends(t, d)
 	a.p.run(legacy(uverbs.CmdDestroyQP, words(uint64(respAddr), a.qph, uint32(0)), 4), nil)
-	if prod := u32(a.cqr, 128); prod != 6 {
-		t.Fatalf("%d CQEs after DESTROY_QP, want the 6 sends'", prod)
-	}
-	for i := range 6 {
-		cqe := a.cqr[384+i<<u32(a.cqr, 0):]
-		if id := binary.LittleEndian.Uint64(cqe); id != uint64(i+1) || u32(cqe, 8) != 0 || u32(cqe, 12) != 0 || u32(cqe, 28) != a.qpn {
-			t.Fatalf("CQE %d: wr_id %d status %d opcode %d qp 0x%x; want %d, 0 (success), 0 (SEND), 0x%x", i, id, u32(cqe, 8), u32(cqe, 12), u32(cqe, 28), i+1, a.qpn)
-		}
-	}
+	wantPostedSends(t, "after DESTROY_QP", a.cqr, a.qpn)
 	s.RunUntilIdle(0)
 	if st := d.Engine.Stats(); st.TxFrames != 6 {
 		t.Fatalf("%d frames sent, want the 6 datagrams", st.TxFrames)
@@ -653,4 +636,19 @@ func postedUDSends(t *testing.T, d *Device) *rcEnd {
 		})
 	}
 	return a
+}
+
+// wantPostedSends asserts that the CQ ring cq holds exactly the successful completions of
+// postedUDSends' six SENDs by QP qpn, in order; when names the moment.
+func wantPostedSends(t *testing.T, when string, cq []byte, qpn uint32) {
+	t.Helper()
+	if prod := u32(cq, 128); prod != 6 {
+		t.Fatalf("%d CQEs %s, want the 6 sends'", prod, when)
+	}
+	for i := range 6 {
+		cqe := cq[384+i<<u32(cq, 0):]
+		if id := binary.LittleEndian.Uint64(cqe); id != uint64(i+1) || u32(cqe, 8) != 0 || u32(cqe, 12) != 0 || u32(cqe, 28) != qpn {
+			t.Fatalf("CQE %d %s: wr_id %d status %d opcode %d qp 0x%x; want %d, 0 (success), 0 (SEND), 0x%x", i, when, id, u32(cqe, 8), u32(cqe, 12), u32(cqe, 28), i+1, qpn)
+		}
+	}
 }

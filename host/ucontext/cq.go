@@ -125,8 +125,8 @@ func (c *Context) resizeCQ(r *request) error {
 	// to UD and UC QPs, which complete without their peer, complete first (taking q.mu, so not
 	// under it).
 	for _, p := range c.qps {
-		if p.scq == q && p.emu.Type() != engine.QPTypeRC {
-			p.emu.SendPosted()
+		if p.scq == q {
+			p.emu.SendPostedDatagrams()
 		}
 	}
 	q.mu.Lock()

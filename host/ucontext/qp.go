@@ -270,7 +270,7 @@ func (q *qp) ring() {
 }
 
 func (q *qp) destroy() {
-	sendPostedDatagrams(q.emu)
+	q.emu.SendPostedDatagrams()
 	_ = q.emu.Destroy()
 	q.posting.Lock()
 	q.sqMu.Lock()
@@ -281,16 +281,6 @@ func (q *qp) destroy() {
 	q.rqMu.Unlock()
 	q.sqMu.Unlock()
 	q.posting.Unlock()
-}
-
-// sendPostedDatagrams sends what a UD or UC QP was posted before it goes, as rxe, which sends
-// within the post, has: libfabric's rxd acknowledges its peer's last message and then destroys
-// its QP at once, and a peer that never sees the ACK resends to a QP that is gone until it gives
-// up, minutes later. An RC QP's requests wait on their peer and go with the QP, as on a NIC.
-func sendPostedDatagrams(q *engine.QP) {
-	if q.Type() != engine.QPTypeRC {
-		q.SendPosted()
-	}
 }
 
 // DESTROY_QP: qp_handle (8). The answer counts the QP's async events the program read.
