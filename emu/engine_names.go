@@ -118,6 +118,13 @@ type (
 	//	go doc github.com/softirdma/softirdma/emu/engine.SealedBatchLink
 	SealedBatchLink = engine.SealedBatchLink
 
+	// UnsealedLink is a SealedLink that computes the ICRC of the engine's frames itself, only
+	// when something will read it (a capture, a fault, a link out of the process). It is
+	// engine.UnsealedLink; its methods are documented there:
+	//
+	//	go doc github.com/softirdma/softirdma/emu/engine.UnsealedLink
+	UnsealedLink = engine.UnsealedLink
+
 	// DeviceConfig sets up a Device. It is engine.DeviceConfig; its fields are documented there:
 	//
 	//	go doc github.com/softirdma/softirdma/emu/engine.DeviceConfig

@@ -159,6 +159,8 @@ func NewBuilder(p Path) *Builder { return roce.NewBuilder(p) }
 
 func PadFor(n int) int { return roce.PadFor(n) }
 
+func SealFrame(frame []byte) error { return roce.SealFrame(frame) }
+
 func NewFrameBuffer(n int) []byte { return roce.NewFrameBuffer(n) }
 
 func WriteExt(dst []byte, ext Ext, h *Header) int { return roce.WriteExt(dst, ext, h) }

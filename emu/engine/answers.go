@@ -219,7 +219,7 @@ func (qp *QP) sendAnswer(x *answer) {
 		h.Opcode, h.Orig = roce.RCAtomicAcknowledge, x.orig
 	}
 	frame, err := qp.builder.Build(qp.dev.txBuffer(), &h, nil)
-	if err == nil && qp.transmit(frame, h.Opcode, x.psn, qp.local) && x.syn.Type() != roce.SyndromeACK {
+	if err == nil && qp.transmit(frame, h.Opcode, x.psn, qp.local, true) && x.syn.Type() != roce.SyndromeACK {
 		qp.dev.stats.NAKsSent.Add(1)
 	}
 }
@@ -254,8 +254,7 @@ func (qp *QP) sendReadResponse(x *answer) *respError {
 		return nak(roce.NAKRemoteAccess, "READ response psn %d: %d of %d bytes could be read", h.PSN, got, n)
 	}
 	p.release()
-	qp.builder.Seal(frame)
-	qp.transmit(frame, h.Opcode, h.PSN, qp.local)
+	qp.transmit(frame, h.Opcode, h.PSN, qp.local, qp.sealFor(&qp.builder, frame, qp.local))
 	x.psn = psnAdd(x.psn, 1)
 	return nil
 }

@@ -62,6 +62,20 @@ type SealedBatchLink interface {
 	SendSealedBatch(frames [][]byte)
 }
 
+// UnsealedLink is a SealedLink that computes the ICRC of the engine's frames itself, and only
+// when something will read it. SendUnsealed is SendSealed for a frame with every byte written
+// but its ICRC: before a capture, a fault or anything outside the process sees the frame, the
+// link seals it (roce.SealFrame); one it hands to another engine untouched goes with
+// ReceiveSealed, whose parse never reads the ICRC, so nobody computes it. On a fabric in one
+// process with no capture and no fault that is all its frames: the ICRC, the costliest part of
+// building a small frame, is computed where its bytes are read, as a NIC computes it where they
+// leave the chip. Frames for the device itself or its own multicast groups, and any frame the
+// engine sends another way, are sealed by the engine as ever.
+type UnsealedLink interface {
+	SealedLink
+	SendUnsealed(frame []byte)
+}
+
 // DeviceConfig sets up a Device.
 type DeviceConfig struct {
 	Name  string       // for events and traces
@@ -435,7 +449,8 @@ type attachment struct {
 	sealer SealedLink // the lender, when it passes on that frames are sealed
 	// sealedBatch is the sealer, when it takes them in batches
 	sealedBatch SealedBatchLink
-	batch       BatchLink // the link, when it sends frames in batches
+	unsealer    UnsealedLink // the sealer, when it seals the engine's frames itself
+	batch       BatchLink    // the link, when it sends frames in batches
 }
 
 // Attach connects the device to a link. It is made for a device before its traffic: a frame
@@ -445,6 +460,7 @@ func (d *Device) Attach(l Link) {
 	a.lender, _ = l.(BufferLink)
 	a.sealer, _ = l.(SealedLink)
 	a.sealedBatch, _ = l.(SealedBatchLink)
+	a.unsealer, _ = l.(UnsealedLink)
 	a.batch, _ = l.(BatchLink)
 	d.att.Store(a)
 	d.flush()

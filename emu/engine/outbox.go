@@ -2,6 +2,8 @@ package engine
 
 import (
 	"sync/atomic"
+
+	"github.com/softirdma/softirdma/wire/roce"
 )
 
 // The engine's locks guard its state and nothing else. What the engine produces for the world
@@ -30,6 +32,9 @@ type outFrame struct {
 	group bool
 	// sealed: built and sealed by the engine (a QP's frame, not a netdev's), for SendSealed.
 	sealed bool
+	// unsealed: built by the engine with its ICRC left for an UnsealedLink to compute; carryOut
+	// seals it if it goes any other way.
+	unsealed bool
 }
 
 type outbox struct {
@@ -181,13 +186,18 @@ func (d *Device) carryOut(frames []outFrame, events []Event, calls []func()) {
 	att, sink, stopped := d.att.Load(), d.sink.Load(), d.stopped.Load()
 	batch, sealed := d.out.linkBatch[:0], d.out.sealedBatch[:0]
 	for _, f := range frames {
+		if f.unsealed && (!f.lent || f.local || f.group || att.unsealer == nil) && f.b != nil && !stopped {
+			// The link changed since the frame was built, or the frame stays with the device.
+			_ = roce.SealFrame(f.b) // the engine's own frame: it parses
+			f.unsealed = false
+		}
 		if f.group && f.b != nil && !stopped {
 			d.loop.keep(f.b)
 		}
 		if f.lent {
 			batch = sendBatch(att, batch) // the lender is the same link: frames keep their order
 		}
-		if f.b != nil && !stopped && !f.local && f.lent && f.sealed && att.sealedBatch != nil {
+		if f.b != nil && !stopped && !f.local && f.lent && f.sealed && !f.unsealed && att.sealedBatch != nil {
 			sealed = append(sealed, f.b)
 			continue
 		}
@@ -199,6 +209,8 @@ func (d *Device) carryOut(frames []outFrame, events []Event, calls []func()) {
 			}
 		case f.local:
 			d.loop.take(f.b, f.lent)
+		case f.unsealed:
+			att.unsealer.SendUnsealed(f.b)
 		case f.lent && f.sealed && att.sealer != nil:
 			att.sealer.SendSealed(f.b)
 		case f.lent:
@@ -269,11 +281,14 @@ func (d *Device) txBuffer() []byte {
 
 // send queues a frame built in a buffer from txBuffer and sealed for the link, or, local, for
 // the device itself.
-func (d *Device) send(frame []byte, local bool) { d.out.putSent(d.sentFrame(frame, local)) }
+func (d *Device) send(frame []byte, local, sealed bool) {
+	d.out.putSent(d.sentFrame(frame, local, sealed))
+}
 
-// sentFrame is the outbox's entry for a frame send queues.
-func (d *Device) sentFrame(frame []byte, local bool) outFrame {
-	return outFrame{b: frame, lent: d.att.Load().lender != nil, local: local, sealed: true,
+// sentFrame is the outbox's entry for a frame send queues; sealed false leaves its ICRC to the
+// link (sealFor).
+func (d *Device) sentFrame(frame []byte, local, sealed bool) outFrame {
+	return outFrame{b: frame, lent: d.att.Load().lender != nil, local: local, sealed: true, unsealed: !sealed,
 		group: !local && d.ngroups.Load() > 0 && d.ownGroup(frame)}
 }
 

@@ -356,8 +356,7 @@ func (qp *QP) transmitRequest(w *sendWQE) bool {
 			return false
 		}
 	}
-	rt.b.Seal(frame)
-	qp.transmit(frame, h.Opcode, h.PSN, rt.local)
+	qp.transmit(frame, h.Opcode, h.PSN, rt.local, qp.sealFor(rt.b, frame, rt.local))
 	r.txCount++
 	if w.firstTx == 0 {
 		w.firstTx = r.txCount
@@ -429,9 +428,20 @@ func (qp *QP) gather(w *sendWQE, off uint64, dst []byte) error {
 	return qp.gatherSGL(w.sgl, off, dst)
 }
 
+// sealFor seals a frame b built unless the device's link seals the engine's frames itself
+// (UnsealedLink) and the frame goes to it, and reports whether it did.
+func (qp *QP) sealFor(b *roce.Builder, frame []byte, local bool) bool {
+	if !local && qp.dev.att.Load().unsealer != nil {
+		return false
+	}
+	b.Seal(frame)
+	return true
+}
+
 // transmit queues a frame for the link; it goes out when the engine's locks are released. It
-// reports whether the frame left, for the counters of what went on the roce.
-func (qp *QP) transmit(frame []byte, op roce.Opcode, psn uint32, local bool) bool {
+// reports whether the frame left, for the counters of what went on the roce. sealed false: its
+// ICRC is left to the link (sealFor).
+func (qp *QP) transmit(frame []byte, op roce.Opcode, psn uint32, local, sealed bool) bool {
 	d := qp.dev
 	if d.stopped.Load() || d.portDown.Load() || d.att.Load().link == nil {
 		d.dropBuffer(frame)
@@ -448,10 +458,10 @@ func (qp *QP) transmit(frame []byte, op roce.Opcode, psn uint32, local bool) boo
 		d.event(Event{QP: qp.qpn, Kind: EvSend, PSN: psn, Msg: fmt.Sprintf("%s psn %d", op, psn)})
 	}
 	if qp.staging {
-		qp.staged = append(qp.staged, d.sentFrame(frame, local))
+		qp.staged = append(qp.staged, d.sentFrame(frame, local, sealed))
 		return true
 	}
-	d.send(frame, local)
+	d.send(frame, local, sealed)
 	return true
 }
 

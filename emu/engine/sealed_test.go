@@ -142,3 +142,64 @@ func TestSealedFramesGoInBatches(t *testing.T) {
 		t.Fatalf("PSNs %v, want %v", link.psns, want)
 	}
 }
+
+// unsealedLink is a batchLink that seals the engine's frames itself (engine.UnsealedLink): it
+// keeps a copy of each frame SendUnsealed hands it.
+type unsealedLink struct {
+	batchLink
+	unsealed [][]byte
+}
+
+func (l *unsealedLink) SendUnsealed(b []byte) {
+	l.calls = append(l.calls, "unsealed")
+	l.unsealed = append(l.unsealed, append([]byte(nil), b...))
+}
+
+// A link that seals the engine's frames itself gets a QP's frames with their ICRC left to it, in
+// order among the rest, and sealing them (wire.SealFrame) gives frames that pass a receiver's
+// check. A frame built for such a link that goes another way, because the device was attached
+// to another link before the frame left, is sealed by the engine: the other link's check
+// (batchLink parses each frame it takes, ICRC included) passes.
+func TestUnsealedFramesLeftToTheLink(t *testing.T) {
+	s := sim.NewSim()
+	peer := [6]byte{2, 0, 0, 0, 0, 2}
+	dev := engine.NewDevice(engine.DeviceConfig{Name: "A", Clock: s, MAC: [6]byte{2, 0, 0, 0, 0, 1},
+		IP: netip.MustParseAddr("192.0.2.1"), Resolve: func(netip.Addr) ([6]byte, bool) { return peer, true }})
+	link := &unsealedLink{}
+	dev.Attach(link)
+	nd := newDgNode(t, dev, engine.QPTypeUD, testQKey)
+	ah := nd.ah(t, netip.MustParseAddr("192.0.2.2"))
+	for i := range 2 {
+		nd.send(t, uint64(i), engine.WRSend, ah, 0x12, testQKey, 0, 16)
+	}
+	nd.qp.SendPosted()
+	dev.SendFrame(append(peer[:], 2, 0, 0, 0, 0, 1, 0x88, 0xb5, 0, 0))
+	nd.send(t, 2, engine.WRSend, ah, 0x12, testQKey, 0, 16)
+	s.RunUntilIdle(1000)
+	if want := []string{"unsealed", "unsealed", "send", "unsealed"}; !slices.Equal(link.calls, want) {
+		t.Fatalf("the link's calls: %q, want %q", link.calls, want)
+	}
+	for i, b := range link.unsealed {
+		must(t, wire.SealFrame(b))
+		var f wire.Frame
+		var p wire.Parser
+		if err := p.Parse(&f, b); err != nil || f.BTH.PSN() != uint32(100+i) {
+			t.Fatalf("unsealed frame %d, sealed by the link: %v, PSN %d", i, err, f.BTH.PSN())
+		}
+	}
+
+	// Built for the unsealing link, sent on one that takes only sealed frames.
+	for i := range 3 {
+		nd.send(t, uint64(3+i), engine.WRSend, ah, 0x12, testQKey, 0, 16)
+	}
+	nd.qp.SendPosted()
+	sealedOnly := &batchLink{}
+	dev.Attach(sealedOnly)
+	s.RunUntilIdle(1000)
+	if want := []string{"batch 3"}; !slices.Equal(sealedOnly.calls, want) {
+		t.Fatalf("the second link's calls: %q, want %q", sealedOnly.calls, want)
+	}
+	if want := []uint32{103, 104, 105}; !slices.Equal(sealedOnly.psns, want) {
+		t.Fatalf("PSNs %v, want %v", sealedOnly.psns, want)
+	}
+}

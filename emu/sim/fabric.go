@@ -12,6 +12,7 @@ import (
 	"github.com/softirdma/softirdma/emu/engine"
 	"github.com/softirdma/softirdma/internal/pcapfile"
 	"github.com/softirdma/softirdma/wire/faultplan"
+	"github.com/softirdma/softirdma/wire/roce"
 )
 
 // LinkConfig is a simulated link's behaviour: every frame a device sends through it takes
@@ -55,6 +56,11 @@ func (c LinkConfig) Validate() error {
 // clamped is c brought into range as AddDevice and SetLink take it: a probability above 1 is 1,
 // one below 0 or NaN is 0; a negative latency, reorder delay or rate, or a NaN rate, is 0, which
 // means its default.
+// random says whether the link has a random fault: it draws random numbers for every frame.
+func (c LinkConfig) random() bool {
+	return c.Loss > 0 || c.Duplicate > 0 || c.Reorder > 0 || c.Corrupt > 0
+}
+
 func (c LinkConfig) clamped() LinkConfig {
 	for _, p := range []*float64{&c.Loss, &c.Duplicate, &c.Reorder, &c.Corrupt} {
 		switch {
@@ -399,6 +405,20 @@ func (p *fabricPort) SendBuffer(buf []byte) { p.sendBuffer(buf, false) }
 // fault or link takes that away.
 func (p *fabricPort) SendSealed(buf []byte) { p.sendBuffer(buf, true) }
 
+// SendUnsealed is SendSealed for a frame whose ICRC the engine left to the fabric
+// (engine.UnsealedLink). The fabric seals it when anything may read it: a capture, a fault, a
+// lossy or corrupting link. A frame that meets none of them goes to the other device untouched,
+// whose sealed receive never reads the ICRC, so it is never computed.
+func (p *fabricPort) SendUnsealed(buf []byte) {
+	if buf == nil {
+		return
+	}
+	if f := p.fab; f.pcap != nil || len(f.faults) > 0 || p.cfg.random() {
+		_ = roce.SealFrame(buf) // an engine's frame: it parses
+	}
+	p.sendBuffer(buf, true)
+}
+
 func (p *fabricPort) sendBuffer(buf []byte, sealed bool) {
 	f := p.fab
 	if buf == nil {
@@ -429,7 +449,7 @@ func (p *fabricPort) faults(buf []byte, now, delay time.Duration) (int, time.Dur
 	f := p.fab
 	copies, changed := 1, false
 	var info faultplan.Frame
-	random := p.cfg.Loss > 0 || p.cfg.Duplicate > 0 || p.cfg.Reorder > 0 || p.cfg.Corrupt > 0
+	random := p.cfg.random()
 	if len(f.faults) > 0 || random {
 		info = faultplan.ParseFrame(buf) // what faults match on and report; a clean link needs none of it
 	}

@@ -94,6 +94,20 @@ func (p *Parser) Reseal(f *Frame) {
 	f.ICRC = binary.LittleEndian.Uint32(f.Buf[f.End-ICRCLen:])
 }
 
+// SealFrame computes and stores the ICRC of a frame whose every other byte is written: one the
+// engine built and left for its link to seal (engine.UnsealedLink), which seals it only when
+// something will read it. It reports the parse error of a frame that is not RoCEv2, and then
+// writes nothing.
+func SealFrame(frame []byte) error {
+	var p Parser
+	var f Frame
+	if err := p.ParseHeaders(&f, frame); err != nil {
+		return err
+	}
+	p.Reseal(&f)
+	return nil
+}
+
 // crcTable8 is the slicing-by-8 table of the reflected IEEE polynomial, derived from
 // crc32.IEEETable.
 var crcTable8 = func() (t [8][256]uint32) {
