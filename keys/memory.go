@@ -209,6 +209,15 @@ func (s Span) copy(b []byte, in bool) int {
 	if s.n == 0 {
 		return 0 // a zero-length access: its span has no memory at all
 	}
+	if s.mem.scatter == nil {
+		// One slice: the copy itself, without the walk's call per segment. Most packets are
+		// this case, and for a small one the walk cost more than the copy.
+		seg := s.mem.one[s.off : s.off+s.n : s.off+s.n]
+		if in {
+			return copy(seg, b)
+		}
+		return copy(b, seg)
+	}
 	if s.mem.copier() {
 		return s.copyThrough(b, in)
 	}

@@ -320,3 +320,21 @@ func TestSendLongerThanReceive(t *testing.T) {
 		t.Fatalf("states %s %s", p.qa.State(), p.qb.State())
 	}
 }
+
+// A message may take fewer packets than half the PSN space less the send window: at MTU 256
+// that is a length of (2^23 - window - 1) x 256 bytes at most, and one byte more is refused with
+// EINVAL (beyond it a PSN comparison across the message breaks).
+func TestPostRefusesMoreThanHalfThePSNSpace(t *testing.T) {
+	p := newPair(t, 1, sim.LinkConfig{}, engine.ConnectOptions{MTU: engine.MTU256})
+	most := uint64(1<<23-1-p.a.SendWindow()) * 256
+	var pe *engine.PostError
+	over := engine.SendWR{ID: 2, Opcode: engine.WRRDMAWrite, SGL: []engine.SGE{{Addr: p.mrA.Addr(), Length: uint32(most + 1), LKey: p.mrA.LKey()}}, RemoteAddr: p.mrB.Addr(), RKey: p.mrB.RKey()}
+	if err := p.qa.PostSend(over); !errors.As(err, &pe) || pe.Err != syscall.EINVAL || !strings.Contains(err.Error(), "needs too many packets at MTU 256") {
+		t.Fatalf("a WRITE of %d bytes at MTU 256: %v, want EINVAL for too many packets", most+1, err)
+	}
+	at := over
+	at.ID, at.SGL[0].Length = 1, uint32(most)
+	if err := p.qa.PostSend(at); err != nil {
+		t.Fatalf("a WRITE of %d bytes at MTU 256: %v, want it posted", most, err)
+	}
+}
