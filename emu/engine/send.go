@@ -302,8 +302,9 @@ func (qp *QP) checkSendWR(wr *SendWR) (uint64, *PostError) {
 	if length > qp.dev.limits.MaxMsgSize {
 		return 0, postFail(syscall.EINVAL, "message of %d bytes, at most %d", length, qp.dev.limits.MaxMsgSize)
 	}
-	if mtu := uint64(qp.attr.PathMTU.Bytes()); mtu > 0 && (length+mtu-1)/mtu >= 1<<23-uint64(qp.dev.window) {
-		// Half the 24-bit PSN space less the window: beyond it PSN comparisons break.
+	if mtu := uint64(qp.attr.PathMTU.Bytes()); mtu > 0 && length > (1<<23-1-uint64(qp.dev.window))*mtu {
+		// Half the 24-bit PSN space less the window, in packets (ceil(length/mtu) reaching
+		// it, without a division per post): beyond it PSN comparisons break.
 		return 0, postFail(syscall.EINVAL, "message of %d bytes needs too many packets at MTU %d", length, mtu)
 	}
 	if perr := checkSendOperands(wr, length); perr != nil {
