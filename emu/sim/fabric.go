@@ -413,10 +413,17 @@ func (p *fabricPort) SendUnsealed(buf []byte) {
 	if buf == nil {
 		return
 	}
-	if f := p.fab; f.pcap != nil || len(f.faults) > 0 || p.cfg.random() {
+	if p.looked() {
 		_ = roce.SealFrame(buf) // an engine's frame: it parses
 	}
 	p.sendBuffer(buf, true)
+}
+
+// looked says whether anything on the way reads or changes the port's frames: the fabric's
+// capture, a targeted fault, a random fault of the link.
+func (p *fabricPort) looked() bool {
+	f := p.fab
+	return f.pcap != nil || len(f.faults) > 0 || p.cfg.random()
 }
 
 func (p *fabricPort) sendBuffer(buf []byte, sealed bool) {
@@ -435,7 +442,10 @@ func (p *fabricPort) sendBuffer(buf []byte, sealed bool) {
 		p.busy = start + time.Duration(float64(len(buf)+24)*8/p.cfg.Rate*1e9)
 		delay += p.busy - now
 	}
-	copies, delay, changed := p.faults(buf, now, delay)
+	copies, changed := 1, false
+	if p.looked() {
+		copies, delay, changed = p.faults(buf, now, delay)
+	}
 	if p.down(now) {
 		copies = 0
 	}
