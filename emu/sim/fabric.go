@@ -398,12 +398,12 @@ func (p *fabricPort) Buffer() []byte { return p.fab.buffer(engine.MaxFrame) }
 
 // SendBuffer carries a frame built in a buffer from Buffer, without copying it; nil returns
 // an unused buffer.
-func (p *fabricPort) SendBuffer(buf []byte) { p.sendBuffer(buf, false) }
+func (p *fabricPort) SendBuffer(buf []byte) { p.sendBuffer(buf, false, p.looked()) }
 
 // SendSealed is SendBuffer for a frame the engine sealed: delivered untouched, it reaches the
 // other device sealed (engine.ReceiveSealed), and its ICRC is not computed twice; a corrupting
 // fault or link takes that away.
-func (p *fabricPort) SendSealed(buf []byte) { p.sendBuffer(buf, true) }
+func (p *fabricPort) SendSealed(buf []byte) { p.sendBuffer(buf, true, p.looked()) }
 
 // SendUnsealed is SendSealed for a frame whose ICRC the engine left to the fabric
 // (engine.UnsealedLink). The fabric seals it when anything may read it: a capture, a fault, a
@@ -413,10 +413,11 @@ func (p *fabricPort) SendUnsealed(buf []byte) {
 	if buf == nil {
 		return
 	}
-	if p.looked() {
+	looked := p.looked()
+	if looked {
 		_ = roce.SealFrame(buf) // an engine's frame: it parses
 	}
-	p.sendBuffer(buf, true)
+	p.sendBuffer(buf, true, looked)
 }
 
 // looked says whether anything on the way reads or changes the port's frames: the fabric's
@@ -426,7 +427,8 @@ func (p *fabricPort) looked() bool {
 	return f.pcap != nil || len(f.faults) > 0 || p.cfg.random()
 }
 
-func (p *fabricPort) sendBuffer(buf []byte, sealed bool) {
+// sendBuffer sends buf; looked is p.looked(), which its caller has asked already.
+func (p *fabricPort) sendBuffer(buf []byte, sealed, looked bool) {
 	f := p.fab
 	if buf == nil {
 		return
@@ -443,7 +445,7 @@ func (p *fabricPort) sendBuffer(buf []byte, sealed bool) {
 		delay += p.busy - now
 	}
 	copies, changed := 1, false
-	if p.looked() {
+	if looked {
 		copies, delay, changed = p.faults(buf, now, delay)
 	}
 	if p.down(now) {
