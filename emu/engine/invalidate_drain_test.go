@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/softirdma/softirdma/emu/engine"
+	"github.com/softirdma/softirdma/emu/realtime"
 )
 
 // stallingSpace is one mapped region whose Segments can be made to stall once, holding a copy
@@ -74,6 +75,12 @@ func carry(t *testing.T, a, b *engine.Device) {
 func carriedRC(t *testing.T) wallTraffic {
 	t.Helper()
 	a, b := wallDevices()
+	return carriedRCOn(t, a, b)
+}
+
+// carriedRCOn is carriedRC between a and b.
+func carriedRCOn(t *testing.T, a, b *engine.Device) wallTraffic {
+	t.Helper()
 	carry(t, a, b)
 	var w wallTraffic
 	var err error
@@ -150,6 +157,78 @@ func TestW19DeallocMWWaitsForAWriteAlreadyThrough(t *testing.T) {
 	}
 	waitCQ(cqA, time.Now().Add(10*time.Second))
 	wantWC(t, poll(cqA), engine.WC{WRID: 2, Opcode: engine.WCRDMAWrite})
+}
+
+// The requester's side of the same: Dereg of the MR a WRITE is gathering its payload from waits
+// for the copy, which the requester's run makes in the run's pin scope, and the WRITE lands
+// whole. And a run that drains an MR itself after a copy of its own (B's WRITE, then a REG_MR)
+// closes its own scope first rather than wait for it for ever.
+func TestDeregWaitsForTheRequestersCopy(t *testing.T) {
+	// Each device on a clock of its own: A's is the one the stalled copy holds.
+	a, b := wallDevicesOn(realtime.NewWallClock(), realtime.NewWallClock())
+	w := carriedRCOn(t, a, b)
+	pdA, pdB, cqA, cqB, qa, qb := w.pdA, w.pdB, w.cqA, w.cqB, w.qa, w.qb
+
+	space := &stallingSpace{mem: make([]byte, 1<<16), entered: make(chan struct{}), released: make(chan struct{})}
+	var release sync.Once
+	letGo := func() { release.Do(func() { close(space.released) }) }
+	t.Cleanup(letGo) // before carry's: a failed test must not leave A's clock stalled
+	fill(space.mem[0x3000:0x3040], 0xcd)
+	mrA, err := pdA.RegImplicitMR(space, engine.AccessLocalWrite)
+	must(t, err)
+	dst := make([]byte, 4096)
+	mrB, err := pdB.RegMR(dst, engine.AccessLocalWrite|engine.AccessRemoteWrite|engine.AccessMWBind)
+	must(t, err)
+	space.mu.Lock()
+	space.armed = true
+	space.mu.Unlock()
+	must(t, qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled,
+		SGL: []engine.SGE{{Addr: 0x3000, Length: 64, LKey: mrA.LKey()}}, RemoteAddr: mrB.Addr(), RKey: mrB.RKey()}))
+	select {
+	case <-space.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the WRITE never reached A's memory")
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- mrA.Dereg() }()
+	select {
+	case err := <-done:
+		t.Fatalf("dereg returned (%v) while the WRITE was still copying from the MR", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	// Meanwhile B's run sends a WRITE to A, which opens the run's pin scope, and then runs a
+	// REG_MR, which drains the MR from inside that run: B closes its own scope first, so the
+	// drain waits for nothing of B's. (The WRITE's ACK leaves A only once A's clock goes on.)
+	toA := make([]byte, 64)
+	mrToA, err := pdA.RegMR(toA, engine.AccessLocalWrite|engine.AccessRemoteWrite)
+	must(t, err)
+	fmr, err := pdB.AllocFastRegMR(4096)
+	must(t, err)
+	must(t, qb.PostSend(
+		engine.SendWR{ID: 2, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, SGL: sge(mrB, 0, 64), RemoteAddr: mrToA.Addr(), RKey: mrToA.RKey()},
+		engine.SendWR{ID: 3, Opcode: engine.WRRegMR, Flags: engine.SendSignaled,
+			Reg: engine.RegInfo{MR: fmr, Key: otherKey8(fmr.LKey()), Buf: make([]byte, 4096), IOVA: 0x9000, Access: engine.AccessLocalWrite}}))
+
+	letGo()
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("dereg did not return after the copy went on")
+	}
+	waitCQ(cqA, time.Now().Add(10*time.Second))
+	wantWC(t, poll(cqA), engine.WC{WRID: 1, Opcode: engine.WCRDMAWrite})
+	if string(dst[:64]) != string(space.mem[0x3000:0x3040]) {
+		t.Fatalf("B's memory holds % x, want the WRITE's bytes", dst[:8])
+	}
+	var got []engine.WC
+	for deadline := time.Now().Add(10 * time.Second); len(got) < 2 && time.Now().Before(deadline); {
+		waitCQ(cqB, deadline)
+		got = append(got, poll(cqB)...)
+	}
+	wantWC(t, got, engine.WC{WRID: 2, Opcode: engine.WCRDMAWrite}, engine.WC{WRID: 3, Opcode: engine.WCRegMR})
 }
 
 // vanishingSpace is one mapped region that says it is mapped but, once armed, yields none of

@@ -61,6 +61,7 @@ type QP struct {
 	dev      *Device
 	lkeyKept [2]keyReach // the last lkey looked up to read and to write (localAccess); guarded by mu
 	rkeyKept keyReach    // the last rkey a request passed (remoteAccess, remoteAllowed); guarded by mu
+	pins     pinScope    // the copies of a requester's run or a received batch (access.go)
 	pd       *PD
 	qpn      uint32
 	typ      QPType

@@ -64,6 +64,7 @@ func (h *rxHeld) hold(qp *QP) {
 	if h.qp != qp {
 		h.release()
 		qp.mu.Lock()
+		qp.beginPins() // the batch's copies for the QP share one pin scope
 		h.qp = qp
 	}
 }
@@ -71,6 +72,7 @@ func (h *rxHeld) hold(qp *QP) {
 // release releases the QP held, if any.
 func (h *rxHeld) release() {
 	if h.qp != nil {
+		h.qp.endPins()
 		h.qp.mu.Unlock()
 		h.qp = nil
 	}

@@ -143,6 +143,8 @@ func (qp *QP) runRequester() {
 	if d.stopped.Load() || !qp.requesterActive() || r.waitRNR || r.faulted {
 		return
 	}
+	qp.beginPins() // the run's copies share one pin scope
+	defer qp.endPins()
 	if qp.tr.acked {
 		// An RC run's frames are staged and queued together at its end, before the QP's lock
 		// is released. Not a datagram's: its send completes as its frame is queued, and a
@@ -509,7 +511,7 @@ func (qp *QP) localInvalidate(w *sendWQE) error {
 	err := d.keys.Invalidate(keys.Invalidate{Key: keys.Key(w.wr.Imm), QP: keys.QPN(qp.qpn), At: d.clock.Now()})
 	d.tab.Unlock()
 	if err == nil {
-		reached.drain()
+		qp.drainMR(reached)
 	}
 	if err == nil && d.tracing() {
 		d.event(Event{QP: qp.qpn, Kind: EvKey, Key: w.wr.Imm, WRID: w.wr.ID, Msg: "LOCAL_INV invalidated " + keys.Key(w.wr.Imm).String()})
@@ -537,7 +539,7 @@ func (qp *QP) bindWindow(w *sendWQE) error {
 	if err != nil {
 		return err
 	}
-	was.drain()
+	qp.drainMR(was)
 	if d.tracing() {
 		d.event(Event{QP: qp.qpn, Kind: EvKey, Key: uint32(res.Key), WRID: w.wr.ID,
 			Msg: fmt.Sprintf("bind %s %s -> %s [0x%x, +%d) %s", b.MW.typ, kb.MW, res.Key, b.Addr, b.Length, b.Access)})
@@ -567,7 +569,7 @@ func (qp *QP) fastRegister(w *sendWQE) error {
 	if err := qp.fastRegisterLocked(w, pages); err != nil {
 		return err
 	}
-	g.MR.drain() // a copy through the MR's previous memory is done before the REG_MR completes
+	qp.drainMR(g.MR) // a copy through the MR's previous memory is done before the REG_MR completes
 	return nil
 }
 

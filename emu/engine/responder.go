@@ -653,7 +653,7 @@ func (qp *QP) execSend(q *request) verdict {
 		err := d.keys.Invalidate(keys.Invalidate{Key: keys.Key(rkey), QP: keys.QPN(qp.qpn), Remote: true, At: d.clock.Now()})
 		d.tab.Unlock()
 		if err == nil {
-			reached.drain()
+			qp.drainMR(reached)
 		}
 		if err != nil {
 			// rxe ACKs and fails only the receive; softirdma also NAKs (W18): 0x61 and
