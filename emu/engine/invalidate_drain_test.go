@@ -20,9 +20,63 @@ type stallingSpace struct {
 	armed    bool
 	entered  chan struct{} // closed when the stalled copy has reached the memory
 	released chan struct{} // closed by the test to let it go on
+	once     sync.Once
 }
 
 func (s *stallingSpace) Mapped(addr, n uint64) bool { return addr+n <= uint64(len(s.mem)) }
+
+// newStallingSpace is a stallingSpace of n bytes, let go when the test ends: a failed test must
+// not leave a device's goroutine stalled. Made after carriedRC, its cleanup runs before carry's.
+func newStallingSpace(t *testing.T, n int) *stallingSpace {
+	s := &stallingSpace{mem: make([]byte, n), entered: make(chan struct{}), released: make(chan struct{})}
+	t.Cleanup(s.letGo)
+	return s
+}
+
+// arm makes the next copy through the space stall.
+func (s *stallingSpace) arm() {
+	s.mu.Lock()
+	s.armed = true
+	s.mu.Unlock()
+}
+
+// letGo lets the stalled copy go on; once is enough.
+func (s *stallingSpace) letGo() { s.once.Do(func() { close(s.released) }) }
+
+// waitStalled waits for a copy to stall in the space; what says which, if none does.
+func (s *stallingSpace) waitStalled(t *testing.T, what string) {
+	t.Helper()
+	select {
+	case <-s.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s never reached the memory", what)
+	}
+}
+
+// blocks starts verb, named what, which must not return while the stalled copy waits: however
+// slow the machine, a verb that waits cannot return before the copy goes on, and one that does
+// not wait returns at once, well within 200 ms. finish lets the copy go on and wants verb to
+// return nil then.
+func (s *stallingSpace) blocks(t *testing.T, what string, verb func() error) (finish func()) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- verb() }()
+	select {
+	case err := <-done:
+		t.Fatalf("%s returned (%v) while a copy over its memory was still under way", what, err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	return func() {
+		t.Helper()
+		s.letGo()
+		select {
+		case err := <-done:
+			must(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s did not return after the copy went on", what)
+		}
+	}
+}
 
 func (s *stallingSpace) Segments(addr, n uint64, dst [][]byte) [][]byte {
 	s.mu.Lock()
@@ -109,10 +163,7 @@ func TestW19DeallocMWWaitsForAWriteAlreadyThrough(t *testing.T) {
 	w := carriedRC(t)
 	pdA, pdB, cqA, cqB, qa, qb := w.pdA, w.pdB, w.cqA, w.cqB, w.qa, w.qb
 
-	space := &stallingSpace{mem: make([]byte, 1<<16), entered: make(chan struct{}), released: make(chan struct{})}
-	var release sync.Once
-	letGo := func() { release.Do(func() { close(space.released) }) }
-	t.Cleanup(letGo) // before carry's: a failed test must not leave B's receive stalled
+	space := newStallingSpace(t, 1<<16)
 	mr, err := pdB.RegImplicitMR(space, engine.AccessLocalWrite|engine.AccessRemoteWrite|engine.AccessMWBind)
 	must(t, err)
 	mw, err := pdB.AllocMW(engine.MWType2)
@@ -126,32 +177,10 @@ func TestW19DeallocMWWaitsForAWriteAlreadyThrough(t *testing.T) {
 	fill(src, 0xab)
 	mrA, err := pdA.RegMR(src, engine.AccessLocalWrite)
 	must(t, err)
-	space.mu.Lock()
-	space.armed = true
-	space.mu.Unlock()
+	space.arm()
 	must(t, qa.PostSend(engine.SendWR{ID: 2, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled, SGL: sge(mrA, 0, 64), RemoteAddr: 0x1000, RKey: mw.RKey()}))
-	select {
-	case <-space.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the WRITE never reached B's memory")
-	}
-
-	done := make(chan error, 1)
-	go func() { done <- mw.Dealloc() }()
-	// However slow the machine, a Dealloc that waits cannot return before the copy goes on; one
-	// that does not wait returns at once, well within this.
-	select {
-	case err := <-done:
-		t.Fatalf("dealloc_mw returned (%v) while a WRITE through the window was still to land", err)
-	case <-time.After(200 * time.Millisecond):
-	}
-	letGo()
-	select {
-	case err := <-done:
-		must(t, err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("dealloc_mw did not return after the copy went on")
-	}
+	space.waitStalled(t, "the WRITE")
+	space.blocks(t, "dealloc_mw", mw.Dealloc)()
 	if got := space.mem[0x1000 : 0x1000+64]; string(got) != string(src) {
 		t.Fatalf("when dealloc_mw returned, B's memory held % x, want the WRITE's bytes", got[:8])
 	}
@@ -169,34 +198,18 @@ func TestDeregWaitsForTheRequestersCopy(t *testing.T) {
 	w := carriedRCOn(t, a, b)
 	pdA, pdB, cqA, cqB, qa, qb := w.pdA, w.pdB, w.cqA, w.cqB, w.qa, w.qb
 
-	space := &stallingSpace{mem: make([]byte, 1<<16), entered: make(chan struct{}), released: make(chan struct{})}
-	var release sync.Once
-	letGo := func() { release.Do(func() { close(space.released) }) }
-	t.Cleanup(letGo) // before carry's: a failed test must not leave A's clock stalled
+	space := newStallingSpace(t, 1<<16)
 	fill(space.mem[0x3000:0x3040], 0xcd)
 	mrA, err := pdA.RegImplicitMR(space, engine.AccessLocalWrite)
 	must(t, err)
 	dst := make([]byte, 4096)
 	mrB, err := pdB.RegMR(dst, engine.AccessLocalWrite|engine.AccessRemoteWrite|engine.AccessMWBind)
 	must(t, err)
-	space.mu.Lock()
-	space.armed = true
-	space.mu.Unlock()
+	space.arm()
 	must(t, qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled,
 		SGL: []engine.SGE{{Addr: 0x3000, Length: 64, LKey: mrA.LKey()}}, RemoteAddr: mrB.Addr(), RKey: mrB.RKey()}))
-	select {
-	case <-space.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the WRITE never reached A's memory")
-	}
-
-	done := make(chan error, 1)
-	go func() { done <- mrA.Dereg() }()
-	select {
-	case err := <-done:
-		t.Fatalf("dereg returned (%v) while the WRITE was still copying from the MR", err)
-	case <-time.After(200 * time.Millisecond):
-	}
+	space.waitStalled(t, "the WRITE")
+	finishDereg := space.blocks(t, "dereg_mr", mrA.Dereg)
 
 	// Meanwhile B's run sends a WRITE to A, which opens the run's pin scope, and then runs a
 	// REG_MR, which drains the MR from inside that run: B closes its own scope first, so the
@@ -211,13 +224,7 @@ func TestDeregWaitsForTheRequestersCopy(t *testing.T) {
 		engine.SendWR{ID: 3, Opcode: engine.WRRegMR, Flags: engine.SendSignaled,
 			Reg: engine.RegInfo{MR: fmr, Key: otherKey8(fmr.LKey()), Buf: make([]byte, 4096), IOVA: 0x9000, Access: engine.AccessLocalWrite}}))
 
-	letGo()
-	select {
-	case err := <-done:
-		must(t, err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("dereg did not return after the copy went on")
-	}
+	finishDereg()
 	waitCQ(cqA, time.Now().Add(10*time.Second))
 	wantWC(t, poll(cqA), engine.WC{WRID: 1, Opcode: engine.WCRDMAWrite})
 	if string(dst[:64]) != string(space.mem[0x3000:0x3040]) {

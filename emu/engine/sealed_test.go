@@ -114,23 +114,32 @@ func (l *batchLink) SendSealedBatch(frames [][]byte) {
 	}
 }
 
+// udOnLink is a device on a simulator's clock attached to link, with a UD QP and an address
+// handle for 192.0.2.2, whose MAC is peerMAC.
+func udOnLink(t *testing.T, link engine.Link) (*sim.Sim, *engine.Device, *dgNode, *engine.AH) {
+	t.Helper()
+	s := sim.NewSim()
+	dev := engine.NewDevice(engine.DeviceConfig{Name: "A", Clock: s, MAC: [6]byte{2, 0, 0, 0, 0, 1},
+		IP: netip.MustParseAddr("192.0.2.1"), Resolve: func(netip.Addr) ([6]byte, bool) { return peerMAC, true }})
+	dev.Attach(link)
+	nd := newDgNode(t, dev, engine.QPTypeUD, testQKey)
+	return s, dev, nd, nd.ah(t, netip.MustParseAddr("192.0.2.2"))
+}
+
+// peerMAC is the MAC udOnLink's device resolves every address to.
+var peerMAC = [6]byte{2, 0, 0, 0, 0, 2}
+
 // A link that takes sealed frames in batches (engine.SealedBatchLink) gets the sealed frames of
 // one flush in one call, in order, split only where a frame of another kind (a netdev's) stands
 // between them, which goes out between the two batches.
 func TestSealedFramesGoInBatches(t *testing.T) {
-	s := sim.NewSim()
-	peer := [6]byte{2, 0, 0, 0, 0, 2}
-	dev := engine.NewDevice(engine.DeviceConfig{Name: "A", Clock: s, MAC: [6]byte{2, 0, 0, 0, 0, 1},
-		IP: netip.MustParseAddr("192.0.2.1"), Resolve: func(netip.Addr) ([6]byte, bool) { return peer, true }})
 	link := &batchLink{}
-	dev.Attach(link)
-	nd := newDgNode(t, dev, engine.QPTypeUD, testQKey)
-	ah := nd.ah(t, netip.MustParseAddr("192.0.2.2"))
+	s, dev, nd, ah := udOnLink(t, link)
 	for i := range 3 {
 		nd.send(t, uint64(i), engine.WRSend, ah, 0x12, testQKey, 0, 16)
 	}
 	nd.qp.SendPosted() // the three frames queued before the netdev's
-	dev.SendFrame(append(peer[:], 2, 0, 0, 0, 0, 1, 0x88, 0xb5, 0, 0))
+	dev.SendFrame(append(peerMAC[:], 2, 0, 0, 0, 0, 1, 0x88, 0xb5, 0, 0))
 	for i := range 2 {
 		nd.send(t, uint64(3+i), engine.WRSend, ah, 0x12, testQKey, 0, 16)
 	}
@@ -161,19 +170,13 @@ func (l *unsealedLink) SendUnsealed(b []byte) {
 // to another link before the frame left, is sealed by the engine: the other link's check
 // (batchLink parses each frame it takes, ICRC included) passes.
 func TestUnsealedFramesLeftToTheLink(t *testing.T) {
-	s := sim.NewSim()
-	peer := [6]byte{2, 0, 0, 0, 0, 2}
-	dev := engine.NewDevice(engine.DeviceConfig{Name: "A", Clock: s, MAC: [6]byte{2, 0, 0, 0, 0, 1},
-		IP: netip.MustParseAddr("192.0.2.1"), Resolve: func(netip.Addr) ([6]byte, bool) { return peer, true }})
 	link := &unsealedLink{}
-	dev.Attach(link)
-	nd := newDgNode(t, dev, engine.QPTypeUD, testQKey)
-	ah := nd.ah(t, netip.MustParseAddr("192.0.2.2"))
+	s, dev, nd, ah := udOnLink(t, link)
 	for i := range 2 {
 		nd.send(t, uint64(i), engine.WRSend, ah, 0x12, testQKey, 0, 16)
 	}
 	nd.qp.SendPosted()
-	dev.SendFrame(append(peer[:], 2, 0, 0, 0, 0, 1, 0x88, 0xb5, 0, 0))
+	dev.SendFrame(append(peerMAC[:], 2, 0, 0, 0, 0, 1, 0x88, 0xb5, 0, 0))
 	nd.send(t, 2, engine.WRSend, ah, 0x12, testQKey, 0, 16)
 	s.RunUntilIdle(1000)
 	if want := []string{"unsealed", "unsealed", "send", "unsealed"}; !slices.Equal(link.calls, want) {
