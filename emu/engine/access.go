@@ -35,7 +35,9 @@ import (
 // on each side. A scope never waits for a drain: the QP closes its own before it drains (a
 // LOCAL_INV, a SEND_WITH_INV), and drains are made holding no lock of the engine but one's own
 // QP's, so whatever a scope waits for (the tables lock, a CQ's, the outbox) never waits for a
-// drain in turn.
+// drain in turn. The same goes for what a device model's callbacks take during a run (a CQ
+// sink's lock, a page list's read, an address space's Segments): a model may drain holding a
+// lock of its own (hw's command queue holds the function's) only if no callback takes it.
 
 // pinScope is a QP's pin scope; its fields but seq are guarded by the QP's lock.
 type pinScope struct {
