@@ -203,7 +203,7 @@ func TestDeregWaitsForTheRequestersCopy(t *testing.T) {
 	mrA, err := pdA.RegImplicitMR(space, engine.AccessLocalWrite)
 	must(t, err)
 	dst := make([]byte, 4096)
-	mrB, err := pdB.RegMR(dst, engine.AccessLocalWrite|engine.AccessRemoteWrite|engine.AccessMWBind)
+	mrB, err := pdB.RegMR(dst, engine.AccessLocalWrite|engine.AccessRemoteWrite)
 	must(t, err)
 	space.arm()
 	must(t, qa.PostSend(engine.SendWR{ID: 1, Opcode: engine.WRRDMAWrite, Flags: engine.SendSignaled,

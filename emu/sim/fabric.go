@@ -53,14 +53,14 @@ func (c LinkConfig) Validate() error {
 	return nil
 }
 
-// clamped is c brought into range as AddDevice and SetLink take it: a probability above 1 is 1,
-// one below 0 or NaN is 0; a negative latency, reorder delay or rate, or a NaN rate, is 0, which
-// means its default.
 // random says whether the link has a random fault: it draws random numbers for every frame.
 func (c LinkConfig) random() bool {
 	return c.Loss > 0 || c.Duplicate > 0 || c.Reorder > 0 || c.Corrupt > 0
 }
 
+// clamped is c brought into range as AddDevice and SetLink take it: a probability above 1 is 1,
+// one below 0 or NaN is 0; a negative latency, reorder delay or rate, or a NaN rate, is 0, which
+// means its default.
 func (c LinkConfig) clamped() LinkConfig {
 	for _, p := range []*float64{&c.Loss, &c.Duplicate, &c.Reorder, &c.Corrupt} {
 		switch {
