@@ -23,11 +23,16 @@
 # NVMEOF_CQ_DIM=1: the softirdma guests load the driver with cq_dim=1 (the RDMA core's DIM
 # moderates the kernel's CQ events).
 # NVMEOF_PCAP=1: each serve writes its link's frames to <case>.<role>.pcap in the logs' folder.
+# NVMEOF_PROFILE=1: each serve writes its CPU profile to <case>.<role>.prof there
+# (`go tool pprof -top bin/softirdma FILE`).
+# NVMEOF_PROCS=N: each serve runs with -procs N (1..1024; GOMAXPROCS, Go's own by default).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-for v in NVMEOF_QD1 NVMEOF_CQ_DIM; do
+for v in NVMEOF_QD1 NVMEOF_CQ_DIM NVMEOF_PROFILE; do
   [[ ${!v:-0} =~ ^[01]$ ]] || { echo "$v must be 0 or 1, not '${!v}'" >&2; exit 2; }
 done
+[[ -z ${NVMEOF_PROCS:-} || ( $NVMEOF_PROCS =~ ^[0-9]{1,4}$ && 10#$NVMEOF_PROCS -ge 1 && 10#$NVMEOF_PROCS -le 1024 ) ]] ||
+  { echo "NVMEOF_PROCS must be 1..1024, not '$NVMEOF_PROCS'" >&2; exit 2; }
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=(softirdma_to_rxe)
 for c in "${cases[@]}"; do
@@ -98,6 +103,8 @@ boot() {
     sock=$(mktemp -u /tmp/softirdma-XXXXXX.sock)
     bin/softirdma serve -socket "$sock" -link "dgram:127.0.0.1:$mine,127.0.0.1:$theirs" -ip "$ip" "$@" \
       ${NVMEOF_PCAP:+-pcap "$OUT/$case.$role.pcap"} \
+      $([ "${NVMEOF_PROFILE:-0}" = 1 ] && echo -cpuprofile "$OUT/$case.$role.prof") \
+      ${NVMEOF_PROCS:+-procs $((10#$NVMEOF_PROCS))} \
       > "$OUT/$case.$role.serve.out" 2> "$OUT/$case.$role.serve.log" &
     pids+=($!) serves+=($!)
     eval "${role}_serve=$!"

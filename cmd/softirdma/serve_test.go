@@ -396,7 +396,7 @@ func TestServeHelp(t *testing.T) {
 	code, out, _ := runCLI("help", "serve")
 	for _, want := range []string{
 		"\n  -socket PATH\n", "\n  -function name=NAME,socket=PATH[,ip=ADDR][,mac=MAC][,rate=RATE]\n", "\n  -pcap FILE\n",
-		"\n  -control PATH\n", "\n  -fault FAULT\n", "\n  -link LINK\n", "\n  -ip ADDR\n", "\n  -mac MAC\n", "\n  -cpuprofile FILE\n", "\n  -rate RATE\n",
+		"\n  -control PATH\n", "\n  -fault FAULT\n", "\n  -link LINK\n", "\n  -ip ADDR\n", "\n  -mac MAC\n", "\n  -cpuprofile FILE\n", "\n  -rate RATE\n", "\n  -procs N\n",
 		"-socket serves one function (one VM)", "-function, once per VM, serves several (one serve, several VMs)",
 		"from=    the sender: a function's name, or uplink",
 	} {

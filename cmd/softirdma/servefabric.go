@@ -156,6 +156,7 @@ type fabricOptions struct {
 	debug      bool
 	hosts      hostFlags // devices for programs on this machine
 	hostDir    string    // where programs find them
+	procs      int       // GOMAXPROCS, for the log
 }
 
 // fabricOptions checks the flags that go with -function.
@@ -232,6 +233,7 @@ func (o *fabricOptions) senders() []string {
 // port, until ctx ends.
 func serveFabric(ctx context.Context, o fabricOptions, stdout, stderr io.Writer) int {
 	log := serveLog(o.debug, stderr)
+	log.Info("procs", "n", o.procs)
 	guard := startSocketGuard()
 	defer guard.close()
 	fab, err := buildFabric(o, log, guard.conns())
