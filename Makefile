@@ -9,7 +9,12 @@ CC       ?= gcc
 
 SOAK_SEEDS ?= 5000
 
-.PHONY: all build test bench bench-guest fuzz lint run demo soak clean vm vm-provision rdma-core-reference
+.PHONY: all build test bench bench-guest fuzz lint run demo soak clean vm vm-provision rdma-core-reference pgo
+
+# The profile the product is compiled with (profile-guided optimisation): go build takes
+# cmd/softirdma/default.pgo by itself; make bench compiles the benchmarks with it too, so that
+# they measure the code the product runs (BENCH_PGO=off: as a plain go test compiles it).
+BENCH_PGO ?= $(CURDIR)/cmd/softirdma/default.pgo
 
 all: build
 
@@ -28,12 +33,20 @@ $(PRELOAD): $(wildcard host/preload/*.c host/preload/*.h)
 # (emu/engine/locks.go): a lock taken out of order panics naming both locks. Two runs, because
 # the check's own bookkeeping is shared by every goroutine, and the race detector would count
 # it as synchronisation between them and miss races the first run finds.
+# -pgo=off: the profile changes how the code is compiled, not what it does, and with it the
+# race build would compile every package a second time for cmd/softirdma's tests; the interop
+# tiers run the product as make build compiles it, profile and all.
 test:
-	CGO_ENABLED=1 $(GO) test -race -count=1 $(PKGS)
-	CGO_ENABLED=1 $(GO) test -race -count=1 -tags lockcheck ./emu/... ./hw/...
+	CGO_ENABLED=1 $(GO) test -race -count=1 -pgo=off $(PKGS)
+	CGO_ENABLED=1 $(GO) test -race -count=1 -pgo=off -tags lockcheck ./emu/... ./hw/...
 
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+	$(GO) test -run='^$$' -bench=. -benchmem -pgo=$(BENCH_PGO) $(PKGS)
+
+# Measure cmd/softirdma/default.pgo again from the product's busy paths (interop/pgoprofile.sh:
+# the engine's benchmarks, serve under guest-to-guest traffic and under NVMe over Fabrics).
+pgo:
+	bash interop/pgoprofile.sh
 
 # ib_write_bw, ib_send_bw (RC and UD) and ib_write_bw -R from a VM on the softirdma device
 # (hw/linux) beside the same from a VM on Linux rxe, both against `softirdma perf` on the host;
