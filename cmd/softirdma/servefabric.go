@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -156,7 +157,6 @@ type fabricOptions struct {
 	debug      bool
 	hosts      hostFlags // devices for programs on this machine
 	hostDir    string    // where programs find them
-	procs      int       // GOMAXPROCS, for the log
 }
 
 // fabricOptions checks the flags that go with -function.
@@ -233,7 +233,6 @@ func (o *fabricOptions) senders() []string {
 // port, until ctx ends.
 func serveFabric(ctx context.Context, o fabricOptions, stdout, stderr io.Writer) int {
 	log := serveLog(o.debug, stderr)
-	log.Info("procs", "n", o.procs)
 	guard := startSocketGuard()
 	defer guard.close()
 	fab, err := buildFabric(o, log, guard.conns())
@@ -249,6 +248,7 @@ func serveFabric(ctx context.Context, o fabricOptions, stdout, stderr io.Writer)
 		defer ctl.Close()
 	}
 	guard.report(log)
+	log.Info("procs", "n", runtime.GOMAXPROCS(0)) // serve -procs, or Go's own
 	var fns []*fabric.Function
 	for _, s := range o.functions {
 		fn, err := fab.AddFunction(s)
