@@ -39,6 +39,12 @@ type FunctionConfig struct {
 	// ClientGone, if set, is called for each client that goes, in place of the "client gone"
 	// line the function logs.
 	ClientGone func(err error)
+	// DoorbellRuns runs what a guest's send-queue doorbell posted on the goroutine that read
+	// the doorbell rather than on the device's clock (hw.Config.DoorbellRuns): one goroutine
+	// wakeup fewer per post. Set it only where sending never waits long: no paced port on the
+	// way (a sender waits for a rate) and no stream link (a sender waits for its peer), or
+	// QEMU's register reads, served on the same goroutine, would wait too.
+	DoorbellRuns bool
 }
 
 // Function is a PCI function listening on its vfio-user socket, for one QEMU at a time.
@@ -56,7 +62,7 @@ func ListenFunction(cfg FunctionConfig) (*Function, error) {
 		log = slog.Default()
 	}
 	fcfg := hw.Config{Name: cfg.Name, Clock: realtime.NewWallClock(), MAC: cfg.MAC, IP: cfg.IP, Log: log, ActiveMTU: cfg.ActiveMTU,
-		SendWindow: cfg.SendWindow}
+		SendWindow: cfg.SendWindow, DoorbellRuns: cfg.DoorbellRuns}
 	if h := cfg.Host; h != nil {
 		fcfg.Engine = func(mac [6]byte, ip netip.Addr, ips []netip.Addr) *engine.Device { return h.Rebind(mac, ip, ips) }
 		fcfg.Readdress = h.SetAddresses
@@ -113,6 +119,8 @@ type FunctionSpec struct {
 	MAC    [6]byte
 	// Rate paces what the fabric hands the function, in bits per second (0: no pacing).
 	Rate float64
+	// DoorbellRuns is FunctionConfig.DoorbellRuns: only on a fabric with no paced port.
+	DoorbellRuns bool
 }
 
 // AddFunction adds a function on a port of its own: a host for its engine stands on the port,
@@ -134,7 +142,7 @@ func (f *Fabric) AddFunction(s FunctionSpec) (*Function, error) {
 	}
 	go h.Run()
 	fn, err := ListenFunction(FunctionConfig{Name: s.Name, Socket: s.Socket, IP: s.IP, MAC: s.MAC, Host: h, ActiveMTU: mtu,
-		Log: f.log.With("function", s.Name), Guard: f.cfg.Guard})
+		Log: f.log.With("function", s.Name), Guard: f.cfg.Guard, DoorbellRuns: s.DoorbellRuns})
 	if err != nil {
 		h.Close()
 		return nil, about(err, "function", s.Name)

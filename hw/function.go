@@ -50,6 +50,11 @@ type Config struct {
 	// SendWindow is the send window of the engine the function makes itself (not Engine's):
 	// engine.DeviceConfig.SendWindow, 0 for rxe's.
 	SendWindow int
+	// DoorbellRuns runs what a send-queue doorbell posted on the goroutine that took the
+	// doorbell (engine.QP.PostSendHere, then SendPosted) rather than on Clock, whose goroutine
+	// would be woken for it. Only for a clock and a link that take calls from any goroutine, as
+	// serve's wall clock and links do: a simulator's run on its own goroutine alone.
+	DoorbellRuns bool
 	// MaxRegisteredPages caps the pages of all the function's MRs together (their page lists,
 	// and a fast-register MR's most pages), which is what registered memory costs the device:
 	// past it a registration fails with ENOMEM. 0: DefaultMaxRegisteredPages.

@@ -18,8 +18,9 @@ import (
 //
 // Locks: posting serialises doorbells, so WQEs reach the engine in ring order; sqMu guards the
 // send queue's consumer index, which the engine's retire callback moves; rqMu the receive
-// queue's, which the engine's receive source moves with the engine locked. None is held while
-// calling into the engine except rqMu inside the engine's own call.
+// queue's, which the engine's receive source moves with the engine locked. posting is held
+// across a doorbell's calls into the engine (its posts, then the requester's run over them),
+// and no engine callback takes it; sqMu and rqMu are taken only inside the engine's own calls.
 type qp struct {
 	f    *Function
 	emu  *engine.QP
@@ -368,12 +369,20 @@ func (q *qp) ring() {
 		return
 	}
 	prod &= q.sq.mask()
+	// With DoorbellRuns, what this doorbell posted runs here, on the goroutine that took it.
+	posted := false
+	defer func() {
+		if posted && q.f.cfg.DoorbellRuns {
+			q.emu.SendPosted()
+		}
+	}()
 	defer q.flushPostedRecvs()
 	elem := q.sqWQE
 	for q.sqNext != prod {
 		if q.sq.access(q.sq.elemOff(q.sqNext), elem, false) != nil {
 			return
 		}
+		posted = true
 		if err := q.post(elem); err != nil {
 			var pe *engine.PostError
 			if errors.As(err, &pe) && pe.Err == syscall.ENOMEM {
@@ -443,6 +452,15 @@ func (q *qp) post(e abi.SendWQE) error {
 			return err
 		}
 	}
+	return q.postWR(wr)
+}
+
+// postWR posts wr to the engine: for the doorbell's own goroutine to run (Config.DoorbellRuns),
+// or for the device's clock.
+func (q *qp) postWR(wr engine.SendWR) error {
+	if q.f.cfg.DoorbellRuns {
+		return q.emu.PostSendHere(wr)
+	}
 	return q.emu.PostSend(wr)
 }
 
@@ -466,7 +484,7 @@ func (q *qp) bind(e abi.SendWQE, wr *engine.SendWR) error {
 		return q.emu.BindMW(w.mw, engine.MWBind{ID: wr.ID, Flags: wr.Flags, MR: mr, Addr: addr, Length: length, Access: access})
 	}
 	wr.Bind = engine.BindInfo{MW: w.mw, RKey: e.MWNewRKey(), MR: mr, Addr: addr, Length: length, Access: access}
-	return q.emu.PostSend(*wr)
+	return q.postWR(*wr)
 }
 
 // regMR posts the kernel-only REG_MR WQE (abi.WROpRegMR): the fast-register MR named by the
@@ -494,5 +512,5 @@ func (q *qp) regMR(e abi.SendWQE, wr *engine.SendWR) error {
 	}
 	wr.Reg = engine.RegInfo{MR: m.mr, Key: key, IOVA: e.RegIOVA(), Access: engine.Access(e.RegAccess()),
 		Guest: &engine.GuestPages{Space: mem, Read: read}}
-	return q.emu.PostSend(*wr)
+	return q.postWR(*wr)
 }

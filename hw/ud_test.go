@@ -232,11 +232,37 @@ func TestDestroyQPSendsPostedDatagrams(t *testing.T) {
 	}
 }
 
+// TestDoorbellRunsItsPosts: with Config.DoorbellRuns (serve's functions) a send-queue doorbell
+// runs the requester over what it posted, on the goroutine that took the doorbell, rather than
+// leaving it to the device's clock, whose goroutine a serve would have to wake for it: the six UD
+// sends have completed and their frames are queued before the clock has run at all.
+func TestDoorbellRunsItsPosts(t *testing.T) {
+	b, q, _ := postedUDSendsWith(t, func(c *Config) { c.DoorbellRuns = true })
+	wantPostedSends(t, "after the doorbell", b.cqes(0x140000, 0), q.qpn)
+	if st := b.f.Device().Stats(); st.TxFrames != 6 {
+		t.Fatalf("%d frames queued after the doorbell, want the 6 datagrams", st.TxFrames)
+	}
+	// Without DoorbellRuns the device's clock runs them (a simulator's goroutine alone may).
+	b, q, _ = postedUDSends(t)
+	if got := b.cqes(0x140000, 0); len(got) != 0 {
+		t.Fatalf("completions before the clock ran: %v", got)
+	}
+	b.sim.RunUntilIdle(0)
+	wantPostedSends(t, "once the clock ran", b.cqes(0x140000, 0), q.qpn)
+}
+
 // postedUDSends is a bench whose UD QP q, on CQ cqn (its ring at 0x140000, 16 entries), has six
-// signalled 8-byte SENDs to itself posted, their doorbell rung and the device's clock not run.
+// signalled 8-byte SENDs to itself posted and their doorbell rung; the device's clock has not run,
+// so what went out is what the doorbell itself sent.
 func postedUDSends(t *testing.T) (b *bench, q *guestQP, cqn uint32) {
 	t.Helper()
-	b = newBench(t)
+	return postedUDSendsWith(t, nil)
+}
+
+// postedUDSendsWith is postedUDSends with the function's config changed by set first.
+func postedUDSendsWith(t *testing.T, set func(*Config)) (b *bench, q *guestQP, cqn uint32) {
+	t.Helper()
+	b = newBenchWith(t, set)
 	b.enable()
 	pdn := b.ok(abi.OpAllocPD, nil)
 	b.ringAt(0x140000, 0x112000, 1, 4, 6)

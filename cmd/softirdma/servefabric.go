@@ -213,6 +213,21 @@ func (f *serveFlags) fabricOptions(stderr io.Writer) (fabricOptions, int) {
 	return o, 0
 }
 
+// doorbellRuns says whether the functions may run their doorbells' work on the goroutines that
+// read them (fabric.FunctionConfig.DoorbellRuns): not when a sender may wait for a paced port
+// or for a stream uplink's peer.
+func (o *fabricOptions) doorbellRuns() bool {
+	if o.uplinkRate > 0 || strings.HasPrefix(o.uplink, "stream:") {
+		return false
+	}
+	for _, s := range o.functions {
+		if s.Rate > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // senders are the names a fault's from= may take: the functions', and the uplink's.
 func (o *fabricOptions) senders() []string {
 	var names []string
@@ -250,7 +265,9 @@ func serveFabric(ctx context.Context, o fabricOptions, stdout, stderr io.Writer)
 	guard.report(log)
 	log.Info("procs", "n", runtime.GOMAXPROCS(0)) // serve -procs, or Go's own
 	var fns []*fabric.Function
+	runs := o.doorbellRuns()
 	for _, s := range o.functions {
+		s.DoorbellRuns = runs
 		fn, err := fab.AddFunction(s)
 		if err != nil {
 			return failed(log, err)

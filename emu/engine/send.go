@@ -227,7 +227,14 @@ func (q *sendQueue) flush(qp *QP) {
 // PostSend posts send work requests (ibv_post_send). A request that cannot be posted is an
 // *PostError naming it; the ones before it were posted. On a QP in ERR the requests are posted
 // and complete at once with WR_FLUSH_ERR.
-func (qp *QP) PostSend(wrs ...SendWR) error {
+func (qp *QP) PostSend(wrs ...SendWR) error { return qp.postSends(wrs, true) }
+
+// PostSendHere is PostSend for a device model that runs the requester itself once a doorbell's
+// work is all posted (SendPosted), on the goroutine that took the doorbell. The work is not also
+// handed to the device's clock, whose goroutine would be woken for it only to find it done.
+func (qp *QP) PostSendHere(wrs ...SendWR) error { return qp.postSends(wrs, false) }
+
+func (qp *QP) postSends(wrs []SendWR, kick bool) error {
 	if err := qp.check("post_send", "QP"); err != nil {
 		return err
 	}
@@ -238,7 +245,9 @@ func (qp *QP) PostSend(wrs ...SendWR) error {
 			return err
 		}
 	}
-	qp.kick()
+	if kick {
+		qp.kick()
+	}
 	return nil
 }
 
