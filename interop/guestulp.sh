@@ -161,8 +161,8 @@ run_faults() {
 #   drop      the frame it took is the one asked for, and the same PSN came again: a READ
 #             request from the server from that response's PSN on, or the client's SEND again
 #   corrupt   the frame it changed has a bad ICRC, and the same PSN came again intact
-#   flap      the client's link was down for 500 ms: the first frame it stopped came again, on
-#             the same connection (no new CM REQ before the next fault)
+#   flap      the client's link was down for 500 ms: the first RoCEv2 frame it stopped came
+#             again, on the same connection (no new CM REQ before the next fault)
 #   longflap  20 s, more than the retry budget: a new connection (CM REQ, REP, RTU) after it,
 #             and the next I/O completed too
 proved() {
@@ -185,6 +185,14 @@ proved() {
       [ -n "$again" ] || { why="nothing made up for #$first: $line"; return 1; }
       note="$f #$first ${line#* #$first }; again ${again#* }" ;;
     flap)
+      # It stops whatever the client sends, a neighbour's ARP or ND too, which the capture's
+      # text (RoCEv2 frames only) does not list: the first RoCEv2 frame it stopped counts.
+      for first in ${n//,/ }; do
+        line=$(frame_line "$first")
+        [ -z "$line" ] || break
+      done
+      [ -n "$line" ] || { why="it stopped no RoCEv2 frame (#$n)"; return 1; }
+      psn=$(frame_psn "$line")
       read -r _ _ from _ to _ ops _ <<< "$line"
       again=$(after "$first" "$from" "$to" "$ops" "$psn")
       [ -n "$again" ] || { why="#$first never came again: $line"; return 1; }
