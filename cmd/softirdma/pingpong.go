@@ -397,6 +397,13 @@ func (l *linkFlags) host(name string) (*realtime.Host, error) {
 	return l.newHost(cfg)
 }
 
+// sendsWaitForPeer says a -link's sends can wait on its peer for as long as it likes: a stream's,
+// which a peer that stops reading holds. A datagram's or an adapter's go or are dropped.
+func sendsWaitForPeer(link string) bool {
+	kind, _, _ := strings.Cut(link, ":")
+	return kind == "stream"
+}
+
 // openSocketLink opens a -link of kind dgram or stream: QEMU's socket netdevs.
 func openSocketLink(spec string) (roce.Link, error) {
 	kind, addrs, _ := strings.Cut(spec, ":")

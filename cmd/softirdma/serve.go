@@ -385,9 +385,9 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		ClientGone: func(err error) {
 			log.Info("client gone", "err", err, "goroutines", runtime.NumGoroutine(), "fds", openFDs())
 		}}
-	// A doorbell's work runs on the goroutine that read it, unless a stream link's peer could
-	// keep its sends (and QEMU's register reads behind them) waiting.
-	cfg.DoorbellRuns = o.link == nil || !strings.HasPrefix(o.link.link, "stream:")
+	// A doorbell's work runs on the goroutine that read it, unless the link's peer could keep
+	// its sends (and QEMU's register reads behind them) waiting.
+	cfg.DoorbellRuns = o.link == nil || !sendsWaitForPeer(o.link.link)
 	if o.link != nil {
 		h, err := standOnLink(log, o.link, &cfg)
 		if err != nil {

@@ -215,9 +215,9 @@ func (f *serveFlags) fabricOptions(stderr io.Writer) (fabricOptions, int) {
 
 // doorbellRuns says whether the functions may run their doorbells' work on the goroutines that
 // read them (fabric.FunctionConfig.DoorbellRuns): not when a sender may wait for a paced port
-// or for a stream uplink's peer.
+// or for the uplink's peer.
 func (o *fabricOptions) doorbellRuns() bool {
-	if o.uplinkRate > 0 || strings.HasPrefix(o.uplink, "stream:") {
+	if o.uplinkRate > 0 || sendsWaitForPeer(o.uplink) {
 		return false
 	}
 	for _, s := range o.functions {
