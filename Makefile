@@ -66,7 +66,7 @@ bench-guest:
 	bash interop/inprocesslat.sh
 	bash interop/guestperf.sh
 	GUESTPERF_SEND_WINDOW=1024 bash interop/guestperf.sh
-	NVMEOF_QD1=1 bash interop/guestnvmeof.sh softirdma_to_softirdma softirdma_to_rxe
+	NVMEOF_QD1=1 NVMEOF_CPU=1 bash interop/guestnvmeof.sh softirdma_to_softirdma softirdma_to_rxe
 	bash interop/fabricperf.sh
 	FABRIC_MTU=1500 FABRIC_RXE=0 FABRIC_LAT=0 bash interop/fabricperf.sh
 

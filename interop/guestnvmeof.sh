@@ -26,9 +26,14 @@
 # NVMEOF_PROFILE=1: each serve writes its CPU profile to <case>.<role>.prof there
 # (`go tool pprof -top bin/softirdma FILE`).
 # NVMEOF_PROCS=N: each serve runs with -procs N (1..1024; GOMAXPROCS, Go's own by default).
+# NVMEOF_CPU=1: what the 4 KiB random writes and their verification cost the machine, per I/O:
+# the CPU time of each guest's virtual CPU, of its QEMU's other threads and of each serve, from
+# the job's start to its end as the host guest marks them, and how many of the machine's cores
+# that kept busy. With both hosts against one target, each host's total is printed beside the
+# other's: where the machine's cores are all busy, IOPS go as the inverse of that total.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-for v in NVMEOF_QD1 NVMEOF_CQ_DIM NVMEOF_PROFILE; do
+for v in NVMEOF_QD1 NVMEOF_CQ_DIM NVMEOF_PROFILE NVMEOF_CPU; do
   [[ ${!v:-0} =~ ^[01]$ ]] || { echo "$v must be 0 or 1, not '${!v}'" >&2; exit 2; }
 done
 [[ -z ${NVMEOF_PROCS:-} || ( $NVMEOF_PROCS =~ ^[0-9]{1,4}$ && 10#$NVMEOF_PROCS -ge 1 && 10#$NVMEOF_PROCS -le 1024 ) ]] ||
@@ -120,6 +125,52 @@ boot() {
   eval "${role}_pid=$!"
 }
 
+# qemu_of PID: the QEMU process among PID's descendants (vm/run.sh runs it through a loader).
+qemu_of() {
+  local c
+  for c in $(pgrep -P "$1"); do
+    if tr '\0' ' ' < "/proc/$c/cmdline" 2>/dev/null | grep -q qemu-system; then echo "$c"; return 0; fi
+    qemu_of "$c" && return 0
+  done
+  return 1
+}
+# ticks PID [vcpu|other]: the CPU time, in clock ticks, PID's threads have taken: its virtual CPUs
+# (QEMU's TCG threads), the rest, or all of them.
+ticks() {
+  local f s comm sum=0 which=${2:-}
+  for f in /proc/$1/task/*/stat; do
+    s=$(cat "$f" 2>/dev/null) || continue
+    comm=${s#*(} comm=${comm%)*}
+    case $which in
+      vcpu) [[ $comm == *TCG* ]] || continue ;;
+      other) [[ $comm != *TCG* ]] || continue ;;
+    esac
+    set -- ${s##*) }
+    sum=$((sum + ${12} + ${13}))
+  done
+  echo $sum
+}
+# cpu_watch IOS: waits for the host guest's randwrite.start and .end marks and writes to
+# $OUT/$case.cpu what each part took over that time, in microseconds per I/O of IOS, then the
+# total (which main reads back), the length of the window and the cores it kept busy.
+cpu_watch() {
+  local ios=$1 share="$OUT/$case.share" hq tq parts=() a=() b=() t0 t1 i
+  until [ -e "$share/randwrite.start" ]; do kill -0 "$host_pid" 2>/dev/null || return 0; sleep 0.05; done
+  hq=$(qemu_of "$host_pid") tq=$(qemu_of "$target_pid") || { echo "no QEMU found" > "$OUT/$case.cpu"; return 0; }
+  parts=("host guest's vCPU:$hq vcpu" "host QEMU's other threads:$hq other" "host serve:${host_serve:-}"
+    "target guest's vCPU:$tq vcpu" "target QEMU's other threads:$tq other" "target serve:${target_serve:-}")
+  sample() { local p; for p in "${parts[@]}"; do [ -n "${p#*:}" ] && ticks ${p#*:} || echo 0; done; }
+  t0=$EPOCHREALTIME; mapfile -t a < <(sample)
+  until [ -e "$share/randwrite.end" ]; do kill -0 "$host_pid" 2>/dev/null || return 0; sleep 0.05; done
+  t1=$EPOCHREALTIME; mapfile -t b < <(sample)
+  for i in "${!parts[@]}"; do
+    [ -n "${parts[i]#*:}" ] || continue
+    echo "${parts[i]%%:*} $(((b[i] - a[i]) * 1000000 / $(getconf CLK_TCK) / ios))"
+  done | awk -v w="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" -v ios="$ios" -v n="$(nproc)" '
+    { us = $NF; $NF = ""; sub(/ $/, ""); line = line sep $0 " " us " us"; sep = ", "; all += us }
+    END { printf "%s; all %d us (%d I/Os in %.1f s: %.2f of %d cores busy)\n", line, all, ios, w, all * ios / 1000000 / w, n }' > "$OUT/$case.cpu"
+}
+
 # ok CHECK REGEX: the verdict <case>_CHECK on the host guest's console showing a line REGEX.
 ok() { check "${n}_$1" "$2" "$h"; }
 # fio_failed: fio ended in error within limit seconds of the kill.
@@ -127,10 +178,10 @@ fio_failed() {
   waitfor "$h" "VM: fio ended rc=[1-9]" $limit "$host_pid" || { grep -a "VM: fio" "$h"; return 1; }
   note="$((SECONDS - killed)) s"
 }
-declare -A iops mbs qd1
+declare -A iops mbs qd1 cpu
 port=9301
 for case in "${cases[@]}"; do
-  base=$case serve_args=() serves=() SRQ=0 KILL= SIZE=64M
+  base=$case serve_args=() serves=() SRQ=0 KILL= SIZE=64M host_serve= target_serve= watch=
   case $case in
     *_loss) base=${case%_loss} serve_args=(-loss 0.01) SIZE=16M
       [[ $base != *rxe* ]] || SIZE=4M ;;
@@ -144,6 +195,11 @@ for case in "${cases[@]}"; do
     boot host "$host" $HIP $((port + 1)) $port 52:54:00:00:0a:20 "${serve_args[@]}" ||
     { verdict "device_guest_nvmeof_${case}_serve" false; continue; }
   port=$((port + 2))
+  # The random writes and their verification: two I/Os a 4 KiB block.
+  if [ "${NVMEOF_CPU:-0}" = 1 ] && [ -z "$KILL" ]; then
+    cpu_watch $(($(numfmt --from=iec "$SIZE") / 4096 * 2)) &
+    watch=$!
+  fi
   t="$OUT/$case.target.log" h="$OUT/$case.host.log" n=device_guest_nvmeof_$case
   if [ -n "$KILL" ]; then
     # Under fio, the serve goes. The host's own: fio ends in error within 60 s. The target's:
@@ -160,6 +216,7 @@ for case in "${cases[@]}"; do
     fi
   fi
   wait "$host_pid"
+  [ -z "$watch" ] || wait "$watch"
   touch "$OUT/$case.share/done"
   wait "$target_pid"
   [ ${#serves[@]} = 0 ] || kill "${serves[@]}" 2>/dev/null
@@ -183,6 +240,10 @@ for case in "${cases[@]}"; do
       on { on = 0 }
       END { gsub(/[^0-9.]/, "", m); gsub(/[^0-9.]/, "", p); f = (u == "nsec" ? 0.001 : u == "msec" ? 1000 : 1)
         if (m != "" && p != "") printf "median %.1f us, p99 %.1f us", m * f, p * f }')
+    if [ -s "$OUT/$case.cpu" ]; then
+      echo "$case CPU per I/O of the 4 KiB random writes and their verification: $(cat "$OUT/$case.cpu")"
+      cpu[$case]=$(grep -oE 'all [0-9]+ us' "$OUT/$case.cpu" | grep -oE '[0-9]+')
+    fi
   else
     ok host_stays_up "VM: alive 30 s after fio"
     ok controller_removed "VM: controllers left: 0"
@@ -203,5 +264,7 @@ for tg in softirdma rxe; do
     "and $(awk -v a="${mbs[$a]}" -v b="${mbs[$b]}" 'BEGIN { printf "%.2f", a / b }')"
   [ -n "${qd1[$a]:-}" ] && [ -n "${qd1[$b]:-}" ] &&
     echo "target on $tg: QD1 4 KiB random reads: host on softirdma0 ${qd1[$a]}; on rxe0 ${qd1[$b]}"
+  [ -n "${cpu[$a]:-}" ] && [ -n "${cpu[$b]:-}" ] &&
+    echo "target on $tg: CPU per I/O of the 4 KiB random writes and their verification: host on softirdma0 ${cpu[$a]} us; on rxe0 ${cpu[$b]} us; rxe0's over softirdma0's $(awk -v a="${cpu[$a]}" -v b="${cpu[$b]}" 'BEGIN { printf "%.2f", b / a }')"
 done
 finish

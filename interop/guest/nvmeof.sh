@@ -49,16 +49,23 @@ nvmeof_fio_qd1() {
   sed "s/^/VM: qd1: /" /tmp/out
 }
 
+# nvmeof_mark NAME: the file /share/NAME, where the harness shares a folder: it marks a moment
+# the harness can see (a job's start and end, to measure what the job cost the machine).
+nvmeof_mark() { [ ! -d /share ] || touch /share/$1 2>/dev/null || true; }
+
 # nvmeof_fio_verify NQN SIZE: fio writing and verifying SIZE of $D (4 KiB random writes, then
 # 128 KiB sequential ones, crc32c), then the disconnect. Prints "VM: randwrite rc=N",
-# "VM: seqwrite rc=N" with fio's output, and nvme disconnect's.
+# "VM: seqwrite rc=N" with fio's output, and nvme disconnect's; marks <job>.start and <job>.end.
 nvmeof_fio_verify() {
   for job in randwrite:4k seqwrite:128k; do
     rw=${job%:*}
     [ $rw = seqwrite ] && rw=write
+    nvmeof_mark ${job%:*}.start
     fio --filename=$D --ioengine=libaio --direct=1 --iodepth=16 --size=$2 --verify=crc32c --do_verify=1 \
       --verify_fatal=1 --name=${job%:*} --rw=$rw --bs=${job#*:} > /tmp/out 2>&1
-    echo "VM: ${job%:*} rc=$?"
+    rc=$?
+    nvmeof_mark ${job%:*}.end
+    echo "VM: ${job%:*} rc=$rc"
     sed "s/^/VM: ${job%:*}: /" /tmp/out
   done
   nvme disconnect -n $1 2>&1 | sed 's/^/VM: disconnect: /'
