@@ -25,7 +25,8 @@
 # NVMEOF_PCAP=1: each serve writes its link's frames to <case>.<role>.pcap in the logs' folder.
 # NVMEOF_PROFILE=1: each serve writes its CPU profile to <case>.<role>.prof there
 # (`go tool pprof -top bin/softirdma FILE`).
-# NVMEOF_PROCS=N: each serve runs with -procs N (1..1024; GOMAXPROCS, Go's own by default).
+# NVMEOF_PROCS=N: each serve runs with -procs N (0..1024; GOMAXPROCS, 0 for Go's own; serve's
+# -procs auto by default).
 # NVMEOF_CPU=1: what the 4 KiB random writes and their verification cost the machine, per I/O:
 # the CPU time of each guest's virtual CPU, of its QEMU's other threads and of each serve, from
 # the job's start to its end as the host guest marks them, and how many of the machine's cores
@@ -36,8 +37,8 @@ cd "$(dirname "$0")/.."
 for v in NVMEOF_QD1 NVMEOF_CQ_DIM NVMEOF_PROFILE NVMEOF_CPU; do
   [[ ${!v:-0} =~ ^[01]$ ]] || { echo "$v must be 0 or 1, not '${!v}'" >&2; exit 2; }
 done
-[[ -z ${NVMEOF_PROCS:-} || ( $NVMEOF_PROCS =~ ^[0-9]{1,4}$ && 10#$NVMEOF_PROCS -ge 1 && 10#$NVMEOF_PROCS -le 1024 ) ]] ||
-  { echo "NVMEOF_PROCS must be 1..1024, not '$NVMEOF_PROCS'" >&2; exit 2; }
+[[ -z ${NVMEOF_PROCS:-} || ( $NVMEOF_PROCS =~ ^[0-9]{1,4}$ && 10#$NVMEOF_PROCS -le 1024 ) ]] ||
+  { echo "NVMEOF_PROCS must be 0..1024, not '$NVMEOF_PROCS'" >&2; exit 2; }
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=(softirdma_to_rxe)
 for c in "${cases[@]}"; do

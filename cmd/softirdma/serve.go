@@ -41,13 +41,14 @@ type serveFlags struct {
 	faults                            faultFlags
 	hosts                             hostFlags
 	hostDir                           string
-	procs                             int
+	procs                             procsFlag
 }
 
 func (f *serveFlags) register(fs flagSet) {
 	fs.StringVar(&f.socket, "socket", "", "one function (one VM): the vfio-user socket to listen on, at `PATH`; for several VMs, -function instead")
 	fs.BoolVar(&f.debug, "debug", false, "log every vfio-user request")
-	fs.IntVar(&f.procs, "procs", 0, "run serve's goroutines on at most `N` CPUs at once (Go's GOMAXPROCS), 1 to 1024 (0: Go's own, one per CPU): on a machine whose VMs keep its CPUs busy, one per function can be faster (docs/performance.md)")
+	f.procs = procsFlag{auto: true}
+	fs.Var(&f.procs, "procs", "run serve's goroutines on `N` CPUs at once (Go's GOMAXPROCS), 1 to 1024, or 0 for Go's own (one per CPU); auto, the default: one while serve uses less than most of a CPU, more as it fills them, so that its handoffs from goroutine to goroutine do not wake idle CPUs that busy VMs need (docs/performance.md)")
 	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of serve to `FILE` when it ends (go tool pprof reads it): where the function's time goes")
 	f.link.register(fs)
 	fs.StringVar(&f.control, "control", "", "with -function: a control socket at `PATH` (mode 0600, its owner's user only) on which softirdma fault adds, lists and removes faults and reads the ports' counters while serve runs")
@@ -129,14 +130,14 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		if code != 0 {
 			return code
 		}
-		setProcs(f.procs)
+		o.procs = f.procs
 		return untilSignal(func(ctx context.Context) int { return serveFabric(ctx, o, stdout, stderr) })
 	}
 	o, code := f.serveOptions(stderr)
 	if code != 0 {
 		return code
 	}
-	setProcs(f.procs)
+	o.procs = f.procs
 	return untilSignal(func(ctx context.Context) int { return serve(ctx, o, stdout, stderr) })
 }
 
@@ -182,6 +183,7 @@ type serveOptions struct {
 	debug  bool
 	link   *linkFlags // nil: the embedded default, the device's loopback only
 	window int        // the engine's send window (on a link, link's)
+	procs  procsFlag
 }
 
 // serveOptions checks the flags of -socket's one function.
@@ -405,7 +407,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) int {
 		return failed(log, err)
 	}
 	guard.report(log)
-	log.Info("procs", "n", runtime.GOMAXPROCS(0)) // serve -procs, or Go's own
+	defer governProcs(ctx, log, o.procs)()
 	announce(log, stdout, "", o.socket, o.ip, o.mac)
 	fmt.Fprintln(stdout, "  # then add the guest's own options to that line: its disk, or -kernel/-initrd/-append, its console")
 	return serveFunctions(ctx, log, fn)

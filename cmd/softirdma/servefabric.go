@@ -9,7 +9,6 @@ import (
 	"math"
 	"net"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -157,6 +156,7 @@ type fabricOptions struct {
 	debug      bool
 	hosts      hostFlags // devices for programs on this machine
 	hostDir    string    // where programs find them
+	procs      procsFlag
 }
 
 // fabricOptions checks the flags that go with -function.
@@ -263,7 +263,7 @@ func serveFabric(ctx context.Context, o fabricOptions, stdout, stderr io.Writer)
 		defer ctl.Close()
 	}
 	guard.report(log)
-	log.Info("procs", "n", runtime.GOMAXPROCS(0)) // serve -procs, or Go's own
+	defer governProcs(ctx, log, o.procs)()
 	var fns []*fabric.Function
 	runs := o.doorbellRuns()
 	for _, s := range o.functions {
