@@ -27,7 +27,7 @@ const (
 	// near a threshold from moving to and fro.
 	DownAt      = 0.5
 	CalmWindows = 10
-	// Window is how often Run looks at the process's CPU time.
+	// Window is how often the governor looks at the process's CPU time.
 	Window = 100 * time.Millisecond
 )
 
