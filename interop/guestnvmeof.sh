@@ -155,7 +155,8 @@ ticks() {
 # $OUT/$case.cpu what each part took over that time, in microseconds per I/O of IOS, then the
 # total (which main reads back), the length of the window and the cores it kept busy.
 cpu_watch() {
-  local ios=$1 share="$OUT/$case.share" hq tq parts=() a=() b=() t0 t1 i
+  local ios=$1 share="$OUT/$case.share" hz hq tq parts=() a=() b=() t0 t1 i
+  hz=$(getconf CLK_TCK)
   until [ -e "$share/randwrite.start" ]; do kill -0 "$host_pid" 2>/dev/null || return 0; sleep 0.05; done
   hq=$(qemu_of "$host_pid") tq=$(qemu_of "$target_pid") || { echo "no QEMU found" > "$OUT/$case.cpu"; return 0; }
   parts=("host guest's vCPU:$hq vcpu" "host QEMU's other threads:$hq other" "host serve:${host_serve:-}"
@@ -166,7 +167,7 @@ cpu_watch() {
   t1=$EPOCHREALTIME; mapfile -t b < <(sample)
   for i in "${!parts[@]}"; do
     [ -n "${parts[i]#*:}" ] || continue
-    echo "${parts[i]%%:*} $(((b[i] - a[i]) * 1000000 / $(getconf CLK_TCK) / ios))"
+    echo "${parts[i]%%:*} $(((b[i] - a[i]) * 1000000 / hz / ios))"
   done | awk -v w="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" -v ios="$ios" -v n="$(nproc)" '
     { us = $NF; $NF = ""; sub(/ $/, ""); line = line sep $0 " " us " us"; sep = ", "; all += us }
     END { printf "%s; all %d us (%d I/Os in %.1f s: %.2f of %d cores busy)\n", line, all, ios, w, all * ios / 1000000 / w, n }' > "$OUT/$case.cpu"

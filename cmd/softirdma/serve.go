@@ -130,14 +130,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		if code != 0 {
 			return code
 		}
-		o.procs = f.procs
 		return untilSignal(func(ctx context.Context) int { return serveFabric(ctx, o, stdout, stderr) })
 	}
 	o, code := f.serveOptions(stderr)
 	if code != 0 {
 		return code
 	}
-	o.procs = f.procs
 	return untilSignal(func(ctx context.Context) int { return serve(ctx, o, stdout, stderr) })
 }
 
@@ -201,7 +199,7 @@ func (f *serveFlags) serveOptions(stderr io.Writer) (serveOptions, int) {
 		// nor the engine has a tap for them: a pcap would stay empty.
 		return serveOptions{}, refuse(stderr, "-pcap needs -link: without a link the device's frames go over its loopback, which is not captured")
 	}
-	o := serveOptions{socket: f.socket, debug: f.debug, window: f.link.window}
+	o := serveOptions{socket: f.socket, debug: f.debug, window: f.link.window, procs: f.procs}
 	lc := f.link
 	if lc.link != "" {
 		if err := lc.check(); err != nil {

@@ -161,7 +161,7 @@ type fabricOptions struct {
 
 // fabricOptions checks the flags that go with -function.
 func (f *serveFlags) fabricOptions(stderr io.Writer) (fabricOptions, int) {
-	o := fabricOptions{functions: f.functions, faults: f.faults, control: f.control, debug: f.debug, hosts: f.hosts}
+	o := fabricOptions{functions: f.functions, faults: f.faults, control: f.control, debug: f.debug, hosts: f.hosts, procs: f.procs}
 	lc := f.link
 	if err := checkHosts(f.hosts, f.functions); err != nil {
 		return o, refuse(stderr, "%v", err)

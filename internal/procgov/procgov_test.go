@@ -39,7 +39,7 @@ func TestStep(t *testing.T) {
 
 // start sets one processor, gives a busy process a second, takes it back once the process has
 // been calm for CalmWindows windows, never goes above most, and gives back the setting it found.
-func TestRunFollowsTheLoad(t *testing.T) {
+func TestStartFollowsTheLoad(t *testing.T) {
 	found := runtime.GOMAXPROCS(0)
 	t.Cleanup(func() { runtime.GOMAXPROCS(found) })
 	runtime.GOMAXPROCS(3)
@@ -47,11 +47,11 @@ func TestRunFollowsTheLoad(t *testing.T) {
 	tick := make(chan time.Time)
 	type change struct{ from, to, procs int }
 	changes := make(chan change, 64)
-	var used atomic.Int64 // the process's CPU time as run reads it
+	var used atomic.Int64 // the process's CPU time as the governor reads it
 	started := make(chan struct{})
 	var once sync.Once
 	cpu := func() time.Duration {
-		once.Do(func() { close(started) }) // run's first reading, before any window
+		once.Do(func() { close(started) }) // the governor's first reading, before any window
 		return time.Duration(used.Load())
 	}
 	stop := start(ctx, 2, func(from, to int) { changes <- change{from, to, runtime.GOMAXPROCS(0)} }, cpu, tick)
@@ -60,8 +60,9 @@ func TestRunFollowsTheLoad(t *testing.T) {
 	}
 	<-started
 	now := time.Now()
-	// window ends a window in which the process used busy. run takes a tick only once it has
-	// done with the one before, so after window returns, every change before it has been sent.
+	// window ends a window in which the process used busy. The governor takes a tick only once
+	// it has done with the one before, so after window returns, every change before it has been
+	// sent.
 	window := func(busy time.Duration) {
 		used.Add(int64(busy))
 		now = now.Add(Window)
